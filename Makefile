@@ -1,0 +1,45 @@
+# fp4forge: every target installs missing Debian packages first (scripts/install-deps.sh).
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DFP4FORGE_WERROR=ON
+
+.PHONY: all deps build demo test test-unit bench bench-e2e fuzz test-asan clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	bash scripts/demo.sh $(BUILD)/bin/fp4forge
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+bench: build
+	bash scripts/bench.sh $(BUILD)
+
+bench-e2e: build
+	bash scripts/bench-e2e.sh $(BUILD)
+
+fuzz:
+	@FP4FORGE_WITH_FUZZ=1 bash scripts/install-deps.sh
+	bash scripts/fuzz.sh
+
+test-asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFP4FORGE_SANITIZE=address,undefined \
+	  -DFP4FORGE_BUILD_BENCH=OFF
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -L 'unit|e2e|golden|fault' --timeout 1800
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -1,0 +1,41 @@
+#include "render.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace fp4forge::cli {
+
+nlohmann::ordered_json error_json(const Error& e) {
+  nlohmann::ordered_json j;
+  j["code"] = errc_name(e.code);
+  j["exit_code"] = e.exit_code();
+  j["message"] = e.describe();
+  j["file"] = e.file.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.file);
+  j["tensor"] = e.tensor.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.tensor);
+  return j;
+}
+
+int report_error(const Error& e, bool json) {
+  fmt::print(stderr, "fp4forge: error: {}\n", e.describe());
+  if (json) {
+    nlohmann::ordered_json j;
+    j["ok"] = false;
+    j["error"] = error_json(e);
+    print_json(j);
+  }
+  return e.exit_code();
+}
+
+void print_json(const nlohmann::ordered_json& j) {
+  fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  std::fflush(stdout);
+}
+
+void warn(const std::string& message) { fmt::print(stderr, "fp4forge: warning: {}\n", message); }
+
+bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
+
+}  // namespace fp4forge::cli

@@ -1,0 +1,28 @@
+#pragma once
+// Shared CLI rendering: errors as one line on stderr (and a JSON object on stdout with --json),
+// JSON documents, and the exit-code mapping. No logic lives here.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/error.h"
+
+namespace fp4forge::cli {
+
+/** Prints `fp4forge: error: <message>` to stderr; with json=true also `{"ok":false,"error":{...}}` on
+ * stdout. Returns the exit code for the error. */
+int report_error(const Error& e, bool json);
+
+/** The JSON object for an error: {code, exit_code, message, file, tensor}. */
+nlohmann::ordered_json error_json(const Error& e);
+
+/** Pretty-prints a JSON document to stdout (indent 2, trailing newline). */
+void print_json(const nlohmann::ordered_json& j);
+
+/** Prints a warning line to stderr: `fp4forge: warning: ...`. */
+void warn(const std::string& message);
+
+/** True when stderr is a terminal (progress bars are drawn only then). */
+bool stderr_is_tty();
+
+}  // namespace fp4forge::cli

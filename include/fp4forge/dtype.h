@@ -1,0 +1,33 @@
+#pragma once
+/**
+ * Every safetensors dtype.
+ *
+ * The enumerator order must match the declaration order of huggingface/safetensors' `Dtype` enum
+ * (release 0.8.0): the reference writer sorts tensors by this order, descending, then by name
+ * (nvfp4a16-format.md §10). Never reorder; append only where upstream inserts.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace fp4forge {
+
+enum class DType : std::uint8_t {
+  BOOL, F4, F6_E2M3, F6_E3M2, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ,
+  I16, U16, F16, BF16, I32, U32, F32, C64, F64, I64, U64,
+};
+inline constexpr int kDTypeCount = 22;
+
+/** The safetensors spelling, e.g. "BF16". */
+std::string_view dtype_name(DType t) noexcept;
+/** Parses the safetensors spelling; nullopt for unknown strings. */
+std::optional<DType> parse_dtype(std::string_view s) noexcept;
+/** Size in bits of one element (4 for F4, 6 for F6_*, 1 byte = 8 for BOOL). */
+unsigned dtype_bits(DType t) noexcept;
+/** True for floating-point dtypes (F4 ... F64, C64 excluded). */
+bool dtype_is_float(DType t) noexcept;
+/** Position in the safetensors write order: lower sorts first (U64 first, BOOL last). */
+inline int dtype_write_rank(DType t) noexcept { return kDTypeCount - 1 - static_cast<int>(t); }
+
+}  // namespace fp4forge

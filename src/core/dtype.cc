@@ -1,0 +1,33 @@
+#include "fp4forge/dtype.h"
+
+#include <array>
+
+namespace fp4forge {
+namespace {
+struct Info {
+  std::string_view name;
+  unsigned bits;
+  bool is_float;
+};
+// Order must match enum class DType (safetensors Dtype declaration order).
+constexpr std::array<Info, kDTypeCount> kInfo{{
+    {"BOOL", 8, false},    {"F4", 4, true},       {"F6_E2M3", 6, true},    {"F6_E3M2", 6, true},
+    {"U8", 8, false},      {"I8", 8, false},      {"F8_E5M2", 8, true},    {"F8_E4M3", 8, true},
+    {"F8_E8M0", 8, true},  {"F8_E4M3FNUZ", 8, true}, {"F8_E5M2FNUZ", 8, true}, {"I16", 16, false},
+    {"U16", 16, false},    {"F16", 16, true},     {"BF16", 16, true},      {"I32", 32, false},
+    {"U32", 32, false},    {"F32", 32, true},     {"C64", 64, false},      {"F64", 64, true},
+    {"I64", 64, false},    {"U64", 64, false},
+}};
+}  // namespace
+
+std::string_view dtype_name(DType t) noexcept { return kInfo[static_cast<std::size_t>(t)].name; }
+unsigned dtype_bits(DType t) noexcept { return kInfo[static_cast<std::size_t>(t)].bits; }
+bool dtype_is_float(DType t) noexcept { return kInfo[static_cast<std::size_t>(t)].is_float; }
+
+std::optional<DType> parse_dtype(std::string_view s) noexcept {
+  for (std::size_t i = 0; i < kInfo.size(); ++i)
+    if (kInfo[i].name == s) return static_cast<DType>(i);
+  return std::nullopt;
+}
+
+}  // namespace fp4forge
