@@ -1,0 +1,76 @@
+#pragma once
+/**
+ * A Hugging Face checkpoint directory: config.json (optional for some commands), one safetensors file
+ * or several shards described by `*.safetensors.index.json`, and other files (tokenizer, processor...).
+ *
+ * open() validates: every shard header (ShardReader); the index and the shards agree both ways (each
+ * listed tensor exists in the named shard; each shard tensor is listed, in exactly one shard); shard
+ * names are plain file names inside the directory (no '/', no '..', not absolute; a symlink must not
+ * resolve outside the directory); no tensor name appears in two shards.
+ * Without an index, every `*.safetensors` file in the directory is a shard.
+ */
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/error.h"
+#include "fp4forge/safetensors/shard_reader.h"
+
+namespace fp4forge {
+
+/** A tensor of the checkpoint: which shard holds it, and its header entry. */
+struct TensorRef {
+  std::string name;
+  std::size_t shard = 0;              ///< index into Checkpoint::shards()
+  const st::TensorInfo* info = nullptr;  ///< owned by the shard reader
+};
+
+struct CheckpointOptions {
+  bool require_config = true;   ///< BAD_INPUT if config.json is missing
+  bool require_weights = true;  ///< BAD_INPUT if no safetensors file exists
+};
+
+class Checkpoint {
+ public:
+  static Result<Checkpoint> open(const std::filesystem::path& dir, CheckpointOptions opts = {});
+
+  const std::filesystem::path& dir() const noexcept { return dir_; }
+  bool has_config() const noexcept { return has_config_; }
+  /** config.json, key order preserved. Empty object when absent. */
+  const nlohmann::ordered_json& config() const noexcept { return config_; }
+  /** The index file name (e.g. "model.safetensors.index.json"), if the checkpoint has one. */
+  const std::optional<std::string>& index_file() const noexcept { return index_file_; }
+  /** Shard file names (basenames), in index order of first appearance / sorted when no index. */
+  const std::vector<std::string>& shard_names() const noexcept { return shard_names_; }
+  const std::vector<st::ShardReader>& shards() const noexcept { return shards_; }
+  /** Every tensor, sorted by name. */
+  const std::vector<TensorRef>& tensors() const noexcept { return tensors_; }
+  const TensorRef* find(std::string_view name) const noexcept;
+  std::span<const std::byte> data(const TensorRef& t) const noexcept;
+  /** Files in the directory that are not shards and not the index (config.json included), sorted. */
+  const std::vector<std::string>& other_files() const noexcept { return other_files_; }
+  /** Sum of tensor data bytes. */
+  std::uint64_t total_tensor_bytes() const noexcept;
+
+ private:
+  std::filesystem::path dir_;
+  bool has_config_ = false;
+  nlohmann::ordered_json config_ = nlohmann::ordered_json::object();
+  std::optional<std::string> index_file_;
+  std::vector<std::string> shard_names_;
+  std::vector<st::ShardReader> shards_;
+  std::vector<TensorRef> tensors_;
+  std::vector<std::string> other_files_;
+};
+
+/** Parses JSON text with a size/depth bound (BAD_INPUT with line/column on syntax errors). */
+Result<nlohmann::ordered_json> parse_json_bounded(std::string_view text, std::string_view source,
+                                                  std::size_t max_depth = 64);
+
+}  // namespace fp4forge

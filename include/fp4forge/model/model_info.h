@@ -1,0 +1,63 @@
+#pragma once
+/**
+ * What config.json says about the model, read once (pure function of the JSON):
+ * family, wrapper vs flat layout, text prefix, text-config geometry and per-layer types.
+ * Reading rule: `text = cfg.get("text_config", cfg)` (architectures.md §1.1).
+ */
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/error.h"
+
+namespace fp4forge {
+
+enum class Family { GEMMA4, QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT, LLAMA, QWEN3, QWEN3_MOE, UNKNOWN };
+std::string_view family_name(Family f) noexcept;  ///< "gemma4", "qwen3_5", ..., "unknown"
+
+/** Architecture class flags; combinable (e.g. MoE | multimodal). */
+struct ArchClass {
+  bool moe = false;
+  bool hybrid = false;      ///< linear attention (GatedDeltaNet) layers present
+  bool multimodal = false;  ///< vision/audio tower present (tensors) or wrapper with vision_config
+  int num_experts = 0;
+  /** "dense", "moe", "moe+hybrid+multimodal", ... stable text form */
+  std::string str() const;
+  bool operator==(const ArchClass&) const = default;
+};
+
+struct ModelInfo {
+  std::string architecture;  ///< architectures[0] ("" if absent)
+  std::string model_type;    ///< top-level model_type
+  std::string text_model_type;
+  Family family = Family::UNKNOWN;
+  bool wrapper = false;       ///< has text_config (multimodal wrapper layout)
+  std::string text_prefix;    ///< "model.language_model." or "model." (from config; may be refined by tensors)
+  // text-config geometry (0 / -1 when absent)
+  std::int64_t hidden_size = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  std::int64_t intermediate_size = 0, vocab_size = 0, max_position_embeddings = 0;
+  std::int64_t num_experts = 0, experts_per_tok = 0, moe_intermediate_size = 0;
+  std::int64_t shared_expert_intermediate_size = 0;
+  std::int64_t global_head_dim = 0, num_global_kv_heads = 0;  ///< Gemma-4 (flat or per_layer_config)
+  bool attention_k_eq_v = false;
+  std::int64_t sliding_window = 0, num_kv_shared_layers = 0;
+  std::int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
+  std::int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel_dim = 0;
+  std::int64_t mtp_num_hidden_layers = 0;
+  bool attn_output_gate = false;
+  bool tie_word_embeddings = false;
+  bool has_vision_config = false, has_audio_config = false;
+  std::vector<std::string> layer_types;  ///< per decoder layer; synthesized when absent
+};
+
+/** Reads ModelInfo from config.json. BAD_INPUT only for structurally impossible configs (e.g. a
+ * text_config that is not an object); missing keys leave fields at 0. */
+Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config);
+
+/** The text-config object (`text_config` if present, else the root). */
+const nlohmann::ordered_json& text_config(const nlohmann::ordered_json& config);
+
+}  // namespace fp4forge

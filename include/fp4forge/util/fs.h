@@ -1,0 +1,111 @@
+#pragma once
+/**
+ * The one I/O seam. Every file-system call fp4forge makes for writing (and for reading shards) goes
+ * through `fs::ops()`, so tests can inject ENOSPC, EIO, short writes, fsync and rename failures.
+ *
+ * Rules:
+ * - RAII descriptors; EINTR is retried on read/write; destructors never throw and never retry close.
+ * - Output files are written as `NAME.partial`, fsynced, then renamed (`AtomicFile`); a failed or
+ *   abandoned AtomicFile removes its `.partial`.
+ * - Errors are `Errc::IO` with the path and strerror: "cannot write 'x.partial': No space left on device".
+ */
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "fp4forge/error.h"
+
+namespace fp4forge::fs {
+
+/** The POSIX calls behind the seam. The default forwards to libc; tests subclass and override. */
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual int open(const char* path, int flags, mode_t mode);
+  virtual ssize_t read(int fd, void* buf, std::size_t n);
+  virtual ssize_t pread(int fd, void* buf, std::size_t n, off_t off);
+  virtual ssize_t write(int fd, const void* buf, std::size_t n);
+  virtual ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t off);
+  virtual int fsync(int fd);
+  virtual int close(int fd);
+  virtual int rename(const char* from, const char* to);
+  virtual int unlink(const char* path);
+  virtual int mkdir(const char* path, mode_t mode);
+  virtual int ftruncate(int fd, off_t len);
+};
+
+/** The active Ops (libc by default). */
+Ops& ops();
+/** Installs `o` (nullptr restores libc) and returns the previous one. Not thread-safe: tests only. */
+Ops* set_ops(Ops* o);
+
+/** RAII file descriptor. Move-only. */
+class File {
+ public:
+  File() = default;
+  ~File();
+  File(File&& o) noexcept;
+  File& operator=(File&& o) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  static Result<File> open_read(const std::filesystem::path& p);
+  /** Creates/truncates for writing (mode 0644). */
+  static Result<File> create(const std::filesystem::path& p);
+  int fd() const noexcept { return fd_; }
+  const std::string& path() const noexcept { return path_; }
+
+  /** Writes all bytes (retries short writes and EINTR). */
+  Status write_all(std::span<const std::byte> data);
+  Status write_all(std::string_view data) {
+    return write_all(std::as_bytes(std::span<const char>(data.data(), data.size())));
+  }
+  Status pwrite_all(std::span<const std::byte> data, std::uint64_t offset);
+  /** Reads exactly data.size() bytes at offset (EIO or EOF is an error). */
+  Status pread_all(std::span<std::byte> data, std::uint64_t offset);
+  Status fsync();
+  Status close();  ///< explicit close with error report
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+/** A file written as `final.partial` then fsynced and renamed to `final` by commit(). */
+class AtomicFile {
+ public:
+  AtomicFile() = default;
+  ~AtomicFile();  ///< removes the .partial if not committed
+  AtomicFile(AtomicFile&&) noexcept;
+  AtomicFile& operator=(AtomicFile&&) noexcept;
+
+  static Result<AtomicFile> create(const std::filesystem::path& final_path);
+  File& file() { return file_; }
+  const std::filesystem::path& final_path() const { return final_; }
+  std::filesystem::path partial_path() const;
+  /** fsync, close, rename .partial -> final, fsync the directory. */
+  Status commit();
+  /** Removes the .partial (no error if absent). */
+  void abort() noexcept;
+
+ private:
+  File file_;
+  std::filesystem::path final_;
+  bool done_ = true;
+};
+
+/** Writes `content` to `path` atomically (.partial + fsync + rename). */
+Status write_file_atomic(const std::filesystem::path& path, std::string_view content);
+/** Reads a whole (small) file; refuses files larger than max_bytes with BAD_INPUT. */
+Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes = 256u << 20);
+/** rename() through the seam, then fsync of the target directory. */
+Status rename_durable(const std::filesystem::path& from, const std::filesystem::path& to);
+/** fsync a directory (so renames inside it are durable). */
+Status fsync_dir(const std::filesystem::path& dir);
+
+}  // namespace fp4forge::fs
