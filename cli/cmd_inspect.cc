@@ -1,18 +1,50 @@
-// PLACEHOLDER: replaced by the 'inspect' implementation. Until then the command reports "not built yet".
+// fp4forge inspect DIR [--json]: what is this checkpoint (library: model/inspect.h).
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/model/inspect.h"
+#include "render.h"
 
 namespace fp4forge::cli {
 
+namespace {
+struct InspectOpts {
+  std::string dir;
+  bool json = false;
+};
+
+int run_inspect(const InspectOpts& o) {
+  CheckpointOptions copts;
+  copts.require_config = false;  // inspect still reports roles by name (and warns) without config.json
+  auto ckpt = Checkpoint::open(o.dir, copts);
+  if (!ckpt) return report_error(ckpt.error(), o.json);
+  auto rep = inspect_checkpoint(*ckpt);
+  if (!rep) return report_error(rep.error(), o.json);
+  if (o.json) {
+    print_json(to_json(*rep));
+  } else {
+    fmt::print("{}", to_text(*rep));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+}  // namespace
+
 void add_inspect(CLI::App& sub, Action& action) {
-  sub.allow_extras();
-  sub.callback([&action] {
-    action = [] {
-      fmt::print(stderr, "fp4forge: error: 'inspect' is not available in this build\n");
-      return 5;
-    };
-  });
+  auto opts = std::make_shared<InspectOpts>();
+  sub.add_option("dir", opts->dir, "checkpoint directory (config.json + safetensors shards)")->required();
+  sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/inspect.md)");
+  sub.footer(
+      "Examples:\n"
+      "  fp4forge inspect ./gemma-4-26B-A4B-it\n"
+      "  fp4forge inspect ./Qwen3.5-27B --json | jq .roles\n"
+      "  fp4forge synth --arch llama --size tiny --out /tmp/l && fp4forge inspect /tmp/l");
+  sub.callback([&action, opts] { action = [opts] { return run_inspect(*opts); }; });
 }
 
 }  // namespace fp4forge::cli

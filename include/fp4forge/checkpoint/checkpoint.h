@@ -6,7 +6,10 @@
  * open() validates: every shard header (ShardReader); the index and the shards agree both ways (each
  * listed tensor exists in the named shard; each shard tensor is listed, in exactly one shard); shard
  * names are plain file names inside the directory (no '/', no '..', not absolute; a symlink must not
- * resolve outside the directory); no tensor name appears in two shards.
+ * resolve outside the directory, except into the `../../blobs/` folder of a Hugging Face hub cache
+ * snapshot, `<repo>/snapshots/<rev>/`); no tensor name appears in two shards; metadata.total_size,
+ * when present, equals the sum of tensor bytes. config.json and the index are parsed with
+ * parse_json_bounded (duplicate keys are an error).
  * Without an index, every `*.safetensors` file in the directory is a shard.
  */
 #include <cstdint>

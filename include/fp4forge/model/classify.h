@@ -24,6 +24,12 @@ struct TensorClass {
   std::string module;       ///< module path (name without the final parameter component)
   std::string param;        ///< final component: "weight", "bias", "weight_packed", "gate_up_proj", ...
   bool text_stack = false;  ///< under the text prefix (not tower, not mtp)
+  // --- additions (model engineer) ---
+  /** For MTP tensors (role MTP): the role the tensor would have in a text-stack layer (ATTN_Q for
+   * `mtp.layers.0.self_attn.q_proj.weight`, NORM for `mtp.norm.weight`, OTHER for `mtp.fc`).
+   * Equal to `role` for every other tensor. */
+  Role base_role = Role::OTHER;
+  bool quant_param = false;  ///< param is a compressed-tensors tensor (weight_packed, weight_scale, ...)
 };
 
 TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape, const ModelInfo& info);

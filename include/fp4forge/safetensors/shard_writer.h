@@ -5,9 +5,11 @@
  * header = compact JSON (no spaces), `__metadata__` first if present, each entry
  * `"name":{"dtype":"…","shape":[…],"data_offsets":[a,b]}`, padded with 0x20 to a multiple of 8.
  */
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -60,7 +62,8 @@ class ShardWriter {
   ShardWriter() = default;
   fs::AtomicFile file_;
   ShardLayout layout_;
-  std::uint64_t written_ = 0;  // total data bytes written (checked at commit)
+  // Total data bytes written (checked at commit); heap-held so the writer stays movable.
+  std::unique_ptr<std::atomic<std::uint64_t>> written_;
 };
 
 /** Convenience: lays out and writes a whole small file in one call (tests, synth of small tensors). */

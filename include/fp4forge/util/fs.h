@@ -9,6 +9,7 @@
  *   abandoned AtomicFile removes its `.partial`.
  * - Errors are `Errc::IO` with the path and strerror: "cannot write 'x.partial': No space left on device".
  */
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -37,6 +38,10 @@ class Ops {
   virtual int unlink(const char* path);
   virtual int mkdir(const char* path, mode_t mode);
   virtual int ftruncate(int fd, off_t len);
+  virtual int fstat(int fd, struct stat* st);
+  /** mmap/munmap (shard reading); a failing mmap returns MAP_FAILED with errno set. */
+  virtual void* mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t off);
+  virtual int munmap(void* addr, std::size_t len);
 };
 
 /** The active Ops (libc by default). */
@@ -57,6 +62,8 @@ class File {
   static Result<File> open_read(const std::filesystem::path& p);
   /** Creates/truncates for writing (mode 0644). */
   static Result<File> create(const std::filesystem::path& p);
+  /** Size of the open file (fstat through the seam). */
+  Result<std::uint64_t> size() const;
   int fd() const noexcept { return fd_; }
   const std::string& path() const noexcept { return path_; }
 

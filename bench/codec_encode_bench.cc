@@ -1,0 +1,91 @@
+// NVFP4 encode throughput: GB/s of BF16 source bytes per core for the whole encode (amax pass +
+// scales + codes + packing) of an 8192x8192 tensor, for each codec path, next to a per-core memcpy of
+// the same bytes measured in the same binary. Single-threaded: the figures are per core.
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "fp4forge/codec/half.h"
+#include "fp4forge/codec/nvfp4.h"
+
+namespace {
+
+using fp4forge::DType;
+namespace nvfp4 = fp4forge::nvfp4;
+
+constexpr std::uint64_t kRows = 8192, kCols = 8192;
+
+// N(0, 0.02)-like BF16 weights with a few outliers, generated once.
+const std::vector<std::byte>& source() {
+  static const std::vector<std::byte> data = [] {
+    std::vector<std::uint16_t> v(kRows * kCols);
+    std::mt19937_64 rng(42);
+    std::normal_distribution<float> nd(0.0f, 0.02f);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = fp4forge::half::float_to_bf16(nd(rng));
+    for (std::size_t i = 0; i < v.size(); i += 100003) v[i] = fp4forge::half::float_to_bf16(0.75f);
+    std::vector<std::byte> b(v.size() * 2);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  }();
+  return data;
+}
+
+void BM_Encode(benchmark::State& state, const std::string& path) {
+  const auto& src = source();
+  const nvfp4::WeightView w{src.data(), DType::BF16, kRows, kCols};
+  std::vector<std::byte> packed(kRows * kCols / 2), scale(kRows * kCols / 16);
+  for (auto _ : state) {
+    auto a = nvfp4::amax_rows_with(path, w, 0, kRows, "bench");
+    if (!a.ok()) {
+      state.SkipWithError(a.error().message.c_str());
+      return;
+    }
+    const float gs = nvfp4::global_scale(*a, DType::BF16);
+    auto st = nvfp4::encode_rows_with(path, w, gs, 0, kRows, packed.data(), scale.data(), "bench");
+    if (!st.ok()) {
+      state.SkipWithError(st.error().message.c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(packed.data());
+    benchmark::DoNotOptimize(scale.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes_per_second"] = benchmark::Counter(
+      static_cast<double>(src.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(path);
+}
+
+void BM_Memcpy(benchmark::State& state) {
+  const auto& src = source();
+  std::vector<std::byte> dst(src.size());
+  std::memset(dst.data(), 1, dst.size());  // fault the pages in before timing
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), src.size());
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes_per_second"] = benchmark::Counter(
+      static_cast<double>(src.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel("memcpy");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::RegisterBenchmark("BM_Memcpy/8192x8192_bf16", BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (const std::string& p : nvfp4::available_paths()) {
+    // The literal scalar reference (arg-min E4M3 rounding) is a correctness oracle, not a fast path.
+    benchmark::RegisterBenchmark(("BM_Encode/8192x8192_bf16/" + p).c_str(),
+                                 [p](benchmark::State& s) { BM_Encode(s, p); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,83 @@
+#pragma once
+/**
+ * Golden NVFP4A16 vectors: loader and runner (what `fp4forge selftest` and the golden tests use).
+ *
+ * File schema (tests/data/golden/nvfp4a16_golden.json):
+ *   {"format", "encoding", "cases": [
+ *     {"name", "dtype": "BF16"|"F16"|"F32", "note",
+ *      "members":  [{"shape": [N, K], "weight": hex of LE source bytes, row-major}],
+ *      "expected": [{"weight_packed": hex U8 [N, K/2], "weight_scale": hex F8_E4M3 [N, K/16],
+ *                    "weight_global_scale": hex LE F32 [1]}]}]}
+ * Each case is one fused set: all members share one global scale.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/dtype.h"
+#include "fp4forge/error.h"
+
+namespace fp4forge::nvfp4 {
+
+struct GoldenMember {
+  std::uint64_t rows = 0, cols = 0;
+  std::vector<std::byte> weight;        ///< source bytes, rows*cols*elem_size
+  std::vector<std::byte> packed;        ///< expected weight_packed, rows*cols/2
+  std::vector<std::byte> scale;         ///< expected weight_scale, rows*cols/16
+  std::uint32_t global_scale_bits = 0;  ///< expected weight_global_scale as float32 bits
+};
+
+struct GoldenCase {
+  std::string name;
+  std::string note;
+  DType dtype = DType::BF16;
+  std::vector<GoldenMember> members;
+  /** Views of the members' source weights (valid while the case lives). */
+  std::vector<WeightView> views() const;
+};
+
+struct GoldenSet {
+  std::string source;  ///< file path, or "built-in"
+  std::vector<GoldenCase> cases;
+};
+
+/**
+ * Parses and validates a golden file's text. Any schema violation (missing key, bad hex, unknown
+ * dtype, sizes that do not match the shape, K % 16 != 0, no cases) is Errc::BAD_INPUT naming the
+ * source, the case and the field.
+ */
+Result<GoldenSet> parse_golden(std::string_view json_text, std::string_view source);
+/** Reads (Errc::IO on failure) and parses a golden file. */
+Result<GoldenSet> load_golden(const std::filesystem::path& path);
+/** The vectors built into the binary (tests/data/golden/nvfp4a16_golden.json at build time). */
+std::string_view builtin_golden_json() noexcept;
+Result<GoldenSet> builtin_golden();
+
+/** One case run on one path. */
+struct GoldenOutcome {
+  std::string case_name;
+  std::string path;
+  bool pass = false;
+  std::string detail;  ///< empty on pass; else the first mismatch or the encoder's error
+};
+
+struct GoldenReport {
+  std::string source;
+  std::vector<std::string> paths;
+  std::vector<std::string> cases;
+  std::vector<GoldenOutcome> outcomes;  ///< case-major: outcomes[c * paths.size() + p]
+  std::size_t failures = 0;
+  bool ok() const noexcept { return failures == 0; }
+};
+
+/** Runs one case on one path (encode_fused) and compares every byte. */
+GoldenOutcome run_golden_case(const GoldenCase& c, std::string_view path);
+/** Runs every case on every path in `paths`. */
+GoldenReport run_golden(const GoldenSet& set, std::span<const std::string> paths);
+
+}  // namespace fp4forge::nvfp4

@@ -1,0 +1,98 @@
+#pragma once
+/**
+ * `fp4forge doctor`: finds config defects in a checkpoint directory (ours or third-party) before they
+ * cost a quantization run or a serving seat, and fixes the ones that can be fixed safely.
+ *
+ * Every finding has a stable `kind` (the ids are listed by doctor_kinds() and documented in
+ * docs/cli/doctor.md), a severity, evidence (config key, tensors, expected vs actual) and, when an
+ * automatic fix exists, its description. The rules come from architectures.md (§3 shape invariants,
+ * §3.2-3.5, §6) and failure-catalog.md (F-numbers in the kind table).
+ *
+ * Fixing (`fix = true`):
+ * - only the fixes of doctor_kinds() with `fixable` run; `.safetensors` files are never opened for
+ *   writing; only config.json, tokenizer.json and preprocessor_config.json can change;
+ * - each fix re-proves its precondition on the file as it is on disk at fix time, and refuses
+ *   (listed in DoctorReport::refused) when the proof fails;
+ * - a changed file is first copied to `FILE.bak-fp4forge-YYYYMMDD-HHMMSS` (`-1`, `-2`, ... appended
+ *   when that name exists), then written via fs::write_file_atomic; JSON files keep their formatting
+ *   (json_edit.h); a unified diff of each change is reported;
+ * - idempotent: a second run finds nothing left to fix and writes nothing;
+ * - `dry_run = true` computes the same changes and diffs and writes nothing.
+ */
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/error.h"
+#include "fp4forge/verify/finding.h"
+
+namespace fp4forge::doctor {
+
+/** One kind of finding doctor can report (the stable registry behind docs/cli/doctor.md). */
+struct KindInfo {
+  std::string_view id;        ///< stable kebab-case id
+  Severity severity;          ///< default severity (a few kinds downgrade, see `note`)
+  bool fixable;               ///< --fix has an automatic fix
+  std::string_view catalog;   ///< failure-catalog entries, e.g. "F27"
+  std::string_view summary;   ///< one line: what it means
+};
+/** Every kind doctor can emit, in documentation order. */
+std::span<const KindInfo> doctor_kinds() noexcept;
+/** The registry entry of `id`, or nullptr. */
+const KindInfo* find_kind(std::string_view id) noexcept;
+
+struct DoctorOptions {
+  bool fix = false;      ///< apply the automatic fixes
+  bool dry_run = false;  ///< with or without fix: compute changes and diffs, write nothing
+  /** Backup timestamp "YYYYMMDD-HHMMSS"; empty: the local time now. */
+  std::string timestamp;
+};
+
+/** A file doctor changed (or, in a dry run, would change). */
+struct FileChange {
+  std::string file;                ///< path relative to the checkpoint directory
+  std::vector<std::string> kinds;  ///< the fixes that produced this change
+  bool created = false;            ///< the file did not exist before
+  std::string backup;              ///< backup file name (empty when created or not written)
+  bool written = false;            ///< false in a dry run
+  std::string diff;                ///< unified diff old -> new
+};
+
+/** A fix that was due but refused because its precondition did not hold at fix time. */
+struct RefusedFix {
+  std::string kind;
+  std::string reason;
+};
+
+struct DoctorReport {
+  std::string dir;
+  std::string family;        ///< family_name() of the checkpoint
+  std::string architecture;  ///< architectures[0]
+  bool quantized = false;
+  bool fix = false, dry_run = false;
+  std::vector<Finding> findings;   ///< what the first pass found
+  std::vector<FileChange> changes;
+  std::vector<RefusedFix> refused;
+  std::vector<Finding> remaining;  ///< after the fixes were written (== findings otherwise)
+
+  /** 0 when no error-severity finding remains, else 1. */
+  int exit_code() const noexcept;
+};
+
+/**
+ * Checks `dir` and, with opts.fix, fixes it. Errors (not findings): BAD_INPUT for a missing or
+ * malformed config.json / shard / index, IO for read or write failures.
+ */
+Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOptions& opts = {});
+
+/** The --json document (schema in docs/cli/doctor.md). */
+nlohmann::ordered_json to_json(const DoctorReport& r);
+
+/** Human-readable report (findings, diffs, summary line). */
+std::string to_text(const DoctorReport& r);
+
+}  // namespace fp4forge::doctor

@@ -1,0 +1,137 @@
+#pragma once
+/**
+ * KV-cache bytes exactly as vLLM's v1 engine computes them, without a GPU (architectures.md §4).
+ *
+ * build_kv_layout() turns a config into per-layer KV specs (full attention, sliding window,
+ * GatedDeltaNet/Mamba state; KV-shared layers allocate nothing), applies tensor parallelism the way
+ * vLLM does (kv := max(1, kv // TP); Hk, Hv := / TP), raises the attention block size of hybrid
+ * models so one page holds a state (§4.2), unifies page sizes and forms vLLM's groups. The layout
+ * does not depend on max_model_len, max_num_batched_tokens or the memory budget; kv_demand() and the
+ * functions after it do. All functions are pure.
+ */
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/error.h"
+#include "fp4forge/model/model_info.h"
+
+namespace fp4forge::kvplan {
+
+/** Bytes per element of a `--kv-cache-dtype` value: auto/bf16/bfloat16/fp16/float16/half -> 2,
+ * fp8/fp8_e4m3/fp8_e5m2 -> 1. `model_dtype_bytes` resolves "auto". USAGE error otherwise. */
+Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtype_bytes = 2);
+/** Bytes of a mamba state dtype (float32/fp32 -> 4, bfloat16/bf16/float16/fp16 -> 2); "auto" -> dflt. */
+Result<int> state_dtype_bytes(std::string_view dtype, int dflt);
+/** The vLLM spelling of a kv-cache dtype for the command line ("bf16" -> "bfloat16"). */
+std::string vllm_kv_cache_dtype(std::string_view kv_cache_dtype);
+
+enum class LayerKind { FULL, SLIDING, STATE };
+/** "full_attention", "sliding_window", "mamba_state". */
+std::string_view layer_kind_name(LayerKind k) noexcept;
+
+struct KvOptions {
+  int tp = 1;                                  ///< tensor-parallel size
+  std::string kv_cache_dtype = "auto";         ///< --kv-cache-dtype
+  std::string mamba_cache_dtype = "auto";      ///< --mamba-cache-dtype (conv state; auto = model dtype)
+  std::string mamba_ssm_cache_dtype = "auto";  ///< --mamba-ssm-cache-dtype (auto = config mamba_ssm_dtype, else conv dtype)
+  bool prefix_caching = true;                  ///< state layers use "align" mode: 2 pages per request
+  int spec_tokens = 0;                         ///< speculative tokens (MTP): extra conv rows and state pages
+  std::int64_t block_size = 0;                 ///< --block-size; 0 = unset (16, or the hybrid alignment)
+  std::int64_t kernel_block_alignment = 16;    ///< `a` of §4.2 (FlashAttention / FlashInfer on CUDA)
+  bool hybrid_kv_cache_manager = true;         ///< false = --disable-hybrid-kv-cache-manager
+};
+
+/** The KV spec of one layer that allocates cache (per rank, after TP). */
+struct LayerSpec {
+  int layer = -1;
+  LayerKind kind = LayerKind::FULL;
+  std::int64_t kv_heads = 0;  ///< per rank
+  std::int64_t head_dim = 0;
+  std::int64_t window = 0;    ///< sliding window (0 for full / state)
+  std::uint64_t conv_state_bytes = 0, ssm_state_bytes = 0;  ///< state layers, per rank
+  std::int64_t block_size = 0;   ///< tokens per block after hybrid alignment and page unification
+  std::uint64_t page_bytes = 0;  ///< bytes per block of this layer (state pages padded)
+  std::uint64_t bytes_per_token = 0;  ///< attention: 2 * kv_heads * head_dim * dtype; 0 for state
+};
+
+/** vLLM's grouping outcome (§4.2 steps 1-3). */
+enum class GroupingMode {
+  NONE,          ///< attention-free: no KV cache
+  UNIFORM,       ///< every layer spec equal: one group of all layers
+  UNIFORM_TYPE,  ///< same type and block, different page sizes: one group, per-layer pages
+  HYBRID,        ///< unified page size, groups of g layers sharing g memory pools
+};
+std::string_view grouping_mode_name(GroupingMode m) noexcept;  ///< "none", "uniform", ...
+
+struct KvGroup {
+  LayerKind kind = LayerKind::FULL;
+  std::int64_t block_size = 0;
+  std::int64_t window = 0;
+  std::vector<int> layers;  ///< the real layers of the group (fewer than group_size when padded)
+  int state_pages = 0;      ///< state groups: pages held per request (1 or 2, plus spec tokens)
+};
+
+struct KvLayout {
+  std::vector<LayerSpec> layers;       ///< layers that allocate KV, in layer order
+  std::vector<int> kv_shared_layers;   ///< layers that reuse another layer's KV (allocate nothing)
+  int tp = 1;
+  int kv_dtype_bytes = 2, conv_dtype_bytes = 2, ssm_dtype_bytes = 2;
+  GroupingMode mode = GroupingMode::NONE;
+  /** Bytes of one block across one pool: the unified per-layer page (UNIFORM, HYBRID) or the sum of
+   * all layers' pages (UNIFORM_TYPE). */
+  std::uint64_t page_bytes = 0;
+  /** Layers per group = number of memory pools (g). 1 for UNIFORM_TYPE (its page is the sum). */
+  std::int64_t group_size = 0;
+  std::vector<KvGroup> groups;
+  std::int64_t min_block_size = 0;   ///< smallest block size over the groups
+  // Hybrid (attention + state) alignment, §4.2:
+  std::uint64_t state_bytes = 0;         ///< unpadded state page (conv + recurrent), per rank
+  std::uint64_t state_padding_bytes = 0; ///< padding added to reach the attention page
+  std::int64_t attn_block_size = 0;      ///< attention block size vLLM chooses
+  /** Bytes per token that grow with the sequence (full-attention layers; with the hybrid manager
+   * disabled also the sliding ones). */
+  std::uint64_t growing_bytes_per_token = 0;
+  /** All attention layers as if none were windowed (the common naive figure). */
+  std::uint64_t naive_bytes_per_token = 0;
+  std::vector<std::string> notes;  ///< assumptions worth printing (e.g. the MTP layer's KV)
+};
+
+/**
+ * Builds the layout from config.json (`config`) and its ModelInfo. BAD_INPUT for configs vLLM could
+ * not serve this way (missing head geometry, TP not dividing heads, unsupported layer type, page sizes
+ * that do not divide); USAGE for bad option values (dtype names, tp < 1).
+ */
+Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_json& config,
+                                 const KvOptions& opts);
+
+/** What one request of max_model_len tokens reserves. */
+struct KvDemand {
+  std::int64_t max_model_len = 0;
+  std::int64_t max_num_batched_tokens = 0;
+  std::vector<std::int64_t> blocks_per_group;  ///< ceil(group_max_bytes / page), per group
+  std::int64_t blocks_per_request = 0;         ///< sum over groups
+  std::uint64_t bytes_per_request = 0;         ///< g * page * blocks_per_request (§4.2 step 5)
+};
+KvDemand kv_demand(const KvLayout& layout, std::int64_t max_model_len, std::int64_t max_num_batched_tokens);
+
+/** num_blocks = available // page // g (§4.2 step 4). */
+std::int64_t kv_num_blocks(const KvLayout& layout, std::uint64_t available_bytes);
+/** "Maximum concurrency for L tokens per request" = num_blocks / blocks_per_request. */
+double kv_max_concurrency(const KvDemand& demand, std::int64_t num_blocks);
+/** "GPU KV cache size: N tokens" = num_blocks // groups * min_block_size (not meaningful for hybrid). */
+std::int64_t kv_cache_tokens(const KvLayout& layout, std::int64_t num_blocks);
+/** Smallest available KV memory whose num_blocks gives a concurrency >= target (target > 0). */
+std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& demand, double target);
+/** Largest max_model_len in [1, upper] whose per-request reservation fits `available_bytes` (binary
+ * search, as vLLM's auto max_model_len); 0 when not even one token fits. */
+std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes,
+                                   std::int64_t max_num_batched_tokens, std::int64_t upper);
+
+/** vLLM's API-server default: 8192 on GPUs with >= 70 GiB that are not A100s, else 2048. */
+std::int64_t default_max_num_batched_tokens(std::uint64_t gpu_total_bytes, std::string_view gpu_name);
+
+}  // namespace fp4forge::kvplan

@@ -1,0 +1,47 @@
+#pragma once
+/**
+ * Weight bytes as vLLM loads a checkpoint, from its safetensors headers (no tensor data is read).
+ *
+ * - Every tensor counts with its stored size, except floating-point tensors wider than 16 bits that
+ *   are not quantization parameters: vLLM loads those in the model dtype (bf16), so they count 2 bytes
+ *   per element.
+ * - Gemma-4 full-attention layers with `attention_k_eq_v` have no `v_proj`; vLLM copies `k_proj` into
+ *   the V slot of its fused qkv_proj, so those k_proj tensors count twice (architectures.md §4.1).
+ * - `mtp.*` tensors count only when speculative decoding is enabled (vLLM loads the MTP drafter then).
+ * - assume_nvfp4a16 sizes the Linear weights our `quantize` would quantize (attention q/k/v/o, dense
+ *   MLP, routed experts including fused 3-D, shared experts, text stack only, K % 16 == 0, not already
+ *   quantized) as NVFP4A16: N*K/2 (packed) + N*K/16 (fp8 scales) + 4 (global scale) bytes per Linear.
+ *   Embeddings, lm_head, routers, towers, linear attention, MTP and everything else stay as stored.
+ */
+#include <cstdint>
+#include <string>
+
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/error.h"
+#include "fp4forge/model/model_info.h"
+
+namespace fp4forge::kvplan {
+
+struct WeightOptions {
+  bool include_mtp = false;      ///< speculative decoding with the checkpoint's MTP module
+  bool assume_nvfp4a16 = false;  ///< size quantizable Linears as NVFP4A16
+};
+
+struct WeightEstimate {
+  std::uint64_t bytes = 0;               ///< total bytes vLLM holds (all ranks together)
+  std::uint64_t stored_bytes = 0;        ///< sum of the stored tensor sizes (headers)
+  std::uint64_t duplicated_v_bytes = 0;  ///< Gemma-4 k_eq_v: k_proj copied into the V slot
+  std::uint64_t mtp_bytes = 0;           ///< MTP tensors; part of `bytes` only with include_mtp
+  std::uint64_t upcast_saved_bytes = 0;  ///< bytes saved by loading fp32 tensors in bf16
+  std::uint64_t nvfp4a16_saved_bytes = 0;  ///< bytes saved by assume_nvfp4a16
+  std::size_t quantized_linears = 0;     ///< Linears sized as NVFP4A16 (assume_nvfp4a16)
+  std::size_t tensors = 0;
+};
+
+/** NVFP4A16 bytes of one Linear [N, K]: N*K/2 + N*K/16 + 4. */
+std::uint64_t nvfp4a16_linear_bytes(std::uint64_t n, std::uint64_t k);
+
+/** Sizes the checkpoint's weights (see the file comment). Pure over the headers. */
+WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, const WeightOptions& opts);
+
+}  // namespace fp4forge::kvplan

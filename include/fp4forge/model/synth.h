@@ -1,0 +1,86 @@
+#pragma once
+/**
+ * `fp4forge synth`: writes a random-weight BF16 checkpoint with the exact layout of a family
+ * (config.json, tensor names and shapes, sharding + index, generation_config.json, and
+ * processor_config.json with a nested image_processor for multimodal families).
+ *
+ * - Deterministic: the bytes of every tensor depend only on (seed, tensor name); values are
+ *   normal-ish (Irwin-Hall of 4 uniforms), std 0.02, from a splitmix64 stream.
+ * - Streaming: tensors are generated in fixed-size chunks straight into st::ShardWriter::write_at,
+ *   so memory stays bounded (a few MiB) even for `--size 8b` (~16 GB).
+ * - `tiny` geometries copy the fixtures in tests/data (same names and shapes); `small` is ~100-300 MB;
+ *   `8b` has Llama-3-8B-class geometry (llama: H 4096, 32 layers, 32 heads, 8 kv, I 14336, V 128256)
+ *   with ~5 GB shards.
+ */
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/error.h"
+#include "fp4forge/util/progress.h"
+
+namespace fp4forge {
+
+/** Accepted --arch values: llama, qwen3-moe, gemma4-dense, gemma4-moe, qwen3_5-dense, qwen3_5-moe. */
+std::span<const std::string_view> synth_archs() noexcept;
+/** Accepted --size values: tiny, small, 8b. */
+std::span<const std::string_view> synth_sizes() noexcept;
+
+struct SynthOptions {
+  std::string arch;
+  std::string size = "tiny";
+  std::filesystem::path out;
+  std::uint64_t seed = 0;
+  bool force = false;                 ///< write into an existing non-empty directory (old checkpoint files are removed)
+  Progress::Mode progress = Progress::Mode::AUTO;
+  std::uint64_t max_shard_bytes = 0;  ///< 0: by size (tiny 256 KiB, small 64 MiB, 8b 5 GB)
+};
+
+/** One planned tensor. */
+struct SynthTensor {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  std::string shard;  ///< shard file name
+};
+
+/** The planned checkpoint: everything decided before any byte is written. */
+struct SynthPlan {
+  std::string arch, size;
+  nlohmann::json config;                       ///< config.json (sorted keys, as transformers writes)
+  nlohmann::json generation_config;
+  nlohmann::json processor_config;             ///< null for text-only families
+  std::vector<SynthTensor> tensors;            ///< in module order
+  std::vector<std::string> shards;             ///< shard names, in order
+  std::uint64_t total_params = 0, total_bytes = 0;
+};
+
+/** Plans a checkpoint (no I/O). USAGE for an unknown arch or size. */
+Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::uint64_t max_shard_bytes = 0);
+
+struct SynthReport {
+  std::filesystem::path out;
+  std::string arch, size;
+  std::uint64_t seed = 0;
+  std::uint64_t num_tensors = 0, total_params = 0, total_bytes = 0;
+  std::vector<std::string> shards;
+  std::vector<std::string> files;  ///< every file written (basenames)
+  double seconds = 0;
+};
+
+/**
+ * Plans and writes the checkpoint. Errors: USAGE (unknown arch/size), BAD_INPUT (--out exists and is not
+ * an empty directory, without force), IO (mkdir / write / fsync / rename / not enough free space).
+ */
+Result<SynthReport> synth_checkpoint(const SynthOptions& opts);
+
+/** Fills `out` with the BF16 values of tensor `name` starting at element `first` (for tests / tools). */
+void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t first, std::span<std::uint16_t> out);
+
+nlohmann::ordered_json to_json(const SynthReport& r);
+
+}  // namespace fp4forge

@@ -1,0 +1,100 @@
+#pragma once
+/**
+ * `gateway`: read and edit a LiteLLM proxy `config.yaml` without disturbing anything else in it.
+ *
+ * yaml-cpp does not keep comments, so edits are done as line-based text edits located with the parsed
+ * structure (yaml-cpp marks give each key's line and column). Every edit is then re-parsed and checked:
+ * the edited alias must carry exactly the intended `litellm_params`, and every other entry must parse
+ * to the same values as before. Lines outside the edit are byte-identical by construction.
+ *
+ * Writes follow the cutover order of failure catalogue F44: probe the new seat first (swap), take a
+ * named backup `FILE.bak-fp4forge-YYYYMMDD-HHMMSS` (same directory, same permissions), then replace
+ * the file atomically (temp file + fsync + rename).
+ */
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fp4forge/error.h"
+#include "fp4forge/probe/probe.h"
+
+namespace fp4forge::probe {
+
+/** One `model_list` entry (a LiteLLM "deployment"). */
+struct GatewayRoute {
+  std::string alias;     ///< model_name
+  std::string model;     ///< litellm_params.model (e.g. "hosted_vllm/Qwen/Qwen3-8B")
+  std::string api_base;  ///< litellm_params.api_base ("" when absent)
+  int line = 0;          ///< 1-based line of the entry
+  bool wildcard = false; ///< model_name contains '*'
+  std::vector<std::pair<std::string, std::string>> params;  ///< other scalar litellm_params (api_key
+                                                            ///< values shown as "***" unless os.environ/)
+};
+
+/** An alias that `gateway retire` commented out (found through its marker comment). */
+struct RetiredAlias {
+  std::string alias;
+  int line = 0;  ///< 1-based line of the marker comment
+};
+
+struct GatewayShow {
+  std::string path;
+  std::vector<GatewayRoute> routes;
+  std::vector<RetiredAlias> retired;
+  std::string backend;                     ///< the --backend asked about ("" when none)
+  std::vector<std::string> backend_aliases;  ///< aliases whose api_base routes to `backend`
+  std::vector<std::string> warnings;       ///< wildcard routes, duplicate aliases, missing api_base ...
+};
+
+/** Parses a LiteLLM config text (`path` only names it in messages). */
+Result<GatewayShow> gateway_show_text(const std::string& text, const std::string& path,
+                                      const std::string& backend = {});
+/** Reads and parses FILE (BAD_INPUT when it is not a LiteLLM config, IO when unreadable). */
+Result<GatewayShow> gateway_show(const std::filesystem::path& config, const std::string& backend = {});
+
+/** True when two base URLs name the same server (scheme, host, port; a trailing "/v1" or "/" ignored). */
+bool same_backend(std::string_view a, std::string_view b);
+
+struct SwapOptions {
+  std::string alias;
+  std::string backend_model;  ///< new litellm_params.model
+  std::string api_base;       ///< new litellm_params.api_base
+  std::vector<std::pair<std::string, std::string>> params;  ///< extra litellm_params KEY=VALUE (YAML)
+  bool probe = true;          ///< probe the new backend first; refuse on any failed check
+  std::string probe_model;    ///< model name at the backend (default: backend_model minus a provider
+                              ///< prefix such as "hosted_vllm/" or "openai/")
+  std::vector<Check> checks;  ///< empty = all
+  ProbeOptions probe_options;
+  HttpClient* client = nullptr;  ///< nullptr = libcurl
+  bool dry_run = false;       ///< compute and validate the edit (and probe), write nothing
+};
+
+struct EditResult {
+  bool changed = false;
+  std::string backup;          ///< path of the backup taken ("" when none)
+  std::string diff;            ///< unified diff old -> new
+  std::vector<std::string> warnings;
+  std::optional<ProbeReport> probe;  ///< swap with probing only
+  std::string refused;         ///< non-empty when the file was left untouched because of a check
+};
+
+/** Probe the backend, then repoint `alias`. On a failed probe: `refused` is set, nothing is written. */
+Result<EditResult> gateway_swap(const std::filesystem::path& config, const SwapOptions& opts);
+
+/** Restores `to` (default: the newest FILE.bak-fp4forge-*) byte for byte. The current content is saved
+ * first as FILE.rollback-fp4forge-YYYYMMDD-HHMMSS (never picked as a default rollback source). */
+Result<EditResult> gateway_rollback(const std::filesystem::path& config,
+                                    const std::filesystem::path& to = {});
+
+/** Comments out every entry of `alias` (after a backup), under a marker comment naming the alias. */
+Result<EditResult> gateway_retire(const std::filesystem::path& config, const std::string& alias);
+
+/** The backups of `config` (FILE.bak-fp4forge-*), oldest first. */
+std::vector<std::filesystem::path> list_backups(const std::filesystem::path& config);
+
+/** "hosted_vllm/Qwen/Qwen3-8B" -> "Qwen/Qwen3-8B"; names without a known provider prefix unchanged. */
+std::string strip_provider_prefix(std::string_view litellm_model);
+
+}  // namespace fp4forge::probe

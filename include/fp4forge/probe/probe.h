@@ -1,0 +1,133 @@
+#pragma once
+/**
+ * `probe`: prove that a served OpenAI-compatible endpoint (vLLM, or LiteLLM in front of it) actually
+ * works, not merely that it starts and answers /health (failure catalogue F1, F18, F40-F42, F44).
+ *
+ * Each check sends one to three requests under its own deadline and yields a `CheckResult` with a
+ * status (pass / fail / skip), a stable classification id, a one-line detail and its latency. Nothing
+ * throws; transport failures, HTTP errors and malformed bodies become classifications.
+ *
+ * Classification ids (stable, used in --json):
+ *   ok                     the check passed
+ *   connection-refused     nothing listens at the URL
+ *   unreachable            DNS / routing / connect timeout
+ *   timeout                connected, but no complete answer before the check's deadline
+ *   truncated              the connection closed mid-body
+ *   stream-cut-off         a streamed answer ended without its final event ("data: [DONE]")
+ *   response-too-large     the body exceeded the size cap
+ *   server-error           HTTP 5xx
+ *   client-error           HTTP 4xx other than the specific cases below
+ *   malformed-json         the body is not the JSON the API defines
+ *   nan-logits             NaN/Inf reached the API: HTTP 400 "Out of range float values are not JSON
+ *                          compliant: nan", a NaN literal in the body, or a non-finite logprob (F1)
+ *   content-null-length    content null/empty with finish_reason "length" and no reasoning (F1)
+ *   reasoning-no-content   a reasoning field was produced but the answer never reached `content`
+ *   empty-content          content null/empty otherwise
+ *   degenerate-output      all whitespace, or one repeated character/word (F18)
+ *   degenerate-loop        repeated n-gram ratio above the limit in a long generation (F40)
+ *   too-short              a long generation stopped before the required token count
+ *   inconsistent-usage     finish_reason and usage token counts disagree
+ *   runaway-generation     a one-number question did not end with finish_reason "stop" (F1)
+ *   wrong-answer           a fixed-answer question was answered wrongly (F42)
+ *   model-not-listed       /v1/models does not list the model
+ *   missing-logprobs       logprobs were requested but not returned
+ *   invalid-logprobs       a logprob is positive or otherwise impossible
+ *   image-rejected         the server refused the image (vision forced on)
+ *   text-only              (skip) the model does not take images
+ *   vision-wrong-answer    the answer does not mention red and circle
+ *   tools-not-enabled      the server refuses tool calls (e.g. vLLM without --enable-auto-tool-choice)
+ *   no-tool-call           the model answered in text instead of calling the tool
+ *   empty-tool-call        tool_calls empty, or a call without name/arguments
+ *   invalid-tool-arguments the arguments are not a JSON object with the required field
+ *   recall-failed          the fact from turn one was not recalled in turn three
+ *   empty-completion       /v1/completions returned no text
+ *   not-reasoning          (skip) the model emits no reasoning field
+ *   not-run                (skip) an earlier check showed the server is unreachable
+ */
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fp4forge/error.h"
+#include "fp4forge/probe/http_client.h"
+
+namespace fp4forge::probe {
+
+/** The checks, in the order they run. Names: models, prose, long, logprobs, vision, tools, multiturn,
+ * completions, reasoning. */
+enum class Check { MODELS, PROSE, LONG, LOGPROBS, VISION, TOOLS, MULTITURN, COMPLETIONS, REASONING };
+
+const char* check_name(Check c) noexcept;
+/** Every check, in run order. */
+std::vector<Check> all_checks();
+/** Parses "models,prose,..." (or "all"); unknown names are a USAGE error listing the valid ones. */
+Result<std::vector<Check>> parse_checks(std::string_view list);
+
+enum class CheckStatus { PASS, FAIL, SKIP };
+const char* status_name(CheckStatus s) noexcept;  ///< "pass", "fail", "skip"
+
+/** Whether the model takes images: AUTO decides from the server's answer to the image request. */
+enum class VisionMode { AUTO, MULTIMODAL, TEXT_ONLY };
+
+struct ProbeOptions {
+  std::string api_key;               ///< sent as "Authorization: Bearer ..."; never printed or logged
+  double timeout_s = 60.0;           ///< deadline of each check (all its requests together)
+  double connect_timeout_s = 5.0;    ///< TCP connect deadline per request
+  std::size_t max_response_bytes = 16u << 20;
+  int max_tokens = 1024;             ///< budget of the short prompts (prose, vision, tools, multiturn)
+  int long_max_tokens = 512;         ///< budget of the long generation
+  int long_min_tokens = 256;         ///< the long generation must reach this many tokens
+  double max_repeat_ratio = 0.30;    ///< repeated word 4-gram ratio above which output is a loop
+  int client_max_tokens = 1024;      ///< the max_tokens a typical client sends (reasoning check)
+  VisionMode vision = VisionMode::AUTO;
+};
+
+struct CheckResult {
+  Check check = Check::MODELS;
+  CheckStatus status = CheckStatus::FAIL;
+  std::string classification;        ///< see the list above; "ok" on pass
+  std::string detail;                ///< one line, API key masked
+  double latency_s = 0.0;            ///< wall time of the check's requests
+  int http_status = 0;               ///< status of the last request (0: none received)
+  std::string finish_reason;         ///< of the last chat/completion answer, if any
+  int prompt_tokens = -1;            ///< usage of the last answer (-1: not reported)
+  int completion_tokens = -1;
+  int reasoning_tokens = -1;         ///< reported or estimated reasoning tokens (-1: none)
+  std::string content;               ///< excerpt (<= 200 chars) of the answer's content
+  std::string reasoning;             ///< excerpt (<= 200 chars) of reasoning_content / reasoning
+  double metric = -1.0;              ///< check-specific number: repeat ratio (long), reasoning/content
+                                     ///< token ratio (reasoning); -1 when not applicable
+};
+
+struct ProbeReport {
+  std::string url;    ///< base URL as probed (without a trailing /v1)
+  std::string model;
+  std::vector<CheckResult> checks;
+  /** True when no request reached an HTTP server (every one refused / unreachable). */
+  bool unreachable = false;
+  bool all_passed() const;  ///< every check PASS (a SKIP counts as not failed: see any_failed)
+  bool any_failed() const;  ///< at least one FAIL
+};
+
+/** Runs `checks` against `base_url` (with or without a trailing "/v1") for `model` using `client`.
+ * Once a request is refused or unreachable, the remaining checks are not sent (status FAIL,
+ * classification of that first failure) so an absent server costs one connect, not one per check. */
+ProbeReport run_probe(HttpClient& client, std::string_view base_url, std::string_view model,
+                      const std::vector<Check>& checks, const ProbeOptions& opts);
+
+/** Same, with the libcurl client. */
+ProbeReport run_probe(std::string_view base_url, std::string_view model, const std::vector<Check>& checks,
+                      const ProbeOptions& opts);
+
+/** `text` with every occurrence of `secret` replaced by "***" (no-op for an empty secret). */
+std::string mask_secret(std::string_view text, std::string_view secret);
+
+/** Ratio of repeated word n-grams in `text`: 1 - distinct/total (0 when fewer than n words; falls back
+ * to character 8-grams for text without spaces). 0 for varied prose, close to 1 for a loop. */
+double repeated_ngram_ratio(std::string_view text, int n = 4);
+
+/** The base URL without trailing '/' and '/v1' ("http://h:8000/v1/" -> "http://h:8000"). */
+std::string normalize_base_url(std::string_view url);
+
+}  // namespace fp4forge::probe

@@ -1,0 +1,206 @@
+#pragma once
+/**
+ * The quantization plan: a pure function from (config, tensor list, options) to every decision and
+ * every output byte position, made before any byte is written (nvfp4a16-format.md §3-§5, §10;
+ * architectures.md §5.3).
+ *
+ * - Every source tensor gets a decision (quantize / keep / split) with its role and the reason: the
+ *   policy rule, a user pattern (`--ignore`, `--force-quantize`) or a shape rule (K % 16).
+ * - Fused 3-D experts are split per expert in the family's orientation (R3); unknown families and
+ *   shapes that disagree with E / moe_intermediate_size / hidden_size are refused.
+ * - Fused sets (R1) share one global scale and are all quantized or all kept; a user pattern that
+ *   splits a set is an error naming the set. The experts of one layer are all quantized or all kept.
+ * - Output shards mirror the input shard names (R5); each shard is laid out as the reference writer
+ *   does (st::layout_shard), so every offset is final.
+ * - The new config.json keeps the source config (key order included) and adds `quantization_config`
+ *   (§4.4) with the expanded, explicit `ignore` list (R2).
+ *
+ * Patterns: an exact module name, or `re:REGEX` (ECMAScript), matched like compressed-tensors:
+ * `re.match`, anchored at the start only. Modules are the tensor name without its final `.weight`;
+ * a fused 3-D expert tensor is matched by its own name and by each per-expert module it splits into.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/dtype.h"
+#include "fp4forge/error.h"
+#include "fp4forge/model/classify.h"
+#include "fp4forge/model/model_info.h"
+#include "fp4forge/model/tensor_role.h"
+#include "fp4forge/safetensors/shard_writer.h"
+
+namespace fp4forge::quant {
+
+/** The compressed-tensors version string written into quantization_config (format spec §4.1). */
+inline constexpr std::string_view kCompressedTensorsVersion = "0.18.0";
+/** NVFP4 group size along K. */
+inline constexpr std::uint64_t kGroupSize = 16;
+
+struct PlanOptions {
+  std::vector<std::string> ignore;          ///< keep these modules (exact name or `re:REGEX`)
+  std::vector<std::string> force_quantize;  ///< quantize these even against the policy (loud warning)
+  bool strict = false;                      ///< K % 16 != 0 on a policy-quantized weight is an error
+  std::string scheme = "nvfp4a16";          ///< only "nvfp4a16" (case-insensitive) is supported
+};
+
+/** One source tensor, as the planner sees it. */
+struct SourceTensor {
+  std::string name;
+  std::size_t shard = 0;  ///< index into PlanInput::shard_names
+  DType dtype = DType::BF16;
+  std::vector<std::uint64_t> shape;
+};
+
+/** Everything make_plan reads: no file system. */
+struct PlanInput {
+  nlohmann::ordered_json config = nlohmann::ordered_json::object();
+  std::vector<std::string> shard_names;
+  std::optional<std::string> index_file;  ///< the source index name, if any
+  std::vector<SourceTensor> tensors;      ///< any order; the plan sorts by name
+  /** Per source shard, its `__metadata__` (copied to the output shard). Empty vector = none. */
+  std::vector<std::vector<std::pair<std::string, std::string>>> shard_metadata;
+};
+
+/** Builds the planner input from an opened checkpoint. */
+PlanInput plan_input(const Checkpoint& ckpt);
+
+enum class Action : std::uint8_t {
+  QUANTIZE,  ///< a 2-D `.weight`, replaced by weight_packed / weight_scale / weight_global_scale
+  KEEP,      ///< copied bit for bit
+  SPLIT,     ///< a fused 3-D expert tensor, split per expert and each part quantized
+};
+std::string_view action_name(Action a) noexcept;  ///< "quantize", "keep", "split"
+
+/** Which rule decided. */
+enum class Rule : std::uint8_t {
+  POLICY,          ///< the default policy for the role
+  USER_IGNORE,     ///< --ignore
+  USER_FORCE,      ///< --force-quantize
+  K_NOT_ALIGNED,   ///< in_features not a multiple of 16
+  FUSED_SET,       ///< kept because another member of its fused set must be kept
+  NOT_A_MATRIX,    ///< not a 2-D `.weight` (bias, scalar, conv, 1-D parameter, ...)
+};
+std::string_view rule_name(Rule r) noexcept;  ///< "policy", "user_ignore", ...
+
+struct TensorDecision {
+  std::string name;  ///< source tensor name
+  std::size_t shard = 0;
+  DType dtype = DType::BF16;
+  std::vector<std::uint64_t> shape;
+  TensorClass cls;   ///< role, layer, expert, module, param
+  Action action = Action::KEEP;
+  Rule rule = Rule::POLICY;
+  std::string reason;   ///< one line, e.g. "router: never quantized (vLLM builds it unquantized)"
+  std::string pattern;  ///< the user pattern that decided, if any
+  bool linear_like = false;  ///< a 2-D `.weight` (listed in `ignore` when kept)
+};
+
+/** One 2-D weight to quantize (a plain `.weight`, or one expert's part of a fused 3-D tensor). */
+struct QuantUnit {
+  std::string module;     ///< output module name, e.g. "model.layers.0.self_attn.q_proj"
+  std::size_t decision = 0;  ///< index into QuantPlan::decisions (the source tensor)
+  std::size_t shard = 0;  ///< source shard = output shard (R5)
+  DType dtype = DType::BF16;
+  std::uint64_t rows = 0, cols = 0;  ///< N (out_features), K (in_features)
+  std::uint64_t byte_offset = 0;     ///< start of this row-major [N, K] block inside the source tensor
+  Role role = Role::OTHER;           ///< EXPERT_GATE/UP/DOWN for split experts
+  std::size_t group = 0;             ///< index into QuantPlan::groups
+  bool forced = false;               ///< quantized through --force-quantize
+};
+
+/** Units that share one global scale: a fused set (R1), or a single unit. */
+struct ScaleGroup {
+  std::string name;  ///< the parent module for a fused set, the module for a singleton
+  std::string kind;  ///< "qkv", "qk", "gate_up", "q_a_kv_a", "w1_w3", ... or "single"
+  std::vector<std::size_t> units;
+  std::uint64_t source_bytes = 0;
+};
+
+enum class OutKind : std::uint8_t { PASSTHROUGH, PACKED, SCALE, GLOBAL_SCALE };
+
+/** What produces one output tensor: a source tensor (PASSTHROUGH) or a quant unit. */
+struct OutSource {
+  OutKind kind = OutKind::PASSTHROUGH;
+  std::size_t index = 0;  ///< decision index (PASSTHROUGH) or unit index
+};
+
+struct OutShard {
+  std::string name;         ///< file name (same as the source shard)
+  st::ShardLayout layout;   ///< final header and offsets
+  std::vector<OutSource> sources;  ///< parallel to layout.tensors
+  std::vector<std::pair<std::string, std::string>> metadata;
+};
+
+struct RoleCount {
+  std::uint64_t quantized = 0;  ///< quantized 2-D weights (split experts count per expert part)
+  std::uint64_t kept = 0;       ///< tensors kept
+  std::uint64_t kept_linear = 0;  ///< kept 2-D weights (Linear-like modules)
+};
+
+struct QuantPlan {
+  ModelInfo info;
+  std::string scheme = "nvfp4a16";
+  std::vector<TensorDecision> decisions;  ///< one per source tensor, sorted by name
+  std::vector<QuantUnit> units;
+  std::vector<ScaleGroup> groups;
+  std::vector<OutShard> shards;           ///< in source shard order
+  std::vector<std::string> ignore;        ///< expanded, explicit (R2), sorted
+  std::vector<std::string> warnings;      ///< one line each
+  std::vector<std::string> forced;        ///< protected / off-policy modules quantized by name
+  std::vector<RoleCount> counts;          ///< indexed by Role
+  std::vector<std::string> summary;       ///< "11,520 expert Linears quantized", "30 routers kept"
+  nlohmann::ordered_json config;          ///< the new config.json
+  std::string config_text;                ///< serialized config.json (indent 2, trailing newline)
+  std::string index_name;                 ///< output index file name
+  std::string index_text;                 ///< serialized index (indent 2, sorted keys)
+  std::uint64_t source_bytes = 0;         ///< sum of source tensor bytes
+  std::uint64_t output_bytes = 0;         ///< sum of output tensor bytes (index total_size)
+  std::uint64_t quantized_params = 0;     ///< weights quantized
+  std::uint64_t quantized_out_bytes = 0;  ///< bytes of packed + scale + global scale tensors
+  std::uint64_t total_params = 0;         ///< all source elements
+
+  /** Bits per quantized weight (packed + scales + global scales). */
+  double bits_per_weight() const noexcept;
+};
+
+/** Makes the plan. BAD_INPUT for refusals (unknown fused-expert family, split fused set, protected
+ * role matched by a regex, NaN-free checks are in run()), USAGE for bad patterns / scheme,
+ * INTERNAL when an invariant fails. */
+Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts);
+Result<QuantPlan> make_plan(const Checkpoint& ckpt, const PlanOptions& opts);
+
+/** Compiled user pattern: exact name or `re:` regex (CT semantics: anchored at the start only). */
+class NamePattern {
+ public:
+  static Result<NamePattern> parse(std::string_view text);
+  bool matches(std::string_view name) const;
+  bool is_regex() const noexcept { return regex_; }
+  const std::string& text() const noexcept { return text_; }
+
+ private:
+  std::string text_;
+  bool regex_ = false;
+  std::shared_ptr<const void> re_;  // std::regex, type-erased to keep <regex> out of the header
+};
+
+/** The quantization_config object written for `ignore` (format spec §4.4, key order as §4.1). */
+nlohmann::ordered_json quantization_config(const std::vector<std::string>& ignore);
+
+/** Human-readable plan: per-role counts, warnings, the kept-with-reason table. */
+std::string plan_text(const QuantPlan& plan, bool verbose = false);
+/** JSON form of the plan (documented in docs/cli/quantize.md). */
+nlohmann::ordered_json plan_json(const QuantPlan& plan);
+
+/** "11520" -> "11,520". */
+std::string group_thousands(std::uint64_t n);
+
+}  // namespace fp4forge::quant

@@ -1,0 +1,92 @@
+#pragma once
+/**
+ * Executes a QuantPlan: streams the source shards through the NVFP4 codec into a staging folder next to
+ * the destination, then renames it into place (atomic: an interrupted or failed run leaves no DST).
+ *
+ * - Staging: `<parent of DST>/.<DST name>.fp4forge-staging`, marked and locked (flock) for the run.
+ * - One persistent thread pool (`jobs`, 0 = all cores). Tasks are admitted against an in-flight byte
+ *   budget (`max_memory`): source bytes a task touches plus the output it buffers. A fused set that
+ *   does not fit one task is processed in row ranges after a first amax pass over all its members.
+ * - Every output byte goes to its planned offset (ShardWriter::write_at), so output bytes do not depend
+ *   on `jobs` or `max_memory`. Passthrough tensors are copied bit for bit. Source pages are released
+ *   (madvise) as soon as a task is done with them.
+ * - NaN/Inf in a quantized weight stops the run (R4) naming the tensor, row and column.
+ * - Every non-safetensors file (tokenizer, processor, generation config, chat template, ...) is copied;
+ *   config.json and the index are written from the plan; everything is fsynced before the rename.
+ * - `resume`: shards completed by an interrupted run (recorded with their size and a 64-bit digest in
+ *   a manifest inside the staging folder) are re-checked (header bytes, size, digest) and reused.
+ * - Refuses: DST exists, DST == SRC, DST inside SRC. The source is never written; a source file whose
+ *   size or mtime changes during the run fails it.
+ */
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/error.h"
+#include "fp4forge/quantize/plan.h"
+
+namespace fp4forge::quant {
+
+inline constexpr std::uint64_t kDefaultMaxMemory = std::uint64_t{2} << 30;  ///< 2 GiB
+inline constexpr std::uint64_t kMinMaxMemory = 4096;  ///< smallest accepted --max-memory
+
+struct RunOptions {
+  unsigned jobs = 0;                          ///< worker threads; 0 = all cores
+  std::uint64_t max_memory = kDefaultMaxMemory;  ///< in-flight byte budget
+  bool resume = false;                        ///< reuse verified shards of an interrupted run
+  bool progress = false;                      ///< draw a progress bar on stderr (TTY)
+};
+
+struct RunSummary {
+  std::string source;
+  std::string destination;
+  std::string scheme;
+  unsigned jobs = 0;
+  std::uint64_t max_memory = 0;
+  std::vector<RoleCount> counts;       ///< per Role, copied from the plan
+  std::vector<std::string> summary;    ///< the plan's per-role lines
+  std::vector<std::string> warnings;
+  std::uint64_t quantized_weights = 0;
+  std::uint64_t kept_tensors = 0;
+  std::uint64_t ignore_entries = 0;
+  std::uint64_t bytes_in = 0;          ///< source tensor bytes
+  std::uint64_t bytes_out = 0;         ///< output shard file bytes (headers included)
+  double bits_per_weight = 0.0;        ///< per quantized weight
+  double seconds = 0.0;
+  double gb_per_s = 0.0;               ///< bytes_in / seconds / 1e9
+  std::uint64_t peak_rss_bytes = 0;    ///< getrusage ru_maxrss
+  std::uint64_t peak_inflight_bytes = 0;  ///< highest byte budget in use
+  std::size_t shards_written = 0;
+  std::size_t shards_resumed = 0;
+  std::size_t files_copied = 0;
+};
+
+/** `<parent>/.<name>.fp4forge-staging` for DST. */
+std::filesystem::path staging_path(const std::filesystem::path& dst);
+
+/** Refuses DST that exists, equals SRC, or lies inside SRC (BAD_INPUT, exit 3). */
+Status check_destination(const std::filesystem::path& src, const std::filesystem::path& dst);
+
+/** Runs `plan` (made from `src`) into `dst`. */
+Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const std::filesystem::path& dst,
+                            const RunOptions& opts);
+
+/** Opens SRC, checks DST, plans and runs: the whole `fp4forge quantize`. */
+Result<RunSummary> quantize_checkpoint(const std::filesystem::path& src, const std::filesystem::path& dst,
+                                       const PlanOptions& plan_opts, const RunOptions& run_opts);
+
+/** Parses a size: "2G", "512M", "64KiB", "1.5GB", "4096" (binary units: K/M/G/T = 2^10..2^40). */
+Result<std::uint64_t> parse_size(std::string_view text);
+
+/** The --json summary object (docs/cli/quantize.md). */
+nlohmann::ordered_json summary_json(const RunSummary& s);
+
+/** The 64-bit content digest the resume manifest records (fp4forge's own 4-lane multiply-xor hash). */
+Result<std::uint64_t> file_digest(const std::filesystem::path& path);
+
+}  // namespace fp4forge::quant

@@ -1,0 +1,64 @@
+#pragma once
+/**
+ * A progress bar on stderr for long jobs (synth, quantize, verify): bytes done / total, items done /
+ * total, throughput, ETA. It draws only when enabled (by default: stderr is a terminal), redraws at
+ * most ~10 times per second, and is safe to update from several threads.
+ *
+ *   Progress p("writing", total_bytes, total_items);
+ *   p.add(n_bytes);          // any thread
+ *   p.add(0, 1);             // one item finished
+ *   p.finish();              // final line + newline (also done by the destructor)
+ */
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace fp4forge {
+
+class Progress {
+ public:
+  enum class Mode { AUTO, ALWAYS, NEVER };  ///< AUTO: draw only when stderr is a TTY
+
+  Progress(std::string label, std::uint64_t total_bytes, std::uint64_t total_items = 0,
+           Mode mode = Mode::AUTO, std::FILE* out = stderr);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  /** Adds finished bytes / items; redraws when at least 100 ms have passed since the last draw. */
+  void add(std::uint64_t bytes, std::uint64_t items = 0);
+  /** Sets the text shown after the bar (e.g. the current shard name). */
+  void set_detail(std::string_view detail);
+  /** Draws the final state and a newline (idempotent). */
+  void finish();
+
+  bool enabled() const noexcept { return enabled_; }
+  std::uint64_t bytes_done() const;
+  std::uint64_t items_done() const;
+
+  /** The bar line for the given state (no terminal control characters); exposed for tests. */
+  static std::string render(std::string_view label, std::uint64_t done, std::uint64_t total,
+                            std::uint64_t items, std::uint64_t total_items, double seconds,
+                            std::string_view detail, int width = 28);
+  /** True when stderr is a terminal. */
+  static bool stderr_is_tty() noexcept;
+
+ private:
+  void draw_locked(bool final);
+
+  std::string label_;
+  std::string detail_;
+  std::uint64_t total_bytes_, total_items_;
+  std::uint64_t bytes_ = 0, items_ = 0;
+  bool enabled_;
+  bool finished_ = false;
+  std::FILE* out_;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+  std::size_t last_len_ = 0;
+  mutable std::mutex mu_;
+};
+
+}  // namespace fp4forge

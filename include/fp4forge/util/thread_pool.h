@@ -1,0 +1,81 @@
+#pragma once
+/**
+ * A fixed-size thread pool (one persistent set of workers for a whole run) and a byte budget used to
+ * bound the memory held by in-flight tasks.
+ *
+ * - `ThreadPool::submit` never blocks; tasks run in FIFO order on the workers.
+ * - `wait_idle()` returns once every submitted task has finished.
+ * - Tasks must not throw (a throwing task terminates the process; fp4forge code returns Result).
+ * - `ByteBudget::acquire(n)` blocks until `n` bytes fit under the limit. A request larger than the
+ *   limit is admitted alone (when nothing else is held), so a single oversized task cannot deadlock.
+ */
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fp4forge {
+
+class ThreadPool {
+ public:
+  /** Starts `threads` workers; 0 means std::thread::hardware_concurrency() (at least 1). */
+  explicit ThreadPool(unsigned threads = 0);
+  ~ThreadPool();  ///< waits for queued tasks, then joins the workers
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  /** Queues a task. */
+  void submit(std::function<void()> task);
+  /** Blocks until the queue is empty and no task is running. */
+  void wait_idle();
+  /** Number of worker threads. */
+  unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()); }
+  /** Tasks queued or running. */
+  std::size_t pending() const;
+
+  /** The default worker count: hardware_concurrency(), at least 1. */
+  static unsigned default_threads() noexcept;
+
+ private:
+  void worker_loop();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_work_;
+  std::condition_variable cv_idle_;
+  std::deque<std::function<void()>> queue_;
+  std::size_t running_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+/** A counting budget of bytes shared by the producer (acquire) and the tasks (release). */
+class ByteBudget {
+ public:
+  explicit ByteBudget(std::uint64_t limit) : limit_(limit == 0 ? 1 : limit) {}
+
+  /** Blocks until `n` more bytes fit (or nothing is held, for n > limit). Returns the bytes charged
+   * (== n), to be passed to release(). */
+  std::uint64_t acquire(std::uint64_t n);
+  /** Non-blocking acquire; false if it does not fit now. */
+  bool try_acquire(std::uint64_t n);
+  void release(std::uint64_t n);
+  /** Bytes currently held. */
+  std::uint64_t in_use() const;
+  /** Highest in_use() seen. */
+  std::uint64_t peak() const;
+  std::uint64_t limit() const noexcept { return limit_; }
+
+ private:
+  bool fits(std::uint64_t n) const noexcept { return used_ == 0 || used_ + n <= limit_; }
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t limit_;
+  std::uint64_t used_ = 0;
+  std::uint64_t peak_ = 0;
+};
+
+}  // namespace fp4forge

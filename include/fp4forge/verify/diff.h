@@ -1,0 +1,82 @@
+#pragma once
+/**
+ * `fp4forge diff A B`: structural comparison of two checkpoints, typically a new quantization against
+ * a known-good control (failure-catalog.md F2, F4, F8, F20, F28, F30, F35).
+ *
+ * - Architecture-class guard first: both sides are classified (dense / MoE / hybrid / multimodal and the
+ *   expert count). A control of another class cannot show what the candidate lacks (F2: a dense control
+ *   has no routers, so quantized routers never show up as a difference), so diff refuses unless
+ *   `allow_class_mismatch`.
+ * - Tensor families: names normalized over layer and expert indices (every all-digit name component
+ *   becomes `*`), with count, dtype set and shape set per side; families only on one side.
+ * - quantization_config after normalizing: scheme and weights arguments per group, and `ignore`
+ *   expanded against each side's own modules (so `re:.*router` on one side and 30 explicit router names
+ *   on the other compare equal), compared as families.
+ * - config.json keys (quantization_config excluded) and the other files (tokenizer, processor, ...).
+ */
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/error.h"
+#include "fp4forge/model/model_info.h"
+
+namespace fp4forge {
+
+/** `model.layers.12.experts.3.gate_proj.weight` -> `model.layers.*.experts.*.gate_proj.weight`. */
+std::string family_of(std::string_view name);
+
+struct DiffOptions {
+  bool allow_class_mismatch = false;  ///< compare anyway when the architecture classes differ
+  bool compare_files = true;          ///< compare config.json keys and the other files
+};
+
+/** One tensor family on one side. */
+struct FamilySide {
+  std::uint64_t count = 0;
+  std::vector<std::string> dtypes;  ///< sorted, unique
+  std::vector<std::string> shapes;  ///< "[128, 64]", sorted, unique
+};
+
+struct FamilyRow {
+  std::string family;
+  FamilySide a, b;
+  bool in_a = false, in_b = false;
+  bool differs() const noexcept;
+  /** "only in A", "only in B", "count", "dtype", "shape" (comma-joined), "" when equal. */
+  std::string what() const;
+};
+
+/** One difference outside the tensor table (config key, quantization_config, file). */
+struct DiffItem {
+  std::string area;  ///< "quantization_config", "config", "file"
+  std::string key;   ///< key path or file name
+  std::string a, b;  ///< values as text ("(absent)" when missing)
+};
+
+struct DiffReport {
+  ArchClass class_a, class_b;
+  std::string family_a, family_b;  ///< model family names
+  bool class_mismatch = false;
+  bool refused = false;  ///< class mismatch without allow_class_mismatch: nothing else was compared
+  std::string class_message;  ///< the loud message when the classes differ
+  std::vector<FamilyRow> families;  ///< every family (equal ones too), sorted by family
+  std::vector<DiffItem> items;
+  std::uint64_t tensors_a = 0, tensors_b = 0;
+  /** True when anything differs (class, a family, or an item). */
+  bool differs() const noexcept;
+};
+
+/** Compares two opened checkpoints. BAD_INPUT only when a config cannot be read at all. */
+Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opts = {});
+
+/** `--json` document (docs/cli/diff.md). */
+nlohmann::ordered_json diff_json(const DiffReport& r, const std::string& a_dir, const std::string& b_dir);
+/** Terminal table: class line first, then differing families, then items; `all` lists equal families. */
+std::string diff_text(const DiffReport& r, const std::string& a_dir, const std::string& b_dir, bool all = false);
+
+}  // namespace fp4forge

@@ -1,0 +1,138 @@
+#pragma once
+/**
+ * compressed-tensors `quantization_config` (nvfp4a16-format.md §4): parsing, scheme detection and
+ * `ignore` matching exactly as vLLM / compressed-tensors read them.
+ *
+ * - parse_quant_config() is strict about types (a key of the wrong JSON type is BAD_INPUT naming its
+ *   key path, e.g. "quantization_config.config_groups.group_0.weights.num_bits") and lenient about
+ *   extra keys (vLLM ignores them too). It never guesses: a missing field stays empty / nullopt.
+ * - detect_scheme() names the scheme of one config group the way vLLM's detectors would select it
+ *   (`_is_fp4a16_nvfp4`, `_is_fp4a4_nvfp4`, `_is_fp8_w8a8`, `_is_wNa16_group_channel`, ...). A group it
+ *   cannot name is Scheme::UNKNOWN with the reason, never approximated.
+ * - IgnoreMatcher matches module names like CT `match_name` / vLLM `check_equal_or_regex_match`: an
+ *   entry is an exact name, or `re:` + a regex applied with Python `re.match` semantics (anchored at
+ *   the start only, so `re:.*router` matches `model.layers.0.router.proj`). vLLM's fused-layer rule
+ *   (`should_ignore_layer`: all shards of a fused layer must agree) is `vllm_should_ignore()`.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/error.h"
+
+namespace fp4forge {
+
+/** `weights` / `input_activations` / `output_activations` of a config group (CT QuantizationArgs). */
+struct QuantArgs {
+  std::optional<std::int64_t> num_bits;
+  std::string type;      ///< "float", "int" ("" when absent)
+  std::string strategy;  ///< "tensor_group", "group", "channel", "tensor", "block", "token", ...
+  std::optional<std::int64_t> group_size;
+  std::optional<bool> symmetric;
+  std::string dynamic;   ///< "false", "true", "local" ("" when absent)
+  std::string observer;
+  std::string scale_dtype;
+  std::vector<std::int64_t> block_structure;
+};
+
+struct ConfigGroup {
+  std::string name;
+  std::vector<std::string> targets;
+  std::optional<QuantArgs> weights;
+  std::optional<QuantArgs> input_activations;   ///< nullopt when null/absent
+  std::optional<QuantArgs> output_activations;  ///< nullopt when null/absent
+  std::string format;  ///< per-group format ("" when absent)
+};
+
+/** Schemes vLLM can select, by name. */
+enum class Scheme {
+  NVFP4A16,     ///< weight-only NVFP4 (the one fp4forge writes and verifies)
+  NVFP4,        ///< NVFP4 W4A4 (input_activations float 4-bit tensor_group)
+  MXFP4A16,     ///< MX FP4 weight-only (group 32, E8M0 scales)
+  MXFP4,        ///< MX FP4 W4A4
+  FP8_W8A8,     ///< FP8 weights and activations (static or dynamic, per tensor/channel/block)
+  FP8_W8A16,    ///< FP8 weight-only
+  WNA16_INT,    ///< integer weight-only (W4A16 / W8A16, group or channel)
+  W8A8_INT,     ///< INT8 weights and activations
+  UNKNOWN,
+};
+std::string_view scheme_name(Scheme s) noexcept;  ///< "NVFP4A16", "NVFP4", ..., "unknown"
+
+struct SchemeInfo {
+  Scheme scheme = Scheme::UNKNOWN;
+  std::string detail;  ///< e.g. "int 4-bit group 128" or why it is unknown
+};
+
+/** The scheme of one group (global `format` is used when the group has none). */
+SchemeInfo detect_scheme(const ConfigGroup& g, std::string_view global_format);
+
+/** Why a group is not exactly NVFP4A16, one reason per mismatching field (empty = it is). */
+std::vector<std::string> nvfp4a16_mismatches(const ConfigGroup& g, std::string_view global_format);
+
+struct QuantConfig {
+  std::string quant_method;         ///< "compressed-tensors" for CT
+  std::string format;               ///< global format ("" when absent)
+  std::string quantization_status;  ///< "compressed", "frozen", ...
+  std::string version;
+  std::vector<ConfigGroup> groups;  ///< config_groups in file order
+  std::vector<std::string> ignore;
+  bool kv_cache_scheme = false;     ///< kv_cache_scheme present and not null
+  bool sparsity_config = false;     ///< sparsity_config present, non-null and non-empty
+  bool transform_config = false;    ///< transform_config present, non-null and non-empty
+};
+
+/**
+ * Parses a `quantization_config` object. `key_path` prefixes every key in error messages.
+ * BAD_INPUT when `qc` or a known key has the wrong JSON type.
+ */
+Result<QuantConfig> parse_quant_config(const nlohmann::ordered_json& qc,
+                                       std::string_view key_path = "quantization_config");
+
+/** config.json's `quantization_config` (or `compression_config`, the older name) if present. */
+const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config,
+                                                std::string* key_out = nullptr);
+
+/** One compiled `ignore` list. */
+class IgnoreMatcher {
+ public:
+  /** Compiles every entry. A `re:` entry that std::regex (ECMAScript) cannot compile, or that uses
+   * Python-only syntax ((?P<..>), (?i), \A, \Z, ...), is BAD_INPUT naming the entry index. */
+  static Result<IgnoreMatcher> compile(const std::vector<std::string>& entries);
+
+  std::size_t size() const noexcept { return entries_.size(); }
+  const std::string& entry(std::size_t i) const { return entries_[i].text; }
+  bool is_regex(std::size_t i) const { return entries_[i].regex.has_value(); }
+
+  /** True when entry `i` matches `name` (exact, or re.match semantics). */
+  bool entry_matches(std::size_t i, std::string_view name) const;
+  /** True when any entry matches `name`. */
+  bool matches(std::string_view name) const;
+  /** Index of the first matching entry, or -1. */
+  long first_match(std::string_view name) const;
+
+ private:
+  struct Entry {
+    std::string text;
+    std::optional<std::regex> regex;
+  };
+  std::vector<Entry> entries_;
+};
+
+/** Python `re.match`: true when `re` matches a prefix of `s` (anchored at the start only). */
+bool python_re_match(const std::regex& re, std::string_view s);
+
+/**
+ * vLLM `should_ignore_layer` for one fused layer whose shards are `shard_names` (on-disk module
+ * names): the layer is ignored when its shards are; shards that disagree are the vLLM load error
+ * "Found a different quantization schemes ..." (returned as CHECK_FAILED naming the shards).
+ * A single-element list is the unfused rule.
+ */
+Result<bool> vllm_should_ignore(const IgnoreMatcher& ignore, const std::vector<std::string>& shard_names);
+
+}  // namespace fp4forge

@@ -1,0 +1,107 @@
+#pragma once
+/**
+ * `fp4forge verify`: prove a compressed-tensors NVFP4A16 checkpoint before it is served
+ * (failure-catalog.md F1, F4, F9, F11-F16, F18-F20; kind ids documented in docs/cli/verify.md).
+ *
+ * Structural checks need only the quantized checkpoint (verify_structure, also used by doctor):
+ *   quantization_config (present, parses, NVFP4A16), per-module tensor set / dtypes / shapes, leftovers,
+ *   orphans, ignore coverage both ways (CT/vLLM matching), policy (routers, protected roles), fused sets
+ *   (all-or-nothing, bit-identical weight_global_scale), values (E4M3 NaN scale bytes, global scales,
+ *   non-finite kept tensors) and geometry against config.json.
+ * With a source checkpoint (verify_checkpoint with `against`): every quantized tensor is dequantized
+ *   and compared with its source (per-expert slices of fused 3-D experts are mapped back with the
+ *   family orientation); its relative RMS error is compared with what the reference NVFP4 encoding of
+ *   the same source gives (the "expected" error for its statistics); sampled rows are re-encoded with
+ *   the scalar reference codec and must be byte-identical; kept tensors must be bit-identical; every
+ *   source tensor must have its counterpart and vice versa.
+ * Streaming: tensors are processed one (fused set) at a time and their pages released afterwards, so
+ * memory stays bounded by the largest fused set plus small chunk buffers.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/error.h"
+#include "fp4forge/model/model_info.h"
+#include "fp4forge/verify/finding.h"
+
+namespace fp4forge {
+
+struct VerifyOptions {
+  bool scan_values = true;         ///< read scale bytes, global scales and kept float tensors
+  double outlier_factor = 2.0;     ///< error-outlier when rel RMS > factor x the reference encoding's
+  double outlier_floor = 0.02;     ///< ... and > this absolute value (tiny/degenerate tensors)
+  std::size_t worst_n = 10;        ///< tensors listed in stats.worst
+  std::uint64_t reencode_rows = 32;  ///< rows per quantized tensor re-encoded by the scalar codec (0: off)
+  std::size_t max_listed = 20;     ///< tensor names listed per finding (the message gives the count)
+};
+
+/** Error of one quantized tensor against its source (with --against). */
+struct TensorError {
+  std::string module;          ///< quantized module, e.g. "model.layers.0.self_attn.q_proj"
+  std::string source;          ///< source tensor (and slice), e.g. "...experts.gate_up_proj[3, 0:64]"
+  std::uint64_t rows = 0, cols = 0;
+  double rel_rms = 0;          ///< ||deq(Q) - W|| / ||W|| (0 when both are all-zero)
+  double ref_rel_rms = 0;      ///< the same for the reference encoding of W (expected error)
+  float global_scale = 0;      ///< weight_global_scale in the checkpoint
+  float expected_global_scale = 0;  ///< gs from the source amax over the module's fused set (R1)
+};
+
+struct VerifyStats {
+  std::string scheme;  ///< detected scheme name ("NVFP4A16", ..., "none" without quantization_config)
+  std::uint64_t tensors = 0;
+  std::uint64_t quantized_modules = 0;
+  std::uint64_t kept_tensors = 0;
+  std::uint64_t kept_linear = 0;       ///< unquantized 2-D weights (Linear-like)
+  std::uint64_t quantized_params = 0;  ///< N*K summed over quantized modules
+  std::uint64_t total_params = 0;      ///< quantized_params + elements of every non-quantization tensor
+  std::uint64_t fused_sets = 0;        ///< fused sets found (R1 and vLLM packed sets)
+  std::uint64_t scale_bytes_scanned = 0;
+  std::uint64_t kept_values_scanned = 0;
+  double quantized_share() const noexcept {
+    return total_params ? static_cast<double>(quantized_params) / static_cast<double>(total_params) : 0.0;
+  }
+  // --against
+  bool against = false;
+  std::uint64_t compared_quantized = 0;
+  std::uint64_t compared_kept = 0;
+  double mean_rel_rms = 0;      ///< parameter-weighted over compared quantized tensors
+  double max_rel_rms = 0;
+  double mean_ref_rel_rms = 0;  ///< the same for the reference encoding
+  std::uint64_t reencoded_rows = 0;
+  std::uint64_t reencode_mismatched_rows = 0;
+  std::vector<TensorError> per_tensor;  ///< every compared quantized tensor, sorted by module
+  std::vector<TensorError> worst;       ///< worst_n by rel_rms / ref_rel_rms, worst first
+};
+
+struct VerifyReport {
+  std::vector<Finding> findings;  ///< errors first, then warnings, then info; stable order within
+  VerifyStats stats;
+  bool ok() const noexcept { return !has_errors(findings); }
+};
+
+/**
+ * Structural checks only (no source): everything that needs just the quantized checkpoint. Never fails;
+ * unreadable or contradictory inputs are findings. Used by `doctor`.
+ */
+std::vector<Finding> verify_structure(const Checkpoint& q, const ModelInfo& info);
+std::vector<Finding> verify_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts,
+                                      VerifyStats* stats);
+
+/**
+ * Full verification: verify_structure, then with `against` (the unquantized source) the comparison.
+ * BAD_INPUT when config.json cannot be read into ModelInfo; everything else is a finding.
+ */
+Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* against,
+                                       const VerifyOptions& opts = {});
+
+/** `--json` document (docs/cli/verify.md). */
+nlohmann::ordered_json verify_json(const VerifyReport& r, const std::string& qdir, const std::string& against);
+/** Terminal text. */
+std::string verify_text(const VerifyReport& r, const std::string& qdir, const std::string& against);
+
+}  // namespace fp4forge

@@ -1,0 +1,338 @@
+#include "fp4forge/util/fs.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+namespace fp4forge::fs {
+
+// ---- Ops: plain libc --------------------------------------------------------------------------
+
+int Ops::open(const char* path, int flags, mode_t mode) { return ::open(path, flags, mode); }
+ssize_t Ops::read(int fd, void* buf, std::size_t n) { return ::read(fd, buf, n); }
+ssize_t Ops::pread(int fd, void* buf, std::size_t n, off_t off) { return ::pread(fd, buf, n, off); }
+ssize_t Ops::write(int fd, const void* buf, std::size_t n) { return ::write(fd, buf, n); }
+ssize_t Ops::pwrite(int fd, const void* buf, std::size_t n, off_t off) {
+  return ::pwrite(fd, buf, n, off);
+}
+int Ops::fsync(int fd) { return ::fsync(fd); }
+int Ops::close(int fd) { return ::close(fd); }
+int Ops::rename(const char* from, const char* to) { return ::rename(from, to); }
+int Ops::unlink(const char* path) { return ::unlink(path); }
+int Ops::mkdir(const char* path, mode_t mode) { return ::mkdir(path, mode); }
+int Ops::ftruncate(int fd, off_t len) { return ::ftruncate(fd, len); }
+int Ops::fstat(int fd, struct stat* st) { return ::fstat(fd, st); }
+void* Ops::mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t off) {
+  return ::mmap(addr, len, prot, flags, fd, off);
+}
+int Ops::munmap(void* addr, std::size_t len) { return ::munmap(addr, len); }
+
+namespace {
+Ops g_libc_ops;
+Ops* g_ops = &g_libc_ops;
+
+std::string errno_text(int e) {
+  char buf[256];
+  // GNU strerror_r returns the message pointer (which may or may not be buf).
+  const char* s = ::strerror_r(e, buf, sizeof buf);
+  return s ? std::string(s) : std::string("errno ") + std::to_string(e);
+}
+
+Error io_error(const std::string& what, const std::string& path, int e) {
+  Error err{Errc::IO, fmt::format("cannot {} '{}': {}", what, path, errno_text(e)), path, {}};
+  return err;
+}
+
+// Largest single read/write request (Linux caps transfers at 0x7ffff000 anyway).
+constexpr std::size_t kMaxChunk = std::size_t{1} << 30;
+
+std::filesystem::path dir_of(const std::filesystem::path& p) {
+  auto d = p.parent_path();
+  return d.empty() ? std::filesystem::path(".") : d;
+}
+}  // namespace
+
+Ops& ops() { return *g_ops; }
+
+Ops* set_ops(Ops* o) {
+  Ops* prev = g_ops;
+  g_ops = o ? o : &g_libc_ops;
+  return prev == &g_libc_ops ? nullptr : prev;
+}
+
+// ---- File ------------------------------------------------------------------------------------
+
+File::~File() {
+  // Never retry close on EINTR: on Linux the descriptor is released either way.
+  if (fd_ >= 0) ops().close(fd_);
+}
+
+File::File(File&& o) noexcept : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)) {}
+
+File& File::operator=(File&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ops().close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+    path_ = std::move(o.path_);
+  }
+  return *this;
+}
+
+Result<File> File::open_read(const std::filesystem::path& p) {
+  File f;
+  f.path_ = p.string();
+  int fd;
+  do {
+    fd = ops().open(f.path_.c_str(), O_RDONLY | O_CLOEXEC, 0);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return io_error("open", f.path_, errno);
+  f.fd_ = fd;
+  return f;
+}
+
+Result<File> File::create(const std::filesystem::path& p) {
+  File f;
+  f.path_ = p.string();
+  int fd;
+  do {
+    fd = ops().open(f.path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return io_error("create", f.path_, errno);
+  f.fd_ = fd;
+  return f;
+}
+
+Result<std::uint64_t> File::size() const {
+  if (fd_ < 0) return make_error(Errc::INTERNAL, "cannot stat '{}': file is not open", path_);
+  struct stat st {};
+  if (ops().fstat(fd_, &st) != 0) return io_error("stat", path_, errno);
+  if (st.st_size < 0) return make_error(Errc::IO, "cannot stat '{}': negative size", path_);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+Status File::write_all(std::span<const std::byte> data) {
+  if (fd_ < 0) return make_error(Errc::INTERNAL, "cannot write '{}': file is not open", path_);
+  std::size_t done = 0;
+  while (done < data.size()) {
+    std::size_t want = std::min(data.size() - done, kMaxChunk);
+    ssize_t n = ops().write(fd_, data.data() + done, want);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("write", path_, errno);
+    }
+    if (n == 0) return io_error("write", path_, EIO);  // no progress: never spin
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+Status File::pwrite_all(std::span<const std::byte> data, std::uint64_t offset) {
+  if (fd_ < 0) return make_error(Errc::INTERNAL, "cannot write '{}': file is not open", path_);
+  constexpr auto kMaxOff = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
+  if (offset > kMaxOff || data.size() > kMaxOff - offset)
+    return make_error(Errc::INTERNAL, "cannot write '{}': offset {} + {} bytes exceeds off_t", path_,
+                      offset, data.size());
+  std::size_t done = 0;
+  while (done < data.size()) {
+    std::size_t want = std::min(data.size() - done, kMaxChunk);
+    ssize_t n = ops().pwrite(fd_, data.data() + done, want, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("write", path_, errno);
+    }
+    if (n == 0) return io_error("write", path_, EIO);
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+Status File::pread_all(std::span<std::byte> data, std::uint64_t offset) {
+  if (fd_ < 0) return make_error(Errc::INTERNAL, "cannot read '{}': file is not open", path_);
+  constexpr auto kMaxOff = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
+  if (offset > kMaxOff || data.size() > kMaxOff - offset)
+    return make_error(Errc::IO, "cannot read '{}': offset {} + {} bytes exceeds off_t", path_, offset,
+                      data.size());
+  std::size_t done = 0;
+  while (done < data.size()) {
+    std::size_t want = std::min(data.size() - done, kMaxChunk);
+    ssize_t n = ops().pread(fd_, data.data() + done, want, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("read", path_, errno);
+    }
+    if (n == 0)
+      return Error{Errc::IO,
+                   fmt::format("cannot read '{}': unexpected end of file at offset {} ({} of {} bytes "
+                               "read); file truncated?",
+                               path_, offset + done, done, data.size()),
+                   path_,
+                   {}};
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+Status File::fsync() {
+  if (fd_ < 0) return make_error(Errc::INTERNAL, "cannot fsync '{}': file is not open", path_);
+  int r;
+  do {
+    r = ops().fsync(fd_);
+  } while (r != 0 && errno == EINTR);
+  if (r != 0) return io_error("fsync", path_, errno);
+  return {};
+}
+
+Status File::close() {
+  if (fd_ < 0) return {};
+  int fd = std::exchange(fd_, -1);
+  // Do not retry on EINTR (the descriptor is gone); an interrupted close is not a data error.
+  if (ops().close(fd) != 0 && errno != EINTR) return io_error("close", path_, errno);
+  return {};
+}
+
+// ---- AtomicFile ------------------------------------------------------------------------------
+
+AtomicFile::~AtomicFile() { abort(); }
+
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept
+    : file_(std::move(o.file_)), final_(std::move(o.final_)), done_(std::exchange(o.done_, true)) {}
+
+AtomicFile& AtomicFile::operator=(AtomicFile&& o) noexcept {
+  if (this != &o) {
+    abort();
+    file_ = std::move(o.file_);
+    final_ = std::move(o.final_);
+    done_ = std::exchange(o.done_, true);
+  }
+  return *this;
+}
+
+std::filesystem::path AtomicFile::partial_path() const {
+  std::filesystem::path p = final_;
+  p += ".partial";
+  return p;
+}
+
+Result<AtomicFile> AtomicFile::create(const std::filesystem::path& final_path) {
+  AtomicFile a;
+  a.final_ = final_path;
+  FP4FORGE_ASSIGN_OR_RETURN(a.file_, File::create(a.partial_path()));
+  a.done_ = false;
+  return a;
+}
+
+Status AtomicFile::commit() {
+  if (done_)
+    return make_error(Errc::INTERNAL, "cannot commit '{}': already committed or aborted",
+                      final_.string());
+  auto fail = [this](Error e) {
+    abort();
+    return e;
+  };
+  if (auto s = file_.fsync(); !s) return fail(std::move(s).error());
+  if (auto s = file_.close(); !s) return fail(std::move(s).error());
+  const std::string from = partial_path().string();
+  const std::string to = final_.string();
+  if (ops().rename(from.c_str(), to.c_str()) != 0) {
+    int e = errno;
+    Error err{Errc::IO, fmt::format("cannot rename '{}' to '{}': {}", from, to, errno_text(e)), to,
+              {}};
+    return fail(std::move(err));
+  }
+  done_ = true;  // the final file exists now; nothing to clean up
+  return fsync_dir(dir_of(final_));
+}
+
+void AtomicFile::abort() noexcept {
+  if (done_) return;
+  done_ = true;
+  if (file_.fd() >= 0) (void)file_.close();
+  const std::string p = partial_path().string();
+  ops().unlink(p.c_str());
+}
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+Status write_file_atomic(const std::filesystem::path& path, std::string_view content) {
+  FP4FORGE_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
+  FP4FORGE_TRY(f.file().write_all(content));
+  return f.commit();
+}
+
+Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  FP4FORGE_ASSIGN_OR_RETURN(File f, File::open_read(path));
+  FP4FORGE_ASSIGN_OR_RETURN(std::uint64_t size, f.size());
+  const std::string p = path.string();
+  auto too_big = [&](std::uint64_t n) {
+    return Error{Errc::BAD_INPUT,
+                 fmt::format("cannot read '{}': file is {}{} bytes, over the {}-byte limit for this "
+                             "kind of file; wrong file?",
+                             p, n > size ? "at least " : "", n, max_bytes),
+                 p,
+                 {}};
+  };
+  if (size > max_bytes) return too_big(size);
+  std::string out;
+  out.resize(static_cast<std::size_t>(size));
+  std::size_t done = 0;
+  // Read until EOF (the size is only a hint: the file may be a pipe-like or growing file).
+  for (;;) {
+    if (done == out.size()) {
+      if (out.size() >= max_bytes) {
+        // Probe for one more byte to tell "exactly max" from "more than max".
+        char extra;
+        ssize_t n = ops().read(f.fd(), &extra, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return io_error("read", p, errno);
+        if (n == 0) break;
+        return too_big(out.size() + 1);
+      }
+      out.resize(std::min<std::uint64_t>(max_bytes, std::max<std::uint64_t>(out.size() * 2, 4096)));
+    }
+    ssize_t n = ops().read(f.fd(), out.data() + done, std::min(out.size() - done, kMaxChunk));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return io_error("read", p, errno);
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  out.resize(done);
+  FP4FORGE_TRY(f.close());
+  return out;
+}
+
+Status rename_durable(const std::filesystem::path& from, const std::filesystem::path& to) {
+  const std::string a = from.string(), b = to.string();
+  if (ops().rename(a.c_str(), b.c_str()) != 0) {
+    int e = errno;
+    return Error{Errc::IO, fmt::format("cannot rename '{}' to '{}': {}", a, b, errno_text(e)), b, {}};
+  }
+  return fsync_dir(dir_of(to));
+}
+
+Status fsync_dir(const std::filesystem::path& dir) {
+  const std::string d = dir.empty() ? std::string(".") : dir.string();
+  int fd;
+  do {
+    fd = ops().open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return io_error("open directory", d, errno);
+  int r;
+  do {
+    r = ops().fsync(fd);
+  } while (r != 0 && errno == EINTR);
+  int e = errno;
+  ops().close(fd);
+  // Some file systems do not support fsync on directories; that is not a failure of ours.
+  if (r != 0 && e != EINVAL && e != ENOTSUP) return io_error("fsync directory", d, e);
+  return {};
+}
+
+}  // namespace fp4forge::fs

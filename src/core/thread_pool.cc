@@ -1,0 +1,101 @@
+#include "fp4forge/util/thread_pool.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace fp4forge {
+
+unsigned ThreadPool::default_threads() noexcept {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+ThreadPool::ThreadPool(unsigned threads) {
+  if (threads == 0) threads = default_threads();
+  workers_.reserve(threads);
+  for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::unique_lock lk(mu_);
+    cv_idle_.wait(lk, [this] { return queue_.empty() && running_ == 0; });
+    stop_ = true;
+  }
+  cv_work_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::submit(std::function<void()> task) {
+  {
+    std::lock_guard lk(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_work_.notify_one();
+}
+
+void ThreadPool::wait_idle() {
+  std::unique_lock lk(mu_);
+  cv_idle_.wait(lk, [this] { return queue_.empty() && running_ == 0; });
+}
+
+std::size_t ThreadPool::pending() const {
+  std::lock_guard lk(mu_);
+  return queue_.size() + running_;
+}
+
+void ThreadPool::worker_loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lk(mu_);
+      cv_work_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      ++running_;
+    }
+    task();
+    {
+      std::lock_guard lk(mu_);
+      --running_;
+      if (queue_.empty() && running_ == 0) cv_idle_.notify_all();
+    }
+  }
+}
+
+std::uint64_t ByteBudget::acquire(std::uint64_t n) {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return fits(n); });
+  used_ += n;
+  peak_ = std::max(peak_, used_);
+  return n;
+}
+
+bool ByteBudget::try_acquire(std::uint64_t n) {
+  std::lock_guard lk(mu_);
+  if (!fits(n)) return false;
+  used_ += n;
+  peak_ = std::max(peak_, used_);
+  return true;
+}
+
+void ByteBudget::release(std::uint64_t n) {
+  {
+    std::lock_guard lk(mu_);
+    used_ = n > used_ ? 0 : used_ - n;
+  }
+  cv_.notify_all();
+}
+
+std::uint64_t ByteBudget::in_use() const {
+  std::lock_guard lk(mu_);
+  return used_;
+}
+
+std::uint64_t ByteBudget::peak() const {
+  std::lock_guard lk(mu_);
+  return peak_;
+}
+
+}  // namespace fp4forge

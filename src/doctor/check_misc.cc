@@ -1,0 +1,274 @@
+// Architecture strings and layout (architectures.md §3.4; F30, F31), declared modalities, MTP (F8).
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "checks.h"
+
+namespace fp4forge::doctor {
+namespace {
+
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+/** vLLM's registered architecture strings per family (registry v0.22 / v0.26 / v0.28, §3.4). */
+std::vector<std::string_view> registered(Family f) {
+  switch (f) {
+    case Family::GEMMA4: return {"Gemma4ForConditionalGeneration", "Gemma4ForCausalLM"};
+    case Family::QWEN3_5: return {"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"};
+    case Family::QWEN3_5_MOE: return {"Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"};
+    case Family::QWEN3_NEXT: return {"Qwen3NextForCausalLM"};
+    case Family::QWEN3: return {"Qwen3ForCausalLM"};
+    case Family::QWEN3_MOE: return {"Qwen3MoeForCausalLM"};
+    case Family::LLAMA: return {"LlamaForCausalLM"};
+    case Family::UNKNOWN: break;
+  }
+  return {};
+}
+
+bool is_mtp_arch(std::string_view a) { return a == "Qwen3_5MTP" || a == "Qwen3_5MoeMTP" || a == "Qwen3NextMTP"; }
+
+std::string wrapper_arch_of(Family f) {
+  switch (f) {
+    case Family::GEMMA4: return "Gemma4ForConditionalGeneration";
+    case Family::QWEN3_5: return "Qwen3_5ForConditionalGeneration";
+    case Family::QWEN3_5_MOE: return "Qwen3_5MoeForConditionalGeneration";
+    default: return {};
+  }
+}
+
+}  // namespace
+
+void check_architecture(const Context& ctx, std::vector<Finding>& out) {
+  const Json& cfg = ctx.config;
+  std::vector<std::string> archs;
+  if (auto it = cfg.find("architectures"); it != cfg.end() && it->is_array())
+    for (const auto& a : *it)
+      if (a.is_string()) archs.push_back(a.get<std::string>());
+  const Family fam = ctx.info.family;
+  const auto reg = registered(fam);
+
+  if (archs.empty()) {
+    Finding f;
+    f.kind = "unknown-architecture";
+    f.severity = Severity::WARNING;
+    f.key = "architectures";
+    f.actual = "absent";
+    f.expected = reg.empty() ? "a registered architecture" : fmt::format("one of {}", fmt::join(reg, ", "));
+    f.message = "config.json has no 'architectures' list; vLLM then resolves the model class from model_type or "
+                "falls back to the Transformers backend";
+    f.hint = "write the architecture the checkpoint was saved with";
+    out.push_back(std::move(f));
+  } else if (fam == Family::UNKNOWN) {
+    Finding f;
+    f.kind = "unknown-architecture";
+    f.severity = Severity::WARNING;
+    f.key = "architectures";
+    f.actual = fmt::format("{} (model_type '{}')", fmt::join(archs, ", "), ctx.info.model_type);
+    f.expected = "a family in fp4forge's table (Gemma-4, Qwen3.5/3.6, Qwen3-Next, Qwen3, Qwen3-MoE, Llama)";
+    f.message = fmt::format("architecture {} is not in fp4forge's family table: config-vs-shape checks are "
+                            "skipped (vLLM may still support it)", f.actual);
+    out.push_back(std::move(f));
+  } else {
+    for (const auto& a : archs) {
+      if (std::find(reg.begin(), reg.end(), a) != reg.end()) {
+        if (a == "Qwen3_5ForCausalLM" || a == "Qwen3_5MoeForCausalLM") {
+          Finding f;
+          f.kind = "architecture-needs-recent-vllm";
+          f.severity = Severity::WARNING;
+          f.key = "architectures";
+          f.actual = a;
+          f.expected = "vLLM ≥ 0.28";
+          f.message = fmt::format("{} is registered in vLLM only from ≈0.28; on ≤0.26 suffix matching silently "
+                                  "picks {}, which builds an empty vision tower and crashes in the startup "
+                                  "dummy-image profile run",
+                                  a, wrapper_arch_of(fam));
+          f.hint = "serve with vLLM ≥ 0.28, or keep the original *ForConditionalGeneration checkpoint";
+          out.push_back(std::move(f));
+        }
+        continue;
+      }
+      Finding f;
+      f.kind = "unknown-architecture";
+      f.severity = Severity::ERROR;
+      f.key = "architectures";
+      f.actual = a;
+      f.expected = fmt::format("one of {}", fmt::join(reg, ", "));
+      if (is_mtp_arch(a))
+        f.message = fmt::format("'{}' is a speculative-decoding (MTP) architecture, not a main model for family {}; "
+                                "vLLM registers {} for it", a, family_name(fam), f.expected);
+      else
+        f.message = fmt::format("vLLM does not register '{}' for family {}: it falls back to the Transformers "
+                                "backend or to suffix matching, which can pick a different model class", a,
+                                family_name(fam));
+      f.hint = fmt::format("set architectures to {}", f.expected);
+      out.push_back(std::move(f));
+    }
+    if (archs.size() > 1) {
+      Finding f;
+      f.kind = "unknown-architecture";
+      f.severity = Severity::WARNING;
+      f.key = "architectures";
+      f.actual = fmt::format("{}", fmt::join(archs, ", "));
+      f.expected = "exactly one architecture";
+      f.message = fmt::format("architectures lists {} entries ({}); vLLM uses the first one it supports", archs.size(),
+                              f.actual);
+      out.push_back(std::move(f));
+    }
+  }
+
+  // Wrapper vs flat (§3.4, F30).
+  if (ctx.tensors.empty() || archs.empty()) return;
+  const std::string& a = archs.front();
+  const bool wrap_keys = ctx.any_with_prefix("model.language_model.");
+  const bool flat_keys = ctx.any_with_prefix("model.layers.");
+  const bool vision = ctx.any_with_prefix("model.vision_tower.") || ctx.any_with_prefix("model.visual.");
+  Finding f;
+  f.kind = "wrapper-flat-mismatch";
+  f.severity = Severity::ERROR;
+  f.key = "architectures";
+  f.actual = a;
+  if (ends_with(a, "ForConditionalGeneration") && flat_keys && !wrap_keys) {
+    f.tensors = {"model.layers.*"};
+    f.expected = "model.language_model.* keys (and a vision tower) for a *ForConditionalGeneration checkpoint";
+    if (fam == Family::GEMMA4)
+      f.message = fmt::format("architectures says {} but the tensors are flat model.layers.*{}: transformers 5.17 "
+                              "raises nothing but reports the weights MISSING/UNEXPECTED and leaves them random; "
+                              "vLLM maps the text via its model→language_model.model catch-all, then fails its "
+                              "strict 'weights not initialized' check on the missing vision tower",
+                              a, vision ? "" : " with no vision tower");
+    else
+      f.message = fmt::format("architectures says {} but the tensors are flat model.layers.*: transformers falls back "
+                              "to a default wrapper config and fails with a size mismatch; vLLM's Qwen3-VL mapper "
+                              "has no model. catch-all (only model.visual., model.language_model., lm_head.), so "
+                              "loading fails", a);
+    f.hint = "this is a multimodal model re-saved through a text-only class (F30): restore the original "
+             "checkpoint, or declare the text-only *ForCausalLM with a flat config";
+    out.push_back(std::move(f));
+  } else if (ends_with(a, "ForCausalLM") && wrap_keys) {
+    f.tensors = {"model.language_model.*"};
+    f.expected = fmt::format("{} for model.language_model.* keys", wrapper_arch_of(fam).empty() ? "a *ForConditionalGeneration class" : wrapper_arch_of(fam));
+    if (fam == Family::GEMMA4)
+      f.message = fmt::format("architectures says {} but the tensors use the wrapper prefix model.language_model.*: "
+                              "vLLM's Gemma4ForCausalLM strips language_model. and skips the towers (loads), but "
+                              "transformers 5.17 has no prefix conversion for gemma4 and silently leaves every text "
+                              "weight MISSING and random", a);
+    else if (fam == Family::QWEN3_5 || fam == Family::QWEN3_5_MOE)
+      f.message = fmt::format("architectures says {} but the tensors use model.language_model.*: transformers "
+                              "converts the prefix and loads, but vLLM registers {} only from ≈0.28 and its loader "
+                              "has no language_model remap, so it fails with an unexpected-weight error", a, a);
+    else
+      f.message = fmt::format("architectures says {} (a flat text class) but the tensors use the wrapper prefix "
+                              "model.language_model.*; loaders of this class expect model.layers.*", a);
+    f.hint = fmt::format("declare {} with the wrapper config (text_config / vision_config)",
+                         wrapper_arch_of(fam).empty() ? "the wrapper class" : wrapper_arch_of(fam));
+    out.push_back(std::move(f));
+  } else if (ends_with(a, "ForConditionalGeneration") && !ctx.info.wrapper && !wrapper_arch_of(fam).empty()) {
+    f.key = "text_config";
+    f.expected = "text keys nested in text_config";
+    f.actual = "a flat config.json";
+    f.message = fmt::format("architectures says {} but config.json is flat (no text_config): the wrapper config "
+                            "class does not see num_hidden_layers & co. at the top level (\"object has no attribute "
+                            "'num_hidden_layers'\") and falls back to defaults", a);
+    f.hint = "restore the wrapper config (text_config + vision_config), or declare the *ForCausalLM class";
+    out.push_back(std::move(f));
+  }
+}
+
+void check_modalities(const Context& ctx, std::vector<Finding>& out) {
+  if (ctx.tensors.empty()) return;
+  const Json& cfg = ctx.config;
+  auto declared = [&](std::string_view k) {
+    auto it = cfg.find(k);
+    return it != cfg.end() && !it->is_null() && !(it->is_object() && it->empty());
+  };
+  if (declared("audio_config") && !ctx.any_with_prefix("model.audio_tower.") &&
+      !ctx.any_with_prefix("model.embed_audio.")) {
+    Finding f;
+    f.kind = "audio-declared-weightless";
+    f.severity = Severity::INFO;
+    f.key = "audio_config";
+    f.expected = "model.audio_tower.* / model.embed_audio.* tensors";
+    f.actual = "none";
+    f.message = "audio_config is declared but the checkpoint holds no audio tower tensors: audio input cannot work, "
+                "and engines may still allocate for the modality";
+    f.hint = "set audio_config to null if the model is not meant to take audio, or restore the audio tower";
+    out.push_back(std::move(f));
+  }
+  if (declared("vision_config") && !ctx.any_with_prefix("model.vision_tower.") &&
+      !ctx.any_with_prefix("model.visual.") && !ctx.any_with_prefix("model.embed_vision.")) {
+    const bool wrapper_arch = ends_with(ctx.info.architecture, "ForConditionalGeneration");
+    Finding f;
+    f.kind = "vision-declared-weightless";
+    f.severity = wrapper_arch ? Severity::ERROR : Severity::INFO;
+    f.key = "vision_config";
+    f.expected = "model.vision_tower.* / model.visual.* tensors";
+    f.actual = "none";
+    f.message = wrapper_arch
+                    ? fmt::format("vision_config is declared and architectures is {} but there are no vision tower "
+                                  "tensors: vLLM fails its strict weight-initialization check (and the startup "
+                                  "dummy-image profile run)", ctx.info.architecture)
+                    : "vision_config is declared but there are no vision tower tensors: image input cannot work";
+    out.push_back(std::move(f));
+  }
+}
+
+void check_mtp(const Context& ctx, std::vector<Finding>& out) {
+  if (ctx.tensors.empty()) return;
+  const std::int64_t n = ctx.info.mtp_num_hidden_layers;
+  std::vector<std::string> mtp;
+  std::set<std::int64_t> layers;
+  for (auto it = ctx.tensors.lower_bound("mtp."); it != ctx.tensors.end(); ++it) {
+    std::string_view name = it->first;
+    if (name.substr(0, 4) != "mtp.") break;
+    mtp.push_back(it->first);
+    if (name.substr(0, 11) == "mtp.layers.") {
+      std::string_view r = name.substr(11);
+      std::int64_t k = 0;
+      auto [p, ec] = std::from_chars(r.data(), r.data() + r.size(), k);
+      if (ec == std::errc()) layers.insert(k);
+    }
+  }
+  const std::string key = ctx.info.wrapper ? "text_config.mtp_num_hidden_layers" : "mtp_num_hidden_layers";
+  std::vector<std::string> missing;
+  for (std::int64_t k = 0; k < n; ++k)
+    if (!layers.count(k)) missing.push_back(fmt::format("mtp.layers.{}", k));
+  if (n >= 1 && (mtp.empty() || !missing.empty())) {
+    Finding f;
+    f.kind = "mtp-declared-missing";
+    f.severity = Severity::WARNING;
+    f.key = key;
+    f.expected = fmt::format("mtp.* tensors for {} MTP layer(s)", n);
+    f.actual = mtp.empty() ? "no mtp.* tensors" : fmt::format("missing {}", fmt::join(missing, ", "));
+    f.tensors = missing;
+    f.message = fmt::format("{} = {} but {}: MTP speculative decoding is unavailable (typical of a checkpoint "
+                            "re-saved by plain transformers, which drops mtp.* on load)", key, n, f.actual);
+    f.hint = "copy the mtp.* tensors from the source checkpoint (llm-compressor re-adds them on save), or set "
+             "mtp_num_hidden_layers to 0";
+    out.push_back(std::move(f));
+  }
+  std::vector<std::string> extra;
+  for (auto k : layers)
+    if (k >= n) extra.push_back(fmt::format("mtp.layers.{}", k));
+  if (!mtp.empty() && (n == 0 || !extra.empty())) {
+    Finding f;
+    f.kind = "mtp-present-undeclared";
+    f.severity = Severity::WARNING;
+    f.key = key;
+    f.expected = n == 0 ? "mtp_num_hidden_layers ≥ 1 for the mtp.* tensors" : fmt::format("at most {} MTP layer(s)", n);
+    f.actual = n == 0 ? fmt::format("{} absent or 0 with {} mtp.* tensors", key, mtp.size())
+                      : fmt::format("extra {}", fmt::join(extra, ", "));
+    f.tensors = n == 0 ? mtp : extra;
+    const std::size_t left = cap_names(f.tensors);
+    f.message = fmt::format("mtp.* tensors are present but not declared ({}): MTP speculative decoding will not use "
+                            "them{}", f.actual, left ? fmt::format(" ({} more tensors not listed)", left) : "");
+    f.hint = "declare mtp_num_hidden_layers to match the mtp.layers.* on disk";
+    out.push_back(std::move(f));
+  }
+}
+
+}  // namespace fp4forge::doctor

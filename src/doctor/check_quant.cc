@@ -1,0 +1,93 @@
+// Quantized (third-party or ours) checkpoints: `ignore` regex evaluation under compressed-tensors
+// re.match semantics (F22, F23), then verify's structural checks (F1, F3, F6, F9-F16, F20).
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "checks.h"
+#include "fp4forge/verify/quant_config.h"
+#include "fp4forge/verify/verify.h"
+
+namespace fp4forge::doctor {
+
+void check_quantized(const Context& ctx, std::vector<Finding>& out) {
+  if (!ctx.quantized) return;
+  std::string qkey = "quantization_config";
+  const Json* qj = find_quant_config(ctx.config, &qkey);
+  if (qj != nullptr) {
+    auto qc = parse_quant_config(*qj, qkey);
+    if (qc.ok()) {
+      // Module names on disk (tensor name without its last component).
+      std::set<std::string> modules;
+      for (const auto& [name, meta] : ctx.tensors) {
+        const auto dot = name.rfind('.');
+        if (dot != std::string::npos) modules.insert(name.substr(0, dot));
+      }
+      auto matcher = IgnoreMatcher::compile(qc->ignore);
+      if (!matcher.ok()) {
+        Finding f;
+        f.kind = "ignore-regex";
+        f.severity = Severity::ERROR;
+        f.key = qkey + ".ignore";
+        f.actual = matcher.error().message;
+        f.expected = "entries that compressed-tensors and vLLM can evaluate";
+        f.message = fmt::format("{}.ignore cannot be evaluated: {}", qkey, matcher.error().message);
+        out.push_back(std::move(f));
+      } else {
+        for (std::size_t i = 0; i < matcher->size(); ++i) {
+          std::vector<std::string> hit;
+          for (const auto& m : modules)
+            if (matcher->entry_matches(i, m)) hit.push_back(m);
+          const std::string& entry = matcher->entry(i);
+          if (matcher->is_regex(i)) {
+            // Full-match semantics (used by some third-party engines) for comparison.
+            std::vector<std::string> prefix_only;
+            try {
+              const std::regex re(entry.substr(3), std::regex::ECMAScript);
+              for (const auto& m : hit)
+                if (!std::regex_match(m, re)) prefix_only.push_back(m);
+            } catch (const std::regex_error&) {
+            }
+            Finding f;
+            f.kind = "ignore-regex";
+            f.severity = prefix_only.empty() ? Severity::INFO : Severity::WARNING;
+            f.key = fmt::format("{}.ignore[{}]", qkey, i);
+            f.actual = fmt::format("{} module(s) matched", hit.size());
+            f.expected = "on-disk modules (re.match: anchored at the start only)";
+            f.tensors = hit;
+            const std::size_t left = cap_names(f.tensors);
+            f.message = fmt::format("ignore entry '{}' matches {} on-disk module(s) under compressed-tensors re.match "
+                                    "semantics{}{}",
+                                    entry, hit.size(), hit.empty() ? "" : fmt::format(" (e.g. {})", hit.front()),
+                                    left ? fmt::format("; {} more not listed", left) : "");
+            if (!prefix_only.empty()) {
+              f.message += fmt::format("; under full-match semantics {} of them (e.g. {}) are NOT matched, so an "
+                                       "engine that full-matches would quantize or mis-load them (F23)",
+                                       prefix_only.size(), prefix_only.front());
+              f.hint = "config.json is the authority; prefer exact module names (or patterns ending in .*)";
+            }
+            out.push_back(std::move(f));
+          }
+          if (hit.empty()) {
+            Finding f;
+            f.kind = "ignore-stale";
+            f.severity = Severity::WARNING;
+            f.key = fmt::format("{}.ignore[{}]", qkey, i);
+            f.actual = entry;
+            f.expected = "an entry matching at least one on-disk module";
+            f.message = fmt::format("ignore entry '{}' matches no module on disk (stale name: e.g. split in_proj_qkv "
+                                    "names against fused in_proj_qkvz tensors, F22)", entry);
+            f.hint = "write ignore from the on-disk module names";
+            out.push_back(std::move(f));
+          }
+        }
+      }
+    }
+  }
+  if (ctx.ckpt == nullptr) return;
+  for (auto& f : verify_structure(*ctx.ckpt, ctx.info)) out.push_back(std::move(f));
+}
+
+}  // namespace fp4forge::doctor

@@ -1,0 +1,547 @@
+// config-shape-mismatch and expert-layout: the shape invariants of architectures.md §3.1 / §3.5, by rule
+// for every family in the table (not by fixture). One finding per broken rule, listing the tensors.
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "checks.h"
+
+namespace fp4forge::doctor {
+namespace {
+
+std::string dims(const std::vector<std::int64_t>& v) {
+  std::vector<std::string> s;
+  for (auto x : v) s.push_back(x < 0 ? "*" : std::to_string(x));
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+std::string dims(const std::vector<std::uint64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+
+bool bool_of(const Json& j, std::string_view key, bool dflt = false) {
+  if (!j.is_object()) return dflt;
+  auto it = j.find(key);
+  return (it != j.end() && it->is_boolean()) ? it->get<bool>() : dflt;
+}
+std::optional<std::int64_t> int_of(const Json& j, std::string_view key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<std::int64_t>();
+}
+
+/** Collects rule violations and turns each rule into one finding. */
+class Violations {
+ public:
+  struct Group {
+    std::string kind;
+    Severity severity = Severity::ERROR;
+    std::string key;
+    std::vector<std::string> tensors;
+    std::string expected, actual, detail, hint;
+    std::size_t count = 0;
+  };
+  void add(const std::string& rule, const std::string& tensor, std::string expected, std::string actual,
+           std::string key = {}, std::string kind = "config-shape-mismatch",
+           Severity sev = Severity::ERROR, std::string hint = {}) {
+    auto [it, fresh] = groups_.try_emplace(rule);
+    Group& g = it->second;
+    if (fresh) {
+      order_.push_back(rule);
+      g.kind = std::move(kind);
+      g.severity = sev;
+      g.key = std::move(key);
+      g.expected = std::move(expected);
+      g.actual = std::move(actual);
+      g.detail = tensor;
+      g.hint = std::move(hint);
+    }
+    ++g.count;
+    if (!tensor.empty()) g.tensors.push_back(tensor);
+  }
+  void emit(std::vector<Finding>& out) {
+    for (const auto& rule : order_) {
+      Group& g = groups_[rule];
+      Finding f;
+      f.kind = g.kind;
+      f.severity = g.severity;
+      f.key = g.key;
+      f.expected = g.expected;
+      f.actual = g.actual;
+      f.hint = g.hint;
+      const std::size_t left = cap_names(g.tensors);
+      f.tensors = g.tensors;
+      f.message = fmt::format("{}: {}{} expected {}, got {}{}", rule, g.detail, g.detail.empty() ? "" : ":",
+                              g.expected, g.actual,
+                              g.count > 1 ? fmt::format(" ({} occurrences{})", g.count,
+                                                        left ? fmt::format(", {} not listed", left) : "")
+                                          : "");
+      out.push_back(std::move(f));
+    }
+  }
+
+ private:
+  std::map<std::string, Group> groups_;
+  std::vector<std::string> order_;
+};
+
+/** The per-layer attention geometry under one reading of the config. 0 = unknown (not checked). */
+struct Reading {
+  std::string label;  // "" when there is one reading
+  std::vector<std::int64_t> d, kv;
+  bool operator==(const Reading& o) const { return d == o.d && kv == o.kv; }
+};
+
+struct ShapeChecker {
+  const Context& ctx;
+  Violations v;
+  const ModelInfo& m = ctx.info;
+  Family fam = ctx.info.family;
+  std::int64_t H = ctx.info.hidden_size;
+  std::string P = ctx.text_prefix;
+
+  bool qwen_hybrid() const {
+    return fam == Family::QWEN3_5 || fam == Family::QWEN3_5_MOE || fam == Family::QWEN3_NEXT;
+  }
+
+  void linear(const std::string& module, std::int64_t out, std::int64_t in, const std::string& rule,
+              const std::string& key = {}) {
+    auto s = ctx.linear_shape(module);
+    if (!s) return;
+    const bool bad_out = out > 0 && s->first != out;
+    const bool bad_in = in > 0 && s->second >= 0 && s->second != in;
+    if (bad_out || bad_in)
+      v.add(rule, module, dims(std::vector<std::int64_t>{out > 0 ? out : -1, in > 0 ? in : -1}),
+            dims(std::vector<std::int64_t>{s->first, s->second}), key);
+  }
+  void shape(const std::string& name, const std::vector<std::int64_t>& want, const std::string& rule,
+             const std::string& key = {}) {
+    const auto* t = ctx.tensor(name);
+    if (t == nullptr) return;
+    bool bad = t->shape.size() != want.size();
+    for (std::size_t i = 0; !bad && i < want.size(); ++i)
+      if (want[i] > 0 && static_cast<std::int64_t>(t->shape[i]) != want[i]) bad = true;
+    if (bad) v.add(rule, name, dims(want), dims(t->shape), key);
+  }
+  bool module_present(const std::string& module) const { return ctx.linear_shape(module).has_value(); }
+
+  std::vector<Reading> readings() const {
+    const Json& tc = ctx.text();
+    const std::size_t N = m.layer_types.size();
+    Reading base;
+    base.d.assign(N, m.head_dim);
+    base.kv.assign(N, m.num_kv_heads);
+    if (fam != Family::GEMMA4) return {base};
+    const bool k_eq_v = bool_of(tc, "attention_k_eq_v");
+    std::vector<Reading> out;
+    const Json* plc = nullptr;
+    if (auto it = tc.find("per_layer_config"); it != tc.end() && it->is_object()) plc = &*it;
+    const auto gd = int_of(tc, "global_head_dim");
+    const auto gkv = int_of(tc, "num_global_key_value_heads");
+    if (plc != nullptr) {
+      Reading r = base;
+      r.label = "per_layer_config (transformers ≥5.15)";
+      for (std::size_t i = 0; i < N; ++i) {
+        auto it = plc->find(std::to_string(i));
+        if (it == plc->end() || !it->is_object()) continue;
+        r.d[i] = int_of(*it, "head_dim").value_or(m.head_dim);
+        r.kv[i] = int_of(*it, "num_key_value_heads").value_or(m.num_kv_heads);
+      }
+      out.push_back(std::move(r));
+    }
+    if (plc == nullptr || gd || gkv) {
+      Reading r = base;
+      r.label = "flat global fields (vLLM ≤0.27, transformers ≤5.14)";
+      for (std::size_t i = 0; i < N; ++i) {
+        if (m.layer_types[i] != "full_attention") continue;
+        r.d[i] = gd.value_or(0);  // absent: reported as gemma4-missing-global-kv-fields
+        if (k_eq_v) r.kv[i] = gkv.value_or(0);
+      }
+      out.push_back(std::move(r));
+    }
+    if (out.size() == 2 && out[0] == out[1]) out.pop_back();
+    if (out.size() == 1) out[0].label.clear();
+    return out;
+  }
+
+  void attention(const std::string& base, std::size_t i, std::int64_t d, std::int64_t kv, bool full,
+                 bool shared, const std::string& label) {
+    const std::string sfx = label.empty() ? "" : fmt::format(" [per {}]", label);
+    const std::string sa = base + "self_attn.";
+    const std::int64_t A = m.num_heads;
+    const std::int64_t gate = (qwen_hybrid() && m.attn_output_gate) ? 2 : 1;
+    if (d > 0 && A > 0) {
+      linear(sa + "q_proj", A * d * gate, H,
+             gate == 2 ? "q_proj == [num_attention_heads·head_dim·2 (attn_output_gate), hidden_size]" + sfx
+                       : "q_proj == [num_attention_heads·head_dim_i, hidden_size]" + sfx,
+             "num_attention_heads");
+      linear(sa + "o_proj", H, A * d, "o_proj == [hidden_size, num_attention_heads·head_dim_i]" + sfx,
+             "num_attention_heads");
+      shape(sa + "q_norm.weight", {d}, "q_norm length == head_dim_i" + sfx, "head_dim");
+    }
+    const bool k_eq_v = fam == Family::GEMMA4 && full && m.attention_k_eq_v;
+    if (shared) {
+      for (const char* p : {"k_proj", "v_proj"})
+        if (module_present(sa + p))
+          v.add("KV-shared layers (the last num_kv_shared_layers) have no k_proj/v_proj", sa + p, "absent",
+                "present", "num_kv_shared_layers");
+      return;
+    }
+    if (!module_present(sa + "k_proj"))
+      v.add("every attention layer that is not KV-shared has a k_proj", sa + "k_proj", "present", "absent",
+            "num_kv_shared_layers");
+    if (d > 0 && kv > 0) {
+      linear(sa + "k_proj", kv * d, H,
+             (k_eq_v ? "full-attention k_proj rows == num_global_key_value_heads·global_head_dim"
+                     : "k_proj rows == num_key_value_heads_i·head_dim_i") + sfx,
+             k_eq_v ? "num_global_key_value_heads" : "num_key_value_heads");
+      shape(sa + "k_norm.weight", {d}, "k_norm length == head_dim_i" + sfx, "head_dim");
+    }
+    if (k_eq_v) {
+      if (module_present(sa + "v_proj"))
+        v.add("full-attention layers have no v_proj when attention_k_eq_v is true", sa + "v_proj", "absent",
+              "present", "attention_k_eq_v");
+    } else {
+      if (!module_present(sa + "v_proj") && module_present(sa + "k_proj"))
+        v.add(fam == Family::GEMMA4 && full
+                  ? "attention_k_eq_v is false but a full-attention layer has no v_proj (transformers "
+                    "initializes it randomly, vLLM reports a missing weight)"
+                  : "every attention layer has a v_proj",
+              sa + "v_proj", "present", "absent", "attention_k_eq_v");
+      if (d > 0 && kv > 0)
+        linear(sa + "v_proj", kv * d, H, "v_proj rows == num_key_value_heads_i·head_dim_i" + sfx,
+               "num_key_value_heads");
+    }
+    if (kv > 0 && A > 0 && A % kv != 0)
+      v.add("num_attention_heads divisible by the kv heads of every layer (GQA)" + sfx,
+            fmt::format("layer {}", i), fmt::format("a divisor of {}", A), std::to_string(kv),
+            "num_key_value_heads");
+  }
+
+  void linear_attention(const std::string& base) {
+    const std::string la = base + "linear_attn.";
+    const std::int64_t Hk = m.linear_num_key_heads, Hv = m.linear_num_value_heads;
+    const std::int64_t Dk = m.linear_key_head_dim, Dv = m.linear_value_head_dim, Kc = m.linear_conv_kernel_dim;
+    if (Hk <= 0 || Hv <= 0 || Dk <= 0 || Dv <= 0) return;
+    const std::int64_t conv = 2 * Hk * Dk + Hv * Dv;
+    if (module_present(la + "in_proj_qkvz")) {  // Qwen3-Next fused form
+      linear(la + "in_proj_qkvz", 2 * Hk * Dk + 2 * Hv * Dv, H,
+             "in_proj_qkvz rows == 2·Hk·Dk + 2·Hv·Dv", "linear_num_value_heads");
+      linear(la + "in_proj_ba", 2 * Hv, H, "in_proj_ba rows == 2·linear_num_value_heads",
+             "linear_num_value_heads");
+    } else {
+      linear(la + "in_proj_qkv", conv, H, "in_proj_qkv rows == 2·Hk·Dk + Hv·Dv", "linear_num_key_heads");
+      linear(la + "in_proj_z", Hv * Dv, H, "in_proj_z rows == Hv·Dv", "linear_num_value_heads");
+      linear(la + "in_proj_a", Hv, H, "in_proj_a rows == linear_num_value_heads", "linear_num_value_heads");
+      linear(la + "in_proj_b", Hv, H, "in_proj_b rows == linear_num_value_heads", "linear_num_value_heads");
+    }
+    shape(la + "conv1d.weight", {conv, 1, Kc > 0 ? Kc : -1}, "conv1d == [2·Hk·Dk + Hv·Dv, 1, linear_conv_kernel_dim]",
+          "linear_conv_kernel_dim");
+    shape(la + "A_log", {Hv}, "A_log length == linear_num_value_heads", "linear_num_value_heads");
+    shape(la + "dt_bias", {Hv}, "dt_bias length == linear_num_value_heads", "linear_num_value_heads");
+    shape(la + "norm.weight", {Dv}, "linear_attn.norm length == linear_value_head_dim", "linear_value_head_dim");
+    linear(la + "out_proj", H, Hv * Dv, "out_proj == [hidden_size, Hv·Dv]", "linear_num_value_heads");
+  }
+
+  void dense_mlp(const std::string& mlp, std::int64_t I, const std::string& what = "mlp") {
+    if (I <= 0) return;
+    linear(mlp + "gate_proj", I, H, what + ".gate_proj == [intermediate_size_i, hidden_size]", "intermediate_size");
+    linear(mlp + "up_proj", I, H, what + ".up_proj == [intermediate_size_i, hidden_size]", "intermediate_size");
+    linear(mlp + "down_proj", H, I, what + ".down_proj == [hidden_size, intermediate_size_i]", "intermediate_size");
+  }
+
+  /** Expert index set and fused/per-expert form under `eb` (e.g. "...layers.3.mlp.experts."). */
+  void experts(const std::string& layer_base, const std::string& eb, const std::string& router) {
+    const std::int64_t E = m.num_experts, Im = m.moe_intermediate_size;
+    if (E > 0) linear(router, E, H, "router == [num_experts, hidden_size]", "num_experts");
+    const bool fused = ctx.has(eb + "gate_up_proj") || ctx.has(eb + "down_proj");
+    std::set<std::int64_t> idx;
+    for (auto it = ctx.tensors.lower_bound(eb); it != ctx.tensors.end(); ++it) {
+      std::string_view n = it->first;
+      if (n.substr(0, eb.size()) != eb) break;
+      n.remove_prefix(eb.size());
+      std::int64_t e = 0;
+      auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), e);
+      if (ec == std::errc() && p != n.data() && p < n.data() + n.size() && *p == '.') idx.insert(e);
+    }
+    if (fused && !idx.empty())
+      v.add("experts are stored either fused 3-D or per expert 2-D, never both in one layer", eb + "*",
+            "one form", "both fused and per-expert tensors", {}, "expert-layout");
+    if (!fused && idx.empty()) {
+      if (E > 0)
+        v.add("every MoE layer has its routed experts", layer_base, fmt::format("{} experts", E), "none",
+              "num_experts");
+      return;
+    }
+    if (fused) {
+      for (const auto& [name, want, transposed, rule] :
+           {std::tuple{eb + "gate_up_proj", std::vector<std::int64_t>{E, 2 * Im, H},
+                       std::vector<std::int64_t>{E, H, 2 * Im}, std::string("experts.gate_up_proj == [E, 2·Im, H]")},
+            std::tuple{eb + "down_proj", std::vector<std::int64_t>{E, H, Im}, std::vector<std::int64_t>{E, Im, H},
+                       std::string("experts.down_proj == [E, H, Im]")}}) {
+        const auto* t = ctx.tensor(name);
+        if (t == nullptr) {
+          v.add("fused experts have both gate_up_proj and down_proj", name, "present", "absent", "num_experts");
+          continue;
+        }
+        auto matches = [&](const std::vector<std::int64_t>& w) {
+          if (t->shape.size() != 3) return false;
+          for (int k = 0; k < 3; ++k)
+            if (w[k] > 0 && static_cast<std::int64_t>(t->shape[k]) != w[k]) return false;
+          return true;
+        };
+        if (matches(want)) continue;
+        if (matches(transposed) && E > 0 && Im > 0)
+          v.add(fmt::format("fused expert orientation for {} is {} (gate rows first), this tensor is transposed "
+                            "(the Qwen3-VL-MoE layout); a loader for this family would split it wrongly",
+                            family_name(fam), dims(want)),
+                name, dims(want), dims(t->shape), "num_experts", "expert-layout");
+        else
+          v.add(rule + " (num_experts, moe_intermediate_size, hidden_size)", name, dims(want), dims(t->shape),
+                "num_experts");
+      }
+      return;
+    }
+    // per-expert 2-D
+    std::vector<std::int64_t> want_idx;
+    for (std::int64_t e = 0; e < E; ++e) want_idx.push_back(e);
+    std::vector<std::int64_t> have(idx.begin(), idx.end());
+    if (E > 0 && have != want_idx)
+      v.add("per-expert tensors cover exactly the expert indices 0..num_experts-1", eb + "*",
+            fmt::format("{} experts (0..{})", E, E - 1),
+            fmt::format("{} indices ({}..{})", have.size(), have.front(), have.back()), "num_experts");
+    for (auto e : idx) {
+      const std::string x = fmt::format("{}{}.", eb, e);
+      for (const char* p : {"gate_proj", "up_proj", "down_proj"})
+        if (!module_present(x + p))
+          v.add("every expert has gate_proj, up_proj and down_proj", x + p, "present", "absent", "num_experts");
+      if (Im > 0) {
+        linear(x + "gate_proj", Im, H, "experts.{e}.gate_proj == [moe_intermediate_size, hidden_size]",
+               "moe_intermediate_size");
+        linear(x + "up_proj", Im, H, "experts.{e}.up_proj == [moe_intermediate_size, hidden_size]",
+               "moe_intermediate_size");
+        linear(x + "down_proj", H, Im, "experts.{e}.down_proj == [hidden_size, moe_intermediate_size]",
+               "moe_intermediate_size");
+      }
+    }
+  }
+
+  bool layer_is_moe(std::size_t i) const {
+    const Json& tc = ctx.text();
+    if (fam == Family::GEMMA4) return m.enable_moe_block;
+    if (fam != Family::QWEN3_5_MOE && fam != Family::QWEN3_NEXT && fam != Family::QWEN3_MOE) return false;
+    if (auto it = tc.find("mlp_only_layers"); it != tc.end() && it->is_array())
+      for (const auto& x : *it)
+        if (x.is_number_integer() && x.get<std::int64_t>() == static_cast<std::int64_t>(i)) return false;
+    const std::int64_t step = int_of(tc, "decoder_sparse_step").value_or(1);
+    return step <= 1 || (static_cast<std::int64_t>(i) + 1) % step == 0;
+  }
+
+  void layer(std::size_t i, const std::vector<Reading>& rs) {
+    const std::string base = fmt::format("{}layers.{}.", P, i);
+    if (!ctx.any_with_prefix(base)) {
+      v.add("every decoder layer < num_hidden_layers has tensors", base + "*", "present", "absent",
+            "num_hidden_layers");
+      return;
+    }
+    const std::string lt = i < m.layer_types.size() ? m.layer_types[i] : "full_attention";
+    const bool has_sa = ctx.any_with_prefix(base + "self_attn.");
+    const bool has_la = ctx.any_with_prefix(base + "linear_attn.");
+    const bool wants_la = qwen_hybrid() && lt == "linear_attention";
+    if (wants_la) {
+      if (!has_la)
+        v.add("a linear_attention layer has linear_attn.* tensors (layer_types)", base + "linear_attn.*",
+              "present", "absent", "layer_types");
+      if (has_sa)
+        v.add("a linear_attention layer has no self_attn.* tensors (layer_types)", base + "self_attn.*",
+              "absent", "present", "layer_types");
+      linear_attention(base);
+    } else {
+      if (!has_sa)
+        v.add(fmt::format("a {} layer has self_attn.* tensors (layer_types)", lt), base + "self_attn.*",
+              "present", "absent", "layer_types");
+      if (has_la)
+        v.add(fmt::format("a {} layer has no linear_attn.* tensors (layer_types)", lt), base + "linear_attn.*",
+              "absent", "present", "layer_types");
+      const std::int64_t N = static_cast<std::int64_t>(m.layer_types.size());
+      const bool shared = fam == Family::GEMMA4 && m.num_kv_shared_layers > 0 &&
+                          static_cast<std::int64_t>(i) >= N - m.num_kv_shared_layers;
+      for (const auto& r : rs) attention(base, i, r.d[i], r.kv[i], lt == "full_attention", shared, r.label);
+    }
+    // MLP
+    const bool moe = layer_is_moe(i);
+    if (fam == Family::GEMMA4) {
+      const std::int64_t N = static_cast<std::int64_t>(m.layer_types.size());
+      const bool shared = m.num_kv_shared_layers > 0 && static_cast<std::int64_t>(i) >= N - m.num_kv_shared_layers;
+      dense_mlp(base + "mlp.", (m.use_double_wide_mlp && shared) ? 2 * m.intermediate_size : m.intermediate_size);
+      const bool has_moe_tensors = ctx.any_with_prefix(base + "experts.") || ctx.any_with_prefix(base + "router.") ||
+                                   ctx.any_with_prefix(base + "moe.");
+      if (moe) {
+        experts(base, base + "experts.", base + "router.proj");
+      } else if (has_moe_tensors) {
+        v.add("router/experts tensors only when enable_moe_block is true", base + "experts.*", "absent",
+              "present", "enable_moe_block");
+      }
+    } else if (moe) {
+      experts(base, base + "mlp.experts.", base + "mlp.gate");
+      if (fam != Family::QWEN3_MOE && m.shared_expert_intermediate_size > 0) {
+        dense_mlp(base + "mlp.shared_expert.", m.shared_expert_intermediate_size, "mlp.shared_expert");
+        linear(base + "mlp.shared_expert_gate", 1, H, "mlp.shared_expert_gate == [1, hidden_size]");
+      }
+    } else {
+      if (ctx.any_with_prefix(base + "mlp.experts."))
+        v.add("experts only on MoE layers (mlp_only_layers / decoder_sparse_step / family)", base + "mlp.experts.*",
+              "absent", "present", "num_experts");
+      dense_mlp(base + "mlp.", m.intermediate_size);
+    }
+  }
+
+  void run() {
+    const Json& tc = ctx.text();
+    const std::int64_t N = m.num_layers;
+    const std::size_t nlt = m.layer_types.size();
+    if (!m.layer_types_synthesized && static_cast<std::int64_t>(nlt) != N)
+      v.add("len(layer_types) == num_hidden_layers", "", std::to_string(N), std::to_string(nlt), "layer_types");
+    if (fam == Family::GEMMA4 && nlt > 0 && m.layer_types.back() != "full_attention")
+      v.add("the last layer_types entry is full_attention (transformers forces it, changing the model)", "",
+            "full_attention", m.layer_types.back(), "layer_types");
+    if (qwen_hybrid() && !m.layer_types_synthesized && m.full_attention_interval > 0) {
+      for (std::size_t i = 0; i < nlt; ++i) {
+        const bool want_full = (static_cast<std::int64_t>(i) + 1) % m.full_attention_interval == 0;
+        if (want_full != (m.layer_types[i] == "full_attention")) {
+          v.add("full_attention_interval agrees with layer_types", fmt::format("layer {}", i),
+                want_full ? "full_attention" : "linear_attention", m.layer_types[i], "full_attention_interval",
+                "config-shape-mismatch", Severity::WARNING,
+                "transformers uses layer_types when present; drop or correct full_attention_interval");
+          break;
+        }
+      }
+    }
+    if (m.num_heads <= 0 || H <= 0 || N <= 0 || nlt != static_cast<std::size_t>(N)) {
+      v.emit(*out_);
+      return;  // geometry unknown: per-layer rules cannot be evaluated
+    }
+    const auto rs = readings();
+    for (std::size_t i = 0; i < nlt; ++i) layer(i, rs);
+    // tensors beyond num_hidden_layers
+    const std::string lp = P + "layers.";
+    std::set<std::int64_t> extra;
+    for (auto it = ctx.tensors.lower_bound(lp); it != ctx.tensors.end(); ++it) {
+      std::string_view n = it->first;
+      if (n.substr(0, lp.size()) != lp) break;
+      n.remove_prefix(lp.size());
+      std::int64_t e = 0;
+      auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), e);
+      if (ec == std::errc() && e >= N) extra.insert(e);
+    }
+    for (auto e : extra)
+      v.add("no decoder layer tensors at index ≥ num_hidden_layers", fmt::format("{}{}.*", lp, e),
+            fmt::format("< {}", N), std::to_string(e), "num_hidden_layers");
+
+    // embeddings, final norm, lm_head (tie_word_embeddings)
+    if (m.vocab_size > 0) {
+      if (ctx.has(P + "embed_tokens.weight"))
+        shape(P + "embed_tokens.weight", {m.vocab_size, H}, "embed_tokens == [vocab_size, hidden_size]", "vocab_size");
+    }
+    shape(P + "norm.weight", {H}, "final norm length == hidden_size", "hidden_size");
+    const bool lm = module_present("lm_head");
+    if (m.tie_word_embeddings && lm) {
+      bool same = false;
+      const TensorRef* a = ctx.ckpt ? ctx.ckpt->find("lm_head.weight") : nullptr;
+      const TensorRef* b = ctx.ckpt ? ctx.ckpt->find(P + "embed_tokens.weight") : nullptr;
+      if (a != nullptr && b != nullptr) {
+        auto da = ctx.ckpt->data(*a), db = ctx.ckpt->data(*b);
+        same = da.size() == db.size() && std::equal(da.begin(), da.end(), db.begin());
+      }
+      v.add(same ? "tie_word_embeddings is true and lm_head.weight duplicates embed_tokens (dead weight)"
+                 : "tie_word_embeddings is true but lm_head.weight exists and differs from embed_tokens: vLLM "
+                   "skips lm_head when tied, so these weights are ignored",
+            "lm_head.weight", "absent (tied)", "present", "tie_word_embeddings", "config-shape-mismatch",
+            same ? Severity::WARNING : Severity::ERROR);
+    } else if (!m.tie_word_embeddings && !lm && ctx.any_with_prefix(P + "layers.")) {
+      v.add("tie_word_embeddings is false but there is no lm_head.weight (loaders leave the head random or "
+            "fail on a missing weight)",
+            "lm_head.weight", "present", "absent", "tie_word_embeddings");
+    }
+    if (lm && m.vocab_size > 0) linear("lm_head", m.vocab_size, H, "lm_head == [vocab_size, hidden_size]", "vocab_size");
+    if (ctx.info.wrapper) {
+      auto top = ctx.config.find("tie_word_embeddings");
+      auto txt = tc.find("tie_word_embeddings");
+      if (top != ctx.config.end() && txt != tc.end() && top->is_boolean() && txt->is_boolean() && *top != *txt)
+        v.add("top-level tie_word_embeddings == text_config.tie_word_embeddings", "", txt->dump(), top->dump(),
+              "tie_word_embeddings", "config-shape-mismatch", Severity::WARNING,
+              "the text-level value decides whether lm_head exists (vLLM reads the text config)");
+    }
+
+    // Gemma-4 specifics: MoE switch, PLE, vision tower.
+    if (fam == Family::GEMMA4) {
+      if (!m.enable_moe_block && m.num_experts > 0)
+        v.add("num_experts is set only when enable_moe_block is true", "", "enable_moe_block: true",
+              "enable_moe_block: false", "enable_moe_block", "config-shape-mismatch", Severity::WARNING,
+              "vLLM decides by enable_moe_block; a stray num_experts hints at a broken export");
+      if (m.enable_moe_block && m.num_experts <= 0)
+        v.add("enable_moe_block requires num_experts", "", "num_experts > 0", "absent", "num_experts");
+      const std::int64_t pd = m.hidden_size_per_layer_input;
+      const bool ple = ctx.has(P + "embed_tokens_per_layer.weight");
+      if (pd > 0 && !ple)
+        v.add("per-layer-embedding tensors present iff hidden_size_per_layer_input > 0",
+              P + "embed_tokens_per_layer.weight", "present", "absent", "hidden_size_per_layer_input");
+      else if (pd <= 0 && ple)
+        v.add("per-layer-embedding tensors present iff hidden_size_per_layer_input > 0",
+              P + "embed_tokens_per_layer.weight", "absent", "present", "hidden_size_per_layer_input");
+      else if (pd > 0)
+        shape(P + "embed_tokens_per_layer.weight", {-1, N * pd},
+              "embed_tokens_per_layer columns == num_hidden_layers·hidden_size_per_layer_input",
+              "hidden_size_per_layer_input");
+      if (auto vc = ctx.config.find("vision_config"); vc != ctx.config.end() && vc->is_object()) {
+        const std::int64_t hv = int_of(*vc, "hidden_size").value_or(0);
+        const std::int64_t p = int_of(*vc, "patch_size").value_or(0);
+        const std::int64_t pos = int_of(*vc, "position_embedding_size").value_or(0);
+        if (hv > 0) {
+          linear("model.embed_vision.embedding_projection", H, hv,
+                 "embed_vision.embedding_projection == [text hidden_size, vision hidden_size]", "vision_config.hidden_size");
+          shape("model.vision_tower.patch_embedder.position_embedding_table", {2, pos > 0 ? pos : -1, hv},
+                "position_embedding_table == [2, position_embedding_size, vision hidden_size]",
+                "vision_config.position_embedding_size");
+          if (p > 0)
+            linear("model.vision_tower.patch_embedder.input_proj", hv, 3 * p * p,
+                   "patch_embedder.input_proj == [vision hidden_size, 3·patch_size²]", "vision_config.patch_size");
+        }
+      }
+    }
+    // Qwen3.5 vision merger and MTP geometry
+    if (fam == Family::QWEN3_5 || fam == Family::QWEN3_5_MOE) {
+      if (auto vc = ctx.config.find("vision_config"); vc != ctx.config.end() && vc->is_object()) {
+        const auto oh = int_of(*vc, "out_hidden_size");
+        if (oh && *oh != H)
+          v.add("vision_config.out_hidden_size == text hidden_size", "", std::to_string(H), std::to_string(*oh),
+                "vision_config.out_hidden_size");
+        linear("model.visual.merger.linear_fc2", oh.value_or(H), -1,
+               "visual.merger.linear_fc2 rows == vision_config.out_hidden_size", "vision_config.out_hidden_size");
+      }
+    }
+    if (qwen_hybrid() && ctx.any_with_prefix("mtp.")) {
+      linear("mtp.fc", H, 2 * H, "mtp.fc == [hidden_size, 2·hidden_size]", "hidden_size");
+      for (std::int64_t k = 0; k < m.mtp_num_hidden_layers; ++k) {
+        const std::string base = fmt::format("mtp.layers.{}.", k);
+        if (!ctx.any_with_prefix(base)) continue;
+        attention(base, static_cast<std::size_t>(k), m.head_dim, m.num_kv_heads, true, false, "");
+      }
+    }
+    v.emit(*out_);
+  }
+
+  std::vector<Finding>* out_ = nullptr;
+};
+
+}  // namespace
+
+void check_config_shapes(const Context& ctx, std::vector<Finding>& out) {
+  if (ctx.info.family == Family::UNKNOWN || ctx.tensors.empty()) return;
+  ShapeChecker c{ctx};
+  c.out_ = &out;
+  c.run();
+}
+
+}  // namespace fp4forge::doctor

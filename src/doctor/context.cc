@@ -1,0 +1,67 @@
+#include <cmath>
+
+#include "checks.h"
+#include "fp4forge/util/fs.h"
+
+namespace fp4forge::doctor {
+
+bool Context::any_with_prefix(std::string_view prefix) const {
+  auto it = tensors.lower_bound(prefix);
+  return it != tensors.end() && std::string_view(it->first).substr(0, prefix.size()) == prefix;
+}
+
+std::optional<std::pair<std::int64_t, std::int64_t>> Context::linear_shape(const std::string& module) const {
+  if (const auto* t = tensor(module + ".weight"); t != nullptr && t->shape.size() == 2)
+    return std::make_pair(static_cast<std::int64_t>(t->shape[0]), static_cast<std::int64_t>(t->shape[1]));
+  if (const auto* t = tensor(module + ".weight_packed"); t != nullptr && t->shape.size() == 2)
+    return std::make_pair(static_cast<std::int64_t>(t->shape[0]), std::int64_t{-1});
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> Context::text_int(std::string_view key) const {
+  const Json& t = text();
+  if (!t.is_object()) return std::nullopt;
+  auto it = t.find(key);
+  if (it == t.end()) return std::nullopt;
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (it->is_number_float()) {
+    const double d = it->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18) return static_cast<std::int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> Context::text_path(std::string_view key) const {
+  if (info.wrapper) return {"text_config", std::string(key)};
+  return {std::string(key)};
+}
+
+Result<std::optional<Json>> read_json_file(const std::filesystem::path& p) {
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec)) return std::optional<Json>{};
+  FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(p));
+  FP4FORGE_ASSIGN_OR_RETURN(Json j, parse_json_bounded(text, p.filename().string()));
+  return std::optional<Json>(std::move(j));
+}
+
+std::size_t cap_names(std::vector<std::string>& names, std::size_t n) {
+  if (names.size() <= n) return 0;
+  const std::size_t left = names.size() - n;
+  names.resize(n);
+  return left;
+}
+
+std::vector<Finding> run_checks(const Context& ctx) {
+  std::vector<Finding> out;
+  check_architecture(ctx, out);
+  check_gemma4_globals(ctx, out);
+  check_config_shapes(ctx, out);
+  check_modalities(ctx, out);
+  check_mtp(ctx, out);
+  check_processor(ctx, out);
+  check_tokenizer(ctx, out);
+  check_quantized(ctx, out);
+  return out;
+}
+
+}  // namespace fp4forge::doctor

@@ -1,0 +1,418 @@
+#include "fp4forge/doctor/doctor.h"
+
+#include <algorithm>
+#include <array>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "checks.h"
+#include "fp4forge/doctor/json_edit.h"
+#include "fp4forge/util/fs.h"
+#include "fp4forge/util/udiff.h"
+#include "fp4forge/verify/quant_config.h"
+
+namespace fp4forge::doctor {
+namespace {
+
+constexpr std::array<KindInfo, 25> kKinds{{
+    {"unknown-architecture", Severity::ERROR, false, "F31",
+     "an `architectures` string vLLM does not register for the family (warning when absent, several, or the "
+     "family is outside fp4forge's table)"},
+    {"architecture-needs-recent-vllm", Severity::WARNING, false, "F31",
+     "Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM: registered in vLLM only from about 0.28"},
+    {"wrapper-flat-mismatch", Severity::ERROR, false, "F30",
+     "`architectures`, config nesting and tensor prefixes disagree (wrapper vs flat); says what vLLM and "
+     "transformers will do"},
+    {"gemma4-missing-global-kv-fields", Severity::ERROR, true, "F27",
+     "Gemma-4 without global_head_dim / num_global_key_value_heads and no per_layer_config; the values are "
+     "derived from the tensor shapes"},
+    {"gemma4-per-layer-config-only", Severity::INFO, false, "F28",
+     "full-attention geometry only in per_layer_config (transformers >= 5.15 form): needs vLLM >= 0.28"},
+    {"per-layer-config-redundant", Severity::WARNING, true, "F29",
+     "per_layer_config repeats the flat global fields exactly"},
+    {"per-layer-config-conflict", Severity::ERROR, false, "F28",
+     "per_layer_config and the flat global fields disagree: transformers and vLLM build different models"},
+    {"per-layer-config-invalid", Severity::ERROR, false, "F28",
+     "per_layer_config keys that are not full-attention layer indices in [0, num_hidden_layers)"},
+    {"gemma4-activation", Severity::ERROR, false, "",
+     "Gemma-4 hidden_activation other than gelu_pytorch_tanh (vLLM raises)"},
+    {"config-value-invalid", Severity::ERROR, false, "F32",
+     "a config value the strict transformers 5.17 config rejects (hidden_size_per_layer_input: null)"},
+    {"config-shape-mismatch", Severity::ERROR, false, "F27, F30",
+     "a shape invariant of the family is broken (attention rows, kv heads, experts, linear attention, "
+     "layer_types, lm_head vs tie_word_embeddings, PLE, vision projector, MTP)"},
+    {"expert-layout", Severity::ERROR, false, "F5",
+     "fused 3-D experts transposed against the family's orientation, or fused and per-expert forms mixed"},
+    {"mtp-declared-missing", Severity::WARNING, false, "F8",
+     "mtp_num_hidden_layers >= 1 but mtp.* tensors are missing"},
+    {"mtp-present-undeclared", Severity::WARNING, false, "F8",
+     "mtp.* tensors that mtp_num_hidden_layers does not declare"},
+    {"audio-declared-weightless", Severity::INFO, false, "",
+     "audio_config declared but no audio tower tensors"},
+    {"vision-declared-weightless", Severity::ERROR, false, "F30",
+     "vision_config declared but no vision tower tensors (info for text-only classes)"},
+    {"missing-processor", Severity::ERROR, false, "F33",
+     "multimodal checkpoint with neither processor_config.json:image_processor nor preprocessor_config.json"},
+    {"missing-preprocessor-config", Severity::WARNING, true, "F33",
+     "processor_config.json has an image_processor section but preprocessor_config.json is absent"},
+    {"processor-mismatch", Severity::ERROR, false, "F33, F34",
+     "image processor vs vision_config (patch / merge / pooling / max_soft_tokens), absurd size limits, or "
+     "the two processor files disagree (warning)"},
+    {"tokenizer-truncation", Severity::WARNING, true, "F35",
+     "tokenizer.json with non-null truncation or padding"},
+    {"tokenizer-max-length", Severity::ERROR, false, "F35, F36",
+     "tokenizer_config.json model_max_length / max_length below max_position_embeddings"},
+    {"invalid-json-file", Severity::ERROR, false, "",
+     "a processor or tokenizer JSON file that does not parse"},
+    {"ignore-regex", Severity::INFO, false, "F23",
+     "for each `re:` entry of quantization_config.ignore, the on-disk modules it matches under CT re.match "
+     "semantics (warning when full-match semantics would match fewer)"},
+    {"ignore-stale", Severity::WARNING, false, "F22", "an ignore entry that matches no module on disk"},
+    {"no-weights", Severity::INFO, false, "",
+     "the directory has no safetensors: config-vs-tensor checks were skipped"},
+}};
+
+struct Diagnosis {
+  std::unique_ptr<Checkpoint> ckpt;
+  Context ctx;
+  std::vector<Finding> findings;
+};
+
+Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir) {
+  auto d = std::make_unique<Diagnosis>();
+  CheckpointOptions co;
+  co.require_config = true;
+  co.require_weights = false;
+  FP4FORGE_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir, co));
+  d->ckpt = std::make_unique<Checkpoint>(std::move(ck));
+  Context& ctx = d->ctx;
+  ctx.dir = dir;
+  ctx.config = d->ckpt->config();
+  auto info = read_model_info(ctx.config);
+  if (!info.ok()) return with_file(info.error(), (dir / "config.json").string());
+  ctx.info = std::move(*info);
+  for (const auto& t : d->ckpt->tensors())
+    ctx.tensors.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
+  ctx.ckpt = ctx.tensors.empty() ? nullptr : d->ckpt.get();
+  if (ctx.any_with_prefix("model.language_model."))
+    ctx.text_prefix = "model.language_model.";
+  else if (ctx.any_with_prefix("model.layers."))
+    ctx.text_prefix = "model.";
+  else
+    ctx.text_prefix = ctx.info.text_prefix;
+  ctx.quantized = find_quant_config(ctx.config) != nullptr;
+  for (const auto& [name, meta] : ctx.tensors) {
+    if (name.size() > 14 && name.compare(name.size() - 14, 14, ".weight_packed") == 0) {
+      ctx.quantized = true;
+      break;
+    }
+  }
+  if (ctx.tensors.empty()) {
+    Finding f;
+    f.kind = "no-weights";
+    f.severity = Severity::INFO;
+    f.message = "no *.safetensors in the directory: only config, processor and tokenizer files were checked";
+    d->findings.push_back(std::move(f));
+  }
+  auto found = run_checks(ctx);
+  d->findings.insert(d->findings.end(), found.begin(), found.end());
+  // Stable order: errors, warnings, info; check order within a severity.
+  std::stable_sort(d->findings.begin(), d->findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
+  return d;
+}
+
+std::string now_stamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+/** A file being edited by the fixes. */
+struct Pending {
+  bool existed = false;
+  std::string original;
+  std::optional<JsonDocument> doc;
+  std::string created;  // content of a new file
+  std::vector<std::string> kinds;
+};
+
+class Fixer {
+ public:
+  Fixer(const Context& ctx, DoctorReport& rep) : ctx_(ctx), rep_(rep) {}
+
+  Result<Pending*> open(const std::string& file) {
+    auto it = files_.find(file);
+    if (it != files_.end()) return &it->second;
+    Pending p;
+    p.existed = true;
+    FP4FORGE_ASSIGN_OR_RETURN(p.original, fs::read_file(ctx_.dir / file, 1ull << 31));
+    FP4FORGE_ASSIGN_OR_RETURN(JsonDocument doc, JsonDocument::parse(p.original, file));
+    p.doc.emplace(std::move(doc));
+    return &files_.emplace(file, std::move(p)).first->second;
+  }
+  void refuse(std::string kind, std::string reason) { rep_.refused.push_back({std::move(kind), std::move(reason)}); }
+
+  Status gemma4_globals() {
+    const std::string kind = "gemma4-missing-global-kv-fields";
+    FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("config.json"));
+    const Json cfg = *p->doc->get({});
+    const Json& tc = text_config(cfg);
+    if (tc.contains("per_layer_config") && !tc["per_layer_config"].is_null()) {
+      refuse(kind, "config.json now has a per_layer_config: it supplies the full-attention geometry");
+      return {};
+    }
+    const bool k_eq_v = tc.value("attention_k_eq_v", false);
+    const bool has_gd = tc.contains("global_head_dim") && !tc["global_head_dim"].is_null();
+    const bool has_gkv = tc.contains("num_global_key_value_heads") && !tc["num_global_key_value_heads"].is_null();
+    if (has_gd && (has_gkv || !k_eq_v)) return {};  // nothing missing any more
+    const GlobalKvDerivation der = derive_global_kv(ctx_, cfg);
+    if (!der.problem.empty()) {
+      refuse(kind, fmt::format("the values cannot be derived safely: {}", der.problem));
+      return {};
+    }
+    auto path = [&](const char* k) {
+      return ctx_.info.wrapper ? JsonDocument::Path{"text_config", k} : JsonDocument::Path{k};
+    };
+    if (!has_gd) FP4FORGE_TRY(p->doc->set(path("global_head_dim"), der.global_head_dim));
+    if (k_eq_v && !has_gkv) FP4FORGE_TRY(p->doc->set(path("num_global_key_value_heads"), der.num_global_kv_heads));
+    p->kinds.push_back(kind);
+    return {};
+  }
+
+  Status redundant_plc() {
+    const std::string kind = "per-layer-config-redundant";
+    FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("config.json"));
+    const Json cfg = *p->doc->get({});  // re-prove on the file at hand
+    auto info = read_model_info(cfg);
+    if (!info.ok()) {
+      refuse(kind, info.error().message);
+      return {};
+    }
+    std::string why;
+    if (!prove_per_layer_config_redundant(cfg, info->layer_types, &why)) {
+      refuse(kind, fmt::format("redundancy does not hold on config.json at fix time: {}", why));
+      return {};
+    }
+    p->doc->erase(info->wrapper ? JsonDocument::Path{"text_config", "per_layer_config"}
+                                : JsonDocument::Path{"per_layer_config"});
+    p->kinds.push_back(kind);
+    return {};
+  }
+
+  Status preprocessor() {
+    const std::string kind = "missing-preprocessor-config";
+    std::error_code ec;
+    if (std::filesystem::exists(ctx_.dir / "preprocessor_config.json", ec)) {
+      refuse(kind, "preprocessor_config.json exists now");
+      return {};
+    }
+    FP4FORGE_ASSIGN_OR_RETURN(Pending * src, open("processor_config.json"));
+    auto ip = src->doc->get({"image_processor"});
+    if (!ip || !ip->is_object()) {
+      refuse(kind, "processor_config.json has no image_processor object any more");
+      return {};
+    }
+    Pending p;
+    p.existed = false;
+    p.created = *src->doc->dump_styled({"image_processor"});
+    p.kinds.push_back(kind);
+    files_.emplace("preprocessor_config.json", std::move(p));
+    return {};
+  }
+
+  Status tokenizer() {
+    const std::string kind = "tokenizer-truncation";
+    FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("tokenizer.json"));
+    bool changed = false;
+    for (const char* k : {"truncation", "padding"}) {
+      auto v = p->doc->get({k});
+      if (v && !v->is_null()) {
+        FP4FORGE_TRY(p->doc->set({k}, nullptr));
+        changed = true;
+      }
+    }
+    if (changed) p->kinds.push_back(kind);
+    return {};
+  }
+
+  /** Diffs every pending file; writes backups and files unless dry_run. */
+  Status commit(bool dry_run, const std::string& stamp) {
+    for (auto& [file, p] : files_) {
+      const std::string next = p.doc ? p.doc->dump() : p.created;
+      if (p.existed && next == p.original) continue;
+      FP4FORGE_CHECK(file.find(".safetensors") == std::string::npos);
+      FileChange c;
+      c.file = file;
+      c.kinds = p.kinds;
+      c.created = !p.existed;
+      c.diff = util::unified_diff(p.existed ? p.original : std::string(), next,
+                                  p.existed ? "a/" + file : "/dev/null", "b/" + file);
+      if (!dry_run) {
+        if (p.existed) {
+          std::string name = fmt::format("{}.bak-fp4forge-{}", file, stamp);
+          std::error_code ec;
+          for (int n = 1; std::filesystem::exists(ctx_.dir / name, ec); ++n)
+            name = fmt::format("{}.bak-fp4forge-{}-{}", file, stamp, n);
+          FP4FORGE_TRY(fs::write_file_atomic(ctx_.dir / name, p.original));
+          c.backup = name;
+        }
+        FP4FORGE_TRY(fs::write_file_atomic(ctx_.dir / file, next));
+        c.written = true;
+      }
+      rep_.changes.push_back(std::move(c));
+    }
+    return {};
+  }
+
+ private:
+  const Context& ctx_;
+  DoctorReport& rep_;
+  std::map<std::string, Pending> files_;
+};
+
+nlohmann::ordered_json findings_json(const std::vector<Finding>& fs) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const auto& f : fs) a.push_back(to_json(f));
+  return a;
+}
+
+}  // namespace
+
+std::span<const KindInfo> doctor_kinds() noexcept { return kKinds; }
+
+const KindInfo* find_kind(std::string_view id) noexcept {
+  for (const auto& k : kKinds)
+    if (k.id == id) return &k;
+  return nullptr;
+}
+
+int DoctorReport::exit_code() const noexcept { return has_errors(remaining) ? 1 : 0; }
+
+Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOptions& opts) {
+  DoctorReport rep;
+  rep.dir = dir.string();
+  rep.fix = opts.fix;
+  rep.dry_run = opts.dry_run;
+  FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir));
+  rep.family = std::string(family_name(d->ctx.info.family));
+  rep.architecture = d->ctx.info.architecture;
+  rep.quantized = d->ctx.quantized;
+  rep.findings = d->findings;
+  rep.remaining = d->findings;
+  if (!opts.fix && !opts.dry_run) return rep;
+
+  std::set<std::string> due;
+  for (const auto& f : d->findings)
+    if (f.fix) due.insert(f.kind);
+  Fixer fx(d->ctx, rep);
+  // Fixed order: config.json edits compose (globals first, then redundancy is re-proven on the result).
+  if (due.count("gemma4-missing-global-kv-fields")) FP4FORGE_TRY(fx.gemma4_globals());
+  if (due.count("per-layer-config-redundant")) FP4FORGE_TRY(fx.redundant_plc());
+  if (due.count("missing-preprocessor-config")) FP4FORGE_TRY(fx.preprocessor());
+  if (due.count("tokenizer-truncation")) FP4FORGE_TRY(fx.tokenizer());
+  FP4FORGE_TRY(fx.commit(opts.dry_run, opts.timestamp.empty() ? now_stamp() : opts.timestamp));
+  if (opts.dry_run || rep.changes.empty()) return rep;
+  d.reset();  // release the mappings before re-reading
+  FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir));
+  rep.remaining = again->findings;
+  return rep;
+}
+
+nlohmann::ordered_json to_json(const DoctorReport& r) {
+  nlohmann::ordered_json j;
+  j["command"] = "doctor";
+  j["dir"] = r.dir;
+  j["family"] = r.family;
+  j["architecture"] = r.architecture;
+  j["quantized"] = r.quantized;
+  j["mode"] = r.dry_run ? "dry-run" : r.fix ? "fix" : "check";
+  j["ok"] = r.exit_code() == 0;
+  j["exit_code"] = r.exit_code();
+  std::size_t e = 0, w = 0, i = 0, fixable = 0;
+  for (const auto& f : r.remaining) {
+    (f.severity == Severity::ERROR ? e : f.severity == Severity::WARNING ? w : i)++;
+    if (f.fix) ++fixable;
+  }
+  j["summary"] = {{"errors", e}, {"warnings", w}, {"info", i}, {"fixable", fixable}};
+  j["findings"] = findings_json(r.findings);
+  nlohmann::ordered_json ch = nlohmann::ordered_json::array();
+  for (const auto& c : r.changes) {
+    nlohmann::ordered_json x;
+    x["file"] = c.file;
+    x["kinds"] = c.kinds;
+    x["created"] = c.created;
+    x["backup"] = c.backup.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.backup);
+    x["written"] = c.written;
+    x["diff"] = c.diff;
+    ch.push_back(std::move(x));
+  }
+  j["changes"] = std::move(ch);
+  nlohmann::ordered_json rf = nlohmann::ordered_json::array();
+  for (const auto& x : r.refused) rf.push_back({{"kind", x.kind}, {"reason", x.reason}});
+  j["refused"] = std::move(rf);
+  j["remaining"] = findings_json(r.remaining);
+  return j;
+}
+
+namespace {
+void append_findings(std::string& s, const std::vector<Finding>& fs) {
+  for (const auto& f : fs) {
+    s += fmt::format("{:<8} {}: {}\n", severity_name(f.severity), f.kind, f.message);
+    if (!f.key.empty()) s += fmt::format("         key: {}\n", f.key);
+    if (!f.expected.empty() || !f.actual.empty())
+      s += fmt::format("         expected: {}; actual: {}\n", f.expected, f.actual);
+    if (!f.tensors.empty()) {
+      std::string t;
+      for (std::size_t i = 0; i < f.tensors.size() && i < 5; ++i) t += (i ? ", " : "") + f.tensors[i];
+      if (f.tensors.size() > 5) t += fmt::format(", ... ({} listed)", f.tensors.size());
+      s += fmt::format("         tensors: {}\n", t);
+    }
+    if (f.fix) s += fmt::format("         fix: {}\n", *f.fix);
+    if (!f.hint.empty()) s += fmt::format("         hint: {}\n", f.hint);
+  }
+}
+std::string counts(const std::vector<Finding>& fs) {
+  std::size_t e = 0, w = 0, i = 0;
+  for (const auto& f : fs) (f.severity == Severity::ERROR ? e : f.severity == Severity::WARNING ? w : i)++;
+  return fmt::format("{} error(s), {} warning(s), {} info", e, w, i);
+}
+}  // namespace
+
+std::string to_text(const DoctorReport& r) {
+  std::string s = fmt::format("doctor {}: {} ({}){}\n", r.dir, r.family, r.architecture.empty() ? "no architectures" : r.architecture,
+                              r.quantized ? ", quantized" : "");
+  if (r.findings.empty()) s += "no findings\n";
+  append_findings(s, r.findings);
+  if (r.fix || r.dry_run) {
+    if (r.changes.empty()) s += r.refused.empty() ? "nothing to fix\n" : "";
+    for (const auto& c : r.changes) {
+      s += fmt::format("\n{} {}{} ({})\n", r.dry_run ? "would change" : "changed", c.file, c.created ? " (new file)" : "",
+                       fmt::join(c.kinds, ", "));
+      if (!c.backup.empty()) s += fmt::format("backup: {}\n", c.backup);
+      s += c.diff;
+    }
+    for (const auto& x : r.refused) s += fmt::format("refused {}: {}\n", x.kind, x.reason);
+    if (r.fix && !r.dry_run && !r.changes.empty()) {
+      s += fmt::format("\nafter fixes: {}\n", counts(r.remaining));
+      append_findings(s, r.remaining);
+    }
+  }
+  std::size_t fixable = 0;
+  for (const auto& f : r.remaining)
+    if (f.fix) ++fixable;
+  s += fmt::format("summary: {}{}; exit {}\n", counts(r.remaining),
+                   fixable && !(r.fix && !r.dry_run) ? fmt::format(", {} fixable (run with --fix)", fixable) : "",
+                   r.exit_code());
+  return s;
+}
+
+}  // namespace fp4forge::doctor

@@ -1,0 +1,388 @@
+#include "fp4forge/kvplan/kv_cache.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace fp4forge::kvplan {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::uint64_t cdivu(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+/** Equality key of a spec after unification (vLLM groups layers whose specs compare equal). */
+using SpecKey = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::uint64_t,
+                           std::uint64_t, std::uint64_t>;
+SpecKey key_of(const LayerSpec& s) {
+  return {static_cast<int>(s.kind), s.kv_heads, s.head_dim, s.window, s.block_size, s.page_bytes,
+          s.conv_state_bytes, s.ssm_state_bytes};
+}
+
+std::string json_string(const Json& j, std::string_view key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return {};
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtype_bytes) {
+  const std::string d = lower(kv_cache_dtype);
+  if (d == "auto") return model_dtype_bytes;
+  if (d == "bf16" || d == "bfloat16" || d == "fp16" || d == "float16" || d == "half") return 2;
+  if (d == "fp8" || d == "fp8_e4m3" || d == "fp8_e5m2") return 1;
+  return make_error(Errc::USAGE,
+                    "unsupported kv_cache_dtype '{}'; expected auto, bf16 (bfloat16), fp16, fp8, "
+                    "fp8_e4m3 or fp8_e5m2",
+                    kv_cache_dtype);
+}
+
+Result<int> state_dtype_bytes(std::string_view dtype, int dflt) {
+  const std::string d = lower(dtype);
+  if (d == "auto" || d.empty()) return dflt;
+  if (d == "float32" || d == "fp32") return 4;
+  if (d == "bfloat16" || d == "bf16" || d == "float16" || d == "fp16" || d == "half") return 2;
+  return make_error(Errc::USAGE,
+                    "unsupported mamba state dtype '{}'; expected auto, float32, bfloat16 or float16", dtype);
+}
+
+std::string vllm_kv_cache_dtype(std::string_view kv_cache_dtype) {
+  const std::string d = lower(kv_cache_dtype);
+  if (d == "bf16") return "bfloat16";
+  if (d == "fp16" || d == "half") return "float16";
+  return d;
+}
+
+std::string_view layer_kind_name(LayerKind k) noexcept {
+  switch (k) {
+    case LayerKind::FULL: return "full_attention";
+    case LayerKind::SLIDING: return "sliding_window";
+    case LayerKind::STATE: return "mamba_state";
+  }
+  return "full_attention";
+}
+
+std::string_view grouping_mode_name(GroupingMode m) noexcept {
+  switch (m) {
+    case GroupingMode::NONE: return "none";
+    case GroupingMode::UNIFORM: return "uniform";
+    case GroupingMode::UNIFORM_TYPE: return "uniform_type";
+    case GroupingMode::HYBRID: return "hybrid";
+  }
+  return "none";
+}
+
+Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_json& config,
+                                 const KvOptions& opts) {
+  if (opts.tp < 1) return make_error(Errc::USAGE, "tp = {} is invalid; expected an integer >= 1", opts.tp);
+  if (opts.spec_tokens < 0)
+    return make_error(Errc::USAGE, "spec_tokens = {} is invalid; expected >= 0", opts.spec_tokens);
+  if (opts.block_size < 0 || opts.kernel_block_alignment < 1)
+    return make_error(Errc::USAGE, "block_size = {} is invalid; expected a positive integer", opts.block_size);
+  const Json& text = text_config(config);
+  KvLayout out;
+  out.tp = opts.tp;
+  FP4FORGE_ASSIGN_OR_RETURN(out.kv_dtype_bytes, kv_cache_dtype_bytes(opts.kv_cache_dtype, 2));
+  FP4FORGE_ASSIGN_OR_RETURN(out.conv_dtype_bytes, state_dtype_bytes(opts.mamba_cache_dtype, 2));
+  {
+    std::string ssm = lower(opts.mamba_ssm_cache_dtype);
+    if (ssm == "auto") {
+      const std::string cfg = json_string(text, "mamba_ssm_dtype");
+      ssm = cfg.empty() ? std::string("auto") : cfg;
+    }
+    auto r = state_dtype_bytes(ssm, out.conv_dtype_bytes);
+    if (!r.ok())
+      return make_error(Errc::BAD_INPUT, "config.json: mamba_ssm_dtype '{}' is not supported; expected "
+                        "float32, bfloat16 or float16", ssm);
+    out.ssm_dtype_bytes = *r;
+  }
+
+  const std::int64_t n = info.num_layers;
+  if (n <= 0)
+    return make_error(Errc::BAD_INPUT, "config.json: num_hidden_layers is missing or 0; the KV cache "
+                      "cannot be sized without the layer count");
+  if (static_cast<std::int64_t>(info.layer_types.size()) != n)
+    return make_error(Errc::BAD_INPUT, "config.json: layer_types has {} entries, expected num_hidden_layers "
+                      "= {}", info.layer_types.size(), n);
+  const int tp = opts.tp;
+  const std::int64_t shared_from =
+      info.num_kv_shared_layers > 0 ? std::max<std::int64_t>(0, n - info.num_kv_shared_layers) : n;
+
+  std::int64_t window = info.sliding_window;
+  if (info.family == Family::GEMMA4 && json_string(text, "use_bidirectional_attention") == "all" &&
+      window > 0)
+    window = window / 2 + 1;  // transformers sets the window to w//2+1 for encoder-like Gemma-4
+
+  const bool per_layer = info.layer_head_dim.size() == static_cast<std::size_t>(n) &&
+                         info.layer_kv_heads.size() == static_cast<std::size_t>(n);
+  if (info.num_heads > 0 && info.num_heads % tp != 0)
+    return make_error(Errc::BAD_INPUT, "tp = {} does not divide num_attention_heads = {}; vLLM refuses "
+                      "this tensor-parallel size", tp, info.num_heads);
+  bool has_state = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::string& t = info.layer_types[static_cast<std::size_t>(i)];
+    LayerSpec s;
+    s.layer = static_cast<int>(i);
+    if (t == "linear_attention") {
+      const std::int64_t hk = info.linear_num_key_heads, hv = info.linear_num_value_heads;
+      const std::int64_t dk = info.linear_key_head_dim, dv = info.linear_value_head_dim;
+      const std::int64_t kc = info.linear_conv_kernel_dim;
+      if (hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || kc <= 0)
+        return make_error(Errc::BAD_INPUT, "config.json: layer {} is linear_attention but linear_num_key_heads"
+                          "/linear_num_value_heads/linear_key_head_dim/linear_value_head_dim/"
+                          "linear_conv_kernel_dim = {}/{}/{}/{}/{}; expected all > 0", i, hk, hv, dk, dv, kc);
+      if (hk % tp != 0 || hv % tp != 0)
+        return make_error(Errc::BAD_INPUT, "tp = {} does not divide linear_num_key_heads = {} and "
+                          "linear_num_value_heads = {}; vLLM refuses this tensor-parallel size", tp, hk, hv);
+      const std::int64_t hkr = hk / tp, hvr = hv / tp;
+      const std::int64_t conv_dim = 2 * hkr * dk + hvr * dv;
+      s.kind = LayerKind::STATE;
+      s.conv_state_bytes = static_cast<std::uint64_t>((kc - 1 + opts.spec_tokens) * conv_dim) *
+                           static_cast<std::uint64_t>(out.conv_dtype_bytes);
+      s.ssm_state_bytes = static_cast<std::uint64_t>(hvr * dv * dk) * static_cast<std::uint64_t>(out.ssm_dtype_bytes);
+      has_state = true;
+      out.layers.push_back(s);
+      continue;
+    }
+    if (t != "full_attention" && t != "sliding_attention")
+      return make_error(Errc::BAD_INPUT, "config.json: layer {} has layer type '{}'; plan supports "
+                        "full_attention, sliding_attention and linear_attention", i, t);
+    if (i >= shared_from) {
+      out.kv_shared_layers.push_back(static_cast<int>(i));
+      continue;
+    }
+    const std::int64_t kv = per_layer ? info.layer_kv_heads[static_cast<std::size_t>(i)] : info.num_kv_heads;
+    const std::int64_t d = per_layer ? info.layer_head_dim[static_cast<std::size_t>(i)] : info.head_dim;
+    if (kv <= 0 || d <= 0)
+      return make_error(Errc::BAD_INPUT, "config.json: layer {} ({}) has num_key_value_heads = {} and "
+                        "head_dim = {}; expected both > 0", i, t, kv, d);
+    if (kv % tp != 0 && tp % kv != 0)
+      return make_error(Errc::BAD_INPUT, "tp = {} neither divides nor is a multiple of the {} kv heads of "
+                        "layer {}; vLLM refuses this tensor-parallel size", tp, kv, i);
+    s.kv_heads = std::max<std::int64_t>(1, kv / tp);
+    s.head_dim = d;
+    s.bytes_per_token = static_cast<std::uint64_t>(2 * s.kv_heads * d * out.kv_dtype_bytes);
+    if (t == "sliding_attention") {
+      if (window <= 0)
+        return make_error(Errc::BAD_INPUT, "config.json: layer {} is sliding_attention but sliding_window "
+                          "is missing or 0", i);
+      s.window = window;
+      s.kind = opts.hybrid_kv_cache_manager ? LayerKind::SLIDING : LayerKind::FULL;
+    } else {
+      s.kind = LayerKind::FULL;
+    }
+    out.naive_bytes_per_token += s.bytes_per_token;
+    if (s.kind == LayerKind::FULL) out.growing_bytes_per_token += s.bytes_per_token;
+    out.layers.push_back(s);
+  }
+  if (has_state && !opts.hybrid_kv_cache_manager)
+    return make_error(Errc::USAGE, "hybrid_manager=off is not possible for a model with linear-attention "
+                      "layers: vLLM needs the hybrid KV-cache manager for them");
+
+  // Block sizes (§4.2 hybrid alignment) and pages.
+  const std::int64_t user_block = opts.block_size;
+  std::int64_t attn_block = user_block > 0 ? user_block : 16;
+  if (has_state) {
+    std::uint64_t tok = 0;
+    for (const auto& s : out.layers)
+      if (s.kind != LayerKind::STATE) tok = std::max(tok, s.bytes_per_token);
+    const auto& st = *std::find_if(out.layers.begin(), out.layers.end(),
+                                   [](const LayerSpec& s) { return s.kind == LayerKind::STATE; });
+    out.state_bytes = st.conv_state_bytes + st.ssm_state_bytes;
+    if (tok > 0) {
+      const auto a = static_cast<std::uint64_t>(opts.kernel_block_alignment);
+      const auto aligned = static_cast<std::int64_t>(a * cdivu(out.state_bytes, a * tok));
+      attn_block = (user_block > 0 && user_block >= aligned) ? user_block : aligned;
+      const std::uint64_t attn_page = static_cast<std::uint64_t>(attn_block) * tok;
+      out.state_padding_bytes = attn_page - out.state_bytes;
+    }
+    out.attn_block_size = attn_block;
+  }
+  for (auto& s : out.layers) {
+    s.block_size = attn_block;
+    if (s.kind == LayerKind::STATE)
+      s.page_bytes = out.state_bytes + out.state_padding_bytes;
+    else
+      s.page_bytes = static_cast<std::uint64_t>(attn_block) * s.bytes_per_token;
+  }
+  if (!has_state) out.attn_block_size = attn_block;
+  if (has_state && opts.spec_tokens > 0)
+    out.notes.push_back(fmt::format(
+        "{} speculative tokens add {} conv-state rows and {} state pages per request; the MTP draft "
+        "layer's own attention KV is not included (architectures.md §7 question 8)",
+        opts.spec_tokens, opts.spec_tokens, opts.spec_tokens));
+  if (!opts.hybrid_kv_cache_manager && window > 0)
+    out.notes.push_back("hybrid KV-cache manager disabled: sliding-window layers store all tokens");
+
+  if (out.layers.empty()) {
+    out.mode = GroupingMode::NONE;
+    return out;
+  }
+  const auto state_pages = (opts.prefix_caching ? 2 : 1) + opts.spec_tokens;
+
+  // 1. all specs equal -> one group of every layer.
+  const SpecKey k0 = key_of(out.layers.front());
+  const bool all_equal = std::all_of(out.layers.begin(), out.layers.end(),
+                                     [&](const LayerSpec& s) { return key_of(s) == k0; });
+  // 2. same type (and window / block) but different pages -> one group, per-layer pages.
+  const auto& f = out.layers.front();
+  const bool same_type = std::all_of(out.layers.begin(), out.layers.end(), [&](const LayerSpec& s) {
+    return s.kind == f.kind && s.block_size == f.block_size &&
+           (s.kind != LayerKind::SLIDING || s.window == f.window);
+  });
+  if (all_equal || same_type) {
+    KvGroup g;
+    g.kind = f.kind;
+    g.block_size = f.block_size;
+    g.window = f.kind == LayerKind::SLIDING ? f.window : 0;
+    g.state_pages = f.kind == LayerKind::STATE ? state_pages : 0;
+    for (const auto& s : out.layers) g.layers.push_back(s.layer);
+    if (all_equal) {
+      out.mode = GroupingMode::UNIFORM;
+      out.page_bytes = f.page_bytes;
+      out.group_size = static_cast<std::int64_t>(out.layers.size());
+    } else {
+      out.mode = GroupingMode::UNIFORM_TYPE;
+      out.page_bytes = 0;
+      for (const auto& s : out.layers) out.page_bytes += s.page_bytes;
+      out.group_size = 1;
+    }
+    out.groups.push_back(std::move(g));
+    out.min_block_size = f.block_size;
+    return out;
+  }
+
+  // 3. hybrid: unify page sizes by growing the block of smaller-page layers.
+  out.mode = GroupingMode::HYBRID;
+  std::uint64_t max_page = 0;
+  for (const auto& s : out.layers) max_page = std::max(max_page, s.page_bytes);
+  for (auto& s : out.layers) {
+    if (s.page_bytes == max_page) continue;
+    if (s.page_bytes == 0 || max_page % s.page_bytes != 0)
+      return make_error(Errc::BAD_INPUT, "layer {}: KV page of {} bytes does not divide the largest page "
+                        "({} bytes); vLLM cannot unify these page sizes (NotImplementedError)",
+                        s.layer, s.page_bytes, max_page);
+    const std::uint64_t ratio = max_page / s.page_bytes;
+    if (s.kind == LayerKind::STATE)
+      return make_error(Errc::BAD_INPUT, "layer {}: state page ({} bytes) is smaller than the attention page "
+                        "({} bytes) after alignment; unsupported layout", s.layer, s.page_bytes, max_page);
+    s.block_size *= static_cast<std::int64_t>(ratio);
+    s.page_bytes = max_page;
+  }
+  out.page_bytes = max_page;
+  // Same-spec layers, in order of first appearance.
+  std::vector<std::pair<SpecKey, std::vector<int>>> types;
+  for (std::size_t idx = 0; idx < out.layers.size(); ++idx) {
+    const SpecKey k = key_of(out.layers[idx]);
+    auto it = std::find_if(types.begin(), types.end(), [&](const auto& p) { return p.first == k; });
+    if (it == types.end()) {
+      types.push_back({k, {}});
+      it = types.end() - 1;
+    }
+    it->second.push_back(static_cast<int>(idx));
+  }
+  std::size_t min_n = SIZE_MAX, max_n = 0;
+  for (const auto& t : types) {
+    min_n = std::min(min_n, t.second.size());
+    max_n = std::max(max_n, t.second.size());
+  }
+  std::size_t g = min_n;
+  if (static_cast<double>(max_n) < static_cast<double>(min_n) * 1.5) g = max_n;
+  out.group_size = static_cast<std::int64_t>(g);
+  out.min_block_size = INT64_MAX;
+  for (const auto& t : types) {
+    const std::size_t num_groups = (t.second.size() + g - 1) / g;
+    for (std::size_t gi = 0; gi < num_groups; ++gi) {
+      KvGroup grp;
+      const LayerSpec& s0 = out.layers[static_cast<std::size_t>(t.second.front())];
+      grp.kind = s0.kind;
+      grp.block_size = s0.block_size;
+      grp.window = s0.kind == LayerKind::SLIDING ? s0.window : 0;
+      grp.state_pages = s0.kind == LayerKind::STATE ? state_pages : 0;
+      for (std::size_t j = gi; j < t.second.size(); j += num_groups)  // layers[i::num_groups]
+        grp.layers.push_back(out.layers[static_cast<std::size_t>(t.second[j])].layer);
+      out.min_block_size = std::min(out.min_block_size, grp.block_size);
+      out.groups.push_back(std::move(grp));
+    }
+  }
+  return out;
+}
+
+KvDemand kv_demand(const KvLayout& layout, std::int64_t max_model_len, std::int64_t max_num_batched_tokens) {
+  KvDemand d;
+  d.max_model_len = max_model_len;
+  d.max_num_batched_tokens = max_num_batched_tokens;
+  for (const auto& g : layout.groups) {
+    std::int64_t blocks = 0;
+    switch (g.kind) {
+      case LayerKind::FULL: blocks = cdiv(max_model_len, g.block_size); break;
+      case LayerKind::SLIDING: {
+        const std::int64_t tokens = std::min(g.window - 1 + max_num_batched_tokens, max_model_len);
+        blocks = cdiv(tokens, g.block_size) + 1;
+        break;
+      }
+      case LayerKind::STATE: blocks = g.state_pages; break;
+    }
+    d.blocks_per_group.push_back(blocks);
+    d.blocks_per_request += blocks;
+  }
+  d.bytes_per_request = static_cast<std::uint64_t>(layout.group_size) * layout.page_bytes *
+                        static_cast<std::uint64_t>(d.blocks_per_request);
+  return d;
+}
+
+std::int64_t kv_num_blocks(const KvLayout& layout, std::uint64_t available_bytes) {
+  if (layout.page_bytes == 0 || layout.group_size <= 0) return 0;
+  return static_cast<std::int64_t>(available_bytes / layout.page_bytes /
+                                   static_cast<std::uint64_t>(layout.group_size));
+}
+
+double kv_max_concurrency(const KvDemand& demand, std::int64_t num_blocks) {
+  if (demand.blocks_per_request <= 0) return 0.0;
+  return static_cast<double>(num_blocks) / static_cast<double>(demand.blocks_per_request);
+}
+
+std::int64_t kv_cache_tokens(const KvLayout& layout, std::int64_t num_blocks) {
+  if (layout.groups.empty()) return 0;
+  return num_blocks / static_cast<std::int64_t>(layout.groups.size()) * layout.min_block_size;
+}
+
+std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& demand, double target) {
+  const double need = std::ceil(target * static_cast<double>(demand.blocks_per_request) - 1e-9);
+  const auto blocks = static_cast<std::uint64_t>(std::max(0.0, need));
+  return blocks * layout.page_bytes * static_cast<std::uint64_t>(std::max<std::int64_t>(0, layout.group_size));
+}
+
+std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes,
+                                   std::int64_t max_num_batched_tokens, std::int64_t upper) {
+  if (layout.groups.empty()) return upper;
+  auto fits = [&](std::int64_t len) {
+    return kv_demand(layout, len, max_num_batched_tokens).bytes_per_request <= available_bytes;
+  };
+  if (upper < 1 || !fits(1)) return 0;
+  if (fits(upper)) return upper;
+  std::int64_t lo = 1, hi = upper;  // fits(lo), !fits(hi)
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+std::int64_t default_max_num_batched_tokens(std::uint64_t gpu_total_bytes, std::string_view gpu_name) {
+  const bool a100 = lower(gpu_name).find("a100") != std::string::npos;
+  return (gpu_total_bytes >= 70ull * 1024 * 1024 * 1024 && !a100) ? 8192 : 2048;
+}
+
+}  // namespace fp4forge::kvplan

@@ -1,0 +1,89 @@
+#include "fp4forge/kvplan/size.h"
+
+#include <cctype>
+
+namespace fp4forge::kvplan {
+namespace {
+
+__extension__ typedef unsigned __int128 u128;  // exact fixed-point arithmetic for "1.5TiB"
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+Error size_error(std::string_view text, std::string_view why) {
+  return make_error(Errc::USAGE,
+                    "invalid size '{}': {}; expected bytes or a number with a unit, e.g. 96GiB, 41GB, "
+                    "1.5TiB, 1048576",
+                    text, why);
+}
+
+}  // namespace
+
+Result<std::uint64_t> parse_size(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() && text[i] == ' ') ++i;
+  u128 whole = 0;
+  u128 frac = 0, frac_den = 1;
+  std::size_t digits = 0;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, ++digits) {
+    whole = whole * 10 + static_cast<unsigned>(text[i] - '0');
+    if (whole > (static_cast<u128>(1) << 80)) return size_error(text, "too large");
+  }
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    std::size_t fd = 0;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, ++fd) {
+      if (fd < 18) {
+        frac = frac * 10 + static_cast<unsigned>(text[i] - '0');
+        frac_den *= 10;
+      }
+    }
+    if (fd == 0) return size_error(text, "a digit must follow the decimal point");
+    digits += fd;
+  }
+  if (digits == 0) return size_error(text, "no number");
+  while (i < text.size() && text[i] == ' ') ++i;
+  const std::string unit = lower(text.substr(i));
+  std::uint64_t mult = 0;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "kb") mult = 1000ull;
+  else if (unit == "mb") mult = 1000ull * 1000;
+  else if (unit == "gb") mult = 1000ull * 1000 * 1000;
+  else if (unit == "tb") mult = 1000ull * 1000 * 1000 * 1000;
+  else if (unit == "kib") mult = kKiB;
+  else if (unit == "mib") mult = kMiB;
+  else if (unit == "gib") mult = kGiB;
+  else if (unit == "tib") mult = kTiB;
+  else if (unit == "k" || unit == "m" || unit == "g" || unit == "t")
+    return size_error(text, "unit '" + std::string(text.substr(i)) +
+                                "' is ambiguous (use GiB for 2^30 or GB for 10^9)");
+  else
+    return size_error(text, "unknown unit '" + std::string(text.substr(i)) + "'");
+  const u128 v = whole * mult + frac * mult / frac_den;
+  if (v > static_cast<u128>(UINT64_MAX)) return size_error(text, "too large");
+  return static_cast<std::uint64_t>(v);
+}
+
+std::string format_size(std::uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes >= kTiB) return fmt::format("{:.2f} TiB", b / static_cast<double>(kTiB));
+  if (bytes >= kGiB) return fmt::format("{:.2f} GiB", b / static_cast<double>(kGiB));
+  if (bytes >= kMiB) return fmt::format("{:.2f} MiB", b / static_cast<double>(kMiB));
+  if (bytes >= kKiB) return fmt::format("{:.2f} KiB", b / static_cast<double>(kKiB));
+  return fmt::format("{} B", bytes);
+}
+
+std::string format_count(std::uint64_t n) {
+  const std::string d = std::to_string(n);
+  std::string out;
+  for (std::size_t k = 0; k < d.size(); ++k) {
+    if (k > 0 && (d.size() - k) % 3 == 0) out += ',';
+    out += d[k];
+  }
+  return out;
+}
+
+}  // namespace fp4forge::kvplan

@@ -1,0 +1,81 @@
+#include "fp4forge/kvplan/weights.h"
+
+#include <map>
+
+#include "fp4forge/model/classify.h"
+
+namespace fp4forge::kvplan {
+namespace {
+
+bool is_float_weight(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
+
+/** Bytes vLLM holds for a stored tensor (fp32/fp64 non-quantization tensors load as bf16). */
+std::uint64_t loaded_bytes(const st::TensorInfo& t, const TensorClass& c) {
+  if ((t.dtype == DType::F32 || t.dtype == DType::F64) && !c.quant_param) return t.numel() * 2;
+  return t.nbytes();
+}
+
+/** NVFP4A16 size of a quantizable tensor, or 0 when our quantize would keep it as stored. */
+std::uint64_t nvfp4a16_bytes(const st::TensorInfo& t, const TensorClass& c, std::size_t* linears) {
+  if (!role_is_quantizable(c.role) || !c.text_stack || c.quant_param || !is_float_weight(t.dtype)) return 0;
+  const auto& s = t.shape;
+  if (c.role == Role::EXPERT_GATE_UP_FUSED || c.role == Role::EXPERT_DOWN_FUSED) {
+    if (s.size() != 3 || s[2] % 16 != 0) return 0;
+    // [E, 2*Im, H] splits into a gate and an up Linear [Im, H] per expert; [E, H, Im] is one down each.
+    if (c.role == Role::EXPERT_GATE_UP_FUSED) {
+      if (s[1] % 2 != 0) return 0;
+      *linears += 2 * s[0];
+      return s[0] * 2 * nvfp4a16_linear_bytes(s[1] / 2, s[2]);
+    }
+    *linears += s[0];
+    return s[0] * nvfp4a16_linear_bytes(s[1], s[2]);
+  }
+  if (c.param != "weight" || s.size() != 2 || s[1] % 16 != 0) return 0;
+  *linears += 1;
+  return nvfp4a16_linear_bytes(s[0], s[1]);
+}
+
+}  // namespace
+
+std::uint64_t nvfp4a16_linear_bytes(std::uint64_t n, std::uint64_t k) { return n * k / 2 + n * k / 16 + 4; }
+
+WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, const WeightOptions& opts) {
+  WeightEstimate w;
+  struct LayerKv {
+    std::uint64_t k_bytes = 0;
+    bool has_v = false;
+  };
+  std::map<int, LayerKv> kv_layers;  // Gemma-4 full layers with k_eq_v
+  const bool k_eq_v = info.family == Family::GEMMA4 && info.attention_k_eq_v;
+  for (const TensorRef& ref : ckpt.tensors()) {
+    if (ref.info == nullptr) continue;
+    const st::TensorInfo& t = *ref.info;
+    const TensorClass c = classify(ref.name, t.shape, info);
+    ++w.tensors;
+    w.stored_bytes += t.nbytes();
+    std::uint64_t b = loaded_bytes(t, c);
+    w.upcast_saved_bytes += t.nbytes() - b;
+    if (c.role == Role::MTP) {
+      w.mtp_bytes += b;
+      if (opts.include_mtp) w.bytes += b;
+      continue;
+    }
+    if (opts.assume_nvfp4a16) {
+      if (const std::uint64_t q = nvfp4a16_bytes(t, c, &w.quantized_linears); q != 0) {
+        w.nvfp4a16_saved_bytes += b > q ? b - q : 0;
+        b = q;
+      }
+    }
+    w.bytes += b;
+    if (k_eq_v && c.text_stack && c.layer >= 0 && c.layer_type == "full_attention") {
+      if (c.role == Role::ATTN_K) kv_layers[c.layer].k_bytes += b;
+      if (c.role == Role::ATTN_V) kv_layers[c.layer].has_v = true;
+    }
+  }
+  for (const auto& [layer, kv] : kv_layers)
+    if (!kv.has_v) w.duplicated_v_bytes += kv.k_bytes;
+  w.bytes += w.duplicated_v_bytes;
+  return w;
+}
+
+}  // namespace fp4forge::kvplan

@@ -1,0 +1,362 @@
+// Tensor classification by name components (no regex), plus structural router recognition, and the
+// fused global-scale sets of rule R1 (nvfp4a16-format.md §5).
+#include "fp4forge/model/classify.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+
+namespace fp4forge {
+namespace {
+
+constexpr std::size_t kMaxParts = 32;
+
+/** A tensor name split at '.', without allocation. */
+struct Parts {
+  std::array<std::string_view, kMaxParts> p{};
+  std::size_t n = 0;
+  bool overflow = false;
+  std::string_view operator[](std::size_t i) const { return i < n ? p[i] : std::string_view(); }
+};
+
+Parts split(std::string_view name) {
+  Parts r;
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const std::size_t dot = name.find('.', start);
+    const std::size_t end = dot == std::string_view::npos ? name.size() : dot;
+    if (r.n == kMaxParts) {
+      // Too deep: fold the tail into the last component (classification still sees the leaf).
+      r.overflow = true;
+      r.p[kMaxParts - 1] = name.substr(r.p[kMaxParts - 1].data() - name.data());
+      break;
+    }
+    r.p[r.n++] = name.substr(start, end - start);
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return r;
+}
+
+/** Parses a non-negative decimal index of at most 9 digits; -1 otherwise. */
+int parse_index(std::string_view s) {
+  if (s.empty() || s.size() > 9) return -1;
+  int v = 0;
+  for (char ch : s) {
+    if (ch < '0' || ch > '9') return -1;
+    v = v * 10 + (ch - '0');
+  }
+  return v;
+}
+
+template <std::size_t N>
+bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
+  return std::find(set.begin(), set.end(), s) != set.end();
+}
+
+bool contains(std::string_view s, std::string_view sub) { return s.find(sub) != std::string_view::npos; }
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// Final components that are parameters of the module named by the previous component.
+constexpr std::array<std::string_view, 13> kWeightParams{
+    "weight", "bias", "weight_packed", "weight_scale", "weight_global_scale", "input_global_scale",
+    "weight_zero_point", "weight_shape", "weight_g_idx", "input_scale", "output_scale",
+    "weight_scale_inv", "weight_scale_2"};
+constexpr std::array<std::string_view, 9> kQuantParams{
+    "weight_packed", "weight_scale", "weight_global_scale", "input_global_scale", "weight_zero_point",
+    "weight_shape", "weight_g_idx", "input_scale", "weight_scale_inv"};
+
+constexpr std::array<std::string_view, 6> kVisionTowers{"vision_tower", "visual", "vision_model",
+                                                        "vision_encoder", "image_encoder",
+                                                        "vision_embed_tokens"};
+constexpr std::array<std::string_view, 4> kAudioTowers{"audio_tower", "audio_model", "audio_encoder",
+                                                       "speech_encoder"};
+constexpr std::array<std::string_view, 5> kProjectors{"embed_vision", "embed_audio",
+                                                      "multi_modal_projector", "mm_projector",
+                                                      "audio_projector"};
+constexpr std::array<std::string_view, 3> kVisualMergers{"merger", "deepstack_merger_list",
+                                                         "patch_merger"};
+constexpr std::array<std::string_view, 5> kEmbeddings{"embed_tokens", "embed_tokens_per_layer", "wte",
+                                                      "word_embeddings", "tok_embeddings"};
+constexpr std::array<std::string_view, 4> kFinalNorms{"norm", "final_layernorm", "ln_f", "final_norm"};
+constexpr std::array<std::string_view, 4> kLayerContainers{"layers", "h", "blocks", "layer"};
+constexpr std::array<std::string_view, 6> kMlpContexts{"mlp", "block_sparse_moe", "moe", "feed_forward",
+                                                       "ffn", "sparse_moe"};
+
+/** Classification of the part of a name below the layer (or the whole text-relative name). */
+struct Body {
+  Role role = Role::OTHER;
+  int expert = -1;
+};
+
+bool has_component(const Parts& b, std::size_t from, std::size_t to, std::string_view what) {
+  for (std::size_t i = from; i < to; ++i)
+    if (b[i] == what) return true;
+  return false;
+}
+
+template <std::size_t N>
+bool has_any_component(const Parts& b, std::size_t from, std::size_t to,
+                       const std::array<std::string_view, N>& set) {
+  for (std::size_t i = from; i < to; ++i)
+    if (one_of(b[i], set)) return true;
+  return false;
+}
+
+bool is_norm_name(std::string_view s) {
+  return contains(s, "norm") || starts_with(s, "ln_") || s == "ln" || contains(s, "layernorm");
+}
+
+/**
+ * Classifies b[from..b.n): `last` is the module (or parameter) that decides the role, ctx is
+ * b[from..li) where li is the index of `last`.
+ */
+Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64_t> shape,
+                   const ModelInfo& info) {
+  Body r;
+  if (b.n <= from) return r;
+  const std::string_view leaf = b[b.n - 1];
+  std::size_t li = b.n - 1;  // index of the deciding component
+  if (one_of(leaf, kWeightParams) && b.n - 1 > from) li = b.n - 2;
+  // Gemma-4 vision-style wrapped linears (`q_proj.linear.weight`) in a text-like stack.
+  if (b[li] == "linear" && li > from) --li;
+  const std::string_view last = b[li];
+
+  // Routed experts.
+  for (std::size_t j = from; j < li; ++j) {
+    if (b[j] != "experts") continue;
+    const int e = (j + 1 < li) ? parse_index(b[j + 1]) : -1;
+    if (e >= 0) {
+      r.expert = e;
+      if (last == "gate_proj" || last == "w1") r.role = Role::EXPERT_GATE;
+      else if (last == "up_proj" || last == "w3") r.role = Role::EXPERT_UP;
+      else if (last == "down_proj" || last == "w2") r.role = Role::EXPERT_DOWN;
+      else if (last == "gate_up_proj") r.role = Role::EXPERT_GATE_UP_FUSED;
+      else r.role = Role::OTHER;
+      return r;
+    }
+    if (j + 1 == li) {  // experts.<proj> : fused 3-D over all experts
+      if (last == "gate_up_proj" || last == "w13" || last == "w13_weight") r.role = Role::EXPERT_GATE_UP_FUSED;
+      else if (last == "down_proj" || last == "w2" || last == "w2_weight") r.role = Role::EXPERT_DOWN_FUSED;
+      else if (last == "gate_proj" || last == "w1") r.role = Role::EXPERT_GATE;
+      else if (last == "up_proj" || last == "w3") r.role = Role::EXPERT_UP;
+      return r;
+    }
+  }
+  // Pre-release Gemma-4 naming: layers.{i}.moe.{gate_up_proj,down_proj,per_expert_scale}.
+  if (li > from && b[li - 1] == "moe") {
+    if (last == "gate_up_proj") return {Role::EXPERT_GATE_UP_FUSED, -1};
+    if (last == "down_proj" && shape.size() == 3) return {Role::EXPERT_DOWN_FUSED, -1};
+  }
+  if (last == "per_expert_scale") return {Role::ROUTER_AUX, -1};
+  // Shared experts.
+  if (has_component(b, from, li, "shared_expert") || has_component(b, from, li, "shared_experts") ||
+      has_component(b, from, li, "shared_mlp")) {
+    if (last == "gate_proj" || last == "w1") return {Role::SHARED_EXPERT_GATE, -1};
+    if (last == "up_proj" || last == "w3") return {Role::SHARED_EXPERT_UP, -1};
+    if (last == "down_proj" || last == "w2") return {Role::SHARED_EXPERT_DOWN, -1};
+  }
+  if (last == "shared_expert_gate") return {Role::ROUTER, -1};
+  // Routers.
+  if (li > from && b[li - 1] == "router") {
+    if (last == "scale") return {Role::ROUTER_AUX, -1};
+    return {Role::ROUTER, -1};  // router.proj
+  }
+  if (last == "router") return {Role::ROUTER, -1};
+  if (last == "gate") {
+    const bool mlp_ctx = has_any_component(b, from, li, kMlpContexts);
+    const bool structural =
+        shape.size() == 2 && (info.hidden_size <= 0 || shape[1] == static_cast<std::uint64_t>(info.hidden_size)) &&
+        (shape[0] == 1 || (info.num_experts > 0 && shape[0] == static_cast<std::uint64_t>(info.num_experts)));
+    if (mlp_ctx || structural) return {Role::ROUTER, -1};
+  }
+  // Linear attention (GatedDeltaNet).
+  if (has_component(b, from, li, "linear_attn") || last == "linear_attn") {
+    if (last == "conv1d") return {Role::LINEAR_ATTN_CONV, -1};
+    if (last == "A_log" || last == "dt_bias" || last == "D") return {Role::LINEAR_ATTN_PARAM, -1};
+    if (is_norm_name(last)) return {Role::NORM, -1};
+    return {Role::LINEAR_ATTN, -1};
+  }
+  if (is_norm_name(last)) return {Role::NORM, -1};
+  // Attention.
+  const bool attn_ctx = has_component(b, from, li, "self_attn") || has_component(b, from, li, "attn") ||
+                        has_component(b, from, li, "attention") || has_component(b, from, li, "cross_attn");
+  if (last == "q_proj" || last == "q_a_proj" || last == "q_b_proj" || last == "wq_a" || last == "wq_b" ||
+      last == "qkv_proj" || last == "query_key_value" || last == "Wqkv" || last == "c_attn" ||
+      (attn_ctx && (last == "wq" || last == "query" || last == "qkv")))
+    return {Role::ATTN_Q, -1};
+  if (last == "k_proj" || last == "kv_a_proj_with_mqa" || last == "kv_b_proj" || last == "wkv_a_with_mqa" ||
+      last == "wkv_a" || last == "wkv_b" || (attn_ctx && (last == "wk" || last == "key")))
+    return {Role::ATTN_K, -1};
+  if (last == "v_proj" || (attn_ctx && (last == "wv" || last == "value"))) return {Role::ATTN_V, -1};
+  if (last == "o_proj" ||
+      (attn_ctx && (last == "wo" || last == "out_proj" || last == "dense" || last == "c_proj" || last == "proj")))
+    return {Role::ATTN_O, -1};
+  if (attn_ctx && (last == "k_scale" || last == "v_scale" || last == "q_scale" || last == "prob_scale"))
+    return {Role::SCALAR, -1};
+  // Dense MLP.
+  if (last == "gate_proj" || last == "w1" || last == "gate_up_proj") return {Role::MLP_GATE, -1};
+  if (last == "up_proj" || last == "w3") return {Role::MLP_UP, -1};
+  if (last == "down_proj" || last == "w2") return {Role::MLP_DOWN, -1};
+  if (has_any_component(b, from, li, kMlpContexts)) {
+    if (last == "fc1" || last == "c_fc" || last == "dense_h_to_4h") return {Role::MLP_UP, -1};
+    if (last == "fc2" || last == "c_proj" || last == "dense_4h_to_h") return {Role::MLP_DOWN, -1};
+  }
+  // Gemma-4 per-layer embeddings.
+  if (last == "per_layer_input_gate" || last == "per_layer_projection" ||
+      last == "per_layer_model_projection")
+    return {Role::PLE, -1};
+  if (one_of(last, kEmbeddings)) return {Role::EMBEDDING, -1};
+  if (last == "lm_head") return {Role::LM_HEAD, -1};
+  if (last == "layer_scalar" || last == "layer_scale") return {Role::SCALAR, -1};
+  // Other 0-d / [1] parameters.
+  if (shape.empty() || (shape.size() == 1 && shape[0] == 1)) return {Role::SCALAR, -1};
+  return r;
+}
+
+}  // namespace
+
+TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape, const ModelInfo& info) {
+  TensorClass c;
+  const Parts parts = split(name);
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos) {
+    c.param = std::string(name);
+  } else {
+    c.module = std::string(name.substr(0, dot));
+    c.param = std::string(name.substr(dot + 1));
+  }
+  c.quant_param = one_of(std::string_view(c.param), kQuantParams);
+  if (parts.n == 0 || name.empty()) return c;
+
+  // MTP block (top level).
+  if (parts[0] == "mtp") {
+    c.role = Role::MTP;
+    std::size_t from = 1;
+    if (parts[1] == "layers") {
+      const int k = parse_index(parts[2]);
+      if (k >= 0) {
+        c.layer = k;
+        c.layer_type = "full_attention";
+        from = 3;
+      }
+    }
+    if (parts[from] == "fc" || parts[from] == "eh_proj") {
+      c.base_role = Role::OTHER;
+    } else {
+      const Body b = classify_body(parts, from, shape, info);
+      c.base_role = b.role;
+      c.expert = b.expert;
+    }
+    return c;
+  }
+
+  // lm_head (top level, or under a wrapper).
+  if (parts[0] == "lm_head" || (parts[0] == "language_model" && parts[1] == "lm_head") ||
+      (parts[0] == "model" && parts[1] == "lm_head")) {
+    c.role = c.base_role = Role::LM_HEAD;
+    return c;
+  }
+
+  // Towers and projectors: model.<tower>.* or <tower>.*
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::string_view comp = parts[i];
+    if (i == 1 && parts[0] != "model") break;
+    if (one_of(comp, kVisionTowers)) {
+      c.role = one_of(parts[i + 1], kVisualMergers) ? Role::PROJECTOR : Role::VISION;
+      c.base_role = c.role;
+      return c;
+    }
+    if (one_of(comp, kAudioTowers)) {
+      c.role = c.base_role = Role::AUDIO;
+      return c;
+    }
+    if (one_of(comp, kProjectors)) {
+      c.role = c.base_role = Role::PROJECTOR;
+      return c;
+    }
+  }
+
+  // Text stack: strip the prefix.
+  std::size_t from = 0;
+  if (parts[0] == "model" && parts[1] == "language_model") {
+    from = 2;
+    c.text_stack = true;
+  } else if (parts[0] == "language_model" && parts[1] == "model") {
+    from = 2;
+    c.text_stack = true;
+  } else if (parts[0] == "model" || parts[0] == "language_model" || parts[0] == "transformer") {
+    from = 1;
+    c.text_stack = true;
+  } else if (one_of(parts[0], kLayerContainers) || one_of(parts[0], kEmbeddings) || parts[0] == "norm") {
+    c.text_stack = true;
+  }
+
+  if (parts.n > from + 1 && one_of(parts[from], kLayerContainers)) {
+    const int layer = parse_index(parts[from + 1]);
+    if (layer >= 0) {
+      c.layer = layer;
+      if (c.text_stack && static_cast<std::size_t>(layer) < info.layer_types.size())
+        c.layer_type = info.layer_types[static_cast<std::size_t>(layer)];
+      from += 2;
+    }
+  } else if (parts.n == from + 2 && one_of(parts[from], kFinalNorms)) {
+    c.role = c.base_role = Role::NORM;
+    return c;
+  }
+  const Body b = classify_body(parts, from, shape, info);
+  c.role = c.base_role = b.role;
+  c.expert = b.expert;
+  return c;
+}
+
+std::vector<FusedSet> fused_sets(std::span<const std::string> weight_modules, const ModelInfo& info) {
+  std::map<std::string, std::set<std::string>, std::less<>> children;
+  for (const auto& m : weight_modules) {
+    const std::size_t dot = m.rfind('.');
+    if (dot == std::string::npos) continue;
+    children[m.substr(0, dot)].insert(m.substr(dot + 1));
+  }
+  struct Rule {
+    std::array<std::string_view, 3> names;
+    std::size_t count;
+    std::string_view kind;
+  };
+  static constexpr std::array<Rule, 5> kRules{{
+      {{"q_proj", "k_proj", "v_proj"}, 3, "qkv"},
+      {{"gate_proj", "up_proj", ""}, 2, "gate_up"},
+      {{"q_a_proj", "kv_a_proj_with_mqa", ""}, 2, "q_a_kv_a"},
+      {{"wq_a", "wkv_a_with_mqa", ""}, 2, "q_a_kv_a"},
+      {{"w1", "w3", ""}, 2, "w1_w3"},
+  }};
+  std::vector<FusedSet> out;
+  for (const auto& [parent, kids] : children) {
+    for (const Rule& rule : kRules) {
+      bool all = true;
+      for (std::size_t i = 0; i < rule.count; ++i) all = all && kids.count(std::string(rule.names[i])) > 0;
+      if (!all) continue;
+      FusedSet s;
+      s.parent = parent;
+      s.kind = std::string(rule.kind);
+      for (std::size_t i = 0; i < rule.count; ++i) s.members.push_back(parent + "." + std::string(rule.names[i]));
+      out.push_back(std::move(s));
+    }
+    // Gemma-4 full-attention layers with attention_k_eq_v: {q_proj, k_proj} (no v_proj on disk).
+    if (info.family == Family::GEMMA4 && info.attention_k_eq_v && kids.count("q_proj") > 0 &&
+        kids.count("k_proj") > 0 && kids.count("v_proj") == 0) {
+      const TensorClass tc = classify(parent + ".q_proj.weight", {}, info);
+      if (tc.layer_type == "full_attention" && (tc.text_stack || tc.role == Role::MTP)) {
+        FusedSet s;
+        s.parent = parent;
+        s.kind = "qk";
+        s.members = {parent + ".q_proj", parent + ".k_proj"};
+        out.push_back(std::move(s));
+      }
+    }
+  }
+  // std::map iteration already yields parents in sorted order; keep kinds stable within a parent.
+  return out;
+}
+
+}  // namespace fp4forge

@@ -1,0 +1,406 @@
+#include "fp4forge/model/inspect.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/model/arch_class.h"
+#include "fp4forge/model/classify.h"
+
+namespace fp4forge {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::array<std::string_view, 4> kProcessorFiles{
+    "processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json",
+    "feature_extractor_config.json"};
+constexpr std::array<std::string_view, 9> kTokenizerFiles{
+    "tokenizer.json",    "tokenizer_config.json", "special_tokens_map.json",
+    "chat_template.jinja", "chat_template.json",  "tokenizer.model",
+    "vocab.json",        "merges.txt",            "added_tokens.json"};
+
+std::string json_str(const Json& j, std::string_view key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  return (it != j.end() && it->is_string()) ? it->get<std::string>() : std::string();
+}
+std::int64_t json_int(const Json& j, std::string_view key) {
+  if (!j.is_object()) return 0;
+  auto it = j.find(key);
+  return (it != j.end() && it->is_number_integer()) ? it->get<std::int64_t>() : 0;
+}
+
+std::uint64_t tensor_params(const st::TensorInfo& t, const TensorClass& c) {
+  const std::uint64_t n = t.numel();
+  if (c.param == "weight_packed" && t.dtype == DType::U8) return n * 2;
+  return n;
+}
+
+QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& tensors) {
+  QuantState q;
+  const Json* qc = nullptr;
+  for (const char* key : {"quantization_config", "compression_config"}) {
+    auto it = config.find(key);
+    if (it != config.end() && it->is_object()) {
+      qc = &*it;
+      break;
+    }
+  }
+  if (qc == nullptr) {
+    const Json& text = text_config(config);
+    if (&text != &config) {
+      auto it = text.find("quantization_config");
+      if (it != text.end() && it->is_object()) qc = &*it;
+    }
+  }
+  std::set<std::string> packed;
+  for (const auto& t : tensors) {
+    constexpr std::string_view kSuffix = ".weight_packed";
+    if (t.name.size() > kSuffix.size() && t.name.compare(t.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
+      packed.insert(t.name.substr(0, t.name.size() - kSuffix.size()));
+  }
+  q.quantized_modules = packed.size();
+  if (qc == nullptr) return q;
+  q.quant_method = json_str(*qc, "quant_method");
+  q.format = json_str(*qc, "format");
+  if (q.quant_method == "compressed-tensors")
+    q.state = "compressed-tensors";
+  else
+    q.state = "unknown:" + (q.quant_method.empty() ? std::string("?") : q.quant_method);
+  if (auto it = qc->find("ignore"); it != qc->end() && it->is_array()) q.ignore_entries = it->size();
+  if (auto it = qc->find("config_groups"); it != qc->end() && it->is_object()) {
+    for (const auto& [name, g] : it->items()) {
+      QuantGroup grp;
+      grp.name = name;
+      grp.scheme = derive_scheme_name(g);
+      grp.format = json_str(g, "format");
+      if (grp.format.empty()) grp.format = q.format;
+      if (g.is_object()) {
+        if (auto tt = g.find("targets"); tt != g.end() && tt->is_array())
+          for (const auto& x : *tt)
+            if (x.is_string()) grp.targets.push_back(x.get<std::string>());
+      }
+      q.groups.push_back(std::move(grp));
+    }
+  }
+  return q;
+}
+
+std::string human_count(std::uint64_t n) {
+  if (n >= 1'000'000'000ULL) return fmt::format("{:.2f} B", static_cast<double>(n) / 1e9);
+  if (n >= 1'000'000ULL) return fmt::format("{:.2f} M", static_cast<double>(n) / 1e6);
+  if (n >= 10'000ULL) return fmt::format("{:.1f} K", static_cast<double>(n) / 1e3);
+  return fmt::format("{}", n);
+}
+
+std::string human_bytes(std::uint64_t n) {
+  constexpr std::array<const char*, 5> kUnits{"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  std::size_t u = 0;
+  while (v >= 1024.0 && u + 1 < kUnits.size()) {
+    v /= 1024.0;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.2f} {}", v, kUnits[u]);
+}
+
+Json tally_json(const TensorTally& t) {
+  Json j;
+  j["tensors"] = t.tensors;
+  j["params"] = t.params;
+  j["bytes"] = t.bytes;
+  return j;
+}
+
+}  // namespace
+
+std::string derive_scheme_name(const nlohmann::ordered_json& group) {
+  if (!group.is_object()) return "custom";
+  auto w = group.find("weights");
+  if (w == group.end() || !w->is_object()) return "custom";
+  const std::int64_t bits = json_int(*w, "num_bits");
+  const std::string type = json_str(*w, "type");
+  const std::int64_t gs = json_int(*w, "group_size");
+  const std::string strategy = json_str(*w, "strategy");
+  bool act = false;
+  std::int64_t abits = 0;
+  std::string atype;
+  if (auto a = group.find("input_activations"); a != group.end() && a->is_object()) {
+    act = true;
+    abits = json_int(*a, "num_bits");
+    atype = json_str(*a, "type");
+  }
+  if (bits == 4 && type == "float") {
+    const char* base = gs == 32 ? "MXFP4" : "NVFP4";
+    if (!act) return std::string(base) + "A16";
+    if (abits == 4 && atype == "float") return base;
+    return fmt::format("{}A{}", base, abits);
+  }
+  if (bits == 8 && type == "float") {
+    if (!act) return "FP8A16";
+    if (strategy == "block") return "FP8_BLOCK";
+    return "FP8";
+  }
+  if (type == "int" && bits > 0) {
+    if (!act) return fmt::format("W{}A16", bits);
+    return fmt::format("W{}A{}", bits, abits);
+  }
+  return "custom";
+}
+
+TensorTally InspectReport::role(Role r) const {
+  for (const auto& [role, t] : roles)
+    if (role == r) return t;
+  return {};
+}
+
+Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
+  InspectReport r;
+  r.dir = ckpt.dir().string();
+  FP4FORGE_ASSIGN_OR_RETURN(r.info, read_model_info(ckpt.config()));
+  const ModelInfo& info = r.info;
+  if (!ckpt.has_config()) r.warnings.push_back("no config.json: family, geometry and layer types are unknown");
+  if (info.family == Family::UNKNOWN && ckpt.has_config())
+    r.warnings.push_back(fmt::format(
+        "unknown model family (model_type '{}', architecture '{}'): roles are assigned by tensor name only",
+        info.model_type, info.architecture));
+
+  r.arch = classify_arch(ckpt, info);
+  for (const auto& lt : info.layer_types) {
+    auto it = std::find_if(r.layers_by_type.begin(), r.layers_by_type.end(),
+                           [&](const auto& p) { return p.first == lt; });
+    if (it == r.layers_by_type.end()) r.layers_by_type.emplace_back(lt, 1);
+    else ++it->second;
+  }
+
+  std::array<TensorTally, kRoleCount> by_role{};
+  std::map<std::string, TensorTally> by_dtype;
+  std::set<int> text_layers;
+  std::vector<std::string> other_examples;
+  std::uint64_t other_count = 0;
+  for (const auto& t : ckpt.tensors()) {
+    const st::TensorInfo& ti = *t.info;
+    const TensorClass c = classify(t.name, ti.shape, info);
+    const std::uint64_t params = tensor_params(ti, c);
+    auto& rt = by_role[static_cast<std::size_t>(c.role)];
+    ++rt.tensors;
+    rt.params += params;
+    rt.bytes += ti.nbytes();
+    auto& dt = by_dtype[std::string(dtype_name(ti.dtype))];
+    ++dt.tensors;
+    dt.params += params;
+    dt.bytes += ti.nbytes();
+    ++r.num_tensors;
+    r.total_params += params;
+    r.total_bytes += ti.nbytes();
+    if (c.text_stack && c.layer >= 0) text_layers.insert(c.layer);
+    if (c.role == Role::MTP) ++r.mtp_tensors;
+    if (c.role == Role::LM_HEAD) r.lm_head_present = true;
+    if (c.role == Role::OTHER) {
+      ++other_count;
+      if (other_examples.size() < 3) other_examples.push_back(t.name);
+    }
+  }
+  for (int i = 0; i < kRoleCount; ++i)
+    if (by_role[static_cast<std::size_t>(i)].tensors > 0)
+      r.roles.emplace_back(static_cast<Role>(i), by_role[static_cast<std::size_t>(i)]);
+  for (auto& [k, v] : by_dtype) r.dtypes.emplace_back(k, v);
+  r.layers_in_tensors = text_layers.size();
+  r.mtp_present = r.mtp_tensors > 0;
+  r.num_shards = ckpt.shard_names().size();
+  r.index_file = ckpt.index_file().value_or("");
+  r.quant = read_quant_state(ckpt.config(), ckpt.tensors());
+
+  for (const auto& f : ckpt.other_files()) {
+    if (std::find(kProcessorFiles.begin(), kProcessorFiles.end(), f) != kProcessorFiles.end())
+      r.processor_files.push_back(f);
+    if (std::find(kTokenizerFiles.begin(), kTokenizerFiles.end(), f) != kTokenizerFiles.end())
+      r.tokenizer_files.push_back(f);
+    if (f == "generation_config.json") r.has_generation_config = true;
+  }
+
+  // Consistency warnings (doctor does the full checks; these are the ones visible at a glance).
+  if (ckpt.has_config()) {
+    if (info.num_layers > 0 && !text_layers.empty() &&
+        static_cast<std::uint64_t>(info.num_layers) != r.layers_in_tensors)
+      r.warnings.push_back(fmt::format("config says num_hidden_layers = {} but the tensors hold {} layers",
+                                       info.num_layers, r.layers_in_tensors));
+    if (info.mtp_num_hidden_layers > 0 && !r.mtp_present)
+      r.warnings.push_back(fmt::format(
+          "config declares mtp_num_hidden_layers = {} but no mtp.* tensors exist: MTP speculative decoding "
+          "is unavailable; hint: copy the mtp.* tensors from the source checkpoint",
+          info.mtp_num_hidden_layers));
+    if (info.tie_word_embeddings && r.lm_head_present)
+      r.warnings.push_back("tie_word_embeddings is true but lm_head.weight exists (vLLM ignores it)");
+    if (!info.tie_word_embeddings && !r.lm_head_present && r.num_tensors > 0)
+      r.warnings.push_back("tie_word_embeddings is false but there is no lm_head.weight");
+    if (r.arch.moe && info.num_experts > 0 && r.arch.num_experts != info.num_experts)
+      r.warnings.push_back(fmt::format("config says num_experts = {} but the tensors hold {} experts",
+                                       info.num_experts, r.arch.num_experts));
+    if (r.arch.multimodal && info.wrapper && r.processor_files.empty())
+      r.warnings.push_back(
+          "multimodal checkpoint without processor_config.json or preprocessor_config.json: vLLM cannot "
+          "start it as a multimodal model");
+  }
+  if (r.quant.quantized_modules > 0 && r.quant.state == "none")
+    r.warnings.push_back(fmt::format("{} modules carry weight_packed tensors but config.json has no "
+                                     "quantization_config",
+                                     r.quant.quantized_modules));
+  if (other_count > 0)
+    r.warnings.push_back(fmt::format("{} tensor(s) have no known role, e.g. '{}'", other_count,
+                                     fmt::join(other_examples, "', '")));
+  return r;
+}
+
+nlohmann::ordered_json to_json(const InspectReport& r) {
+  const ModelInfo& m = r.info;
+  Json j;
+  j["ok"] = true;
+  j["schema"] = "fp4forge.inspect/1";
+  j["dir"] = r.dir;
+  j["architecture"] = m.architecture;
+  j["model_type"] = m.model_type;
+  j["text_model_type"] = m.text_model_type;
+  j["family"] = family_name(m.family);
+  j["layout"] = m.wrapper ? "wrapper" : "flat";
+  j["text_prefix"] = m.text_prefix;
+  Json cls;
+  cls["name"] = r.arch.str();
+  cls["moe"] = r.arch.moe;
+  cls["hybrid"] = r.arch.hybrid;
+  cls["multimodal"] = r.arch.multimodal;
+  cls["num_experts"] = r.arch.num_experts;
+  j["class"] = cls;
+  Json g;
+  g["hidden_size"] = m.hidden_size;
+  g["num_hidden_layers"] = m.num_layers;
+  g["num_attention_heads"] = m.num_heads;
+  g["num_key_value_heads"] = m.num_kv_heads;
+  g["head_dim"] = m.head_dim;
+  g["intermediate_size"] = m.intermediate_size;
+  g["vocab_size"] = m.vocab_size;
+  g["max_position_embeddings"] = m.max_position_embeddings;
+  g["num_experts"] = m.num_experts;
+  g["experts_per_tok"] = m.experts_per_tok;
+  g["moe_intermediate_size"] = m.moe_intermediate_size;
+  g["shared_expert_intermediate_size"] = m.shared_expert_intermediate_size;
+  g["global_head_dim"] = m.global_head_dim;
+  g["num_global_key_value_heads"] = m.num_global_kv_heads;
+  g["attention_k_eq_v"] = m.attention_k_eq_v;
+  j["geometry"] = g;
+  Json layers;
+  layers["total"] = m.num_layers;
+  Json by_type = Json::object();
+  for (const auto& [t, n] : r.layers_by_type) by_type[t] = n;
+  layers["by_type"] = by_type;
+  layers["in_tensors"] = r.layers_in_tensors;
+  layers["types_synthesized"] = m.layer_types_synthesized;
+  j["layers"] = layers;
+  Json tensors;
+  tensors["count"] = r.num_tensors;
+  tensors["params"] = r.total_params;
+  tensors["bytes"] = r.total_bytes;
+  tensors["shards"] = r.num_shards;
+  tensors["index"] = r.index_file.empty() ? Json(nullptr) : Json(r.index_file);
+  j["tensors"] = tensors;
+  Json roles = Json::object();
+  for (const auto& [role, t] : r.roles) roles[std::string(role_name(role))] = tally_json(t);
+  j["roles"] = roles;
+  Json dtypes = Json::object();
+  for (const auto& [d, t] : r.dtypes) dtypes[d] = tally_json(t);
+  j["dtypes"] = dtypes;
+  Json q;
+  q["state"] = r.quant.state;
+  q["quant_method"] = r.quant.quant_method.empty() ? Json(nullptr) : Json(r.quant.quant_method);
+  q["format"] = r.quant.format.empty() ? Json(nullptr) : Json(r.quant.format);
+  Json groups = Json::array();
+  for (const auto& grp : r.quant.groups) {
+    Json x;
+    x["name"] = grp.name;
+    x["scheme"] = grp.scheme;
+    x["format"] = grp.format.empty() ? Json(nullptr) : Json(grp.format);
+    x["targets"] = grp.targets;
+    groups.push_back(std::move(x));
+  }
+  q["groups"] = groups;
+  q["ignore_entries"] = r.quant.ignore_entries;
+  q["quantized_modules"] = r.quant.quantized_modules;
+  j["quantization"] = q;
+  Json mtp;
+  mtp["config_layers"] = m.mtp_num_hidden_layers;
+  mtp["present"] = r.mtp_present;
+  mtp["tensors"] = r.mtp_tensors;
+  j["mtp"] = mtp;
+  Json emb;
+  emb["tied"] = m.tie_word_embeddings;
+  emb["lm_head_present"] = r.lm_head_present;
+  j["embeddings"] = emb;
+  Json files;
+  files["processor"] = r.processor_files;
+  files["tokenizer"] = r.tokenizer_files;
+  files["generation_config"] = r.has_generation_config;
+  j["files"] = files;
+  j["warnings"] = r.warnings;
+  return j;
+}
+
+std::string to_text(const InspectReport& r) {
+  const ModelInfo& m = r.info;
+  std::string s;
+  auto line = [&s](std::string_view key, const std::string& value) {
+    s += fmt::format("{:<13}{}\n", key, value);
+  };
+  line("checkpoint", r.dir);
+  line("architecture",
+       fmt::format("{} (family {}, {} layout, text prefix '{}')",
+                   m.architecture.empty() ? "?" : m.architecture, family_name(m.family),
+                   m.wrapper ? "wrapper" : "flat", m.text_prefix));
+  line("class", r.arch.moe ? fmt::format("{} ({} experts)", r.arch.str(), r.arch.num_experts) : r.arch.str());
+  std::string lt;
+  for (const auto& [t, n] : r.layers_by_type) lt += fmt::format("{}{} {}", lt.empty() ? "" : ", ", n, t);
+  line("layers", fmt::format("{}{}", m.num_layers, lt.empty() ? "" : " (" + lt + ")"));
+  line("tensors", fmt::format("{} in {} shard(s){}, {} params, {}", r.num_tensors, r.num_shards,
+                              r.index_file.empty() ? "" : " + " + r.index_file, human_count(r.total_params),
+                              human_bytes(r.total_bytes)));
+  std::string dt;
+  for (const auto& [d, t] : r.dtypes)
+    dt += fmt::format("{}{} x{} ({})", dt.empty() ? "" : ", ", d, t.tensors, human_bytes(t.bytes));
+  line("dtypes", dt.empty() ? "-" : dt);
+  std::string qs = r.quant.state;
+  if (!r.quant.groups.empty()) {
+    std::vector<std::string> names;
+    for (const auto& g : r.quant.groups) names.push_back(g.scheme);
+    qs += fmt::format(" ({}{})", fmt::join(names, ", "), r.quant.format.empty() ? "" : ", " + r.quant.format);
+  }
+  if (r.quant.quantized_modules > 0) qs += fmt::format(", {} quantized modules", r.quant.quantized_modules);
+  line("quantization", qs);
+  line("mtp", r.mtp_present ? fmt::format("present ({} tensors, {} layer(s) in config)", r.mtp_tensors,
+                                          m.mtp_num_hidden_layers)
+                            : (m.mtp_num_hidden_layers > 0 ? "declared in config but absent" : "none"));
+  line("embeddings", m.tie_word_embeddings ? (r.lm_head_present ? "tied (but lm_head.weight present)"
+                                                                  : "tied (no lm_head.weight)")
+                                           : (r.lm_head_present ? "untied (lm_head.weight)"
+                                                                : "untied, lm_head.weight missing"));
+  line("processor", r.processor_files.empty() ? "-" : fmt::format("{}", fmt::join(r.processor_files, ", ")));
+  line("tokenizer", r.tokenizer_files.empty() ? "-" : fmt::format("{}", fmt::join(r.tokenizer_files, ", ")));
+  s += "\n";
+  s += fmt::format("{:<22}{:>9}{:>14}{:>14}\n", "role", "tensors", "params", "bytes");
+  for (const auto& [role, t] : r.roles)
+    s += fmt::format("{:<22}{:>9}{:>14}{:>14}\n", role_name(role), t.tensors, human_count(t.params),
+                     human_bytes(t.bytes));
+  s += fmt::format("{:<22}{:>9}{:>14}{:>14}\n", "total", r.num_tensors, human_count(r.total_params),
+                   human_bytes(r.total_bytes));
+  if (!r.warnings.empty()) {
+    s += "\nwarnings:\n";
+    for (const auto& w : r.warnings) s += fmt::format("  - {}\n", w);
+  }
+  return s;
+}
+
+}  // namespace fp4forge

@@ -1,0 +1,290 @@
+#include "fp4forge/model/model_info.h"
+
+#include <cmath>
+#include <string_view>
+
+namespace fp4forge {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::int64_t kMaxLayers = 100'000;  // far above any real model; guards allocations
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+/** Integer value of `key` in `j` (0 when absent, null, non-numeric or non-integral). */
+std::int64_t get_int(const Json& j, std::string_view key, std::int64_t dflt = 0) {
+  if (!j.is_object()) return dflt;
+  auto it = j.find(key);
+  if (it == j.end()) return dflt;
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (it->is_number_float()) {
+    const double d = it->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) return static_cast<std::int64_t>(d);
+  }
+  return dflt;
+}
+
+bool has_non_null(const Json& j, std::string_view key) {
+  if (!j.is_object()) return false;
+  auto it = j.find(key);
+  return it != j.end() && !it->is_null();
+}
+
+std::optional<bool> get_bool(const Json& j, std::string_view key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_boolean()) return std::nullopt;
+  return it->get<bool>();
+}
+
+std::string get_str(const Json& j, std::string_view key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return {};
+  return it->get<std::string>();
+}
+
+Family family_from_model_type(std::string_view mt) {
+  if (starts_with(mt, "gemma4")) return Family::GEMMA4;
+  if (starts_with(mt, "qwen3_5_moe")) return Family::QWEN3_5_MOE;
+  if (starts_with(mt, "qwen3_5")) return Family::QWEN3_5;
+  if (starts_with(mt, "qwen3_next")) return Family::QWEN3_NEXT;
+  if (starts_with(mt, "qwen3_moe")) return Family::QWEN3_MOE;
+  if (mt == "qwen3" || mt == "qwen3_text") return Family::QWEN3;
+  if (mt == "llama") return Family::LLAMA;
+  return Family::UNKNOWN;
+}
+
+Family family_from_architecture(std::string_view a) {
+  if (starts_with(a, "Gemma4")) return Family::GEMMA4;
+  if (starts_with(a, "Qwen3_5Moe")) return Family::QWEN3_5_MOE;
+  if (starts_with(a, "Qwen3_5")) return Family::QWEN3_5;
+  if (starts_with(a, "Qwen3Next")) return Family::QWEN3_NEXT;
+  if (starts_with(a, "Qwen3Moe")) return Family::QWEN3_MOE;
+  if (starts_with(a, "Qwen3For")) return Family::QWEN3;
+  if (starts_with(a, "Llama")) return Family::LLAMA;
+  return Family::UNKNOWN;
+}
+
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+}  // namespace
+
+std::string_view family_name(Family f) noexcept {
+  switch (f) {
+    case Family::GEMMA4: return "gemma4";
+    case Family::QWEN3_5: return "qwen3_5";
+    case Family::QWEN3_5_MOE: return "qwen3_5_moe";
+    case Family::QWEN3_NEXT: return "qwen3_next";
+    case Family::LLAMA: return "llama";
+    case Family::QWEN3: return "qwen3";
+    case Family::QWEN3_MOE: return "qwen3_moe";
+    case Family::UNKNOWN: break;
+  }
+  return "unknown";
+}
+
+std::string ArchClass::str() const {
+  std::string s = moe ? "moe" : "dense";
+  if (hybrid) s += "+hybrid";
+  if (multimodal) s += "+multimodal";
+  return s;
+}
+
+const nlohmann::ordered_json& text_config(const nlohmann::ordered_json& config) {
+  if (config.is_object()) {
+    auto it = config.find("text_config");
+    if (it != config.end() && it->is_object()) return *it;
+  }
+  return config;
+}
+
+Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
+  if (!config.is_object())
+    return make_error(Errc::BAD_INPUT, "config.json: expected a JSON object at the root, got {}",
+                      config.type_name());
+  ModelInfo m;
+  if (auto it = config.find("text_config"); it != config.end() && !it->is_null()) {
+    if (!it->is_object())
+      return make_error(Errc::BAD_INPUT,
+                        "config.json: 'text_config' must be an object, got {}; hint: wrapper configs "
+                        "nest the text model's keys in an object",
+                        it->type_name());
+    m.wrapper = true;
+  }
+  const Json& text = text_config(config);
+
+  if (auto it = config.find("architectures"); it != config.end() && it->is_array() && !it->empty() &&
+                                              (*it)[0].is_string())
+    m.architecture = (*it)[0].get<std::string>();
+  m.model_type = get_str(config, "model_type");
+  m.text_model_type = m.wrapper ? get_str(text, "model_type") : m.model_type;
+
+  m.family = family_from_model_type(m.text_model_type);
+  if (m.family == Family::UNKNOWN) m.family = family_from_model_type(m.model_type);
+  if (m.family == Family::UNKNOWN) m.family = family_from_architecture(m.architecture);
+  // A MoE text config inside a qwen3_5 wrapper (or vice versa) is decided by the text model type.
+  if (m.family == Family::QWEN3_5 && starts_with(m.architecture, "Qwen3_5Moe") &&
+      family_from_model_type(m.text_model_type) == Family::UNKNOWN)
+    m.family = Family::QWEN3_5_MOE;
+
+  m.text_prefix = (m.wrapper || ends_with(m.architecture, "ForConditionalGeneration"))
+                      ? "model.language_model."
+                      : "model.";
+
+  // Geometry.
+  m.hidden_size = get_int(text, "hidden_size");
+  m.num_layers = get_int(text, "num_hidden_layers");
+  m.num_heads = get_int(text, "num_attention_heads");
+  m.num_kv_heads = get_int(text, "num_key_value_heads", m.num_heads);
+  m.head_dim = get_int(text, "head_dim");
+  if (m.head_dim == 0 && m.num_heads > 0 && m.hidden_size % m.num_heads == 0)
+    m.head_dim = m.hidden_size / m.num_heads;
+  m.intermediate_size = get_int(text, "intermediate_size");
+  m.vocab_size = get_int(text, "vocab_size");
+  m.max_position_embeddings = get_int(text, "max_position_embeddings");
+  m.num_experts = get_int(text, "num_experts");
+  if (m.num_experts == 0) m.num_experts = get_int(text, "num_local_experts");
+  m.experts_per_tok = get_int(text, "num_experts_per_tok");
+  if (m.experts_per_tok == 0) m.experts_per_tok = get_int(text, "top_k_experts");
+  m.moe_intermediate_size = get_int(text, "moe_intermediate_size");
+  if (m.moe_intermediate_size == 0) m.moe_intermediate_size = get_int(text, "expert_intermediate_size");
+  m.shared_expert_intermediate_size = get_int(text, "shared_expert_intermediate_size");
+  m.attention_k_eq_v = get_bool(text, "attention_k_eq_v").value_or(false);
+  m.sliding_window = get_int(text, "sliding_window");
+  m.num_kv_shared_layers = get_int(text, "num_kv_shared_layers");
+  m.linear_num_key_heads = get_int(text, "linear_num_key_heads");
+  m.linear_num_value_heads = get_int(text, "linear_num_value_heads");
+  m.linear_key_head_dim = get_int(text, "linear_key_head_dim");
+  m.linear_value_head_dim = get_int(text, "linear_value_head_dim");
+  m.linear_conv_kernel_dim = get_int(text, "linear_conv_kernel_dim");
+  m.mtp_num_hidden_layers = get_int(text, "mtp_num_hidden_layers");
+  if (m.mtp_num_hidden_layers == 0) m.mtp_num_hidden_layers = get_int(text, "num_nextn_predict_layers");
+  m.attn_output_gate = get_bool(text, "attn_output_gate")
+                           .value_or(m.family == Family::QWEN3_5 || m.family == Family::QWEN3_5_MOE ||
+                                     m.family == Family::QWEN3_NEXT);
+  m.enable_moe_block = get_bool(text, "enable_moe_block").value_or(false) ||
+                       get_bool(text, "use_second_mlp_block").value_or(false);
+  m.hidden_size_per_layer_input = get_int(text, "hidden_size_per_layer_input");
+  m.use_double_wide_mlp = get_bool(text, "use_double_wide_mlp").value_or(false);
+  m.full_attention_interval = get_int(text, "full_attention_interval");
+
+  // Tied embeddings: the text-level value is authoritative (architectures.md §1.1).
+  const bool tie_default = m.family == Family::GEMMA4;
+  if (auto t = get_bool(text, "tie_word_embeddings"))
+    m.tie_word_embeddings = *t;
+  else
+    m.tie_word_embeddings = get_bool(config, "tie_word_embeddings").value_or(tie_default);
+
+  m.has_vision_config = has_non_null(config, "vision_config");
+  m.has_audio_config = has_non_null(config, "audio_config");
+
+  if (auto it = config.find("quantization_config"); it != config.end() && it->is_object())
+    m.quant_method = get_str(*it, "quant_method");
+  else if (auto it2 = config.find("compression_config"); it2 != config.end() && it2->is_object())
+    m.quant_method = get_str(*it2, "quant_method");
+  if (m.quant_method.empty()) {
+    if (auto it = text.find("quantization_config"); it != text.end() && it->is_object())
+      m.quant_method = get_str(*it, "quant_method");
+  }
+
+  if (m.num_layers < 0 || m.num_layers > kMaxLayers)
+    return make_error(Errc::BAD_INPUT,
+                      "config.json: num_hidden_layers = {} is out of range, expected 0..{}",
+                      m.num_layers, kMaxLayers);
+  if (m.mtp_num_hidden_layers < 0 || m.mtp_num_hidden_layers > kMaxLayers)
+    return make_error(Errc::BAD_INPUT, "config.json: mtp_num_hidden_layers = {} is out of range",
+                      m.mtp_num_hidden_layers);
+
+  // Layer types.
+  if (auto it = text.find("layer_types"); it != text.end() && !it->is_null()) {
+    if (!it->is_array())
+      return make_error(Errc::BAD_INPUT, "config.json: 'layer_types' must be a list of strings, got {}",
+                        it->type_name());
+    if (it->size() > static_cast<std::size_t>(kMaxLayers))
+      return make_error(Errc::BAD_INPUT, "config.json: 'layer_types' has {} entries, expected at most {}",
+                        it->size(), kMaxLayers);
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const auto& e = (*it)[i];
+      if (!e.is_string())
+        return make_error(Errc::BAD_INPUT, "config.json: layer_types[{}] must be a string, got {}", i,
+                          e.type_name());
+      m.layer_types.push_back(e.get<std::string>());
+    }
+  } else {
+    m.layer_types_synthesized = true;
+    const auto n = static_cast<std::size_t>(m.num_layers);
+    m.layer_types.reserve(n);
+    if (m.family == Family::QWEN3_5 || m.family == Family::QWEN3_5_MOE ||
+        m.family == Family::QWEN3_NEXT) {
+      const std::int64_t interval = m.full_attention_interval > 0 ? m.full_attention_interval : 4;
+      for (std::size_t i = 0; i < n; ++i)
+        m.layer_types.emplace_back((static_cast<std::int64_t>(i) + 1) % interval == 0 ? "full_attention"
+                                                                                       : "linear_attention");
+    } else if (m.family == Family::GEMMA4) {
+      std::int64_t pattern = get_int(text, "sliding_window_pattern", 6);
+      if (pattern <= 0) pattern = 6;
+      for (std::size_t i = 0; i < n; ++i)
+        m.layer_types.emplace_back((static_cast<std::int64_t>(i) + 1) % pattern == 0 ? "full_attention"
+                                                                                      : "sliding_attention");
+      if (!m.layer_types.empty()) m.layer_types.back() = "full_attention";
+    } else {
+      m.layer_types.assign(n, "full_attention");
+    }
+  }
+
+  // Gemma-4 full-attention geometry: per_layer_config (transformers >= 5.15) wins over flat keys.
+  m.has_flat_global_head_dim = has_non_null(text, "global_head_dim");
+  m.has_flat_num_global_kv_heads = has_non_null(text, "num_global_key_value_heads");
+  const Json* plc = nullptr;
+  if (auto it = text.find("per_layer_config"); it != text.end() && !it->is_null()) {
+    if (!it->is_object())
+      return make_error(Errc::BAD_INPUT, "config.json: 'per_layer_config' must be an object, got {}",
+                        it->type_name());
+    plc = &*it;
+    m.has_per_layer_config = true;
+  }
+  const std::size_t nl = m.layer_types.size();
+  m.layer_head_dim.assign(nl, m.head_dim);
+  m.layer_kv_heads.assign(nl, m.num_kv_heads);
+  for (std::size_t i = 0; i < nl; ++i) {
+    if (m.layer_types[i] == "linear_attention") {
+      m.layer_head_dim[i] = 0;
+      m.layer_kv_heads[i] = 0;
+    }
+  }
+  if (m.family == Family::GEMMA4) {
+    if (plc != nullptr) {
+      bool global_seen = false;
+      for (std::size_t i = 0; i < nl; ++i) {
+        auto it = plc->find(std::to_string(i));
+        const Json* ov = (it != plc->end() && it->is_object()) ? &*it : nullptr;
+        if (ov != nullptr) {
+          m.layer_head_dim[i] = get_int(*ov, "head_dim", m.head_dim);
+          m.layer_kv_heads[i] = get_int(*ov, "num_key_value_heads", m.num_kv_heads);
+        }
+        if (m.layer_types[i] == "full_attention" && !global_seen) {
+          global_seen = true;
+          m.global_head_dim = m.layer_head_dim[i];
+          if (m.attention_k_eq_v) m.num_global_kv_heads = m.layer_kv_heads[i];
+        }
+      }
+    } else {
+      m.global_head_dim = get_int(text, "global_head_dim");
+      m.num_global_kv_heads = get_int(text, "num_global_key_value_heads");
+      const std::int64_t dg = m.global_head_dim > 0 ? m.global_head_dim : 512;  // transformers default
+      const std::int64_t kvg = m.num_global_kv_heads > 0 ? m.num_global_kv_heads : m.num_kv_heads;
+      for (std::size_t i = 0; i < nl; ++i) {
+        if (m.layer_types[i] != "full_attention") continue;
+        m.layer_head_dim[i] = dg;
+        if (m.attention_k_eq_v) m.layer_kv_heads[i] = kvg;
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace fp4forge

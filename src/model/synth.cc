@@ -1,0 +1,878 @@
+// fp4forge synth: plan (pure) + streaming write of a random-weight BF16 checkpoint.
+#include "fp4forge/model/synth.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "fp4forge/safetensors/shard_writer.h"
+#include "fp4forge/util/fs.h"
+
+namespace fp4forge {
+namespace {
+
+using Json = nlohmann::json;  // sorted keys, as transformers writes (sort_keys=True)
+using Shape = std::vector<std::uint64_t>;
+
+constexpr std::array<std::string_view, 6> kArchs{"llama",      "qwen3-moe",     "gemma4-dense",
+                                                 "gemma4-moe", "qwen3_5-dense", "qwen3_5-moe"};
+constexpr std::array<std::string_view, 3> kSizes{"tiny", "small", "8b"};
+
+// ---------------------------------------------------------------------------------------------
+// Geometry per (arch, size)
+
+struct Vision {
+  std::uint64_t H = 0, I = 0, N = 0, heads = 0, hd = 0, pos = 0, patch = 16;
+};
+
+struct Geo {
+  std::uint64_t H = 0, N = 0, A = 0, KV = 0, d = 0, I = 0, V = 0, max_pos = 4096;
+  std::uint64_t E = 0, Im = 0, topk = 0, Is = 0;
+  std::uint64_t dg = 0, KVg = 0, sliding_window = 0, pattern = 6;  // Gemma-4
+  std::uint64_t Hk = 0, Hv = 0, Dk = 0, Dv = 0, Kc = 4, interval = 4, mtp = 0;  // Qwen3.5
+  bool tie = false;
+  Vision vis;
+  std::uint64_t shard_bytes = 0;
+};
+
+constexpr std::uint64_t kKiB = 1024, kMiB = 1024 * 1024;
+
+Geo geometry(std::string_view arch, std::string_view size) {
+  Geo g;
+  const int s = size == "tiny" ? 0 : size == "small" ? 1 : 2;
+  g.shard_bytes = s == 0 ? 256 * kKiB : s == 1 ? 64 * kMiB : 5'000'000'000ULL;
+  if (arch == "llama" || arch == "qwen3-moe") {
+    const bool moe = arch == "qwen3-moe";
+    if (s == 0) g = Geo{128, 2, 4, 2, 32, 256, 512, 4096, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 4, 4, 0, false, {}, g.shard_bytes};
+    if (s == 1) g = Geo{768, 6, 12, 4, 64, 2048, 32000, 8192, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 4, 4, 0, false, {}, g.shard_bytes};
+    if (s == 2) g = Geo{4096, 32, 32, 8, 128, 14336, 128256, 8192, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 4, 4, 0, false, {}, g.shard_bytes};
+    if (moe) {
+      const std::array<std::uint64_t, 3> e{8, 8, 16}, im{64, 512, 1024}, k{2, 2, 4};
+      g.E = e[s];
+      g.Im = im[s];
+      g.topk = k[s];
+      if (s == 2) {
+        g.KV = 4;
+        g.V = 151936;
+        g.max_pos = 40960;
+      }
+    }
+    return g;
+  }
+  if (arch == "gemma4-dense" || arch == "gemma4-moe") {
+    const bool moe = arch == "gemma4-moe";
+    g.tie = true;
+    g.pattern = 6;
+    if (s == 0) {
+      g.H = 128, g.N = 6, g.A = 4, g.KV = 2, g.d = 32, g.dg = 64, g.KVg = 1, g.I = moe ? 96 : 256, g.V = 512;
+      g.sliding_window = 64, g.max_pos = 4096;
+      g.vis = {64, 112, 2, 2, 32, 64, 16};
+      if (moe) g.E = 8, g.Im = 64, g.topk = 2;
+    } else if (s == 1) {
+      g.H = 768, g.N = 6, g.A = 8, g.KV = 4, g.d = 64, g.dg = 128, g.KVg = 2, g.I = moe ? 512 : 2048, g.V = 32000;
+      g.sliding_window = 512, g.max_pos = 8192;
+      g.vis = {256, 512, 2, 4, 64, 1024, 16};
+      if (moe) g.E = 8, g.Im = 256, g.topk = 2;
+    } else {
+      g.H = moe ? 2816 : 4096, g.N = moe ? 30 : 32, g.A = 16, g.KV = 8, g.d = 256, g.dg = 512;
+      g.KVg = moe ? 2 : 4, g.I = moe ? 2112 : 14336, g.V = 262144;
+      g.sliding_window = 1024, g.max_pos = 262144;
+      g.vis = {1152, 4304, 27, 16, 72, 10240, 16};
+      if (moe) g.E = 32, g.Im = 704, g.topk = 8;
+    }
+    return g;
+  }
+  // qwen3_5-dense / qwen3_5-moe
+  const bool moe = arch == "qwen3_5-moe";
+  g.mtp = 1;
+  g.interval = 4;
+  if (s == 0) {
+    g.H = 128, g.N = 8, g.A = 4, g.KV = 2, g.d = 32, g.I = 256, g.V = 512, g.max_pos = 8192;
+    g.Hk = 2, g.Hv = 4, g.Dk = 32, g.Dv = 32;
+    g.vis = {64, 128, 2, 2, 32, 64, 16};
+    if (moe) g.E = 8, g.Im = 64, g.Is = 64, g.topk = 2;
+  } else if (s == 1) {
+    g.H = 768, g.N = 8, g.A = 8, g.KV = 2, g.d = 64, g.I = 2048, g.V = 32000, g.max_pos = 32768;
+    g.Hk = 4, g.Hv = 8, g.Dk = 64, g.Dv = 64;
+    g.vis = {256, 512, 2, 4, 64, 256, 16};
+    if (moe) g.E = 8, g.Im = 512, g.Is = 512, g.topk = 2;
+  } else {
+    g.H = moe ? 2048 : 4096, g.N = moe ? 40 : 32, g.A = 16, g.KV = moe ? 2 : 4, g.d = 256;
+    g.I = 11008, g.V = 248320, g.max_pos = 262144;
+    g.Hk = 16, g.Hv = 32, g.Dk = 128, g.Dv = 128;
+    g.vis = {1152, 4304, 27, 16, 72, 2304, 16};
+    if (moe) g.E = 48, g.Im = 512, g.Is = 512, g.topk = 8;
+  }
+  return g;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor lists
+
+struct Builder {
+  std::vector<SynthTensor> t;
+  void add(std::string name, Shape shape, std::string group = {}) {
+    t.push_back({std::move(name), std::move(shape), std::move(group)});
+  }
+};
+
+void gemma4_vision(Builder& b, const Geo& g) {
+  const Vision& v = g.vis;
+  const std::string p = "model.vision_tower.";
+  for (std::uint64_t j = 0; j < v.N; ++j) {
+    const std::string l = fmt::format("{}encoder.layers.{}.", p, j);
+    b.add(l + "input_layernorm.weight", {v.H});
+    b.add(l + "mlp.down_proj.linear.weight", {v.H, v.I});
+    b.add(l + "mlp.gate_proj.linear.weight", {v.I, v.H});
+    b.add(l + "mlp.up_proj.linear.weight", {v.I, v.H});
+    b.add(l + "post_attention_layernorm.weight", {v.H});
+    b.add(l + "post_feedforward_layernorm.weight", {v.H});
+    b.add(l + "pre_feedforward_layernorm.weight", {v.H});
+    b.add(l + "self_attn.k_norm.weight", {v.hd});
+    b.add(l + "self_attn.k_proj.linear.weight", {v.heads * v.hd, v.H});
+    b.add(l + "self_attn.o_proj.linear.weight", {v.H, v.heads * v.hd});
+    b.add(l + "self_attn.q_norm.weight", {v.hd});
+    b.add(l + "self_attn.q_proj.linear.weight", {v.heads * v.hd, v.H});
+    b.add(l + "self_attn.v_proj.linear.weight", {v.heads * v.hd, v.H});
+  }
+  b.add(p + "patch_embedder.input_proj.weight", {v.H, 3 * v.patch * v.patch});
+  b.add(p + "patch_embedder.position_embedding_table", {2, v.pos, v.H});
+  b.add(p + "std_bias", {v.H});
+  b.add(p + "std_scale", {v.H});
+}
+
+std::vector<std::string> gemma4_layer_types(const Geo& g) {
+  std::vector<std::string> lt;
+  for (std::uint64_t i = 0; i < g.N; ++i)
+    lt.emplace_back((i + 1) % g.pattern == 0 || i + 1 == g.N ? "full_attention" : "sliding_attention");
+  return lt;
+}
+
+void gemma4_text(Builder& b, const Geo& g, bool moe) {
+  const std::string P = "model.language_model.";
+  b.add(P + "embed_tokens.weight", {g.V, g.H});
+  const auto lt = gemma4_layer_types(g);
+  for (std::uint64_t i = 0; i < g.N; ++i) {
+    const bool full = lt[i] == "full_attention";
+    const std::uint64_t d = full ? g.dg : g.d, kv = full ? g.KVg : g.KV;
+    const std::string l = fmt::format("{}layers.{}.", P, i);
+    b.add(l + "self_attn.q_proj.weight", {g.A * d, g.H});
+    b.add(l + "self_attn.k_proj.weight", {kv * d, g.H});
+    if (!full) b.add(l + "self_attn.v_proj.weight", {kv * d, g.H});  // attention_k_eq_v
+    b.add(l + "self_attn.o_proj.weight", {g.H, g.A * d});
+    b.add(l + "self_attn.q_norm.weight", {d});
+    b.add(l + "self_attn.k_norm.weight", {d});
+    b.add(l + "mlp.gate_proj.weight", {g.I, g.H});
+    b.add(l + "mlp.up_proj.weight", {g.I, g.H});
+    b.add(l + "mlp.down_proj.weight", {g.H, g.I});
+    b.add(l + "input_layernorm.weight", {g.H});
+    b.add(l + "post_attention_layernorm.weight", {g.H});
+    b.add(l + "pre_feedforward_layernorm.weight", {g.H});
+    b.add(l + "post_feedforward_layernorm.weight", {g.H});
+    if (moe) {
+      b.add(l + "router.proj.weight", {g.E, g.H});
+      b.add(l + "router.scale", {g.H});
+      b.add(l + "router.per_expert_scale", {g.E});
+      b.add(l + "experts.gate_up_proj", {g.E, 2 * g.Im, g.H});
+      b.add(l + "experts.down_proj", {g.E, g.H, g.Im});
+      b.add(l + "post_feedforward_layernorm_1.weight", {g.H});
+      b.add(l + "pre_feedforward_layernorm_2.weight", {g.H});
+      b.add(l + "post_feedforward_layernorm_2.weight", {g.H});
+    }
+    b.add(l + "layer_scalar", {1});
+  }
+  b.add(P + "norm.weight", {g.H});
+  b.add("model.embed_vision.embedding_projection.weight", {g.H, g.vis.H});
+}
+
+std::vector<std::string> qwen_layer_types(const Geo& g) {
+  std::vector<std::string> lt;
+  for (std::uint64_t i = 0; i < g.N; ++i)
+    lt.emplace_back((i + 1) % g.interval == 0 ? "full_attention" : "linear_attention");
+  return lt;
+}
+
+void qwen_full_attn(Builder& b, const std::string& l, const Geo& g, const std::string& group) {
+  b.add(l + "self_attn.q_proj.weight", {g.A * g.d * 2, g.H}, group);  // attn_output_gate
+  b.add(l + "self_attn.k_proj.weight", {g.KV * g.d, g.H}, group);
+  b.add(l + "self_attn.v_proj.weight", {g.KV * g.d, g.H}, group);
+  b.add(l + "self_attn.o_proj.weight", {g.H, g.A * g.d}, group);
+  b.add(l + "self_attn.q_norm.weight", {g.d}, group);
+  b.add(l + "self_attn.k_norm.weight", {g.d}, group);
+}
+
+void qwen_mlp(Builder& b, const std::string& l, const Geo& g, bool moe, const std::string& group) {
+  if (!moe) {
+    b.add(l + "mlp.gate_proj.weight", {g.I, g.H}, group);
+    b.add(l + "mlp.up_proj.weight", {g.I, g.H}, group);
+    b.add(l + "mlp.down_proj.weight", {g.H, g.I}, group);
+    return;
+  }
+  b.add(l + "mlp.gate.weight", {g.E, g.H}, group);
+  b.add(l + "mlp.experts.gate_up_proj", {g.E, 2 * g.Im, g.H}, group);
+  b.add(l + "mlp.experts.down_proj", {g.E, g.H, g.Im}, group);
+  b.add(l + "mlp.shared_expert.gate_proj.weight", {g.Is, g.H}, group);
+  b.add(l + "mlp.shared_expert.up_proj.weight", {g.Is, g.H}, group);
+  b.add(l + "mlp.shared_expert.down_proj.weight", {g.H, g.Is}, group);
+  b.add(l + "mlp.shared_expert_gate.weight", {1, g.H}, group);
+}
+
+void qwen3_5(Builder& b, const Geo& g, bool moe) {
+  const Vision& v = g.vis;
+  const std::string vp = "model.visual.";
+  for (std::uint64_t j = 0; j < v.N; ++j) {
+    const std::string l = fmt::format("{}blocks.{}.", vp, j);
+    b.add(l + "attn.proj.bias", {v.H});
+    b.add(l + "attn.proj.weight", {v.H, v.H});
+    b.add(l + "attn.qkv.bias", {3 * v.H});
+    b.add(l + "attn.qkv.weight", {3 * v.H, v.H});
+    b.add(l + "mlp.linear_fc1.bias", {v.I});
+    b.add(l + "mlp.linear_fc1.weight", {v.I, v.H});
+    b.add(l + "mlp.linear_fc2.bias", {v.H});
+    b.add(l + "mlp.linear_fc2.weight", {v.H, v.I});
+    b.add(l + "norm1.bias", {v.H});
+    b.add(l + "norm1.weight", {v.H});
+    b.add(l + "norm2.bias", {v.H});
+    b.add(l + "norm2.weight", {v.H});
+  }
+  const std::uint64_t m2 = v.H * 4;  // spatial_merge_size 2
+  b.add(vp + "merger.linear_fc1.bias", {m2});
+  b.add(vp + "merger.linear_fc1.weight", {m2, m2});
+  b.add(vp + "merger.linear_fc2.bias", {g.H});
+  b.add(vp + "merger.linear_fc2.weight", {g.H, m2});
+  b.add(vp + "merger.norm.bias", {v.H});
+  b.add(vp + "merger.norm.weight", {v.H});
+  b.add(vp + "patch_embed.proj.bias", {v.H});
+  b.add(vp + "patch_embed.proj.weight", {v.H, 3, 2, v.patch, v.patch});
+  b.add(vp + "pos_embed.weight", {v.pos, v.H});
+
+  const std::string P = "model.language_model.";
+  b.add(P + "embed_tokens.weight", {g.V, g.H});
+  const auto lt = qwen_layer_types(g);
+  const std::uint64_t conv = 2 * g.Hk * g.Dk + g.Hv * g.Dv;
+  for (std::uint64_t i = 0; i < g.N; ++i) {
+    const std::string l = fmt::format("{}layers.{}.", P, i);
+    if (lt[i] == "full_attention") {
+      qwen_full_attn(b, l, g, {});
+    } else {
+      b.add(l + "linear_attn.A_log", {g.Hv});
+      b.add(l + "linear_attn.conv1d.weight", {conv, 1, g.Kc});
+      b.add(l + "linear_attn.dt_bias", {g.Hv});
+      b.add(l + "linear_attn.in_proj_a.weight", {g.Hv, g.H});
+      b.add(l + "linear_attn.in_proj_b.weight", {g.Hv, g.H});
+      b.add(l + "linear_attn.in_proj_qkv.weight", {conv, g.H});
+      b.add(l + "linear_attn.in_proj_z.weight", {g.Hv * g.Dv, g.H});
+      b.add(l + "linear_attn.norm.weight", {g.Dv});
+      b.add(l + "linear_attn.out_proj.weight", {g.H, g.Hv * g.Dv});
+    }
+    qwen_mlp(b, l, g, moe, {});
+    b.add(l + "input_layernorm.weight", {g.H});
+    b.add(l + "post_attention_layernorm.weight", {g.H});
+  }
+  b.add(P + "norm.weight", {g.H});
+  b.add("lm_head.weight", {g.V, g.H});
+  // MTP block in its own shard, as llm-compressor saves it.
+  const std::string mtp = "mtp";
+  b.add("mtp.fc.weight", {g.H, 2 * g.H}, mtp);
+  for (std::uint64_t k = 0; k < g.mtp; ++k) {
+    const std::string l = fmt::format("mtp.layers.{}.", k);
+    qwen_full_attn(b, l, g, mtp);
+    qwen_mlp(b, l, g, moe, mtp);
+    b.add(l + "input_layernorm.weight", {g.H}, mtp);
+    b.add(l + "post_attention_layernorm.weight", {g.H}, mtp);
+  }
+  b.add("mtp.norm.weight", {g.H}, mtp);
+  b.add("mtp.pre_fc_norm_embedding.weight", {g.H}, mtp);
+  b.add("mtp.pre_fc_norm_hidden.weight", {g.H}, mtp);
+}
+
+void llama_like(Builder& b, const Geo& g, bool qwen3_moe) {
+  b.add("model.embed_tokens.weight", {g.V, g.H});
+  for (std::uint64_t i = 0; i < g.N; ++i) {
+    const std::string l = fmt::format("model.layers.{}.", i);
+    b.add(l + "self_attn.q_proj.weight", {g.A * g.d, g.H});
+    b.add(l + "self_attn.k_proj.weight", {g.KV * g.d, g.H});
+    b.add(l + "self_attn.v_proj.weight", {g.KV * g.d, g.H});
+    b.add(l + "self_attn.o_proj.weight", {g.H, g.A * g.d});
+    if (qwen3_moe) {
+      b.add(l + "self_attn.q_norm.weight", {g.d});
+      b.add(l + "self_attn.k_norm.weight", {g.d});
+      b.add(l + "mlp.gate.weight", {g.E, g.H});
+      for (std::uint64_t e = 0; e < g.E; ++e) {
+        const std::string x = fmt::format("{}mlp.experts.{}.", l, e);
+        b.add(x + "gate_proj.weight", {g.Im, g.H});
+        b.add(x + "up_proj.weight", {g.Im, g.H});
+        b.add(x + "down_proj.weight", {g.H, g.Im});
+      }
+    } else {
+      b.add(l + "mlp.gate_proj.weight", {g.I, g.H});
+      b.add(l + "mlp.up_proj.weight", {g.I, g.H});
+      b.add(l + "mlp.down_proj.weight", {g.H, g.I});
+    }
+    b.add(l + "input_layernorm.weight", {g.H});
+    b.add(l + "post_attention_layernorm.weight", {g.H});
+  }
+  b.add("model.norm.weight", {g.H});
+  if (!g.tie) b.add("lm_head.weight", {g.V, g.H});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configs (structure copied from what transformers 5.17 writes for each family)
+
+Json gemma4_config(const Geo& g, bool moe) {
+  Json t;
+  t["attention_bias"] = false;
+  t["attention_dropout"] = 0.0;
+  t["attention_k_eq_v"] = true;
+  t["bos_token_id"] = 2;
+  t["enable_moe_block"] = moe;
+  t["eos_token_id"] = 1;
+  t["final_logit_softcapping"] = 30.0;
+  t["head_dim"] = g.d;
+  t["hidden_activation"] = "gelu_pytorch_tanh";
+  t["hidden_size"] = g.H;
+  t["hidden_size_per_layer_input"] = 0;
+  t["initializer_range"] = 0.02;
+  t["intermediate_size"] = g.I;
+  t["layer_types"] = gemma4_layer_types(g);
+  t["max_position_embeddings"] = g.max_pos;
+  t["model_type"] = "gemma4_text";
+  t["moe_intermediate_size"] = moe ? Json(g.Im) : Json(nullptr);
+  t["num_attention_heads"] = g.A;
+  t["num_experts"] = moe ? Json(g.E) : Json(nullptr);
+  t["num_hidden_layers"] = g.N;
+  t["num_key_value_heads"] = g.KV;
+  t["num_kv_shared_layers"] = 0;
+  t["pad_token_id"] = 0;
+  Json plc = Json::object();
+  const auto lt = gemma4_layer_types(g);
+  for (std::size_t i = 0; i < lt.size(); ++i)
+    if (lt[i] == "full_attention") plc[std::to_string(i)] = {{"head_dim", g.dg}, {"num_key_value_heads", g.KVg}};
+  t["per_layer_config"] = plc;
+  t["rms_norm_eps"] = 1e-06;
+  t["rope_parameters"] = {
+      {"full_attention", {{"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}, {"rope_type", "proportional"}}},
+      {"sliding_attention", {{"rope_theta", 10000.0}, {"rope_type", "default"}}}};
+  t["sliding_window"] = g.sliding_window;
+  t["tie_word_embeddings"] = true;
+  t["top_k_experts"] = moe ? Json(g.topk) : Json(nullptr);
+  t["use_bidirectional_attention"] = "vision";
+  t["use_cache"] = true;
+  t["use_double_wide_mlp"] = false;
+  t["vocab_size"] = g.V;
+  t["vocab_size_per_layer_input"] = g.V;
+
+  const Vision& v = g.vis;
+  Json vc;
+  vc["_name_or_path"] = "";
+  vc["architectures"] = nullptr;
+  vc["attention_bias"] = false;
+  vc["attention_dropout"] = 0.0;
+  vc["chunk_size_feed_forward"] = 0;
+  vc["dtype"] = nullptr;
+  vc["head_dim"] = v.hd;
+  vc["hidden_activation"] = "gelu_pytorch_tanh";
+  vc["hidden_size"] = v.H;
+  vc["id2label"] = {{"0", "LABEL_0"}, {"1", "LABEL_1"}};
+  vc["initializer_range"] = 0.02;
+  vc["intermediate_size"] = v.I;
+  vc["is_encoder_decoder"] = false;
+  vc["label2id"] = {{"LABEL_0", 0}, {"LABEL_1", 1}};
+  vc["max_position_embeddings"] = 131072;
+  vc["model_type"] = "gemma4_vision";
+  vc["num_attention_heads"] = v.heads;
+  vc["num_hidden_layers"] = v.N;
+  vc["num_key_value_heads"] = v.heads;
+  vc["output_attentions"] = false;
+  vc["output_hidden_states"] = false;
+  vc["patch_size"] = v.patch;
+  vc["pooling_kernel_size"] = 3;
+  vc["position_embedding_size"] = v.pos;
+  vc["problem_type"] = nullptr;
+  vc["return_dict"] = true;
+  vc["rms_norm_eps"] = 1e-06;
+  vc["rope_parameters"] = {{"rope_theta", 100.0}, {"rope_type", "axial"}};
+  vc["standardize"] = true;
+  vc["use_clipped_linears"] = false;
+
+  Json c;
+  c["architectures"] = {"Gemma4ForConditionalGeneration"};
+  c["audio_config"] = nullptr;
+  c["audio_token_id"] = 258881;
+  c["boa_token_id"] = 256000;
+  c["boi_token_id"] = 255999;
+  c["dtype"] = "bfloat16";
+  c["eoa_token_index"] = 258883;
+  c["eoi_token_id"] = 258882;
+  c["image_token_id"] = 258880;
+  c["initializer_range"] = 0.02;
+  c["model_type"] = "gemma4";
+  c["text_config"] = t;
+  c["tie_word_embeddings"] = true;
+  c["transformers_version"] = "5.17.0";
+  c["video_token_id"] = 258884;
+  c["vision_config"] = vc;
+  return c;
+}
+
+Json qwen3_5_config(const Geo& g, bool moe) {
+  Json t;
+  t["attention_bias"] = false;
+  t["attention_dropout"] = 0.0;
+  t["attn_output_gate"] = true;
+  t["bos_token_id"] = nullptr;
+  t["eos_token_id"] = nullptr;
+  t["head_dim"] = g.d;
+  t["hidden_act"] = "silu";
+  t["hidden_size"] = g.H;
+  t["initializer_range"] = 0.02;
+  if (!moe) t["intermediate_size"] = g.I;
+  t["layer_types"] = qwen_layer_types(g);
+  t["linear_conv_kernel_dim"] = g.Kc;
+  t["linear_key_head_dim"] = g.Dk;
+  t["linear_num_key_heads"] = g.Hk;
+  t["linear_num_value_heads"] = g.Hv;
+  t["linear_value_head_dim"] = g.Dv;
+  t["max_position_embeddings"] = g.max_pos;
+  t["model_type"] = moe ? "qwen3_5_moe_text" : "qwen3_5_text";
+  t["mtp_num_hidden_layers"] = g.mtp;
+  t["mtp_use_dedicated_embeddings"] = false;
+  t["num_attention_heads"] = g.A;
+  t["num_hidden_layers"] = g.N;
+  t["num_key_value_heads"] = g.KV;
+  if (moe) {
+    t["moe_intermediate_size"] = g.Im;
+    t["num_experts"] = g.E;
+    t["num_experts_per_tok"] = g.topk;
+    t["shared_expert_intermediate_size"] = g.Is;
+    t["router_aux_loss_coef"] = 0.001;
+    t["output_router_logits"] = false;
+  }
+  t["pad_token_id"] = nullptr;
+  t["partial_rotary_factor"] = 0.25;
+  t["rms_norm_eps"] = 1e-06;
+  t["rope_parameters"] = {{"partial_rotary_factor", 0.25}, {"rope_theta", 10000.0}, {"rope_type", "default"}};
+  t["tie_word_embeddings"] = false;
+  t["use_cache"] = true;
+  t["vocab_size"] = g.V;
+
+  const Vision& v = g.vis;
+  Json vc;
+  vc["depth"] = v.N;
+  vc["hidden_act"] = "gelu_pytorch_tanh";
+  vc["hidden_size"] = v.H;
+  vc["in_channels"] = 3;
+  vc["initializer_range"] = 0.02;
+  vc["intermediate_size"] = v.I;
+  vc["model_type"] = moe ? "qwen3_5_moe_vision" : "qwen3_5_vision";
+  vc["num_heads"] = v.heads;
+  vc["num_position_embeddings"] = v.pos;
+  vc["out_hidden_size"] = g.H;
+  vc["patch_size"] = v.patch;
+  vc["rope_parameters"] = {{"rope_theta", 10000.0}, {"rope_type", "axial"}};
+  vc["spatial_merge_size"] = 2;
+  vc["temporal_patch_size"] = 2;
+
+  Json c;
+  c["architectures"] = {moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"};
+  c["dtype"] = "bfloat16";
+  c["image_token_id"] = 248056;
+  c["model_type"] = moe ? "qwen3_5_moe" : "qwen3_5";
+  c["text_config"] = t;
+  c["tie_word_embeddings"] = false;
+  c["transformers_version"] = "5.17.0";
+  c["video_token_id"] = 248057;
+  c["vision_config"] = vc;
+  c["vision_end_token_id"] = 248054;
+  c["vision_start_token_id"] = 248053;
+  return c;
+}
+
+Json llama_config(const Geo& g) {
+  Json c;
+  c["architectures"] = {"LlamaForCausalLM"};
+  c["attention_bias"] = false;
+  c["attention_dropout"] = 0.0;
+  c["bos_token_id"] = 1;
+  c["dtype"] = "bfloat16";
+  c["eos_token_id"] = 2;
+  c["head_dim"] = g.d;
+  c["hidden_act"] = "silu";
+  c["hidden_size"] = g.H;
+  c["initializer_range"] = 0.02;
+  c["intermediate_size"] = g.I;
+  c["max_position_embeddings"] = g.max_pos;
+  c["mlp_bias"] = false;
+  c["model_type"] = "llama";
+  c["num_attention_heads"] = g.A;
+  c["num_hidden_layers"] = g.N;
+  c["num_key_value_heads"] = g.KV;
+  c["pad_token_id"] = nullptr;
+  c["pretraining_tp"] = 1;
+  c["rms_norm_eps"] = 1e-06;
+  c["rope_parameters"] = {{"rope_theta", g.H >= 4096 ? 500000.0 : 10000.0}, {"rope_type", "default"}};
+  c["tie_word_embeddings"] = false;
+  c["transformers_version"] = "5.17.0";
+  c["use_cache"] = true;
+  c["vocab_size"] = g.V;
+  return c;
+}
+
+Json qwen3_moe_config(const Geo& g) {
+  Json c;
+  c["architectures"] = {"Qwen3MoeForCausalLM"};
+  c["attention_bias"] = false;
+  c["attention_dropout"] = 0.0;
+  c["bos_token_id"] = nullptr;
+  c["decoder_sparse_step"] = 1;
+  c["dtype"] = "bfloat16";
+  c["eos_token_id"] = nullptr;
+  c["head_dim"] = g.d;
+  c["hidden_act"] = "silu";
+  c["hidden_size"] = g.H;
+  c["initializer_range"] = 0.02;
+  c["intermediate_size"] = g.I;
+  c["max_position_embeddings"] = g.max_pos;
+  c["max_window_layers"] = g.N;
+  c["mlp_only_layers"] = Json::array();
+  c["model_type"] = "qwen3_moe";
+  c["moe_intermediate_size"] = g.Im;
+  c["norm_topk_prob"] = true;
+  c["num_attention_heads"] = g.A;
+  c["num_experts"] = g.E;
+  c["num_experts_per_tok"] = g.topk;
+  c["num_hidden_layers"] = g.N;
+  c["num_key_value_heads"] = g.KV;
+  c["output_router_logits"] = false;
+  c["pad_token_id"] = nullptr;
+  c["rms_norm_eps"] = 1e-06;
+  c["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
+  c["router_aux_loss_coef"] = 0.001;
+  c["sliding_window"] = nullptr;
+  c["tie_word_embeddings"] = false;
+  c["transformers_version"] = "5.17.0";
+  c["use_cache"] = true;
+  c["use_sliding_window"] = false;
+  c["vocab_size"] = g.V;
+  return c;
+}
+
+Json gemma4_processor(const Geo& g) {
+  Json ip;
+  ip["do_convert_rgb"] = true;
+  ip["do_normalize"] = false;
+  ip["do_rescale"] = true;
+  ip["do_resize"] = true;
+  ip["image_mean"] = {0.0, 0.0, 0.0};
+  ip["image_processor_type"] = "Gemma4ImageProcessor";
+  ip["image_std"] = {1.0, 1.0, 1.0};
+  ip["max_soft_tokens"] = 280;
+  ip["patch_size"] = g.vis.patch;
+  ip["pooling_kernel_size"] = 3;
+  ip["resample"] = 3;
+  ip["rescale_factor"] = 0.00392156862745098;
+  Json p;
+  p["image_processor"] = ip;
+  p["image_seq_length"] = 280;
+  p["processor_class"] = "Gemma4Processor";
+  return p;
+}
+
+Json qwen_processor(const Geo& g) {
+  Json ip;
+  ip["do_convert_rgb"] = true;
+  ip["do_normalize"] = true;
+  ip["do_rescale"] = true;
+  ip["do_resize"] = true;
+  ip["image_mean"] = {0.48145466, 0.4578275, 0.40821073};
+  ip["image_processor_type"] = "Qwen2VLImageProcessor";
+  ip["image_std"] = {0.26862954, 0.26130258, 0.27577711};
+  ip["merge_size"] = 2;
+  ip["patch_size"] = g.vis.patch;
+  ip["resample"] = 3;
+  ip["rescale_factor"] = 0.00392156862745098;
+  ip["size"] = {{"longest_edge", 1003520}, {"shortest_edge", 3136}};
+  ip["temporal_patch_size"] = 2;
+  Json p;
+  p["image_processor"] = ip;
+  p["processor_class"] = "Qwen3VLProcessor";
+  return p;
+}
+
+Json generation_config(const Json& config) {
+  Json g;
+  g["_from_model_config"] = true;
+  const Json& text = config.contains("text_config") ? config["text_config"] : config;
+  for (const char* k : {"bos_token_id", "eos_token_id", "pad_token_id"})
+    if (text.contains(k) && !text[k].is_null()) g[k] = text[k];
+  g["output_attentions"] = false;
+  g["output_hidden_states"] = false;
+  g["transformers_version"] = "5.17.0";
+  g["use_cache"] = true;
+  return g;
+}
+
+std::uint64_t numel(const Shape& s) {
+  std::uint64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values: counter-based splitmix64 -> Irwin-Hall(4) ~ N(0,1) -> * 0.02 -> BF16 (round to nearest even)
+
+constexpr std::uint64_t kGamma = 0x9E3779B97F4A7C15ULL;
+
+std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t tensor_key(std::uint64_t seed, std::string_view name) {
+  std::uint64_t h = 0xCBF29CE484222325ULL;  // FNV-1a
+  for (unsigned char ch : name) {
+    h ^= ch;
+    h *= 0x100000001B3ULL;
+  }
+  return mix64(h ^ mix64(seed + kGamma));
+}
+
+std::uint16_t f32_to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const std::uint32_t rounding = 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>((u + rounding) >> 16);
+}
+
+Status make_dirs(const std::filesystem::path& dir) {
+  std::filesystem::path cur;
+  for (const auto& part : dir) {
+    cur /= part;
+    if (cur.empty() || cur == cur.root_path()) continue;
+    std::error_code ec;
+    if (std::filesystem::is_directory(cur, ec)) continue;
+    if (fs::ops().mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+      return Error{Errc::IO, fmt::format("cannot create directory '{}': {}", cur.string(), std::strerror(errno)),
+                   cur.string(), {}};
+  }
+  return {};
+}
+
+bool is_checkpoint_file(const std::string& n) {
+  auto ends = [&n](std::string_view s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
+  return ends(".safetensors") || ends(".safetensors.index.json") || ends(".partial") || n == "config.json" ||
+         n == "generation_config.json" || n == "processor_config.json" || n == "preprocessor_config.json";
+}
+
+}  // namespace
+
+std::span<const std::string_view> synth_archs() noexcept { return kArchs; }
+std::span<const std::string_view> synth_sizes() noexcept { return kSizes; }
+
+void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t first, std::span<std::uint16_t> out) {
+  const std::uint64_t key = tensor_key(seed, name);
+  constexpr float kScale = 0.02f / 37837.23f;  // sd of a sum of four U{0..65535} is 65536*sqrt(1/3)
+  std::uint64_t ctr = key + (first + 1) * kGamma;
+  for (auto& v : out) {
+    const std::uint64_t r = mix64(ctr);
+    ctr += kGamma;
+    const std::uint32_t s = static_cast<std::uint32_t>(r & 0xFFFF) + static_cast<std::uint32_t>((r >> 16) & 0xFFFF) +
+                            static_cast<std::uint32_t>((r >> 32) & 0xFFFF) + static_cast<std::uint32_t>(r >> 48);
+    v = f32_to_bf16((static_cast<float>(s) - 131070.0f) * kScale);
+  }
+}
+
+Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::uint64_t max_shard_bytes) {
+  if (std::find(kArchs.begin(), kArchs.end(), arch) == kArchs.end())
+    return make_error(Errc::USAGE, "unknown --arch '{}'; expected one of: {}", arch, fmt::join(kArchs, ", "));
+  if (std::find(kSizes.begin(), kSizes.end(), size) == kSizes.end())
+    return make_error(Errc::USAGE, "unknown --size '{}'; expected one of: {}", size, fmt::join(kSizes, ", "));
+  const Geo g = geometry(arch, size);
+  SynthPlan p;
+  p.arch = std::string(arch);
+  p.size = std::string(size);
+  Builder b;
+  if (arch == "llama") {
+    llama_like(b, g, false);
+    p.config = llama_config(g);
+  } else if (arch == "qwen3-moe") {
+    llama_like(b, g, true);
+    p.config = qwen3_moe_config(g);
+  } else if (arch == "gemma4-dense" || arch == "gemma4-moe") {
+    const bool moe = arch == "gemma4-moe";
+    gemma4_vision(b, g);
+    gemma4_text(b, g, moe);
+    p.config = gemma4_config(g, moe);
+    p.processor_config = gemma4_processor(g);
+  } else {
+    const bool moe = arch == "qwen3_5-moe";
+    qwen3_5(b, g, moe);
+    p.config = qwen3_5_config(g, moe);
+    p.processor_config = qwen_processor(g);
+  }
+  p.generation_config = generation_config(p.config);
+
+  // Shard assignment as transformers does it: fill in order up to the limit; a group (MTP) gets its own file.
+  const std::uint64_t limit = max_shard_bytes > 0 ? max_shard_bytes : g.shard_bytes;
+  std::vector<std::vector<std::size_t>> shards;
+  std::uint64_t cur = 0;
+  std::vector<std::size_t> grouped;
+  for (std::size_t i = 0; i < b.t.size(); ++i) {
+    if (!b.t[i].shard.empty()) {
+      grouped.push_back(i);
+      continue;
+    }
+    const std::uint64_t bytes = numel(b.t[i].shape) * 2;
+    if (shards.empty() || (cur > 0 && cur + bytes > limit)) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().push_back(i);
+    cur += bytes;
+  }
+  const std::size_t n = shards.size();
+  for (std::size_t s = 0; s < n; ++s) {
+    p.shards.push_back(fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, n));
+    for (std::size_t i : shards[s]) b.t[i].shard = p.shards.back();
+  }
+  if (!grouped.empty()) {
+    p.shards.push_back("model-mtp.safetensors");
+    for (std::size_t i : grouped) b.t[i].shard = p.shards.back();
+  }
+  for (const auto& t : b.t) {
+    p.total_params += numel(t.shape);
+    p.total_bytes += numel(t.shape) * 2;
+  }
+  p.tensors = std::move(b.t);
+  return p;
+}
+
+Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  FP4FORGE_ASSIGN_OR_RETURN(SynthPlan plan, plan_synth(opts.arch, opts.size, opts.max_shard_bytes));
+  if (opts.out.empty()) return make_error(Errc::USAGE, "--out is required");
+  const std::filesystem::path out = opts.out;
+  std::error_code ec;
+  const auto st = std::filesystem::symlink_status(out, ec);
+  if (std::filesystem::exists(st)) {
+    if (!std::filesystem::is_directory(out, ec))
+      return Error{Errc::BAD_INPUT,
+                   fmt::format("--out '{}' exists and is not a directory; hint: choose a new path", out.string()),
+                   out.string(), {}};
+    std::vector<std::string> existing;
+    for (auto it = std::filesystem::directory_iterator(out, ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec))
+      existing.push_back(it->path().filename().string());
+    if (ec)
+      return Error{Errc::IO, fmt::format("cannot list '{}': {}", out.string(), ec.message()), out.string(), {}};
+    if (!existing.empty() && !opts.force)
+      return Error{Errc::BAD_INPUT,
+                   fmt::format("--out '{}' exists and is not empty ({} entries); hint: choose a new directory or "
+                               "pass --force to replace the checkpoint files in it",
+                               out.string(), existing.size()),
+                   out.string(), {}};
+    for (const auto& name : existing) {
+      if (!is_checkpoint_file(name)) continue;
+      const auto path = out / name;
+      if (fs::ops().unlink(path.c_str()) != 0 && errno != ENOENT)
+        return Error{Errc::IO, fmt::format("cannot remove '{}': {}", path.string(), std::strerror(errno)),
+                     path.string(), {}};
+    }
+  } else {
+    FP4FORGE_TRY(make_dirs(out));
+  }
+  // Free space check (the data, plus headers and small files).
+  if (auto sp = std::filesystem::space(out, ec); !ec && sp.available < plan.total_bytes + (1u << 20))
+    return Error{Errc::IO,
+                 fmt::format("not enough free space in '{}': need {} bytes, {} available", out.string(),
+                             plan.total_bytes + (1u << 20), sp.available),
+                 out.string(), {}};
+
+  SynthReport rep;
+  rep.out = out;
+  rep.arch = plan.arch;
+  rep.size = plan.size;
+  rep.seed = opts.seed;
+  rep.num_tensors = plan.tensors.size();
+  rep.total_params = plan.total_params;
+  rep.total_bytes = plan.total_bytes;
+  rep.shards = plan.shards;
+
+  Progress progress(fmt::format("synth {} {}", plan.arch, plan.size), plan.total_bytes, plan.shards.size(),
+                    opts.progress);
+  constexpr std::size_t kChunk = 1 << 20;  // elements per chunk (2 MiB of BF16)
+  std::vector<std::uint16_t> buf;
+  const std::vector<std::pair<std::string, std::string>> metadata{{"format", "pt"}};
+  for (const auto& shard : plan.shards) {
+    std::vector<st::OutTensor> outs;
+    for (const auto& t : plan.tensors)
+      if (t.shard == shard) outs.push_back({t.name, DType::BF16, t.shape});
+    FP4FORGE_ASSIGN_OR_RETURN(st::ShardLayout layout, st::layout_shard(std::move(outs), metadata));
+    FP4FORGE_ASSIGN_OR_RETURN(st::ShardWriter w, st::ShardWriter::create(out / shard, std::move(layout)));
+    progress.set_detail(shard);
+    for (const auto& ti : w.layout().tensors) {
+      const std::uint64_t n = ti.numel();
+      for (std::uint64_t first = 0; first < n; first += kChunk) {
+        const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, n - first));
+        buf.resize(m);
+        synth_fill_bf16(opts.seed, ti.name, first, buf);
+        // BF16 little-endian on disk.
+        if constexpr (std::endian::native == std::endian::big)
+          for (auto& v : buf) v = static_cast<std::uint16_t>((v >> 8) | (v << 8));
+        FP4FORGE_TRY(w.write_at(ti.begin + first * 2, std::as_bytes(std::span<const std::uint16_t>(buf))));
+        progress.add(m * 2);
+      }
+    }
+    FP4FORGE_TRY(w.commit());
+    progress.add(0, 1);
+    rep.files.push_back(shard);
+  }
+
+  // Index (transformers: metadata + weight_map sorted by name).
+  Json index;
+  index["metadata"] = {{"total_parameters", plan.total_params}, {"total_size", plan.total_bytes}};
+  Json wm = Json::object();
+  for (const auto& t : plan.tensors) wm[t.name] = t.shard;
+  index["weight_map"] = wm;
+  auto write_json = [&](const std::string& name, const Json& j) -> Status {
+    FP4FORGE_TRY(fs::write_file_atomic(out / name, j.dump(2) + "\n"));
+    rep.files.push_back(name);
+    return {};
+  };
+  FP4FORGE_TRY(write_json("model.safetensors.index.json", index));
+  FP4FORGE_TRY(write_json("config.json", plan.config));
+  FP4FORGE_TRY(write_json("generation_config.json", plan.generation_config));
+  if (!plan.processor_config.is_null()) FP4FORGE_TRY(write_json("processor_config.json", plan.processor_config));
+  progress.finish();
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+nlohmann::ordered_json to_json(const SynthReport& r) {
+  nlohmann::ordered_json j;
+  j["ok"] = true;
+  j["schema"] = "fp4forge.synth/1";
+  j["out"] = r.out.string();
+  j["arch"] = r.arch;
+  j["size"] = r.size;
+  j["seed"] = r.seed;
+  j["tensors"] = r.num_tensors;
+  j["params"] = r.total_params;
+  j["bytes"] = r.total_bytes;
+  j["shards"] = r.shards;
+  j["files"] = r.files;
+  j["seconds"] = r.seconds;
+  return j;
+}
+
+}  // namespace fp4forge

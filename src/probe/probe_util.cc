@@ -1,0 +1,144 @@
+// Small pure helpers of the probe: check names, masking, URL normalisation, n-gram repetition.
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "fp4forge/probe/probe.h"
+
+namespace fp4forge::probe {
+
+const char* check_name(Check c) noexcept {
+  switch (c) {
+    case Check::MODELS: return "models";
+    case Check::PROSE: return "prose";
+    case Check::LONG: return "long";
+    case Check::LOGPROBS: return "logprobs";
+    case Check::VISION: return "vision";
+    case Check::TOOLS: return "tools";
+    case Check::MULTITURN: return "multiturn";
+    case Check::COMPLETIONS: return "completions";
+    case Check::REASONING: return "reasoning";
+  }
+  return "?";
+}
+
+const char* status_name(CheckStatus s) noexcept {
+  switch (s) {
+    case CheckStatus::PASS: return "pass";
+    case CheckStatus::FAIL: return "fail";
+    case CheckStatus::SKIP: return "skip";
+  }
+  return "?";
+}
+
+std::vector<Check> all_checks() {
+  return {Check::MODELS, Check::PROSE, Check::LONG, Check::LOGPROBS, Check::VISION,
+          Check::TOOLS, Check::MULTITURN, Check::COMPLETIONS, Check::REASONING};
+}
+
+Result<std::vector<Check>> parse_checks(std::string_view list) {
+  std::vector<Check> picked;
+  std::string valid;
+  for (Check c : all_checks()) valid += std::string(valid.empty() ? "" : ",") + check_name(c);
+  std::size_t pos = 0;
+  bool any = false;
+  while (pos <= list.size()) {
+    std::size_t comma = list.find(',', pos);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view item = list.substr(pos, comma - pos);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.front()))) item.remove_prefix(1);
+    while (!item.empty() && std::isspace(static_cast<unsigned char>(item.back()))) item.remove_suffix(1);
+    pos = comma + 1;
+    if (item.empty()) continue;
+    any = true;
+    if (item == "all") {
+      picked = all_checks();
+      continue;
+    }
+    bool found = false;
+    for (Check c : all_checks()) {
+      if (item == check_name(c)) {
+        if (std::find(picked.begin(), picked.end(), c) == picked.end()) picked.push_back(c);
+        found = true;
+      }
+    }
+    if (!found) {
+      return make_error(Errc::USAGE, "--checks: unknown check '{}', expected a comma-separated subset of {} (or all)",
+                        item, valid);
+    }
+  }
+  if (!any) return make_error(Errc::USAGE, "--checks: empty list, expected a subset of {} (or all)", valid);
+  // Run in the canonical order whatever the order given.
+  std::vector<Check> ordered;
+  for (Check c : all_checks())
+    if (std::find(picked.begin(), picked.end(), c) != picked.end()) ordered.push_back(c);
+  return ordered;
+}
+
+bool ProbeReport::all_passed() const {
+  return std::all_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.status == CheckStatus::PASS; });
+}
+
+bool ProbeReport::any_failed() const {
+  return std::any_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.status == CheckStatus::FAIL; });
+}
+
+std::string mask_secret(std::string_view text, std::string_view secret) {
+  std::string out(text);
+  if (secret.empty()) return out;
+  std::size_t pos = 0;
+  while ((pos = out.find(secret, pos)) != std::string::npos) {
+    out.replace(pos, secret.size(), "***");
+    pos += 3;
+  }
+  return out;
+}
+
+std::string normalize_base_url(std::string_view url) {
+  std::string u(url);
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  if (u.size() >= 3 && u.compare(u.size() - 3, 3, "/v1") == 0) u.resize(u.size() - 3);
+  while (!u.empty() && u.back() == '/') u.pop_back();
+  return u;
+}
+
+double repeated_ngram_ratio(std::string_view text, int n) {
+  if (n < 1) n = 1;
+  std::vector<std::string> words;
+  std::string cur;
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isspace(c)) {
+      if (!cur.empty()) words.push_back(std::move(cur));
+      cur.clear();
+    } else if (!std::ispunct(c)) {
+      cur += static_cast<char>(std::tolower(c));
+    }
+  }
+  if (!cur.empty()) words.push_back(std::move(cur));
+  const auto un = static_cast<std::size_t>(n);
+  std::unordered_set<std::string> seen;
+  std::size_t total = 0;
+  if (words.size() >= 4 * un) {
+    for (std::size_t i = 0; i + un <= words.size(); ++i) {
+      std::string g;
+      for (std::size_t k = 0; k < un; ++k) g += words[i + k] + '\x1f';
+      seen.insert(std::move(g));
+      ++total;
+    }
+  } else if (text.size() >= 64) {
+    // Text without spaces (CJK, or one long run): character 8-grams.
+    constexpr std::size_t kChars = 8;
+    for (std::size_t i = 0; i + kChars <= text.size(); ++i) {
+      seen.emplace(text.substr(i, kChars));
+      ++total;
+    }
+  }
+  if (total == 0) return 0.0;
+  return 1.0 - static_cast<double>(seen.size()) / static_cast<double>(total);
+}
+
+}  // namespace fp4forge::probe

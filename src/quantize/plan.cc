@@ -1,0 +1,866 @@
+#include "fp4forge/quantize/plan.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <regex>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace fp4forge::quant {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+bool ends_with(std::string_view s, std::string_view suf) {
+  return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
+}
+bool starts_with(std::string_view s, std::string_view pre) {
+  return s.size() >= pre.size() && s.substr(0, pre.size()) == pre;
+}
+
+std::string shape_str(const std::vector<std::uint64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+std::uint64_t numel(const std::vector<std::uint64_t>& s) {
+  std::uint64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+std::uint64_t elem_bytes(DType t) { return dtype_bits(t) / 8; }
+
+bool is_source_dtype(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
+
+/** Why the policy keeps a tensor of this role. */
+std::string keep_reason(Role r, bool mtp, bool outside_text) {
+  if (mtp) return "MTP block (mtp.*): never quantized (F7)";
+  switch (r) {
+    case Role::LM_HEAD: return "lm_head: never quantized (F6)";
+    case Role::EMBEDDING: return "embedding: never quantized";
+    case Role::ROUTER: return "router/gate: never quantized (vLLM builds it unquantized; F1)";
+    case Role::ROUTER_AUX: return "router parameter: not a Linear";
+    case Role::NORM: return "norm: not a Linear";
+    case Role::LINEAR_ATTN: return "linear attention: kept at 4 bits (architectures.md 5.3)";
+    case Role::LINEAR_ATTN_CONV: return "linear-attention conv1d: not a Linear";
+    case Role::LINEAR_ATTN_PARAM: return "linear-attention parameter: not a Linear";
+    case Role::VISION: return "vision tower: never quantized";
+    case Role::AUDIO: return "audio tower: never quantized";
+    case Role::PROJECTOR: return "multimodal projector: never quantized";
+    case Role::MTP: return "MTP block (mtp.*): never quantized (F7)";
+    case Role::PLE: return "per-layer embedding (PLE): never quantized";
+    case Role::SCALAR: return "scalar parameter";
+    default: break;
+  }
+  if (outside_text) return "outside the text stack: never quantized";
+  return "not a quantization target";
+}
+
+/** Noun (singular, plural) for the per-role summary lines. */
+std::pair<std::string_view, std::string_view> role_noun(Role r) {
+  switch (r) {
+    case Role::ROUTER: return {"router", "routers"};
+    case Role::ROUTER_AUX: return {"router parameter", "router parameters"};
+    case Role::EMBEDDING: return {"embedding", "embeddings"};
+    case Role::LM_HEAD: return {"lm_head", "lm_heads"};
+    case Role::NORM: return {"norm", "norms"};
+    case Role::LINEAR_ATTN: return {"linear-attention projection", "linear-attention projections"};
+    case Role::LINEAR_ATTN_CONV: return {"conv1d kernel", "conv1d kernels"};
+    case Role::LINEAR_ATTN_PARAM: return {"linear-attention parameter", "linear-attention parameters"};
+    case Role::VISION: return {"vision-tower tensor", "vision-tower tensors"};
+    case Role::AUDIO: return {"audio-tower tensor", "audio-tower tensors"};
+    case Role::PROJECTOR: return {"projector tensor", "projector tensors"};
+    case Role::MTP: return {"MTP tensor", "MTP tensors"};
+    case Role::PLE: return {"PLE tensor", "PLE tensors"};
+    case Role::SCALAR: return {"scalar", "scalars"};
+    default: return {"", ""};
+  }
+}
+
+/** A candidate 2-D weight: a plain `.weight` matrix or one expert's part of a fused tensor. */
+struct Mod {
+  std::string module;
+  std::size_t decision = 0;
+  Role role = Role::OTHER;
+  std::uint64_t rows = 0, cols = 0, byte_offset = 0;
+  bool quant = false;
+  bool forced = false;
+  Rule rule = Rule::POLICY;
+  std::string reason;
+  std::string pattern;
+  std::string experts_key;  ///< "<...>.experts" for routed experts, "" otherwise
+};
+
+std::string experts_key_of(std::string_view module) {
+  const std::size_t p = module.find(".experts.");
+  if (p == std::string_view::npos) return {};
+  return std::string(module.substr(0, p + 8));
+}
+
+struct PatternSet {
+  std::vector<NamePattern> pats;
+  std::vector<bool> used;
+  const char* flag;
+  /** Index of the first matching pattern over any of `names`, or -1. */
+  int match(const std::vector<std::string>& names) {
+    for (std::size_t i = 0; i < pats.size(); ++i)
+      for (const auto& n : names)
+        if (pats[i].matches(n)) {
+          used[i] = true;
+          return static_cast<int>(i);
+        }
+    return -1;
+  }
+};
+
+std::string dump_config(const ojson& j) {
+  return j.dump(2, ' ', false, nlohmann::detail::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+
+std::string_view action_name(Action a) noexcept {
+  switch (a) {
+    case Action::QUANTIZE: return "quantize";
+    case Action::KEEP: return "keep";
+    case Action::SPLIT: return "split";
+  }
+  return "keep";
+}
+
+std::string_view rule_name(Rule r) noexcept {
+  switch (r) {
+    case Rule::POLICY: return "policy";
+    case Rule::USER_IGNORE: return "user_ignore";
+    case Rule::USER_FORCE: return "user_force";
+    case Rule::K_NOT_ALIGNED: return "k_not_multiple_of_16";
+    case Rule::FUSED_SET: return "fused_set";
+    case Rule::NOT_A_MATRIX: return "not_a_matrix";
+  }
+  return "policy";
+}
+
+std::string group_thousands(std::uint64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  out.reserve(digits.size() + digits.size() / 3);
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+double QuantPlan::bits_per_weight() const noexcept {
+  return quantized_params == 0 ? 0.0
+                               : 8.0 * static_cast<double>(quantized_out_bytes) /
+                                     static_cast<double>(quantized_params);
+}
+
+Result<NamePattern> NamePattern::parse(std::string_view text) {
+  NamePattern p;
+  p.text_ = std::string(text);
+  if (text.empty()) return make_error(Errc::USAGE, "empty module pattern; give a module name or re:REGEX");
+  if (starts_with(text, "re:")) {
+    p.regex_ = true;
+    try {
+      p.re_ = std::make_shared<const std::regex>(std::string(text.substr(3)), std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return make_error(Errc::USAGE, "invalid regular expression '{}': {}; patterns use ECMAScript syntax",
+                        text, e.what());
+    }
+  }
+  return p;
+}
+
+bool NamePattern::matches(std::string_view name) const {
+  if (!regex_) return name == text_;
+  const auto& re = *static_cast<const std::regex*>(re_.get());
+  try {
+    return std::regex_search(name.begin(), name.end(), re, std::regex_constants::match_continuous);
+  } catch (const std::regex_error&) {
+    return false;
+  }
+}
+
+ojson quantization_config(const std::vector<std::string>& ignore) {
+  ojson weights = ojson::object();
+  weights["actorder"] = nullptr;
+  weights["block_structure"] = nullptr;
+  weights["dynamic"] = false;
+  weights["group_size"] = 16;
+  weights["num_bits"] = 4;
+  weights["observer"] = "memoryless_minmax";
+  weights["observer_kwargs"] = ojson::object();
+  weights["scale_dtype"] = "torch.float8_e4m3fn";
+  weights["strategy"] = "tensor_group";
+  weights["symmetric"] = true;
+  weights["type"] = "float";
+  weights["zp_dtype"] = nullptr;
+  ojson group = ojson::object();
+  group["format"] = "nvfp4-pack-quantized";
+  group["input_activations"] = nullptr;
+  group["output_activations"] = nullptr;
+  group["targets"] = ojson::array({"Linear"});
+  group["weights"] = std::move(weights);
+  ojson q = ojson::object();
+  q["config_groups"] = ojson::object();
+  q["config_groups"]["group_0"] = std::move(group);
+  q["format"] = "nvfp4-pack-quantized";
+  q["global_compression_ratio"] = nullptr;
+  q["ignore"] = ojson::array();
+  for (const auto& s : ignore) q["ignore"].push_back(s);
+  q["kv_cache_scheme"] = nullptr;
+  q["quant_method"] = "compressed-tensors";
+  q["quantization_status"] = "compressed";
+  q["transform_config"] = ojson::object();
+  q["version"] = std::string(kCompressedTensorsVersion);
+  return q;
+}
+
+PlanInput plan_input(const Checkpoint& ckpt) {
+  PlanInput in;
+  in.config = ckpt.config();
+  in.shard_names = ckpt.shard_names();
+  in.index_file = ckpt.index_file();
+  for (const auto& t : ckpt.tensors()) in.tensors.push_back({t.name, t.shard, t.info->dtype, t.info->shape});
+  for (const auto& s : ckpt.shards()) in.shard_metadata.push_back(s.header().metadata);
+  return in;
+}
+
+Result<QuantPlan> make_plan(const Checkpoint& ckpt, const PlanOptions& opts) {
+  return make_plan(plan_input(ckpt), opts);
+}
+
+Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
+  QuantPlan plan;
+  {
+    std::string s = opts.scheme;
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (s != "nvfp4a16")
+      return make_error(Errc::USAGE, "unsupported scheme '{}'; the only scheme is nvfp4a16", opts.scheme);
+    plan.scheme = s;
+  }
+  if (!in.config.is_object())
+    return make_error(Errc::BAD_INPUT, "config.json is not a JSON object; expected the model config");
+  FP4FORGE_ASSIGN_OR_RETURN(plan.info, read_model_info(in.config));
+  const ModelInfo& info = plan.info;
+  if (in.config.contains("quantization_config") || !info.quant_method.empty())
+    return make_error(Errc::BAD_INPUT,
+                      "config.json already has a quantization_config (quant_method '{}'); expected an "
+                      "unquantized bf16/fp16/fp32 checkpoint; quantize the original weights instead",
+                      info.quant_method);
+  if (in.tensors.empty()) return make_error(Errc::BAD_INPUT, "checkpoint has no tensors; nothing to quantize");
+
+  PatternSet ign{{}, {}, "--ignore"}, frc{{}, {}, "--force-quantize"};
+  for (const auto& p : opts.ignore) {
+    FP4FORGE_ASSIGN_OR_RETURN(auto np, NamePattern::parse(p));
+    ign.pats.push_back(std::move(np));
+  }
+  for (const auto& p : opts.force_quantize) {
+    FP4FORGE_ASSIGN_OR_RETURN(auto np, NamePattern::parse(p));
+    frc.pats.push_back(std::move(np));
+  }
+  ign.used.assign(ign.pats.size(), false);
+  frc.used.assign(frc.pats.size(), false);
+
+  // 1. Decisions skeleton, sorted by name.
+  std::vector<SourceTensor> src = in.tensors;
+  std::sort(src.begin(), src.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (std::size_t i = 1; i < src.size(); ++i)
+    if (src[i].name == src[i - 1].name)
+      return make_error(Errc::BAD_INPUT, "tensor '{}' appears twice in the checkpoint", src[i].name);
+  plan.counts.assign(kRoleCount, RoleCount{});
+  plan.decisions.reserve(src.size());
+  for (const auto& t : src) {
+    if (t.shard >= in.shard_names.size())
+      return make_error(Errc::INTERNAL, "tensor '{}' refers to shard {} of {}", t.name, t.shard,
+                        in.shard_names.size());
+    TensorDecision d;
+    d.name = t.name;
+    d.shard = t.shard;
+    d.dtype = t.dtype;
+    d.shape = t.shape;
+    d.cls = classify(t.name, t.shape, info);
+    if (d.cls.quant_param)
+      return make_error(Errc::BAD_INPUT,
+                        "tensor '{}' is already a compressed-tensors parameter; expected an unquantized "
+                        "checkpoint",
+                        t.name);
+    d.linear_like = ends_with(t.name, ".weight") && t.shape.size() == 2;
+    plan.decisions.push_back(std::move(d));
+    plan.source_bytes += numel(t.shape) * elem_bytes(t.dtype);
+    plan.total_params += numel(t.shape);
+  }
+
+  // 2. Candidate modules (plain 2-D weights and split experts).
+  std::vector<Mod> mods;
+  std::vector<std::vector<std::size_t>> mods_of(plan.decisions.size());
+  for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
+    auto& d = plan.decisions[di];
+    const bool mtp = d.cls.role == Role::MTP || starts_with(d.name, "mtp.");
+    const bool fused_expert = (d.cls.role == Role::EXPERT_GATE_UP_FUSED || d.cls.role == Role::EXPERT_DOWN_FUSED) &&
+                              d.shape.size() == 3 && !ends_with(d.name, ".weight") && !mtp;
+    const bool policy_quant = role_is_quantizable(d.cls.role) && d.cls.text_stack && !mtp;
+    if (fused_expert) {
+      const bool gate_up = d.cls.role == Role::EXPERT_GATE_UP_FUSED;
+      if (info.family != Family::GEMMA4 && info.family != Family::QWEN3_5_MOE)
+        return make_error(Errc::BAD_INPUT,
+                          "fused 3-D expert tensor '{}' {} in a '{}' checkpoint: the expert orientation of "
+                          "this family is unknown (R3, F5); expected per-expert 2-D tensors; pass --ignore '{}' "
+                          "to keep the experts unquantized",
+                          d.name, shape_str(d.shape), family_name(info.family), d.name);
+      const auto E = static_cast<std::uint64_t>(std::max<std::int64_t>(info.num_experts, 0));
+      const auto Im = static_cast<std::uint64_t>(std::max<std::int64_t>(info.moe_intermediate_size, 0));
+      const auto H = static_cast<std::uint64_t>(std::max<std::int64_t>(info.hidden_size, 0));
+      const std::vector<std::uint64_t> want =
+          gate_up ? std::vector<std::uint64_t>{E, 2 * Im, H} : std::vector<std::uint64_t>{E, H, Im};
+      if (E == 0 || Im == 0 || H == 0 || d.shape != want)
+        return make_error(Errc::BAD_INPUT,
+                          "fused expert tensor '{}': shape {} disagrees with the config (num_experts={}, "
+                          "moe_intermediate_size={}, hidden_size={}: expected {}); refusing to split (R3)",
+                          d.name, shape_str(d.shape), E, Im, H, shape_str(want));
+      const std::string base = d.name.substr(0, d.name.rfind('.') + 1);  // "<prefix>.experts."
+      const std::uint64_t es = elem_bytes(d.dtype);
+      for (std::uint64_t e = 0; e < E; ++e) {
+        if (gate_up) {
+          for (int part = 0; part < 2; ++part) {
+            Mod m;
+            m.module = fmt::format("{}{}.{}", base, e, part == 0 ? "gate_proj" : "up_proj");
+            m.decision = di;
+            m.role = part == 0 ? Role::EXPERT_GATE : Role::EXPERT_UP;
+            m.rows = Im;
+            m.cols = H;
+            m.byte_offset = (e * 2 * Im + static_cast<std::uint64_t>(part) * Im) * H * es;
+            m.quant = policy_quant;
+            m.experts_key = experts_key_of(m.module);
+            mods_of[di].push_back(mods.size());
+            mods.push_back(std::move(m));
+          }
+        } else {
+          Mod m;
+          m.module = fmt::format("{}{}.down_proj", base, e);
+          m.decision = di;
+          m.role = Role::EXPERT_DOWN;
+          m.rows = H;
+          m.cols = Im;
+          m.byte_offset = e * H * Im * es;
+          m.quant = policy_quant;
+          m.experts_key = experts_key_of(m.module);
+          mods_of[di].push_back(mods.size());
+          mods.push_back(std::move(m));
+        }
+      }
+      for (std::size_t k : mods_of[di])
+        mods[k].reason = policy_quant ? "routed expert (split from fused 3-D tensor)" : keep_reason(d.cls.role, mtp, !d.cls.text_stack);
+      continue;
+    }
+    if (!d.linear_like) continue;
+    Mod m;
+    m.module = d.name.substr(0, d.name.size() - 7);
+    m.decision = di;
+    m.role = d.cls.role;
+    m.rows = d.shape[0];
+    m.cols = d.shape[1];
+    m.quant = policy_quant;
+    m.reason = policy_quant ? fmt::format("{}: quantized by policy", role_name(d.cls.role))
+                            : keep_reason(d.cls.role, mtp, !d.cls.text_stack);
+    if (role_is_quantizable(d.cls.role) && !mtp) m.experts_key = experts_key_of(m.module);
+    mods_of[di].push_back(mods.size());
+    mods.push_back(std::move(m));
+  }
+
+  // 3. User patterns (a fused expert tensor matches by its own name or any module it splits into).
+  std::vector<std::string> errors;
+  for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
+    auto& d = plan.decisions[di];
+    for (std::size_t k : mods_of[di]) {
+      Mod& m = mods[k];
+      const std::vector<std::string> names = mods_of[di].size() > 1 || m.module + ".weight" != d.name
+                                                 ? std::vector<std::string>{m.module, d.name}
+                                                 : std::vector<std::string>{m.module};
+      const int gi = ign.match(names);
+      const int fi = frc.match(names);
+      if (gi >= 0 && fi >= 0)
+        return make_error(Errc::USAGE, "module '{}' matches both --ignore '{}' and --force-quantize '{}'",
+                          m.module, ign.pats[static_cast<std::size_t>(gi)].text(),
+                          frc.pats[static_cast<std::size_t>(fi)].text());
+      if (gi >= 0) {
+        if (m.quant) {
+          m.quant = false;
+          m.rule = Rule::USER_IGNORE;
+          m.pattern = ign.pats[static_cast<std::size_t>(gi)].text();
+          m.reason = fmt::format("user --ignore '{}'", m.pattern);
+        }
+      } else if (fi >= 0) {
+        const auto& pat = frc.pats[static_cast<std::size_t>(fi)];
+        if (!m.quant) {
+          const Role base = d.cls.role == Role::MTP ? d.cls.base_role : d.cls.role;
+          const bool prot = role_is_protected(d.cls.role) || role_is_protected(base) || d.cls.role == Role::MTP;
+          if (prot && pat.is_regex())
+            return make_error(Errc::BAD_INPUT,
+                              "--force-quantize '{}' matches protected {} module '{}'; protected roles are "
+                              "quantized only when named exactly (--force-quantize {})",
+                              pat.text(), role_name(d.cls.role), m.module, m.module);
+          m.quant = true;
+          m.forced = true;
+          m.rule = Rule::USER_FORCE;
+          m.pattern = pat.text();
+          m.reason = fmt::format("user --force-quantize '{}' (policy: {})", m.pattern, m.reason);
+        }
+      }
+    }
+  }
+  // Exact patterns that name a tensor that is not a 2-D weight, or nothing at all.
+  auto check_unused = [&](PatternSet& ps) -> Status {
+    for (std::size_t i = 0; i < ps.pats.size(); ++i) {
+      if (ps.used[i]) continue;
+      const auto& p = ps.pats[i];
+      if (!p.is_regex()) {
+        for (const auto& d : plan.decisions)
+          if (d.name == p.text() || d.cls.module == p.text())
+            return make_error(Errc::USAGE, "{} '{}': '{}' is not a 2-D weight (shape {}); only Linear "
+                                           "modules can be {}",
+                              ps.flag, p.text(), d.name, shape_str(d.shape),
+                              ps.flag[2] == 'i' ? "ignored" : "quantized");
+        return make_error(Errc::USAGE,
+                          "{} '{}' matches no module of the checkpoint; give a module name as on disk "
+                          "(without '.weight') or re:REGEX",
+                          ps.flag, p.text());
+      }
+      plan.warnings.push_back(fmt::format("{} '{}' matches no module", ps.flag, p.text()));
+    }
+    return {};
+  };
+  FP4FORGE_TRY(check_unused(ign));
+  FP4FORGE_TRY(check_unused(frc));
+
+  // 4. Shape and dtype rules on everything selected for quantization.
+  std::vector<std::string> misaligned;
+  for (auto& m : mods) {
+    if (!m.quant) continue;
+    const auto& d = plan.decisions[m.decision];
+    if (!is_source_dtype(d.dtype))
+      return make_error(Errc::BAD_INPUT, "tensor '{}' has dtype {}; NVFP4A16 quantizes BF16, F16 or F32 weights",
+                        d.name, dtype_name(d.dtype));
+    if (m.cols % kGroupSize != 0) {
+      if (m.forced)
+        return make_error(Errc::BAD_INPUT,
+                          "--force-quantize '{}': module '{}' has in_features {} (not a multiple of 16); "
+                          "NVFP4 cannot quantize it and never pads",
+                          m.pattern, m.module, m.cols);
+      misaligned.push_back(fmt::format("{} (K={})", m.module, m.cols));
+      m.quant = false;
+      m.rule = Rule::K_NOT_ALIGNED;
+      m.reason = fmt::format("in_features {} not a multiple of 16: kept", m.cols);
+    }
+  }
+  if (!misaligned.empty()) {
+    if (opts.strict)
+      return make_error(Errc::BAD_INPUT, "{} weight(s) have in_features not a multiple of 16 (--strict): {}",
+                        misaligned.size(), fmt::join(misaligned, ", "));
+    plan.warnings.push_back(fmt::format("{} weight(s) kept unquantized because in_features is not a multiple of "
+                                        "16: {}",
+                                        misaligned.size(), fmt::join(misaligned, ", ")));
+  }
+
+  // 5. Fused sets (R1) and linear-attention pairs: all in or all out.
+  std::unordered_map<std::string, std::size_t> mod_index;
+  std::vector<std::string> mod_names;
+  for (std::size_t k = 0; k < mods.size(); ++k) {
+    mod_index[mods[k].module] = k;
+    mod_names.push_back(mods[k].module);
+  }
+  std::vector<FusedSet> sets = fused_sets(mod_names, info);
+  {
+    // vLLM fuses {in_proj_qkv, in_proj_z} and {in_proj_b, in_proj_a} (architectures.md 5.1).
+    std::set<std::string> parents;
+    for (const auto& m : mods)
+      if (ends_with(m.module, ".in_proj_qkv") || ends_with(m.module, ".in_proj_b"))
+        parents.insert(m.module.substr(0, m.module.rfind('.')));
+    for (const auto& p : parents) {
+      if (mod_index.count(p + ".in_proj_qkv") && mod_index.count(p + ".in_proj_z"))
+        sets.push_back({p, {p + ".in_proj_qkv", p + ".in_proj_z"}, "in_proj_qkvz"});
+      if (mod_index.count(p + ".in_proj_b") && mod_index.count(p + ".in_proj_a"))
+        sets.push_back({p, {p + ".in_proj_b", p + ".in_proj_a"}, "in_proj_ba"});
+    }
+  }
+  std::vector<int> set_of(mods.size(), -1);
+  for (std::size_t si = 0; si < sets.size(); ++si) {
+    const auto& s = sets[si];
+    std::vector<std::size_t> ks;
+    for (const auto& mn : s.members) {
+      auto it = mod_index.find(mn);
+      if (it == mod_index.end())
+        return make_error(Errc::INTERNAL, "fused set '{}' names unknown module '{}'", s.parent, mn);
+      ks.push_back(it->second);
+    }
+    bool any_q = false, any_k = false;
+    for (auto k : ks) (mods[k].quant ? any_q : any_k) = true;
+    if (any_q && any_k) {
+      const Mod* user = nullptr;
+      for (auto k : ks)
+        if (mods[k].rule == Rule::USER_IGNORE || mods[k].rule == Rule::USER_FORCE) user = &mods[k];
+      std::vector<std::string> q, kept;
+      for (auto k : ks) (mods[k].quant ? q : kept).push_back(mods[k].module.substr(s.parent.size() + 1));
+      const std::string desc = fmt::format("fused set {} of '{}' ({} quantized, {} kept)", s.kind, s.parent,
+                                           fmt::join(q, "+"), fmt::join(kept, "+"));
+      if (user)
+        return make_error(Errc::USAGE,
+                          "{} '{}' splits the {}; its members share one global scale and must all be quantized "
+                          "or all kept (R1, F9); match every member or none",
+                          user->rule == Rule::USER_IGNORE ? "--ignore" : "--force-quantize", user->pattern, desc);
+      bool misalign = false;
+      for (auto k : ks) misalign = misalign || mods[k].rule == Rule::K_NOT_ALIGNED;
+      if (!misalign)
+        return make_error(Errc::BAD_INPUT, "policy splits the {}; its members have different roles",
+                          desc);
+      for (auto k : ks)
+        if (mods[k].quant) {
+          mods[k].quant = false;
+          mods[k].rule = Rule::FUSED_SET;
+          mods[k].reason = fmt::format("fused {} partner has in_features not a multiple of 16: kept", s.kind);
+        }
+      plan.warnings.push_back(fmt::format("{} kept whole: a member's in_features is not a multiple of 16", desc));
+    }
+    for (auto k : ks) {
+      if (set_of[k] >= 0)
+        return make_error(Errc::INTERNAL, "module '{}' is in two fused sets", mods[k].module);
+      set_of[k] = static_cast<int>(si);
+    }
+  }
+
+  // 6. One decision per fused expert tensor; the experts of one layer all quantized or all kept.
+  for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
+    if (mods_of[di].size() <= 1) continue;
+    std::size_t nq = 0;
+    for (auto k : mods_of[di]) nq += mods[k].quant ? 1 : 0;
+    if (nq != 0 && nq != mods_of[di].size()) {
+      std::string pat;
+      for (auto k : mods_of[di])
+        if (!mods[k].pattern.empty()) pat = mods[k].pattern;
+      return make_error(Errc::USAGE,
+                        "pattern '{}' selects only part of the fused expert tensor '{}' ({} of {} expert "
+                        "modules quantized); a layer's experts are all quantized or all kept (F10)",
+                        pat, plan.decisions[di].name, nq, mods_of[di].size());
+    }
+  }
+  {
+    std::map<std::string, std::pair<std::size_t, std::size_t>> layer;  // key -> (quantized, kept)
+    std::map<std::string, std::string> pat_of;
+    for (const auto& m : mods) {
+      if (m.experts_key.empty()) continue;
+      auto& c = layer[m.experts_key];
+      (m.quant ? c.first : c.second) += 1;
+      if (!m.pattern.empty()) pat_of[m.experts_key] = m.pattern;
+    }
+    for (const auto& [key, c] : layer)
+      if (c.first && c.second)
+        return make_error(Errc::USAGE,
+                          "the routed experts of '{}' would be partly quantized ({} quantized, {} kept{}); vLLM "
+                          "needs one scheme for all experts of a layer (F10); match all of them or none",
+                          key.substr(0, key.size() - 1), c.first, c.second,
+                          pat_of.count(key) ? fmt::format(", pattern '{}'", pat_of[key]) : std::string());
+  }
+
+  // 7. Final decisions, units and scale groups.
+  for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
+    auto& d = plan.decisions[di];
+    if (mods_of[di].empty()) {
+      d.action = Action::KEEP;
+      const bool mtp = d.cls.role == Role::MTP || starts_with(d.name, "mtp.");
+      if (role_is_quantizable(d.cls.role) && !mtp && d.cls.text_stack) {
+        d.rule = Rule::NOT_A_MATRIX;
+        d.reason = ends_with(d.name, ".weight")
+                       ? fmt::format("{}-D weight {}: only 2-D weights are quantized", d.shape.size(), shape_str(d.shape))
+                       : fmt::format("'{}' parameter of a Linear: copied", d.cls.param);
+      } else {
+        d.rule = Rule::POLICY;
+        d.reason = keep_reason(d.cls.role, mtp, !d.cls.text_stack);
+      }
+      continue;
+    }
+    const Mod& m0 = mods[mods_of[di].front()];
+    const bool split = mods_of[di].size() > 1 || m0.module + ".weight" != d.name;
+    d.action = m0.quant ? (split ? Action::SPLIT : Action::QUANTIZE) : Action::KEEP;
+    d.rule = m0.rule;
+    d.reason = m0.reason;
+    d.pattern = m0.pattern;
+    if (split && d.action == Action::SPLIT)
+      d.reason = fmt::format("split into {} per-expert 2-D weights, each quantized", mods_of[di].size());
+  }
+  std::vector<std::size_t> unit_of(mods.size(), SIZE_MAX);
+  for (std::size_t k = 0; k < mods.size(); ++k) {
+    const Mod& m = mods[k];
+    if (!m.quant) continue;
+    QuantUnit u;
+    u.module = m.module;
+    u.decision = m.decision;
+    u.shard = plan.decisions[m.decision].shard;
+    u.dtype = plan.decisions[m.decision].dtype;
+    u.rows = m.rows;
+    u.cols = m.cols;
+    u.byte_offset = m.byte_offset;
+    u.role = m.role;
+    u.forced = m.forced;
+    unit_of[k] = plan.units.size();
+    plan.units.push_back(std::move(u));
+    if (m.forced)
+      plan.forced.push_back(fmt::format("{} ({}{})", m.module, role_name(plan.decisions[m.decision].cls.role),
+                                        role_is_protected(plan.decisions[m.decision].cls.role) ? ", PROTECTED" : ""));
+  }
+  std::vector<bool> grouped(plan.units.size(), false);
+  for (std::size_t si = 0; si < sets.size(); ++si) {
+    ScaleGroup g;
+    g.name = sets[si].parent;
+    g.kind = sets[si].kind;
+    for (const auto& mn : sets[si].members) {
+      const std::size_t u = unit_of[mod_index[mn]];
+      if (u == SIZE_MAX) break;
+      g.units.push_back(u);
+    }
+    if (g.units.size() != sets[si].members.size()) continue;  // kept set
+    for (auto u : g.units) {
+      grouped[u] = true;
+      plan.units[u].group = plan.groups.size();
+      g.source_bytes += plan.units[u].rows * plan.units[u].cols * elem_bytes(plan.units[u].dtype);
+    }
+    plan.groups.push_back(std::move(g));
+  }
+  for (std::size_t u = 0; u < plan.units.size(); ++u) {
+    if (grouped[u]) continue;
+    ScaleGroup g;
+    g.name = plan.units[u].module;
+    g.kind = "single";
+    g.units = {u};
+    g.source_bytes = plan.units[u].rows * plan.units[u].cols * elem_bytes(plan.units[u].dtype);
+    plan.units[u].group = plan.groups.size();
+    plan.groups.push_back(std::move(g));
+  }
+  // Members of a group must share the dtype (the global scale is computed in it).
+  for (const auto& g : plan.groups)
+    for (auto u : g.units)
+      if (plan.units[u].dtype != plan.units[g.units.front()].dtype)
+        return make_error(Errc::BAD_INPUT, "fused set '{}' mixes dtypes ({} and {}); expected one dtype", g.name,
+                          dtype_name(plan.units[u].dtype), dtype_name(plan.units[g.units.front()].dtype));
+
+  // 8. Expanded ignore list (R2): every kept 2-D weight, named as on disk.
+  for (std::size_t k = 0; k < mods.size(); ++k)
+    if (!mods[k].quant && mods_of[mods[k].decision].size() == 1 &&
+        mods[k].module + ".weight" == plan.decisions[mods[k].decision].name)
+      plan.ignore.push_back(mods[k].module);
+  std::sort(plan.ignore.begin(), plan.ignore.end());
+  plan.ignore.erase(std::unique(plan.ignore.begin(), plan.ignore.end()), plan.ignore.end());
+
+  // 9. Output tensors per shard, laid out like the reference writer.
+  std::vector<std::vector<st::OutTensor>> out(in.shard_names.size());
+  std::vector<std::unordered_map<std::string, OutSource>> out_src(in.shard_names.size());
+  for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
+    const auto& d = plan.decisions[di];
+    if (d.action != Action::KEEP) continue;
+    out[d.shard].push_back({d.name, d.dtype, d.shape});
+    out_src[d.shard][d.name] = {OutKind::PASSTHROUGH, di};
+  }
+  for (std::size_t u = 0; u < plan.units.size(); ++u) {
+    const auto& un = plan.units[u];
+    const std::array<std::pair<std::string, st::OutTensor>, 3> ts{{
+        {"packed", {un.module + ".weight_packed", DType::U8, {un.rows, un.cols / 2}}},
+        {"scale", {un.module + ".weight_scale", DType::F8_E4M3, {un.rows, un.cols / kGroupSize}}},
+        {"gs", {un.module + ".weight_global_scale", DType::F32, {1}}},
+    }};
+    const std::array<OutKind, 3> kinds{OutKind::PACKED, OutKind::SCALE, OutKind::GLOBAL_SCALE};
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (out_src[un.shard].count(ts[i].second.name))
+        return make_error(Errc::BAD_INPUT, "output tensor '{}' collides with a source tensor of the same name",
+                          ts[i].second.name);
+      out[un.shard].push_back(ts[i].second);
+      out_src[un.shard][ts[i].second.name] = {kinds[i], u};
+    }
+    plan.quantized_params += un.rows * un.cols;
+    plan.quantized_out_bytes += un.rows * un.cols / 2 + un.rows * un.cols / kGroupSize + 4;
+  }
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (std::size_t s = 0; s < in.shard_names.size(); ++s) {
+    OutShard os;
+    os.name = in.shard_names[s];
+    if (s < in.shard_metadata.size()) os.metadata = in.shard_metadata[s];
+    FP4FORGE_ASSIGN_OR_RETURN(os.layout, st::layout_shard(std::move(out[s]), os.metadata));
+    for (const auto& t : os.layout.tensors) {
+      os.sources.push_back(out_src[s].at(t.name));
+      if (weight_map.contains(t.name))
+        return make_error(Errc::BAD_INPUT, "output tensor '{}' would appear in two shards", t.name);
+      weight_map[t.name] = os.name;
+      plan.output_bytes += t.nbytes();
+    }
+    plan.shards.push_back(std::move(os));
+  }
+
+  // 10. Index and config.
+  plan.index_name = in.index_file.value_or("model.safetensors.index.json");
+  {
+    nlohmann::json idx = nlohmann::json::object();
+    idx["metadata"] = nlohmann::json::object();
+    idx["metadata"]["total_size"] = plan.output_bytes;
+    idx["weight_map"] = std::move(weight_map);
+    plan.index_text = idx.dump(2, ' ', false, nlohmann::detail::error_handler_t::replace);
+  }
+  plan.config = in.config;
+  plan.config["quantization_config"] = quantization_config(plan.ignore);
+  plan.config_text = dump_config(plan.config);
+
+  // 11. Counts and summary.
+  for (const auto& d : plan.decisions) {
+    auto& c = plan.counts[static_cast<std::size_t>(d.cls.role)];
+    if (d.action == Action::KEEP) {
+      ++c.kept;
+      if (d.linear_like) ++c.kept_linear;
+    }
+  }
+  for (const auto& u : plan.units) ++plan.counts[static_cast<std::size_t>(u.role)].quantized;
+  {
+    std::uint64_t attn = 0, mlp = 0, expert = 0, shared = 0, other = 0;
+    for (const auto& u : plan.units) {
+      switch (u.role) {
+        case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: ++attn; break;
+        case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN: ++mlp; break;
+        case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN: ++expert; break;
+        case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN: ++shared; break;
+        default: ++other; break;
+      }
+    }
+    auto line = [&](std::uint64_t n, std::string_view what) {
+      if (n) plan.summary.push_back(fmt::format("{} {} Linear{} quantized", group_thousands(n), what, n == 1 ? "" : "s"));
+    };
+    line(attn, "attention");
+    line(mlp, "MLP");
+    line(expert, "expert");
+    line(shared, "shared-expert");
+    line(other, "forced");
+    for (int r = 0; r < kRoleCount; ++r) {
+      const auto& c = plan.counts[static_cast<std::size_t>(r)];
+      const auto [one, many] = role_noun(static_cast<Role>(r));
+      if (c.kept == 0 || one.empty()) continue;
+      plan.summary.push_back(fmt::format("{} {} kept", group_thousands(c.kept), c.kept == 1 ? one : many));
+    }
+    std::uint64_t other_kept = 0;
+    for (int r = 0; r < kRoleCount; ++r)
+      if (role_noun(static_cast<Role>(r)).first.empty()) other_kept += plan.counts[static_cast<std::size_t>(r)].kept;
+    if (other_kept)
+      plan.summary.push_back(fmt::format("{} other tensor{} kept (biases, unaligned or ignored weights, ...)",
+                                         group_thousands(other_kept), other_kept == 1 ? "" : "s"));
+  }
+  for (const auto& f : plan.forced)
+    plan.warnings.push_back(fmt::format("FORCED: quantizing {} against the never-quantize policy "
+                                        "(--force-quantize); vLLM may refuse or mis-serve it",
+                                        f));
+
+  // 12. Invariants (a failure here is a bug, reported before any byte is written).
+  {
+    auto fail = [](std::string what) { return make_error(Errc::INTERNAL, "plan invariant failed: {}", what); };
+    std::set<std::string> ign_set(plan.ignore.begin(), plan.ignore.end());
+    for (const auto& u : plan.units) {
+      const auto& d = plan.decisions[u.decision];
+      if (u.cols % kGroupSize != 0 || u.cols == 0 || u.rows == 0) return fail(u.module + ": K % 16 != 0");
+      if (!is_source_dtype(u.dtype)) return fail(u.module + ": dtype");
+      if (ign_set.count(u.module)) return fail(u.module + ": quantized and in ignore");
+      if (!u.forced && (role_is_protected(d.cls.role) || !role_is_quantizable(d.cls.role)))
+        return fail(u.module + ": protected role " + std::string(role_name(d.cls.role)) + " in the quantize set");
+      if (weight_map.contains(d.name)) return fail(d.name + ": quantized source weight still written");
+    }
+    for (const auto& d : plan.decisions)
+      if (d.action == Action::KEEP && d.linear_like && !ign_set.count(d.name.substr(0, d.name.size() - 7)))
+        return fail(d.name + ": kept 2-D weight missing from ignore");
+    for (const auto& s : sets) {
+      std::size_t nq = 0;
+      for (const auto& mn : s.members) nq += mods[mod_index[mn]].quant ? 1 : 0;
+      if (nq != 0 && nq != s.members.size()) return fail("fused set " + s.parent + " split");
+    }
+    for (const auto& g : plan.groups)
+      for (auto u : g.units)
+        if (plan.units[u].group != static_cast<std::size_t>(&g - plan.groups.data())) return fail("group index");
+    std::uint64_t total = 0;
+    for (const auto& s : plan.shards) total += s.layout.tensors.empty() ? 0 : s.layout.tensors.back().end;
+    if (total != plan.output_bytes) return fail("total_size");
+  }
+  return plan;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+std::string plan_text(const QuantPlan& plan, bool verbose) {
+  std::string s;
+  s += fmt::format("plan: {} ({}), scheme {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
+                   family_name(plan.info.family), plan.scheme);
+  s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights in {} global-scale groups\n",
+                   group_thousands(plan.decisions.size()), plan.shards.size(), group_thousands(plan.units.size()),
+                   group_thousands(plan.groups.size()));
+  for (const auto& l : plan.summary) s += "  " + l + "\n";
+  s += fmt::format("  size: {:.2f} MB -> {:.2f} MB ({:.3f} bits per quantized weight)\n",
+                   static_cast<double>(plan.source_bytes) / 1e6, static_cast<double>(plan.output_bytes) / 1e6,
+                   plan.bits_per_weight());
+  s += fmt::format("  ignore: {} Linear-like module(s) left unquantized\n", plan.ignore.size());
+  // Kept-with-reason table: reasons grouped, with counts and an example.
+  std::map<std::string, std::pair<std::size_t, std::string>> by_reason;
+  for (const auto& d : plan.decisions) {
+    if (d.action != Action::KEEP) continue;
+    auto& e = by_reason[d.reason];
+    if (e.first++ == 0) e.second = d.name;
+  }
+  s += "  kept (count, reason, example):\n";
+  for (const auto& [reason, e] : by_reason) s += fmt::format("    {:>6}  {}  e.g. {}\n", e.first, reason, e.second);
+  if (verbose) {
+    s += "  decisions:\n";
+    for (const auto& d : plan.decisions)
+      s += fmt::format("    {:<8} {:<22} {}  ({})\n", action_name(d.action), role_name(d.cls.role), d.name, d.reason);
+  }
+  for (const auto& w : plan.warnings) s += "  warning: " + w + "\n";
+  return s;
+}
+
+nlohmann::ordered_json plan_json(const QuantPlan& plan) {
+  ojson j = ojson::object();
+  j["scheme"] = plan.scheme;
+  j["architecture"] = plan.info.architecture;
+  j["family"] = std::string(family_name(plan.info.family));
+  j["source_tensors"] = plan.decisions.size();
+  j["quantized_weights"] = plan.units.size();
+  j["global_scale_groups"] = plan.groups.size();
+  j["source_bytes"] = plan.source_bytes;
+  j["output_bytes"] = plan.output_bytes;
+  j["quantized_params"] = plan.quantized_params;
+  j["bits_per_weight"] = plan.bits_per_weight();
+  ojson roles = ojson::object();
+  for (int r = 0; r < kRoleCount; ++r) {
+    const auto& c = plan.counts[static_cast<std::size_t>(r)];
+    if (c.quantized == 0 && c.kept == 0) continue;
+    roles[std::string(role_name(static_cast<Role>(r)))] = {{"quantized", c.quantized}, {"kept", c.kept}};
+  }
+  j["roles"] = std::move(roles);
+  j["summary"] = plan.summary;
+  ojson kept = ojson::array();
+  for (const auto& d : plan.decisions) {
+    if (d.action != Action::KEEP) continue;
+    ojson k = ojson::object();
+    k["name"] = d.name;
+    k["role"] = std::string(role_name(d.cls.role));
+    k["rule"] = std::string(rule_name(d.rule));
+    k["reason"] = d.reason;
+    kept.push_back(std::move(k));
+  }
+  j["kept"] = std::move(kept);
+  j["ignore"] = plan.ignore;
+  j["forced"] = plan.forced;
+  ojson shards = ojson::array();
+  for (const auto& s : plan.shards)
+    shards.push_back({{"name", s.name}, {"tensors", s.layout.tensors.size()}, {"bytes", s.layout.file_size}});
+  j["shards"] = std::move(shards);
+  j["warnings"] = plan.warnings;
+  return j;
+}
+
+}  // namespace fp4forge::quant

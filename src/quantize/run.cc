@@ -1,0 +1,815 @@
+#include "fp4forge/quantize/run.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/util/fs.h"
+#include "fp4forge/util/progress.h"
+#include "fp4forge/util/thread_pool.h"
+
+namespace fp4forge::quant {
+namespace stdfs = std::filesystem;
+namespace {
+
+constexpr const char* kMarker = ".fp4forge-staging";
+constexpr const char* kManifest = ".fp4forge-resume.json";
+
+// ---- digest ---------------------------------------------------------------------------------------
+
+std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+std::uint64_t mix64(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+/** 4-lane FNV-style multiply-xor over 64-bit words; updates must be multiples of 32 bytes except the last. */
+class Digest {
+ public:
+  void update(const std::byte* p, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      for (int l = 0; l < 4; ++l) {
+        std::uint64_t w;
+        std::memcpy(&w, p + i + 8 * static_cast<std::size_t>(l), 8);
+        h_[l] = (h_[l] ^ w) * kPrime;
+      }
+    }
+    for (; i < n; ++i) h_[0] = (h_[0] ^ static_cast<std::uint64_t>(p[i])) * kPrime;
+    len_ += n;
+  }
+  std::uint64_t value() const {
+    return mix64(h_[0] ^ rotl(h_[1], 17) ^ rotl(h_[2], 31) ^ rotl(h_[3], 47) ^ len_);
+  }
+
+ private:
+  static constexpr std::uint64_t kPrime = 0x100000001b3ULL;
+  std::uint64_t h_[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9ce484222325cbf2ULL,
+                         0x2325cbf29ce48422ULL};
+  std::uint64_t len_ = 0;
+};
+
+std::uint64_t digest_string(std::string_view s) {
+  Digest d;
+  d.update(reinterpret_cast<const std::byte*>(s.data()), s.size());
+  return d.value();
+}
+
+// ---- file helpers ---------------------------------------------------------------------------------
+
+struct FileStamp {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+std::optional<FileStamp> stamp(const stdfs::path& p) {
+  struct stat st{};
+  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+  return FileStamp{static_cast<std::uint64_t>(st.st_size),
+                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+Status copy_file(const stdfs::path& from, const stdfs::path& to) {
+  FP4FORGE_ASSIGN_OR_RETURN(fs::File in, fs::File::open_read(from));
+  FP4FORGE_ASSIGN_OR_RETURN(std::uint64_t size, in.size());
+  FP4FORGE_ASSIGN_OR_RETURN(fs::AtomicFile out, fs::AtomicFile::create(to));
+  std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, 8u << 20)));
+  for (std::uint64_t off = 0; off < size;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
+    FP4FORGE_TRY(in.pread_all(std::span<std::byte>(buf.data(), n), off));
+    FP4FORGE_TRY(out.file().write_all(std::span<const std::byte>(buf.data(), n)));
+    off += n;
+  }
+  return out.commit();
+}
+
+std::uint64_t peak_rss_bytes() {
+  struct rusage ru{};
+  if (::getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<std::uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+stdfs::path normalize(const stdfs::path& p) {
+  std::error_code ec;
+  stdfs::path a = stdfs::weakly_canonical(stdfs::absolute(p, ec), ec);
+  if (ec) a = stdfs::absolute(p).lexically_normal();
+  return a;
+}
+
+bool is_within(const stdfs::path& inner, const stdfs::path& outer) {
+  auto i = inner.begin();
+  for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
+    if (o->empty()) continue;  // trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+// ---- the run --------------------------------------------------------------------------------------
+
+/** The staging folder, locked for this process. */
+class Staging {
+ public:
+  ~Staging() { unlock(); }
+  Status open(const stdfs::path& dir, bool resume, std::vector<std::string>& warnings) {
+    dir_ = dir;
+    std::error_code ec;
+    if (stdfs::exists(dir, ec)) {
+      if (!stdfs::exists(dir / kMarker, ec))
+        return make_error(Errc::BAD_INPUT,
+                          "staging folder '{}' exists but was not made by fp4forge; remove it or choose another "
+                          "destination",
+                          dir.string());
+      FP4FORGE_TRY(lock());
+      if (!resume) {
+        warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'); pass --resume to "
+                                       "reuse its finished shards",
+                                       dir.string()));
+        unlock();
+        stdfs::remove_all(dir, ec);
+        if (ec) return make_error(Errc::IO, "cannot remove stale staging folder '{}': {}", dir.string(), ec.message());
+      } else {
+        return {};
+      }
+    } else if (resume) {
+      warnings.push_back(fmt::format("--resume: no staging folder '{}' to resume from; starting afresh", dir.string()));
+    }
+    if (fs::ops().mkdir(dir.c_str(), 0755) != 0)
+      return make_error(Errc::IO, "cannot create staging folder '{}': {}", dir.string(), std::strerror(errno));
+    FP4FORGE_TRY(fs::write_file_atomic(dir / kMarker, "fp4forge quantize staging folder\n"));
+    return lock();
+  }
+  void unlock() {
+    if (lock_fd_ >= 0) {
+      ::flock(lock_fd_, LOCK_UN);
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+    }
+  }
+  void remove() noexcept {
+    unlock();
+    std::error_code ec;
+    stdfs::remove_all(dir_, ec);
+  }
+  const stdfs::path& dir() const { return dir_; }
+
+ private:
+  Status lock() {
+    lock_fd_ = ::open((dir_ / kMarker).c_str(), O_RDONLY | O_CLOEXEC);
+    if (lock_fd_ < 0)
+      return make_error(Errc::IO, "cannot open '{}': {}", (dir_ / kMarker).string(), std::strerror(errno));
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+      return make_error(Errc::BAD_INPUT, "staging folder '{}' is in use by another fp4forge quantize; wait for it",
+                        dir_.string());
+    }
+    return {};
+  }
+  stdfs::path dir_;
+  int lock_fd_ = -1;
+};
+
+struct ManifestEntry {
+  std::uint64_t size = 0;
+  std::uint64_t digest = 0;
+};
+
+class Runner {
+ public:
+  Runner(const Checkpoint& ck, const QuantPlan& plan, const RunOptions& opts)
+      : ck_(ck), plan_(plan), opts_(opts), pool_(opts.jobs), budget_(opts.max_memory) {}
+
+  Result<RunSummary> run(const stdfs::path& dst);
+
+ private:
+  struct Slot {  // per output shard
+    std::optional<st::ShardWriter> writer;
+    std::atomic<std::uint64_t> remaining{0};
+    bool resumed = false;
+  };
+  struct BigGroup {
+    std::mutex mu;
+    float amax = 0.0f;
+    std::atomic<std::size_t> pending{0};
+  };
+
+  void fail(Error e) {
+    std::lock_guard lk(err_mu_);
+    if (!err_) err_ = std::move(e);
+    stop_.store(true);
+    cv_.notify_all();
+  }
+  bool stopped() const { return stop_.load(std::memory_order_relaxed); }
+
+  nvfp4::WeightView view(const QuantUnit& u) const {
+    const TensorRef* t = refs_[u.decision];
+    return {ck_.data(*t).data() + u.byte_offset, u.dtype, u.rows, u.cols};
+  }
+  std::string unit_name(const QuantUnit& u) const {
+    const auto& d = plan_.decisions[u.decision];
+    if (d.action == Action::SPLIT) return fmt::format("{} (as {})", d.name, u.module);
+    return d.name;
+  }
+  void release(std::size_t decision, std::uint64_t off, std::uint64_t len) const {
+    const TensorRef* t = refs_[decision];
+    st::TensorInfo r = *t->info;
+    r.begin = t->info->begin + off;
+    r.end = r.begin + len;
+    ck_.shards()[t->shard].release(r);
+  }
+  std::uint64_t row_bytes(const QuantUnit& u) const { return u.cols * (dtype_bits(u.dtype) / 8); }
+  std::uint64_t out_row_bytes(const QuantUnit& u) const { return u.cols / 2 + u.cols / nvfp4::kGroupSize; }
+
+  Status write(std::size_t shard, std::uint64_t off, std::span<const std::byte> bytes);
+  void shard_finished(std::size_t shard);
+  Status write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1);
+  Status write_gs(std::size_t ui, float gs);
+  Status load_manifest();
+  Status save_manifest_entry(const std::string& shard, ManifestEntry e);
+  std::uint64_t plan_fingerprint() const;
+
+  const Checkpoint& ck_;
+  const QuantPlan& plan_;
+  RunOptions opts_;
+  ThreadPool pool_;
+  ByteBudget budget_;
+  std::vector<const TensorRef*> refs_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<Progress> progress_;
+  std::atomic<bool> stop_{false};
+  std::mutex err_mu_;
+  std::optional<Error> err_;
+  std::mutex cv_mu_;
+  std::condition_variable cv_;
+  std::deque<std::size_t> ready_;  // big groups whose amax pass finished
+  Staging staging_;
+  std::mutex manifest_mu_;
+  std::map<std::string, ManifestEntry> manifest_;
+  std::map<std::string, ManifestEntry> old_manifest_;
+  std::uint64_t fingerprint_ = 0;
+  std::vector<std::string> warnings_;
+  std::atomic<std::size_t> shards_written_{0};
+};
+
+Status Runner::write(std::size_t shard, std::uint64_t off, std::span<const std::byte> bytes) {
+  Slot& s = *slots_[shard];
+  if (bytes.empty()) return {};
+  FP4FORGE_TRY(s.writer->write_at(off, bytes));
+  if (s.remaining.fetch_sub(bytes.size()) == bytes.size()) shard_finished(shard);
+  return {};
+}
+
+void Runner::shard_finished(std::size_t shard) {
+  Slot& s = *slots_[shard];
+  const std::string& name = plan_.shards[shard].name;
+  if (stopped()) return;
+  if (Status st = s.writer->commit(); !st) return fail(std::move(st).error());
+  auto dg = file_digest(staging_.dir() / name);
+  if (!dg) return fail(std::move(dg).error());
+  if (Status st = save_manifest_entry(name, {plan_.shards[shard].layout.file_size, *dg}); !st)
+    return fail(std::move(st).error());
+  shards_written_.fetch_add(1);
+  if (progress_) progress_->set_detail(name);
+}
+
+Status Runner::write_gs(std::size_t ui, float gs) {
+  const QuantUnit& u = plan_.units[ui];
+  if (slots_[u.shard]->resumed) return {};
+  const auto* t = plan_.shards[u.shard].layout.find(u.module + ".weight_global_scale");
+  if (!t) return make_error(Errc::INTERNAL, "planned tensor '{}.weight_global_scale' missing", u.module);
+  std::array<std::byte, 4> b{};
+  std::memcpy(b.data(), &gs, 4);  // little-endian host (x86-64 / aarch64)
+  return write(u.shard, t->begin, b);
+}
+
+Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1) {
+  const QuantUnit& u = plan_.units[ui];
+  const auto& lay = plan_.shards[u.shard].layout;
+  const auto* tp = lay.find(u.module + ".weight_packed");
+  const auto* ts = lay.find(u.module + ".weight_scale");
+  if (!tp || !ts) return make_error(Errc::INTERNAL, "planned tensors of '{}' missing", u.module);
+  const std::uint64_t pk = u.cols / 2, sk = u.cols / nvfp4::kGroupSize, n = r1 - r0;
+  std::vector<std::byte> packed(static_cast<std::size_t>(n * pk)), scale(static_cast<std::size_t>(n * sk));
+  FP4FORGE_TRY(nvfp4::encode_rows(view(u), gs, r0, r1, packed.data(), scale.data(), unit_name(u)));
+  FP4FORGE_TRY(write(u.shard, tp->begin + r0 * pk, packed));
+  FP4FORGE_TRY(write(u.shard, ts->begin + r0 * sk, scale));
+  return {};
+}
+
+std::uint64_t Runner::plan_fingerprint() const {
+  std::string s = plan_.config_text + plan_.index_text;
+  for (const auto& sh : plan_.shards) s += sh.name + "\n" + sh.layout.header_bytes;
+  for (const auto& name : ck_.shard_names()) {
+    const auto st = stamp(ck_.dir() / name);
+    s += fmt::format("{}:{}:{}\n", name, st ? st->size : 0, st ? st->mtime_ns : 0);
+  }
+  return digest_string(s);
+}
+
+Status Runner::load_manifest() {
+  const stdfs::path p = staging_.dir() / kManifest;
+  std::error_code ec;
+  if (!stdfs::exists(p, ec)) return {};
+  auto text = fs::read_file(p, 64u << 20);
+  if (!text) {
+    warnings_.push_back("--resume: cannot read the resume manifest; redoing every shard");
+    return {};
+  }
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || j.value("plan", std::string()) != fmt::format("{:016x}", fingerprint_)) {
+    warnings_.push_back("--resume: the staged shards come from a different source or plan; redoing every shard");
+    return {};
+  }
+  if (j.contains("shards") && j["shards"].is_object())
+    for (auto& [k, v] : j["shards"].items()) {
+      if (!v.is_object()) continue;
+      ManifestEntry e;
+      e.size = v.value("size", std::uint64_t{0});
+      try {
+        e.digest = std::stoull(v.value("digest", std::string("0")), nullptr, 16);
+      } catch (...) {
+        continue;
+      }
+      old_manifest_[k] = e;
+    }
+  return {};
+}
+
+Status Runner::save_manifest_entry(const std::string& shard, ManifestEntry e) {
+  std::lock_guard lk(manifest_mu_);
+  manifest_[shard] = e;
+  nlohmann::json j = nlohmann::json::object();
+  j["plan"] = fmt::format("{:016x}", fingerprint_);
+  j["shards"] = nlohmann::json::object();
+  for (const auto& [k, v] : manifest_)
+    j["shards"][k] = {{"size", v.size}, {"digest", fmt::format("{:016x}", v.digest)}};
+  return fs::write_file_atomic(staging_.dir() / kManifest, j.dump(1));
+}
+
+Result<RunSummary> Runner::run(const stdfs::path& dst) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RunSummary sum;
+  sum.source = ck_.dir().string();
+  sum.destination = dst.string();
+  sum.scheme = plan_.scheme;
+  sum.jobs = pool_.size();
+  sum.max_memory = budget_.limit();
+  warnings_ = plan_.warnings;
+
+  if (plan_.shards.size() != ck_.shard_names().size())
+    return make_error(Errc::INTERNAL, "plan has {} shards, checkpoint {}", plan_.shards.size(), ck_.shard_names().size());
+  refs_.resize(plan_.decisions.size());
+  for (std::size_t i = 0; i < plan_.decisions.size(); ++i) {
+    refs_[i] = ck_.find(plan_.decisions[i].name);
+    if (!refs_[i] || refs_[i]->shard != plan_.decisions[i].shard || refs_[i]->info->shape != plan_.decisions[i].shape)
+      return make_error(Errc::INTERNAL, "plan does not match the checkpoint at tensor '{}'", plan_.decisions[i].name);
+  }
+  // Source stamps (checked again at the end).
+  std::vector<std::pair<stdfs::path, std::optional<FileStamp>>> stamps;
+  for (const auto& n : ck_.shard_names()) stamps.emplace_back(ck_.dir() / n, stamp(ck_.dir() / n));
+  for (const auto& n : ck_.other_files()) stamps.emplace_back(ck_.dir() / n, stamp(ck_.dir() / n));
+  if (ck_.index_file()) stamps.emplace_back(ck_.dir() / *ck_.index_file(), stamp(ck_.dir() / *ck_.index_file()));
+
+  const stdfs::path stage = staging_path(dst);
+  FP4FORGE_TRY(staging_.open(stage, opts_.resume, warnings_));
+  fingerprint_ = plan_fingerprint();
+  auto cleanup_fail = [&](Error e) -> Result<RunSummary> {
+    stop_.store(true);
+    pool_.wait_idle();
+    for (auto& s : slots_)
+      if (s && s->writer) s->writer->abort();
+    if (progress_) progress_->finish();
+    staging_.remove();
+    return e;
+  };
+  if (opts_.resume) {
+    if (Status st = load_manifest(); !st) return cleanup_fail(std::move(st).error());
+  }
+
+  // Shards: reuse verified ones (resume), open writers for the rest.
+  std::uint64_t total_work = 0;
+  slots_.reserve(plan_.shards.size());
+  for (std::size_t s = 0; s < plan_.shards.size(); ++s) {
+    auto slot = std::make_unique<Slot>();
+    const auto& sh = plan_.shards[s];
+    const stdfs::path p = stage / sh.name;
+    if (auto it = old_manifest_.find(sh.name); it != old_manifest_.end()) {
+      bool ok = false;
+      const auto st = stamp(p);
+      if (st && st->size == sh.layout.file_size && it->second.size == st->size) {
+        auto f = fs::File::open_read(p);
+        std::string head(sh.layout.header_bytes.size(), '\0');
+        if (f && f->pread_all(std::as_writable_bytes(std::span<char>(head.data(), head.size())), 0) &&
+            head == sh.layout.header_bytes) {
+          auto dg = file_digest(p);
+          ok = dg && *dg == it->second.digest;
+        }
+      }
+      if (ok) {
+        slot->resumed = true;
+        manifest_[sh.name] = it->second;
+        ++sum.shards_resumed;
+      } else {
+        warnings_.push_back(fmt::format("--resume: staged shard '{}' failed its check; rewriting it", sh.name));
+      }
+    }
+    if (!slot->resumed) {
+      std::error_code ec;
+      stdfs::remove(p, ec);
+      auto w = st::ShardWriter::create(p, sh.layout);
+      if (!w) return cleanup_fail(std::move(w).error());
+      slot->writer.emplace(std::move(*w));
+      const std::uint64_t data = sh.layout.tensors.empty() ? 0 : sh.layout.tensors.back().end;
+      slot->remaining.store(data);
+      total_work += data;
+    }
+    slots_.push_back(std::move(slot));
+  }
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    if (!slots_[s]->resumed && slots_[s]->remaining.load() == 0) shard_finished(s);
+  if (err_) return cleanup_fail(*err_);
+
+  // Non-safetensors files first (cheap), from the source, never config.json (written from the plan).
+  for (const auto& n : ck_.other_files()) {
+    if (n == "config.json" || n == plan_.index_name) continue;
+    if (Status st = copy_file(ck_.dir() / n, stage / n); !st) return cleanup_fail(std::move(st).error());
+    ++sum.files_copied;
+  }
+
+  std::uint64_t total_items = 0;
+  for (std::size_t s = 0; s < plan_.shards.size(); ++s)
+    if (!slots_[s]->resumed) total_items += plan_.shards[s].layout.tensors.size();
+  progress_ = std::make_unique<Progress>("quantize", total_work, total_items,
+                                         opts_.progress ? Progress::Mode::AUTO : Progress::Mode::NEVER);
+
+  // Work sizes: a task touches at most `chunk` bytes (source + output) so that ~2 tasks per worker fit.
+  const std::uint64_t chunk = std::max<std::uint64_t>(budget_.limit() / (2 * std::max(1u, pool_.size())), 1);
+
+  // Work list in output order: passthrough chunks and global-scale groups (first time seen).
+  struct Item {
+    enum Kind { COPY, SMALL_GROUP, BIG_AMAX } kind;
+    std::size_t a = 0;        // decision (COPY) or group
+    std::size_t shard = 0;    // COPY: output shard
+    std::uint64_t off = 0, len = 0, dst_off = 0;  // COPY range
+    std::size_t unit = 0;     // BIG_AMAX unit
+    std::uint64_t r0 = 0, r1 = 0;
+    std::uint64_t cost = 0;
+  };
+  std::vector<Item> items;
+  std::vector<std::unique_ptr<BigGroup>> big(plan_.groups.size());
+  std::vector<bool> group_seen(plan_.groups.size(), false);
+  std::size_t groups_pending = 0;
+  auto group_needed = [&](const ScaleGroup& g) {
+    for (auto u : g.units)
+      if (!slots_[plan_.units[u].shard]->resumed) return true;
+    return false;
+  };
+  for (std::size_t s = 0; s < plan_.shards.size(); ++s) {
+    const auto& sh = plan_.shards[s];
+    for (std::size_t i = 0; i < sh.layout.tensors.size(); ++i) {
+      const auto& src = sh.sources[i];
+      const auto& t = sh.layout.tensors[i];
+      if (src.kind == OutKind::PASSTHROUGH) {
+        if (slots_[s]->resumed) continue;
+        for (std::uint64_t o = 0; o < t.nbytes() || (o == 0 && t.nbytes() == 0); o += chunk) {
+          const std::uint64_t len = std::min(chunk, t.nbytes() - o);
+          items.push_back({Item::COPY, src.index, s, o, len, t.begin + o, 0, 0, 0, len});
+          if (t.nbytes() == 0) break;
+        }
+        continue;
+      }
+      const std::size_t g = plan_.units[src.index].group;
+      if (group_seen[g]) continue;
+      group_seen[g] = true;
+      const ScaleGroup& grp = plan_.groups[g];
+      if (!group_needed(grp)) continue;
+      std::uint64_t cost = 0;
+      for (auto u : grp.units)
+        cost += plan_.units[u].rows * (row_bytes(plan_.units[u]) + out_row_bytes(plan_.units[u]));
+      if (cost <= chunk) {
+        items.push_back({Item::SMALL_GROUP, g, 0, 0, 0, 0, 0, 0, 0, cost});
+        continue;
+      }
+      big[g] = std::make_unique<BigGroup>();
+      ++groups_pending;
+      std::size_t n = 0;
+      for (auto u : grp.units) {
+        const auto& un = plan_.units[u];
+        const std::uint64_t rows_per = std::max<std::uint64_t>(1, chunk / row_bytes(un));
+        for (std::uint64_t r = 0; r < un.rows; r += rows_per) {
+          const std::uint64_t r1 = std::min(un.rows, r + rows_per);
+          items.push_back({Item::BIG_AMAX, g, 0, 0, 0, 0, u, r, r1, (r1 - r) * row_bytes(un)});
+          ++n;
+        }
+      }
+      big[g]->pending.store(n);
+    }
+  }
+
+  auto submit = [&](std::uint64_t cost, std::function<Status()> fn) {
+    budget_.acquire(cost);
+    pool_.submit([this, cost, fn = std::move(fn)] {
+      if (!stopped()) {
+        if (Status st = fn(); !st) fail(std::move(st).error());
+      }
+      budget_.release(cost);
+    });
+  };
+
+  auto run_small_group = [this](std::size_t g) -> Status {
+    const ScaleGroup& grp = plan_.groups[g];
+    float amax = 0.0f;
+    for (auto u : grp.units) {
+      FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax(view(plan_.units[u]), unit_name(plan_.units[u])));
+      amax = std::max(amax, a);
+    }
+    const float gs = nvfp4::global_scale(amax, plan_.units[grp.units.front()].dtype);
+    std::uint64_t bytes = 0;
+    for (auto u : grp.units) {
+      const QuantUnit& un = plan_.units[u];
+      if (!slots_[un.shard]->resumed) {
+        FP4FORGE_TRY(write_gs(u, gs));
+        FP4FORGE_TRY(write_unit_rows(u, gs, 0, un.rows));
+        bytes += un.rows * row_bytes(un);
+        progress_->add(0, 3);
+      }
+      release(un.decision, un.byte_offset, un.rows * row_bytes(un));
+    }
+    progress_->add(bytes);
+    return {};
+  };
+
+  std::size_t next = 0;
+  std::size_t groups_left = groups_pending;
+  while (!stopped()) {
+    std::optional<std::size_t> g;
+    {
+      std::lock_guard lk(cv_mu_);
+      if (!ready_.empty()) {
+        g = ready_.front();
+        ready_.pop_front();
+      }
+    }
+    if (g) {
+      --groups_left;
+      const ScaleGroup& grp = plan_.groups[*g];
+      const float gs = nvfp4::global_scale(big[*g]->amax, plan_.units[grp.units.front()].dtype);
+      for (auto u : grp.units) {
+        const QuantUnit& un = plan_.units[u];
+        if (slots_[un.shard]->resumed) continue;
+        if (Status st = write_gs(u, gs); !st) {
+          fail(std::move(st).error());
+          break;
+        }
+        progress_->add(0, 1);
+        const std::uint64_t per_row = row_bytes(un) + out_row_bytes(un);
+        const std::uint64_t rows_per = std::max<std::uint64_t>(1, chunk / per_row);
+        for (std::uint64_t r = 0; r < un.rows && !stopped(); r += rows_per) {
+          const std::uint64_t r1 = std::min(un.rows, r + rows_per);
+          const bool last = r1 == un.rows;
+          submit((r1 - r) * per_row, [this, u, gs, r, r1, last] {
+            const QuantUnit& q = plan_.units[u];
+            FP4FORGE_TRY(write_unit_rows(u, gs, r, r1));
+            release(q.decision, q.byte_offset + r * row_bytes(q), (r1 - r) * row_bytes(q));
+            progress_->add((r1 - r) * row_bytes(q), last ? 2 : 0);
+            return Status{};
+          });
+        }
+      }
+      continue;
+    }
+    if (next < items.size()) {
+      const Item it = items[next++];
+      switch (it.kind) {
+        case Item::COPY:
+          submit(it.cost, [this, it] {
+            const auto data = ck_.data(*refs_[it.a]).subspan(it.off, it.len);
+            FP4FORGE_TRY(write(it.shard, it.dst_off, data));
+            release(it.a, it.off, it.len);
+            const bool last = it.off + it.len == refs_[it.a]->info->nbytes();
+            progress_->add(it.len, last ? 1 : 0);
+            return Status{};
+          });
+          break;
+        case Item::SMALL_GROUP:
+          submit(it.cost, [run_small_group, g2 = it.a] { return run_small_group(g2); });
+          break;
+        case Item::BIG_AMAX:
+          submit(it.cost, [this, it, bg = big[it.a].get()] {
+            const QuantUnit& q = plan_.units[it.unit];
+            FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax_rows(view(q), it.r0, it.r1, unit_name(q)));
+            // The encode pass reads these rows again; drop them now so a large set stays within budget.
+            release(q.decision, q.byte_offset + it.r0 * row_bytes(q), (it.r1 - it.r0) * row_bytes(q));
+            {
+              std::lock_guard lk(bg->mu);
+              bg->amax = std::max(bg->amax, a);
+            }
+            if (bg->pending.fetch_sub(1) == 1) {
+              std::lock_guard lk(cv_mu_);
+              ready_.push_back(it.a);
+              cv_.notify_all();
+            }
+            return Status{};
+          });
+          break;
+      }
+      continue;
+    }
+    if (groups_left == 0) break;
+    std::unique_lock lk(cv_mu_);
+    cv_.wait_for(lk, std::chrono::milliseconds(100), [&] { return !ready_.empty() || stopped(); });
+  }
+  pool_.wait_idle();
+  if (err_) return cleanup_fail(*err_);
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    if (!slots_[s]->resumed && slots_[s]->remaining.load() != 0)
+      return cleanup_fail(make_error(Errc::INTERNAL, "shard '{}' incomplete: {} bytes never written",
+                                     plan_.shards[s].name, slots_[s]->remaining.load()));
+  progress_->finish();
+
+  // Config and index, then make sure the source did not change under us.
+  if (Status st = fs::write_file_atomic(stage / "config.json", plan_.config_text); !st)
+    return cleanup_fail(std::move(st).error());
+  if (Status st = fs::write_file_atomic(stage / plan_.index_name, plan_.index_text); !st)
+    return cleanup_fail(std::move(st).error());
+  for (const auto& [p, st0] : stamps) {
+    const auto st1 = stamp(p);
+    if (st0 != st1)
+      return cleanup_fail(make_error(Errc::BAD_INPUT,
+                                     "source file '{}' changed during the run (size or mtime); the output was "
+                                     "discarded; rerun on a stable source",
+                                     p.string()));
+  }
+  for (const auto& sh : plan_.shards) sum.bytes_out += sh.layout.file_size;
+  {
+    std::error_code ec;
+    stdfs::remove(stage / kManifest, ec);
+  }
+  staging_.unlock();
+  {
+    std::error_code ec;
+    stdfs::remove(stage / kMarker, ec);
+  }
+  if (Status st = fs::fsync_dir(stage); !st) return cleanup_fail(std::move(st).error());
+  if (Status st = fs::rename_durable(stage, dst); !st) return cleanup_fail(std::move(st).error());
+
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  sum.counts = plan_.counts;
+  sum.summary = plan_.summary;
+  sum.warnings = warnings_;
+  sum.quantized_weights = plan_.units.size();
+  for (const auto& c : plan_.counts) sum.kept_tensors += c.kept;
+  sum.ignore_entries = plan_.ignore.size();
+  sum.bytes_in = plan_.source_bytes;
+  sum.bits_per_weight = plan_.bits_per_weight();
+  sum.seconds = secs;
+  sum.gb_per_s = secs > 0 ? static_cast<double>(plan_.source_bytes) / secs / 1e9 : 0.0;
+  sum.peak_rss_bytes = peak_rss_bytes();
+  sum.peak_inflight_bytes = budget_.peak();
+  sum.shards_written = shards_written_.load();
+  return sum;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+
+stdfs::path staging_path(const stdfs::path& dst) {
+  const stdfs::path abs = normalize(dst);
+  return abs.parent_path() / ("." + abs.filename().string() + ".fp4forge-staging");
+}
+
+Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
+  if (dst.empty()) return make_error(Errc::USAGE, "destination directory is empty; give DST");
+  const stdfs::path s = normalize(src), d = normalize(dst);
+  if (d.filename().empty()) return make_error(Errc::USAGE, "destination '{}' has no directory name", dst.string());
+  std::error_code ec;
+  if (s == d)
+    return make_error(Errc::BAD_INPUT, "destination '{}' is the source directory; the source is never written; "
+                                       "choose a new directory",
+                      dst.string());
+  if (is_within(d, s))
+    return make_error(Errc::BAD_INPUT, "destination '{}' is inside the source directory '{}'; choose a directory "
+                                       "outside it",
+                      dst.string(), src.string());
+  if (stdfs::exists(stdfs::symlink_status(dst, ec)))
+    return make_error(Errc::BAD_INPUT, "destination '{}' already exists; choose a new directory or remove it first",
+                      dst.string());
+  if (!stdfs::is_directory(d.parent_path(), ec))
+    return make_error(Errc::IO, "the parent of destination '{}' does not exist; create '{}' first", dst.string(),
+                      d.parent_path().string());
+  return {};
+}
+
+Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const stdfs::path& dst,
+                            const RunOptions& opts) {
+  FP4FORGE_TRY(check_destination(src.dir(), dst));
+  if (opts.max_memory < kMinMaxMemory)
+    return make_error(Errc::USAGE, "--max-memory {} is too small; at least {} bytes", opts.max_memory, kMinMaxMemory);
+  Runner r(src, plan, opts);
+  return r.run(normalize(dst));
+}
+
+Result<RunSummary> quantize_checkpoint(const stdfs::path& src, const stdfs::path& dst, const PlanOptions& plan_opts,
+                                       const RunOptions& run_opts) {
+  FP4FORGE_TRY(check_destination(src, dst));
+  FP4FORGE_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(src));
+  FP4FORGE_ASSIGN_OR_RETURN(QuantPlan plan, make_plan(ck, plan_opts));
+  return run_plan(ck, plan, dst, run_opts);
+}
+
+Result<std::uint64_t> parse_size(std::string_view text) {
+  std::string t(text);
+  t.erase(std::remove_if(t.begin(), t.end(), [](unsigned char c) { return std::isspace(c); }), t.end());
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(t, &pos);
+  } catch (...) {
+    return make_error(Errc::USAGE, "invalid size '{}'; expected e.g. 2G, 512M, 64KiB or a byte count", text);
+  }
+  std::string unit = t.substr(pos);
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::toupper(c); });
+  double mul = 1;
+  if (unit.empty() || unit == "B") mul = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB") mul = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") mul = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TB" || unit == "TIB") mul = 1024.0 * 1024 * 1024 * 1024;
+  else return make_error(Errc::USAGE, "invalid size unit in '{}'; use K, M, G or T (binary)", text);
+  if (!(v >= 0) || !std::isfinite(v * mul) || v * mul > 1.8e19)
+    return make_error(Errc::USAGE, "invalid size '{}'", text);
+  return static_cast<std::uint64_t>(v * mul);
+}
+
+nlohmann::ordered_json summary_json(const RunSummary& s) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["ok"] = true;
+  j["source"] = s.source;
+  j["destination"] = s.destination;
+  j["scheme"] = s.scheme;
+  j["jobs"] = s.jobs;
+  j["max_memory"] = s.max_memory;
+  j["quantized_weights"] = s.quantized_weights;
+  j["kept_tensors"] = s.kept_tensors;
+  j["ignore_entries"] = s.ignore_entries;
+  nlohmann::ordered_json roles = nlohmann::ordered_json::object();
+  for (std::size_t r = 0; r < s.counts.size(); ++r) {
+    const auto& c = s.counts[r];
+    if (c.quantized == 0 && c.kept == 0) continue;
+    roles[std::string(role_name(static_cast<Role>(r)))] = {{"quantized", c.quantized}, {"kept", c.kept}};
+  }
+  j["roles"] = std::move(roles);
+  j["summary"] = s.summary;
+  j["bytes_in"] = s.bytes_in;
+  j["bytes_out"] = s.bytes_out;
+  j["bits_per_weight"] = s.bits_per_weight;
+  j["seconds"] = s.seconds;
+  j["gb_per_s"] = s.gb_per_s;
+  j["peak_rss_bytes"] = s.peak_rss_bytes;
+  j["peak_inflight_bytes"] = s.peak_inflight_bytes;
+  j["shards_written"] = s.shards_written;
+  j["shards_resumed"] = s.shards_resumed;
+  j["files_copied"] = s.files_copied;
+  j["warnings"] = s.warnings;
+  return j;
+}
+
+Result<std::uint64_t> file_digest(const stdfs::path& path) {
+  FP4FORGE_ASSIGN_OR_RETURN(fs::File f, fs::File::open_read(path));
+  FP4FORGE_ASSIGN_OR_RETURN(std::uint64_t size, f.size());
+  Digest d;
+  std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, 4u << 20)));
+  for (std::uint64_t off = 0; off < size;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
+    FP4FORGE_TRY(f.pread_all(std::span<std::byte>(buf.data(), n), off));
+    d.update(buf.data(), n);
+    off += n;
+  }
+  return d.value();
+}
+
+}  // namespace fp4forge::quant

@@ -1,0 +1,372 @@
+#include "fp4forge/checkpoint/checkpoint.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <system_error>
+#include <unordered_map>
+#include <variant>
+
+#include "fp4forge/util/fs.h"
+#include "strict_json.h"
+
+namespace fp4forge {
+namespace {
+
+namespace sfs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+constexpr std::uint64_t kMaxJsonFile = 256ull << 20;  // config / index files
+constexpr std::string_view kIndexSuffix = ".safetensors.index.json";
+constexpr std::string_view kShardSuffix = ".safetensors";
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+Error bad(std::string file, std::string tensor, std::string msg) {
+  return Error{Errc::BAD_INPUT, std::move(msg), std::move(file), std::move(tensor)};
+}
+
+// True if `p` (absolute, normalized) lies inside directory `d` (absolute, normalized).
+bool inside(const sfs::path& p, const sfs::path& d) {
+  auto pi = p.begin();
+  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
+    if (di->empty()) continue;  // trailing separator
+    if (pi == p.end() || *pi != *di) return false;
+  }
+  return pi != p.end();
+}
+
+// A shard name taken from an index must be a plain file name inside the directory.
+Status check_shard_name(const sfs::path& dir, const std::string& index_path, const std::string& tensor,
+                        const std::string& shard) {
+  const std::string shown = st::detail::printable(shard);
+  if (shard.empty())
+    return bad(index_path, tensor,
+               fmt::format("{}: tensor '{}': shard name is empty; expected a file name such as "
+                           "\"model-00001-of-00002.safetensors\"",
+                           index_path, st::detail::printable(tensor)));
+  if (shard.front() == '/')
+    return bad(index_path, tensor,
+               fmt::format("{}: tensor '{}': shard name '{}' is an absolute path; shard names must be "
+                           "plain file names inside the checkpoint directory",
+                           index_path, st::detail::printable(tensor), shown));
+  if (shard.find('/') != std::string::npos || shard == "." || shard == ".." ||
+      shard.find('\0') != std::string::npos)
+    return bad(index_path, tensor,
+               fmt::format("{}: tensor '{}': shard name '{}' is not a plain file name (path "
+                           "separators and '..' are refused); refusing to leave the checkpoint directory",
+                           index_path, st::detail::printable(tensor), shown));
+  (void)dir;
+  return {};
+}
+
+// A shard file (named by the index or found in the directory) must resolve inside the directory.
+Status check_shard_file(const sfs::path& dir, const std::string& who, const std::string& shard) {
+  const sfs::path p = dir / shard;
+  std::error_code ec;
+  auto st = sfs::symlink_status(p, ec);
+  if (ec || !sfs::exists(st))
+    return bad(who, {},
+               fmt::format("{}: shard '{}' does not exist in '{}'; missing download or stale index?", who,
+                           st::detail::printable(shard), dir.string()));
+  if (sfs::is_symlink(st)) {
+    sfs::path target = sfs::canonical(p, ec);
+    if (ec)
+      return bad(who, {},
+                 fmt::format("{}: shard '{}' is a symlink that does not resolve: {}", who,
+                             st::detail::printable(shard), ec.message()));
+    sfs::path cdir = sfs::canonical(dir, ec);
+    if (ec)
+      return Error{Errc::IO, fmt::format("cannot resolve '{}': {}", dir.string(), ec.message()),
+                   dir.string(),
+                   {}};
+    // The Hugging Face hub cache stores snapshots/<rev>/<file> as symlinks to ../../blobs/<hash>;
+    // that sibling blobs folder of the same repository is the one place outside allowed.
+    const bool hub_blob = cdir.parent_path().filename() == "snapshots" &&
+                          inside(target, cdir.parent_path().parent_path() / "blobs");
+    if (!inside(target, cdir) && !hub_blob)
+      return bad(who, {},
+                 fmt::format("{}: shard '{}' is a symlink to '{}', outside the checkpoint directory "
+                             "'{}'; refusing",
+                             who, st::detail::printable(shard), st::detail::printable(target.string()),
+                             cdir.string()));
+  }
+  if (!sfs::is_regular_file(p, ec))
+    return bad(who, {},
+               fmt::format("{}: shard '{}' is not a regular file", who, st::detail::printable(shard)));
+  return {};
+}
+
+Result<ojson> read_json_file(const sfs::path& p) {
+  FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(p, kMaxJsonFile));
+  return parse_json_bounded(text, p.string());
+}
+
+}  // namespace
+
+Result<ojson> parse_json_bounded(std::string_view text, std::string_view source,
+                                 std::size_t max_depth) {
+  const std::string src(source);
+  if (text.size() > kMaxJsonFile)
+    return bad(src, {},
+               fmt::format("{}: JSON is {} bytes, over the {}-byte limit", src, text.size(),
+                           kMaxJsonFile));
+  auto parsed = st::detail::parse_strict(text, max_depth);
+  if (auto* issue = std::get_if<st::detail::JsonIssue>(&parsed)) {
+    switch (issue->kind) {
+      case st::detail::JsonIssue::Kind::SYNTAX:
+        return bad(src, {}, fmt::format("{}: invalid JSON: {}", src, issue->detail));
+      case st::detail::JsonIssue::Kind::DEPTH:
+        return bad(src, {},
+                   fmt::format("{}: JSON is nested deeper than {} levels; refusing", src, max_depth));
+      case st::detail::JsonIssue::Kind::DUPLICATE_KEY:
+        return bad(src, {},
+                   fmt::format("{}: key '{}' appears twice in {}; ambiguous JSON (remove one)", src,
+                               st::detail::printable(issue->key),
+                               issue->parent.empty()
+                                   ? std::string("the top-level object")
+                                   : fmt::format("'{}'", st::detail::printable(issue->parent))));
+    }
+  }
+  return std::move(std::get<ojson>(parsed));
+}
+
+const TensorRef* Checkpoint::find(std::string_view name) const noexcept {
+  auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
+                             [](const TensorRef& t, std::string_view n) { return t.name < n; });
+  return it != tensors_.end() && it->name == name ? &*it : nullptr;
+}
+
+std::span<const std::byte> Checkpoint::data(const TensorRef& t) const noexcept {
+  FP4FORGE_CHECK(t.shard < shards_.size() && t.info != nullptr);
+  return shards_[t.shard].data(*t.info);
+}
+
+std::uint64_t Checkpoint::total_tensor_bytes() const noexcept {
+  std::uint64_t n = 0;
+  for (const auto& t : tensors_) n += t.info->nbytes();
+  return n;
+}
+
+Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, CheckpointOptions opts) {
+  Checkpoint ck;
+  ck.dir_ = dir;
+  const std::string dir_s = dir.string();
+
+  // List the directory.
+  std::error_code ec;
+  if (!sfs::exists(dir, ec))
+    return Error{Errc::IO,
+                 fmt::format("cannot open checkpoint '{}': {}", dir_s,
+                             ec ? ec.message() : std::string("No such file or directory")),
+                 dir_s,
+                 {}};
+  if (!sfs::is_directory(dir, ec))
+    return bad(dir_s, {},
+               fmt::format("'{}' is not a directory; pass the checkpoint folder (the one holding "
+                           "config.json)",
+                           dir_s));
+  std::vector<std::string> files;
+  {
+    sfs::directory_iterator it(dir, ec), end;
+    if (ec)
+      return Error{Errc::IO, fmt::format("cannot list '{}': {}", dir_s, ec.message()), dir_s, {}};
+    for (; it != end; it.increment(ec)) {
+      if (ec)
+        return Error{Errc::IO, fmt::format("cannot list '{}': {}", dir_s, ec.message()), dir_s, {}};
+      std::error_code e2;
+      // Regular files and symlinks (resolved later, for shards); directories are not files.
+      if (it->is_directory(e2) && !it->is_symlink(e2)) continue;
+      files.push_back(it->path().filename().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+
+  // config.json
+  if (std::find(files.begin(), files.end(), "config.json") != files.end()) {
+    FP4FORGE_ASSIGN_OR_RETURN(ojson cfg, read_json_file(dir / "config.json"));
+    if (!cfg.is_object()) {
+      const std::string p = (dir / "config.json").string();
+      return bad(p, {},
+                 fmt::format("{}: top level is {}, expected an object", p, cfg.type_name()));
+    }
+    ck.config_ = std::move(cfg);
+    ck.has_config_ = true;
+  } else if (opts.require_config) {
+    return bad(dir_s, {},
+               fmt::format("{}: no config.json; not a Hugging Face checkpoint folder?", dir_s));
+  }
+
+  // Index
+  std::vector<std::string> index_files;
+  for (const auto& f : files)
+    if (ends_with(f, kIndexSuffix)) index_files.push_back(f);
+  if (index_files.size() > 1)
+    return bad(dir_s, {},
+               fmt::format("{}: several index files ({}); keep exactly one", dir_s,
+                           fmt::join(index_files, ", ")));
+
+  // tensor name -> shard index (position in shard_names_)
+  std::unordered_map<std::string, std::size_t> listed;
+  std::optional<std::uint64_t> total_size;
+  std::string index_path;
+  if (index_files.size() == 1) {
+    ck.index_file_ = index_files[0];
+    index_path = (dir / index_files[0]).string();
+    FP4FORGE_ASSIGN_OR_RETURN(ojson idx, read_json_file(dir / index_files[0]));
+    if (!idx.is_object())
+      return bad(index_path, {},
+                 fmt::format("{}: top level is {}, expected an object with \"weight_map\"", index_path,
+                             idx.type_name()));
+    if (!idx.contains("weight_map"))
+      return bad(index_path, {},
+                 fmt::format("{}: no \"weight_map\"; expected {{\"metadata\":{{...}},\"weight_map\":"
+                             "{{tensor: shard file}}}}",
+                             index_path));
+    const ojson& wm = idx["weight_map"];
+    if (!wm.is_object())
+      return bad(index_path, {},
+                 fmt::format("{}: weight_map is {} {}, expected an object of tensor name -> shard file",
+                             index_path, wm.type_name(), st::detail::brief(wm)));
+    if (idx.contains("metadata")) {
+      const ojson& md = idx["metadata"];
+      if (!md.is_object())
+        return bad(index_path, {},
+                   fmt::format("{}: metadata is {} {}, expected an object", index_path, md.type_name(),
+                               st::detail::brief(md)));
+      if (md.contains("total_size")) {
+        const ojson& ts = md["total_size"];
+        if (ts.is_number_unsigned()) {
+          total_size = ts.get<std::uint64_t>();
+        } else if (ts.is_number_float() && ts.get<double>() >= 0 && ts.get<double>() < 1.8e19 &&
+                   static_cast<double>(static_cast<std::uint64_t>(ts.get<double>())) ==
+                       ts.get<double>()) {
+          total_size = static_cast<std::uint64_t>(ts.get<double>());  // some writers emit 123.0
+        } else {
+          return bad(index_path, {},
+                     fmt::format("{}: metadata.total_size is {}, expected a non-negative integer",
+                                 index_path, st::detail::brief(ts)));
+        }
+      }
+    }
+    std::map<std::string, std::size_t> shard_pos;
+    for (auto it = wm.begin(); it != wm.end(); ++it) {
+      const std::string& tensor = it.key();
+      if (!it.value().is_string())
+        return bad(index_path, tensor,
+                   fmt::format("{}: weight_map['{}'] is {} {}, expected a shard file name", index_path,
+                               st::detail::printable(tensor), it.value().type_name(),
+                               st::detail::brief(it.value())));
+      const std::string& shard = it.value().get_ref<const std::string&>();
+      auto [pos, inserted] = shard_pos.emplace(shard, ck.shard_names_.size());
+      if (inserted) {
+        FP4FORGE_TRY(check_shard_name(dir, index_path, tensor, shard));
+        ck.shard_names_.push_back(shard);
+      }
+      listed.emplace(tensor, pos->second);
+    }
+  } else {
+    for (const auto& f : files)
+      if (ends_with(f, kShardSuffix)) ck.shard_names_.push_back(f);
+  }
+
+  if (ck.shard_names_.empty() && opts.require_weights)
+    return bad(dir_s, {},
+               ck.index_file_
+                   ? fmt::format("{}: the index lists no tensors; expected at least one shard",
+                                 index_path)
+                   : fmt::format("{}: no *.safetensors file; only safetensors checkpoints are "
+                                 "supported",
+                                 dir_s));
+
+  // Open every shard (each header fully validated).
+  const std::string who = ck.index_file_ ? index_path : dir_s;
+  ck.shards_.reserve(ck.shard_names_.size());
+  for (const auto& name : ck.shard_names_) {
+    FP4FORGE_TRY(check_shard_file(dir, who, name));
+    FP4FORGE_ASSIGN_OR_RETURN(st::ShardReader r, st::ShardReader::open(dir / name));
+    ck.shards_.push_back(std::move(r));
+  }
+
+  // Agreement, both ways.
+  std::unordered_map<std::string_view, std::size_t> seen;  // tensor -> shard holding it
+  for (std::size_t s = 0; s < ck.shards_.size(); ++s) {
+    const auto& r = ck.shards_[s];
+    for (const auto& t : r.header().tensors) {
+      auto [it, inserted] = seen.emplace(t.name, s);
+      if (!inserted) {
+        std::string msg =
+            fmt::format("{}: tensor '{}' is also in shard '{}'; a tensor must be in exactly one shard",
+                        r.path(), st::detail::printable(t.name), ck.shard_names_[it->second]);
+        if (ck.index_file_) {
+          auto l = listed.find(t.name);
+          if (l != listed.end())
+            msg += fmt::format(" (the index lists it in '{}')", ck.shard_names_[l->second]);
+        }
+        return bad(r.path(), t.name, std::move(msg));
+      }
+      if (ck.index_file_) {
+        auto l = listed.find(t.name);
+        if (l == listed.end())
+          return bad(r.path(), t.name,
+                     fmt::format("{}: tensor '{}' is not listed in {}; index and shards disagree "
+                                 "(stale index?)",
+                                 r.path(), st::detail::printable(t.name), *ck.index_file_));
+        if (l->second != s) {
+          // Listed elsewhere: report the shard the index names (which lacks it, or duplicates it).
+          const auto& other = ck.shards_[l->second];
+          if (other.find(t.name))
+            return bad(r.path(), t.name,
+                       fmt::format("{}: tensor '{}' is also in shard '{}'; a tensor must be in "
+                                   "exactly one shard (the index lists it in '{}')",
+                                   r.path(), st::detail::printable(t.name),
+                                   ck.shard_names_[l->second], ck.shard_names_[l->second]));
+          return bad(index_path, t.name,
+                     fmt::format("{}: tensor '{}' is listed in shard '{}' but found in '{}'; index "
+                                 "and shards disagree (stale index?)",
+                                 index_path, st::detail::printable(t.name),
+                                 ck.shard_names_[l->second], ck.shard_names_[s]));
+        }
+      }
+      ck.tensors_.push_back(TensorRef{t.name, s, &t});
+    }
+  }
+  if (ck.index_file_) {
+    // Listed tensors missing from their shard (in any order: report the smallest name).
+    std::vector<std::string_view> missing;
+    for (const auto& [name, s] : listed)
+      if (!seen.count(name)) missing.push_back(name);
+    if (!missing.empty()) {
+      auto first = *std::min_element(missing.begin(), missing.end());
+      const std::size_t s = listed.at(std::string(first));
+      return bad(index_path, std::string(first),
+                 fmt::format("{}: tensor '{}' is listed in shard '{}' but that shard does not contain "
+                             "it{}; index and shards disagree (stale index or missing shard?)",
+                             index_path, st::detail::printable(first), ck.shard_names_[s],
+                             missing.size() > 1
+                                 ? fmt::format(" ({} listed tensors missing in all)", missing.size())
+                                 : std::string()));
+    }
+  }
+  std::sort(ck.tensors_.begin(), ck.tensors_.end(),
+            [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });
+
+  if (total_size && *total_size != ck.total_tensor_bytes())
+    return bad(index_path, {},
+               fmt::format("{}: metadata.total_size is {}, but the shards hold {} tensor bytes; stale "
+                           "or hand-edited index?",
+                           index_path, *total_size, ck.total_tensor_bytes()));
+
+  // Other files: everything that is not a shard and not the index.
+  std::set<std::string> shard_set(ck.shard_names_.begin(), ck.shard_names_.end());
+  for (const auto& f : files) {
+    if (shard_set.count(f)) continue;
+    if (ck.index_file_ && f == *ck.index_file_) continue;
+    ck.other_files_.push_back(f);
+  }
+  return ck;
+}
+
+}  // namespace fp4forge

@@ -1,0 +1,33 @@
+#pragma once
+// Private: strict JSON parsing shared by the header parser and Checkpoint (duplicate keys are an error,
+// nesting depth is bounded, syntax errors carry nlohmann's line/column text).
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace fp4forge::st::detail {
+
+struct JsonIssue {
+  enum class Kind { SYNTAX, DEPTH, DUPLICATE_KEY };
+  Kind kind = Kind::SYNTAX;
+  std::string detail;  ///< SYNTAX: nlohmann's text without the "[json.exception...]" prefix
+  std::string parent;  ///< DUPLICATE_KEY: path of the object holding the key ("" for the root), e.g. "/a/b"
+  std::string key;     ///< DUPLICATE_KEY: the repeated key
+  std::size_t depth = 0;  ///< DUPLICATE_KEY: 1 for root keys
+};
+
+/** Parses `text`; a value on success, the first problem otherwise. Never throws (bad_alloc aside). */
+std::variant<nlohmann::ordered_json, JsonIssue> parse_strict(std::string_view text,
+                                                             std::size_t max_depth);
+
+/** Makes arbitrary bytes safe for a one-line message: control bytes and 0x7f become \xNN. */
+std::string printable(std::string_view s);
+
+/** A JSON value shortened for messages (compact dump, at most `max` characters, then "..."). */
+std::string brief(const nlohmann::ordered_json& v, std::size_t max = 40);
+
+}  // namespace fp4forge::st::detail

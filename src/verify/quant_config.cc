@@ -1,0 +1,378 @@
+#include "fp4forge/verify/quant_config.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace fp4forge {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string type_of(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return j.get<bool>() ? "boolean true" : "boolean false";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned: return fmt::format("integer {}", j.dump());
+    case Json::value_t::number_float: return fmt::format("number {}", j.dump());
+    case Json::value_t::string: {
+      std::string s = j.get<std::string>();
+      if (s.size() > 40) s = s.substr(0, 40) + "...";
+      return fmt::format("string \"{}\"", s);
+    }
+    case Json::value_t::array: return "array";
+    case Json::value_t::object: return "object";
+    default: return "value";
+  }
+}
+
+Error type_error(std::string_view path, std::string_view expected, const Json& got) {
+  return make_error(Errc::BAD_INPUT,
+                    "config.json {}: expected {}, got {}; fix the quantization_config (compressed-tensors "
+                    "QuantizationConfig schema)",
+                    path, expected, type_of(got));
+}
+
+std::string join_path(std::string_view base, std::string_view key) {
+  return fmt::format("{}.{}", base, key);
+}
+
+/** Optional string (absent or null -> ""). */
+Result<std::string> opt_string(const Json& obj, std::string_view key, std::string_view path) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::string();
+  if (!it->is_string()) return type_error(join_path(path, key), "a string or null", *it);
+  return it->get<std::string>();
+}
+
+Result<std::optional<std::int64_t>> opt_int(const Json& obj, std::string_view key, std::string_view path) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<std::int64_t>();
+  if (it->is_number_integer()) return std::optional<std::int64_t>(it->get<std::int64_t>());
+  return type_error(join_path(path, key), "an integer or null", *it);
+}
+
+Result<std::optional<bool>> opt_bool(const Json& obj, std::string_view key, std::string_view path) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<bool>();
+  if (it->is_boolean()) return std::optional<bool>(it->get<bool>());
+  return type_error(join_path(path, key), "a boolean or null", *it);
+}
+
+Result<QuantArgs> parse_args(const Json& j, const std::string& path) {
+  if (!j.is_object()) return type_error(path, "an object or null", j);
+  QuantArgs a;
+  FP4FORGE_ASSIGN_OR_RETURN(a.num_bits, opt_int(j, "num_bits", path));
+  FP4FORGE_ASSIGN_OR_RETURN(a.type, opt_string(j, "type", path));
+  FP4FORGE_ASSIGN_OR_RETURN(a.strategy, opt_string(j, "strategy", path));
+  FP4FORGE_ASSIGN_OR_RETURN(a.group_size, opt_int(j, "group_size", path));
+  FP4FORGE_ASSIGN_OR_RETURN(a.symmetric, opt_bool(j, "symmetric", path));
+  FP4FORGE_ASSIGN_OR_RETURN(a.observer, opt_string(j, "observer", path));
+  FP4FORGE_ASSIGN_OR_RETURN(a.scale_dtype, opt_string(j, "scale_dtype", path));
+  if (auto it = j.find("dynamic"); it != j.end() && !it->is_null()) {
+    if (it->is_boolean()) {
+      a.dynamic = it->get<bool>() ? "true" : "false";
+    } else if (it->is_string()) {
+      a.dynamic = it->get<std::string>();
+    } else {
+      return type_error(join_path(path, "dynamic"), "a boolean, \"local\" or null", *it);
+    }
+  }
+  if (auto it = j.find("block_structure"); it != j.end() && !it->is_null()) {
+    const std::string p = join_path(path, "block_structure");
+    if (it->is_array()) {
+      for (std::size_t i = 0; i < it->size(); ++i) {
+        const Json& v = (*it)[i];
+        if (!v.is_number_integer()) return type_error(fmt::format("{}[{}]", p, i), "an integer", v);
+        a.block_structure.push_back(v.get<std::int64_t>());
+      }
+    } else if (it->is_string()) {  // legacy "128x128"
+      const std::string s = it->get<std::string>();
+      const auto x = s.find('x');
+      try {
+        if (x == std::string::npos) throw std::invalid_argument(s);
+        a.block_structure = {std::stoll(s.substr(0, x)), std::stoll(s.substr(x + 1))};
+      } catch (const std::exception&) {
+        return type_error(p, "a list of integers or \"RxC\"", *it);
+      }
+    } else {
+      return type_error(p, "a list of integers or null", *it);
+    }
+  }
+  return a;
+}
+
+Result<std::optional<QuantArgs>> opt_args(const Json& obj, std::string_view key, const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::optional<QuantArgs>();
+  FP4FORGE_ASSIGN_OR_RETURN(QuantArgs a, parse_args(*it, join_path(path, key)));
+  return std::optional<QuantArgs>(std::move(a));
+}
+
+bool is_4bit_float_tensor_group16(const QuantArgs& a) {
+  return a.num_bits == 4 && a.type == "float" && a.strategy == "tensor_group" && a.group_size == 16 &&
+         a.symmetric == true;
+}
+
+std::string describe_args(const QuantArgs& a) {
+  return fmt::format("{} {}-bit {}{}{}", a.type.empty() ? "?" : a.type,
+                     a.num_bits ? fmt::format("{}", *a.num_bits) : std::string("?"),
+                     a.strategy.empty() ? "?" : a.strategy,
+                     a.group_size ? fmt::format(" group {}", *a.group_size) : std::string(),
+                     a.symmetric == false ? " asymmetric" : "");
+}
+
+}  // namespace
+
+std::string_view scheme_name(Scheme s) noexcept {
+  switch (s) {
+    case Scheme::NVFP4A16: return "NVFP4A16";
+    case Scheme::NVFP4: return "NVFP4";
+    case Scheme::MXFP4A16: return "MXFP4A16";
+    case Scheme::MXFP4: return "MXFP4";
+    case Scheme::FP8_W8A8: return "FP8";
+    case Scheme::FP8_W8A16: return "FP8A16";
+    case Scheme::WNA16_INT: return "WNA16";
+    case Scheme::W8A8_INT: return "W8A8-INT8";
+    case Scheme::UNKNOWN: return "unknown";
+  }
+  return "unknown";
+}
+
+SchemeInfo detect_scheme(const ConfigGroup& g, std::string_view global_format) {
+  const std::string_view fmt_ = g.format.empty() ? global_format : std::string_view(g.format);
+  if (!g.weights) return {Scheme::UNKNOWN, "the group has no weights quantization"};
+  const QuantArgs& w = *g.weights;
+  const QuantArgs* in = g.input_activations ? &*g.input_activations : nullptr;
+  const std::string wd = describe_args(w);
+  if (fmt_ == "mxfp4-pack-quantized" ||
+      (w.num_bits == 4 && w.type == "float" && w.strategy == "group" && w.group_size == 32)) {
+    if (!in) return {Scheme::MXFP4A16, wd};
+    if (in->num_bits == 4 && in->type == "float") return {Scheme::MXFP4, wd};
+  }
+  if (is_4bit_float_tensor_group16(w)) {
+    if (!in) return {Scheme::NVFP4A16, wd};
+    if (is_4bit_float_tensor_group16(*in)) return {Scheme::NVFP4, wd + " (activations too)"};
+    return {Scheme::UNKNOWN, fmt::format("NVFP4 weights with unsupported activations {}", describe_args(*in))};
+  }
+  if (w.num_bits == 8 && w.type == "float") {
+    if (!in) return {Scheme::FP8_W8A16, wd};
+    if (in->num_bits == 8 && in->type == "float") return {Scheme::FP8_W8A8, wd};
+  }
+  if (w.type == "int" && (w.num_bits == 4 || w.num_bits == 8)) {
+    if (!in && (w.strategy == "group" || w.strategy == "channel")) return {Scheme::WNA16_INT, wd};
+    if (in && in->num_bits == 8 && in->type == "int") return {Scheme::W8A8_INT, wd};
+  }
+  return {Scheme::UNKNOWN,
+          fmt::format("weights {}{}", wd, in ? ", activations " + describe_args(*in) : std::string())};
+}
+
+std::vector<std::string> nvfp4a16_mismatches(const ConfigGroup& g, std::string_view global_format) {
+  std::vector<std::string> out;
+  const std::string_view f = g.format.empty() ? global_format : std::string_view(g.format);
+  if (f != "nvfp4-pack-quantized")
+    out.push_back(fmt::format("format is \"{}\", expected \"nvfp4-pack-quantized\"", f));
+  if (!g.weights) {
+    out.push_back("weights is null, expected a 4-bit float tensor_group scheme");
+    return out;
+  }
+  const QuantArgs& w = *g.weights;
+  auto num = [](const std::optional<std::int64_t>& v) { return v ? fmt::format("{}", *v) : "absent"; };
+  if (w.num_bits != 4) out.push_back(fmt::format("weights.num_bits is {}, expected 4", num(w.num_bits)));
+  if (w.type != "float") out.push_back(fmt::format("weights.type is \"{}\", expected \"float\"", w.type));
+  if (w.strategy != "tensor_group")
+    out.push_back(fmt::format("weights.strategy is \"{}\", expected \"tensor_group\"", w.strategy));
+  if (w.group_size != 16)
+    out.push_back(fmt::format("weights.group_size is {}, expected 16", num(w.group_size)));
+  if (w.symmetric != true)
+    out.push_back(fmt::format("weights.symmetric is {}, expected true",
+                              w.symmetric ? (*w.symmetric ? "true" : "false") : "absent"));
+  if (g.input_activations)
+    out.push_back(fmt::format("input_activations is {}, expected null (weight-only A16)",
+                              describe_args(*g.input_activations)));
+  return out;
+}
+
+Result<QuantConfig> parse_quant_config(const nlohmann::ordered_json& qc, std::string_view key_path) {
+  const std::string path(key_path);
+  if (!qc.is_object()) return type_error(path, "an object", qc);
+  QuantConfig c;
+  FP4FORGE_ASSIGN_OR_RETURN(c.quant_method, opt_string(qc, "quant_method", path));
+  FP4FORGE_ASSIGN_OR_RETURN(c.format, opt_string(qc, "format", path));
+  FP4FORGE_ASSIGN_OR_RETURN(c.quantization_status, opt_string(qc, "quantization_status", path));
+  if (auto it = qc.find("version"); it != qc.end() && !it->is_null()) {
+    if (!it->is_string()) return type_error(join_path(path, "version"), "a string or null", *it);
+    c.version = it->get<std::string>();
+  }
+  if (auto it = qc.find("config_groups"); it != qc.end() && !it->is_null()) {
+    const std::string gp = join_path(path, "config_groups");
+    if (!it->is_object()) return type_error(gp, "an object or null", *it);
+    for (auto g = it->begin(); g != it->end(); ++g) {
+      const std::string p = join_path(gp, g.key());
+      if (!g.value().is_object()) return type_error(p, "an object", g.value());
+      ConfigGroup cg;
+      cg.name = g.key();
+      const Json& gj = g.value();
+      if (auto t = gj.find("targets"); t != gj.end() && !t->is_null()) {
+        if (t->is_string()) {
+          cg.targets.push_back(t->get<std::string>());
+        } else if (t->is_array()) {
+          for (std::size_t i = 0; i < t->size(); ++i) {
+            if (!(*t)[i].is_string())
+              return type_error(fmt::format("{}.targets[{}]", p, i), "a string", (*t)[i]);
+            cg.targets.push_back((*t)[i].get<std::string>());
+          }
+        } else {
+          return type_error(join_path(p, "targets"), "a list of strings", *t);
+        }
+      }
+      FP4FORGE_ASSIGN_OR_RETURN(cg.weights, opt_args(gj, "weights", p));
+      FP4FORGE_ASSIGN_OR_RETURN(cg.input_activations, opt_args(gj, "input_activations", p));
+      FP4FORGE_ASSIGN_OR_RETURN(cg.output_activations, opt_args(gj, "output_activations", p));
+      FP4FORGE_ASSIGN_OR_RETURN(cg.format, opt_string(gj, "format", p));
+      c.groups.push_back(std::move(cg));
+    }
+  }
+  if (auto it = qc.find("ignore"); it != qc.end() && !it->is_null()) {
+    const std::string p = join_path(path, "ignore");
+    if (!it->is_array()) return type_error(p, "a list of strings", *it);
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      if (!(*it)[i].is_string()) return type_error(fmt::format("{}[{}]", p, i), "a string", (*it)[i]);
+      c.ignore.push_back((*it)[i].get<std::string>());
+    }
+  }
+  auto non_empty = [&](std::string_view key) {
+    auto it = qc.find(key);
+    return it != qc.end() && !it->is_null() && !(it->is_object() && it->empty());
+  };
+  c.kv_cache_scheme = non_empty("kv_cache_scheme");
+  c.sparsity_config = non_empty("sparsity_config");
+  c.transform_config = non_empty("transform_config");
+  return c;
+}
+
+const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config, std::string* key_out) {
+  if (!config.is_object()) return nullptr;
+  for (const char* key : {"quantization_config", "compression_config"}) {
+    auto it = config.find(key);
+    if (it != config.end() && !it->is_null()) {
+      if (key_out) *key_out = key;
+      return &*it;
+    }
+  }
+  return nullptr;
+}
+
+// ---- ignore matching ---------------------------------------------------------------------------
+
+namespace {
+
+/** Translates a Python `re` pattern to ECMAScript where the meaning is identical; refuses the rest. */
+Result<std::string> python_to_ecmascript(std::string_view p, std::size_t index, std::string_view entry) {
+  auto refuse = [&](std::string_view what) -> Error {
+    return make_error(Errc::BAD_INPUT,
+                      "config.json quantization_config.ignore[{}] \"{}\": Python-only regex syntax {} is "
+                      "not supported; rewrite the entry with plain regex syntax or an exact module name",
+                      index, entry, what);
+  };
+  std::string out;
+  out.reserve(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      const char n = p[i + 1];
+      if (n == 'A') {
+        out += '^';
+      } else if (n == 'Z') {
+        out += '$';
+      } else {
+        out += c;
+        out += n;
+      }
+      ++i;
+      continue;
+    }
+    if (c == '(' && i + 2 < p.size() && p[i + 1] == '?') {
+      const char k = p[i + 2];
+      if (k == 'P' && i + 3 < p.size() && p[i + 3] == '<') {
+        const auto close = p.find('>', i + 4);
+        if (close == std::string_view::npos) return refuse("(?P<...");
+        out += '(';
+        i = close;
+        continue;
+      }
+      if (k == ':' || k == '=' || k == '!') {
+        out += "(?";
+        out += k;
+        i += 2;
+        continue;
+      }
+      return refuse(fmt::format("\"(?{}\"", k));
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool python_re_match(const std::regex& re, std::string_view s) {
+  return std::regex_search(s.begin(), s.end(), re, std::regex_constants::match_continuous);
+}
+
+Result<IgnoreMatcher> IgnoreMatcher::compile(const std::vector<std::string>& entries) {
+  IgnoreMatcher m;
+  m.entries_.reserve(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    Entry e;
+    e.text = entries[i];
+    if (e.text.rfind("re:", 0) == 0) {
+      FP4FORGE_ASSIGN_OR_RETURN(std::string pat, python_to_ecmascript(e.text.substr(3), i, e.text));
+      try {
+        e.regex.emplace(pat, std::regex::ECMAScript | std::regex::optimize);
+      } catch (const std::regex_error& ex) {
+        return make_error(Errc::BAD_INPUT,
+                          "config.json quantization_config.ignore[{}] \"{}\": invalid regex ({}); fix the "
+                          "pattern",
+                          i, e.text, ex.what());
+      }
+    }
+    m.entries_.push_back(std::move(e));
+  }
+  return m;
+}
+
+bool IgnoreMatcher::entry_matches(std::size_t i, std::string_view name) const {
+  const Entry& e = entries_[i];
+  if (e.regex) return python_re_match(*e.regex, name);
+  return e.text == name;
+}
+
+bool IgnoreMatcher::matches(std::string_view name) const { return first_match(name) >= 0; }
+
+long IgnoreMatcher::first_match(std::string_view name) const {
+  for (std::size_t i = 0; i < entries_.size(); ++i)
+    if (entry_matches(i, name)) return static_cast<long>(i);
+  return -1;
+}
+
+Result<bool> vllm_should_ignore(const IgnoreMatcher& ignore, const std::vector<std::string>& shard_names) {
+  std::optional<bool> decision;
+  for (const auto& s : shard_names) {
+    const bool m = ignore.matches(s);
+    if (!decision) {
+      decision = m;
+    } else if (*decision != m) {
+      std::vector<std::string> ign, kept;
+      for (const auto& t : shard_names) (ignore.matches(t) ? ign : kept).push_back(t);
+      return make_error(Errc::CHECK_FAILED,
+                        "fused layer shards disagree on ignore: ignored [{}], not ignored [{}]; vLLM refuses "
+                        "\"Found a different quantization schemes\"; ignore all shards or none",
+                        fmt::join(ign, ", "), fmt::join(kept, ", "));
+    }
+  }
+  return decision.value_or(false);
+}
+
+}  // namespace fp4forge

@@ -1,0 +1,1366 @@
+#include "fp4forge/verify/verify.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "fp4forge/codec/half.h"
+#include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/model/classify.h"
+#include "fp4forge/model/tensor_role.h"
+#include "fp4forge/verify/diff.h"
+#include "fp4forge/verify/quant_config.h"
+
+namespace fp4forge {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::array<std::string_view, 8> kExtraQuantParams{
+    "weight_zero_point", "weight_shape", "weight_g_idx", "input_scale",
+    "weight_scale_inv",  "weight_scale_2", "output_scale", "input_zero_point"};
+constexpr std::array<std::string_view, 4> kKvScales{"k_scale", "v_scale", "q_scale", "prob_scale"};
+
+template <std::size_t N>
+bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
+  return std::find(set.begin(), set.end(), s) != set.end();
+}
+bool ends_with(std::string_view s, std::string_view suf) {
+  return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
+}
+
+std::string shape_str(const std::vector<std::uint64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+// ---- findings collection: one finding per (kind, family), tensors merged -------------------------
+
+struct Raw {
+  std::string kind;
+  Severity sev;
+  std::string family;  // merge key
+  std::string message;
+  std::vector<std::string> tensors;
+  std::string key, expected, actual, hint;
+};
+
+class Sink {
+ public:
+  explicit Sink(std::size_t max_listed) : max_listed_(max_listed) {}
+  void add(Raw r) {
+    const std::string k = r.kind + '\x1f' + std::string(severity_name(r.sev)) + '\x1f' + r.family;
+    auto it = index_.find(k);
+    if (it == index_.end()) {
+      index_.emplace(k, items_.size());
+      items_.push_back({std::move(r), 1});
+      return;
+    }
+    Item& item = items_[it->second];
+    ++item.count;
+    for (auto& t : r.tensors) item.raw.tensors.push_back(std::move(t));
+  }
+  std::vector<Finding> take() {
+    std::vector<Finding> out;
+    out.reserve(items_.size());
+    for (auto& [r, count] : items_) {
+      Finding f;
+      f.kind = r.kind;
+      f.severity = r.sev;
+      f.message = r.message;
+      if (count > 1) f.message += fmt::format(" (and {} more like it in {})", count - 1, r.family);
+      std::sort(r.tensors.begin(), r.tensors.end());
+      r.tensors.erase(std::unique(r.tensors.begin(), r.tensors.end()), r.tensors.end());
+      if (r.tensors.size() > max_listed_) {
+        f.message += fmt::format(" [{} tensors, first {} listed]", r.tensors.size(), max_listed_);
+        r.tensors.resize(max_listed_);
+      }
+      f.tensors = std::move(r.tensors);
+      f.key = r.key;
+      f.expected = r.expected;
+      f.actual = r.actual;
+      f.hint = r.hint;
+      out.push_back(std::move(f));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+      return static_cast<int>(a.severity) < static_cast<int>(b.severity);
+    });
+    return out;
+  }
+
+ private:
+  struct Item {
+    Raw raw;
+    std::size_t count;
+  };
+  std::size_t max_listed_;
+  std::vector<Item> items_;
+  std::unordered_map<std::string, std::size_t> index_;
+};
+
+// ---- modules -------------------------------------------------------------------------------------
+
+struct Module {
+  std::string name;
+  const TensorRef* packed = nullptr;
+  const TensorRef* scale = nullptr;
+  const TensorRef* gs = nullptr;
+  const TensorRef* weight = nullptr;
+  const TensorRef* input_gs = nullptr;
+  std::vector<const TensorRef*> extras;  // other compressed-tensors parameters
+  std::uint64_t n = 0, k = 0;            // effective [N, K] of a quantized module
+  bool valid = false;                    // packed/scale/gs present with the right dtypes and shapes
+  TensorClass cls;
+  bool quantized() const noexcept { return packed != nullptr; }
+};
+
+std::pair<std::string, std::string> split_name(std::string_view name) {
+  const auto dot = name.rfind('.');
+  if (dot == std::string_view::npos) return {std::string(), std::string(name)};
+  return {std::string(name.substr(0, dot)), std::string(name.substr(dot + 1))};
+}
+
+std::optional<float> read_f32_scalar(const Checkpoint& q, const TensorRef* t) {
+  if (!t || t->info->dtype != DType::F32 || t->info->nbytes() != 4) return std::nullopt;
+  auto d = q.data(*t);
+  float v;
+  std::memcpy(&v, d.data(), 4);
+  return v;
+}
+
+std::uint32_t f32_bits(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+bool is_float_dtype(DType t) {
+  return t == DType::BF16 || t == DType::F16 || t == DType::F32 || t == DType::F64;
+}
+
+/** Element `i` of a BF16/F16/F32/F64 buffer as double. */
+double load_elem(const std::byte* p, DType t, std::uint64_t i) {
+  switch (t) {
+    case DType::BF16: {
+      std::uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return half::bf16_to_float(h);
+    }
+    case DType::F16: {
+      std::uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return half::f16_to_float(h);
+    }
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    case DType::F64: {
+      double d;
+      std::memcpy(&d, p + 8 * i, 8);
+      return d;
+    }
+    default: return 0;
+  }
+}
+
+/** Count of non-finite elements and the first index (bit tests, no conversion). */
+std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byte> d, DType t) {
+  std::uint64_t n = 0, first = 0;
+  auto note = [&](std::uint64_t i) {
+    if (n++ == 0) first = i;
+  };
+  if (t == DType::BF16 || t == DType::F16) {
+    const std::uint16_t mask = t == DType::BF16 ? 0x7F80 : 0x7C00;
+    const std::uint64_t cnt = d.size() / 2;
+    for (std::uint64_t i = 0; i < cnt; ++i) {
+      std::uint16_t h;
+      std::memcpy(&h, d.data() + 2 * i, 2);
+      if ((h & mask) == mask) note(i);
+    }
+  } else if (t == DType::F32) {
+    const std::uint64_t cnt = d.size() / 4;
+    for (std::uint64_t i = 0; i < cnt; ++i) {
+      std::uint32_t b;
+      std::memcpy(&b, d.data() + 4 * i, 4);
+      if ((b & 0x7F800000u) == 0x7F800000u) note(i);
+    }
+  } else if (t == DType::F64) {
+    const std::uint64_t cnt = d.size() / 8;
+    for (std::uint64_t i = 0; i < cnt; ++i) {
+      std::uint64_t b;
+      std::memcpy(&b, d.data() + 8 * i, 8);
+      if ((b & 0x7FF0000000000000ull) == 0x7FF0000000000000ull) note(i);
+    }
+  }
+  return {n, first};
+}
+
+std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t flat) {
+  if (shape.empty()) return "[]";
+  std::vector<std::uint64_t> idx(shape.size());
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    const std::uint64_t s = shape[i] ? shape[i] : 1;
+    idx[i] = flat % s;
+    flat /= s;
+  }
+  return shape_str(idx);
+}
+
+/** The vLLM packed layers (shards fused at load) that R1's fused_sets() does not name. */
+std::vector<FusedSet> vllm_packed_sets(const std::set<std::string>& weight_modules) {
+  std::vector<FusedSet> out;
+  static const std::array<std::pair<std::array<const char*, 2>, const char*>, 2> kPacked{{
+      {{"in_proj_qkv", "in_proj_z"}, "in_proj_qkvz"},
+      {{"in_proj_b", "in_proj_a"}, "in_proj_ba"},
+  }};
+  for (const auto& m : weight_modules) {
+    const auto [parent, leaf] = split_name(m);
+    for (const auto& [names, kind] : kPacked) {
+      if (leaf != names[0]) continue;
+      const std::string other = parent + "." + names[1];
+      if (weight_modules.count(other)) out.push_back({parent, {m, other}, kind});
+    }
+  }
+  return out;
+}
+
+// ---- geometry ------------------------------------------------------------------------------------
+
+struct Geometry {
+  const ModelInfo& info;
+  const Json& text;
+
+  std::int64_t get(std::string_view key) const {
+    if (!text.is_object()) return 0;
+    auto it = text.find(key);
+    return it != text.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
+  }
+  bool flag(std::string_view key) const {
+    if (!text.is_object()) return false;
+    auto it = text.find(key);
+    return it != text.end() && it->is_boolean() && it->get<bool>();
+  }
+
+  /** Expected [rows, cols] of a 2-D weight of role `base` in a layer, or nullopt when unknown. */
+  std::optional<std::pair<std::int64_t, std::int64_t>> expect(Role base, const TensorClass& c) const {
+    const std::int64_t H = info.hidden_size, A = info.num_heads;
+    if (H <= 0) return std::nullopt;
+    const bool full = c.layer_type == "full_attention";
+    std::int64_t d = info.head_dim > 0 ? info.head_dim : (A > 0 ? H / A : 0);
+    std::int64_t kv = info.num_kv_heads > 0 ? info.num_kv_heads : A;
+    std::int64_t q_mult = 1;
+    std::int64_t I = info.intermediate_size;
+    if (info.family == Family::GEMMA4) {
+      if (full && info.global_head_dim > 0) d = info.global_head_dim;
+      if (full && info.attention_k_eq_v && info.num_global_kv_heads > 0) kv = info.num_global_kv_heads;
+      const std::int64_t shared = info.num_kv_shared_layers;
+      if (shared > 0 && c.layer >= 0 && c.text_stack && c.layer >= info.num_layers - shared &&
+          flag("use_double_wide_mlp"))
+        I *= 2;
+    }
+    if ((info.family == Family::QWEN3_5 || info.family == Family::QWEN3_5_MOE ||
+         info.family == Family::QWEN3_NEXT) &&
+        info.attn_output_gate)
+      q_mult = 2;
+    const std::int64_t Im = info.moe_intermediate_size, Is = info.shared_expert_intermediate_size;
+    auto pair = [](std::int64_t r, std::int64_t cc) -> std::optional<std::pair<std::int64_t, std::int64_t>> {
+      if (r <= 0 || cc <= 0) return std::nullopt;
+      return std::make_pair(r, cc);
+    };
+    switch (base) {
+      case Role::ATTN_Q: return A > 0 && d > 0 ? pair(A * d * q_mult, H) : std::nullopt;
+      case Role::ATTN_K:
+      case Role::ATTN_V: return kv > 0 && d > 0 ? pair(kv * d, H) : std::nullopt;
+      case Role::ATTN_O: return A > 0 && d > 0 ? pair(H, A * d) : std::nullopt;
+      case Role::MLP_GATE:
+      case Role::MLP_UP: return pair(I, H);
+      case Role::MLP_DOWN: return pair(H, I);
+      case Role::EXPERT_GATE:
+      case Role::EXPERT_UP: return pair(Im, H);
+      case Role::EXPERT_DOWN: return pair(H, Im);
+      case Role::SHARED_EXPERT_GATE:
+      case Role::SHARED_EXPERT_UP: return pair(Is, H);
+      case Role::SHARED_EXPERT_DOWN: return pair(H, Is);
+      default: return std::nullopt;
+    }
+  }
+};
+
+bool is_attention_or_mlp(Role r) {
+  switch (r) {
+    case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O:
+    case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN:
+    case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN:
+    case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN:
+      return true;
+    default: return false;
+  }
+}
+
+// ---- the structural pass -------------------------------------------------------------------------
+
+struct Structure {
+  std::map<std::string, Module> modules;  // by module name
+  std::optional<QuantConfig> qc;
+  std::optional<IgnoreMatcher> ignore;
+  Scheme scheme = Scheme::UNKNOWN;
+  std::vector<FusedSet> sets;             // R1 + vLLM packed, over quantized and kept Linear-like modules
+  std::set<std::string> kept_linear;      // unquantized modules with a 2-D float `weight`
+};
+
+constexpr const char* kHintRequant = "re-run `fp4forge quantize` from the unquantized source";
+
+void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifyStats& st) {
+  std::string key = "quantization_config";
+  const Json* qcj = find_quant_config(q.config(), &key);
+  if (!qcj) {
+    sink.add({"quant-config-missing", Severity::ERROR, "", "config.json has no quantization_config: vLLM "
+              "loads the checkpoint as unquantized and cannot map weight_packed / weight_scale",
+              {}, "quantization_config", "a compressed-tensors quantization_config", "(absent)",
+              "the quantizer did not write its config; " + std::string(kHintRequant)});
+    st.scheme = "none";
+    return;
+  }
+  auto parsed = parse_quant_config(*qcj, key);
+  if (!parsed.ok()) {
+    sink.add({"quant-config-invalid", Severity::ERROR, "", parsed.error().message, {}, key, "", "",
+              "vLLM cannot parse this quantization_config either"});
+    st.scheme = "invalid";
+    return;
+  }
+  s.qc = std::move(parsed).value();
+  const QuantConfig& c = *s.qc;
+  if (c.quant_method != "compressed-tensors") {
+    sink.add({"quant-config-unsupported", Severity::ERROR, "",
+              fmt::format("{}.quant_method is \"{}\", expected \"compressed-tensors\"", key, c.quant_method),
+              {}, key + ".quant_method", "compressed-tensors", c.quant_method,
+              "verify checks compressed-tensors NVFP4A16 checkpoints; convert ModelOpt exports first "
+              "(compressed-tensors ModelOptNvfp4Converter)"});
+  }
+  if (c.groups.empty()) {
+    sink.add({"quant-config-invalid", Severity::ERROR, "",
+              fmt::format("{}.config_groups is empty or absent: no module is declared quantized", key), {},
+              key + ".config_groups", "one NVFP4A16 group", "(none)", kHintRequant});
+  }
+  std::set<std::string> schemes;
+  for (const ConfigGroup& g : c.groups) {
+    const SchemeInfo si = detect_scheme(g, c.format);
+    schemes.insert(std::string(scheme_name(si.scheme)));
+    const auto mism = nvfp4a16_mismatches(g, c.format);
+    if (si.scheme == Scheme::NVFP4A16 && mism.empty()) continue;
+    const std::string gkey = fmt::format("{}.config_groups.{}", key, g.name);
+    if (si.scheme == Scheme::UNKNOWN) {
+      sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
+                fmt::format("{}: unknown quantization scheme ({}); not NVFP4A16: {}", gkey, si.detail,
+                            fmt::join(mism, "; ")),
+                {}, gkey, "NVFP4A16", "unknown", "verify does not guess schemes it cannot name"});
+    } else {
+      sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
+                fmt::format("{}: scheme is {} ({}), not NVFP4A16: {}", gkey, scheme_name(si.scheme), si.detail,
+                            fmt::join(mism, "; ")),
+                {}, gkey, "NVFP4A16", std::string(scheme_name(si.scheme)),
+                "verify proves NVFP4A16 (weight-only) checkpoints only"});
+    }
+  }
+  st.scheme = schemes.empty() ? "none" : fmt::format("{}", fmt::join(schemes, "+"));
+  if (schemes.size() == 1) s.scheme = *schemes.begin() == "NVFP4A16" ? Scheme::NVFP4A16 : Scheme::UNKNOWN;
+  if (schemes.count("NVFP4")) s.scheme = Scheme::NVFP4;
+  if (c.groups.size() > 1) {
+    sink.add({"quant-config-multi-group", Severity::WARNING, "",
+              fmt::format("{}.config_groups has {} groups; some loaders (TensorRT-LLM PyTorch backend) keep "
+                          "only one",
+                          key, c.groups.size()),
+              {}, key + ".config_groups", "1", fmt::format("{}", c.groups.size()),
+              "fp4forge writes a single group (F26)"});
+  }
+  if (!c.quantization_status.empty() && c.quantization_status != "compressed") {
+    sink.add({"quant-config-status", Severity::WARNING, "",
+              fmt::format("{}.quantization_status is \"{}\", expected \"compressed\"", key, c.quantization_status),
+              {}, key + ".quantization_status", "compressed", c.quantization_status,
+              "the tensors on disk are packed; a non-compressed status tells loaders otherwise"});
+  }
+  auto m = IgnoreMatcher::compile(c.ignore);
+  if (!m.ok()) {
+    sink.add({"quant-config-invalid", Severity::ERROR, "ignore", m.error().message, {}, key + ".ignore", "", "",
+              "coverage checks were skipped"});
+  } else {
+    s.ignore = std::move(m).value();
+  }
+}
+
+void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, Sink& sink, VerifyStats& st,
+                     bool kv_cache_scheme) {
+  for (const TensorRef& t : q.tensors()) {
+    auto [mod, param] = split_name(t.name);
+    if (param == "weight_packed" || param == "weight_scale" || param == "weight_global_scale" ||
+        param == "weight" || param == "input_global_scale" || one_of(std::string_view(param), kExtraQuantParams)) {
+      Module& m = s.modules[mod];
+      m.name = mod;
+      if (param == "weight_packed") m.packed = &t;
+      else if (param == "weight_scale") m.scale = &t;
+      else if (param == "weight_global_scale") m.gs = &t;
+      else if (param == "weight") m.weight = &t;
+      else if (param == "input_global_scale") m.input_gs = &t;
+      else m.extras.push_back(&t);
+    } else if (one_of(std::string_view(param), kKvScales) && !kv_cache_scheme) {
+      sink.add({"orphan-scale", Severity::WARNING, family_of(t.name),
+                fmt::format("'{}' is a KV-cache scale but quantization_config has no kv_cache_scheme", t.name),
+                {t.name}, "quantization_config.kv_cache_scheme", "a kv_cache_scheme", "(none)",
+                "a leaked calibration buffer; remove it or declare the KV-cache scheme"});
+    }
+  }
+  for (auto& [name, m] : s.modules) {
+    const std::string fam = family_of(name);
+    if (!m.packed) {
+      std::vector<std::string> orphans;
+      if (m.scale) orphans.push_back(m.scale->name);
+      if (m.gs) orphans.push_back(m.gs->name);
+      if (m.input_gs) orphans.push_back(m.input_gs->name);
+      for (auto* e : m.extras) orphans.push_back(e->name);
+      if (!orphans.empty()) {
+        sink.add({"orphan-scale", Severity::ERROR, fam,
+                  fmt::format("module '{}' has {} without a weight_packed: scale tensors of a module that is not "
+                              "NVFP4-quantized",
+                              name, fmt::join(orphans, ", ")),
+                  orphans, "", "weight_packed + weight_scale + weight_global_scale, or none",
+                  fmt::format("{}", fmt::join(orphans, ", ")),
+                  "leaked buffers or a different scheme (FP8 uses weight + weight_scale); vLLM fails with "
+                  "KeyError or loads garbage (F20)"});
+      }
+      continue;
+    }
+    // A quantized module.
+    ++st.quantized_modules;
+    std::vector<std::string> problems;
+    const auto& ps = m.packed->info->shape;
+    bool ok = true;
+    if (m.packed->info->dtype != DType::U8 || ps.size() != 2) {
+      problems.push_back(fmt::format("weight_packed is {} {}, expected U8 [N, K/2]",
+                                     dtype_name(m.packed->info->dtype), shape_str(ps)));
+      ok = false;
+    } else {
+      m.n = ps[0];
+      m.k = ps[1] * 2;
+    }
+    if (!m.scale) {
+      problems.push_back("weight_scale is missing");
+      ok = false;
+    } else if (ok) {
+      const auto& ss = m.scale->info->shape;
+      const std::vector<std::uint64_t> want{m.n, m.k / 16};
+      if (m.scale->info->dtype != DType::F8_E4M3 || ss != want) {
+        problems.push_back(fmt::format("weight_scale is {} {}, expected F8_E4M3 {}", dtype_name(m.scale->info->dtype),
+                                       shape_str(ss), shape_str(want)));
+        ok = false;
+      }
+    }
+    if (!m.gs) {
+      problems.push_back("weight_global_scale is missing");
+      ok = false;
+    } else if (m.gs->info->dtype != DType::F32 || m.gs->info->shape != std::vector<std::uint64_t>{1}) {
+      problems.push_back(fmt::format("weight_global_scale is {} {}, expected F32 [1]",
+                                     dtype_name(m.gs->info->dtype), shape_str(m.gs->info->shape)));
+      ok = false;
+    }
+    for (auto* e : m.extras) problems.push_back(fmt::format("extra member '{}'", split_name(e->name).second));
+    if (!problems.empty()) {
+      std::vector<std::string> ts{m.packed->name};
+      if (m.scale) ts.push_back(m.scale->name);
+      if (m.gs) ts.push_back(m.gs->name);
+      for (auto* e : m.extras) ts.push_back(e->name);
+      sink.add({"quantized-module-incomplete", Severity::ERROR, fam,
+                fmt::format("quantized module '{}': {}", name, fmt::join(problems, "; ")), ts, "",
+                "weight_packed U8 [N, K/2], weight_scale F8_E4M3 [N, K/16], weight_global_scale F32 [1]",
+                fmt::format("{}", fmt::join(problems, "; ")),
+                "vLLM fails with KeyError or a size mismatch at load (F20); " + std::string(kHintRequant)});
+    }
+    if (ok && m.k % 16 != 0) {
+      sink.add({"k-not-multiple-16", Severity::ERROR, fam,
+                fmt::format("quantized module '{}' has K = {} (in_features), not a multiple of 16", name, m.k),
+                {m.packed->name}, "", "K % 16 == 0", fmt::format("K = {}", m.k),
+                "NVFP4 groups are 16 columns; such a weight must stay unquantized and be listed in ignore"});
+      ok = false;
+    }
+    m.valid = ok;
+    if (m.weight) {
+      sink.add({"leftover-weight", Severity::ERROR, fam,
+                fmt::format("quantized module '{}' still has a plain 'weight' beside weight_packed", name),
+                {m.weight->name}, "", "no 'weight' tensor", fmt::format("{} {}", dtype_name(m.weight->info->dtype),
+                                                                        shape_str(m.weight->info->shape)),
+                "the quantizer must drop the source weight; vLLM rejects the unexpected tensor"});
+    }
+    if (m.input_gs && s.scheme != Scheme::NVFP4) {
+      sink.add({"input-global-scale-in-a16", Severity::ERROR, fam,
+                fmt::format("module '{}' has input_global_scale, but NVFP4A16 is weight-only", name),
+                {m.input_gs->name}, "", "no input_global_scale (input_activations null)", "input_global_scale present",
+                "a W4A4 export labelled A16, or a leaked calibration buffer; vLLM's A16 path has no such parameter"});
+    }
+    m.cls = classify(name + ".weight", std::vector<std::uint64_t>{m.n, m.k}, info);
+  }
+  // Kept Linear-like modules: a 2-D float `weight`, module not ending in "norm" (CT's built-in skip).
+  for (auto& [name, m] : s.modules) {
+    if (m.packed || !m.weight) continue;
+    const auto& sh = m.weight->info->shape;
+    if (sh.size() == 2 && is_float_dtype(m.weight->info->dtype) && !ends_with(name, "norm")) {
+      s.kept_linear.insert(name);
+      m.cls = classify(m.weight->name, sh, info);
+    }
+  }
+  st.kept_linear = s.kept_linear.size();
+}
+
+void check_policy(const Structure& s, Sink& sink) {
+  for (const auto& [name, m] : s.modules) {
+    if (!m.packed) continue;
+    const Role r = m.cls.role;
+    const std::string fam = family_of(name);
+    if (r == Role::ROUTER || m.cls.base_role == Role::ROUTER) {
+      sink.add({"router-quantized", Severity::ERROR, fam,
+                fmt::format("router/gate '{}' is quantized: its logits become NaN behind green startup checks (F1)",
+                            name),
+                {m.packed->name}, "", "router kept in bf16 and listed in ignore", "NVFP4",
+                "vLLM builds routers with quant_config=None; re-quantize with routers kept (fp4forge never "
+                "quantizes them unless --force-quantize)"});
+    } else if (role_is_protected(r)) {
+      sink.add({"protected-quantized", Severity::ERROR, fam,
+                fmt::format("'{}' ({}) is quantized, but {} tensors must stay unquantized", name, role_name(r),
+                            role_name(r)),
+                {m.packed->name}, "", "unquantized (architectures.md §5.3)", "NVFP4",
+                "norms, embeddings, lm_head, towers, projectors, linear attention, conv1d and MTP break or "
+                "degrade when quantized to 4 bits (F6, F7)"});
+    }
+  }
+}
+
+void check_coverage(const Checkpoint& q, const Structure& s, Sink& sink) {
+  if (!s.qc || !s.ignore) return;
+  const IgnoreMatcher& ig = *s.ignore;
+  // Every kept Linear-like module must be ignored.
+  for (const auto& name : s.kept_linear) {
+    if (ig.matches(name)) continue;
+    const Module& m = s.modules.at(name);
+    sink.add({"ignore-missing", Severity::ERROR, family_of(name),
+              fmt::format("'{}' is an unquantized 2-D weight {} but no ignore entry matches it: vLLM treats it as "
+                          "an NVFP4 target and expects weight_packed",
+                          name, shape_str(m.weight->info->shape)),
+              {m.weight->name}, "quantization_config.ignore", "an ignore entry for the module", "(not matched)",
+              "list every unquantized Linear-like module in ignore, routers included (F3, F7, F22)"});
+  }
+  // Fused 3-D experts left unquantized must be ignored too (their module is `<prefix>.experts`).
+  std::set<std::string> expert_blocks;
+  for (const TensorRef& t : q.tensors()) {
+    if (t.info->shape.size() != 3) continue;
+    auto [mod, param] = split_name(t.name);
+    if ((param == "gate_up_proj" || param == "down_proj") && ends_with(mod, ".experts")) expert_blocks.insert(mod);
+  }
+  for (const auto& blk : expert_blocks) {
+    if (ig.matches(blk)) continue;
+    sink.add({"ignore-missing", Severity::ERROR, family_of(blk) + " (fused 3-D)",
+              fmt::format("fused 3-D experts '{}' are unquantized and not ignored: vLLM's compressed-tensors MoE "
+                          "path expects per-expert weight_packed (F4)",
+                          blk),
+              {blk + ".gate_up_proj", blk + ".down_proj"}, "quantization_config.ignore",
+              "experts split per expert and quantized (R3), or the block ignored", "(fused, unquantized)",
+              "re-quantize with fp4forge, which splits fused experts per expert"});
+  }
+  // Quantized modules that ignore matches.
+  for (const auto& [name, m] : s.modules) {
+    if (!m.packed) continue;
+    const long i = ig.first_match(name);
+    if (i < 0) continue;
+    sink.add({"quantized-but-ignored", Severity::ERROR, family_of(name),
+              fmt::format("'{}' is quantized but ignore entry \"{}\" matches it: vLLM builds it unquantized and "
+                          "cannot load weight_packed",
+                          name, ig.entry(static_cast<std::size_t>(i))),
+              {m.packed->name}, "quantization_config.ignore", "no ignore entry for a quantized module",
+              ig.entry(static_cast<std::size_t>(i)), "remove the entry or keep the module unquantized"});
+  }
+  // Entries that match nothing on disk.
+  std::set<std::string> names;
+  for (const TensorRef& t : q.tensors()) {
+    names.insert(split_name(t.name).first);
+    names.insert(t.name);
+  }
+  for (const auto& blk : expert_blocks) names.insert(blk);
+  for (std::size_t i = 0; i < ig.size(); ++i) {
+    bool hit = false;
+    for (const auto& n : names) {
+      if (ig.entry_matches(i, n)) {
+        hit = true;
+        break;
+      }
+    }
+    if (hit) continue;
+    sink.add({"ignore-unmatched", Severity::WARNING, fmt::format("ignore[{}]", i),
+              fmt::format("ignore[{}] \"{}\" matches no module on disk{}", i, ig.entry(i),
+                          ig.is_regex(i) ? " (evaluated with re.match semantics, anchored at the start)" : ""),
+              {}, fmt::format("quantization_config.ignore[{}]", i), "at least one module", "none",
+              "a stale or mistyped entry: the modules it was meant to keep may be quantized or renamed (F22, F23)"});
+  }
+}
+
+void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, Sink& sink, VerifyStats& st) {
+  std::set<std::string> wm;
+  for (const auto& [name, m] : s.modules)
+    if (m.packed || s.kept_linear.count(name)) wm.insert(name);
+  std::vector<std::string> wmv(wm.begin(), wm.end());
+  s.sets = fused_sets(wmv, info);
+  for (auto& p : vllm_packed_sets(wm)) s.sets.push_back(std::move(p));
+  st.fused_sets = s.sets.size();
+  for (const FusedSet& set : s.sets) {
+    std::vector<std::string> quant, kept;
+    for (const auto& mem : set.members) (s.modules.at(mem).packed ? quant : kept).push_back(mem);
+    const std::string fam = family_of(set.parent) + " {" + set.kind + "}";
+    if (!quant.empty() && !kept.empty()) {
+      sink.add({"fused-set-partial", Severity::ERROR, fam,
+                fmt::format("fused set {} of '{}' is partly quantized: quantized [{}], kept [{}]", set.kind,
+                            set.parent, fmt::join(quant, ", "), fmt::join(kept, ", ")),
+                set.members, "", "all members quantized or all kept", "mixed",
+                "vLLM refuses: \"Detected some but not all shards of ... are quantized\" (F9)"});
+      continue;
+    }
+    if (s.qc && s.ignore) {
+      auto r = vllm_should_ignore(*s.ignore, set.members);
+      if (!r.ok()) {
+        sink.add({"fused-set-partial", Severity::ERROR, fam,
+                  fmt::format("fused set {} of '{}': {}", set.kind, set.parent, r.error().message), set.members,
+                  "quantization_config.ignore", "ignore matches all members or none", "some members", ""});
+        continue;
+      }
+    }
+    if (quant.size() != set.members.size()) continue;
+    // Every member quantized: bit-identical global scales.
+    std::vector<std::pair<std::string, float>> gs;
+    bool readable = true;
+    for (const auto& mem : set.members) {
+      auto v = read_f32_scalar(q, s.modules.at(mem).gs);
+      if (!v) {
+        readable = false;
+        break;
+      }
+      gs.emplace_back(mem, *v);
+    }
+    if (!readable) continue;
+    bool same = true;
+    for (const auto& [n, v] : gs) same = same && f32_bits(v) == f32_bits(gs[0].second);
+    if (same) continue;
+    float lo = std::numeric_limits<float>::infinity(), hi = 0;
+    for (const auto& [n, v] : gs) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    std::vector<std::string> vals, ts;
+    for (const auto& [n, v] : gs) {
+      vals.push_back(fmt::format("{}={}", split_name(n).second, v));
+      ts.push_back(n + ".weight_global_scale");
+    }
+    const double ratio = lo > 0 && std::isfinite(hi) ? static_cast<double>(hi) / lo : 0.0;
+    sink.add({"fused-scale-mismatch", Severity::ERROR, fam,
+              fmt::format("fused set {} of '{}' has different weight_global_scale values ({}; ratio {:.4g}): vLLM "
+                          "keeps one scale per fused layer and mis-scales the others",
+                          set.kind, set.parent, fmt::join(vals, ", "), ratio),
+              ts, "", "bit-identical weight_global_scale across the set (R1)", fmt::format("{}", fmt::join(vals, ", ")),
+              "compute one gs over the whole set (F11, F12, F14); " + std::string(kHintRequant)});
+  }
+  // F10: routed experts of one block mixed quantized / kept.
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> blocks;  // parent -> (quantized, kept)
+  for (const auto& [name, m] : s.modules) {
+    if (m.cls.expert < 0) continue;
+    if (!m.packed && !s.kept_linear.count(name)) continue;
+    const auto pos = name.find(".experts.");
+    if (pos == std::string::npos) continue;
+    auto& b = blocks[name.substr(0, pos + 8)];
+    (m.packed ? b.first : b.second)++;
+  }
+  for (const auto& [blk, c] : blocks) {
+    if (c.first == 0 || c.second == 0) continue;
+    sink.add({"experts-mixed", Severity::ERROR, family_of(blk),
+              fmt::format("'{}' mixes quantized ({}) and unquantized ({}) expert weights", blk, c.first, c.second),
+              {blk}, "", "every expert weight of a layer in one scheme", "mixed",
+              "vLLM's FusedMoE loads one scheme per layer (F10)"});
+  }
+}
+
+void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifyStats& st) {
+  std::set<const TensorRef*> quant_tensors;
+  for (const auto& [name, m] : s.modules) {
+    if (!m.packed) continue;
+    for (const TensorRef* t : {m.packed, m.scale, m.gs, m.input_gs})
+      if (t) quant_tensors.insert(t);
+    for (auto* e : m.extras) quant_tensors.insert(e);
+    const std::string fam = family_of(name);
+    if (m.scale && m.scale->info->dtype == DType::F8_E4M3) {
+      auto d = q.data(*m.scale);
+      std::uint64_t nan = 0, neg = 0, first_nan = 0, first_neg = 0;
+      for (std::uint64_t i = 0; i < d.size(); ++i) {
+        const auto b = static_cast<std::uint8_t>(d[i]);
+        if ((b & 0x7F) == 0x7F) {
+          if (nan++ == 0) first_nan = i;
+        } else if ((b & 0x80) && (b & 0x7F)) {
+          if (neg++ == 0) first_neg = i;
+        }
+      }
+      st.scale_bytes_scanned += d.size();
+      q.shards()[m.scale->shard].release(*m.scale->info);
+      if (nan) {
+        sink.add({"scale-nan-byte", Severity::ERROR, fam,
+                  fmt::format("'{}' has {} E4M3 NaN byte(s) (0x7F/0xFF), first at {}", m.scale->name, nan,
+                              index_str(m.scale->info->shape, first_nan)),
+                  {m.scale->name}, "", "no 0x7F / 0xFF scale byte", fmt::format("{} NaN bytes", nan),
+                  "an unsaturated cast of a zero or huge group amax (F16); every weight in those groups decodes "
+                  "to NaN"});
+      }
+      if (neg) {
+        sink.add({"scale-negative", Severity::ERROR, fam,
+                  fmt::format("'{}' has {} negative E4M3 scale byte(s), first at {}", m.scale->name, neg,
+                              index_str(m.scale->info->shape, first_neg)),
+                  {m.scale->name}, "", "scales >= 0", fmt::format("{} negative", neg),
+                  "vLLM's Marlin path converts scales assuming they are non-negative"});
+      }
+    }
+    if (auto g = read_f32_scalar(q, m.gs); g && (!std::isfinite(*g) || !(*g > 0.0f))) {
+      sink.add({"global-scale-invalid", Severity::ERROR, fam,
+                fmt::format("'{}' is {}, expected a finite value > 0", m.gs->name, *g), {m.gs->name}, "",
+                "finite and > 0", fmt::format("{}", *g),
+                "an all-zero or corrupt amax (F15); the module dequantizes to NaN/Inf or zero"});
+    }
+  }
+  // Kept floating tensors: no NaN/Inf.
+  for (const TensorRef& t : q.tensors()) {
+    if (quant_tensors.count(&t) || !is_float_dtype(t.info->dtype)) continue;
+    auto d = q.data(t);
+    const auto [n, first] = count_nonfinite(d, t.info->dtype);
+    st.kept_values_scanned += t.info->numel();
+    q.shards()[t.shard].release(*t.info);
+    if (n == 0) continue;
+    sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(t.name),
+              fmt::format("'{}' ({} {}) has {} NaN/Inf value(s), first at {}", t.name, dtype_name(t.info->dtype),
+                          shape_str(t.info->shape), n, index_str(t.info->shape, first)),
+              {t.name}, "", "finite values", fmt::format("{} non-finite", n),
+              "the tensor is corrupt (in the source already, or damaged on copy) (F17)"});
+  }
+}
+
+void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure& s, Sink& sink) {
+  const Geometry geo{info, text_config(q.config())};
+  // Layer count of the text stack.
+  std::set<int> layers;
+  int max_layer = -1;
+  std::map<std::string, std::set<int>> experts;                        // expert block -> indices
+  std::map<std::string, std::map<int, std::set<std::string>>> parts;   // block -> e -> {gate,up,down}
+  for (const TensorRef& t : q.tensors()) {
+    const TensorClass c = classify(t.name, t.info->shape, info);
+    if (c.text_stack && c.layer >= 0) {
+      layers.insert(c.layer);
+      max_layer = std::max(max_layer, c.layer);
+    }
+    if (c.expert >= 0) {
+      const auto pos = t.name.find(".experts.");
+      if (pos != std::string::npos) {
+        const std::string blk = t.name.substr(0, pos + 8);
+        experts[blk].insert(c.expert);
+        const std::string_view role = role_name(c.role);
+        parts[blk][c.expert].insert(std::string(role));
+      }
+    }
+    if ((c.role == Role::EXPERT_GATE_UP_FUSED || c.role == Role::EXPERT_DOWN_FUSED) && t.info->shape.size() == 3 &&
+        info.num_experts > 0 && t.info->shape[0] != static_cast<std::uint64_t>(info.num_experts)) {
+      sink.add({"geometry-mismatch", Severity::ERROR, family_of(t.name),
+                fmt::format("'{}' has {} experts (dim 0 of {}), config says num_experts = {}", t.name,
+                            t.info->shape[0], shape_str(t.info->shape), info.num_experts),
+                {t.name}, "config.json num_experts", fmt::format("{}", info.num_experts),
+                fmt::format("{}", t.info->shape[0]), "config and tensors disagree"});
+    }
+  }
+  if (info.num_layers > 0 && !layers.empty()) {
+    std::vector<int> missing;
+    for (int i = 0; i < info.num_layers && missing.size() < 20; ++i)
+      if (!layers.count(i)) missing.push_back(i);
+    if (max_layer >= info.num_layers || !missing.empty()) {
+      sink.add({"geometry-mismatch", Severity::ERROR, "layers",
+                fmt::format("text stack has layer indices up to {} ({} distinct){}, config num_hidden_layers = {}",
+                            max_layer, layers.size(),
+                            missing.empty() ? std::string() : fmt::format(", missing [{}]", fmt::join(missing, ", ")),
+                            info.num_layers),
+                {}, "num_hidden_layers", fmt::format("layers 0..{}", info.num_layers - 1),
+                fmt::format("{} layers, max index {}", layers.size(), max_layer),
+                "tensors were dropped or the config belongs to another model"});
+    }
+  }
+  for (const auto& [blk, idx] : experts) {
+    const std::int64_t E = info.num_experts;
+    std::vector<std::string> issues;
+    if (E > 0) {
+      if (static_cast<std::int64_t>(idx.size()) != E || *idx.begin() != 0 || *idx.rbegin() != E - 1)
+        issues.push_back(fmt::format("{} experts with indices {}..{}, config num_experts = {}", idx.size(),
+                                     *idx.begin(), *idx.rbegin(), E));
+    }
+    std::vector<int> incomplete;
+    for (const auto& [e, roles] : parts[blk])
+      if (roles.size() < 3) incomplete.push_back(e);
+    if (!incomplete.empty())
+      issues.push_back(fmt::format("experts without all of gate/up/down: [{}]", fmt::join(incomplete, ", ")));
+    if (issues.empty()) continue;
+    sink.add({"geometry-mismatch", Severity::ERROR, family_of(blk),
+              fmt::format("expert block '{}': {}", blk, fmt::join(issues, "; ")), {blk}, "num_experts",
+              fmt::format("experts 0..{} each with gate_proj, up_proj, down_proj", E - 1), fmt::join(issues, "; "),
+              "vLLM's FusedMoE loader needs every expert (F5)"});
+  }
+  // Shapes of attention / MLP / expert weights (quantized: [N, K] from weight_packed).
+  for (const auto& [name, m] : s.modules) {
+    if (!(m.packed ? m.valid : s.kept_linear.count(name) > 0)) continue;
+    const TensorClass& c = m.cls;
+    if (!(c.text_stack || c.role == Role::MTP) || !is_attention_or_mlp(c.base_role)) continue;
+    const auto want = geo.expect(c.base_role, c);
+    if (!want) continue;
+    std::uint64_t rows = m.n, cols = m.k;
+    if (!m.packed) {
+      rows = m.weight->info->shape[0];
+      cols = m.weight->info->shape[1];
+    }
+    if (static_cast<std::int64_t>(rows) == want->first && static_cast<std::int64_t>(cols) == want->second) continue;
+    sink.add({"geometry-mismatch", Severity::ERROR, family_of(name) + " shape",
+              fmt::format("'{}' ({}{}) is [{}, {}], config implies [{}, {}]", name, role_name(c.base_role),
+                          c.layer_type.empty() ? std::string() : ", " + c.layer_type, rows, cols, want->first,
+                          want->second),
+              {m.packed ? m.packed->name : m.weight->name}, "config.json text geometry",
+              fmt::format("[{}, {}]", want->first, want->second), fmt::format("[{}, {}]", rows, cols),
+              "config and tensors disagree (architectures.md §3.1); vLLM fails with a size mismatch"});
+  }
+}
+
+// ---- the source comparison ---------------------------------------------------------------------
+
+/** A 2-D source weight: a plain `.weight`, or one expert's part of a fused 3-D tensor. */
+struct SourceView {
+  const TensorRef* tensor = nullptr;
+  std::string label;           // "name" or "name[e, rows a:b]"
+  DType dtype = DType::BF16;
+  std::uint64_t rows = 0, cols = 0;
+  const std::byte* data = nullptr;  // contiguous row-major [rows, cols] (into the mmap, or `owned`)
+  std::vector<std::byte> owned;     // transposed copy when the family layout needs it
+};
+
+enum class Orientation { STANDARD, TRANSPOSED };
+
+Orientation expert_orientation(const ModelInfo& info) {
+  const std::string& a = info.architecture;
+  if (a.find("Qwen3VLMoe") != std::string::npos || info.model_type.rfind("qwen3_vl_moe", 0) == 0)
+    return Orientation::TRANSPOSED;
+  return Orientation::STANDARD;
+}
+
+std::size_t elem_size(DType t) { return dtype_bits(t) / 8; }
+
+/** Resolves the source of quantized module `m` ([n, k]); error text on failure. */
+std::optional<std::string> resolve_source(const Checkpoint& src, const ModelInfo& info, const std::string& module,
+                                          std::uint64_t n, std::uint64_t k, SourceView& out) {
+  if (const TensorRef* t = src.find(module + ".weight")) {
+    const auto& sh = t->info->shape;
+    if (sh.size() != 2 || sh[0] != n || sh[1] != k)
+      return fmt::format("source '{}' is {}, the quantized module is [{}, {}]", t->name, shape_str(sh), n, k);
+    out.tensor = t;
+    out.label = t->name;
+    out.dtype = t->info->dtype;
+    out.rows = n;
+    out.cols = k;
+    out.data = src.data(*t).data();
+    return std::nullopt;
+  }
+  // Per-expert name -> fused 3-D source.
+  const auto pos = module.rfind(".experts.");
+  if (pos == std::string::npos) return std::string("no source tensor '" + module + ".weight'");
+  const std::string block = module.substr(0, pos + 8);
+  const std::string rest = module.substr(pos + 9);
+  const auto dot = rest.find('.');
+  if (dot == std::string::npos) return std::string("no source tensor '" + module + ".weight'");
+  int e = -1;
+  try {
+    e = std::stoi(rest.substr(0, dot));
+  } catch (const std::exception&) {
+    return std::string("no source tensor '" + module + ".weight'");
+  }
+  const std::string proj = rest.substr(dot + 1);
+  const bool gate = proj == "gate_proj" || proj == "w1";
+  const bool up = proj == "up_proj" || proj == "w3";
+  const bool down = proj == "down_proj" || proj == "w2";
+  if (!gate && !up && !down) return std::string("no source tensor '" + module + ".weight'");
+  const TensorRef* t = src.find(block + (down ? ".down_proj" : ".gate_up_proj"));
+  if (!t) return fmt::format("no source tensor '{}.weight' nor fused '{}.{}'", module, block,
+                             down ? "down_proj" : "gate_up_proj");
+  const auto& sh = t->info->shape;
+  if (sh.size() != 3 || static_cast<std::uint64_t>(e) >= sh[0])
+    return fmt::format("fused source '{}' is {}, cannot hold expert {}", t->name, shape_str(sh), e);
+  const Orientation o = expert_orientation(info);
+  const std::size_t es = elem_size(t->info->dtype);
+  const std::byte* base = src.data(*t).data() + static_cast<std::uint64_t>(e) * sh[1] * sh[2] * es;
+  out.tensor = t;
+  out.dtype = t->info->dtype;
+  out.rows = n;
+  out.cols = k;
+  if (o == Orientation::STANDARD) {
+    // gate_up [E, 2I, H]: gate rows 0..I-1, up rows I..2I-1; down [E, H, I] as is.
+    const std::uint64_t want_rows = down ? n : 2 * n;
+    if (sh[1] != want_rows || sh[2] != k)
+      return fmt::format("fused source '{}' is {}, expected [E, {}, {}] for the {} orientation of [{}, {}] parts",
+                         t->name, shape_str(sh), want_rows, k, family_name(info.family), n, k);
+    const std::uint64_t r0 = up ? n : 0;
+    out.data = base + r0 * k * es;
+    out.label = fmt::format("{}[{}, {}:{}]", t->name, e, r0, r0 + n);
+    return std::nullopt;
+  }
+  // Transposed (Qwen3-VL-MoE): gate_up [E, H, 2I] (gate = first I columns), down [E, I, H].
+  const std::uint64_t src_rows = k, src_cols = down ? n : 2 * n;
+  if (sh[1] != src_rows || sh[2] != src_cols)
+    return fmt::format("fused source '{}' is {}, expected [E, {}, {}] (transposed layout)", t->name, shape_str(sh),
+                       src_rows, src_cols);
+  const std::uint64_t c0 = up ? n : 0;
+  out.owned.resize(n * k * es);
+  for (std::uint64_t r = 0; r < n; ++r)
+    for (std::uint64_t c = 0; c < k; ++c)
+      std::memcpy(out.owned.data() + (r * k + c) * es, base + (c * src_cols + c0 + r) * es, es);
+  out.data = out.owned.data();
+  out.label = fmt::format("{}[{}, :, {}:{}]^T", t->name, e, c0, c0 + n);
+  return std::nullopt;
+}
+
+struct Member {
+  const Module* mod = nullptr;
+  SourceView src;
+  float amax = 0;
+  bool ok = false;
+};
+
+void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo& info, const Structure& s,
+                     const VerifyOptions& opts, Sink& sink, VerifyStats& st) {
+  st.against = true;
+  std::set<std::string> src_used;  // source tensors accounted for
+  std::set<const TensorRef*> q_used;
+  // Sets to process: fused sets whose members are all valid quantized modules, then singletons.
+  std::vector<std::vector<const Module*>> work;
+  std::set<std::string> in_set;
+  for (const FusedSet& set : s.sets) {
+    std::vector<const Module*> ms;
+    for (const auto& mem : set.members) {
+      const Module& m = s.modules.at(mem);
+      if (m.packed && m.valid && !in_set.count(mem)) ms.push_back(&m);
+    }
+    if (ms.size() != set.members.size()) continue;
+    for (auto* m : ms) in_set.insert(m->name);
+    work.push_back(std::move(ms));
+  }
+  for (const auto& [name, m] : s.modules)
+    if (m.packed && m.valid && !in_set.count(name)) work.push_back({&m});
+  // Invalid quantized modules: their tensors are accounted for, not compared.
+  for (const auto& [name, m] : s.modules) {
+    if (!m.packed) continue;
+    for (const TensorRef* t : {m.packed, m.scale, m.gs, m.input_gs})
+      if (t) q_used.insert(t);
+    for (auto* e : m.extras) q_used.insert(e);
+  }
+  // Resolve sources first so fused 3-D sources can be released when their last slice is done.
+  struct Job {
+    std::vector<Member> members;
+    std::string sort_key;
+  };
+  std::vector<Job> jobs;
+  std::unordered_map<const TensorRef*, std::size_t> src_refs;
+  for (auto& ms : work) {
+    Job job;
+    for (const Module* m : ms) {
+      Member mem;
+      mem.mod = m;
+      auto err = resolve_source(src, info, m->name, m->n, m->k, mem.src);
+      if (err) {
+        sink.add({"extra-tensor", Severity::ERROR, family_of(m->name) + " source",
+                  fmt::format("quantized module '{}' has no matching source weight: {}", m->name, *err),
+                  {m->packed->name}, "", "a source weight of the same shape", *err,
+                  "is --against the checkpoint this was quantized from?"});
+        continue;
+      }
+      mem.ok = true;
+      src_used.insert(mem.src.tensor->name);
+      ++src_refs[mem.src.tensor];
+      job.members.push_back(std::move(mem));
+    }
+    if (job.members.empty()) continue;
+    job.sort_key = job.members[0].src.label;
+    jobs.push_back(std::move(job));
+  }
+  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.sort_key < b.sort_key; });
+
+  double sum_w = 0, sum_rel = 0, sum_ref = 0;
+  std::vector<float> deq, ref, srcf;
+  std::vector<std::byte> pk, sc, pk1, sc1;
+  for (Job& job : jobs) {
+    // amax per member (R4 check on the source), then the set's expected gs.
+    float set_amax = 0;
+    bool src_ok = true;
+    for (Member& mem : job.members) {
+      nvfp4::WeightView v{mem.src.data, mem.src.dtype, mem.src.rows, mem.src.cols};
+      if (!nvfp4::is_source_dtype(mem.src.dtype)) {
+        sink.add({"extra-tensor", Severity::ERROR, family_of(mem.mod->name) + " source-dtype",
+                  fmt::format("source '{}' has dtype {}, not BF16/F16/F32", mem.src.label, dtype_name(mem.src.dtype)),
+                  {mem.src.tensor->name}, "", "BF16, F16 or F32", std::string(dtype_name(mem.src.dtype)), ""});
+        src_ok = false;
+        break;
+      }
+      auto a = nvfp4::amax(v, mem.src.label);
+      if (!a.ok()) {
+        sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(mem.src.tensor->name) + " (source)",
+                  fmt::format("source: {}", a.error().message), {mem.src.tensor->name}, "", "finite source values",
+                  "non-finite", "the source itself is corrupt (F17); the quantized tensor cannot be judged"});
+        src_ok = false;
+        break;
+      }
+      mem.amax = *a;
+      set_amax = std::max(set_amax, *a);
+    }
+    if (src_ok) {
+      const DType dt = job.members[0].src.dtype;
+      const float gs_set = nvfp4::global_scale(set_amax, dt);
+      for (Member& mem : job.members) {
+        const Module& m = *mem.mod;
+        const std::uint64_t n = m.n, k = m.k;
+        const float gs_q = read_f32_scalar(q, m.gs).value_or(std::numeric_limits<float>::quiet_NaN());
+        const float gs_own = nvfp4::global_scale(mem.amax, mem.src.dtype);
+        TensorError te;
+        te.module = m.name;
+        te.source = mem.src.label;
+        te.rows = n;
+        te.cols = k;
+        te.global_scale = gs_q;
+        te.expected_global_scale = gs_set;
+        // Global scale vs the source statistics.
+        if (std::isfinite(gs_q) && gs_q > 0 && f32_bits(gs_q) != f32_bits(gs_set) && f32_bits(gs_q) != f32_bits(gs_own)) {
+          auto dev = [&](float e) { return e > 0 ? std::max(gs_q / e, e / gs_q) : 1e30f; };
+          const float d = std::min(dev(gs_set), dev(gs_own));
+          if (d > 1.01f) {
+            sink.add({"global-scale-wrong", d > 2.0f ? Severity::ERROR : Severity::WARNING, family_of(m.name),
+                      fmt::format("'{}' weight_global_scale is {}, the source amax {} gives {} (off by {:.3g}x)",
+                                  m.name, gs_q, set_amax, gs_set, d),
+                      {m.gs->name}, "", fmt::format("{} (2688/amax, §2.2)", gs_set), fmt::format("{}", gs_q),
+                      "a divisor/multiplier mix-up (F19) or a scale from other data; dequantized values are "
+                      "scaled wrongly"});
+          }
+        }
+        // Dequantize in row chunks and compare with the source and with the reference encoding.
+        const float gs_ref = gs_set;
+        const std::uint64_t chunk = std::max<std::uint64_t>(1, (1u << 20) / std::max<std::uint64_t>(k, 1));
+        const auto packed = q.data(*m.packed);
+        const auto scales = q.data(*m.scale);
+        const bool gs_usable = std::isfinite(gs_q) && gs_q > 0;
+        double err2 = 0, ref2 = 0, src2 = 0;
+        nvfp4::WeightView v{mem.src.data, mem.src.dtype, n, k};
+        bool enc_ok = true;
+        for (std::uint64_t r0 = 0; r0 < n; r0 += chunk) {
+          const std::uint64_t r1 = std::min(n, r0 + chunk), rows = r1 - r0;
+          deq.resize(rows * k);
+          ref.resize(rows * k);
+          pk.resize(rows * k / 2);
+          sc.resize(rows * k / 16);
+          nvfp4::decode_rows(packed.data() + r0 * k / 2, scales.data() + r0 * k / 16, gs_usable ? gs_q : 1.0f, rows,
+                             k, deq.data());
+          auto e = nvfp4::encode_rows(v, gs_ref, r0, r1, pk.data(), sc.data(), m.name);
+          if (!e.ok()) {
+            enc_ok = false;
+            break;
+          }
+          nvfp4::decode_rows(pk.data(), sc.data(), gs_ref, rows, k, ref.data());
+          for (std::uint64_t i = 0; i < rows * k; ++i) {
+            const double w = load_elem(mem.src.data, mem.src.dtype, r0 * k + i);
+            const double dq = deq[i], rf = ref[i];
+            err2 += (dq - w) * (dq - w);
+            ref2 += (rf - w) * (rf - w);
+            src2 += w * w;
+          }
+        }
+        if (!enc_ok) continue;
+        auto rel = [&](double e2) {
+          if (src2 > 0) return std::sqrt(e2 / src2);
+          return e2 > 0 || std::isnan(e2) ? std::numeric_limits<double>::infinity() : 0.0;
+        };
+        te.rel_rms = rel(err2);
+        te.ref_rel_rms = rel(ref2);
+        if (!gs_usable) te.rel_rms = std::numeric_limits<double>::infinity();
+        // Sampled rows re-encoded by the scalar reference codec with the checkpoint's own gs (F18).
+        if (gs_usable && opts.reencode_rows > 0) {
+          const std::uint64_t want = std::min<std::uint64_t>(opts.reencode_rows, n);
+          std::uint64_t bad = 0, first_bad = 0;
+          pk1.resize(k / 2);
+          sc1.resize(k / 16);
+          for (std::uint64_t i = 0; i < want; ++i) {
+            const std::uint64_t r = want == 1 ? 0 : i * (n - 1) / (want - 1);
+            if (!nvfp4::encode_rows_with("scalar", v, gs_q, r, r + 1, pk1.data(), sc1.data(), m.name).ok()) break;
+            ++st.reencoded_rows;
+            if (std::memcmp(pk1.data(), packed.data() + r * k / 2, k / 2) != 0 ||
+                std::memcmp(sc1.data(), scales.data() + r * k / 16, k / 16) != 0) {
+              if (bad++ == 0) first_bad = r;
+            }
+          }
+          st.reencode_mismatched_rows += bad;
+          if (bad) {
+            sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
+                      fmt::format("'{}': {} of {} sampled rows differ from the scalar reference encoding of the source "
+                                  "with the checkpoint's own global scale (first row {})",
+                                  m.name, bad, want, first_bad),
+                      {m.packed->name}, "", "byte-identical to compressed-tensors' RTN (nvfp4a16-format.md §2)",
+                      fmt::format("{} rows differ", bad),
+                      "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
+          }
+        }
+        const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
+        if (!(te.rel_rms <= limit)) {
+          sink.add({"error-outlier", Severity::ERROR, family_of(m.name),
+                    fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference NVFP4 encoding of the same "
+                                "source gives {:.4g} (limit {:.4g})",
+                                m.name, te.rel_rms, te.ref_rel_rms, limit),
+                    {m.packed->name, m.scale->name, m.gs->name}, "", fmt::format("<= {:.4g}", limit),
+                    fmt::format("{:.4g}", te.rel_rms),
+                    "wrong global scale (F19), corrupt scales or codes, or a tensor quantized from other data"});
+        }
+        ++st.compared_quantized;
+        const double w = static_cast<double>(n) * static_cast<double>(k);
+        if (std::isfinite(te.rel_rms)) {
+          sum_w += w;
+          sum_rel += w * te.rel_rms;
+          sum_ref += w * te.ref_rel_rms;
+        }
+        st.max_rel_rms = std::max(st.max_rel_rms, te.rel_rms);
+        st.per_tensor.push_back(std::move(te));
+      }
+    }
+    for (Member& mem : job.members) {
+      const Module& m = *mem.mod;
+      for (const TensorRef* t : {m.packed, m.scale}) q.shards()[t->shard].release(*t->info);
+      if (--src_refs[mem.src.tensor] == 0) src.shards()[mem.src.tensor->shard].release(*mem.src.tensor->info);
+    }
+  }
+  if (sum_w > 0) {
+    st.mean_rel_rms = sum_rel / sum_w;
+    st.mean_ref_rel_rms = sum_ref / sum_w;
+  }
+  std::sort(st.per_tensor.begin(), st.per_tensor.end(),
+            [](const TensorError& a, const TensorError& b) { return a.module < b.module; });
+  st.worst = st.per_tensor;
+  std::stable_sort(st.worst.begin(), st.worst.end(),
+                   [](const TensorError& a, const TensorError& b) { return a.rel_rms > b.rel_rms; });
+  if (st.worst.size() > opts.worst_n) st.worst.resize(opts.worst_n);
+
+  // Kept tensors: bit-identical to the source.
+  for (const TensorRef& t : q.tensors()) {
+    if (q_used.count(&t)) continue;
+    const TensorRef* o = src.find(t.name);
+    if (!o) {
+      sink.add({"extra-tensor", Severity::ERROR, family_of(t.name),
+                fmt::format("'{}' is in the quantized checkpoint but not in the source", t.name), {t.name}, "",
+                "only tensors derived from the source", "extra tensor",
+                "leaked buffers or a different source checkpoint (F20)"});
+      continue;
+    }
+    src_used.insert(o->name);
+    ++st.compared_kept;
+    std::string why;
+    if (t.info->dtype != o->info->dtype || t.info->shape != o->info->shape) {
+      why = fmt::format("{} {} vs source {} {}", dtype_name(t.info->dtype), shape_str(t.info->shape),
+                        dtype_name(o->info->dtype), shape_str(o->info->shape));
+    } else {
+      const auto a = q.data(t), b = src.data(*o);
+      if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) {
+        std::uint64_t i = 0;
+        while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+        why = fmt::format("bytes differ from offset {} of {}", i, a.size());
+      }
+      q.shards()[t.shard].release(*t.info);
+      src.shards()[o->shard].release(*o->info);
+    }
+    if (!why.empty()) {
+      sink.add({"kept-tensor-modified", Severity::ERROR, family_of(t.name),
+                fmt::format("kept tensor '{}' is not bit-identical to the source: {}", t.name, why), {t.name}, "",
+                "bit-identical passthrough", why,
+                "passthrough tensors must be copied unchanged (norms, routers, towers, MTP ...)"});
+    }
+  }
+  for (const TensorRef& t : src.tensors()) {
+    if (src_used.count(t.name)) continue;
+    sink.add({"missing-tensor", Severity::ERROR, family_of(t.name),
+              fmt::format("source tensor '{}' ({} {}) has no counterpart in the quantized checkpoint", t.name,
+                          dtype_name(t.info->dtype), shape_str(t.info->shape)),
+              {t.name}, "", "passthrough, or weight_packed/weight_scale/weight_global_scale", "(absent)",
+              "dropped on the way (MTP tensors, F8) or quantized under another name"});
+  }
+}
+
+}  // namespace
+
+std::vector<Finding> verify_structure(const Checkpoint& q, const ModelInfo& info) {
+  VerifyStats st;
+  return verify_structure(q, info, VerifyOptions{}, &st);
+}
+
+namespace {
+
+void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
+                   VerifyStats& st) {
+  st.tensors = q.tensors().size();
+  check_quant_config(q, s, sink, st);
+  collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);
+  check_policy(s, sink);
+  check_coverage(q, s, sink);
+  check_fused_sets(q, info, s, sink, st);
+  if (opts.scan_values) check_values(q, s, sink, st);
+  check_geometry(q, info, s, sink);
+  // Parameter counts.
+  std::uint64_t quant_tensors = 0;
+  for (const auto& [name, m] : s.modules) {
+    if (!m.packed) continue;
+    st.quantized_params += m.n * m.k;
+    quant_tensors += 1 + (m.scale ? 1 : 0) + (m.gs ? 1 : 0) + (m.input_gs ? 1 : 0) + m.extras.size();
+  }
+  std::uint64_t other = 0;
+  for (const TensorRef& t : q.tensors()) {
+    auto [mod, param] = split_name(t.name);
+    auto it = s.modules.find(mod);
+    if (it != s.modules.end() && it->second.packed && param != "weight" && param != "bias") continue;
+    other += t.info->numel();
+  }
+  st.total_params = st.quantized_params + other;
+  st.kept_tensors = st.tensors - quant_tensors;
+}
+
+}  // namespace
+
+std::vector<Finding> verify_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts,
+                                      VerifyStats* stats) {
+  VerifyStats local;
+  VerifyStats& st = stats ? *stats : local;
+  Structure s;
+  Sink sink(opts.max_listed);
+  run_structure(q, info, opts, s, sink, st);
+  return sink.take();
+}
+
+Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* against, const VerifyOptions& opts) {
+  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo info, read_model_info(q.config()));
+  VerifyReport rep;
+  Structure s;
+  Sink sink(opts.max_listed);
+  run_structure(q, info, opts, s, sink, rep.stats);
+  if (against) compare_against(q, *against, info, s, opts, sink, rep.stats);
+  rep.findings = sink.take();
+  return rep;
+}
+
+// ---- rendering -----------------------------------------------------------------------------------
+
+namespace {
+
+Json tensor_error_json(const TensorError& e) {
+  Json j;
+  j["module"] = e.module;
+  j["source"] = e.source;
+  j["shape"] = {e.rows, e.cols};
+  auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); };
+  j["rel_rms"] = num(e.rel_rms);
+  j["ref_rel_rms"] = num(e.ref_rel_rms);
+  j["global_scale"] = num(e.global_scale);
+  j["expected_global_scale"] = num(e.expected_global_scale);
+  return j;
+}
+
+std::array<std::size_t, 3> severity_counts(const std::vector<Finding>& fs) {
+  std::array<std::size_t, 3> c{0, 0, 0};
+  for (const auto& f : fs) ++c[static_cast<std::size_t>(f.severity)];
+  return c;
+}
+
+}  // namespace
+
+nlohmann::ordered_json verify_json(const VerifyReport& r, const std::string& qdir, const std::string& against) {
+  Json j;
+  const auto c = severity_counts(r.findings);
+  j["ok"] = r.ok();
+  j["qdir"] = qdir;
+  j["against"] = against.empty() ? Json(nullptr) : Json(against);
+  j["scheme"] = r.stats.scheme;
+  j["counts"] = {{"error", c[0]}, {"warning", c[1]}, {"info", c[2]}};
+  Json fs = Json::array();
+  for (const auto& f : r.findings) fs.push_back(to_json(f));
+  j["findings"] = std::move(fs);
+  const VerifyStats& s = r.stats;
+  Json st;
+  st["tensors"] = s.tensors;
+  st["quantized_modules"] = s.quantized_modules;
+  st["kept_tensors"] = s.kept_tensors;
+  st["kept_linear"] = s.kept_linear;
+  st["quantized_params"] = s.quantized_params;
+  st["total_params"] = s.total_params;
+  st["quantized_share"] = s.quantized_share();
+  st["fused_sets"] = s.fused_sets;
+  st["scale_bytes_scanned"] = s.scale_bytes_scanned;
+  st["kept_values_scanned"] = s.kept_values_scanned;
+  if (s.against) {
+    Json a;
+    a["compared_quantized"] = s.compared_quantized;
+    a["compared_kept"] = s.compared_kept;
+    a["mean_rel_rms"] = s.mean_rel_rms;
+    a["max_rel_rms"] = std::isfinite(s.max_rel_rms) ? Json(s.max_rel_rms) : Json(nullptr);
+    a["mean_ref_rel_rms"] = s.mean_ref_rel_rms;
+    a["reencoded_rows"] = s.reencoded_rows;
+    a["reencode_mismatched_rows"] = s.reencode_mismatched_rows;
+    Json w = Json::array();
+    for (const auto& e : s.worst) w.push_back(tensor_error_json(e));
+    a["worst"] = std::move(w);
+    Json p = Json::array();
+    for (const auto& e : s.per_tensor) p.push_back(tensor_error_json(e));
+    a["per_tensor"] = std::move(p);
+    st["against"] = std::move(a);
+  } else {
+    st["against"] = nullptr;
+  }
+  j["stats"] = std::move(st);
+  return j;
+}
+
+std::string verify_text(const VerifyReport& r, const std::string& qdir, const std::string& against) {
+  std::string out;
+  const VerifyStats& s = r.stats;
+  out += fmt::format("verify {}{}\n", qdir, against.empty() ? std::string() : "  (against " + against + ")");
+  out += fmt::format("  scheme {} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
+                     "quantized share {:.1f}% of {} parameters · {} fused sets\n",
+                     s.scheme, s.tensors, s.quantized_modules, s.kept_tensors, s.kept_linear,
+                     100.0 * s.quantized_share(), s.total_params, s.fused_sets);
+  if (s.against) {
+    out += fmt::format("  vs source: {} quantized tensors, rel RMS mean {:.4f} (reference encoding {:.4f}), max {:.4f}; "
+                       "{} kept tensors bit-compared; {} rows re-encoded, {} differ\n",
+                       s.compared_quantized, s.mean_rel_rms, s.mean_ref_rel_rms, s.max_rel_rms, s.compared_kept,
+                       s.reencoded_rows, s.reencode_mismatched_rows);
+    if (!s.worst.empty()) {
+      out += "  worst tensors (rel RMS / reference):\n";
+      for (const auto& e : s.worst)
+        out += fmt::format("    {:.4f} / {:.4f}  {}\n", e.rel_rms, e.ref_rel_rms, e.module);
+    }
+  }
+  for (const auto& f : r.findings) {
+    out += fmt::format("{:<7} {}: {}\n", severity_name(f.severity), f.kind, f.message);
+    if (!f.tensors.empty()) {
+      const std::size_t show = std::min<std::size_t>(f.tensors.size(), 5);
+      out += fmt::format("        tensors: {}{}\n",
+                         fmt::join(f.tensors.begin(), f.tensors.begin() + static_cast<std::ptrdiff_t>(show), ", "),
+                         f.tensors.size() > show ? fmt::format(" (+{} more)", f.tensors.size() - show) : "");
+    }
+    if (!f.hint.empty()) out += fmt::format("        hint: {}\n", f.hint);
+  }
+  const auto c = severity_counts(r.findings);
+  out += fmt::format("result: {} ({} error(s), {} warning(s), {} info)\n", r.ok() ? "OK" : "FAILED", c[0], c[1], c[2]);
+  return out;
+}
+
+}  // namespace fp4forge

@@ -1,0 +1,328 @@
+// probe: every failure mode of the fake server is caught with the right classification; a healthy
+// server passes; the PNG the vision check sends is a valid PNG.
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "fp4forge/probe/png.h"
+#include "fp4forge/probe/probe.h"
+#include "probe_fake_server.h"
+
+namespace fp4forge::probe {
+namespace {
+
+using testing::FakeServer;
+using testing::FakeServerOptions;
+using testing::Fault;
+
+ProbeOptions fast_opts() {
+  ProbeOptions o;
+  o.timeout_s = 5.0;
+  o.connect_timeout_s = 2.0;
+  return o;
+}
+
+const CheckResult& find(const ProbeReport& r, Check c) {
+  for (const auto& x : r.checks)
+    if (x.check == c) return x;
+  throw std::runtime_error("check not in report");
+}
+
+TEST(ProbeChecks, HealthyServerPassesEveryCheck) {
+  FakeServer srv(FakeServerOptions{});
+  const ProbeReport rep = run_probe(srv.url() + "/v1", "fake-org/fake-model-nvfp4", all_checks(), fast_opts());
+  ASSERT_EQ(rep.checks.size(), 9u);
+  for (const auto& c : rep.checks) {
+    if (c.check == Check::REASONING) {
+      EXPECT_EQ(c.status, CheckStatus::SKIP) << c.detail;
+      EXPECT_EQ(c.classification, "not-reasoning");
+      continue;
+    }
+    EXPECT_EQ(c.status, CheckStatus::PASS) << check_name(c.check) << ": " << c.classification << ": " << c.detail;
+    EXPECT_EQ(c.classification, "ok");
+  }
+  EXPECT_FALSE(rep.any_failed());
+  EXPECT_FALSE(rep.unreachable);
+  EXPECT_EQ(rep.url, srv.url());
+  EXPECT_EQ(find(rep, Check::PROSE).content, "42");
+  EXPECT_GE(find(rep, Check::LONG).completion_tokens, 256);
+  EXPECT_LT(find(rep, Check::LONG).metric, 0.05);
+}
+
+TEST(ProbeChecks, HealthyReasoningModelReportsBothFields) {
+  FakeServerOptions o;
+  o.fault = Fault::REASONING;
+  FakeServer srv(o);
+  const ProbeReport rep = run_probe(srv.url(), o.model, all_checks(), fast_opts());
+  for (const auto& c : rep.checks)
+    EXPECT_EQ(c.status, CheckStatus::PASS) << check_name(c.check) << ": " << c.classification << ": " << c.detail;
+  EXPECT_TRUE(rep.all_passed());
+  const CheckResult& r = find(rep, Check::REASONING);
+  EXPECT_GT(r.reasoning_tokens, 0);
+  EXPECT_GT(r.metric, 1.0);
+  EXPECT_NE(r.detail.find("the answer fits"), std::string::npos) << r.detail;
+  EXPECT_NE(find(rep, Check::PROSE).reasoning.find("step by step"), std::string::npos);
+  EXPECT_NE(find(rep, Check::PROSE).detail.find("reasoning"), std::string::npos);
+}
+
+struct Case {
+  const char* name;
+  Fault fault;
+  Check check;
+  CheckStatus status;
+  const char* classification;
+};
+
+class ProbeFaults : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ProbeFaults, ClassifiedCorrectly) {
+  const Case& tc = GetParam();
+  FakeServerOptions o;
+  o.fault = tc.fault;
+  o.slow_s = 3.0;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  if (tc.fault == Fault::SLOW) po.timeout_s = 0.5;
+  const auto t0 = std::chrono::steady_clock::now();
+  const ProbeReport rep = run_probe(srv.url(), o.model, {tc.check}, po);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(rep.checks.size(), 1u);
+  const CheckResult& r = rep.checks[0];
+  EXPECT_EQ(r.classification, tc.classification) << r.detail;
+  EXPECT_EQ(r.status, tc.status) << r.detail;
+  EXPECT_FALSE(r.detail.empty());
+  EXPECT_EQ(r.detail.find('\n'), std::string::npos) << "detail must be one line";
+  EXPECT_LT(took, 4.0) << "a check must respect its deadline";
+  EXPECT_FALSE(rep.unreachable);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ProbeFaults,
+    ::testing::Values(
+        Case{"nan_logprobs", Fault::NAN_LOGPROBS, Check::LOGPROBS, CheckStatus::FAIL, "nan-logits"},
+        Case{"nan_prose_still_green", Fault::NAN_LOGPROBS, Check::PROSE, CheckStatus::PASS, "ok"},
+        Case{"f1_content_null", Fault::CONTENT_NULL_LENGTH, Check::PROSE, CheckStatus::FAIL, "content-null-length"},
+        Case{"f1_logprobs", Fault::CONTENT_NULL_LENGTH, Check::LOGPROBS, CheckStatus::FAIL, "nan-logits"},
+        Case{"f1_long", Fault::CONTENT_NULL_LENGTH, Check::LONG, CheckStatus::FAIL, "content-null-length"},
+        Case{"f1_multiturn", Fault::CONTENT_NULL_LENGTH, Check::MULTITURN, CheckStatus::FAIL, "content-null-length"},
+        Case{"f1_completions", Fault::CONTENT_NULL_LENGTH, Check::COMPLETIONS, CheckStatus::FAIL, "empty-completion"},
+        Case{"empty_tool_calls", Fault::EMPTY_TOOL_CALLS, Check::TOOLS, CheckStatus::FAIL, "empty-tool-call"},
+        Case{"loop_long", Fault::LOOP, Check::LONG, CheckStatus::FAIL, "degenerate-loop"},
+        Case{"loop_prose", Fault::LOOP, Check::PROSE, CheckStatus::FAIL, "runaway-generation"},
+        Case{"slow", Fault::SLOW, Check::PROSE, CheckStatus::FAIL, "timeout"},
+        Case{"slow_stream", Fault::SLOW, Check::LONG, CheckStatus::FAIL, "timeout"},
+        Case{"server_error", Fault::SERVER_ERROR, Check::PROSE, CheckStatus::FAIL, "server-error"},
+        Case{"server_error_completions", Fault::SERVER_ERROR, Check::COMPLETIONS, CheckStatus::FAIL, "server-error"},
+        Case{"malformed", Fault::MALFORMED_JSON, Check::PROSE, CheckStatus::FAIL, "malformed-json"},
+        Case{"malformed_tools", Fault::MALFORMED_JSON, Check::TOOLS, CheckStatus::FAIL, "malformed-json"},
+        Case{"cut_off", Fault::CUT_OFF, Check::PROSE, CheckStatus::FAIL, "truncated"},
+        Case{"cut_off_stream", Fault::CUT_OFF, Check::LONG, CheckStatus::FAIL, "stream-cut-off"},
+        Case{"text_only", Fault::TEXT_ONLY, Check::VISION, CheckStatus::SKIP, "text-only"},
+        Case{"reasoning_no_content", Fault::REASONING_NO_CONTENT, Check::REASONING, CheckStatus::FAIL,
+             "reasoning-no-content"},
+        Case{"reasoning_no_content_prose", Fault::REASONING_NO_CONTENT, Check::PROSE, CheckStatus::FAIL,
+             "reasoning-no-content"},
+        Case{"healthy_vision", Fault::NONE, Check::VISION, CheckStatus::PASS, "ok"}),
+    [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+TEST(ProbeChecks, NanLogitsDetailQuotesTheServer) {
+  FakeServerOptions o;
+  o.fault = Fault::NAN_LOGPROBS;
+  FakeServer srv(o);
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::LOGPROBS}, fast_opts());
+  EXPECT_NE(rep.checks[0].detail.find("Out of range float values are not JSON compliant: nan"), std::string::npos);
+  EXPECT_EQ(rep.checks[0].http_status, 400);
+}
+
+TEST(ProbeChecks, ContentNullLengthReportsTheFullTokenCount) {
+  FakeServerOptions o;
+  o.fault = Fault::CONTENT_NULL_LENGTH;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.max_tokens = 200;
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::PROSE}, po);
+  EXPECT_EQ(rep.checks[0].completion_tokens, 200);
+  EXPECT_EQ(rep.checks[0].finish_reason, "length");
+  EXPECT_NE(rep.checks[0].detail.find("200 of max_tokens 200"), std::string::npos) << rep.checks[0].detail;
+}
+
+TEST(ProbeChecks, VisionForcedMultimodalFailsOnRefusal) {
+  FakeServerOptions o;
+  o.fault = Fault::TEXT_ONLY;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.vision = VisionMode::MULTIMODAL;
+  EXPECT_EQ(run_probe(srv.url(), o.model, {Check::VISION}, po).checks[0].classification, "image-rejected");
+  po.vision = VisionMode::TEXT_ONLY;
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::VISION}, po);
+  EXPECT_EQ(rep.checks[0].status, CheckStatus::SKIP);
+  EXPECT_NE(rep.checks[0].detail.find("text-only"), std::string::npos);
+  // Text-only via --text-only sends nothing.
+  EXPECT_EQ(srv.requests().size(), 1u);
+}
+
+TEST(ProbeChecks, ModelNotListed) {
+  FakeServerOptions o;
+  o.listed_model = "someone/else";
+  FakeServer srv(o);
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::MODELS}, fast_opts());
+  EXPECT_EQ(rep.checks[0].classification, "model-not-listed");
+  EXPECT_NE(rep.checks[0].detail.find("someone/else"), std::string::npos);
+}
+
+TEST(ProbeChecks, ConnectionRefusedSendsOneRequestOnly) {
+  const int port = FakeServer::free_port();
+  const auto t0 = std::chrono::steady_clock::now();
+  const ProbeReport rep = run_probe("http://127.0.0.1:" + std::to_string(port), "m", all_checks(), fast_opts());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
+  EXPECT_TRUE(rep.unreachable);
+  ASSERT_EQ(rep.checks.size(), 9u);
+  for (const auto& c : rep.checks) {
+    EXPECT_EQ(c.status, CheckStatus::FAIL);
+    EXPECT_EQ(c.classification, "connection-refused") << c.detail;
+  }
+  EXPECT_NE(rep.checks[1].detail.find("not sent"), std::string::npos);
+}
+
+TEST(ProbeChecks, ApiKeyIsSentAndNeverEchoed) {
+  const std::string key = "sk-test-SECRET-4242";
+  {
+    FakeServerOptions o;
+    o.expect_api_key = key;
+    FakeServer srv(o);
+    ProbeOptions po = fast_opts();
+    po.api_key = key;
+    const ProbeReport rep = run_probe(srv.url(), o.model, {Check::MODELS, Check::PROSE}, po);
+    EXPECT_TRUE(rep.all_passed());
+    ASSERT_FALSE(srv.auth_headers().empty());
+    EXPECT_EQ(srv.auth_headers()[0], "Bearer " + key);
+  }
+  {
+    FakeServerOptions o;
+    o.fault = Fault::AUTH_ECHO;
+    FakeServer srv(o);
+    ProbeOptions po = fast_opts();
+    po.api_key = key;
+    const ProbeReport rep = run_probe(srv.url(), o.model, {Check::PROSE}, po);
+    EXPECT_EQ(rep.checks[0].classification, "client-error");
+    EXPECT_EQ(rep.checks[0].detail.find(key), std::string::npos) << rep.checks[0].detail;
+    EXPECT_NE(rep.checks[0].detail.find("***"), std::string::npos) << rep.checks[0].detail;
+  }
+}
+
+TEST(ProbeChecks, ParseChecks) {
+  auto r = parse_checks("prose, models,prose");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ((*r)[0], Check::MODELS);  // canonical order
+  EXPECT_EQ(parse_checks("all")->size(), 9u);
+  auto bad = parse_checks("prose,vibes");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::USAGE);
+  EXPECT_EQ(bad.error().message,
+            "--checks: unknown check 'vibes', expected a comma-separated subset of "
+            "models,prose,long,logprobs,vision,tools,multiturn,completions,reasoning (or all)");
+  EXPECT_FALSE(parse_checks(" , ").ok());
+}
+
+TEST(ProbeChecks, RepeatedNgramRatio) {
+  std::string loop;
+  for (int i = 0; i < 50; ++i) loop += "I am a lighthouse. ";
+  EXPECT_GT(repeated_ngram_ratio(loop), 0.9);
+  EXPECT_LT(repeated_ngram_ratio("The quick brown fox jumps over the lazy dog while seven wizards quietly box "
+                                 "jovial nymphs near an old stone harbor wall at dusk."),
+            0.01);
+  EXPECT_EQ(repeated_ngram_ratio("short"), 0.0);
+  EXPECT_GT(repeated_ngram_ratio(std::string(200, 'x')), 0.9);
+  EXPECT_EQ(normalize_base_url("http://h:8000/v1/"), "http://h:8000");
+  EXPECT_EQ(normalize_base_url("http://h:8000"), "http://h:8000");
+  EXPECT_EQ(mask_secret("key=abc and abc", "abc"), "key=*** and ***");
+  EXPECT_EQ(mask_secret("abc", ""), "abc");
+}
+
+// ---------------------------------------------------------------------------------------------
+// PNG
+
+std::uint32_t be32(const std::vector<std::uint8_t>& b, std::size_t at) {
+  return (std::uint32_t{b[at]} << 24) | (std::uint32_t{b[at + 1]} << 16) | (std::uint32_t{b[at + 2]} << 8) | b[at + 3];
+}
+
+TEST(ProbePng, ChecksumsMatchReferenceVectors) {
+  const std::string s = "123456789";
+  const auto* p = reinterpret_cast<const std::uint8_t*>(s.data());
+  EXPECT_EQ(crc32({p, s.size()}), 0xCBF43926u);
+  const std::string w = "Wikipedia";
+  EXPECT_EQ(adler32({reinterpret_cast<const std::uint8_t*>(w.data()), w.size()}), 0x11E60398u);
+  const std::uint8_t man[] = {'M', 'a', 'n'};
+  EXPECT_EQ(base64_encode(man), "TWFu");
+  EXPECT_EQ(base64_encode(std::span<const std::uint8_t>(man, 2)), "TWE=");
+  EXPECT_EQ(base64_encode(std::span<const std::uint8_t>(man, 1)), "TQ==");
+}
+
+// Decodes our PNG independently: signature, chunk CRCs, IHDR, zlib header, stored blocks, Adler-32, pixels.
+void decode_and_check(const std::vector<std::uint8_t>& png, std::uint32_t size) {
+  const std::uint8_t sig[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  ASSERT_GE(png.size(), 8u);
+  ASSERT_EQ(std::memcmp(png.data(), sig, 8), 0);
+  std::size_t at = 8;
+  std::vector<std::string> types;
+  std::vector<std::uint8_t> idat;
+  while (at + 12 <= png.size()) {
+    const std::uint32_t len = be32(png, at);
+    ASSERT_LE(at + 12 + len, png.size());
+    const std::string type(png.begin() + static_cast<long>(at + 4), png.begin() + static_cast<long>(at + 8));
+    types.push_back(type);
+    EXPECT_EQ(be32(png, at + 8 + len), crc32({png.data() + at + 4, len + 4})) << "CRC of " << type;
+    if (type == "IHDR") {
+      ASSERT_EQ(len, 13u);
+      EXPECT_EQ(be32(png, at + 8), size);
+      EXPECT_EQ(be32(png, at + 12), size);
+      EXPECT_EQ(png[at + 16], 8);  // bit depth
+      EXPECT_EQ(png[at + 17], 2);  // RGB
+    }
+    if (type == "IDAT") idat.insert(idat.end(), png.begin() + static_cast<long>(at + 8), png.begin() + static_cast<long>(at + 8 + len));
+    at += 12 + len;
+  }
+  EXPECT_EQ(at, png.size());
+  ASSERT_EQ(types, (std::vector<std::string>{"IHDR", "IDAT", "IEND"}));
+  ASSERT_GE(idat.size(), 6u);
+  EXPECT_EQ((idat[0] * 256u + idat[1]) % 31u, 0u);
+  EXPECT_EQ(idat[0] & 0x0F, 8);  // deflate
+  std::vector<std::uint8_t> raw;
+  std::size_t p = 2;
+  bool last = false;
+  while (!last) {
+    ASSERT_LE(p + 5, idat.size());
+    last = idat[p] & 1;
+    EXPECT_EQ((idat[p] >> 1) & 3, 0) << "stored block";
+    const unsigned len = idat[p + 1] | (idat[p + 2] << 8);
+    const unsigned nlen = idat[p + 3] | (idat[p + 4] << 8);
+    EXPECT_EQ(len ^ 0xFFFFu, nlen);
+    ASSERT_LE(p + 5 + len, idat.size());
+    raw.insert(raw.end(), idat.begin() + static_cast<long>(p + 5), idat.begin() + static_cast<long>(p + 5 + len));
+    p += 5 + len;
+  }
+  ASSERT_EQ(p + 4, idat.size());
+  EXPECT_EQ(be32(idat, p), adler32(raw));
+  ASSERT_EQ(raw.size(), static_cast<std::size_t>(size) * (size * 3 + 1));
+  auto px = [&](std::uint32_t x, std::uint32_t y) {
+    const std::size_t o = y * (size * 3 + 1) + 1 + x * 3;
+    return std::array<int, 3>{raw[o], raw[o + 1], raw[o + 2]};
+  };
+  for (std::uint32_t y = 0; y < size; ++y) EXPECT_EQ(raw[y * (size * 3 + 1)], 0) << "filter byte";
+  EXPECT_EQ(px(size / 2, size / 2), (std::array<int, 3>{255, 0, 0}));
+  EXPECT_EQ(px(0, 0), (std::array<int, 3>{255, 255, 255}));
+  EXPECT_EQ(px(size - 1, size - 1), (std::array<int, 3>{255, 255, 255}));
+}
+
+TEST(ProbePng, RedCircleDecodes) {
+  decode_and_check(red_circle_png(64), 64);
+  // Large enough to need several stored blocks (> 65535 raw bytes).
+  decode_and_check(red_circle_png(200), 200);
+  EXPECT_EQ(png_data_url(red_circle_png(8)).rfind("data:image/png;base64,iVBORw0KGgo", 0), 0u);
+}
+
+}  // namespace
+}  // namespace fp4forge::probe

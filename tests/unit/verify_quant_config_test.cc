@@ -1,0 +1,189 @@
+// quantization_config parsing, scheme detection and ignore matching (nvfp4a16-format.md §4, §8).
+#include <gtest/gtest.h>
+
+#include "fp4forge/verify/quant_config.h"
+
+namespace fp4forge {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The literal model_free NVFP4A16 config of nvfp4a16-format.md §4.1.
+Json nvfp4a16_config() {
+  return Json::parse(R"({
+    "config_groups": {"NVFP4A16": {"format": "nvfp4-pack-quantized", "input_activations": null,
+      "output_activations": null, "targets": ["Linear"],
+      "weights": {"actorder": null, "block_structure": null, "dynamic": false, "group_size": 16,
+        "num_bits": 4, "observer": "memoryless_minmax", "observer_kwargs": {},
+        "scale_dtype": "torch.float8_e4m3fn", "strategy": "tensor_group", "symmetric": true,
+        "type": "float", "zp_dtype": null}}},
+    "format": "nvfp4-pack-quantized", "global_compression_ratio": null,
+    "ignore": ["lm_head", "re:.*embed_tokens.*"], "kv_cache_scheme": null,
+    "quant_method": "compressed-tensors", "quantization_status": "compressed",
+    "transform_config": {}, "version": "0.18.0"})");
+}
+
+TEST(QuantConfig, ParsesModelFreeNvfp4a16) {
+  auto r = parse_quant_config(nvfp4a16_config());
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const QuantConfig& c = *r;
+  EXPECT_EQ(c.quant_method, "compressed-tensors");
+  EXPECT_EQ(c.format, "nvfp4-pack-quantized");
+  EXPECT_EQ(c.quantization_status, "compressed");
+  EXPECT_EQ(c.version, "0.18.0");
+  ASSERT_EQ(c.groups.size(), 1u);
+  EXPECT_EQ(c.groups[0].name, "NVFP4A16");
+  EXPECT_EQ(c.groups[0].targets, std::vector<std::string>{"Linear"});
+  ASSERT_TRUE(c.groups[0].weights.has_value());
+  EXPECT_EQ(c.groups[0].weights->num_bits, 4);
+  EXPECT_EQ(c.groups[0].weights->group_size, 16);
+  EXPECT_EQ(c.groups[0].weights->dynamic, "false");
+  EXPECT_FALSE(c.groups[0].input_activations.has_value());
+  EXPECT_EQ(c.ignore, (std::vector<std::string>{"lm_head", "re:.*embed_tokens.*"}));
+  EXPECT_FALSE(c.kv_cache_scheme);
+  EXPECT_FALSE(c.transform_config);
+  auto s = detect_scheme(c.groups[0], c.format);
+  EXPECT_EQ(s.scheme, Scheme::NVFP4A16);
+  EXPECT_TRUE(nvfp4a16_mismatches(c.groups[0], c.format).empty());
+}
+
+TEST(QuantConfig, WrongTypesAreBadInputWithKeyPath) {
+  struct Case {
+    const char* patch_path;
+    Json value;
+    const char* expect_in_message;
+  };
+  const std::vector<Case> cases = {
+      {"/config_groups/NVFP4A16/weights/num_bits", "4", "config_groups.NVFP4A16.weights.num_bits"},
+      {"/config_groups/NVFP4A16/weights/symmetric", 1, "weights.symmetric"},
+      {"/config_groups/NVFP4A16/weights/group_size", 16.5, "weights.group_size"},
+      {"/config_groups/NVFP4A16/targets", 5, "config_groups.NVFP4A16.targets"},
+      {"/config_groups/NVFP4A16/input_activations", "none", "input_activations"},
+      {"/config_groups/NVFP4A16/weights/dynamic", 3, "weights.dynamic"},
+      {"/ignore", "lm_head", "quantization_config.ignore"},
+      {"/ignore/1", 7, "quantization_config.ignore[1]"},
+      {"/format", Json::array(), "quantization_config.format"},
+      {"/config_groups", Json::array(), "quantization_config.config_groups"},
+  };
+  for (const auto& c : cases) {
+    Json j = nvfp4a16_config();
+    j[Json::json_pointer(c.patch_path)] = c.value;
+    auto r = parse_quant_config(j);
+    ASSERT_FALSE(r.ok()) << c.patch_path;
+    EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+    EXPECT_NE(r.error().message.find(c.expect_in_message), std::string::npos) << r.error().message;
+  }
+  auto r = parse_quant_config(Json::array());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+}
+
+TEST(QuantConfig, SchemeDetectionNamesOtherSchemes) {
+  auto group = [](const char* w, const char* in, const char* format = "") {
+    ConfigGroup g;
+    g.name = "g";
+    g.format = format;
+    auto wr = parse_quant_config(Json{{"config_groups", {{"g", {{"weights", Json::parse(w)}}}}}});
+    EXPECT_TRUE(wr.ok());
+    g.weights = wr->groups[0].weights;
+    if (in) {
+      auto ir = parse_quant_config(Json{{"config_groups", {{"g", {{"weights", Json::parse(in)}}}}}});
+      g.input_activations = ir->groups[0].weights;
+    }
+    return g;
+  };
+  const char* nv = R"({"num_bits":4,"type":"float","strategy":"tensor_group","group_size":16,"symmetric":true})";
+  EXPECT_EQ(detect_scheme(group(nv, nullptr), "nvfp4-pack-quantized").scheme, Scheme::NVFP4A16);
+  EXPECT_EQ(detect_scheme(group(nv, nv), "nvfp4-pack-quantized").scheme, Scheme::NVFP4);
+  EXPECT_FALSE(nvfp4a16_mismatches(group(nv, nv), "nvfp4-pack-quantized").empty());
+  const char* mx = R"({"num_bits":4,"type":"float","strategy":"group","group_size":32,"symmetric":true})";
+  EXPECT_EQ(detect_scheme(group(mx, nullptr), "mxfp4-pack-quantized").scheme, Scheme::MXFP4A16);
+  const char* fp8 = R"({"num_bits":8,"type":"float","strategy":"channel","symmetric":true})";
+  const char* fp8in = R"({"num_bits":8,"type":"float","strategy":"token","dynamic":true,"symmetric":true})";
+  EXPECT_EQ(detect_scheme(group(fp8, fp8in), "float-quantized").scheme, Scheme::FP8_W8A8);
+  const char* w4 = R"({"num_bits":4,"type":"int","strategy":"group","group_size":128,"symmetric":true})";
+  EXPECT_EQ(detect_scheme(group(w4, nullptr), "pack-quantized").scheme, Scheme::WNA16_INT);
+  // NVFP4 weights but group 32: not NVFP4A16, and not silently called NVFP4A16.
+  const char* odd = R"({"num_bits":4,"type":"float","strategy":"tensor_group","group_size":32,"symmetric":true})";
+  EXPECT_NE(detect_scheme(group(odd, nullptr), "nvfp4-pack-quantized").scheme, Scheme::NVFP4A16);
+  auto mm = nvfp4a16_mismatches(group(odd, nullptr), "nvfp4-pack-quantized");
+  ASSERT_EQ(mm.size(), 1u);
+  EXPECT_NE(mm[0].find("group_size is 32"), std::string::npos);
+  // Something unknown stays unknown.
+  const char* weird = R"({"num_bits":3,"type":"float","strategy":"tensor"})";
+  EXPECT_EQ(detect_scheme(group(weird, nullptr), "").scheme, Scheme::UNKNOWN);
+  ConfigGroup empty;
+  EXPECT_EQ(detect_scheme(empty, "").scheme, Scheme::UNKNOWN);
+}
+
+TEST(QuantConfig, FormatMismatchIsReported) {
+  auto c = parse_quant_config(nvfp4a16_config());
+  ASSERT_TRUE(c.ok());
+  ConfigGroup g = c->groups[0];
+  g.format = "pack-quantized";
+  auto mm = nvfp4a16_mismatches(g, "nvfp4-pack-quantized");
+  ASSERT_EQ(mm.size(), 1u);
+  EXPECT_NE(mm[0].find("pack-quantized"), std::string::npos);
+}
+
+TEST(IgnoreMatcher, ExactAndPythonReMatchSemantics) {
+  auto m = IgnoreMatcher::compile({"lm_head", "re:.*router", "re:.*mlp.gate$", "re:model.visual.*"});
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  // re.match is anchored at the start only: re:.*router matches ...router.proj (a full match would not).
+  EXPECT_TRUE(m->matches("model.language_model.layers.0.router.proj"));
+  EXPECT_EQ(m->first_match("model.language_model.layers.0.router.proj"), 1);
+  // exact entries are exact
+  EXPECT_TRUE(m->matches("lm_head"));
+  EXPECT_FALSE(m->matches("model.lm_head"));
+  EXPECT_FALSE(m->matches("lm_head.weight"));
+  // `$` anchors the end: mlp.gate yes, mlp.gate_proj no
+  EXPECT_TRUE(m->matches("model.layers.3.mlp.gate"));
+  EXPECT_FALSE(m->matches("model.layers.3.mlp.gate_proj"));
+  // anchored at the start: "re:model.visual.*" does not match a name with a prefix before it
+  EXPECT_TRUE(m->matches("model.visual.blocks.0.attn.qkv"));
+  EXPECT_FALSE(m->matches("x.model.visual.blocks.0.attn.qkv"));
+  EXPECT_FALSE(m->matches("model.language_model.layers.0.self_attn.q_proj"));
+}
+
+TEST(IgnoreMatcher, PythonOnlySyntax) {
+  auto ok = IgnoreMatcher::compile({R"(re:\Amodel\.(?P<x>visual)\..*\Z)", "re:(?:a|b)c"});
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_TRUE(ok->matches("model.visual.merger"));
+  EXPECT_FALSE(ok->matches("amodel.visual.merger"));
+  EXPECT_TRUE(ok->matches("bc"));
+  auto flags = IgnoreMatcher::compile({"lm_head", "re:(?i)LM_HEAD"});
+  ASSERT_FALSE(flags.ok());
+  EXPECT_EQ(flags.error().code, Errc::BAD_INPUT);
+  EXPECT_NE(flags.error().message.find("ignore[1]"), std::string::npos);
+  auto bad = IgnoreMatcher::compile({"re:([unclosed"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::BAD_INPUT);
+}
+
+TEST(IgnoreMatcher, VllmFusedLayerRule) {
+  auto m = IgnoreMatcher::compile({"model.layers.0.self_attn.q_proj", "re:.*self_attn.k_proj$"});
+  ASSERT_TRUE(m.ok());
+  // q and k ignored, v not: vLLM refuses the fused qkv_proj
+  auto partial = vllm_should_ignore(*m, {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                                         "model.layers.0.self_attn.v_proj"});
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.error().message.find("v_proj"), std::string::npos);
+  auto none = vllm_should_ignore(*m, {"model.layers.1.mlp.gate_proj", "model.layers.1.mlp.up_proj"});
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(*none);
+  auto all = vllm_should_ignore(*m, {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj"});
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(*all);
+}
+
+TEST(QuantConfig, FindsConfigUnderEitherKey) {
+  Json cfg = {{"architectures", {"X"}}, {"compression_config", nvfp4a16_config()}};
+  std::string key;
+  const Json* qc = find_quant_config(cfg, &key);
+  ASSERT_NE(qc, nullptr);
+  EXPECT_EQ(key, "compression_config");
+  EXPECT_EQ(find_quant_config(Json{{"quantization_config", nullptr}}), nullptr);
+}
+
+}  // namespace
+}  // namespace fp4forge
