@@ -1,18 +1,58 @@
-// PLACEHOLDER: replaced by the 'diff' implementation. Until then the command reports "not built yet".
+// fp4forge diff A B [--json] [--allow-class-mismatch]: structural comparison (library: verify/diff.h).
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/verify/diff.h"
+#include "render.h"
 
 namespace fp4forge::cli {
 
+namespace {
+struct DiffOpts {
+  std::string a, b;
+  bool json = false;
+  bool all = false;
+  DiffOptions lib;
+};
+
+int run_diff(const DiffOpts& o) {
+  auto a = Checkpoint::open(o.a);
+  if (!a) return report_error(a.error(), o.json);
+  auto b = Checkpoint::open(o.b);
+  if (!b) return report_error(b.error(), o.json);
+  auto rep = diff_checkpoints(*a, *b, o.lib);
+  if (!rep) return report_error(rep.error(), o.json);
+  if (rep->class_mismatch) fmt::print(stderr, "fp4forge: {}\n", rep->class_message);
+  if (o.json) {
+    print_json(diff_json(*rep, o.a, o.b));
+  } else {
+    fmt::print("{}", diff_text(*rep, o.a, o.b, o.all));
+    std::fflush(stdout);
+  }
+  return rep->differs() ? 1 : 0;
+}
+}  // namespace
+
 void add_diff(CLI::App& sub, Action& action) {
-  sub.allow_extras();
-  sub.callback([&action] {
-    action = [] {
-      fmt::print(stderr, "fp4forge: error: 'diff' is not available in this build\n");
-      return 5;
-    };
-  });
+  auto opts = std::make_shared<DiffOpts>();
+  sub.add_option("A", opts->a, "first checkpoint (typically the candidate)")->required();
+  sub.add_option("B", opts->b, "second checkpoint (typically a known-good control of the same class)")->required();
+  sub.add_flag("--json", opts->json, "print the comparison as JSON (schema: docs/cli/diff.md)");
+  sub.add_flag("--allow-class-mismatch", opts->lib.allow_class_mismatch,
+               "compare even when the architecture classes differ (dense/MoE/hybrid/multimodal, experts)");
+  sub.add_flag("--all", opts->all, "list equal tensor families too");
+  sub.footer(
+      "Exit: 0 identical, 1 different or refused (class mismatch), 3 bad input, 4 I/O.\n"
+      "Examples:\n"
+      "  fp4forge diff ./new-NVFP4A16 ./known-good-NVFP4A16\n"
+      "  fp4forge diff ./q ./source --allow-class-mismatch --json | jq '.families[] | select(.differs)'\n"
+      "  fp4forge diff ./q-run1 ./q-run2 --all");
+  sub.callback([&action, opts] { action = [opts] { return run_diff(*opts); }; });
 }
 
 }  // namespace fp4forge::cli

@@ -1,18 +1,56 @@
-// PLACEHOLDER: replaced by the 'doctor' implementation. Until then the command reports "not built yet".
+// fp4forge doctor DIR [--fix] [--dry-run] [--json]: config defects vs tensors, processor and tokenizer
+// files; safe fixes with backups (library: doctor/doctor.h).
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/doctor/doctor.h"
+#include "render.h"
 
 namespace fp4forge::cli {
 
+namespace {
+struct DoctorOpts {
+  std::string dir;
+  bool fix = false;
+  bool dry_run = false;
+  bool json = false;
+};
+
+int run_doctor_cmd(const DoctorOpts& o) {
+  doctor::DoctorOptions opts;
+  opts.fix = o.fix;
+  opts.dry_run = o.dry_run;
+  auto rep = doctor::run_doctor(o.dir, opts);
+  if (!rep) return report_error(rep.error(), o.json);
+  if (o.json) {
+    print_json(doctor::to_json(*rep));
+  } else {
+    fmt::print("{}", doctor::to_text(*rep));
+    std::fflush(stdout);
+  }
+  return rep->exit_code();
+}
+}  // namespace
+
 void add_doctor(CLI::App& sub, Action& action) {
-  sub.allow_extras();
-  sub.callback([&action] {
-    action = [] {
-      fmt::print(stderr, "fp4forge: error: 'doctor' is not available in this build\n");
-      return 5;
-    };
-  });
+  auto opts = std::make_shared<DoctorOpts>();
+  sub.add_option("dir", opts->dir, "checkpoint directory (config.json, safetensors, processor/tokenizer files)")
+      ->required();
+  sub.add_flag("--fix", opts->fix,
+               "apply the automatic fixes (JSON files only, each backed up as FILE.bak-fp4forge-<time>)");
+  sub.add_flag("--dry-run", opts->dry_run, "show the fixes as unified diffs without writing anything");
+  sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/doctor.md)");
+  sub.footer(
+      "Exit: 0 no error-severity finding remains (after fixes), 1 errors remain, 3 bad input, 4 I/O.\n"
+      "Examples:\n"
+      "  fp4forge doctor ./gemma-4-31B-it\n"
+      "  fp4forge doctor ./gemma-4-31B-it --dry-run        # what --fix would change, as diffs\n"
+      "  fp4forge doctor ./Qwen3.5-27B-NVFP4A16 --fix --json | jq '.remaining[].kind'");
+  sub.callback([&action, opts] { action = [opts] { return run_doctor_cmd(*opts); }; });
 }
 
 }  // namespace fp4forge::cli

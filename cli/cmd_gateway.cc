@@ -1,17 +1,129 @@
-// PLACEHOLDER: replaced by the 'gateway' implementation. Until then the command reports "not built yet".
+// fp4forge gateway show|swap|rollback|retire: LiteLLM proxy config.yaml edits (docs/cli/gateway.md).
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/probe/gateway.h"
+#include "fp4forge/probe/report.h"
+#include "render.h"
 
 namespace fp4forge::cli {
 
+namespace {
+struct GwOpts {
+  std::string config, backend, alias, backend_model, api_base, to, checks = "all", api_key_env, probe_model;
+  std::vector<std::string> params;
+  double timeout = 60.0;
+  bool no_probe = false, probe = false, dry_run = false, json = false;
+};
+
+int finish_edit(const char* cmd, const GwOpts& o, Result<probe::EditResult> r) {
+  if (!r.ok()) return report_error(r.error(), o.json);
+  for (const auto& w : r->warnings) warn(w);
+  if (o.json) {
+    print_json(probe::edit_json(cmd, o.config, *r));
+  } else {
+    fmt::print("{}", probe::edit_text(cmd, o.config, *r));
+  }
+  if (!r->refused.empty()) {
+    fmt::print(stderr, "fp4forge: error: {} refused: {}\n", cmd, r->refused);
+    return r->probe && r->probe->unreachable ? 4 : 1;
+  }
+  return 0;
+}
+
+int run_swap(const GwOpts& o) {
+  probe::SwapOptions so;
+  so.alias = o.alias;
+  so.backend_model = o.backend_model;
+  so.api_base = o.api_base;
+  so.probe = !o.no_probe;
+  so.probe_model = o.probe_model;
+  so.dry_run = o.dry_run;
+  so.probe_options.timeout_s = o.timeout;
+  for (const auto& kv : o.params) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return report_error(make_error(Errc::USAGE, "--param '{}': expected KEY=VALUE", kv), o.json);
+    so.params.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  auto checks = probe::parse_checks(o.checks);
+  if (!checks.ok()) return report_error(checks.error(), o.json);
+  so.checks = *checks;
+  if (!o.api_key_env.empty()) {
+    const char* v = std::getenv(o.api_key_env.c_str());
+    if (v == nullptr || *v == '\0')
+      return report_error(make_error(Errc::USAGE, "--api-key-env {}: the variable is not set or empty", o.api_key_env),
+                          o.json);
+    so.probe_options.api_key = v;
+  }
+  return finish_edit("swap", o, probe::gateway_swap(o.config, so));
+}
+}  // namespace
+
 void add_gateway(CLI::App& sub, Action& action) {
-  sub.allow_extras();
-  sub.callback([&action] {
-    action = [] {
-      fmt::print(stderr, "fp4forge: error: 'gateway' is not available in this build\n");
-      return 5;
+  auto o = std::make_shared<GwOpts>();
+  sub.require_subcommand(1);
+  auto common = [&](CLI::App* s) {
+    s->add_option("--config", o->config, "LiteLLM proxy config.yaml")->required();
+    s->add_flag("--json", o->json, "print the result as JSON (schema in docs/cli/gateway.md)");
+  };
+  CLI::App* show = sub.add_subcommand("show", "aliases, their backends, wildcard warnings");
+  common(show);
+  show->add_option("--backend", o->backend, "also list the aliases that route to this base URL");
+  CLI::App* swap = sub.add_subcommand("swap", "probe a backend, then repoint one alias to it (backup + diff)");
+  common(swap);
+  swap->add_option("--alias", o->alias, "model_name to repoint")->required();
+  swap->add_option("--backend-model", o->backend_model, "new litellm_params.model, e.g. hosted_vllm/org/m")->required();
+  swap->add_option("--api-base", o->api_base, "new litellm_params.api_base, e.g. http://gpu7:8000/v1")->required();
+  swap->add_option("--param", o->params, "extra litellm_params KEY=VALUE (VALUE is YAML, one line); repeatable");
+  swap->add_flag("--probe", o->probe, "probe the backend first (the default)");
+  swap->add_flag("--no-probe", o->no_probe, "skip the probe (not recommended: F44)");
+  swap->add_option("--probe-model", o->probe_model, "model name at the backend (default: --backend-model without "
+                                                    "its provider prefix)");
+  swap->add_option("--checks", o->checks, "probe checks (default all)");
+  swap->add_option("--api-key-env", o->api_key_env, "environment variable with the backend's API key");
+  swap->add_option("--timeout", o->timeout, "deadline of each probe check in seconds")->check(CLI::Range(0.1, 3600.0));
+  swap->add_flag("--dry-run", o->dry_run, "probe and show the diff, write nothing");
+  CLI::App* rollback = sub.add_subcommand("rollback", "restore a backup byte for byte (default: the newest)");
+  common(rollback);
+  rollback->add_option("--to", o->to, "backup file to restore");
+  CLI::App* retire = sub.add_subcommand("retire", "comment an alias out (reversible), after a backup");
+  common(retire);
+  retire->add_option("--alias", o->alias, "model_name to retire")->required();
+  sub.footer(
+      "Exit: 0 ok, 1 probe failed (file untouched), 2 usage, 3 bad config, 4 I/O or backend unreachable.\n"
+      "Examples:\n"
+      "  fp4forge gateway show --config litellm.yaml --backend http://gpu7:8000\n"
+      "  fp4forge gateway swap --config litellm.yaml --alias chat --backend-model hosted_vllm/org/m-NVFP4A16 \\\n"
+      "      --api-base http://gpu7:8000/v1 --param 'extra_body={chat_template_kwargs: {enable_thinking: false}}'\n"
+      "  fp4forge gateway rollback --config litellm.yaml");
+  show->callback([&action, o] {
+    action = [o]() -> int {
+      auto s = probe::gateway_show(o->config, o->backend);
+      if (!s.ok()) return report_error(s.error(), o->json);
+      for (const auto& w : s->warnings) warn(w);
+      if (o->json) {
+        print_json(probe::show_json(*s));
+      } else {
+        fmt::print("{}", probe::show_text(*s));
+      }
+      return 0;
     };
+  });
+  swap->callback([&action, o] {
+    action = [o]() -> int {
+      if (o->probe && o->no_probe)
+        return report_error(make_error(Errc::USAGE, "--probe and --no-probe contradict each other; pick one"), o->json);
+      return run_swap(*o);
+    };
+  });
+  rollback->callback([&action, o] {
+    action = [o]() -> int { return finish_edit("rollback", *o, probe::gateway_rollback(o->config, o->to)); };
+  });
+  retire->callback([&action, o] {
+    action = [o]() -> int { return finish_edit("retire", *o, probe::gateway_retire(o->config, o->alias)); };
   });
 }
 

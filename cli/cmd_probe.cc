@@ -1,16 +1,66 @@
-// PLACEHOLDER: replaced by the 'probe' implementation. Until then the command reports "not built yet".
+// fp4forge probe URL --model NAME: prove a served OpenAI-compatible endpoint (docs/cli/probe.md).
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/probe/probe.h"
+#include "fp4forge/probe/report.h"
+#include "render.h"
 
 namespace fp4forge::cli {
 
 void add_probe(CLI::App& sub, Action& action) {
-  sub.allow_extras();
-  sub.callback([&action] {
-    action = [] {
-      fmt::print(stderr, "fp4forge: error: 'probe' is not available in this build\n");
-      return 5;
+  struct Opts {
+    std::string url, model, api_key_env, checks = "all";
+    double timeout = 60.0;
+    int max_tokens = 1024;
+    bool text_only = false, multimodal = false, json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  sub.add_option("url", o->url, "server base URL, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)")->required();
+  sub.add_option("--model", o->model, "served model name (as listed by /v1/models)")->required();
+  sub.add_option("--api-key-env", o->api_key_env, "environment variable holding the API key (never printed)");
+  sub.add_option("--checks", o->checks,
+                 "comma-separated: models,prose,long,logprobs,vision,tools,multiturn,completions,reasoning (default all)");
+  sub.add_option("--timeout", o->timeout, "deadline of each check in seconds (default 60)")->check(CLI::Range(0.1, 3600.0));
+  sub.add_option("--max-tokens", o->max_tokens, "max_tokens a client would send (prose, vision, tools, reasoning; default 1024)")
+      ->check(CLI::Range(16, 1 << 20));
+  sub.add_flag("--text-only", o->text_only, "the model takes no images: skip the vision check");
+  sub.add_flag("--multimodal", o->multimodal, "the model takes images: a rejected image fails the vision check");
+  sub.add_flag("--json", o->json, "print the report as JSON (schema in docs/cli/probe.md)");
+  sub.footer(
+      "Exit: 0 no selected check failed, 1 a check failed, 2 usage, 4 server unreachable.\n"
+      "Examples:\n"
+      "  fp4forge probe http://127.0.0.1:8000 --model org/model-NVFP4A16\n"
+      "  VLLM_KEY=... fp4forge probe http://gpu7:8000/v1 --model m --api-key-env VLLM_KEY --checks prose,logprobs\n"
+      "  fp4forge probe http://127.0.0.1:8000 --model m --text-only --json > report.json");
+  sub.callback([&action, o] {
+    action = [o]() -> int {
+      auto checks = probe::parse_checks(o->checks);
+      if (!checks.ok()) return report_error(checks.error(), o->json);
+      if (o->text_only && o->multimodal)
+        return report_error(make_error(Errc::USAGE, "--text-only and --multimodal contradict each other; pick one"), o->json);
+      probe::ProbeOptions po;
+      po.timeout_s = o->timeout;
+      po.max_tokens = o->max_tokens;
+      po.client_max_tokens = o->max_tokens;
+      po.vision = o->text_only ? probe::VisionMode::TEXT_ONLY
+                               : o->multimodal ? probe::VisionMode::MULTIMODAL : probe::VisionMode::AUTO;
+      if (!o->api_key_env.empty()) {
+        const char* v = std::getenv(o->api_key_env.c_str());
+        if (v == nullptr || *v == '\0')
+          return report_error(make_error(Errc::USAGE, "--api-key-env {}: the variable is not set or empty", o->api_key_env),
+                              o->json);
+        po.api_key = v;
+      }
+      const probe::ProbeReport rep = probe::run_probe(o->url, o->model, *checks, po);
+      if (o->json) {
+        print_json(probe::report_json(rep));
+      } else {
+        fmt::print("{}", probe::report_text(rep));
+      }
+      return probe::report_exit_code(rep);
     };
   });
 }

@@ -1,18 +1,99 @@
-// PLACEHOLDER: replaced by the 'quantize' implementation. Until then the command reports "not built yet".
+// fp4forge quantize SRC DST: streaming NVFP4A16 quantization (library: quantize/plan.h, quantize/run.h).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/quantize/plan.h"
+#include "fp4forge/quantize/run.h"
+#include "render.h"
 
 namespace fp4forge::cli {
 
+namespace {
+struct QuantizeOpts {
+  std::string src, dst, max_memory = "2G";
+  quant::PlanOptions plan;
+  unsigned jobs = 0;
+  bool dry_run = false, resume = false, json = false, verbose = false;
+};
+
+int run_quantize(const QuantizeOpts& o) {
+  auto max_mem = quant::parse_size(o.max_memory);
+  if (!max_mem) return report_error(max_mem.error(), o.json);
+  if (!o.dry_run && o.dst.empty())
+    return report_error(make_error(Errc::USAGE, "missing DST; give an output directory (or use --dry-run)"), o.json);
+  if (!o.dst.empty())
+    if (auto st = quant::check_destination(o.src, o.dst); !st) return report_error(st.error(), o.json);
+  auto ckpt = Checkpoint::open(o.src);
+  if (!ckpt) return report_error(ckpt.error(), o.json);
+  auto plan = quant::make_plan(*ckpt, o.plan);
+  if (!plan) return report_error(plan.error(), o.json);
+  if (o.dry_run) {
+    if (o.json) {
+      nlohmann::ordered_json j;
+      j["ok"] = true;
+      j["dry_run"] = true;
+      j["plan"] = quant::plan_json(*plan);
+      print_json(j);
+    } else {
+      fmt::print("{}", quant::plan_text(*plan, o.verbose));
+      fmt::print("dry run: nothing written\n");
+    }
+    return 0;
+  }
+  for (const auto& w : plan->warnings) warn(w);
+  quant::RunOptions ro;
+  ro.jobs = o.jobs;
+  ro.max_memory = *max_mem;
+  ro.resume = o.resume;
+  ro.progress = !o.json && stderr_is_tty();
+  auto sum = quant::run_plan(*ckpt, *plan, o.dst, ro);
+  if (!sum) return report_error(sum.error(), o.json);
+  if (o.json) {
+    print_json(quant::summary_json(*sum));
+    return 0;
+  }
+  for (std::size_t i = plan->warnings.size(); i < sum->warnings.size(); ++i) warn(sum->warnings[i]);
+  for (const auto& l : sum->summary) fmt::print("  {}\n", l);
+  fmt::print("wrote {}: {} shard(s) ({} resumed), {:.3f} GB from {:.3f} GB, {:.3f} bits per quantized weight\n",
+             sum->destination, sum->shards_written + sum->shards_resumed, sum->shards_resumed,
+             static_cast<double>(sum->bytes_out) / 1e9, static_cast<double>(sum->bytes_in) / 1e9,
+             sum->bits_per_weight);
+  fmt::print("  {:.2f} s, {:.2f} GB/s, -j {}, peak RSS {:.0f} MiB (in-flight budget {:.0f} MiB, peak {:.0f} MiB)\n",
+             sum->seconds, sum->gb_per_s, sum->jobs, static_cast<double>(sum->peak_rss_bytes) / 1048576.0,
+             static_cast<double>(sum->max_memory) / 1048576.0,
+             static_cast<double>(sum->peak_inflight_bytes) / 1048576.0);
+  std::fflush(stdout);
+  return 0;
+}
+}  // namespace
+
 void add_quantize(CLI::App& sub, Action& action) {
-  sub.allow_extras();
-  sub.callback([&action] {
-    action = [] {
-      fmt::print(stderr, "fp4forge: error: 'quantize' is not available in this build\n");
-      return 5;
-    };
-  });
+  auto o = std::make_shared<QuantizeOpts>();
+  sub.add_option("src", o->src, "source checkpoint directory (bf16/fp16/fp32 safetensors)")->required();
+  sub.add_option("dst", o->dst, "output directory (must not exist; written atomically)");
+  sub.add_option("--scheme", o->plan.scheme, "quantization scheme (only nvfp4a16)")->capture_default_str();
+  sub.add_option("--ignore", o->plan.ignore, "keep this module unquantized: exact name or re:REGEX (repeatable)");
+  sub.add_option("--force-quantize", o->plan.force_quantize,
+                 "quantize a module the policy keeps: exact name (required for protected roles) or re:REGEX");
+  sub.add_flag("--dry-run", o->dry_run, "print the plan and write nothing");
+  sub.add_flag("--strict", o->plan.strict, "a weight with in_features % 16 != 0 is an error instead of kept");
+  sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores)");
+  sub.add_option("--max-memory", o->max_memory, "in-flight byte budget, e.g. 2G, 512M")->capture_default_str();
+  sub.add_flag("--resume", o->resume, "reuse verified shards of an interrupted run into the same DST");
+  sub.add_flag("-v,--verbose", o->verbose, "--dry-run: list every tensor's decision");
+  sub.add_flag("--json", o->json, "print the summary (or the plan) as JSON (schema: docs/cli/quantize.md)");
+  sub.footer(
+      "Examples:\n"
+      "  fp4forge quantize ./gemma-4-26B-A4B-it --dry-run\n"
+      "  fp4forge quantize ./Qwen3.5-27B ./Qwen3.5-27B-NVFP4A16 -j 16 --max-memory 4G\n"
+      "  fp4forge quantize ./llama ./llama-nvfp4 --ignore re:.*layers\\.0\\..* --resume --json");
+  sub.callback([&action, o] { action = [o] { return run_quantize(*o); }; });
 }
 
 }  // namespace fp4forge::cli

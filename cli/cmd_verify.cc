@@ -1,18 +1,73 @@
-// PLACEHOLDER: replaced by the 'verify' implementation. Until then the command reports "not built yet".
+// fp4forge verify QDIR [--against SRC] [--json]: prove a quantized checkpoint (library: verify/verify.h).
+#include <cstdio>
+#include <memory>
+#include <string>
+
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/verify/verify.h"
+#include "render.h"
 
 namespace fp4forge::cli {
 
+namespace {
+struct VerifyOpts {
+  std::string qdir;
+  std::string against;
+  bool json = false;
+  bool no_values = false;
+  VerifyOptions lib;
+};
+
+int run_verify(const VerifyOpts& o) {
+  auto q = Checkpoint::open(o.qdir);
+  if (!q) return report_error(q.error(), o.json);
+  std::optional<Checkpoint> src;
+  if (!o.against.empty()) {
+    auto s = Checkpoint::open(o.against);
+    if (!s) return report_error(s.error(), o.json);
+    src.emplace(std::move(s).value());
+  }
+  VerifyOptions lib = o.lib;
+  lib.scan_values = !o.no_values;
+  auto rep = verify_checkpoint(*q, src ? &*src : nullptr, lib);
+  if (!rep) return report_error(rep.error(), o.json);
+  if (o.json) {
+    print_json(verify_json(*rep, o.qdir, o.against));
+  } else {
+    fmt::print("{}", verify_text(*rep, o.qdir, o.against));
+    std::fflush(stdout);
+  }
+  return rep->ok() ? 0 : 1;
+}
+}  // namespace
+
 void add_verify(CLI::App& sub, Action& action) {
-  sub.allow_extras();
-  sub.callback([&action] {
-    action = [] {
-      fmt::print(stderr, "fp4forge: error: 'verify' is not available in this build\n");
-      return 5;
-    };
-  });
+  auto opts = std::make_shared<VerifyOpts>();
+  sub.add_option("QDIR", opts->qdir, "quantized checkpoint directory (compressed-tensors NVFP4A16)")->required();
+  sub.add_option("--against", opts->against,
+                 "the unquantized source checkpoint: dequantize and compare every tensor, bit-compare kept ones");
+  sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/verify.md)");
+  sub.add_option("--outlier-factor", opts->lib.outlier_factor,
+                 "error-outlier when a tensor's relative RMS error exceeds this many times the reference "
+                 "encoding's")
+      ->default_val(2.0)
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--worst", opts->lib.worst_n, "tensors listed as worst by error")->default_val(10);
+  sub.add_option("--reencode-rows", opts->lib.reencode_rows,
+                 "rows per quantized tensor re-encoded by the scalar reference codec (0: off)")
+      ->default_val(32);
+  sub.add_flag("--no-values", opts->no_values,
+               "skip the value scans (scale NaN bytes, global scales, NaN/Inf in kept tensors)");
+  sub.footer(
+      "Exit: 0 clean, 1 any error finding, 3 bad input, 4 I/O. Kind ids: docs/cli/verify.md.\n"
+      "Examples:\n"
+      "  fp4forge verify ./gemma-4-26B-A4B-NVFP4A16\n"
+      "  fp4forge verify ./q --against ./gemma-4-26B-A4B-it\n"
+      "  fp4forge verify ./third-party-nvfp4 --json | jq '.findings[] | select(.severity==\"error\")'");
+  sub.callback([&action, opts] { action = [opts] { return run_verify(*opts); }; });
 }
 
 }  // namespace fp4forge::cli

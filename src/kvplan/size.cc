@@ -58,10 +58,10 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   else if (unit == "gib") mult = kGiB;
   else if (unit == "tib") mult = kTiB;
   else if (unit == "k" || unit == "m" || unit == "g" || unit == "t")
-    return size_error(text, "unit '" + std::string(text.substr(i)) +
-                                "' is ambiguous (use GiB for 2^30 or GB for 10^9)");
+    return size_error(text, fmt::format("unit '{}' is ambiguous (use GiB for 2^30 or GB for 10^9)",
+                                        text.substr(i)));
   else
-    return size_error(text, "unknown unit '" + std::string(text.substr(i)) + "'");
+    return size_error(text, fmt::format("unknown unit '{}'", text.substr(i)));
   const u128 v = whole * mult + frac * mult / frac_den;
   if (v > static_cast<u128>(UINT64_MAX)) return size_error(text, "too large");
   return static_cast<std::uint64_t>(v);

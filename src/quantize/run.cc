@@ -91,7 +91,7 @@ std::optional<FileStamp> stamp(const stdfs::path& p) {
                    static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
-Status copy_file(const stdfs::path& from, const stdfs::path& to) {
+Status copy_plain_file(const stdfs::path& from, const stdfs::path& to) {
   FP4FORGE_ASSIGN_OR_RETURN(fs::File in, fs::File::open_read(from));
   FP4FORGE_ASSIGN_OR_RETURN(std::uint64_t size, in.size());
   FP4FORGE_ASSIGN_OR_RETURN(fs::AtomicFile out, fs::AtomicFile::create(to));
@@ -158,6 +158,7 @@ class Staging {
     }
     if (fs::ops().mkdir(dir.c_str(), 0755) != 0)
       return make_error(Errc::IO, "cannot create staging folder '{}': {}", dir.string(), std::strerror(errno));
+    created_ = true;
     FP4FORGE_TRY(fs::write_file_atomic(dir / kMarker, "fp4forge quantize staging folder\n"));
     return lock();
   }
@@ -174,6 +175,7 @@ class Staging {
     stdfs::remove_all(dir_, ec);
   }
   const stdfs::path& dir() const { return dir_; }
+  bool created() const { return created_; }
 
  private:
   Status lock() {
@@ -190,6 +192,7 @@ class Staging {
   }
   stdfs::path dir_;
   int lock_fd_ = -1;
+  bool created_ = false;
 };
 
 struct ManifestEntry {
@@ -394,7 +397,10 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   if (ck_.index_file()) stamps.emplace_back(ck_.dir() / *ck_.index_file(), stamp(ck_.dir() / *ck_.index_file()));
 
   const stdfs::path stage = staging_path(dst);
-  FP4FORGE_TRY(staging_.open(stage, opts_.resume, warnings_));
+  if (Status st = staging_.open(stage, opts_.resume, warnings_); !st) {
+    if (staging_.created()) staging_.remove();
+    return std::move(st).error();
+  }
   fingerprint_ = plan_fingerprint();
   auto cleanup_fail = [&](Error e) -> Result<RunSummary> {
     stop_.store(true);
@@ -455,7 +461,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   // Non-safetensors files first (cheap), from the source, never config.json (written from the plan).
   for (const auto& n : ck_.other_files()) {
     if (n == "config.json" || n == plan_.index_name) continue;
-    if (Status st = copy_file(ck_.dir() / n, stage / n); !st) return cleanup_fail(std::move(st).error());
+    if (Status st = copy_plain_file(ck_.dir() / n, stage / n); !st) return cleanup_fail(std::move(st).error());
     ++sum.files_copied;
   }
 
@@ -590,7 +596,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
         for (std::uint64_t r = 0; r < un.rows && !stopped(); r += rows_per) {
           const std::uint64_t r1 = std::min(un.rows, r + rows_per);
           const bool last = r1 == un.rows;
-          submit((r1 - r) * per_row, [this, u, gs, r, r1, last] {
+          submit((r1 - r) * per_row, [this, u, gs, r, r1, last]() -> Status {
             const QuantUnit& q = plan_.units[u];
             FP4FORGE_TRY(write_unit_rows(u, gs, r, r1));
             release(q.decision, q.byte_offset + r * row_bytes(q), (r1 - r) * row_bytes(q));
@@ -605,7 +611,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
       const Item it = items[next++];
       switch (it.kind) {
         case Item::COPY:
-          submit(it.cost, [this, it] {
+          submit(it.cost, [this, it]() -> Status {
             const auto data = ck_.data(*refs_[it.a]).subspan(it.off, it.len);
             FP4FORGE_TRY(write(it.shard, it.dst_off, data));
             release(it.a, it.off, it.len);
@@ -618,7 +624,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
           submit(it.cost, [run_small_group, g2 = it.a] { return run_small_group(g2); });
           break;
         case Item::BIG_AMAX:
-          submit(it.cost, [this, it, bg = big[it.a].get()] {
+          submit(it.cost, [this, it, bg = big[it.a].get()]() -> Status {
             const QuantUnit& q = plan_.units[it.unit];
             FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax_rows(view(q), it.r0, it.r1, unit_name(q)));
             // The encode pass reads these rows again; drop them now so a large set stays within budget.
@@ -699,7 +705,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
 
 stdfs::path staging_path(const stdfs::path& dst) {
   const stdfs::path abs = normalize(dst);
-  return abs.parent_path() / ("." + abs.filename().string() + ".fp4forge-staging");
+  return abs.parent_path() / fmt::format(".{}.fp4forge-staging", abs.filename().string());
 }
 
 Status check_destination(const stdfs::path& src, const stdfs::path& dst) {

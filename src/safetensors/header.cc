@@ -24,7 +24,8 @@ const TensorInfo* Header::find(std::string_view name) const noexcept {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+// std::map objects: ordered_json inserts are linear, quadratic for headers of 10^4+ tensors.
+using json = nlohmann::json;
 
 // A safetensors header needs depth 3 (root -> entry -> shape); anything deeper is not a header.
 constexpr std::size_t kMaxHeaderDepth = 8;
@@ -168,7 +169,8 @@ Result<Header> parse_header_prefix(std::span<const std::byte> prefix, std::uint6
                  {}};
 
   std::string_view text(reinterpret_cast<const char*>(prefix.data()) + 8, static_cast<std::size_t>(n));
-  auto parsed = detail::parse_strict(text, kMaxHeaderDepth);
+  detail::KeyOrder meta_order{"__metadata__", {}};
+  auto parsed = detail::parse_strict<json>(text, kMaxHeaderDepth, &meta_order);
   if (auto* issue = std::get_if<detail::JsonIssue>(&parsed)) {
     switch (issue->kind) {
       case detail::JsonIssue::Kind::SYNTAX:
@@ -205,12 +207,12 @@ Result<Header> parse_header_prefix(std::span<const std::byte> prefix, std::uint6
       if (!v.is_object())
         return cx.file_err("__metadata__ is {} {}, expected an object of strings", v.type_name(),
                            detail::brief(v));
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string())
-          return cx.file_err("__metadata__ '{}' is {} {}, expected a string",
-                             detail::printable(m.key()), m.value().type_name(),
-                             detail::brief(m.value()));
-        h.metadata.emplace_back(m.key(), m.value().get<std::string>());
+      for (const auto& k : meta_order.keys) {  // file order
+        const json& m = v[k];
+        if (!m.is_string())
+          return cx.file_err("__metadata__ '{}' is {} {}, expected a string", detail::printable(k),
+                             m.type_name(), detail::brief(m));
+        h.metadata.emplace_back(k, m.get<std::string>());
       }
       continue;
     }

@@ -80,18 +80,25 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-std::string brief(const nlohmann::ordered_json& v, std::size_t max) {
-  std::string s = v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+namespace {
+template <typename Json>
+std::string brief_impl(const Json& v, std::size_t max) {
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > max) {
     s.resize(max);
     s += "...";
   }
   return printable(s);
 }
+}  // namespace
 
-std::variant<nlohmann::ordered_json, JsonIssue> parse_strict(std::string_view text,
-                                                             std::size_t max_depth) {
-  using json = nlohmann::ordered_json;
+std::string brief(const nlohmann::ordered_json& v, std::size_t max) { return brief_impl(v, max); }
+std::string brief(const nlohmann::json& v, std::size_t max) { return brief_impl(v, max); }
+
+template <typename Json>
+std::variant<Json, JsonIssue> parse_strict(std::string_view text, std::size_t max_depth,
+                                           KeyOrder* order) {
+  using json = Json;
   std::vector<Frame> stack;
   auto path_of = [&](std::size_t upto) {
     std::string p;
@@ -104,7 +111,8 @@ std::variant<nlohmann::ordered_json, JsonIssue> parse_strict(std::string_view te
     if (top.is_object) return top.last_key;
     return fmt::format("[{}]", top.next_index++);
   };
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t ev, json& parsed) -> bool {
+  typename json::parser_callback_t cb = [&](int depth, typename json::parse_event_t ev,
+                                            json& parsed) -> bool {
     (void)depth;
     switch (ev) {
       case json::parse_event_t::object_start:
@@ -131,6 +139,7 @@ std::variant<nlohmann::ordered_json, JsonIssue> parse_strict(std::string_view te
           is.depth = stack.size();
           throw Abort{std::move(is)};
         }
+        if (order && stack.size() == 2 && stack[1].name == order->object) order->keys.push_back(k);
         top.last_key = std::move(k);
         break;
       }
@@ -150,12 +159,17 @@ std::variant<nlohmann::ordered_json, JsonIssue> parse_strict(std::string_view te
     return j;
   } catch (Abort& a) {
     return std::move(a.issue);
-  } catch (const json::exception& e) {
+  } catch (const typename json::exception& e) {
     JsonIssue is;
     is.kind = JsonIssue::Kind::SYNTAX;
     is.detail = strip_prefix(e.what());
     return is;
   }
 }
+
+template std::variant<nlohmann::json, JsonIssue> parse_strict<nlohmann::json>(std::string_view,
+                                                                            std::size_t, KeyOrder*);
+template std::variant<nlohmann::ordered_json, JsonIssue> parse_strict<nlohmann::ordered_json>(
+    std::string_view, std::size_t, KeyOrder*);
 
 }  // namespace fp4forge::st::detail

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,14 +21,26 @@ struct JsonIssue {
   std::size_t depth = 0;  ///< DUPLICATE_KEY: 1 for root keys
 };
 
-/** Parses `text`; a value on success, the first problem otherwise. Never throws (bad_alloc aside). */
-std::variant<nlohmann::ordered_json, JsonIssue> parse_strict(std::string_view text,
-                                                             std::size_t max_depth);
+/** Records, in file order, the keys of the object found at top-level key `object`. */
+struct KeyOrder {
+  std::string object;
+  std::vector<std::string> keys;
+};
+
+/**
+ * Parses `text`; a value on success, the first problem otherwise. Never throws (bad_alloc aside).
+ * Json is nlohmann::json (std::map objects: use it for large objects, ordered_json's inserts are
+ * linear) or nlohmann::ordered_json (key order kept). `order`, if given, records one object's key order.
+ */
+template <typename Json>
+std::variant<Json, JsonIssue> parse_strict(std::string_view text, std::size_t max_depth,
+                                           KeyOrder* order = nullptr);
 
 /** Makes arbitrary bytes safe for a one-line message: control bytes and 0x7f become \xNN. */
 std::string printable(std::string_view s);
 
 /** A JSON value shortened for messages (compact dump, at most `max` characters, then "..."). */
 std::string brief(const nlohmann::ordered_json& v, std::size_t max = 40);
+std::string brief(const nlohmann::json& v, std::size_t max = 40);
 
 }  // namespace fp4forge::st::detail

@@ -810,7 +810,8 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
     if (issues.empty()) continue;
     sink.add({"geometry-mismatch", Severity::ERROR, family_of(blk),
               fmt::format("expert block '{}': {}", blk, fmt::join(issues, "; ")), {blk}, "num_experts",
-              fmt::format("experts 0..{} each with gate_proj, up_proj, down_proj", E - 1), fmt::join(issues, "; "),
+              fmt::format("experts 0..{} each with gate_proj, up_proj, down_proj", E - 1),
+              fmt::format("{}", fmt::join(issues, "; ")),
               "vLLM's FusedMoE loader needs every expert (F5)"});
   }
   // Shapes of attention / MLP / expert weights (quantized: [N, K] from weight_packed).

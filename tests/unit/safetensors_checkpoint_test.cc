@@ -373,8 +373,8 @@ TEST(SafetensorsCheckpoint, ParseJsonBounded) {
   auto syn = parse_json_bounded("{\n  \"a\": tru\n}", "x.json");
   ASSERT_FALSE(syn.ok());
   EXPECT_EQ(syn.error().message,
-            "x.json: invalid JSON: parse error at line 2, column 11: syntax error while parsing value - invalid "
-            "literal; last read: 'tru<U+000A>'");
+            "x.json: invalid JSON: parse error at line 3, column 0: syntax error while parsing value - invalid "
+            "literal; last read: '\"a\": tru<U+000A>'");
   auto dup = parse_json_bounded("{\"a\":{\"b\":[{\"c\":1,\"c\":2}]}}", "x.json");
   ASSERT_FALSE(dup.ok());
   EXPECT_EQ(dup.error().message, "x.json: key 'c' appears twice in '/a/b/[0]'; ambiguous JSON (remove one)");

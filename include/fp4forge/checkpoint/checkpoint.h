@@ -49,7 +49,8 @@ class Checkpoint {
   const nlohmann::ordered_json& config() const noexcept { return config_; }
   /** The index file name (e.g. "model.safetensors.index.json"), if the checkpoint has one. */
   const std::optional<std::string>& index_file() const noexcept { return index_file_; }
-  /** Shard file names (basenames), in index order of first appearance / sorted when no index. */
+  /** Shard file names (basenames): with an index, in order of first appearance when the weight_map
+   *  is read in tensor-name order; without one, sorted. */
   const std::vector<std::string>& shard_names() const noexcept { return shard_names_; }
   const std::vector<st::ShardReader>& shards() const noexcept { return shards_; }
   /** Every tensor, sorted by name. */

@@ -1,0 +1,46 @@
+#pragma once
+/**
+ * From plan to running seats: per placed seat a docker compose stack for vLLM's OpenAI server
+ * (image, model mount, served model name, port, GPUs pinned via deploy.resources.reservations.devices,
+ * the engine flags that realise the plan, restart policy, healthcheck) and the matching LiteLLM
+ * `model_list` entry. YAML is emitted with yaml-cpp.
+ *
+ * Files: DIR/<seat>/compose.yaml, DIR/<seat>/litellm.yaml, and DIR/litellm.yaml (every emitted seat).
+ * Existing files are never overwritten without `force` (checked for all files before writing any);
+ * every file is written atomically (fs::write_file_atomic).
+ */
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "fp4forge/error.h"
+#include "fp4forge/kvplan/placement.h"
+
+namespace fp4forge::kvplan {
+
+struct ComposeOptions {
+  std::string image = "vllm/vllm-openai:latest";  ///< vLLM OpenAI server image
+  std::string api_host = "localhost";             ///< host LiteLLM reaches the seats on
+  int base_port = 8000;                           ///< host port of seat i is base_port + i unless port=
+  bool force = false;                             ///< overwrite existing files
+};
+
+/** The vLLM server arguments that realise the seat's plan (after the image's `vllm serve`). */
+std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat);
+/** Host port of a seat: port= or base_port + index. */
+int seat_port(const Plan& plan, std::size_t seat, const ComposeOptions& opts);
+/** The compose document of one placed seat. */
+std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOptions& opts);
+/** A LiteLLM config fragment `model_list:` with one entry per listed seat. */
+std::string litellm_yaml(const Plan& plan, const std::vector<std::size_t>& seats, const ComposeOptions& opts);
+
+struct EmittedFiles {
+  std::vector<std::filesystem::path> files;  ///< written, in order
+  std::vector<std::string> skipped_seats;    ///< not placed: no stack written
+};
+
+/** Writes the files (see above). USAGE when a file exists and !force; IO on write failures;
+ * BAD_INPUT when no seat is placed. */
+Result<EmittedFiles> emit_compose(const Plan& plan, const std::filesystem::path& dir, const ComposeOptions& opts);
+
+}  // namespace fp4forge::kvplan

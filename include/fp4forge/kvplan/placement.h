@@ -1,0 +1,74 @@
+#pragma once
+/**
+ * Placement of seats on GPUs, and every budget-dependent figure vLLM would log for each seat.
+ *
+ * Memory model (architectures.md §4.5): a seat's budget on each of its GPUs is
+ * gpu_memory_utilization * total; at start-up the GPU's free memory (total - other tenants - other
+ * seats' budgets) must cover it; KV gets budget - weights/TP - overhead (the minimum over ranks).
+ * A seat fits when that KV memory holds `concurrency` requests of max_model_len (at least one).
+ *
+ * Order and choice: pinned seats (gpu=) first, then the others by KV demand, heaviest first; each
+ * takes the roomiest GPU(s) that fit (TP seats take tp distinct GPUs). If that greedy order leaves a
+ * seat out, a bounded search tries every assignment. Seats without an explicit utilization then share
+ * each GPU's spare memory in proportion to their KV demand (capped at vLLM's default 0.90 unless the
+ * seat needs more), rounded down to 0.01 when that still fits.
+ */
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fp4forge/kvplan/gpu.h"
+#include "fp4forge/kvplan/kv_cache.h"
+#include "fp4forge/kvplan/seat.h"
+
+namespace fp4forge::kvplan {
+
+struct SeatPlacement {
+  bool placed = false;              ///< assigned to GPU(s) (false: no room, or no GPUs given)
+  bool fits = false;
+  std::vector<std::size_t> gpus;    ///< indices into Plan::gpus, rank order
+  double util = 0.0;                ///< gpu_memory_utilization to run with
+  bool util_explicit = false;
+  std::int64_t max_num_batched_tokens = 0;
+  bool batched_default = true;      ///< from vLLM's GPU rule (not given)
+  std::uint64_t overhead_bytes = 0;
+  bool overhead_default = true;
+  KvDemand demand;                  ///< per-request reservation at max_model_len
+  std::uint64_t kv_needed_bytes = 0;   ///< KV memory for `concurrency` requests
+  std::uint64_t need_bytes = 0;        ///< weights/rank + overhead + kv_needed (per GPU)
+  std::uint64_t budget_bytes = 0;      ///< util * total on the tightest rank
+  std::uint64_t available_kv_bytes = 0;  ///< budget - weights/rank - overhead (min over ranks)
+  std::int64_t num_blocks = 0;
+  double max_concurrency = 0.0;
+  std::int64_t kv_cache_tokens = 0;
+  std::int64_t largest_max_model_len = 0;  ///< with this budget (<= max_position_embeddings)
+  double min_util = 0.0;            ///< smallest utilization that meets the target (> 1: impossible)
+  std::uint64_t short_by_bytes = 0;  ///< when it does not fit
+  std::string reason;               ///< why here / why it does not fit
+};
+
+/** One seat's share of one GPU. */
+struct GpuShare {
+  std::size_t seat = 0;  ///< index into Plan::seats
+  std::uint64_t budget = 0, weights = 0, kv = 0, overhead = 0;
+};
+
+struct GpuPlan {
+  GpuSpec gpu;
+  std::vector<GpuShare> shares;
+  std::uint64_t free_bytes = 0;  ///< total - used - budgets
+};
+
+struct Plan {
+  std::vector<SeatModel> seats;
+  std::vector<SeatPlacement> placements;  ///< parallel to seats
+  std::vector<GpuPlan> gpus;
+  bool all_fit = false;
+  bool searched = false;  ///< the greedy order failed and the search found the placement
+  std::vector<std::string> notes;
+};
+
+/** Places the seats. USAGE error for pins naming unknown GPUs or not matching tp. */
+Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus);
+
+}  // namespace fp4forge::kvplan

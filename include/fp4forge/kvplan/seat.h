@@ -1,0 +1,82 @@
+#pragma once
+/**
+ * A seat: one vLLM server for one checkpoint, with the engine options that change its memory.
+ * `--seat NAME=DIR[:key=value,...]` is parsed by parse_seat_arg(); load_seat() reads the checkpoint
+ * (config.json plus safetensors headers, or a config-only folder with weights=SIZE) and builds
+ * everything that does not depend on which GPU the seat lands on.
+ */
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fp4forge/error.h"
+#include "fp4forge/kvplan/kv_cache.h"
+#include "fp4forge/kvplan/weights.h"
+#include "fp4forge/model/model_info.h"
+
+namespace fp4forge::kvplan {
+
+/** Overhead assumed per seat and GPU when neither --overhead nor overhead= is given: activation
+ * peak + non-torch memory + CUDA graphs (the 6 GiB of architectures.md §4.5; docs/plan-overheads.md).
+ * Multimodal seats profiled with mm=on add their encoder cache (max_num_batched_tokens * H * 2). */
+inline constexpr std::uint64_t kDefaultOverheadBytes = 6ull << 30;
+
+/** The per-seat keys, in documentation order. */
+inline constexpr std::string_view kSeatKeys[] = {
+    "max_model_len", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens", "tp",
+    "prefix_caching", "spec_tokens", "mm", "assume", "weights", "overhead", "concurrency", "gpu",
+    "port", "block_size", "mamba_ssm_dtype", "mamba_cache_dtype", "hybrid_manager", "served_name"};
+
+struct SeatArg {
+  std::string name;  ///< [A-Za-z0-9][A-Za-z0-9._-]*: service, file and served model name
+  std::filesystem::path dir;
+  std::optional<std::int64_t> max_model_len;            ///< default: max_position_embeddings
+  std::string kv_cache_dtype = "auto";                  ///< auto | bf16 | fp16 | fp8 | fp8_e4m3 | fp8_e5m2
+  std::optional<double> gpu_memory_utilization;         ///< default: chosen by the planner
+  std::optional<std::int64_t> max_num_batched_tokens;   ///< default: vLLM's rule for the GPU
+  int tp = 1;
+  bool prefix_caching = true;                           ///< vLLM v1 default
+  int spec_tokens = 0;                                  ///< MTP speculative tokens (0 = off)
+  bool mm = true;                                       ///< multimodal profiling / inputs
+  bool assume_nvfp4a16 = false;                         ///< assume=nvfp4a16
+  std::optional<std::uint64_t> weights;                 ///< weights=SIZE (config-only folders)
+  std::optional<std::uint64_t> overhead;                ///< overhead=SIZE (beats --overhead)
+  double concurrency = 1.0;                             ///< target requests at max_model_len
+  std::vector<std::string> gpus;                        ///< gpu=ID[+ID...]: pinned placement
+  std::optional<int> port;                              ///< host port (default 8000 + seat index)
+  std::int64_t block_size = 0;                          ///< --block-size (0 = vLLM's choice)
+  std::string mamba_ssm_dtype = "auto";                 ///< --mamba-ssm-cache-dtype
+  std::string mamba_cache_dtype = "auto";               ///< --mamba-cache-dtype
+  bool hybrid_manager = true;                           ///< false = --disable-hybrid-kv-cache-manager
+  std::string served_name;                              ///< default: name
+};
+
+/** Parses `NAME=DIR[:key=value,...]` (keys: kSeatKeys; sizes as parse_size). USAGE errors. */
+Result<SeatArg> parse_seat_arg(std::string_view text);
+
+/** Everything about a seat that does not depend on its GPU. */
+struct SeatModel {
+  SeatArg arg;
+  ModelInfo info;
+  KvLayout layout;
+  WeightEstimate weights;        ///< from headers (empty when weights=SIZE)
+  bool weights_given = false;    ///< weights=SIZE
+  std::uint64_t weight_bytes = 0;           ///< all ranks
+  std::uint64_t weight_bytes_per_rank = 0;  ///< ceil(weight_bytes / tp)
+  std::optional<std::uint64_t> overhead;    ///< explicit (seat key or --overhead); else default
+  std::int64_t max_model_len = 0;
+  std::int64_t max_position_embeddings = 0;
+  std::vector<std::string> notes;
+};
+
+/**
+ * Opens the seat's checkpoint and builds its KV layout and weight size. `global_overhead` is
+ * --overhead. BAD_INPUT for unreadable or unsupported configs (exit 3), IO for file errors, USAGE for
+ * options that contradict the model (spec_tokens without MTP, weights= with assume=).
+ */
+Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> global_overhead);
+
+}  // namespace fp4forge::kvplan

@@ -1,0 +1,415 @@
+#include "fp4forge/kvplan/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "fp4forge/kvplan/size.h"
+
+namespace fp4forge::kvplan {
+namespace {
+
+constexpr double kDefaultUtilCap = 0.90;     // vLLM's default gpu_memory_utilization
+constexpr std::size_t kSearchNodeLimit = 200'000;
+
+/** Figures of a seat on a GPU set whose rank 0 is `rank0` (batch default and overhead depend on it). */
+struct Eval {
+  std::int64_t batched = 0;
+  bool batched_default = true;
+  std::uint64_t overhead = 0;
+  bool overhead_default = true;
+  KvDemand demand;
+  std::uint64_t kv_need = 0;
+  std::uint64_t need = 0;  // per GPU
+};
+
+Eval evaluate(const SeatModel& s, const GpuSpec* rank0) {
+  Eval e;
+  if (s.arg.max_num_batched_tokens) {
+    e.batched = *s.arg.max_num_batched_tokens;
+    e.batched_default = false;
+  } else {
+    // Without a GPU, assume the common >= 70 GiB non-A100 case.
+    e.batched = rank0 ? default_max_num_batched_tokens(rank0->total_bytes, rank0->name) : 8192;
+  }
+  if (s.overhead) {
+    e.overhead = *s.overhead;
+    e.overhead_default = false;
+  } else {
+    e.overhead = kDefaultOverheadBytes;
+    if (s.arg.mm && (s.info.has_vision_config || s.info.has_audio_config) && s.info.hidden_size > 0)
+      e.overhead += static_cast<std::uint64_t>(e.batched) * static_cast<std::uint64_t>(s.info.hidden_size) * 2;
+  }
+  e.demand = kv_demand(s.layout, s.max_model_len, e.batched);
+  e.kv_need = kv_bytes_for_concurrency(s.layout, e.demand, s.arg.concurrency);
+  e.need = s.weight_bytes_per_rank + e.overhead + e.kv_need;
+  return e;
+}
+
+std::uint64_t util_bytes(double util, std::uint64_t total) {
+  return static_cast<std::uint64_t>(std::floor(util * static_cast<double>(total)));
+}
+
+std::string gpu_list(const std::vector<GpuSpec>& gpus, const std::vector<std::size_t>& set) {
+  std::string s;
+  for (std::size_t k = 0; k < set.size(); ++k) {
+    if (k) s += (k + 1 == set.size()) ? " and " : ", ";
+    s += gpus[set[k]].id;
+  }
+  return s;
+}
+
+struct Placer {
+  const std::vector<SeatModel>& seats;
+  const std::vector<GpuSpec>& gpus;
+  std::vector<std::vector<std::size_t>> pins;  // per seat: pinned GPU indices (empty = free)
+
+  std::uint64_t reserve_on(std::size_t s, std::size_t g, const Eval& e) const {
+    const auto& u = seats[s].arg.gpu_memory_utilization;
+    return u ? util_bytes(*u, gpus[g].total_bytes) : e.need;
+  }
+
+  /** Shortfall of seat s on set (0 = fits), given remaining free memory per GPU. */
+  std::uint64_t shortfall(std::size_t s, const std::vector<std::size_t>& set,
+                          const std::vector<std::uint64_t>& remaining) const {
+    const Eval e = evaluate(seats[s], &gpus[set.front()]);
+    std::uint64_t worst = 0;
+    for (std::size_t g : set) {
+      const std::uint64_t res = reserve_on(s, g, e);
+      if (res > remaining[g]) worst = std::max(worst, res - remaining[g]);
+      if (res < e.need) worst = std::max(worst, e.need - res);  // explicit util too small
+    }
+    return worst;
+  }
+
+  /** Candidate GPU sets of seat s, roomiest first. */
+  std::vector<std::vector<std::size_t>> candidates(std::size_t s, const std::vector<std::uint64_t>& remaining) const {
+    if (!pins[s].empty()) return {pins[s]};
+    const auto k = static_cast<std::size_t>(seats[s].arg.tp);
+    std::vector<std::vector<std::size_t>> out;
+    if (k > gpus.size()) return out;
+    std::vector<std::size_t> idx(k);
+    std::iota(idx.begin(), idx.end(), 0);
+    for (;;) {
+      out.push_back(idx);
+      std::size_t i = k;
+      while (i > 0 && idx[i - 1] == gpus.size() - k + i - 1) --i;
+      if (i == 0) break;
+      ++idx[i - 1];
+      for (std::size_t j = i; j < k; ++j) idx[j] = idx[j - 1] + 1;
+    }
+    auto key = [&](const std::vector<std::size_t>& set) {
+      std::uint64_t mn = UINT64_MAX, sum = 0;
+      for (std::size_t g : set) {
+        mn = std::min(mn, remaining[g]);
+        sum += remaining[g];
+      }
+      return std::pair(mn, sum);
+    };
+    std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return key(a) > key(b); });
+    // Rank 0 first within a set: the roomiest GPU.
+    for (auto& set : out)
+      std::stable_sort(set.begin(), set.end(), [&](std::size_t a, std::size_t b) { return remaining[a] > remaining[b]; });
+    return out;
+  }
+
+  void take(std::size_t s, const std::vector<std::size_t>& set, std::vector<std::uint64_t>& remaining) const {
+    const Eval e = evaluate(seats[s], &gpus[set.front()]);
+    for (std::size_t g : set) remaining[g] -= std::min(remaining[g], reserve_on(s, g, e));
+  }
+
+  bool search(const std::vector<std::size_t>& order, std::size_t pos, std::vector<std::uint64_t>& remaining,
+              std::vector<std::vector<std::size_t>>& assign, std::size_t& nodes) const {
+    if (pos == order.size()) return true;
+    const std::size_t s = order[pos];
+    for (const auto& set : candidates(s, remaining)) {
+      if (++nodes > kSearchNodeLimit) return false;
+      if (shortfall(s, set, remaining) != 0) continue;
+      std::vector<std::uint64_t> saved = remaining;
+      take(s, set, remaining);
+      assign[s] = set;
+      if (search(order, pos + 1, remaining, assign, nodes)) return true;
+      remaining = std::move(saved);
+      assign[s].clear();
+    }
+    return false;
+  }
+};
+
+double ceil_to(double x, double step) { return std::ceil(x / step - 1e-12) * step; }
+
+}  // namespace
+
+Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) {
+  Plan plan;
+  plan.seats = std::move(seats);
+  const std::size_t ns = plan.seats.size();
+  plan.placements.resize(ns);
+  for (auto& g : gpus) plan.gpus.push_back(GpuPlan{g, {}, 0});
+  for (std::size_t i = 0; i < gpus.size(); ++i)
+    for (std::size_t j = i + 1; j < gpus.size(); ++j)
+      if (gpus[i].id == gpus[j].id)
+        return make_error(Errc::USAGE, "GPU id '{}' is given twice", gpus[i].id);
+  for (std::size_t i = 0; i < ns; ++i)
+    for (std::size_t j = i + 1; j < ns; ++j)
+      if (plan.seats[i].arg.name == plan.seats[j].arg.name)
+        return make_error(Errc::USAGE, "seat name '{}' is given twice", plan.seats[i].arg.name);
+
+  Placer placer{plan.seats, gpus, std::vector<std::vector<std::size_t>>(ns)};
+  for (std::size_t s = 0; s < ns; ++s) {
+    for (const auto& id : plan.seats[s].arg.gpus) {
+      auto it = std::find_if(gpus.begin(), gpus.end(), [&](const GpuSpec& g) { return g.id == id; });
+      if (it == gpus.end())
+        return make_error(Errc::USAGE, "seat '{}' is pinned to gpu={}, but no --gpu has that ID",
+                          plan.seats[s].arg.name, id);
+      const auto gi = static_cast<std::size_t>(it - gpus.begin());
+      if (std::find(placer.pins[s].begin(), placer.pins[s].end(), gi) != placer.pins[s].end())
+        return make_error(Errc::USAGE, "seat '{}' pins GPU {} twice", plan.seats[s].arg.name, id);
+      placer.pins[s].push_back(gi);
+    }
+  }
+
+  if (gpus.empty()) {
+    for (std::size_t s = 0; s < ns; ++s) {
+      const Eval e = evaluate(plan.seats[s], nullptr);
+      auto& p = plan.placements[s];
+      p.max_num_batched_tokens = e.batched;
+      p.batched_default = e.batched_default;
+      p.overhead_bytes = e.overhead;
+      p.overhead_default = e.overhead_default;
+      p.demand = e.demand;
+      p.kv_needed_bytes = e.kv_need;
+      p.need_bytes = e.need;
+      p.util_explicit = plan.seats[s].arg.gpu_memory_utilization.has_value();
+      p.util = plan.seats[s].arg.gpu_memory_utilization.value_or(0.0);
+      p.reason = "no GPU given: sizing only (max_num_batched_tokens assumes a >= 70 GiB non-A100 GPU)";
+    }
+    plan.notes.push_back("no GPU given: per-seat sizing only; add --gpu ID=TOTAL[:used=SIZE] to place seats");
+    return plan;
+  }
+
+  // Order: pinned seats first (as given), then heaviest KV demand first on the roomiest GPU.
+  std::vector<std::uint64_t> remaining(gpus.size());
+  for (std::size_t g = 0; g < gpus.size(); ++g) remaining[g] = gpus[g].total_bytes - gpus[g].used_bytes;
+  const std::size_t roomiest = static_cast<std::size_t>(
+      std::max_element(remaining.begin(), remaining.end()) - remaining.begin());
+  std::vector<std::uint64_t> demand(ns), need(ns);
+  for (std::size_t s = 0; s < ns; ++s) {
+    const Eval e = evaluate(plan.seats[s], &gpus[roomiest]);
+    demand[s] = e.kv_need;
+    need[s] = e.need;
+  }
+  std::vector<std::size_t> order(ns);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const bool pa = !placer.pins[a].empty(), pb = !placer.pins[b].empty();
+    if (pa != pb) return pa;
+    if (pa) return false;
+    if (demand[a] != demand[b]) return demand[a] > demand[b];
+    return need[a] > need[b];
+  });
+
+  // Greedy: each seat takes the roomiest GPU set that fits.
+  std::vector<std::vector<std::size_t>> assign(ns), tried(ns);
+  std::vector<std::uint64_t> short_by(ns, 0), free_at_turn(ns, 0);
+  {
+    std::vector<std::uint64_t> rem = remaining;
+    for (std::size_t s : order) {
+      const auto cands = placer.candidates(s, rem);
+      if (cands.empty()) continue;
+      std::uint64_t best_short = UINT64_MAX;
+      for (const auto& set : cands) {
+        const std::uint64_t sf = placer.shortfall(s, set, rem);
+        if (sf == 0) {
+          assign[s] = set;
+          free_at_turn[s] = UINT64_MAX;
+          for (std::size_t g : set) free_at_turn[s] = std::min(free_at_turn[s], rem[g]);
+          break;
+        }
+        if (sf < best_short) {
+          best_short = sf;
+          tried[s] = set;
+        }
+      }
+      if (!assign[s].empty())
+        placer.take(s, assign[s], rem);
+      else
+        short_by[s] = best_short;
+    }
+  }
+  const bool greedy_ok = std::all_of(assign.begin(), assign.end(), [](const auto& a) { return !a.empty(); });
+  if (!greedy_ok) {
+    std::vector<std::vector<std::size_t>> alt(ns);
+    std::vector<std::uint64_t> rem = remaining;
+    std::size_t nodes = 0;
+    if (placer.search(order, 0, rem, alt, nodes)) {
+      assign = std::move(alt);
+      std::fill(short_by.begin(), short_by.end(), 0);
+      plan.searched = true;
+    }
+  }
+
+  // Utilizations: explicit, or need + a share of the GPU's spare memory proportional to KV demand.
+  std::vector<Eval> evals(ns);
+  std::vector<std::uint64_t> spare = remaining;
+  std::vector<std::uint64_t> weight_sum(gpus.size(), 0);
+  for (std::size_t s = 0; s < ns; ++s) {
+    if (assign[s].empty()) continue;
+    evals[s] = evaluate(plan.seats[s], &gpus[assign[s].front()]);
+    for (std::size_t g : assign[s]) {
+      spare[g] -= std::min(spare[g], placer.reserve_on(s, g, evals[s]));
+      if (!plan.seats[s].arg.gpu_memory_utilization) weight_sum[g] += std::max<std::uint64_t>(evals[s].kv_need, 1);
+    }
+  }
+  for (std::size_t s = 0; s < ns; ++s) {
+    auto& p = plan.placements[s];
+    const SeatModel& m = plan.seats[s];
+    const bool placed = !assign[s].empty();
+    if (!placed) {  // the best GPU set given what the placed seats hold
+      std::uint64_t best = UINT64_MAX;
+      for (const auto& c : placer.candidates(s, spare))
+        if (const std::uint64_t sf = placer.shortfall(s, c, spare); sf < best) {
+          best = sf;
+          tried[s] = c;
+          short_by[s] = sf;
+        }
+    }
+    const auto& set = placed ? assign[s] : tried[s];
+    const Eval e = placed ? evals[s] : evaluate(m, set.empty() ? &gpus[roomiest] : &gpus[set.front()]);
+    p.placed = placed;
+    p.gpus = set;
+    p.max_num_batched_tokens = e.batched;
+    p.batched_default = e.batched_default;
+    p.overhead_bytes = e.overhead;
+    p.overhead_default = e.overhead_default;
+    p.demand = e.demand;
+    p.kv_needed_bytes = e.kv_need;
+    p.need_bytes = e.need;
+    p.util_explicit = m.arg.gpu_memory_utilization.has_value();
+    // Smallest utilization meeting the target on every rank.
+    double mu = 0.0;
+    for (std::size_t g : (set.empty() ? std::vector<std::size_t>{roomiest} : set))
+      mu = std::max(mu, ceil_to(static_cast<double>(e.need) / static_cast<double>(gpus[g].total_bytes), 0.001));
+    while (mu <= 1.0 && [&] {
+      for (std::size_t g : (set.empty() ? std::vector<std::size_t>{roomiest} : set))
+        if (util_bytes(mu, gpus[g].total_bytes) < e.need) return true;
+      return false;
+    }()) mu += 0.001;
+    p.min_util = mu;
+    if (!placed) {
+      p.util = m.arg.gpu_memory_utilization.value_or(0.0);
+      p.short_by_bytes = short_by[s];
+      if (set.empty()) {
+        p.reason = fmt::format("does not fit: tp={} needs {} GPUs, {} given", m.arg.tp, m.arg.tp, gpus.size());
+        p.short_by_bytes = e.need;
+      } else if (p.util_explicit && util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes) < e.need) {
+        p.reason = fmt::format("does not fit: gpu_memory_utilization {} gives {} on GPU {}, but weights {} + "
+                               "overhead {} + KV {} need {} (min utilization {:.3f}): short by {}",
+                               *m.arg.gpu_memory_utilization,
+                               format_size(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes)),
+                               gpus[set.front()].id, format_size(m.weight_bytes_per_rank), format_size(e.overhead),
+                               format_size(e.kv_need), format_size(e.need), mu, format_size(p.short_by_bytes));
+      } else if (p.util_explicit) {
+        std::uint64_t free_now = UINT64_MAX;
+        for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
+        p.reason = fmt::format("does not fit: gpu_memory_utilization {} asks {} on GPU {}, which has {} free "
+                               "after other tenants and seats: short by {}", *m.arg.gpu_memory_utilization,
+                               format_size(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes)),
+                               gpu_list(gpus, set), format_size(free_now), format_size(p.short_by_bytes));
+      } else {
+        std::uint64_t free_now = UINT64_MAX;
+        for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
+        p.reason = fmt::format("does not fit: needs {} per GPU (weights {} + overhead {} + KV {} for {} x "
+                               "{} tokens); GPU {} has {} free after the other seats: short by {}",
+                               format_size(e.need), format_size(m.weight_bytes_per_rank), format_size(e.overhead),
+                               format_size(e.kv_need), m.arg.concurrency, m.max_model_len, gpu_list(gpus, set),
+                               format_size(free_now), format_size(p.short_by_bytes));
+      }
+      continue;
+    }
+    // Utilization.
+    double util = 0.0;
+    if (p.util_explicit) {
+      util = *m.arg.gpu_memory_utilization;
+    } else {
+      util = 1.0;
+      for (std::size_t g : set) {
+        const double share = static_cast<double>(spare[g]) *
+                             static_cast<double>(std::max<std::uint64_t>(e.kv_need, 1)) /
+                             static_cast<double>(std::max<std::uint64_t>(weight_sum[g], 1));
+        const double total = static_cast<double>(gpus[g].total_bytes);
+        const double target = static_cast<double>(e.need) + std::floor(share);
+        const double cap = std::max(kDefaultUtilCap * total, static_cast<double>(e.need));
+        util = std::min(util, std::min(target, cap) / total);
+      }
+      double chosen = util;
+      for (double step : {0.01, 0.001, 0.0001}) {
+        const double u = std::floor(util / step + 1e-9) * step;
+        bool ok = u > 0.0;
+        for (std::size_t g : set) ok = ok && util_bytes(u, gpus[g].total_bytes) >= e.need;
+        if (ok) {
+          chosen = u;
+          break;
+        }
+      }
+      util = chosen;
+    }
+    p.util = util;
+    std::uint64_t budget = UINT64_MAX, avail = UINT64_MAX;
+    for (std::size_t g : set) {
+      const std::uint64_t b = util_bytes(util, gpus[g].total_bytes);
+      const std::uint64_t fixed = m.weight_bytes_per_rank + e.overhead;
+      budget = std::min(budget, b);
+      avail = std::min(avail, b > fixed ? b - fixed : 0);
+    }
+    p.budget_bytes = budget;
+    p.available_kv_bytes = avail;
+    p.num_blocks = kv_num_blocks(m.layout, avail);
+    p.max_concurrency = kv_max_concurrency(e.demand, p.num_blocks);
+    p.kv_cache_tokens = kv_cache_tokens(m.layout, p.num_blocks);
+    const std::int64_t upper = std::max(m.max_position_embeddings, m.max_model_len);
+    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.batched, upper);
+    p.fits = avail >= e.kv_need;  // kv_need holds `concurrency` requests of max_model_len
+    for (std::size_t g : set) {
+      const std::uint64_t b = util_bytes(util, gpus[g].total_bytes);
+      const std::uint64_t fixed = m.weight_bytes_per_rank + e.overhead;
+      plan.gpus[g].shares.push_back(GpuShare{s, b, m.weight_bytes_per_rank, b > fixed ? b - fixed : 0,
+                                             std::min(e.overhead, b)});
+    }
+    // Why here.
+    if (!placer.pins[s].empty()) {
+      p.reason = fmt::format("pinned by gpu={}", gpu_list(gpus, set));
+    } else {
+      std::size_t free_rank = 0;
+      for (std::size_t k = 0; k < ns; ++k)
+        if (placer.pins[k].empty() && demand[k] > demand[s]) ++free_rank;
+      p.reason = fmt::format("KV demand {} of {} ({} for {} x {} tokens): {} {}", free_rank + 1,
+                             std::count_if(placer.pins.begin(), placer.pins.end(), [](const auto& v) { return v.empty(); }),
+                             format_size(e.kv_need), m.arg.concurrency, m.max_model_len,
+                             set.size() > 1 ? fmt::format("tp={} spread over GPUs", m.arg.tp) : std::string("on GPU"),
+                             gpu_list(gpus, set));
+      if (plan.searched)
+        p.reason += " (found by search: heaviest-first on the roomiest GPU left a seat without room)";
+      else
+        p.reason += fmt::format(", the roomiest with {} free when its turn came", format_size(free_at_turn[s]));
+    }
+    if (!p.fits)
+      p.reason += fmt::format("; KV memory {} is short of the {} needed", format_size(avail), format_size(e.kv_need));
+    if (!p.fits) p.short_by_bytes = e.kv_need > avail ? e.kv_need - avail : 0;
+  }
+  for (auto& g : plan.gpus) {
+    std::uint64_t used = g.gpu.used_bytes;
+    for (const auto& sh : g.shares) used += sh.budget;
+    g.free_bytes = g.gpu.total_bytes > used ? g.gpu.total_bytes - used : 0;
+  }
+  plan.all_fit = ns > 0 && std::all_of(plan.placements.begin(), plan.placements.end(),
+                                       [](const SeatPlacement& p) { return p.fits; });
+  for (std::size_t s = 0; s < ns; ++s)
+    if (!plan.placements[s].fits)
+      plan.notes.push_back(fmt::format("seat '{}' does not fit: short by {}", plan.seats[s].arg.name,
+                                       format_size(plan.placements[s].short_by_bytes)));
+  if (plan.all_fit) plan.notes.push_back(plan.searched ? "all seats fit (placement found by search)" : "all seats fit");
+  return plan;
+}
+
+}  // namespace fp4forge::kvplan

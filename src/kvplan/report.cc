@@ -1,0 +1,348 @@
+#include "fp4forge/kvplan/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fp4forge/kvplan/size.h"
+
+namespace fp4forge::kvplan {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/** Round a ratio for JSON (4 decimals; concurrency is a logged "x" figure). */
+double round4(double x) { return std::round(x * 10000.0) / 10000.0; }
+
+std::string gpu_ids(const Plan& plan, const std::vector<std::size_t>& set) {
+  std::string s;
+  for (std::size_t g : set) {
+    if (!s.empty()) s += "+";
+    s += plan.gpus[g].gpu.id;
+  }
+  return s;
+}
+
+std::string group_summary(const KvLayout& l) {
+  // e.g. "5 x sliding_window (block 16, window 1024) + 1 x full_attention (block 32)"
+  std::vector<std::pair<std::string, int>> kinds;
+  for (const auto& g : l.groups) {
+    std::string k = std::string(layer_kind_name(g.kind)) + " (block " + std::to_string(g.block_size);
+    if (g.kind == LayerKind::SLIDING) k += ", window " + std::to_string(g.window);
+    if (g.kind == LayerKind::STATE) k += ", " + std::to_string(g.state_pages) + " page(s)/request";
+    k += ")";
+    auto it = std::find_if(kinds.begin(), kinds.end(), [&](const auto& p) { return p.first == k; });
+    if (it == kinds.end())
+      kinds.push_back({k, 1});
+    else
+      ++it->second;
+  }
+  std::string s;
+  for (const auto& [k, n] : kinds) {
+    if (!s.empty()) s += " + ";
+    s += std::to_string(n) + " x " + k;
+  }
+  return s;
+}
+
+std::string xml_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string format_util(double util) {
+  std::string s = fmt::format("{:.4f}", util);
+  while (s.size() > 3 && s.back() == '0') s.pop_back();
+  return s;
+}
+
+Json plan_to_json(const Plan& plan) {
+  Json j;
+  j["ok"] = true;
+  j["schema"] = kPlanSchema;
+  const bool have_gpus = !plan.gpus.empty();
+  j["all_fit"] = have_gpus ? Json(plan.all_fit) : Json(nullptr);
+  j["searched"] = plan.searched;
+  Json seats = Json::array();
+  for (std::size_t s = 0; s < plan.seats.size(); ++s) {
+    const SeatModel& m = plan.seats[s];
+    const SeatPlacement& p = plan.placements[s];
+    const SeatArg& a = m.arg;
+    const KvLayout& l = m.layout;
+    Json js;
+    js["name"] = a.name;
+    js["dir"] = a.dir.string();
+    js["served_name"] = a.served_name;
+    js["architecture"] = m.info.architecture;
+    js["family"] = std::string(family_name(m.info.family));
+    js["model_type"] = m.info.text_model_type.empty() ? m.info.model_type : m.info.text_model_type;
+    Json o;
+    o["max_model_len"] = m.max_model_len;
+    o["max_model_len_default"] = !a.max_model_len.has_value();
+    o["kv_cache_dtype"] = a.kv_cache_dtype;
+    o["gpu_memory_utilization"] = a.gpu_memory_utilization ? Json(*a.gpu_memory_utilization) : Json(nullptr);
+    o["max_num_batched_tokens"] = p.max_num_batched_tokens;
+    o["max_num_batched_tokens_default"] = p.batched_default;
+    o["tp"] = a.tp;
+    o["prefix_caching"] = a.prefix_caching;
+    o["spec_tokens"] = a.spec_tokens;
+    o["mm"] = a.mm;
+    o["assume"] = a.assume_nvfp4a16 ? Json("nvfp4a16") : Json(nullptr);
+    o["concurrency"] = a.concurrency;
+    o["block_size"] = a.block_size > 0 ? Json(a.block_size) : Json(nullptr);
+    o["mamba_ssm_dtype"] = a.mamba_ssm_dtype;
+    o["mamba_cache_dtype"] = a.mamba_cache_dtype;
+    o["hybrid_manager"] = a.hybrid_manager;
+    o["pinned_gpus"] = a.gpus;
+    js["options"] = o;
+    Json w;
+    w["bytes"] = m.weight_bytes;
+    w["per_gpu_bytes"] = m.weight_bytes_per_rank;
+    w["source"] = m.weights_given ? "given" : (a.assume_nvfp4a16 ? "safetensors+nvfp4a16" : "safetensors");
+    w["stored_bytes"] = m.weights_given ? Json(nullptr) : Json(m.weights.stored_bytes);
+    w["duplicated_v_bytes"] = m.weights.duplicated_v_bytes;
+    w["mtp_bytes"] = m.weights.mtp_bytes;
+    w["mtp_included"] = a.spec_tokens > 0 && !m.weights_given;
+    w["upcast_saved_bytes"] = m.weights.upcast_saved_bytes;
+    w["nvfp4a16_saved_bytes"] = m.weights.nvfp4a16_saved_bytes;
+    w["nvfp4a16_linears"] = m.weights.quantized_linears;
+    js["weights"] = w;
+    js["overhead"] = {{"bytes", p.overhead_bytes}, {"source", p.overhead_default ? "default" : "explicit"}};
+    Json kv;
+    kv["dtype_bytes"] = l.kv_dtype_bytes;
+    kv["conv_state_dtype_bytes"] = l.conv_dtype_bytes;
+    kv["ssm_state_dtype_bytes"] = l.ssm_dtype_bytes;
+    kv["growing_bytes_per_token"] = l.growing_bytes_per_token;
+    kv["naive_bytes_per_token"] = l.naive_bytes_per_token;
+    kv["grouping"] = std::string(grouping_mode_name(l.mode));
+    kv["page_bytes"] = l.page_bytes;
+    kv["group_size"] = l.group_size;
+    kv["min_block_size"] = l.min_block_size;
+    kv["attention_block_size"] = l.attn_block_size;
+    kv["state_bytes"] = l.state_bytes > 0 ? Json(l.state_bytes) : Json(nullptr);
+    kv["state_padding_bytes"] = l.state_bytes > 0 ? Json(l.state_padding_bytes) : Json(nullptr);
+    kv["layers_with_kv"] = l.layers.size();
+    kv["kv_shared_layers"] = l.kv_shared_layers;
+    Json groups = Json::array();
+    for (std::size_t g = 0; g < l.groups.size(); ++g) {
+      const KvGroup& grp = l.groups[g];
+      Json jg;
+      jg["kind"] = std::string(layer_kind_name(grp.kind));
+      jg["block_size"] = grp.block_size;
+      jg["window"] = grp.kind == LayerKind::SLIDING ? Json(grp.window) : Json(nullptr);
+      jg["state_pages"] = grp.kind == LayerKind::STATE ? Json(grp.state_pages) : Json(nullptr);
+      jg["layers"] = grp.layers;
+      jg["blocks_per_request"] = g < p.demand.blocks_per_group.size() ? p.demand.blocks_per_group[g] : 0;
+      groups.push_back(jg);
+    }
+    kv["groups"] = groups;
+    kv["blocks_per_request"] = p.demand.blocks_per_request;
+    kv["per_request_bytes"] = p.demand.bytes_per_request;
+    kv["needed_bytes"] = p.kv_needed_bytes;
+    js["kv"] = kv;
+    Json pl;
+    pl["placed"] = p.placed;
+    pl["fits"] = have_gpus ? Json(p.fits) : Json(nullptr);
+    Json ids = Json::array();
+    for (std::size_t g : p.gpus) ids.push_back(plan.gpus[g].gpu.id);
+    pl["gpus"] = ids;
+    pl["gpu_memory_utilization"] = p.placed ? Json(p.util) : Json(nullptr);
+    pl["utilization_explicit"] = p.util_explicit;
+    pl["need_bytes"] = p.need_bytes;
+    pl["budget_bytes"] = p.placed ? Json(p.budget_bytes) : Json(nullptr);
+    pl["available_kv_bytes"] = p.placed ? Json(p.available_kv_bytes) : Json(nullptr);
+    pl["num_blocks"] = p.placed ? Json(p.num_blocks) : Json(nullptr);
+    pl["max_concurrency"] = p.placed ? Json(round4(p.max_concurrency)) : Json(nullptr);
+    pl["kv_cache_tokens"] = p.placed ? Json(p.kv_cache_tokens) : Json(nullptr);
+    pl["largest_max_model_len"] = p.placed ? Json(p.largest_max_model_len) : Json(nullptr);
+    pl["min_gpu_memory_utilization"] = have_gpus ? Json(round4(p.min_util)) : Json(nullptr);
+    pl["short_by_bytes"] = p.short_by_bytes;
+    pl["reason"] = p.reason;
+    js["placement"] = pl;
+    js["notes"] = m.notes;
+    seats.push_back(js);
+  }
+  j["seats"] = seats;
+  Json gpus = Json::array();
+  for (const auto& g : plan.gpus) {
+    Json jg;
+    jg["id"] = g.gpu.id;
+    jg["name"] = g.gpu.name;
+    jg["total_bytes"] = g.gpu.total_bytes;
+    jg["used_bytes"] = g.gpu.used_bytes;
+    jg["free_bytes"] = g.free_bytes;
+    Json sh = Json::array();
+    for (const auto& s : g.shares)
+      sh.push_back({{"seat", plan.seats[s.seat].arg.name}, {"budget_bytes", s.budget},
+                    {"weights_bytes", s.weights}, {"kv_bytes", s.kv}, {"overhead_bytes", s.overhead}});
+    jg["seats"] = sh;
+    gpus.push_back(jg);
+  }
+  j["gpus"] = gpus;
+  j["notes"] = plan.notes;
+  return j;
+}
+
+std::string plan_to_text(const Plan& plan) {
+  std::string o;
+  const bool have_gpus = !plan.gpus.empty();
+  for (std::size_t s = 0; s < plan.seats.size(); ++s) {
+    const SeatModel& m = plan.seats[s];
+    const SeatPlacement& p = plan.placements[s];
+    const KvLayout& l = m.layout;
+    o += fmt::format("seat {}  ({} {}, {})\n", m.arg.name, family_name(m.info.family),
+                     m.info.architecture.empty() ? "-" : m.info.architecture, m.arg.dir.string());
+    std::string wnote;
+    if (m.weights_given) wnote = " (given)";
+    if (m.weights.duplicated_v_bytes) wnote += fmt::format(", incl. {} duplicated V", format_size(m.weights.duplicated_v_bytes));
+    if (m.weights.mtp_bytes) wnote += fmt::format(", MTP {} {}", format_size(m.weights.mtp_bytes),
+                                                  m.arg.spec_tokens > 0 ? "included" : "not loaded");
+    if (m.arg.assume_nvfp4a16) wnote += fmt::format(", NVFP4A16 assumed for {} Linears", m.weights.quantized_linears);
+    o += fmt::format("  weights          {}{}", format_size(m.weight_bytes), wnote);
+    if (m.arg.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_size(m.weight_bytes_per_rank), m.arg.tp);
+    o += "\n";
+    o += fmt::format("  overhead         {} per GPU ({})\n", format_size(p.overhead_bytes),
+                     p.overhead_default ? "default, docs/plan-overheads.md" : "explicit");
+    o += fmt::format("  KV per token     {} growing (full attention), {} if every attention layer kept all tokens\n",
+                     format_size(l.growing_bytes_per_token), format_size(l.naive_bytes_per_token));
+    std::string layout = fmt::format("{}: page {}, {} pool(s) of {} group(s)", grouping_mode_name(l.mode),
+                                     format_size(l.page_bytes), l.group_size, l.groups.size());
+    if (l.state_bytes) layout += fmt::format("; state {} padded by {}", format_size(l.state_bytes),
+                                             format_size(l.state_padding_bytes));
+    if (!l.kv_shared_layers.empty()) layout += fmt::format("; {} KV-shared layers", l.kv_shared_layers.size());
+    o += fmt::format("  KV layout        {}\n", layout);
+    o += fmt::format("  groups           {}\n", group_summary(l));
+    o += fmt::format("  per request      {} ({} B) = {} blocks at max_model_len {}, max_num_batched_tokens {}{}\n",
+                     format_size(p.demand.bytes_per_request), format_count(p.demand.bytes_per_request),
+                     format_count(static_cast<std::uint64_t>(p.demand.blocks_per_request)),
+                     format_count(static_cast<std::uint64_t>(m.max_model_len)), p.max_num_batched_tokens,
+                     p.batched_default ? " (vLLM default for the GPU)" : "");
+    if (p.placed) {
+      o += fmt::format("  placement        GPU {}, gpu_memory_utilization {}{} -> budget {}\n", gpu_ids(plan, p.gpus),
+                       format_util(p.util), p.util_explicit ? " (given)" : "", format_size(p.budget_bytes));
+      o += fmt::format("  KV memory        {} -> num_blocks {}, maximum concurrency {:.2f}x at {} tokens, "
+                       "KV cache size {} tokens\n", format_size(p.available_kv_bytes),
+                       format_count(static_cast<std::uint64_t>(p.num_blocks)), p.max_concurrency,
+                       format_count(static_cast<std::uint64_t>(m.max_model_len)),
+                       format_count(static_cast<std::uint64_t>(p.kv_cache_tokens)));
+      o += fmt::format("  largest max_model_len that fits  {}\n",
+                       format_count(static_cast<std::uint64_t>(p.largest_max_model_len)));
+    }
+    if (have_gpus)
+      o += fmt::format("  smallest utilization for {} x {} tokens  {}\n", m.arg.concurrency,
+                       format_count(static_cast<std::uint64_t>(m.max_model_len)),
+                       p.min_util > 1.0 ? std::string("none (needs more than the whole GPU)") : format_util(p.min_util));
+    o += fmt::format("  {}  {}\n", p.fits ? "fits " : (have_gpus ? "NO FIT" : "why  "), p.reason);
+    for (const auto& n : m.notes) o += fmt::format("  note: {}\n", n);
+    o += "\n";
+  }
+  // Summary table.
+  o += fmt::format("{:<16} {:<7} {:>6} {:>11} {:>11} {:>11} {:>11} {:>9} {:>7} {:>11}  {}\n", "SEAT", "GPU", "UTIL",
+                   "WEIGHTS", "OVERHEAD", "KV/REQUEST", "KV MEMORY", "BLOCKS", "CONC", "MAX LEN", "FITS");
+  for (std::size_t s = 0; s < plan.seats.size(); ++s) {
+    const SeatModel& m = plan.seats[s];
+    const SeatPlacement& p = plan.placements[s];
+    o += fmt::format("{:<16} {:<7} {:>6} {:>11} {:>11} {:>11} {:>11} {:>9} {:>7} {:>11}  {}\n", m.arg.name,
+                     p.placed ? gpu_ids(plan, p.gpus) : "-", p.placed ? format_util(p.util) : "-",
+                     format_size(m.weight_bytes_per_rank), format_size(p.overhead_bytes),
+                     format_size(p.demand.bytes_per_request), p.placed ? format_size(p.available_kv_bytes) : "-",
+                     p.placed ? format_count(static_cast<std::uint64_t>(p.num_blocks)) : "-",
+                     p.placed ? fmt::format("{:.2f}x", p.max_concurrency) : "-",
+                     p.placed ? format_count(static_cast<std::uint64_t>(p.largest_max_model_len)) : "-",
+                     !have_gpus ? "n/a" : (p.fits ? "yes" : "NO, short by " + format_size(p.short_by_bytes)));
+  }
+  if (have_gpus) {
+    o += fmt::format("\n{:<8} {:<24} {:>11} {:>11} {:>11} {:>11}  {}\n", "GPU", "NAME", "TOTAL", "OTHERS", "SEATS",
+                     "FREE", "SEATS ON IT");
+    for (const auto& g : plan.gpus) {
+      std::uint64_t seats = 0;
+      std::string names;
+      for (const auto& sh : g.shares) {
+        seats += sh.budget;
+        if (!names.empty()) names += ", ";
+        names += plan.seats[sh.seat].arg.name;
+      }
+      o += fmt::format("{:<8} {:<24} {:>11} {:>11} {:>11} {:>11}  {}\n", g.gpu.id, g.gpu.name.empty() ? "-" : g.gpu.name,
+                       format_size(g.gpu.total_bytes), format_size(g.gpu.used_bytes), format_size(seats),
+                       format_size(g.free_bytes), names.empty() ? "-" : names);
+    }
+  }
+  o += "\n";
+  for (const auto& n : plan.notes) o += n + "\n";
+  return o;
+}
+
+std::string plan_to_svg(const Plan& plan) {
+  constexpr int kLeft = 170, kBarW = 760, kBarH = 34, kGap = 46, kTop = 70;
+  const int height = kTop + static_cast<int>(plan.gpus.size()) * (kBarH + kGap) + 20;
+  const int width = kLeft + kBarW + 40;
+  std::uint64_t max_total = 1;
+  for (const auto& g : plan.gpus) max_total = std::max(max_total, g.gpu.total_bytes);
+  const double scale = static_cast<double>(kBarW) / static_cast<double>(max_total);
+  std::string o;
+  o += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+                   "font-family=\"sans-serif\" font-size=\"12\">\n", width, height, width, height);
+  o += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", width, height);
+  o += "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">fp4forge plan: GPU memory</text>\n";
+  struct Legend {
+    const char* name;
+    const char* color;
+  };
+  constexpr Legend kLegend[] = {{"other tenants", "#9e9e9e"}, {"weights", "#4e79a7"}, {"KV cache", "#59a14f"},
+                                {"overhead", "#f28e2b"}, {"free", "#f4f4f4"}};
+  int lx = 10;
+  for (const auto& lg : kLegend) {
+    o += fmt::format("<rect x=\"{}\" y=\"34\" width=\"12\" height=\"12\" fill=\"{}\" stroke=\"#555555\" "
+                     "stroke-width=\"0.5\"/><text x=\"{}\" y=\"45\">{}</text>\n", lx, lg.color, lx + 16, lg.name);
+    lx += 40 + static_cast<int>(std::string_view(lg.name).size()) * 7;
+  }
+  int y = kTop;
+  for (const auto& g : plan.gpus) {
+    o += fmt::format("<text x=\"10\" y=\"{}\" font-weight=\"bold\">GPU {}</text>\n", y + 14, xml_escape(g.gpu.id));
+    o += fmt::format("<text x=\"10\" y=\"{}\">{}</text>\n", y + 29,
+                     xml_escape((g.gpu.name.empty() ? std::string() : g.gpu.name + ", ") + format_size(g.gpu.total_bytes)));
+    double x = kLeft;
+    auto seg = [&](std::uint64_t bytes, const char* color, const std::string& title, const std::string& label) {
+      const double w = static_cast<double>(bytes) * scale;
+      if (w <= 0.0) return;
+      o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" stroke=\"#ffffff\" "
+                       "stroke-width=\"0.5\"><title>{}</title></rect>\n", x, y, w, kBarH, color, xml_escape(title));
+      if (!label.empty() && w > 7.0 * static_cast<double>(label.size()))
+        o += fmt::format("<text x=\"{:.2f}\" y=\"{}\" fill=\"#ffffff\" text-anchor=\"middle\">{}</text>\n",
+                         x + w / 2, y + kBarH / 2 + 4, xml_escape(label));
+      x += w;
+    };
+    seg(g.gpu.used_bytes, "#9e9e9e", "other tenants: " + format_size(g.gpu.used_bytes), "others");
+    for (const auto& sh : g.shares) {
+      const std::string& n = plan.seats[sh.seat].arg.name;
+      seg(sh.weights, "#4e79a7", n + " weights: " + format_size(sh.weights), n);
+      seg(sh.kv, "#59a14f", n + " KV cache: " + format_size(sh.kv), "KV");
+      seg(sh.overhead, "#f28e2b", n + " overhead: " + format_size(sh.overhead), "");
+    }
+    const double free_w = static_cast<double>(g.free_bytes) * scale;
+    o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#f4f4f4\" stroke=\"#bbbbbb\" "
+                     "stroke-width=\"0.5\"><title>free: {}</title></rect>\n", x, y, free_w, kBarH,
+                     xml_escape(format_size(g.free_bytes)));
+    std::string caption = "free " + format_size(g.free_bytes);
+    for (const auto& sh : g.shares)
+      caption += " | " + plan.seats[sh.seat].arg.name + ": weights " + format_size(sh.weights) + ", KV " +
+                 format_size(sh.kv) + ", overhead " + format_size(sh.overhead);
+    o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#333333\">{}</text>\n", kLeft, y + kBarH + 15, xml_escape(caption));
+    y += kBarH + kGap;
+  }
+  o += "</svg>\n";
+  return o;
+}
+
+}  // namespace fp4forge::kvplan

@@ -1,0 +1,257 @@
+#include "fp4forge/kvplan/seat.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <charconv>
+#include <system_error>
+
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/kvplan/size.h"
+
+namespace fp4forge::kvplan {
+namespace {
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t p = s.find(sep, start);
+    out.push_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
+    if (p == std::string_view::npos) break;
+    start = p + 1;
+  }
+  return out;
+}
+
+bool is_known_key(std::string_view k) {
+  return k == "util" || std::find(std::begin(kSeatKeys), std::end(kSeatKeys), k) != std::end(kSeatKeys);
+}
+
+/** True when `opts` looks like key=value[,key=value...] with a known first key. */
+bool looks_like_options(std::string_view opts) {
+  const std::size_t eq = opts.find('=');
+  return eq != std::string_view::npos && is_known_key(opts.substr(0, eq));
+}
+
+std::string known_keys() {
+  std::string s;
+  for (auto k : kSeatKeys) {
+    if (!s.empty()) s += ", ";
+    s += k;
+  }
+  return s;
+}
+
+Error seat_error(std::string_view text, const std::string& why) {
+  return make_error(Errc::USAGE, "invalid --seat '{}': {}; expected NAME=DIR[:key=value,...]", text, why);
+}
+
+template <typename T>
+bool parse_int(std::string_view v, T& out) {
+  auto r = std::from_chars(v.data(), v.data() + v.size(), out);
+  return r.ec == std::errc() && r.ptr == v.data() + v.size();
+}
+
+bool parse_double(std::string_view v, double& out) {
+  if (v.empty()) return false;
+  std::string s(v);
+  char* end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() && std::isfinite(out);
+}
+
+bool parse_bool(std::string_view v, bool& out) {
+  if (v == "on" || v == "true" || v == "1" || v == "yes") return out = true, true;
+  if (v == "off" || v == "false" || v == "0" || v == "no") return out = false, true;
+  return false;
+}
+
+}  // namespace
+
+Result<SeatArg> parse_seat_arg(std::string_view text) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) return seat_error(text, "missing 'NAME='");
+  SeatArg a;
+  a.name = std::string(text.substr(0, eq));
+  if (!std::isalnum(static_cast<unsigned char>(a.name[0])))
+    return seat_error(text, "NAME must start with a letter or digit");
+  for (char c : a.name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'))
+      return seat_error(text, "NAME may hold letters, digits, '.', '_' and '-' only");
+  std::string_view rest = text.substr(eq + 1);
+  std::string_view opts;
+  if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos &&
+                                                 looks_like_options(rest.substr(colon + 1))) {
+    opts = rest.substr(colon + 1);
+    rest = rest.substr(0, colon);
+  }
+  if (rest.empty()) return seat_error(text, "DIR is empty");
+  a.dir = std::filesystem::path(std::string(rest));
+  std::vector<std::string> seen;
+  for (std::string_view kv : (opts.empty() ? std::vector<std::string_view>{} : split(opts, ','))) {
+    const std::size_t e = kv.find('=');
+    if (e == std::string_view::npos) return seat_error(text, fmt::format("'{}' is not key=value", kv));
+    std::string key(kv.substr(0, e));
+    const std::string_view v = kv.substr(e + 1);
+    if (key == "util") key = "gpu_memory_utilization";
+    if (!is_known_key(key))
+      return seat_error(text, fmt::format("unknown key '{}' (known: {})", key, known_keys()));
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      return seat_error(text, fmt::format("key '{}' given twice", key));
+    seen.push_back(key);
+    auto bad = [&](std::string_view expected) {
+      return seat_error(text, fmt::format("{}='{}' is invalid, expected {}", key, v, expected));
+    };
+    if (key == "max_model_len") {
+      std::int64_t x = 0;
+      if (!parse_int(v, x) || x < 1) return bad("a positive integer (tokens)");
+      a.max_model_len = x;
+    } else if (key == "kv_cache_dtype") {
+      if (!kv_cache_dtype_bytes(v).ok()) return bad("auto, bf16, fp16, fp8, fp8_e4m3 or fp8_e5m2");
+      a.kv_cache_dtype = std::string(v);
+    } else if (key == "gpu_memory_utilization") {
+      double x = 0;
+      if (!parse_double(v, x) || x <= 0.0 || x > 1.0) return bad("a fraction in (0, 1]");
+      a.gpu_memory_utilization = x;
+    } else if (key == "max_num_batched_tokens") {
+      std::int64_t x = 0;
+      if (!parse_int(v, x) || x < 1) return bad("a positive integer");
+      a.max_num_batched_tokens = x;
+    } else if (key == "tp") {
+      if (!parse_int(v, a.tp) || a.tp < 1 || a.tp > 64) return bad("an integer in 1..64");
+    } else if (key == "prefix_caching") {
+      if (!parse_bool(v, a.prefix_caching)) return bad("on or off");
+    } else if (key == "spec_tokens") {
+      if (!parse_int(v, a.spec_tokens) || a.spec_tokens < 0 || a.spec_tokens > 64) return bad("an integer in 0..64");
+    } else if (key == "mm") {
+      if (!parse_bool(v, a.mm)) return bad("on or off");
+    } else if (key == "assume") {
+      if (v != "nvfp4a16") return bad("nvfp4a16");
+      a.assume_nvfp4a16 = true;
+    } else if (key == "weights" || key == "overhead") {
+      auto s = parse_size(v);
+      if (!s.ok()) return bad("a size such as 30GiB");
+      (key == "weights" ? a.weights : a.overhead) = *s;
+    } else if (key == "concurrency") {
+      double x = 0;
+      if (!parse_double(v, x) || x <= 0.0 || x > 1e6) return bad("a positive number of requests");
+      a.concurrency = x;
+    } else if (key == "gpu") {
+      for (auto id : split(v, '+')) {
+        if (id.empty()) return bad("GPU IDs joined by '+', e.g. 0 or 0+1");
+        a.gpus.emplace_back(id);
+      }
+    } else if (key == "port") {
+      int x = 0;
+      if (!parse_int(v, x) || x < 1 || x > 65535) return bad("a port in 1..65535");
+      a.port = x;
+    } else if (key == "block_size") {
+      if (!parse_int(v, a.block_size) || a.block_size < 1) return bad("a positive integer");
+    } else if (key == "mamba_ssm_dtype" || key == "mamba_cache_dtype") {
+      if (!state_dtype_bytes(v, 2).ok()) return bad("auto, float32, bfloat16 or float16");
+      (key == "mamba_ssm_dtype" ? a.mamba_ssm_dtype : a.mamba_cache_dtype) = std::string(v);
+    } else if (key == "hybrid_manager") {
+      if (!parse_bool(v, a.hybrid_manager)) return bad("on or off");
+    } else if (key == "served_name") {
+      if (v.empty()) return bad("a non-empty model name");
+      a.served_name = std::string(v);
+    }
+  }
+  if (a.served_name.empty()) a.served_name = a.name;
+  if (a.weights && a.assume_nvfp4a16)
+    return seat_error(text, "weights=SIZE and assume=nvfp4a16 exclude each other (give the NVFP4A16 "
+                      "size as weights=, or drop it to size the headers)");
+  if (!a.gpus.empty() && static_cast<int>(a.gpus.size()) != a.tp)
+    return seat_error(text, fmt::format("gpu= pins {} GPU(s) but tp={}", a.gpus.size(), a.tp));
+  return a;
+}
+
+Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> global_overhead) {
+  SeatModel m;
+  m.arg = arg;
+  const std::string where = arg.dir.string();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(arg.dir, ec))
+    return make_error(Errc::BAD_INPUT, "seat '{}': '{}' is not a checkpoint directory", arg.name, where);
+  CheckpointOptions co;
+  co.require_config = true;
+  co.require_weights = !arg.weights.has_value();
+  auto ck = Checkpoint::open(arg.dir, co);
+  if (!ck.ok()) {
+    Error e = std::move(ck).error();
+    if (e.code == Errc::BAD_INPUT && !arg.weights && e.message.find("safetensors") != std::string::npos &&
+        e.message.find("weights=") == std::string::npos)
+      e.message += "; hint: for a config-only folder give the weight size as weights=SIZE";
+    e.message = fmt::format("seat '{}': {}", arg.name, e.message);
+    return with_file(std::move(e), where);
+  }
+  auto info = read_model_info(ck->config());
+  if (!info.ok()) {
+    Error e = std::move(info).error();
+    e.message = fmt::format("seat '{}': {}", arg.name, e.message);
+    return with_file(std::move(e), (arg.dir / "config.json").string());
+  }
+  m.info = std::move(*info);
+  if (m.info.family == Family::UNKNOWN)
+    m.notes.push_back(fmt::format("model_type '{}' is not a known family; sized as plain attention layers",
+                                  m.info.model_type));
+  if (arg.spec_tokens > 0 && m.info.mtp_num_hidden_layers < 1)
+    return make_error(Errc::USAGE, "seat '{}': spec_tokens={} needs an MTP module, but config.json has "
+                      "mtp_num_hidden_layers = 0; hint: drop spec_tokens", arg.name, arg.spec_tokens);
+
+  KvOptions ko;
+  ko.tp = arg.tp;
+  ko.kv_cache_dtype = arg.kv_cache_dtype;
+  ko.mamba_cache_dtype = arg.mamba_cache_dtype;
+  ko.mamba_ssm_cache_dtype = arg.mamba_ssm_dtype;
+  ko.prefix_caching = arg.prefix_caching;
+  ko.spec_tokens = arg.spec_tokens;
+  ko.block_size = arg.block_size;
+  ko.hybrid_kv_cache_manager = arg.hybrid_manager;
+  auto layout = build_kv_layout(m.info, ck->config(), ko);
+  if (!layout.ok()) {
+    Error e = std::move(layout).error();
+    e.message = fmt::format("seat '{}': {}", arg.name, e.message);
+    return with_file(std::move(e), (arg.dir / "config.json").string());
+  }
+  m.layout = std::move(*layout);
+
+  m.max_position_embeddings = m.info.max_position_embeddings;
+  if (arg.max_model_len) {
+    m.max_model_len = *arg.max_model_len;
+    if (m.max_position_embeddings > 0 && m.max_model_len > m.max_position_embeddings)
+      m.notes.push_back(fmt::format("max_model_len {} exceeds max_position_embeddings {}: vLLM refuses it "
+                                    "unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", m.max_model_len,
+                                    m.max_position_embeddings));
+  } else if (m.max_position_embeddings > 0) {
+    m.max_model_len = m.max_position_embeddings;
+  } else {
+    return make_error(Errc::BAD_INPUT, "seat '{}': config.json has no max_position_embeddings; give "
+                      "max_model_len=TOKENS", arg.name);
+  }
+
+  if (arg.weights) {
+    m.weights_given = true;
+    m.weight_bytes = *arg.weights;
+  } else {
+    WeightOptions wo;
+    wo.include_mtp = arg.spec_tokens > 0;
+    wo.assume_nvfp4a16 = arg.assume_nvfp4a16;
+    m.weights = estimate_weights(*ck, m.info, wo);
+    m.weight_bytes = m.weights.bytes;
+    if (arg.assume_nvfp4a16 && m.weights.quantized_linears == 0)
+      m.notes.push_back("assume=nvfp4a16 found no Linear to quantize (already quantized, or none eligible)");
+  }
+  m.weight_bytes_per_rank = (m.weight_bytes + static_cast<std::uint64_t>(arg.tp) - 1) /
+                            static_cast<std::uint64_t>(arg.tp);
+  if (arg.tp > 1)
+    m.notes.push_back(fmt::format("tp={}: weights counted as 1/{} per GPU (replicated norms and "
+                                  "embeddings padding ignored)", arg.tp, arg.tp));
+  m.overhead = arg.overhead ? arg.overhead : global_overhead;
+  for (auto& n : m.layout.notes) m.notes.push_back(n);
+  return m;
+}
+
+}  // namespace fp4forge::kvplan

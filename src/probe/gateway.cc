@@ -1,0 +1,735 @@
+// gateway: LiteLLM config.yaml show / swap / rollback / retire as validated line-based text edits.
+#include "fp4forge/probe/gateway.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "fp4forge/util/fs.h"
+#include "fp4forge/util/udiff.h"
+
+namespace fp4forge::probe {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+constexpr const char* kBackupInfix = ".bak-fp4forge-";
+constexpr const char* kRollbackInfix = ".rollback-fp4forge-";
+constexpr const char* kRetiredMarker = "# fp4forge-retired: alias '";
+constexpr std::uint64_t kMaxConfigBytes = 16u << 20;
+
+// ---------------------------------------------------------------------------------------------
+// lines
+
+std::vector<std::string> split_keep(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < s.size()) {
+    std::size_t nl = s.find('\n', start);
+    if (nl == std::string::npos) nl = s.size() - 1;
+    out.push_back(s.substr(start, nl - start + 1));
+    start = nl + 1;
+  }
+  return out;
+}
+std::string join(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const auto& l : lines) s += l;
+  return s;
+}
+// The line without its terminator.
+std::string body_of(const std::string& line) {
+  std::size_t e = line.size();
+  if (e > 0 && line[e - 1] == '\n') --e;
+  if (e > 0 && line[e - 1] == '\r') --e;
+  return line.substr(0, e);
+}
+std::string eol_of(const std::string& line) { return line.substr(body_of(line).size()); }
+bool blank_or_comment(const std::string& line) {
+  const std::string b = body_of(line);
+  const std::size_t p = b.find_first_not_of(" \t");
+  return p == std::string::npos || b[p] == '#';
+}
+std::string file_eol(const std::vector<std::string>& lines) {
+  for (const auto& l : lines)
+    if (!eol_of(l).empty()) return eol_of(l);
+  return "\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// parsed structure
+
+struct Entry {
+  std::string alias;
+  int index = 0;       // position in model_list
+  int first_line = 0;  // 0-based line of the entry's first key
+  int dash_line = 0;   // 0-based line holding its "-"
+  YAML::Node node;
+};
+
+struct Parsed {
+  YAML::Node root;
+  std::vector<Entry> entries;
+  int model_list_line = 0;
+  std::vector<int> root_key_lines;  // 0-based, all top-level keys
+};
+
+std::string scalar_or(const YAML::Node& n, const char* key) {
+  if (!n.IsMap()) return {};
+  const YAML::Node v = n[key];
+  return (v && v.IsScalar()) ? v.Scalar() : std::string();
+}
+
+Result<Parsed> parse(const std::string& text, const std::string& path, const std::vector<std::string>& lines) {
+  Parsed p;
+  try {
+    p.root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return make_error(Errc::BAD_INPUT, "{}: line {}, column {}: invalid YAML ({}); expected a LiteLLM proxy config.yaml",
+                      path, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+  if (!p.root.IsMap())
+    return make_error(Errc::BAD_INPUT, "{}: top level is not a mapping; expected a LiteLLM proxy config with 'model_list:'",
+                      path);
+  for (auto it = p.root.begin(); it != p.root.end(); ++it) {
+    p.root_key_lines.push_back(it->first.Mark().line);
+    if (it->first.Scalar() == "model_list") p.model_list_line = it->first.Mark().line;
+  }
+  const YAML::Node ml = p.root["model_list"];
+  if (!ml) return make_error(Errc::BAD_INPUT, "{}: no 'model_list' key; expected a LiteLLM proxy config.yaml", path);
+  if (ml.IsNull()) return p;
+  if (!ml.IsSequence())
+    return make_error(Errc::BAD_INPUT, "{}: line {}: 'model_list' is not a list", path, ml.Mark().line + 1);
+  int idx = 0;
+  for (const YAML::Node& item : ml) {
+    Entry e;
+    e.index = idx++;
+    e.node = item;
+    e.first_line = item.Mark().line;
+    if (!item.IsMap() || !item["model_name"] || !item["model_name"].IsScalar())
+      return make_error(Errc::BAD_INPUT, "{}: line {}: model_list entry {} has no 'model_name'", path, e.first_line + 1,
+                        e.index + 1);
+    e.alias = item["model_name"].Scalar();
+    // The "-" is on the first key's line (before its column) or alone on an earlier line.
+    e.dash_line = e.first_line;
+    const auto col = static_cast<std::size_t>(std::max(0, item.Mark().column));
+    const std::string head = body_of(lines[static_cast<std::size_t>(e.first_line)]).substr(0, col);
+    if (head.find('-') == std::string::npos) {
+      for (int l = e.first_line - 1; l >= 0; --l) {
+        const std::string b = body_of(lines[static_cast<std::size_t>(l)]);
+        if (b.find_first_not_of(" \t-") == std::string::npos && b.find('-') != std::string::npos) {
+          e.dash_line = l;
+          break;
+        }
+        if (!blank_or_comment(lines[static_cast<std::size_t>(l)])) break;
+      }
+    }
+    p.entries.push_back(std::move(e));
+  }
+  return p;
+}
+
+Result<std::string> read_config(const stdfs::path& config) {
+  auto r = fs::read_file(config, kMaxConfigBytes);
+  if (!r.ok()) return with_file(r.error(), config.string());
+  return std::move(r).value();
+}
+
+bool glob_match(std::string_view pat, std::string_view s) {
+  // '*' only; iterative with backtracking to the last star (linear in practice, bounded by |pat|*|s|).
+  std::size_t p = 0, i = 0, star = std::string_view::npos, mark = 0;
+  while (i < s.size()) {
+    if (p < pat.size() && pat[p] == '*') {
+      star = p++;
+      mark = i;
+    } else if (p < pat.size() && pat[p] == s[i]) {
+      ++p;
+      ++i;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      i = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pat.size() && pat[p] == '*') ++p;
+  return p == pat.size();
+}
+
+std::string timestamp(const char* fmt_str) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, fmt_str, &tm);
+  return buf;
+}
+
+// A fresh path `config + infix + YYYYMMDD-HHMMSS[-N]`.
+Result<stdfs::path> fresh_name(const stdfs::path& config, const char* infix) {
+  const std::string base = config.string() + infix + timestamp("%Y%m%d-%H%M%S");
+  for (int n = 0; n < 100; ++n) {
+    stdfs::path p = n == 0 ? stdfs::path(base) : stdfs::path(fmt::format("{}-{}", base, n));
+    std::error_code ec;
+    if (!stdfs::exists(p, ec)) return p;
+  }
+  return make_error(Errc::IO, "{}: 100 backups already exist for this second; expected a free backup name", base);
+}
+
+// Writes `content` to `path` atomically with the permissions of `like` (configs may hold API keys).
+Status write_like(const stdfs::path& path, const std::string& content, const stdfs::path& like) {
+  FP4FORGE_TRY(fs::write_file_atomic(path, content));
+  std::error_code ec;
+  const auto perms = stdfs::status(like, ec).permissions();
+  if (!ec) stdfs::permissions(path, perms, stdfs::perm_options::replace, ec);
+  return {};
+}
+
+// The file the config path really names (a symlinked config is edited in place, the link kept).
+stdfs::path write_target(const stdfs::path& config) {
+  std::error_code ec;
+  if (stdfs::is_symlink(config, ec)) {
+    auto t = stdfs::canonical(config, ec);
+    if (!ec) return t;
+  }
+  return config;
+}
+
+std::string dump(const YAML::Node& n) {
+  YAML::Emitter e;
+  e << n;
+  return e.c_str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// scalar text
+
+bool plain_safe(std::string_view v) {
+  if (v.empty()) return false;
+  static const std::set<std::string> kSpecial{"true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"};
+  std::string l(v);
+  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (kSpecial.count(l)) return false;
+  if (!(std::isalpha(static_cast<unsigned char>(v[0])) || v[0] == '_' || v[0] == '/' || v[0] == '.')) return false;
+  for (char c : v)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./:@+-=").find(c) != std::string_view::npos))
+      return false;
+  return v.back() != ':';
+}
+
+std::string double_quoted(std::string_view v) {
+  std::string o = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o + "\"";
+}
+
+// Text for a string scalar; keeps the quote style the value had.
+std::string scalar_text(std::string_view v, char quote) {
+  if (quote == '\'') {
+    std::string o = "'";
+    for (char c : v) o += (c == '\'') ? std::string("''") : std::string(1, c);
+    return o + "'";
+  }
+  if (quote == '"' || !plain_safe(v)) return double_quoted(v);
+  return std::string(v);
+}
+
+// End column (exclusive) of the scalar that starts at `col` in `b`; npos when it cannot be edited safely.
+std::size_t scalar_end(const std::string& b, std::size_t col) {
+  if (col >= b.size()) return std::string::npos;
+  const char q = b[col];
+  if (q == '|' || q == '>' || q == '&' || q == '*' || q == '!' || q == '{' || q == '[') return std::string::npos;
+  if (q == '"') {
+    for (std::size_t i = col + 1; i < b.size(); ++i) {
+      if (b[i] == '\\') {
+        ++i;
+      } else if (b[i] == '"') {
+        return i + 1;
+      }
+    }
+    return std::string::npos;
+  }
+  if (q == '\'') {
+    for (std::size_t i = col + 1; i < b.size(); ++i) {
+      if (b[i] == '\'') {
+        if (i + 1 < b.size() && b[i + 1] == '\'') {
+          ++i;
+          continue;
+        }
+        return i + 1;
+      }
+    }
+    return std::string::npos;
+  }
+  std::size_t end = b.size();
+  if (std::size_t h = b.find(" #", col); h != std::string::npos) end = h;
+  if (std::size_t h = b.find("\t#", col); h != std::string::npos) end = std::min(end, h);
+  while (end > col && (b[end - 1] == ' ' || b[end - 1] == '\t')) --end;
+  return end;
+}
+
+int indent_of(const std::string& line) {
+  const std::string b = body_of(line);
+  const std::size_t p = b.find_first_not_of(' ');
+  return p == std::string::npos ? -1 : static_cast<int>(p);
+}
+
+// ---------------------------------------------------------------------------------------------
+// validation of an edit
+
+Status validate_edit(const Parsed& before, const std::string& new_text, const std::string& path,
+                     const std::set<int>& edited_entries, const std::set<int>& removed_entries) {
+  const std::vector<std::string> new_lines = split_keep(new_text);
+  auto np = parse(new_text, path, new_lines);
+  if (!np.ok())
+    return make_error(Errc::INTERNAL, "{}: the edited config does not parse ({}); file left untouched", path,
+                      np.error().message);
+  // Root keys other than model_list unchanged.
+  for (auto it = before.root.begin(); it != before.root.end(); ++it) {
+    const std::string k = it->first.Scalar();
+    if (k == "model_list") continue;
+    if (!np->root[k] || dump(np->root[k]) != dump(it->second))
+      return make_error(Errc::INTERNAL, "{}: the edit changed top-level key '{}'; file left untouched", path, k);
+  }
+  std::size_t j = 0;
+  for (const Entry& e : before.entries) {
+    if (removed_entries.count(e.index)) continue;
+    if (j >= np->entries.size())
+      return make_error(Errc::INTERNAL, "{}: the edit lost model_list entry '{}'; file left untouched", path, e.alias);
+    if (!edited_entries.count(e.index) && dump(np->entries[j].node) != dump(e.node))
+      return make_error(Errc::INTERNAL, "{}: the edit changed unrelated entry '{}' (line {}); file left untouched", path,
+                        e.alias, e.first_line + 1);
+    ++j;
+  }
+  if (j != np->entries.size())
+    return make_error(Errc::INTERNAL, "{}: the edit added model_list entries; file left untouched", path);
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// show helpers
+
+void describe_routes(const Parsed& p, const std::vector<std::string>& lines, GatewayShow& s) {
+  std::map<std::string, std::vector<int>> by_alias;
+  for (const Entry& e : p.entries) {
+    GatewayRoute r;
+    r.alias = e.alias;
+    r.line = e.dash_line + 1;
+    r.wildcard = e.alias.find('*') != std::string::npos;
+    const YAML::Node lp = e.node["litellm_params"];
+    r.model = scalar_or(lp, "model");
+    r.api_base = scalar_or(lp, "api_base");
+    if (lp && lp.IsMap()) {
+      for (auto it = lp.begin(); it != lp.end(); ++it) {
+        const std::string k = it->first.Scalar();
+        if (k == "model" || k == "api_base") continue;
+        std::string v = it->second.IsScalar() ? it->second.Scalar() : dump(it->second);
+        if ((k.find("key") != std::string::npos || k.find("secret") != std::string::npos ||
+             k.find("token") != std::string::npos) &&
+            v.rfind("os.environ/", 0) != 0)
+          v = "***";
+        r.params.emplace_back(k, v);
+      }
+    }
+    by_alias[r.alias].push_back(r.line);
+    s.routes.push_back(std::move(r));
+  }
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string b = body_of(lines[i]);
+    const std::size_t at = b.find(kRetiredMarker);
+    if (at == std::string::npos) continue;
+    const std::size_t start = at + std::char_traits<char>::length(kRetiredMarker);
+    const std::size_t end = b.find('\'', start);
+    if (end == std::string::npos) continue;
+    s.retired.push_back({b.substr(start, end - start), static_cast<int>(i) + 1});
+  }
+  for (const GatewayRoute& r : s.routes) {
+    if (!r.wildcard) continue;
+    s.warnings.push_back(fmt::format("line {}: wildcard route '{}' (model '{}') answers every alias matching it: a "
+                                     "retired or misspelled alias is served by it instead of failing",
+                                     r.line, r.alias, r.model));
+    for (const RetiredAlias& ra : s.retired)
+      if (glob_match(r.alias, ra.alias))
+        s.warnings.push_back(fmt::format("retired alias '{}' (line {}) is swallowed by wildcard route '{}' (line {}): "
+                                         "its clients keep getting answers from '{}'",
+                                         ra.alias, ra.line, r.alias, r.line, r.model));
+  }
+  for (const auto& [alias, ls] : by_alias) {
+    if (ls.size() < 2) continue;
+    std::string where;
+    for (int l : ls) where += (where.empty() ? "" : ", ") + std::to_string(l);
+    s.warnings.push_back(fmt::format("alias '{}' has {} deployments (lines {}): LiteLLM load-balances between them",
+                                     alias, ls.size(), where));
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// public API
+
+std::string strip_provider_prefix(std::string_view m) {
+  static const char* kProviders[] = {"hosted_vllm/", "openai/", "vllm/", "litellm_proxy/", "custom_openai/",
+                                     "text-completion-openai/"};
+  for (const char* p : kProviders) {
+    const std::string_view pv(p);
+    if (m.substr(0, pv.size()) == pv) return std::string(m.substr(pv.size()));
+  }
+  return std::string(m);
+}
+
+bool same_backend(std::string_view a, std::string_view b) {
+  auto norm = [](std::string_view u) {
+    std::string s = normalize_base_url(u);
+    std::string scheme = "http";
+    if (const std::size_t p = s.find("://"); p != std::string::npos) {
+      scheme = s.substr(0, p);
+      s = s.substr(p + 3);
+    }
+    for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::size_t slash = s.find('/');
+    std::string host = s.substr(0, slash);
+    const std::string rest = slash == std::string::npos ? "" : s.substr(slash);
+    for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (host.find(':') == std::string::npos || host.back() == ']') host += scheme == "https" ? ":443" : ":80";
+    return scheme + "://" + host + rest;
+  };
+  return !a.empty() && !b.empty() && norm(a) == norm(b);
+}
+
+Result<GatewayShow> gateway_show_text(const std::string& text, const std::string& path, const std::string& backend) {
+  try {
+    const auto lines = split_keep(text);
+    FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
+    GatewayShow s;
+    s.path = path;
+    s.backend = backend;
+    describe_routes(p, lines, s);
+    if (!backend.empty()) {
+      for (const GatewayRoute& r : s.routes)
+        if (same_backend(r.api_base, backend) &&
+            std::find(s.backend_aliases.begin(), s.backend_aliases.end(), r.alias) == s.backend_aliases.end())
+          s.backend_aliases.push_back(r.alias);
+    }
+    return s;
+  } catch (const YAML::Exception& e) {
+    return make_error(Errc::BAD_INPUT, "{}: cannot read the config: {}", path, e.what());
+  }
+}
+
+Result<GatewayShow> gateway_show(const stdfs::path& config, const std::string& backend) {
+  FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
+  return gateway_show_text(text, config.string(), backend);
+}
+
+std::vector<stdfs::path> list_backups(const stdfs::path& config) {
+  std::vector<stdfs::path> out;
+  const stdfs::path dir = config.has_parent_path() ? config.parent_path() : stdfs::path(".");
+  const std::string prefix = config.filename().string() + kBackupInfix;
+  std::error_code ec;
+  for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && it->is_regular_file(ec) && name.find(".partial") == std::string::npos)
+      out.push_back(config.has_parent_path() ? it->path() : stdfs::path(name));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+// Builds the swapped text. Returns the new text or an error; `p` is the parse of `text`.
+Result<std::string> swap_text(const std::vector<std::string>& lines, const Parsed& p,
+                              const std::string& path, const SwapOptions& o, int& entry_index) {
+  std::vector<const Entry*> hits;
+  std::string all;
+  for (const Entry& e : p.entries) {
+    if (e.alias == o.alias) hits.push_back(&e);
+    all += (all.empty() ? "" : ", ") + e.alias;
+  }
+  if (hits.empty())
+    return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found; aliases: [{}]", path, o.alias, all);
+  if (hits.size() > 1) {
+    std::string where;
+    for (const Entry* e : hits) where += (where.empty() ? "" : ", ") + std::to_string(e->dash_line + 1);
+    return make_error(Errc::BAD_INPUT,
+                      "{}: alias '{}' has {} deployments (lines {}); swap repoints exactly one: retire the extra "
+                      "entries first",
+                      path, o.alias, hits.size(), where);
+  }
+  const Entry& e = *hits[0];
+  entry_index = e.index;
+  const YAML::Node lp = e.node["litellm_params"];
+  if (!lp || !lp.IsMap() || lp.Style() == YAML::EmitterStyle::Flow || e.node.Style() == YAML::EmitterStyle::Flow)
+    return make_error(Errc::BAD_INPUT,
+                      "{}: line {}: alias '{}' has no block-style 'litellm_params' mapping; expected "
+                      "'litellm_params:' with one key per line; edit this entry by hand",
+                      path, e.first_line + 1, o.alias);
+
+  std::vector<std::pair<std::string, std::string>> want;  // key -> new value text
+  std::vector<std::string> lines_out = lines;
+  struct Existing {
+    int line;
+    std::size_t col;
+  };
+  std::map<std::string, Existing> existing;
+  int key_col = -1;
+  int anchor_line = -1;  // new keys go after this line
+  for (auto it = lp.begin(); it != lp.end(); ++it) {
+    const std::string k = it->first.Scalar();
+    existing[k] = {it->second.Mark().line, static_cast<std::size_t>(std::max(0, it->second.Mark().column))};
+    if (key_col < 0) key_col = it->first.Mark().column;
+    if (k == "model") anchor_line = it->first.Mark().line;
+  }
+  if (anchor_line < 0) anchor_line = lp.begin()->first.Mark().line;
+
+  auto value_for = [&](const std::string& k, const std::string& v, bool is_yaml_text) -> Result<std::string> {
+    if (is_yaml_text) return v;
+    char quote = 0;
+    if (auto ex = existing.find(k); ex != existing.end()) {
+      const std::string b = body_of(lines[static_cast<std::size_t>(ex->second.line)]);
+      if (ex->second.col < b.size() && (b[ex->second.col] == '"' || b[ex->second.col] == '\''))
+        quote = b[ex->second.col];
+    }
+    return scalar_text(v, quote);
+  };
+  std::vector<std::tuple<std::string, std::string, bool>> edits{{"model", o.backend_model, false},
+                                                                {"api_base", o.api_base, false}};
+  for (const auto& [k, v] : o.params) edits.emplace_back(k, v, true);
+
+  std::vector<std::string> inserts;
+  for (const auto& [k, v, is_yaml] : edits) {
+    FP4FORGE_ASSIGN_OR_RETURN(std::string vt, value_for(k, v, is_yaml));
+    auto ex = existing.find(k);
+    if (ex == existing.end()) {
+      const std::string key_text = plain_safe(k) ? k : double_quoted(k);
+      inserts.push_back(std::string(static_cast<std::size_t>(std::max(0, key_col)), ' ') + key_text + ": " + vt);
+      continue;
+    }
+    const auto li = static_cast<std::size_t>(ex->second.line);
+    const YAML::Node kn = lp[k];
+    const std::string b = body_of(lines_out[li]);
+    const std::size_t end = kn.IsScalar() ? scalar_end(b, ex->second.col) : std::string::npos;
+    // A plain scalar continued on the next line is multi-line: refuse.
+    bool continued = false;
+    for (std::size_t n = li + 1; n < lines.size(); ++n) {
+      if (blank_or_comment(lines[n])) continue;
+      continued = indent_of(lines[n]) > key_col && kn.IsScalar() && b[ex->second.col] != '"' && b[ex->second.col] != '\'';
+      break;
+    }
+    if (end == std::string::npos || continued)
+      return make_error(Errc::BAD_INPUT,
+                        "{}: line {}: litellm_params.{} of alias '{}' is not a one-line scalar; expected 'key: value' "
+                        "on one line; edit this key by hand",
+                        path, li + 1, k, o.alias);
+    lines_out[li] = b.substr(0, ex->second.col) + vt + b.substr(end) + eol_of(lines_out[li]);
+  }
+  if (!inserts.empty()) {
+    const std::string eol = file_eol(lines);
+    // A last line without a terminator needs one before anything is appended after it.
+    if (static_cast<std::size_t>(anchor_line) + 1 == lines_out.size() && eol_of(lines_out.back()).empty())
+      lines_out.back() += eol;
+    std::vector<std::string> add;
+    for (const auto& s : inserts) add.push_back(s + eol);
+    lines_out.insert(lines_out.begin() + anchor_line + 1, add.begin(), add.end());
+  }
+  return join(lines_out);
+}
+
+// Checks that the swapped entry carries exactly the intended litellm_params.
+Status check_swapped(const std::string& new_text, const std::string& path, const SwapOptions& o, const YAML::Node& old_lp) {
+  const YAML::Node root = YAML::Load(new_text);
+  YAML::Node lp;
+  for (const YAML::Node& item : root["model_list"])
+    if (item["model_name"] && item["model_name"].Scalar() == o.alias) lp = item["litellm_params"];
+  if (!lp) return make_error(Errc::INTERNAL, "{}: alias '{}' lost by the edit; file left untouched", path, o.alias);
+  std::map<std::string, std::string> expect;
+  for (auto it = old_lp.begin(); it != old_lp.end(); ++it) expect[it->first.Scalar()] = dump(it->second);
+  expect["model"] = dump(YAML::Node(o.backend_model));
+  expect["api_base"] = dump(YAML::Node(o.api_base));
+  for (const auto& [k, v] : o.params) expect[k] = dump(YAML::Load(v));
+  std::map<std::string, std::string> got;
+  for (auto it = lp.begin(); it != lp.end(); ++it) got[it->first.Scalar()] = dump(it->second);
+  if (got != expect) {
+    for (const auto& [k, v] : expect)
+      if (got[k] != v)
+        return make_error(Errc::INTERNAL, "{}: after the edit litellm_params.{} of '{}' reads '{}', expected '{}'; file "
+                          "left untouched", path, k, o.alias, got[k], v);
+    return make_error(Errc::INTERNAL, "{}: the edit added unexpected keys to '{}'; file left untouched", path, o.alias);
+  }
+  return {};
+}
+
+Status backup_and_write(const stdfs::path& config, const std::string& old_text, const std::string& new_text,
+                        EditResult& out) {
+  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path bak, fresh_name(config, kBackupInfix));
+  FP4FORGE_TRY(write_like(bak, old_text, config));
+  out.backup = bak.string();
+  FP4FORGE_TRY(write_like(write_target(config), new_text, config));
+  out.changed = true;
+  return {};
+}
+
+}  // namespace
+
+Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o) {
+  const std::string path = config.string();
+  if (o.alias.empty() || o.backend_model.empty() || o.api_base.empty())
+    return make_error(Errc::USAGE, "gateway swap: --alias, --backend-model and --api-base are all required");
+  for (const auto& [k, v] : o.params) {
+    if (k.empty() || k == "model" || k == "api_base")
+      return make_error(Errc::USAGE, "--param '{}={}': use --backend-model / --api-base for model and api_base", k, v);
+    if (v.find('\n') != std::string::npos)
+      return make_error(Errc::USAGE, "--param {}: the value must be one line (use YAML flow style: {{a: 1}})", k);
+    try {
+      (void)YAML::Load(v);
+    } catch (const YAML::Exception& e) {
+      return make_error(Errc::USAGE, "--param {}={}: not a YAML value ({})", k, v, e.msg);
+    }
+  }
+  try {
+    FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
+    const auto lines = split_keep(text);
+    FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
+    int idx = -1;
+    FP4FORGE_ASSIGN_OR_RETURN(std::string new_text, swap_text(lines, p, path, o, idx));
+    FP4FORGE_TRY(validate_edit(p, new_text, path, {idx}, {}));
+    FP4FORGE_TRY(check_swapped(new_text, path, o, p.entries[static_cast<std::size_t>(idx)].node["litellm_params"]));
+
+    EditResult out;
+    out.diff = util::unified_diff(text, new_text, path, path + " (swapped)");
+    GatewayShow s;
+    describe_routes(p, lines, s);
+    out.warnings = s.warnings;
+    if (o.probe) {
+      const std::string model = o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model;
+      const auto checks = o.checks.empty() ? all_checks() : o.checks;
+      ProbeReport rep = o.client != nullptr ? run_probe(*o.client, o.api_base, model, checks, o.probe_options)
+                                            : run_probe(o.api_base, model, checks, o.probe_options);
+      const bool failed = rep.any_failed();
+      if (failed) {
+        std::string why;
+        for (const auto& c : rep.checks)
+          if (c.status == CheckStatus::FAIL) why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", check_name(c.check), c.classification);
+        out.refused = fmt::format("probe of {} (model '{}') failed ({}); {} left untouched", rep.url, model, why, path);
+      }
+      out.probe = std::move(rep);
+      if (failed) return out;
+    }
+    if (o.dry_run) return out;
+    // The file must not have changed while we probed.
+    FP4FORGE_ASSIGN_OR_RETURN(std::string again, read_config(config));
+    if (again != text)
+      return make_error(Errc::IO, "{}: the file changed while the probe ran; expected it unchanged; re-run the swap",
+                        path);
+    FP4FORGE_TRY(backup_and_write(config, text, new_text, out));
+    return out;
+  } catch (const YAML::Exception& e) {
+    return make_error(Errc::BAD_INPUT, "{}: cannot edit the config: {}", path, e.what());
+  }
+}
+
+Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path& to) {
+  const std::string path = config.string();
+  stdfs::path src = to;
+  if (src.empty()) {
+    const auto baks = list_backups(config);
+    if (baks.empty())
+      return make_error(Errc::BAD_INPUT, "{}: no backups ({}*) to roll back to; pass --to FILE", path,
+                        config.filename().string() + kBackupInfix);
+    src = baks.back();
+  }
+  FP4FORGE_ASSIGN_OR_RETURN(std::string restored, read_config(src));
+  FP4FORGE_ASSIGN_OR_RETURN(std::string current, read_config(config));
+  EditResult out;
+  out.backup = src.string();  // the source of the restore
+  if (restored == current) return out;
+  out.diff = util::unified_diff(current, restored, path, src.string());
+  // Keep what is being replaced, under a name the default rollback never picks.
+  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path keep, fresh_name(config, kRollbackInfix));
+  FP4FORGE_TRY(write_like(keep, current, config));
+  out.warnings.push_back(fmt::format("the replaced content was saved as {}", keep.string()));
+  FP4FORGE_TRY(write_like(write_target(config), restored, config));
+  FP4FORGE_ASSIGN_OR_RETURN(std::string check, read_config(config));
+  if (check != restored)
+    return make_error(Errc::IO, "{}: after the rollback the file differs from {}; expected byte-identical content", path,
+                      src.string());
+  out.changed = true;
+  return out;
+}
+
+Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& alias) {
+  const std::string path = config.string();
+  try {
+    FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
+    const auto lines = split_keep(text);
+    FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
+    std::set<int> removed;
+    std::string all;
+    for (const Entry& e : p.entries) {
+      if (e.alias == alias) removed.insert(e.index);
+      all += (all.empty() ? "" : ", ") + e.alias;
+    }
+    if (removed.empty()) return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found; aliases: [{}]", path, alias, all);
+    if (removed.size() == p.entries.size())
+      return make_error(Errc::BAD_INPUT,
+                        "{}: retiring '{}' would leave model_list empty and the proxy without routes; expected at "
+                        "least one other alias",
+                        path, alias);
+    if (p.root["model_list"].Style() == YAML::EmitterStyle::Flow)
+      return make_error(Errc::BAD_INPUT, "{}: model_list is in flow style ([...]); edit it by hand", path);
+    // Line range of each entry: its dash line up to the next entry / next top-level key, minus trailing
+    // blank and comment lines (they usually introduce what follows).
+    std::vector<std::pair<int, int>> ranges;
+    for (const Entry& e : p.entries) {
+      if (!removed.count(e.index)) continue;
+      int end = static_cast<int>(lines.size());
+      if (static_cast<std::size_t>(e.index) + 1 < p.entries.size()) end = p.entries[static_cast<std::size_t>(e.index) + 1].dash_line;
+      for (int k : p.root_key_lines)
+        if (k > e.first_line && k < end) end = k;
+      while (end - 1 > e.dash_line && blank_or_comment(lines[static_cast<std::size_t>(end - 1)])) --end;
+      ranges.emplace_back(e.dash_line, end);
+    }
+    std::vector<std::string> out_lines;
+    const std::string eol = file_eol(lines);
+    const std::string when = timestamp("%Y-%m-%d %H:%M:%S");
+    std::size_t r = 0;
+    for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
+      if (r < ranges.size() && i == ranges[r].first) {
+        out_lines.push_back(fmt::format("{}{}' on {}: remove the '# ' before the lines below to restore it{}",
+                                        kRetiredMarker, alias, when, eol));
+      }
+      std::string l = lines[static_cast<std::size_t>(i)];
+      if (r < ranges.size() && i >= ranges[r].first && i < ranges[r].second) {
+        l = "# " + l;
+        if (i + 1 == ranges[r].second) ++r;
+      }
+      out_lines.push_back(std::move(l));
+    }
+    const std::string new_text = join(out_lines);
+    FP4FORGE_TRY(validate_edit(p, new_text, path, {}, removed));
+    EditResult out;
+    out.diff = util::unified_diff(text, new_text, path, path + " (retired)");
+    auto shown = gateway_show_text(new_text, path);
+    if (shown.ok()) {
+      for (const auto& w : shown->warnings)
+        if (w.find("'" + alias + "'") != std::string::npos) out.warnings.push_back(w);
+    }
+    FP4FORGE_TRY(backup_and_write(config, text, new_text, out));
+    return out;
+  } catch (const YAML::Exception& e) {
+    return make_error(Errc::BAD_INPUT, "{}: cannot edit the config: {}", path, e.what());
+  }
+}
+
+}  // namespace fp4forge::probe

@@ -1,0 +1,347 @@
+#include "fp4forge/verify/diff.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "fp4forge/model/arch_class.h"
+#include "fp4forge/util/fs.h"
+#include "fp4forge/verify/quant_config.h"
+
+namespace fp4forge {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::uint64_t kMaxCompareFile = 64ull << 20;
+
+std::string shape_str(const std::vector<std::uint64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+std::string module_of(std::string_view name) {
+  const auto dot = name.rfind('.');
+  return dot == std::string_view::npos ? std::string() : std::string(name.substr(0, dot));
+}
+
+std::map<std::string, FamilySide> families(const Checkpoint& c) {
+  std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> sets;
+  std::map<std::string, FamilySide> out;
+  for (const TensorRef& t : c.tensors()) {
+    const std::string f = family_of(t.name);
+    auto& side = out[f];
+    ++side.count;
+    sets[f].first.insert(std::string(dtype_name(t.info->dtype)));
+    sets[f].second.insert(shape_str(t.info->shape));
+  }
+  for (auto& [f, side] : out) {
+    side.dtypes.assign(sets[f].first.begin(), sets[f].first.end());
+    side.shapes.assign(sets[f].second.begin(), sets[f].second.end());
+  }
+  return out;
+}
+
+void flatten(const Json& j, const std::string& path, std::map<std::string, std::string>& out) {
+  if (j.is_object() && !j.empty()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      flatten(it.value(), path.empty() ? it.key() : path + "." + it.key(), out);
+    return;
+  }
+  out[path] = j.dump();
+}
+
+std::string class_str(const ArchClass& c) {
+  return c.moe ? fmt::format("{} ({} experts)", c.str(), c.num_experts) : c.str();
+}
+
+/** Expanded ignore of one side, as families: what the side's own `ignore` matches among its modules. */
+struct QcView {
+  bool present = false;
+  std::string error;  // parse error
+  QuantConfig qc;
+  std::set<std::string> ignored_families;
+  std::string scheme;  // "NVFP4A16 (float 4-bit tensor_group group 16)" per group, joined
+};
+
+QcView view_qc(const Checkpoint& c) {
+  QcView v;
+  const Json* j = find_quant_config(c.config());
+  if (!j) return v;
+  v.present = true;
+  auto p = parse_quant_config(*j);
+  if (!p.ok()) {
+    v.error = p.error().message;
+    return v;
+  }
+  v.qc = std::move(p).value();
+  std::vector<std::string> schemes;
+  for (const auto& g : v.qc.groups) {
+    const SchemeInfo si = detect_scheme(g, v.qc.format);
+    schemes.push_back(fmt::format("{} ({}, targets {})", scheme_name(si.scheme), si.detail, fmt::join(g.targets, ",")));
+  }
+  std::sort(schemes.begin(), schemes.end());
+  v.scheme = fmt::format("{}", fmt::join(schemes, "; "));
+  auto m = IgnoreMatcher::compile(v.qc.ignore);
+  if (!m.ok()) {
+    v.error = m.error().message;
+    return v;
+  }
+  std::set<std::string> modules;
+  // Modules are tensor names without the parameter; a fused 3-D expert tensor `P.experts.gate_up_proj`
+  // yields `P.experts`, the prefix vLLM's FusedMoE checks against ignore.
+  for (const TensorRef& t : c.tensors()) modules.insert(module_of(t.name));
+  for (const auto& mod : modules)
+    if (!mod.empty() && m->matches(mod)) v.ignored_families.insert(family_of(mod));
+  return v;
+}
+
+void add_item(DiffReport& r, std::string area, std::string key, std::string a, std::string b) {
+  if (a == b) return;
+  r.items.push_back({std::move(area), std::move(key), std::move(a), std::move(b)});
+}
+
+void compare_qc(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {
+  const QcView va = view_qc(a), vb = view_qc(b);
+  const std::string absent = "(absent)";
+  add_item(r, "quantization_config", "present", va.present ? "yes" : "no", vb.present ? "yes" : "no");
+  if (!va.present && !vb.present) return;
+  add_item(r, "quantization_config", "error", va.error.empty() ? absent : va.error, vb.error.empty() ? absent : vb.error);
+  if (!va.present || !vb.present || !va.error.empty() || !vb.error.empty()) return;
+  add_item(r, "quantization_config", "quant_method", va.qc.quant_method, vb.qc.quant_method);
+  add_item(r, "quantization_config", "format", va.qc.format, vb.qc.format);
+  add_item(r, "quantization_config", "quantization_status", va.qc.quantization_status, vb.qc.quantization_status);
+  add_item(r, "quantization_config", "config_groups", va.scheme, vb.scheme);
+  add_item(r, "quantization_config", "kv_cache_scheme", va.qc.kv_cache_scheme ? "set" : "null",
+           vb.qc.kv_cache_scheme ? "set" : "null");
+  std::set<std::string> all = va.ignored_families;
+  all.insert(vb.ignored_families.begin(), vb.ignored_families.end());
+  for (const auto& f : all) {
+    const bool ia = va.ignored_families.count(f) > 0, ib = vb.ignored_families.count(f) > 0;
+    if (ia != ib)
+      add_item(r, "quantization_config", "ignore: " + f, ia ? "ignored" : "not ignored", ib ? "ignored" : "not ignored");
+  }
+}
+
+void compare_files(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {
+  // config.json keys (quantization_config is compared above).
+  std::map<std::string, std::string> ca, cb;
+  Json ja = a.config(), jb = b.config();
+  for (Json* j : {&ja, &jb}) {
+    if (!j->is_object()) continue;
+    j->erase("quantization_config");
+    j->erase("compression_config");
+  }
+  flatten(ja, "", ca);
+  flatten(jb, "", cb);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : ca) keys.insert(k);
+  for (const auto& [k, v] : cb) keys.insert(k);
+  for (const auto& k : keys) {
+    auto ia = ca.find(k), ib = cb.find(k);
+    add_item(r, "config", k, ia == ca.end() ? "(absent)" : ia->second, ib == cb.end() ? "(absent)" : ib->second);
+  }
+  // Other files (tokenizer, processor, generation config ...).
+  std::set<std::string> fa(a.other_files().begin(), a.other_files().end());
+  std::set<std::string> fb(b.other_files().begin(), b.other_files().end());
+  std::set<std::string> names = fa;
+  names.insert(fb.begin(), fb.end());
+  names.erase("config.json");
+  for (const auto& n : names) {
+    const bool ina = fa.count(n) > 0, inb = fb.count(n) > 0;
+    if (!ina || !inb) {
+      add_item(r, "file", n, ina ? "present" : "(absent)", inb ? "present" : "(absent)");
+      continue;
+    }
+    auto ra = fs::read_file(a.dir() / n, kMaxCompareFile);
+    auto rb = fs::read_file(b.dir() / n, kMaxCompareFile);
+    if (!ra.ok() || !rb.ok()) {
+      add_item(r, "file", n, ra.ok() ? "readable" : "unreadable: " + ra.error().message,
+               rb.ok() ? "readable" : "unreadable: " + rb.error().message);
+      continue;
+    }
+    if (*ra != *rb) add_item(r, "file", n, fmt::format("{} bytes", ra->size()), fmt::format("{} bytes (content differs)", rb->size()));
+  }
+}
+
+}  // namespace
+
+std::string family_of(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const auto dot = name.find('.', start);
+    const std::string_view comp = name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    const bool digits = !comp.empty() && std::all_of(comp.begin(), comp.end(), [](char c) { return c >= '0' && c <= '9'; });
+    out += digits ? std::string_view("*") : comp;
+    if (dot == std::string_view::npos) break;
+    out += '.';
+    start = dot + 1;
+  }
+  return out;
+}
+
+bool FamilyRow::differs() const noexcept { return !what().empty(); }
+
+std::string FamilyRow::what() const {
+  if (!in_a) return "only in B";
+  if (!in_b) return "only in A";
+  std::vector<std::string> w;
+  if (a.count != b.count) w.push_back("count");
+  if (a.dtypes != b.dtypes) w.push_back("dtype");
+  if (a.shapes != b.shapes) w.push_back("shape");
+  return fmt::format("{}", fmt::join(w, ","));
+}
+
+bool DiffReport::differs() const noexcept {
+  if (class_mismatch || !items.empty()) return true;
+  return std::any_of(families.begin(), families.end(), [](const FamilyRow& f) { return f.differs(); });
+}
+
+Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opts) {
+  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ia, read_model_info(a.config()));
+  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ib, read_model_info(b.config()));
+  DiffReport r;
+  r.class_a = classify_arch(a, ia);
+  r.class_b = classify_arch(b, ib);
+  r.family_a = std::string(family_name(ia.family));
+  r.family_b = std::string(family_name(ib.family));
+  r.tensors_a = a.tensors().size();
+  r.tensors_b = b.tensors().size();
+  if (!(r.class_a == r.class_b)) {
+    r.class_mismatch = true;
+    r.class_message = fmt::format(
+        "ARCHITECTURE CLASS MISMATCH: A is {} ({}), B is {} ({}). A control of another class cannot show what the "
+        "candidate lacks: a dense control has no routers, so quantized routers never appear as a difference (F2). "
+        "{}",
+        class_str(r.class_a), r.family_a, class_str(r.class_b), r.family_b,
+        opts.allow_class_mismatch ? "Comparing anyway (--allow-class-mismatch)."
+                                  : "Refusing; use a control of the same class, or pass --allow-class-mismatch.");
+    if (!opts.allow_class_mismatch) {
+      r.refused = true;
+      return r;
+    }
+  }
+  const auto fa = families(a), fb = families(b);
+  std::set<std::string> names;
+  for (const auto& [f, s] : fa) names.insert(f);
+  for (const auto& [f, s] : fb) names.insert(f);
+  for (const auto& f : names) {
+    FamilyRow row;
+    row.family = f;
+    if (auto it = fa.find(f); it != fa.end()) {
+      row.in_a = true;
+      row.a = it->second;
+    }
+    if (auto it = fb.find(f); it != fb.end()) {
+      row.in_b = true;
+      row.b = it->second;
+    }
+    r.families.push_back(std::move(row));
+  }
+  compare_qc(a, b, r);
+  if (opts.compare_files) compare_files(a, b, r);
+  return r;
+}
+
+namespace {
+
+Json class_json(const ArchClass& c, const std::string& family) {
+  return Json{{"class", c.str()}, {"moe", c.moe}, {"hybrid", c.hybrid}, {"multimodal", c.multimodal},
+              {"num_experts", c.num_experts}, {"family", family}};
+}
+
+Json side_json(const FamilySide& s, bool present) {
+  if (!present) return nullptr;
+  return Json{{"count", s.count}, {"dtypes", s.dtypes}, {"shapes", s.shapes}};
+}
+
+std::string side_text(const FamilySide& s, bool present) {
+  if (!present) return "-";
+  return fmt::format("{} {} {}", s.count, fmt::join(s.dtypes, "|"), fmt::join(s.shapes, "|"));
+}
+
+std::string truncate(std::string s, std::size_t n) {
+  if (s.size() <= n) return s;
+  return s.substr(0, n - 3) + "...";
+}
+
+}  // namespace
+
+nlohmann::ordered_json diff_json(const DiffReport& r, const std::string& a_dir, const std::string& b_dir) {
+  Json j;
+  j["identical"] = !r.differs();
+  j["refused"] = r.refused;
+  j["a"] = a_dir;
+  j["b"] = b_dir;
+  j["class"] = {{"a", class_json(r.class_a, r.family_a)},
+                {"b", class_json(r.class_b, r.family_b)},
+                {"mismatch", r.class_mismatch},
+                {"message", r.class_mismatch ? Json(r.class_message) : Json(nullptr)}};
+  j["tensors"] = {{"a", r.tensors_a}, {"b", r.tensors_b}};
+  Json fams = Json::array();
+  std::size_t ndiff = 0;
+  for (const auto& f : r.families) {
+    const std::string w = f.what();
+    if (!w.empty()) ++ndiff;
+    fams.push_back({{"family", f.family},
+                    {"differs", !w.empty()},
+                    {"what", w.empty() ? Json(nullptr) : Json(w)},
+                    {"a", side_json(f.a, f.in_a)},
+                    {"b", side_json(f.b, f.in_b)}});
+  }
+  j["families_differing"] = ndiff;
+  j["families"] = std::move(fams);
+  Json items = Json::array();
+  for (const auto& i : r.items) items.push_back({{"area", i.area}, {"key", i.key}, {"a", i.a}, {"b", i.b}});
+  j["items"] = std::move(items);
+  return j;
+}
+
+std::string diff_text(const DiffReport& r, const std::string& a_dir, const std::string& b_dir, bool all) {
+  std::string out;
+  out += fmt::format("diff  A = {}\n      B = {}\n", a_dir, b_dir);
+  if (r.class_mismatch) {
+    out += "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n";
+    out += "!! " + r.class_message + "\n";
+    out += "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n";
+  } else {
+    out += fmt::format("class: A {} ({}) · B {} ({}) — same class\n", class_str(r.class_a), r.family_a,
+                       class_str(r.class_b), r.family_b);
+  }
+  if (r.refused) {
+    out += "result: REFUSED (architecture class mismatch)\n";
+    return out;
+  }
+  std::size_t ndiff = 0;
+  for (const auto& f : r.families) ndiff += f.differs() ? 1 : 0;
+  out += fmt::format("tensors: A {} · B {}; families: {} total, {} differ\n", r.tensors_a, r.tensors_b,
+                     r.families.size(), ndiff);
+  std::vector<std::array<std::string, 4>> rows;
+  for (const auto& f : r.families) {
+    const std::string w = f.what();
+    if (w.empty() && !all) continue;
+    rows.push_back({f.family, truncate(side_text(f.a, f.in_a), 40), truncate(side_text(f.b, f.in_b), 40),
+                    w.empty() ? "=" : w});
+  }
+  if (!rows.empty()) {
+    std::array<std::size_t, 4> width{6, 1, 1, 4};
+    for (const auto& row : rows)
+      for (std::size_t i = 0; i < 4; ++i) width[i] = std::max(width[i], row[i].size());
+    out += fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", "family", width[0], "A", width[1], "B", width[2], "diff");
+    for (const auto& row : rows)
+      out += fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", row[0], width[0], row[1], width[1], row[2], width[2], row[3]);
+  }
+  std::string area;
+  for (const auto& i : r.items) {
+    if (i.area != area) {
+      area = i.area;
+      out += area + ":\n";
+    }
+    out += fmt::format("  {}\n      A: {}\n      B: {}\n", i.key, truncate(i.a, 200), truncate(i.b, 200));
+  }
+  out += fmt::format("result: {}\n", r.differs() ? "DIFFERENT" : "IDENTICAL (structure, config and files)");
+  return out;
+}
+
+}  // namespace fp4forge

@@ -1,0 +1,302 @@
+// quantize under faults: SIGKILL at several points (no DST; --resume gives identical bytes), and injected
+// file-system failures through fs::set_ops (ENOSPC midway, fsync failure, rename failure): Errc::IO, no DST,
+// no staging folder left. Also the destination refusals.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "../e2e/quantize_test_util.h"
+#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/codec/half.h"
+#include "fp4forge/quantize/plan.h"
+#include "fp4forge/quantize/run.h"
+#include "fp4forge/safetensors/shard_writer.h"
+#include "fp4forge/util/fs.h"
+
+namespace fp4forge::quant {
+namespace {
+
+using namespace fp4forge::qtest;
+using ::testing::HasSubstr;
+
+/** A llama-layout checkpoint big enough (~90 MB, 8 shards) that a kill can land mid-run. */
+void make_llama(const stdfs::path& dir) {
+  const std::uint64_t H = 1024, I = 2048, V = 8192, L = 4;
+  stdfs::create_directories(dir);
+  nlohmann::ordered_json cfg = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+                                {"hidden_size", H}, {"intermediate_size", I}, {"num_hidden_layers", L},
+                                {"num_attention_heads", 8}, {"num_key_value_heads", 8}, {"head_dim", 128},
+                                {"vocab_size", V}, {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}};
+  std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
+  std::ofstream(dir / "tokenizer_config.json") << "{\"model_max_length\": 4096}\n";
+  std::uint64_t x = 0x9E3779B97F4A7C15ULL;
+  auto tensor = [&](const std::string& name, std::vector<std::uint64_t> shape) {
+    std::uint64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::vector<std::byte> b(n * 2);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      const float v = (static_cast<float>(x >> 40) / 16777216.0f - 0.5f) * 0.08f;
+      const std::uint16_t h = half::float_to_bf16(v);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    }
+    return std::make_pair(st::OutTensor{name, DType::BF16, std::move(shape)}, std::move(b));
+  };
+  nlohmann::json wm = nlohmann::json::object();
+  std::uint64_t total = 0;
+  auto write = [&](const std::string& shard, std::vector<std::pair<st::OutTensor, std::vector<std::byte>>> ts) {
+    for (const auto& [t, b] : ts) {
+      wm[t.name] = shard;
+      total += b.size();
+    }
+    ASSERT_TRUE(st::write_safetensors(dir / shard, ts, {{"format", "pt"}}).ok());
+  };
+  const std::string of = "-of-00010.safetensors";
+  write("model-00001" + of, {tensor("model.embed_tokens.weight", {V, H})});
+  for (std::uint64_t l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    write("model-0000" + std::to_string(2 + 2 * l) + of,
+          {tensor(p + "self_attn.q_proj.weight", {H, H}), tensor(p + "self_attn.k_proj.weight", {H, H}),
+           tensor(p + "self_attn.v_proj.weight", {H, H}), tensor(p + "self_attn.o_proj.weight", {H, H}),
+           tensor(p + "input_layernorm.weight", {H})});
+    write("model-0000" + std::to_string(3 + 2 * l) + of,
+          {tensor(p + "mlp.gate_proj.weight", {I, H}), tensor(p + "mlp.up_proj.weight", {I, H}),
+           tensor(p + "mlp.down_proj.weight", {H, I}), tensor(p + "post_attention_layernorm.weight", {H})});
+  }
+  write("model-00010" + of, {tensor("lm_head.weight", {V, H}), tensor("model.norm.weight", {H})});
+  nlohmann::json idx = {{"metadata", {{"total_size", total}}}, {"weight_map", wm}};
+  std::ofstream(dir / "model.safetensors.index.json") << idx.dump(2);
+}
+
+pid_t spawn_quantize(const stdfs::path& src, const stdfs::path& dst, bool resume) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    std::vector<std::string> args = {kCli, "quantize", src.string(), dst.string(), "-j", "1", "--max-memory", "1M"};
+    if (resume) args.push_back("--resume");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(kCli.c_str(), argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+TEST(QuantizeInterrupt, SigkillLeavesNoDestinationAndResumeIsByteIdentical) {
+  TempDir tmp;
+  const stdfs::path src = tmp.path / "src";
+  make_llama(src);
+  const auto src_before = dir_contents(src);
+  const stdfs::path ref = tmp.path / "ref";
+  const auto t0 = std::chrono::steady_clock::now();
+  int st = 0;
+  pid_t pid = spawn_quantize(src, ref, false);
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  const double full = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto want = dir_contents(ref);
+
+  int interrupted = 0, resumed_ok = 0;
+  for (double frac : {0.15, 0.4, 0.7, 0.9}) {
+    SCOPED_TRACE(frac);
+    const stdfs::path dst = tmp.path / ("out" + std::to_string(static_cast<int>(frac * 100)));
+    pid = spawn_quantize(src, dst, false);
+    std::this_thread::sleep_for(std::chrono::duration<double>(full * frac));
+    ::kill(pid, SIGKILL);
+    ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    if (WIFEXITED(st)) continue;  // finished before the kill landed: nothing to check at this point
+    ++interrupted;
+    EXPECT_FALSE(stdfs::exists(dst)) << "a killed run left a destination";
+    // Resume reuses the finished shards and produces exactly the bytes of an uninterrupted run.
+    std::string out, err;
+    ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " --resume --json", &out, &err), 0) << err;
+    const auto j = nlohmann::json::parse(out);
+    resumed_ok += j["shards_resumed"].get<int>() > 0 ? 1 : 0;
+    EXPECT_TRUE(dir_contents(dst) == want);
+    EXPECT_FALSE(stdfs::exists(staging_path(dst)));
+  }
+  EXPECT_GT(interrupted, 0) << "no kill landed mid-run (full run took " << full << " s)";
+  EXPECT_EQ(dir_contents(src), src_before);
+  RecordProperty("interrupted", interrupted);
+  RecordProperty("resumed_with_reuse", resumed_ok);
+}
+
+TEST(QuantizeInterrupt, StaleStagingWithoutResumeIsReplaced) {
+  TempDir tmp;
+  const stdfs::path dst = tmp.path / "out";
+  stdfs::create_directories(staging_path(dst));
+  std::ofstream(staging_path(dst) / ".fp4forge-staging") << "x";
+  std::ofstream(staging_path(dst) / "junk") << "x";
+  std::string err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), nullptr, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("interrupted run"));
+  EXPECT_FALSE(stdfs::exists(dst / "junk"));
+  // A foreign folder in the staging place is never deleted.
+  const stdfs::path dst2 = tmp.path / "out2";
+  stdfs::create_directories(staging_path(dst2));
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst2), nullptr, &err), 3);
+  EXPECT_TRUE(stdfs::exists(staging_path(dst2)));
+}
+
+// ---- injected file-system faults, library run() ---------------------------------------------------
+
+class FaultOps : public fs::Ops {
+ public:
+  std::atomic<long> write_budget{LONG_MAX};  ///< bytes that may be written before ENOSPC
+  std::atomic<int> fsync_ok{INT_MAX};        ///< fsyncs that succeed before EIO
+  std::atomic<int> rename_ok{INT_MAX};       ///< renames that succeed before EIO
+  std::atomic<int> failures{0};
+
+  ssize_t write(int fd, const void* buf, std::size_t n) override {
+    if (!take(n)) return fail(ENOSPC);
+    return fs::Ops::write(fd, buf, n);
+  }
+  ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t off) override {
+    if (!take(n)) return fail(ENOSPC);
+    return fs::Ops::pwrite(fd, buf, n, off);
+  }
+  int fsync(int fd) override {
+    if (fsync_ok.fetch_sub(1) <= 0) return static_cast<int>(fail(EIO));
+    return fs::Ops::fsync(fd);
+  }
+  int rename(const char* a, const char* b) override {
+    if (rename_ok.fetch_sub(1) <= 0) return static_cast<int>(fail(EIO));
+    return fs::Ops::rename(a, b);
+  }
+
+ private:
+  bool take(std::size_t n) {
+    return write_budget.fetch_sub(static_cast<long>(n)) >= static_cast<long>(n);
+  }
+  ssize_t fail(int e) {
+    failures.fetch_add(1);
+    errno = e;
+    return -1;
+  }
+};
+
+struct OpsGuard {
+  fs::Ops* prev;
+  explicit OpsGuard(fs::Ops* o) : prev(fs::set_ops(o)) {}
+  ~OpsGuard() { fs::set_ops(prev); }
+};
+
+void expect_io_failure(FaultOps& ops, const char* what) {
+  SCOPED_TRACE(what);
+  TempDir tmp;
+  auto ck = Checkpoint::open(kData + "/llama");
+  ASSERT_TRUE(ck.ok());
+  auto plan = make_plan(*ck, {});
+  ASSERT_TRUE(plan.ok());
+  const auto before = dir_contents(kData + "/llama");
+  const stdfs::path dst = tmp.path / "out";
+  RunOptions ro;
+  ro.jobs = 2;
+  ro.max_memory = 64 << 10;
+  Result<RunSummary> r = Error{};
+  {
+    OpsGuard g(&ops);
+    r = run_plan(*ck, *plan, dst, ro);
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::IO) << r.error().message;
+  EXPECT_GT(ops.failures.load(), 0);
+  EXPECT_FALSE(stdfs::exists(dst));
+  EXPECT_FALSE(stdfs::exists(staging_path(dst))) << "staging left behind";
+  EXPECT_TRUE(stdfs::is_empty(tmp.path));
+  EXPECT_EQ(dir_contents(kData + "/llama"), before);
+}
+
+TEST(QuantizeFaults, EnospcMidway) {
+  FaultOps ops;
+  ops.write_budget = 300 << 10;  // the llama fixture writes ~1 MB
+  expect_io_failure(ops, "ENOSPC");
+  EXPECT_THAT(std::string(std::strerror(ENOSPC)), HasSubstr("space"));
+}
+
+TEST(QuantizeFaults, FsyncFailure) {
+  for (int ok : {0, 3}) {
+    FaultOps ops;
+    ops.fsync_ok = ok;
+    expect_io_failure(ops, ok == 0 ? "first fsync" : "fourth fsync");
+  }
+}
+
+TEST(QuantizeFaults, RenameFailure) {
+  for (int ok : {0, 2, 8}) {
+    FaultOps ops;
+    ops.rename_ok = ok;
+    expect_io_failure(ops, "rename");
+  }
+}
+
+TEST(QuantizeFaults, FinalRenameFailure) {
+  // Count the renames of a clean run, then fail exactly the last one (staging -> DST).
+  TempDir tmp;
+  auto ck = Checkpoint::open(kData + "/llama");
+  ASSERT_TRUE(ck.ok());
+  auto plan = make_plan(*ck, {});
+  ASSERT_TRUE(plan.ok());
+  struct Count : fs::Ops {
+    std::atomic<int> n{0};
+    int rename(const char* a, const char* b) override {
+      ++n;
+      return fs::Ops::rename(a, b);
+    }
+  } count;
+  {
+    OpsGuard g(&count);
+    ASSERT_TRUE(run_plan(*ck, *plan, tmp.path / "clean", RunOptions{}).ok());
+  }
+  FaultOps ops;
+  ops.rename_ok = count.n.load() - 1;
+  TempDir tmp2;
+  Result<RunSummary> r = Error{};
+  {
+    OpsGuard g(&ops);
+    r = run_plan(*ck, *plan, tmp2.path / "out", RunOptions{});
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::IO);
+  EXPECT_TRUE(stdfs::is_empty(tmp2.path));
+}
+
+TEST(QuantizeFaults, DestinationRefusals) {
+  TempDir tmp;
+  auto ck = Checkpoint::open(kData + "/llama");
+  ASSERT_TRUE(ck.ok());
+  auto plan = make_plan(*ck, {});
+  ASSERT_TRUE(plan.ok());
+  auto r = run_plan(*ck, *plan, tmp.path, RunOptions{});  // exists
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+  EXPECT_THAT(r.error().message, HasSubstr("already exists"));
+  r = run_plan(*ck, *plan, kData + "/llama/q", RunOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+  EXPECT_THAT(r.error().message, HasSubstr("inside the source"));
+  r = run_plan(*ck, *plan, kData + "/llama/", RunOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+  EXPECT_FALSE(stdfs::exists(kData + "/llama/q"));
+}
+
+}  // namespace
+}  // namespace fp4forge::quant

@@ -1,0 +1,40 @@
+// Fuzzes LiteLLM config handling: `gateway show` on arbitrary text, and a swap (no probe) applied to
+// the fuzz input written to a temp file; a swap that succeeds must leave valid YAML behind.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "fp4forge/probe/gateway.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  auto shown = fp4forge::probe::gateway_show_text(text, "fuzz.yaml");
+  (void)shown;
+  static const auto dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("fp4forge-fuzz-gw-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto cfg = dir / "config.yaml";
+  {
+    std::ofstream f(cfg, std::ios::binary);
+    f << text;
+  }
+  fp4forge::probe::SwapOptions o;
+  o.alias = "chat";
+  o.backend_model = "openai/new";
+  o.api_base = "http://127.0.0.1:9/v1";
+  o.probe = false;
+  auto r = fp4forge::probe::gateway_swap(cfg, o);
+  if (r.ok() && r->changed) {
+    auto again = fp4forge::probe::gateway_show(cfg);
+    if (!again.ok()) __builtin_trap();  // a successful edit must leave a parseable config
+  }
+  return 0;
+}

@@ -1,0 +1,304 @@
+// gateway: swap refused on a failed probe (file untouched, no backup), applied with a backup when the probe
+// passes (only the alias's lines change, comments survive), rollback byte-identical, retire reversible.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "fp4forge/probe/gateway.h"
+#include "fp4forge/util/udiff.h"
+#include "probe_fake_server.h"
+
+namespace fp4forge::probe {
+namespace {
+
+namespace stdfs = std::filesystem;
+using testing::FakeServer;
+using testing::FakeServerOptions;
+using testing::Fault;
+
+const char* kConfig = R"(# LiteLLM proxy config - production gateway
+# owner: platform team
+
+model_list:
+  # main chat seat (H200 #1)
+  - model_name: chat            # user-facing alias
+    litellm_params:
+      model: hosted_vllm/org/old-model-nvfp4   # previous seat
+      api_base: http://10.0.0.5:8000/v1
+      api_key: os.environ/VLLM_API_KEY
+      timeout: 600
+    model_info:
+      id: chat-seat-1
+
+  # summarizer, thinking off
+  - model_name: summarizer
+    litellm_params:
+      model: "hosted_vllm/org/small"
+      api_base: "http://10.0.0.7:8000/v1"
+      extra_body: {chat_template_kwargs: {enable_thinking: false}}
+
+  - model_name: "openai/*"   # passthrough
+    litellm_params:
+      model: "openai/*"
+      api_key: os.environ/OPENAI_API_KEY
+
+litellm_settings:
+  drop_params: true   # keep
+  request_timeout: 600
+
+general_settings:
+  master_key: os.environ/LITELLM_MASTER_KEY
+)";
+
+std::string slurp(const stdfs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+class Gateway : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = stdfs::temp_directory_path() /
+           ("fp4forge-gw-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    stdfs::remove_all(dir_);
+    stdfs::create_directories(dir_);
+    cfg_ = dir_ / "config.yaml";
+    write(kConfig);
+  }
+  void TearDown() override { stdfs::remove_all(dir_); }
+  void write(const std::string& s) {
+    std::ofstream f(cfg_, std::ios::binary);
+    f << s;
+  }
+  SwapOptions swap_to(const FakeServer& srv) {
+    SwapOptions o;
+    o.alias = "chat";
+    o.backend_model = "hosted_vllm/fake-org/fake-model-nvfp4";
+    o.api_base = srv.url() + "/v1";
+    o.probe_options.timeout_s = 5;
+    return o;
+  }
+  stdfs::path dir_;
+  stdfs::path cfg_;
+};
+
+TEST_F(Gateway, ShowListsAliasesBackendsAndWarnsOnWildcards) {
+  auto s = gateway_show(cfg_, "http://10.0.0.7:8000");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ(s->routes.size(), 3u);
+  EXPECT_EQ(s->routes[0].alias, "chat");
+  EXPECT_EQ(s->routes[0].model, "hosted_vllm/org/old-model-nvfp4");
+  EXPECT_EQ(s->routes[0].api_base, "http://10.0.0.5:8000/v1");
+  EXPECT_EQ(s->routes[0].line, 6);
+  EXPECT_EQ(s->routes[1].alias, "summarizer");
+  EXPECT_TRUE(s->routes[2].wildcard);
+  EXPECT_EQ(s->backend_aliases, std::vector<std::string>{"summarizer"});
+  ASSERT_FALSE(s->warnings.empty());
+  EXPECT_NE(s->warnings[0].find("wildcard route 'openai/*'"), std::string::npos) << s->warnings[0];
+  auto none = gateway_show(cfg_, "http://10.0.0.9:8000/v1");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->backend_aliases.empty());
+  EXPECT_TRUE(same_backend("http://H:80/v1/", "http://h"));
+  EXPECT_FALSE(same_backend("http://h:8000", "http://h:8001"));
+}
+
+TEST_F(Gateway, ShowRejectsNonLiteLLMFiles) {
+  write("a: [1, 2\n");
+  auto bad = gateway_show(cfg_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::BAD_INPUT);
+  EXPECT_NE(bad.error().message.find("invalid YAML"), std::string::npos);
+  write("general_settings: {}\n");
+  auto none = gateway_show(cfg_);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("no 'model_list' key"), std::string::npos);
+}
+
+TEST_F(Gateway, SwapRefusedWhenProbeFails) {
+  FakeServerOptions fo;
+  fo.fault = Fault::CONTENT_NULL_LENGTH;
+  FakeServer srv(fo);
+  auto r = gateway_swap(cfg_, swap_to(srv));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->changed);
+  EXPECT_NE(r->refused.find("prose: content-null-length"), std::string::npos) << r->refused;
+  EXPECT_NE(r->refused.find("logprobs: nan-logits"), std::string::npos) << r->refused;
+  ASSERT_TRUE(r->probe.has_value());
+  EXPECT_TRUE(r->probe->any_failed());
+  EXPECT_EQ(slurp(cfg_), kConfig);
+  EXPECT_TRUE(list_backups(cfg_).empty());
+  EXPECT_EQ(std::distance(stdfs::directory_iterator(dir_), stdfs::directory_iterator()), 1);
+}
+
+TEST_F(Gateway, SwapAppliedWithBackupWhenProbePasses) {
+  FakeServer srv(FakeServerOptions{});
+  SwapOptions o = swap_to(srv);
+  o.params = {{"extra_body", "{chat_template_kwargs: {enable_thinking: false}}"}, {"timeout", "300"}};
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->refused.empty()) << r->refused;
+  ASSERT_TRUE(r->changed);
+  ASSERT_TRUE(r->probe.has_value());
+  EXPECT_FALSE(r->probe->any_failed());
+  EXPECT_EQ(r->probe->model, "fake-org/fake-model-nvfp4");  // provider prefix stripped for the direct probe
+  // Backup: named, byte-identical to the old file.
+  const auto baks = list_backups(cfg_);
+  ASSERT_EQ(baks.size(), 1u);
+  EXPECT_EQ(baks[0].string(), r->backup);
+  EXPECT_NE(baks[0].filename().string().find("config.yaml.bak-fp4forge-"), std::string::npos);
+  EXPECT_EQ(baks[0].filename().string().size(), std::string("config.yaml.bak-fp4forge-20250101-120000").size());
+  EXPECT_EQ(slurp(baks[0]), kConfig);
+  // Exactly the alias's lines changed; comments, quoting and other entries byte-for-byte.
+  std::string expect = kConfig;
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const auto at = expect.find(from);
+    ASSERT_NE(at, std::string::npos);
+    expect.replace(at, from.size(), to);
+  };
+  replace("      model: hosted_vllm/org/old-model-nvfp4   # previous seat\n",
+          "      model: hosted_vllm/fake-org/fake-model-nvfp4   # previous seat\n"
+          "      extra_body: {chat_template_kwargs: {enable_thinking: false}}\n");
+  replace("      api_base: http://10.0.0.5:8000/v1\n", "      api_base: " + srv.url() + "/v1\n");
+  replace("      timeout: 600\n", "      timeout: 300\n");
+  EXPECT_EQ(slurp(cfg_), expect);
+  const auto st = util::diff_stat(kConfig, slurp(cfg_));
+  EXPECT_EQ(st.removed, 3u);
+  EXPECT_EQ(st.added, 4u);
+  EXPECT_NE(r->diff.find("\n-      api_base: http://10.0.0.5:8000/v1\n"), std::string::npos) << r->diff;
+  EXPECT_NE(r->diff.find("\n+      api_base: " + srv.url() + "/v1\n"), std::string::npos) << r->diff;
+  // The new file routes chat to the seat.
+  auto s = gateway_show(cfg_, srv.url());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->backend_aliases, std::vector<std::string>{"chat"});
+}
+
+TEST_F(Gateway, SwapKeepsQuoteStyleAndCrlf) {
+  std::string crlf;
+  for (char c : std::string(kConfig)) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  write(crlf);
+  SwapOptions o;
+  o.alias = "summarizer";
+  o.backend_model = "hosted_vllm/org/small-v2";
+  o.api_base = "http://10.0.0.8:8000/v1";
+  o.probe = false;
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const std::string now = slurp(cfg_);
+  EXPECT_NE(now.find("      model: \"hosted_vllm/org/small-v2\"\r\n"), std::string::npos);
+  EXPECT_NE(now.find("      api_base: \"http://10.0.0.8:8000/v1\"\r\n"), std::string::npos);
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    if (now[i] == '\n') {
+      ASSERT_EQ(now[i - 1], '\r') << "LF without CR at " << i;
+    }
+  }
+}
+
+TEST_F(Gateway, SwapErrorsLeaveTheFileAlone) {
+  SwapOptions o;
+  o.alias = "nope";
+  o.backend_model = "m";
+  o.api_base = "http://127.0.0.1:1/v1";
+  o.probe = false;
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+  EXPECT_EQ(r.error().message, cfg_.string() + ": alias 'nope' not found; aliases: [chat, summarizer, openai/*]");
+  std::string dup = kConfig;
+  dup.replace(dup.find("model_name: summarizer"), 22, "model_name: chat      ");
+  write(dup);
+  o.alias = "chat";
+  auto d = gateway_swap(cfg_, o);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message.find("has 2 deployments (lines 6, 16)"), std::string::npos) << d.error().message;
+  EXPECT_EQ(slurp(cfg_), dup);
+  o.params = {{"model", "x"}};
+  EXPECT_EQ(gateway_swap(cfg_, o).error().code, Errc::USAGE);
+  EXPECT_TRUE(list_backups(cfg_).empty());
+}
+
+TEST_F(Gateway, RollbackRestoresByteIdentical) {
+  FakeServer srv(FakeServerOptions{});
+  ASSERT_TRUE(gateway_swap(cfg_, swap_to(srv)).ok());
+  ASSERT_NE(slurp(cfg_), kConfig);
+  const std::string swapped = slurp(cfg_);
+  auto r = gateway_rollback(cfg_);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->changed);
+  EXPECT_EQ(slurp(cfg_), kConfig);
+  EXPECT_FALSE(r->diff.empty());
+  // The replaced content was kept, under a name the default rollback never picks.
+  bool kept = false;
+  for (const auto& e : stdfs::directory_iterator(dir_))
+    if (e.path().filename().string().find("config.yaml.rollback-fp4forge-") == 0) kept = slurp(e.path()) == swapped;
+  EXPECT_TRUE(kept);
+  EXPECT_EQ(list_backups(cfg_).size(), 1u);
+  // Rolling back again is a no-op.
+  auto again = gateway_rollback(cfg_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->changed);
+  // --to a missing file is an error; no backups at all is an error too.
+  EXPECT_FALSE(gateway_rollback(cfg_, dir_ / "missing").ok());
+  stdfs::remove(list_backups(cfg_)[0]);
+  auto none = gateway_rollback(cfg_);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().code, Errc::BAD_INPUT);
+}
+
+TEST_F(Gateway, RetireCommentsOutAndIsReversible) {
+  auto r = gateway_retire(cfg_, "summarizer");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->changed);
+  const std::string now = slurp(cfg_);
+  EXPECT_NE(now.find("# fp4forge-retired: alias 'summarizer' on "), std::string::npos);
+  EXPECT_NE(now.find("#   - model_name: summarizer\n#     litellm_params:\n"), std::string::npos) << now;
+  EXPECT_NE(now.find("\n  # summarizer, thinking off\n"), std::string::npos);  // unrelated comment untouched
+  // Only comments were added: removing them gives the original back (minus nothing).
+  auto s = gateway_show(cfg_);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ(s->routes.size(), 2u);
+  ASSERT_EQ(s->retired.size(), 1u);
+  EXPECT_EQ(s->retired[0].alias, "summarizer");
+  std::string uncommented;
+  std::istringstream in(now);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# fp4forge-retired:", 0) == 0) continue;
+    if (line.rfind("#   ", 0) == 0 || line.rfind("#     ", 0) == 0 || line == "#       model: \"hosted_vllm/org/small\"")
+      line = line.substr(2);
+    uncommented += line + "\n";
+  }
+  EXPECT_EQ(uncommented, kConfig);
+  ASSERT_TRUE(gateway_rollback(cfg_).ok());
+  EXPECT_EQ(slurp(cfg_), kConfig);
+}
+
+TEST_F(Gateway, RetireWarnsWhenAWildcardSwallowsTheAlias) {
+  std::string cfg = kConfig;
+  cfg.replace(cfg.find("\"openai/*\"   # passthrough"), 26, "\"*\"   # catch-all        ");
+  write(cfg);
+  auto r = gateway_retire(cfg_, "chat");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_FALSE(r->warnings.empty());
+  EXPECT_NE(r->warnings[0].find("retired alias 'chat'"), std::string::npos) << r->warnings[0];
+  EXPECT_NE(r->warnings[0].find("wildcard route '*'"), std::string::npos) << r->warnings[0];
+  auto s = gateway_show(cfg_);
+  ASSERT_TRUE(s.ok());
+  bool swallowed = false;
+  for (const auto& w : s->warnings) swallowed |= w.find("retired alias 'chat'") != std::string::npos;
+  EXPECT_TRUE(swallowed);
+  EXPECT_FALSE(gateway_retire(cfg_, "chat").ok());  // already retired: not found
+}
+
+TEST_F(Gateway, StripProviderPrefix) {
+  EXPECT_EQ(strip_provider_prefix("hosted_vllm/Qwen/Qwen3-8B"), "Qwen/Qwen3-8B");
+  EXPECT_EQ(strip_provider_prefix("openai/gpt-x"), "gpt-x");
+  EXPECT_EQ(strip_provider_prefix("Qwen/Qwen3-8B"), "Qwen/Qwen3-8B");
+}
+
+}  // namespace
+}  // namespace fp4forge::probe
