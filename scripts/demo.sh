@@ -13,5 +13,7 @@ stage "synthesize a tiny Gemma-4 MoE multimodal checkpoint" \
 stage "inspect it" "$BIN" inspect "$WORK/src"
 stage "plan the NVFP4A16 quantization (dry run: nothing written)" "$BIN" quantize "$WORK/src" --dry-run
 stage "quantize it (streaming, atomic)" "$BIN" quantize "$WORK/src" "$WORK/q"
+stage "show the aliases of an example LiteLLM gateway config (and who routes to a seat)" \
+  "$BIN" gateway show --config "$(dirname "$0")/../examples/litellm-config.yaml" --backend http://127.0.0.1:8001
 echo
 echo "demo finished: all stages passed"

@@ -25,12 +25,21 @@ float round_d(float x, DType dt) {
 // finfo(D).tiny: 2^-126 for bf16 and fp32, 2^-14 for fp16.
 float tiny_d(DType dt) { return dt == DType::F16 ? 0x1p-14f : 0x1p-126f; }
 
+// e4m3(c) for the 127 finite non-negative codes.
+struct E4m3Table {
+  double v[0x7F];
+  E4m3Table() {
+    for (int c = 0; c < 0x7F; ++c) v[c] = e4m3_to_float(static_cast<std::uint8_t>(c));
+  }
+};
+
 // Appendix A `e4m3_rne`: min over codes 0..0x7E of (|e4m3(c) - x|, c & 1).
 std::uint8_t e4m3_rne(float x) {
+  static const E4m3Table table;
   int best = 0;
-  double best_d = std::fabs(static_cast<double>(e4m3_to_float(0)) - x);
+  double best_d = std::fabs(table.v[0] - x);
   for (int c = 1; c < 0x7F; ++c) {
-    const double d = std::fabs(static_cast<double>(e4m3_to_float(static_cast<std::uint8_t>(c))) - x);
+    const double d = std::fabs(table.v[c] - x);
     if (d < best_d || (d == best_d && (c & 1) < (best & 1))) {
       best = c;
       best_d = d;

@@ -45,16 +45,6 @@ constexpr std::size_t kChunkGroups = 256;  // 4096 columns per chunk
 // Source dtype as a compile-time tag.
 enum class Src { BF16, F16, F32 };
 
-// FP4 thresholds as float32 bit patterns, all expressed as "magnitude bits > T" (§2.4):
-// a > .25, a >= .75, a > 1.25, a >= 1.75, a > 2.5, a >= 3.5, a > 5.
-constexpr std::int32_t kT0 = 0x3E800000;      // 0.25
-constexpr std::int32_t kT1 = 0x3F400000 - 1;  // 0.75 (>=)
-constexpr std::int32_t kT2 = 0x3FA00000;      // 1.25
-constexpr std::int32_t kT3 = 0x3FE00000 - 1;  // 1.75 (>=)
-constexpr std::int32_t kT4 = 0x40200000;      // 2.5
-constexpr std::int32_t kT5 = 0x40600000 - 1;  // 3.5 (>=)
-constexpr std::int32_t kT6 = 0x40A00000;      // 5.0
-
 // Magnitude bits of N source elements in the source domain, widened to u32 lanes:
 // bf16/f16 -> h & 0x7FFF, f32 -> bits & 0x7FFFFFFF. Monotone in |w|; NaN/Inf sort above all finite.
 template <Src S, class DU>
@@ -69,19 +59,44 @@ HWY_INLINE hn::Vec<DU> LoadMagBits(DU du, const std::byte* p) {
   }
 }
 
-// N source elements widened to float32 (exact).
+// float32 of binary16 bit patterns held in the low 16 bits of u32 lanes (finite values). The
+// magnitude bits shifted into float32 position read as the value times 2^-112 (a float32 subnormal
+// for a binary16 subnormal), so one exact multiply by 2^112 rescales both cases.
+template <class DF>
+HWY_INLINE hn::Vec<DF> F16BitsToF32(DF df, hn::Vec<hn::RebindToUnsigned<DF>> h) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto mag = hn::BitCast(df, hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7FFFu))));
+  const auto v = hn::Mul(mag, hn::Set(df, 0x1p112f));
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+  return hn::BitCast(df, hn::Or(hn::BitCast(du, v), sign));
+}
+
+// The even and the odd elements of 2*Lanes(df) consecutive source elements, as float32: lane j of
+// `even` is element 2j, lane j of `odd` element 2j+1 (so codes pack as even | odd << 4 lane-wise).
 template <Src S, class DF>
-HWY_INLINE hn::Vec<DF> LoadF32(DF df, const std::byte* p) {
+HWY_INLINE void LoadEvenOdd(DF df, const std::byte* p, hn::Vec<DF>& even, hn::Vec<DF>& odd) {
+  const hn::RebindToUnsigned<DF> du;
   if constexpr (S == Src::F32) {
-    return hn::LoadU(df, reinterpret_cast<const float*>(p));
-  } else if constexpr (S == Src::BF16) {
-    const hn::RebindToUnsigned<DF> du;
-    const hn::Rebind<std::uint16_t, DF> du16;
-    const auto h = hn::LoadU(du16, reinterpret_cast<const std::uint16_t*>(p));
-    return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, h)));
+    const float* f = reinterpret_cast<const float*>(p);
+#if HWY_TARGET == HWY_SCALAR
+    even = hn::LoadU(df, f);
+    odd = hn::LoadU(df, f + 1);
+#else
+    const auto a = hn::LoadU(df, f);
+    const auto b = hn::LoadU(df, f + hn::Lanes(df));
+    even = hn::ConcatEven(df, b, a);
+    odd = hn::ConcatOdd(df, b, a);
+#endif
   } else {
-    const hn::Rebind<hwy::float16_t, DF> df16;
-    return hn::PromoteTo(df, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(p)));
+    // One u32 lane holds a pair: element 2j in the low half, 2j+1 in the high half (little-endian).
+    const auto x = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p));
+    if constexpr (S == Src::BF16) {
+      even = hn::BitCast(df, hn::ShiftLeft<16>(x));
+      odd = hn::BitCast(df, hn::And(x, hn::Set(du, 0xFFFF0000u)));
+    } else {
+      even = F16BitsToF32(df, hn::And(x, hn::Set(du, 0xFFFFu)));
+      odd = F16BitsToF32(df, hn::ShiftRight<16>(x));
+    }
   }
 }
 
@@ -205,30 +220,44 @@ HWY_INLINE void GroupScales(const std::uint32_t* gmax, std::size_t ng, float gs,
   }
 }
 
-// FP4 codes of q = fl32(w / eff) (u32 lanes, values 0..15).
+// FP4 codes of q = fl32(w / eff) (u32 lanes, values 0..15). The spec's thresholds (§2.4) are
+// round-to-nearest-even onto the E2M1 grid {0, .5, 1, 1.5 | 2, 3 | 4, 6} after clamping to 6: the
+// grid step is 0.5 below 2, 1 in [2, 4) and 2 from 4 on, and every tie goes to the even code. With
+// m = min(|q|, 6) and e = max(exponent(m), 0), adding 2^(22+e) makes the IEEE addition round m to a
+// multiple of its step (ties to even), and the low bits of the sum are r = m/step; the code is
+// r + 2e. Equivalent to the eight comparison masks, tie for tie (checked against the scalar reference).
 template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Fp4Codes(DF df, hn::Vec<DF> q) {
-  const hn::RebindToSigned<DF> di;
   const hn::RebindToUnsigned<DF> du;
-  const auto a = hn::And(hn::BitCast(di, q), hn::Set(di, 0x7FFFFFFF));
-  auto idx = hn::Zero(di);
-  idx = hn::Sub(idx, hn::VecFromMask(di, hn::Gt(a, hn::Set(di, kT0))));
-  idx = hn::Sub(idx, hn::VecFromMask(di, hn::Gt(a, hn::Set(di, kT1))));
-  idx = hn::Sub(idx, hn::VecFromMask(di, hn::Gt(a, hn::Set(di, kT2))));
-  idx = hn::Sub(idx, hn::VecFromMask(di, hn::Gt(a, hn::Set(di, kT3))));
-  idx = hn::Sub(idx, hn::VecFromMask(di, hn::Gt(a, hn::Set(di, kT4))));
-  idx = hn::Sub(idx, hn::VecFromMask(di, hn::Gt(a, hn::Set(di, kT5))));
-  idx = hn::Sub(idx, hn::VecFromMask(di, hn::Gt(a, hn::Set(di, kT6))));
+  const auto m = hn::Min(hn::BitCast(df, hn::And(hn::BitCast(du, q), hn::Set(du, 0x7FFFFFFFu))),
+                         hn::Set(df, 6.0f));
+  const auto e = hn::Max(hn::ShiftRight<23>(hn::BitCast(du, m)), hn::Set(du, 127u));  // 127..129
+  const auto magic = hn::ShiftLeft<23>(hn::Add(e, hn::Set(du, 22u)));             // 2^(22 + e-127)
+  const auto sum = hn::BitCast(du, hn::Add(m, hn::BitCast(df, magic)));            // RNE to the step
+  // code = (sum - magic) + 2 * (e - 127)
+  const auto code = hn::Add(hn::Sub(sum, magic), hn::Sub(hn::Add(e, e), hn::Set(du, 254u)));
   // sign from q < 0 (a -0.0 quotient is not negative: code 0; a negative tiny quotient: code 8)
-  const auto neg = hn::RebindMask(di, hn::Lt(q, hn::Zero(df)));
-  return hn::BitCast(du, hn::IfThenElse(neg, hn::Or(idx, hn::Set(di, 8)), idx));
+  const auto neg = hn::RebindMask(du, hn::Lt(q, hn::Zero(df)));
+  return hn::IfThenElse(neg, hn::Or(code, hn::Set(du, 8u)), code);
+}
+
+// Quantizes and packs 2*Lanes(d) consecutive elements (eff per lane): N packed bytes.
+template <Src S, class DF>
+HWY_INLINE void QuantizePairs(DF df, const std::byte* p, hn::Vec<DF> veff, std::uint8_t* out) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<std::uint8_t, decltype(di)> du8;
+  hn::Vec<DF> even, odd;
+  LoadEvenOdd<S>(df, p, even, odd);
+  const auto ce = Fp4Codes(df, hn::Div(even, veff));  // q = fl32(w / eff): IEEE division
+  const auto co = Fp4Codes(df, hn::Div(odd, veff));
+  const auto bytes = hn::Or(ce, hn::ShiftLeft<4>(co));  // low nibble = even column
+  hn::StoreU(hn::DemoteTo(du8, hn::BitCast(di, bytes)), du8, out);
 }
 
 template <Src S>
 bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, float gs, std::byte* packed,
              std::byte* scale) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
   constexpr std::size_t N = hn::MaxLanes(df);
   constexpr std::size_t esz = S == Src::F32 ? 4 : 2;
   HWY_ALIGN std::uint32_t gmax[kChunkGroups];
@@ -245,28 +274,27 @@ bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, floa
       GroupScales<S>(gmax, ng, gs, codes, eff);
       std::memcpy(scale + gbase, codes, ng);
       std::uint8_t* out = reinterpret_cast<std::uint8_t*>(packed) + gbase * (kGroup / 2);
-      for (std::size_t g = 0; g < ng; ++g) {
-        const auto veff = hn::Set(df, eff[g]);
-        if constexpr (N >= 2) {
-          const hn::Repartition<std::uint64_t, decltype(du)> du64;
-          const hn::Rebind<std::uint8_t, decltype(du64)> du8;
-          for (std::size_t k = 0; k < kGroup; k += N) {
-            const auto w = LoadF32<S>(df, src + (g * kGroup + k) * esz);
-            const auto code = Fp4Codes(df, hn::Div(w, veff));  // q = fl32(w / eff): IEEE division
-            // u64 lane = (odd code << 32) | even code  ->  low byte = even | odd << 4
-            const auto x = hn::BitCast(du64, code);
-            const auto b = hn::Or(x, hn::ShiftRight<28>(x));
-            hn::StoreU(hn::TruncateTo(du8, b), du8, out + (g * kGroup + k) / 2);
-          }
-        } else {  // HWY_SCALAR: one lane per vector, pack the pairs by hand
-          for (std::size_t k = 0; k < kGroup; k += 2) {
-            const std::byte* p = src + (g * kGroup + k) * esz;
-            const auto lo = hn::GetLane(Fp4Codes(df, hn::Div(LoadF32<S>(df, p), veff)));
-            const auto hi = hn::GetLane(Fp4Codes(df, hn::Div(LoadF32<S>(df, p + esz), veff)));
-            out[(g * kGroup + k) / 2] = static_cast<std::uint8_t>(lo | (hi << 4));
-          }
+#if HWY_TARGET != HWY_AVX3 && HWY_TARGET != HWY_AVX3_DL
+      static_assert(2 * N <= kGroup);
+      {
+        for (std::size_t g = 0; g < ng; ++g) {
+          const auto veff = hn::Set(df, eff[g]);
+          for (std::size_t k = 0; k < kGroup; k += 2 * N)
+            QuantizePairs<S>(df, src + (g * kGroup + k) * esz, veff, out + (g * kGroup + k) / 2);
         }
       }
+#else  // 2*Lanes = 32 (AVX-512): one vector pair spans two groups
+      static_assert(2 * N == 2 * kGroup);
+      {
+        const hn::Half<decltype(df)> dh;
+        std::size_t g = 0;
+        for (; g + 2 <= ng; g += 2) {
+          const auto veff = hn::Combine(df, hn::Set(dh, eff[g + 1]), hn::Set(dh, eff[g]));
+          QuantizePairs<S>(df, src + g * kGroup * esz, veff, out + g * kGroup / 2);
+        }
+        if (g < ng) QuantizePairs<S>(dh, src + g * kGroup * esz, hn::Set(dh, eff[g]), out + g * kGroup / 2);
+      }
+#endif
     }
   }
   return true;

@@ -94,6 +94,7 @@ struct Reading {
 };
 
 struct ShapeChecker {
+  ShapeChecker(const Context& c, std::vector<Finding>* o) : ctx(c), out_(o) {}
   const Context& ctx;
   Violations v;
   const ModelInfo& m = ctx.info;
@@ -539,8 +540,7 @@ struct ShapeChecker {
 
 void check_config_shapes(const Context& ctx, std::vector<Finding>& out) {
   if (ctx.info.family == Family::UNKNOWN || ctx.tensors.empty()) return;
-  ShapeChecker c{ctx};
-  c.out_ = &out;
+  ShapeChecker c(ctx, &out);
   c.run();
 }
 

@@ -252,7 +252,8 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
   call.status = r.status;
   if (r.transport == Transport::CONNECTION_REFUSED || r.transport == Transport::UNREACHABLE) {
     call.cls = transport_name(r.transport);
-    call.detail = r.error.empty() ? fmt::format("{} {}: {}", method, req.url, call.cls) : r.error;
+    call.detail = (r.error.empty() ? fmt::format("{} {}: {}", method, req.url, call.cls) : r.error) +
+                  "; is the server up, and is this its host and port?";
     if (!ctx.any_response && ctx.dead_cls.empty()) {
       ctx.dead_cls = call.cls;
       ctx.dead_detail = call.detail;

@@ -130,7 +130,7 @@ std::variant<Json, JsonIssue> parse_strict(std::string_view text, std::size_t ma
       }
       case json::parse_event_t::key: {
         Frame& top = stack.back();
-        std::string k = parsed.get<std::string>();
+        std::string k = parsed.template get<std::string>();
         if (!top.keys.insert(k).second) {
           JsonIssue is;
           is.kind = JsonIssue::Kind::DUPLICATE_KEY;

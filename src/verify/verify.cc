@@ -257,12 +257,21 @@ struct Geometry {
     std::int64_t kv = info.num_kv_heads > 0 ? info.num_kv_heads : A;
     std::int64_t q_mult = 1;
     std::int64_t I = info.intermediate_size;
-    if (info.family == Family::GEMMA4) {
+    const bool in_stack = c.text_stack && c.layer >= 0 && static_cast<std::size_t>(c.layer) < info.layer_head_dim.size();
+    if (in_stack && info.layer_head_dim[static_cast<std::size_t>(c.layer)] > 0) {
+      // Effective per-layer geometry (Gemma-4 globals / per_layer_config already applied by ModelInfo).
+      d = info.layer_head_dim[static_cast<std::size_t>(c.layer)];
+      if (static_cast<std::size_t>(c.layer) < info.layer_kv_heads.size() &&
+          info.layer_kv_heads[static_cast<std::size_t>(c.layer)] > 0)
+        kv = info.layer_kv_heads[static_cast<std::size_t>(c.layer)];
+    } else if (info.family == Family::GEMMA4) {
       if (full && info.global_head_dim > 0) d = info.global_head_dim;
       if (full && info.attention_k_eq_v && info.num_global_kv_heads > 0) kv = info.num_global_kv_heads;
+    }
+    if (info.family == Family::GEMMA4) {
       const std::int64_t shared = info.num_kv_shared_layers;
       if (shared > 0 && c.layer >= 0 && c.text_stack && c.layer >= info.num_layers - shared &&
-          flag("use_double_wide_mlp"))
+          (info.use_double_wide_mlp || flag("use_double_wide_mlp")))
         I *= 2;
     }
     if ((info.family == Family::QWEN3_5 || info.family == Family::QWEN3_5_MOE ||

@@ -170,15 +170,19 @@ TEST_P(QuantizeFixture, OutputIsCompleteCorrectAndDeterministic) {
   }
   for (const auto& t : ock->tensors()) {
     const std::string& n = t.name;
-    if (n.size() > 7 && n.substr(n.size() - 7) == ".weight" && t.info->shape.size() == 2)
+    if (n.size() > 7 && n.substr(n.size() - 7) == ".weight" && t.info->shape.size() == 2) {
       EXPECT_EQ(ign.count(n.substr(0, n.size() - 7)), 1u) << n << " unquantized but not in ignore";
-    if (n.find(".weight_packed") != std::string::npos)
+    }
+    if (n.find(".weight_packed") != std::string::npos) {
       EXPECT_EQ(ign.count(n.substr(0, n.find(".weight_packed"))), 0u) << n;
+    }
   }
 
   // Other files copied byte for byte; source untouched.
   for (const auto& f : sck->other_files())
-    if (f != "config.json") EXPECT_EQ(slurp(src / f), slurp(dst / f)) << f;
+    if (f != "config.json") {
+      EXPECT_EQ(slurp(src / f), slurp(dst / f)) << f;
+    }
   EXPECT_EQ(dir_contents(src), before);
 
   // Determinism: -j 1 and a tiny --max-memory (row ranges for every set) give identical bytes.

@@ -289,7 +289,9 @@ TEST(QuantizePlan, IgnoreListIsExpandedAndNamedAsOnDisk) {
   // Every kept 2-D weight is listed, no quantized module is.
   std::set<std::string> ign(q.ignore.begin(), q.ignore.end());
   for (const auto& d : q.decisions)
-    if (d.linear_like) EXPECT_EQ(ign.count(d.name.substr(0, d.name.size() - 7)) == 1, d.action == Action::KEEP) << d.name;
+    if (d.linear_like) {
+      EXPECT_EQ(ign.count(d.name.substr(0, d.name.size() - 7)) == 1, d.action == Action::KEEP) << d.name;
+    }
   EXPECT_EQ(decision(q, "model.language_model.layers.3.self_attn.q_proj.weight").action, Action::QUANTIZE);
 }
 
@@ -377,8 +379,9 @@ TEST(QuantizePlan, ShardsIndexAndReferenceOrder) {
                       (a.dtype == t.dtype && a.name < t.name))
               << a.name << " before " << t.name;
         }
-        if (sh.sources[i].kind != OutKind::PASSTHROUGH)
+        if (sh.sources[i].kind != OutKind::PASSTHROUGH) {
           EXPECT_EQ(p.units[sh.sources[i].index].shard, s);
+        }
       }
     }
     EXPECT_EQ(idx["metadata"]["total_size"].get<std::uint64_t>(), total);

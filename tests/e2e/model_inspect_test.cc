@@ -1,0 +1,177 @@
+// `fp4forge inspect` on every fixture: role counts, class, layers, files, totals; exit codes.
+#include <algorithm>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "model_test_util.h"
+
+using namespace fp4forge::mtest;
+
+namespace {
+
+Json inspect_json(const std::string& dir, int* rc = nullptr) {
+  std::string out, err;
+  const int code = run_cli("inspect " + q(dir) + " --json", &out, &err);
+  if (rc) *rc = code;
+  EXPECT_EQ(code, 0) << err;
+  return Json::parse(out);
+}
+
+std::uint64_t role_tensors(const Json& j, const char* role) {
+  return j["roles"].contains(role) ? j["roles"][role]["tensors"].get<std::uint64_t>() : 0;
+}
+
+/** Totals of a fixture from its index metadata and tensors.json. */
+void expect_totals(const Json& j, const std::string& name) {
+  const Json idx = Json::parse(slurp(kData + "/" + name + "/model.safetensors.index.json"));
+  const Json tl = Json::parse(slurp(kData + "/" + name + ".tensors.json"));
+  EXPECT_EQ(j["tensors"]["count"].get<std::size_t>(), tl.size()) << name;
+  EXPECT_EQ(j["tensors"]["bytes"], idx["metadata"]["total_size"]) << name;
+  EXPECT_EQ(j["tensors"]["params"], idx["metadata"]["total_parameters"]) << name;
+  EXPECT_EQ(j["dtypes"]["BF16"]["tensors"].get<std::size_t>(), tl.size()) << name;
+  EXPECT_EQ(j["tensors"]["index"], "model.safetensors.index.json");
+  std::uint64_t sum = 0;
+  for (const auto& [k, v] : j["roles"].items()) sum += v["tensors"].get<std::uint64_t>();
+  EXPECT_EQ(sum, tl.size()) << name;
+  EXPECT_EQ(j["schema"], "fp4forge.inspect/1");
+  EXPECT_EQ(j["quantization"]["state"], "none");
+}
+
+}  // namespace
+
+TEST(InspectCli, Gemma4MoeFixture) {
+  const Json j = inspect_json(kData + "/gemma4-moe-mm");
+  expect_totals(j, "gemma4-moe-mm");
+  EXPECT_EQ(j["family"], "gemma4");
+  EXPECT_EQ(j["architecture"], "Gemma4ForConditionalGeneration");
+  EXPECT_EQ(j["layout"], "wrapper");
+  EXPECT_EQ(j["text_prefix"], "model.language_model.");
+  EXPECT_EQ(j["class"]["name"], "moe+multimodal");
+  EXPECT_EQ(j["class"]["num_experts"], 8);
+  EXPECT_EQ(role_tensors(j, "router"), 6u);
+  EXPECT_EQ(role_tensors(j, "expert_gate_up_fused"), 6u);
+  EXPECT_EQ(role_tensors(j, "expert_down_fused"), 6u);
+  EXPECT_EQ(role_tensors(j, "router_aux"), 12u);
+  EXPECT_EQ(role_tensors(j, "attn_v"), 5u);
+  EXPECT_EQ(role_tensors(j, "lm_head"), 0u);
+  EXPECT_EQ(role_tensors(j, "other"), 0u);
+  EXPECT_EQ(j["roles"]["expert_gate_up_fused"]["params"], 6 * 8 * 128 * 128);
+  EXPECT_EQ(j["layers"]["by_type"]["sliding_attention"], 5);
+  EXPECT_EQ(j["layers"]["by_type"]["full_attention"], 1);
+  EXPECT_EQ(j["layers"]["in_tensors"], 6);
+  EXPECT_EQ(j["geometry"]["global_head_dim"], 64);
+  EXPECT_EQ(j["geometry"]["num_global_key_value_heads"], 1);
+  EXPECT_TRUE(j["embeddings"]["tied"].get<bool>());
+  EXPECT_FALSE(j["embeddings"]["lm_head_present"].get<bool>());
+  EXPECT_EQ(j["files"]["processor"], Json::array({"processor_config.json"}));
+  EXPECT_EQ(j["files"]["tokenizer"], Json::array());
+  EXPECT_TRUE(j["files"]["generation_config"].get<bool>());
+  EXPECT_FALSE(j["mtp"]["present"].get<bool>());
+  EXPECT_EQ(j["tensors"]["shards"], 17);
+}
+
+TEST(InspectCli, Gemma4DenseFixture) {
+  const Json j = inspect_json(kData + "/gemma4-dense-mm");
+  expect_totals(j, "gemma4-dense-mm");
+  EXPECT_EQ(j["class"]["name"], "dense+multimodal");
+  EXPECT_EQ(role_tensors(j, "attn_q"), 6u);
+  EXPECT_EQ(role_tensors(j, "attn_v"), 5u);
+  EXPECT_EQ(role_tensors(j, "router"), 0u);
+  EXPECT_EQ(role_tensors(j, "projector"), 1u);
+  EXPECT_EQ(role_tensors(j, "scalar"), 6u);
+  EXPECT_EQ(role_tensors(j, "vision"), 30u);
+}
+
+TEST(InspectCli, Qwen35Fixture) {
+  const Json j = inspect_json(kData + "/qwen3_5-dense-mm");
+  expect_totals(j, "qwen3_5-dense-mm");
+  EXPECT_EQ(j["family"], "qwen3_5");
+  EXPECT_EQ(j["class"]["name"], "dense+hybrid+multimodal");
+  EXPECT_TRUE(j["mtp"]["present"].get<bool>());
+  EXPECT_EQ(j["mtp"]["tensors"], 15);
+  EXPECT_EQ(j["mtp"]["config_layers"], 1);
+  EXPECT_EQ(role_tensors(j, "linear_attn"), 30u);
+  EXPECT_EQ(role_tensors(j, "linear_attn_conv"), 6u);
+  EXPECT_EQ(role_tensors(j, "linear_attn_param"), 12u);
+  EXPECT_EQ(role_tensors(j, "lm_head"), 1u);
+  EXPECT_EQ(role_tensors(j, "projector"), 6u);
+  EXPECT_EQ(j["layers"]["by_type"]["linear_attention"], 6);
+  EXPECT_EQ(j["layers"]["by_type"]["full_attention"], 2);
+  EXPECT_FALSE(j["embeddings"]["tied"].get<bool>());
+  EXPECT_TRUE(j["embeddings"]["lm_head_present"].get<bool>());
+  EXPECT_EQ(j["tensors"]["shards"], 17);
+}
+
+TEST(InspectCli, LlamaFixtureAndText) {
+  const Json j = inspect_json(kData + "/llama");
+  expect_totals(j, "llama");
+  EXPECT_EQ(j["family"], "llama");
+  EXPECT_EQ(j["layout"], "flat");
+  EXPECT_EQ(j["class"]["name"], "dense");
+  EXPECT_EQ(j["layers"]["by_type"]["full_attention"], 2);
+  EXPECT_EQ(role_tensors(j, "mlp_down"), 2u);
+  EXPECT_EQ(j["files"]["processor"], Json::array());
+  std::string out, err;
+  ASSERT_EQ(run_cli("inspect " + q(kData + "/llama"), &out, &err), 0) << err;
+  EXPECT_NE(out.find("LlamaForCausalLM"), std::string::npos);
+  EXPECT_NE(out.find("role"), std::string::npos);
+  EXPECT_NE(out.find("attn_q"), std::string::npos);
+  EXPECT_NE(out.find("lm_head"), std::string::npos);
+}
+
+TEST(InspectCli, WarnsOnUnknownFamilyAndMissingMtp) {
+  TempDir t;
+  for (const auto& e : stdfs::directory_iterator(kData + "/llama"))
+    stdfs::copy_file(e.path(), t.path / e.path().filename());
+  Json cfg = Json::parse(slurp(t.path / "config.json"));
+  cfg["model_type"] = "mystery";
+  cfg["architectures"] = Json::array({"MysteryForCausalLM"});
+  cfg["mtp_num_hidden_layers"] = 1;
+  std::ofstream(t.path / "config.json") << cfg.dump(2);
+  const Json j = inspect_json(t.path.string());
+  EXPECT_EQ(j["family"], "unknown");
+  EXPECT_EQ(role_tensors(j, "attn_q"), 2u);  // generic roles by name
+  bool unknown = false, mtp = false;
+  for (const auto& w : j["warnings"]) {
+    unknown = unknown || w.get<std::string>().find("unknown model family") != std::string::npos;
+    mtp = mtp || w.get<std::string>().find("mtp_num_hidden_layers") != std::string::npos;
+  }
+  EXPECT_TRUE(unknown) << j["warnings"].dump();
+  EXPECT_TRUE(mtp) << j["warnings"].dump();
+}
+
+TEST(InspectCli, ExitCodes) {
+  std::string out, err;
+  EXPECT_EQ(run_cli("inspect", &out, &err), 2);
+  EXPECT_EQ(run_cli("inspect " + q(kData + "/llama") + " --bogus", &out, &err), 2);
+  // A file, not a directory: bad input.
+  EXPECT_EQ(run_cli("inspect " + q(kData + "/llama.tensors.json"), &out, &err), 3);
+  // Missing directory: I/O.
+  EXPECT_EQ(run_cli("inspect /nonexistent/fp4forge-model-test --json", &out, &err), 4);
+  const Json e = Json::parse(out);
+  EXPECT_FALSE(e["ok"].get<bool>());
+  EXPECT_EQ(e["error"]["exit_code"], 4);
+  // Corrupt shard: truncated data section -> bad input, one-line error naming the shard.
+  TempDir t;
+  for (const auto& f : stdfs::directory_iterator(kData + "/llama"))
+    stdfs::copy_file(f.path(), t.path / f.path().filename());
+  stdfs::resize_file(t.path / "model-00002-of-00004.safetensors", 1000);
+  EXPECT_EQ(run_cli("inspect " + q(t.path), &out, &err), 3);
+  EXPECT_NE(err.find("model-00002-of-00004.safetensors"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  // Corrupt config.json -> bad input.
+  TempDir c;
+  for (const auto& f : stdfs::directory_iterator(kData + "/llama"))
+    stdfs::copy_file(f.path(), c.path / f.path().filename());
+  std::ofstream(c.path / "config.json") << "{\"text_config\": 5}";
+  EXPECT_EQ(run_cli("inspect " + q(c.path), &out, &err), 3) << err;
+  // Unreadable shard (only meaningful when not root).
+  if (::geteuid() != 0) {
+    TempDir u;
+    for (const auto& f : stdfs::directory_iterator(kData + "/llama"))
+      stdfs::copy_file(f.path(), u.path / f.path().filename());
+    stdfs::permissions(u.path / "model-00001-of-00004.safetensors", stdfs::perms::none);
+    EXPECT_EQ(run_cli("inspect " + q(u.path), &out, &err), 4) << err;
+  }
+}

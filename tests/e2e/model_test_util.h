@@ -1,0 +1,71 @@
+#pragma once
+// Helpers for the model e2e tests (inspect, synth): temp dirs, running the CLI, reading JSON.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace fp4forge::mtest {
+
+namespace stdfs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+inline const std::string kData = FP4FORGE_TEST_DATA;
+inline const std::string kCli = FP4FORGE_CLI;
+
+struct TempDir {
+  stdfs::path path;
+  TempDir() {
+    std::string tmpl = (stdfs::temp_directory_path() / "fp4forge-mtest.XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    stdfs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+inline std::string slurp(const stdfs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline std::string q(const stdfs::path& p) { return "'" + p.string() + "'"; }
+
+/** Runs the CLI with `args` (shell words); returns the exit code, captures stdout / stderr. */
+inline int run_cli(const std::string& args, std::string* out = nullptr, std::string* err = nullptr) {
+  static int counter = 0;
+  const stdfs::path base = stdfs::temp_directory_path() /
+                           ("fp4forge-mtest-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  const std::string cmd = kCli + " " + args + " >'" + base.string() + ".out' 2>'" + base.string() + ".err'";
+  const int st = std::system(cmd.c_str());
+  if (out) *out = slurp(base.string() + ".out");
+  if (err) *err = slurp(base.string() + ".err");
+  std::error_code ec;
+  stdfs::remove(base.string() + ".out", ec);
+  stdfs::remove(base.string() + ".err", ec);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/** Names with every `.N.` / `.N` index replaced by `*`, as a set. */
+inline std::set<std::string> name_patterns(const std::set<std::string>& names) {
+  static const std::regex digits(R"((^|\.)\d+(?=\.|$))");
+  std::set<std::string> out;
+  for (const auto& n : names) out.insert(std::regex_replace(n, digits, "$1*"));
+  return out;
+}
+
+}  // namespace fp4forge::mtest

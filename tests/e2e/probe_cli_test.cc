@@ -1,0 +1,179 @@
+// probe / gateway CLI against the fake server: exit codes, --json parses, the API key is never printed.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "probe_fake_server.h"
+
+namespace {
+
+namespace stdfs = std::filesystem;
+using fp4forge::testing::FakeServer;
+using fp4forge::testing::FakeServerOptions;
+using fp4forge::testing::Fault;
+
+struct CliRun {
+  int rc = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs the CLI with `args` (already shell-quoted), environment prefix `env`.
+CliRun cli(const std::string& args, const std::string& env = "") {
+  const stdfs::path errf = stdfs::temp_directory_path() / ("fp4forge-probe-cli-" + std::to_string(::getpid()) + ".err");
+  const std::string cmd = env + " '" + std::string(FP4FORGE_CLI) + "' " + args + " 2>'" + errf.string() + "'";
+  CliRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = ::pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream f(errf);
+  std::stringstream s;
+  s << f.rdbuf();
+  r.err = s.str();
+  stdfs::remove(errf);
+  return r;
+}
+
+const char* kModel = "fake-org/fake-model-nvfp4";
+
+TEST(ProbeCli, HealthyServerExitsZeroAndJsonParses) {
+  FakeServer srv(FakeServerOptions{});
+  CliRun r = cli("probe " + srv.url() + "/v1 --model " + kModel + " --timeout 5 --json");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_EQ(j["url"], srv.url());
+  EXPECT_EQ(j["checks"].size(), 9u);
+  EXPECT_EQ(j["summary"]["fail"], 0);
+  EXPECT_EQ(j["checks"][1]["check"], "prose");
+  EXPECT_EQ(j["checks"][1]["status"], "pass");
+  EXPECT_EQ(j["checks"][1]["content"], "42");
+  CliRun t = cli("probe " + srv.url() + " --model " + kModel + " --checks models,prose --timeout 5");
+  EXPECT_EQ(t.rc, 0) << t.out << t.err;
+  EXPECT_NE(t.out.find("PASS  prose"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("ok: 2 passed, 0 failed, 0 skipped"), std::string::npos) << t.out;
+}
+
+TEST(ProbeCli, NanLogitsExitsOne) {
+  FakeServerOptions o;
+  o.fault = Fault::CONTENT_NULL_LENGTH;
+  FakeServer srv(o);
+  CliRun r = cli("probe " + srv.url() + " --model " + kModel + " --checks models,prose,logprobs --timeout 5 --json");
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_EQ(j["checks"][0]["status"], "pass");
+  EXPECT_EQ(j["checks"][1]["classification"], "content-null-length");
+  EXPECT_EQ(j["checks"][2]["classification"], "nan-logits");
+  EXPECT_EQ(j["checks"][2]["http_status"], 400);
+}
+
+TEST(ProbeCli, UnreachableExitsFour) {
+  const int port = FakeServer::free_port();
+  CliRun r = cli("probe http://127.0.0.1:" + std::to_string(port) + " --model m --timeout 2 --json");
+  EXPECT_EQ(r.rc, 4) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["unreachable"].get<bool>());
+  EXPECT_EQ(j["checks"][0]["classification"], "connection-refused");
+}
+
+TEST(ProbeCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(cli("probe http://127.0.0.1:1 --model m --checks prose,vibes").rc, 2);
+  CliRun r = cli("probe http://127.0.0.1:1");
+  EXPECT_EQ(r.rc, 2);
+  CliRun k = cli("probe http://127.0.0.1:1 --model m --api-key-env FP4FORGE_SURELY_UNSET_VAR");
+  EXPECT_EQ(k.rc, 2);
+  EXPECT_NE(k.err.find("FP4FORGE_SURELY_UNSET_VAR"), std::string::npos) << k.err;
+}
+
+TEST(ProbeCli, ApiKeyNeverPrinted) {
+  const std::string key = "sk-cli-TOPSECRET-9731";
+  {
+    FakeServerOptions o;
+    o.expect_api_key = key;
+    FakeServer srv(o);
+    CliRun r = cli("probe " + srv.url() + " --model " + kModel + " --api-key-env PROBE_TEST_KEY --timeout 5 --json",
+                "PROBE_TEST_KEY=" + key);
+    EXPECT_EQ(r.rc, 0) << r.out << r.err;
+    EXPECT_EQ(r.out.find(key), std::string::npos);
+    EXPECT_EQ(r.err.find(key), std::string::npos);
+  }
+  {
+    FakeServerOptions o;
+    o.fault = Fault::AUTH_ECHO;  // the server echoes the key back in its error message
+    FakeServer srv(o);
+    for (const char* fmt : {" --json", ""}) {
+      CliRun r = cli("probe " + srv.url() + " --model " + kModel + " --api-key-env PROBE_TEST_KEY --timeout 5 --checks prose" + fmt,
+                  "PROBE_TEST_KEY=" + key);
+      EXPECT_EQ(r.rc, 1) << r.out << r.err;
+      EXPECT_EQ(r.out.find(key), std::string::npos) << r.out;
+      EXPECT_EQ(r.err.find(key), std::string::npos) << r.err;
+      EXPECT_NE(r.out.find("***"), std::string::npos) << r.out;
+    }
+  }
+}
+
+TEST(ProbeCli, GatewaySwapShowRollback) {
+  const stdfs::path dir = stdfs::temp_directory_path() / ("fp4forge-gw-cli-" + std::to_string(::getpid()));
+  stdfs::remove_all(dir);
+  stdfs::create_directories(dir);
+  const stdfs::path cfg = dir / "config.yaml";
+  const std::string original =
+      "# gateway\nmodel_list:\n  - model_name: chat  # alias\n    litellm_params:\n      model: hosted_vllm/old\n"
+      "      api_base: http://10.1.1.1:8000/v1\n  - model_name: \"*\"\n    litellm_params:\n      model: \"openai/*\"\n";
+  std::ofstream(cfg, std::ios::binary) << original;
+  auto slurp = [&] {
+    std::ifstream f(cfg, std::ios::binary);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  };
+
+  CliRun show = cli("gateway show --config '" + cfg.string() + "' --backend http://10.1.1.1:8000 --json");
+  ASSERT_EQ(show.rc, 0) << show.err;
+  auto sj = nlohmann::json::parse(show.out);
+  EXPECT_EQ(sj["routes"].size(), 2u);
+  EXPECT_EQ(sj["backend_aliases"][0], "chat");
+  EXPECT_NE(show.err.find("wildcard route '*'"), std::string::npos) << show.err;
+
+  {  // a failing seat: refused, exit 1, file untouched
+    FakeServerOptions o;
+    o.fault = Fault::NAN_LOGPROBS;
+    FakeServer bad(o);
+    CliRun r = cli("gateway swap --config '" + cfg.string() + "' --alias chat --backend-model hosted_vllm/" + kModel +
+                " --api-base " + bad.url() + "/v1 --timeout 5 --json");
+    EXPECT_EQ(r.rc, 1) << r.out << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_FALSE(j["ok"].get<bool>());
+    EXPECT_FALSE(j["changed"].get<bool>());
+    EXPECT_NE(j["refused"].get<std::string>().find("logprobs: nan-logits"), std::string::npos);
+    EXPECT_EQ(slurp(), original);
+  }
+  FakeServer good(FakeServerOptions{});
+  CliRun r = cli("gateway swap --config '" + cfg.string() + "' --alias chat --backend-model hosted_vllm/" + kModel +
+              " --api-base " + good.url() + "/v1 --timeout 5");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("+      api_base: " + good.url() + "/v1"), std::string::npos) << r.out;
+  EXPECT_NE(slurp().find("# alias"), std::string::npos);
+  CliRun rb = cli("gateway rollback --config '" + cfg.string() + "' --json");
+  ASSERT_EQ(rb.rc, 0) << rb.err;
+  EXPECT_TRUE(nlohmann::json::parse(rb.out)["changed"].get<bool>());
+  EXPECT_EQ(slurp(), original);
+  CliRun bad = cli("gateway show --config '" + (dir / "missing.yaml").string() + "'");
+  EXPECT_EQ(bad.rc, 4) << bad.err;
+  stdfs::remove_all(dir);
+}
+
+}  // namespace
