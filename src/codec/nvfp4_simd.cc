@@ -241,18 +241,41 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Fp4Codes(DF df, hn::Vec<DF> q) {
   return hn::IfThenElse(neg, hn::Or(code, hn::Set(du, 8u)), code);
 }
 
-// Quantizes and packs 2*Lanes(d) consecutive elements (eff per lane): N packed bytes.
+// Quantizes 2*Lanes(df) consecutive elements (eff per lane) into Lanes(df) packed bytes, returned
+// as u32 lanes holding 0..255 (lane j = code[2j] | code[2j+1] << 4: low nibble = even column).
 template <Src S, class DF>
-HWY_INLINE void QuantizePairs(DF df, const std::byte* p, hn::Vec<DF> veff, std::uint8_t* out) {
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> PairBytes(DF df, const std::byte* p, hn::Vec<DF> veff) {
   const hn::RebindToSigned<DF> di;
-  const hn::Rebind<std::uint8_t, decltype(di)> du8;
   hn::Vec<DF> even, odd;
   LoadEvenOdd<S>(df, p, even, odd);
   const auto ce = Fp4Codes(df, hn::Div(even, veff));  // q = fl32(w / eff): IEEE division
   const auto co = Fp4Codes(df, hn::Div(odd, veff));
-  const auto bytes = hn::Or(ce, hn::ShiftLeft<4>(co));  // low nibble = even column
-  hn::StoreU(hn::DemoteTo(du8, hn::BitCast(di, bytes)), du8, out);
+  return hn::BitCast(di, hn::Or(ce, hn::ShiftLeft<4>(co)));
 }
+
+// Stores the Lanes(di) bytes of a PairBytes result.
+template <class DI>
+HWY_INLINE void StoreBytes(DI /* di */, hn::Vec<DI> bytes, std::uint8_t* out) {
+  const hn::Rebind<std::uint8_t, DI> du8;
+  hn::StoreU(hn::DemoteTo(du8, bytes), du8, out);
+}
+
+#if HWY_TARGET == HWY_AVX2
+// 16 bytes from two PairBytes results (a first): two packs and one lane permute instead of two
+// generic demotions.
+HWY_INLINE void StoreBytes2(hn::Vec256<std::int32_t> a, hn::Vec256<std::int32_t> b, std::uint8_t* out) {
+  const __m256i w = _mm256_packs_epi32(a.raw, b.raw);  // per 128-bit half: a0-3 b0-3 | a4-7 b4-7
+  const __m256i by = _mm256_packus_epi16(w, w);
+  const __m256i ord = _mm256_permutevar8x32_epi32(by, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(ord));
+}
+#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+// 8 bytes from two PairBytes results (a first).
+HWY_INLINE void StoreBytes2(hn::Vec128<std::int32_t> a, hn::Vec128<std::int32_t> b, std::uint8_t* out) {
+  const __m128i w = _mm_packs_epi32(a.raw, b.raw);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(w, w));
+}
+#endif
 
 template <Src S>
 bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, float gs, std::byte* packed,
@@ -274,25 +297,45 @@ bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, floa
       GroupScales<S>(gmax, ng, gs, codes, eff);
       std::memcpy(scale + gbase, codes, ng);
       std::uint8_t* out = reinterpret_cast<std::uint8_t*>(packed) + gbase * (kGroup / 2);
-#if HWY_TARGET != HWY_AVX3 && HWY_TARGET != HWY_AVX3_DL
-      static_assert(2 * N <= kGroup);
-      {
-        for (std::size_t g = 0; g < ng; ++g) {
-          const auto veff = hn::Set(df, eff[g]);
-          for (std::size_t k = 0; k < kGroup; k += 2 * N)
-            QuantizePairs<S>(df, src + (g * kGroup + k) * esz, veff, out + (g * kGroup + k) / 2);
-        }
-      }
-#else  // 2*Lanes = 32 (AVX-512): one vector pair spans two groups
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      // 2*Lanes = 32: one vector pair spans two groups.
       static_assert(2 * N == 2 * kGroup);
-      {
-        const hn::Half<decltype(df)> dh;
-        std::size_t g = 0;
-        for (; g + 2 <= ng; g += 2) {
-          const auto veff = hn::Combine(df, hn::Set(dh, eff[g + 1]), hn::Set(dh, eff[g]));
-          QuantizePairs<S>(df, src + g * kGroup * esz, veff, out + g * kGroup / 2);
-        }
-        if (g < ng) QuantizePairs<S>(dh, src + g * kGroup * esz, hn::Set(dh, eff[g]), out + g * kGroup / 2);
+      const hn::RebindToSigned<decltype(df)> di;
+      const hn::Half<decltype(df)> dh;
+      const hn::RebindToSigned<decltype(dh)> dih;
+      std::size_t g = 0;
+      for (; g + 2 <= ng; g += 2) {
+        const auto veff = hn::Combine(df, hn::Set(dh, eff[g + 1]), hn::Set(dh, eff[g]));
+        StoreBytes(di, PairBytes<S>(df, src + g * kGroup * esz, veff), out + g * kGroup / 2);
+      }
+      if (g < ng)
+        StoreBytes(dih, PairBytes<S>(dh, src + g * kGroup * esz, hn::Set(dh, eff[g])), out + g * kGroup / 2);
+#elif HWY_TARGET == HWY_AVX2
+      // 2*Lanes = 16: one vector pair per group; two groups per 16-byte store.
+      static_assert(2 * N == kGroup);
+      const hn::RebindToSigned<decltype(df)> di;
+      std::size_t g = 0;
+      for (; g + 2 <= ng; g += 2) {
+        const auto a = PairBytes<S>(df, src + g * kGroup * esz, hn::Set(df, eff[g]));
+        const auto b = PairBytes<S>(df, src + (g + 1) * kGroup * esz, hn::Set(df, eff[g + 1]));
+        StoreBytes2(a, b, out + g * kGroup / 2);
+      }
+      if (g < ng) StoreBytes(di, PairBytes<S>(df, src + g * kGroup * esz, hn::Set(df, eff[g])), out + g * kGroup / 2);
+#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+      // 2*Lanes = 8: two vector pairs per group, one 8-byte store.
+      static_assert(4 * N == kGroup);
+      for (std::size_t g = 0; g < ng; ++g) {
+        const auto veff = hn::Set(df, eff[g]);
+        const std::byte* p = src + g * kGroup * esz;
+        StoreBytes2(PairBytes<S>(df, p, veff), PairBytes<S>(df, p + 2 * N * esz, veff), out + g * kGroup / 2);
+      }
+#else
+      static_assert(2 * N <= kGroup);
+      const hn::RebindToSigned<decltype(df)> di;
+      for (std::size_t g = 0; g < ng; ++g) {
+        const auto veff = hn::Set(df, eff[g]);
+        for (std::size_t k = 0; k < kGroup; k += 2 * N)
+          StoreBytes(di, PairBytes<S>(df, src + (g * kGroup + k) * esz, veff), out + (g * kGroup + k) / 2);
       }
 #endif
     }

@@ -527,7 +527,7 @@ JsonStyle detect_json_style(std::string_view t) {
 std::string encode_json_string(std::string_view s, bool ensure_ascii, bool upper_hex) {
   std::string out = "\"";
   auto hex = [&](std::uint32_t u) {
-    out += fmt::format(upper_hex ? "\\u{:04X}" : "\\u{:04x}", u);
+    out += upper_hex ? fmt::format("\\u{:04X}", u) : fmt::format("\\u{:04x}", u);
   };
   for (std::size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);

@@ -122,6 +122,7 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
   // Gemma-4 vision-style wrapped linears (`q_proj.linear.weight`) in a text-like stack.
   if (b[li] == "linear" && li > from) --li;
   const std::string_view last = b[li];
+  if (last.empty()) return r;  // malformed name ("a..weight", "....")
 
   // Routed experts.
   for (std::size_t j = from; j < li; ++j) {

@@ -186,8 +186,8 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
       if (ec)
         return Error{Errc::IO, fmt::format("cannot list '{}': {}", dir_s, ec.message()), dir_s, {}};
       std::error_code e2;
-      // Regular files and symlinks (resolved later, for shards); directories are not files.
-      if (it->is_directory(e2) && !it->is_symlink(e2)) continue;
+      // Files and symlinks to files (dangling ones too: reported if used as shards); not directories.
+      if (it->is_directory(e2)) continue;
       files.push_back(it->path().filename().string());
     }
   }

@@ -1,5 +1,6 @@
 #include "strict_json.h"
 
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -13,10 +14,6 @@ struct Frame {
   std::size_t next_index = 0;
   std::string last_key;
   std::unordered_set<std::string> keys;
-};
-
-struct Abort {
-  JsonIssue issue;
 };
 
 std::string strip_prefix(std::string_view what) {
@@ -95,76 +92,141 @@ std::string brief_impl(const Json& v, std::size_t max) {
 std::string brief(const nlohmann::ordered_json& v, std::size_t max) { return brief_impl(v, max); }
 std::string brief(const nlohmann::json& v, std::size_t max) { return brief_impl(v, max); }
 
+namespace {
+
+// SAX handler building the DOM itself: nlohmann's callback parser rescans the parent object after
+// every nested value (quadratic for headers with many tensors); this stays linear.
+template <typename Json>
+class StrictSax {
+ public:
+  using number_integer_t = typename Json::number_integer_t;
+  using number_unsigned_t = typename Json::number_unsigned_t;
+  using number_float_t = typename Json::number_float_t;
+  using string_t = typename Json::string_t;
+  using binary_t = typename Json::binary_t;
+
+  StrictSax(std::size_t max_depth, KeyOrder* order) : max_depth_(max_depth), order_(order) {}
+
+  bool null() { return value(nullptr); }
+  bool boolean(bool v) { return value(v); }
+  bool number_integer(number_integer_t v) { return value(v); }
+  bool number_unsigned(number_unsigned_t v) { return value(v); }
+  bool number_float(number_float_t v, const string_t&) { return value(v); }
+  bool string(string_t& v) { return value(std::move(v)); }
+  bool binary(binary_t& v) { return value(Json::binary(std::move(v))); }
+
+  bool start_object(std::size_t) { return open(true); }
+  bool start_array(std::size_t) { return open(false); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(string_t& k) {
+    Frame& top = frames_.back();
+    if (!top.keys.insert(k).second) {
+      JsonIssue is;
+      is.kind = JsonIssue::Kind::DUPLICATE_KEY;
+      for (std::size_t i = 1; i < frames_.size(); ++i) is.parent += "/" + frames_[i].name;
+      is.key = k;
+      is.depth = frames_.size();
+      issue_ = std::move(is);
+      return false;
+    }
+    if (order_ && frames_.size() == 2 && frames_[1].name == order_->object) order_->keys.push_back(k);
+    top.last_key = k;
+    slot_ = &(*refs_.back())[k];
+    return true;
+  }
+
+  template <typename Exception>
+  bool parse_error(std::size_t, const std::string&, const Exception& ex) {
+    JsonIssue is;
+    is.kind = JsonIssue::Kind::SYNTAX;
+    is.detail = strip_prefix(ex.what());
+    issue_ = std::move(is);
+    return false;
+  }
+
+  Json& root() { return root_; }
+  const std::optional<JsonIssue>& issue() const { return issue_; }
+
+ private:
+  // Places a value where the parser is: root, next array element, or the slot of the last key.
+  template <typename V>
+  Json* place(V&& v) {
+    if (refs_.empty()) {
+      root_ = Json(std::forward<V>(v));
+      return &root_;
+    }
+    Json* parent = refs_.back();
+    if (parent->is_array()) {
+      frames_.back().next_index++;
+      parent->push_back(Json(std::forward<V>(v)));
+      return &parent->back();
+    }
+    *slot_ = Json(std::forward<V>(v));
+    return slot_;
+  }
+  template <typename V>
+  bool value(V&& v) {
+    place(std::forward<V>(v));
+    return true;
+  }
+  bool open(bool is_object) {
+    if (frames_.size() >= max_depth_) {
+      JsonIssue is;
+      is.kind = JsonIssue::Kind::DEPTH;
+      issue_ = std::move(is);
+      return false;
+    }
+    Frame f;
+    f.is_object = is_object;
+    if (!frames_.empty())
+      f.name = frames_.back().is_object ? frames_.back().last_key
+                                        : fmt::format("[{}]", frames_.back().next_index);
+    Json* j = place(is_object ? Json::value_t::object : Json::value_t::array);
+    refs_.push_back(j);
+    frames_.push_back(std::move(f));
+    return true;
+  }
+  bool close() {
+    refs_.pop_back();
+    frames_.pop_back();
+    return true;
+  }
+
+  std::size_t max_depth_;
+  KeyOrder* order_;
+  Json root_;
+  std::vector<Json*> refs_;
+  std::vector<Frame> frames_;
+  Json* slot_ = nullptr;
+  std::optional<JsonIssue> issue_;
+};
+
+}  // namespace
+
 template <typename Json>
 std::variant<Json, JsonIssue> parse_strict(std::string_view text, std::size_t max_depth,
                                            KeyOrder* order) {
-  using json = Json;
-  std::vector<Frame> stack;
-  auto path_of = [&](std::size_t upto) {
-    std::string p;
-    for (std::size_t i = 1; i < upto && i < stack.size(); ++i) p += "/" + stack[i].name;
-    return p;
-  };
-  auto child_name = [&]() -> std::string {
-    if (stack.empty()) return {};
-    Frame& top = stack.back();
-    if (top.is_object) return top.last_key;
-    return fmt::format("[{}]", top.next_index++);
-  };
-  typename json::parser_callback_t cb = [&](int depth, typename json::parse_event_t ev,
-                                            json& parsed) -> bool {
-    (void)depth;
-    switch (ev) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start: {
-        if (stack.size() >= max_depth) {
-          JsonIssue is;
-          is.kind = JsonIssue::Kind::DEPTH;
-          throw Abort{std::move(is)};
-        }
-        Frame f;
-        f.is_object = ev == json::parse_event_t::object_start;
-        f.name = child_name();
-        stack.push_back(std::move(f));
-        break;
-      }
-      case json::parse_event_t::key: {
-        Frame& top = stack.back();
-        std::string k = parsed.template get<std::string>();
-        if (!top.keys.insert(k).second) {
-          JsonIssue is;
-          is.kind = JsonIssue::Kind::DUPLICATE_KEY;
-          is.parent = path_of(stack.size());
-          is.key = std::move(k);
-          is.depth = stack.size();
-          throw Abort{std::move(is)};
-        }
-        if (order && stack.size() == 2 && stack[1].name == order->object) order->keys.push_back(k);
-        top.last_key = std::move(k);
-        break;
-      }
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!stack.empty()) stack.pop_back();
-        break;
-      case json::parse_event_t::value:
-        if (!stack.empty() && !stack.back().is_object) stack.back().next_index++;
-        break;
-    }
-    return true;
-  };
+  StrictSax<Json> sax(max_depth, order);
+  bool ok = false;
   try {
-    json j = json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/true,
-                         /*ignore_comments=*/false);
-    return j;
-  } catch (Abort& a) {
-    return std::move(a.issue);
-  } catch (const typename json::exception& e) {
+    ok = Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::detail::input_format_t::json,
+                         /*strict=*/true, /*ignore_comments=*/false);
+  } catch (const typename Json::exception& e) {
     JsonIssue is;
     is.kind = JsonIssue::Kind::SYNTAX;
     is.detail = strip_prefix(e.what());
     return is;
   }
+  if (sax.issue()) return *sax.issue();
+  if (!ok) {
+    JsonIssue is;
+    is.kind = JsonIssue::Kind::SYNTAX;
+    is.detail = "parse error";
+    return is;
+  }
+  return std::move(sax.root());
 }
 
 template std::variant<nlohmann::json, JsonIssue> parse_strict<nlohmann::json>(std::string_view,

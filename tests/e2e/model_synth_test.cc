@@ -27,7 +27,8 @@ Json synth(const std::string& arch, const stdfs::path& out, const std::string& e
 /** name -> shape of a fixture's tensors.json. */
 std::map<std::string, Json> fixture_shapes(const std::string& name) {
   std::map<std::string, Json> m;
-  for (const auto& [k, v] : Json::parse(slurp(kData + "/" + name + ".tensors.json")).items()) m[k] = v[2];
+  const Json list = Json::parse(slurp(kData + "/" + name + ".tensors.json"));
+  for (const auto& [k, v] : list.items()) m[k] = v[2];
   return m;
 }
 

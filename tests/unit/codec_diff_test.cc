@@ -269,7 +269,7 @@ TEST_P(CodecDiff, EverySimdPathMatchesTheScalarReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CodecDiff, ::testing::Values(DType::BF16, DType::F16, DType::F32),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
 
 }  // namespace
 }  // namespace fp4forge::nvfp4

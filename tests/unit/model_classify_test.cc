@@ -34,8 +34,8 @@ Fixture fixture(const std::string& name) {
   auto info = read_model_info(load(name + "/config.json"));
   EXPECT_TRUE(info.ok());
   fx.info = info.value();
-  for (const auto& [k, v] : load(name + ".tensors.json").items())
-    fx.tensors.emplace_back(k, v[2].get<std::vector<std::uint64_t>>());
+  const Json list = load(name + ".tensors.json");
+  for (const auto& [k, v] : list.items()) fx.tensors.emplace_back(k, v[2].get<std::vector<std::uint64_t>>());
   return fx;
 }
 
@@ -153,7 +153,9 @@ TEST(Classify, EveryFixtureTensorHasARole) {
     for (const auto& [n, s] : fx.tensors) {
       const TensorClass c = classify(n, s, fx.info);
       EXPECT_NE(c.role, Role::OTHER) << name << ": " << n;
-      if (c.role == Role::MTP && n != "mtp.fc.weight") EXPECT_NE(c.base_role, Role::OTHER) << n;
+      if (c.role == Role::MTP && n != "mtp.fc.weight") {
+        EXPECT_NE(c.base_role, Role::OTHER) << n;
+      }
     }
   }
 }

@@ -1,0 +1,154 @@
+// `fp4forge plan` end to end on the tests/data fixtures: text, --json, --svg, --emit-compose, exit codes.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+namespace {
+
+namespace stdfs = std::filesystem;
+const std::string kCli = FP4FORGE_CLI;
+const std::string kData = FP4FORGE_TEST_DATA;
+
+struct Run {
+  int rc = -1;
+  std::string out;
+};
+
+/** Runs the CLI with `args` (shell words), capturing stdout; stderr goes to a file. */
+Run run(const std::string& args, const std::string& err_file = "/dev/null") {
+  Run r;
+  const std::string cmd = "'" + kCli + "' plan " + args + " 2>" + err_file;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = ::pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class KvplanCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kCli.empty()) GTEST_SKIP() << "CLI not built";
+    tmp_ = stdfs::temp_directory_path() / ("fp4forge-plan-e2e-" + std::to_string(::getpid()) + "-" +
+                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    stdfs::remove_all(tmp_);
+    stdfs::create_directories(tmp_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!tmp_.empty()) stdfs::remove_all(tmp_, ec);
+  }
+  stdfs::path tmp_;
+};
+
+TEST_F(KvplanCli, JsonOnLlamaFixture) {
+  const Run r = run("--seat demo=" + kData + "/llama --gpu 0=96GiB:used=41GiB --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ok"], true);
+  EXPECT_EQ(j["schema"], "fp4forge.plan/1");
+  EXPECT_EQ(j["all_fit"], true);
+  const auto& s = j["seats"][0];
+  EXPECT_EQ(s["name"], "demo");
+  EXPECT_EQ(s["family"], "llama");
+  EXPECT_EQ(s["kv"]["grouping"], "uniform");
+  EXPECT_EQ(s["kv"]["growing_bytes_per_token"], 2 * 2 * 2 * 32 * 2);  // layers * K,V * kv heads * d * bf16
+  EXPECT_EQ(s["options"]["max_model_len"], 4096);                      // max_position_embeddings
+  EXPECT_EQ(s["kv"]["per_request_bytes"], 512 * 4096);
+  EXPECT_EQ(s["weights"]["source"], "safetensors");
+  EXPECT_GT(s["weights"]["bytes"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(s["overhead"]["bytes"], 6ull << 30);
+  EXPECT_EQ(s["placement"]["gpus"][0], "0");
+  EXPECT_EQ(s["placement"]["fits"], true);
+  EXPECT_EQ(j["gpus"][0]["used_bytes"], 41ull << 30);
+  EXPECT_TRUE(j["outputs"]["svg"].is_null());
+}
+
+TEST_F(KvplanCli, TextOnMultimodalFixtures) {
+  const Run r = run("--seat g=" + kData + "/gemma4-dense-mm --seat q=" + kData +
+                    "/qwen3_5-dense-mm:spec_tokens=2,kv_cache_dtype=fp8 --gpu 0=80GiB --gpu 1=48GiB");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("seat g"), std::string::npos);
+  EXPECT_NE(r.out.find("duplicated V"), std::string::npos);
+  EXPECT_NE(r.out.find("sliding_window"), std::string::npos);
+  EXPECT_NE(r.out.find("mamba_state"), std::string::npos);
+  EXPECT_NE(r.out.find("MTP"), std::string::npos);
+  EXPECT_NE(r.out.find("all seats fit"), std::string::npos);
+}
+
+TEST_F(KvplanCli, ConfigOnlyFolderNeedsWeightsSize) {
+  stdfs::copy_file(kData + "/llama/config.json", tmp_ / "config.json");
+  Run r = run("--seat c=" + tmp_.string() + ":weights=2GiB --gpu 0=24GiB --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["seats"][0]["weights"]["bytes"], 2ull << 30);
+  EXPECT_EQ(j["seats"][0]["weights"]["source"], "given");
+  EXPECT_EQ(j["seats"][0]["options"]["max_num_batched_tokens"], 2048);  // < 70 GiB GPU
+  r = run("--seat c=" + tmp_.string() + " --gpu 0=24GiB");
+  EXPECT_EQ(r.rc, 3);
+}
+
+TEST_F(KvplanCli, ExitCodes) {
+  const std::string seat = "--seat demo=" + kData + "/llama";
+  EXPECT_EQ(run(seat + " --gpu 0").rc, 2);                  // bad --gpu syntax
+  EXPECT_EQ(run(seat + " --gpu 0=96GiB:used=200GiB").rc, 2);
+  EXPECT_EQ(run(seat + ":tp=0 --gpu 0=96GiB").rc, 2);       // bad seat option
+  EXPECT_EQ(run(seat + " --gpu 0=1GiB").rc, 1);             // does not fit (6 GiB default overhead)
+  EXPECT_EQ(run(seat + " --gpu 0=1GiB --overhead 1MiB").rc, 0);
+  EXPECT_EQ(run(seat).rc, 0);                               // no GPU: sizing only
+  EXPECT_EQ(run("--gpu 0=96GiB").rc, 2);                    // --seat is required
+  EXPECT_EQ(run("--seat x=" + tmp_.string() + "/missing --gpu 0=96GiB").rc, 3);
+
+  // Bad config: layer_types length disagrees with num_hidden_layers.
+  stdfs::create_directories(tmp_ / "bad");
+  auto cfg = nlohmann::json::parse(std::ifstream(kData + "/llama/config.json"));
+  cfg["layer_types"] = {"full_attention"};
+  std::ofstream(tmp_ / "bad" / "config.json") << cfg.dump();
+  const Run bad = run("--seat b=" + (tmp_ / "bad").string() + ":weights=1GiB --gpu 0=96GiB --json");
+  EXPECT_EQ(bad.rc, 3);
+  const auto j = nlohmann::json::parse(bad.out);
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["error"]["exit_code"], 3);
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("layer_types"), std::string::npos);
+  // Not JSON at all.
+  stdfs::create_directories(tmp_ / "garbage");
+  std::ofstream(tmp_ / "garbage" / "config.json") << "{ not json";
+  EXPECT_EQ(run("--seat b=" + (tmp_ / "garbage").string() + ":weights=1GiB --gpu 0=96GiB").rc, 3);
+}
+
+TEST_F(KvplanCli, SvgAndEmitCompose) {
+  const std::string svg = (tmp_ / "gpus.svg").string();
+  const std::string dir = (tmp_ / "deploy").string();
+  const std::string args = "--seat demo=" + kData + "/llama:max_model_len=2048 --gpu 0=96GiB:used=41GiB --svg " +
+                           svg + " --emit-compose " + dir + " --json";
+  Run r = run(args);
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["outputs"]["svg"], svg);
+  EXPECT_EQ(j["outputs"]["compose_files"].size(), 3u);
+  std::ifstream in(svg);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  const YAML::Node c = YAML::LoadFile(dir + "/demo/compose.yaml");
+  EXPECT_EQ(c["services"]["demo"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"][0]
+                .as<std::string>(), "0");
+  r = run(args);  // refuses to overwrite
+  EXPECT_EQ(r.rc, 2);
+  r = run(args + " --force");
+  EXPECT_EQ(r.rc, 0);
+}
+
+}  // namespace

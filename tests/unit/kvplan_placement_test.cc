@@ -1,0 +1,317 @@
+// Placement of seats on GPUs (KV-heavier seat to the roomier GPU; swapping the seats changes whether
+// both fit), and --emit-compose output parsed back with yaml-cpp.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "fp4forge/kvplan/compose.h"
+#include "fp4forge/kvplan/gpu.h"
+#include "fp4forge/kvplan/placement.h"
+#include "fp4forge/kvplan/report.h"
+#include "fp4forge/kvplan/seat.h"
+#include "fp4forge/kvplan/size.h"
+
+namespace fp4forge::kvplan {
+namespace {
+
+namespace stdfs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = stdfs::temp_directory_path() /
+            ("fp4forge-kvplan-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    stdfs::remove_all(path_);
+    stdfs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    stdfs::remove_all(path_, ec);
+  }
+  const stdfs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  stdfs::path path_;
+};
+
+/** A config-only Llama-like folder: 32 layers, 8 kv heads of 128 -> 128 KiB of KV per token. */
+stdfs::path write_llama_config(const stdfs::path& dir, const std::string& name) {
+  const stdfs::path d = dir / name;
+  stdfs::create_directories(d);
+  const nlohmann::ordered_json cfg = {
+      {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", 4096},
+      {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 8},
+      {"intermediate_size", 14336}, {"vocab_size", 128256}, {"max_position_embeddings", 131072}};
+  std::ofstream(d / "config.json") << cfg.dump(2);
+  return d;
+}
+
+SeatModel seat(const std::string& spec) {
+  auto a = parse_seat_arg(spec);
+  EXPECT_TRUE(a.ok()) << (a.ok() ? "" : a.error().message);
+  auto m = load_seat(*a, 6 * kGiB);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
+  return *m;
+}
+
+GpuSpec gpu(const std::string& spec) {
+  auto g = parse_gpu_arg(spec);
+  EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error().message);
+  return *g;
+}
+
+std::size_t seat_index(const Plan& p, const std::string& name) {
+  for (std::size_t i = 0; i < p.seats.size(); ++i)
+    if (p.seats[i].arg.name == name) return i;
+  ADD_FAILURE() << "no seat " << name;
+  return 0;
+}
+
+std::string gpu_of(const Plan& p, const std::string& name) {
+  const auto& pl = p.placements[seat_index(p, name)];
+  return pl.gpus.empty() ? std::string() : p.gpus[pl.gpus.front()].gpu.id;
+}
+
+// big: 30 GiB weights + 6 GiB overhead + 16 GiB KV (131,072 tokens) = 52 GiB per GPU.
+// small: 16 GiB + 6 GiB + 4 GiB KV (32,768 tokens) = 26 GiB.
+// GPU 0: 96 GiB with 41 GiB held by another tenant (55 GiB free); GPU 1: 48 GiB.
+struct TwoSeats : ::testing::Test {
+  TempDir tmp;
+  stdfs::path big_dir = write_llama_config(tmp.path(), "big");
+  stdfs::path small_dir = write_llama_config(tmp.path(), "small");
+  std::vector<GpuSpec> gpus = {gpu("0=96GiB:used=41GiB"), gpu("1=48GiB:name=NVIDIA L40S")};
+  std::string big(const std::string& extra = "") {
+    return "big=" + big_dir.string() + ":weights=30GiB,max_model_len=131072" + extra;
+  }
+  std::string small(const std::string& extra = "") {
+    return "small=" + small_dir.string() + ":weights=16GiB,max_model_len=32768" + extra;
+  }
+};
+
+TEST_F(TwoSeats, KvHeavierSeatGoesToTheRoomierGpuAndBothFit) {
+  // Listed small first: the order on the command line does not matter.
+  auto plan = make_plan({seat(small()), seat(big())}, gpus);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_TRUE(plan->all_fit);
+  EXPECT_FALSE(plan->searched);
+  EXPECT_EQ(gpu_of(*plan, "big"), "0");
+  EXPECT_EQ(gpu_of(*plan, "small"), "1");
+  const auto& b = plan->placements[seat_index(*plan, "big")];
+  EXPECT_EQ(b.demand.bytes_per_request, 16 * kGiB);
+  EXPECT_EQ(b.need_bytes, 52 * kGiB);
+  EXPECT_EQ(b.max_num_batched_tokens, 8192);  // 96 GiB, not an A100
+  EXPECT_EQ(plan->placements[seat_index(*plan, "small")].max_num_batched_tokens, 2048);  // 48 GiB
+  EXPECT_NE(b.reason.find("KV demand 1 of 2"), std::string::npos) << b.reason;
+  // The chosen utilization stays inside the free memory and meets the target.
+  EXPECT_LE(b.util * 96.0, 55.0 + 1e-9);
+  EXPECT_GE(b.budget_bytes, 52 * kGiB);
+  EXPECT_GE(b.max_concurrency, 1.0);
+  EXPECT_GE(b.largest_max_model_len, 131072);
+  EXPECT_NEAR(b.min_util, 52.0 / 96.0, 0.001);
+  for (const auto& g : plan->gpus) {
+    std::uint64_t sum = g.gpu.used_bytes + g.free_bytes;
+    for (const auto& s : g.shares) {
+      sum += s.budget;
+      EXPECT_EQ(s.weights + s.kv + s.overhead, s.budget);
+    }
+    EXPECT_EQ(sum, g.gpu.total_bytes);
+  }
+}
+
+TEST_F(TwoSeats, SwappingTheSeatsBreaksTheFit) {
+  auto plan = make_plan({seat(big(",gpu=1")), seat(small(",gpu=0"))}, gpus);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_FALSE(plan->all_fit);
+  const auto& b = plan->placements[seat_index(*plan, "big")];
+  EXPECT_FALSE(b.fits);
+  EXPECT_FALSE(b.placed);
+  EXPECT_EQ(b.short_by_bytes, 4 * kGiB);  // 52 GiB needed, 48 GiB on GPU 1
+  EXPECT_NE(b.reason.find("short by 4.00 GiB"), std::string::npos) << b.reason;
+  EXPECT_TRUE(plan->placements[seat_index(*plan, "small")].fits);
+  EXPECT_NE(plan_to_text(*plan).find("NO, short by 4.00 GiB"), std::string::npos);
+  const auto j = plan_to_json(*plan);
+  EXPECT_EQ(j["all_fit"], false);
+  EXPECT_EQ(j["seats"][0]["placement"]["short_by_bytes"], 4 * kGiB);
+}
+
+TEST_F(TwoSeats, ExplicitUtilizationBeyondFreeMemoryIsRefused) {
+  auto plan = make_plan({seat(big(",gpu_memory_utilization=0.9"))}, {gpus[0]});
+  ASSERT_TRUE(plan.ok());
+  const auto& b = plan->placements[0];
+  EXPECT_FALSE(b.fits);
+  // 0.9 * 96 GiB = 86.4 GiB asked, 55 GiB free.
+  EXPECT_NE(b.reason.find("asks"), std::string::npos) << b.reason;
+  EXPECT_EQ(b.short_by_bytes, static_cast<std::uint64_t>(0.9 * static_cast<double>(96 * kGiB)) - 55 * kGiB);
+}
+
+TEST_F(TwoSeats, TensorParallelSeatSpansGpus) {
+  auto plan = make_plan({seat(big(",tp=2"))}, {gpu("0=48GiB"), gpu("1=48GiB")});
+  ASSERT_TRUE(plan.ok());
+  const auto& b = plan->placements[0];
+  EXPECT_TRUE(b.fits);
+  ASSERT_EQ(b.gpus.size(), 2u);
+  EXPECT_EQ(plan->seats[0].weight_bytes_per_rank, 15 * kGiB);
+  EXPECT_EQ(b.demand.bytes_per_request, 8 * kGiB);  // kv heads 8 -> 4 per rank
+  EXPECT_EQ(plan->gpus[0].shares.size(), 1u);
+  EXPECT_EQ(plan->gpus[1].shares.size(), 1u);
+  auto one = make_plan({seat(big(",tp=2"))}, {gpu("0=96GiB")});
+  ASSERT_TRUE(one.ok());
+  EXPECT_FALSE(one->placements[0].fits);
+  EXPECT_NE(one->placements[0].reason.find("needs 2 GPUs"), std::string::npos);
+}
+
+TEST(KvplanPlacement, SearchFindsWhatHeaviestFirstMisses) {
+  TempDir tmp;
+  // x: heavy KV (16 GiB) but light weights: 30 GiB in all. y: light KV (1 GiB), 45 GiB weights: 52 GiB.
+  // Heaviest-first puts x on the roomier GPU A (60 GiB), leaving y nothing that fits; x on B works.
+  const auto dx = write_llama_config(tmp.path(), "x");
+  const auto dy = write_llama_config(tmp.path(), "y");
+  auto plan = make_plan({seat("x=" + dx.string() + ":weights=8GiB,max_model_len=131072"),
+                         seat("y=" + dy.string() + ":weights=45GiB,max_model_len=8192")},
+                        {gpu("A=60GiB"), gpu("B=50GiB")});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->all_fit);
+  EXPECT_TRUE(plan->searched);
+  EXPECT_EQ(gpu_of(*plan, "x"), "B");
+  EXPECT_EQ(gpu_of(*plan, "y"), "A");
+}
+
+TEST(KvplanPlacement, ArgumentErrors) {
+  EXPECT_EQ(parse_gpu_arg("0").error().code, Errc::USAGE);
+  EXPECT_EQ(parse_gpu_arg("0=96GiB:used=100GiB").error().code, Errc::USAGE);
+  EXPECT_EQ(parse_gpu_arg("0=96GiB:foo=1").error().code, Errc::USAGE);
+  EXPECT_EQ(parse_gpu_arg("0=lots").error().code, Errc::USAGE);
+  auto g = parse_gpu_arg("1=80GB:used=1.5GiB:name=NVIDIA A100-SXM4-80GB");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->total_bytes, 80'000'000'000u);
+  EXPECT_EQ(g->used_bytes, kGiB + kGiB / 2);
+  EXPECT_EQ(g->name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(parse_seat_arg("x").error().code, Errc::USAGE);
+  EXPECT_EQ(parse_seat_arg("x=/m:tp=0").error().code, Errc::USAGE);
+  EXPECT_EQ(parse_seat_arg("x=/m:kv_cache_dtype=int3").error().code, Errc::USAGE);
+  EXPECT_EQ(parse_seat_arg("x=/m:max_model_len=1,bogus=2").error().code, Errc::USAGE);
+  EXPECT_EQ(parse_seat_arg("x=/m:tp=2,gpu=0").error().code, Errc::USAGE);  // pins 1 GPU for tp=2
+  EXPECT_EQ(parse_seat_arg("x=/m:weights=1GiB,assume=nvfp4a16").error().code, Errc::USAGE);
+  auto s = parse_seat_arg("chat=/data/a:b:max_model_len=4096,kv_cache_dtype=fp8,prefix_caching=off,gpu=0+1,tp=2");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->dir, "/data/a:b");
+  EXPECT_EQ(*s->max_model_len, 4096);
+  EXPECT_FALSE(s->prefix_caching);
+  EXPECT_EQ(s->gpus, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(parse_seat_arg("plain=/data/x")->dir, "/data/x");
+}
+
+TEST(KvplanPlacement, NvidiaSmiCsv) {
+  auto g = parse_nvidia_smi_csv("0, NVIDIA H200, 143771, 41000\n1, NVIDIA A100-SXM4-80GB, 81920, 0\n");
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->size(), 2u);
+  EXPECT_EQ((*g)[0].total_bytes, 143'771 * kMiB);
+  EXPECT_EQ((*g)[0].used_bytes, 41'000 * kMiB);
+  EXPECT_EQ((*g)[1].name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_FALSE(parse_nvidia_smi_csv("0, H200, [N/A], 3\n").ok());
+  EXPECT_FALSE(parse_nvidia_smi_csv("").ok());
+}
+
+// ---- --emit-compose ----
+
+TEST_F(TwoSeats, EmitComposeWritesValidYamlAndRefusesToOverwrite) {
+  auto plan = make_plan({seat(big(",kv_cache_dtype=fp8,port=9001")), seat(small(",mm=off"))}, gpus);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_TRUE(plan->all_fit);
+  TempDir out;
+  auto files = emit_compose(*plan, out.path(), {});
+  ASSERT_TRUE(files.ok()) << files.error().message;
+  EXPECT_EQ(files->files.size(), 5u);  // 2 x (compose + litellm) + combined litellm
+
+  const YAML::Node c = YAML::LoadFile((out.path() / "big" / "compose.yaml").string());
+  const YAML::Node svc = c["services"]["big"];
+  ASSERT_TRUE(svc.IsMap());
+  EXPECT_EQ(svc["image"].as<std::string>(), "vllm/vllm-openai:latest");
+  EXPECT_EQ(svc["restart"].as<std::string>(), "unless-stopped");
+  EXPECT_EQ(svc["ports"][0].as<std::string>(), "9001:8000");
+  EXPECT_EQ(svc["volumes"][0].as<std::string>(), big_dir.string() + ":/models/big:ro");
+  const YAML::Node dev = svc["deploy"]["resources"]["reservations"]["devices"][0];
+  EXPECT_EQ(dev["driver"].as<std::string>(), "nvidia");
+  EXPECT_EQ(dev["device_ids"][0].as<std::string>(), "0");
+  EXPECT_EQ(dev["capabilities"][0].as<std::string>(), "gpu");
+  ASSERT_TRUE(svc["healthcheck"]["test"].IsSequence());
+  std::vector<std::string> cmd;
+  for (const auto& n : svc["command"]) cmd.push_back(n.as<std::string>());
+  auto value_of = [&](const std::string& flag) {
+    auto it = std::find(cmd.begin(), cmd.end(), flag);
+    return (it == cmd.end() || it + 1 == cmd.end()) ? std::string("<missing>") : *(it + 1);
+  };
+  const auto& b = plan->placements[seat_index(*plan, "big")];
+  EXPECT_EQ(value_of("--gpu-memory-utilization"), format_util(b.util));
+  EXPECT_EQ(value_of("--max-model-len"), "131072");
+  EXPECT_EQ(value_of("--kv-cache-dtype"), "fp8");
+  EXPECT_EQ(value_of("--max-num-batched-tokens"), "8192");
+  EXPECT_EQ(value_of("--tensor-parallel-size"), "1");
+  EXPECT_EQ(value_of("--served-model-name"), "big");
+  EXPECT_EQ(value_of("--model"), "/models/big");
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--enable-prefix-caching"), cmd.end());
+
+  const YAML::Node small_svc = YAML::LoadFile((out.path() / "small" / "compose.yaml").string())["services"]["small"];
+  EXPECT_EQ(small_svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"][0].as<std::string>(), "1");
+  EXPECT_EQ(small_svc["ports"][0].as<std::string>(), "8001:8000");  // base 8000 + seat index 1
+
+  const YAML::Node l = YAML::LoadFile((out.path() / "litellm.yaml").string());
+  ASSERT_EQ(l["model_list"].size(), 2u);
+  EXPECT_EQ(l["model_list"][0]["model_name"].as<std::string>(), "big");
+  EXPECT_EQ(l["model_list"][0]["litellm_params"]["model"].as<std::string>(), "hosted_vllm/big");
+  EXPECT_EQ(l["model_list"][0]["litellm_params"]["api_base"].as<std::string>(), "http://localhost:9001/v1");
+  EXPECT_EQ(l["model_list"][1]["model_info"]["max_input_tokens"].as<int>(), 32768);
+  EXPECT_EQ(YAML::LoadFile((out.path() / "small" / "litellm.yaml").string())["model_list"].size(), 1u);
+
+  // A second run refuses to overwrite and leaves the files as they were.
+  std::ofstream(out.path() / "small" / "compose.yaml") << "# edited by hand\n";
+  auto again = emit_compose(*plan, out.path(), {});
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, Errc::USAGE);
+  EXPECT_NE(again.error().message.find("--force"), std::string::npos);
+  std::ifstream in(out.path() / "small" / "compose.yaml");
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(first, "# edited by hand");
+  ComposeOptions force;
+  force.force = true;
+  ASSERT_TRUE(emit_compose(*plan, out.path(), force).ok());
+  EXPECT_TRUE(YAML::LoadFile((out.path() / "small" / "compose.yaml").string())["services"].IsMap());
+  for (const auto& e : stdfs::recursive_directory_iterator(out.path()))
+    EXPECT_EQ(e.path().extension(), e.is_directory() ? "" : ".yaml") << e.path();  // no .partial left
+}
+
+TEST_F(TwoSeats, EmitComposeSkipsSeatsThatDoNotFit) {
+  auto plan = make_plan({seat(big(",gpu=1")), seat(small(",gpu=0"))}, gpus);
+  ASSERT_TRUE(plan.ok());
+  TempDir out;
+  auto files = emit_compose(*plan, out.path(), {});
+  ASSERT_TRUE(files.ok());
+  EXPECT_EQ(files->skipped_seats, std::vector<std::string>{"big"});
+  EXPECT_FALSE(stdfs::exists(out.path() / "big"));
+}
+
+TEST_F(TwoSeats, SvgHasOneBarPerGpu) {
+  auto plan = make_plan({seat(small()), seat(big())}, gpus);
+  ASSERT_TRUE(plan.ok());
+  const std::string svg = plan_to_svg(*plan);
+  EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find(">GPU 0<"), std::string::npos);
+  EXPECT_NE(svg.find(">GPU 1<"), std::string::npos);
+  EXPECT_NE(svg.find("other tenants: 41.00 GiB"), std::string::npos);
+  EXPECT_NE(svg.find("big weights: 30.00 GiB"), std::string::npos);
+  EXPECT_NE(svg.find("small KV cache:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fp4forge::kvplan
