@@ -1,9 +1,12 @@
 // NVFP4 encode throughput: GB/s of BF16 source bytes per core for the whole encode (amax pass +
 // scales + codes + packing) of an 8192x8192 tensor, for each codec path, next to a per-core memcpy of
-// the same bytes measured in the same binary. Single-threaded: the figures are per core.
+// the same bytes measured in the same binary. BM_Memcpy and BM_Encode are single-threaded, so their
+// CPU-time rates are per core; BM_EncodeThreads/T shows thread scaling of the best path (wall clock).
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -72,6 +75,39 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetLabel("memcpy");
 }
 
+// Thread scaling (best path): rows split into one contiguous range per thread, amax ranges in
+// parallel, then the encode ranges in parallel (what quantize does). Wall-clock GB/s.
+void BM_EncodeThreads(benchmark::State& state) {
+  const auto& src = source();
+  const auto threads = static_cast<std::uint64_t>(state.range(0));
+  const nvfp4::WeightView w{src.data(), DType::BF16, kRows, kCols};
+  std::vector<std::byte> packed(kRows * kCols / 2), scale(kRows * kCols / 16);
+  std::vector<float> amax(threads);
+  std::vector<int> ok(threads);
+  const auto run = [&](auto&& fn) {
+    std::vector<std::thread> pool;
+    for (std::uint64_t t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { fn(t, kRows * t / threads, kRows * (t + 1) / threads); });
+    for (auto& th : pool) th.join();
+  };
+  for (auto _ : state) {
+    run([&](std::uint64_t t, std::uint64_t r0, std::uint64_t r1) {
+      auto a = nvfp4::amax_rows(w, r0, r1, "bench");
+      amax[t] = a.ok() ? *a : 0.0f;
+    });
+    const float gs = nvfp4::global_scale(*std::max_element(amax.begin(), amax.end()), DType::BF16);
+    run([&](std::uint64_t t, std::uint64_t r0, std::uint64_t r1) {
+      ok[t] = nvfp4::encode_rows(w, gs, r0, r1, packed.data() + r0 * kCols / 2, scale.data() + r0 * kCols / 16,
+                                 "bench").ok();
+    });
+    benchmark::DoNotOptimize(packed.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes_per_second"] = benchmark::Counter(
+      static_cast<double>(src.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(nvfp4::best_path() + " x" + std::to_string(threads));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +118,12 @@ int main(int argc, char** argv) {
                                  [p](benchmark::State& s) { BM_Encode(s, p); })
         ->Unit(benchmark::kMillisecond);
   }
+  auto* scaling = benchmark::RegisterBenchmark("BM_EncodeThreads/8192x8192_bf16", BM_EncodeThreads)
+                      ->Unit(benchmark::kMillisecond)
+                      ->UseRealTime();
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned t = 1; t <= hw; t *= 2) scaling->Arg(t);
+  if (hw & (hw - 1)) scaling->Arg(hw);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

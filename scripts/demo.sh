@@ -13,6 +13,11 @@ stage "synthesize a tiny Gemma-4 MoE multimodal checkpoint" \
 stage "inspect it" "$BIN" inspect "$WORK/src"
 stage "plan the NVFP4A16 quantization (dry run: nothing written)" "$BIN" quantize "$WORK/src" --dry-run
 stage "quantize it (streaming, atomic)" "$BIN" quantize "$WORK/src" "$WORK/q"
+stage "quantize it again, single-threaded (an independent second run)" \
+  "$BIN" quantize "$WORK/src" "$WORK/q2" -j1
+stage "verify the quantization against its source (structure, policy, values, error vs source)" \
+  "$BIN" verify "$WORK/q" --against "$WORK/src"
+stage "diff the two quantizations (same class; must be identical)" "$BIN" diff "$WORK/q" "$WORK/q2"
 stage "show the aliases of an example LiteLLM gateway config (and who routes to a seat)" \
   "$BIN" gateway show --config "$(dirname "$0")/../examples/litellm-config.yaml" --backend http://127.0.0.1:8001
 echo

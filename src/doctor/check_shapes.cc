@@ -72,7 +72,7 @@ class Violations {
       f.hint = g.hint;
       const std::size_t left = cap_names(g.tensors);
       f.tensors = g.tensors;
-      f.message = fmt::format("{}: {}{} expected {}, got {}{}", rule, g.detail, g.detail.empty() ? "" : ":",
+      f.message = fmt::format("{}: {}expected {}, got {}{}", rule, g.detail.empty() ? "" : g.detail + " ",
                               g.expected, g.actual,
                               g.count > 1 ? fmt::format(" ({} occurrences{})", g.count,
                                                         left ? fmt::format(", {} not listed", left) : "")

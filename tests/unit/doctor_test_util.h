@@ -147,6 +147,11 @@ class Fixture {
       for (const auto& [name, t] : before)
         if (!ts.count(name)) idx["weight_map"].erase(name);
       for (const auto& [name, t] : ts) idx["weight_map"][name] = shard;
+      std::int64_t delta = 0;
+      for (const auto& [name, t] : before) delta -= static_cast<std::int64_t>(t.bytes.size());
+      for (const auto& [name, t] : ts) delta += static_cast<std::int64_t>(t.bytes.size());
+      if (idx.contains("metadata") && idx["metadata"].contains("total_size"))
+        idx["metadata"]["total_size"] = idx["metadata"]["total_size"].get<std::int64_t>() + delta;
       write_json(index, idx);
     }
   }

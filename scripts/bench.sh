@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# make bench: runs the Google Benchmark programs of a build and writes their figures into
+# docs/performance.md (each module owns one section between "<!-- NAME:begin -->" and
+# "<!-- NAME:end -->" markers; a section is replaced in place, or appended when missing).
+#
+# Usage: scripts/bench.sh [BUILD_DIR]            (default: build)
+# Environment:
+#   FP4FORGE_BENCH_MIN_TIME  seconds per benchmark (default 0.3: quick, a few iterations each)
+#   FP4FORGE_BENCH_SCALAR=1  also time the scalar reference paths (slow: seconds per iteration)
+#   FP4FORGE_BENCH_DOC       file to update (default docs/performance.md)
+set -euo pipefail
+BUILD=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DOC=${FP4FORGE_BENCH_DOC:-$ROOT/docs/performance.md}
+MIN_TIME=${FP4FORGE_BENCH_MIN_TIME:-0.3}
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/fp4forge-bench.XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
+
+cpu_model() {
+  local m
+  m=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
+  echo "${m:-unknown CPU}"
+}
+
+# replace_section NAME FILE: puts FILE's text between the NAME markers of $DOC.
+replace_section() {
+  local name=$1 body=$2 begin="<!-- $1:begin -->" end="<!-- $1:end -->"
+  mkdir -p "$(dirname "$DOC")"
+  [[ -f "$DOC" ]] || printf '# Performance\n\nFigures written by `make bench` (scripts/bench.sh).\n' >"$DOC"
+  if grep -qF "$begin" "$DOC"; then
+    awk -v b="$begin" -v e="$end" -v f="$body" '
+      $0 == b { print; while ((getline line < f) > 0) print line; skip = 1; next }
+      $0 == e { skip = 0 }
+      !skip { print }' "$DOC" >"$OUT/doc.new"
+  else
+    { cat "$DOC"; printf '\n%s\n' "$begin"; cat "$body"; printf '%s\n' "$end"; } >"$OUT/doc.new"
+  fi
+  mv "$OUT/doc.new" "$DOC"
+}
+
+# rows_from_json FILE: "name<TAB>label<TAB>bytes_per_second" per benchmark of a Google Benchmark
+# JSON report (its pretty-printed layout: one key per line).
+rows_from_json() {
+  awk '
+    /"name":/ { n = $0; sub(/.*"name": "/, "", n); sub(/",?$/, "", n); l = ""; b = "" }
+    /"label":/ { l = $0; sub(/.*"label": "/, "", l); sub(/",?$/, "", l) }
+    /"bytes_per_second":/ { b = $0; sub(/.*"bytes_per_second": /, "", b); sub(/,?$/, "", b) }
+    /^ *},?$/ { if (n != "" && b != "") print n "\t" l "\t" b; n = "" }' "$1"
+}
+
+gbs() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1e9 }'; }
+
+# ---- codec: NVFP4 encode throughput per path vs per-core memcpy --------------------------------
+codec_bench() {
+  local bin="$BUILD/bench/codec_encode_bench"
+  if [[ ! -x "$bin" ]]; then
+    echo "bench.sh: $bin not built; skipping the codec section" >&2
+    return 0
+  fi
+  local filter='BM_Memcpy|BM_Encode/.*/(AVX|SSE|NEON|SVE|EMU128)|BM_EncodeThreads'
+  [[ "${FP4FORGE_BENCH_SCALAR:-0}" == "1" ]] && filter='.'
+  echo "bench.sh: $bin (min time ${MIN_TIME}s per benchmark)" >&2
+  "$bin" --benchmark_min_time="$MIN_TIME" --benchmark_filter="$filter" \
+    --benchmark_out="$OUT/codec.json" --benchmark_out_format=json >&2
+  rows_from_json "$OUT/codec.json" >"$OUT/codec.tsv"
+  local memcpy best_name="" best=0
+  memcpy=$(awk -F'\t' '$1 ~ /^BM_Memcpy/ { print $3; exit }' "$OUT/codec.tsv")
+  {
+    echo
+    echo "## Codec: NVFP4A16 encode"
+    echo
+    echo "Whole encode (amax pass + E4M3 scales + FP4 codes + packing) of one 8192x8192 BF16 tensor"
+    echo "(128 MiB), in GB/s of source bytes per core (CPU time of a single thread), next to a"
+    echo "single-threaded memcpy of the same bytes in the same binary (\`bench/codec_encode_bench.cc\`)."
+    echo
+    echo "- CPU: $(cpu_model) ($(nproc) logical CPUs visible)"
+    echo "- date: $(date -u +%Y-%m-%d), build: $BUILD, min time ${MIN_TIME}s per benchmark"
+    echo "- memcpy per core: **$(gbs "$memcpy") GB/s**"
+    echo
+    echo "| path | GB/s per core | ratio to memcpy |"
+    echo "|---|---:|---:|"
+    while IFS=$'\t' read -r name label bps; do
+      [[ "$name" == BM_Encode/* ]] || continue
+      printf '| %s | %s | %s |\n' "$label" "$(gbs "$bps")" "$(awk -v a="$bps" -v m="$memcpy" 'BEGIN { printf "%.2f", a / m }')"
+      if awk -v a="$bps" -v b="$best" 'BEGIN { exit !(a > b) }'; then best=$bps; best_name=$label; fi
+    done <"$OUT/codec.tsv"
+    echo
+    echo "Fastest path: **$best_name, $(gbs "$best") GB/s per core**, $(awk -v a="$best" -v m="$memcpy" 'BEGIN { printf "%.2f", a / m }') of memcpy"
+    echo "(target: >= 4 GB/s and >= 0.3 of memcpy). The runtime dispatch picks the best path the CPU"
+    echo "supports; \`fp4forge selftest\` lists them. The scalar reference (a literal transcription of"
+    echo "the spec, used as the test oracle) is timed only with FP4FORGE_BENCH_SCALAR=1."
+    if grep -q '^BM_EncodeThreads' "$OUT/codec.tsv"; then
+      echo
+      echo "Thread scaling of the best path (rows split across threads; wall clock, whole tensor):"
+      echo
+      echo "| threads | GB/s |"
+      echo "|---:|---:|"
+      awk -F'\t' '$1 ~ /^BM_EncodeThreads/ { t = $2; sub(/.* x/, "", t); printf "| %s | %.2f |\n", t, $3 / 1e9 }' \
+        "$OUT/codec.tsv"
+    fi
+    echo
+  } >"$OUT/codec.md"
+  replace_section codec "$OUT/codec.md"
+  echo "bench.sh: codec section of $DOC updated" >&2
+}
+
+codec_bench

@@ -1,0 +1,274 @@
+// `fp4forge doctor --fix / --dry-run` end to end through the CLI: for each fixable kind, a fixture variant
+// that triggers it; the fix removes it, the backup equals the original byte for byte, a second --fix is a
+// no-op, --dry-run writes nothing, and no .safetensors file changes.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "fp4forge/util/udiff.h"
+#include "unit/doctor_test_util.h"
+
+namespace {
+
+using doctor_test::Fixture;
+using doctor_test::Json;
+
+struct Run {
+  int rc = -1;
+  std::string out;
+};
+
+Run run_cli(const std::string& args) {
+  const std::string cmd = std::string(FP4FORGE_CLI) + " " + args + " 2>/dev/null";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+Json run_json(const Fixture& fx, const std::string& flags, int* rc = nullptr) {
+  Run r = run_cli("doctor " + fx.dir().string() + " --json " + flags);
+  if (rc != nullptr) *rc = r.rc;
+  Json j;
+  try {
+    j = Json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "doctor " << flags << " printed no JSON (rc " << r.rc << "): " << e.what() << "\n" << r.out;
+  }
+  return j;
+}
+
+bool has_kind(const Json& findings, const std::string& kind) {
+  for (const auto& f : findings)
+    if (f["kind"] == kind) return true;
+  return false;
+}
+
+struct FixCase {
+  const char* name;
+  const char* fixture;
+  const char* kind;
+  const char* file;  // the file the fix changes or creates
+  std::function<void(Fixture&)> setup;
+  int rc_before, rc_after;
+  std::function<void(const Fixture&, const std::string& before, const std::string& after)> verify;
+};
+
+void exercise(const FixCase& c) {
+  SCOPED_TRACE(c.name);
+  Fixture fx(c.fixture);
+  c.setup(fx);
+  const auto s0 = fx.snapshot();
+  const auto h0 = fx.safetensors_hash();
+  const bool existed = s0.count(c.file) > 0;
+
+  // check: reports the kind with a fix, writes nothing
+  int rc = 0;
+  Json j = run_json(fx, "", &rc);
+  EXPECT_EQ(rc, c.rc_before);
+  EXPECT_EQ(j["mode"], "check");
+  ASSERT_TRUE(has_kind(j["findings"], c.kind)) << j.dump(2);
+  for (const auto& f : j["findings"])
+    if (f["kind"] == c.kind) EXPECT_FALSE(f["fix"].is_null());
+  EXPECT_EQ(fx.snapshot(), s0);
+
+  // dry run: the diff, nothing written
+  Json d = run_json(fx, "--fix --dry-run", &rc);
+  EXPECT_EQ(rc, c.rc_before);
+  EXPECT_EQ(d["mode"], "dry-run");
+  bool seen = false;
+  for (const auto& ch : d["changes"]) {
+    EXPECT_FALSE(ch["written"].get<bool>());
+    EXPECT_TRUE(ch["backup"].is_null());
+    if (ch["file"] == c.file) {
+      seen = true;
+      EXPECT_NE(ch["diff"].get<std::string>().find("+++ b/" + std::string(c.file)), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(seen) << d.dump(2);
+  EXPECT_EQ(fx.snapshot(), s0) << "--dry-run wrote something";
+  EXPECT_EQ(run_json(fx, "--dry-run")["changes"], d["changes"]);  // --dry-run alone is the same
+
+  // fix
+  Json f = run_json(fx, "--fix", &rc);
+  EXPECT_EQ(rc, c.rc_after) << f.dump(2);
+  EXPECT_EQ(f["mode"], "fix");
+  EXPECT_FALSE(has_kind(f["remaining"], c.kind)) << f.dump(2);
+  std::string backup;
+  for (const auto& ch : f["changes"]) {
+    EXPECT_TRUE(ch["written"].get<bool>());
+    if (ch["file"] != c.file) continue;
+    EXPECT_EQ(ch["created"].get<bool>(), !existed);
+    EXPECT_NE(std::find(ch["kinds"].begin(), ch["kinds"].end(), c.kind), ch["kinds"].end());
+    if (existed) {
+      backup = ch["backup"].get<std::string>();
+      EXPECT_EQ(backup.rfind(std::string(c.file) + ".bak-fp4forge-", 0), 0u) << backup;
+      EXPECT_EQ(backup.size(), std::string(c.file).size() + 14 + 15) << backup;  // .bak-fp4forge-YYYYMMDD-HHMMSS
+    } else {
+      EXPECT_TRUE(ch["backup"].is_null());
+    }
+  }
+  const auto s1 = fx.snapshot();
+  ASSERT_TRUE(s1.count(c.file));
+  if (existed) {
+    ASSERT_TRUE(s1.count(backup)) << backup;
+    EXPECT_EQ(s1.at(backup), s0.at(c.file)) << "backup differs from the original";
+  }
+  EXPECT_EQ(fx.safetensors_hash(), h0) << ".safetensors changed";
+  for (const auto& [name, bytes] : s0)
+    if (name.find(".safetensors") != std::string::npos) EXPECT_EQ(s1.at(name), bytes) << name;
+  c.verify(fx, existed ? s0.at(c.file) : std::string(), s1.at(c.file));
+
+  // re-run: gone
+  Json again = run_json(fx, "", &rc);
+  EXPECT_FALSE(has_kind(again["findings"], c.kind)) << again.dump(2);
+  EXPECT_EQ(rc, c.rc_after);
+
+  // second --fix: no-op
+  Json f2 = run_json(fx, "--fix", &rc);
+  EXPECT_EQ(f2["changes"].size(), 0u) << f2.dump(2);
+  EXPECT_EQ(fx.snapshot(), s1) << "second --fix changed files";
+}
+
+TEST(DoctorFixE2E, Gemma4MissingGlobalKvFields) {
+  exercise({"gemma4 globals", "gemma4-dense-mm", "gemma4-missing-global-kv-fields", "config.json",
+            [](Fixture& fx) { fx.edit_config([](Json& c) { c["text_config"].erase("per_layer_config"); }); }, 1, 0,
+            [](const Fixture&, const std::string& before, const std::string& after) {
+              Json a = Json::parse(after), b = Json::parse(before);
+              EXPECT_EQ(a["text_config"]["global_head_dim"], 64);
+              EXPECT_EQ(a["text_config"]["num_global_key_value_heads"], 1);
+              a["text_config"].erase("global_head_dim");
+              a["text_config"].erase("num_global_key_value_heads");
+              EXPECT_EQ(a, b);
+              // formatting kept: exactly two lines added, none removed or changed
+              const auto st = fp4forge::util::diff_stat(before, after);
+              EXPECT_EQ(st.added, 2u);
+              EXPECT_EQ(st.removed, 0u);
+              EXPECT_NE(after.find("\n    \"global_head_dim\": 64,\n"), std::string::npos) << after;
+            }});
+}
+
+TEST(DoctorFixE2E, PerLayerConfigRedundant) {
+  exercise({"redundant per_layer_config", "gemma4-moe-mm", "per-layer-config-redundant", "config.json",
+            [](Fixture& fx) {
+              fx.edit_config([](Json& c) {
+                c["text_config"]["global_head_dim"] = 64;
+                c["text_config"]["num_global_key_value_heads"] = 1;
+              });
+            },
+            0, 0,
+            [](const Fixture&, const std::string& before, const std::string& after) {
+              Json a = Json::parse(after), b = Json::parse(before);
+              EXPECT_FALSE(a["text_config"].contains("per_layer_config"));
+              b["text_config"].erase("per_layer_config");
+              EXPECT_EQ(a, b);
+              const auto st = fp4forge::util::diff_stat(before, after);
+              EXPECT_EQ(st.added, 0u);
+              EXPECT_EQ(st.removed, 6u);  // the 6-line per_layer_config member
+              EXPECT_NE(after.find("\"rms_norm_eps\": 1e-06"), std::string::npos);
+            }});
+}
+
+TEST(DoctorFixE2E, MissingPreprocessorConfig) {
+  for (const char* fixture : {"qwen3_5-dense-mm", "gemma4-moe-mm"}) {
+    exercise({fixture, fixture, "missing-preprocessor-config", "preprocessor_config.json", [](Fixture&) {}, 0, 0,
+              [](const Fixture& fx, const std::string&, const std::string& after) {
+                const std::string src = doctor_test::read(fx.path("processor_config.json"));
+                const Json ip = Json::parse(src)["image_processor"];
+                EXPECT_EQ(Json::parse(after), ip);
+                // verbatim: the source file's style (indent 2, its trailing-newline convention, numbers as written)
+                EXPECT_EQ(after, ip.dump(2) + (src.back() == '\n' ? "\n" : ""));
+                EXPECT_NE(after.find("0.00392156862745098"), std::string::npos);
+              }});
+  }
+}
+
+TEST(DoctorFixE2E, TokenizerTruncation) {
+  exercise({"tokenizer truncation", "llama", "tokenizer-truncation", "tokenizer.json",
+            [](Fixture& fx) {
+              doctor_test::write(fx.path("tokenizer.json"),
+                                 "{\n  \"version\": \"1.0\",\n  \"truncation\": {\n    \"direction\": \"Right\",\n"
+                                 "    \"max_length\": 8192,\n    \"strategy\": \"LongestFirst\",\n    \"stride\": 0\n  },\n"
+                                 "  \"padding\": {\n    \"strategy\": \"BatchLongest\"\n  },\n  \"added_tokens\": [],\n"
+                                 "  \"model\": {\n    \"type\": \"BPE\",\n    \"vocab\": {\n      \"\xc3\xa9\": 0\n    }\n  }\n}");
+            },
+            0, 0,
+            [](const Fixture&, const std::string&, const std::string& after) {
+              EXPECT_EQ(after,
+                        "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [],\n"
+                        "  \"model\": {\n    \"type\": \"BPE\",\n    \"vocab\": {\n      \"\xc3\xa9\": 0\n    }\n  }\n}");
+            }});
+}
+
+TEST(DoctorFixE2E, SeveralFixesInOneRunAndBackupNamesDoNotCollide) {
+  Fixture fx("gemma4-dense-mm");
+  fx.edit_config([](Json& c) { c["text_config"].erase("per_layer_config"); });
+  doctor_test::write(fx.path("tokenizer.json"), "{\"truncation\": {\"max_length\": 8}, \"padding\": null}");
+  const auto h0 = fx.safetensors_hash();
+  int rc = 0;
+  Json f = run_json(fx, "--fix", &rc);
+  EXPECT_EQ(rc, 0) << f.dump(2);
+  EXPECT_EQ(f["changes"].size(), 3u);  // config.json, preprocessor_config.json, tokenizer.json
+  EXPECT_EQ(f["summary"]["errors"], 0);
+  // Break config.json again in the same second: the second backup gets a distinct name.
+  fx.edit_config([](Json& c) { c["text_config"].erase("global_head_dim"); });
+  Json g = run_json(fx, "--fix", &rc);
+  ASSERT_EQ(g["changes"].size(), 1u) << g.dump(2);
+  const std::string b1 = f["changes"][0]["file"] == "config.json" ? f["changes"][0]["backup"].get<std::string>()
+                                                                   : std::string();
+  EXPECT_NE(g["changes"][0]["backup"], b1);
+  std::size_t backups = 0;
+  for (const auto& [name, bytes] : fx.snapshot())
+    if (name.rfind("config.json.bak-fp4forge-", 0) == 0) ++backups;
+  EXPECT_EQ(backups, 2u);
+  EXPECT_EQ(fx.safetensors_hash(), h0);
+}
+
+TEST(DoctorFixE2E, UnfixableErrorsKeepExitOne) {
+  Fixture fx("gemma4-dense-mm");
+  fx.edit_config([](Json& c) {
+    c["text_config"]["global_head_dim"] = 128;
+    c["text_config"]["num_global_key_value_heads"] = 1;
+  });
+  const auto s0 = fx.snapshot();
+  int rc = 0;
+  Json f = run_json(fx, "--fix", &rc);
+  EXPECT_EQ(rc, 1);
+  EXPECT_TRUE(has_kind(f["remaining"], "per-layer-config-conflict"));
+  // only the preprocessor file was created; config.json untouched (no fix for a conflict)
+  const auto s1 = fx.snapshot();
+  EXPECT_EQ(s1.at("config.json"), s0.at("config.json"));
+  EXPECT_EQ(s1.size(), s0.size() + 1);
+}
+
+TEST(DoctorFixE2E, TextOutputShowsDiffAndExitCodes) {
+  Fixture fx("llama");
+  doctor_test::write(fx.path("tokenizer.json"), "{\n  \"truncation\": {\"max_length\": 8},\n  \"padding\": null\n}\n");
+  Run dry = run_cli("doctor " + fx.dir().string() + " --dry-run");
+  EXPECT_EQ(dry.rc, 0);
+  EXPECT_NE(dry.out.find("tokenizer-truncation"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("-  \"truncation\": {\"max_length\": 8},"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("+  \"truncation\": null,"), std::string::npos) << dry.out;
+
+  Fixture clean("llama");
+  EXPECT_EQ(run_cli("doctor " + clean.dir().string()).rc, 0);
+  Fixture broken("llama");
+  doctor_test::write(broken.path("config.json"), "{\"architectures\": [");
+  EXPECT_EQ(run_cli("doctor " + broken.dir().string()).rc, 3);
+  EXPECT_EQ(run_cli("doctor " + clean.path("config.json").string()).rc, 3);  // not a directory
+  Fixture err("llama");
+  err.edit_config([](Json& c) { c["num_key_value_heads"] = 4; });
+  EXPECT_EQ(run_cli("doctor " + err.dir().string()).rc, 1);
+  EXPECT_EQ(run_cli("doctor").rc, 2);
+}
+
+}  // namespace
