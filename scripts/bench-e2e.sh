@@ -70,7 +70,7 @@ if [[ -f $WORK/time.txt ]]; then
 fi
 JOBS=$(json_get "$WORK/summary.json" '["jobs"]')
 MAXMEM=$(json_get "$WORK/summary.json" '["max_memory"]')
-GBS=$(json_get "$WORK/summary.json" '["gb_per_s"]')
+GBS=$(python3 -c "import json; print(f\"{json.load(open('$WORK/summary.json'))['gb_per_s']:.2f}\")")
 RATIO=$(python3 -c "print(f'{$QWALL / $FLOOR:.2f}')")
 RSS_GIB=$(python3 -c "print(f'{$RSS / 2**30:.2f}')")
 CPU=$(awk -F: '/model name/ {sub(/^ /,"",$2); print $2; exit}' /proc/cpuinfo 2>/dev/null || echo unknown)

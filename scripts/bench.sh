@@ -75,6 +75,7 @@ codec_bench() {
     echo
     echo "- CPU: $(cpu_model) ($(nproc) logical CPUs visible)"
     echo "- date: $(date -u +%Y-%m-%d), build: $BUILD, min time ${MIN_TIME}s per benchmark"
+    echo "- load average when run: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown) (other work on the machine inflates CPU time)"
     echo "- memcpy per core: **$(gbs "$memcpy") GB/s**"
     echo
     echo "| path | GB/s per core | ratio to memcpy |"

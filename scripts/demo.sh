@@ -10,6 +10,8 @@ stage() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
 "$BIN" --version
 stage "synthesize a tiny Gemma-4 MoE multimodal checkpoint" \
   "$BIN" synth --arch gemma4-moe --size tiny --out "$WORK/src" --seed 7
+stage "doctor: check config vs tensors, processor and tokenizer files (must exit 0)" \
+  "$BIN" doctor "$WORK/src"
 stage "inspect it" "$BIN" inspect "$WORK/src"
 stage "plan the NVFP4A16 quantization (dry run: nothing written)" "$BIN" quantize "$WORK/src" --dry-run
 stage "quantize it (streaming, atomic)" "$BIN" quantize "$WORK/src" "$WORK/q"

@@ -19,7 +19,7 @@
 namespace fp4forge::doctor {
 namespace {
 
-constexpr std::array<KindInfo, 25> kKinds{{
+constexpr std::array<KindInfo, 24> kKinds{{
     {"unknown-architecture", Severity::ERROR, false, "F31",
      "an `architectures` string vLLM does not register for the family (warning when absent, several, or the "
      "family is outside fp4forge's table)"},
@@ -72,7 +72,6 @@ constexpr std::array<KindInfo, 25> kKinds{{
     {"ignore-regex", Severity::INFO, false, "F23",
      "for each `re:` entry of quantization_config.ignore, the on-disk modules it matches under CT re.match "
      "semantics (warning when full-match semantics would match fewer)"},
-    {"ignore-stale", Severity::WARNING, false, "F22", "an ignore entry that matches no module on disk"},
     {"no-weights", Severity::INFO, false, "",
      "the directory has no safetensors: config-vs-tensor checks were skipped"},
 }};

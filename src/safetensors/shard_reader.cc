@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,7 +43,19 @@ Result<ShardReader> ShardReader::open(const std::filesystem::path& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path.string();
   FP4FORGE_ASSIGN_OR_RETURN(fs::File f, fs::File::open_read(path));
-  FP4FORGE_ASSIGN_OR_RETURN(impl->size, f.size());
+  struct stat st {};
+  if (fs::ops().fstat(f.fd(), &st) != 0) {
+    int e = errno;
+    return Error{Errc::IO, fmt::format("cannot stat '{}': {}", impl->path, std::strerror(e)),
+                 impl->path,
+                 {}};
+  }
+  if (!S_ISREG(st.st_mode))
+    return Error{Errc::BAD_INPUT,
+                 fmt::format("'{}' is not a regular file; expected a .safetensors file", impl->path),
+                 impl->path,
+                 {}};
+  impl->size = static_cast<std::uint64_t>(st.st_size);
   if (impl->size > static_cast<std::uint64_t>(SIZE_MAX))
     return Error{Errc::IO, fmt::format("cannot map '{}': {} bytes exceed the address space",
                                        impl->path, impl->size),

@@ -599,8 +599,9 @@ void check_coverage(const Checkpoint& q, const Structure& s, Sink& sink) {
   }
   for (const auto& blk : expert_blocks) names.insert(blk);
   for (std::size_t i = 0; i < ig.size(); ++i) {
-    bool hit = false;
+    bool hit = !ig.is_regex(i) && names.count(ig.entry(i)) > 0;  // exact entries: one lookup
     for (const auto& n : names) {
+      if (hit || !ig.is_regex(i)) break;
       if (ig.entry_matches(i, n)) {
         hit = true;
         break;

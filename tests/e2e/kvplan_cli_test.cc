@@ -19,14 +19,14 @@ namespace stdfs = std::filesystem;
 const std::string kCli = FP4FORGE_CLI;
 const std::string kData = FP4FORGE_TEST_DATA;
 
-struct Run {
+struct CliRun {
   int rc = -1;
   std::string out;
 };
 
 /** Runs the CLI with `args` (shell words), capturing stdout; stderr goes to a file. */
-Run run(const std::string& args, const std::string& err_file = "/dev/null") {
-  Run r;
+CliRun run(const std::string& args, const std::string& err_file = "/dev/null") {
+  CliRun r;
   const std::string cmd = "'" + kCli + "' plan " + args + " 2>" + err_file;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -55,7 +55,7 @@ class KvplanCli : public ::testing::Test {
 };
 
 TEST_F(KvplanCli, JsonOnLlamaFixture) {
-  const Run r = run("--seat demo=" + kData + "/llama --gpu 0=96GiB:used=41GiB --json");
+  const CliRun r = run("--seat demo=" + kData + "/llama --gpu 0=96GiB:used=41GiB --json");
   ASSERT_EQ(r.rc, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ok"], true);
@@ -78,7 +78,7 @@ TEST_F(KvplanCli, JsonOnLlamaFixture) {
 }
 
 TEST_F(KvplanCli, TextOnMultimodalFixtures) {
-  const Run r = run("--seat g=" + kData + "/gemma4-dense-mm --seat q=" + kData +
+  const CliRun r = run("--seat g=" + kData + "/gemma4-dense-mm --seat q=" + kData +
                     "/qwen3_5-dense-mm:spec_tokens=2,kv_cache_dtype=fp8 --gpu 0=80GiB --gpu 1=48GiB");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("seat g"), std::string::npos);
@@ -91,7 +91,7 @@ TEST_F(KvplanCli, TextOnMultimodalFixtures) {
 
 TEST_F(KvplanCli, ConfigOnlyFolderNeedsWeightsSize) {
   stdfs::copy_file(kData + "/llama/config.json", tmp_ / "config.json");
-  Run r = run("--seat c=" + tmp_.string() + ":weights=2GiB --gpu 0=24GiB --json");
+  CliRun r = run("--seat c=" + tmp_.string() + ":weights=2GiB --gpu 0=24GiB --json");
   ASSERT_EQ(r.rc, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["seats"][0]["weights"]["bytes"], 2ull << 30);
@@ -117,7 +117,7 @@ TEST_F(KvplanCli, ExitCodes) {
   auto cfg = nlohmann::json::parse(std::ifstream(kData + "/llama/config.json"));
   cfg["layer_types"] = {"full_attention"};
   std::ofstream(tmp_ / "bad" / "config.json") << cfg.dump();
-  const Run bad = run("--seat b=" + (tmp_ / "bad").string() + ":weights=1GiB --gpu 0=96GiB --json");
+  const CliRun bad = run("--seat b=" + (tmp_ / "bad").string() + ":weights=1GiB --gpu 0=96GiB --json");
   EXPECT_EQ(bad.rc, 3);
   const auto j = nlohmann::json::parse(bad.out);
   EXPECT_EQ(j["ok"], false);
@@ -134,7 +134,7 @@ TEST_F(KvplanCli, SvgAndEmitCompose) {
   const std::string dir = (tmp_ / "deploy").string();
   const std::string args = "--seat demo=" + kData + "/llama:max_model_len=2048 --gpu 0=96GiB:used=41GiB --svg " +
                            svg + " --emit-compose " + dir + " --json";
-  Run r = run(args);
+  CliRun r = run(args);
   ASSERT_EQ(r.rc, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["outputs"]["svg"], svg);

@@ -43,7 +43,15 @@ inline std::string slurp(const stdfs::path& p) {
   return ss.str();
 }
 
-inline std::string q(const stdfs::path& p) { return "'" + p.string() + "'"; }
+/** Single-quotes a path for the shell. */
+inline std::string q(const stdfs::path& p) {
+  std::string s;
+  s.reserve(p.native().size() + 2);
+  s.push_back('\'');
+  s.append(p.native());
+  s.push_back('\'');
+  return s;
+}
 
 /** Runs the CLI with `args` (shell words); returns the exit code, captures stdout / stderr. */
 inline int run_cli(const std::string& args, std::string* out = nullptr, std::string* err = nullptr) {
