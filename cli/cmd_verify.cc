@@ -1,6 +1,7 @@
 // fp4forge verify QDIR [--against SRC] [--json]: prove a quantized checkpoint (library: verify/verify.h).
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>

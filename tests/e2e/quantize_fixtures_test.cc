@@ -196,8 +196,8 @@ TEST_P(QuantizeFixture, OutputIsCompleteCorrectAndDeterministic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFixtures, QuantizeFixture, ::testing::ValuesIn(kFixtures),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& pinfo) {
+                           std::string n = pinfo.param;
                            std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
                            return n;
                          });

@@ -71,6 +71,13 @@ inline void copy_dir(const stdfs::path& from, const stdfs::path& to) {
     stdfs::copy_file(e.path(), to / e.path().filename());
 }
 
-inline std::string q(const stdfs::path& p) { return "'" + p.string() + "'"; }
+inline std::string q(const stdfs::path& p) {
+  std::string s;
+  s.reserve(p.string().size() + 2);
+  s.push_back('\'');
+  s.append(p.string());
+  s.push_back('\'');
+  return s;
+}
 
 }  // namespace fp4forge::qtest
