@@ -47,7 +47,8 @@ void add_synth(CLI::App& sub, Action& action) {
   for (auto s : synth_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::string(s);
   sub.add_option("--arch", opts->arch, "family layout: " + archs)->required();
   sub.add_option("--size", opts->size, "geometry: " + sizes + " (default tiny; 8b is ~16 GB)");
-  sub.add_option("--out", opts->out, "output directory (must not exist or be empty, unless --force)")->required();
+  sub.add_option("--out", opts->out, "output directory (must not exist or be empty, unless --force)")
+      ->required();
   sub.add_option("--seed", opts->seed, "random seed (same seed, same bytes)");
   sub.add_flag("--force", opts->force, "write into a non-empty directory, replacing its checkpoint files");
   sub.add_flag("--no-progress", opts->no_progress, "never draw the progress bar");

@@ -2,6 +2,7 @@
 # make bench-e2e: end-to-end quantize benchmark against the I/O floor.
 #
 #   bash scripts/bench-e2e.sh [BUILD_DIR] [--size 8b|small|tiny] [--arch llama] [--keep] [--no-record]
+#                             [--no-drop]   (keep page caches: for shared machines)
 #
 # 1. synthesizes a checkpoint (`fp4forge synth --arch llama --size 8b`, about 16 GB);
 # 2. measures the I/O floor: read every source file once (cat > /dev/null) + write the planned output
@@ -17,13 +18,15 @@ SIZE=8b
 ARCH=llama
 KEEP=0
 RECORD=1
+DROP=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --size) SIZE=$2; shift 2 ;;
     --arch) ARCH=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --no-record) RECORD=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --no-drop) DROP=0; shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "bench-e2e: unknown option '$1'" >&2; exit 2 ;;
     *) BUILD=$1; shift ;;
   esac
@@ -36,7 +39,7 @@ WORK=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/fp4forge-bench-e2e.XXXXXX")
 now() { date +%s.%N; }
 drop_caches() {
   sync
-  if [[ $(id -u) == 0 ]] && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then CACHE=dropped; else CACHE=warm; fi
+  if [[ $DROP == 1 && $(id -u) == 0 ]] && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; then CACHE=dropped; else CACHE=warm; fi
 }
 json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval("d"+sys.argv[2]))' "$@"; }
 
@@ -83,34 +86,34 @@ echo "peak RSS ${RSS_GIB} GiB (target <= 2.5 GiB), -j ${JOBS}, --max-memory ${MA
 if [[ $RECORD == 1 ]]; then
   DOC="$ROOT/docs/performance.md"
   [[ -f $DOC ]] || printf '# Performance\n' > "$DOC"
-  if ! grep -q '^## quantize (bench-e2e)' "$DOC"; then
-    cat >> "$DOC" <<'HDR'
+  ROW="| $(date -u +%F) | ${HOST} | ${ARCH} ${SIZE} | $(python3 -c "print(f'{$SRC_BYTES/1e9:.2f}')") | $(python3 -c "print(f'{$OUT_BYTES/1e9:.2f}')") | ${FLOOR} | ${QWALL} | ${RATIO} | ${RSS_GIB} | ${JOBS} | ${CACHE} |"
+  # The quantize section lives between its markers; rows are appended to its table.
+  python3 - "$DOC" "$ROW" <<'PY'
+import sys
+path, row = sys.argv[1], sys.argv[2]
+text = open(path).read()
+begin, end = "<!-- quantize:begin -->", "<!-- quantize:end -->"
+if begin not in text:
+    text = text.rstrip("\n") + "\n\n" + begin + """
 
 ## quantize (bench-e2e)
 
 `make bench-e2e` (scripts/bench-e2e.sh): synthesize a checkpoint, then time the I/O floor (read the
-source once + write the output's size with dd, fsynced) and `fp4forge quantize` with default `-j` and
-`--max-memory`. Targets: wall ratio <= 1.3, peak RSS <= 2.5 GiB.
+source once with cat, write the planned output size with dd conv=fsync) and `fp4forge quantize` with the
+default `-j` (all cores) and `--max-memory` (2 GiB). Ratio = quantize wall / floor wall. Peak RSS from
+`/usr/bin/time -v` (else the `--json` summary's getrusage). "caches": page caches dropped before each
+timed step (root) or warm. Targets (issue 4): ratio <= 1.3, peak RSS <= 2.5 GiB.
 
 | date | host | checkpoint | source GB | output GB | floor s | quantize s | ratio | peak RSS GiB | -j | caches |
 |---|---|---|---|---|---|---|---|---|---|---|
-HDR
-  fi
-  ROW="| $(date -u +%F) | ${HOST} | ${ARCH} ${SIZE} | $(python3 -c "print(f'{$SRC_BYTES/1e9:.2f}')") | $(python3 -c "print(f'{$OUT_BYTES/1e9:.2f}')") | ${FLOOR} | ${QWALL} | ${RATIO} | ${RSS_GIB} | ${JOBS} | ${CACHE} |"
-  # Append the row right after the quantize table (the section may be followed by others).
-  python3 - "$DOC" "$ROW" <<'PY'
-import sys
-path, row = sys.argv[1], sys.argv[2]
-lines = open(path).read().split("\n")
-start = next(i for i, l in enumerate(lines) if l.startswith("## quantize (bench-e2e)"))
-i = start + 1
-while i < len(lines) and not lines[i].startswith("| date"):
-    i += 1
-i += 2  # header + separator
-while i < len(lines) and lines[i].startswith("|"):
-    i += 1
-lines.insert(i, row)
-open(path, "w").write("\n".join(lines))
+
+""" + end + "\n"
+head, rest = text.split(begin, 1)
+body, tail = rest.split(end, 1)
+lines = body.rstrip("\n").split("\n")
+last = max(i for i, l in enumerate(lines) if l.startswith("|"))
+lines.insert(last + 1, row)
+open(path, "w").write(head + begin + "\n".join(lines) + "\n\n" + end + tail)
 PY
   echo "recorded in docs/performance.md"
 fi

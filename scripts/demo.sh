@@ -13,6 +13,8 @@ stage "synthesize a tiny Gemma-4 MoE multimodal checkpoint" \
 stage "doctor: check config vs tensors, processor and tokenizer files (must exit 0)" \
   "$BIN" doctor "$WORK/src"
 stage "inspect it" "$BIN" inspect "$WORK/src"
+stage "plan vLLM seats for it (bf16, and as NVFP4A16) on an example GPU with 41 GiB held by another tenant" \
+  "$BIN" plan --seat demo="$WORK/src" --seat demo-nvfp4="$WORK/src:assume=nvfp4a16" --gpu 0=96GiB:used=41GiB
 stage "plan the NVFP4A16 quantization (dry run: nothing written)" "$BIN" quantize "$WORK/src" --dry-run
 stage "quantize it (streaming, atomic)" "$BIN" quantize "$WORK/src" "$WORK/q"
 stage "quantize it again, single-threaded (an independent second run)" \

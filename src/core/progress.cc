@@ -94,10 +94,12 @@ std::string Progress::render(std::string_view label, std::uint64_t done, std::ui
 }
 
 void Progress::draw_locked(bool final) {
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::string line = render(label_, bytes_, total_bytes_, items_, total_items_, secs, final ? "" : detail_);
-  if (final) line += fmt::format(" in {}", fmt_duration(secs));
+  if (final) {
+    if (auto eta = line.rfind(" ETA "); eta != std::string::npos) line.resize(eta);
+    line += fmt::format(" done in {}", fmt_duration(secs));
+  }
   const std::size_t len = line.size();
   if (len < last_len_) line.append(last_len_ - len, ' ');
   last_len_ = len;

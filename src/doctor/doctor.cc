@@ -367,8 +367,12 @@ void append_findings(std::string& s, const std::vector<Finding>& fs) {
   for (const auto& f : fs) {
     s += fmt::format("{:<8} {}: {}\n", severity_name(f.severity), f.kind, f.message);
     if (!f.key.empty()) s += fmt::format("         key: {}\n", f.key);
-    if (!f.expected.empty() || !f.actual.empty())
+    if (!f.expected.empty() && !f.actual.empty())
       s += fmt::format("         expected: {}; actual: {}\n", f.expected, f.actual);
+    else if (!f.actual.empty())
+      s += fmt::format("         actual: {}\n", f.actual);
+    else if (!f.expected.empty())
+      s += fmt::format("         expected: {}\n", f.expected);
     if (!f.tensors.empty()) {
       std::string t;
       for (std::size_t i = 0; i < f.tensors.size() && i < 5; ++i) t += (i ? ", " : "") + f.tensors[i];

@@ -22,6 +22,14 @@ std::string absolute_dir(const std::filesystem::path& p) {
   return abs.lexically_normal().string();
 }
 
+/** vLLM's spelling of a mamba state dtype. */
+std::string vllm_state_dtype(const std::string& d) {
+  if (d == "bf16") return "bfloat16";
+  if (d == "fp32") return "float32";
+  if (d == "fp16" || d == "half") return "float16";
+  return d;
+}
+
 }  // namespace
 
 int seat_port(const Plan& plan, std::size_t seat, const ComposeOptions& opts) {
@@ -49,8 +57,10 @@ std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
     v.push_back(m.info.has_audio_config ? "{\"image\":0,\"video\":0,\"audio\":0}" : "{\"image\":0,\"video\":0}");
   }
   if (a.block_size > 0) v.insert(v.end(), {"--block-size", std::to_string(a.block_size)});
-  if (a.mamba_ssm_dtype != "auto") v.insert(v.end(), {"--mamba-ssm-cache-dtype", a.mamba_ssm_dtype});
-  if (a.mamba_cache_dtype != "auto") v.insert(v.end(), {"--mamba-cache-dtype", a.mamba_cache_dtype});
+  if (a.mamba_ssm_dtype != "auto")
+    v.insert(v.end(), {"--mamba-ssm-cache-dtype", vllm_state_dtype(a.mamba_ssm_dtype)});
+  if (a.mamba_cache_dtype != "auto")
+    v.insert(v.end(), {"--mamba-cache-dtype", vllm_state_dtype(a.mamba_cache_dtype)});
   if (!a.hybrid_manager) v.push_back("--disable-hybrid-kv-cache-manager");
   return v;
 }

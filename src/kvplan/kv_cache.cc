@@ -40,11 +40,10 @@ std::string json_string(const Json& j, std::string_view key) {
 Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtype_bytes) {
   const std::string d = lower(kv_cache_dtype);
   if (d == "auto") return model_dtype_bytes;
-  if (d == "bf16" || d == "bfloat16" || d == "fp16" || d == "float16" || d == "half") return 2;
+  if (d == "bf16" || d == "bfloat16") return 2;
   if (d == "fp8" || d == "fp8_e4m3" || d == "fp8_e5m2") return 1;
   return make_error(Errc::USAGE,
-                    "unsupported kv_cache_dtype '{}'; expected auto, bf16 (bfloat16), fp16, fp8, "
-                    "fp8_e4m3 or fp8_e5m2",
+                    "unsupported kv_cache_dtype '{}'; expected auto, bf16 (bfloat16), fp8, fp8_e4m3 or fp8_e5m2",
                     kv_cache_dtype);
 }
 
@@ -60,7 +59,6 @@ Result<int> state_dtype_bytes(std::string_view dtype, int dflt) {
 std::string vllm_kv_cache_dtype(std::string_view kv_cache_dtype) {
   const std::string d = lower(kv_cache_dtype);
   if (d == "bf16") return "bfloat16";
-  if (d == "fp16" || d == "half") return "float16";
   return d;
 }
 

@@ -109,7 +109,8 @@ struct Placer {
     std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return key(a) > key(b); });
     // Rank 0 first within a set: the roomiest GPU.
     for (auto& set : out)
-      std::stable_sort(set.begin(), set.end(), [&](std::size_t a, std::size_t b) { return remaining[a] > remaining[b]; });
+      std::stable_sort(set.begin(), set.end(),
+                       [&](std::size_t a, std::size_t b) { return remaining[a] > remaining[b]; });
     return out;
   }
 
@@ -380,11 +381,14 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     if (!placer.pins[s].empty()) {
       p.reason = fmt::format("pinned by gpu={}", gpu_list(gpus, set));
     } else {
-      std::size_t free_rank = 0;
-      for (std::size_t k = 0; k < ns; ++k)
-        if (placer.pins[k].empty() && demand[k] > demand[s]) ++free_rank;
+      std::size_t free_rank = 0;  // position among the unpinned seats in placement order
+      for (std::size_t k : order) {
+        if (k == s) break;
+        if (placer.pins[k].empty()) ++free_rank;
+      }
       p.reason = fmt::format("KV demand {} of {} ({} for {} x {} tokens): {} {}", free_rank + 1,
-                             std::count_if(placer.pins.begin(), placer.pins.end(), [](const auto& v) { return v.empty(); }),
+                             std::count_if(placer.pins.begin(), placer.pins.end(),
+                                           [](const auto& v) { return v.empty(); }),
                              format_size(e.kv_need), m.arg.concurrency, m.max_model_len,
                              set.size() > 1 ? fmt::format("tp={} spread over GPUs", m.arg.tp) : std::string("on GPU"),
                              gpu_list(gpus, set));

@@ -205,7 +205,8 @@ std::string plan_to_text(const Plan& plan) {
                      m.info.architecture.empty() ? "-" : m.info.architecture, m.arg.dir.string());
     std::string wnote;
     if (m.weights_given) wnote = " (given)";
-    if (m.weights.duplicated_v_bytes) wnote += fmt::format(", incl. {} duplicated V", format_size(m.weights.duplicated_v_bytes));
+    if (m.weights.duplicated_v_bytes)
+      wnote += fmt::format(", incl. {} duplicated V", format_size(m.weights.duplicated_v_bytes));
     if (m.weights.mtp_bytes) wnote += fmt::format(", MTP {} {}", format_size(m.weights.mtp_bytes),
                                                   m.arg.spec_tokens > 0 ? "included" : "not loaded");
     if (m.arg.assume_nvfp4a16) wnote += fmt::format(", NVFP4A16 assumed for {} Linears", m.weights.quantized_linears);
@@ -242,7 +243,8 @@ std::string plan_to_text(const Plan& plan) {
     if (have_gpus)
       o += fmt::format("  smallest utilization for {} x {} tokens  {}\n", m.arg.concurrency,
                        format_count(static_cast<std::uint64_t>(m.max_model_len)),
-                       p.min_util > 1.0 ? std::string("none (needs more than the whole GPU)") : format_util(p.min_util));
+                       p.min_util > 1.0 ? std::string("none (needs more than the whole GPU)")
+                                        : format_util(p.min_util));
     o += fmt::format("  {}  {}\n", p.fits ? "fits " : (have_gpus ? "NO FIT" : "why  "), p.reason);
     for (const auto& n : m.notes) o += fmt::format("  note: {}\n", n);
     o += "\n";
@@ -273,7 +275,8 @@ std::string plan_to_text(const Plan& plan) {
         if (!names.empty()) names += ", ";
         names += plan.seats[sh.seat].arg.name;
       }
-      o += fmt::format("{:<8} {:<24} {:>11} {:>11} {:>11} {:>11}  {}\n", g.gpu.id, g.gpu.name.empty() ? "-" : g.gpu.name,
+      o += fmt::format("{:<8} {:<24} {:>11} {:>11} {:>11} {:>11}  {}\n", g.gpu.id,
+                       g.gpu.name.empty() ? "-" : g.gpu.name,
                        format_size(g.gpu.total_bytes), format_size(g.gpu.used_bytes), format_size(seats),
                        format_size(g.free_bytes), names.empty() ? "-" : names);
     }
@@ -311,7 +314,8 @@ std::string plan_to_svg(const Plan& plan) {
   for (const auto& g : plan.gpus) {
     o += fmt::format("<text x=\"10\" y=\"{}\" font-weight=\"bold\">GPU {}</text>\n", y + 14, xml_escape(g.gpu.id));
     o += fmt::format("<text x=\"10\" y=\"{}\">{}</text>\n", y + 29,
-                     xml_escape((g.gpu.name.empty() ? std::string() : g.gpu.name + ", ") + format_size(g.gpu.total_bytes)));
+                     xml_escape((g.gpu.name.empty() ? std::string() : g.gpu.name + ", ") +
+                                format_size(g.gpu.total_bytes)));
     double x = kLeft;
     auto seg = [&](std::uint64_t bytes, const char* color, const std::string& title, const std::string& label) {
       const double w = static_cast<double>(bytes) * scale;
@@ -338,7 +342,8 @@ std::string plan_to_svg(const Plan& plan) {
     for (const auto& sh : g.shares)
       caption += " | " + plan.seats[sh.seat].arg.name + ": weights " + format_size(sh.weights) + ", KV " +
                  format_size(sh.kv) + ", overhead " + format_size(sh.overhead);
-    o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#333333\">{}</text>\n", kLeft, y + kBarH + 15, xml_escape(caption));
+    o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#333333\">{}</text>\n", kLeft, y + kBarH + 15,
+                     xml_escape(caption));
     y += kBarH + kGap;
   }
   o += "</svg>\n";

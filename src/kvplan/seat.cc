@@ -29,10 +29,14 @@ bool is_known_key(std::string_view k) {
   return k == "util" || std::find(std::begin(kSeatKeys), std::end(kSeatKeys), k) != std::end(kSeatKeys);
 }
 
-/** True when `opts` looks like key=value[,key=value...] with a known first key. */
+/** True when `opts` looks like key=value[,key=value...]: the first key is a lower-case identifier
+ * (unknown keys are then reported as such rather than read as part of DIR). */
 bool looks_like_options(std::string_view opts) {
   const std::size_t eq = opts.find('=');
-  return eq != std::string_view::npos && is_known_key(opts.substr(0, eq));
+  if (eq == std::string_view::npos || eq == 0) return false;
+  for (char c : opts.substr(0, eq))
+    if (!(std::islower(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
 }
 
 std::string known_keys() {
@@ -109,7 +113,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       if (!parse_int(v, x) || x < 1) return bad("a positive integer (tokens)");
       a.max_model_len = x;
     } else if (key == "kv_cache_dtype") {
-      if (!kv_cache_dtype_bytes(v).ok()) return bad("auto, bf16, fp16, fp8, fp8_e4m3 or fp8_e5m2");
+      if (!kv_cache_dtype_bytes(v).ok()) return bad("auto, bf16, fp8, fp8_e4m3 or fp8_e5m2");
       a.kv_cache_dtype = std::string(v);
     } else if (key == "gpu_memory_utilization") {
       double x = 0;

@@ -42,7 +42,7 @@ std::uint64_t nvfp4a16_linear_bytes(std::uint64_t n, std::uint64_t k) { return n
 WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, const WeightOptions& opts) {
   WeightEstimate w;
   struct LayerKv {
-    std::uint64_t k_bytes = 0;
+    std::uint64_t k_bytes = 0, k_bytes_unquantized = 0;
     bool has_v = false;
   };
   std::map<int, LayerKv> kv_layers;  // Gemma-4 full layers with k_eq_v
@@ -55,6 +55,7 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
     w.stored_bytes += t.nbytes();
     std::uint64_t b = loaded_bytes(t, c);
     w.upcast_saved_bytes += t.nbytes() - b;
+    const std::uint64_t unquantized = b;
     if (c.role == Role::MTP) {
       w.mtp_bytes += b;
       if (opts.include_mtp) w.bytes += b;
@@ -68,12 +69,18 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
     }
     w.bytes += b;
     if (k_eq_v && c.text_stack && c.layer >= 0 && c.layer_type == "full_attention") {
-      if (c.role == Role::ATTN_K) kv_layers[c.layer].k_bytes += b;
+      if (c.role == Role::ATTN_K) {
+        kv_layers[c.layer].k_bytes += b;
+        kv_layers[c.layer].k_bytes_unquantized += unquantized;
+      }
       if (c.role == Role::ATTN_V) kv_layers[c.layer].has_v = true;
     }
   }
   for (const auto& [layer, kv] : kv_layers)
-    if (!kv.has_v) w.duplicated_v_bytes += kv.k_bytes;
+    if (!kv.has_v) {
+      w.duplicated_v_bytes += kv.k_bytes;
+      w.nvfp4a16_saved_bytes += kv.k_bytes_unquantized - kv.k_bytes;  // the copy is quantized too
+    }
   w.bytes += w.duplicated_v_bytes;
   return w;
 }

@@ -50,17 +50,21 @@ ArchClass classify_arch(std::span<const NamedShape> tensors, const ModelInfo& in
         break;
     }
   }
-  if (std::find(info.layer_types.begin(), info.layer_types.end(), "linear_attention") != info.layer_types.end())
+  if (std::find(info.layer_types.begin(), info.layer_types.end(), "linear_attention") !=
+      info.layer_types.end())
     a.hybrid = true;
   if (info.has_vision_config || info.has_audio_config) a.multimodal = true;
   if (any_moe) {
     a.moe = true;
-    if (fused_e > 0) a.num_experts = static_cast<int>(fused_e);
-    else if (max_expert >= 0) a.num_experts = max_expert + 1;
-    else if (router_e > 0) a.num_experts = static_cast<int>(router_e);
-    else a.num_experts = static_cast<int>(info.num_experts);
-  } else if (!any_text && info.num_experts > 0 &&
-             (info.family != Family::GEMMA4 || info.enable_moe_block)) {
+    if (fused_e > 0)
+      a.num_experts = static_cast<int>(fused_e);
+    else if (max_expert >= 0)
+      a.num_experts = max_expert + 1;
+    else if (router_e > 0)
+      a.num_experts = static_cast<int>(router_e);
+    else
+      a.num_experts = static_cast<int>(info.num_experts);
+  } else if (!any_text && info.num_experts > 0 && (info.family != Family::GEMMA4 || info.enable_moe_block)) {
     a.moe = true;
     a.num_experts = static_cast<int>(info.num_experts);
   }

@@ -59,24 +59,30 @@ bool contains(std::string_view s, std::string_view sub) { return s.find(sub) != 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 // Final components that are parameters of the module named by the previous component.
-constexpr std::array<std::string_view, 13> kWeightParams{
-    "weight", "bias", "weight_packed", "weight_scale", "weight_global_scale", "input_global_scale",
-    "weight_zero_point", "weight_shape", "weight_g_idx", "input_scale", "output_scale",
-    "weight_scale_inv", "weight_scale_2"};
+constexpr std::array<std::string_view, 13> kWeightParams{"weight",
+                                                         "bias",
+                                                         "weight_packed",
+                                                         "weight_scale",
+                                                         "weight_global_scale",
+                                                         "input_global_scale",
+                                                         "weight_zero_point",
+                                                         "weight_shape",
+                                                         "weight_g_idx",
+                                                         "input_scale",
+                                                         "output_scale",
+                                                         "weight_scale_inv",
+                                                         "weight_scale_2"};
 constexpr std::array<std::string_view, 9> kQuantParams{
     "weight_packed", "weight_scale", "weight_global_scale", "input_global_scale", "weight_zero_point",
-    "weight_shape", "weight_g_idx", "input_scale", "weight_scale_inv"};
+    "weight_shape",  "weight_g_idx", "input_scale",         "weight_scale_inv"};
 
-constexpr std::array<std::string_view, 6> kVisionTowers{"vision_tower", "visual", "vision_model",
-                                                        "vision_encoder", "image_encoder",
-                                                        "vision_embed_tokens"};
+constexpr std::array<std::string_view, 6> kVisionTowers{
+    "vision_tower", "visual", "vision_model", "vision_encoder", "image_encoder", "vision_embed_tokens"};
 constexpr std::array<std::string_view, 4> kAudioTowers{"audio_tower", "audio_model", "audio_encoder",
                                                        "speech_encoder"};
-constexpr std::array<std::string_view, 5> kProjectors{"embed_vision", "embed_audio",
-                                                      "multi_modal_projector", "mm_projector",
-                                                      "audio_projector"};
-constexpr std::array<std::string_view, 3> kVisualMergers{"merger", "deepstack_merger_list",
-                                                         "patch_merger"};
+constexpr std::array<std::string_view, 5> kProjectors{"embed_vision", "embed_audio", "multi_modal_projector",
+                                                      "mm_projector", "audio_projector"};
+constexpr std::array<std::string_view, 3> kVisualMergers{"merger", "deepstack_merger_list", "patch_merger"};
 constexpr std::array<std::string_view, 5> kEmbeddings{"embed_tokens", "embed_tokens_per_layer", "wte",
                                                       "word_embeddings", "tok_embeddings"};
 constexpr std::array<std::string_view, 4> kFinalNorms{"norm", "final_layernorm", "ln_f", "final_norm"};
@@ -130,18 +136,27 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
     const int e = (j + 1 < li) ? parse_index(b[j + 1]) : -1;
     if (e >= 0) {
       r.expert = e;
-      if (last == "gate_proj" || last == "w1") r.role = Role::EXPERT_GATE;
-      else if (last == "up_proj" || last == "w3") r.role = Role::EXPERT_UP;
-      else if (last == "down_proj" || last == "w2") r.role = Role::EXPERT_DOWN;
-      else if (last == "gate_up_proj") r.role = Role::EXPERT_GATE_UP_FUSED;
-      else r.role = Role::OTHER;
+      if (last == "gate_proj" || last == "w1")
+        r.role = Role::EXPERT_GATE;
+      else if (last == "up_proj" || last == "w3")
+        r.role = Role::EXPERT_UP;
+      else if (last == "down_proj" || last == "w2")
+        r.role = Role::EXPERT_DOWN;
+      else if (last == "gate_up_proj")
+        r.role = Role::EXPERT_GATE_UP_FUSED;
+      else
+        r.role = Role::OTHER;
       return r;
     }
     if (j + 1 == li) {  // experts.<proj> : fused 3-D over all experts
-      if (last == "gate_up_proj" || last == "w13" || last == "w13_weight") r.role = Role::EXPERT_GATE_UP_FUSED;
-      else if (last == "down_proj" || last == "w2" || last == "w2_weight") r.role = Role::EXPERT_DOWN_FUSED;
-      else if (last == "gate_proj" || last == "w1") r.role = Role::EXPERT_GATE;
-      else if (last == "up_proj" || last == "w3") r.role = Role::EXPERT_UP;
+      if (last == "gate_up_proj" || last == "w13" || last == "w13_weight")
+        r.role = Role::EXPERT_GATE_UP_FUSED;
+      else if (last == "down_proj" || last == "w2" || last == "w2_weight")
+        r.role = Role::EXPERT_DOWN_FUSED;
+      else if (last == "gate_proj" || last == "w1")
+        r.role = Role::EXPERT_GATE;
+      else if (last == "up_proj" || last == "w3")
+        r.role = Role::EXPERT_UP;
       return r;
     }
   }
@@ -168,7 +183,8 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
   if (last == "gate") {
     const bool mlp_ctx = has_any_component(b, from, li, kMlpContexts);
     const bool structural =
-        shape.size() == 2 && (info.hidden_size <= 0 || shape[1] == static_cast<std::uint64_t>(info.hidden_size)) &&
+        shape.size() == 2 &&
+        (info.hidden_size <= 0 || shape[1] == static_cast<std::uint64_t>(info.hidden_size)) &&
         (shape[0] == 1 || (info.num_experts > 0 && shape[0] == static_cast<std::uint64_t>(info.num_experts)));
     if (mlp_ctx || structural) return {Role::ROUTER, -1};
   }
@@ -191,8 +207,8 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
       last == "wkv_a" || last == "wkv_b" || (attn_ctx && (last == "wk" || last == "key")))
     return {Role::ATTN_K, -1};
   if (last == "v_proj" || (attn_ctx && (last == "wv" || last == "value"))) return {Role::ATTN_V, -1};
-  if (last == "o_proj" ||
-      (attn_ctx && (last == "wo" || last == "out_proj" || last == "dense" || last == "c_proj" || last == "proj")))
+  if (last == "o_proj" || (attn_ctx && (last == "wo" || last == "out_proj" || last == "dense" ||
+                                        last == "c_proj" || last == "proj")))
     return {Role::ATTN_O, -1};
   if (attn_ctx && (last == "k_scale" || last == "v_scale" || last == "q_scale" || last == "prob_scale"))
     return {Role::SCALAR, -1};
@@ -340,7 +356,8 @@ std::vector<FusedSet> fused_sets(std::span<const std::string> weight_modules, co
       FusedSet s;
       s.parent = parent;
       s.kind = std::string(rule.kind);
-      for (std::size_t i = 0; i < rule.count; ++i) s.members.push_back(parent + "." + std::string(rule.names[i]));
+      for (std::size_t i = 0; i < rule.count; ++i)
+        s.members.push_back(parent + "." + std::string(rule.names[i]));
       out.push_back(std::move(s));
     }
     // Gemma-4 full-attention layers with attention_k_eq_v: {q_proj, k_proj} (no v_proj on disk).

@@ -17,13 +17,18 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr std::array<std::string_view, 4> kProcessorFiles{
-    "processor_config.json", "preprocessor_config.json", "video_preprocessor_config.json",
-    "feature_extractor_config.json"};
-constexpr std::array<std::string_view, 9> kTokenizerFiles{
-    "tokenizer.json",    "tokenizer_config.json", "special_tokens_map.json",
-    "chat_template.jinja", "chat_template.json",  "tokenizer.model",
-    "vocab.json",        "merges.txt",            "added_tokens.json"};
+constexpr std::array<std::string_view, 4> kProcessorFiles{"processor_config.json", "preprocessor_config.json",
+                                                          "video_preprocessor_config.json",
+                                                          "feature_extractor_config.json"};
+constexpr std::array<std::string_view, 9> kTokenizerFiles{"tokenizer.json",
+                                                          "tokenizer_config.json",
+                                                          "special_tokens_map.json",
+                                                          "chat_template.jinja",
+                                                          "chat_template.json",
+                                                          "tokenizer.model",
+                                                          "vocab.json",
+                                                          "merges.txt",
+                                                          "added_tokens.json"};
 
 std::string json_str(const Json& j, std::string_view key) {
   if (!j.is_object()) return {};
@@ -62,7 +67,8 @@ QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& te
   std::set<std::string> packed;
   for (const auto& t : tensors) {
     constexpr std::string_view kSuffix = ".weight_packed";
-    if (t.name.size() > kSuffix.size() && t.name.compare(t.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
+    if (t.name.size() > kSuffix.size() &&
+        t.name.compare(t.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
       packed.insert(t.name.substr(0, t.name.size() - kSuffix.size()));
   }
   q.quantized_modules = packed.size();
@@ -165,7 +171,8 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   r.dir = ckpt.dir().string();
   FP4FORGE_ASSIGN_OR_RETURN(r.info, read_model_info(ckpt.config()));
   const ModelInfo& info = r.info;
-  if (!ckpt.has_config()) r.warnings.push_back("no config.json: family, geometry and layer types are unknown");
+  if (!ckpt.has_config())
+    r.warnings.push_back("no config.json: family, geometry and layer types are unknown");
   if (info.family == Family::UNKNOWN && ckpt.has_config())
     r.warnings.push_back(fmt::format(
         "unknown model family (model_type '{}', architecture '{}'): roles are assigned by tensor name only",
@@ -175,8 +182,10 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   for (const auto& lt : info.layer_types) {
     auto it = std::find_if(r.layers_by_type.begin(), r.layers_by_type.end(),
                            [&](const auto& p) { return p.first == lt; });
-    if (it == r.layers_by_type.end()) r.layers_by_type.emplace_back(lt, 1);
-    else ++it->second;
+    if (it == r.layers_by_type.end())
+      r.layers_by_type.emplace_back(lt, 1);
+    else
+      ++it->second;
   }
 
   std::array<TensorTally, kRoleCount> by_role{};
@@ -249,9 +258,10 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
           "start it as a multimodal model");
   }
   if (r.quant.quantized_modules > 0 && r.quant.state == "none")
-    r.warnings.push_back(fmt::format("{} modules carry weight_packed tensors but config.json has no "
-                                     "quantization_config",
-                                     r.quant.quantized_modules));
+    r.warnings.push_back(
+        fmt::format("{} modules carry weight_packed tensors but config.json has no "
+                    "quantization_config",
+                    r.quant.quantized_modules));
   if (other_count > 0)
     r.warnings.push_back(fmt::format("{} tensor(s) have no known role, e.g. '{}'", other_count,
                                      fmt::join(other_examples, "', '")));
@@ -357,10 +367,9 @@ std::string to_text(const InspectReport& r) {
     s += fmt::format("{:<13}{}\n", key, value);
   };
   line("checkpoint", r.dir);
-  line("architecture",
-       fmt::format("{} (family {}, {} layout, text prefix '{}')",
-                   m.architecture.empty() ? "?" : m.architecture, family_name(m.family),
-                   m.wrapper ? "wrapper" : "flat", m.text_prefix));
+  line("architecture", fmt::format("{} (family {}, {} layout, text prefix '{}')",
+                                   m.architecture.empty() ? "?" : m.architecture, family_name(m.family),
+                                   m.wrapper ? "wrapper" : "flat", m.text_prefix));
   line("class", r.arch.moe ? fmt::format("{} ({} experts)", r.arch.str(), r.arch.num_experts) : r.arch.str());
   std::string lt;
   for (const auto& [t, n] : r.layers_by_type) lt += fmt::format("{}{} {}", lt.empty() ? "" : ", ", n, t);
@@ -383,10 +392,10 @@ std::string to_text(const InspectReport& r) {
   line("mtp", r.mtp_present ? fmt::format("present ({} tensors, {} layer(s) in config)", r.mtp_tensors,
                                           m.mtp_num_hidden_layers)
                             : (m.mtp_num_hidden_layers > 0 ? "declared in config but absent" : "none"));
-  line("embeddings", m.tie_word_embeddings ? (r.lm_head_present ? "tied (but lm_head.weight present)"
-                                                                  : "tied (no lm_head.weight)")
-                                           : (r.lm_head_present ? "untied (lm_head.weight)"
-                                                                : "untied, lm_head.weight missing"));
+  line("embeddings",
+       m.tie_word_embeddings
+           ? (r.lm_head_present ? "tied (but lm_head.weight present)" : "tied (no lm_head.weight)")
+           : (r.lm_head_present ? "untied (lm_head.weight)" : "untied, lm_head.weight missing"));
   line("processor", r.processor_files.empty() ? "-" : fmt::format("{}", fmt::join(r.processor_files, ", ")));
   line("tokenizer", r.tokenizer_files.empty() ? "-" : fmt::format("{}", fmt::join(r.tokenizer_files, ", ")));
   s += "\n";

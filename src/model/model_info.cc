@@ -75,14 +75,22 @@ bool ends_with(std::string_view s, std::string_view p) {
 
 std::string_view family_name(Family f) noexcept {
   switch (f) {
-    case Family::GEMMA4: return "gemma4";
-    case Family::QWEN3_5: return "qwen3_5";
-    case Family::QWEN3_5_MOE: return "qwen3_5_moe";
-    case Family::QWEN3_NEXT: return "qwen3_next";
-    case Family::LLAMA: return "llama";
-    case Family::QWEN3: return "qwen3";
-    case Family::QWEN3_MOE: return "qwen3_moe";
-    case Family::UNKNOWN: break;
+    case Family::GEMMA4:
+      return "gemma4";
+    case Family::QWEN3_5:
+      return "qwen3_5";
+    case Family::QWEN3_5_MOE:
+      return "qwen3_5_moe";
+    case Family::QWEN3_NEXT:
+      return "qwen3_next";
+    case Family::LLAMA:
+      return "llama";
+    case Family::QWEN3:
+      return "qwen3";
+    case Family::QWEN3_MOE:
+      return "qwen3_moe";
+    case Family::UNKNOWN:
+      break;
   }
   return "unknown";
 }
@@ -117,8 +125,8 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
   }
   const Json& text = text_config(config);
 
-  if (auto it = config.find("architectures"); it != config.end() && it->is_array() && !it->empty() &&
-                                              (*it)[0].is_string())
+  if (auto it = config.find("architectures");
+      it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
     m.architecture = (*it)[0].get<std::string>();
   m.model_type = get_str(config, "model_type");
   m.text_model_type = m.wrapper ? get_str(text, "model_type") : m.model_type;
@@ -192,8 +200,7 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
   }
 
   if (m.num_layers < 0 || m.num_layers > kMaxLayers)
-    return make_error(Errc::BAD_INPUT,
-                      "config.json: num_hidden_layers = {} is out of range, expected 0..{}",
+    return make_error(Errc::BAD_INPUT, "config.json: num_hidden_layers = {} is out of range, expected 0..{}",
                       m.num_layers, kMaxLayers);
   if (m.mtp_num_hidden_layers < 0 || m.mtp_num_hidden_layers > kMaxLayers)
     return make_error(Errc::BAD_INPUT, "config.json: mtp_num_hidden_layers = {} is out of range",
@@ -218,18 +225,17 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
     m.layer_types_synthesized = true;
     const auto n = static_cast<std::size_t>(m.num_layers);
     m.layer_types.reserve(n);
-    if (m.family == Family::QWEN3_5 || m.family == Family::QWEN3_5_MOE ||
-        m.family == Family::QWEN3_NEXT) {
+    if (m.family == Family::QWEN3_5 || m.family == Family::QWEN3_5_MOE || m.family == Family::QWEN3_NEXT) {
       const std::int64_t interval = m.full_attention_interval > 0 ? m.full_attention_interval : 4;
       for (std::size_t i = 0; i < n; ++i)
         m.layer_types.emplace_back((static_cast<std::int64_t>(i) + 1) % interval == 0 ? "full_attention"
-                                                                                       : "linear_attention");
+                                                                                      : "linear_attention");
     } else if (m.family == Family::GEMMA4) {
       std::int64_t pattern = get_int(text, "sliding_window_pattern", 6);
       if (pattern <= 0) pattern = 6;
       for (std::size_t i = 0; i < n; ++i)
         m.layer_types.emplace_back((static_cast<std::int64_t>(i) + 1) % pattern == 0 ? "full_attention"
-                                                                                      : "sliding_attention");
+                                                                                     : "sliding_attention");
       if (!m.layer_types.empty()) m.layer_types.back() = "full_attention";
     } else {
       m.layer_types.assign(n, "full_attention");

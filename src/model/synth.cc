@@ -37,7 +37,7 @@ struct Vision {
 struct Geo {
   std::uint64_t H = 0, N = 0, A = 0, KV = 0, d = 0, I = 0, V = 0, max_pos = 4096;
   std::uint64_t E = 0, Im = 0, topk = 0, Is = 0;
-  std::uint64_t dg = 0, KVg = 0, sliding_window = 0, pattern = 6;  // Gemma-4
+  std::uint64_t dg = 0, KVg = 0, sliding_window = 0, pattern = 6;               // Gemma-4
   std::uint64_t Hk = 0, Hv = 0, Dk = 0, Dv = 0, Kc = 4, interval = 4, mtp = 0;  // Qwen3.5
   bool tie = false;
   Vision vis;
@@ -52,9 +52,15 @@ Geo geometry(std::string_view arch, std::string_view size) {
   g.shard_bytes = s == 0 ? 256 * kKiB : s == 1 ? 64 * kMiB : 5'000'000'000ULL;
   if (arch == "llama" || arch == "qwen3-moe") {
     const bool moe = arch == "qwen3-moe";
-    if (s == 0) g = Geo{128, 2, 4, 2, 32, 256, 512, 4096, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 4, 4, 0, false, {}, g.shard_bytes};
-    if (s == 1) g = Geo{768, 6, 12, 4, 64, 2048, 32000, 8192, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 4, 4, 0, false, {}, g.shard_bytes};
-    if (s == 2) g = Geo{4096, 32, 32, 8, 128, 14336, 128256, 8192, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 4, 4, 0, false, {}, g.shard_bytes};
+    if (s == 0)
+      g = Geo{128, 2, 4, 2, 32, 256, 512, 4096, 0, 0, 0,     0,  0,
+              0,   0, 6, 0, 0,  0,   0,   4,    4, 0, false, {}, g.shard_bytes};
+    if (s == 1)
+      g = Geo{768, 6, 12, 4, 64, 2048, 32000, 8192, 0, 0, 0,     0,  0,
+              0,   0, 6,  0, 0,  0,    0,     4,    4, 0, false, {}, g.shard_bytes};
+    if (s == 2)
+      g = Geo{4096, 32, 32, 8, 128, 14336, 128256, 8192, 0, 0, 0,     0,  0,
+              0,    0,  6,  0, 0,   0,     0,      4,    4, 0, false, {}, g.shard_bytes};
     if (moe) {
       const std::array<std::uint64_t, 3> e{8, 8, 16}, im{64, 512, 1024}, k{2, 2, 4};
       g.E = e[s];
@@ -78,7 +84,8 @@ Geo geometry(std::string_view arch, std::string_view size) {
       g.vis = {64, 112, 2, 2, 32, 64, 16};
       if (moe) g.E = 8, g.Im = 64, g.topk = 2;
     } else if (s == 1) {
-      g.H = 768, g.N = 6, g.A = 8, g.KV = 4, g.d = 64, g.dg = 128, g.KVg = 2, g.I = moe ? 512 : 2048, g.V = 32000;
+      g.H = 768, g.N = 6, g.A = 8, g.KV = 4, g.d = 64, g.dg = 128, g.KVg = 2, g.I = moe ? 512 : 2048,
+      g.V = 32000;
       g.sliding_window = 512, g.max_pos = 8192;
       g.vis = {256, 512, 2, 4, 64, 1024, 16};
       if (moe) g.E = 8, g.Im = 256, g.topk = 2;
@@ -356,11 +363,13 @@ Json gemma4_config(const Geo& g, bool moe) {
   Json plc = Json::object();
   const auto lt = gemma4_layer_types(g);
   for (std::size_t i = 0; i < lt.size(); ++i)
-    if (lt[i] == "full_attention") plc[std::to_string(i)] = {{"head_dim", g.dg}, {"num_key_value_heads", g.KVg}};
+    if (lt[i] == "full_attention")
+      plc[std::to_string(i)] = {{"head_dim", g.dg}, {"num_key_value_heads", g.KVg}};
   t["per_layer_config"] = plc;
   t["rms_norm_eps"] = 1e-06;
   t["rope_parameters"] = {
-      {"full_attention", {{"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}, {"rope_type", "proportional"}}},
+      {"full_attention",
+       {{"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}, {"rope_type", "proportional"}}},
       {"sliding_attention", {{"rope_theta", 10000.0}, {"rope_type", "default"}}}};
   t["sliding_window"] = g.sliding_window;
   t["tie_word_embeddings"] = true;
@@ -662,14 +671,18 @@ Status make_dirs(const std::filesystem::path& dir) {
     std::error_code ec;
     if (std::filesystem::is_directory(cur, ec)) continue;
     if (fs::ops().mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-      return Error{Errc::IO, fmt::format("cannot create directory '{}': {}", cur.string(), std::strerror(errno)),
-                   cur.string(), {}};
+      return Error{Errc::IO,
+                   fmt::format("cannot create directory '{}': {}", cur.string(), std::strerror(errno)),
+                   cur.string(),
+                   {}};
   }
   return {};
 }
 
 bool is_checkpoint_file(const std::string& n) {
-  auto ends = [&n](std::string_view s) { return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0; };
+  auto ends = [&n](std::string_view s) {
+    return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
+  };
   return ends(".safetensors") || ends(".safetensors.index.json") || ends(".partial") || n == "config.json" ||
          n == "generation_config.json" || n == "processor_config.json" || n == "preprocessor_config.json";
 }
@@ -679,15 +692,17 @@ bool is_checkpoint_file(const std::string& n) {
 std::span<const std::string_view> synth_archs() noexcept { return kArchs; }
 std::span<const std::string_view> synth_sizes() noexcept { return kSizes; }
 
-void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t first, std::span<std::uint16_t> out) {
+void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t first,
+                     std::span<std::uint16_t> out) {
   const std::uint64_t key = tensor_key(seed, name);
   constexpr float kScale = 0.02f / 37837.23f;  // sd of a sum of four U{0..65535} is 65536*sqrt(1/3)
   std::uint64_t ctr = key + (first + 1) * kGamma;
   for (auto& v : out) {
     const std::uint64_t r = mix64(ctr);
     ctr += kGamma;
-    const std::uint32_t s = static_cast<std::uint32_t>(r & 0xFFFF) + static_cast<std::uint32_t>((r >> 16) & 0xFFFF) +
-                            static_cast<std::uint32_t>((r >> 32) & 0xFFFF) + static_cast<std::uint32_t>(r >> 48);
+    const std::uint32_t s =
+        static_cast<std::uint32_t>(r & 0xFFFF) + static_cast<std::uint32_t>((r >> 16) & 0xFFFF) +
+        static_cast<std::uint32_t>((r >> 32) & 0xFFFF) + static_cast<std::uint32_t>(r >> 48);
     v = f32_to_bf16((static_cast<float>(s) - 131070.0f) * kScale);
   }
 }
@@ -766,27 +781,34 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   const auto st = std::filesystem::symlink_status(out, ec);
   if (std::filesystem::exists(st)) {
     if (!std::filesystem::is_directory(out, ec))
-      return Error{Errc::BAD_INPUT,
-                   fmt::format("--out '{}' exists and is not a directory; hint: choose a new path", out.string()),
-                   out.string(), {}};
+      return Error{
+          Errc::BAD_INPUT,
+          fmt::format("--out '{}' exists and is not a directory; hint: choose a new path", out.string()),
+          out.string(),
+          {}};
     std::vector<std::string> existing;
-    for (auto it = std::filesystem::directory_iterator(out, ec); !ec && it != std::filesystem::directory_iterator();
-         it.increment(ec))
+    for (auto it = std::filesystem::directory_iterator(out, ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
       existing.push_back(it->path().filename().string());
     if (ec)
-      return Error{Errc::IO, fmt::format("cannot list '{}': {}", out.string(), ec.message()), out.string(), {}};
+      return Error{
+          Errc::IO, fmt::format("cannot list '{}': {}", out.string(), ec.message()), out.string(), {}};
     if (!existing.empty() && !opts.force)
-      return Error{Errc::BAD_INPUT,
-                   fmt::format("--out '{}' exists and is not empty ({} entries); hint: choose a new directory or "
-                               "pass --force to replace the checkpoint files in it",
-                               out.string(), existing.size()),
-                   out.string(), {}};
+      return Error{
+          Errc::BAD_INPUT,
+          fmt::format("--out '{}' exists and is not empty ({} entries); hint: choose a new directory or "
+                      "pass --force to replace the checkpoint files in it",
+                      out.string(), existing.size()),
+          out.string(),
+          {}};
     for (const auto& name : existing) {
       if (!is_checkpoint_file(name)) continue;
       const auto path = out / name;
       if (fs::ops().unlink(path.c_str()) != 0 && errno != ENOENT)
-        return Error{Errc::IO, fmt::format("cannot remove '{}': {}", path.string(), std::strerror(errno)),
-                     path.string(), {}};
+        return Error{Errc::IO,
+                     fmt::format("cannot remove '{}': {}", path.string(), std::strerror(errno)),
+                     path.string(),
+                     {}};
     }
   } else {
     FP4FORGE_TRY(make_dirs(out));
@@ -796,7 +818,8 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
     return Error{Errc::IO,
                  fmt::format("not enough free space in '{}': need {} bytes, {} available", out.string(),
                              plan.total_bytes + (1u << 20), sp.available),
-                 out.string(), {}};
+                 out.string(),
+                 {}};
 
   SynthReport rep;
   rep.out = out;
@@ -852,7 +875,8 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   FP4FORGE_TRY(write_json("model.safetensors.index.json", index));
   FP4FORGE_TRY(write_json("config.json", plan.config));
   FP4FORGE_TRY(write_json("generation_config.json", plan.generation_config));
-  if (!plan.processor_config.is_null()) FP4FORGE_TRY(write_json("processor_config.json", plan.processor_config));
+  if (!plan.processor_config.is_null())
+    FP4FORGE_TRY(write_json("processor_config.json", plan.processor_config));
   progress.finish();
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;

@@ -129,6 +129,14 @@ bool is_within(const stdfs::path& inner, const stdfs::path& outer) {
 
 // ---- the run --------------------------------------------------------------------------------------
 
+/** True when `dir` is empty or holds only the marker's `.partial` (a run killed while creating it). */
+bool only_marker_partial(const stdfs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(dir, ec))
+    if (e.path().filename() != std::string(kMarker) + ".partial") return false;
+  return !ec;
+}
+
 /** The staging folder, locked for this process. */
 class Staging {
  public:
@@ -136,6 +144,11 @@ class Staging {
   Status open(const stdfs::path& dir, bool resume, std::vector<std::string>& warnings) {
     dir_ = dir;
     std::error_code ec;
+    if (stdfs::exists(dir, ec) && !stdfs::exists(dir / kMarker, ec) && only_marker_partial(dir)) {
+      // A run killed between creating the folder and its marker: nothing of value inside.
+      stdfs::remove_all(dir, ec);
+      if (ec) return make_error(Errc::IO, "cannot remove stale staging folder '{}': {}", dir.string(), ec.message());
+    }
     if (stdfs::exists(dir, ec)) {
       if (!stdfs::exists(dir / kMarker, ec))
         return make_error(Errc::BAD_INPUT,

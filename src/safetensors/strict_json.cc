@@ -1,5 +1,6 @@
 #include "strict_json.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_set>
@@ -29,11 +30,18 @@ std::string strip_prefix(std::string_view what) {
 
 std::string printable(std::string_view s) {
   // Keeps well-formed UTF-8; control bytes, DEL and ill-formed bytes become \xNN (one line, valid UTF-8).
+  // A name from a hostile file can be megabytes long: only its first kMaxShown bytes are shown (cut at a
+  // character boundary), then "...(N bytes)", so an error message stays one readable line.
+  constexpr std::size_t kMaxShown = 256;
   std::string out;
-  out.reserve(s.size());
+  out.reserve(std::min(s.size(), kMaxShown) + 24);
   auto esc = [&out](unsigned char c) { out += fmt::format("\\x{:02x}", c); };
   std::size_t i = 0;
   while (i < s.size()) {
+    if (i >= kMaxShown) {
+      out += fmt::format("...({} bytes)", s.size());
+      break;
+    }
     const auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       if (c < 0x20 || c == 0x7f) {

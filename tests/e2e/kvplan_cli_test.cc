@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -36,6 +37,13 @@ CliRun run(const std::string& args, const std::string& err_file = "/dev/null") {
   const int st = ::pclose(p);
   r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 class KvplanCli : public ::testing::Test {
@@ -114,7 +122,7 @@ TEST_F(KvplanCli, ExitCodes) {
 
   // Bad config: layer_types length disagrees with num_hidden_layers.
   stdfs::create_directories(tmp_ / "bad");
-  auto cfg = nlohmann::json::parse(std::ifstream(kData + "/llama/config.json"));
+  auto cfg = nlohmann::json::parse(slurp(kData + "/llama/config.json"));
   cfg["layer_types"] = {"full_attention"};
   std::ofstream(tmp_ / "bad" / "config.json") << cfg.dump();
   const CliRun bad = run("--seat b=" + (tmp_ / "bad").string() + ":weights=1GiB --gpu 0=96GiB --json");
@@ -129,6 +137,27 @@ TEST_F(KvplanCli, ExitCodes) {
   EXPECT_EQ(run("--seat b=" + (tmp_ / "garbage").string() + ":weights=1GiB --gpu 0=96GiB").rc, 3);
 }
 
+// architectures.md §4.5 illustration: Gemma-4 31B on one H200 at util 0.90 with the assumed 6 GiB.
+TEST_F(KvplanCli, ReproducesTheH200Illustration) {
+  nlohmann::json types = nlohmann::json::array();
+  for (int i = 0; i < 60; ++i) types.push_back((i + 1) % 6 == 0 ? "full_attention" : "sliding_attention");
+  const nlohmann::json text = {
+      {"model_type", "gemma4_text"}, {"hidden_size", 5376}, {"num_hidden_layers", 60},
+      {"num_attention_heads", 32}, {"num_key_value_heads", 16}, {"head_dim", 256}, {"global_head_dim", 512},
+      {"num_global_key_value_heads", 4}, {"attention_k_eq_v", true}, {"sliding_window", 1024},
+      {"layer_types", types}, {"max_position_embeddings", 262144}, {"vocab_size", 262144}};
+  std::ofstream(tmp_ / "config.json") << nlohmann::json{{"model_type", "gemma4"}, {"text_config", text}}.dump();
+  // 31,273,086,512 bf16 parameters + 210 MiB of duplicated V = 58.46 GiB.
+  const CliRun r = run("--seat g=" + tmp_.string() + ":weights=62766373984,util=0.9 --overhead 6GiB "
+                       "--gpu 0=143771MiB:name=H200 --json");
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const auto p = nlohmann::json::parse(r.out)["seats"][0]["placement"];
+  EXPECT_EQ(p["num_blocks"], 25356);
+  EXPECT_NEAR(p["max_concurrency"].get<double>(), 2.29, 0.005);
+  EXPECT_NEAR(p["available_kv_bytes"].get<double>() / (1ull << 30), 61.91, 0.005);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["seats"][0]["kv"]["per_request_bytes"], 29037690880ull);
+}
+
 TEST_F(KvplanCli, SvgAndEmitCompose) {
   const std::string svg = (tmp_ / "gpus.svg").string();
   const std::string dir = (tmp_ / "deploy").string();
@@ -139,8 +168,7 @@ TEST_F(KvplanCli, SvgAndEmitCompose) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["outputs"]["svg"], svg);
   EXPECT_EQ(j["outputs"]["compose_files"].size(), 3u);
-  std::ifstream in(svg);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = slurp(svg);
   EXPECT_NE(text.find("<svg"), std::string::npos);
   const YAML::Node c = YAML::LoadFile(dir + "/demo/compose.yaml");
   EXPECT_EQ(c["services"]["demo"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"][0]

@@ -19,7 +19,8 @@ namespace {
 
 Json synth(const std::string& arch, const stdfs::path& out, const std::string& extra = "") {
   std::string o, e;
-  const int rc = run_cli("synth --arch " + arch + " --size tiny --out " + q(out) + " --json " + extra, &o, &e);
+  const int rc =
+      run_cli("synth --arch " + arch + " --size tiny --out " + q(out) + " --json " + extra, &o, &e);
   EXPECT_EQ(rc, 0) << arch << ": " << e;
   return Json::parse(o);
 }
@@ -53,9 +54,10 @@ std::set<std::string> keys(const std::map<std::string, Json>& m) {
 }  // namespace
 
 TEST(SynthCli, TinyLayoutsMatchFixtures) {
-  const std::vector<std::pair<std::string, std::string>> pairs = {
-      {"gemma4-moe", "gemma4-moe-mm"}, {"gemma4-dense", "gemma4-dense-mm"},
-      {"qwen3_5-dense", "qwen3_5-dense-mm"}, {"llama", "llama"}};
+  const std::vector<std::pair<std::string, std::string>> pairs = {{"gemma4-moe", "gemma4-moe-mm"},
+                                                                  {"gemma4-dense", "gemma4-dense-mm"},
+                                                                  {"qwen3_5-dense", "qwen3_5-dense-mm"},
+                                                                  {"llama", "llama"}};
   for (const auto& [arch, fx] : pairs) {
     TempDir t;
     const Json r = synth(arch, t.path / "out");
@@ -142,8 +144,9 @@ TEST(SynthCli, DeterministicForASeed) {
   double sum = 0, sq = 0;
   const std::size_t n = bytes.size() / 2;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t u = (static_cast<std::uint32_t>(std::to_integer<std::uint8_t>(bytes[2 * i + 1])) << 24) |
-                            (static_cast<std::uint32_t>(std::to_integer<std::uint8_t>(bytes[2 * i])) << 16);
+    const std::uint32_t u =
+        (static_cast<std::uint32_t>(std::to_integer<std::uint8_t>(bytes[2 * i + 1])) << 24) |
+        (static_cast<std::uint32_t>(std::to_integer<std::uint8_t>(bytes[2 * i])) << 16);
     float f;
     std::memcpy(&f, &u, 4);
     sum += f;
@@ -177,7 +180,8 @@ TEST(SynthCli, RefusesNonEmptyOutUnlessForced) {
   stdfs::create_directories(t.path / "empty");
   EXPECT_EQ(run_cli("synth --arch llama --out " + q(t.path / "empty"), &out, &err), 0) << err;
   // --force over a previous synth of another family replaces its checkpoint files, keeps others.
-  EXPECT_EQ(run_cli("synth --arch gemma4-moe --out " + q(t.path / "full") + " --force", &out, &err), 0) << err;
+  EXPECT_EQ(run_cli("synth --arch gemma4-moe --out " + q(t.path / "full") + " --force", &out, &err), 0)
+      << err;
   EXPECT_EQ(run_cli("synth --arch llama --out " + q(t.path / "full") + " --force", &out, &err), 0) << err;
   EXPECT_TRUE(stdfs::exists(t.path / "full" / "keep.txt"));
   EXPECT_FALSE(stdfs::exists(t.path / "full" / "processor_config.json"));

@@ -151,8 +151,13 @@ TEST(QuantizeInterrupt, StaleStagingWithoutResumeIsReplaced) {
   // A foreign folder in the staging place is never deleted.
   const stdfs::path dst2 = tmp.path / "out2";
   stdfs::create_directories(staging_path(dst2));
+  std::ofstream(staging_path(dst2) / "precious") << "x";
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst2), nullptr, &err), 3);
-  EXPECT_TRUE(stdfs::exists(staging_path(dst2)));
+  EXPECT_TRUE(stdfs::exists(staging_path(dst2) / "precious"));
+  // An empty one (a run killed right after creating it) is taken over.
+  const stdfs::path dst3 = tmp.path / "out3";
+  stdfs::create_directories(staging_path(dst3));
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst3) + " --resume", nullptr, &err), 0) << err;
 }
 
 // ---- injected file-system faults, library run() ---------------------------------------------------

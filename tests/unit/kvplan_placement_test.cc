@@ -199,6 +199,7 @@ TEST(KvplanPlacement, ArgumentErrors) {
   EXPECT_EQ(parse_seat_arg("x=/m:tp=0").error().code, Errc::USAGE);
   EXPECT_EQ(parse_seat_arg("x=/m:kv_cache_dtype=int3").error().code, Errc::USAGE);
   EXPECT_EQ(parse_seat_arg("x=/m:max_model_len=1,bogus=2").error().code, Errc::USAGE);
+  EXPECT_NE(parse_seat_arg("x=/m:bogus=2").error().message.find("unknown key 'bogus'"), std::string::npos);
   EXPECT_EQ(parse_seat_arg("x=/m:tp=2,gpu=0").error().code, Errc::USAGE);  // pins 1 GPU for tp=2
   EXPECT_EQ(parse_seat_arg("x=/m:weights=1GiB,assume=nvfp4a16").error().code, Errc::USAGE);
   auto s = parse_seat_arg("chat=/data/a:b:max_model_len=4096,kv_cache_dtype=fp8,prefix_caching=off,gpu=0+1,tp=2");

@@ -68,7 +68,7 @@ TEST(ModelInfo, FixtureConfigs) {
   EXPECT_EQ(g.moe_intermediate_size, 64);
   EXPECT_TRUE(g.attention_k_eq_v);
   EXPECT_TRUE(g.has_per_layer_config);
-  EXPECT_EQ(g.global_head_dim, 64);       // from per_layer_config["5"]
+  EXPECT_EQ(g.global_head_dim, 64);  // from per_layer_config["5"]
   EXPECT_EQ(g.num_global_kv_heads, 1);
   EXPECT_TRUE(g.tie_word_embeddings);
   EXPECT_TRUE(g.has_vision_config);
@@ -98,7 +98,8 @@ TEST(ModelInfo, FixtureConfigs) {
 }
 
 TEST(ModelInfo, FlatGemmaGlobalsAndSynthesizedTypes) {
-  auto g = info_of(R"({"architectures":["Gemma4ForCausalLM"],"model_type":"gemma4_text","num_hidden_layers":12,
+  auto g =
+      info_of(R"({"architectures":["Gemma4ForCausalLM"],"model_type":"gemma4_text","num_hidden_layers":12,
     "hidden_size":64,"num_attention_heads":4,"num_key_value_heads":4,"head_dim":16,"attention_k_eq_v":true,
     "global_head_dim":32,"num_global_key_value_heads":2})");
   EXPECT_EQ(g.family, Family::GEMMA4);
@@ -118,9 +119,10 @@ TEST(ModelInfo, FlatGemmaGlobalsAndSynthesizedTypes) {
     "tie_word_embeddings":false,"num_experts":16,"num_experts_per_tok":4},"vision_config":{"depth":2}})");
   EXPECT_EQ(q.family, Family::QWEN3_5_MOE);
   EXPECT_FALSE(q.tie_word_embeddings);  // text level is authoritative
-  EXPECT_EQ(q.layer_types, (std::vector<std::string>{"linear_attention", "linear_attention", "linear_attention",
-                                                     "full_attention", "linear_attention", "linear_attention",
-                                                     "linear_attention", "full_attention"}));
+  EXPECT_EQ(q.layer_types,
+            (std::vector<std::string>{"linear_attention", "linear_attention", "linear_attention",
+                                      "full_attention", "linear_attention", "linear_attention",
+                                      "linear_attention", "full_attention"}));
   EXPECT_EQ(q.num_experts, 16);
   EXPECT_EQ(q.experts_per_tok, 4);
 
@@ -138,9 +140,9 @@ TEST(ModelInfo, FlatGemmaGlobalsAndSynthesizedTypes) {
 }
 
 TEST(ModelInfo, StructurallyImpossibleConfigsAreBadInput) {
-  for (const char* bad : {R"([1,2])", R"({"text_config": 3})", R"({"layer_types": "full"})",
-                          R"({"layer_types": [1]})", R"({"num_hidden_layers": 100000000000})",
-                          R"({"model_type":"gemma4","per_layer_config":[1]})"}) {
+  for (const char* bad :
+       {R"([1,2])", R"({"text_config": 3})", R"({"layer_types": "full"})", R"({"layer_types": [1]})",
+        R"({"num_hidden_layers": 100000000000})", R"({"model_type":"gemma4","per_layer_config":[1]})"}) {
     auto r = read_model_info(Json::parse(bad));
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code, Errc::BAD_INPUT) << bad;
@@ -193,8 +195,8 @@ TEST(Classify, FixtureRoleCounts) {
 
 TEST(Classify, LayerIndexAndType) {
   const Fixture fx = fixture("gemma4-dense-mm");
-  auto c = classify("model.language_model.layers.5.self_attn.q_proj.weight", std::vector<std::uint64_t>{256, 128},
-                    fx.info);
+  auto c = classify("model.language_model.layers.5.self_attn.q_proj.weight",
+                    std::vector<std::uint64_t>{256, 128}, fx.info);
   EXPECT_EQ(c.role, Role::ATTN_Q);
   EXPECT_EQ(c.layer, 5);
   EXPECT_EQ(c.layer_type, "full_attention");
@@ -234,16 +236,35 @@ TEST(Classify, FamiliesWithoutFixtures) {
     "num_hidden_layers":48,"hidden_size":2048,"num_experts":512})");
   const ModelInfo q3moe = info_of(R"({"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3_moe",
     "num_hidden_layers":48,"hidden_size":2048,"num_experts":128})");
-  const ModelInfo q3 = info_of(R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","num_hidden_layers":28})");
-  const ModelInfo unknown = info_of(R"({"architectures":["FooForCausalLM"],"model_type":"foo","hidden_size":64,
+  const ModelInfo q3 =
+      info_of(R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","num_hidden_layers":28})");
+  const ModelInfo unknown =
+      info_of(R"({"architectures":["FooForCausalLM"],"model_type":"foo","hidden_size":64,
     "num_experts":4})");
 
   const std::vector<std::pair<const ModelInfo*, NameCase>> cases = {
-      {&g4, {"model.language_model.layers.3.experts.7.gate_proj.weight", {704, 2816}, Role::EXPERT_GATE, 3, 7}},
-      {&g4, {"model.language_model.layers.3.experts.7.up_proj.weight_packed", {704, 1408}, Role::EXPERT_UP, 3, 7}},
-      {&g4, {"model.language_model.layers.3.experts.7.down_proj.weight_scale", {2816, 44}, Role::EXPERT_DOWN, 3, 7}},
-      {&g4, {"model.language_model.layers.3.experts.7.gate_proj.weight_global_scale", {1}, Role::EXPERT_GATE, 3, 7}},
-      {&g4, {"model.language_model.layers.3.moe.gate_up_proj", {128, 1408, 2816}, Role::EXPERT_GATE_UP_FUSED, 3, -1}},
+      {&g4,
+       {"model.language_model.layers.3.experts.7.gate_proj.weight", {704, 2816}, Role::EXPERT_GATE, 3, 7}},
+      {&g4,
+       {"model.language_model.layers.3.experts.7.up_proj.weight_packed", {704, 1408}, Role::EXPERT_UP, 3, 7}},
+      {&g4,
+       {"model.language_model.layers.3.experts.7.down_proj.weight_scale",
+        {2816, 44},
+        Role::EXPERT_DOWN,
+        3,
+        7}},
+      {&g4,
+       {"model.language_model.layers.3.experts.7.gate_proj.weight_global_scale",
+        {1},
+        Role::EXPERT_GATE,
+        3,
+        7}},
+      {&g4,
+       {"model.language_model.layers.3.moe.gate_up_proj",
+        {128, 1408, 2816},
+        Role::EXPERT_GATE_UP_FUSED,
+        3,
+        -1}},
       {&g4, {"model.language_model.layers.3.moe.per_expert_scale", {128}, Role::ROUTER_AUX, 3, -1}},
       {&g4, {"model.layers.3.router.proj.weight", {128, 2816}, Role::ROUTER, 3, -1}},
       {&g4, {"model.language_model.embed_tokens_per_layer.weight", {262144, 7680}, Role::EMBEDDING, -1, -1}},
@@ -252,22 +273,65 @@ TEST(Classify, FamiliesWithoutFixtures) {
       {&g4, {"model.language_model.layers.2.per_layer_input_gate.weight", {256, 2816}, Role::PLE, 2, -1}},
       {&g4, {"model.language_model.layers.2.per_layer_projection.weight", {2816, 256}, Role::PLE, 2, -1}},
       {&g4, {"model.language_model.layers.2.post_per_layer_input_norm.weight", {2816}, Role::NORM, 2, -1}},
-      {&g4, {"model.audio_tower.subsample_conv_projection.layer0.conv.weight", {128, 1, 3, 3}, Role::AUDIO, -1, -1}},
-      {&g4, {"model.audio_tower.conformer.0.feed_forward1.ffw_layer_1.linear.weight", {4096, 1024}, Role::AUDIO, -1, -1}},
+      {&g4,
+       {"model.audio_tower.subsample_conv_projection.layer0.conv.weight",
+        {128, 1, 3, 3},
+        Role::AUDIO,
+        -1,
+        -1}},
+      {&g4,
+       {"model.audio_tower.conformer.0.feed_forward1.ffw_layer_1.linear.weight",
+        {4096, 1024},
+        Role::AUDIO,
+        -1,
+        -1}},
       {&g4, {"model.embed_audio.embedding_projection.weight", {2816, 1536}, Role::PROJECTOR, -1, -1}},
-      {&g4, {"model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.input_min", {}, Role::VISION, -1, -1}},
+      {&g4,
+       {"model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.input_min", {}, Role::VISION, -1, -1}},
       {&q35moe, {"model.language_model.layers.0.mlp.gate.weight", {256, 2048}, Role::ROUTER, 0, -1}},
-      {&q35moe, {"model.language_model.layers.0.mlp.shared_expert_gate.weight", {1, 2048}, Role::ROUTER, 0, -1}},
-      {&q35moe, {"model.language_model.layers.0.mlp.shared_expert.gate_proj.weight", {512, 2048}, Role::SHARED_EXPERT_GATE, 0, -1}},
-      {&q35moe, {"model.language_model.layers.0.mlp.shared_expert.up_proj.weight", {512, 2048}, Role::SHARED_EXPERT_UP, 0, -1}},
-      {&q35moe, {"model.language_model.layers.0.mlp.shared_expert.down_proj.weight", {2048, 512}, Role::SHARED_EXPERT_DOWN, 0, -1}},
-      {&q35moe, {"model.language_model.layers.0.mlp.experts.gate_up_proj", {256, 1024, 2048}, Role::EXPERT_GATE_UP_FUSED, 0, -1}},
-      {&q35moe, {"model.language_model.layers.0.mlp.experts.down_proj", {256, 2048, 512}, Role::EXPERT_DOWN_FUSED, 0, -1}},
-      {&q35moe, {"model.language_model.layers.1.mlp.experts.255.down_proj.weight", {2048, 512}, Role::EXPERT_DOWN, 1, 255}},
+      {&q35moe,
+       {"model.language_model.layers.0.mlp.shared_expert_gate.weight", {1, 2048}, Role::ROUTER, 0, -1}},
+      {&q35moe,
+       {"model.language_model.layers.0.mlp.shared_expert.gate_proj.weight",
+        {512, 2048},
+        Role::SHARED_EXPERT_GATE,
+        0,
+        -1}},
+      {&q35moe,
+       {"model.language_model.layers.0.mlp.shared_expert.up_proj.weight",
+        {512, 2048},
+        Role::SHARED_EXPERT_UP,
+        0,
+        -1}},
+      {&q35moe,
+       {"model.language_model.layers.0.mlp.shared_expert.down_proj.weight",
+        {2048, 512},
+        Role::SHARED_EXPERT_DOWN,
+        0,
+        -1}},
+      {&q35moe,
+       {"model.language_model.layers.0.mlp.experts.gate_up_proj",
+        {256, 1024, 2048},
+        Role::EXPERT_GATE_UP_FUSED,
+        0,
+        -1}},
+      {&q35moe,
+       {"model.language_model.layers.0.mlp.experts.down_proj",
+        {256, 2048, 512},
+        Role::EXPERT_DOWN_FUSED,
+        0,
+        -1}},
+      {&q35moe,
+       {"model.language_model.layers.1.mlp.experts.255.down_proj.weight",
+        {2048, 512},
+        Role::EXPERT_DOWN,
+        1,
+        255}},
       {&q35moe, {"mtp.layers.0.mlp.experts.3.gate_proj.weight", {512, 2048}, Role::MTP, 0, 3}},
       {&q35moe, {"mtp.fc.weight", {2048, 4096}, Role::MTP, -1, -1}},
       {&q35moe, {"model.visual.merger.linear_fc2.weight", {2048, 4608}, Role::PROJECTOR, -1, -1}},
-      {&q35moe, {"model.visual.deepstack_merger_list.0.linear_fc1.weight", {4608, 4608}, Role::PROJECTOR, -1, -1}},
+      {&q35moe,
+       {"model.visual.deepstack_merger_list.0.linear_fc1.weight", {4608, 4608}, Role::PROJECTOR, -1, -1}},
       {&q35moe, {"model.visual.blocks.0.attn.qkv.weight", {3456, 1152}, Role::VISION, -1, -1}},
       {&q35moe, {"lm_head.weight", {248320, 2048}, Role::LM_HEAD, -1, -1}},
       {&next, {"model.layers.0.linear_attn.in_proj_qkvz.weight", {12288, 2048}, Role::LINEAR_ATTN, 0, -1}},
@@ -363,14 +427,22 @@ TEST(FusedSets, Fixtures) {
 TEST(FusedSets, ExpertsSharedExpertsAndMla) {
   const ModelInfo info = info_of(R"({"model_type":"qwen3_5_moe","num_hidden_layers":1})");
   const std::vector<std::string> mods = {
-      "model.layers.0.mlp.experts.0.gate_proj", "model.layers.0.mlp.experts.0.up_proj",
-      "model.layers.0.mlp.experts.0.down_proj", "model.layers.0.mlp.experts.1.gate_proj",
-      "model.layers.0.mlp.experts.1.up_proj",   "model.layers.0.mlp.experts.2.gate_proj",  // no up: no set
-      "model.layers.0.mlp.shared_expert.gate_proj", "model.layers.0.mlp.shared_expert.up_proj",
-      "model.layers.0.self_attn.q_a_proj",      "model.layers.0.self_attn.kv_a_proj_with_mqa",
-      "model.layers.1.attn.wq_a",               "model.layers.1.attn.wkv_a_with_mqa",
-      "model.layers.2.block_sparse_moe.experts.0.w1", "model.layers.2.block_sparse_moe.experts.0.w3",
-      "model.layers.3.self_attn.q_proj",        "model.layers.3.self_attn.k_proj",  // not gemma4: no qk set
+      "model.layers.0.mlp.experts.0.gate_proj",
+      "model.layers.0.mlp.experts.0.up_proj",
+      "model.layers.0.mlp.experts.0.down_proj",
+      "model.layers.0.mlp.experts.1.gate_proj",
+      "model.layers.0.mlp.experts.1.up_proj",
+      "model.layers.0.mlp.experts.2.gate_proj",  // no up: no set
+      "model.layers.0.mlp.shared_expert.gate_proj",
+      "model.layers.0.mlp.shared_expert.up_proj",
+      "model.layers.0.self_attn.q_a_proj",
+      "model.layers.0.self_attn.kv_a_proj_with_mqa",
+      "model.layers.1.attn.wq_a",
+      "model.layers.1.attn.wkv_a_with_mqa",
+      "model.layers.2.block_sparse_moe.experts.0.w1",
+      "model.layers.2.block_sparse_moe.experts.0.w3",
+      "model.layers.3.self_attn.q_proj",
+      "model.layers.3.self_attn.k_proj",  // not gemma4: no qk set
   };
   const auto sets = fused_sets(mods, info);
   std::map<std::string, std::string> by_parent;

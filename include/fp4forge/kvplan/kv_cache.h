@@ -21,8 +21,8 @@
 
 namespace fp4forge::kvplan {
 
-/** Bytes per element of a `--kv-cache-dtype` value: auto/bf16/bfloat16/fp16/float16/half -> 2,
- * fp8/fp8_e4m3/fp8_e5m2 -> 1. `model_dtype_bytes` resolves "auto". USAGE error otherwise. */
+/** Bytes per element of a `--kv-cache-dtype` value: bf16/bfloat16 -> 2, fp8/fp8_e4m3/fp8_e5m2 -> 1;
+ * "auto" -> `model_dtype_bytes` (2: vLLM serves these models in bf16). USAGE error otherwise. */
 Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtype_bytes = 2);
 /** Bytes of a mamba state dtype (float32/fp32 -> 4, bfloat16/bf16/float16/fp16 -> 2); "auto" -> dflt. */
 Result<int> state_dtype_bytes(std::string_view dtype, int dflt);
@@ -37,7 +37,8 @@ struct KvOptions {
   int tp = 1;                                  ///< tensor-parallel size
   std::string kv_cache_dtype = "auto";         ///< --kv-cache-dtype
   std::string mamba_cache_dtype = "auto";      ///< --mamba-cache-dtype (conv state; auto = model dtype)
-  std::string mamba_ssm_cache_dtype = "auto";  ///< --mamba-ssm-cache-dtype (auto = config mamba_ssm_dtype, else conv dtype)
+  /** --mamba-ssm-cache-dtype (recurrent state; auto = config mamba_ssm_dtype, else the conv dtype) */
+  std::string mamba_ssm_cache_dtype = "auto";
   bool prefix_caching = true;                  ///< state layers use "align" mode: 2 pages per request
   int spec_tokens = 0;                         ///< speculative tokens (MTP): extra conv rows and state pages
   std::int64_t block_size = 0;                 ///< --block-size; 0 = unset (16, or the hybrid alignment)

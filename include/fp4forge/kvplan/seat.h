@@ -34,7 +34,7 @@ struct SeatArg {
   std::string name;  ///< [A-Za-z0-9][A-Za-z0-9._-]*: service, file and served model name
   std::filesystem::path dir;
   std::optional<std::int64_t> max_model_len;            ///< default: max_position_embeddings
-  std::string kv_cache_dtype = "auto";                  ///< auto | bf16 | fp16 | fp8 | fp8_e4m3 | fp8_e5m2
+  std::string kv_cache_dtype = "auto";                  ///< auto | bf16 | fp8 | fp8_e4m3 | fp8_e5m2
   std::optional<double> gpu_memory_utilization;         ///< default: chosen by the planner
   std::optional<std::int64_t> max_num_batched_tokens;   ///< default: vLLM's rule for the GPU
   int tp = 1;

@@ -29,9 +29,9 @@ struct TensorTally {
 
 /** One compressed-tensors config group. */
 struct QuantGroup {
-  std::string name;     ///< config_groups key, e.g. "group_0"
-  std::string scheme;   ///< derived: "NVFP4A16", "NVFP4", "MXFP4A16", "FP8", "W4A16", ... or "custom"
-  std::string format;   ///< group format, else the global format
+  std::string name;    ///< config_groups key, e.g. "group_0"
+  std::string scheme;  ///< derived: "NVFP4A16", "NVFP4", "MXFP4A16", "FP8", "W4A16", ... or "custom"
+  std::string format;  ///< group format, else the global format
   std::vector<std::string> targets;
 };
 
@@ -52,15 +52,16 @@ struct InspectReport {
   std::uint64_t layers_in_tensors = 0;  ///< distinct text-stack layer indices among the tensors
   std::uint64_t num_tensors = 0, total_params = 0, total_bytes = 0;
   std::uint64_t num_shards = 0;
-  std::string index_file;  ///< "" when there is no index
-  std::vector<std::pair<Role, TensorTally>> roles;           ///< non-empty roles, enum order
-  std::vector<std::pair<std::string, TensorTally>> dtypes;   ///< by dtype name, sorted
+  std::string index_file;                                   ///< "" when there is no index
+  std::vector<std::pair<Role, TensorTally>> roles;          ///< non-empty roles, enum order
+  std::vector<std::pair<std::string, TensorTally>> dtypes;  ///< by dtype name, sorted
   QuantState quant;
   bool mtp_present = false;
   std::uint64_t mtp_tensors = 0;
   bool lm_head_present = false;
   std::vector<std::string> processor_files;  ///< processor_config.json, preprocessor_config.json, ...
-  std::vector<std::string> tokenizer_files;  ///< tokenizer.json, tokenizer_config.json, chat_template.jinja, ...
+  std::vector<std::string>
+      tokenizer_files;  ///< tokenizer.json, tokenizer_config.json, chat_template.jinja, ...
   bool has_generation_config = false;
   std::vector<std::string> warnings;
 

@@ -34,8 +34,8 @@ struct ModelInfo {
   std::string model_type;    ///< top-level model_type
   std::string text_model_type;
   Family family = Family::UNKNOWN;
-  bool wrapper = false;       ///< has text_config (multimodal wrapper layout)
-  std::string text_prefix;    ///< "model.language_model." or "model." (from config; may be refined by tensors)
+  bool wrapper = false;     ///< has text_config (multimodal wrapper layout)
+  std::string text_prefix;  ///< "model.language_model." or "model." (from config; may be refined by tensors)
   // text-config geometry (0 / -1 when absent)
   std::int64_t hidden_size = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0;
   std::int64_t intermediate_size = 0, vocab_size = 0, max_position_embeddings = 0;
@@ -52,15 +52,15 @@ struct ModelInfo {
   bool has_vision_config = false, has_audio_config = false;
   std::vector<std::string> layer_types;  ///< per decoder layer; synthesized when absent
   // --- additions (model engineer) ---
-  bool layer_types_synthesized = false;  ///< layer_types was absent and built from interval/pattern
-  std::int64_t full_attention_interval = 0;  ///< Qwen3.5/Qwen3-Next (0 when absent)
-  bool enable_moe_block = false;       ///< Gemma-4 `enable_moe_block` / `use_second_mlp_block`
-  bool has_per_layer_config = false;   ///< Gemma-4 `per_layer_config` present (transformers >=5.15)
-  bool has_flat_global_head_dim = false;      ///< flat `global_head_dim` key present (non-null)
-  bool has_flat_num_global_kv_heads = false;  ///< flat `num_global_key_value_heads` present (non-null)
+  bool layer_types_synthesized = false;          ///< layer_types was absent and built from interval/pattern
+  std::int64_t full_attention_interval = 0;      ///< Qwen3.5/Qwen3-Next (0 when absent)
+  bool enable_moe_block = false;                 ///< Gemma-4 `enable_moe_block` / `use_second_mlp_block`
+  bool has_per_layer_config = false;             ///< Gemma-4 `per_layer_config` present (transformers >=5.15)
+  bool has_flat_global_head_dim = false;         ///< flat `global_head_dim` key present (non-null)
+  bool has_flat_num_global_kv_heads = false;     ///< flat `num_global_key_value_heads` present (non-null)
   std::int64_t hidden_size_per_layer_input = 0;  ///< Gemma-4 PLE width (0 disables)
   bool use_double_wide_mlp = false;              ///< Gemma-4 KV-shared layers use 2*I
-  std::string quant_method;  ///< quantization_config.quant_method ("" when not quantized)
+  std::string quant_method;                      ///< quantization_config.quant_method ("" when not quantized)
   /** Effective per-layer attention geometry (size num_layers when known): head dim d_i and kv heads
    * kv_i after Gemma-4 global / per_layer_config overrides (architectures.md §2.1); 0 for layers
    * without attention (linear_attention). */

@@ -36,7 +36,7 @@ struct SynthOptions {
   std::string size = "tiny";
   std::filesystem::path out;
   std::uint64_t seed = 0;
-  bool force = false;                 ///< write into an existing non-empty directory (old checkpoint files are removed)
+  bool force = false;  ///< write into an existing non-empty directory (old checkpoint files are removed)
   Progress::Mode progress = Progress::Mode::AUTO;
   std::uint64_t max_shard_bytes = 0;  ///< 0: by size (tiny 256 KiB, small 64 MiB, 8b 5 GB)
 };
@@ -51,11 +51,11 @@ struct SynthTensor {
 /** The planned checkpoint: everything decided before any byte is written. */
 struct SynthPlan {
   std::string arch, size;
-  nlohmann::json config;                       ///< config.json (sorted keys, as transformers writes)
+  nlohmann::json config;  ///< config.json (sorted keys, as transformers writes)
   nlohmann::json generation_config;
-  nlohmann::json processor_config;             ///< null for text-only families
-  std::vector<SynthTensor> tensors;            ///< in module order
-  std::vector<std::string> shards;             ///< shard names, in order
+  nlohmann::json processor_config;   ///< null for text-only families
+  std::vector<SynthTensor> tensors;  ///< in module order
+  std::vector<std::string> shards;   ///< shard names, in order
   std::uint64_t total_params = 0, total_bytes = 0;
 };
 
@@ -79,7 +79,8 @@ struct SynthReport {
 Result<SynthReport> synth_checkpoint(const SynthOptions& opts);
 
 /** Fills `out` with the BF16 values of tensor `name` starting at element `first` (for tests / tools). */
-void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t first, std::span<std::uint16_t> out);
+void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t first,
+                     std::span<std::uint16_t> out);
 
 nlohmann::ordered_json to_json(const SynthReport& r);
 
