@@ -46,7 +46,8 @@ std::string known_dtypes() {
 
 class Ctx {
  public:
-  explicit Ctx(std::string_view source) : src_(source) {}
+  // The file name is escaped too: a shard found by listing a directory may have a non-UTF-8 name.
+  explicit Ctx(std::string_view source) : src_(detail::printable(source, std::string_view::npos)) {}
 
   template <typename... Args>
   Error file_err(fmt::format_string<Args...> f, Args&&... args) const {

@@ -28,17 +28,16 @@ std::string strip_prefix(std::string_view what) {
 
 }  // namespace
 
-std::string printable(std::string_view s) {
+std::string printable(std::string_view s, std::size_t max_bytes) {
   // Keeps well-formed UTF-8; control bytes, DEL and ill-formed bytes become \xNN (one line, valid UTF-8).
-  // A name from a hostile file can be megabytes long: only its first kMaxShown bytes are shown (cut at a
+  // A name from a hostile file can be megabytes long: only its first max_bytes bytes are shown (cut at a
   // character boundary), then "...(N bytes)", so an error message stays one readable line.
-  constexpr std::size_t kMaxShown = 256;
   std::string out;
-  out.reserve(std::min(s.size(), kMaxShown) + 24);
+  out.reserve(std::min(s.size(), max_bytes) + 24);
   auto esc = [&out](unsigned char c) { out += fmt::format("\\x{:02x}", c); };
   std::size_t i = 0;
   while (i < s.size()) {
-    if (i >= kMaxShown) {
+    if (i >= max_bytes) {
       out += fmt::format("...({} bytes)", s.size());
       break;
     }

@@ -36,8 +36,9 @@ template <typename Json>
 std::variant<Json, JsonIssue> parse_strict(std::string_view text, std::size_t max_depth,
                                            KeyOrder* order = nullptr);
 
-/** Makes arbitrary bytes safe for a one-line message: control bytes and 0x7f become \xNN. */
-std::string printable(std::string_view s);
+/** Makes arbitrary bytes safe for a one-line message: control bytes, 0x7f and ill-formed UTF-8 become
+ * \xNN. Input beyond `max_bytes` is cut (at a character boundary) and replaced by "...(N bytes)". */
+std::string printable(std::string_view s, std::size_t max_bytes = 256);
 
 /** A JSON value shortened for messages (compact dump, at most `max` characters, then "..."). */
 std::string brief(const nlohmann::ordered_json& v, std::size_t max = 40);

@@ -338,8 +338,11 @@ std::vector<Case> corpus() {
   add("index_shard_name_not_string", kIndex, "expected a shard file name", [](Dir d, Dir) {
     edit_json(d / kIndex, [](Json& j) { j["weight_map"]["lm_head.weight"] = 4; });
   });
-  add("index_empty_weight_map", kIndex, "no tensors", [](Dir d, Dir) {
-    edit_json(d / kIndex, [](Json& j) { j["weight_map"] = Json::object(); });
+  add("index_empty_weight_map", kIndex, "", [](Dir d, Dir) {
+    edit_json(d / kIndex, [](Json& j) { j["weight_map"] = Json::object(); });  // total_size still 853248
+  });
+  add("index_empty_weight_map_no_metadata", kIndex, "no tensors", [](Dir d, Dir) {
+    spit(d / kIndex, "{\"weight_map\": {}}");  // four shards on disk, none listed
   });
   add("index_points_to_missing_shard", kIndex, "does not exist", [](Dir d, Dir) {
     stdfs::remove(d / "model-00003-of-00004.safetensors");

@@ -221,3 +221,18 @@ TEST(SynthPlan, LargerSizesHaveRealGeometry) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code, Errc::USAGE);
 }
+
+TEST(SynthProgress, RenderLine) {
+  // Half done after 2 s: 50 %, rate = done / s, ETA = remaining / rate.
+  const std::string s = Progress::render("synth", 512ull << 20, 1024ull << 20, 1, 4, 2.0, "model-00002", 10);
+  EXPECT_EQ(s, "synth [#####.....]  50% 512.0 MiB/1.0 GiB 1/4 256.0 MiB/s ETA 00:02 model-00002");
+  const std::string done = Progress::render("synth", 100, 100, 4, 4, 1.0, "", 4);
+  EXPECT_EQ(done, "synth [####] 100% 100 B/100 B 4/4 100 B/s ETA 00:00");
+  // Not a TTY under ctest: nothing is drawn, but counters still add up.
+  Progress p("x", 10, 0, Progress::Mode::NEVER);
+  p.add(4);
+  p.add(6, 1);
+  EXPECT_FALSE(p.enabled());
+  EXPECT_EQ(p.bytes_done(), 10u);
+  EXPECT_EQ(p.items_done(), 1u);
+}

@@ -5,9 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 #include "fp4forge/doctor/doctor.h"
 #include "fp4forge/doctor/json_edit.h"
@@ -17,6 +21,11 @@ namespace {
 std::filesystem::path setup() {
   auto dir = std::filesystem::temp_directory_path() / ("fp4forge-fuzz-doctor-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  static const std::filesystem::path to_remove = dir;
+  std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(to_remove, ec);
+  });
   std::vector<std::pair<fp4forge::st::OutTensor, std::vector<std::byte>>> t;
   t.push_back({{"model.layers.0.self_attn.q_proj.weight", fp4forge::DType::BF16, {4, 16}},
                std::vector<std::byte>(128)});

@@ -4,9 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 
 #include "fp4forge/probe/gateway.h"
 
@@ -17,6 +19,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const auto dir = [] {
     auto d = std::filesystem::temp_directory_path() / ("fp4forge-fuzz-gw-" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
+    static const std::filesystem::path to_remove = d;
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(to_remove, ec);
+    });
     return d;
   }();
   std::filesystem::remove_all(dir);

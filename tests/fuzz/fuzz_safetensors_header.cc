@@ -19,6 +19,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (h->data_start() + expect != size) __builtin_trap();
   }
+  // parse_header_prefix on exactly the header bytes must agree with parse_header on the whole file.
+  if (size >= 8) {
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | data[i];
+    if (n <= size - 8) {
+      auto hp = fp4forge::st::parse_header_prefix(bytes.first(static_cast<std::size_t>(8 + n)), size,
+                                                  "fuzz.safetensors");
+      if (hp.ok() != h.ok()) __builtin_trap();
+      if (hp.ok() && hp->tensors.size() != h->tensors.size()) __builtin_trap();
+    }
+  }
   std::vector<std::byte> copy(bytes.begin(), bytes.end());
   auto r = fp4forge::st::ShardReader::from_buffer(std::move(copy), "fuzz.safetensors");
   if (r.ok()) {

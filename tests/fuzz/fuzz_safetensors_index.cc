@@ -4,9 +4,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/safetensors/shard_writer.h"
@@ -15,6 +19,11 @@ namespace {
 std::filesystem::path setup() {
   auto dir = std::filesystem::temp_directory_path() / ("fp4forge-fuzz-index-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
+  static const std::filesystem::path to_remove = dir;
+  std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(to_remove, ec);
+  });
   std::vector<std::pair<fp4forge::st::OutTensor, std::vector<std::byte>>> t;
   t.push_back({{"model.embed_tokens.weight", fp4forge::DType::BF16, {2, 2}}, std::vector<std::byte>(8)});
   t.push_back({{"lm_head.weight", fp4forge::DType::BF16, {2, 2}}, std::vector<std::byte>(8)});
