@@ -158,10 +158,11 @@ void check_processor(const Context& ctx, std::vector<Finding>& out) {
     f.fix = "write preprocessor_config.json verbatim from processor_config.json's image_processor section";
     out.push_back(std::move(f));
   }
-  if (ip != nullptr && pp && *pp != *ip) {
+  if (ip != nullptr && pp && !same_json(*pp, *ip)) {
     std::set<std::string> keys;
     for (auto it = ip->begin(); it != ip->end(); ++it)
-      if (!pp->is_object() || !pp->contains(it.key()) || (*pp)[it.key()] != it.value()) keys.insert(it.key());
+      if (!pp->is_object() || !pp->contains(it.key()) || !same_json((*pp)[it.key()], it.value()))
+        keys.insert(it.key());
     if (pp->is_object())
       for (auto it = pp->begin(); it != pp->end(); ++it)
         if (!ip->contains(it.key())) keys.insert(it.key());

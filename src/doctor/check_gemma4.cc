@@ -158,7 +158,7 @@ bool prove_per_layer_config_redundant(const Json& config, const std::vector<std:
                             fmt::join(have, ", "), fmt::join(want, ", ")));
   const Json& first = plc.begin().value();
   for (auto m = plc.begin(); m != plc.end(); ++m)
-    if (m.value() != first) return fail(fmt::format("layer {} has a different override than layer {}", m.key(),
+    if (!same_json(m.value(), first)) return fail(fmt::format("layer {} has a different override than layer {}", m.key(),
                                                     plc.begin().key()));
   if (!first.is_object()) return fail("its value is not an object");
   const std::size_t expect_keys = k_eq_v ? 2 : 1;

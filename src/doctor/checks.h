@@ -85,6 +85,9 @@ void check_quantized(const Context& ctx, std::vector<Finding>& out);
 /** Runs every check above, in a fixed order. */
 std::vector<Finding> run_checks(const Context& ctx);
 
+/** JSON equality with objects compared as unordered maps (key order carries no meaning). */
+bool same_json(const Json& a, const Json& b);
+
 /** Caps a list of names for a finding (first `n`), returning the count left out. */
 std::size_t cap_names(std::vector<std::string>& names, std::size_t n = 20);
 

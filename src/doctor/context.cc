@@ -44,6 +44,10 @@ Result<std::optional<Json>> read_json_file(const std::filesystem::path& p) {
   return std::optional<Json>(std::move(j));
 }
 
+bool same_json(const Json& a, const Json& b) {
+  return nlohmann::json::parse(a.dump()) == nlohmann::json::parse(b.dump());
+}
+
 std::size_t cap_names(std::vector<std::string>& names, std::size_t n) {
   if (names.size() <= n) return 0;
   const std::size_t left = names.size() - n;

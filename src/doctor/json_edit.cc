@@ -715,7 +715,7 @@ Status JsonDocument::set(const Path& path, const Json& value) {
                          [&](const Node::Member& m) { return m.key == key; });
   if (it != parent->items.rend()) {
     auto cur = get(path);
-    if (cur && *cur == value) return {};  // no change
+    if (cur && nlohmann::json::parse(cur->dump()) == nlohmann::json::parse(value.dump())) return {};  // no change
     auto n = std::make_unique<Node>();
     n->fresh = true;
     n->value = value;

@@ -17,14 +17,14 @@ namespace {
 using doctor_test::Fixture;
 using doctor_test::Json;
 
-struct Run {
+struct CliRun {
   int rc = -1;
   std::string out;
 };
 
-Run run_cli(const std::string& args) {
+CliRun run_cli(const std::string& args) {
   const std::string cmd = std::string(FP4FORGE_CLI) + " " + args + " 2>/dev/null";
-  Run r;
+  CliRun r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
   char buf[4096];
@@ -36,7 +36,7 @@ Run run_cli(const std::string& args) {
 }
 
 Json run_json(const Fixture& fx, const std::string& flags, int* rc = nullptr) {
-  Run r = run_cli("doctor " + fx.dir().string() + " --json " + flags);
+  CliRun r = run_cli("doctor " + fx.dir().string() + " --json " + flags);
   if (rc != nullptr) *rc = r.rc;
   Json j;
   try {
@@ -77,8 +77,11 @@ void exercise(const FixCase& c) {
   EXPECT_EQ(rc, c.rc_before);
   EXPECT_EQ(j["mode"], "check");
   ASSERT_TRUE(has_kind(j["findings"], c.kind)) << j.dump(2);
-  for (const auto& f : j["findings"])
-    if (f["kind"] == c.kind) EXPECT_FALSE(f["fix"].is_null());
+  for (const auto& f : j["findings"]) {
+    if (f["kind"] == c.kind) {
+      EXPECT_FALSE(f["fix"].is_null());
+    }
+  }
   EXPECT_EQ(fx.snapshot(), s0);
 
   // dry run: the diff, nothing written
@@ -124,8 +127,11 @@ void exercise(const FixCase& c) {
     EXPECT_EQ(s1.at(backup), s0.at(c.file)) << "backup differs from the original";
   }
   EXPECT_EQ(fx.safetensors_hash(), h0) << ".safetensors changed";
-  for (const auto& [name, bytes] : s0)
-    if (name.find(".safetensors") != std::string::npos) EXPECT_EQ(s1.at(name), bytes) << name;
+  for (const auto& [name, bytes] : s0) {
+    if (name.find(".safetensors") != std::string::npos) {
+      EXPECT_EQ(s1.at(name), bytes) << name;
+    }
+  }
   c.verify(fx, existed ? s0.at(c.file) : std::string(), s1.at(c.file));
 
   // re-run: gone
@@ -253,7 +259,7 @@ TEST(DoctorFixE2E, UnfixableErrorsKeepExitOne) {
 TEST(DoctorFixE2E, TextOutputShowsDiffAndExitCodes) {
   Fixture fx("llama");
   doctor_test::write(fx.path("tokenizer.json"), "{\n  \"truncation\": {\"max_length\": 8},\n  \"padding\": null\n}\n");
-  Run dry = run_cli("doctor " + fx.dir().string() + " --dry-run");
+  CliRun dry = run_cli("doctor " + fx.dir().string() + " --dry-run");
   EXPECT_EQ(dry.rc, 0);
   EXPECT_NE(dry.out.find("tokenizer-truncation"), std::string::npos) << dry.out;
   EXPECT_NE(dry.out.find("-  \"truncation\": {\"max_length\": 8},"), std::string::npos) << dry.out;
