@@ -176,9 +176,6 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
   SeatModel m;
   m.arg = arg;
   const std::string where = arg.dir.string();
-  std::error_code ec;
-  if (!std::filesystem::is_directory(arg.dir, ec))
-    return make_error(Errc::BAD_INPUT, "seat '{}': '{}' is not a checkpoint directory", arg.name, where);
   CheckpointOptions co;
   co.require_config = true;
   co.require_weights = !arg.weights.has_value();

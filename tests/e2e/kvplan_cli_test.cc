@@ -118,7 +118,7 @@ TEST_F(KvplanCli, ExitCodes) {
   EXPECT_EQ(run(seat + " --gpu 0=1GiB --overhead 1MiB").rc, 0);
   EXPECT_EQ(run(seat).rc, 0);                               // no GPU: sizing only
   EXPECT_EQ(run("--gpu 0=96GiB").rc, 2);                    // --seat is required
-  EXPECT_EQ(run("--seat x=" + tmp_.string() + "/missing --gpu 0=96GiB").rc, 3);
+  EXPECT_EQ(run("--seat x=" + tmp_.string() + "/missing --gpu 0=96GiB").rc, 4);  // no such directory
 
   // Bad config: layer_types length disagrees with num_hidden_layers.
   stdfs::create_directories(tmp_ / "bad");

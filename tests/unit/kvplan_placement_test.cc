@@ -84,7 +84,7 @@ std::string gpu_of(const Plan& p, const std::string& name) {
 // big: 30 GiB weights + 6 GiB overhead + 16 GiB KV (131,072 tokens) = 52 GiB per GPU.
 // small: 16 GiB + 6 GiB + 4 GiB KV (32,768 tokens) = 26 GiB.
 // GPU 0: 96 GiB with 41 GiB held by another tenant (55 GiB free); GPU 1: 48 GiB.
-struct TwoSeats : ::testing::Test {
+struct KvplanTwoSeats : ::testing::Test {
   TempDir tmp;
   stdfs::path big_dir = write_llama_config(tmp.path(), "big");
   stdfs::path small_dir = write_llama_config(tmp.path(), "small");
@@ -97,7 +97,7 @@ struct TwoSeats : ::testing::Test {
   }
 };
 
-TEST_F(TwoSeats, KvHeavierSeatGoesToTheRoomierGpuAndBothFit) {
+TEST_F(KvplanTwoSeats, KvHeavierSeatGoesToTheRoomierGpuAndBothFit) {
   // Listed small first: the order on the command line does not matter.
   auto plan = make_plan({seat(small()), seat(big())}, gpus);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
@@ -127,7 +127,7 @@ TEST_F(TwoSeats, KvHeavierSeatGoesToTheRoomierGpuAndBothFit) {
   }
 }
 
-TEST_F(TwoSeats, SwappingTheSeatsBreaksTheFit) {
+TEST_F(KvplanTwoSeats, SwappingTheSeatsBreaksTheFit) {
   auto plan = make_plan({seat(big(",gpu=1")), seat(small(",gpu=0"))}, gpus);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   EXPECT_FALSE(plan->all_fit);
@@ -143,7 +143,7 @@ TEST_F(TwoSeats, SwappingTheSeatsBreaksTheFit) {
   EXPECT_EQ(j["seats"][0]["placement"]["short_by_bytes"], 4 * kGiB);
 }
 
-TEST_F(TwoSeats, ExplicitUtilizationBeyondFreeMemoryIsRefused) {
+TEST_F(KvplanTwoSeats, ExplicitUtilizationBeyondFreeMemoryIsRefused) {
   auto plan = make_plan({seat(big(",gpu_memory_utilization=0.9"))}, {gpus[0]});
   ASSERT_TRUE(plan.ok());
   const auto& b = plan->placements[0];
@@ -153,7 +153,7 @@ TEST_F(TwoSeats, ExplicitUtilizationBeyondFreeMemoryIsRefused) {
   EXPECT_EQ(b.short_by_bytes, static_cast<std::uint64_t>(0.9 * static_cast<double>(96 * kGiB)) - 55 * kGiB);
 }
 
-TEST_F(TwoSeats, TensorParallelSeatSpansGpus) {
+TEST_F(KvplanTwoSeats, TensorParallelSeatSpansGpus) {
   auto plan = make_plan({seat(big(",tp=2"))}, {gpu("0=48GiB"), gpu("1=48GiB")});
   ASSERT_TRUE(plan.ok());
   const auto& b = plan->placements[0];
@@ -224,7 +224,7 @@ TEST(KvplanPlacement, NvidiaSmiCsv) {
 
 // ---- --emit-compose ----
 
-TEST_F(TwoSeats, EmitComposeWritesValidYamlAndRefusesToOverwrite) {
+TEST_F(KvplanTwoSeats, EmitComposeWritesValidYamlAndRefusesToOverwrite) {
   auto plan = make_plan({seat(big(",kv_cache_dtype=fp8,port=9001")), seat(small(",mm=off"))}, gpus);
   ASSERT_TRUE(plan.ok());
   ASSERT_TRUE(plan->all_fit);
@@ -291,7 +291,7 @@ TEST_F(TwoSeats, EmitComposeWritesValidYamlAndRefusesToOverwrite) {
     EXPECT_EQ(e.path().extension(), e.is_directory() ? "" : ".yaml") << e.path();  // no .partial left
 }
 
-TEST_F(TwoSeats, EmitComposeSkipsSeatsThatDoNotFit) {
+TEST_F(KvplanTwoSeats, EmitComposeSkipsSeatsThatDoNotFit) {
   auto plan = make_plan({seat(big(",gpu=1")), seat(small(",gpu=0"))}, gpus);
   ASSERT_TRUE(plan.ok());
   TempDir out;
@@ -301,7 +301,7 @@ TEST_F(TwoSeats, EmitComposeSkipsSeatsThatDoNotFit) {
   EXPECT_FALSE(stdfs::exists(out.path() / "big"));
 }
 
-TEST_F(TwoSeats, SvgHasOneBarPerGpu) {
+TEST_F(KvplanTwoSeats, SvgHasOneBarPerGpu) {
   auto plan = make_plan({seat(small()), seat(big())}, gpus);
   ASSERT_TRUE(plan.ok());
   const std::string svg = plan_to_svg(*plan);
