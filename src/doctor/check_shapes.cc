@@ -245,11 +245,13 @@ struct ShapeChecker {
     linear(la + "out_proj", H, Hv * Dv, "out_proj == [hidden_size, Hv·Dv]", "linear_num_value_heads");
   }
 
-  void dense_mlp(const std::string& mlp, std::int64_t I, const std::string& what = "mlp") {
+  void dense_mlp(const std::string& mlp, std::int64_t I, const std::string& what = "mlp",
+                 const std::string& key = "intermediate_size") {
     if (I <= 0) return;
-    linear(mlp + "gate_proj", I, H, what + ".gate_proj == [intermediate_size_i, hidden_size]", "intermediate_size");
-    linear(mlp + "up_proj", I, H, what + ".up_proj == [intermediate_size_i, hidden_size]", "intermediate_size");
-    linear(mlp + "down_proj", H, I, what + ".down_proj == [hidden_size, intermediate_size_i]", "intermediate_size");
+    const std::string i = key == "intermediate_size" ? "intermediate_size_i" : key;
+    linear(mlp + "gate_proj", I, H, fmt::format("{}.gate_proj == [{}, hidden_size]", what, i), key);
+    linear(mlp + "up_proj", I, H, fmt::format("{}.up_proj == [{}, hidden_size]", what, i), key);
+    linear(mlp + "down_proj", H, I, fmt::format("{}.down_proj == [hidden_size, {}]", what, i), key);
   }
 
   /** Expert index set and fused/per-expert form under `eb` (e.g. "...layers.3.mlp.experts."). */
@@ -387,7 +389,8 @@ struct ShapeChecker {
     } else if (moe) {
       experts(base, base + "mlp.experts.", base + "mlp.gate");
       if (fam != Family::QWEN3_MOE && m.shared_expert_intermediate_size > 0) {
-        dense_mlp(base + "mlp.shared_expert.", m.shared_expert_intermediate_size, "mlp.shared_expert");
+        dense_mlp(base + "mlp.shared_expert.", m.shared_expert_intermediate_size, "mlp.shared_expert",
+                  "shared_expert_intermediate_size");
         linear(base + "mlp.shared_expert_gate", 1, H, "mlp.shared_expert_gate == [1, hidden_size]");
       }
     } else {

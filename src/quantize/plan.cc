@@ -654,6 +654,15 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     if (!mods[k].quant && mods_of[mods[k].decision].size() == 1 &&
         mods[k].module + ".weight" == plan.decisions[mods[k].decision].name)
       plan.ignore.push_back(mods[k].module);
+  // Fused 3-D experts that stay unquantized (e.g. MTP experts) are one FusedMoE module,
+  // `<prefix>.experts`, which vLLM must see as ignored or it expects per-expert weight_packed.
+  for (const auto& d : plan.decisions) {
+    const std::string_view mod = d.cls.module;
+    if (d.action == Action::KEEP && d.shape.size() == 3 &&
+        (d.cls.param == "gate_up_proj" || d.cls.param == "down_proj") && mod.size() > 8 &&
+        mod.substr(mod.size() - 8) == ".experts")
+      plan.ignore.push_back(d.cls.module);
+  }
   std::sort(plan.ignore.begin(), plan.ignore.end());
   plan.ignore.erase(std::unique(plan.ignore.begin(), plan.ignore.end()), plan.ignore.end());
 
