@@ -18,6 +18,15 @@ std::string Error::describe() const {
   if (!file.empty() && message.find(file) == std::string::npos) out += file + ": ";
   if (!tensor.empty() && message.find(tensor) == std::string::npos) out += "tensor '" + tensor + "': ";
   out += message;
+  // Hostile inputs (a 1 MB tensor name, a huge JSON string) must not turn into megabyte error lines:
+  // keep the head and tail of an over-long message and say how much was elided.
+  constexpr std::size_t kMax = 1536, kKeep = 700;
+  if (out.size() > kMax) {
+    std::size_t head = kKeep, tail = out.size() - kKeep;
+    while (head > 0 && (static_cast<unsigned char>(out[head]) & 0xC0) == 0x80) --head;  // UTF-8 boundary
+    while (tail < out.size() && (static_cast<unsigned char>(out[tail]) & 0xC0) == 0x80) ++tail;
+    out = out.substr(0, head) + " [... " + std::to_string(tail - head) + " bytes elided ...] " + out.substr(tail);
+  }
   return out;
 }
 

@@ -282,7 +282,11 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
       if (ends_with(f, kShardSuffix)) ck.shard_names_.push_back(f);
   }
 
-  if (ck.shard_names_.empty() && opts.require_weights)
+  // An index that lists nothing while shard files sit beside it is broken even when weights are optional.
+  const bool orphan_shards =
+      ck.index_file_ && ck.shard_names_.empty() &&
+      std::any_of(files.begin(), files.end(), [](const std::string& f) { return ends_with(f, kShardSuffix); });
+  if (ck.shard_names_.empty() && (opts.require_weights || orphan_shards))
     return bad(dir_s, {},
                ck.index_file_
                    ? fmt::format("{}: the index lists no tensors; expected at least one shard",

@@ -22,6 +22,15 @@ TEST(Error, DescribeAddsContextOnce) {
   EXPECT_EQ(f.describe(), "a.safetensors: bad");
 }
 
+TEST(Error, DescribeElidesOverlongMessages) {
+  Error e{Errc::BAD_INPUT, "tensor '" + std::string(100000, 'x') + "': bad", {}, {}};
+  const std::string d = e.describe();
+  EXPECT_LE(d.size(), 1600u);
+  EXPECT_NE(d.find("bytes elided"), std::string::npos);
+  EXPECT_EQ(d.substr(0, 8), "tensor '");
+  EXPECT_EQ(d.substr(d.size() - 6), "': bad");
+}
+
 Result<int> half(int x) {
   if (x % 2) return make_error(Errc::BAD_INPUT, "{} is odd", x);
   return x / 2;
