@@ -257,11 +257,8 @@ std::vector<Case> corpus() {
   });
   add("header_root_array", kShard2, "object", [](Dir d, Dir) { write_shard(d / kShard2, "[1,2]", read_shard(d / kShard2).data); });
   add("header_nested_deep", kShard2, "deeper", [](Dir d, Dir) {
-    edit_header(d, [](Json& h, std::string&) {
-      std::string deep = "1";
-      for (int i = 0; i < 5000; ++i) deep = "[" + deep + "]";
-      h["__metadata__"]["x"] = Json::parse(deep, nullptr, true, false);
-    });
+    // Raw text (a 5000-deep nlohmann value would overflow this test's own stack under ASan).
+    edit_header_text(d, "{", "{\"deep\":" + std::string(5000, '[') + "1" + std::string(5000, ']') + ",");
   });
   add("header_entry_not_object", kShard2, "expected an object", [](Dir d, Dir) {
     edit_header(d, [](Json& h, std::string&) { h[kLn0] = Json::array({1}); });
