@@ -448,10 +448,17 @@ class HostileInputs : public ::testing::TestWithParam<Case> {
   static void SetUpTestSuite() {
     suite_ = new TempDir();
     stdfs::copy(stdfs::path(kData) / "llama", suite_->path / "llama", stdfs::copy_options::recursive);
-    const RunResult r = run_cli({"quantize", (suite_->path / "llama").string(), (suite_->path / "llama-q").string()},
-                                suite_->path);
-    quantize_ok_ = r.exit == 0;
-    if (!quantize_ok_) quantize_msg_ = r.describe();
+  }
+  /** The quantized base, made on first use (CTest runs each case in its own process). */
+  static bool quantized_base() {
+    if (!quantize_tried_) {
+      quantize_tried_ = true;
+      const RunResult r = run_cli(
+          {"quantize", (suite_->path / "llama").string(), (suite_->path / "llama-q").string()}, suite_->path);
+      quantize_ok_ = r.exit == 0;
+      if (!quantize_ok_) quantize_msg_ = r.describe();
+    }
+    return quantize_ok_;
   }
   static void TearDownTestSuite() {
     delete suite_;
@@ -460,10 +467,11 @@ class HostileInputs : public ::testing::TestWithParam<Case> {
 
  protected:
   static TempDir* suite_;
-  static bool quantize_ok_;
+  static bool quantize_tried_, quantize_ok_;
   static std::string quantize_msg_;
 };
 TempDir* HostileInputs::suite_ = nullptr;
+bool HostileInputs::quantize_tried_ = false;
 bool HostileInputs::quantize_ok_ = false;
 std::string HostileInputs::quantize_msg_;
 
@@ -499,7 +507,7 @@ void check_run(const RunResult& r, const Expect& e, const Case& c, const std::st
 TEST_P(HostileInputs, RejectedCleanly) {
   const Case& c = GetParam();
   if (c.base == Base::QUANTIZED) {
-    ASSERT_TRUE(quantize_ok_) << "quantizing the llama fixture failed: " << quantize_msg_;
+    ASSERT_TRUE(quantized_base()) << "quantizing the llama fixture failed: " << quantize_msg_;
   }
   TempDir t;
   const stdfs::path dir = t.path / "ckpt";
