@@ -13,60 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 namespace fp4forge::mtest {
 
 namespace stdfs = std::filesystem;
+using testutil::kCli;
+using testutil::kData;
+using testutil::q;
+using testutil::run_cli;
+using testutil::slurp;
+using testutil::TempDir;
 using Json = nlohmann::ordered_json;
-
-inline const std::string kData = FP4FORGE_TEST_DATA;
-inline const std::string kCli = FP4FORGE_CLI;
-
-struct TempDir {
-  stdfs::path path;
-  TempDir() {
-    std::string tmpl = (stdfs::temp_directory_path() / "fp4forge-mtest.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    stdfs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
-inline std::string slurp(const stdfs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-/** Single-quotes a path for the shell. */
-inline std::string q(const stdfs::path& p) {
-  std::string s;
-  s.reserve(p.native().size() + 2);
-  s.push_back('\'');
-  s.append(p.native());
-  s.push_back('\'');
-  return s;
-}
-
-/** Runs the CLI with `args` (shell words); returns the exit code, captures stdout / stderr. */
-inline int run_cli(const std::string& args, std::string* out = nullptr, std::string* err = nullptr) {
-  static int counter = 0;
-  const stdfs::path base = stdfs::temp_directory_path() /
-                           ("fp4forge-mtest-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  const std::string cmd = kCli + " " + args + " >'" + base.string() + ".out' 2>'" + base.string() + ".err'";
-  const int st = std::system(cmd.c_str());
-  if (out) *out = slurp(base.string() + ".out");
-  if (err) *err = slurp(base.string() + ".err");
-  std::error_code ec;
-  stdfs::remove(base.string() + ".out", ec);
-  stdfs::remove(base.string() + ".err", ec);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 /** Names with every `.N.` / `.N` index replaced by `*`, as a set. */
 inline std::set<std::string> name_patterns(const std::set<std::string>& names) {

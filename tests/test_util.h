@@ -1,0 +1,68 @@
+#pragma once
+// Helpers shared by the tests that run the CLI: temp dirs, reading files, shell quoting, running
+// the fp4forge binary with stdout/stderr captured.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace fp4forge::testutil {
+
+namespace stdfs = std::filesystem;
+
+inline const std::string kData = FP4FORGE_TEST_DATA;
+inline const std::string kCli = FP4FORGE_CLI;
+
+/** A temporary directory removed at scope exit. */
+struct TempDir {
+  stdfs::path path;
+  TempDir() {
+    std::string tmpl = (stdfs::temp_directory_path() / "fp4forge-test.XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    stdfs::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+inline std::string slurp(const stdfs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/** Single-quotes a path for the shell. */
+inline std::string q(const stdfs::path& p) {
+  std::string s;
+  s.reserve(p.native().size() + 2);
+  s.push_back('\'');
+  s.append(p.native());
+  s.push_back('\'');
+  return s;
+}
+
+/** Runs the CLI with `args` (shell words); returns the exit code, captures stdout / stderr. */
+inline int run_cli(const std::string& args, std::string* out = nullptr, std::string* err = nullptr) {
+  static int counter = 0;
+  const stdfs::path base = stdfs::temp_directory_path() /
+                           ("fp4forge-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  const std::string cmd = kCli + " " + args + " >'" + base.string() + ".out' 2>'" + base.string() + ".err'";
+  const int st = std::system(cmd.c_str());
+  if (out) *out = slurp(base.string() + ".out");
+  if (err) *err = slurp(base.string() + ".err");
+  std::error_code ec;
+  stdfs::remove(base.string() + ".out", ec);
+  stdfs::remove(base.string() + ".err", ec);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace fp4forge::testutil
