@@ -68,8 +68,8 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
     }
   }
   if (g.used_bytes > g.total_bytes)
-    return gpu_error(text, fmt::format("used ({}) exceeds total ({})", format_size(g.used_bytes),
-                                       format_size(g.total_bytes)));
+    return gpu_error(text, fmt::format("used ({}) exceeds total ({})", format_bytes(g.used_bytes),
+                                       format_bytes(g.total_bytes)));
   return g;
 }
 

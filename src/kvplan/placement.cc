@@ -307,24 +307,24 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
         p.reason = fmt::format("does not fit: gpu_memory_utilization {} gives {} on GPU {}, but weights {} + "
                                "overhead {} + KV {} need {} (min utilization {:.3f}): short by {}",
                                *m.arg.gpu_memory_utilization,
-                               format_size(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes)),
-                               gpus[set.front()].id, format_size(m.weight_bytes_per_rank), format_size(e.overhead),
-                               format_size(e.kv_need), format_size(e.need), mu, format_size(p.short_by_bytes));
+                               format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes)),
+                               gpus[set.front()].id, format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
+                               format_bytes(e.kv_need), format_bytes(e.need), mu, format_bytes(p.short_by_bytes));
       } else if (p.util_explicit) {
         std::uint64_t free_now = UINT64_MAX;
         for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
         p.reason = fmt::format("does not fit: gpu_memory_utilization {} asks {} on GPU {}, which has {} free "
                                "after other tenants and seats: short by {}", *m.arg.gpu_memory_utilization,
-                               format_size(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes)),
-                               gpu_list(gpus, set), format_size(free_now), format_size(p.short_by_bytes));
+                               format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes)),
+                               gpu_list(gpus, set), format_bytes(free_now), format_bytes(p.short_by_bytes));
       } else {
         std::uint64_t free_now = UINT64_MAX;
         for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
         p.reason = fmt::format("does not fit: needs {} per GPU (weights {} + overhead {} + KV {} for {} x "
                                "{} tokens); GPU {} has {} free after the other seats: short by {}",
-                               format_size(e.need), format_size(m.weight_bytes_per_rank), format_size(e.overhead),
-                               format_size(e.kv_need), m.arg.concurrency, m.max_model_len, gpu_list(gpus, set),
-                               format_size(free_now), format_size(p.short_by_bytes));
+                               format_bytes(e.need), format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
+                               format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len, gpu_list(gpus, set),
+                               format_bytes(free_now), format_bytes(p.short_by_bytes));
       }
       continue;
     }
@@ -389,16 +389,16 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
       p.reason = fmt::format("KV demand {} of {} ({} for {} x {} tokens): {} {}", free_rank + 1,
                              std::count_if(placer.pins.begin(), placer.pins.end(),
                                            [](const auto& v) { return v.empty(); }),
-                             format_size(e.kv_need), m.arg.concurrency, m.max_model_len,
+                             format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len,
                              set.size() > 1 ? fmt::format("tp={} spread over GPUs", m.arg.tp) : std::string("on GPU"),
                              gpu_list(gpus, set));
       if (plan.searched)
         p.reason += " (found by search: heaviest-first on the roomiest GPU left a seat without room)";
       else
-        p.reason += fmt::format(", the roomiest with {} free when its turn came", format_size(free_at_turn[s]));
+        p.reason += fmt::format(", the roomiest with {} free when its turn came", format_bytes(free_at_turn[s]));
     }
     if (!p.fits)
-      p.reason += fmt::format("; KV memory {} is short of the {} needed", format_size(avail), format_size(e.kv_need));
+      p.reason += fmt::format("; KV memory {} is short of the {} needed", format_bytes(avail), format_bytes(e.kv_need));
     if (!p.fits) p.short_by_bytes = e.kv_need > avail ? e.kv_need - avail : 0;
   }
   for (auto& g : plan.gpus) {
@@ -411,7 +411,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
   for (std::size_t s = 0; s < ns; ++s)
     if (!plan.placements[s].fits)
       plan.notes.push_back(fmt::format("seat '{}' does not fit: short by {}", plan.seats[s].arg.name,
-                                       format_size(plan.placements[s].short_by_bytes)));
+                                       format_bytes(plan.placements[s].short_by_bytes)));
   if (plan.all_fit) plan.notes.push_back(plan.searched ? "all seats fit (placement found by search)" : "all seats fit");
   return plan;
 }

@@ -206,34 +206,34 @@ std::string plan_to_text(const Plan& plan) {
     std::string wnote;
     if (m.weights_given) wnote = " (given)";
     if (m.weights.duplicated_v_bytes)
-      wnote += fmt::format(", incl. {} duplicated V", format_size(m.weights.duplicated_v_bytes));
-    if (m.weights.mtp_bytes) wnote += fmt::format(", MTP {} {}", format_size(m.weights.mtp_bytes),
+      wnote += fmt::format(", incl. {} duplicated V", format_bytes(m.weights.duplicated_v_bytes));
+    if (m.weights.mtp_bytes) wnote += fmt::format(", MTP {} {}", format_bytes(m.weights.mtp_bytes),
                                                   m.arg.spec_tokens > 0 ? "included" : "not loaded");
     if (m.arg.assume_nvfp4a16) wnote += fmt::format(", NVFP4A16 assumed for {} Linears", m.weights.quantized_linears);
-    o += fmt::format("  weights          {}{}", format_size(m.weight_bytes), wnote);
-    if (m.arg.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_size(m.weight_bytes_per_rank), m.arg.tp);
+    o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
+    if (m.arg.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.tp);
     o += "\n";
-    o += fmt::format("  overhead         {} per GPU ({})\n", format_size(p.overhead_bytes),
+    o += fmt::format("  overhead         {} per GPU ({})\n", format_bytes(p.overhead_bytes),
                      p.overhead_default ? "default, docs/plan-overheads.md" : "explicit");
     o += fmt::format("  KV per token     {} growing (full attention), {} if every attention layer kept all tokens\n",
-                     format_size(l.growing_bytes_per_token), format_size(l.naive_bytes_per_token));
+                     format_bytes(l.growing_bytes_per_token), format_bytes(l.naive_bytes_per_token));
     std::string layout = fmt::format("{}: page {}, {} pool(s) of {} group(s)", grouping_mode_name(l.mode),
-                                     format_size(l.page_bytes), l.group_size, l.groups.size());
-    if (l.state_bytes) layout += fmt::format("; state {} padded by {}", format_size(l.state_bytes),
-                                             format_size(l.state_padding_bytes));
+                                     format_bytes(l.page_bytes), l.group_size, l.groups.size());
+    if (l.state_bytes) layout += fmt::format("; state {} padded by {}", format_bytes(l.state_bytes),
+                                             format_bytes(l.state_padding_bytes));
     if (!l.kv_shared_layers.empty()) layout += fmt::format("; {} KV-shared layers", l.kv_shared_layers.size());
     o += fmt::format("  KV layout        {}\n", layout);
     o += fmt::format("  groups           {}\n", group_summary(l));
     o += fmt::format("  per request      {} ({} B) = {} blocks at max_model_len {}, max_num_batched_tokens {}{}\n",
-                     format_size(p.demand.bytes_per_request), format_count(p.demand.bytes_per_request),
+                     format_bytes(p.demand.bytes_per_request), format_count(p.demand.bytes_per_request),
                      format_count(static_cast<std::uint64_t>(p.demand.blocks_per_request)),
                      format_count(static_cast<std::uint64_t>(m.max_model_len)), p.max_num_batched_tokens,
                      p.batched_default ? " (vLLM default for the GPU)" : "");
     if (p.placed) {
       o += fmt::format("  placement        GPU {}, gpu_memory_utilization {}{} -> budget {}\n", gpu_ids(plan, p.gpus),
-                       format_util(p.util), p.util_explicit ? " (given)" : "", format_size(p.budget_bytes));
+                       format_util(p.util), p.util_explicit ? " (given)" : "", format_bytes(p.budget_bytes));
       o += fmt::format("  KV memory        {} -> num_blocks {}, maximum concurrency {:.2f}x at {} tokens, "
-                       "KV cache size {} tokens\n", format_size(p.available_kv_bytes),
+                       "KV cache size {} tokens\n", format_bytes(p.available_kv_bytes),
                        format_count(static_cast<std::uint64_t>(p.num_blocks)), p.max_concurrency,
                        format_count(static_cast<std::uint64_t>(m.max_model_len)),
                        format_count(static_cast<std::uint64_t>(p.kv_cache_tokens)));
@@ -257,12 +257,12 @@ std::string plan_to_text(const Plan& plan) {
     const SeatPlacement& p = plan.placements[s];
     o += fmt::format("{:<16} {:<7} {:>6} {:>11} {:>11} {:>11} {:>11} {:>9} {:>7} {:>11}  {}\n", m.arg.name,
                      p.placed ? gpu_ids(plan, p.gpus) : "-", p.placed ? format_util(p.util) : "-",
-                     format_size(m.weight_bytes_per_rank), format_size(p.overhead_bytes),
-                     format_size(p.demand.bytes_per_request), p.placed ? format_size(p.available_kv_bytes) : "-",
+                     format_bytes(m.weight_bytes_per_rank), format_bytes(p.overhead_bytes),
+                     format_bytes(p.demand.bytes_per_request), p.placed ? format_bytes(p.available_kv_bytes) : "-",
                      p.placed ? format_count(static_cast<std::uint64_t>(p.num_blocks)) : "-",
                      p.placed ? fmt::format("{:.2f}x", p.max_concurrency) : "-",
                      p.placed ? format_count(static_cast<std::uint64_t>(p.largest_max_model_len)) : "-",
-                     !have_gpus ? "n/a" : (p.fits ? "yes" : "NO, short by " + format_size(p.short_by_bytes)));
+                     !have_gpus ? "n/a" : (p.fits ? "yes" : "NO, short by " + format_bytes(p.short_by_bytes)));
   }
   if (have_gpus) {
     o += fmt::format("\n{:<8} {:<24} {:>11} {:>11} {:>11} {:>11}  {}\n", "GPU", "NAME", "TOTAL", "OTHERS", "SEATS",
@@ -277,8 +277,8 @@ std::string plan_to_text(const Plan& plan) {
       }
       o += fmt::format("{:<8} {:<24} {:>11} {:>11} {:>11} {:>11}  {}\n", g.gpu.id,
                        g.gpu.name.empty() ? "-" : g.gpu.name,
-                       format_size(g.gpu.total_bytes), format_size(g.gpu.used_bytes), format_size(seats),
-                       format_size(g.free_bytes), names.empty() ? "-" : names);
+                       format_bytes(g.gpu.total_bytes), format_bytes(g.gpu.used_bytes), format_bytes(seats),
+                       format_bytes(g.free_bytes), names.empty() ? "-" : names);
     }
   }
   o += "\n";
@@ -315,7 +315,7 @@ std::string plan_to_svg(const Plan& plan) {
     o += fmt::format("<text x=\"10\" y=\"{}\" font-weight=\"bold\">GPU {}</text>\n", y + 14, xml_escape(g.gpu.id));
     o += fmt::format("<text x=\"10\" y=\"{}\">{}</text>\n", y + 29,
                      xml_escape((g.gpu.name.empty() ? std::string() : g.gpu.name + ", ") +
-                                format_size(g.gpu.total_bytes)));
+                                format_bytes(g.gpu.total_bytes)));
     double x = kLeft;
     auto seg = [&](std::uint64_t bytes, const char* color, const std::string& title, const std::string& label) {
       const double w = static_cast<double>(bytes) * scale;
@@ -327,21 +327,21 @@ std::string plan_to_svg(const Plan& plan) {
                          x + w / 2, y + kBarH / 2 + 4, xml_escape(label));
       x += w;
     };
-    seg(g.gpu.used_bytes, "#9e9e9e", "other tenants: " + format_size(g.gpu.used_bytes), "others");
+    seg(g.gpu.used_bytes, "#9e9e9e", "other tenants: " + format_bytes(g.gpu.used_bytes), "others");
     for (const auto& sh : g.shares) {
       const std::string& n = plan.seats[sh.seat].arg.name;
-      seg(sh.weights, "#4e79a7", n + " weights: " + format_size(sh.weights), n);
-      seg(sh.kv, "#59a14f", n + " KV cache: " + format_size(sh.kv), "KV");
-      seg(sh.overhead, "#f28e2b", n + " overhead: " + format_size(sh.overhead), "");
+      seg(sh.weights, "#4e79a7", n + " weights: " + format_bytes(sh.weights), n);
+      seg(sh.kv, "#59a14f", n + " KV cache: " + format_bytes(sh.kv), "KV");
+      seg(sh.overhead, "#f28e2b", n + " overhead: " + format_bytes(sh.overhead), "");
     }
     const double free_w = static_cast<double>(g.free_bytes) * scale;
     o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#f4f4f4\" stroke=\"#bbbbbb\" "
                      "stroke-width=\"0.5\"><title>free: {}</title></rect>\n", x, y, free_w, kBarH,
-                     xml_escape(format_size(g.free_bytes)));
-    std::string caption = "free " + format_size(g.free_bytes);
+                     xml_escape(format_bytes(g.free_bytes)));
+    std::string caption = "free " + format_bytes(g.free_bytes);
     for (const auto& sh : g.shares)
-      caption += " | " + plan.seats[sh.seat].arg.name + ": weights " + format_size(sh.weights) + ", KV " +
-                 format_size(sh.kv) + ", overhead " + format_size(sh.overhead);
+      caption += " | " + plan.seats[sh.seat].arg.name + ": weights " + format_bytes(sh.weights) + ", KV " +
+                 format_bytes(sh.kv) + ", overhead " + format_bytes(sh.overhead);
     o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#333333\">{}</text>\n", kLeft, y + kBarH + 15,
                      xml_escape(caption));
     y += kBarH + kGap;

@@ -67,23 +67,4 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   return static_cast<std::uint64_t>(v);
 }
 
-std::string format_size(std::uint64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes >= kTiB) return fmt::format("{:.2f} TiB", b / static_cast<double>(kTiB));
-  if (bytes >= kGiB) return fmt::format("{:.2f} GiB", b / static_cast<double>(kGiB));
-  if (bytes >= kMiB) return fmt::format("{:.2f} MiB", b / static_cast<double>(kMiB));
-  if (bytes >= kKiB) return fmt::format("{:.2f} KiB", b / static_cast<double>(kKiB));
-  return fmt::format("{} B", bytes);
-}
-
-std::string format_count(std::uint64_t n) {
-  const std::string d = std::to_string(n);
-  std::string out;
-  for (std::size_t k = 0; k < d.size(); ++k) {
-    if (k > 0 && (d.size() - k) % 3 == 0) out += ',';
-    out += d[k];
-  }
-  return out;
-}
-
 }  // namespace fp4forge::kvplan

@@ -11,6 +11,7 @@
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/model/arch_class.h"
 #include "fp4forge/model/classify.h"
+#include "fp4forge/util/format.h"
 
 namespace fp4forge {
 namespace {
@@ -103,17 +104,6 @@ std::string human_count(std::uint64_t n) {
   if (n >= 1'000'000ULL) return fmt::format("{:.2f} M", static_cast<double>(n) / 1e6);
   if (n >= 10'000ULL) return fmt::format("{:.1f} K", static_cast<double>(n) / 1e3);
   return fmt::format("{}", n);
-}
-
-std::string human_bytes(std::uint64_t n) {
-  constexpr std::array<const char*, 5> kUnits{"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  std::size_t u = 0;
-  while (v >= 1024.0 && u + 1 < kUnits.size()) {
-    v /= 1024.0;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.2f} {}", v, kUnits[u]);
 }
 
 Json tally_json(const TensorTally& t) {
@@ -376,10 +366,10 @@ std::string to_text(const InspectReport& r) {
   line("layers", fmt::format("{}{}", m.num_layers, lt.empty() ? "" : " (" + lt + ")"));
   line("tensors", fmt::format("{} in {} shard(s){}, {} params, {}", r.num_tensors, r.num_shards,
                               r.index_file.empty() ? "" : " + " + r.index_file, human_count(r.total_params),
-                              human_bytes(r.total_bytes)));
+                              format_bytes(r.total_bytes)));
   std::string dt;
   for (const auto& [d, t] : r.dtypes)
-    dt += fmt::format("{}{} x{} ({})", dt.empty() ? "" : ", ", d, t.tensors, human_bytes(t.bytes));
+    dt += fmt::format("{}{} x{} ({})", dt.empty() ? "" : ", ", d, t.tensors, format_bytes(t.bytes));
   line("dtypes", dt.empty() ? "-" : dt);
   std::string qs = r.quant.state;
   if (!r.quant.groups.empty()) {
@@ -402,9 +392,9 @@ std::string to_text(const InspectReport& r) {
   s += fmt::format("{:<22}{:>9}{:>14}{:>14}\n", "role", "tensors", "params", "bytes");
   for (const auto& [role, t] : r.roles)
     s += fmt::format("{:<22}{:>9}{:>14}{:>14}\n", role_name(role), t.tensors, human_count(t.params),
-                     human_bytes(t.bytes));
+                     format_bytes(t.bytes));
   s += fmt::format("{:<22}{:>9}{:>14}{:>14}\n", "total", r.num_tensors, human_count(r.total_params),
-                   human_bytes(r.total_bytes));
+                   format_bytes(r.total_bytes));
   if (!r.warnings.empty()) {
     s += "\nwarnings:\n";
     for (const auto& w : r.warnings) s += fmt::format("  - {}\n", w);

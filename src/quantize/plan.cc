@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/util/format.h"
+
 namespace fp4forge::quant {
 namespace {
 
@@ -143,17 +145,6 @@ std::string_view rule_name(Rule r) noexcept {
     case Rule::NOT_A_MATRIX: return "not_a_matrix";
   }
   return "policy";
-}
-
-std::string group_thousands(std::uint64_t n) {
-  const std::string digits = std::to_string(n);
-  std::string out;
-  out.reserve(digits.size() + digits.size() / 3);
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i != 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
 }
 
 double QuantPlan::bits_per_weight() const noexcept {
@@ -743,7 +734,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
       }
     }
     auto line = [&](std::uint64_t n, std::string_view what) {
-      if (n) plan.summary.push_back(fmt::format("{} {} Linear{} quantized", group_thousands(n), what, n == 1 ? "" : "s"));
+      if (n) plan.summary.push_back(fmt::format("{} {} Linear{} quantized", format_count(n), what, n == 1 ? "" : "s"));
     };
     line(attn, "attention");
     line(mlp, "MLP");
@@ -754,14 +745,14 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
       const auto& c = plan.counts[static_cast<std::size_t>(r)];
       const auto [one, many] = role_noun(static_cast<Role>(r));
       if (c.kept == 0 || one.empty()) continue;
-      plan.summary.push_back(fmt::format("{} {} kept", group_thousands(c.kept), c.kept == 1 ? one : many));
+      plan.summary.push_back(fmt::format("{} {} kept", format_count(c.kept), c.kept == 1 ? one : many));
     }
     std::uint64_t other_kept = 0;
     for (int r = 0; r < kRoleCount; ++r)
       if (role_noun(static_cast<Role>(r)).first.empty()) other_kept += plan.counts[static_cast<std::size_t>(r)].kept;
     if (other_kept)
       plan.summary.push_back(fmt::format("{} other tensor{} kept (biases, unaligned or ignored weights, ...)",
-                                         group_thousands(other_kept), other_kept == 1 ? "" : "s"));
+                                         format_count(other_kept), other_kept == 1 ? "" : "s"));
   }
   for (const auto& f : plan.forced)
     plan.warnings.push_back(fmt::format("FORCED: quantizing {} against the never-quantize policy "
@@ -806,8 +797,8 @@ std::string plan_text(const QuantPlan& plan, bool verbose) {
   s += fmt::format("plan: {} ({}), scheme {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
                    family_name(plan.info.family), plan.scheme);
   s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights in {} global-scale groups\n",
-                   group_thousands(plan.decisions.size()), plan.shards.size(), group_thousands(plan.units.size()),
-                   group_thousands(plan.groups.size()));
+                   format_count(plan.decisions.size()), plan.shards.size(), format_count(plan.units.size()),
+                   format_count(plan.groups.size()));
   for (const auto& l : plan.summary) s += "  " + l + "\n";
   s += fmt::format("  size: {:.2f} MB -> {:.2f} MB ({:.3f} bits per quantized weight)\n",
                    static_cast<double>(plan.source_bytes) / 1e6, static_cast<double>(plan.output_bytes) / 1e6,

@@ -152,7 +152,7 @@ TEST(KvplanQwen35, MtpThreeSpeculativeTokens) {
   const KvDemand d = kv_demand(l, k262K, 8192);
   EXPECT_EQ(d.blocks_per_request, 328 + 3 * 4);
   EXPECT_EQ(d.bytes_per_request, 16ull * 3'276'800 * 340);
-  EXPECT_EQ(format_size(d.bytes_per_request), "16.60 GiB");
+  EXPECT_EQ(format_bytes(d.bytes_per_request), "16.60 GiB");
   EXPECT_FALSE(l.notes.empty());
 }
 
@@ -165,7 +165,7 @@ TEST(KvplanQwen35, Bf16StateDtype) {
   EXPECT_EQ(l.attn_block_size, 400);
   const auto bytes = kv_demand(l, k262K, 8192).bytes_per_request;
   EXPECT_EQ(bytes, 16ull * 1'638'400 * (656 + 3));
-  EXPECT_EQ(format_size(bytes), "16.09 GiB");
+  EXPECT_EQ(format_bytes(bytes), "16.09 GiB");
 }
 
 TEST(KvplanQwen35, StateDtypeFallsBackToModelDtypeWithoutConfigKey) {
@@ -218,7 +218,7 @@ TEST(KvplanGemma4, Dense31bAtBatch8192) {
   const KvDemand d = kv_demand(l, k262K, 8192);
   EXPECT_EQ(d.blocks_per_request, 11'077);
   EXPECT_EQ(d.bytes_per_request, 29'037'690'880u);
-  EXPECT_EQ(format_size(d.bytes_per_request), "27.04 GiB");
+  EXPECT_EQ(format_bytes(d.bytes_per_request), "27.04 GiB");
 }
 
 TEST(KvplanGemma4, PerLayerConfigFormGivesTheSameNumbers) {
@@ -231,8 +231,8 @@ TEST(KvplanGemma4, Fp8AndBatchVariants) {
   const KvLayout l8 = layout_of(gemma4_31b(false), fp8);
   EXPECT_EQ(l8.page_bytes, 131'072u);
   EXPECT_EQ(kv_demand(l8, k262K, 8192).bytes_per_request, 14'518'845'440u);
-  EXPECT_EQ(format_size(per_request(gemma4_31b(false), {}, k262K, 2048)), "22.36 GiB");
-  EXPECT_EQ(format_size(per_request(gemma4_31b(false), {}, k262K, 16384)), "33.29 GiB");
+  EXPECT_EQ(format_bytes(per_request(gemma4_31b(false), {}, k262K, 2048)), "22.36 GiB");
+  EXPECT_EQ(format_bytes(per_request(gemma4_31b(false), {}, k262K, 16384)), "33.29 GiB");
 }
 
 TEST(KvplanGemma4, TensorParallel2Halves) {
@@ -257,7 +257,7 @@ TEST(KvplanGemma4, Moe26bA4b) {
   EXPECT_EQ(d.bytes_per_request, 7'259'422'720u);
   KvOptions fp8;
   fp8.kv_cache_dtype = "fp8";
-  EXPECT_EQ(format_size(per_request(gemma4_26b_a4b(), fp8)), "3.38 GiB");
+  EXPECT_EQ(format_bytes(per_request(gemma4_26b_a4b(), fp8)), "3.38 GiB");
 }
 
 TEST(KvplanGemma4, KvSharedLayersAllocateNothing) {
@@ -312,7 +312,7 @@ TEST(KvplanBudget, IllustrationNumBlocksAndConcurrency) {
   const std::uint64_t w31 = 31'273'086'512ull * 2 + 10ull * 2048 * 5376 * 2;
   const KvLayout g = layout_of(gemma4_31b(false));
   const std::uint64_t avail = budget - w31 - overhead;
-  EXPECT_EQ(format_size(avail), "61.91 GiB");
+  EXPECT_EQ(format_bytes(avail), "61.91 GiB");
   const std::int64_t nb = kv_num_blocks(g, avail);
   EXPECT_EQ(nb, 25'356);
   EXPECT_NEAR(kv_max_concurrency(kv_demand(g, k262K, 8192), nb), 2.29, 0.005);
@@ -405,7 +405,7 @@ TEST(KvplanSize, ParsesAndFormats) {
   EXPECT_EQ(format_count(17'366'515'712u), "17,366,515,712");
   EXPECT_EQ(format_count(999), "999");
   EXPECT_EQ(format_count(1000), "1,000");
-  EXPECT_EQ(format_size(512), "512 B");
+  EXPECT_EQ(format_bytes(512), "512 B");
 }
 
 }  // namespace

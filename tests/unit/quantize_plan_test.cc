@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/quantize/plan.h"
+#include "fp4forge/util/format.h"
 
 namespace fp4forge::quant {
 namespace {
@@ -404,9 +405,9 @@ TEST(QuantizePlan, PatternsMatchLikeCompressedTensors) {
   PlanOptions bad;
   bad.scheme = "mxfp4";
   EXPECT_EQ(make_plan(fixture("llama"), bad).error().code, Errc::USAGE);
-  EXPECT_EQ(group_thousands(11520), "11,520");
-  EXPECT_EQ(group_thousands(999), "999");
-  EXPECT_EQ(group_thousands(1000000), "1,000,000");
+  EXPECT_EQ(format_count(11520), "11,520");
+  EXPECT_EQ(format_count(999), "999");
+  EXPECT_EQ(format_count(1000000), "1,000,000");
 }
 
 }  // namespace

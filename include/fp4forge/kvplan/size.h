@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "fp4forge/error.h"
+#include "fp4forge/util/format.h"  // format_bytes / format_count for reports
 
 namespace fp4forge::kvplan {
 
@@ -19,11 +20,5 @@ inline constexpr std::uint64_t kKiB = 1024ull, kMiB = kKiB * 1024, kGiB = kMiB *
 
 /** Parses a size (see above). USAGE errors name the text and the accepted forms. */
 Result<std::uint64_t> parse_size(std::string_view text);
-
-/** "58.46 GiB", "84.00 MiB", "512 B": binary units, two decimals. */
-std::string format_size(std::uint64_t bytes);
-
-/** 17366515712 -> "17,366,515,712". */
-std::string format_count(std::uint64_t n);
 
 }  // namespace fp4forge::kvplan

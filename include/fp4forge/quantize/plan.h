@@ -200,7 +200,5 @@ std::string plan_text(const QuantPlan& plan, bool verbose = false);
 /** JSON form of the plan (documented in docs/cli/quantize.md). */
 nlohmann::ordered_json plan_json(const QuantPlan& plan);
 
-/** "11520" -> "11,520". */
-std::string group_thousands(std::uint64_t n);
 
 }  // namespace fp4forge::quant

@@ -1,0 +1,14 @@
+#pragma once
+/** Human-readable numbers for text reports (plan, inspect, quantize). */
+#include <cstdint>
+#include <string>
+
+namespace fp4forge {
+
+/** "58.46 GiB", "84.00 MiB", "512 B": binary units, two decimals. */
+std::string format_bytes(std::uint64_t bytes);
+
+/** 17366515712 -> "17,366,515,712". */
+std::string format_count(std::uint64_t n);
+
+}  // namespace fp4forge

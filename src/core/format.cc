@@ -1,0 +1,28 @@
+#include "fp4forge/util/format.h"
+
+#include <fmt/format.h>
+
+namespace fp4forge {
+
+std::string format_bytes(std::uint64_t bytes) {
+  constexpr std::uint64_t kKiB = 1024ull, kMiB = kKiB * 1024, kGiB = kMiB * 1024, kTiB = kGiB * 1024;
+  const double b = static_cast<double>(bytes);
+  if (bytes >= kTiB) return fmt::format("{:.2f} TiB", b / static_cast<double>(kTiB));
+  if (bytes >= kGiB) return fmt::format("{:.2f} GiB", b / static_cast<double>(kGiB));
+  if (bytes >= kMiB) return fmt::format("{:.2f} MiB", b / static_cast<double>(kMiB));
+  if (bytes >= kKiB) return fmt::format("{:.2f} KiB", b / static_cast<double>(kKiB));
+  return fmt::format("{} B", bytes);
+}
+
+std::string format_count(std::uint64_t n) {
+  const std::string d = std::to_string(n);
+  std::string out;
+  out.reserve(d.size() + d.size() / 3);
+  for (std::size_t k = 0; k < d.size(); ++k) {
+    if (k > 0 && (d.size() - k) % 3 == 0) out += ',';
+    out += d[k];
+  }
+  return out;
+}
+
+}  // namespace fp4forge
