@@ -46,8 +46,9 @@ std::string dump(const dr::DoctorReport& r) { return dr::to_text(r); }
 
 #define EXPECT_KIND(rep, kind, sev)                                               \
   do {                                                                            \
-    const Finding* f_ = find(rep, kind);                                          \
-    ASSERT_NE(f_, nullptr) << "expected " << kind << " in:\n" << dump(rep);       \
+    const auto& rep_ = (rep); /* keeps a temporary report alive while f_ points into it */ \
+    const Finding* f_ = find(rep_, kind);                                         \
+    ASSERT_NE(f_, nullptr) << "expected " << kind << " in:\n" << dump(rep_);      \
     EXPECT_EQ(f_->severity, sev) << f_->message;                                  \
   } while (0)
 #define EXPECT_NO_KIND(rep, kind) EXPECT_EQ(find(rep, kind), nullptr) << dump(rep)
