@@ -3,6 +3,7 @@
 // the same bytes measured in the same binary. BM_Memcpy and BM_Encode are single-threaded, so their
 // CPU-time rates are per core; BM_EncodeThreads/T shows thread scaling of the best path (wall clock).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -58,6 +59,36 @@ void BM_Encode(benchmark::State& state, const std::string& path) {
   }
   state.counters["bytes_per_second"] = benchmark::Counter(
       static_cast<double>(src.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(path);
+}
+
+// Parts of the encode, for profiling: the amax pass alone, and the encode pass alone over `rows`
+// rows (rows = 8192: the whole tensor from DRAM; a few rows: cache-resident, pure compute).
+void BM_AmaxOnly(benchmark::State& state, const std::string& path) {
+  const auto& src = source();
+  const nvfp4::WeightView w{src.data(), DType::BF16, kRows, kCols};
+  for (auto _ : state) {
+    auto a = nvfp4::amax_rows_with(path, w, 0, kRows, "bench");
+    benchmark::DoNotOptimize(a);
+  }
+  state.counters["bytes_per_second"] = benchmark::Counter(
+      static_cast<double>(src.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(path);
+}
+
+void BM_EncodeOnly(benchmark::State& state, const std::string& path) {
+  const auto& src = source();
+  const auto rows = static_cast<std::uint64_t>(state.range(0));
+  const nvfp4::WeightView w{src.data(), DType::BF16, rows, kCols};
+  std::vector<std::byte> packed(rows * kCols / 2), scale(rows * kCols / 16);
+  const float gs = nvfp4::global_scale(*nvfp4::amax_rows(w, 0, rows, "bench"), DType::BF16);
+  for (auto _ : state) {
+    auto st = nvfp4::encode_rows_with(path, w, gs, 0, rows, packed.data(), scale.data(), "bench");
+    benchmark::DoNotOptimize(st);
+    benchmark::ClobberMemory();
+  }
+  state.counters["bytes_per_second"] = benchmark::Counter(
+      static_cast<double>(rows * kCols * 2) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(path);
 }
 
@@ -117,6 +148,19 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("BM_Encode/8192x8192_bf16/" + p).c_str(),
                                  [p](benchmark::State& s) { BM_Encode(s, p); })
         ->Unit(benchmark::kMillisecond);
+  }
+  if (std::getenv("FP4FORGE_BENCH_PARTS") != nullptr) {
+    for (const std::string& p : nvfp4::available_paths()) {
+      if (p == "scalar") continue;
+      benchmark::RegisterBenchmark(("BM_AmaxOnly/8192x8192_bf16/" + p).c_str(),
+                                   [p](benchmark::State& s) { BM_AmaxOnly(s, p); })
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("BM_EncodeOnly/bf16/" + p).c_str(),
+                                   [p](benchmark::State& s) { BM_EncodeOnly(s, p); })
+          ->Unit(benchmark::kMillisecond)
+          ->Arg(8192)
+          ->Arg(16);
+    }
   }
   auto* scaling = benchmark::RegisterBenchmark("BM_EncodeThreads/8192x8192_bf16", BM_EncodeThreads)
                       ->Unit(benchmark::kMillisecond)

@@ -39,6 +39,69 @@ bool ref_encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint64
 std::uint8_t ref_group_scale_code(float group_amax, DType dt, float gs);
 float ref_global_scale(float amax, DType dt);
 
+/** Appendix A `fp4_code`: the FP4 code (sign in bit 3) of a quotient q already clamped to [-6, 6]. */
+std::uint8_t ref_fp4_code(float q) noexcept;
+
+/**
+ * Exact FP4 decision thresholds in the source domain, for one global scale and source dtype, so
+ * that the SIMD kernels never divide. For a weight w of a group whose E4M3 scale code is c,
+ * eff = fl32(e4m3(c) / gs) and the reference computes the code of fl32(w / eff) (clamped to 6).
+ * That code is a non-decreasing function of |w| (IEEE division rounds monotonically), so it equals
+ * the number of boundaries b in 0..6 with mag(w) > G[c][b], where mag(w) is the magnitude bit
+ * pattern of w in its source dtype (bits & 0x7FFF, or & 0x7FFFFFFF for F32: integer order is value
+ * order) and G[c][b] = (smallest magnitude whose code is >= b + 1) - 1. G[c][7] is the same for
+ * "the quotient is not zero": the sign bit of the code is set iff w < 0 and mag(w) > G[c][7]
+ * (a negative w whose quotient underflows to -0.0 gets code 0, as in the reference).
+ * Each G is found by a binary search over the finite magnitudes with ref_fp4_code as the
+ * predicate, so the table encodes the reference's decisions by construction.
+ *
+ * Entries are built lazily, as one growing range of scale codes (ensure_range), and stored as kGroupSize copies, so a kernel
+ * loads one vector of up to 16 lanes per boundary. Lane type: int16 for BF16/F16, int32 for F32.
+ * One table per thread (thread_table), rebuilt when the dtype or global scale changes.
+ */
+class ThresholdTable {
+ public:
+  static constexpr std::size_t kCodes = 128;
+  static constexpr std::size_t kBounds = 8;
+  static constexpr std::size_t kLanes = 16;
+
+  /** The calling thread's table, reset if (dt, gs) differs from its last use. */
+  static ThresholdTable& thread_table(DType dt, float gs);
+
+  /** Builds the entries of every code in [lo, hi] not built yet (the built codes stay one range). */
+  void ensure_range(std::uint8_t lo, std::uint8_t hi) {
+    if (lo >= built_lo_ && hi <= built_hi_) return;
+    extend(lo, hi);
+  }
+  /** Builds the entries of every code in codes[0, n). */
+  void ensure(const std::uint8_t* codes, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) ensure_range(codes[i], codes[i]);
+  }
+  bool built(std::uint8_t c) const noexcept { return c >= built_lo_ && c <= built_hi_; }
+
+  /** kBounds vectors of kLanes int16 (16-bit sources) for code c. */
+  const std::int16_t* entry16(std::uint8_t c) const noexcept {
+    return reinterpret_cast<const std::int16_t*>(storage_) + std::size_t{c} * kBounds * kLanes;
+  }
+  /** kBounds vectors of kLanes int32 (F32 sources) for code c. */
+  const std::int32_t* entry32(std::uint8_t c) const noexcept {
+    return reinterpret_cast<const std::int32_t*>(storage_) + std::size_t{c} * kBounds * kLanes;
+  }
+
+  /** G[c][b] as computed (exposed for tests). */
+  static std::int64_t compute_bound(DType dt, float gs, std::uint8_t code, std::size_t b);
+
+ private:
+  void reset(DType dt, float gs);
+  void extend(std::uint8_t lo, std::uint8_t hi);
+  void build(std::uint8_t c);
+
+  DType dt_ = DType::BF16;
+  float gs_ = 0.0f;
+  int built_lo_ = kCodes, built_hi_ = -1;  // built codes: [built_lo_, built_hi_] (empty when lo > hi)
+  alignas(64) unsigned char storage_[kCodes * kBounds * kLanes * 4];
+};
+
 /** Highway targets compiled in and supported by this CPU, best first. */
 const std::vector<Kernels>& simd_kernels();
 /** Runtime-dispatched (HWY_DYNAMIC_DISPATCH) kernels. */

@@ -48,15 +48,15 @@ std::uint8_t e4m3_rne(float x) {
   return static_cast<std::uint8_t>(best);
 }
 
+}  // namespace
+
 // Appendix A `fp4_code` (§2.4 thresholds; q already clamped to [-6, 6]).
-std::uint8_t fp4_code(float q) {
+std::uint8_t ref_fp4_code(float q) noexcept {
   const float a = std::fabs(q);
   const int i = a <= 0.25f ? 0 : a < 0.75f ? 1 : a <= 1.25f ? 2 : a < 1.75f ? 3
               : a <= 2.5f  ? 4 : a < 3.5f  ? 5 : a <= 5.0f  ? 6 : 7;
   return static_cast<std::uint8_t>(i | (q < 0.0f ? 8 : 0));  // q < 0 tiny -> 0x8; q == -0.0 -> 0x0
 }
-
-}  // namespace
 
 float load_elem(const std::byte* data, DType dt, std::uint64_t i) noexcept {
   if (dt == DType::F32) {
@@ -118,7 +118,7 @@ bool ref_encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint64
       for (std::uint64_t k = 0; k < kGroupSize; ++k) {
         float q = grp[k] / eff;                        // q = fl32(w / eff), IEEE division
         q = std::min(std::max(q, -6.0f), 6.0f);        // clamp(q, -6, 6)
-        codes[k] = fp4_code(q);
+        codes[k] = ref_fp4_code(q);
       }
       for (std::uint64_t j = 0; j < kGroupSize; j += 2)  // low nibble = even column
         packed[(base + j) / 2] = static_cast<std::byte>(codes[j] | (codes[j + 1] << 4));

@@ -1,14 +1,16 @@
 // Highway kernels for the NVFP4 codec, compiled once per x86 target (AVX3_DL, AVX3, AVX2, SSE4, SSSE3,
 // and the EMU128 baseline) and chosen at run time (HWY_EXPORT / HWY_DYNAMIC_DISPATCH). Every target
-// produces the bytes of the scalar reference (nvfp4_ref.cc); the arithmetic follows spec §2 exactly:
-// the group scale in the source dtype then fp32, E4M3 round-to-nearest-even, eff = fl32(s/gs) by IEEE
-// division, q = fl32(w/eff) by IEEE division (never a multiply by a reciprocal), FP4 thresholds with
-// the spec's tie rules, sign from q < 0.
+// produces the bytes of the scalar reference (nvfp4_ref.cc): the group scale follows spec §2.3 exactly
+// (flD(a/6), fl32(gs*sD), clamp, E4M3 round-to-nearest-even, zero -> 0x20), and the FP4 code of each
+// weight is the reference's decision on q = fl32(w / fl32(s/gs)), obtained without dividing: the
+// per-thread ThresholdTable (nvfp4_thresholds.cc) holds, per scale code, the integer bounds on the
+// source magnitude bits where that decision changes, found with the reference's own arithmetic.
 //
 // Layout of the encode: a row is processed in chunks of up to kChunkGroups groups (16 columns each,
 // the chunk stays in L1). Pass 1 computes every group's max|w| as magnitude bits in the source domain
 // (a transposing max-tree yields one vector of Lanes() group maxima); pass 2 computes the E4M3 codes
-// and eff for Lanes() groups at a time; pass 3 divides, thresholds and packs the FP4 codes.
+// for Lanes() groups at a time; pass 3 compares each group's magnitudes with its code's bounds (seven
+// integer compares per vector of up to 16 lanes), adds the sign and packs the nibbles.
 
 // All attainable targets (in particular the portable baseline next to SSE4/AVX2: EMU128, or SCALAR
 // with GCC < 12.3 where Highway 1.0.3 considers EMU128 miscompiled), plus AVX3_DL
@@ -24,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #undef HWY_TARGET_INCLUDE
@@ -56,47 +59,6 @@ HWY_INLINE hn::Vec<DU> LoadMagBits(DU du, const std::byte* p) {
     const hn::Rebind<std::uint16_t, DU> du16;
     const auto h = hn::LoadU(du16, reinterpret_cast<const std::uint16_t*>(p));
     return hn::And(hn::PromoteTo(du, h), hn::Set(du, 0x7FFFu));
-  }
-}
-
-// float32 of binary16 bit patterns held in the low 16 bits of u32 lanes (finite values). The
-// magnitude bits shifted into float32 position read as the value times 2^-112 (a float32 subnormal
-// for a binary16 subnormal), so one exact multiply by 2^112 rescales both cases.
-template <class DF>
-HWY_INLINE hn::Vec<DF> F16BitsToF32(DF df, hn::Vec<hn::RebindToUnsigned<DF>> h) {
-  const hn::RebindToUnsigned<DF> du;
-  const auto mag = hn::BitCast(df, hn::ShiftLeft<13>(hn::And(h, hn::Set(du, 0x7FFFu))));
-  const auto v = hn::Mul(mag, hn::Set(df, 0x1p112f));
-  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
-  return hn::BitCast(df, hn::Or(hn::BitCast(du, v), sign));
-}
-
-// The even and the odd elements of 2*Lanes(df) consecutive source elements, as float32: lane j of
-// `even` is element 2j, lane j of `odd` element 2j+1 (so codes pack as even | odd << 4 lane-wise).
-template <Src S, class DF>
-HWY_INLINE void LoadEvenOdd(DF df, const std::byte* p, hn::Vec<DF>& even, hn::Vec<DF>& odd) {
-  const hn::RebindToUnsigned<DF> du;
-  if constexpr (S == Src::F32) {
-    const float* f = reinterpret_cast<const float*>(p);
-#if HWY_TARGET == HWY_SCALAR
-    even = hn::LoadU(df, f);
-    odd = hn::LoadU(df, f + 1);
-#else
-    const auto a = hn::LoadU(df, f);
-    const auto b = hn::LoadU(df, f + hn::Lanes(df));
-    even = hn::ConcatEven(df, b, a);
-    odd = hn::ConcatOdd(df, b, a);
-#endif
-  } else {
-    // One u32 lane holds a pair: element 2j in the low half, 2j+1 in the high half (little-endian).
-    const auto x = hn::LoadU(du, reinterpret_cast<const std::uint32_t*>(p));
-    if constexpr (S == Src::BF16) {
-      even = hn::BitCast(df, hn::ShiftLeft<16>(x));
-      odd = hn::BitCast(df, hn::And(x, hn::Set(du, 0xFFFF0000u)));
-    } else {
-      even = F16BitsToF32(df, hn::And(x, hn::Set(du, 0xFFFFu)));
-      odd = F16BitsToF32(df, hn::ShiftRight<16>(x));
-    }
   }
 }
 
@@ -184,17 +146,18 @@ HWY_INLINE bool GroupMaxima(const std::byte* src, std::size_t ng, std::uint32_t*
   return hn::GetLane(hn::MaxOfLanes(du, bad)) < kNonFinite;
 }
 
-// Scales for groups [0, ng) (gmax padded to a multiple of Lanes): E4M3 codes into codes[], eff into
-// eff[] (both padded likewise).
+// Scales for groups [0, ng) (gmax padded to a multiple of Lanes): E4M3 codes into codes[] (padded
+// likewise); the smallest and largest code of groups [0, ng) into lo, hi.
 template <Src S>
 HWY_INLINE void GroupScales(const std::uint32_t* gmax, std::size_t ng, float gs, std::uint8_t* codes,
-                            float* eff) {
+                            std::uint8_t& lo, std::uint8_t& hi) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<std::uint8_t, decltype(du)> du8;
   constexpr std::size_t N = hn::MaxLanes(df);
   const auto vgs = hn::Set(df, gs);
+  auto vlo = hn::Set(du, 0xFFu), vhi = hn::Zero(du);
   for (std::size_t g0 = 0; g0 < ng; g0 += N) {
     const auto a = MagBitsToF32<S>(du, hn::LoadU(du, gmax + g0));       // group amax, exact in D
     const auto sD = RoundToSrc<S>(df, hn::Div(a, hn::Set(df, 6.0f)));   // flD(a / 6)
@@ -213,79 +176,136 @@ HWY_INLINE void GroupScales(const std::uint32_t* gmax, std::size_t ng, float gs,
     const auto zero = hn::Eq(s, hn::Zero(df));                          // s == 0 -> 0.125, 0x20
     s = hn::IfThenElse(zero, hn::Set(df, 0.125f), s);
     code = hn::IfThenElse(hn::RebindMask(du, zero), hn::Set(du, 0x20u), code);
-    hn::StoreU(hn::Div(s, vgs), df, eff + g0);                         // eff = fl32(s / gs)
     // DemoteTo (codes are 0..126), not TruncateTo: Highway 1.0.3's u32->u8 TruncateTo is wrong on
     // AVX3_DL (it permutes 32-bit lanes with a byte index table).
     hn::StoreU(hn::DemoteTo(du8, hn::BitCast(di, code)), du8, codes + g0);
+    const auto live = hn::FirstN(du, ng - g0);  // padding lanes do not widen the range
+    vlo = hn::Min(vlo, hn::IfThenElse(live, code, hn::Set(du, 0xFFu)));
+    vhi = hn::Max(vhi, hn::IfThenElseZero(live, code));
+  }
+  lo = static_cast<std::uint8_t>(hn::GetLane(hn::MinOfLanes(du, vlo)));
+  hi = static_cast<std::uint8_t>(hn::GetLane(hn::MaxOfLanes(du, vhi)));
+}
+
+// Lane type of the pass-3 comparisons: the source bits themselves (int16 for BF16/F16, int32 for
+// F32). Magnitude bits are non-negative, so signed comparisons order them like the values.
+template <Src S>
+using LaneT = std::conditional_t<S == Src::F32, std::int32_t, std::int16_t>;
+
+template <Src S>
+HWY_INLINE const LaneT<S>* Thresholds(const ThresholdTable& tt, std::uint8_t code) {
+  if constexpr (S == Src::F32) {
+    return tt.entry32(code);
+  } else {
+    return tt.entry16(code);
   }
 }
 
-// FP4 codes of q = fl32(w / eff) (u32 lanes, values 0..15). The spec's thresholds (§2.4) are
-// round-to-nearest-even onto the E2M1 grid {0, .5, 1, 1.5 | 2, 3 | 4, 6} after clamping to 6: the
-// grid step is 0.5 below 2, 1 in [2, 4) and 2 from 4 on, and every tie goes to the even code. With
-// m = min(|q|, 6) and e = max(exponent(m), 0), adding 2^(22+e) makes the IEEE addition round m to a
-// multiple of its step (ties to even), and the low bits of the sum are r = m/step; the code is
-// r + 2e. Equivalent to the eight comparison masks, tie for tie (checked against the scalar reference).
-template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Fp4Codes(DF df, hn::Vec<DF> q) {
-  const hn::RebindToUnsigned<DF> du;
-  const auto m = hn::Min(hn::BitCast(df, hn::And(hn::BitCast(du, q), hn::Set(du, 0x7FFFFFFFu))),
-                         hn::Set(df, 6.0f));
-  const auto e = hn::Max(hn::ShiftRight<23>(hn::BitCast(du, m)), hn::Set(du, 127u));  // 127..129
-  const auto magic = hn::ShiftLeft<23>(hn::Add(e, hn::Set(du, 22u)));             // 2^(22 + e-127)
-  const auto sum = hn::BitCast(du, hn::Add(m, hn::BitCast(df, magic)));            // RNE to the step
-  // code = (sum - magic) + 2 * (e - 127)
-  const auto code = hn::Add(hn::Sub(sum, magic), hn::Sub(hn::Add(e, e), hn::Set(du, 254u)));
-  // sign from q < 0 (a -0.0 quotient is not negative: code 0; a negative tiny quotient: code 8)
-  const auto neg = hn::RebindMask(du, hn::Lt(q, hn::Zero(df)));
-  return hn::IfThenElse(neg, hn::Or(code, hn::Set(du, 8u)), code);
+// FP4 codes (values 0..15 in the lanes) of the Lanes(d) source elements at p, for a group whose
+// ThresholdTable entry is thr (no division: see ThresholdTable). The index is the number of
+// boundaries the magnitude exceeds; the sign bit is set for w < 0 whose quotient is not zero.
+template <Src S, class D>
+HWY_INLINE hn::Vec<D> Codes(D d, const LaneT<S>* p, const LaneT<S>* thr) {
+  using T = LaneT<S>;
+  constexpr std::size_t kL = ThresholdTable::kLanes;
+  const auto x = hn::LoadU(d, p);
+  const auto mag = hn::And(x, hn::Set(d, static_cast<T>(S == Src::F32 ? 0x7FFFFFFF : 0x7FFF)));
+  auto idx = hn::VecFromMask(d, hn::Gt(mag, hn::LoadU(d, thr)));  // 0 or -1
+  for (std::size_t b = 1; b < 7; ++b) idx = hn::Add(idx, hn::VecFromMask(d, hn::Gt(mag, hn::LoadU(d, thr + b * kL))));
+  const auto nonzero = hn::VecFromMask(d, hn::Gt(mag, hn::LoadU(d, thr + 7 * kL)));
+  const auto neg = hn::And(nonzero, hn::ShiftRight<sizeof(T) * 8 - 1>(x));  // -1 where w < 0 and q != 0
+  return hn::Or(hn::Neg(idx), hn::And(neg, hn::Set(d, T{8})));
 }
 
-// Quantizes 2*Lanes(df) consecutive elements (eff per lane) into Lanes(df) packed bytes, returned
-// as u32 lanes holding 0..255 (lane j = code[2j] | code[2j+1] << 4: low nibble = even column).
-template <Src S, class DF>
-HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> PairBytes(DF df, const std::byte* p, hn::Vec<DF> veff) {
-  const hn::RebindToSigned<DF> di;
-  hn::Vec<DF> even, odd;
-  LoadEvenOdd<S>(df, p, even, odd);
-  const auto ce = Fp4Codes(df, hn::Div(even, veff));  // q = fl32(w / eff): IEEE division
-  const auto co = Fp4Codes(df, hn::Div(odd, veff));
-  return hn::BitCast(di, hn::Or(ce, hn::ShiftLeft<4>(co)));
-}
-
-// Stores the Lanes(di) bytes of a PairBytes result.
-template <class DI>
-HWY_INLINE void StoreBytes(DI /* di */, hn::Vec<DI> bytes, std::uint8_t* out) {
-  const hn::Rebind<std::uint8_t, DI> du8;
-  hn::StoreU(hn::DemoteTo(du8, bytes), du8, out);
-}
-
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// The 16 codes of one group as int16 in element order.
+template <Src S>
+HWY_INLINE __m256i GroupCodes16(const LaneT<S>* p, const LaneT<S>* thr) {
+  if constexpr (S != Src::F32) {
+    const hn::FixedTag<std::int16_t, 16> d;
+    return Codes<S>(d, p, thr).raw;
+  } else {
 #if HWY_TARGET == HWY_AVX2
-// 16 bytes from two PairBytes results (a first): two packs and one lane permute instead of two
-// generic demotions.
-HWY_INLINE void StoreBytes2(hn::Vec256<std::int32_t> a, hn::Vec256<std::int32_t> b, std::uint8_t* out) {
-  const __m256i w = _mm256_packs_epi32(a.raw, b.raw);  // per 128-bit half: a0-3 b0-3 | a4-7 b4-7
-  const __m256i by = _mm256_packus_epi16(w, w);
+    const hn::FixedTag<std::int32_t, 8> d;
+    const __m256i w = _mm256_packs_epi32(Codes<S>(d, p, thr).raw, Codes<S>(d, p + 8, thr).raw);
+    return _mm256_permute4x64_epi64(w, 0xD8);  // undo the per-128-bit-half interleave of packs
+#else
+    const hn::FixedTag<std::int32_t, 16> d;
+    return _mm512_cvtepi32_epi16(Codes<S>(d, p, thr).raw);
+#endif
+  }
+}
+
+// Packed bytes of two groups (a first): byte j = code[2j] | code[2j+1] << 4 (one multiply-add per
+// group), then two packs and one lane permute.
+HWY_INLINE __m128i PackTwo(__m256i a, __m256i b) {
+  const __m256i k = _mm256_set1_epi32(0x00100001);  // even element * 1 + odd element * 16
+  const __m256i w = _mm256_packs_epi32(_mm256_madd_epi16(a, k), _mm256_madd_epi16(b, k));
+  const __m256i by = _mm256_packus_epi16(w, w);  // per half: a0-3 b0-3 a0-3 b0-3 | a4-7 b4-7 ...
   const __m256i ord = _mm256_permutevar8x32_epi32(by, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(ord));
+  return _mm256_castsi256_si128(ord);
 }
 #elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
-// 8 bytes from two PairBytes results (a first).
-HWY_INLINE void StoreBytes2(hn::Vec128<std::int32_t> a, hn::Vec128<std::int32_t> b, std::uint8_t* out) {
-  const __m128i w = _mm_packs_epi32(a.raw, b.raw);
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(w, w));
+// The 8 packed bytes of one group.
+template <Src S>
+HWY_INLINE __m128i GroupBytes(const LaneT<S>* p, const LaneT<S>* thr) {
+  __m128i lo, hi;  // int16 codes of elements 0..7 and 8..15
+  if constexpr (S != Src::F32) {
+    const hn::FixedTag<std::int16_t, 8> d;
+    lo = Codes<S>(d, p, thr).raw;
+    hi = Codes<S>(d, p + 8, thr).raw;
+  } else {
+    const hn::FixedTag<std::int32_t, 4> d;
+    lo = _mm_packs_epi32(Codes<S>(d, p, thr).raw, Codes<S>(d, p + 4, thr).raw);
+    hi = _mm_packs_epi32(Codes<S>(d, p + 8, thr).raw, Codes<S>(d, p + 12, thr).raw);
+  }
+  const __m128i k = _mm_set1_epi32(0x00100001);
+  const __m128i w = _mm_packs_epi32(_mm_madd_epi16(lo, k), _mm_madd_epi16(hi, k));
+  return _mm_packus_epi16(w, w);
 }
 #endif
+
+// Pass 3 of a chunk: the packed FP4 bytes of groups [0, ng) whose scale codes are codes[].
+template <Src S>
+HWY_INLINE void PackGroups(const std::byte* src, std::size_t ng, const std::uint8_t* codes,
+                           const ThresholdTable& tt, std::uint8_t* out) {
+  const LaneT<S>* p = reinterpret_cast<const LaneT<S>*>(src);
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  std::size_t g = 0;
+  for (; g + 2 <= ng; g += 2) {
+    const __m256i a = GroupCodes16<S>(p + g * kGroup, Thresholds<S>(tt, codes[g]));
+    const __m256i b = GroupCodes16<S>(p + (g + 1) * kGroup, Thresholds<S>(tt, codes[g + 1]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + g * kGroup / 2), PackTwo(a, b));
+  }
+  if (g < ng) {
+    const __m256i a = GroupCodes16<S>(p + g * kGroup, Thresholds<S>(tt, codes[g]));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + g * kGroup / 2), PackTwo(a, a));
+  }
+#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  for (std::size_t g = 0; g < ng; ++g)
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + g * kGroup / 2),
+                     GroupBytes<S>(p + g * kGroup, Thresholds<S>(tt, codes[g])));
+#else
+  // Portable: codes of a group into a buffer, then pairs into bytes.
+  const hn::CappedTag<LaneT<S>, kGroup> d;
+  const std::size_t N = hn::Lanes(d);
+  HWY_ALIGN LaneT<S> buf[kGroup];
+  for (std::size_t g = 0; g < ng; ++g) {
+    const LaneT<S>* thr = Thresholds<S>(tt, codes[g]);
+    for (std::size_t k = 0; k < kGroup; k += N) hn::StoreU(Codes<S>(d, p + g * kGroup + k, thr), d, buf + k);
+    for (std::size_t j = 0; j < kGroup / 2; ++j)
+      out[g * kGroup / 2 + j] = static_cast<std::uint8_t>(buf[2 * j] | (buf[2 * j + 1] << 4));
+  }
+#endif
+}
 
 template <Src S>
 bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, float gs, std::byte* packed,
              std::byte* scale) {
-  const hn::ScalableTag<float> df;
-  constexpr std::size_t N = hn::MaxLanes(df);
   constexpr std::size_t esz = S == Src::F32 ? 4 : 2;
   HWY_ALIGN std::uint32_t gmax[kChunkGroups];
-  HWY_ALIGN float eff[kChunkGroups];
   HWY_ALIGN std::uint8_t codes[kChunkGroups];
+  ThresholdTable& tt = ThresholdTable::thread_table(S == Src::F32 ? DType::F32 : S == Src::BF16 ? DType::BF16 : DType::F16, gs);
   const std::uint64_t groups_per_row = cols / kGroup;
   for (std::uint64_t r = 0; r < rows; ++r) {
     for (std::uint64_t c0 = 0; c0 < groups_per_row; c0 += kChunkGroups) {
@@ -294,50 +314,11 @@ bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, floa
       const std::uint64_t gbase = r * groups_per_row + c0;  // first group index of the chunk
       const std::byte* src = data + gbase * kGroup * esz;
       if (!GroupMaxima<S>(src, ng, gmax)) return false;
-      GroupScales<S>(gmax, ng, gs, codes, eff);
+      std::uint8_t lo = 0, hi = 0;
+      GroupScales<S>(gmax, ng, gs, codes, lo, hi);
       std::memcpy(scale + gbase, codes, ng);
-      std::uint8_t* out = reinterpret_cast<std::uint8_t*>(packed) + gbase * (kGroup / 2);
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-      // 2*Lanes = 32: one vector pair spans two groups.
-      static_assert(2 * N == 2 * kGroup);
-      const hn::RebindToSigned<decltype(df)> di;
-      const hn::Half<decltype(df)> dh;
-      const hn::RebindToSigned<decltype(dh)> dih;
-      std::size_t g = 0;
-      for (; g + 2 <= ng; g += 2) {
-        const auto veff = hn::Combine(df, hn::Set(dh, eff[g + 1]), hn::Set(dh, eff[g]));
-        StoreBytes(di, PairBytes<S>(df, src + g * kGroup * esz, veff), out + g * kGroup / 2);
-      }
-      if (g < ng)
-        StoreBytes(dih, PairBytes<S>(dh, src + g * kGroup * esz, hn::Set(dh, eff[g])), out + g * kGroup / 2);
-#elif HWY_TARGET == HWY_AVX2
-      // 2*Lanes = 16: one vector pair per group; two groups per 16-byte store.
-      static_assert(2 * N == kGroup);
-      const hn::RebindToSigned<decltype(df)> di;
-      std::size_t g = 0;
-      for (; g + 2 <= ng; g += 2) {
-        const auto a = PairBytes<S>(df, src + g * kGroup * esz, hn::Set(df, eff[g]));
-        const auto b = PairBytes<S>(df, src + (g + 1) * kGroup * esz, hn::Set(df, eff[g + 1]));
-        StoreBytes2(a, b, out + g * kGroup / 2);
-      }
-      if (g < ng) StoreBytes(di, PairBytes<S>(df, src + g * kGroup * esz, hn::Set(df, eff[g])), out + g * kGroup / 2);
-#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
-      // 2*Lanes = 8: two vector pairs per group, one 8-byte store.
-      static_assert(4 * N == kGroup);
-      for (std::size_t g = 0; g < ng; ++g) {
-        const auto veff = hn::Set(df, eff[g]);
-        const std::byte* p = src + g * kGroup * esz;
-        StoreBytes2(PairBytes<S>(df, p, veff), PairBytes<S>(df, p + 2 * N * esz, veff), out + g * kGroup / 2);
-      }
-#else
-      static_assert(2 * N <= kGroup);
-      const hn::RebindToSigned<decltype(df)> di;
-      for (std::size_t g = 0; g < ng; ++g) {
-        const auto veff = hn::Set(df, eff[g]);
-        for (std::size_t k = 0; k < kGroup; k += 2 * N)
-          StoreBytes(di, PairBytes<S>(df, src + (g * kGroup + k) * esz, veff), out + (g * kGroup + k) / 2);
-      }
-#endif
+      tt.ensure_range(lo, hi);
+      PackGroups<S>(src, ng, codes, tt, reinterpret_cast<std::uint8_t*>(packed) + gbase * (kGroup / 2));
     }
   }
   return true;

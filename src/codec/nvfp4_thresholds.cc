@@ -1,0 +1,103 @@
+// ThresholdTable: the reference's FP4 decisions turned into integer thresholds on the source bits
+// (see nvfp4_internal.h). Plain scalar code; the Highway kernels only read the table.
+#include <algorithm>
+#include <bit>
+#include <memory>
+
+#include "codec/nvfp4_internal.h"
+#include "fp4forge/codec/half.h"
+
+namespace fp4forge::nvfp4::detail {
+namespace {
+
+// Largest finite magnitude bit pattern of a source dtype (integer order = value order below it).
+std::int64_t max_finite_mag(DType dt) {
+  switch (dt) {
+    case DType::BF16: return 0x7F7F;
+    case DType::F16: return 0x7BFF;
+    default: return 0x7F7FFFFF;
+  }
+}
+
+// The non-negative source value whose magnitude bits are m (exact in float).
+float mag_value(DType dt, std::int64_t m) {
+  switch (dt) {
+    case DType::BF16: return half::bf16_to_float(static_cast<std::uint16_t>(m));
+    case DType::F16: return half::f16_to_float(static_cast<std::uint16_t>(m));
+    default: return std::bit_cast<float>(static_cast<std::uint32_t>(m));
+  }
+}
+
+// Boundary b of the reference decision for a weight of magnitude bits m: b < 7 -> "its FP4 index
+// is >= b + 1"; b == 7 -> "its quotient is not zero". Exactly the reference's arithmetic:
+// q = fl32(w / eff), clamp to [-6, 6], Appendix A thresholds.
+bool decision(DType dt, float eff, std::int64_t m, std::size_t b) {
+  float q = mag_value(dt, m) / eff;
+  if (b == 7) return q > 0.0f;
+  q = std::min(std::max(q, -6.0f), 6.0f);
+  return (ref_fp4_code(q) & 7u) >= b + 1;
+}
+
+}  // namespace
+
+std::int64_t ThresholdTable::compute_bound(DType dt, float gs, std::uint8_t code, std::size_t b) {
+  const float s = e4m3_to_float(code);
+  const float eff = s / gs;  // eff = fl32(s / gs), as the reference
+  const std::int64_t top = max_finite_mag(dt);
+  if (!decision(dt, eff, top, b)) return top;  // no finite magnitude reaches it: mag > top never holds
+  std::int64_t lo = 0, hi = top;              // smallest m with decision(m): monotone in m
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (decision(dt, eff, mid, b)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo - 1;  // mag > lo - 1  <=>  mag >= lo
+}
+
+void ThresholdTable::reset(DType dt, float gs) {
+  dt_ = dt;
+  gs_ = gs;
+  built_lo_ = kCodes;
+  built_hi_ = -1;
+}
+
+void ThresholdTable::extend(std::uint8_t lo, std::uint8_t hi) {
+  lo &= 0x7F;
+  hi &= 0x7F;
+  const int new_lo = built_lo_ > built_hi_ ? lo : std::min<int>(lo, built_lo_);
+  const int new_hi = built_lo_ > built_hi_ ? hi : std::max<int>(hi, built_hi_);
+  for (int c = new_lo; c <= new_hi; ++c)
+    if (c < built_lo_ || c > built_hi_) build(static_cast<std::uint8_t>(c));
+  built_lo_ = new_lo;
+  built_hi_ = new_hi;
+}
+
+void ThresholdTable::build(std::uint8_t c) {
+  c &= 0x7F;
+  for (std::size_t b = 0; b < kBounds; ++b) {
+    const std::int64_t g = compute_bound(dt_, gs_, c, b);
+    if (dt_ == DType::F32) {
+      std::int32_t* v = reinterpret_cast<std::int32_t*>(storage_) + (std::size_t{c} * kBounds + b) * kLanes;
+      std::fill(v, v + kLanes, static_cast<std::int32_t>(g));
+    } else {
+      std::int16_t* v = reinterpret_cast<std::int16_t*>(storage_) + (std::size_t{c} * kBounds + b) * kLanes;
+      std::fill(v, v + kLanes, static_cast<std::int16_t>(g));
+    }
+  }
+}
+
+ThresholdTable& ThresholdTable::thread_table(DType dt, float gs) {
+  thread_local std::unique_ptr<ThresholdTable> table;
+  if (!table) {
+    table = std::make_unique<ThresholdTable>();
+    table->reset(dt, gs);
+  } else if (table->dt_ != dt || std::bit_cast<std::uint32_t>(table->gs_) != std::bit_cast<std::uint32_t>(gs)) {
+    table->reset(dt, gs);
+  }
+  return *table;
+}
+
+}  // namespace fp4forge::nvfp4::detail
