@@ -32,6 +32,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "codec/nvfp4_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "codec/nvfp4_internal.h"
@@ -44,6 +45,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr std::size_t kGroup = 16;
 constexpr std::size_t kChunkGroups = 256;  // 4096 columns per chunk
+constexpr std::size_t kPrefetchAhead = 4096;  // bytes
 
 // Source dtype as a compile-time tag.
 enum class Src { BF16, F16, F32 };
@@ -128,6 +130,8 @@ HWY_INLINE bool GroupMaxima(const std::byte* src, std::size_t ng, std::uint32_t*
   constexpr std::uint32_t kNonFinite = S == Src::F32 ? 0x7F800000u : S == Src::BF16 ? 0x7F80u : 0x7C00u;
   auto bad = hn::Zero(du);
   for (std::size_t g0 = 0; g0 < ng; g0 += N) {
+    // The chunk after this one, a few KiB ahead: the encode is one pass over the source.
+    for (std::size_t j = 0; j < N * kGroup * esz; j += 64) hwy::Prefetch(src + kPrefetchAhead + g0 * kGroup * esz + j);
     hn::Vec<decltype(du)> v[N];
     for (std::size_t j = 0; j < N; ++j) {
       if (g0 + j < ng) {
@@ -222,8 +226,17 @@ HWY_INLINE hn::Vec<D> Codes(D d, const LaneT<S>* p, const LaneT<S>* thr) {
 template <Src S>
 HWY_INLINE __m256i GroupCodes16(const LaneT<S>* p, const LaneT<S>* thr) {
   if constexpr (S != Src::F32) {
-    const hn::FixedTag<std::int16_t, 16> d;
-    return Codes<S>(d, p, thr).raw;
+    // VEX compares into vectors on every 256-bit target, AVX-512 ones included: they issue on more
+    // ports than the AVX-512 compares into mask registers (port 5 only on Intel cores).
+    const auto ld = [](const std::int16_t* q) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)); };
+    constexpr std::size_t kL = ThresholdTable::kLanes;
+    const __m256i x = ld(p);
+    const __m256i mag = _mm256_and_si256(x, _mm256_set1_epi16(0x7FFF));
+    __m256i idx = _mm256_cmpgt_epi16(mag, ld(thr));  // minus the number of bounds exceeded
+    for (std::size_t b = 1; b < 7; ++b) idx = _mm256_add_epi16(idx, _mm256_cmpgt_epi16(mag, ld(thr + b * kL)));
+    const __m256i nonzero = _mm256_cmpgt_epi16(mag, ld(thr + 7 * kL));
+    const __m256i sign8 = _mm256_and_si256(_mm256_and_si256(nonzero, _mm256_srai_epi16(x, 15)), _mm256_set1_epi16(8));
+    return _mm256_sub_epi16(sign8, idx);  // 8 * sign + count (disjoint bits)
   } else {
 #if HWY_TARGET == HWY_AVX2
     const hn::FixedTag<std::int32_t, 8> d;

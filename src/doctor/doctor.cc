@@ -169,7 +169,8 @@ class Fixer {
       refuse(kind, "config.json now has a per_layer_config: it supplies the full-attention geometry");
       return {};
     }
-    const bool k_eq_v = tc.value("attention_k_eq_v", false);
+    const bool k_eq_v = tc.is_object() && tc.contains("attention_k_eq_v") && tc["attention_k_eq_v"].is_boolean() &&
+                        tc["attention_k_eq_v"].get<bool>();  // value() would throw on a null or a string
     const bool has_gd = tc.contains("global_head_dim") && !tc["global_head_dim"].is_null();
     const bool has_gkv = tc.contains("num_global_key_value_heads") && !tc["num_global_key_value_heads"].is_null();
     if (has_gd && (has_gkv || !k_eq_v)) return {};  // nothing missing any more

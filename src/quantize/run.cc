@@ -355,17 +355,23 @@ Status Runner::load_manifest() {
     return {};
   }
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  if (!j.is_object() || j.value("plan", std::string()) != fmt::format("{:016x}", fingerprint_)) {
+  // A hand-edited or damaged manifest must not throw: every field is type-checked before use.
+  const auto plan_it = j.is_object() ? j.find("plan") : j.end();
+  if (!j.is_object() || plan_it == j.end() || !plan_it->is_string() ||
+      plan_it->get<std::string>() != fmt::format("{:016x}", fingerprint_)) {
     warnings_.push_back("--resume: the staged shards come from a different source or plan; redoing every shard");
     return {};
   }
   if (j.contains("shards") && j["shards"].is_object())
     for (auto& [k, v] : j["shards"].items()) {
       if (!v.is_object()) continue;
+      const auto size = v.find("size");
+      const auto digest = v.find("digest");
+      if (size == v.end() || !size->is_number_unsigned() || digest == v.end() || !digest->is_string()) continue;
       ManifestEntry e;
-      e.size = v.value("size", std::uint64_t{0});
+      e.size = size->get<std::uint64_t>();
       try {
-        e.digest = std::stoull(v.value("digest", std::string("0")), nullptr, 16);
+        e.digest = std::stoull(digest->get<std::string>(), nullptr, 16);
       } catch (...) {
         continue;
       }

@@ -278,3 +278,31 @@ TEST(DoctorFixE2E, TextOutputShowsDiffAndExitCodes) {
 }
 
 }  // namespace
+
+// Found by fuzz_doctor_config on the 16-core machine: a non-boolean attention_k_eq_v (null, a string)
+// made the gemma4 globals fixer throw (nlohmann value() type_error) and doctor die with "internal
+// error". It is read as "not true", like every other boolean key.
+TEST(DoctorFixE2E, NonBooleanAttentionKEqVDoesNotCrashTheFixer) {
+  for (const Json& v : {Json(nullptr), Json("true"), Json(1)}) {
+    SCOPED_TRACE(v.dump());
+    Fixture fx("gemma4-dense-mm");
+    fx.edit_config([&](Json& c) {
+      c["text_config"].erase("per_layer_config");
+      c["text_config"]["attention_k_eq_v"] = v;
+    });
+    const auto s0 = fx.snapshot();
+    for (const char* flags : {"", "--fix --dry-run"}) {
+      int rc = -1;
+      Json j = run_json(fx, flags, &rc);
+      EXPECT_TRUE(rc == 0 || rc == 1) << flags << " rc " << rc;
+      EXPECT_TRUE(has_kind(j["findings"], "gemma4-missing-global-kv-fields")) << j.dump(2);
+    }
+    EXPECT_EQ(fx.snapshot(), s0);
+    int rc = -1;
+    Json f = run_json(fx, "--fix", &rc);
+    EXPECT_TRUE(rc == 0 || rc == 1) << rc;
+    const Json after = Json::parse(fx.snapshot().at("config.json"));
+    EXPECT_EQ(after["text_config"]["global_head_dim"], 64) << f.dump(2);
+    EXPECT_EQ(after["text_config"]["attention_k_eq_v"], v);  // the fixer does not touch it
+  }
+}

@@ -160,6 +160,35 @@ TEST(QuantizeInterrupt, StaleStagingWithoutResumeIsReplaced) {
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst3) + " --resume", nullptr, &err), 0) << err;
 }
 
+// A damaged or hand-edited resume manifest (wrong JSON types) is never trusted and never crashes:
+// --resume redoes the shards and the output equals a clean run.
+TEST(QuantizeInterrupt, DamagedResumeManifestIsIgnored) {
+  TempDir tmp;
+  const stdfs::path clean = tmp.path / "clean";
+  std::string err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(clean), nullptr, &err), 0) << err;
+  const char* manifests[] = {
+      R"({"plan": 12, "shards": {}})",
+      R"({"plan": null})",
+      R"([1, 2, 3])",
+      R"({"plan": "0", "shards": {"model.safetensors": {"size": "big", "digest": 7}}})",
+      R"({"plan": "0", "shards": {"model.safetensors": {"size": -1, "digest": "zz"}}})",
+      "not json at all",
+  };
+  int i = 0;
+  for (const char* m : manifests) {
+    SCOPED_TRACE(m);
+    const stdfs::path dst = tmp.path / ("out" + std::to_string(i++));
+    stdfs::create_directories(staging_path(dst));
+    std::ofstream(staging_path(dst) / ".fp4forge-staging") << "x";
+    std::ofstream(staging_path(dst) / ".fp4forge-resume.json") << m;
+    ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst) + " --resume", nullptr, &err), 0) << err;
+    EXPECT_THAT(err, ::testing::Not(HasSubstr("internal error")));
+    for (const auto& e : stdfs::directory_iterator(clean))
+      EXPECT_EQ(slurp(dst / e.path().filename()), slurp(e.path())) << e.path().filename();
+  }
+}
+
 // ---- injected file-system faults, library run() ---------------------------------------------------
 
 class FaultOps : public fs::Ops {
