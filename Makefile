@@ -19,8 +19,13 @@ build: deps $(BUILD)/CMakeCache.txt
 demo: build
 	bash scripts/demo.sh $(BUILD)/bin/fp4forge
 
+# The whole suite, then every fuzz target for FUZZ_SMOKE_SECONDS (clang + libFuzzer + ASan/UBSan build in
+# build-fuzz; FUZZ_SMOKE_SECONDS=0 skips the smoke run).
+FUZZ_SMOKE_SECONDS ?= 20
+
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	@if [ "$(FUZZ_SMOKE_SECONDS)" != "0" ]; then $(MAKE) --no-print-directory fuzz FP4FORGE_FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS); fi
 
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
@@ -33,7 +38,7 @@ bench-e2e: build
 
 fuzz:
 	@FP4FORGE_WITH_FUZZ=1 bash scripts/install-deps.sh
-	bash scripts/fuzz.sh
+	FP4FORGE_FUZZ_SECONDS=$(or $(FP4FORGE_FUZZ_SECONDS),30) bash scripts/fuzz.sh
 
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFP4FORGE_SANITIZE=address,undefined \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make fuzz: builds the libFuzzer targets with clang + ASan/UBSan and runs each for a bounded time.
-#   FP4FORGE_FUZZ_SECONDS  seconds per target (default 30; CI smoke uses the default)
+#   FP4FORGE_FUZZ_SECONDS  seconds per target (default 30; `make test` runs a 20 s smoke run per target)
 #   FP4FORGE_FUZZ_TARGETS  space-separated subset (default: all)
 #   FP4FORGE_FUZZ_JOBS     build parallelism (default: nproc)
 #   FP4FORGE_FUZZ_BUILD    build directory (default: build-fuzz)
