@@ -6,6 +6,7 @@
 # Usage: scripts/bench.sh [BUILD_DIR]            (default: build)
 # Environment:
 #   FP4FORGE_BENCH_MIN_TIME  seconds per benchmark (default 0.3: quick, a few iterations each)
+#   FP4FORGE_BENCH_REPS      repetitions per benchmark; the median is reported (default 5)
 #   FP4FORGE_BENCH_SCALAR=1  also time the scalar reference paths (slow: seconds per iteration)
 #   FP4FORGE_BENCH_DOC       file to update (default docs/performance.md)
 set -euo pipefail
@@ -13,6 +14,7 @@ BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DOC=${FP4FORGE_BENCH_DOC:-$ROOT/docs/performance.md}
 MIN_TIME=${FP4FORGE_BENCH_MIN_TIME:-0.3}
+REPS=${FP4FORGE_BENCH_REPS:-5}
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/fp4forge-bench.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
 
@@ -61,8 +63,11 @@ codec_bench() {
   [[ "${FP4FORGE_BENCH_SCALAR:-0}" == "1" ]] && filter='.'
   echo "bench.sh: $bin (min time ${MIN_TIME}s per benchmark)" >&2
   "$bin" --benchmark_min_time="$MIN_TIME" --benchmark_filter="$filter" \
+    --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
     --benchmark_out="$OUT/codec.json" --benchmark_out_format=json >&2
-  rows_from_json "$OUT/codec.json" >"$OUT/codec.tsv"
+  # Medians of the repetitions (a shared VM's memory bandwidth varies from run to run).
+  rows_from_json "$OUT/codec.json" | awk -F'\t' -v OFS='\t' '$1 ~ /_median$/ { sub(/_median$/, "", $1); print }' \
+    >"$OUT/codec.tsv"
   local memcpy best_name="" best=0
   memcpy=$(awk -F'\t' '$1 ~ /^BM_Memcpy/ { print $3; exit }' "$OUT/codec.tsv")
   {
@@ -74,7 +79,7 @@ codec_bench() {
     echo "single-threaded memcpy of the same bytes in the same binary (\`bench/codec_encode_bench.cc\`)."
     echo
     echo "- CPU: $(cpu_model) ($(nproc) logical CPUs visible)"
-    echo "- date: $(date -u +%Y-%m-%d), build: $BUILD, min time ${MIN_TIME}s per benchmark"
+    echo "- date: $(date -u +%Y-%m-%d), build: $BUILD, median of $REPS repetitions of at least ${MIN_TIME}s each"
     echo "- load average when run: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown) (other work on the machine inflates CPU time)"
     echo "- memcpy per core: **$(gbs "$memcpy") GB/s**"
     echo
