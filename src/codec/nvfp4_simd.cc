@@ -355,6 +355,8 @@ T AmaxDomain(const T* p, std::uint64_t count, T mask) {
   auto m0 = hn::Zero(d), m1 = hn::Zero(d), m2 = hn::Zero(d), m3 = hn::Zero(d);
   std::uint64_t i = 0;
   for (; i + 4 * N <= count; i += 4 * N) {
+    for (std::size_t j = 0; j < 4 * N * sizeof(T); j += 64)  // one pass over the source: stay ahead of it
+      hwy::Prefetch(reinterpret_cast<const std::byte*>(p + i) + kPrefetchAhead + j);
     m0 = hn::Max(m0, hn::And(hn::LoadU(d, p + i), vmask));
     m1 = hn::Max(m1, hn::And(hn::LoadU(d, p + i + N), vmask));
     m2 = hn::Max(m2, hn::And(hn::LoadU(d, p + i + 2 * N), vmask));
