@@ -215,7 +215,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
   if (index_files.size() > 1)
     return bad(dir_s, {},
                fmt::format("{}: several index files ({}); keep exactly one", dir_s,
-                           fmt::join(index_files, ", ")));
+                           st::detail::printable(fmt::format("{}", fmt::join(index_files, ", ")), 1024)));
 
   // tensor name -> shard index (position in shard_names_)
   std::unordered_map<std::string, std::size_t> listed;
@@ -313,11 +313,11 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
       if (!inserted) {
         std::string msg =
             fmt::format("{}: tensor '{}' is also in shard '{}'; a tensor must be in exactly one shard",
-                        r.path(), st::detail::printable(t.name), ck.shard_names_[it->second]);
+                        r.path(), st::detail::printable(t.name), st::detail::printable(ck.shard_names_[it->second]));
         if (ck.index_file_) {
           auto l = listed.find(t.name);
           if (l != listed.end())
-            msg += fmt::format(" (the index lists it in '{}')", ck.shard_names_[l->second]);
+            msg += fmt::format(" (the index lists it in '{}')", st::detail::printable(ck.shard_names_[l->second]));
         }
         return bad(r.path(), t.name, std::move(msg));
       }
@@ -336,12 +336,14 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
                        fmt::format("{}: tensor '{}' is also in shard '{}'; a tensor must be in "
                                    "exactly one shard (the index lists it in '{}')",
                                    r.path(), st::detail::printable(t.name),
-                                   ck.shard_names_[l->second], ck.shard_names_[l->second]));
+                                   st::detail::printable(ck.shard_names_[l->second]),
+                                   st::detail::printable(ck.shard_names_[l->second])));
           return bad(index_path, t.name,
                      fmt::format("{}: tensor '{}' is listed in shard '{}' but found in '{}'; index "
                                  "and shards disagree (stale index?)",
                                  index_path, st::detail::printable(t.name),
-                                 ck.shard_names_[l->second], ck.shard_names_[s]));
+                                 st::detail::printable(ck.shard_names_[l->second]),
+                                 st::detail::printable(ck.shard_names_[s])));
         }
       }
       ck.tensors_.push_back(TensorRef{t.name, s, &t});
@@ -358,7 +360,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
       return bad(index_path, std::string(first),
                  fmt::format("{}: tensor '{}' is listed in shard '{}' but that shard does not contain "
                              "it{}; index and shards disagree (stale index or missing shard?)",
-                             index_path, st::detail::printable(first), ck.shard_names_[s],
+                             index_path, st::detail::printable(first), st::detail::printable(ck.shard_names_[s]),
                              missing.size() > 1
                                  ? fmt::format(" ({} listed tensors missing in all)", missing.size())
                                  : std::string()));
