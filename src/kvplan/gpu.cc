@@ -7,27 +7,13 @@
 #include <charconv>
 
 #include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::kvplan {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t p = s.find(sep, start);
-    out.push_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
-    if (p == std::string_view::npos) break;
-    start = p + 1;
-  }
-  return out;
-}
+using util::split;
+using util::trim;
 
 Error gpu_error(std::string_view text, std::string_view why) {
   return make_error(Errc::USAGE, "invalid --gpu '{}': {}; expected ID=TOTAL[:used=SIZE][:name=NAME], e.g. "

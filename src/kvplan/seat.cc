@@ -9,21 +9,12 @@
 
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::kvplan {
 namespace {
 
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t p = s.find(sep, start);
-    out.push_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
-    if (p == std::string_view::npos) break;
-    start = p + 1;
-  }
-  return out;
-}
+using util::split;
 
 bool is_known_key(std::string_view k) {
   return k == "util" || std::find(std::begin(kSeatKeys), std::end(kSeatKeys), k) != std::end(kSeatKeys);

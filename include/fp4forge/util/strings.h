@@ -1,0 +1,28 @@
+#pragma once
+// Small string helpers shared by the command-line value parsers (kvplan --gpu / --seat).
+#include <string_view>
+#include <vector>
+
+namespace fp4forge::util {
+
+/** s without leading and trailing spaces, tabs and carriage returns. */
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+/** The pieces of s between separators (n separators give n + 1 pieces, empty ones included). */
+inline std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t p = s.find(sep, start);
+    out.push_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
+    if (p == std::string_view::npos) break;
+    start = p + 1;
+  }
+  return out;
+}
+
+}  // namespace fp4forge::util
