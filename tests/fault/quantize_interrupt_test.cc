@@ -3,6 +3,7 @@
 // no staging folder left. Also the destination refusals.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <climits>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -256,6 +258,53 @@ void expect_io_failure(FaultOps& ops, const char* what) {
   EXPECT_FALSE(stdfs::exists(staging_path(dst))) << "staging left behind";
   EXPECT_TRUE(stdfs::is_empty(tmp.path));
   EXPECT_EQ(dir_contents(kData + "/llama"), before);
+}
+
+// The source changes while quantize runs (another process rewrites or touches a file): the size/mtime
+// stamps taken at open differ at the end, the output is discarded (BAD_INPUT, no DST, no staging).
+// The change is made from inside the run, at its first output fsync, through the I/O seam.
+TEST(QuantizeFaults, SourceChangedDuringTheRunIsDetected) {
+  struct Touch : fs::Ops {
+    std::function<void()> change;
+    std::atomic<bool> done{false};
+    int fsync(int fd) override {
+      if (!done.exchange(true)) change();
+      return fs::Ops::fsync(fd);
+    }
+  };
+  const std::pair<const char*, std::function<void(const stdfs::path&)>> cases[] = {
+      {"shard mtime", [](const stdfs::path& src) {
+         const timespec ts[2] = {{0, UTIME_OMIT}, {1'000'000'000, 0}};  // mtime := 2001-09-09
+         ASSERT_EQ(::utimensat(AT_FDCWD, (src / "model-00002-of-00004.safetensors").c_str(), ts, 0), 0);
+       }},
+      {"copied file grows", [](const stdfs::path& src) {
+         std::ofstream(src / "generation_config.json", std::ios::app) << " ";
+       }},
+  };
+  for (const auto& [what, change] : cases) {
+    SCOPED_TRACE(what);
+    TempDir tmp;
+    const stdfs::path src = tmp.path / "src";
+    stdfs::copy(kData + "/llama", src, stdfs::copy_options::recursive);
+    auto ck = Checkpoint::open(src);
+    ASSERT_TRUE(ck.ok());
+    auto plan = make_plan(*ck, {});
+    ASSERT_TRUE(plan.ok());
+    const stdfs::path dst = tmp.path / "out";
+    Touch ops;
+    ops.change = [&, change = change] { change(src); };
+    Result<RunSummary> r = Error{};
+    {
+      OpsGuard g(&ops);
+      r = run_plan(*ck, *plan, dst, RunOptions{});
+    }
+    ASSERT_TRUE(ops.done.load());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+    EXPECT_THAT(r.error().message, HasSubstr("changed during the run"));
+    EXPECT_FALSE(stdfs::exists(dst));
+    EXPECT_FALSE(stdfs::exists(staging_path(dst))) << "staging left behind";
+  }
 }
 
 TEST(QuantizeFaults, EnospcMidway) {
