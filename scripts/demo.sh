@@ -8,6 +8,8 @@ trap 'rm -rf "$WORK"' EXIT
 stage() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
 
 "$BIN" --version
+stage "selftest: the NVFP4A16 golden vectors through every codec path this CPU runs (byte-exact)" \
+  "$BIN" selftest
 stage "synthesize a tiny Gemma-4 MoE multimodal checkpoint" \
   "$BIN" synth --arch gemma4-moe --size tiny --out "$WORK/src" --seed 7
 stage "doctor: check config vs tensors, processor and tokenizer files (must exit 0)" \
