@@ -119,10 +119,52 @@ HWY_INLINE hn::Vec<DU> MaxTree(DU du, hn::Vec<DU> (&v)[kN]) {
   return v[0];
 }
 
+#if HWY_TARGET == HWY_AVX2
+// GroupMaxima for 16-bit sources on AVX2, without widening: one ymm holds a group's 16 magnitudes, and
+// eight groups fold to one vector of eight maxima with in-lane shuffles (halves, then quads, then
+// pairs) and one final lane permute, about half the instructions of the widening max tree. (The
+// AVX-512 targets keep the 16-lane widening tree: no measurable gain there.)
+HWY_INLINE bool GroupMaxima16Avx2(const std::byte* src, std::size_t ng, std::uint32_t* gmax,
+                                  std::uint32_t non_finite) {
+  const __m256i mag_mask = _mm256_set1_epi16(0x7FFF);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256i bad = _mm256_setzero_si256();
+  for (std::size_t g0 = 0; g0 < ng; g0 += 8) {
+    __m256i x[8];
+    for (std::size_t j = 0; j < 8; ++j) {
+      const auto* q = reinterpret_cast<const __m256i*>(src + (g0 + j) * kGroup * 2);
+      x[j] = g0 + j < ng ? _mm256_and_si256(_mm256_loadu_si256(q), mag_mask) : _mm256_setzero_si256();
+    }
+    // [g(2i) 8 | g(2i+1) 8]: the two 128-bit halves of each group folded, two groups per vector.
+    __m256i y[4];
+    for (std::size_t i = 0; i < 4; ++i)
+      y[i] = _mm256_max_epu16(_mm256_permute2x128_si256(x[2 * i], x[2 * i + 1], 0x20),
+                              _mm256_permute2x128_si256(x[2 * i], x[2 * i + 1], 0x31));
+    // [g0 4, g2 4 | g1 4, g3 4] and [g4 4, g6 4 | g5 4, g7 4]
+    const __m256i z0 = _mm256_max_epu16(_mm256_unpacklo_epi64(y[0], y[1]), _mm256_unpackhi_epi64(y[0], y[1]));
+    const __m256i z1 = _mm256_max_epu16(_mm256_unpacklo_epi64(y[2], y[3]), _mm256_unpackhi_epi64(y[2], y[3]));
+    // dwords [g0, g2, g4, g6 | g1, g3, g5, g7], two u16 per group each
+    const __m256i a = _mm256_shuffle_epi32(z0, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256i b = _mm256_shuffle_epi32(z1, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256i u = _mm256_max_epu16(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+    // one u16 per group in the low half of its dword, then groups in order
+    const __m256i m = _mm256_and_si256(_mm256_max_epu16(u, _mm256_srli_epi32(u, 16)), _mm256_set1_epi32(0xFFFF));
+    const __m256i r = _mm256_permutevar8x32_epi32(m, order);
+    bad = _mm256_max_epu32(bad, r);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(gmax + g0), r);
+  }
+  const __m256i ge = _mm256_cmpgt_epi32(bad, _mm256_set1_epi32(static_cast<int>(non_finite) - 1));
+  return _mm256_testz_si256(ge, ge) != 0;
+}
+#endif
+
 // Groups [0, ng) of a chunk starting at `src`: source-domain max magnitude bits into gmax[] (padded
 // with zeros to a multiple of Lanes). Returns false if any group holds a NaN/Inf.
 template <Src S>
 HWY_INLINE bool GroupMaxima(const std::byte* src, std::size_t ng, std::uint32_t* gmax) {
+#if HWY_TARGET == HWY_AVX2
+  if constexpr (S != Src::F32) return GroupMaxima16Avx2(src, ng, gmax, S == Src::BF16 ? 0x7F80u : 0x7C00u);
+#endif
   const hn::ScalableTag<std::uint32_t> du;
   constexpr std::size_t N = hn::MaxLanes(du);
   constexpr std::size_t kVecPerGroup = kGroup / N;
@@ -318,7 +360,8 @@ bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, floa
   constexpr std::size_t esz = S == Src::F32 ? 4 : 2;
   HWY_ALIGN std::uint32_t gmax[kChunkGroups];
   HWY_ALIGN std::uint8_t codes[kChunkGroups];
-  ThresholdTable& tt = ThresholdTable::thread_table(S == Src::F32 ? DType::F32 : S == Src::BF16 ? DType::BF16 : DType::F16, gs);
+  constexpr DType kDt = S == Src::F32 ? DType::F32 : S == Src::BF16 ? DType::BF16 : DType::F16;
+  ThresholdTable& tt = ThresholdTable::thread_table(kDt, gs);
   const std::uint64_t groups_per_row = cols / kGroup;
   for (std::uint64_t r = 0; r < rows; ++r) {
     for (std::uint64_t c0 = 0; c0 < groups_per_row; c0 += kChunkGroups) {
