@@ -15,13 +15,6 @@ namespace {
 
 constexpr std::int64_t kSoftTokens[] = {70, 140, 280, 560, 1120};
 
-std::optional<std::int64_t> int_of(const Json& j, std::string_view key) {
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find(key);
-  if (it == j.end()) return std::nullopt;
-  if (it->is_number_integer()) return it->get<std::int64_t>();
-  return std::nullopt;
-}
 std::optional<double> num_of(const Json& j, std::string_view key) {
   if (!j.is_object()) return std::nullopt;
   auto it = j.find(key);

@@ -10,25 +10,6 @@
 namespace fp4forge::doctor {
 namespace {
 
-bool has_non_null(const Json& j, std::string_view key) {
-  if (!j.is_object()) return false;
-  auto it = j.find(key);
-  return it != j.end() && !it->is_null();
-}
-
-std::optional<std::int64_t> int_of(const Json& j, std::string_view key) {
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<std::int64_t>();
-}
-
-bool bool_of(const Json& j, std::string_view key) {
-  if (!j.is_object()) return false;
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() && it->get<bool>();
-}
-
 std::vector<std::size_t> full_layers(const std::vector<std::string>& layer_types) {
   std::vector<std::size_t> v;
   for (std::size_t i = 0; i < layer_types.size(); ++i)

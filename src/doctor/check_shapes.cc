@@ -19,17 +19,6 @@ std::string dims(const std::vector<std::int64_t>& v) {
 }
 std::string dims(const std::vector<std::uint64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
-bool bool_of(const Json& j, std::string_view key, bool dflt = false) {
-  if (!j.is_object()) return dflt;
-  auto it = j.find(key);
-  return (it != j.end() && it->is_boolean()) ? it->get<bool>() : dflt;
-}
-std::optional<std::int64_t> int_of(const Json& j, std::string_view key) {
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<std::int64_t>();
-}
 
 /** Collects rule violations and turns each rule into one finding. */
 class Violations {

@@ -85,6 +85,14 @@ void check_quantized(const Context& ctx, std::vector<Finding>& out);
 /** Runs every check above, in a fixed order. */
 std::vector<Finding> run_checks(const Context& ctx);
 
+// Typed reads of one key of a JSON object from a file: never throw, whatever the value's type.
+/** True only when `j` is an object whose `key` is the boolean true. */
+bool bool_of(const Json& j, std::string_view key);
+/** The integer value of `key`, if `j` is an object and the value is an integer. */
+std::optional<std::int64_t> int_of(const Json& j, std::string_view key);
+/** Whether `j` is an object holding `key` with a non-null value. */
+bool has_non_null(const Json& j, std::string_view key);
+
 /** JSON equality with objects compared as unordered maps (key order carries no meaning). */
 bool same_json(const Json& a, const Json& b);
 

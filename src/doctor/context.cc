@@ -44,6 +44,25 @@ Result<std::optional<Json>> read_json_file(const std::filesystem::path& p) {
   return std::optional<Json>(std::move(j));
 }
 
+bool bool_of(const Json& j, std::string_view key) {
+  if (!j.is_object()) return false;
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::optional<std::int64_t> int_of(const Json& j, std::string_view key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<std::int64_t>();
+}
+
+bool has_non_null(const Json& j, std::string_view key) {
+  if (!j.is_object()) return false;
+  auto it = j.find(key);
+  return it != j.end() && !it->is_null();
+}
+
 bool same_json(const Json& a, const Json& b) {
   return nlohmann::json::parse(a.dump()) == nlohmann::json::parse(b.dump());
 }

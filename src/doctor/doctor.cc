@@ -169,10 +169,9 @@ class Fixer {
       refuse(kind, "config.json now has a per_layer_config: it supplies the full-attention geometry");
       return {};
     }
-    const bool k_eq_v = tc.is_object() && tc.contains("attention_k_eq_v") && tc["attention_k_eq_v"].is_boolean() &&
-                        tc["attention_k_eq_v"].get<bool>();  // value() would throw on a null or a string
-    const bool has_gd = tc.contains("global_head_dim") && !tc["global_head_dim"].is_null();
-    const bool has_gkv = tc.contains("num_global_key_value_heads") && !tc["num_global_key_value_heads"].is_null();
+    const bool k_eq_v = bool_of(tc, "attention_k_eq_v");
+    const bool has_gd = has_non_null(tc, "global_head_dim");
+    const bool has_gkv = has_non_null(tc, "num_global_key_value_heads");
     if (has_gd && (has_gkv || !k_eq_v)) return {};  // nothing missing any more
     const GlobalKvDerivation der = derive_global_kv(ctx_, cfg);
     if (!der.problem.empty()) {
