@@ -17,7 +17,7 @@ namespace stdfs = std::filesystem;
 inline const std::string kData = FP4FORGE_TEST_DATA;
 inline const std::string kCli = FP4FORGE_CLI;
 
-/** A temporary directory removed at scope exit. */
+/** A temporary directory removed at scope exit (also when a test made parts of it read-only). */
 struct TempDir {
   stdfs::path path;
   TempDir() {
@@ -27,6 +27,9 @@ struct TempDir {
   }
   ~TempDir() {
     std::error_code ec;
+    // Read-only copies must be writable again to be removed.
+    for (auto it = stdfs::recursive_directory_iterator(path, ec); !ec && it != stdfs::end(it); it.increment(ec))
+      if (!it->is_symlink()) stdfs::permissions(it->path(), stdfs::perms::owner_all, stdfs::perm_options::add, ec);
     stdfs::remove_all(path, ec);
   }
   TempDir(const TempDir&) = delete;

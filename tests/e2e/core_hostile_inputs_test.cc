@@ -29,49 +29,29 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 namespace {
 
 namespace stdfs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-const std::string kData = FP4FORGE_TEST_DATA;
-const std::string kCli = FP4FORGE_CLI;
+using fp4forge::testutil::kCli;
+using fp4forge::testutil::kData;
+using fp4forge::testutil::slurp;
+using fp4forge::testutil::TempDir;
+
 constexpr unsigned kDeadlineS = 30;                  // per CLI run; a hang is a failure
 constexpr long kMaxRssKb = 1024L * 1024;             // 1 GiB: no run may allocate what a header declares
 constexpr std::size_t kMaxErrLine = 2048;            // an error message is one readable line
 const std::string kShard2 = "model-00002-of-00004.safetensors";
 const std::string kIndex = "model.safetensors.index.json";
 
-std::string slurp(const stdfs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 void spit(const stdfs::path& p, const std::string& bytes) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   if (!f) std::abort();
 }
-
-struct TempDir {
-  stdfs::path path;
-  TempDir() {
-    std::string tmpl = (stdfs::temp_directory_path() / "fp4forge-hostile.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    // Read-only copies must be writable again to be removed.
-    for (auto it = stdfs::recursive_directory_iterator(path, ec); !ec && it != stdfs::end(it); it.increment(ec))
-      if (!it->is_symlink()) stdfs::permissions(it->path(), stdfs::perms::owner_all, stdfs::perm_options::add, ec);
-    stdfs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 /** FNV-1a 64 of a byte string (a content fingerprint for the unchanged-source check). */
 std::uint64_t fnv(const std::string& s) {
