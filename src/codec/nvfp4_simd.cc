@@ -47,6 +47,12 @@ constexpr std::size_t kGroup = 16;
 constexpr std::size_t kChunkGroups = 256;  // 4096 columns per chunk
 constexpr std::size_t kPrefetchAhead = 4096;  // bytes
 
+// The passes read the source once, front to back: prefetch the cache lines `kPrefetchAhead` bytes
+// beyond [p, p + bytes) (the hardware prefetcher stops at page boundaries).
+HWY_INLINE void PrefetchAhead(const std::byte* p, std::size_t bytes) {
+  for (std::size_t j = 0; j < bytes; j += 64) hwy::Prefetch(p + kPrefetchAhead + j);
+}
+
 // Source dtype as a compile-time tag.
 enum class Src { BF16, F16, F32 };
 
@@ -130,6 +136,7 @@ HWY_INLINE bool GroupMaxima16Avx2(const std::byte* src, std::size_t ng, std::uin
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   __m256i bad = _mm256_setzero_si256();
   for (std::size_t g0 = 0; g0 < ng; g0 += 8) {
+    PrefetchAhead(src + g0 * kGroup * 2, 8 * kGroup * 2);
     __m256i x[8];
     for (std::size_t j = 0; j < 8; ++j) {
       const auto* q = reinterpret_cast<const __m256i*>(src + (g0 + j) * kGroup * 2);
@@ -162,18 +169,17 @@ HWY_INLINE bool GroupMaxima16Avx2(const std::byte* src, std::size_t ng, std::uin
 // with zeros to a multiple of Lanes). Returns false if any group holds a NaN/Inf.
 template <Src S>
 HWY_INLINE bool GroupMaxima(const std::byte* src, std::size_t ng, std::uint32_t* gmax) {
+  constexpr std::uint32_t kNonFinite = S == Src::F32 ? 0x7F800000u : S == Src::BF16 ? 0x7F80u : 0x7C00u;
 #if HWY_TARGET == HWY_AVX2
-  if constexpr (S != Src::F32) return GroupMaxima16Avx2(src, ng, gmax, S == Src::BF16 ? 0x7F80u : 0x7C00u);
+  if constexpr (S != Src::F32) return GroupMaxima16Avx2(src, ng, gmax, kNonFinite);
 #endif
   const hn::ScalableTag<std::uint32_t> du;
   constexpr std::size_t N = hn::MaxLanes(du);
   constexpr std::size_t kVecPerGroup = kGroup / N;
   constexpr std::size_t esz = S == Src::F32 ? 4 : 2;
-  constexpr std::uint32_t kNonFinite = S == Src::F32 ? 0x7F800000u : S == Src::BF16 ? 0x7F80u : 0x7C00u;
   auto bad = hn::Zero(du);
   for (std::size_t g0 = 0; g0 < ng; g0 += N) {
-    // The chunk after this one, a few KiB ahead: the encode is one pass over the source.
-    for (std::size_t j = 0; j < N * kGroup * esz; j += 64) hwy::Prefetch(src + kPrefetchAhead + g0 * kGroup * esz + j);
+    PrefetchAhead(src + g0 * kGroup * esz, N * kGroup * esz);
     hn::Vec<decltype(du)> v[N];
     for (std::size_t j = 0; j < N; ++j) {
       if (g0 + j < ng) {
@@ -398,8 +404,7 @@ T AmaxDomain(const T* p, std::uint64_t count, T mask) {
   auto m0 = hn::Zero(d), m1 = hn::Zero(d), m2 = hn::Zero(d), m3 = hn::Zero(d);
   std::uint64_t i = 0;
   for (; i + 4 * N <= count; i += 4 * N) {
-    for (std::size_t j = 0; j < 4 * N * sizeof(T); j += 64)  // one pass over the source: stay ahead of it
-      hwy::Prefetch(reinterpret_cast<const std::byte*>(p + i) + kPrefetchAhead + j);
+    PrefetchAhead(reinterpret_cast<const std::byte*>(p + i), 4 * N * sizeof(T));
     m0 = hn::Max(m0, hn::And(hn::LoadU(d, p + i), vmask));
     m1 = hn::Max(m1, hn::And(hn::LoadU(d, p + i + N), vmask));
     m2 = hn::Max(m2, hn::And(hn::LoadU(d, p + i + 2 * N), vmask));
