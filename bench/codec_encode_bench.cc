@@ -37,6 +37,14 @@ const std::vector<std::byte>& source() {
   return data;
 }
 
+// Source bytes per iteration as the "bytes_per_second" counter (what scripts/bench.sh reads), and the
+// path name as the label.
+void report_rate(benchmark::State& state, std::uint64_t bytes, const std::string& label) {
+  state.counters["bytes_per_second"] = benchmark::Counter(
+      static_cast<double>(bytes) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(label);
+}
+
 void BM_Encode(benchmark::State& state, const std::string& path) {
   const auto& src = source();
   const nvfp4::WeightView w{src.data(), DType::BF16, kRows, kCols};
@@ -57,9 +65,7 @@ void BM_Encode(benchmark::State& state, const std::string& path) {
     benchmark::DoNotOptimize(scale.data());
     benchmark::ClobberMemory();
   }
-  state.counters["bytes_per_second"] = benchmark::Counter(
-      static_cast<double>(src.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(path);
+  report_rate(state, src.size(), path);
 }
 
 // Parts of the encode, for profiling: the amax pass alone, and the encode pass alone over `rows`
@@ -71,9 +77,7 @@ void BM_AmaxOnly(benchmark::State& state, const std::string& path) {
     auto a = nvfp4::amax_rows_with(path, w, 0, kRows, "bench");
     benchmark::DoNotOptimize(a);
   }
-  state.counters["bytes_per_second"] = benchmark::Counter(
-      static_cast<double>(src.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(path);
+  report_rate(state, src.size(), path);
 }
 
 void BM_EncodeOnly(benchmark::State& state, const std::string& path) {
@@ -87,9 +91,7 @@ void BM_EncodeOnly(benchmark::State& state, const std::string& path) {
     benchmark::DoNotOptimize(st);
     benchmark::ClobberMemory();
   }
-  state.counters["bytes_per_second"] = benchmark::Counter(
-      static_cast<double>(rows * kCols * 2) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(path);
+  report_rate(state, rows * kCols * 2, path);
 }
 
 void BM_Memcpy(benchmark::State& state) {
@@ -101,9 +103,7 @@ void BM_Memcpy(benchmark::State& state) {
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
-  state.counters["bytes_per_second"] = benchmark::Counter(
-      static_cast<double>(src.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel("memcpy");
+  report_rate(state, src.size(), "memcpy");
 }
 
 // Thread scaling (best path): rows split into one contiguous range per thread, amax ranges in
@@ -134,9 +134,7 @@ void BM_EncodeThreads(benchmark::State& state) {
     benchmark::DoNotOptimize(packed.data());
     benchmark::ClobberMemory();
   }
-  state.counters["bytes_per_second"] = benchmark::Counter(
-      static_cast<double>(src.size()) * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(nvfp4::best_path() + " x" + std::to_string(threads));
+  report_rate(state, src.size(), nvfp4::best_path() + " x" + std::to_string(threads));
 }
 
 }  // namespace
