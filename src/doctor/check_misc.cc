@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "checks.h"
+#include "fp4forge/model/classify.h"
 
 namespace fp4forge::doctor {
 namespace {
@@ -15,30 +16,28 @@ bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
 
-/** vLLM's registered architecture strings per family (registry v0.22 / v0.26 / v0.28, §3.4). */
-std::vector<std::string_view> registered(Family f) {
-  switch (f) {
-    case Family::GEMMA4: return {"Gemma4ForConditionalGeneration", "Gemma4ForCausalLM"};
-    case Family::QWEN3_5: return {"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"};
-    case Family::QWEN3_5_MOE: return {"Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"};
-    case Family::QWEN3_NEXT: return {"Qwen3NextForCausalLM"};
-    case Family::QWEN3: return {"Qwen3ForCausalLM"};
-    case Family::QWEN3_MOE: return {"Qwen3MoeForCausalLM"};
-    case Family::LLAMA: return {"LlamaForCausalLM"};
-    case Family::UNKNOWN: break;
-  }
-  return {};
+/** vLLM's registered architecture strings of the family (the registry). */
+const std::vector<std::string_view>& registered(Family f) { return family_spec(f).architectures; }
+
+bool is_mtp_arch(Family f, std::string_view a) {
+  const auto& m = family_spec(f).mtp_architectures;
+  return std::find(m.begin(), m.end(), a) != m.end();
 }
 
-bool is_mtp_arch(std::string_view a) { return a == "Qwen3_5MTP" || a == "Qwen3_5MoeMTP" || a == "Qwen3NextMTP"; }
+std::string wrapper_arch_of(Family f) { return std::string(family_spec(f).wrapper_architecture); }
 
-std::string wrapper_arch_of(Family f) {
-  switch (f) {
-    case Family::GEMMA4: return "Gemma4ForConditionalGeneration";
-    case Family::QWEN3_5: return "Qwen3_5ForConditionalGeneration";
-    case Family::QWEN3_5_MOE: return "Qwen3_5MoeForConditionalGeneration";
-    default: return {};
+/** Whether any tensor classifies as `role` (VISION counts vision projectors too; AUDIO its projector),
+ * whatever prefix the family uses (`model.visual.`, `vision_tower.`, `vision_model.`, ...). */
+bool has_tower(const Context& ctx, Role role) {
+  for (const auto& [name, meta] : ctx.tensors) {
+    const TensorClass c = classify(name, meta.shape, ctx.info);
+    if (c.role == role) return true;
+    if (c.role == Role::PROJECTOR) {
+      const bool audio = name.find("audio") != std::string::npos;
+      if ((role == Role::AUDIO) == audio) return true;
+    }
   }
+  return false;
 }
 
 }  // namespace
@@ -69,7 +68,9 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
     f.severity = Severity::WARNING;
     f.key = "architectures";
     f.actual = fmt::format("{} (model_type '{}')", fmt::join(archs, ", "), ctx.info.model_type);
-    f.expected = "a family in fp4forge's table (Gemma-4, Qwen3.5/3.6, Qwen3-Next, Qwen3, Qwen3-MoE, Llama)";
+    std::vector<std::string_view> names;
+    for (const auto& spec : families()) names.push_back(spec.display);
+    f.expected = fmt::format("a family in fp4forge's registry ({})", fmt::join(names, ", "));
     f.message = fmt::format("architecture {} is not in fp4forge's family table: config-vs-shape checks are "
                             "skipped (vLLM may still support it)", f.actual);
     out.push_back(std::move(f));
@@ -98,7 +99,7 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
       f.key = "architectures";
       f.actual = a;
       f.expected = fmt::format("one of {}", fmt::join(reg, ", "));
-      if (is_mtp_arch(a))
+      if (is_mtp_arch(fam, a))
         f.message = fmt::format("'{}' is a speculative-decoding (MTP) architecture, not a main model for family {}; "
                                 "vLLM registers {} for it", a, family_name(fam), f.expected);
       else
@@ -124,12 +125,13 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
   // Wrapper vs flat (§3.4, F30).
   if (ctx.tensors.empty() || archs.empty()) return;
   const std::string& a = archs.front();
-  const bool wrap_keys = ctx.any_with_prefix("model.language_model.");
+  const bool wrap_keys = ctx.any_with_prefix("model.language_model.") || ctx.any_with_prefix("language_model.model.");
   const bool flat_keys = ctx.any_with_prefix("model.layers.");
-  const bool vision = ctx.any_with_prefix("model.vision_tower.") || ctx.any_with_prefix("model.visual.");
+  const bool vision = has_tower(ctx, Role::VISION);
   Finding f;
   f.kind = "wrapper-flat-mismatch";
-  f.severity = Severity::ERROR;
+  // Without a registry row the layout rule is a guess: say so, never claim the checkpoint is wrong.
+  f.severity = fam == Family::UNKNOWN ? Severity::WARNING : Severity::ERROR;
   f.key = "architectures";
   f.actual = a;
   if (ends_with(a, "ForConditionalGeneration") && flat_keys && !wrap_keys) {
@@ -186,8 +188,7 @@ void check_modalities(const Context& ctx, std::vector<Finding>& out) {
     auto it = cfg.find(k);
     return it != cfg.end() && !it->is_null() && !(it->is_object() && it->empty());
   };
-  if (declared("audio_config") && !ctx.any_with_prefix("model.audio_tower.") &&
-      !ctx.any_with_prefix("model.embed_audio.")) {
+  if (declared("audio_config") && !has_tower(ctx, Role::AUDIO)) {
     Finding f;
     f.kind = "audio-declared-weightless";
     f.severity = Severity::INFO;
@@ -199,8 +200,7 @@ void check_modalities(const Context& ctx, std::vector<Finding>& out) {
     f.hint = "set audio_config to null if the model is not meant to take audio, or restore the audio tower";
     out.push_back(std::move(f));
   }
-  if (declared("vision_config") && !ctx.any_with_prefix("model.vision_tower.") &&
-      !ctx.any_with_prefix("model.visual.") && !ctx.any_with_prefix("model.embed_vision.")) {
+  if (declared("vision_config") && !has_tower(ctx, Role::VISION)) {
     const bool wrapper_arch = ends_with(ctx.info.architecture, "ForConditionalGeneration");
     Finding f;
     f.kind = "vision-declared-weightless";
@@ -220,6 +220,28 @@ void check_modalities(const Context& ctx, std::vector<Finding>& out) {
 void check_mtp(const Context& ctx, std::vector<Finding>& out) {
   if (ctx.tensors.empty()) return;
   const std::int64_t n = ctx.info.mtp_num_hidden_layers;
+  if (ctx.info.spec().mtp == MtpForm::EXTRA_LAYERS) {
+    // DeepSeek-V3 / GLM-4.5: MTP layers are decoder layers [N, N + n).
+    std::vector<std::string> missing;
+    for (std::int64_t k = 0; k < n; ++k) {
+      const std::string base = fmt::format("{}layers.{}.", ctx.text_prefix, ctx.info.num_layers + k);
+      if (!ctx.any_with_prefix(base)) missing.push_back(base + "*");
+    }
+    if (missing.empty()) return;
+    Finding f;
+    f.kind = "mtp-declared-missing";
+    f.severity = Severity::WARNING;
+    f.key = "num_nextn_predict_layers";
+    f.expected = fmt::format("decoder layers {}..{} (the MTP layers)", ctx.info.num_layers, ctx.info.num_layers + n - 1);
+    f.actual = fmt::format("missing {}", fmt::join(missing, ", "));
+    f.tensors = missing;
+    f.message = fmt::format("num_nextn_predict_layers = {} but {}: MTP speculative decoding is unavailable "
+                            "(typical of a checkpoint re-saved by plain transformers, which drops the MTP layers)",
+                            n, f.actual);
+    f.hint = "copy the MTP layers from the original release, or set num_nextn_predict_layers to 0";
+    out.push_back(std::move(f));
+    return;
+  }
   std::vector<std::string> mtp;
   std::set<std::int64_t> layers;
   for (auto it = ctx.tensors.lower_bound("mtp."); it != ctx.tensors.end(); ++it) {

@@ -160,6 +160,11 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
       return r;
     }
   }
+  // Granite MoE: block_sparse_moe.{input_linear,output_linear}.weight, fused 3-D [E, 2I, H] / [E, H, I].
+  if (li > from && b[li - 1] == "block_sparse_moe" && shape.size() == 3) {
+    if (last == "input_linear") return {Role::EXPERT_GATE_UP_FUSED, -1};
+    if (last == "output_linear") return {Role::EXPERT_DOWN_FUSED, -1};
+  }
   // Pre-release Gemma-4 naming: layers.{i}.moe.{gate_up_proj,down_proj,per_expert_scale}.
   if (li > from && b[li - 1] == "moe") {
     if (last == "gate_up_proj") return {Role::EXPERT_GATE_UP_FUSED, -1};
@@ -171,7 +176,8 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
       has_component(b, from, li, "shared_mlp")) {
     if (last == "gate_proj" || last == "w1") return {Role::SHARED_EXPERT_GATE, -1};
     if (last == "up_proj" || last == "w3") return {Role::SHARED_EXPERT_UP, -1};
-    if (last == "down_proj" || last == "w2") return {Role::SHARED_EXPERT_DOWN, -1};
+    if (last == "down_proj" || last == "w2" || last == "output_linear") return {Role::SHARED_EXPERT_DOWN, -1};
+    if (last == "gate_up_proj" || last == "input_linear") return {Role::SHARED_EXPERT_GATE_UP, -1};
   }
   if (last == "shared_expert_gate") return {Role::ROUTER, -1};
   // Routers.
@@ -195,17 +201,28 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
     if (is_norm_name(last)) return {Role::NORM, -1};
     return {Role::LINEAR_ATTN, -1};
   }
+  // Mamba-2 mixer (Granite-4 hybrid).
+  if (has_component(b, from, li, "mamba") || has_component(b, from, li, "mixer")) {
+    if (last == "conv1d") return {Role::LINEAR_ATTN_CONV, -1};
+    if (last == "A_log" || last == "dt_bias" || last == "D") return {Role::LINEAR_ATTN_PARAM, -1};
+    if (is_norm_name(last)) return {Role::NORM, -1};
+    if (last == "in_proj" || last == "out_proj") return {Role::MAMBA, -1};
+  }
   if (is_norm_name(last)) return {Role::NORM, -1};
   // Attention.
   const bool attn_ctx = has_component(b, from, li, "self_attn") || has_component(b, from, li, "attn") ||
                         has_component(b, from, li, "attention") || has_component(b, from, li, "cross_attn");
-  if (last == "q_proj" || last == "q_a_proj" || last == "q_b_proj" || last == "wq_a" || last == "wq_b" ||
-      last == "qkv_proj" || last == "query_key_value" || last == "Wqkv" || last == "c_attn" ||
-      (attn_ctx && (last == "wq" || last == "query" || last == "qkv")))
-    return {Role::ATTN_Q, -1};
-  if (last == "k_proj" || last == "kv_a_proj_with_mqa" || last == "kv_b_proj" || last == "wkv_a_with_mqa" ||
-      last == "wkv_a" || last == "wkv_b" || (attn_ctx && (last == "wk" || last == "key")))
-    return {Role::ATTN_K, -1};
+  // Multi-head latent attention (DeepSeek-V2/V3 and the wq_a / wkv_a naming of their reference code).
+  if (last == "q_a_proj" || last == "wq_a") return {Role::ATTN_Q_A, -1};
+  if (last == "q_b_proj" || last == "wq_b") return {Role::ATTN_Q_B, -1};
+  if (last == "kv_a_proj_with_mqa" || last == "wkv_a_with_mqa" || last == "wkv_a") return {Role::ATTN_KV_A, -1};
+  if (last == "kv_b_proj" || last == "wkv_b") return {Role::ATTN_KV_B, -1};
+  // Pre-fused q/k/v (Phi-3 qkv_proj, Falcon query_key_value, MPT Wqkv, GPT-2 c_attn).
+  if (last == "qkv_proj" || last == "query_key_value" || last == "Wqkv" || last == "c_attn" ||
+      (attn_ctx && last == "qkv"))
+    return {Role::ATTN_QKV, -1};
+  if (last == "q_proj" || (attn_ctx && (last == "wq" || last == "query"))) return {Role::ATTN_Q, -1};
+  if (last == "k_proj" || (attn_ctx && (last == "wk" || last == "key"))) return {Role::ATTN_K, -1};
   if (last == "v_proj" || (attn_ctx && (last == "wv" || last == "value"))) return {Role::ATTN_V, -1};
   if (last == "o_proj" || (attn_ctx && (last == "wo" || last == "out_proj" || last == "dense" ||
                                         last == "c_proj" || last == "proj")))
@@ -213,7 +230,8 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
   if (attn_ctx && (last == "k_scale" || last == "v_scale" || last == "q_scale" || last == "prob_scale"))
     return {Role::SCALAR, -1};
   // Dense MLP.
-  if (last == "gate_proj" || last == "w1" || last == "gate_up_proj") return {Role::MLP_GATE, -1};
+  if (last == "gate_up_proj") return {Role::MLP_GATE_UP, -1};
+  if (last == "gate_proj" || last == "w1") return {Role::MLP_GATE, -1};
   if (last == "up_proj" || last == "w3") return {Role::MLP_UP, -1};
   if (last == "down_proj" || last == "w2") return {Role::MLP_DOWN, -1};
   if (has_any_component(b, from, li, kMlpContexts)) {
@@ -325,6 +343,15 @@ TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape
   const Body b = classify_body(parts, from, shape, info);
   c.role = c.base_role = b.role;
   c.expert = b.expert;
+  // DeepSeek-V3 / GLM-4.5 MTP: decoder layers [N, N + num_nextn_predict_layers) of the text stack.
+  if (c.text_stack && c.layer >= 0 && info.num_layers > 0 && c.layer >= info.num_layers &&
+      info.spec().mtp == MtpForm::EXTRA_LAYERS) {
+    c.role = Role::MTP;
+    c.text_stack = false;
+    const std::string_view leaf = parts[parts.n - 1] == "weight" && parts.n >= 2 ? parts[parts.n - 2] : parts[parts.n - 1];
+    if (leaf == "eh_proj") c.base_role = Role::OTHER;
+    if (leaf == "head") c.base_role = Role::LM_HEAD;
+  }
   return c;
 }
 
@@ -335,29 +362,16 @@ std::vector<FusedSet> fused_sets(std::span<const std::string> weight_modules, co
     if (dot == std::string::npos) continue;
     children[m.substr(0, dot)].insert(m.substr(dot + 1));
   }
-  struct Rule {
-    std::array<std::string_view, 3> names;
-    std::size_t count;
-    std::string_view kind;
-  };
-  static constexpr std::array<Rule, 5> kRules{{
-      {{"q_proj", "k_proj", "v_proj"}, 3, "qkv"},
-      {{"gate_proj", "up_proj", ""}, 2, "gate_up"},
-      {{"q_a_proj", "kv_a_proj_with_mqa", ""}, 2, "q_a_kv_a"},
-      {{"wq_a", "wkv_a_with_mqa", ""}, 2, "q_a_kv_a"},
-      {{"w1", "w3", ""}, 2, "w1_w3"},
-  }};
   std::vector<FusedSet> out;
   for (const auto& [parent, kids] : children) {
-    for (const Rule& rule : kRules) {
+    for (const FusedRule& rule : fused_rules()) {
       bool all = true;
-      for (std::size_t i = 0; i < rule.count; ++i) all = all && kids.count(std::string(rule.names[i])) > 0;
+      for (auto leaf : rule.members) all = all && kids.count(std::string(leaf)) > 0;
       if (!all) continue;
       FusedSet s;
       s.parent = parent;
       s.kind = std::string(rule.kind);
-      for (std::size_t i = 0; i < rule.count; ++i)
-        s.members.push_back(parent + "." + std::string(rule.names[i]));
+      for (auto leaf : rule.members) s.members.push_back(parent + "." + std::string(leaf));
       out.push_back(std::move(s));
     }
     // Gemma-4 full-attention layers with attention_k_eq_v: {q_proj, k_proj} (no v_proj on disk).

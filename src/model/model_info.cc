@@ -10,7 +10,6 @@ using Json = nlohmann::ordered_json;
 
 constexpr std::int64_t kMaxLayers = 100'000;  // far above any real model; guards allocations
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 /** Integer value of `key` in `j` (0 when absent, null, non-numeric or non-integral). */
 std::int64_t get_int(const Json& j, std::string_view key, std::int64_t dflt = 0) {
@@ -45,55 +44,11 @@ std::string get_str(const Json& j, std::string_view key) {
   return it->get<std::string>();
 }
 
-Family family_from_model_type(std::string_view mt) {
-  if (starts_with(mt, "gemma4")) return Family::GEMMA4;
-  if (starts_with(mt, "qwen3_5_moe")) return Family::QWEN3_5_MOE;
-  if (starts_with(mt, "qwen3_5")) return Family::QWEN3_5;
-  if (starts_with(mt, "qwen3_next")) return Family::QWEN3_NEXT;
-  if (starts_with(mt, "qwen3_moe")) return Family::QWEN3_MOE;
-  if (mt == "qwen3" || mt == "qwen3_text") return Family::QWEN3;
-  if (mt == "llama") return Family::LLAMA;
-  return Family::UNKNOWN;
-}
-
-Family family_from_architecture(std::string_view a) {
-  if (starts_with(a, "Gemma4")) return Family::GEMMA4;
-  if (starts_with(a, "Qwen3_5Moe")) return Family::QWEN3_5_MOE;
-  if (starts_with(a, "Qwen3_5")) return Family::QWEN3_5;
-  if (starts_with(a, "Qwen3Next")) return Family::QWEN3_NEXT;
-  if (starts_with(a, "Qwen3Moe")) return Family::QWEN3_MOE;
-  if (starts_with(a, "Qwen3For")) return Family::QWEN3;
-  if (starts_with(a, "Llama")) return Family::LLAMA;
-  return Family::UNKNOWN;
-}
-
 bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
 
 }  // namespace
-
-std::string_view family_name(Family f) noexcept {
-  switch (f) {
-    case Family::GEMMA4:
-      return "gemma4";
-    case Family::QWEN3_5:
-      return "qwen3_5";
-    case Family::QWEN3_5_MOE:
-      return "qwen3_5_moe";
-    case Family::QWEN3_NEXT:
-      return "qwen3_next";
-    case Family::LLAMA:
-      return "llama";
-    case Family::QWEN3:
-      return "qwen3";
-    case Family::QWEN3_MOE:
-      return "qwen3_moe";
-    case Family::UNKNOWN:
-      break;
-  }
-  return "unknown";
-}
 
 std::string ArchClass::str() const {
   std::string s = moe ? "moe" : "dense";
@@ -131,16 +86,11 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
   m.model_type = get_str(config, "model_type");
   m.text_model_type = m.wrapper ? get_str(text, "model_type") : m.model_type;
 
-  m.family = family_from_model_type(m.text_model_type);
-  if (m.family == Family::UNKNOWN) m.family = family_from_model_type(m.model_type);
-  if (m.family == Family::UNKNOWN) m.family = family_from_architecture(m.architecture);
-  // A MoE text config inside a qwen3_5 wrapper (or vice versa) is decided by the text model type.
-  if (m.family == Family::QWEN3_5 && starts_with(m.architecture, "Qwen3_5Moe") &&
-      family_from_model_type(m.text_model_type) == Family::UNKNOWN)
-    m.family = Family::QWEN3_5_MOE;
-
+  m.family = detect_family(m.model_type, m.text_model_type, m.architecture);
+  const FamilySpec& spec = m.spec();
+  // The family's preferred wrapper prefix; the tensors may refine it (text_prefix_of()).
   m.text_prefix = (m.wrapper || ends_with(m.architecture, "ForConditionalGeneration"))
-                      ? "model.language_model."
+                      ? std::string(spec.text_prefixes.front())
                       : "model.";
 
   // Geometry.
@@ -151,16 +101,23 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
   m.head_dim = get_int(text, "head_dim");
   if (m.head_dim == 0 && m.num_heads > 0 && m.hidden_size % m.num_heads == 0)
     m.head_dim = m.hidden_size / m.num_heads;
-  m.intermediate_size = get_int(text, "intermediate_size");
+  m.intermediate_size = first_int(text, spec.dense_intermediate_keys);
+  if (m.intermediate_size == 0) m.intermediate_size = get_int(text, "intermediate_size");
   m.vocab_size = get_int(text, "vocab_size");
   m.max_position_embeddings = get_int(text, "max_position_embeddings");
-  m.num_experts = get_int(text, "num_experts");
-  if (m.num_experts == 0) m.num_experts = get_int(text, "num_local_experts");
+  m.num_experts = first_int(text, spec.num_experts_keys);
+  if (m.num_experts == 0) m.num_experts = first_int(text, family_spec(Family::UNKNOWN).num_experts_keys);
   m.experts_per_tok = get_int(text, "num_experts_per_tok");
   if (m.experts_per_tok == 0) m.experts_per_tok = get_int(text, "top_k_experts");
-  m.moe_intermediate_size = get_int(text, "moe_intermediate_size");
-  if (m.moe_intermediate_size == 0) m.moe_intermediate_size = get_int(text, "expert_intermediate_size");
-  m.shared_expert_intermediate_size = get_int(text, "shared_expert_intermediate_size");
+  m.moe_intermediate_size = first_int(text, spec.expert_intermediate_keys);
+  m.shared_expert_intermediate_size = first_int(text, spec.shared_intermediate_keys);
+  if (!spec.shared_count_key.empty())
+    m.shared_expert_intermediate_size = get_int(text, spec.shared_count_key) * m.moe_intermediate_size;
+  m.q_lora_rank = get_int(text, "q_lora_rank");
+  m.kv_lora_rank = get_int(text, "kv_lora_rank");
+  m.qk_nope_head_dim = get_int(text, "qk_nope_head_dim");
+  m.qk_rope_head_dim = get_int(text, "qk_rope_head_dim");
+  m.v_head_dim = get_int(text, "v_head_dim");
   m.attention_k_eq_v = get_bool(text, "attention_k_eq_v").value_or(false);
   m.sliding_window = get_int(text, "sliding_window");
   m.num_kv_shared_layers = get_int(text, "num_kv_shared_layers");
@@ -171,9 +128,7 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
   m.linear_conv_kernel_dim = get_int(text, "linear_conv_kernel_dim");
   m.mtp_num_hidden_layers = get_int(text, "mtp_num_hidden_layers");
   if (m.mtp_num_hidden_layers == 0) m.mtp_num_hidden_layers = get_int(text, "num_nextn_predict_layers");
-  m.attn_output_gate = get_bool(text, "attn_output_gate")
-                           .value_or(m.family == Family::QWEN3_5 || m.family == Family::QWEN3_5_MOE ||
-                                     m.family == Family::QWEN3_NEXT);
+  m.attn_output_gate = get_bool(text, "attn_output_gate").value_or(spec.attn_output_gate);
   m.enable_moe_block = get_bool(text, "enable_moe_block").value_or(false) ||
                        get_bool(text, "use_second_mlp_block").value_or(false);
   m.hidden_size_per_layer_input = get_int(text, "hidden_size_per_layer_input");
@@ -181,7 +136,7 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
   m.full_attention_interval = get_int(text, "full_attention_interval");
 
   // Tied embeddings: the text-level value is authoritative (architectures.md §1.1).
-  const bool tie_default = m.family == Family::GEMMA4;
+  const bool tie_default = spec.tie_default;
   if (auto t = get_bool(text, "tie_word_embeddings"))
     m.tie_word_embeddings = *t;
   else
@@ -225,11 +180,18 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
     m.layer_types_synthesized = true;
     const auto n = static_cast<std::size_t>(m.num_layers);
     m.layer_types.reserve(n);
-    if (m.family == Family::QWEN3_5 || m.family == Family::QWEN3_5_MOE || m.family == Family::QWEN3_NEXT) {
-      const std::int64_t interval = m.full_attention_interval > 0 ? m.full_attention_interval : 4;
+    if (spec.mixer == Mixer::GATED_DELTANET) {
+      const std::int64_t interval =
+          m.full_attention_interval > 0 ? m.full_attention_interval : spec.full_attention_interval;
       for (std::size_t i = 0; i < n; ++i)
         m.layer_types.emplace_back((static_cast<std::int64_t>(i) + 1) % interval == 0 ? "full_attention"
                                                                                       : "linear_attention");
+    } else if (auto lb = text.find("layers_block_type"); lb != text.end() && lb->is_array()) {
+      // Granite-4 hybrid: "attention" / "mamba" per layer.
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool mamba = i < lb->size() && (*lb)[i].is_string() && (*lb)[i].get<std::string>() == "mamba";
+        m.layer_types.emplace_back(mamba ? "mamba" : "full_attention");
+      }
     } else if (m.family == Family::GEMMA4) {
       std::int64_t pattern = get_int(text, "sliding_window_pattern", 6);
       if (pattern <= 0) pattern = 6;

@@ -10,9 +10,15 @@ constexpr std::array<std::string_view, kRoleCount> kRoleNames{{
     "attn_k",
     "attn_v",
     "attn_o",
+    "attn_qkv",
+    "attn_q_a",
+    "attn_q_b",
+    "attn_kv_a",
+    "attn_kv_b",
     "mlp_gate",
     "mlp_up",
     "mlp_down",
+    "mlp_gate_up",
     "expert_gate",
     "expert_up",
     "expert_down",
@@ -21,6 +27,7 @@ constexpr std::array<std::string_view, kRoleCount> kRoleNames{{
     "shared_expert_gate",
     "shared_expert_up",
     "shared_expert_down",
+    "shared_expert_gate_up",
     "router",
     "router_aux",
     "embedding",
@@ -29,6 +36,7 @@ constexpr std::array<std::string_view, kRoleCount> kRoleNames{{
     "linear_attn",
     "linear_attn_conv",
     "linear_attn_param",
+    "mamba",
     "vision",
     "audio",
     "projector",
@@ -50,9 +58,15 @@ bool role_is_quantizable(Role r) noexcept {
     case Role::ATTN_K:
     case Role::ATTN_V:
     case Role::ATTN_O:
+    case Role::ATTN_QKV:
+    case Role::ATTN_Q_A:
+    case Role::ATTN_Q_B:
+    case Role::ATTN_KV_A:
+    case Role::ATTN_KV_B:
     case Role::MLP_GATE:
     case Role::MLP_UP:
     case Role::MLP_DOWN:
+    case Role::MLP_GATE_UP:
     case Role::EXPERT_GATE:
     case Role::EXPERT_UP:
     case Role::EXPERT_DOWN:
@@ -61,6 +75,7 @@ bool role_is_quantizable(Role r) noexcept {
     case Role::SHARED_EXPERT_GATE:
     case Role::SHARED_EXPERT_UP:
     case Role::SHARED_EXPERT_DOWN:
+    case Role::SHARED_EXPERT_GATE_UP:
       return true;
     default:
       return false;
@@ -77,6 +92,7 @@ bool role_is_protected(Role r) noexcept {
     case Role::LINEAR_ATTN:
     case Role::LINEAR_ATTN_CONV:
     case Role::LINEAR_ATTN_PARAM:
+    case Role::MAMBA:
     case Role::VISION:
     case Role::AUDIO:
     case Role::PROJECTOR:

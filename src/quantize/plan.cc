@@ -49,6 +49,7 @@ std::string keep_reason(Role r, bool mtp, bool outside_text) {
     case Role::LINEAR_ATTN: return "linear attention: kept at 4 bits (architectures.md 5.3)";
     case Role::LINEAR_ATTN_CONV: return "linear-attention conv1d: not a Linear";
     case Role::LINEAR_ATTN_PARAM: return "linear-attention parameter: not a Linear";
+    case Role::MAMBA: return "Mamba mixer projection: kept in 16 bits (like linear attention)";
     case Role::VISION: return "vision tower: never quantized";
     case Role::AUDIO: return "audio tower: never quantized";
     case Role::PROJECTOR: return "multimodal projector: never quantized";
@@ -72,6 +73,7 @@ std::pair<std::string_view, std::string_view> role_noun(Role r) {
     case Role::LINEAR_ATTN: return {"linear-attention projection", "linear-attention projections"};
     case Role::LINEAR_ATTN_CONV: return {"conv1d kernel", "conv1d kernels"};
     case Role::LINEAR_ATTN_PARAM: return {"linear-attention parameter", "linear-attention parameters"};
+    case Role::MAMBA: return {"Mamba projection", "Mamba projections"};
     case Role::VISION: return {"vision-tower tensor", "vision-tower tensors"};
     case Role::AUDIO: return {"audio-tower tensor", "audio-tower tensors"};
     case Role::PROJECTOR: return {"projector tensor", "projector tensors"};
@@ -87,7 +89,8 @@ struct Mod {
   std::string module;
   std::size_t decision = 0;
   Role role = Role::OTHER;
-  std::uint64_t rows = 0, cols = 0, byte_offset = 0;
+  std::uint64_t rows = 0, cols = 0;
+  MatrixSlice slice;
   bool quant = false;
   bool forced = false;
   Rule rule = Rule::POLICY;
@@ -151,6 +154,10 @@ double QuantPlan::bits_per_weight() const noexcept {
   return quantized_params == 0 ? 0.0
                                : 8.0 * static_cast<double>(quantized_out_bytes) /
                                      static_cast<double>(quantized_params);
+}
+
+double QuantPlan::text_quantized_share() const noexcept {
+  return text_params == 0 ? 0.0 : static_cast<double>(text_quantized_params) / static_cast<double>(text_params);
 }
 
 Result<NamePattern> NamePattern::parse(std::string_view text) {
@@ -290,66 +297,61 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
   }
 
   // 2. Candidate modules (plain 2-D weights and split experts).
+  std::vector<NamedShape> named;
+  named.reserve(plan.decisions.size());
+  for (const auto& d : plan.decisions) named.push_back({d.name, d.shape});
+  const std::vector<ExpertBlock> blocks = find_expert_blocks(named, info, opts.experts);
+  std::unordered_map<std::string_view, const ExpertBlock*> fused_block;  // fused tensor name -> its block
+  for (const auto& b : blocks) {
+    if (b.storage != ExpertStorage::FUSED) continue;
+    if (!b.gate_up.empty()) fused_block[b.gate_up] = &b;
+    if (!b.down.empty()) fused_block[b.down] = &b;
+  }
   std::vector<Mod> mods;
   std::vector<std::vector<std::size_t>> mods_of(plan.decisions.size());
   for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
     auto& d = plan.decisions[di];
     const bool mtp = d.cls.role == Role::MTP || starts_with(d.name, "mtp.");
-    const bool fused_expert = (d.cls.role == Role::EXPERT_GATE_UP_FUSED || d.cls.role == Role::EXPERT_DOWN_FUSED) &&
-                              d.shape.size() == 3 && !ends_with(d.name, ".weight") && !mtp;
     const bool policy_quant = role_is_quantizable(d.cls.role) && d.cls.text_stack && !mtp;
-    if (fused_expert) {
-      const bool gate_up = d.cls.role == Role::EXPERT_GATE_UP_FUSED;
-      if (info.family != Family::GEMMA4 && info.family != Family::QWEN3_5_MOE)
-        return make_error(Errc::BAD_INPUT,
-                          "fused 3-D expert tensor '{}' {} in a '{}' checkpoint: the expert orientation of "
-                          "this family is unknown (R3, F5); expected per-expert 2-D tensors; pass --ignore '{}' "
-                          "to keep the experts unquantized",
-                          d.name, shape_str(d.shape), family_name(info.family), d.name);
-      const auto E = static_cast<std::uint64_t>(std::max<std::int64_t>(info.num_experts, 0));
-      const auto Im = static_cast<std::uint64_t>(std::max<std::int64_t>(info.moe_intermediate_size, 0));
-      const auto H = static_cast<std::uint64_t>(std::max<std::int64_t>(info.hidden_size, 0));
-      const std::vector<std::uint64_t> want =
-          gate_up ? std::vector<std::uint64_t>{E, 2 * Im, H} : std::vector<std::uint64_t>{E, H, Im};
-      if (E == 0 || Im == 0 || H == 0 || d.shape != want)
-        return make_error(Errc::BAD_INPUT,
-                          "fused expert tensor '{}': shape {} disagrees with the config (num_experts={}, "
-                          "moe_intermediate_size={}, hidden_size={}: expected {}); refusing to split (R3)",
-                          d.name, shape_str(d.shape), E, Im, H, shape_str(want));
-      const std::string base = d.name.substr(0, d.name.rfind('.') + 1);  // "<prefix>.experts."
-      const std::uint64_t es = elem_bytes(d.dtype);
-      for (std::uint64_t e = 0; e < E; ++e) {
-        if (gate_up) {
-          for (int part = 0; part < 2; ++part) {
-            Mod m;
-            m.module = fmt::format("{}{}.{}", base, e, part == 0 ? "gate_proj" : "up_proj");
-            m.decision = di;
-            m.role = part == 0 ? Role::EXPERT_GATE : Role::EXPERT_UP;
-            m.rows = Im;
-            m.cols = H;
-            m.byte_offset = (e * 2 * Im + static_cast<std::uint64_t>(part) * Im) * H * es;
-            m.quant = policy_quant;
-            m.experts_key = experts_key_of(m.module);
-            mods_of[di].push_back(mods.size());
-            mods.push_back(std::move(m));
-          }
-        } else {
+    const auto fb = fused_block.find(d.name);
+    if (fb != fused_block.end() && !mtp) {
+      const ExpertBlock& blk = *fb->second;
+      bool user_kept = false;
+      for (const auto& p : ign.pats) user_kept = user_kept || p.matches(d.name) || p.matches(blk.key);
+      if (!blk.problem.empty() && !user_kept)
+        return make_error(Errc::BAD_INPUT, "{}; or pass --ignore '{}' to keep these experts unquantized (R3)",
+                          blk.problem, blk.key);
+      if (blk.problem.empty()) {
+        const auto E = static_cast<std::uint64_t>(std::max<std::int64_t>(info.num_experts, 0));
+        const auto Im = static_cast<std::uint64_t>(std::max<std::int64_t>(info.moe_intermediate_size, 0));
+        const auto H = static_cast<std::uint64_t>(std::max<std::int64_t>(info.hidden_size, 0));
+        if (!user_kept && ((E != 0 && blk.num_experts != E) || (Im != 0 && blk.intermediate != Im) ||
+                           (H != 0 && blk.hidden != H)))
+          return make_error(Errc::BAD_INPUT,
+                            "fused expert tensor '{}' {} reads as {} experts of width {} over hidden size {} "
+                            "({}), but the config says num_experts = {}, expert width = {}, hidden_size = {}; "
+                            "refusing to split (R3)",
+                            d.name, shape_str(d.shape), blk.num_experts, blk.intermediate, blk.hidden,
+                            orientation_name(blk.orientation), E, Im, H);
+        for (const ExpertPart& part : blk.parts) {
+          if (part.tensor != d.name) continue;
           Mod m;
-          m.module = fmt::format("{}{}.down_proj", base, e);
+          m.module = part.module;
           m.decision = di;
-          m.role = Role::EXPERT_DOWN;
-          m.rows = H;
-          m.cols = Im;
-          m.byte_offset = e * H * Im * es;
+          m.role = part.role;
+          m.rows = part.slice.rows;
+          m.cols = part.slice.cols;
+          m.slice = part.slice;
           m.quant = policy_quant;
-          m.experts_key = experts_key_of(m.module);
+          m.experts_key = blk.key + ".";
+          m.reason = policy_quant ? fmt::format("routed expert (split from fused 3-D tensor, {})",
+                                                orientation_name(blk.orientation))
+                                  : keep_reason(d.cls.role, mtp, !d.cls.text_stack);
           mods_of[di].push_back(mods.size());
           mods.push_back(std::move(m));
         }
+        continue;
       }
-      for (std::size_t k : mods_of[di])
-        mods[k].reason = policy_quant ? "routed expert (split from fused 3-D tensor)" : keep_reason(d.cls.role, mtp, !d.cls.text_stack);
-      continue;
     }
     if (!d.linear_like) continue;
     Mod m;
@@ -358,6 +360,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     m.role = d.cls.role;
     m.rows = d.shape[0];
     m.cols = d.shape[1];
+    m.slice = {0, m.rows, m.cols, m.cols, 1};
     m.quant = policy_quant;
     m.reason = policy_quant ? fmt::format("{}: quantized by policy", role_name(d.cls.role))
                             : keep_reason(d.cls.role, mtp, !d.cls.text_stack);
@@ -430,6 +433,14 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
   };
   FP4FORGE_TRY(check_unused(ign));
   FP4FORGE_TRY(check_unused(frc));
+  if (const std::string_view why = info.spec().experts_refusal; !why.empty()) {
+    for (const auto& m : mods)
+      if (m.quant && !m.experts_key.empty())
+        return make_error(Errc::BAD_INPUT,
+                          "{} routed experts cannot be served quantized: {}; pass --ignore 're:.*experts' to "
+                          "quantize the attention only",
+                          info.spec().display, why);
+  }
 
   // 4. Shape and dtype rules on everything selected for quantization.
   std::vector<std::string> misaligned;
@@ -468,19 +479,6 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     mod_names.push_back(mods[k].module);
   }
   std::vector<FusedSet> sets = fused_sets(mod_names, info);
-  {
-    // vLLM fuses {in_proj_qkv, in_proj_z} and {in_proj_b, in_proj_a} (architectures.md 5.1).
-    std::set<std::string> parents;
-    for (const auto& m : mods)
-      if (ends_with(m.module, ".in_proj_qkv") || ends_with(m.module, ".in_proj_b"))
-        parents.insert(m.module.substr(0, m.module.rfind('.')));
-    for (const auto& p : parents) {
-      if (mod_index.count(p + ".in_proj_qkv") && mod_index.count(p + ".in_proj_z"))
-        sets.push_back({p, {p + ".in_proj_qkv", p + ".in_proj_z"}, "in_proj_qkvz"});
-      if (mod_index.count(p + ".in_proj_b") && mod_index.count(p + ".in_proj_a"))
-        sets.push_back({p, {p + ".in_proj_b", p + ".in_proj_a"}, "in_proj_ba"});
-    }
-  }
   std::vector<int> set_of(mods.size(), -1);
   for (std::size_t si = 0; si < sets.size(); ++si) {
     const auto& s = sets[si];
@@ -596,7 +594,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     u.dtype = plan.decisions[m.decision].dtype;
     u.rows = m.rows;
     u.cols = m.cols;
-    u.byte_offset = m.byte_offset;
+    u.slice = m.slice;
     u.role = m.role;
     u.forced = m.forced;
     unit_of[k] = plan.units.size();
@@ -645,14 +643,27 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     if (!mods[k].quant && mods_of[mods[k].decision].size() == 1 &&
         mods[k].module + ".weight" == plan.decisions[mods[k].decision].name)
       plan.ignore.push_back(mods[k].module);
-  // Fused 3-D experts that stay unquantized (e.g. MTP experts) are one FusedMoE module,
-  // `<prefix>.experts`, which vLLM must see as ignored or it expects per-expert weight_packed.
-  for (const auto& d : plan.decisions) {
-    const std::string_view mod = d.cls.module;
-    if (d.action == Action::KEEP && d.shape.size() == 3 &&
-        (d.cls.param == "gate_up_proj" || d.cls.param == "down_proj") && mod.size() > 8 &&
-        mod.substr(mod.size() - 8) == ".experts")
-      plan.ignore.push_back(d.cls.module);
+  // Fused 3-D experts that stay unquantized (e.g. MTP experts) are one FusedMoE module, the block key
+  // (`<prefix>.experts`), which vLLM must see as ignored or it expects per-expert weight_packed.
+  for (const auto& b : blocks) {
+    if (b.storage != ExpertStorage::FUSED) continue;
+    for (const std::string* t : {&b.gate_up, &b.down}) {
+      if (t->empty()) continue;
+      const auto it = std::lower_bound(plan.decisions.begin(), plan.decisions.end(), *t,
+                                       [](const TensorDecision& d, const std::string& n) { return d.name < n; });
+      if (it != plan.decisions.end() && it->name == *t && it->action == Action::KEEP) {
+        plan.ignore.push_back(b.key);
+        break;
+      }
+    }
+  }
+  // The same modules under the prefixes vLLM matches `ignore` with (registry ignore_aliases).
+  for (const auto& [from, to] : info.spec().ignore_aliases) {
+    const std::string a = "." + std::string(from) + ".", b = "." + std::string(to) + ".";
+    const std::size_t n = plan.ignore.size();
+    for (std::size_t i = 0; i < n; ++i)
+      if (const auto p = plan.ignore[i].find(a); p != std::string::npos)
+        plan.ignore.push_back(plan.ignore[i].substr(0, p) + b + plan.ignore[i].substr(p + a.size()));
   }
   std::sort(plan.ignore.begin(), plan.ignore.end());
   plan.ignore.erase(std::unique(plan.ignore.begin(), plan.ignore.end()), plan.ignore.end());
@@ -713,7 +724,22 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
   plan.config["quantization_config"] = quantization_config(plan.ignore);
   plan.config_text = dump_config(plan.config);
 
-  // 11. Counts and summary.
+  // 11. Counts, the quantized share of the text stack, and summary.
+  for (const auto& m : mods) {
+    const auto& d = plan.decisions[m.decision];
+    if (!d.cls.text_stack) continue;
+    plan.text_params += m.rows * m.cols;
+    if (m.quant) plan.text_quantized_params += m.rows * m.cols;
+    if (!m.quant && d.cls.role == Role::OTHER && d.linear_like) plan.unroled.push_back(m.module);
+  }
+  if (!plan.unroled.empty()) {
+    std::vector<std::string> shown(plan.unroled.begin(), plan.unroled.begin() + std::min<std::size_t>(plan.unroled.size(), 8));
+    plan.warnings.push_back(fmt::format(
+        "KEPT UNQUANTIZED: {} Linear-like text-stack weight(s) have no role fp4forge knows ({}{}); they stay in "
+        "16 bits. If vLLM builds them with the quantization config, quantize them by name with "
+        "--force-quantize",
+        plan.unroled.size(), fmt::join(shown, ", "), plan.unroled.size() > shown.size() ? ", ..." : ""));
+  }
   for (const auto& d : plan.decisions) {
     auto& c = plan.counts[static_cast<std::size_t>(d.cls.role)];
     if (d.action == Action::KEEP) {
@@ -726,10 +752,12 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     std::uint64_t attn = 0, mlp = 0, expert = 0, shared = 0, other = 0;
     for (const auto& u : plan.units) {
       switch (u.role) {
-        case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: ++attn; break;
-        case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN: ++mlp; break;
+        case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: case Role::ATTN_QKV:
+        case Role::ATTN_Q_A: case Role::ATTN_Q_B: case Role::ATTN_KV_A: case Role::ATTN_KV_B: ++attn; break;
+        case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN: case Role::MLP_GATE_UP: ++mlp; break;
         case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN: ++expert; break;
-        case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN: ++shared; break;
+        case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN:
+        case Role::SHARED_EXPERT_GATE_UP: ++shared; break;
         default: ++other; break;
       }
     }
@@ -754,6 +782,9 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
       plan.summary.push_back(fmt::format("{} other tensor{} kept (biases, unaligned or ignored weights, ...)",
                                          format_count(other_kept), other_kept == 1 ? "" : "s"));
   }
+  if (plan.text_params > 0)
+    plan.summary.push_back(fmt::format("{:.1f} % of the text stack's Linear parameters quantized",
+                                       100.0 * plan.text_quantized_share()));
   for (const auto& f : plan.forced)
     plan.warnings.push_back(fmt::format("FORCED: quantizing {} against the never-quantize policy "
                                         "(--force-quantize); vLLM may refuse or mis-serve it",
@@ -833,6 +864,9 @@ nlohmann::ordered_json plan_json(const QuantPlan& plan) {
   j["source_bytes"] = plan.source_bytes;
   j["output_bytes"] = plan.output_bytes;
   j["quantized_params"] = plan.quantized_params;
+  j["text_linear_params"] = plan.text_params;
+  j["text_quantized_share"] = plan.text_quantized_share();
+  j["unroled"] = plan.unroled;
   j["bits_per_weight"] = plan.bits_per_weight();
   ojson roles = ojson::object();
   for (int r = 0; r < kRoleCount; ++r) {

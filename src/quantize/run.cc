@@ -240,9 +240,24 @@ class Runner {
   }
   bool stopped() const { return stop_.load(std::memory_order_relaxed); }
 
-  nvfp4::WeightView view(const QuantUnit& u) const {
+  /** Rows [r0, r1) of unit `u` as a contiguous view: into the mapping when the unit's slice is contiguous,
+   * else gathered into `buf` (a transposed or interleaved fused expert). Row 0 of the view is row r0. */
+  nvfp4::WeightView rows_view(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1,
+                              std::vector<std::byte>& buf) const {
     const TensorRef* t = refs_[u.decision];
-    return {ck_.data(*t).data() + u.byte_offset, u.dtype, u.rows, u.cols};
+    const std::size_t es = dtype_bits(u.dtype) / 8;
+    const std::byte* base = ck_.data(*t).data();
+    if (u.slice.contiguous()) return {base + (u.slice.offset + r0 * u.slice.row_stride) * es, u.dtype, r1 - r0, u.cols};
+    buf.resize(static_cast<std::size_t>((r1 - r0) * u.cols * es));
+    gather_rows(base, es, u.slice, r0, r1, buf.data());
+    return {buf.data(), u.dtype, r1 - r0, u.cols};
+  }
+  /** Drops rows [r0, r1) of unit `u` from the page cache (contiguous slices only; a strided slice shares
+   * its pages with the other parts of the fused tensor). */
+  void release_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1) const {
+    if (!u.slice.contiguous()) return;
+    release(u.decision, (u.slice.offset + r0 * u.slice.row_stride) * (dtype_bits(u.dtype) / 8),
+            (r1 - r0) * row_bytes(u));
   }
   std::string unit_name(const QuantUnit& u) const {
     const auto& d = plan_.decisions[u.decision];
@@ -329,7 +344,8 @@ Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::
   if (!tp || !ts) return make_error(Errc::INTERNAL, "planned tensors of '{}' missing", u.module);
   const std::uint64_t pk = u.cols / 2, sk = u.cols / nvfp4::kGroupSize, n = r1 - r0;
   std::vector<std::byte> packed(static_cast<std::size_t>(n * pk)), scale(static_cast<std::size_t>(n * sk));
-  FP4FORGE_TRY(nvfp4::encode_rows(view(u), gs, r0, r1, packed.data(), scale.data(), unit_name(u)));
+  std::vector<std::byte> buf;
+  FP4FORGE_TRY(nvfp4::encode_rows(rows_view(u, r0, r1, buf), gs, 0, n, packed.data(), scale.data(), unit_name(u)));
   FP4FORGE_TRY(write(u.shard, tp->begin + r0 * pk, packed));
   FP4FORGE_TRY(write(u.shard, ts->begin + r0 * sk, scale));
   return {};
@@ -568,7 +584,9 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
     const ScaleGroup& grp = plan_.groups[g];
     float amax = 0.0f;
     for (auto u : grp.units) {
-      FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax(view(plan_.units[u]), unit_name(plan_.units[u])));
+      std::vector<std::byte> buf;
+      const QuantUnit& un = plan_.units[u];
+      FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax(rows_view(un, 0, un.rows, buf), unit_name(un)));
       amax = std::max(amax, a);
     }
     const float gs = nvfp4::global_scale(amax, plan_.units[grp.units.front()].dtype);
@@ -581,7 +599,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
         bytes += un.rows * row_bytes(un);
         progress_->add(0, 3);
       }
-      release(un.decision, un.byte_offset, un.rows * row_bytes(un));
+      release_rows(un, 0, un.rows);
     }
     progress_->add(bytes);
     return {};
@@ -618,7 +636,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
           submit((r1 - r) * per_row, [this, u, gs, r, r1, last]() -> Status {
             const QuantUnit& q = plan_.units[u];
             FP4FORGE_TRY(write_unit_rows(u, gs, r, r1));
-            release(q.decision, q.byte_offset + r * row_bytes(q), (r1 - r) * row_bytes(q));
+            release_rows(q, r, r1);
             progress_->add((r1 - r) * row_bytes(q), last ? 2 : 0);
             return Status{};
           });
@@ -645,9 +663,11 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
         case Item::BIG_AMAX:
           submit(it.cost, [this, it, bg = big[it.a].get()]() -> Status {
             const QuantUnit& q = plan_.units[it.unit];
-            FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax_rows(view(q), it.r0, it.r1, unit_name(q)));
+            std::vector<std::byte> buf;
+            FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax_rows(rows_view(q, it.r0, it.r1, buf), 0, it.r1 - it.r0,
+                                                                unit_name(q)));
             // The encode pass reads these rows again; drop them now so a large set stays within budget.
-            release(q.decision, q.byte_offset + it.r0 * row_bytes(q), (it.r1 - it.r0) * row_bytes(q));
+            release_rows(q, it.r0, it.r1);
             {
               std::lock_guard lk(bg->mu);
               bg->amax = std::max(bg->amax, a);

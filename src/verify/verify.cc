@@ -213,23 +213,6 @@ std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t fla
   return shape_str(idx);
 }
 
-/** The vLLM packed layers (shards fused at load) that R1's fused_sets() does not name. */
-std::vector<FusedSet> vllm_packed_sets(const std::set<std::string>& weight_modules) {
-  std::vector<FusedSet> out;
-  static const std::array<std::pair<std::array<const char*, 2>, const char*>, 2> kPacked{{
-      {{"in_proj_qkv", "in_proj_z"}, "in_proj_qkvz"},
-      {{"in_proj_b", "in_proj_a"}, "in_proj_ba"},
-  }};
-  for (const auto& m : weight_modules) {
-    const auto [parent, leaf] = split_name(m);
-    for (const auto& [names, kind] : kPacked) {
-      if (leaf != names[0]) continue;
-      const std::string other = parent + "." + names[1];
-      if (weight_modules.count(other)) out.push_back({parent, {m, other}, kind});
-    }
-  }
-  return out;
-}
 
 // ---- geometry ------------------------------------------------------------------------------------
 
@@ -622,7 +605,6 @@ void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, 
     if (m.packed || s.kept_linear.count(name)) wm.insert(name);
   std::vector<std::string> wmv(wm.begin(), wm.end());
   s.sets = fused_sets(wmv, info);
-  for (auto& p : vllm_packed_sets(wm)) s.sets.push_back(std::move(p));
   st.fused_sets = s.sets.size();
   for (const FusedSet& set : s.sets) {
     std::vector<std::string> quant, kept;

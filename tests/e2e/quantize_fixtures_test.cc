@@ -104,7 +104,10 @@ TEST_P(QuantizeFixture, OutputIsCompleteCorrectAndDeterministic) {
     ASSERT_TRUE(std::isfinite(g) && g > 0);
     std::vector<float> deq(u.rows * u.cols);
     nvfp4::decode_rows(ock->data(*pk).data(), ock->data(*sc).data(), g, u.rows, u.cols, deq.data());
-    const std::byte* w = sck->data(*sck->find(plan->decisions[u.decision].name)).data() + u.byte_offset;
+    std::vector<std::byte> src_rows(u.rows * u.cols * (dtype_bits(u.dtype) / 8));
+    gather_rows(sck->data(*sck->find(plan->decisions[u.decision].name)).data(), dtype_bits(u.dtype) / 8, u.slice, 0,
+                u.rows, src_rows.data());
+    const std::byte* w = src_rows.data();
     const auto scales = ock->data(*sc);
     std::size_t bad = 0;
     for (std::uint64_t r = 0; r < u.rows; ++r)

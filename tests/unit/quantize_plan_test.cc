@@ -134,9 +134,9 @@ TEST(QuantizePlan, Gemma4MoeSplitsFusedExperts) {
       EXPECT_EQ(g.cols, 128u);
       EXPECT_EQ(d.rows, 128u);  // [H, Im]
       EXPECT_EQ(d.cols, 64u);
-      EXPECT_EQ(g.byte_offset, static_cast<std::uint64_t>(e) * 128 * 128 * 2);
-      EXPECT_EQ(u.byte_offset, g.byte_offset + 64 * 128 * 2);
-      EXPECT_EQ(d.byte_offset, static_cast<std::uint64_t>(e) * 128 * 64 * 2);
+      EXPECT_EQ(g.slice.offset * 2, static_cast<std::uint64_t>(e) * 128 * 128 * 2);
+      EXPECT_EQ(u.slice.offset * 2, g.slice.offset * 2 + 64 * 128 * 2);
+      EXPECT_EQ(d.slice.offset * 2, static_cast<std::uint64_t>(e) * 128 * 64 * 2);
       EXPECT_EQ(g.group, u.group);  // {gate, up} per expert
       EXPECT_EQ(p.groups[g.group].kind, "gate_up");
       EXPECT_EQ(p.groups[g.group].name, pre);

@@ -12,11 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/error.h"
+#include "fp4forge/model/registry.h"
 
 namespace fp4forge {
-
-enum class Family { GEMMA4, QWEN3_5, QWEN3_5_MOE, QWEN3_NEXT, LLAMA, QWEN3, QWEN3_MOE, UNKNOWN };
-std::string_view family_name(Family f) noexcept;  ///< "gemma4", "qwen3_5", ..., "unknown"
 
 /** Architecture class flags; combinable (e.g. MoE | multimodal). */
 struct ArchClass {
@@ -65,6 +63,10 @@ struct ModelInfo {
    * kv_i after Gemma-4 global / per_layer_config overrides (architectures.md §2.1); 0 for layers
    * without attention (linear_attention). */
   std::vector<std::int64_t> layer_head_dim, layer_kv_heads;
+  // Multi-head latent attention (DeepSeek-V2/V3; 0 when absent; q_lora_rank 0 = no q_a/q_b split).
+  std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  /** The registry row of `family` (the UNKNOWN row for unknown families). */
+  const FamilySpec& spec() const noexcept { return family_spec(family); }
 };
 
 /** Reads ModelInfo from config.json. BAD_INPUT only for structurally impossible configs (e.g. a

@@ -6,8 +6,8 @@
  *
  * - Every source tensor gets a decision (quantize / keep / split) with its role and the reason: the
  *   policy rule, a user pattern (`--ignore`, `--force-quantize`) or a shape rule (K % 16).
- * - Fused 3-D experts are split per expert in the family's orientation (R3); unknown families and
- *   shapes that disagree with E / moe_intermediate_size / hidden_size are refused.
+ * - Fused 3-D experts are split per expert in the orientation their shapes show (model/experts.h);
+ *   ambiguous shapes and shapes that disagree with E / expert width / hidden_size are refused.
  * - Fused sets (R1) share one global scale and are all quantized or all kept; a user pattern that
  *   splits a set is an error naming the set. The experts of one layer are all quantized or all kept.
  * - Output shards mirror the input shard names (R5); each shard is laid out as the reference writer
@@ -34,6 +34,7 @@
 #include "fp4forge/dtype.h"
 #include "fp4forge/error.h"
 #include "fp4forge/model/classify.h"
+#include "fp4forge/model/experts.h"
 #include "fp4forge/model/model_info.h"
 #include "fp4forge/model/tensor_role.h"
 #include "fp4forge/safetensors/shard_writer.h"
@@ -50,6 +51,7 @@ struct PlanOptions {
   std::vector<std::string> force_quantize;  ///< quantize these even against the policy (loud warning)
   bool strict = false;                      ///< K % 16 != 0 on a policy-quantized weight is an error
   std::string scheme = "nvfp4a16";          ///< only "nvfp4a16" (case-insensitive) is supported
+  ExpertLayoutOptions experts;              ///< settles an ambiguous fused-expert orientation
 };
 
 /** One source tensor, as the planner sees it. */
@@ -111,7 +113,7 @@ struct QuantUnit {
   std::size_t shard = 0;  ///< source shard = output shard (R5)
   DType dtype = DType::BF16;
   std::uint64_t rows = 0, cols = 0;  ///< N (out_features), K (in_features)
-  std::uint64_t byte_offset = 0;     ///< start of this row-major [N, K] block inside the source tensor
+  MatrixSlice slice;                 ///< the [N, K] matrix inside the source tensor (elements)
   Role role = Role::OTHER;           ///< EXPERT_GATE/UP/DOWN for split experts
   std::size_t group = 0;             ///< index into QuantPlan::groups
   bool forced = false;               ///< quantized through --force-quantize
@@ -167,6 +169,12 @@ struct QuantPlan {
   std::uint64_t quantized_params = 0;     ///< weights quantized
   std::uint64_t quantized_out_bytes = 0;  ///< bytes of packed + scale + global scale tensors
   std::uint64_t total_params = 0;         ///< all source elements
+  std::uint64_t text_params = 0;          ///< elements of Linear-like text-stack weights (2-D, fused experts)
+  std::uint64_t text_quantized_params = 0;  ///< of those, quantized
+  std::vector<std::string> unroled;       ///< Linear-like text weights kept for lack of a role
+
+  /** Share of the text stack's Linear-like parameters that is quantized (0 when there are none). */
+  double text_quantized_share() const noexcept;
 
   /** Bits per quantized weight (packed + scales + global scales). */
   double bits_per_weight() const noexcept;

@@ -1,0 +1,93 @@
+#pragma once
+/**
+ * Routed-expert storage: the one place that decides how a checkpoint stores its experts and how each
+ * expert's gate / up / down matrix is found inside the stored tensors. quantize (splitting), verify
+ * (finding the source of a per-expert module) and doctor (shape rules) all read it.
+ *
+ * Forms (docs/architectures.md, "Expert storage"):
+ * - per expert 2-D: `<key>.<e>.<gate|up|down>.weight` with any of the leaf names classify() knows
+ *   (gate_proj/up_proj/down_proj, w1/w3/w2);
+ * - fused 3-D: `<key>.gate_up_proj` + `<key>.down_proj` (or Granite's `input_linear` / `output_linear`),
+ *   in either orientation: OUT_IN `[E, 2I, H]` / `[E, H, I]` (nn.Linear order) or IN_OUT `[E, H, 2I]` /
+ *   `[E, I, H]`. The orientation comes from the shapes (gate_up and down together, against hidden_size),
+ *   never from the family name; the 2·I outputs are concatenated (gate first) or interleaved (the
+ *   family's GateUpOrder).
+ */
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fp4forge/model/arch_class.h"
+#include "fp4forge/model/model_info.h"
+#include "fp4forge/model/tensor_role.h"
+
+namespace fp4forge {
+
+/** A [rows, cols] matrix inside a tensor: element (r, c) is element `offset + r·row_stride + c·col_stride`. */
+struct MatrixSlice {
+  std::uint64_t offset = 0, rows = 0, cols = 0, row_stride = 0, col_stride = 1;
+  bool contiguous() const noexcept { return col_stride == 1 && (row_stride == cols || rows <= 1); }
+  bool operator==(const MatrixSlice&) const = default;
+};
+
+/** Copies rows [r0, r1) of `s` (elements of `elem_bytes` bytes, counted from `base`) into `out`, row-major. */
+void gather_rows(const std::byte* base, std::size_t elem_bytes, const MatrixSlice& s, std::uint64_t r0,
+                 std::uint64_t r1, std::byte* out);
+
+enum class ExpertStorage : std::uint8_t { PER_EXPERT, FUSED };
+enum class FusedOrientation : std::uint8_t {
+  OUT_IN,  ///< gate_up [E, 2I, H], down [E, H, I] (each expert an nn.Linear weight)
+  IN_OUT,  ///< gate_up [E, H, 2I], down [E, I, H] (transposed: Llama-4, gpt-oss, Qwen3-VL-MoE Hub releases)
+};
+std::string_view orientation_name(FusedOrientation o) noexcept;  ///< "out-in", "in-out"
+/** Parses "out-in" / "in-out"; nullopt otherwise. */
+std::optional<FusedOrientation> parse_orientation(std::string_view s) noexcept;
+
+/** One expert's gate, up or down matrix. */
+struct ExpertPart {
+  int expert = -1;
+  Role role = Role::OTHER;  ///< EXPERT_GATE, EXPERT_UP or EXPERT_DOWN
+  std::string module;       ///< per-expert module name: `<key>.<e>.gate_proj` (the output name for fused sources)
+  std::string tensor;       ///< the stored tensor it lives in
+  MatrixSlice slice;        ///< [out_features, in_features] inside `tensor` (fused or 2-D `.weight` only)
+};
+
+/** The routed experts of one layer (or of the MTP block). */
+struct ExpertBlock {
+  std::string key;  ///< module prefix of the experts, e.g. "model.layers.3.mlp.experts"
+  ExpertStorage storage = ExpertStorage::PER_EXPERT;
+  FusedOrientation orientation = FusedOrientation::OUT_IN;  ///< fused only
+  GateUpOrder order = GateUpOrder::CONCATENATED;            ///< fused only
+  std::string gate_up, down;  ///< fused tensor names ("" when absent)
+  std::uint64_t num_experts = 0, hidden = 0, intermediate = 0;  ///< from the shapes (fused), 0 if unknown
+  bool mtp = false;           ///< inside the MTP block
+  std::vector<ExpertPart> parts;  ///< fused: E × {gate, up, down}; per expert: the matrices found
+  /** Non-empty: the fused layout could not be decided (both or neither orientation fits); says why and
+   * names the option that settles it. parts is then empty. */
+  std::string problem;
+};
+
+struct ExpertLayoutOptions {
+  /** Settles a fused orientation that the shapes leave ambiguous (`--expert-orientation`). */
+  std::optional<FusedOrientation> orientation;
+};
+
+/**
+ * Every expert block among `tensors` (unquantized or quantized checkpoints; a quantized per-expert
+ * module counts by its `weight_packed`). Pure; sorted by key. Never fails: an undecidable fused
+ * layout is reported in ExpertBlock::problem.
+ */
+std::vector<ExpertBlock> find_expert_blocks(std::span<const NamedShape> tensors, const ModelInfo& info,
+                                            const ExpertLayoutOptions& opts = {});
+
+/** The block whose key prefixes `module` (`<key>.<e>.<proj>`), or nullptr. */
+const ExpertBlock* block_of(std::span<const ExpertBlock> blocks, std::string_view module) noexcept;
+
+/** The part named `module` in `blocks`, or nullptr. */
+const ExpertPart* part_of(std::span<const ExpertBlock> blocks, std::string_view module) noexcept;
+
+}  // namespace fp4forge

@@ -1,0 +1,248 @@
+// Routed-expert storage forms and the per-expert matrix views into them (include/fp4forge/model/experts.h).
+#include "fp4forge/model/experts.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fp4forge/model/classify.h"
+
+namespace fp4forge {
+namespace {
+
+std::string shape_text(std::span<const std::uint64_t> s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
+
+bool is_part_role(Role r) { return r == Role::EXPERT_GATE || r == Role::EXPERT_UP || r == Role::EXPERT_DOWN; }
+
+int role_rank(Role r) { return r == Role::EXPERT_GATE ? 0 : r == Role::EXPERT_UP ? 1 : 2; }
+
+struct FusedPair {
+  const NamedShape* gate_up = nullptr;
+  const NamedShape* down = nullptr;
+  bool mtp = false;
+};
+
+/** Whether the fused tensors fit orientation `o` (with hidden size H when known). */
+bool fits(const FusedPair& f, FusedOrientation o, std::uint64_t H) {
+  const bool oi = o == FusedOrientation::OUT_IN;
+  if (f.gate_up != nullptr) {
+    const auto& s = f.gate_up->shape;
+    const std::uint64_t two_i = oi ? s[1] : s[2], h = oi ? s[2] : s[1];
+    if (two_i == 0 || two_i % 2 != 0 || (H != 0 && h != H)) return false;
+  }
+  if (f.down != nullptr) {
+    const auto& s = f.down->shape;
+    const std::uint64_t h = oi ? s[1] : s[2];
+    if (s[1] == 0 || s[2] == 0 || (H != 0 && h != H)) return false;
+  }
+  if (f.gate_up != nullptr && f.down != nullptr) {
+    const auto& g = f.gate_up->shape;
+    const auto& d = f.down->shape;
+    if (g[0] != d[0]) return false;
+    if (oi ? (g[2] != d[1] || g[1] != 2 * d[2]) : (g[1] != d[2] || g[2] != 2 * d[1])) return false;
+  }
+  return true;
+}
+
+std::string reading(const FusedPair& f, FusedOrientation o) {
+  const bool oi = o == FusedOrientation::OUT_IN;
+  std::uint64_t I = 0, H = 0;
+  if (f.gate_up != nullptr) {
+    I = (oi ? f.gate_up->shape[1] : f.gate_up->shape[2]) / 2;
+    H = oi ? f.gate_up->shape[2] : f.gate_up->shape[1];
+  } else if (f.down != nullptr) {
+    I = oi ? f.down->shape[2] : f.down->shape[1];
+    H = oi ? f.down->shape[1] : f.down->shape[2];
+  }
+  return fmt::format("{} ({}: I = {}, H = {})", oi ? "[E, 2I, H] / [E, H, I]" : "[E, H, 2I] / [E, I, H]",
+                     orientation_name(o), I, H);
+}
+
+void decide_fused(ExpertBlock& b, const FusedPair& f, const ModelInfo& info, const ExpertLayoutOptions& opts) {
+  const std::uint64_t H = info.hidden_size > 0 ? static_cast<std::uint64_t>(info.hidden_size) : 0;
+  std::vector<std::string> names;
+  if (f.gate_up) names.push_back(fmt::format("'{}' {}", f.gate_up->name, shape_text(f.gate_up->shape)));
+  if (f.down) names.push_back(fmt::format("'{}' {}", f.down->name, shape_text(f.down->shape)));
+  const std::string what = fmt::format("{}", fmt::join(names, " and "));
+  const bool oi = fits(f, FusedOrientation::OUT_IN, H), io = fits(f, FusedOrientation::IN_OUT, H);
+  FusedOrientation o = FusedOrientation::OUT_IN;
+  if (opts.orientation) {
+    o = *opts.orientation;
+    if (!(o == FusedOrientation::OUT_IN ? oi : io)) {
+      b.problem = fmt::format("fused experts {}: --expert-orientation {} does not fit the shapes (hidden_size {})",
+                              what, orientation_name(o), H);
+      return;
+    }
+  } else if (oi && !io) {
+    o = FusedOrientation::OUT_IN;
+  } else if (io && !oi) {
+    o = FusedOrientation::IN_OUT;
+  } else if (!oi && !io) {
+    b.problem = fmt::format("fused experts {} fit neither [E, 2I, H] / [E, H, I] nor [E, H, 2I] / [E, I, H] with "
+                            "hidden_size {}; the tensors or the config are damaged",
+                            what, H);
+    return;
+  } else {
+    b.problem = fmt::format("fused experts {} are ambiguous: they read as {} or as {}; pass "
+                            "--expert-orientation out-in or in-out to settle it",
+                            what, reading(f, FusedOrientation::OUT_IN), reading(f, FusedOrientation::IN_OUT));
+    return;
+  }
+  b.orientation = o;
+  const bool out_in = o == FusedOrientation::OUT_IN;
+  const bool inter = b.order == GateUpOrder::INTERLEAVED;
+  if (f.gate_up) {
+    const auto& s = f.gate_up->shape;
+    b.num_experts = s[0];
+    b.intermediate = (out_in ? s[1] : s[2]) / 2;
+    b.hidden = out_in ? s[2] : s[1];
+  } else {
+    const auto& s = f.down->shape;
+    b.num_experts = s[0];
+    b.intermediate = out_in ? s[2] : s[1];
+    b.hidden = out_in ? s[1] : s[2];
+  }
+  const std::uint64_t I = b.intermediate, Hs = b.hidden;
+  const auto& leaves = info.spec().expert_leaves;
+  for (std::uint64_t e = 0; e < b.num_experts; ++e) {
+    auto part = [&](Role r, std::string_view proj, std::string_view tensor, MatrixSlice sl) {
+      b.parts.push_back({static_cast<int>(e), r, fmt::format("{}.{}.{}", b.key, e, proj), std::string(tensor), sl});
+    };
+    if (f.gate_up) {
+      const std::uint64_t base = e * 2 * I * Hs;
+      for (int k = 0; k < 2; ++k) {
+        MatrixSlice sl;
+        sl.rows = I;
+        sl.cols = Hs;
+        if (out_in) {  // element (r, c) = [e, row(r), c]
+          sl.offset = base + static_cast<std::uint64_t>(k) * (inter ? Hs : I * Hs);
+          sl.row_stride = inter ? 2 * Hs : Hs;
+          sl.col_stride = 1;
+        } else {  // element (r, c) = [e, c, col(r)]
+          sl.offset = base + static_cast<std::uint64_t>(k) * (inter ? 1 : I);
+          sl.row_stride = inter ? 2 : 1;
+          sl.col_stride = 2 * I;
+        }
+        part(k == 0 ? Role::EXPERT_GATE : Role::EXPERT_UP, leaves[static_cast<std::size_t>(k)], f.gate_up->name, sl);
+      }
+    }
+    if (f.down) {
+      MatrixSlice sl;
+      sl.offset = e * I * Hs;
+      sl.rows = Hs;
+      sl.cols = I;
+      sl.row_stride = out_in ? I : 1;
+      sl.col_stride = out_in ? 1 : Hs;
+      part(Role::EXPERT_DOWN, leaves[2], f.down->name, sl);
+    }
+  }
+}
+
+}  // namespace
+
+void gather_rows(const std::byte* base, std::size_t es, const MatrixSlice& s, std::uint64_t r0, std::uint64_t r1,
+                 std::byte* out) {
+  if (s.col_stride == 1) {
+    for (std::uint64_t r = r0; r < r1; ++r)
+      std::memcpy(out + (r - r0) * s.cols * es, base + (s.offset + r * s.row_stride) * es, s.cols * es);
+    return;
+  }
+  for (std::uint64_t r = r0; r < r1; ++r) {
+    const std::byte* src = base + (s.offset + r * s.row_stride) * es;
+    std::byte* dst = out + (r - r0) * s.cols * es;
+    for (std::uint64_t c = 0; c < s.cols; ++c) std::memcpy(dst + c * es, src + c * s.col_stride * es, es);
+  }
+}
+
+std::string_view orientation_name(FusedOrientation o) noexcept {
+  return o == FusedOrientation::OUT_IN ? "out-in" : "in-out";
+}
+
+std::optional<FusedOrientation> parse_orientation(std::string_view s) noexcept {
+  if (s == "out-in") return FusedOrientation::OUT_IN;
+  if (s == "in-out") return FusedOrientation::IN_OUT;
+  return std::nullopt;
+}
+
+std::vector<ExpertBlock> find_expert_blocks(std::span<const NamedShape> tensors, const ModelInfo& info,
+                                            const ExpertLayoutOptions& opts) {
+  std::map<std::string, FusedPair, std::less<>> fused;
+  std::map<std::string, ExpertBlock, std::less<>> per;
+  for (const auto& t : tensors) {
+    const TensorClass c = classify(t.name, t.shape, info);
+    const bool mtp = c.role == Role::MTP;
+    const Role r = mtp ? c.base_role : c.role;
+    if ((r == Role::EXPERT_GATE_UP_FUSED || r == Role::EXPERT_DOWN_FUSED) && c.expert < 0 && t.shape.size() == 3) {
+      // `<key>.gate_up_proj` (the parameter is the projection) or `<block>.input_linear.weight` (Granite).
+      std::string key = c.module;
+      if (c.param == "weight") {
+        const auto dot = key.rfind('.');
+        key = (dot == std::string::npos ? std::string() : key.substr(0, dot + 1)) + "experts";
+      }
+      FusedPair& f = fused[key];
+      (r == Role::EXPERT_GATE_UP_FUSED ? f.gate_up : f.down) = &t;
+      f.mtp = f.mtp || mtp;
+      continue;
+    }
+    if (!is_part_role(r) || c.expert < 0) continue;
+    const bool w = c.param == "weight" && t.shape.size() == 2;
+    const bool packed = c.param == "weight_packed" && t.shape.size() == 2;
+    if (!w && !packed) continue;
+    const auto pos = c.module.rfind(".experts.");
+    if (pos == std::string::npos) continue;
+    ExpertBlock& b = per[c.module.substr(0, pos + 8)];
+    b.mtp = b.mtp || mtp;
+    ExpertPart p;
+    p.expert = c.expert;
+    p.role = r;
+    p.module = c.module;
+    p.tensor = std::string(t.name);
+    p.slice.rows = t.shape[0];
+    p.slice.cols = packed ? t.shape[1] * 2 : t.shape[1];
+    p.slice.row_stride = p.slice.cols;
+    b.parts.push_back(std::move(p));
+  }
+  std::vector<ExpertBlock> out;
+  for (auto& [key, b] : per) {
+    b.key = key;
+    b.storage = ExpertStorage::PER_EXPERT;
+    std::sort(b.parts.begin(), b.parts.end(), [](const ExpertPart& x, const ExpertPart& y) {
+      return x.expert != y.expert ? x.expert < y.expert : role_rank(x.role) < role_rank(y.role);
+    });
+    if (!b.parts.empty()) b.num_experts = static_cast<std::uint64_t>(b.parts.back().expert) + 1;
+    out.push_back(std::move(b));
+  }
+  for (const auto& [key, f] : fused) {
+    ExpertBlock b;
+    b.key = key;
+    b.storage = ExpertStorage::FUSED;
+    b.order = info.spec().gate_up_order;
+    b.mtp = f.mtp;
+    if (f.gate_up) b.gate_up = std::string(f.gate_up->name);
+    if (f.down) b.down = std::string(f.down->name);
+    decide_fused(b, f, info, opts);
+    out.push_back(std::move(b));
+  }
+  std::sort(out.begin(), out.end(), [](const ExpertBlock& x, const ExpertBlock& y) { return x.key < y.key; });
+  return out;
+}
+
+const ExpertBlock* block_of(std::span<const ExpertBlock> blocks, std::string_view module) noexcept {
+  for (const auto& b : blocks)
+    if (module.size() > b.key.size() + 1 && module.substr(0, b.key.size()) == b.key && module[b.key.size()] == '.')
+      return &b;
+  return nullptr;
+}
+
+const ExpertPart* part_of(std::span<const ExpertBlock> blocks, std::string_view module) noexcept {
+  const ExpertBlock* b = block_of(blocks, module);
+  if (b == nullptr) return nullptr;
+  for (const auto& p : b->parts)
+    if (p.module == module) return &p;
+  return nullptr;
+}
+
+}  // namespace fp4forge
