@@ -235,6 +235,23 @@ bool layer_is_moe(const FamilySpec& spec, const nlohmann::ordered_json& text, st
   return false;
 }
 
+std::vector<std::string> vllm_ignore_aliases(const FamilySpec& spec, std::string_view module) {
+  std::vector<std::string> out;
+  for (const auto& [from, to] : spec.ignore_aliases) {
+    // `.from.` as a whole path component, replaced by `.to.`.
+    for (std::size_t p = module.find(from); p != std::string_view::npos; p = module.find(from, p + 1)) {
+      const std::size_t e = p + from.size();
+      if (p == 0 || module[p - 1] != '.' || e >= module.size() || module[e] != '.') continue;
+      std::string m;
+      m.reserve(module.size() + to.size());
+      m.append(module.substr(0, p)).append(to).append(module.substr(e));
+      out.push_back(std::move(m));
+      break;
+    }
+  }
+  return out;
+}
+
 bool vllm_registers(std::string_view a) noexcept {
   for (const auto& s : table()) {
     if (std::find(s.architectures.begin(), s.architectures.end(), a) != s.architectures.end()) return true;

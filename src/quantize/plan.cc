@@ -658,13 +658,8 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     }
   }
   // The same modules under the prefixes vLLM matches `ignore` with (registry ignore_aliases).
-  for (const auto& [from, to] : info.spec().ignore_aliases) {
-    const std::string a = "." + std::string(from) + ".", b = "." + std::string(to) + ".";
-    const std::size_t n = plan.ignore.size();
-    for (std::size_t i = 0; i < n; ++i)
-      if (const auto p = plan.ignore[i].find(a); p != std::string::npos)
-        plan.ignore.push_back(plan.ignore[i].substr(0, p) + b + plan.ignore[i].substr(p + a.size()));
-  }
+  for (std::size_t i = 0, n = plan.ignore.size(); i < n; ++i)
+    for (auto& a : vllm_ignore_aliases(info.spec(), plan.ignore[i])) plan.ignore.push_back(std::move(a));
   std::sort(plan.ignore.begin(), plan.ignore.end());
   plan.ignore.erase(std::unique(plan.ignore.begin(), plan.ignore.end()), plan.ignore.end());
 

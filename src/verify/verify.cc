@@ -15,6 +15,7 @@
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/model/classify.h"
+#include "fp4forge/model/experts.h"
 #include "fp4forge/model/tensor_role.h"
 #include "fp4forge/verify/diff.h"
 #include "fp4forge/verify/quant_config.h"
@@ -257,17 +258,32 @@ struct Geometry {
           (info.use_double_wide_mlp || flag("use_double_wide_mlp")))
         I *= 2;
     }
-    if ((info.family == Family::QWEN3_5 || info.family == Family::QWEN3_5_MOE ||
-         info.family == Family::QWEN3_NEXT) &&
-        info.attn_output_gate)
-      q_mult = 2;
+    if (info.attn_output_gate) q_mult = 2;
     const std::int64_t Im = info.moe_intermediate_size, Is = info.shared_expert_intermediate_size;
     auto pair = [](std::int64_t r, std::int64_t cc) -> std::optional<std::pair<std::int64_t, std::int64_t>> {
       if (r <= 0 || cc <= 0) return std::nullopt;
       return std::make_pair(r, cc);
     };
+    // Multi-head latent attention (DeepSeek-V2/V3): per-head q/k width nope + rope, v width v_head_dim.
+    const std::int64_t qk = info.qk_nope_head_dim + info.qk_rope_head_dim, vd = info.v_head_dim;
+    if (info.spec().mla || info.kv_lora_rank > 0) {
+      switch (base) {
+        case Role::ATTN_Q: return A > 0 && qk > 0 ? pair(A * qk, H) : std::nullopt;
+        case Role::ATTN_Q_A: return pair(info.q_lora_rank, H);
+        case Role::ATTN_Q_B: return A > 0 && qk > 0 ? pair(A * qk, info.q_lora_rank) : std::nullopt;
+        case Role::ATTN_KV_A: return pair(info.kv_lora_rank + info.qk_rope_head_dim, H);
+        case Role::ATTN_KV_B:
+          return A > 0 && info.qk_nope_head_dim > 0 && vd > 0 ? pair(A * (info.qk_nope_head_dim + vd), info.kv_lora_rank)
+                                                              : std::nullopt;
+        case Role::ATTN_O: return A > 0 && vd > 0 ? pair(H, A * vd) : std::nullopt;
+        default: break;
+      }
+    }
     switch (base) {
       case Role::ATTN_Q: return A > 0 && d > 0 ? pair(A * d * q_mult, H) : std::nullopt;
+      case Role::ATTN_QKV: return A > 0 && kv > 0 && d > 0 ? pair((A + 2 * kv) * d, H) : std::nullopt;
+      case Role::MLP_GATE_UP: return pair(2 * I, H);
+      case Role::SHARED_EXPERT_GATE_UP: return pair(2 * Is, H);
       case Role::ATTN_K:
       case Role::ATTN_V: return kv > 0 && d > 0 ? pair(kv * d, H) : std::nullopt;
       case Role::ATTN_O: return A > 0 && d > 0 ? pair(H, A * d) : std::nullopt;
@@ -287,8 +303,10 @@ struct Geometry {
 
 bool is_attention_or_mlp(Role r) {
   switch (r) {
-    case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O:
-    case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN:
+    case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: case Role::ATTN_QKV:
+    case Role::ATTN_Q_A: case Role::ATTN_Q_B: case Role::ATTN_KV_A: case Role::ATTN_KV_B:
+    case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN: case Role::MLP_GATE_UP:
+    case Role::SHARED_EXPERT_GATE_UP:
     case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN:
     case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN:
       return true;
@@ -531,7 +549,7 @@ void check_policy(const Structure& s, Sink& sink) {
   }
 }
 
-void check_coverage(const Checkpoint& q, const Structure& s, Sink& sink) {
+void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure& s, Sink& sink) {
   if (!s.qc || !s.ignore) return;
   const IgnoreMatcher& ig = *s.ignore;
   // Every kept Linear-like module must be ignored.
@@ -579,6 +597,7 @@ void check_coverage(const Checkpoint& q, const Structure& s, Sink& sink) {
   for (const TensorRef& t : q.tensors()) {
     names.insert(split_name(t.name).first);
     names.insert(t.name);
+    for (auto& a : vllm_ignore_aliases(info.spec(), split_name(t.name).first)) names.insert(std::move(a));
   }
   for (const auto& blk : expert_blocks) names.insert(blk);
   for (std::size_t i = 0; i < ig.size(); ++i) {
@@ -745,22 +764,13 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
   // Layer count of the text stack.
   std::set<int> layers;
   int max_layer = -1;
-  std::map<std::string, std::set<int>> experts;                        // expert block -> indices
-  std::map<std::string, std::map<int, std::set<std::string>>> parts;   // block -> e -> {gate,up,down}
+  std::vector<NamedShape> named;
   for (const TensorRef& t : q.tensors()) {
+    named.push_back({t.name, t.info->shape});
     const TensorClass c = classify(t.name, t.info->shape, info);
     if (c.text_stack && c.layer >= 0) {
       layers.insert(c.layer);
       max_layer = std::max(max_layer, c.layer);
-    }
-    if (c.expert >= 0) {
-      const auto pos = t.name.find(".experts.");
-      if (pos != std::string::npos) {
-        const std::string blk = t.name.substr(0, pos + 8);
-        experts[blk].insert(c.expert);
-        const std::string_view role = role_name(c.role);
-        parts[blk][c.expert].insert(std::string(role));
-      }
     }
     if ((c.role == Role::EXPERT_GATE_UP_FUSED || c.role == Role::EXPERT_DOWN_FUSED) && t.info->shape.size() == 3 &&
         info.num_experts > 0 && t.info->shape[0] != static_cast<std::uint64_t>(info.num_experts)) {
@@ -786,23 +796,26 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
                 "tensors were dropped or the config belongs to another model"});
     }
   }
-  for (const auto& [blk, idx] : experts) {
+  for (const ExpertBlock& b : find_expert_blocks(named, info)) {
+    if (b.storage != ExpertStorage::PER_EXPERT) continue;
     const std::int64_t E = info.num_experts;
+    std::map<int, std::set<Role>> roles;
+    for (const auto& p : b.parts) roles[p.expert].insert(p.role);
     std::vector<std::string> issues;
     if (E > 0) {
-      if (static_cast<std::int64_t>(idx.size()) != E || *idx.begin() != 0 || *idx.rbegin() != E - 1)
-        issues.push_back(fmt::format("{} experts with indices {}..{}, config num_experts = {}", idx.size(),
-                                     *idx.begin(), *idx.rbegin(), E));
+      if (static_cast<std::int64_t>(roles.size()) != E || roles.begin()->first != 0 || roles.rbegin()->first != E - 1)
+        issues.push_back(fmt::format("{} experts with indices {}..{}, config num_experts = {}", roles.size(),
+                                     roles.begin()->first, roles.rbegin()->first, E));
     }
     std::vector<int> incomplete;
-    for (const auto& [e, roles] : parts[blk])
-      if (roles.size() < 3) incomplete.push_back(e);
+    for (const auto& [e, rs] : roles)
+      if (rs.size() < 3) incomplete.push_back(e);
     if (!incomplete.empty())
       issues.push_back(fmt::format("experts without all of gate/up/down: [{}]", fmt::join(incomplete, ", ")));
     if (issues.empty()) continue;
-    sink.add({"geometry-mismatch", Severity::ERROR, family_of(blk),
-              fmt::format("expert block '{}': {}", blk, fmt::join(issues, "; ")), {blk}, "num_experts",
-              fmt::format("experts 0..{} each with gate_proj, up_proj, down_proj", E - 1),
+    sink.add({"geometry-mismatch", Severity::ERROR, family_of(b.key),
+              fmt::format("expert block '{}': {}", b.key, fmt::join(issues, "; ")), {b.key}, "num_experts",
+              fmt::format("experts 0..{} each with gate, up and down", E - 1),
               fmt::format("{}", fmt::join(issues, "; ")),
               "vLLM's FusedMoE loader needs every expert (F5)"});
   }
@@ -819,7 +832,9 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
       cols = m.weight->info->shape[1];
     }
     if (static_cast<std::int64_t>(rows) == want->first && static_cast<std::int64_t>(cols) == want->second) continue;
-    sink.add({"geometry-mismatch", Severity::ERROR, family_of(name) + " shape",
+    // Without a registry row the expected shape is a guess from generic keys: a warning, never an error.
+    sink.add({"geometry-mismatch", info.family == Family::UNKNOWN ? Severity::WARNING : Severity::ERROR,
+              family_of(name) + " shape",
               fmt::format("'{}' ({}{}) is [{}, {}], config implies [{}, {}]", name, role_name(c.base_role),
                           c.layer_type.empty() ? std::string() : ", " + c.layer_type, rows, cols, want->first,
                           want->second),
@@ -841,20 +856,15 @@ struct SourceView {
   std::vector<std::byte> owned;     // transposed copy when the family layout needs it
 };
 
-enum class Orientation { STANDARD, TRANSPOSED };
-
-Orientation expert_orientation(const ModelInfo& info) {
-  const std::string& a = info.architecture;
-  if (a.find("Qwen3VLMoe") != std::string::npos || info.model_type.rfind("qwen3_vl_moe", 0) == 0)
-    return Orientation::TRANSPOSED;
-  return Orientation::STANDARD;
-}
-
 std::size_t elem_size(DType t) { return dtype_bits(t) / 8; }
 
-/** Resolves the source of quantized module `m` ([n, k]); error text on failure. */
-std::optional<std::string> resolve_source(const Checkpoint& src, const ModelInfo& info, const std::string& module,
-                                          std::uint64_t n, std::uint64_t k, SourceView& out) {
+/** Resolves the source of quantized module `m` ([n, k]): a plain `.weight`, or one expert's part of a fused
+ * 3-D tensor (model/experts.h decides the layout). Error text on failure; `undecided` is set when the
+ * source's fused layout cannot be decided (a warning: the module could not be checked). */
+std::optional<std::string> resolve_source(const Checkpoint& src, std::span<const ExpertBlock> blocks,
+                                          const std::string& module, std::uint64_t n, std::uint64_t k,
+                                          SourceView& out, bool& undecided) {
+  undecided = false;
   if (const TensorRef* t = src.find(module + ".weight")) {
     const auto& sh = t->info->shape;
     if (sh.size() != 2 || sh[0] != n || sh[1] != k)
@@ -867,60 +877,35 @@ std::optional<std::string> resolve_source(const Checkpoint& src, const ModelInfo
     out.data = src.data(*t).data();
     return std::nullopt;
   }
-  // Per-expert name -> fused 3-D source.
-  const auto pos = module.rfind(".experts.");
-  if (pos == std::string::npos) return std::string("no source tensor '" + module + ".weight'");
-  const std::string block = module.substr(0, pos + 8);
-  const std::string rest = module.substr(pos + 9);
-  const auto dot = rest.find('.');
-  if (dot == std::string::npos) return std::string("no source tensor '" + module + ".weight'");
-  int e = -1;
-  try {
-    e = std::stoi(rest.substr(0, dot));
-  } catch (const std::exception&) {
-    return std::string("no source tensor '" + module + ".weight'");
+  const ExpertBlock* b = block_of(blocks, module);
+  if (b == nullptr || b->storage != ExpertStorage::FUSED) return std::string("no source tensor '" + module + ".weight'");
+  if (!b->problem.empty()) {
+    undecided = true;
+    return b->problem;
   }
-  const std::string proj = rest.substr(dot + 1);
-  const bool gate = proj == "gate_proj" || proj == "w1";
-  const bool up = proj == "up_proj" || proj == "w3";
-  const bool down = proj == "down_proj" || proj == "w2";
-  if (!gate && !up && !down) return std::string("no source tensor '" + module + ".weight'");
-  const TensorRef* t = src.find(block + (down ? ".down_proj" : ".gate_up_proj"));
-  if (!t) return fmt::format("no source tensor '{}.weight' nor fused '{}.{}'", module, block,
-                             down ? "down_proj" : "gate_up_proj");
-  const auto& sh = t->info->shape;
-  if (sh.size() != 3 || static_cast<std::uint64_t>(e) >= sh[0])
-    return fmt::format("fused source '{}' is {}, cannot hold expert {}", t->name, shape_str(sh), e);
-  const Orientation o = expert_orientation(info);
-  const std::size_t es = elem_size(t->info->dtype);
-  const std::byte* base = src.data(*t).data() + static_cast<std::uint64_t>(e) * sh[1] * sh[2] * es;
+  const ExpertPart* p = part_of(blocks, module);
+  if (p == nullptr)
+    return fmt::format("no source tensor '{}.weight', and the fused experts of '{}' hold no such part", module, b->key);
+  const TensorRef* t = src.find(p->tensor);
+  if (t == nullptr) return fmt::format("fused source '{}' missing", p->tensor);
+  if (p->slice.rows != n || p->slice.cols != k)
+    return fmt::format("fused source '{}' {} holds {} as [{}, {}] ({}), the quantized module is [{}, {}]", t->name,
+                       shape_str(t->info->shape), module, p->slice.rows, p->slice.cols,
+                       orientation_name(b->orientation), n, k);
   out.tensor = t;
   out.dtype = t->info->dtype;
   out.rows = n;
   out.cols = k;
-  if (o == Orientation::STANDARD) {
-    // gate_up [E, 2I, H]: gate rows 0..I-1, up rows I..2I-1; down [E, H, I] as is.
-    const std::uint64_t want_rows = down ? n : 2 * n;
-    if (sh[1] != want_rows || sh[2] != k)
-      return fmt::format("fused source '{}' is {}, expected [E, {}, {}] for the {} orientation of [{}, {}] parts",
-                         t->name, shape_str(sh), want_rows, k, family_name(info.family), n, k);
-    const std::uint64_t r0 = up ? n : 0;
-    out.data = base + r0 * k * es;
-    out.label = fmt::format("{}[{}, {}:{}]", t->name, e, r0, r0 + n);
-    return std::nullopt;
+  const std::size_t es = elem_size(t->info->dtype);
+  if (p->slice.contiguous()) {
+    out.data = src.data(*t).data() + p->slice.offset * es;
+  } else {
+    out.owned.resize(n * k * es);
+    gather_rows(src.data(*t).data(), es, p->slice, 0, n, out.owned.data());
+    out.data = out.owned.data();
   }
-  // Transposed (Qwen3-VL-MoE): gate_up [E, H, 2I] (gate = first I columns), down [E, I, H].
-  const std::uint64_t src_rows = k, src_cols = down ? n : 2 * n;
-  if (sh[1] != src_rows || sh[2] != src_cols)
-    return fmt::format("fused source '{}' is {}, expected [E, {}, {}] (transposed layout)", t->name, shape_str(sh),
-                       src_rows, src_cols);
-  const std::uint64_t c0 = up ? n : 0;
-  out.owned.resize(n * k * es);
-  for (std::uint64_t r = 0; r < n; ++r)
-    for (std::uint64_t c = 0; c < k; ++c)
-      std::memcpy(out.owned.data() + (r * k + c) * es, base + (c * src_cols + c0 + r) * es, es);
-  out.data = out.owned.data();
-  out.label = fmt::format("{}[{}, :, {}:{}]^T", t->name, e, c0, c0 + n);
+  out.label = fmt::format("{}[{} of expert {}, {}]", t->name, role_name(p->role), p->expert,
+                          orientation_name(b->orientation));
   return std::nullopt;
 }
 
@@ -965,12 +950,22 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
   };
   std::vector<Job> jobs;
   std::unordered_map<const TensorRef*, std::size_t> src_refs;
+  std::vector<NamedShape> src_named;
+  for (const auto& t : src.tensors()) src_named.push_back({t.name, t.info->shape});
+  const std::vector<ExpertBlock> src_blocks = find_expert_blocks(src_named, info, opts.experts);
   for (auto& ms : work) {
     Job job;
     for (const Module* m : ms) {
       Member mem;
       mem.mod = m;
-      auto err = resolve_source(src, info, m->name, m->n, m->k, mem.src);
+      bool undecided = false;
+      auto err = resolve_source(src, src_blocks, m->name, m->n, m->k, mem.src, undecided);
+      if (err && undecided) {
+        sink.add({"source-layout-undecided", Severity::WARNING, family_of(m->name) + " source",
+                  fmt::format("could not compare '{}' with its source: {}", m->name, *err), {m->packed->name}, "",
+                  "a decidable fused-expert layout", *err, "pass --expert-orientation to verify"});
+        continue;
+      }
       if (err) {
         sink.add({"extra-tensor", Severity::ERROR, family_of(m->name) + " source",
                   fmt::format("quantized module '{}' has no matching source weight: {}", m->name, *err),
@@ -1206,7 +1201,7 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
   check_quant_config(q, s, sink, st);
   collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);
   check_policy(s, sink);
-  check_coverage(q, s, sink);
+  check_coverage(q, info, s, sink);
   check_fused_sets(q, info, s, sink, st);
   if (opts.scan_values) check_values(q, s, sink, st);
   check_geometry(q, info, s, sink);

@@ -127,6 +127,10 @@ std::int64_t first_int(const nlohmann::ordered_json& j, std::span<const std::str
 bool layer_is_moe(const FamilySpec& spec, const nlohmann::ordered_json& text, std::int64_t i,
                   std::int64_t num_layers);
 
+/** The names vLLM gives `module` when it matches `ignore` (the family's ignore_aliases applied), not
+ * including `module` itself; empty for most families. */
+std::vector<std::string> vllm_ignore_aliases(const FamilySpec& spec, std::string_view module);
+
 /** True when `a` is one of the architectures vLLM registers for some family (main or MTP). */
 bool vllm_registers(std::string_view a) noexcept;
 
