@@ -8,6 +8,8 @@
 #include <fmt/ranges.h>
 
 #include "checks.h"
+#include "fp4forge/model/classify.h"
+#include "fp4forge/model/experts.h"
 
 namespace fp4forge::doctor {
 namespace {
@@ -91,9 +93,9 @@ struct ShapeChecker {
   std::int64_t H = ctx.info.hidden_size;
   std::string P = ctx.text_prefix;
 
-  bool qwen_hybrid() const {
-    return fam == Family::QWEN3_5 || fam == Family::QWEN3_5_MOE || fam == Family::QWEN3_NEXT;
-  }
+  bool qwen_hybrid() const { return m.spec().mixer == Mixer::GATED_DELTANET; }
+  bool mamba_hybrid() const { return m.spec().mixer == Mixer::MAMBA2; }
+  bool mla() const { return m.spec().mla || m.kv_lora_rank > 0; }
 
   void linear(const std::string& module, std::int64_t out, std::int64_t in, const std::string& rule,
               const std::string& key = {}) {
@@ -155,11 +157,46 @@ struct ShapeChecker {
     return out;
   }
 
+  /** Multi-head latent attention (DeepSeek-V2/V3): q_a/q_b (or q_proj), kv_a_proj_with_mqa, kv_b_proj, o_proj. */
+  void mla_attention(const std::string& sa) {
+    const std::int64_t A = m.num_heads, nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim, vd = m.v_head_dim;
+    const std::int64_t qk = nope + rope;
+    if (m.q_lora_rank > 0) {
+      linear(sa + "q_a_proj", m.q_lora_rank, H, "q_a_proj == [q_lora_rank, hidden_size]", "q_lora_rank");
+      linear(sa + "q_b_proj", A * qk, m.q_lora_rank,
+             "q_b_proj == [num_attention_heads·(qk_nope_head_dim + qk_rope_head_dim), q_lora_rank]", "q_lora_rank");
+      if (module_present(sa + "q_proj"))
+        v.add("with q_lora_rank set, MLA layers have q_a_proj/q_b_proj and no q_proj", sa + "q_proj", "absent",
+              "present", "q_lora_rank");
+    } else {
+      linear(sa + "q_proj", A * qk, H, "q_proj == [num_attention_heads·(qk_nope_head_dim + qk_rope_head_dim), hidden_size]",
+             "qk_nope_head_dim");
+    }
+    linear(sa + "kv_a_proj_with_mqa", m.kv_lora_rank + rope, H,
+           "kv_a_proj_with_mqa == [kv_lora_rank + qk_rope_head_dim, hidden_size]", "kv_lora_rank");
+    linear(sa + "kv_b_proj", A * (nope + vd), m.kv_lora_rank,
+           "kv_b_proj == [num_attention_heads·(qk_nope_head_dim + v_head_dim), kv_lora_rank]", "kv_lora_rank");
+    linear(sa + "o_proj", H, A * vd, "o_proj == [hidden_size, num_attention_heads·v_head_dim]", "v_head_dim");
+    if (!module_present(sa + "kv_a_proj_with_mqa"))
+      v.add("every MLA layer has kv_a_proj_with_mqa", sa + "kv_a_proj_with_mqa", "present", "absent", "kv_lora_rank");
+  }
+
   void attention(const std::string& base, std::size_t i, std::int64_t d, std::int64_t kv, bool full,
                  bool shared, const std::string& label) {
     const std::string sfx = label.empty() ? "" : fmt::format(" [per {}]", label);
     const std::string sa = base + "self_attn.";
     const std::int64_t A = m.num_heads;
+    if (mla()) return mla_attention(sa);
+    if (module_present(sa + "qkv_proj")) {  // pre-fused q/k/v (Phi-3)
+      if (d > 0 && A > 0 && kv > 0)
+        linear(sa + "qkv_proj", (A + 2 * kv) * d, H,
+               "qkv_proj == [(num_attention_heads + 2·num_key_value_heads)·head_dim, hidden_size]" + sfx,
+               "num_key_value_heads");
+      if (d > 0 && A > 0)
+        linear(sa + "o_proj", H, A * d, "o_proj == [hidden_size, num_attention_heads·head_dim_i]" + sfx,
+               "num_attention_heads");
+      return;
+    }
     const std::int64_t gate = (qwen_hybrid() && m.attn_output_gate) ? 2 : 1;
     if (d > 0 && A > 0) {
       linear(sa + "q_proj", A * d * gate, H,
@@ -243,91 +280,92 @@ struct ShapeChecker {
     linear(mlp + "down_proj", H, I, fmt::format("{}.down_proj == [hidden_size, {}]", what, i), key);
   }
 
-  /** Expert index set and fused/per-expert form under `eb` (e.g. "...layers.3.mlp.experts."). */
-  void experts(const std::string& layer_base, const std::string& eb, const std::string& router) {
-    const std::int64_t E = m.num_experts, Im = m.moe_intermediate_size;
-    if (E > 0) linear(router, E, H, "router == [num_experts, hidden_size]", "num_experts");
-    const bool fused = ctx.has(eb + "gate_up_proj") || ctx.has(eb + "down_proj");
-    std::set<std::int64_t> idx;
-    for (auto it = ctx.tensors.lower_bound(eb); it != ctx.tensors.end(); ++it) {
-      std::string_view n = it->first;
-      if (n.substr(0, eb.size()) != eb) break;
-      n.remove_prefix(eb.size());
-      std::int64_t e = 0;
-      auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), e);
-      if (ec == std::errc() && p != n.data() && p < n.data() + n.size() && *p == '.') idx.insert(e);
+  /** The routed experts of the MoE layer under `base` (model/experts.h decides each block's form), its
+   * router, and its shared expert. */
+  void experts(const std::string& base) {
+    const std::int64_t E = m.num_experts, Im = m.moe_intermediate_size, Is = m.shared_expert_intermediate_size;
+    std::vector<const ExpertBlock*> mine;
+    for (const auto& b : blocks_)
+      if (b.key.compare(0, base.size(), base) == 0) mine.push_back(&b);
+    // Router: the 2-D router weight under the layer (mlp.gate, router.proj, feed_forward.router, router.layer).
+    for (auto it = ctx.tensors.lower_bound(base); it != ctx.tensors.end(); ++it) {
+      if (it->first.compare(0, base.size(), base) != 0) break;
+      const TensorClass c = classify(it->first, it->second.shape, m);
+      if (c.role != Role::ROUTER || c.param != "weight" || it->second.shape.size() != 2 || it->second.shape[0] == 1)
+        continue;
+      if (E > 0) linear(c.module, E, H, "router == [num_experts, hidden_size]", "num_experts");
     }
-    if (fused && !idx.empty())
-      v.add("experts are stored either fused 3-D or per expert 2-D, never both in one layer", eb + "*",
-            "one form", "both fused and per-expert tensors", {}, "expert-layout");
-    if (!fused && idx.empty()) {
+    if (mine.empty()) {
       if (E > 0)
-        v.add("every MoE layer has its routed experts", layer_base, fmt::format("{} experts", E), "none",
-              "num_experts");
+        v.add("every MoE layer has its routed experts", base, fmt::format("{} experts", E), "none", "num_experts");
       return;
     }
-    if (fused) {
-      for (const auto& [name, want, transposed, rule] :
-           {std::tuple{eb + "gate_up_proj", std::vector<std::int64_t>{E, 2 * Im, H},
-                       std::vector<std::int64_t>{E, H, 2 * Im}, std::string("experts.gate_up_proj == [E, 2·Im, H]")},
-            std::tuple{eb + "down_proj", std::vector<std::int64_t>{E, H, Im}, std::vector<std::int64_t>{E, Im, H},
-                       std::string("experts.down_proj == [E, H, Im]")}}) {
-        const auto* t = ctx.tensor(name);
-        if (t == nullptr) {
-          v.add("fused experts have both gate_up_proj and down_proj", name, "present", "absent", "num_experts");
-          continue;
-        }
-        auto matches = [&](const std::vector<std::int64_t>& w) {
-          if (t->shape.size() != 3) return false;
-          for (int k = 0; k < 3; ++k)
-            if (w[k] > 0 && static_cast<std::int64_t>(t->shape[k]) != w[k]) return false;
-          return true;
-        };
-        if (matches(want)) continue;
-        if (matches(transposed) && E > 0 && Im > 0)
-          v.add(fmt::format("fused expert orientation for {} is {} (gate rows first), this tensor is transposed "
-                            "(the Qwen3-VL-MoE layout); a loader for this family would split it wrongly",
-                            family_name(fam), dims(want)),
-                name, dims(want), dims(t->shape), "num_experts", "expert-layout");
-        else
-          v.add(rule + " (num_experts, moe_intermediate_size, hidden_size)", name, dims(want), dims(t->shape),
-                "num_experts");
+    for (std::size_t k = 1; k < mine.size(); ++k)
+      if (mine[k]->key == mine[k - 1]->key)
+        v.add("experts are stored either fused 3-D or per expert 2-D, never both in one layer", mine[k]->key + ".*",
+              "one form", "both fused and per-expert tensors", {}, "expert-layout");
+    for (const ExpertBlock* b : mine) {
+      if (!b->problem.empty()) {
+        v.add(b->ambiguous ? "fused expert orientation could not be decided (not checked)" : "fused expert shapes",
+              b->key, b->ambiguous ? "one reading" : "[E, 2I, H] / [E, H, I] or [E, H, 2I] / [E, I, H]", b->problem,
+              "num_experts", "expert-layout", b->ambiguous ? Severity::WARNING : Severity::ERROR,
+              b->ambiguous ? "pass --expert-orientation to quantize / verify" : "");
+        continue;
       }
-      return;
-    }
-    // per-expert 2-D
-    std::vector<std::int64_t> want_idx;
-    for (std::int64_t e = 0; e < E; ++e) want_idx.push_back(e);
-    std::vector<std::int64_t> have(idx.begin(), idx.end());
-    if (E > 0 && have != want_idx)
-      v.add("per-expert tensors cover exactly the expert indices 0..num_experts-1", eb + "*",
-            fmt::format("{} experts (0..{})", E, E - 1),
-            fmt::format("{} indices ({}..{})", have.size(), have.front(), have.back()), "num_experts");
-    for (auto e : idx) {
-      const std::string x = fmt::format("{}{}.", eb, e);
-      for (const char* p : {"gate_proj", "up_proj", "down_proj"})
-        if (!module_present(x + p))
-          v.add("every expert has gate_proj, up_proj and down_proj", x + p, "present", "absent", "num_experts");
-      if (Im > 0) {
-        linear(x + "gate_proj", Im, H, "experts.{e}.gate_proj == [moe_intermediate_size, hidden_size]",
-               "moe_intermediate_size");
-        linear(x + "up_proj", Im, H, "experts.{e}.up_proj == [moe_intermediate_size, hidden_size]",
-               "moe_intermediate_size");
-        linear(x + "down_proj", H, Im, "experts.{e}.down_proj == [hidden_size, moe_intermediate_size]",
+      if (b->storage == ExpertStorage::FUSED) {
+        const std::string t = !b->gate_up.empty() ? b->gate_up : b->down;
+        const std::string form = fmt::format("{} experts of width {} over hidden {} ({})", b->num_experts,
+                                             b->intermediate, b->hidden, orientation_name(b->orientation));
+        if (E > 0 && static_cast<std::int64_t>(b->num_experts) != E)
+          v.add("fused experts: dim 0 == num_experts", t, std::to_string(E), form, "num_experts");
+        if (Im > 0 && static_cast<std::int64_t>(b->intermediate) != Im)
+          v.add("fused experts: expert width == the config's expert intermediate size", t, std::to_string(Im), form,
+                "moe_intermediate_size");
+        if (b->gate_up.empty() || b->down.empty())
+          v.add("fused experts have both gate_up and down tensors", b->key, "present", "one missing", "num_experts");
+        continue;
+      }
+      std::map<int, std::set<Role>> have;
+      for (const auto& p : b->parts) {
+        have[p.expert].insert(p.role);
+        if (Im <= 0) continue;
+        const bool down = p.role == Role::EXPERT_DOWN;
+        linear(p.module, down ? H : Im, down ? Im : H,
+               down ? "experts.{e}.down == [hidden_size, expert intermediate size]"
+                    : "experts.{e}.gate/up == [expert intermediate size, hidden_size]",
                "moe_intermediate_size");
       }
+      if (E > 0 && (static_cast<std::int64_t>(have.size()) != E || have.begin()->first != 0 ||
+                    have.rbegin()->first != E - 1))
+        v.add("per-expert tensors cover exactly the expert indices 0..num_experts-1", b->key + ".*",
+              fmt::format("{} experts (0..{})", E, E - 1),
+              fmt::format("{} indices ({}..{})", have.size(), have.begin()->first, have.rbegin()->first), "num_experts");
+      for (const auto& [e, rs] : have)
+        if (rs.size() < 3)
+          v.add("every expert has gate, up and down projections", fmt::format("{}.{}.*", b->key, e), "3 projections",
+                std::to_string(rs.size()), "num_experts");
     }
+    // Shared expert(s): Qwen shared_expert, DeepSeek shared_experts, Llama-4 feed_forward.shared_expert,
+    // Granite shared_mlp (pre-fused input_linear).
+    if (Is <= 0) return;
+    for (const char* c : {"mlp.shared_expert.", "mlp.shared_experts.", "feed_forward.shared_expert."})
+      dense_mlp(base + c, Is, std::string(c).substr(0, std::string(c).size() - 1), "shared_expert_intermediate_size");
+    linear(base + "shared_mlp.input_linear", 2 * Is, H, "shared_mlp.input_linear == [2·shared_intermediate_size, hidden_size]",
+           "shared_intermediate_size");
+    linear(base + "shared_mlp.output_linear", H, Is, "shared_mlp.output_linear == [hidden_size, shared_intermediate_size]",
+           "shared_intermediate_size");
+    linear(base + "mlp.shared_expert_gate", 1, H, "mlp.shared_expert_gate == [1, hidden_size]");
   }
 
   bool layer_is_moe(std::size_t i) const {
-    const Json& tc = ctx.text();
     if (fam == Family::GEMMA4) return m.enable_moe_block;
-    if (fam != Family::QWEN3_5_MOE && fam != Family::QWEN3_NEXT && fam != Family::QWEN3_MOE) return false;
-    if (auto it = tc.find("mlp_only_layers"); it != tc.end() && it->is_array())
-      for (const auto& x : *it)
-        if (x.is_number_integer() && x.get<std::int64_t>() == static_cast<std::int64_t>(i)) return false;
-    const std::int64_t step = int_of(tc, "decoder_sparse_step").value_or(1);
-    return step <= 1 || (static_cast<std::int64_t>(i) + 1) % step == 0;
+    return fp4forge::layer_is_moe(m.spec(), ctx.text(), static_cast<std::int64_t>(i), m.num_layers);
+  }
+
+  bool has_experts(const std::string& base) const {
+    for (const auto& b : blocks_)
+      if (b.key.compare(0, base.size(), base) == 0) return true;
+    return false;
   }
 
   void layer(std::size_t i, const std::vector<Reading>& rs) {
@@ -341,7 +379,14 @@ struct ShapeChecker {
     const bool has_sa = ctx.any_with_prefix(base + "self_attn.");
     const bool has_la = ctx.any_with_prefix(base + "linear_attn.");
     const bool wants_la = qwen_hybrid() && lt == "linear_attention";
-    if (wants_la) {
+    const bool wants_mamba = mamba_hybrid() && (lt == "linear_attention" || lt == "mamba");
+    if (wants_mamba) {
+      if (!ctx.any_with_prefix(base + "mamba."))
+        v.add("a Mamba layer (layer_types) has mamba.* tensors", base + "mamba.*", "present", "absent", "layer_types");
+      if (has_sa)
+        v.add("a Mamba layer (layer_types) has no self_attn.* tensors", base + "self_attn.*", "absent", "present",
+              "layer_types");
+    } else if (wants_la) {
       if (!has_la)
         v.add("a linear_attention layer has linear_attn.* tensors (layer_types)", base + "linear_attn.*",
               "present", "absent", "layer_types");
@@ -370,28 +415,30 @@ struct ShapeChecker {
       const bool has_moe_tensors = ctx.any_with_prefix(base + "experts.") || ctx.any_with_prefix(base + "router.") ||
                                    ctx.any_with_prefix(base + "moe.");
       if (moe) {
-        experts(base, base + "experts.", base + "router.proj");
+        experts(base);
       } else if (has_moe_tensors) {
         v.add("router/experts tensors only when enable_moe_block is true", base + "experts.*", "absent",
               "present", "enable_moe_block");
       }
     } else if (moe) {
-      experts(base, base + "mlp.experts.", base + "mlp.gate");
-      if (fam != Family::QWEN3_MOE && m.shared_expert_intermediate_size > 0) {
-        dense_mlp(base + "mlp.shared_expert.", m.shared_expert_intermediate_size, "mlp.shared_expert",
-                  "shared_expert_intermediate_size");
-        linear(base + "mlp.shared_expert_gate", 1, H, "mlp.shared_expert_gate == [1, hidden_size]");
-      }
+      experts(base);
     } else {
-      if (ctx.any_with_prefix(base + "mlp.experts."))
-        v.add("experts only on MoE layers (mlp_only_layers / decoder_sparse_step / family)", base + "mlp.experts.*",
-              "absent", "present", "num_experts");
-      dense_mlp(base + "mlp.", m.intermediate_size);
+      if (has_experts(base))
+        v.add(fmt::format("routed experts only on the layers the config makes MoE ({} rule)", m.spec().display),
+              base + "*experts*", "absent (a dense layer)", "present", "first_k_dense_replace / moe layer keys");
+      for (const char* c : {"mlp.", "feed_forward."}) {
+        dense_mlp(base + c, m.intermediate_size);
+        linear(base + c + "gate_up_proj", 2 * m.intermediate_size, H,
+               fmt::format("{}gate_up_proj == [2·intermediate_size, hidden_size]", c), "intermediate_size");
+      }
     }
   }
 
   void run() {
     const Json& tc = ctx.text();
+    std::vector<NamedShape> named;
+    for (const auto& [name, meta] : ctx.tensors) named.push_back({name, meta.shape});
+    blocks_ = find_expert_blocks(named, m);
     const std::int64_t N = m.num_layers;
     const std::size_t nlt = m.layer_types.size();
     if (!m.layer_types_synthesized && static_cast<std::int64_t>(nlt) != N)
@@ -426,10 +473,12 @@ struct ShapeChecker {
       n.remove_prefix(lp.size());
       std::int64_t e = 0;
       auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), e);
-      if (ec == std::errc() && e >= N) extra.insert(e);
+      const std::int64_t mtp = m.spec().mtp == MtpForm::EXTRA_LAYERS ? m.mtp_num_hidden_layers : 0;
+      if (ec == std::errc() && e >= N + mtp) extra.insert(e);
     }
     for (auto e : extra)
-      v.add("no decoder layer tensors at index ≥ num_hidden_layers", fmt::format("{}{}.*", lp, e),
+      v.add("no decoder layer tensors at index ≥ num_hidden_layers (+ num_nextn_predict_layers for MTP)",
+            fmt::format("{}{}.*", lp, e),
             fmt::format("< {}", N), std::to_string(e), "num_hidden_layers");
 
     // embeddings, final norm, lm_head (tie_word_embeddings)
@@ -438,10 +487,12 @@ struct ShapeChecker {
         shape(P + "embed_tokens.weight", {m.vocab_size, H}, "embed_tokens == [vocab_size, hidden_size]", "vocab_size");
     }
     shape(P + "norm.weight", {H}, "final norm length == hidden_size", "hidden_size");
-    const bool lm = module_present("lm_head");
+    // lm_head at the top level, or under the legacy wrapper (language_model.lm_head: Gemma-3, Llama-4, Mistral-3).
+    const std::string head = module_present("language_model.lm_head") ? "language_model.lm_head" : "lm_head";
+    const bool lm = module_present(head);
     if (m.tie_word_embeddings && lm) {
       bool same = false;
-      const TensorRef* a = ctx.ckpt ? ctx.ckpt->find("lm_head.weight") : nullptr;
+      const TensorRef* a = ctx.ckpt ? ctx.ckpt->find(head + ".weight") : nullptr;
       const TensorRef* b = ctx.ckpt ? ctx.ckpt->find(P + "embed_tokens.weight") : nullptr;
       if (a != nullptr && b != nullptr) {
         auto da = ctx.ckpt->data(*a), db = ctx.ckpt->data(*b);
@@ -457,7 +508,7 @@ struct ShapeChecker {
             "fail on a missing weight)",
             "lm_head.weight", "present", "absent", "tie_word_embeddings");
     }
-    if (lm && m.vocab_size > 0) linear("lm_head", m.vocab_size, H, "lm_head == [vocab_size, hidden_size]", "vocab_size");
+    if (lm && m.vocab_size > 0) linear(head, m.vocab_size, H, "lm_head == [vocab_size, hidden_size]", "vocab_size");
     if (ctx.info.wrapper) {
       auto top = ctx.config.find("tie_word_embeddings");
       auto txt = tc.find("tie_word_embeddings");
@@ -526,6 +577,7 @@ struct ShapeChecker {
   }
 
   std::vector<Finding>* out_ = nullptr;
+  std::vector<ExpertBlock> blocks_;
 };
 
 }  // namespace

@@ -98,12 +98,13 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir) {
   for (const auto& t : d->ckpt->tensors())
     ctx.tensors.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
   ctx.ckpt = ctx.tensors.empty() ? nullptr : d->ckpt.get();
-  if (ctx.any_with_prefix("model.language_model."))
-    ctx.text_prefix = "model.language_model.";
-  else if (ctx.any_with_prefix("model.layers."))
-    ctx.text_prefix = "model.";
-  else
-    ctx.text_prefix = ctx.info.text_prefix;
+  // The first of the family's text prefixes (the registry) that the tensors use.
+  ctx.text_prefix = ctx.info.text_prefix;
+  for (auto p : ctx.info.spec().text_prefixes)
+    if (ctx.any_with_prefix(std::string(p) + "layers.")) {
+      ctx.text_prefix = std::string(p);
+      break;
+    }
   ctx.quantized = find_quant_config(ctx.config) != nullptr;
   for (const auto& [name, meta] : ctx.tensors) {
     if (name.size() > 14 && name.compare(name.size() - 14, 14, ".weight_packed") == 0) {

@@ -86,6 +86,7 @@ void decide_fused(ExpertBlock& b, const FusedPair& f, const ModelInfo& info, con
                             what, H);
     return;
   } else {
+    b.ambiguous = true;
     b.problem = fmt::format("fused experts {} are ambiguous: they read as {} or as {}; pass "
                             "--expert-orientation out-in or in-out to settle it",
                             what, reading(f, FusedOrientation::OUT_IN), reading(f, FusedOrientation::IN_OUT));

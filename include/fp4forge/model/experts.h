@@ -69,6 +69,7 @@ struct ExpertBlock {
   /** Non-empty: the fused layout could not be decided (both or neither orientation fits); says why and
    * names the option that settles it. parts is then empty. */
   std::string problem;
+  bool ambiguous = false;  ///< the problem is that both orientations fit (not that neither does)
 };
 
 struct ExpertLayoutOptions {
