@@ -1195,6 +1195,33 @@ std::vector<Finding> verify_structure(const Checkpoint& q, const ModelInfo& info
 
 namespace {
 
+/** Every quantized module must be one vLLM maps to a parameter of this architecture: per-expert names use
+ * the family's expert leaves, and families whose experts vLLM cannot load quantized have none. */
+void check_vllm_names(const ModelInfo& info, const Structure& s, Sink& sink) {
+  const FamilySpec& spec = info.spec();
+  if (info.family == Family::UNKNOWN) return;
+  for (const auto& [name, m] : s.modules) {
+    if (!m.packed || m.cls.expert < 0) continue;
+    const Role r = m.cls.role == Role::MTP ? m.cls.base_role : m.cls.role;
+    if (r != Role::EXPERT_GATE && r != Role::EXPERT_UP && r != Role::EXPERT_DOWN) continue;
+    const std::string leaf = split_name(name).second;
+    if (!spec.experts_refusal.empty()) {
+      sink.add({"vllm-unmapped", Severity::ERROR, family_of(name),
+                fmt::format("'{}' is a quantized routed expert, but {}", name, spec.experts_refusal), {m.packed->name},
+                "", "unquantized experts", "NVFP4 experts", "keep the experts unquantized (--ignore 're:.*experts')"});
+      continue;
+    }
+    const std::size_t want = r == Role::EXPERT_GATE ? 0 : r == Role::EXPERT_UP ? 1 : 2;
+    if (leaf == spec.expert_leaves[want]) continue;
+    sink.add({"vllm-unmapped", Severity::ERROR, family_of(name),
+              fmt::format("quantized expert '{}' is named '{}', but vLLM's {} expert mapping takes '{}' for this "
+                          "projection: the weights would not load",
+                          name, leaf, spec.display, spec.expert_leaves[want]),
+              {m.packed->name}, "", std::string(spec.expert_leaves[want]), leaf,
+              "re-quantize with fp4forge, which names experts as the family's vLLM loader expects"});
+  }
+}
+
 void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
                    VerifyStats& st) {
   st.tensors = q.tensors().size();
@@ -1203,6 +1230,7 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
   check_policy(s, sink);
   check_coverage(q, info, s, sink);
   check_fused_sets(q, info, s, sink, st);
+  check_vllm_names(info, s, sink);
   if (opts.scan_values) check_values(q, s, sink, st);
   check_geometry(q, info, s, sink);
   // Parameter counts.
@@ -1221,7 +1249,32 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
   }
   st.total_params = st.quantized_params + other;
   st.kept_tensors = st.tensors - quant_tensors;
+  // The quantized share of the text stack's Linear-like parameters (what a user means by "quantized").
+  for (const auto& [name, m] : s.modules) {
+    if (!m.cls.text_stack) continue;
+    if (m.packed) {
+      st.text_linear_params += m.n * m.k;
+      st.text_quantized_params += m.n * m.k;
+    } else if (s.kept_linear.count(name) && m.weight) {
+      st.text_linear_params += m.weight->info->numel();
+    }
+  }
+  for (const TensorRef& t : q.tensors()) {
+    const TensorClass c = classify(t.name, t.info->shape, info);
+    if (c.text_stack && t.info->shape.size() == 3 &&
+        (c.role == Role::EXPERT_GATE_UP_FUSED || c.role == Role::EXPERT_DOWN_FUSED))
+      st.text_linear_params += t.info->numel();
+  }
+  if (st.text_linear_params > 0 && st.text_quantized_share() < 0.5)
+    sink.add({"low-quantized-share", Severity::WARNING, "share",
+              fmt::format("only {:.1f} % of the text stack's Linear parameters are quantized ({} of {}): most of "
+                          "the model stays in 16 bits",
+                          100.0 * st.text_quantized_share(), st.text_quantized_params, st.text_linear_params),
+              {}, "", "most Linear weights quantized", fmt::format("{:.1f} %", 100.0 * st.text_quantized_share()),
+              "check the ignore list; a family fp4forge does not know keeps unknown Linear weights (see quantize's "
+              "KEPT UNQUANTIZED warning)"});
 }
+
 
 }  // namespace
 
@@ -1291,6 +1344,8 @@ nlohmann::ordered_json verify_json(const VerifyReport& r, const std::string& qdi
   st["quantized_params"] = s.quantized_params;
   st["total_params"] = s.total_params;
   st["quantized_share"] = s.quantized_share();
+  st["text_linear_params"] = s.text_linear_params;
+  st["text_quantized_share"] = s.text_quantized_share();
   st["fused_sets"] = s.fused_sets;
   st["scale_bytes_scanned"] = s.scale_bytes_scanned;
   st["kept_values_scanned"] = s.kept_values_scanned;
@@ -1325,6 +1380,9 @@ std::string verify_text(const VerifyReport& r, const std::string& qdir, const st
                      "quantized share {:.1f}% of {} parameters · {} fused sets\n",
                      s.scheme, s.tensors, s.quantized_modules, s.kept_tensors, s.kept_linear,
                      100.0 * s.quantized_share(), s.total_params, s.fused_sets);
+  if (s.text_linear_params > 0)
+    out += fmt::format("  text stack: {:.1f}% of {} Linear-like parameters quantized\n", 100.0 * s.text_quantized_share(),
+                       s.text_linear_params);
   if (s.against) {
     out += fmt::format("  vs source: {} quantized tensors, rel RMS mean {:.4f} (reference encoding {:.4f}), max {:.4f}; "
                        "{} kept tensors bit-compared; {} rows re-encoded, {} differ\n",

@@ -231,7 +231,19 @@ TEST(DoctorChecks, ConfigShapeMismatchRules) {
       {"gemma4-dense-mm", "ple", [](Json& c) { Fixture::text(c)["hidden_size_per_layer_input"] = 16; }, "per-layer-embedding"},
       {"gemma4-moe-mm", "expert count", [](Json& c) { Fixture::text(c)["num_experts"] = 4; }, "router"},
       {"gemma4-moe-mm", "moe intermediate", [](Json& c) { Fixture::text(c)["moe_intermediate_size"] = 32; },
-       "experts.down_proj"},
+       "expert width"},
+      {"deepseek_v3", "mla kv rank", [](Json& c) { c["kv_lora_rank"] = 16; }, "kv_a_proj_with_mqa"},
+      {"deepseek_v3", "mla q rank", [](Json& c) { c["q_lora_rank"] = 48; }, "q_a_proj"},
+      {"deepseek_v3", "moe width", [](Json& c) { c["moe_intermediate_size"] = 32; }, "experts.{e}.gate/up"},
+      {"deepseek_v3", "dense layer count", [](Json& c) { c["first_k_dense_replace"] = 2; }, "routed experts only"},
+      {"phi3", "kv heads", [](Json& c) { c["num_key_value_heads"] = 4; }, "qkv_proj"},
+      {"phi3", "intermediate", [](Json& c) { c["intermediate_size"] = 96; }, "gate_up_proj"},
+      {"llama4-mm", "expert width", [](Json& c) { Fixture::text(c)["intermediate_size"] = 32; }, "expert width"},
+      {"llama4-mm", "expert count", [](Json& c) { Fixture::text(c)["num_local_experts"] = 8; }, "num_experts"},
+      {"granitemoehybrid", "shared width", [](Json& c) { c["shared_intermediate_size"] = 96; }, "shared_mlp.input_linear"},
+      {"granitemoehybrid", "mamba layer", [](Json& c) { c["layer_types"][1] = "linear_attention"; }, "Mamba layer"},
+      {"qwen3_vl_moe-hub", "expert count", [](Json& c) { Fixture::text(c)["num_local_experts"] = 8; }, "router"},
+      {"mixtral", "expert width", [](Json& c) { c["intermediate_size"] = 32; }, "experts.{e}"},
       {"gemma4-moe-mm", "moe switched off", [](Json& c) { Fixture::text(c)["enable_moe_block"] = false; }, "enable_moe_block"},
       {"qwen3_5-dense-mm", "linear value heads", [](Json& c) { Fixture::text(c)["linear_num_value_heads"] = 8; },
        "in_proj_z"},
@@ -267,12 +279,16 @@ TEST(DoctorChecks, ConfigShapeMismatchRules) {
 }
 
 TEST(DoctorChecks, ExpertLayoutTransposedAndMixed) {
+  // The orientation comes from the shapes: Hub-orientation Qwen3-VL-MoE experts ([E, H, 2I] / [E, I, H])
+  // are correct, not an error.
+  EXPECT_EQ(check(Fixture("qwen3_vl_moe-hub")).exit_code(), 0);
+  // Shapes that fit neither orientation are.
   Fixture fx("gemma4-moe-mm");
   const std::string down = "model.language_model.layers.0.experts.down_proj";  // [8, 128, 64] = [E, H, Im]
-  fx.rewrite_shard(fx.shard_of(down), [&](Fixture::Tensors& ts) { ts[down].shape = {8, 64, 128}; });
+  fx.rewrite_shard(fx.shard_of(down), [&](Fixture::Tensors& ts) { ts[down].shape = {8, 64, 64}; });
   auto r = check(fx);
   EXPECT_KIND(r, "expert-layout", Severity::ERROR);
-  EXPECT_NE(find(r, "expert-layout")->message.find("transposed"), std::string::npos);
+  EXPECT_NE(find(r, "expert-layout")->message.find("fit neither"), std::string::npos);
 
   Fixture fx2("gemma4-moe-mm");
   fx2.rewrite_shard("extra.safetensors", [](Fixture::Tensors& ts) {
@@ -322,8 +338,8 @@ TEST(DoctorChecks, UnknownArchitecture) {
   EXPECT_KIND(check(none), "unknown-architecture", Severity::WARNING);
   Fixture other("llama");
   other.edit_config([](Json& c) {
-    c["architectures"] = {"MistralForCausalLM"};
-    c["model_type"] = "mistral";
+    c["architectures"] = {"StableLmForCausalLM"};
+    c["model_type"] = "stablelm";
   });
   auto r = check(other);
   EXPECT_KIND(r, "unknown-architecture", Severity::WARNING);

@@ -132,7 +132,7 @@ TEST(ModelInfo, FlatGemmaGlobalsAndSynthesizedTypes) {
   EXPECT_EQ(m.family, Family::QWEN3_MOE);
   auto d = info_of(R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3"})");
   EXPECT_EQ(d.family, Family::QWEN3);
-  auto u = info_of(R"({"architectures":["MistralForCausalLM"],"model_type":"mistral","num_hidden_layers":2,
+  auto u = info_of(R"({"architectures":["StableLmForCausalLM"],"model_type":"stablelm","num_hidden_layers":2,
     "hidden_size":64,"num_attention_heads":4})");
   EXPECT_EQ(u.family, Family::UNKNOWN);
   EXPECT_EQ(u.head_dim, 16);
@@ -361,8 +361,17 @@ TEST(Classify, FamiliesWithoutFixtures) {
       {&unknown, {"model.layers.0.block_sparse_moe.experts.2.w3.weight", {128, 64}, Role::EXPERT_UP, 0, 2}},
       {&unknown, {"model.layers.0.block_sparse_moe.experts.2.w2.weight", {64, 128}, Role::EXPERT_DOWN, 0, 2}},
       {&unknown, {"model.layers.0.foo.gate.weight", {4, 64}, Role::ROUTER, 0, -1}},  // [E, H] structurally
-      {&unknown, {"model.layers.0.self_attn.q_a_proj.weight", {64, 64}, Role::ATTN_Q, 0, -1}},
-      {&unknown, {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", {64, 64}, Role::ATTN_K, 0, -1}},
+      {&unknown, {"model.layers.0.self_attn.q_a_proj.weight", {64, 64}, Role::ATTN_Q_A, 0, -1}},
+      {&unknown, {"model.layers.0.self_attn.kv_a_proj_with_mqa.weight", {64, 64}, Role::ATTN_KV_A, 0, -1}},
+      {&unknown, {"model.layers.0.self_attn.q_b_proj.weight", {64, 64}, Role::ATTN_Q_B, 0, -1}},
+      {&unknown, {"model.layers.0.self_attn.kv_b_proj.weight", {64, 64}, Role::ATTN_KV_B, 0, -1}},
+      {&unknown, {"model.layers.0.self_attn.qkv_proj.weight", {192, 64}, Role::ATTN_QKV, 0, -1}},
+      {&unknown, {"model.layers.0.mlp.gate_up_proj.weight", {256, 64}, Role::MLP_GATE_UP, 0, -1}},
+      {&unknown, {"model.layers.0.mamba.in_proj.weight", {304, 64}, Role::MAMBA, 0, -1}},
+      {&unknown, {"model.layers.0.mamba.conv1d.weight", {304, 1, 4}, Role::LINEAR_ATTN_CONV, 0, -1}},
+      {&unknown, {"model.layers.0.shared_mlp.input_linear.weight", {224, 64}, Role::SHARED_EXPERT_GATE_UP, 0, -1}},
+      {&unknown, {"model.layers.0.block_sparse_moe.input_linear.weight", {4, 96, 64}, Role::EXPERT_GATE_UP_FUSED, 0, -1}},
+      {&unknown, {"model.layers.0.block_sparse_moe.output_linear.weight", {4, 64, 48}, Role::EXPERT_DOWN_FUSED, 0, -1}},
       {&unknown, {"model.layers.0.mystery.weight", {64, 64}, Role::OTHER, 0, -1}},
       {&unknown, {"weird", {3}, Role::OTHER, -1, -1}},
       {&unknown, {"", {}, Role::OTHER, -1, -1}},

@@ -165,14 +165,23 @@ TEST(QuantizePlan, FusedExpertRefusals) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().code, Errc::BAD_INPUT);
   EXPECT_THAT(p.error().message, HasSubstr("experts.down_proj"));
-  EXPECT_THAT(p.error().message, HasSubstr("moe_intermediate_size=32"));
+  EXPECT_THAT(p.error().message, HasSubstr("expert width = 32"));
 
+  // A lone gate_up whose 2I equals H reads both ways: refused, naming both readings and the option.
   PlanInput ll = fixture("llama");
-  ll.tensors.push_back({"model.layers.0.mlp.experts.gate_up_proj", 0, DType::BF16, {4, 64, 128}});
+  const auto H = ll.config["hidden_size"].get<std::uint64_t>();
+  ll.tensors.push_back({"model.layers.0.mlp.experts.gate_up_proj", 0, DType::BF16, {4, H, H}});
   auto q = make_plan(ll, {});
   ASSERT_FALSE(q.ok());
   EXPECT_EQ(q.error().code, Errc::BAD_INPUT);
-  EXPECT_THAT(q.error().message, HasSubstr("orientation"));
+  EXPECT_THAT(q.error().message, HasSubstr("ambiguous"));
+  EXPECT_THAT(q.error().message, HasSubstr("[E, 2I, H] / [E, H, I]"));
+  EXPECT_THAT(q.error().message, HasSubstr("--expert-orientation"));
+  // The option settles it.
+  PlanOptions o;
+  o.experts.orientation = FusedOrientation::IN_OUT;
+  auto r = make_plan(ll, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
 }
 
 TEST(QuantizePlan, PatternThatSplitsAFusedSetIsAnError) {

@@ -62,6 +62,12 @@ struct VerifyStats {
   std::uint64_t quantized_params = 0;  ///< N*K summed over quantized modules
   std::uint64_t total_params = 0;      ///< quantized_params + elements of every non-quantization tensor
   std::uint64_t fused_sets = 0;        ///< fused sets found (R1 and vLLM packed sets)
+  std::uint64_t text_linear_params = 0;     ///< Linear-like text-stack parameters (quantized or kept)
+  std::uint64_t text_quantized_params = 0;  ///< of those, quantized
+  double text_quantized_share() const noexcept {
+    return text_linear_params ? static_cast<double>(text_quantized_params) / static_cast<double>(text_linear_params)
+                              : 0.0;
+  }
   std::uint64_t scale_bytes_scanned = 0;
   std::uint64_t kept_values_scanned = 0;
   double quantized_share() const noexcept {
