@@ -16,9 +16,19 @@ namespace {
 struct InspectOpts {
   std::string dir;
   bool json = false;
+  bool families = false;
 };
 
 int run_inspect(const InspectOpts& o) {
+  if (o.families) {
+    if (o.json)
+      print_json(families_json());
+    else
+      fmt::print("{}", families_text());
+    return 0;
+  }
+  if (o.dir.empty())
+    return report_error(make_error(Errc::USAGE, "missing DIR; give a checkpoint directory (or --families)"), o.json);
   CheckpointOptions copts;
   copts.require_config = false;  // inspect still reports roles by name (and warns) without config.json
   auto ckpt = Checkpoint::open(o.dir, copts);
@@ -37,12 +47,14 @@ int run_inspect(const InspectOpts& o) {
 
 void add_inspect(CLI::App& sub, Action& action) {
   auto opts = std::make_shared<InspectOpts>();
-  sub.add_option("dir", opts->dir, "checkpoint directory (config.json + safetensors shards)")->required();
+  sub.add_option("dir", opts->dir, "checkpoint directory (config.json + safetensors shards)");
+  sub.add_flag("--families", opts->families, "list the families of the architecture registry and exit");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/inspect.md)");
   sub.footer(
       "Examples:\n"
       "  fp4forge inspect ./gemma-4-26B-A4B-it\n"
       "  fp4forge inspect ./Qwen3.5-27B --json | jq .roles\n"
+      "  fp4forge inspect --families\n"
       "  fp4forge synth --arch llama --size tiny --out /tmp/l && fp4forge inspect /tmp/l");
   sub.callback([&action, opts] { action = [opts] { return run_inspect(*opts); }; });
 }

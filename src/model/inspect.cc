@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/model/arch_class.h"
@@ -399,6 +400,60 @@ std::string to_text(const InspectReport& r) {
     s += "\nwarnings:\n";
     for (const auto& w : r.warnings) s += fmt::format("  - {}\n", w);
   }
+  return s;
+}
+
+namespace {
+std::string_view mtp_form_name(MtpForm f) {
+  switch (f) {
+    case MtpForm::NONE: return "none";
+    case MtpForm::MTP_MODULE: return "mtp.*";
+    case MtpForm::EXTRA_LAYERS: return "extra decoder layers";
+  }
+  return "none";
+}
+std::string_view mixer_name(Mixer m) {
+  switch (m) {
+    case Mixer::NONE: return "attention";
+    case Mixer::GATED_DELTANET: return "attention + GatedDeltaNet";
+    case Mixer::MAMBA2: return "attention + Mamba-2";
+  }
+  return "attention";
+}
+}  // namespace
+
+nlohmann::ordered_json families_json() {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const auto& f : families()) {
+    nlohmann::ordered_json j;
+    j["id"] = f.id;
+    j["name"] = f.display;
+    j["model_types"] = f.model_types;
+    j["architectures"] = f.architectures;
+    j["mtp_architectures"] = f.mtp_architectures;
+    j["text_prefixes"] = f.text_prefixes;
+    j["mixer"] = mixer_name(f.mixer);
+    j["moe"] = f.moe_layers != MoeLayers::NONE;
+    j["mtp"] = mtp_form_name(f.mtp);
+    j["mla"] = f.mla;
+    j["expert_leaves"] = f.expert_leaves;
+    j["experts_quantizable"] = f.experts_refusal.empty();
+    if (!f.experts_refusal.empty()) j["experts_refusal"] = f.experts_refusal;
+    a.push_back(std::move(j));
+  }
+  return {{"ok", true}, {"families", std::move(a)}};
+}
+
+std::string families_text() {
+  std::string s = fmt::format("{} families in the registry (docs/DEVELOPING.md, \"The architecture registry\"):\n",
+                              families().size());
+  s += fmt::format("  {:<18} {:<18} {:<26} {:<4} {:<20} {}\n", "id", "name", "mixer", "moe", "mtp", "architectures");
+  for (const auto& f : families()) {
+    s += fmt::format("  {:<18} {:<18} {:<26} {:<4} {:<20} {}\n", f.id, f.display, mixer_name(f.mixer),
+                     f.moe_layers != MoeLayers::NONE ? "yes" : "no", mtp_form_name(f.mtp), fmt::join(f.architectures, ", "));
+    if (!f.experts_refusal.empty()) s += fmt::format("  {:<18} experts kept: {}\n", "", f.experts_refusal);
+  }
+  s += "Other families work by tensor name; checks that need a family rule warn that they could not check.\n";
   return s;
 }
 

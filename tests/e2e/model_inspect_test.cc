@@ -182,3 +182,22 @@ TEST(InspectCli, ExitCodes) {
     EXPECT_EQ(run_cli("inspect " + q(u.path), &out, &err), 4) << err;
   }
 }
+
+TEST(InspectCli, ListsTheRegistryFamilies) {
+  std::string out, err;
+  ASSERT_EQ(run_cli("inspect --families --json", &out, &err), 0) << err;
+  const Json j = Json::parse(out);
+  ASSERT_TRUE(j["ok"].get<bool>());
+  std::vector<std::string> ids;
+  for (const auto& f : j["families"]) ids.push_back(f["id"].get<std::string>());
+  for (const char* id : {"llama", "deepseek_v3", "llama4", "gpt_oss", "granitemoehybrid", "qwen3_vl_moe", "mistral3"})
+    EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
+  for (const auto& f : j["families"])
+    if (f["id"] == "gpt_oss") {
+      EXPECT_FALSE(f["experts_quantizable"].get<bool>());
+    }
+  ASSERT_EQ(run_cli("inspect --families", &out, &err), 0) << err;
+  EXPECT_NE(out.find("Llama4ForConditionalGeneration"), std::string::npos);
+  // Without DIR and without --families: a usage error.
+  EXPECT_EQ(run_cli("inspect", &out, &err), 2);
+}
