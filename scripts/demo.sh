@@ -24,6 +24,15 @@ stage "quantize it again, single-threaded (an independent second run)" \
 stage "verify the quantization against its source (structure, policy, values, error vs source)" \
   "$BIN" verify "$WORK/q" --against "$WORK/src"
 stage "diff the two quantizations (same class; must be identical)" "$BIN" diff "$WORK/q" "$WORK/q2"
+DATA="$(dirname "$0")/../tests/data"
+stage "the architecture registry: every family fp4forge knows, with what vLLM registers for it" \
+  "$BIN" inspect --families
+stage "a Qwen3-VL-MoE checkpoint in the Hub's expert orientation ([E, H, 2I]): orientation read from the shapes" \
+  "$BIN" quantize "$DATA/qwen3_vl_moe-hub" "$WORK/vlm"
+stage "verify it against its source (every expert slice compared)" \
+  "$BIN" verify "$WORK/vlm" --against "$DATA/qwen3_vl_moe-hub"
+stage "DeepSeek-V3 (MLA, shared experts, an MTP layer): doctor, quantize, verify" \
+  bash -c "\"$BIN\" doctor \"$DATA/deepseek_v3\" && \"$BIN\" quantize \"$DATA/deepseek_v3\" \"$WORK/ds\" && \"$BIN\" verify \"$WORK/ds\" --against \"$DATA/deepseek_v3\""
 stage "show the aliases of an example LiteLLM gateway config (and who routes to a seat)" \
   "$BIN" gateway show --config "$(dirname "$0")/../examples/litellm-config.yaml" --backend http://127.0.0.1:8001
 echo
