@@ -1,6 +1,7 @@
 #include "fp4forge/kvplan/kv_cache.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <map>
@@ -132,6 +133,35 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
     const std::string& t = info.layer_types[static_cast<std::size_t>(i)];
     LayerSpec s;
     s.layer = static_cast<int>(i);
+    if (info.spec().mixer == Mixer::MAMBA2 && (t == "linear_attention" || t == "mamba")) {
+      // Mamba-2 (Granite-4 hybrid): vLLM's MambaStateShapeCalculator.mamba2_state_shape. conv state
+      // [(I + 2·G'·N) / tp, d_conv - 1] with G' = G padded to a multiple of tp, ssm state
+      // [heads / tp, d_head, N]; I = mamba_expand · hidden_size.
+      auto json_int = [](const auto& j, std::string_view k) {
+        const std::array<std::string_view, 1> keys{k};
+        return first_int(j, keys);
+      };
+      const std::int64_t heads = json_int(text, "mamba_n_heads"), dh = json_int(text, "mamba_d_head");
+      const std::int64_t N = json_int(text, "mamba_d_state"), kc = json_int(text, "mamba_d_conv");
+      std::int64_t G = json_int(text, "mamba_n_groups");
+      const std::int64_t expand = json_int(text, "mamba_expand");
+      const std::int64_t I = expand > 0 ? expand * info.hidden_size : heads * dh;
+      if (heads <= 0 || dh <= 0 || N <= 0 || kc <= 0 || G <= 0 || I <= 0)
+        return make_error(Errc::BAD_INPUT, "config.json: layer {} is a Mamba-2 layer but mamba_n_heads/mamba_d_head/"
+                          "mamba_d_state/mamba_d_conv/mamba_n_groups = {}/{}/{}/{}/{}; expected all > 0",
+                          i, heads, dh, N, kc, G);
+      if (G % tp != 0) G += tp - G;  // extra_groups_for_head_shards
+      if (heads % tp != 0 || (I + 2 * G * N) % tp != 0)
+        return make_error(Errc::BAD_INPUT, "tp = {} does not divide mamba_n_heads = {}; vLLM refuses this "
+                          "tensor-parallel size", tp, heads);
+      s.kind = LayerKind::STATE;
+      s.conv_state_bytes = static_cast<std::uint64_t>((I + 2 * G * N) / tp * (kc - 1)) *
+                           static_cast<std::uint64_t>(out.conv_dtype_bytes);
+      s.ssm_state_bytes = static_cast<std::uint64_t>(heads / tp * dh * N) * static_cast<std::uint64_t>(out.ssm_dtype_bytes);
+      has_state = true;
+      out.layers.push_back(s);
+      continue;
+    }
     if (t == "linear_attention") {
       const std::int64_t hk = info.linear_num_key_heads, hv = info.linear_num_value_heads;
       const std::int64_t dk = info.linear_key_head_dim, dv = info.linear_value_head_dim;
@@ -158,6 +188,21 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
                         "full_attention, sliding_attention and linear_attention", i, t);
     if (i >= shared_from) {
       out.kv_shared_layers.push_back(static_cast<int>(i));
+      continue;
+    }
+    if (info.spec().mla || info.kv_lora_rank > 0) {
+      // Multi-head latent attention (DeepSeek-V2/V3): vLLM's MLAAttentionSpec caches one latent of
+      // kv_lora_rank + qk_rope_head_dim per token and layer (no K/V pair, not split by tensor parallelism).
+      if (info.kv_lora_rank <= 0 || info.qk_rope_head_dim <= 0)
+        return make_error(Errc::BAD_INPUT, "config.json: an MLA model needs kv_lora_rank and qk_rope_head_dim > 0, "
+                          "got {} and {}", info.kv_lora_rank, info.qk_rope_head_dim);
+      s.kv_heads = 1;
+      s.head_dim = info.kv_lora_rank + info.qk_rope_head_dim;
+      s.bytes_per_token = static_cast<std::uint64_t>(s.head_dim * out.kv_dtype_bytes);
+      s.kind = LayerKind::FULL;
+      out.naive_bytes_per_token += s.bytes_per_token;
+      out.growing_bytes_per_token += s.bytes_per_token;
+      out.layers.push_back(s);
       continue;
     }
     const std::int64_t kv = per_layer ? info.layer_kv_heads[static_cast<std::size_t>(i)] : info.num_kv_heads;

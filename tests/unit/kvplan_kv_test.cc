@@ -410,3 +410,50 @@ TEST(KvplanSize, ParsesAndFormats) {
 
 }  // namespace
 }  // namespace fp4forge::kvplan
+
+namespace fp4forge::kvplan {
+namespace {
+
+// DeepSeek-V3 geometry: MLA caches one latent of kv_lora_rank + qk_rope_head_dim (512 + 64) per token and
+// layer, 2 bytes each in bf16: 1152 bytes x 61 layers; tensor parallelism does not split it.
+TEST(KvplanMla, DeepSeekV3LatentPerLayer) {
+  Json c = flat("DeepseekV3ForCausalLM", "deepseek_v3", 61, 128, 128, 7168, 0);
+  c["kv_lora_rank"] = 512;
+  c["qk_rope_head_dim"] = 64;
+  c["qk_nope_head_dim"] = 128;
+  c["v_head_dim"] = 128;
+  c["q_lora_rank"] = 1536;
+  const KvLayout l = layout_of(c);
+  EXPECT_EQ(l.growing_bytes_per_token, 1152u * 61);
+  KvOptions tp8;
+  tp8.tp = 8;
+  EXPECT_EQ(layout_of(c, tp8).growing_bytes_per_token, 1152u * 61);
+}
+
+// Granite-4 hybrid geometry (granite-4.0-h-small-like): Mamba-2 state per layer is the conv state
+// (I + 2·G·N) x (d_conv - 1) plus the SSM state heads x d_head x N, as vLLM's mamba2_state_shape.
+TEST(KvplanMamba, Granite4HybridStateBytes) {
+  Json c = flat("GraniteMoeHybridForCausalLM", "granitemoehybrid", 4, 32, 8, 4096, 128);
+  c["layer_types"] = {"linear_attention", "linear_attention", "linear_attention", "full_attention"};
+  c["mamba_n_heads"] = 128;
+  c["mamba_d_head"] = 64;
+  c["mamba_d_state"] = 128;
+  c["mamba_d_conv"] = 4;
+  c["mamba_n_groups"] = 1;
+  c["mamba_expand"] = 2;
+  const KvLayout l = layout_of(c);
+  const std::uint64_t conv = (8192 + 2 * 1 * 128) * 3 * 2, ssm = 128ull * 64 * 128 * 2;
+  ASSERT_FALSE(l.layers.empty());
+  EXPECT_EQ(l.layers[0].conv_state_bytes, conv);
+  EXPECT_EQ(l.layers[0].ssm_state_bytes, ssm);
+  EXPECT_EQ(l.growing_bytes_per_token, 2u * 8 * 128 * 2);  // the one attention layer
+  // tp 2: groups padded to 2, every term halved.
+  KvOptions tp2;
+  tp2.tp = 2;
+  const KvLayout l2 = layout_of(c, tp2);
+  EXPECT_EQ(l2.layers[0].conv_state_bytes, (8192u + 2 * 2 * 128) / 2 * 3 * 2);
+  EXPECT_EQ(l2.layers[0].ssm_state_bytes, ssm / 2);
+}
+
+}  // namespace
+}  // namespace fp4forge::kvplan
