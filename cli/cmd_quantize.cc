@@ -81,12 +81,9 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_option("--ignore", o->plan.ignore, "keep this module unquantized: exact name or re:REGEX (repeatable)");
   sub.add_option("--force-quantize", o->plan.force_quantize,
                  "quantize a module the policy keeps: exact name (required for protected roles) or re:REGEX");
-  sub.add_option_function<std::string>(
-         "--expert-orientation",
-         [o](const std::string& v) { o->plan.experts.orientation = parse_orientation(v); },
-         "fused 3-D experts whose shapes read both ways: out-in = [E, 2I, H] / [E, H, I], in-out = [E, H, 2I] / "
-         "[E, I, H]")
-      ->check(CLI::IsMember({"out-in", "in-out"}));
+  add_expert_orientation(sub, o->plan.experts,
+                         "fused 3-D experts whose shapes read both ways: out-in = [E, 2I, H] / [E, H, I], "
+                         "in-out = [E, H, 2I] / [E, I, H]");
   sub.add_flag("--dry-run", o->dry_run, "print the plan and write nothing");
   sub.add_flag("--strict", o->plan.strict, "a weight with in_features % 16 != 0 is an error instead of kept");
   sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores)");

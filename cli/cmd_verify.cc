@@ -56,12 +56,9 @@ void add_verify(CLI::App& sub, Action& action) {
                  "encoding's")
       ->default_val(2.0)
       ->check(CLI::PositiveNumber);
-  sub.add_option_function<std::string>(
-         "--expert-orientation",
-         [opts](const std::string& v) { opts->lib.experts.orientation = parse_orientation(v); },
-         "with --against: how the source's fused 3-D experts are stored when their shapes read both ways "
-         "(out-in | in-out)")
-      ->check(CLI::IsMember({"out-in", "in-out"}));
+  add_expert_orientation(sub, opts->lib.experts,
+                         "with --against: how the source's fused 3-D experts are stored when their shapes "
+                         "read both ways (out-in | in-out)");
   sub.add_option("--worst", opts->lib.worst_n, "tensors listed as worst by error")->default_val(10);
   sub.add_option("--reencode-rows", opts->lib.reencode_rows,
                  "rows per quantized tensor re-encoded by the scalar reference codec (0: off)")

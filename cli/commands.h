@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "fp4forge/model/experts.h"
+
 namespace fp4forge::cli {
 
 using Action = std::function<int()>;
@@ -26,5 +28,13 @@ void add_plan(CLI::App& sub, Action& action);
 void add_probe(CLI::App& sub, Action& action);
 void add_gateway(CLI::App& sub, Action& action);
 void add_selftest(CLI::App& sub, Action& action);
+
+/** `--expert-orientation out-in|in-out` (quantize, verify): settles fused experts whose shapes read both
+ * ways (model/experts.h); `what` is the option's help text. */
+inline void add_expert_orientation(CLI::App& sub, ExpertLayoutOptions& opts, const std::string& what) {
+  sub.add_option_function<std::string>(
+         "--expert-orientation", [&opts](const std::string& v) { opts.orientation = parse_orientation(v); }, what)
+      ->check(CLI::IsMember({"out-in", "in-out"}));
+}
 
 }  // namespace fp4forge::cli
