@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <utility>
 
 namespace fp4forge::fs {
@@ -28,6 +29,10 @@ int Ops::unlink(const char* path) { return ::unlink(path); }
 int Ops::mkdir(const char* path, mode_t mode) { return ::mkdir(path, mode); }
 int Ops::ftruncate(int fd, off_t len) { return ::ftruncate(fd, len); }
 int Ops::fstat(int fd, struct stat* st) { return ::fstat(fd, st); }
+int Ops::lstat(const char* path, struct stat* st) { return ::lstat(path, st); }
+int Ops::stat(const char* path, struct stat* st) { return ::stat(path, st); }
+int Ops::fchmod(int fd, mode_t mode) { return ::fchmod(fd, mode); }
+int Ops::fchown(int fd, uid_t uid, gid_t gid) { return ::fchown(fd, uid, gid); }
 void* Ops::mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t off) {
   return ::mmap(addr, len, prot, flags, fd, off);
 }
@@ -96,13 +101,24 @@ Result<File> File::open_read(const std::filesystem::path& p) {
   return f;
 }
 
-Result<File> File::create(const std::filesystem::path& p) {
+Result<File> File::create(const std::filesystem::path& p, mode_t mode) {
   File f;
   f.path_ = p.string();
-  int fd;
-  do {
-    fd = ops().open(f.path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
+  int fd = -1;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    do {
+      fd = ops().open(f.path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    } while (fd < 0 && errno == EINTR);
+    if (fd >= 0 || errno != EEXIST) break;
+    // A stale file or a planted link: remove the name (unlink never follows a link) and create anew.
+    struct stat st {};
+    if (ops().lstat(f.path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      errno = EISDIR;
+      break;
+    }
+    if (ops().unlink(f.path_.c_str()) != 0 && errno != ENOENT) break;
+    errno = EEXIST;
+  }
   if (fd < 0) return io_error("create", f.path_, errno);
   f.fd_ = fd;
   return f;
@@ -201,28 +217,37 @@ Status File::close() {
 AtomicFile::~AtomicFile() { abort(); }
 
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
-    : file_(std::move(o.file_)), final_(std::move(o.final_)), done_(std::exchange(o.done_, true)) {}
+    : file_(std::move(o.file_)),
+      final_(std::move(o.final_)),
+      partial_(std::move(o.partial_)),
+      done_(std::exchange(o.done_, true)) {}
 
 AtomicFile& AtomicFile::operator=(AtomicFile&& o) noexcept {
   if (this != &o) {
     abort();
     file_ = std::move(o.file_);
     final_ = std::move(o.final_);
+    partial_ = std::move(o.partial_);
     done_ = std::exchange(o.done_, true);
   }
   return *this;
 }
 
-std::filesystem::path AtomicFile::partial_path() const {
-  std::filesystem::path p = final_;
-  p += ".partial";
-  return p;
-}
+std::filesystem::path AtomicFile::partial_path() const { return partial_; }
 
-Result<AtomicFile> AtomicFile::create(const std::filesystem::path& final_path) {
+Result<AtomicFile> AtomicFile::create(const std::filesystem::path& final_path, bool unique, mode_t mode) {
   AtomicFile a;
   a.final_ = final_path;
-  FP4FORGE_ASSIGN_OR_RETURN(a.file_, File::create(a.partial_path()));
+  a.partial_ = final_path;
+  a.partial_ += ".partial";
+  if (unique) {
+    static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    std::random_device rd;
+    std::string sfx = "-";
+    for (int i = 0; i < 8; ++i) sfx += kAlnum[rd() % 36];
+    a.partial_ += sfx;
+  }
+  FP4FORGE_ASSIGN_OR_RETURN(a.file_, File::create(a.partial_, mode));
   a.done_ = false;
   return a;
 }
@@ -259,10 +284,59 @@ void AtomicFile::abort() noexcept {
 
 // ---- helpers ---------------------------------------------------------------------------------
 
+namespace {
+/** edit_file_atomic with the mode and owner of `mode_src` (an lstat of the file being replaced or of the
+ * file a new one is made like), or 0666 & ~umask when null. */
+Status write_atomic_as(const std::filesystem::path& path, std::string_view content, const struct stat* mode_src) {
+  const std::string p = path.string();
+  struct stat st {};
+  const bool exists = ops().lstat(p.c_str(), &st) == 0;
+  if (exists && S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(path, ec);
+    return Error{Errc::BAD_INPUT,
+                 fmt::format("refusing to replace '{}': it is a symbolic link (to '{}'); replacing it would turn "
+                             "the link into a copy and writing through it could reach outside the folder; hint: "
+                             "edit the link's target, or replace the link with a regular file first",
+                             p, ec ? std::string("?") : target.string()),
+                 p,
+                 {}};
+  }
+  if (exists && !S_ISREG(st.st_mode))
+    return Error{Errc::BAD_INPUT, fmt::format("refusing to replace '{}': it is not a regular file", p), p, {}};
+  if (mode_src == nullptr && exists) mode_src = &st;
+  FP4FORGE_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path, /*unique=*/true, 0600));
+  mode_t mode = 0;
+  if (mode_src != nullptr) {
+    mode = mode_src->st_mode & 07777;
+    (void)ops().fchown(f.file().fd(), mode_src->st_uid, mode_src->st_gid);  // where permitted (root)
+  } else {
+    const mode_t um = ::umask(0);
+    ::umask(um);
+    mode = 0666 & ~um;
+  }
+  if (ops().fchmod(f.file().fd(), mode) != 0) return io_error("chmod", f.partial_path().string(), errno);
+  FP4FORGE_TRY(f.file().write_all(content));
+  return f.commit();
+}
+}  // namespace
+
 Status write_file_atomic(const std::filesystem::path& path, std::string_view content) {
   FP4FORGE_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
   FP4FORGE_TRY(f.file().write_all(content));
   return f.commit();
+}
+
+Status edit_file_atomic(const std::filesystem::path& path, std::string_view content) {
+  return write_atomic_as(path, content, nullptr);
+}
+
+Status edit_file_atomic(const std::filesystem::path& path, std::string_view content,
+                        const std::filesystem::path& like) {
+  struct stat st {};
+  const std::string l = like.string();
+  if (ops().stat(l.c_str(), &st) != 0) return io_error("stat", l, errno);
+  return write_atomic_as(path, content, &st);
 }
 
 Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes) {

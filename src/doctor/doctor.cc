@@ -262,10 +262,10 @@ class Fixer {
           std::error_code ec;
           for (int n = 1; std::filesystem::exists(ctx_.dir / name, ec); ++n)
             name = fmt::format("{}.bak-fp4forge-{}-{}", file, stamp, n);
-          FP4FORGE_TRY(fs::write_file_atomic(ctx_.dir / name, p.original));
+          FP4FORGE_TRY(fs::edit_file_atomic(ctx_.dir / name, p.original, ctx_.dir / file));
           c.backup = name;
         }
-        FP4FORGE_TRY(fs::write_file_atomic(ctx_.dir / file, next));
+        FP4FORGE_TRY(fs::edit_file_atomic(ctx_.dir / file, next));
         c.written = true;
       }
       rep_.changes.push_back(std::move(c));

@@ -185,11 +185,7 @@ Result<stdfs::path> fresh_name(const stdfs::path& config, const char* infix) {
 
 // Writes `content` to `path` atomically with the permissions of `like` (configs may hold API keys).
 Status write_like(const stdfs::path& path, const std::string& content, const stdfs::path& like) {
-  FP4FORGE_TRY(fs::write_file_atomic(path, content));
-  std::error_code ec;
-  const auto perms = stdfs::status(like, ec).permissions();
-  if (!ec) stdfs::permissions(path, perms, stdfs::perm_options::replace, ec);
-  return {};
+  return fs::edit_file_atomic(path, content, like);  // mode and owner of `like` from the first byte
 }
 
 // The file the config path really names (a symlinked config is edited in place, the link kept).

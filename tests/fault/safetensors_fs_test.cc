@@ -303,6 +303,65 @@ TEST(SafetensorsFault, ZeroByteWritesFailInsteadOfSpinning) {
   EXPECT_TRUE(list_dir(dir.path()).empty());
 }
 
+// Issue 14 #1: a planted `NAME.partial` link must not be written through, nor leave NAME a link.
+TEST(SafetensorsFault, PlantedPartialLinkIsNeverWrittenThrough) {
+  TempDir dir, outside;
+  const auto victim = outside / "victim";
+  ASSERT_TRUE(fs::write_file_atomic(victim, "precious").ok());
+  const auto path = dir / "tokenizer.json";
+  ASSERT_TRUE(fs::write_file_atomic(path, "{}").ok());
+  std::filesystem::create_symlink(victim, dir / "tokenizer.json.partial");
+  // The deterministic name (staging, shard writer): the planted link is removed, never followed.
+  {
+    auto a = fs::AtomicFile::create(path);
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    ASSERT_TRUE(a->file().write_all("{\"new\":1}").ok());
+    ASSERT_TRUE(a->commit().ok());
+  }
+  EXPECT_EQ(fs::read_file(victim).value(), "precious");
+  EXPECT_FALSE(std::filesystem::is_symlink(path));
+  EXPECT_EQ(fs::read_file(path).value(), "{\"new\":1}");
+  // The edit helper (doctor --fix, gateway): a unique name, so a planted link is not even touched.
+  std::filesystem::create_symlink(victim, dir / "tokenizer.json.partial");
+  ASSERT_TRUE(fs::edit_file_atomic(path, "{\"newer\":2}").ok());
+  EXPECT_EQ(fs::read_file(victim).value(), "precious");
+  EXPECT_FALSE(std::filesystem::is_symlink(path));
+  EXPECT_EQ(fs::read_file(path).value(), "{\"newer\":2}");
+}
+
+// Issue 14 #3: an edited file keeps its mode; a backup made like it is as private from its first byte;
+// a symbolic link is refused and left as it is.
+TEST(SafetensorsFault, EditsKeepModeAndRefuseLinks) {
+  TempDir dir;
+  const auto cfg = dir / "litellm.yaml";
+  ASSERT_TRUE(fs::edit_file_atomic(cfg, "api_key: sk-1\n").ok());
+  std::filesystem::permissions(cfg, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::replace);
+  ASSERT_TRUE(fs::edit_file_atomic(cfg, "api_key: sk-2\n").ok());
+  const auto mode = [](const std::filesystem::path& p) {
+    return std::filesystem::status(p).permissions() & std::filesystem::perms::all;
+  };
+  const auto rw = std::filesystem::perms::owner_read | std::filesystem::perms::owner_write;
+  EXPECT_EQ(mode(cfg), rw);
+  ASSERT_TRUE(fs::edit_file_atomic(dir / "litellm.yaml.bak", "api_key: sk-1\n", cfg).ok());
+  EXPECT_EQ(mode(dir / "litellm.yaml.bak"), rw);
+  std::filesystem::permissions(cfg, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                        std::filesystem::perms::group_read,
+                               std::filesystem::perm_options::replace);
+  ASSERT_TRUE(fs::edit_file_atomic(cfg, "api_key: sk-3\n").ok());
+  EXPECT_EQ(mode(cfg), rw | std::filesystem::perms::group_read);
+
+  const auto link = dir / "config.json";
+  std::filesystem::create_symlink(cfg, link);
+  auto s = fs::edit_file_atomic(link, "{}");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, Errc::BAD_INPUT);
+  EXPECT_NE(s.error().message.find("symbolic link"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(fs::read_file(cfg).value(), "api_key: sk-3\n");
+  EXPECT_EQ(list_dir(dir.path()).size(), 3u);  // no partial left
+}
+
 TEST(SafetensorsFault, FailedReplaceKeepsTheOldFile) {
   TempDir dir;
   const auto path = dir / "config.json";

@@ -39,6 +39,10 @@ class Ops {
   virtual int mkdir(const char* path, mode_t mode);
   virtual int ftruncate(int fd, off_t len);
   virtual int fstat(int fd, struct stat* st);
+  virtual int lstat(const char* path, struct stat* st);
+  virtual int stat(const char* path, struct stat* st);
+  virtual int fchmod(int fd, mode_t mode);
+  virtual int fchown(int fd, uid_t uid, gid_t gid);
   /** mmap/munmap (shard reading); a failing mmap returns MAP_FAILED with errno set. */
   virtual void* mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t off);
   virtual int munmap(void* addr, std::size_t len);
@@ -60,8 +64,9 @@ class File {
   File& operator=(const File&) = delete;
 
   static Result<File> open_read(const std::filesystem::path& p);
-  /** Creates/truncates for writing (mode 0644). */
-  static Result<File> create(const std::filesystem::path& p);
+  /** Creates a new file for writing (O_EXCL | O_NOFOLLOW: never opens an existing file or follows a
+   * link planted at `p`; a stale regular file or link at `p` is removed first). */
+  static Result<File> create(const std::filesystem::path& p, mode_t mode = 0644);
   /** Size of the open file (fstat through the seam). */
   Result<std::uint64_t> size() const;
   int fd() const noexcept { return fd_; }
@@ -91,7 +96,10 @@ class AtomicFile {
   AtomicFile(AtomicFile&&) noexcept;
   AtomicFile& operator=(AtomicFile&&) noexcept;
 
-  static Result<AtomicFile> create(const std::filesystem::path& final_path);
+  /** `final.partial` (private folders: staging, shard writer), or with `unique` a fresh
+   * `final.partial-XXXXXXXX` (files edited in place in a user's folder), created O_EXCL | O_NOFOLLOW. */
+  static Result<AtomicFile> create(const std::filesystem::path& final_path, bool unique = false,
+                                   mode_t mode = 0644);
   File& file() { return file_; }
   const std::filesystem::path& final_path() const { return final_; }
   std::filesystem::path partial_path() const;
@@ -103,11 +111,25 @@ class AtomicFile {
  private:
   File file_;
   std::filesystem::path final_;
+  std::filesystem::path partial_;
   bool done_ = true;
 };
 
-/** Writes `content` to `path` atomically (.partial + fsync + rename). */
+/** Writes a new file in a folder fp4forge owns (staging, synth and compose output) atomically:
+ * `path.partial` (O_EXCL | O_NOFOLLOW; a stale file or planted link there is removed, never followed),
+ * fsync, rename, fsync the folder. Mode 0644. */
 Status write_file_atomic(const std::filesystem::path& path, std::string_view content);
+/**
+ * The one atomic-replace helper for every file fp4forge edits in a user's folder (doctor --fix and its
+ * backups, gateway edits and backups): a fresh unique `path.partial-XXXXXXXX` beside `path`
+ * (O_EXCL | O_NOFOLLOW, mode 0600 until it carries the final mode), fsync, rename, fsync the folder. An
+ * existing `path` keeps its mode and owner (owner where permitted); a new one gets 0666 & ~umask, or with
+ * `like` the mode and owner of that file from its first byte (a backup of a config that holds keys is as
+ * private as the config). A `path` that is a symbolic link is refused (BAD_INPUT): replacing it would turn
+ * the link into a copy, and writing through it could reach outside the folder.
+ */
+Status edit_file_atomic(const std::filesystem::path& path, std::string_view content);
+Status edit_file_atomic(const std::filesystem::path& path, std::string_view content, const std::filesystem::path& like);
 /** Reads a whole (small) file; refuses files larger than max_bytes with BAD_INPUT. */
 Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes = 256u << 20);
 /** rename() through the seam, then fsync of the target directory. */
