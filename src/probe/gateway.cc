@@ -438,7 +438,18 @@ std::vector<stdfs::path> list_backups(const stdfs::path& config) {
     if (name.rfind(prefix, 0) == 0 && it->is_regular_file(ec) && name.find(".partial") == std::string::npos)
       out.push_back(config.has_parent_path() ? it->path() : stdfs::path(name));
   }
-  std::sort(out.begin(), out.end());
+  // Oldest first by (timestamp, numeric sequence): "-10" comes after "-9" (a string sort puts it first).
+  auto key = [&](const stdfs::path& p) {
+    const std::string tail = p.filename().string().substr(prefix.size());  // YYYYMMDD-HHMMSS[-N]
+    const std::size_t dash = tail.find('-', tail.find('-') + 1);
+    long n = 0;
+    if (dash != std::string::npos) {
+      const std::string num = tail.substr(dash + 1);
+      if (!num.empty() && num.size() < 10 && std::all_of(num.begin(), num.end(), ::isdigit)) n = std::stol(num);
+    }
+    return std::make_pair(tail.substr(0, dash), n);
+  };
+  std::sort(out.begin(), out.end(), [&](const stdfs::path& a, const stdfs::path& b) { return key(a) < key(b); });
   return out;
 }
 

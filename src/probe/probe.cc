@@ -731,15 +731,18 @@ void check_reasoning(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
 ProbeReport run_probe(HttpClient& client, std::string_view base_url, std::string_view model,
                       const std::vector<Check>& checks, const ProbeOptions& opts) {
   ProbeReport rep;
-  rep.url = normalize_base_url(base_url);
+  const std::string base = normalize_base_url(base_url);
+  rep.url = redact_url(base);  // a password in the URL is used, never shown
+  const std::string password = url_password(base);
   rep.model = std::string(model);
-  Ctx ctx{client, rep.url, rep.model, opts, {}, {}, false};
+  Ctx ctx{client, base, rep.model, opts, {}, {}, false};
+  auto mask = [&](const std::string& t) { return mask_secret(mask_secret(t, opts.api_key), password); };
   for (Check ch : checks) {
     CheckResult r;
     r.check = ch;
     if (!ctx.dead_cls.empty()) {
       fail(r, ctx.dead_cls, "not sent: " + ctx.dead_detail);
-      r.detail = mask_secret(r.detail, opts.api_key);
+      r.detail = mask(r.detail);
       rep.checks.push_back(std::move(r));
       continue;
     }
@@ -757,9 +760,9 @@ ProbeReport run_probe(HttpClient& client, std::string_view base_url, std::string
       case Check::REASONING: check_reasoning(ctx, r, deadline); break;
     }
     r.latency_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    r.detail = mask_secret(r.detail, opts.api_key);
-    r.content = mask_secret(r.content, opts.api_key);
-    r.reasoning = mask_secret(r.reasoning, opts.api_key);
+    r.detail = mask(r.detail);
+    r.content = mask(r.content);
+    r.reasoning = mask(r.reasoning);
     rep.checks.push_back(std::move(r));
   }
   rep.unreachable = !ctx.dead_cls.empty() && !ctx.any_response;

@@ -94,6 +94,45 @@ std::string mask_secret(std::string_view text, std::string_view secret) {
     out.replace(pos, secret.size(), "***");
     pos += 3;
   }
+  // A key cut by a length limit before it was masked: a leading part of the key (4 bytes or more) right
+  // before a cut ("..." or the end of the text) is masked too.
+  for (const std::string_view cut : {std::string_view("..."), std::string_view()}) {
+    if (!cut.empty() && (out.size() < cut.size() || out.compare(out.size() - cut.size(), cut.size(), cut) != 0)) continue;
+    const std::size_t end = out.size() - cut.size();
+    for (std::size_t k = std::min(secret.size() - 1, end); k >= 4; --k)
+      if (out.compare(end - k, k, secret.substr(0, k)) == 0) {
+        out.replace(end - k, k, "***");
+        return out;
+      }
+  }
+  return out;
+}
+
+namespace {
+/** [begin, end) of the password in `scheme://user:password@host...`, or {npos, npos}. */
+std::pair<std::size_t, std::size_t> password_span(std::string_view url) {
+  const std::size_t s = url.find("://");
+  if (s == std::string_view::npos) return {std::string_view::npos, std::string_view::npos};
+  const std::size_t host_end = url.find_first_of("/?#", s + 3);
+  const std::string_view auth = url.substr(s + 3, host_end == std::string_view::npos ? std::string_view::npos : host_end - s - 3);
+  const std::size_t at = auth.rfind('@');
+  if (at == std::string_view::npos) return {std::string_view::npos, std::string_view::npos};
+  const std::size_t colon = auth.substr(0, at).find(':');
+  if (colon == std::string_view::npos) return {std::string_view::npos, std::string_view::npos};
+  return {s + 3 + colon + 1, s + 3 + at};
+}
+}  // namespace
+
+std::string url_password(std::string_view url) {
+  const auto [b, e] = password_span(url);
+  return b == std::string_view::npos ? std::string() : std::string(url.substr(b, e - b));
+}
+
+std::string redact_url(std::string_view url) {
+  const auto [b, e] = password_span(url);
+  if (b == std::string_view::npos || b == e) return std::string(url);
+  std::string out(url);
+  out.replace(b, e - b, "***");
   return out;
 }
 

@@ -125,6 +125,19 @@ TEST(ProbeCli, ApiKeyNeverPrinted) {
   }
 }
 
+// Issue 14 #12: a password in the URL reaches the server but is never printed.
+TEST(ProbeCli, UrlPasswordNeverPrinted) {
+  FakeServer srv(FakeServerOptions{});
+  std::string url = srv.url();
+  url.insert(url.find("://") + 3, "admin:pw-TOPSECRET-55@");
+  for (const char* fmt : {" --json", ""}) {
+    CliRun r = cli("probe " + url + " --model " + kModel + " --timeout 5 --checks models" + fmt, "");
+    EXPECT_EQ(r.out.find("TOPSECRET"), std::string::npos) << r.out;
+    EXPECT_EQ(r.err.find("TOPSECRET"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("admin:***@"), std::string::npos) << r.out;
+  }
+}
+
 TEST(ProbeCli, GatewaySwapShowRollback) {
   const stdfs::path dir = stdfs::temp_directory_path() / ("fp4forge-gw-cli-" + std::to_string(::getpid()));
   stdfs::remove_all(dir);

@@ -240,6 +240,15 @@ TEST(ProbeChecks, RepeatedNgramRatio) {
   EXPECT_EQ(normalize_base_url("http://h:8000"), "http://h:8000");
   EXPECT_EQ(mask_secret("key=abc and abc", "abc"), "key=*** and ***");
   EXPECT_EQ(mask_secret("abc", ""), "abc");
+  // Issue 14 #11: a key cut by the 300-byte limit before masking leaks no part of itself.
+  EXPECT_EQ(mask_secret("invalid key sk-live-12...", "sk-live-123456"), "invalid key ***...");
+  EXPECT_EQ(mask_secret("invalid key sk-live-1234", "sk-live-123456"), "invalid key ***");
+  EXPECT_EQ(mask_secret("a short sk-", "sk-live-123456"), "a short sk-");  // under 4 bytes: not a key fragment
+  // Issue 14 #12: a password in the URL is used but never shown.
+  EXPECT_EQ(redact_url("http://admin:secret@host:8000/v1"), "http://admin:***@host:8000/v1");
+  EXPECT_EQ(url_password("http://admin:secret@host:8000"), "secret");
+  EXPECT_EQ(redact_url("http://host:8000/a@b"), "http://host:8000/a@b");
+  EXPECT_EQ(url_password("http://user@host"), "");
 }
 
 // ---------------------------------------------------------------------------------------------

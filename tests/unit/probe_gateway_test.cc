@@ -302,3 +302,27 @@ TEST_F(Gateway, StripProviderPrefix) {
 
 }  // namespace
 }  // namespace fp4forge::probe
+
+namespace fp4forge::probe {
+namespace {
+// Issue 14 #14: eleven swaps in one second give -1 .. -10 suffixes; rollback must take the newest (-10),
+// not the string-sorted last (-9).
+TEST(GatewayBackups, OrderedByTimestampThenNumericSequence) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fp4forge-baks-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto cfg = dir / "config.yaml";
+  std::ofstream(cfg) << "model_list: []\n";
+  const std::string base = cfg.string() + ".bak-fp4forge-20261201-112233";
+  std::ofstream(cfg.string() + ".bak-fp4forge-20261201-112232") << "older\n";
+  std::ofstream(base) << "0\n";
+  for (int n = 1; n <= 10; ++n) std::ofstream(base + "-" + std::to_string(n)) << n << "\n";
+  const auto baks = list_backups(cfg);
+  ASSERT_EQ(baks.size(), 12u);
+  EXPECT_EQ(baks.front().filename().string(), "config.yaml.bak-fp4forge-20261201-112232");
+  EXPECT_EQ(baks[1].filename().string(), "config.yaml.bak-fp4forge-20261201-112233");
+  EXPECT_EQ(baks[10].filename().string(), "config.yaml.bak-fp4forge-20261201-112233-9");
+  EXPECT_EQ(baks.back().filename().string(), "config.yaml.bak-fp4forge-20261201-112233-10");
+  std::filesystem::remove_all(dir);
+}
+}  // namespace
+}  // namespace fp4forge::probe

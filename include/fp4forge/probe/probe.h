@@ -130,4 +130,9 @@ double repeated_ngram_ratio(std::string_view text, int n = 4);
 /** The base URL without trailing '/' and '/v1' ("http://h:8000/v1/" -> "http://h:8000"). */
 std::string normalize_base_url(std::string_view url);
 
+/** The password of a `scheme://user:password@host` URL ("" when none). */
+std::string url_password(std::string_view url);
+/** `url` with the password of its user-info replaced by `***` (what reports and messages show). */
+std::string redact_url(std::string_view url);
+
 }  // namespace fp4forge::probe
