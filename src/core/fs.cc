@@ -94,10 +94,19 @@ Result<File> File::open_read(const std::filesystem::path& p) {
   f.path_ = p.string();
   int fd;
   do {
-    fd = ops().open(f.path_.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    // O_NONBLOCK: a FIFO given as a file must not hang the open; it is refused below.
+    fd = ops().open(f.path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return io_error("open", f.path_, errno);
   f.fd_ = fd;
+  struct stat st {};
+  // FIFOs, sockets and devices never end or block: refused (a directory fails its callers' own checks).
+  if (ops().fstat(fd, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return Error{Errc::BAD_INPUT,
+                 fmt::format("'{}' is not a regular file ({}); expected a file", f.path_,
+                             S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device"),
+                 f.path_,
+                 {}};
   return f;
 }
 

@@ -598,3 +598,37 @@ TEST_F(QuantizeDestination, DestinationInsideOrEqualToSourceIsRefused) {
 }
 
 }  // namespace
+
+namespace fp4forge {
+namespace {
+// Issue 14 #7: a FIFO (or any non-regular file) as config.json, the index or tokenizer.json is refused
+// with exit 3 instead of hanging the command. `timeout` bounds a regression to a failure, not a hang.
+TEST(HostileFiles, FifoInsteadOfAFileIsRefusedNotWaitedOn) {
+  using namespace fp4forge::testutil;
+  for (const char* file : {"config.json", "model.safetensors.index.json", "tokenizer.json"}) {
+    TempDir t;
+    const auto dir = t.path / "m";
+    std::filesystem::copy(kData + "/llama", dir);
+    std::filesystem::remove(dir / file);
+    ASSERT_EQ(::mkfifo((dir / file).c_str(), 0644), 0);
+    const bool side_file = std::string(file) == "tokenizer.json";
+    for (const std::string cmd : {"inspect", "doctor"}) {
+      const auto out = t.path / "out.txt";
+      const std::string line = "timeout 20 '" + std::string(FP4FORGE_CLI) + "' " + cmd + " " + q(dir) + " >" +
+                               q(out) + " 2>&1";
+      const int rc = std::system(line.c_str());
+      ASSERT_TRUE(WIFEXITED(rc));
+      const int code = WEXITSTATUS(rc);
+      ASSERT_NE(code, 124) << cmd << " hung on a FIFO as " << file;
+      if (!side_file) {
+        EXPECT_EQ(code, 3) << cmd << " with a FIFO as " << file;
+      } else if (cmd == "doctor") {
+        // A side file is a doctor finding (the checkpoint is wrong), naming the FIFO.
+        EXPECT_EQ(code, 1) << slurp(out);
+        EXPECT_NE(slurp(out).find("not a regular file (a FIFO)"), std::string::npos) << slurp(out);
+      }
+    }
+  }
+}
+}  // namespace
+}  // namespace fp4forge
