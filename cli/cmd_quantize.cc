@@ -10,6 +10,7 @@
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"
+#include "fp4forge/util/thread_pool.h"
 #include "render.h"
 
 namespace fp4forge::cli {
@@ -86,7 +87,8 @@ void add_quantize(CLI::App& sub, Action& action) {
                          "in-out = [E, H, 2I] / [E, I, H]");
   sub.add_flag("--dry-run", o->dry_run, "print the plan and write nothing");
   sub.add_flag("--strict", o->plan.strict, "a weight with in_features % 16 != 0 is an error instead of kept");
-  sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores)");
+  sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores; at most 1024)")
+      ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--max-memory", o->max_memory, "in-flight byte budget, e.g. 2G, 512M")->capture_default_str();
   sub.add_flag("--resume", o->resume, "reuse verified shards of an interrupted run into the same DST");
   sub.add_flag("-v,--verbose", o->verbose, "--dry-run: list every tensor's decision");

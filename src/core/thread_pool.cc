@@ -1,6 +1,7 @@
 #include "fp4forge/util/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
 #include <utility>
 
 namespace fp4forge {
@@ -12,8 +13,13 @@ unsigned ThreadPool::default_threads() noexcept {
 
 ThreadPool::ThreadPool(unsigned threads) {
   if (threads == 0) threads = default_threads();
-  workers_.reserve(threads);
-  for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  threads = std::min(threads, kMaxThreads);
+  try {
+    workers_.reserve(threads);
+    for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::exception&) {
+    // std::system_error (EAGAIN: ulimit -u / -v) or bad_alloc: keep the workers started so far.
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -27,6 +33,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::submit(std::function<void()> task) {
+  if (workers_.empty()) {  // no thread could be started: run inline
+    task();
+    return;
+  }
   {
     std::lock_guard lk(mu_);
     queue_.push_back(std::move(task));

@@ -632,3 +632,26 @@ TEST(HostileFiles, FifoInsteadOfAFileIsRefusedNotWaitedOn) {
 }
 }  // namespace
 }  // namespace fp4forge
+
+namespace fp4forge {
+namespace {
+// Issue 14 #6: an absurd -j is a usage error; threads the system refuses (ulimit -v) never abort the run.
+TEST(HostileLimits, ThreadCountIsCappedAndThreadFailureNeverAborts) {
+  using namespace fp4forge::testutil;
+  TempDir t;
+  std::string out, err;
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(t.path / "a") + " -j 200000", &out, &err), 2) << err;
+  EXPECT_FALSE(std::filesystem::exists(t.path / "a"));
+  // 64 threads of 8 MiB stacks do not fit in 200 MiB of address space: the pool keeps what it gets.
+  const std::string line = "bash -c \"ulimit -v 204800; '" + std::string(FP4FORGE_CLI) + "' quantize " +
+                           q(kData + "/llama") + " " + q(t.path / "b") + " -j 64\" >/dev/null 2>&1";
+  const int rc = std::system(line.c_str());
+  ASSERT_TRUE(WIFEXITED(rc)) << "killed by a signal";
+  const int code = WEXITSTATUS(rc);
+  EXPECT_TRUE(code == 0 || code == 4 || code == 5) << "exit " << code;
+  if (code != 0) {
+    EXPECT_FALSE(std::filesystem::exists(t.path / "b"));
+  }
+}
+}  // namespace
+}  // namespace fp4forge

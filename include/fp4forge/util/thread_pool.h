@@ -22,7 +22,11 @@ namespace fp4forge {
 
 class ThreadPool {
  public:
-  /** Starts `threads` workers; 0 means std::thread::hardware_concurrency() (at least 1). */
+  /** The most workers a pool starts (`-j` above it is a usage error in the CLI). */
+  static constexpr unsigned kMaxThreads = 1024;
+  /** Starts `threads` workers (capped at kMaxThreads); 0 means hardware_concurrency() (at least 1). Never
+   * throws: when the system refuses a thread (ulimit, memory), the pool keeps the workers it got, and with
+   * none it runs each task inline in submit(). */
   explicit ThreadPool(unsigned threads = 0);
   ~ThreadPool();  ///< waits for queued tasks, then joins the workers
   ThreadPool(const ThreadPool&) = delete;
@@ -32,8 +36,8 @@ class ThreadPool {
   void submit(std::function<void()> task);
   /** Blocks until the queue is empty and no task is running. */
   void wait_idle();
-  /** Number of worker threads. */
-  unsigned size() const noexcept { return static_cast<unsigned>(workers_.size()); }
+  /** Number of worker threads (1 when tasks run inline). */
+  unsigned size() const noexcept { return workers_.empty() ? 1u : static_cast<unsigned>(workers_.size()); }
   /** Tasks queued or running. */
   std::size_t pending() const;
 
