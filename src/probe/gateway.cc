@@ -7,6 +7,8 @@
 #include <chrono>
 #include <ctime>
 #include <map>
+#include <tuple>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -87,6 +89,25 @@ std::string scalar_or(const YAML::Node& n, const char* key) {
   return (v && v.IsScalar()) ? v.Scalar() : std::string();
 }
 
+/** The first key that a mapping under `n` repeats: (key, its line, the first occurrence's line), 0-based. */
+std::optional<std::tuple<std::string, int, int>> duplicate_key(const YAML::Node& n, int depth = 0) {
+  if (depth > 64) return std::nullopt;  // deeper than any LiteLLM config; yaml-cpp has parsed it already
+  if (n.IsMap()) {
+    std::map<std::string, int> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (it->first.IsScalar()) {
+        auto [at, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark().line);
+        if (!fresh) return std::make_tuple(it->first.Scalar(), it->first.Mark().line, at->second);
+      }
+      if (auto d = duplicate_key(it->second, depth + 1)) return d;
+    }
+  } else if (n.IsSequence()) {
+    for (const auto& e : n)
+      if (auto d = duplicate_key(e, depth + 1)) return d;
+  }
+  return std::nullopt;
+}
+
 Result<Parsed> parse(const std::string& text, const std::string& path, const std::vector<std::string>& lines) {
   Parsed p;
   try {
@@ -98,6 +119,11 @@ Result<Parsed> parse(const std::string& text, const std::string& path, const std
   if (!p.root.IsMap())
     return make_error(Errc::BAD_INPUT, "{}: top level is not a mapping; expected a LiteLLM proxy config with 'model_list:'",
                       path);
+  // A repeated key: LiteLLM keeps the last, an editor the first, so an edit would not change the route.
+  if (auto d = duplicate_key(p.root))
+    return make_error(Errc::BAD_INPUT, "{}: line {}: duplicate key '{}' (first at line {}); expected each key once in a "
+                      "mapping (LiteLLM uses the last one, so an edit of the first would change nothing)",
+                      path, std::get<1>(*d) + 1, std::get<0>(*d).substr(0, 80), std::get<2>(*d) + 1);
   for (auto it = p.root.begin(); it != p.root.end(); ++it) {
     p.root_key_lines.push_back(it->first.Mark().line);
     if (it->first.Scalar() == "model_list") p.model_list_line = it->first.Mark().line;

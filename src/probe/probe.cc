@@ -96,7 +96,7 @@ int int_field(const json& j, const char* key) {
 // The message of an error body, in vLLM ({"message": ...}) or OpenAI/LiteLLM ({"error": {"message"}})
 // shape; the raw body (shortened) otherwise.
 std::string error_message(const std::string& body) {
-  json j = json::parse(body, nullptr, false);
+  json j = parse_server_json(body);
   if (!j.is_discarded()) {
     if (std::string m = str_field(j, "message"); !m.empty()) return excerpt(m, 300);
     if (const json* e = field(j, "error")) {
@@ -183,7 +183,7 @@ void parse_stream(const std::string& text, Call& call) {
       done = true;
       break;
     }
-    json ev = json::parse(payload, nullptr, false);
+    json ev = parse_server_json(payload);
     if (ev.is_discarded()) {
       call.cls = has_nan_literal(payload) ? "nan-logits" : "malformed-json";
       call.detail = fmt::format("stream event is not valid JSON: '{}'", excerpt(payload, 120));
@@ -295,7 +295,7 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
     if (!call.ok) call.detail = fmt::format("{} {}: {}", method, path, call.detail);
     return call;
   }
-  call.body = json::parse(r.body, nullptr, false);
+  call.body = parse_server_json(r.body);
   if (call.body.is_discarded() || !call.body.is_object()) {
     call.cls = has_nan_literal(r.body) ? "nan-logits" : "malformed-json";
     call.detail = fmt::format("{} {}: HTTP {} body is not a JSON object: '{}'", method, path, r.status,
@@ -622,7 +622,7 @@ void check_tools(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
     const json* args = fn != nullptr ? field(*fn, "arguments") : nullptr;
     if (name.empty() || args == nullptr || args->is_null() || (args->is_string() && trim(args->get<std::string>()).empty()))
       return fail(r, "empty-tool-call", fmt::format("tool call {} has an empty name or arguments: {}", i, (*calls)[i].dump()));
-    json parsed = args->is_string() ? json::parse(args->get<std::string>(), nullptr, false) : *args;
+    json parsed = args->is_string() ? parse_server_json(args->get<std::string>()) : *args;
     if (parsed.is_discarded() || !parsed.is_object())
       return fail(r, "invalid-tool-arguments",
                   fmt::format("tool call {} ({}) arguments are not a JSON object: '{}'", i, name,

@@ -108,6 +108,26 @@ std::string mask_secret(std::string_view text, std::string_view secret) {
   return out;
 }
 
+nlohmann::json parse_server_json(std::string_view text, std::size_t max_depth) {
+  std::size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return nlohmann::json(nlohmann::json::value_t::discarded);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
 namespace {
 /** [begin, end) of the password in `scheme://user:password@host...`, or {npos, npos}. */
 std::pair<std::size_t, std::size_t> password_span(std::string_view url) {

@@ -244,6 +244,9 @@ TEST(ProbeChecks, RepeatedNgramRatio) {
   EXPECT_EQ(mask_secret("invalid key sk-live-12...", "sk-live-123456"), "invalid key ***...");
   EXPECT_EQ(mask_secret("invalid key sk-live-1234", "sk-live-123456"), "invalid key ***");
   EXPECT_EQ(mask_secret("a short sk-", "sk-live-123456"), "a short sk-");  // under 4 bytes: not a key fragment
+  // Issue 14 #5: 100,000 levels of nesting from a server are refused, not recursed into.
+  EXPECT_TRUE(parse_server_json(std::string(100000, '[') + std::string(100000, ']')).is_discarded());
+  EXPECT_EQ(parse_server_json(R"({"a": "[[[[{{{{", "b": [1, [2]]})")["b"][1][0], 2);
   // Issue 14 #12: a password in the URL is used but never shown.
   EXPECT_EQ(redact_url("http://admin:secret@host:8000/v1"), "http://admin:***@host:8000/v1");
   EXPECT_EQ(url_password("http://admin:secret@host:8000"), "secret");

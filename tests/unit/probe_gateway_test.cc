@@ -305,6 +305,24 @@ TEST_F(Gateway, StripProviderPrefix) {
 
 namespace fp4forge::probe {
 namespace {
+// Issue 14 #13: a duplicated top-level model_list (LiteLLM uses the last; an edit of the first changes
+// nothing) is refused with both lines.
+TEST(GatewayYaml, DuplicateKeysAreRefused) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fp4forge-dup-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto cfg = dir / "config.yaml";
+  std::ofstream(cfg) << "model_list:\n  - model_name: chat\n    litellm_params: {model: openai/a}\n"
+                        "model_list:\n  - model_name: chat\n    litellm_params: {model: openai/b}\n";
+  auto r = gateway_show(cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+  EXPECT_NE(r.error().message.find("line 4: duplicate key 'model_list' (first at line 1)"), std::string::npos)
+      << r.error().message;
+  std::ofstream(cfg) << "model_list:\n  - model_name: chat\n    litellm_params: {model: openai/a, model: openai/b}\n";
+  EXPECT_FALSE(gateway_show(cfg).ok());
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 14 #14: eleven swaps in one second give -1 .. -10 suffixes; rollback must take the newest (-10),
 // not the string-sorted last (-9).
 TEST(GatewayBackups, OrderedByTimestampThenNumericSequence) {

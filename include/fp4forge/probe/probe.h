@@ -46,6 +46,8 @@
  */
 #include <optional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
@@ -129,6 +131,11 @@ double repeated_ngram_ratio(std::string_view text, int n = 4);
 
 /** The base URL without trailing '/' and '/v1' ("http://h:8000/v1/" -> "http://h:8000"). */
 std::string normalize_base_url(std::string_view url);
+
+/** Parses a server's JSON (a response body, an SSE event, tool-call arguments) without recursion
+ * trouble: text nested deeper than `max_depth` arrays/objects is refused (a discarded value), as the file
+ * parsers refuse it; other invalid JSON is discarded too. */
+nlohmann::json parse_server_json(std::string_view text, std::size_t max_depth = 256);
 
 /** The password of a `scheme://user:password@host` URL ("" when none). */
 std::string url_password(std::string_view url);
