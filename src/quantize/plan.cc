@@ -450,6 +450,10 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     if (!is_source_dtype(d.dtype))
       return make_error(Errc::BAD_INPUT, "tensor '{}' has dtype {}; NVFP4A16 quantizes BF16, F16 or F32 weights",
                         d.name, dtype_name(d.dtype));
+    if (m.rows == 0 || m.cols == 0)
+      return make_error(Errc::BAD_INPUT, "tensor '{}' has shape {} with a zero dimension; expected a non-empty "
+                        "weight (damaged or truncated export?)",
+                        d.name, shape_str(d.shape));
     if (m.cols % kGroupSize != 0) {
       if (m.forced)
         return make_error(Errc::BAD_INPUT,

@@ -496,6 +496,11 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   // Non-safetensors files first (cheap), from the source, never config.json (written from the plan).
   for (const auto& n : ck_.other_files()) {
     if (n == "config.json" || n == plan_.index_name) continue;
+    // A side file linked outside the checkpoint (tokenizer.json -> ~/.ssh/id_rsa) is never copied.
+    if (const std::string why = ck_.escapes(n); !why.empty()) {
+      warnings_.push_back(fmt::format("not copied: {}", why));
+      continue;
+    }
     if (Status st = copy_plain_file(ck_.dir() / n, stage / n); !st) return cleanup_fail(std::move(st).error());
     ++sum.files_copied;
   }

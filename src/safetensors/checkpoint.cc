@@ -63,6 +63,25 @@ Status check_shard_name(const sfs::path& dir, const std::string& index_path, con
   return {};
 }
 
+/** A link inside `dir` must resolve inside it (or, for a Hugging Face cache snapshot, inside the same
+ * repository's blobs folder); "" when `p` is no link or is confined, else why not. */
+std::string link_escape(const sfs::path& dir, const sfs::path& p, const std::string& what) {
+  std::error_code ec;
+  auto st = sfs::symlink_status(p, ec);
+  if (ec || !sfs::is_symlink(st)) return {};
+  sfs::path target = sfs::canonical(p, ec);
+  if (ec) return fmt::format("{} is a symlink that does not resolve: {}", what, ec.message());
+  sfs::path cdir = sfs::canonical(dir, ec);
+  if (ec) return fmt::format("cannot resolve '{}': {}", dir.string(), ec.message());
+  // The Hugging Face hub cache stores snapshots/<rev>/<file> as symlinks to ../../blobs/<hash>;
+  // that sibling blobs folder of the same repository is the one place outside allowed.
+  const bool hub_blob = cdir.parent_path().filename() == "snapshots" &&
+                        inside(target, cdir.parent_path().parent_path() / "blobs");
+  if (inside(target, cdir) || hub_blob) return {};
+  return fmt::format("{} is a symlink to '{}', outside the checkpoint directory '{}'", what,
+                     st::detail::printable(target.string()), cdir.string());
+}
+
 // A shard file (named by the index or found in the directory) must resolve inside the directory.
 Status check_shard_file(const sfs::path& dir, const std::string& who, const std::string& shard) {
   const sfs::path p = dir / shard;
@@ -72,28 +91,9 @@ Status check_shard_file(const sfs::path& dir, const std::string& who, const std:
     return bad(who, {},
                fmt::format("{}: shard '{}' does not exist in '{}'; missing download or stale index?", who,
                            st::detail::printable(shard), dir.string()));
-  if (sfs::is_symlink(st)) {
-    sfs::path target = sfs::canonical(p, ec);
-    if (ec)
-      return bad(who, {},
-                 fmt::format("{}: shard '{}' is a symlink that does not resolve: {}", who,
-                             st::detail::printable(shard), ec.message()));
-    sfs::path cdir = sfs::canonical(dir, ec);
-    if (ec)
-      return Error{Errc::IO, fmt::format("cannot resolve '{}': {}", dir.string(), ec.message()),
-                   dir.string(),
-                   {}};
-    // The Hugging Face hub cache stores snapshots/<rev>/<file> as symlinks to ../../blobs/<hash>;
-    // that sibling blobs folder of the same repository is the one place outside allowed.
-    const bool hub_blob = cdir.parent_path().filename() == "snapshots" &&
-                          inside(target, cdir.parent_path().parent_path() / "blobs");
-    if (!inside(target, cdir) && !hub_blob)
-      return bad(who, {},
-                 fmt::format("{}: shard '{}' is a symlink to '{}', outside the checkpoint directory "
-                             "'{}'; refusing",
-                             who, st::detail::printable(shard), st::detail::printable(target.string()),
-                             cdir.string()));
-  }
+  if (const std::string why = link_escape(dir, p, fmt::format("shard '{}'", st::detail::printable(shard)));
+      !why.empty())
+    return bad(who, {}, fmt::format("{}: {}{}", who, why, why.find(", outside ") != std::string::npos ? "; refusing" : ""));
   if (!sfs::is_regular_file(p, ec))
     return bad(who, {},
                fmt::format("{}: shard '{}' is not a regular file", who, st::detail::printable(shard)));
@@ -151,6 +151,10 @@ const TensorRef* Checkpoint::find(std::string_view name) const noexcept {
 std::span<const std::byte> Checkpoint::data(const TensorRef& t) const noexcept {
   FP4FORGE_CHECK(t.shard < shards_.size() && t.info != nullptr);
   return shards_[t.shard].data(*t.info);
+}
+
+std::string Checkpoint::escapes(const std::string& file) const {
+  return link_escape(dir_, dir_ / file, fmt::format("'{}'", st::detail::printable(file)));
 }
 
 std::uint64_t Checkpoint::total_tensor_bytes() const noexcept {

@@ -655,3 +655,25 @@ TEST(HostileLimits, ThreadCountIsCappedAndThreadFailureNeverAborts) {
 }
 }  // namespace
 }  // namespace fp4forge
+
+namespace fp4forge {
+namespace {
+// Issue 14 #15: a side file linked outside the checkpoint (tokenizer.json -> a private key) is not copied
+// into the output (the shard confinement rule applies to every copied file); a link inside is.
+TEST(HostileFiles, SideFileLinkedOutsideIsNotCopied) {
+  using namespace fp4forge::testutil;
+  TempDir t;
+  const auto src = t.path / "m";
+  std::filesystem::copy(kData + "/llama", src);
+  { std::ofstream(t.path / "id_rsa") << "-----BEGIN PRIVATE KEY-----\n"; }
+  std::filesystem::create_symlink(t.path / "id_rsa", src / "tokenizer.json");
+  { std::ofstream(src / "real_template.jinja") << "{{ x }}\n"; }
+  std::filesystem::create_symlink("real_template.jinja", src / "chat_template.jinja");
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q"), &out, &err), 0) << err;
+  EXPECT_FALSE(std::filesystem::exists(t.path / "q" / "tokenizer.json"));
+  EXPECT_NE(err.find("not copied: 'tokenizer.json' is a symlink"), std::string::npos) << err;
+  EXPECT_EQ(slurp(t.path / "q" / "chat_template.jinja"), "{{ x }}\n");
+}
+}  // namespace
+}  // namespace fp4forge

@@ -184,6 +184,17 @@ TEST(QuantizePlan, FusedExpertRefusals) {
   ASSERT_TRUE(r.ok()) << r.error().message;
 }
 
+// Issue 14 #8: a weight with a zero dimension is bad input (exit 3), not a failed plan invariant (exit 5).
+TEST(QuantizePlan, ZeroDimensionWeightIsBadInput) {
+  PlanInput in = fixture("llama");
+  for (auto& t : in.tensors)
+    if (t.name == "model.layers.0.mlp.down_proj.weight") t.shape = {0, t.shape[1]};
+  auto p = make_plan(in, {});
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, Errc::BAD_INPUT);
+  EXPECT_THAT(p.error().message, HasSubstr("zero dimension"));
+}
+
 TEST(QuantizePlan, PatternThatSplitsAFusedSetIsAnError) {
   PlanOptions o;
   o.ignore = {"model.layers.0.self_attn.q_proj"};

@@ -59,6 +59,9 @@ class Checkpoint {
   std::span<const std::byte> data(const TensorRef& t) const noexcept;
   /** Files in the directory that are not shards and not the index (config.json included), sorted. */
   const std::vector<std::string>& other_files() const noexcept { return other_files_; }
+  /** "" when `file` (a name in the directory) is no symlink or resolves inside the checkpoint (the shard
+   * confinement rule, Hugging Face cache blobs allowed), else why not (a file to refuse or skip). */
+  std::string escapes(const std::string& file) const;
   /** Sum of tensor data bytes. */
   std::uint64_t total_tensor_bytes() const noexcept;
 
