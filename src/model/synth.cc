@@ -1,6 +1,8 @@
 // fp4forge synth: plan (pure) + streaming write of a random-weight BF16 checkpoint.
 #include "fp4forge/model/synth.h"
 
+#include "fp4forge/model/registry.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -414,7 +416,7 @@ Json gemma4_config(const Geo& g, bool moe) {
   vc["use_clipped_linears"] = false;
 
   Json c;
-  c["architectures"] = {"Gemma4ForConditionalGeneration"};
+  c["architectures"] = {family_spec(Family::GEMMA4).wrapper_architecture};
   c["audio_config"] = nullptr;
   c["audio_token_id"] = 258881;
   c["boa_token_id"] = 256000;
@@ -424,7 +426,7 @@ Json gemma4_config(const Geo& g, bool moe) {
   c["eoi_token_id"] = 258882;
   c["image_token_id"] = 258880;
   c["initializer_range"] = 0.02;
-  c["model_type"] = "gemma4";
+  c["model_type"] = family_spec(Family::GEMMA4).model_types.front();
   c["text_config"] = t;
   c["tie_word_embeddings"] = true;
   c["transformers_version"] = "5.17.0";
@@ -492,10 +494,10 @@ Json qwen3_5_config(const Geo& g, bool moe) {
   vc["temporal_patch_size"] = 2;
 
   Json c;
-  c["architectures"] = {moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"};
+  c["architectures"] = {family_spec(moe ? Family::QWEN3_5_MOE : Family::QWEN3_5).wrapper_architecture};
   c["dtype"] = "bfloat16";
   c["image_token_id"] = 248056;
-  c["model_type"] = moe ? "qwen3_5_moe" : "qwen3_5";
+  c["model_type"] = family_spec(moe ? Family::QWEN3_5_MOE : Family::QWEN3_5).model_types.front();
   c["text_config"] = t;
   c["tie_word_embeddings"] = false;
   c["transformers_version"] = "5.17.0";
@@ -508,7 +510,7 @@ Json qwen3_5_config(const Geo& g, bool moe) {
 
 Json llama_config(const Geo& g) {
   Json c;
-  c["architectures"] = {"LlamaForCausalLM"};
+  c["architectures"] = {family_spec(Family::LLAMA).architectures.front()};
   c["attention_bias"] = false;
   c["attention_dropout"] = 0.0;
   c["bos_token_id"] = 1;
@@ -521,7 +523,7 @@ Json llama_config(const Geo& g) {
   c["intermediate_size"] = g.I;
   c["max_position_embeddings"] = g.max_pos;
   c["mlp_bias"] = false;
-  c["model_type"] = "llama";
+  c["model_type"] = family_spec(Family::LLAMA).model_types.front();
   c["num_attention_heads"] = g.A;
   c["num_hidden_layers"] = g.N;
   c["num_key_value_heads"] = g.KV;
@@ -538,7 +540,7 @@ Json llama_config(const Geo& g) {
 
 Json qwen3_moe_config(const Geo& g) {
   Json c;
-  c["architectures"] = {"Qwen3MoeForCausalLM"};
+  c["architectures"] = {family_spec(Family::QWEN3_MOE).architectures.front()};
   c["attention_bias"] = false;
   c["attention_dropout"] = 0.0;
   c["bos_token_id"] = nullptr;
@@ -553,7 +555,7 @@ Json qwen3_moe_config(const Geo& g) {
   c["max_position_embeddings"] = g.max_pos;
   c["max_window_layers"] = g.N;
   c["mlp_only_layers"] = Json::array();
-  c["model_type"] = "qwen3_moe";
+  c["model_type"] = family_spec(Family::QWEN3_MOE).model_types.front();
   c["moe_intermediate_size"] = g.Im;
   c["norm_topk_prob"] = true;
   c["num_attention_heads"] = g.A;

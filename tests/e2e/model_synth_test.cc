@@ -236,3 +236,19 @@ TEST(SynthProgress, RenderLine) {
   EXPECT_EQ(p.bytes_done(), 10u);
   EXPECT_EQ(p.items_done(), 1u);
 }
+
+namespace {
+// synth reads the registry: every --arch it offers writes a config whose family the registry recognises,
+// with an architecture vLLM registers for that family.
+TEST(SynthPlan, EveryArchIsARegisteredFamily) {
+  for (auto arch : synth_archs()) {
+    auto p = plan_synth(arch, "tiny");
+    ASSERT_TRUE(p.ok()) << arch;
+    const auto cfg = nlohmann::ordered_json::parse(p->config.dump());
+    auto info = read_model_info(cfg);
+    ASSERT_TRUE(info.ok()) << arch;
+    EXPECT_NE(info->family, Family::UNKNOWN) << arch;
+    EXPECT_TRUE(vllm_registers(info->architecture)) << arch << ": " << info->architecture;
+  }
+}
+}  // namespace
