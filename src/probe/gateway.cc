@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <map>
+#include <regex>
 #include <tuple>
 #include <optional>
 #include <set>
@@ -19,6 +21,45 @@
 
 namespace fp4forge::probe {
 namespace {
+
+/** A LiteLLM parameter name that holds a secret (api_key, *token*, *secret*, *password*, any case). */
+bool is_secret_key(std::string_view k) {
+  std::string l(k);
+  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return l.find("key") != std::string::npos || l.find("secret") != std::string::npos ||
+         l.find("token") != std::string::npos || l.find("password") != std::string::npos;
+}
+
+/** `text` with the value of every secret-named `key: value` (block or flow style) replaced by ***;
+ * `os.environ/NAME` references are not secrets and stay. Line count and layout are unchanged, so a diff
+ * of masked texts is the masked diff. */
+std::string mask_secret_values(const std::string& text) {
+  static const std::regex kv(R"(([A-Za-z0-9_\-]+)(\s*:\s*)("[^"]*"|'[^']*'|[^,{}\[\]\s#][^,}#]*?)(\s*(?:[,}#]|$)))");
+  std::string out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t nl = text.find('\n', start);
+    const std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    std::string masked;
+    auto it = std::sregex_iterator(line.begin(), line.end(), kv);
+    std::size_t last = 0;
+    for (; it != std::sregex_iterator(); ++it) {
+      const auto& m = *it;
+      std::string v = m[3].str();
+      if (!v.empty() && (v.front() == '"' || v.front() == '\'')) v = v.substr(1, v.size() >= 2 ? v.size() - 2 : 0);
+      if (!is_secret_key(m[1].str()) || v.rfind("os.environ/", 0) == 0) continue;
+      masked += line.substr(last, static_cast<std::size_t>(m.position(3)) - last) + "***";
+      last = static_cast<std::size_t>(m.position(3) + m.length(3));
+    }
+    masked += line.substr(last);
+    out += masked;
+    if (nl == std::string::npos) break;
+    out += '\n';
+    start = nl + 1;
+  }
+  return out;
+}
+
 
 namespace stdfs = std::filesystem;
 
@@ -356,10 +397,7 @@ void describe_routes(const Parsed& p, const std::vector<std::string>& lines, Gat
         const std::string k = it->first.Scalar();
         if (k == "model" || k == "api_base") continue;
         std::string v = it->second.IsScalar() ? it->second.Scalar() : dump(it->second);
-        if ((k.find("key") != std::string::npos || k.find("secret") != std::string::npos ||
-             k.find("token") != std::string::npos) &&
-            v.rfind("os.environ/", 0) != 0)
-          v = "***";
+        if (is_secret_key(k) && v.rfind("os.environ/", 0) != 0) v = "***";
         r.params.emplace_back(k, v);
       }
     }
@@ -640,7 +678,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     FP4FORGE_TRY(check_swapped(new_text, path, o, p.entries[static_cast<std::size_t>(idx)].node["litellm_params"]));
 
     EditResult out;
-    out.diff = util::unified_diff(text, new_text, path, path + " (swapped)");
+    out.diff = util::unified_diff(mask_secret_values(text), mask_secret_values(new_text), path, path + " (swapped)");
     GatewayShow s;
     describe_routes(p, lines, s);
     out.warnings = s.warnings;
@@ -687,7 +725,7 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
   EditResult out;
   out.backup = src.string();  // the source of the restore
   if (restored == current) return out;
-  out.diff = util::unified_diff(current, restored, path, src.string());
+  out.diff = util::unified_diff(mask_secret_values(current), mask_secret_values(restored), path, src.string());
   // Keep what is being replaced, under a name the default rollback never picks.
   FP4FORGE_ASSIGN_OR_RETURN(stdfs::path keep, fresh_name(config, kRollbackInfix));
   FP4FORGE_TRY(write_like(keep, current, config));
@@ -752,7 +790,7 @@ Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& 
     const std::string new_text = join(out_lines);
     FP4FORGE_TRY(validate_edit(p, new_text, path, {}, removed));
     EditResult out;
-    out.diff = util::unified_diff(text, new_text, path, path + " (retired)");
+    out.diff = util::unified_diff(mask_secret_values(text), mask_secret_values(new_text), path, path + " (retired)");
     auto shown = gateway_show_text(new_text, path);
     if (shown.ok()) {
       for (const auto& w : shown->warnings)

@@ -136,6 +136,26 @@ TEST_F(Gateway, SwapRefusedWhenProbeFails) {
   EXPECT_EQ(std::distance(stdfs::directory_iterator(dir_), stdfs::directory_iterator()), 1);
 }
 
+// Issue 14 #2: secret values never appear in a diff (swap with --param api_key=..., rollback), while the
+// file itself holds them; os.environ/ references stay readable.
+TEST_F(Gateway, DiffsMaskSecretValues) {
+  FakeServer srv(FakeServerOptions{});
+  SwapOptions o = swap_to(srv);
+  o.params = {{"api_key", "sk-LIVE-abcdef123456"}, {"extra_headers", "{x-token: tok-SECRET-42, x-other: plain}"}};
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->changed) << r->refused;
+  EXPECT_EQ(r->diff.find("sk-LIVE"), std::string::npos) << r->diff;
+  EXPECT_EQ(r->diff.find("tok-SECRET"), std::string::npos) << r->diff;
+  EXPECT_NE(r->diff.find("api_key: ***"), std::string::npos) << r->diff;
+  EXPECT_NE(r->diff.find("x-other: plain"), std::string::npos) << r->diff;
+  EXPECT_NE(slurp(cfg_).find("sk-LIVE-abcdef123456"), std::string::npos);  // the file keeps the real value
+  auto back = gateway_rollback(cfg_, {});
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->diff.find("sk-LIVE"), std::string::npos) << back->diff;
+  EXPECT_NE(back->diff.find("os.environ/VLLM_API_KEY"), std::string::npos) << back->diff;
+}
+
 TEST_F(Gateway, SwapAppliedWithBackupWhenProbePasses) {
   FakeServer srv(FakeServerOptions{});
   SwapOptions o = swap_to(srv);
