@@ -18,6 +18,7 @@
  */
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 #include <string_view>
@@ -118,6 +119,9 @@ std::string_view family_name(Family f) noexcept;
  */
 Family detect_family(std::string_view model_type, std::string_view text_model_type,
                      std::string_view architecture) noexcept;
+
+/** `j[key]` when `j` is an object and the value is an integer; nullopt otherwise. */
+std::optional<std::int64_t> config_int(const nlohmann::ordered_json& j, std::string_view key) noexcept;
 
 /** The first of `keys` present as an integer in `j` (0 when none). */
 std::int64_t first_int(const nlohmann::ordered_json& j, std::span<const std::string_view> keys);
