@@ -130,9 +130,12 @@ std::string scalar_or(const YAML::Node& n, const char* key) {
   return (v && v.IsScalar()) ? v.Scalar() : std::string();
 }
 
-/** The first key that a mapping under `n` repeats: (key, its line, the first occurrence's line), 0-based. */
-std::optional<std::tuple<std::string, int, int>> duplicate_key(const YAML::Node& n, int depth = 0) {
-  if (depth > 64) return std::nullopt;  // deeper than any LiteLLM config; yaml-cpp has parsed it already
+/** The first key that a mapping under `n` repeats: (key, its line, the first occurrence's line), 0-based.
+ * `budget` bounds the nodes visited: aliases can make the node graph cyclic (`&d` ... `<<: *d`). */
+std::optional<std::tuple<std::string, int, int>> duplicate_key(const YAML::Node& n, std::size_t& budget,
+                                                               int depth = 0) {
+  if (depth > 64 || budget == 0) return std::nullopt;  // deeper or larger than any LiteLLM config
+  --budget;
   if (n.IsMap()) {
     std::map<std::string, int> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
@@ -140,11 +143,11 @@ std::optional<std::tuple<std::string, int, int>> duplicate_key(const YAML::Node&
         auto [at, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark().line);
         if (!fresh) return std::make_tuple(it->first.Scalar(), it->first.Mark().line, at->second);
       }
-      if (auto d = duplicate_key(it->second, depth + 1)) return d;
+      if (auto d = duplicate_key(it->second, budget, depth + 1)) return d;
     }
   } else if (n.IsSequence()) {
     for (const auto& e : n)
-      if (auto d = duplicate_key(e, depth + 1)) return d;
+      if (auto d = duplicate_key(e, budget, depth + 1)) return d;
   }
   return std::nullopt;
 }
@@ -161,7 +164,8 @@ Result<Parsed> parse(const std::string& text, const std::string& path, const std
     return make_error(Errc::BAD_INPUT, "{}: top level is not a mapping; expected a LiteLLM proxy config with 'model_list:'",
                       path);
   // A repeated key: LiteLLM keeps the last, an editor the first, so an edit would not change the route.
-  if (auto d = duplicate_key(p.root))
+  std::size_t budget = 100000;
+  if (auto d = duplicate_key(p.root, budget))
     return make_error(Errc::BAD_INPUT, "{}: line {}: duplicate key '{}' (first at line {}); expected each key once in a "
                       "mapping (LiteLLM uses the last one, so an edit of the first would change nothing)",
                       path, std::get<1>(*d) + 1, std::get<0>(*d).substr(0, 80), std::get<2>(*d) + 1);
