@@ -3,7 +3,8 @@
 # Runs `apt-get update` once before the first install. Safe to run repeatedly.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libhwy-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libcurl4-openssl-dev libyaml-cpp-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev libcurl4-openssl-dev libyaml-cpp-dev
+      libxxhash-dev)
 if [[ "${FP4FORGE_WITH_FUZZ:-0}" == "1" ]]; then PKGS+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${PKGS[@]}"; do

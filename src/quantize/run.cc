@@ -20,6 +20,8 @@
 
 #include <fmt/format.h>
 
+#include <xxhash.h>
+
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/progress.h"
@@ -34,47 +36,8 @@ constexpr const char* kManifest = ".fp4forge-resume.json";
 
 // ---- digest ---------------------------------------------------------------------------------------
 
-std::uint64_t rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-std::uint64_t mix64(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
-/** 4-lane FNV-style multiply-xor over 64-bit words; updates must be multiples of 32 bytes except the last. */
-class Digest {
- public:
-  void update(const std::byte* p, std::size_t n) {
-    std::size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-      for (int l = 0; l < 4; ++l) {
-        std::uint64_t w;
-        std::memcpy(&w, p + i + 8 * static_cast<std::size_t>(l), 8);
-        h_[l] = (h_[l] ^ w) * kPrime;
-      }
-    }
-    for (; i < n; ++i) h_[0] = (h_[0] ^ static_cast<std::uint64_t>(p[i])) * kPrime;
-    len_ += n;
-  }
-  std::uint64_t value() const {
-    return mix64(h_[0] ^ rotl(h_[1], 17) ^ rotl(h_[2], 31) ^ rotl(h_[3], 47) ^ len_);
-  }
-
- private:
-  static constexpr std::uint64_t kPrime = 0x100000001b3ULL;
-  std::uint64_t h_[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9ce484222325cbf2ULL,
-                         0x2325cbf29ce48422ULL};
-  std::uint64_t len_ = 0;
-};
-
-std::uint64_t digest_string(std::string_view s) {
-  Digest d;
-  d.update(reinterpret_cast<const std::byte*>(s.data()), s.size());
-  return d.value();
-}
+/** XXH3-64 of a string (the plan fingerprint). Shards use the streaming form in file_digest. */
+std::uint64_t digest_string(std::string_view s) { return XXH3_64bits(s.data(), s.size()); }
 
 // ---- file helpers ---------------------------------------------------------------------------------
 
@@ -440,6 +403,8 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   auto cleanup_fail = [&](Error e) -> Result<RunSummary> {
     stop_.store(true);
     pool_.wait_idle();
+    // Whatever failed, a source that changed under the run is the reason to report.
+    if (Status c = ck_.check_unchanged(); !c) e = std::move(c).error();
     for (auto& s : slots_)
       if (s && s->writer) s->writer->abort();
     if (progress_) progress_->finish();
@@ -705,6 +670,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
     return cleanup_fail(std::move(st).error());
   if (Status st = fs::write_file_atomic(stage / plan_.index_name, plan_.index_text); !st)
     return cleanup_fail(std::move(st).error());
+  if (Status st = ck_.check_unchanged(); !st) return cleanup_fail(std::move(st).error());
   for (const auto& [p, st0] : stamps) {
     const auto st1 = stamp(p);
     if (st0 != st1)
@@ -851,15 +817,17 @@ nlohmann::ordered_json summary_json(const RunSummary& s) {
 Result<std::uint64_t> file_digest(const stdfs::path& path) {
   FP4FORGE_ASSIGN_OR_RETURN(fs::File f, fs::File::open_read(path));
   FP4FORGE_ASSIGN_OR_RETURN(std::uint64_t size, f.size());
-  Digest d;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st(XXH3_createState(), &XXH3_freeState);
+  if (!st || XXH3_64bits_reset(st.get()) != XXH_OK)
+    return make_error(Errc::INTERNAL, "cannot start an XXH3 digest of '{}'", path.string());
   std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, 4u << 20)));
   for (std::uint64_t off = 0; off < size;) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
     FP4FORGE_TRY(f.pread_all(std::span<std::byte>(buf.data(), n), off));
-    d.update(buf.data(), n);
+    (void)XXH3_64bits_update(st.get(), buf.data(), n);
     off += n;
   }
-  return d.value();
+  return static_cast<std::uint64_t>(XXH3_64bits_digest(st.get()));
 }
 
 }  // namespace fp4forge::quant

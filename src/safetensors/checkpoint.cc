@@ -148,6 +148,11 @@ const TensorRef* Checkpoint::find(std::string_view name) const noexcept {
   return it != tensors_.end() && it->name == name ? &*it : nullptr;
 }
 
+Status Checkpoint::check_unchanged() const {
+  for (const auto& sh : shards_) FP4FORGE_TRY(sh.check_unchanged());
+  return {};
+}
+
 std::span<const std::byte> Checkpoint::data(const TensorRef& t) const noexcept {
   FP4FORGE_CHECK(t.shard < shards_.size() && t.info != nullptr);
   return shards_[t.shard].data(*t.info);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "fp4forge/safetensors/map_guard.h"
 #include "fp4forge/util/fs.h"
 
 namespace fp4forge::st {
@@ -19,6 +20,9 @@ struct ShardReader::Impl {
   const std::byte* base = nullptr;
   std::uint64_t size = 0;
   void* map = nullptr;  // mmap'd region (MAP_FAILED never stored)
+  MapGuard guard;       // SIGBUS on the mapping (the file shrank) is recorded, not fatal
+  fs::File file;        // kept open: check_unchanged() fstats the very inode that is mapped
+  std::int64_t mtime_ns = 0;
   std::vector<std::byte> buffer;
   std::unordered_map<std::string_view, std::size_t> index;  // views into header.tensors names
 
@@ -26,6 +30,7 @@ struct ShardReader::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
   ~Impl() {
+    guard = MapGuard{};
     if (map) fs::ops().munmap(map, static_cast<std::size_t>(size));
   }
   void build_index() {
@@ -56,6 +61,7 @@ Result<ShardReader> ShardReader::open(const std::filesystem::path& path) {
                  impl->path,
                  {}};
   impl->size = static_cast<std::uint64_t>(st.st_size);
+  impl->mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   if (impl->size > static_cast<std::uint64_t>(SIZE_MAX))
     return Error{Errc::IO, fmt::format("cannot map '{}': {} bytes exceed the address space",
                                        impl->path, impl->size),
@@ -72,8 +78,9 @@ Result<ShardReader> ShardReader::open(const std::filesystem::path& path) {
     }
     impl->map = m;
     impl->base = static_cast<const std::byte*>(m);
+    impl->guard = MapGuard(m, static_cast<std::size_t>(impl->size));
   }
-  (void)f.close();  // the mapping keeps the file alive; a close error on a read-only fd is harmless
+  impl->file = std::move(f);
   FP4FORGE_ASSIGN_OR_RETURN(
       impl->header,
       parse_header(std::span<const std::byte>(impl->base, static_cast<std::size_t>(impl->size)),
@@ -96,6 +103,29 @@ Result<ShardReader> ShardReader::from_buffer(std::vector<std::byte> bytes, std::
 const Header& ShardReader::header() const noexcept { return impl_->header; }
 const std::string& ShardReader::path() const noexcept { return impl_->path; }
 std::uint64_t ShardReader::file_size() const noexcept { return impl_->size; }
+
+Status ShardReader::check_unchanged() const {
+  if (impl_->file.fd() < 0) return {};  // an in-memory buffer
+  struct stat st {};
+  const bool stat_ok = fs::ops().fstat(impl_->file.fd(), &st) == 0;
+  const auto now = stat_ok ? static_cast<std::uint64_t>(st.st_size) : impl_->size;
+  if (impl_->guard.faulted() || now != impl_->size)
+    return Error{Errc::BAD_INPUT,
+                 fmt::format("source file '{}' changed during the run: it was {} bytes and is now {}; nothing "
+                             "read from it is used; rerun on a stable source",
+                             impl_->path, impl_->size, now),
+                 impl_->path,
+                 {}};
+  const std::int64_t mt = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  if (stat_ok && mt != impl_->mtime_ns)
+    return Error{Errc::BAD_INPUT,
+                 fmt::format("source file '{}' changed during the run (it was modified after it was opened); "
+                             "nothing read from it is used; rerun on a stable source",
+                             impl_->path),
+                 impl_->path,
+                 {}};
+  return {};
+}
 
 const TensorInfo* ShardReader::find(std::string_view name) const noexcept {
   auto it = impl_->index.find(name);

@@ -283,6 +283,10 @@ TEST(QuantizeFaults, SourceChangedDuringTheRunIsDetected) {
          const timespec ts[2] = {{0, UTIME_OMIT}, {1'000'000'000, 0}};  // mtime := 2001-09-09
          ASSERT_EQ(::utimensat(AT_FDCWD, (src / "model-00002-of-00004.safetensors").c_str(), ts, 0), 0);
        }},
+      {"shard truncated (read through the mapping after it shrank: no SIGBUS)", [](const stdfs::path& src) {
+         for (const char* n : {"model-00003-of-00004.safetensors", "model-00004-of-00004.safetensors"})
+           ASSERT_EQ(::truncate((src / n).c_str(), 2048), 0);
+       }},
       {"copied file grows", [](const stdfs::path& src) {
          std::ofstream(src / "generation_config.json", std::ios::app) << " ";
        }},

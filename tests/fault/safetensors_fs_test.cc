@@ -4,6 +4,9 @@
 #pragma GCC diagnostic ignored "-Wrestrict"
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <gtest/gtest.h>
 
@@ -405,6 +408,54 @@ TEST(SafetensorsFault, MmapFailureIsIo) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::IO);
   EXPECT_EQ(r.error().message, "cannot map '" + (dir / "m.safetensors").string() + "': Cannot allocate memory");
+}
+
+// Issue 14 #4: a shard truncated by another process while it is mapped. Reading the vanished pages
+// must not kill the process with SIGBUS; the reader reports the change (BAD_INPUT) instead.
+TEST(SafetensorsFault, ShardTruncatedUnderTheMappingIsReportedNotFatal) {
+  TempDir dir;
+  const std::vector<std::byte> big(3u << 16, std::byte{0x3c});  // 3 x 64 KiB: several pages
+  std::vector<std::pair<st::OutTensor, std::vector<std::byte>>> ts = {
+      {st::OutTensor{"w", DType::BF16, {3u << 15}}, big}};
+  ASSERT_TRUE(st::write_safetensors(dir / "m.safetensors", ts).ok());
+  auto r = st::ShardReader::open(dir / "m.safetensors");
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->check_unchanged().ok());
+  const st::TensorInfo* t = r->find("w");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(::truncate((dir / "m.safetensors").c_str(), 4096), 0);  // header and a little data stay
+  std::uint64_t sum = 0;
+  for (std::byte b : r->data(*t)) sum += static_cast<std::uint64_t>(b);  // SIGBUS without the guard
+  EXPECT_LT(sum, 0x3cull * big.size());  // the vanished pages read as zeros
+  auto c = r->check_unchanged();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code, Errc::BAD_INPUT);
+  EXPECT_NE(c.error().message.find("changed during the run"), std::string::npos) << c.error().message;
+  // A second reader of another file is unaffected; a fault outside every guarded range is not ours.
+  ASSERT_TRUE(st::write_safetensors(dir / "n.safetensors", ts).ok());
+  auto n = st::ShardReader::open(dir / "n.safetensors");
+  ASSERT_TRUE(n.ok());
+  EXPECT_TRUE(n->check_unchanged().ok());
+}
+
+TEST(SafetensorsFault, SigbusOutsideGuardedMappingsStillKills) {
+  TempDir dir;
+  std::vector<std::pair<st::OutTensor, std::vector<std::byte>>> ts = {
+      {st::OutTensor{"w", DType::BF16, {4}}, std::vector<std::byte>(8)}};
+  ASSERT_TRUE(st::write_safetensors(dir / "m.safetensors", ts).ok());
+  auto r = st::ShardReader::open(dir / "m.safetensors");  // installs the handler
+  ASSERT_TRUE(r.ok());
+  EXPECT_EXIT(
+      {
+        const std::string p = (dir / "other").string();
+        const int fd = ::open(p.c_str(), O_RDWR | O_CREAT, 0600);
+        if (fd < 0 || ::ftruncate(fd, 1 << 16) != 0) ::_exit(3);
+        auto* m = static_cast<volatile char*>(::mmap(nullptr, 1 << 16, PROT_READ, MAP_PRIVATE, fd, 0));
+        if (m == MAP_FAILED || ::ftruncate(fd, 0) != 0) ::_exit(3);
+        (void)m[8192];
+        ::_exit(0);
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
 }
 
 TEST(SafetensorsFault, AtomicFileLifecycle) {

@@ -57,6 +57,9 @@ class Checkpoint {
   const std::vector<TensorRef>& tensors() const noexcept { return tensors_; }
   const TensorRef* find(std::string_view name) const noexcept;
   std::span<const std::byte> data(const TensorRef& t) const noexcept;
+  /** The first shard that changed since open (ShardReader::check_unchanged); ok when none did. Call it
+   * after reading and before using what was read: a shard truncated mid-read yields zeros, not data. */
+  Status check_unchanged() const;
   /** Files in the directory that are not shards and not the index (config.json included), sorted. */
   const std::vector<std::string>& other_files() const noexcept { return other_files_; }
   /** "" when `file` (a name in the directory) is no symlink or resolves inside the checkpoint (the shard

@@ -86,7 +86,7 @@ Result<std::uint64_t> parse_size(std::string_view text);
 /** The --json summary object (docs/cli/quantize.md). */
 nlohmann::ordered_json summary_json(const RunSummary& s);
 
-/** The 64-bit content digest the resume manifest records (fp4forge's own 4-lane multiply-xor hash). */
+/** The 64-bit content digest the resume manifest records (XXH3-64 from libxxhash). */
 Result<std::uint64_t> file_digest(const std::filesystem::path& path);
 
 }  // namespace fp4forge::quant

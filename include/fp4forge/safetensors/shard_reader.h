@@ -28,6 +28,9 @@ class ShardReader {
   const Header& header() const noexcept;
   const std::string& path() const noexcept;  ///< path or buffer name
   std::uint64_t file_size() const noexcept;
+  /** BAD_INPUT "changed during the run" when the file shrank under the mapping (a read hit a page
+   * past its end: see MapGuard), or its size or mtime differ from when it was opened. Buffers: ok. */
+  Status check_unchanged() const;
   /** Lookup by name; nullptr if absent. */
   const TensorInfo* find(std::string_view name) const noexcept;
   /** The tensor's raw bytes (little-endian, row-major). */
