@@ -1,6 +1,7 @@
 #include "fp4forge/util/fs.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <utility>
+#include <vector>
 
 namespace fp4forge::fs {
 
@@ -37,6 +39,10 @@ void* Ops::mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t 
   return ::mmap(addr, len, prot, flags, fd, off);
 }
 int Ops::munmap(void* addr, std::size_t len) { return ::munmap(addr, len); }
+int Ops::rmdir(const char* path) { return ::rmdir(path); }
+int Ops::flock(int fd, int op) { return ::flock(fd, op); }
+std::FILE* Ops::popen(const char* command, const char* mode) { return ::popen(command, mode); }
+int Ops::pclose(std::FILE* f) { return ::pclose(f); }
 
 namespace {
 Ops g_libc_ops;
@@ -415,6 +421,46 @@ Status fsync_dir(const std::filesystem::path& dir) {
   ops().close(fd);
   // Some file systems do not support fsync on directories; that is not a failure of ours.
   if (r != 0 && e != EINVAL && e != ENOTSUP) return io_error("fsync directory", d, e);
+  return {};
+}
+
+}  // namespace fp4forge::fs
+
+namespace fp4forge::fs {
+
+Status remove_tree(const std::filesystem::path& path) {
+  const std::string p = path.string();
+  struct stat st {};
+  if (ops().lstat(p.c_str(), &st) != 0) {
+    if (errno == ENOENT) return {};
+    return io_error("stat", p, errno);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    std::error_code ec;
+    std::vector<std::filesystem::path> children;
+    for (std::filesystem::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+      children.push_back(it->path());
+    if (ec) return Error{Errc::IO, fmt::format("cannot list '{}': {}", p, ec.message()), p, {}};
+    for (const auto& c : children) FP4FORGE_TRY(remove_tree(c));  // never follows links: lstat above
+    if (ops().rmdir(p.c_str()) != 0 && errno != ENOENT) return io_error("remove directory", p, errno);
+    return {};
+  }
+  if (ops().unlink(p.c_str()) != 0 && errno != ENOENT) return io_error("remove", p, errno);
+  return {};
+}
+
+Status make_directories(const std::filesystem::path& path, mode_t mode) {
+  if (path.empty()) return {};
+  std::filesystem::path cur;
+  for (const auto& part : path) {
+    cur /= part;
+    const std::string c = cur.string();
+    if (ops().mkdir(c.c_str(), mode) == 0) continue;
+    const int e = errno;
+    struct stat st {};
+    if (e == EEXIST && ops().stat(c.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+    return io_error("create directory", c, e == EEXIST ? ENOTDIR : e);
+  }
   return {};
 }
 

@@ -172,10 +172,7 @@ Result<EmittedFiles> emit_compose(const Plan& plan, const std::filesystem::path&
     }
   }
   for (const auto& [path, text] : files) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec)
-      return make_error(Errc::IO, "cannot create directory '{}': {}", path.parent_path().string(), ec.message());
+    FP4FORGE_TRY(fs::make_directories(path.parent_path()));
     FP4FORGE_TRY(fs::write_file_atomic(path, text));
     out.files.push_back(path);
   }

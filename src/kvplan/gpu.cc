@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/fs.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge::kvplan {
@@ -92,13 +93,13 @@ Result<std::vector<GpuSpec>> parse_nvidia_smi_csv(std::string_view csv) {
 
 Result<std::vector<GpuSpec>> query_nvidia_smi() {
   std::string cmd = std::string(kNvidiaSmiQuery) + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
+  FILE* p = fs::ops().popen(cmd.c_str(), "r");
   if (p == nullptr) return make_error(Errc::IO, "cannot run nvidia-smi; hint: use --gpu ID=TOTAL instead");
   std::string out;
   char buf[4096];
   std::size_t n = 0;
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0 && out.size() < (1u << 20)) out.append(buf, n);
-  const int st = ::pclose(p);
+  const int st = fs::ops().pclose(p);
   if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
     return make_error(Errc::IO, "'{}' failed (exit status {}); nvidia-smi is missing or found no driver; "
                       "hint: describe the GPUs with --gpu ID=TOTAL[:used=SIZE]", kNvidiaSmiQuery,

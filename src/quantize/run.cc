@@ -49,7 +49,7 @@ struct FileStamp {
 
 std::optional<FileStamp> stamp(const stdfs::path& p) {
   struct stat st{};
-  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+  if (fs::ops().stat(p.c_str(), &st) != 0) return std::nullopt;
   return FileStamp{static_cast<std::uint64_t>(st.st_size),
                    static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
@@ -100,17 +100,61 @@ bool only_marker_partial(const stdfs::path& dir) {
   return !ec;
 }
 
-/** The staging folder, locked for this process. */
+/**
+ * An exclusive flock on a folder, held for a short critical section: staging set-up is serialised
+ * among fp4forge runs that share the destination's parent folder, so that two runs never both decide
+ * a staging folder is stale, or both create one (issue 14 #10).
+ */
+class FolderLock {
+ public:
+  ~FolderLock() { release(); }
+  Status acquire(const stdfs::path& dir) {
+    const std::string d = dir.empty() ? std::string(".") : dir.string();
+    do fd_ = fs::ops().open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    while (fd_ < 0 && errno == EINTR);
+    if (fd_ < 0) return make_error(Errc::IO, "cannot open folder '{}': {}", d, std::strerror(errno));
+    int r;
+    do r = fs::ops().flock(fd_, LOCK_EX);
+    while (r != 0 && errno == EINTR);
+    if (r != 0) {
+      const int e = errno;
+      release();
+      return make_error(Errc::IO, "cannot lock folder '{}': {}", d, std::strerror(e));
+    }
+    return {};
+  }
+  void release() noexcept {
+    if (fd_ < 0) return;
+    fs::ops().flock(fd_, LOCK_UN);
+    fs::ops().close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/**
+ * The staging folder `.<DST>.fp4forge-staging` beside DST, locked (flock on its marker file) for as
+ * long as this run owns it. The marker stays through the final rename, so a run killed at any point
+ * leaves either a recognisable staging folder or a finished DST (issue 14 #9).
+ */
 class Staging {
  public:
   ~Staging() { unlock(); }
-  Status open(const stdfs::path& dir, bool resume, std::vector<std::string>& warnings) {
+  Status open(const stdfs::path& dir, const stdfs::path& dst, bool resume, std::vector<std::string>& warnings) {
     dir_ = dir;
+    FolderLock parent;
+    FP4FORGE_TRY(parent.acquire(dir.parent_path()));
     std::error_code ec;
+    if (stdfs::exists(stdfs::symlink_status(dst, ec)))
+      return make_error(Errc::BAD_INPUT, "destination '{}' already exists (another run finished it first); choose "
+                                         "a new directory or remove it first",
+                        dst.string());
     if (stdfs::exists(dir, ec) && !stdfs::exists(dir / kMarker, ec) && only_marker_partial(dir)) {
-      // A run killed between creating the folder and its marker: nothing of value inside.
-      stdfs::remove_all(dir, ec);
-      if (ec) return make_error(Errc::IO, "cannot remove stale staging folder '{}': {}", dir.string(), ec.message());
+      // A run killed between creating the folder and its marker: nothing of value inside. Runs create
+      // both under the parent lock, so no live run is half-way through here.
+      FP4FORGE_TRY(fs::remove_tree(dir));
     }
     if (stdfs::exists(dir, ec)) {
       if (!stdfs::exists(dir / kMarker, ec))
@@ -118,17 +162,14 @@ class Staging {
                           "staging folder '{}' exists but was not made by fp4forge; remove it or choose another "
                           "destination",
                           dir.string());
-      FP4FORGE_TRY(lock());
-      if (!resume) {
-        warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'); pass --resume to "
-                                       "reuse its finished shards",
-                                       dir.string()));
-        unlock();
-        stdfs::remove_all(dir, ec);
-        if (ec) return make_error(Errc::IO, "cannot remove stale staging folder '{}': {}", dir.string(), ec.message());
-      } else {
-        return {};
-      }
+      FP4FORGE_TRY(lock(dst));
+      if (resume) return {};
+      warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'); pass --resume to "
+                                     "reuse its finished shards",
+                                     dir.string()));
+      Status rm = fs::remove_tree(dir);  // still locked: nobody else can take it over meanwhile
+      unlock();
+      FP4FORGE_TRY(std::move(rm));
     } else if (resume) {
       warnings.push_back(fmt::format("--resume: no staging folder '{}' to resume from; starting afresh", dir.string()));
     }
@@ -136,39 +177,58 @@ class Staging {
       return make_error(Errc::IO, "cannot create staging folder '{}': {}", dir.string(), std::strerror(errno));
     created_ = true;
     FP4FORGE_TRY(fs::write_file_atomic(dir / kMarker, "fp4forge quantize staging folder\n"));
-    return lock();
+    return lock(dst);
   }
-  void unlock() {
+  /** Renames the finished staging folder to `dst`, then drops the marker (and the lock) there. */
+  Status finish(const stdfs::path& dst) {
+    FP4FORGE_TRY(fs::fsync_dir(dir_));
+    FP4FORGE_TRY(fs::rename_durable(dir_, dst));
+    dir_ = dst;  // from here on nothing is "staging": a failure below must not remove DST
+    finished_ = true;
+    const std::string m = (dst / kMarker).string();
+    const int r = fs::ops().unlink(m.c_str());
+    const int e = errno;
+    unlock();
+    if (r != 0 && e != ENOENT) return make_error(Errc::IO, "cannot remove '{}': {}", m, std::strerror(e));
+    return fs::fsync_dir(dst);
+  }
+  void unlock() noexcept {
     if (lock_fd_ >= 0) {
-      ::flock(lock_fd_, LOCK_UN);
-      ::close(lock_fd_);
+      fs::ops().flock(lock_fd_, LOCK_UN);
+      fs::ops().close(lock_fd_);
       lock_fd_ = -1;
     }
   }
+  /** Removes the staging folder (never a finished DST), then unlocks. */
   void remove() noexcept {
+    if (!finished_) (void)fs::remove_tree(dir_);
     unlock();
-    std::error_code ec;
-    stdfs::remove_all(dir_, ec);
   }
   const stdfs::path& dir() const { return dir_; }
   bool created() const { return created_; }
+  bool finished() const { return finished_; }
 
  private:
-  Status lock() {
-    lock_fd_ = ::open((dir_ / kMarker).c_str(), O_RDONLY | O_CLOEXEC);
-    if (lock_fd_ < 0)
-      return make_error(Errc::IO, "cannot open '{}': {}", (dir_ / kMarker).string(), std::strerror(errno));
-    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(lock_fd_);
+  Status lock(const stdfs::path& dst) {
+    const std::string m = (dir_ / kMarker).string();
+    lock_fd_ = fs::ops().open(m.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+    if (lock_fd_ < 0) return make_error(Errc::IO, "cannot open '{}': {}", m, std::strerror(errno));
+    if (fs::ops().flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int e = errno;
+      fs::ops().close(lock_fd_);
       lock_fd_ = -1;
-      return make_error(Errc::BAD_INPUT, "staging folder '{}' is in use by another fp4forge quantize; wait for it",
-                        dir_.string());
+      if (e != EWOULDBLOCK) return make_error(Errc::IO, "cannot lock '{}': {}", m, std::strerror(e));
+      return make_error(Errc::BAD_INPUT,
+                        "another fp4forge quantize run holds destination '{}' (its staging folder '{}' is locked); "
+                        "wait for it to finish or choose another destination",
+                        dst.string(), dir_.string());
     }
     return {};
   }
   stdfs::path dir_;
   int lock_fd_ = -1;
   bool created_ = false;
+  bool finished_ = false;
 };
 
 struct ManifestEntry {
@@ -395,7 +455,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   if (ck_.index_file()) stamps.emplace_back(ck_.dir() / *ck_.index_file(), stamp(ck_.dir() / *ck_.index_file()));
 
   const stdfs::path stage = staging_path(dst);
-  if (Status st = staging_.open(stage, opts_.resume, warnings_); !st) {
+  if (Status st = staging_.open(stage, dst, opts_.resume, warnings_); !st) {
     if (staging_.created()) staging_.remove();
     return std::move(st).error();
   }
@@ -443,8 +503,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
       }
     }
     if (!slot->resumed) {
-      std::error_code ec;
-      stdfs::remove(p, ec);
+      if (Status st = fs::remove_tree(p); !st) return cleanup_fail(std::move(st).error());
       auto w = st::ShardWriter::create(p, sh.layout);
       if (!w) return cleanup_fail(std::move(w).error());
       slot->writer.emplace(std::move(*w));
@@ -680,17 +739,8 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
                                      p.string()));
   }
   for (const auto& sh : plan_.shards) sum.bytes_out += sh.layout.file_size;
-  {
-    std::error_code ec;
-    stdfs::remove(stage / kManifest, ec);
-  }
-  staging_.unlock();
-  {
-    std::error_code ec;
-    stdfs::remove(stage / kMarker, ec);
-  }
-  if (Status st = fs::fsync_dir(stage); !st) return cleanup_fail(std::move(st).error());
-  if (Status st = fs::rename_durable(stage, dst); !st) return cleanup_fail(std::move(st).error());
+  if (Status st = fs::remove_tree(stage / kManifest); !st) return cleanup_fail(std::move(st).error());
+  if (Status st = staging_.finish(dst); !st) return cleanup_fail(std::move(st).error());
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sum.counts = plan_.counts;
@@ -731,9 +781,14 @@ Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
     return make_error(Errc::BAD_INPUT, "destination '{}' is inside the source directory '{}'; choose a directory "
                                        "outside it",
                       dst.string(), src.string());
-  if (stdfs::exists(stdfs::symlink_status(dst, ec)))
+  if (stdfs::exists(stdfs::symlink_status(dst, ec))) {
+    if (stdfs::is_regular_file(stdfs::symlink_status(d / kMarker, ec)))
+      return make_error(Errc::BAD_INPUT, "destination '{}' already exists: a run was stopped just after its final "
+                                         "rename, so the output is complete; remove '{}' to finish it",
+                        dst.string(), (d / kMarker).string());
     return make_error(Errc::BAD_INPUT, "destination '{}' already exists; choose a new directory or remove it first",
                       dst.string());
+  }
   if (!stdfs::is_directory(d.parent_path(), ec))
     return make_error(Errc::IO, "the parent of destination '{}' does not exist; create '{}' first", dst.string(),
                       d.parent_path().string());

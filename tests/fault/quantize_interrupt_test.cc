@@ -3,6 +3,7 @@
 // no staging folder left. Also the destination refusals.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "../e2e/quantize_test_util.h"
@@ -127,7 +129,11 @@ TEST(QuantizeInterrupt, SigkillLeavesNoDestinationAndResumeIsByteIdentical) {
     if (stdfs::exists(dst)) {
       // Killed after its commit point (the staging -> DST rename), while fsyncing the directory or
       // exiting: the destination must then be complete, byte for byte, with no staging left.
-      EXPECT_TRUE(dir_contents(dst) == want) << "a killed run left an incomplete destination";
+      // (A kill between the rename and the marker's removal leaves the marker inside: see
+      // FinishedRunKilledBeforeItsMarkerWasRemoved.)
+      auto got = dir_contents(dst);
+      got.erase(".fp4forge-staging");
+      EXPECT_TRUE(got == want) << "a killed run left an incomplete destination";
       EXPECT_FALSE(stdfs::exists(staging_path(dst)));
       continue;
     }
@@ -166,6 +172,135 @@ TEST(QuantizeInterrupt, StaleStagingWithoutResumeIsReplaced) {
   const stdfs::path dst3 = tmp.path / "out3";
   stdfs::create_directories(staging_path(dst3));
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst3) + " --resume", nullptr, &err), 0) << err;
+}
+
+// Issue 14 #9: a run killed just before its final rename (staging complete) is finished by --resume
+// and redone by a plain rerun; one killed just after it leaves a complete DST whose only extra is the
+// marker, and a rerun says so instead of "not made by fp4forge".
+TEST(QuantizeInterrupt, KilledAroundTheFinalRename) {
+  TempDir tmp;
+  const stdfs::path src = kData + "/llama";
+  const stdfs::path ref = tmp.path / "ref";
+  std::string err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(ref), nullptr, &err), 0) << err;
+  const auto want = dir_contents(ref);
+  struct KillAt : fs::Ops {
+    stdfs::path dst;
+    bool after = false;
+    int rename(const char* a, const char* b) override {
+      if (stdfs::path(b) != dst) return fs::Ops::rename(a, b);
+      if (!after) ::_exit(9);  // "killed" just before the commit point
+      const int r = fs::Ops::rename(a, b);
+      ::_exit(r == 0 ? 9 : 10);
+    }
+  };
+  for (const bool after : {false, true}) {
+    for (const bool resume : {false, true}) {
+      SCOPED_TRACE(std::string(after ? "after" : "before") + (resume ? ", --resume" : ", rerun"));
+      const stdfs::path dst = tmp.path / fmt::format("out-{}-{}", after, resume);
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        auto ck = Checkpoint::open(src);
+        auto plan = ck ? make_plan(*ck, {}) : Result<QuantPlan>(Error{});
+        if (!plan) ::_exit(11);
+        KillAt k;
+        k.dst = dst;
+        k.after = after;
+        fs::set_ops(&k);
+        (void)run_plan(*ck, *plan, dst, RunOptions{});
+        ::_exit(12);
+      }
+      int st = 0;
+      ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+      ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 9) << st;
+      if (!after) {
+        ASSERT_FALSE(stdfs::exists(dst));
+        ASSERT_TRUE(stdfs::exists(staging_path(dst) / ".fp4forge-staging"));
+        ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + (resume ? " --resume" : ""), nullptr, &err), 0)
+            << err;
+        EXPECT_TRUE(dir_contents(dst) == want);
+        EXPECT_FALSE(stdfs::exists(staging_path(dst)));
+      } else {
+        EXPECT_FALSE(stdfs::exists(staging_path(dst)));
+        auto got = dir_contents(dst);
+        EXPECT_EQ(got.erase(".fp4forge-staging"), 1u);
+        EXPECT_TRUE(got == want);
+        EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + (resume ? " --resume" : ""), nullptr, &err), 3);
+        EXPECT_THAT(err, HasSubstr("the output is complete"));
+      }
+    }
+  }
+}
+
+// Issue 14 #10: two runs to one DST. One wins, the other exits 3 naming the holder and touches nothing
+// of the winner's; the result equals a single run's bytes.
+TEST(QuantizeInterrupt, TwoRunsToOneDestination) {
+  TempDir tmp;
+  const stdfs::path src = tmp.path / "src";
+  make_llama(src);
+  const stdfs::path ref = tmp.path / "ref";
+  std::string err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(ref) + " -j 1", nullptr, &err), 0) << err;
+  const auto want = dir_contents(ref);
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE(round);
+    const stdfs::path dst = tmp.path / ("out" + std::to_string(round));
+    const stdfs::path log_a = tmp.path / "a.log", log_b = tmp.path / "b.log";
+    auto spawn = [&](const stdfs::path& log) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ::dup2(fd, 2);
+        const int devnull = ::open("/dev/null", O_WRONLY);
+        ::dup2(devnull, 1);
+        std::vector<std::string> args = {kCli, "quantize", src.string(), dst.string(), "-j", "1"};
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        ::execv(kCli.c_str(), argv.data());
+        ::_exit(127);
+      }
+      return pid;
+    };
+    const pid_t a = spawn(log_a);
+    if (round % 2) std::this_thread::sleep_for(std::chrono::milliseconds(30 * round));
+    const pid_t b = spawn(log_b);
+    int sa = 0, sb = 0;
+    ASSERT_EQ(::waitpid(a, &sa, 0), a);
+    ASSERT_EQ(::waitpid(b, &sb, 0), b);
+    ASSERT_TRUE(WIFEXITED(sa) && WIFEXITED(sb));
+    const int ea = WEXITSTATUS(sa), eb = WEXITSTATUS(sb);
+    EXPECT_TRUE((ea == 0 && eb == 3) || (ea == 3 && eb == 0)) << ea << " " << eb << "\n"
+                                                               << slurp(log_a) << slurp(log_b);
+    const std::string loser = slurp(ea == 0 ? log_b : log_a);
+    EXPECT_TRUE(loser.find("another fp4forge quantize run holds destination") != std::string::npos ||
+                loser.find("already exists") != std::string::npos)
+        << loser;
+    EXPECT_TRUE(dir_contents(dst) == want);
+    EXPECT_FALSE(stdfs::exists(staging_path(dst)));
+  }
+}
+
+// The lock is what decides: a staging folder held by a live run is neither resumed, replaced nor removed.
+TEST(QuantizeInterrupt, LockedStagingIsLeftAlone) {
+  TempDir tmp;
+  const stdfs::path dst = tmp.path / "out";
+  stdfs::create_directories(staging_path(dst));
+  std::ofstream(staging_path(dst) / ".fp4forge-staging") << "fp4forge quantize staging folder\n";
+  std::ofstream(staging_path(dst) / "model-00001-of-00004.safetensors") << "in progress";
+  const int fd = ::open((staging_path(dst) / ".fp4forge-staging").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const auto before = dir_contents(staging_path(dst));
+  std::string err;
+  for (const char* extra : {"", " --resume"}) {
+    EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst) + extra, nullptr, &err), 3);
+    EXPECT_THAT(err, HasSubstr("another fp4forge quantize run holds destination"));
+    EXPECT_TRUE(dir_contents(staging_path(dst)) == before);
+    EXPECT_FALSE(stdfs::exists(dst));
+  }
+  ::close(fd);
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), nullptr, &err), 0) << err;
 }
 
 // A damaged or hand-edited resume manifest (wrong JSON types) is never trusted and never crashes:

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -46,6 +47,12 @@ class Ops {
   /** mmap/munmap (shard reading); a failing mmap returns MAP_FAILED with errno set. */
   virtual void* mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t off);
   virtual int munmap(void* addr, std::size_t len);
+  virtual int rmdir(const char* path);
+  /** flock(2) (the quantize staging and destination locks). */
+  virtual int flock(int fd, int op);
+  /** popen/pclose (nvidia-smi for `plan`). */
+  virtual std::FILE* popen(const char* command, const char* mode);
+  virtual int pclose(std::FILE* f);
 };
 
 /** The active Ops (libc by default). */
@@ -136,5 +143,9 @@ Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t m
 Status rename_durable(const std::filesystem::path& from, const std::filesystem::path& to);
 /** fsync a directory (so renames inside it are durable). */
 Status fsync_dir(const std::filesystem::path& dir);
+/** Removes a file, a link (never its target) or a folder tree, through the seam; absent is ok. */
+Status remove_tree(const std::filesystem::path& path);
+/** mkdir -p through the seam; an existing folder is ok, an existing non-folder is IO (ENOTDIR). */
+Status make_directories(const std::filesystem::path& path, mode_t mode = 0755);
 
 }  // namespace fp4forge::fs
