@@ -1,5 +1,6 @@
 // fp4forge command-line entry point: one command table drives dispatch and help.
 #include <array>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -81,6 +82,9 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Over `ulimit -f`, a write fails with EFBIG (exit 4, staging removed) instead of SIGXFSZ killing
+  // the process and leaving its staging folder behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const std::bad_alloc&) {

@@ -179,7 +179,7 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
   std::error_code ec;
   const auto tj = ctx.dir / "tokenizer.json";
   if (std::filesystem::exists(tj, ec)) {
-    auto text = fs::read_file(tj, 1ull << 31);
+    auto text = fs::read_file(tj);  // the JSON-file cap (256 MiB), as for every JSON file
     if (!text.ok()) {
       out.push_back(invalid_json("tokenizer.json", text.error()));
     } else {

@@ -19,7 +19,7 @@
 namespace fp4forge::doctor {
 namespace {
 
-constexpr std::array<KindInfo, 24> kKinds{{
+constexpr std::array<KindInfo, 25> kKinds{{
     {"unknown-architecture", Severity::ERROR, false, "F31",
      "an `architectures` string vLLM does not register for the family (warning when absent, several, or the "
      "family is outside fp4forge's table)"},
@@ -72,6 +72,9 @@ constexpr std::array<KindInfo, 24> kKinds{{
     {"ignore-regex", Severity::INFO, false, "F23",
      "for each `re:` entry of quantization_config.ignore, the on-disk modules it matches under CT re.match "
      "semantics (warning when full-match semantics would match fewer)"},
+    {"index-total-size", Severity::WARNING, true, "",
+     "the index's metadata.total_size is not the sum of tensor bytes (transformers and vLLM ignore it); the fix "
+     "writes the sum"},
     {"no-weights", Severity::INFO, false, "",
      "the directory has no safetensors: config-vs-tensor checks were skipped"},
 }};
@@ -119,6 +122,18 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir) {
     f.message = "no *.safetensors in the directory: only config, processor and tokenizer files were checked";
     d->findings.push_back(std::move(f));
   }
+  for (const auto& n : d->ckpt->notes()) {
+    Finding f;
+    f.kind = n.kind;
+    f.severity = Severity::WARNING;
+    f.message = n.message;
+    f.key = d->ckpt->index_file().value_or("") + ":metadata.total_size";
+    f.expected = std::to_string(d->ckpt->total_tensor_bytes());
+    f.hint = "transformers and vLLM do not read this field; a tool that trusts it (a download-size check, a "
+             "mirror) is misled";
+    f.fix = fmt::format("set metadata.total_size to {}", d->ckpt->total_tensor_bytes());
+    d->findings.push_back(std::move(f));
+  }
   auto found = run_checks(ctx);
   d->findings.insert(d->findings.end(), found.begin(), found.end());
   // Stable order: errors, warnings, info; check order within a severity.
@@ -154,7 +169,7 @@ class Fixer {
     if (it != files_.end()) return &it->second;
     Pending p;
     p.existed = true;
-    FP4FORGE_ASSIGN_OR_RETURN(p.original, fs::read_file(ctx_.dir / file, 1ull << 31));
+    FP4FORGE_ASSIGN_OR_RETURN(p.original, fs::read_file(ctx_.dir / file));
     FP4FORGE_ASSIGN_OR_RETURN(JsonDocument doc, JsonDocument::parse(p.original, file));
     p.doc.emplace(std::move(doc));
     return &files_.emplace(file, std::move(p)).first->second;
@@ -229,6 +244,27 @@ class Fixer {
     return {};
   }
 
+  Status index_total_size() {
+    const std::string kind = "index-total-size";
+    if (!ctx_.ckpt || !ctx_.ckpt->index_file()) {
+      refuse(kind, "the checkpoint has no index file any more");
+      return {};
+    }
+    const std::string file = *ctx_.ckpt->index_file();
+    FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open(file));
+    const std::uint64_t want = ctx_.ckpt->total_tensor_bytes();
+    auto md = p->doc->get({"metadata"});
+    if (!md || !md->is_object()) {
+      refuse(kind, fmt::format("{} has no metadata object any more", file));
+      return {};
+    }
+    auto cur = p->doc->get({"metadata", "total_size"});
+    if (cur && cur->is_number_unsigned() && cur->get<std::uint64_t>() == want) return {};  // fixed meanwhile
+    FP4FORGE_TRY(p->doc->set({"metadata", "total_size"}, want));
+    p->kinds.push_back(kind);
+    return {};
+  }
+
   Status tokenizer() {
     const std::string kind = "tokenizer-truncation";
     FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("tokenizer.json"));
@@ -249,7 +285,7 @@ class Fixer {
     for (auto& [file, p] : files_) {
       const std::string next = p.doc ? p.doc->dump() : p.created;
       if (p.existed && next == p.original) continue;
-      FP4FORGE_CHECK(file.find(".safetensors") == std::string::npos);
+      FP4FORGE_CHECK(!(file.size() >= 12 && file.compare(file.size() - 12, 12, ".safetensors") == 0));
       FileChange c;
       c.file = file;
       c.kinds = p.kinds;
@@ -319,6 +355,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   if (due.count("per-layer-config-redundant")) FP4FORGE_TRY(fx.redundant_plc());
   if (due.count("missing-preprocessor-config")) FP4FORGE_TRY(fx.preprocessor());
   if (due.count("tokenizer-truncation")) FP4FORGE_TRY(fx.tokenizer());
+  if (due.count("index-total-size")) FP4FORGE_TRY(fx.index_total_size());
   FP4FORGE_TRY(fx.commit(opts.dry_run, opts.timestamp.empty() ? now_stamp() : opts.timestamp));
   if (opts.dry_run || rep.changes.empty()) return rep;
   d.reset();  // release the mappings before re-reading

@@ -164,6 +164,7 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   const ModelInfo& info = r.info;
   if (!ckpt.has_config())
     r.warnings.push_back("no config.json: family, geometry and layer types are unknown");
+  for (const auto& n : ckpt.notes()) r.warnings.push_back(n.message);
   if (info.family == Family::UNKNOWN && ckpt.has_config())
     r.warnings.push_back(fmt::format(
         "unknown model family (model_type '{}', architecture '{}'): roles are assigned by tensor name only",

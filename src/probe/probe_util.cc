@@ -125,6 +125,8 @@ nlohmann::json parse_server_json(std::string_view text, std::size_t max_depth) {
       --depth;
     }
   }
+  // A NUL byte would end nlohmann's input early ("{...}\0garbage" parses); JSON never holds one.
+  if (text.find('\0') != std::string::npos) return nlohmann::json(nlohmann::json::value_t::discarded);
   return nlohmann::json::parse(text, nullptr, false);
 }
 

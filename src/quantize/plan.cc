@@ -228,6 +228,7 @@ PlanInput plan_input(const Checkpoint& ckpt) {
   in.index_file = ckpt.index_file();
   for (const auto& t : ckpt.tensors()) in.tensors.push_back({t.name, t.shard, t.info->dtype, t.info->shape});
   for (const auto& s : ckpt.shards()) in.shard_metadata.push_back(s.header().metadata);
+  for (const auto& n : ckpt.notes()) in.notes.push_back(n.message);
   return in;
 }
 
@@ -248,6 +249,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     return make_error(Errc::BAD_INPUT, "config.json is not a JSON object; expected the model config");
   FP4FORGE_ASSIGN_OR_RETURN(plan.info, read_model_info(in.config));
   const ModelInfo& info = plan.info;
+  plan.warnings.insert(plan.warnings.end(), in.notes.begin(), in.notes.end());  // e.g. a stale total_size
   if (in.config.contains("quantization_config") || !info.quant_method.empty())
     return make_error(Errc::BAD_INPUT,
                       "config.json already has a quantization_config (quant_method '{}'); expected an "

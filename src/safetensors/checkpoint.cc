@@ -229,6 +229,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
   // tensor name -> shard index (position in shard_names_)
   std::unordered_map<std::string, std::size_t> listed;
   std::optional<std::uint64_t> total_size;
+  std::optional<std::string> bad_total_size;  // not a non-negative integer: the value, printable
   std::string index_path;
   if (index_files.size() == 1) {
     ck.index_file_ = index_files[0];
@@ -264,9 +265,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
                        ts.get<double>()) {
           total_size = static_cast<std::uint64_t>(ts.get<double>());  // some writers emit 123.0
         } else {
-          return bad(index_path, {},
-                     fmt::format("{}: metadata.total_size is {}, expected a non-negative integer",
-                                 index_path, st::detail::brief(ts)));
+          bad_total_size = st::detail::brief(ts);
         }
       }
     }
@@ -378,11 +377,14 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
   std::sort(ck.tensors_.begin(), ck.tensors_.end(),
             [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });
 
-  if (total_size && *total_size != ck.total_tensor_bytes())
-    return bad(index_path, {},
-               fmt::format("{}: metadata.total_size is {}, but the shards hold {} tensor bytes; stale "
-                           "or hand-edited index?",
-                           index_path, *total_size, ck.total_tensor_bytes()));
+  // transformers and vLLM never read metadata.total_size; a wrong one is worth a warning, not a refusal.
+  if (bad_total_size || (total_size && *total_size != ck.total_tensor_bytes()))
+    ck.notes_.push_back(
+        {"index-total-size",
+         fmt::format("{}: metadata.total_size is {}, but the shards hold {} tensor bytes (stale or hand-edited "
+                     "index); ignored, as transformers and vLLM do; 'fp4forge doctor --fix' rewrites it",
+                     index_path, bad_total_size ? *bad_total_size : std::to_string(*total_size),
+                     ck.total_tensor_bytes())});
 
   // Other files: everything that is not a shard and not the index.
   std::set<std::string> shard_set(ck.shard_names_.begin(), ck.shard_names_.end());

@@ -215,6 +215,14 @@ class StrictSax {
 template <typename Json>
 std::variant<Json, JsonIssue> parse_strict(std::string_view text, std::size_t max_depth,
                                            KeyOrder* order) {
+  // nlohmann's lexer takes a NUL byte for the end of input, so "{...}\0garbage" would parse. A raw NUL
+  // is never valid JSON (not as whitespace, not inside a string).
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    JsonIssue is;
+    is.kind = JsonIssue::Kind::SYNTAX;
+    is.detail = fmt::format("NUL byte at offset {}; JSON text cannot contain one", nul);
+    return is;
+  }
   StrictSax<Json> sax(max_depth, order);
   bool ok = false;
   try {

@@ -1293,6 +1293,11 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
   VerifyReport rep;
   Structure s;
   Sink sink(opts.max_listed);
+  for (const auto* ck : {&q, against})
+    if (ck)
+      for (const auto& n : ck->notes())
+        sink.add({n.kind, Severity::WARNING, ck == &q ? "q" : "source", n.message, {}, "", "", "",
+                  "transformers and vLLM ignore the field; 'fp4forge doctor --fix' rewrites it"});
   run_structure(q, info, opts, s, sink, rep.stats);
   if (against) compare_against(q, *against, info, s, opts, sink, rep.stats);
   // A file truncated or rewritten while it was read gives zeros or mixed data: no verdict on that.

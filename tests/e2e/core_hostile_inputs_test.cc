@@ -334,11 +334,9 @@ std::vector<Case> corpus() {
     stdfs::rename(d / "model-00003-of-00004.safetensors", root / "elsewhere.safetensors");
     stdfs::create_symlink(root / "elsewhere.safetensors", d / "model-00003-of-00004.safetensors");
   });
-  add("index_total_size_mismatch", kIndex, "total_size", [](Dir d, Dir) {
-    edit_json(d / kIndex, [](Json& j) { j["metadata"]["total_size"] = 1; });
-  });
-  add("index_total_size_negative", kIndex, "total_size", [](Dir d, Dir) {
-    edit_json(d / kIndex, [](Json& j) { j["metadata"]["total_size"] = -853248; });
+  // (A wrong metadata.total_size is a warning, not a refusal: HostileFiles.StaleTotalSizeIsAWarning.)
+  add("index_nul_then_garbage", kIndex, "NUL byte", [](Dir d, Dir) {
+    spit(d / kIndex, slurp(d / kIndex) + std::string("\0{\"weight_map\": 7}", 18));
   });
   add("index_duplicate_key", kIndex, "twice", [](Dir d, Dir) {
     std::string t = slurp(d / kIndex);
@@ -369,6 +367,9 @@ std::vector<Case> corpus() {
   });
   // ---- config.json ----
   add("config_not_json", "config.json", "JSON", [](Dir d, Dir) { spit(d / "config.json", "{\"model_type\": \"llama\",}"); });
+  add("config_nul_then_garbage", "config.json", "NUL byte", [](Dir d, Dir) {
+    spit(d / "config.json", slurp(d / "config.json") + std::string("\0garbage", 8));
+  });
   add("config_not_an_object", "config.json", "object", [](Dir d, Dir) { spit(d / "config.json", "[\"llama\"]"); });
   add("config_deeply_nested", "config.json", "deeper", [](Dir d, Dir) {
     spit(d / "config.json", std::string(200000, '[') + std::string(200000, ']'));
@@ -674,6 +675,49 @@ TEST(HostileFiles, SideFileLinkedOutsideIsNotCopied) {
   EXPECT_FALSE(std::filesystem::exists(t.path / "q" / "tokenizer.json"));
   EXPECT_NE(err.find("not copied: 'tokenizer.json' is a symlink"), std::string::npos) << err;
   EXPECT_EQ(slurp(t.path / "q" / "chat_template.jinja"), "{{ x }}\n");
+}
+}  // namespace
+}  // namespace fp4forge
+
+namespace fp4forge {
+namespace {
+// A metadata.total_size that is wrong (stale, negative, not a number) stops nothing: transformers and
+// vLLM never read it. Every command warns; doctor --fix rewrites it (with a backup) and is idempotent.
+TEST(HostileFiles, StaleTotalSizeIsAWarning) {
+  using namespace fp4forge::testutil;
+  const char* const idx = "model.safetensors.index.json";
+  for (const std::string bad : {"1", "-853248", "\"big\"", "853248.5"}) {
+    SCOPED_TRACE(bad);
+    TempDir t;
+    const auto dir = t.path / "m";
+    std::filesystem::copy(kData + "/llama", dir);
+    std::string text = slurp(dir / idx);
+    const auto at = text.find("\"total_size\"");
+    ASSERT_NE(at, std::string::npos);
+    const auto v0 = text.find(':', at) + 1, v1 = text.find_first_of(",}", v0);
+    const std::uint64_t good = std::stoull(text.substr(v0, v1 - v0));
+    text.replace(v0, v1 - v0, " " + bad + "\n  ");
+    { std::ofstream(dir / idx, std::ios::trunc) << text; }
+    std::string out, err;
+    EXPECT_EQ(run_cli("inspect " + q(dir) + " --json", &out, &err), 0) << err;
+    EXPECT_NE(out.find("metadata.total_size is"), std::string::npos) << out.substr(0, 400);
+    ASSERT_EQ(run_cli("quantize " + q(dir) + " " + q(t.path / "q") + " --json", &out, &err), 0) << err;
+    EXPECT_NE(out.find("metadata.total_size is"), std::string::npos);
+    EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(dir) + " --json", &out, &err), 0) << err;
+    EXPECT_NE(out.find("\"index-total-size\""), std::string::npos) << out.substr(0, 400);
+    EXPECT_EQ(run_cli("doctor " + q(dir) + " --json", &out, &err), 0) << err;
+    EXPECT_NE(out.find("\"index-total-size\""), std::string::npos);
+    EXPECT_EQ(run_cli("doctor " + q(dir) + " --fix --json", &out, &err), 0) << err;
+    const std::string fixed = slurp(dir / idx);
+    EXPECT_EQ(nlohmann::json::parse(fixed)["metadata"]["total_size"], good) << fixed.substr(0, 200);
+    int backups = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      backups += e.path().filename().string().rfind(std::string(idx) + ".bak-fp4forge-", 0) == 0;
+    EXPECT_EQ(backups, 1);
+    EXPECT_EQ(run_cli("doctor " + q(dir) + " --fix --json", &out, &err), 0) << err;
+    EXPECT_EQ(out.find("\"index-total-size\""), std::string::npos) << "fixed twice";
+    EXPECT_EQ(slurp(dir / idx), fixed);
+  }
 }
 }  // namespace
 }  // namespace fp4forge

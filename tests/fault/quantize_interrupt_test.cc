@@ -281,6 +281,22 @@ TEST(QuantizeInterrupt, TwoRunsToOneDestination) {
   }
 }
 
+// `ulimit -f` below the output size: the write fails with EFBIG (SIGXFSZ is ignored), exit 4, and the
+// staging folder is removed.
+TEST(QuantizeInterrupt, FileSizeLimitIsAnIoErrorNotASignal) {
+  TempDir tmp;
+  const stdfs::path src = tmp.path / "src";
+  make_llama(src);
+  const stdfs::path dst = tmp.path / "out", err = tmp.path / "err.log";
+  const std::string cmd = "ulimit -f 2048 && " + q(kCli) + " quantize " + q(src) + " " + q(dst) + " -j 1 2>" + q(err);
+  const int st = std::system(cmd.c_str());  // /bin/sh -c
+  ASSERT_TRUE(WIFEXITED(st)) << "killed by a signal: " << st;
+  EXPECT_EQ(WEXITSTATUS(st), 4) << slurp(err);
+  EXPECT_THAT(slurp(err), HasSubstr("File too large"));
+  EXPECT_FALSE(stdfs::exists(dst));
+  EXPECT_FALSE(stdfs::exists(staging_path(dst)));
+}
+
 // The lock is what decides: a staging folder held by a live run is neither resumed, replaced nor removed.
 TEST(QuantizeInterrupt, LockedStagingIsLeftAlone) {
   TempDir tmp;

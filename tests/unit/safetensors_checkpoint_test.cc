@@ -181,17 +181,6 @@ std::vector<Disagreement> disagreement_table() {
                  return c.index + ": shard '" + kShard4 +
                         "' is a symlink that does not resolve: No such file or directory";
                }});
-  t.push_back({"total_size mismatch",
-               [](LlamaCopy& c) { c.edit_index([](ojson& j) { j["metadata"]["total_size"] = 1; }); },
-               [](const LlamaCopy& c) {
-                 return c.index + ": metadata.total_size is 1, but the shards hold 853248 tensor bytes; stale or "
-                                  "hand-edited index?";
-               }});
-  t.push_back({"total_size not a number",
-               [](LlamaCopy& c) { c.edit_index([](ojson& j) { j["metadata"]["total_size"] = "big"; }); },
-               [](const LlamaCopy& c) {
-                 return c.index + ": metadata.total_size is \"big\", expected a non-negative integer";
-               }});
   t.push_back({"weight_map not an object",
                [](LlamaCopy& c) { c.edit_index([](ojson& j) { j["weight_map"] = ojson::array(); }); },
                [](const LlamaCopy& c) {

@@ -177,6 +177,10 @@ std::vector<Corrupt> corrupt_table() {
                st_file("{" + entry("a\\nb", "F32", "[3]", 0, 4) + "}", 4),
                "tensor 'a\\x0ab': data_offsets [0,4] span 4 bytes, expected 12 (F32 shape [3]); " + std::string(kHint),
                "a\\x0ab"});
+  t.push_back({"NUL byte after the JSON", st_file("{" + entry("a", "F32", "[1]", 0, 4) + std::string("}\0garbage", 9), 4),
+               "header is not valid JSON: NUL byte at offset 54; JSON text cannot contain one; not a safetensors "
+               "file or header corrupt or hand-edited?",
+               ""});
   t.push_back({"long values are shortened",
                st_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}}", 4),
                "tensor 'w': data_offsets is [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,1..., expected "

@@ -7,8 +7,9 @@
  * listed tensor exists in the named shard; each shard tensor is listed, in exactly one shard); shard
  * names are plain file names inside the directory (no '/', no '..', not absolute; a symlink must not
  * resolve outside the directory, except into the `../../blobs/` folder of a Hugging Face hub cache
- * snapshot, `<repo>/snapshots/<rev>/`); no tensor name appears in two shards; metadata.total_size,
- * when present, equals the sum of tensor bytes. config.json and the index are parsed with
+ * snapshot, `<repo>/snapshots/<rev>/`); no tensor name appears in two shards. A metadata.total_size
+ * that is not the sum of tensor bytes (or not a non-negative integer) is a note, not an error:
+ * transformers and vLLM never read it, and real uploads get it wrong. config.json and the index are parsed with
  * parse_json_bounded (duplicate keys are an error).
  * Without an index, every `*.safetensors` file in the directory is a shard.
  */
@@ -32,6 +33,12 @@ struct TensorRef {
   std::string name;
   std::size_t shard = 0;              ///< index into Checkpoint::shards()
   const st::TensorInfo* info = nullptr;  ///< owned by the shard reader
+};
+
+/** Something wrong that the readers of checkpoints ignore: a warning for every command, never a refusal. */
+struct CheckpointNote {
+  std::string kind;     ///< "index-total-size"
+  std::string message;  ///< one line, names the file
 };
 
 struct CheckpointOptions {
@@ -67,6 +74,8 @@ class Checkpoint {
   std::string escapes(const std::string& file) const;
   /** Sum of tensor data bytes. */
   std::uint64_t total_tensor_bytes() const noexcept;
+  /** What open() noticed and let pass (a stale metadata.total_size). */
+  const std::vector<CheckpointNote>& notes() const noexcept { return notes_; }
 
  private:
   std::filesystem::path dir_;
@@ -77,6 +86,7 @@ class Checkpoint {
   std::vector<st::ShardReader> shards_;
   std::vector<TensorRef> tensors_;
   std::vector<std::string> other_files_;
+  std::vector<CheckpointNote> notes_;
 };
 
 /** Parses JSON text with a size/depth bound (BAD_INPUT with line/column on syntax errors). */

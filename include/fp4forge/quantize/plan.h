@@ -70,6 +70,7 @@ struct PlanInput {
   std::vector<SourceTensor> tensors;      ///< any order; the plan sorts by name
   /** Per source shard, its `__metadata__` (copied to the output shard). Empty vector = none. */
   std::vector<std::vector<std::pair<std::string, std::string>>> shard_metadata;
+  std::vector<std::string> notes;  ///< Checkpoint::notes() messages, repeated as plan warnings
 };
 
 /** Builds the planner input from an opened checkpoint. */
