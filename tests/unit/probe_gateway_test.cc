@@ -343,6 +343,71 @@ TEST(GatewayYaml, DuplicateKeysAreRefused) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 14 #8: YAML anchors shared between entries make a line edit change (or break) another entry.
+// swap and retire refuse with BAD_INPUT naming both lines; an unshared anchor, an '&' in a quoted value
+// or a comment is no obstacle; the file is never touched.
+TEST(GatewayYaml, SharedAnchorsAreRefusedNotInternalErrors) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fp4forge-anchor-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto cfg = dir / "config.yaml";
+  const std::string shared =
+      "model_list:\n"
+      "  - model_name: a\n"
+      "    litellm_params: &p\n"
+      "      model: hosted_vllm/x\n"
+      "      api_base: http://h:8000/v1\n"
+      "  - model_name: b\n"
+      "    litellm_params: *p\n"
+      "  - model_name: c\n"
+      "    litellm_params: &own\n"
+      "      model: hosted_vllm/z # an &anchor in a comment\n"
+      "      api_base: \"http://h:8000/v1?a=1&b=*c\"\n";
+  const std::string aliased_entry =
+      "model_list:\n  - &e\n    model_name: a\n    litellm_params:\n      model: hosted_vllm/x\n  - *e\n"
+      "  - model_name: c\n    litellm_params:\n      model: hosted_vllm/z\n";
+  auto swap = [&](const std::string& alias) {
+    SwapOptions o;
+    o.alias = alias;
+    o.backend_model = "hosted_vllm/y";
+    o.api_base = "http://h:9000/v1";
+    o.probe = false;
+    return gateway_swap(cfg, o);
+  };
+  struct Case {
+    const std::string* text;
+    std::string what;  // "swap X" or "retire X"
+    std::string message;  // "" = the edit is allowed
+  };
+  const Case cases[] = {
+      {&shared, "swap a", "line 3: entry 'a' defines YAML anchor '&p', which line 7 reuses ('*p')"},
+      {&shared, "retire a", "line 3: entry 'a' defines YAML anchor '&p', which line 7 reuses ('*p')"},
+      {&shared, "swap b", "line 7: entry 'b' takes a value from YAML anchor '&p' defined elsewhere"},
+      {&shared, "retire b", "line 7: entry 'b' takes a value from YAML anchor '&p' defined elsewhere"},
+      {&shared, "swap c", ""},
+      {&shared, "retire c", ""},
+      {&aliased_entry, "retire c", "model_list entry 2 ('a') is a YAML alias of the entry at line 2"},
+      {&aliased_entry, "swap c", "model_list entry 2 ('a') is a YAML alias of the entry at line 2"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::ofstream(cfg, std::ios::trunc) << *c.text;
+    const std::string alias = c.what.substr(c.what.find(' ') + 1);
+    auto r = c.what.rfind("swap", 0) == 0 ? swap(alias) : gateway_retire(cfg, alias);
+    if (c.message.empty()) {
+      EXPECT_TRUE(r.ok()) << r.error().message;
+      continue;
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::BAD_INPUT) << r.error().message;
+    EXPECT_NE(r.error().message.find(c.message), std::string::npos) << r.error().message;
+    EXPECT_EQ(slurp(cfg), *c.text);
+    EXPECT_TRUE(list_backups(cfg).empty());
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 14 #14: eleven swaps in one second give -1 .. -10 suffixes; rollback must take the newest (-10),
 // not the string-sorted last (-9).
 TEST(GatewayBackups, OrderedByTimestampThenNumericSequence) {
