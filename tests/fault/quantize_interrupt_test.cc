@@ -522,6 +522,41 @@ TEST(QuantizeFaults, FinalRenameFailure) {
   EXPECT_TRUE(stdfs::is_empty(tmp2.path));
 }
 
+// The staging locks go through the seam: a file system without flock (ENOLCK) is an IO error that
+// leaves nothing behind.
+TEST(QuantizeFaults, LockFailureIsIo) {
+  struct NoLocks : fs::Ops {
+    int fail_from = 0;  // flock calls before the failure
+    std::atomic<int> n{0};
+    int flock(int fd, int op) override {
+      if (!(op & LOCK_UN) && n++ >= fail_from) {
+        errno = ENOLCK;
+        return -1;
+      }
+      return fs::Ops::flock(fd, op);
+    }
+  };
+  auto ck = Checkpoint::open(kData + "/llama");
+  ASSERT_TRUE(ck.ok());
+  auto plan = make_plan(*ck, {});
+  ASSERT_TRUE(plan.ok());
+  for (int from : {0, 1}) {  // the parent-folder lock, then the staging marker's
+    SCOPED_TRACE(from);
+    TempDir tmp;
+    NoLocks ops;
+    ops.fail_from = from;
+    Result<RunSummary> r = Error{};
+    {
+      OpsGuard g(&ops);
+      r = run_plan(*ck, *plan, tmp.path / "out", RunOptions{});
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::IO);
+    EXPECT_THAT(r.error().message, HasSubstr("No locks available"));
+    EXPECT_TRUE(stdfs::is_empty(tmp.path));
+  }
+}
+
 TEST(QuantizeFaults, DestinationRefusals) {
   TempDir tmp;
   auto ck = Checkpoint::open(kData + "/llama");

@@ -458,6 +458,81 @@ TEST(SafetensorsFault, SigbusOutsideGuardedMappingsStillKills) {
       ::testing::KilledBySignal(SIGBUS), "");
 }
 
+// The directory calls go through the seam too (issue 14: remove_all, create_directories, flock were
+// outside it): injected failures surface as IO errors naming the path; nothing is followed through links.
+TEST(SafetensorsFault, DirectoryCallsGoThroughTheSeam) {
+  struct DirFaults : fs::Ops {
+    int rmdir_errno = 0, mkdir_errno = 0;
+    std::atomic<int> rmdirs{0}, mkdirs{0}, unlinks{0};
+    int rmdir(const char* p) override {
+      ++rmdirs;
+      if (rmdir_errno) {
+        errno = rmdir_errno;
+        return -1;
+      }
+      return fs::Ops::rmdir(p);
+    }
+    int mkdir(const char* p, mode_t m) override {
+      ++mkdirs;
+      if (mkdir_errno) {
+        errno = mkdir_errno;
+        return -1;
+      }
+      return fs::Ops::mkdir(p, m);
+    }
+    int unlink(const char* p) override {
+      ++unlinks;
+      return fs::Ops::unlink(p);
+    }
+  };
+  TempDir dir;
+  const auto tree = dir / "t";
+  std::filesystem::create_directories(tree / "a" / "b");
+  testutil::write_text(tree / "a" / "b" / "f", "x");
+  testutil::write_text(dir / "outside", "keep");
+  std::filesystem::create_symlink(dir / "outside", tree / "link");
+  {
+    DirFaults f;
+    f.rmdir_errno = EIO;
+    OpsGuard g(&f);
+    auto r = fs::remove_tree(tree);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::IO);
+    EXPECT_EQ(r.error().message, "cannot remove directory '" + (tree / "a" / "b").string() + "': Input/output error");
+  }
+  // The failed run removed the files before the first rmdir failed: put them back.
+  testutil::write_text(tree / "a" / "b" / "f", "x");
+  if (!std::filesystem::is_symlink(tree / "link")) std::filesystem::create_symlink(dir / "outside", tree / "link");
+  {
+    DirFaults f;
+    OpsGuard g(&f);
+    ASSERT_TRUE(fs::remove_tree(tree).ok());
+    EXPECT_EQ(f.rmdirs.load(), 3);
+    EXPECT_EQ(f.unlinks.load(), 2);  // the file and the link, never the link's target
+    EXPECT_FALSE(std::filesystem::exists(tree));
+    EXPECT_EQ(testutil::read_text(dir / "outside"), "keep");
+    EXPECT_TRUE(fs::remove_tree(tree).ok()) << "absent is fine";
+  }
+  {
+    DirFaults f;
+    f.mkdir_errno = EACCES;
+    OpsGuard g(&f);
+    auto r = fs::make_directories(dir / "x" / "y");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::IO);
+    EXPECT_NE(r.error().message.find("Permission denied"), std::string::npos) << r.error().message;
+  }
+  {
+    DirFaults f;
+    OpsGuard g(&f);
+    ASSERT_TRUE(fs::make_directories(dir / "x" / "y").ok());
+    ASSERT_TRUE(fs::make_directories(dir / "x" / "y").ok()) << "existing is fine";
+    auto r = fs::make_directories(dir / "outside" / "z");
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find("Not a directory"), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(SafetensorsFault, AtomicFileLifecycle) {
   TempDir dir;
   {
