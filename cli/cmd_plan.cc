@@ -13,7 +13,7 @@
 #include "fp4forge/kvplan/gpu.h"
 #include "fp4forge/kvplan/placement.h"
 #include "fp4forge/kvplan/report.h"
-#include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/size.h"
 #include "fp4forge/util/fs.h"
 #include "render.h"
 

@@ -10,6 +10,7 @@
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"
+#include "fp4forge/util/size.h"
 #include "fp4forge/util/thread_pool.h"
 #include "render.h"
 
@@ -24,42 +25,44 @@ struct QuantizeOpts {
 };
 
 int run_quantize(const QuantizeOpts& o) {
-  auto max_mem = quant::parse_size(o.max_memory);
+  auto max_mem = parse_size(o.max_memory);
   if (!max_mem) return report_error(max_mem.error(), o.json);
-  if (!o.dry_run && o.dst.empty())
-    return report_error(make_error(Errc::USAGE, "missing DST; give an output directory (or use --dry-run)"), o.json);
-  if (!o.dst.empty())
-    if (auto st = quant::check_destination(o.src, o.dst); !st) return report_error(st.error(), o.json);
-  auto ckpt = Checkpoint::open(o.src);
-  if (!ckpt) return report_error(ckpt.error(), o.json);
-  auto plan = quant::make_plan(*ckpt, o.plan);
-  if (!plan) return report_error(plan.error(), o.json);
+  quant::QuantizeParams p;
+  p.src = o.src;
+  p.dst = o.dst;
+  p.plan = o.plan;
+  p.dry_run = o.dry_run;
+  p.run.jobs = o.jobs;
+  p.run.max_memory = *max_mem;
+  p.run.resume = o.resume;
+  p.run.progress = !o.json && stderr_is_tty();
+  std::size_t plan_warnings = 0;
+  p.on_plan = [&](const quant::QuantPlan& plan) {
+    plan_warnings = plan.warnings.size();
+    if (!o.dry_run)
+      for (const auto& w : plan.warnings) warn(w);
+  };
+  auto res = quant::quantize(p);
+  if (!res) return report_error(res.error(), o.json);
   if (o.dry_run) {
     if (o.json) {
       nlohmann::ordered_json j;
       j["ok"] = true;
       j["dry_run"] = true;
-      j["plan"] = quant::plan_json(*plan);
+      j["plan"] = quant::plan_json(res->plan);
       print_json(j);
     } else {
-      fmt::print("{}", quant::plan_text(*plan, o.verbose));
+      fmt::print("{}", quant::plan_text(res->plan, o.verbose));
       fmt::print("dry run: nothing written\n");
     }
     return 0;
   }
-  for (const auto& w : plan->warnings) warn(w);
-  quant::RunOptions ro;
-  ro.jobs = o.jobs;
-  ro.max_memory = *max_mem;
-  ro.resume = o.resume;
-  ro.progress = !o.json && stderr_is_tty();
-  auto sum = quant::run_plan(*ckpt, *plan, o.dst, ro);
-  if (!sum) return report_error(sum.error(), o.json);
+  const quant::RunSummary* sum = &*res->summary;
   if (o.json) {
     print_json(quant::summary_json(*sum));
     return 0;
   }
-  for (std::size_t i = plan->warnings.size(); i < sum->warnings.size(); ++i) warn(sum->warnings[i]);
+  for (std::size_t i = plan_warnings; i < sum->warnings.size(); ++i) warn(sum->warnings[i]);
   for (const auto& l : sum->summary) fmt::print("  {}\n", l);
   fmt::print("wrote {}: {} shard(s) ({} resumed), {:.3f} GB from {:.3f} GB, {:.3f} bits per quantized weight\n",
              sum->destination, sum->shards_written + sum->shards_resumed, sum->shards_resumed,

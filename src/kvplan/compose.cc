@@ -5,7 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "fp4forge/kvplan/report.h"
-#include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/size.h"
 #include "fp4forge/util/fs.h"
 
 namespace fp4forge::kvplan {

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/size.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/strings.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/size.h"
 
 namespace fp4forge::kvplan {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/size.h"
 
 namespace fp4forge::kvplan {
 namespace {

@@ -8,7 +8,7 @@
 #include <system_error>
 
 #include "fp4forge/checkpoint/checkpoint.h"
-#include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/size.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge::kvplan {

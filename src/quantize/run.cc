@@ -795,45 +795,36 @@ Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
   return {};
 }
 
-Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const stdfs::path& dst,
-                            const RunOptions& opts) {
-  FP4FORGE_TRY(check_destination(src.dir(), dst));
+namespace {
+Status check_run_options(const RunOptions& opts) {
   if (opts.max_memory < kMinMaxMemory)
     return make_error(Errc::USAGE, "--max-memory {} is too small; at least {} bytes", opts.max_memory, kMinMaxMemory);
+  return {};
+}
+}  // namespace
+
+Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const stdfs::path& dst,
+                            const RunOptions& opts) {
+  FP4FORGE_TRY(check_run_options(opts));
+  FP4FORGE_TRY(check_destination(src.dir(), dst));
   Runner r(src, plan, opts);
   return r.run(normalize(dst));
 }
 
-Result<RunSummary> quantize_checkpoint(const stdfs::path& src, const stdfs::path& dst, const PlanOptions& plan_opts,
-                                       const RunOptions& run_opts) {
-  FP4FORGE_TRY(check_destination(src, dst));
-  FP4FORGE_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(src));
-  FP4FORGE_ASSIGN_OR_RETURN(QuantPlan plan, make_plan(ck, plan_opts));
-  return run_plan(ck, plan, dst, run_opts);
-}
-
-Result<std::uint64_t> parse_size(std::string_view text) {
-  std::string t(text);
-  t.erase(std::remove_if(t.begin(), t.end(), [](unsigned char c) { return std::isspace(c); }), t.end());
-  std::size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(t, &pos);
-  } catch (...) {
-    return make_error(Errc::USAGE, "invalid size '{}'; expected e.g. 2G, 512M, 64KiB or a byte count", text);
-  }
-  std::string unit = t.substr(pos);
-  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::toupper(c); });
-  double mul = 1;
-  if (unit.empty() || unit == "B") mul = 1;
-  else if (unit == "K" || unit == "KB" || unit == "KIB") mul = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") mul = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "TB" || unit == "TIB") mul = 1024.0 * 1024 * 1024 * 1024;
-  else return make_error(Errc::USAGE, "invalid size unit in '{}'; use K, M, G or T (binary)", text);
-  if (!(v >= 0) || !std::isfinite(v * mul) || v * mul > 1.8e19)
-    return make_error(Errc::USAGE, "invalid size '{}'", text);
-  return static_cast<std::uint64_t>(v * mul);
+Result<QuantizeResult> quantize(const QuantizeParams& p) {
+  FP4FORGE_TRY(check_run_options(p.run));  // a dry run refuses what the real run would
+  if (!p.dry_run && p.dst.empty())
+    return make_error(Errc::USAGE, "missing DST; give an output directory (or use --dry-run)");
+  if (!p.dst.empty()) FP4FORGE_TRY(check_destination(p.src, p.dst));
+  FP4FORGE_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(p.src));
+  QuantizeResult out;
+  FP4FORGE_ASSIGN_OR_RETURN(out.plan, make_plan(ck, p.plan));
+  if (p.on_plan) p.on_plan(out.plan);
+  if (p.dry_run) return out;
+  Runner r(ck, out.plan, p.run);
+  FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(normalize(p.dst)));
+  out.summary = std::move(sum);
+  return out;
 }
 
 nlohmann::ordered_json summary_json(const RunSummary& s) {

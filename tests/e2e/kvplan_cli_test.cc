@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "test_util.h"
+
 namespace {
 
 namespace stdfs = std::filesystem;
@@ -61,6 +63,28 @@ class KvplanCli : public ::testing::Test {
   }
   stdfs::path tmp_;
 };
+
+// Issue 15: one size grammar for every command. `80G` means 80 GiB in plan as in quantize --max-memory;
+// `GB` is decimal everywhere.
+TEST_F(KvplanCli, SizesShareOneGrammarWithQuantize) {
+  const std::string seat = "--seat demo=" + kData + "/llama";
+  const CliRun a = run(seat + " --gpu 0=80G:used=2G --overhead 2G --json");
+  ASSERT_EQ(a.rc, 0) << a.out;
+  const CliRun b = run(seat + " --gpu 0=80GiB:used=2GiB --overhead 2GiB --json");
+  ASSERT_EQ(b.rc, 0) << b.out;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["gpus"], nlohmann::json::parse(b.out)["gpus"]);
+  const CliRun c = run(seat + " --gpu 0=80GB --json");
+  ASSERT_EQ(c.rc, 0) << c.out;
+  EXPECT_NE(nlohmann::json::parse(c.out)["gpus"], nlohmann::json::parse(b.out)["gpus"]);
+  std::string out, err;
+  // quantize refuses a budget below the minimum on a dry run too, with the same grammar.
+  EXPECT_EQ(fp4forge::testutil::run_cli("quantize " + fp4forge::testutil::q(kData + "/llama") + " --dry-run --max-memory 0", &out, &err), 2);
+  EXPECT_NE(err.find("--max-memory 0 is too small"), std::string::npos) << err;
+  EXPECT_EQ(fp4forge::testutil::run_cli("quantize " + fp4forge::testutil::q(kData + "/llama") + " --dry-run --max-memory 2GB", &out, &err), 0)
+      << err;
+  EXPECT_EQ(fp4forge::testutil::run_cli("quantize " + fp4forge::testutil::q(kData + "/llama") + " --dry-run --max-memory 2X", &out, &err), 2);
+  EXPECT_NE(err.find("invalid size '2X'"), std::string::npos) << err;
+}
 
 TEST_F(KvplanCli, JsonOnLlamaFixture) {
   const CliRun r = run("--seat demo=" + kData + "/llama --gpu 0=96GiB:used=41GiB --json");

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/kvplan/kv_cache.h"
-#include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/size.h"
 #include "fp4forge/model/model_info.h"
 
 namespace fp4forge::kvplan {
@@ -396,7 +396,10 @@ TEST(KvplanSize, ParsesAndFormats) {
   EXPECT_EQ(*parse_size("1048576"), 1'048'576u);
   EXPECT_EQ(*parse_size("143771 MiB"), 143'771 * kMiB);
   EXPECT_EQ(*parse_size("0.5gib"), kGiB / 2);
-  EXPECT_FALSE(parse_size("96G").ok());
+  EXPECT_EQ(*parse_size("96G"), 96 * kGiB);  // one grammar: bare letters are binary (quantize --max-memory 2G)
+  EXPECT_EQ(*parse_size("512m"), 512 * kMiB);
+  EXPECT_EQ(*parse_size("2GB"), 2'000'000'000u);
+  EXPECT_FALSE(parse_size("2X").ok());
   EXPECT_FALSE(parse_size("GiB").ok());
   EXPECT_FALSE(parse_size("-1GiB").ok());
   EXPECT_FALSE(parse_size("1.GiB").ok());

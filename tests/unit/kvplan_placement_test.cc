@@ -17,7 +17,7 @@
 #include "fp4forge/kvplan/placement.h"
 #include "fp4forge/kvplan/report.h"
 #include "fp4forge/kvplan/seat.h"
-#include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/size.h"
 
 namespace fp4forge::kvplan {
 namespace {

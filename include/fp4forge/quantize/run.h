@@ -20,6 +20,8 @@
  */
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,12 +78,30 @@ Status check_destination(const std::filesystem::path& src, const std::filesystem
 Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const std::filesystem::path& dst,
                             const RunOptions& opts);
 
-/** Opens SRC, checks DST, plans and runs: the whole `fp4forge quantize`. */
-Result<RunSummary> quantize_checkpoint(const std::filesystem::path& src, const std::filesystem::path& dst,
-                                       const PlanOptions& plan_opts, const RunOptions& run_opts);
+/**
+ * Everything `fp4forge quantize` takes, in one struct (the llama.cpp `llama_model_quantize_params`
+ * pattern): the CLI fills it from flags, a library user in code.
+ */
+struct QuantizeParams {
+  std::filesystem::path src;
+  std::filesystem::path dst;  ///< may be empty with dry_run
+  PlanOptions plan;
+  RunOptions run;
+  bool dry_run = false;       ///< plan only: open, check and plan, write nothing
+  /** Called once with the plan, before anything is written (the CLI prints its warnings there). */
+  std::function<void(const QuantPlan&)> on_plan;
+};
 
-/** Parses a size: "2G", "512M", "64KiB", "1.5GB", "4096" (binary units: K/M/G/T = 2^10..2^40). */
-Result<std::uint64_t> parse_size(std::string_view text);
+struct QuantizeResult {
+  QuantPlan plan;
+  std::optional<RunSummary> summary;  ///< absent for a dry run
+};
+
+/**
+ * The whole `fp4forge quantize`, in this order: options (max_memory, DST given unless dry run), DST
+ * (check_destination, once), open SRC, plan, then (not dry run) run. Errors as run_plan.
+ */
+Result<QuantizeResult> quantize(const QuantizeParams& params);
 
 /** The --json summary object (docs/cli/quantize.md). */
 nlohmann::ordered_json summary_json(const RunSummary& s);

@@ -1,5 +1,6 @@
 #pragma once
 // Small string helpers shared by the command-line value parsers (kvplan --gpu / --seat).
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -23,6 +24,14 @@ inline std::vector<std::string_view> split(std::string_view s, char sep) {
     start = p + 1;
   }
   return out;
+}
+
+/** s with ASCII letters lower-cased (units, dtype names, schemes; never locale-dependent). */
+inline std::string ascii_lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return r;
 }
 
 }  // namespace fp4forge::util

@@ -1,22 +1,18 @@
-#include "fp4forge/kvplan/size.h"
+#include "fp4forge/util/size.h"
+
+#include "fp4forge/util/strings.h"
 
 #include <cctype>
 
-namespace fp4forge::kvplan {
+namespace fp4forge {
 namespace {
 
 __extension__ typedef unsigned __int128 u128;  // exact fixed-point arithmetic for "1.5TiB"
 
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
-
 Error size_error(std::string_view text, std::string_view why) {
   return make_error(Errc::USAGE,
-                    "invalid size '{}': {}; expected bytes or a number with a unit, e.g. 96GiB, 41GB, "
-                    "1.5TiB, 1048576",
+                    "invalid size '{}': {}; expected bytes or a number with a unit, e.g. 2G or 96GiB "
+                    "(binary), 41GB (decimal), 1.5TiB, 1048576",
                     text, why);
 }
 
@@ -46,20 +42,17 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   }
   if (digits == 0) return size_error(text, "no number");
   while (i < text.size() && text[i] == ' ') ++i;
-  const std::string unit = lower(text.substr(i));
+  const std::string unit = util::ascii_lower(text.substr(i));
   std::uint64_t mult = 0;
   if (unit.empty() || unit == "b") mult = 1;
   else if (unit == "kb") mult = 1000ull;
   else if (unit == "mb") mult = 1000ull * 1000;
   else if (unit == "gb") mult = 1000ull * 1000 * 1000;
   else if (unit == "tb") mult = 1000ull * 1000 * 1000 * 1000;
-  else if (unit == "kib") mult = kKiB;
-  else if (unit == "mib") mult = kMiB;
-  else if (unit == "gib") mult = kGiB;
-  else if (unit == "tib") mult = kTiB;
-  else if (unit == "k" || unit == "m" || unit == "g" || unit == "t")
-    return size_error(text, fmt::format("unit '{}' is ambiguous (use GiB for 2^30 or GB for 10^9)",
-                                        text.substr(i)));
+  else if (unit == "k" || unit == "kib") mult = kKiB;
+  else if (unit == "m" || unit == "mib") mult = kMiB;
+  else if (unit == "g" || unit == "gib") mult = kGiB;
+  else if (unit == "t" || unit == "tib") mult = kTiB;
   else
     return size_error(text, fmt::format("unknown unit '{}'", text.substr(i)));
   const u128 v = whole * mult + frac * mult / frac_den;
@@ -67,4 +60,4 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   return static_cast<std::uint64_t>(v);
 }
 
-}  // namespace fp4forge::kvplan
+}  // namespace fp4forge
