@@ -8,7 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "checks.h"
-#include "fp4forge/verify/quant_config.h"
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/verify/verify.h"
 
 namespace fp4forge::doctor {

@@ -14,7 +14,7 @@
 #include "fp4forge/doctor/json_edit.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/udiff.h"
-#include "fp4forge/verify/quant_config.h"
+#include "fp4forge/model/quant_config.h"
 
 namespace fp4forge::doctor {
 namespace {

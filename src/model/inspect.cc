@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/arch_class.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/util/format.h"
@@ -37,12 +38,6 @@ std::string json_str(const Json& j, std::string_view key) {
   auto it = j.find(key);
   return (it != j.end() && it->is_string()) ? it->get<std::string>() : std::string();
 }
-std::int64_t json_int(const Json& j, std::string_view key) {
-  if (!j.is_object()) return 0;
-  auto it = j.find(key);
-  return (it != j.end() && it->is_number_integer()) ? it->get<std::int64_t>() : 0;
-}
-
 std::uint64_t tensor_params(const st::TensorInfo& t, const TensorClass& c) {
   const std::uint64_t n = t.numel();
   if (c.param == "weight_packed" && t.dtype == DType::U8) return n * 2;
@@ -51,14 +46,8 @@ std::uint64_t tensor_params(const st::TensorInfo& t, const TensorClass& c) {
 
 QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& tensors) {
   QuantState q;
-  const Json* qc = nullptr;
-  for (const char* key : {"quantization_config", "compression_config"}) {
-    auto it = config.find(key);
-    if (it != config.end() && it->is_object()) {
-      qc = &*it;
-      break;
-    }
-  }
+  const Json* qc = find_quant_config(config);
+  if (qc != nullptr && !qc->is_object()) qc = nullptr;
   if (qc == nullptr) {
     const Json& text = text_config(config);
     if (&text != &config) {
@@ -82,20 +71,19 @@ QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& te
   else
     q.state = "unknown:" + (q.quant_method.empty() ? std::string("?") : q.quant_method);
   if (auto it = qc->find("ignore"); it != qc->end() && it->is_array()) q.ignore_entries = it->size();
-  if (auto it = qc->find("config_groups"); it != qc->end() && it->is_object()) {
-    for (const auto& [name, g] : it->items()) {
+  // The one compressed-tensors reader (model/quant_config.h): the same scheme names as verify and diff.
+  // A config it refuses shows as "invalid" here (inspect describes; verify and doctor report why).
+  if (auto parsed = parse_quant_config(*qc); parsed.ok()) {
+    for (const ConfigGroup& g : parsed->groups) {
       QuantGroup grp;
-      grp.name = name;
-      grp.scheme = derive_scheme_name(g);
-      grp.format = json_str(g, "format");
-      if (grp.format.empty()) grp.format = q.format;
-      if (g.is_object()) {
-        if (auto tt = g.find("targets"); tt != g.end() && tt->is_array())
-          for (const auto& x : *tt)
-            if (x.is_string()) grp.targets.push_back(x.get<std::string>());
-      }
+      grp.name = g.name;
+      grp.scheme = scheme_label(g, parsed->format);
+      grp.format = g.format.empty() ? q.format : g.format;
+      grp.targets = g.targets;
       q.groups.push_back(std::move(grp));
     }
+  } else {
+    q.state = "invalid";
   }
   return q;
 }
@@ -116,40 +104,6 @@ Json tally_json(const TensorTally& t) {
 }
 
 }  // namespace
-
-std::string derive_scheme_name(const nlohmann::ordered_json& group) {
-  if (!group.is_object()) return "custom";
-  auto w = group.find("weights");
-  if (w == group.end() || !w->is_object()) return "custom";
-  const std::int64_t bits = json_int(*w, "num_bits");
-  const std::string type = json_str(*w, "type");
-  const std::int64_t gs = json_int(*w, "group_size");
-  const std::string strategy = json_str(*w, "strategy");
-  bool act = false;
-  std::int64_t abits = 0;
-  std::string atype;
-  if (auto a = group.find("input_activations"); a != group.end() && a->is_object()) {
-    act = true;
-    abits = json_int(*a, "num_bits");
-    atype = json_str(*a, "type");
-  }
-  if (bits == 4 && type == "float") {
-    const char* base = gs == 32 ? "MXFP4" : "NVFP4";
-    if (!act) return std::string(base) + "A16";
-    if (abits == 4 && atype == "float") return base;
-    return fmt::format("{}A{}", base, abits);
-  }
-  if (bits == 8 && type == "float") {
-    if (!act) return "FP8A16";
-    if (strategy == "block") return "FP8_BLOCK";
-    return "FP8";
-  }
-  if (type == "int" && bits > 0) {
-    if (!act) return fmt::format("W{}A16", bits);
-    return fmt::format("W{}A{}", bits, abits);
-  }
-  return "custom";
-}
 
 TensorTally InspectReport::role(Role r) const {
   for (const auto& [role, t] : roles)

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/util/format.h"
 
 namespace fp4forge::quant {
@@ -184,41 +185,6 @@ bool NamePattern::matches(std::string_view name) const {
   } catch (const std::regex_error&) {
     return false;
   }
-}
-
-ojson quantization_config(const std::vector<std::string>& ignore) {
-  ojson weights = ojson::object();
-  weights["actorder"] = nullptr;
-  weights["block_structure"] = nullptr;
-  weights["dynamic"] = false;
-  weights["group_size"] = 16;
-  weights["num_bits"] = 4;
-  weights["observer"] = "memoryless_minmax";
-  weights["observer_kwargs"] = ojson::object();
-  weights["scale_dtype"] = "torch.float8_e4m3fn";
-  weights["strategy"] = "tensor_group";
-  weights["symmetric"] = true;
-  weights["type"] = "float";
-  weights["zp_dtype"] = nullptr;
-  ojson group = ojson::object();
-  group["format"] = "nvfp4-pack-quantized";
-  group["input_activations"] = nullptr;
-  group["output_activations"] = nullptr;
-  group["targets"] = ojson::array({"Linear"});
-  group["weights"] = std::move(weights);
-  ojson q = ojson::object();
-  q["config_groups"] = ojson::object();
-  q["config_groups"]["group_0"] = std::move(group);
-  q["format"] = "nvfp4-pack-quantized";
-  q["global_compression_ratio"] = nullptr;
-  q["ignore"] = ojson::array();
-  for (const auto& s : ignore) q["ignore"].push_back(s);
-  q["kv_cache_scheme"] = nullptr;
-  q["quant_method"] = "compressed-tensors";
-  q["quantization_status"] = "compressed";
-  q["transform_config"] = ojson::object();
-  q["version"] = std::string(kCompressedTensorsVersion);
-  return q;
 }
 
 PlanInput plan_input(const Checkpoint& ckpt) {
@@ -722,7 +688,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     plan.index_text = idx.dump(2, ' ', false, nlohmann::detail::error_handler_t::replace);
   }
   plan.config = in.config;
-  plan.config["quantization_config"] = quantization_config(plan.ignore);
+  plan.config["quantization_config"] = nvfp4a16_quant_config(plan.ignore);
   plan.config_text = dump_config(plan.config);
 
   // 11. Counts, the quantized share of the text stack, and summary.

@@ -8,7 +8,7 @@
 
 #include "fp4forge/model/arch_class.h"
 #include "fp4forge/util/fs.h"
-#include "fp4forge/verify/quant_config.h"
+#include "fp4forge/model/quant_config.h"
 
 namespace fp4forge {
 namespace {
@@ -77,7 +77,7 @@ QcView view_qc(const Checkpoint& c) {
   std::vector<std::string> schemes;
   for (const auto& g : v.qc.groups) {
     const SchemeInfo si = detect_scheme(g, v.qc.format);
-    schemes.push_back(fmt::format("{} ({}, targets {})", scheme_name(si.scheme), si.detail, fmt::join(g.targets, ",")));
+    schemes.push_back(fmt::format("{} ({}, targets {})", scheme_label(g, v.qc.format), si.detail, fmt::join(g.targets, ",")));
   }
   std::sort(schemes.begin(), schemes.end());
   v.scheme = fmt::format("{}", fmt::join(schemes, "; "));

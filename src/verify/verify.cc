@@ -18,7 +18,7 @@
 #include "fp4forge/model/experts.h"
 #include "fp4forge/model/tensor_role.h"
 #include "fp4forge/verify/diff.h"
-#include "fp4forge/verify/quant_config.h"
+#include "fp4forge/model/quant_config.h"
 
 namespace fp4forge {
 namespace {
@@ -362,7 +362,7 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
   std::set<std::string> schemes;
   for (const ConfigGroup& g : c.groups) {
     const SchemeInfo si = detect_scheme(g, c.format);
-    schemes.insert(std::string(scheme_name(si.scheme)));
+    schemes.insert(scheme_label(g, c.format));
     const auto mism = nvfp4a16_mismatches(g, c.format);
     if (si.scheme == Scheme::NVFP4A16 && mism.empty()) continue;
     const std::string gkey = fmt::format("{}.config_groups.{}", key, g.name);
@@ -373,9 +373,9 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
                 {}, gkey, "NVFP4A16", "unknown", "verify does not guess schemes it cannot name"});
     } else {
       sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
-                fmt::format("{}: scheme is {} ({}), not NVFP4A16: {}", gkey, scheme_name(si.scheme), si.detail,
+                fmt::format("{}: scheme is {} ({}), not NVFP4A16: {}", gkey, scheme_label(g, c.format), si.detail,
                             fmt::join(mism, "; ")),
-                {}, gkey, "NVFP4A16", std::string(scheme_name(si.scheme)),
+                {}, gkey, "NVFP4A16", scheme_label(g, c.format),
                 "verify proves NVFP4A16 (weight-only) checkpoints only"});
     }
   }

@@ -201,3 +201,49 @@ TEST(InspectCli, ListsTheRegistryFamilies) {
   // Without DIR and without --families: a usage error.
   EXPECT_EQ(run_cli("inspect", &out, &err), 2);
 }
+
+namespace {
+// Issue 15: one compressed-tensors reader. A W4A16 quantization_config is named "W4A16" by inspect,
+// verify and diff alike (verify used to say "WNA16"), FP8 dynamic "FP8_DYNAMIC" and NVFP4A16 "NVFP4A16".
+TEST(ModelInspect, SchemeNamesAgreeAcrossCommands) {
+  TempDir t;
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(t.path / "nv"), &out, &err), 0) << err;
+  const Json nv = inspect_json((t.path / "nv").string());
+  EXPECT_EQ(nv["quantization"]["groups"][0]["scheme"], "NVFP4A16");
+  struct Case {
+    const char* name;
+    Json weights, input;
+    const char* format;
+  };
+  const Case cases[] = {
+      {"W4A16",
+       {{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}, {"symmetric", true},
+        {"dynamic", false}},
+       nullptr, "pack-quantized"},
+      {"FP8_DYNAMIC",
+       {{"num_bits", 8}, {"type", "float"}, {"strategy", "channel"}, {"symmetric", true}, {"dynamic", false}},
+       {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"}, {"symmetric", true}, {"dynamic", true}},
+       "float-quantized"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto dir = t.path / c.name;
+    std::filesystem::copy(t.path / "nv", dir);
+    Json cfg = Json::parse(slurp(dir / "config.json"));
+    Json& g = cfg["quantization_config"]["config_groups"]["group_0"];
+    g["weights"] = c.weights;
+    g["input_activations"] = c.input;
+    g["format"] = c.format;
+    cfg["quantization_config"]["format"] = c.format;
+    std::ofstream(dir / "config.json", std::ios::trunc) << cfg.dump(2);
+    const Json ij = inspect_json(dir.string());
+    EXPECT_EQ(ij["quantization"]["groups"][0]["scheme"], c.name);
+    EXPECT_EQ(run_cli("verify " + q(dir) + " --json", &out, &err), 1) << err;  // not NVFP4A16: refused
+    const Json vj = Json::parse(out);
+    EXPECT_EQ(vj["scheme"], c.name) << out.substr(0, 300);
+    run_cli("diff " + q(dir) + " " + q(t.path / "nv") + " --json", &out, &err);
+    EXPECT_NE(out.find(std::string("\"") + c.name + " ("), std::string::npos) << out.substr(0, 600);
+  }
+}
+}  // namespace

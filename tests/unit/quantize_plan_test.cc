@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/util/format.h"
 
@@ -366,7 +367,7 @@ TEST(QuantizePlan, ConfigKeepsKeyOrderAndAddsQuantizationConfig) {
   "transform_config": {},
   "version": "0.18.0"
 })";
-  EXPECT_EQ(quantization_config({"a", "b"}).dump(2), expected);
+  EXPECT_EQ(nvfp4a16_quant_config({"a", "b"}).dump(2), expected);
   EXPECT_EQ(p.config["quantization_config"]["ignore"].size(), p.ignore.size());
 
   // A quantized source is refused.

@@ -78,8 +78,6 @@ nlohmann::ordered_json to_json(const InspectReport& r);
 /** Human-readable multi-line text (aligned role table). */
 std::string to_text(const InspectReport& r);
 
-/** Derives a scheme name from one compressed-tensors config group object. */
-std::string derive_scheme_name(const nlohmann::ordered_json& group);
 
 /** The architecture registry as `inspect --families` prints it: one row per family (id, name, model
  * types, vLLM architectures, MTP form, mixer, expert layout notes). */

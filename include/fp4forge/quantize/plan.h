@@ -41,8 +41,6 @@
 
 namespace fp4forge::quant {
 
-/** The compressed-tensors version string written into quantization_config (format spec §4.1). */
-inline constexpr std::string_view kCompressedTensorsVersion = "0.18.0";
 /** NVFP4 group size along K. */
 inline constexpr std::uint64_t kGroupSize = 16;
 
@@ -201,8 +199,6 @@ class NamePattern {
   std::shared_ptr<const void> re_;  // std::regex, type-erased to keep <regex> out of the header
 };
 
-/** The quantization_config object written for `ignore` (format spec §4.4, key order as §4.1). */
-nlohmann::ordered_json quantization_config(const std::vector<std::string>& ignore);
 
 /** Human-readable plan: per-role counts, warnings, the kept-with-reason table. */
 std::string plan_text(const QuantPlan& plan, bool verbose = false);

@@ -72,6 +72,13 @@ struct SchemeInfo {
 /** The scheme of one group (global `format` is used when the group has none). */
 SchemeInfo detect_scheme(const ConfigGroup& g, std::string_view global_format);
 
+/**
+ * The preset name of one group, the one spelling every command prints (inspect, verify, diff):
+ * NVFP4A16, NVFP4, MXFP4A16, MXFP4, FP8_DYNAMIC / FP8_BLOCK / FP8 (static), FP8A16, W4A16 / W8A16 (integer
+ * weight-only, by num_bits), W8A8-INT8, or "unknown".
+ */
+std::string scheme_label(const ConfigGroup& g, std::string_view global_format);
+
 /** Why a group is not exactly NVFP4A16, one reason per mismatching field (empty = it is). */
 std::vector<std::string> nvfp4a16_mismatches(const ConfigGroup& g, std::string_view global_format);
 
@@ -93,6 +100,13 @@ struct QuantConfig {
  */
 Result<QuantConfig> parse_quant_config(const nlohmann::ordered_json& qc,
                                        std::string_view key_path = "quantization_config");
+
+/** The compressed-tensors version string fp4forge writes (compressed-tensors 0.18, format spec §4.1). */
+inline constexpr std::string_view kCompressedTensorsVersion = "0.18.0";
+
+/** The `quantization_config` fp4forge writes for NVFP4A16 (compressed-tensors 0.18 key order), with
+ * `ignore` as given (the on-disk module names). Parsed back by parse_quant_config it is NVFP4A16. */
+nlohmann::ordered_json nvfp4a16_quant_config(const std::vector<std::string>& ignore);
 
 /** config.json's `quantization_config` (or `compression_config`, the older name) if present. */
 const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config,

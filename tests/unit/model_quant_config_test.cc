@@ -1,7 +1,7 @@
 // quantization_config parsing, scheme detection and ignore matching (nvfp4a16-format.md §4, §8).
 #include <gtest/gtest.h>
 
-#include "fp4forge/verify/quant_config.h"
+#include "fp4forge/model/quant_config.h"
 
 namespace fp4forge {
 namespace {

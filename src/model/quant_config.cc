@@ -1,4 +1,4 @@
-#include "fp4forge/verify/quant_config.h"
+#include "fp4forge/model/quant_config.h"
 
 #include <algorithm>
 
@@ -251,6 +251,58 @@ Result<QuantConfig> parse_quant_config(const nlohmann::ordered_json& qc, std::st
   c.transform_config = non_empty("transform_config");
   return c;
 }
+
+std::string scheme_label(const ConfigGroup& g, std::string_view global_format) {
+  const SchemeInfo si = detect_scheme(g, global_format);
+  switch (si.scheme) {
+    case Scheme::WNA16_INT:
+      if (g.weights && g.weights->num_bits) return fmt::format("W{}A16", *g.weights->num_bits);
+      return "WNA16";
+    case Scheme::FP8_W8A8:
+      if (g.weights && g.weights->strategy == "block") return "FP8_BLOCK";
+      if (g.input_activations && g.input_activations->dynamic == "true") return "FP8_DYNAMIC";
+      return "FP8";
+    default:
+      return std::string(scheme_name(si.scheme));
+  }
+}
+
+nlohmann::ordered_json nvfp4a16_quant_config(const std::vector<std::string>& ignore) {
+  using ojson = nlohmann::ordered_json;
+  ojson weights = ojson::object();
+  weights["actorder"] = nullptr;
+  weights["block_structure"] = nullptr;
+  weights["dynamic"] = false;
+  weights["group_size"] = 16;
+  weights["num_bits"] = 4;
+  weights["observer"] = "memoryless_minmax";
+  weights["observer_kwargs"] = ojson::object();
+  weights["scale_dtype"] = "torch.float8_e4m3fn";
+  weights["strategy"] = "tensor_group";
+  weights["symmetric"] = true;
+  weights["type"] = "float";
+  weights["zp_dtype"] = nullptr;
+  ojson group = ojson::object();
+  group["format"] = "nvfp4-pack-quantized";
+  group["input_activations"] = nullptr;
+  group["output_activations"] = nullptr;
+  group["targets"] = ojson::array({"Linear"});
+  group["weights"] = std::move(weights);
+  ojson q = ojson::object();
+  q["config_groups"] = ojson::object();
+  q["config_groups"]["group_0"] = std::move(group);
+  q["format"] = "nvfp4-pack-quantized";
+  q["global_compression_ratio"] = nullptr;
+  q["ignore"] = ojson::array();
+  for (const auto& s : ignore) q["ignore"].push_back(s);
+  q["kv_cache_scheme"] = nullptr;
+  q["quant_method"] = "compressed-tensors";
+  q["quantization_status"] = "compressed";
+  q["transform_config"] = ojson::object();
+  q["version"] = std::string(kCompressedTensorsVersion);
+  return q;
+}
+
 
 const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config, std::string* key_out) {
   if (!config.is_object()) return nullptr;

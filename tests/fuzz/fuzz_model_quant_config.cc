@@ -4,7 +4,7 @@
 #include <string_view>
 
 #include "fp4forge/checkpoint/checkpoint.h"
-#include "fp4forge/verify/quant_config.h"
+#include "fp4forge/model/quant_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
