@@ -35,6 +35,7 @@ int run_diff(const DiffOpts& o) {
     fmt::print("{}", diff_text(*rep, o.a, o.b, o.all));
     std::fflush(stdout);
   }
+  if (rep->refused) return 3;  // not comparable: a control of another architecture class proves nothing
   return rep->differs() ? 1 : 0;
 }
 }  // namespace

@@ -5,10 +5,12 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "render.h"
 
 namespace {
 
@@ -53,9 +55,28 @@ int run(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    // Parse errors follow the documented error format like every other error: one line
+    // `fp4forge: error: ...` on stderr and, with --json, the error object on stdout; exit 2.
+    std::string cmd;
+    bool json = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string_view a = argv[i];
+      if (a == "--json") json = true;
+      if (cmd.empty())
+        for (const auto& spec : kCommands)
+          if (a == spec.name) cmd = spec.name;
+    }
+    return fp4forge::cli::report_error(
+        fp4forge::make_error(fp4forge::Errc::USAGE, "{}; run 'fp4forge {}--help'", e.what(),
+                             cmd.empty() ? std::string() : cmd + " "),
+        json);
   }
   if (help->parsed()) {
     if (help_topic.empty()) {
@@ -64,7 +85,7 @@ int run(int argc, char** argv) {
     }
     for (const auto& spec : kCommands) {
       if (help_topic == spec.name) {
-        fmt::print("{}", app.get_subcommand(spec.name)->help());
+        fmt::print("{}", app.get_subcommand(spec.name)->help("fp4forge"));
         return 0;
       }
     }

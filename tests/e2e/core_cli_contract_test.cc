@@ -1,0 +1,87 @@
+// One pattern for every command (issue 15): a table walks all commands and checks that
+// - `fp4forge --help` lists exactly the commands of the table (a new command must join it);
+// - `help CMD` and `CMD --help` print the same help, with the full usage line "Usage: fp4forge CMD";
+// - every command (every gateway subcommand) takes --json;
+// - a parse error is one line `fp4forge: error: ...` on stderr, exit 2, and with --json the documented
+//   error object on stdout: {"ok": false, "error": {"code": "usage", "exit_code": 2, ...}}.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace fp4forge {
+namespace {
+
+using testutil::run_cli;
+
+const std::vector<std::string> kCommands = {"inspect", "doctor", "quantize", "verify", "diff",
+                                            "plan",    "probe",  "gateway",  "synth",  "selftest"};
+
+TEST(CliContract, TopLevelHelpListsExactlyTheTable) {
+  std::string out, err;
+  ASSERT_EQ(run_cli("--help", &out, &err), 0) << err;
+  const auto subs = out.find("Subcommands:");
+  ASSERT_NE(subs, std::string::npos) << out;
+  std::vector<std::string> listed;
+  std::size_t pos = out.find('\n', subs);
+  while (pos != std::string::npos && pos + 1 < out.size()) {
+    const std::size_t end = out.find('\n', pos + 1);
+    const std::string line = out.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
+    pos = end;
+    if (line.rfind("  ", 0) != 0) break;
+    const std::string name = line.substr(2, line.find(' ', 2) - 2);
+    if (name != "help") listed.push_back(name);
+  }
+  EXPECT_EQ(listed, kCommands) << out;
+}
+
+TEST(CliContract, EveryCommandFollowsOnePattern) {
+  for (const std::string& cmd : kCommands) {
+    SCOPED_TRACE(cmd);
+    std::string help_a, help_b, err;
+    ASSERT_EQ(run_cli("help " + cmd, &help_a, &err), 0) << err;
+    ASSERT_EQ(run_cli(cmd + " --help", &help_b, &err), 0) << err;
+    EXPECT_EQ(help_a, help_b);
+    EXPECT_NE(help_a.find("Usage: fp4forge " + cmd), std::string::npos) << help_a.substr(0, 200);
+    if (cmd != "gateway") {
+      EXPECT_NE(help_a.find("--json"), std::string::npos) << "no --json";
+    }
+    for (const std::string& args : {cmd + " --no-such-option --json", cmd + " --json --no-such-option x y z w"}) {
+      SCOPED_TRACE(args);
+      std::string out;
+      EXPECT_EQ(run_cli(args, &out, &err), 2);
+      EXPECT_EQ(err.rfind("fp4forge: error: ", 0), 0u) << err;
+      EXPECT_EQ(err.find('\n'), err.size() - 1) << "not one line: " << err;
+      const auto j = nlohmann::json::parse(out, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << "stdout is not JSON: " << out;
+      EXPECT_EQ(j["ok"], false);
+      EXPECT_EQ(j["error"]["code"], "usage");
+      EXPECT_EQ(j["error"]["exit_code"], 2);
+      // Without --json nothing goes to stdout.
+      EXPECT_EQ(run_cli(cmd + " --no-such-option", &out, &err), 2);
+      EXPECT_EQ(out, "");
+    }
+  }
+  for (const char* sub : {"show", "swap", "rollback", "retire"}) {
+    SCOPED_TRACE(sub);
+    std::string out, err;
+    ASSERT_EQ(run_cli(std::string("gateway ") + sub + " --help", &out, &err), 0) << err;
+    EXPECT_NE(out.find("--json"), std::string::npos);
+    EXPECT_NE(out.find(std::string("Usage: fp4forge gateway ") + sub), std::string::npos) << out.substr(0, 200);
+  }
+}
+
+TEST(CliContract, UnknownCommandIsAUsageError) {
+  std::string out, err;
+  EXPECT_EQ(run_cli("frobnicate --json", &out, &err), 2);
+  EXPECT_EQ(err.rfind("fp4forge: error: ", 0), 0u) << err;
+  EXPECT_EQ(nlohmann::json::parse(out, nullptr, false).value("ok", true), false) << out;
+  EXPECT_EQ(run_cli("help frobnicate", &out, &err), 2);
+  EXPECT_EQ(err.rfind("fp4forge: error: unknown command 'frobnicate'", 0), 0u) << err;
+}
+
+}  // namespace
+}  // namespace fp4forge
