@@ -18,12 +18,14 @@ struct DoctorOpts {
   bool fix = false;
   bool dry_run = false;
   bool json = false;
+  bool strict = false;
 };
 
 int run_doctor_cmd(const DoctorOpts& o) {
   doctor::DoctorOptions opts;
   opts.fix = o.fix;
   opts.dry_run = o.dry_run;
+  opts.strict = o.strict;
   auto rep = doctor::run_doctor(o.dir, opts);
   if (!rep) return report_error(rep.error(), o.json);
   if (o.json) {
@@ -44,8 +46,10 @@ void add_doctor(CLI::App& sub, Action& action) {
                "apply the automatic fixes (JSON files only, each backed up as FILE.bak-fp4forge-<time>)");
   sub.add_flag("--dry-run", opts->dry_run, "show the fixes as unified diffs without writing anything");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/doctor.md)");
+  sub.add_flag("--strict", opts->strict, "a remaining warning fails too (exit 1), for CI gates");
   sub.footer(
-      "Exit: 0 no error-severity finding remains (after fixes), 1 errors remain, 3 bad input, 4 I/O.\n"
+      "Exit: 0 no error-severity finding remains (after fixes; with --strict no warning either), 1 errors\n"
+      "remain, 3 bad input, 4 I/O.\n"
       "Examples:\n"
       "  fp4forge doctor ./gemma-4-31B-it\n"
       "  fp4forge doctor ./gemma-4-31B-it --dry-run        # what --fix would change, as diffs\n"

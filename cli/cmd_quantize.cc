@@ -21,7 +21,7 @@ struct QuantizeOpts {
   std::string src, dst, max_memory = "2G";
   quant::PlanOptions plan;
   unsigned jobs = 0;
-  bool dry_run = false, resume = false, json = false, verbose = false;
+  bool dry_run = false, resume = false, json = false, verbose = false, no_progress = false;
 };
 
 int run_quantize(const QuantizeOpts& o) {
@@ -35,7 +35,7 @@ int run_quantize(const QuantizeOpts& o) {
   p.run.jobs = o.jobs;
   p.run.max_memory = *max_mem;
   p.run.resume = o.resume;
-  p.run.progress = !o.json && stderr_is_tty();
+  p.run.progress = !o.json && !o.no_progress && stderr_is_tty();
   std::size_t plan_warnings = 0;
   p.on_plan = [&](const quant::QuantPlan& plan) {
     plan_warnings = plan.warnings.size();
@@ -93,6 +93,7 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores; at most 1024)")
       ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--max-memory", o->max_memory, "in-flight byte budget, e.g. 2G, 512M")->capture_default_str();
+  sub.add_flag("--no-progress", o->no_progress, "no progress bar (drawn on stderr when it is a terminal)");
   sub.add_flag("--resume", o->resume, "reuse verified shards of an interrupted run into the same DST");
   sub.add_flag("-v,--verbose", o->verbose, "--dry-run: list every tensor's decision");
   sub.add_flag("--json", o->json, "print the summary (or the plan) as JSON (schema: docs/cli/quantize.md)");

@@ -19,6 +19,7 @@ struct VerifyOpts {
   std::string against;
   bool json = false;
   bool no_values = false;
+  bool strict = false;
   VerifyOptions lib;
 };
 
@@ -35,6 +36,7 @@ int run_verify(const VerifyOpts& o) {
   lib.scan_values = !o.no_values;
   auto rep = verify_checkpoint(*q, src ? &*src : nullptr, lib);
   if (!rep) return report_error(rep.error(), o.json);
+  rep->strict = o.strict;
   if (o.json) {
     print_json(verify_json(*rep, o.qdir, o.against));
   } else {
@@ -51,6 +53,7 @@ void add_verify(CLI::App& sub, Action& action) {
   sub.add_option("--against", opts->against,
                  "the unquantized source checkpoint: dequantize and compare every tensor, bit-compare kept ones");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/verify.md)");
+  sub.add_flag("--strict", opts->strict, "a warning fails too (exit 1), for CI gates");
   sub.add_option("--outlier-factor", opts->lib.outlier_factor,
                  "error-outlier when a tensor's relative RMS error exceeds this many times the reference "
                  "encoding's")

@@ -331,13 +331,14 @@ const KindInfo* find_kind(std::string_view id) noexcept {
   return nullptr;
 }
 
-int DoctorReport::exit_code() const noexcept { return has_errors(remaining) ? 1 : 0; }
+int DoctorReport::exit_code() const noexcept { return fails(remaining, strict) ? 1 : 0; }
 
 Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOptions& opts) {
   DoctorReport rep;
   rep.dir = dir.string();
   rep.fix = opts.fix;
   rep.dry_run = opts.dry_run;
+  rep.strict = opts.strict;
   FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir));
   rep.family = std::string(family_name(d->ctx.info.family));
   rep.architecture = d->ctx.info.architecture;
@@ -373,6 +374,7 @@ nlohmann::ordered_json to_json(const DoctorReport& r) {
   j["quantized"] = r.quantized;
   j["mode"] = r.dry_run ? "dry-run" : r.fix ? "fix" : "check";
   j["ok"] = r.exit_code() == 0;
+  j["strict"] = r.strict;
   j["exit_code"] = r.exit_code();
   std::size_t e = 0, w = 0, i = 0, fixable = 0;
   for (const auto& f : r.remaining) {

@@ -90,6 +90,22 @@ bool is_within(const stdfs::path& inner, const stdfs::path& outer) {
   return true;
 }
 
+// ---- side files ----
+
+}  // namespace
+
+std::string side_file_skip_reason(std::string_view name) {
+  if (name.find(".bak-fp4forge-") != std::string_view::npos || name.find(".rollback-fp4forge-") != std::string_view::npos)
+    return "a backup written by fp4forge doctor --fix or gateway";
+  if (name.find(".partial") != std::string_view::npos) return "an unfinished temporary file";
+  for (std::string_view ext : {".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".onnx", ".pkl", ".npz"})
+    if (name.ends_with(ext))
+      return "a weight or pickle file of another format: the output's weights are its safetensors shards";
+  return {};
+}
+
+namespace {
+
 // ---- the run --------------------------------------------------------------------------------------
 
 /** True when `dir` is empty or holds only the marker's `.partial` (a run killed while creating it). */
@@ -476,7 +492,6 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   }
 
   // Shards: reuse verified ones (resume), open writers for the rest.
-  std::uint64_t total_work = 0;
   slots_.reserve(plan_.shards.size());
   for (std::size_t s = 0; s < plan_.shards.size(); ++s) {
     auto slot = std::make_unique<Slot>();
@@ -509,7 +524,6 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
       slot->writer.emplace(std::move(*w));
       const std::uint64_t data = sh.layout.tensors.empty() ? 0 : sh.layout.tensors.back().end;
       slot->remaining.store(data);
-      total_work += data;
     }
     slots_.push_back(std::move(slot));
   }
@@ -525,6 +539,10 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
       warnings_.push_back(fmt::format("not copied: {}", why));
       continue;
     }
+    if (const std::string why = side_file_skip_reason(n); !why.empty()) {
+      warnings_.push_back(fmt::format("not copied: '{}' ({})", n, why));
+      continue;
+    }
     if (Status st = copy_plain_file(ck_.dir() / n, stage / n); !st) return cleanup_fail(std::move(st).error());
     ++sum.files_copied;
   }
@@ -532,6 +550,17 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   std::uint64_t total_items = 0;
   for (std::size_t s = 0; s < plan_.shards.size(); ++s)
     if (!slots_[s]->resumed) total_items += plan_.shards[s].layout.tensors.size();
+  // The bar counts source bytes read (copied or quantized), so its total is the source bytes of the
+  // shards still to write: count and total in one unit (it used to total output bytes).
+  std::uint64_t total_work = 0;
+  for (std::size_t s = 0; s < plan_.shards.size(); ++s) {
+    if (slots_[s]->resumed) continue;
+    const auto& sh = plan_.shards[s];
+    for (std::size_t i = 0; i < sh.layout.tensors.size(); ++i)
+      if (sh.sources[i].kind == OutKind::PASSTHROUGH) total_work += sh.layout.tensors[i].nbytes();
+  }
+  for (const QuantUnit& u : plan_.units)
+    if (!slots_[u.shard]->resumed) total_work += u.rows * row_bytes(u);
   progress_ = std::make_unique<Progress>("quantize", total_work, total_items,
                                          opts_.progress ? Progress::Mode::AUTO : Progress::Mode::NEVER);
 
@@ -750,6 +779,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   for (const auto& c : plan_.counts) sum.kept_tensors += c.kept;
   sum.ignore_entries = plan_.ignore.size();
   sum.bytes_in = plan_.source_bytes;
+  sum.bytes_read = progress_->bytes_done();
   sum.bits_per_weight = plan_.bits_per_weight();
   sum.seconds = secs;
   sum.gb_per_s = secs > 0 ? static_cast<double>(plan_.source_bytes) / secs / 1e9 : 0.0;
@@ -853,6 +883,7 @@ nlohmann::ordered_json summary_json(const RunSummary& s) {
   j["gb_per_s"] = s.gb_per_s;
   j["peak_rss_bytes"] = s.peak_rss_bytes;
   j["peak_inflight_bytes"] = s.peak_inflight_bytes;
+  j["bytes_read"] = s.bytes_read;
   j["shards_written"] = s.shards_written;
   j["shards_resumed"] = s.shards_resumed;
   j["files_copied"] = s.files_copied;

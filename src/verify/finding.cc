@@ -27,6 +27,12 @@ nlohmann::ordered_json to_json(const Finding& f) {
   return j;
 }
 
+bool fails(const std::vector<Finding>& findings, bool strict) noexcept {
+  for (const auto& f : findings)
+    if (f.severity == Severity::ERROR || (strict && f.severity == Severity::WARNING)) return true;
+  return false;
+}
+
 bool has_errors(const std::vector<Finding>& findings) noexcept {
   return std::any_of(findings.begin(), findings.end(),
                      [](const Finding& f) { return f.severity == Severity::ERROR; });

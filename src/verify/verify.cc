@@ -1336,6 +1336,7 @@ nlohmann::ordered_json verify_json(const VerifyReport& r, const std::string& qdi
   Json j;
   const auto c = severity_counts(r.findings);
   j["ok"] = r.ok();
+  j["strict"] = r.strict;
   j["qdir"] = qdir;
   j["against"] = against.empty() ? Json(nullptr) : Json(against);
   j["scheme"] = r.stats.scheme;

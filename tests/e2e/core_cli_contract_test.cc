@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -83,5 +85,46 @@ TEST(CliContract, UnknownCommandIsAUsageError) {
   EXPECT_EQ(err.rfind("fp4forge: error: unknown command 'frobnicate'", 0), 0u) << err;
 }
 
+}  // namespace
+}  // namespace fp4forge
+
+namespace fp4forge {
+namespace {
+// Issue 15 tryout items: doctor/verify --strict (warnings fail), quantize skips backups and stray weight
+// files with a note, quantize --no-progress exists and the bar's count equals its total.
+TEST(CliContract, StrictSideFilesAndProgress) {
+  using testutil::q;
+  using testutil::slurp;
+  testutil::TempDir t;
+  const auto src = t.path / "m";
+  std::filesystem::copy(testutil::kData + "/llama", src);
+  // A stale total_size: a warning for every command (HostileFiles.StaleTotalSizeIsAWarning).
+  {
+    auto j = nlohmann::json::parse(slurp(src / "model.safetensors.index.json"));
+    j["metadata"]["total_size"] = 1;
+    std::ofstream(src / "model.safetensors.index.json", std::ios::trunc) << j.dump(2);
+  }
+  { std::ofstream(src / "config.json.bak-fp4forge-20261201-120000") << "{}"; }
+  { std::ofstream(src / "pytorch_model.bin") << "pickle"; }
+  { std::ofstream(src / "tokenizer.json.partial-AbCd1234") << "{}"; }
+  std::string out, err;
+  EXPECT_EQ(run_cli("doctor " + q(src) + " --json", &out, &err), 0) << err;
+  EXPECT_EQ(run_cli("doctor " + q(src) + " --strict --json", &out, &err), 1) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["strict"], true);
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " --no-progress --json", &out, &err), 0) << err;
+  const auto sum = nlohmann::json::parse(out);
+  EXPECT_EQ(sum["bytes_read"], sum["bytes_in"]);
+  for (const char* skipped : {"config.json.bak-fp4forge-20261201-120000", "pytorch_model.bin",
+                              "tokenizer.json.partial-AbCd1234"}) {
+    EXPECT_FALSE(std::filesystem::exists(t.path / "q" / skipped)) << skipped;
+    EXPECT_NE(out.find(std::string("not copied: '") + skipped + "'"), std::string::npos) << skipped;
+  }
+  EXPECT_TRUE(std::filesystem::exists(t.path / "q" / "generation_config.json"));
+  EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(src) + " --json", &out, &err), 0) << err;
+  EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(src) + " --strict --json", &out, &err), 1);
+  const auto v = nlohmann::json::parse(out);
+  EXPECT_EQ(v["ok"], false);
+  EXPECT_EQ(v["strict"], true);
+}
 }  // namespace
 }  // namespace fp4forge

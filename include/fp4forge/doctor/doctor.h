@@ -48,6 +48,7 @@ const KindInfo* find_kind(std::string_view id) noexcept;
 struct DoctorOptions {
   bool fix = false;      ///< apply the automatic fixes
   bool dry_run = false;  ///< with or without fix: compute changes and diffs, write nothing
+  bool strict = false;   ///< a remaining warning fails too (exit 1)
   /** Backup timestamp "YYYYMMDD-HHMMSS"; empty: the local time now. */
   std::string timestamp;
 };
@@ -73,13 +74,13 @@ struct DoctorReport {
   std::string family;        ///< family_name() of the checkpoint
   std::string architecture;  ///< architectures[0]
   bool quantized = false;
-  bool fix = false, dry_run = false;
+  bool fix = false, dry_run = false, strict = false;
   std::vector<Finding> findings;   ///< what the first pass found
   std::vector<FileChange> changes;
   std::vector<RefusedFix> refused;
   std::vector<Finding> remaining;  ///< after the fixes were written (== findings otherwise)
 
-  /** 0 when no error-severity finding remains, else 1. */
+  /** 0 when no error-severity finding (with strict: no warning either) remains, else 1. */
   int exit_code() const noexcept;
 };
 

@@ -57,6 +57,7 @@ struct RunSummary {
   std::uint64_t kept_tensors = 0;
   std::uint64_t ignore_entries = 0;
   std::uint64_t bytes_in = 0;          ///< source tensor bytes
+  std::uint64_t bytes_read = 0;        ///< source bytes this run read (= the progress bar's total)
   std::uint64_t bytes_out = 0;         ///< output shard file bytes (headers included)
   double bits_per_weight = 0.0;        ///< per quantized weight
   double seconds = 0.0;
@@ -67,6 +68,14 @@ struct RunSummary {
   std::size_t shards_resumed = 0;
   std::size_t files_copied = 0;
 };
+
+/**
+ * Why a top-level side file of the source is not copied into the output ("" = it is copied): fp4forge's
+ * own backups (`*.bak-fp4forge-*`, `*.rollback-fp4forge-*`), unfinished temporaries (`*.partial*`), and
+ * weights or pickles of other formats (`pytorch_model.bin`, `*.pt`, `*.gguf`, ...). quantize warns
+ * "not copied: ..." for each.
+ */
+std::string side_file_skip_reason(std::string_view name);
 
 /** `<parent>/.<name>.fp4forge-staging` for DST. */
 std::filesystem::path staging_path(const std::filesystem::path& dst);

@@ -28,5 +28,7 @@ struct Finding {
 nlohmann::ordered_json to_json(const Finding& f);
 /** True when any finding has ERROR severity. */
 bool has_errors(const std::vector<Finding>& findings) noexcept;
+/** True when any finding fails a run: an error, or with `strict` (doctor/verify --strict) a warning. */
+bool fails(const std::vector<Finding>& findings, bool strict) noexcept;
 
 }  // namespace fp4forge

@@ -89,7 +89,8 @@ struct VerifyStats {
 struct VerifyReport {
   std::vector<Finding> findings;  ///< errors first, then warnings, then info; stable order within
   VerifyStats stats;
-  bool ok() const noexcept { return !has_errors(findings); }
+  bool strict = false;  ///< --strict: warnings fail too
+  bool ok() const noexcept { return !fails(findings, strict); }
 };
 
 /**
