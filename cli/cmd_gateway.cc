@@ -15,7 +15,7 @@ struct GwOpts {
   std::string config, backend, alias, backend_model, api_base, to, checks = "all", api_key_env, probe_model;
   std::vector<std::string> params;
   double timeout = 60.0;
-  bool no_probe = false, probe = false, dry_run = false, json = false;
+  bool no_probe = false, probe = false, dry_run = false, json = false, weak_gate = false;
 };
 
 int finish_edit(const char* cmd, const GwOpts& o, Result<probe::EditResult> r) {
@@ -39,6 +39,7 @@ int run_swap(const GwOpts& o) {
   so.backend_model = o.backend_model;
   so.api_base = o.api_base;
   so.probe = !o.no_probe;
+  so.weak_gate = o.weak_gate;
   so.probe_model = o.probe_model;
   so.dry_run = o.dry_run;
   so.probe_options.timeout_s = o.timeout;
@@ -82,7 +83,8 @@ void add_gateway(CLI::App& sub, Action& action) {
   swap->add_flag("--no-probe", o->no_probe, "skip the probe (not recommended: F44)");
   swap->add_option("--probe-model", o->probe_model, "model name at the backend (default: --backend-model without "
                                                     "its provider prefix)");
-  swap->add_option("--checks", o->checks, "probe checks (default all)");
+  swap->add_option("--checks", o->checks, "probe checks (default all; must keep prose and logprobs)");
+  swap->add_flag("--weak-gate", o->weak_gate, "allow --checks without prose or logprobs (the F1 checks)");
   swap->add_option("--api-key-env", o->api_key_env, "environment variable with the backend's API key");
   swap->add_option("--timeout", o->timeout, "deadline of each probe check in seconds")->check(CLI::Range(0.1, 3600.0));
   swap->add_flag("--dry-run", o->dry_run, "probe and show the diff, write nothing");

@@ -14,6 +14,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include "fp4forge/util/fs.h"
@@ -758,6 +759,16 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
       return make_error(Errc::USAGE, "--param {}={}: not a YAML value ({})", k, v, e.msg);
     }
   }
+  if (o.probe && !o.weak_gate && !o.checks.empty()) {
+    std::vector<std::string> missing;
+    for (Check c : {Check::PROSE, Check::LOGPROBS})
+      if (std::find(o.checks.begin(), o.checks.end(), c) == o.checks.end()) missing.push_back(check_name(c));
+    if (!missing.empty())
+      return make_error(Errc::USAGE, "gateway swap --checks leaves out {}: the checks that catch a seat serving "
+                        "garbage while every health check is green (F1); add them, or pass --weak-gate to swap on "
+                        "the reduced probe",
+                        fmt::format("{}", fmt::join(missing, " and ")));
+  }
   try {
     FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
     const auto lines = split_keep(text);
@@ -773,6 +784,12 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     GatewayShow s;
     describe_routes(p, lines, s);
     out.warnings = s.warnings;
+    if (!o.probe)
+      out.warnings.push_back(fmt::format("NOT PROVEN: '{}' now routes to {} without a probe (--no-probe); a seat "
+                                         "can pass every health check and still serve garbage (F1): run "
+                                         "'fp4forge probe {} --model {}' before traffic arrives",
+                                         o.alias, o.api_base, o.api_base,
+                                         o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model));
     if (o.probe) {
       const std::string model = o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model;
       const auto checks = o.checks.empty() ? all_checks() : o.checks;

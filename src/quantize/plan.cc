@@ -384,6 +384,15 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
       if (ps.used[i]) continue;
       const auto& p = ps.pats[i];
       if (!p.is_regex()) {
+        // `--ignore lm_head` on a model whose lm_head is tied to embed_tokens (no lm_head tensor): the
+        // user's intent (keep the head in 16 bits) already holds; a note, not an error.
+        const std::string_view t = p.text();
+        if (ps.flag[2] == 'i' && info.tie_word_embeddings && (t == "lm_head" || t.ends_with(".lm_head"))) {
+          plan.warnings.push_back(fmt::format("{} '{}': the model ties lm_head to embed_tokens (no lm_head tensor); "
+                                              "nothing to ignore, the head stays unquantized",
+                                              ps.flag, p.text()));
+          continue;
+        }
         for (const auto& d : plan.decisions)
           if (d.name == p.text() || d.cls.module == p.text())
             return make_error(Errc::USAGE, "{} '{}': '{}' is not a 2-D weight (shape {}); only Linear "

@@ -156,6 +156,32 @@ TEST_F(Gateway, DiffsMaskSecretValues) {
   EXPECT_NE(back->diff.find("os.environ/VLLM_API_KEY"), std::string::npos) << back->diff;
 }
 
+// Issue 15: the probe gate cannot be reduced below the checks that catch F1 (prose, logprobs) without
+// --weak-gate, and a swap without a probe says loudly that the seat is not proven.
+TEST_F(Gateway, ProbeGateKeepsTheF1ChecksAndNoProbeIsLoud) {
+  FakeServer srv(FakeServerOptions{});
+  SwapOptions o = swap_to(srv);
+  o.checks = {Check::MODELS};
+  auto weak = gateway_swap(cfg_, o);
+  ASSERT_FALSE(weak.ok());
+  EXPECT_EQ(weak.error().code, Errc::USAGE);
+  EXPECT_NE(weak.error().message.find("leaves out prose and logprobs"), std::string::npos) << weak.error().message;
+  EXPECT_EQ(slurp(cfg_), kConfig);
+  o.checks = {Check::MODELS, Check::PROSE, Check::LOGPROBS};
+  o.dry_run = true;
+  auto ok = gateway_swap(cfg_, o);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  o.checks = {Check::MODELS};
+  o.weak_gate = true;
+  EXPECT_TRUE(gateway_swap(cfg_, o).ok());
+  o.weak_gate = false;
+  o.probe = false;
+  auto unproven = gateway_swap(cfg_, o);
+  ASSERT_TRUE(unproven.ok()) << unproven.error().message;
+  ASSERT_FALSE(unproven->warnings.empty());
+  EXPECT_EQ(unproven->warnings.back().rfind("NOT PROVEN: 'chat' now routes to", 0), 0u) << unproven->warnings.back();
+}
+
 TEST_F(Gateway, SwapAppliedWithBackupWhenProbePasses) {
   FakeServer srv(FakeServerOptions{});
   SwapOptions o = swap_to(srv);

@@ -288,6 +288,24 @@ TEST(QuantizePlan, KNotMultipleOf16IsKeptWithWarningOrStrictError) {
   EXPECT_TRUE(has_line(p2.ignore, "model.layers.0.self_attn.k_proj"));
 }
 
+// `--ignore lm_head` on a tied model (no lm_head tensor) is a note, not an error; on an untied model it
+// matches the real head; a module that exists nowhere is still a usage error.
+TEST(QuantizePlan, IgnoreLmHeadOnATiedModelIsANote) {
+  PlanOptions o;
+  o.ignore = {"lm_head"};
+  auto tied = make_plan(fixture("gemma4-dense-mm"), o);
+  ASSERT_TRUE(tied.ok()) << tied.error().message;
+  EXPECT_TRUE(std::any_of(tied->warnings.begin(), tied->warnings.end(), [](const std::string& w) {
+    return w.find("ties lm_head to embed_tokens") != std::string::npos;
+  }));
+  EXPECT_EQ(plan_ok(fixture("gemma4-dense-mm")).ignore, tied->ignore);
+  EXPECT_TRUE(make_plan(fixture("qwen3"), o).ok());
+  o.ignore = {"model.no_such_module"};
+  auto bad = make_plan(fixture("gemma4-dense-mm"), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::USAGE);
+}
+
 TEST(QuantizePlan, IgnoreListIsExpandedAndNamedAsOnDisk) {
   const QuantPlan g = plan_ok(fixture("gemma4-dense-mm"));
   EXPECT_TRUE(has_line(g.ignore, "model.language_model.embed_tokens"));

@@ -65,7 +65,8 @@ struct SwapOptions {
   bool probe = true;          ///< probe the new backend first; refuse on any failed check
   std::string probe_model;    ///< model name at the backend (default: backend_model minus a provider
                               ///< prefix such as "hosted_vllm/" or "openai/")
-  std::vector<Check> checks;  ///< empty = all
+  std::vector<Check> checks;  ///< empty = all; without prose and logprobs refused unless weak_gate
+  bool weak_gate = false;     ///< allow a probe without the checks that catch F1 (prose, logprobs)
   ProbeOptions probe_options;
   HttpClient* client = nullptr;  ///< nullptr = libcurl
   bool dry_run = false;       ///< compute and validate the edit (and probe), write nothing
