@@ -35,7 +35,8 @@ int run_quantize(const QuantizeOpts& o) {
   p.run.jobs = o.jobs;
   p.run.max_memory = *max_mem;
   p.run.resume = o.resume;
-  p.run.progress = !o.json && !o.no_progress && stderr_is_tty();
+  const auto bar = progress_bar(o.json, o.no_progress);
+  p.run.progress = bar.get();
   std::size_t plan_warnings = 0;
   p.on_plan = [&](const quant::QuantPlan& plan) {
     plan_warnings = plan.warnings.size();

@@ -25,7 +25,8 @@ int run_synth(const SynthOpts& o) {
   so.out = o.out;
   so.seed = o.seed;
   so.force = o.force;
-  so.progress = (o.json || o.no_progress) ? Progress::Mode::NEVER : Progress::Mode::AUTO;
+  const auto bar = progress_bar(o.json, o.no_progress);
+  so.progress = bar.get();
   auto rep = synth_checkpoint(so);
   if (!rep) return report_error(rep.error(), o.json);
   if (o.json) {

@@ -20,6 +20,7 @@ struct VerifyOpts {
   bool json = false;
   bool no_values = false;
   bool strict = false;
+  bool no_progress = false;
   VerifyOptions lib;
 };
 
@@ -34,6 +35,8 @@ int run_verify(const VerifyOpts& o) {
   }
   VerifyOptions lib = o.lib;
   lib.scan_values = !o.no_values;
+  const auto bar = progress_bar(o.json, o.no_progress);
+  lib.progress = bar.get();
   auto rep = verify_checkpoint(*q, src ? &*src : nullptr, lib);
   if (!rep) return report_error(rep.error(), o.json);
   rep->strict = o.strict;
@@ -54,6 +57,7 @@ void add_verify(CLI::App& sub, Action& action) {
                  "the unquantized source checkpoint: dequantize and compare every tensor, bit-compare kept ones");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/verify.md)");
   sub.add_flag("--strict", opts->strict, "a warning fails too (exit 1), for CI gates");
+  sub.add_flag("--no-progress", opts->no_progress, "no progress bar for --against (drawn on a terminal)");
   sub.add_option("--outlier-factor", opts->lib.outlier_factor,
                  "error-outlier when a tensor's relative RMS error exceeds this many times the reference "
                  "encoding's")

@@ -38,4 +38,9 @@ void warn(const std::string& message) { fmt::print(stderr, "fp4forge: warning: {
 
 bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
 
+std::unique_ptr<Progress> progress_bar(bool json, bool no_progress) {
+  if (json || no_progress || !stderr_is_tty()) return nullptr;
+  return std::make_unique<Progress>(Progress::Mode::ALWAYS);
+}
+
 }  // namespace fp4forge::cli

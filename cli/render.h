@@ -1,11 +1,13 @@
 #pragma once
 // Shared CLI rendering: errors as one line on stderr (and a JSON object on stdout with --json),
 // JSON documents, and the exit-code mapping. No logic lives here.
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/error.h"
+#include "fp4forge/util/progress.h"
 
 namespace fp4forge::cli {
 
@@ -24,5 +26,9 @@ void warn(const std::string& message);
 
 /** True when stderr is a terminal (progress bars are drawn only then). */
 bool stderr_is_tty();
+
+/** The progress bar a long command hands the library as its ProgressSink: drawn on stderr when it is a
+ * terminal, never with --json or --no-progress (then nullptr: the library reports to nobody). */
+std::unique_ptr<Progress> progress_bar(bool json, bool no_progress);
 
 }  // namespace fp4forge::cli

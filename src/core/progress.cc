@@ -39,6 +39,21 @@ Progress::Progress(std::string label, std::uint64_t total_bytes, std::uint64_t t
       start_(std::chrono::steady_clock::now()),
       last_draw_(start_ - std::chrono::seconds(1)) {}
 
+Progress::Progress(Mode mode, std::FILE* out) : Progress(std::string(), 0, 0, mode, out) { finished_ = true; }
+
+void Progress::begin(std::string_view label, std::uint64_t total_bytes, std::uint64_t total_items) {
+  std::lock_guard<std::mutex> lock(mu_);
+  label_ = std::string(label);
+  detail_.clear();
+  total_bytes_ = total_bytes;
+  total_items_ = total_items;
+  bytes_ = items_ = 0;
+  finished_ = false;
+  last_len_ = 0;
+  start_ = std::chrono::steady_clock::now();
+  last_draw_ = start_ - std::chrono::seconds(1);
+}
+
 Progress::~Progress() { finish(); }
 
 bool Progress::stderr_is_tty() noexcept { return ::isatty(STDERR_FILENO) == 1; }

@@ -833,8 +833,8 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   rep.total_bytes = plan.total_bytes;
   rep.shards = plan.shards;
 
-  Progress progress(fmt::format("synth {} {}", plan.arch, plan.size), plan.total_bytes, plan.shards.size(),
-                    opts.progress);
+  ProgressScope progress(opts.progress, fmt::format("synth {} {}", plan.arch, plan.size), plan.total_bytes,
+                         plan.shards.size());
   constexpr std::size_t kChunk = 1 << 20;  // elements per chunk (2 MiB of BF16)
   std::vector<std::uint16_t> buf;
   const std::vector<std::pair<std::string, std::string>> metadata{{"format", "pt"}};

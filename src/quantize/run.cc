@@ -24,7 +24,6 @@
 
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/util/fs.h"
-#include "fp4forge/util/progress.h"
 #include "fp4forge/util/thread_pool.h"
 
 namespace fp4forge::quant {
@@ -328,7 +327,7 @@ class Runner {
   ByteBudget budget_;
   std::vector<const TensorRef*> refs_;
   std::vector<std::unique_ptr<Slot>> slots_;
-  std::unique_ptr<Progress> progress_;
+  std::unique_ptr<ProgressScope> progress_;
   std::atomic<bool> stop_{false};
   std::mutex err_mu_;
   std::optional<Error> err_;
@@ -561,8 +560,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   }
   for (const QuantUnit& u : plan_.units)
     if (!slots_[u.shard]->resumed) total_work += u.rows * row_bytes(u);
-  progress_ = std::make_unique<Progress>("quantize", total_work, total_items,
-                                         opts_.progress ? Progress::Mode::AUTO : Progress::Mode::NEVER);
+  progress_ = std::make_unique<ProgressScope>(opts_.progress, "quantize", total_work, total_items);
 
   // Work sizes: a task touches at most `chunk` bytes (source + output) so that ~2 tasks per worker fit.
   const std::uint64_t chunk = std::max<std::uint64_t>(budget_.limit() / (2 * std::max(1u, pool_.size())), 1);

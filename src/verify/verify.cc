@@ -983,6 +983,19 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
     jobs.push_back(std::move(job));
   }
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.sort_key < b.sort_key; });
+  // Progress: source bytes compared (each quantized member's slice, then each kept tensor), in one unit.
+  auto member_bytes = [](const Member& m) {
+    return m.src.rows * m.src.cols * static_cast<std::uint64_t>(dtype_bits(m.src.dtype) / 8);
+  };
+  std::uint64_t total_bytes = 0, total_items = jobs.size();
+  for (const Job& j : jobs)
+    for (const Member& m : j.members) total_bytes += member_bytes(m);
+  for (const TensorRef& t : q.tensors())
+    if (!q_used.count(&t)) {
+      total_bytes += t.info->nbytes();
+      ++total_items;
+    }
+  ProgressScope progress(opts.progress, "verify", total_bytes, total_items);
 
   double sum_w = 0, sum_rel = 0, sum_ref = 0;
   std::vector<float> deq, ref, srcf;
@@ -1127,6 +1140,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
     }
     for (Member& mem : job.members) {
       const Module& m = *mem.mod;
+      progress.add(member_bytes(mem));
       for (const TensorRef* t : {m.packed, m.scale}) q.shards()[t->shard].release(*t->info);
       if (--src_refs[mem.src.tensor] == 0) src.shards()[mem.src.tensor->shard].release(*mem.src.tensor->info);
     }
@@ -1143,8 +1157,10 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
   if (st.worst.size() > opts.worst_n) st.worst.resize(opts.worst_n);
 
   // Kept tensors: bit-identical to the source.
+  if (!jobs.empty()) progress.add(0, jobs.size());
   for (const TensorRef& t : q.tensors()) {
     if (q_used.count(&t)) continue;
+    progress.add(t.info->nbytes(), 1);
     const TensorRef* o = src.find(t.name);
     if (!o) {
       sink.add({"extra-tensor", Severity::ERROR, family_of(t.name),

@@ -10,6 +10,7 @@
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/synth.h"
+#include "fp4forge/util/progress.h"
 #include "model_test_util.h"
 
 using namespace fp4forge;

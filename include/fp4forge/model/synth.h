@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/error.h"
-#include "fp4forge/util/progress.h"
+#include "fp4forge/util/progress_sink.h"
 
 namespace fp4forge {
 
@@ -37,7 +37,7 @@ struct SynthOptions {
   std::filesystem::path out;
   std::uint64_t seed = 0;
   bool force = false;  ///< write into an existing non-empty directory (old checkpoint files are removed)
-  Progress::Mode progress = Progress::Mode::AUTO;
+  ProgressSink* progress = nullptr;  ///< reports bytes written and shards (the CLI draws a bar)
   std::uint64_t max_shard_bytes = 0;  ///< 0: by size (tiny 256 KiB, small 64 MiB, 8b 5 GB)
 };
 

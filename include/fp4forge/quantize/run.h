@@ -31,6 +31,7 @@
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/error.h"
 #include "fp4forge/quantize/plan.h"
+#include "fp4forge/util/progress_sink.h"
 
 namespace fp4forge::quant {
 
@@ -41,7 +42,7 @@ struct RunOptions {
   unsigned jobs = 0;                          ///< worker threads; 0 = all cores
   std::uint64_t max_memory = kDefaultMaxMemory;  ///< in-flight byte budget
   bool resume = false;                        ///< reuse verified shards of an interrupted run
-  bool progress = false;                      ///< draw a progress bar on stderr (TTY)
+  ProgressSink* progress = nullptr;           ///< reports source bytes read and tensors written
 };
 
 struct RunSummary {

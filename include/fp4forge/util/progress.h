@@ -1,10 +1,13 @@
 #pragma once
 /**
- * A progress bar on stderr for long jobs (synth, quantize, verify): bytes done / total, items done /
- * total, throughput, ETA. It draws only when enabled (by default: stderr is a terminal), redraws at
- * most ~10 times per second, and is safe to update from several threads.
+ * The terminal progress bar the CLI gives long jobs as their ProgressSink (synth, quantize, verify):
+ * bytes done / total, items done / total, throughput, ETA. It draws only when enabled (by default:
+ * stderr is a terminal), redraws at most ~10 times per second, and is safe to update from several
+ * threads. The library reports to a ProgressSink and never constructs one of these.
  *
- *   Progress p("writing", total_bytes, total_items);
+ *   Progress p(Progress::Mode::AUTO);      // the CLI
+ *   run(..., &p);                          // the library: p.begin(label, bytes, items), add(), finish()
+ *   Progress p("writing", total_bytes, total_items);  // or begun at construction
  *   p.add(n_bytes);          // any thread
  *   p.add(0, 1);             // one item finished
  *   p.finish();              // final line + newline (also done by the destructor)
@@ -16,24 +19,29 @@
 #include <string>
 #include <string_view>
 
+#include "fp4forge/util/progress_sink.h"
+
 namespace fp4forge {
 
-class Progress {
+class Progress final : public ProgressSink {
  public:
   enum class Mode { AUTO, ALWAYS, NEVER };  ///< AUTO: draw only when stderr is a TTY
 
   Progress(std::string label, std::uint64_t total_bytes, std::uint64_t total_items = 0,
            Mode mode = Mode::AUTO, std::FILE* out = stderr);
-  ~Progress();
+  /** Not begun yet: begin() sets the label and totals. */
+  explicit Progress(Mode mode, std::FILE* out = stderr);
+  ~Progress() override;
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
   /** Adds finished bytes / items; redraws when at least 100 ms have passed since the last draw. */
-  void add(std::uint64_t bytes, std::uint64_t items = 0);
+  void begin(std::string_view label, std::uint64_t total_bytes, std::uint64_t total_items) override;
+  void add(std::uint64_t bytes, std::uint64_t items = 0) override;
   /** Sets the text shown after the bar (e.g. the current shard name). */
-  void set_detail(std::string_view detail);
+  void set_detail(std::string_view detail) override;
   /** Draws the final state and a newline (idempotent). */
-  void finish();
+  void finish() override;
 
   bool enabled() const noexcept { return enabled_; }
   std::uint64_t bytes_done() const;

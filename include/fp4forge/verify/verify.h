@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/util/progress_sink.h"
 #include "fp4forge/model/experts.h"
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/error.h"
@@ -40,6 +41,7 @@ struct VerifyOptions {
   std::uint64_t reencode_rows = 32;  ///< rows per quantized tensor re-encoded by the scalar codec (0: off)
   std::size_t max_listed = 20;     ///< tensor names listed per finding (the message gives the count)
   ExpertLayoutOptions experts;     ///< settles an ambiguous fused-expert orientation of the source
+  ProgressSink* progress = nullptr;  ///< --against: reports source bytes compared (the CLI draws a bar)
 };
 
 /** Error of one quantized tensor against its source (with --against). */
