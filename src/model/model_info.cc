@@ -50,6 +50,10 @@ bool ends_with(std::string_view s, std::string_view p) {
 
 }  // namespace
 
+std::string ArchClass::describe() const {
+  return moe ? fmt::format("{} ({} experts)", str(), num_experts) : str();
+}
+
 std::string ArchClass::str() const {
   std::string s = moe ? "moe" : "dense";
   if (hybrid) s += "+hybrid";

@@ -50,10 +50,6 @@ void flatten(const Json& j, const std::string& path, std::map<std::string, std::
   out[path] = j.dump();
 }
 
-std::string class_str(const ArchClass& c) {
-  return c.moe ? fmt::format("{} ({} experts)", c.str(), c.num_experts) : c.str();
-}
-
 /** Expanded ignore of one side, as families: what the side's own `ignore` matches among its modules. */
 struct QcView {
   bool present = false;
@@ -214,7 +210,7 @@ Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, co
         "ARCHITECTURE CLASS MISMATCH: A is {} ({}), B is {} ({}). A control of another class cannot show what the "
         "candidate lacks: a dense control has no routers, so quantized routers never appear as a difference (F2). "
         "{}",
-        class_str(r.class_a), r.family_a, class_str(r.class_b), r.family_b,
+        r.class_a.describe(), r.family_a, r.class_b.describe(), r.family_b,
         opts.allow_class_mismatch ? "Comparing anyway (--allow-class-mismatch)."
                                   : "Refusing; use a control of the same class, or pass --allow-class-mismatch.");
     if (!opts.allow_class_mismatch) {
@@ -306,8 +302,8 @@ std::string diff_text(const DiffReport& r, const std::string& a_dir, const std::
     out += "!! " + r.class_message + "\n";
     out += "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n";
   } else {
-    out += fmt::format("class: A {} ({}) · B {} ({}) — same class\n", class_str(r.class_a), r.family_a,
-                       class_str(r.class_b), r.family_b);
+    out += fmt::format("class: A {} ({}) · B {} ({}) — same class\n", r.class_a.describe(), r.family_a,
+                       r.class_b.describe(), r.family_b);
   }
   if (r.refused) {
     out += "result: REFUSED (architecture class mismatch)\n";

@@ -1315,7 +1315,28 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
         sink.add({n.kind, Severity::WARNING, ck == &q ? "q" : "source", n.message, {}, "", "", "",
                   "transformers and vLLM ignore the field; 'fp4forge doctor --fix' rewrites it"});
   run_structure(q, info, opts, s, sink, rep.stats);
-  if (against) compare_against(q, *against, info, s, opts, sink, rep.stats);
+  if (against) {
+    // A source of another model first, loudly (as diff does): every comparison after it would be noise.
+    FP4FORGE_ASSIGN_OR_RETURN(ModelInfo src_info, read_model_info(against->config()));
+    const ArchClass qc = classify_arch(q, info), sc = classify_arch(*against, src_info);
+    std::vector<std::string> diffs;
+    if (info.family != src_info.family)
+      diffs.push_back(fmt::format("family {} vs {}", family_name(info.family), family_name(src_info.family)));
+    if (!(qc == sc)) diffs.push_back(fmt::format("class {} vs {}", qc.describe(), sc.describe()));
+    if (info.hidden_size != src_info.hidden_size)
+      diffs.push_back(fmt::format("hidden_size {} vs {}", info.hidden_size, src_info.hidden_size));
+    if (info.num_layers != src_info.num_layers)
+      diffs.push_back(fmt::format("num_hidden_layers {} vs {}", info.num_layers, src_info.num_layers));
+    if (!diffs.empty()) {
+      sink.add({"against-other-model", Severity::ERROR, "against",
+                fmt::format("--against is not the model this checkpoint was quantized from: {}; nothing was "
+                            "compared", fmt::join(diffs, ", ")),
+                {}, "", "the same model (family, class, hidden_size, layers)", fmt::format("{}", fmt::join(diffs, ", ")),
+                "pass the unquantized checkpoint this one was made from"});
+    } else {
+      compare_against(q, *against, info, s, opts, sink, rep.stats);
+    }
+  }
   // A file truncated or rewritten while it was read gives zeros or mixed data: no verdict on that.
   FP4FORGE_TRY(q.check_unchanged());
   if (against) FP4FORGE_TRY(against->check_unchanged());

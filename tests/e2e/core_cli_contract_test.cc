@@ -128,3 +128,24 @@ TEST(CliContract, StrictSideFilesAndProgress) {
 }
 }  // namespace
 }  // namespace fp4forge
+
+namespace fp4forge {
+namespace {
+// Issue 15: verify --against a source of another model says so first (as diff does) and compares nothing.
+TEST(CliContract, VerifyAgainstAnotherModelSaysSoFirst) {
+  using testutil::q;
+  testutil::TempDir t;
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(testutil::kData + "/llama") + " " + q(t.path / "q"), &out, &err), 0) << err;
+  EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(testutil::kData + "/qwen3_moe") + " --json", &out,
+                    &err), 1);
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_FALSE(j["findings"].empty());
+  EXPECT_EQ(j["findings"][0]["kind"], "against-other-model") << out.substr(0, 400);
+  EXPECT_NE(j["findings"][0]["message"].get<std::string>().find("family llama vs qwen3_moe"), std::string::npos);
+  for (const auto& f : j["findings"]) EXPECT_NE(f["kind"], "missing-tensor") << "compared anyway";
+  EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(testutil::kData + "/llama") + " --json", &out,
+                    &err), 0) << out.substr(0, 400);
+}
+}  // namespace
+}  // namespace fp4forge

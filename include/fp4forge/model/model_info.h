@@ -24,6 +24,8 @@ struct ArchClass {
   int num_experts = 0;
   /** "dense", "moe", "moe+hybrid+multimodal", ... stable text form */
   std::string str() const;
+  /** str() with the expert count: "moe+multimodal (128 experts)". */
+  std::string describe() const;
   bool operator==(const ArchClass&) const = default;
 };
 
