@@ -7,7 +7,7 @@ transformers (the device machine); fp4forge itself is not needed there.
   python3 scripts/check_logits.py SRC_ROOT QUANT_ROOT OUT.json [name ...]
 
 SRC_ROOT/<name> is the bf16 fixture, QUANT_ROOT/<name> its `fp4forge quantize` output. For each fixture
-the quantized checkpoint is dequantized (W = E2M1(code) * scale / global_scale, docs/architectures.md and
+the quantized checkpoint is dequantized (W = E2M1(code) * scale / global_scale, docs/registry.md §6 and
 docs/cli/quantize.md) into plain `.weight` tensors under the output's own names (per-expert modules stay
 per expert, as vLLM loads them), written beside a copy of the config without quantization_config, and
 loaded with from_pretrained(output_loading_info=True): missing and unexpected keys are reported.

@@ -2,7 +2,7 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"  // designated initializers: omitted fields take their defaults
 // Sources for each row: the family's transformers 5.17 configuration/modeling files (model types, config
 // keys, tensor names as written by save_pretrained) and vLLM's model registry and loaders
-// (architectures, MTP classes, prefix mappers, expert loading); docs/architectures.md summarises them.
+// (architectures, MTP classes, prefix mappers, expert loading); docs/registry.md summarises them.
 #include "fp4forge/model/registry.h"
 
 #include <algorithm>

@@ -5,7 +5,7 @@
  *
  * Every finding has a stable `kind` (the ids are listed by doctor_kinds() and documented in
  * docs/cli/doctor.md), a severity, evidence (config key, tensors, expected vs actual) and, when an
- * automatic fix exists, its description. The rules come from architectures.md (§3 shape invariants,
+ * automatic fix exists, its description. The rules come from architectures.md (§3.1 shape invariants,
  * §3.2-3.5, §6) and failure-catalog.md (F-numbers in the kind table).
  *
  * Fixing (`fix = true`):

@@ -4,7 +4,7 @@
  * expert's gate / up / down matrix is found inside the stored tensors. quantize (splitting), verify
  * (finding the source of a per-expert module) and doctor (shape rules) all read it.
  *
- * Forms (docs/architectures.md, "Expert storage"):
+ * Forms (docs/registry.md §3, "Expert storage"):
  * - per expert 2-D: `<key>.<e>.<gate|up|down>.weight` with any of the leaf names classify() knows
  *   (gate_proj/up_proj/down_proj, w1/w3/w2);
  * - fused 3-D: `<key>.gate_up_proj` + `<key>.down_proj` (or Granite's `input_linear` / `output_linear`),
