@@ -86,14 +86,15 @@ void make_llama(const stdfs::path& dir) {
   std::ofstream(dir / "model.safetensors.index.json") << idx.dump(2);
 }
 
-pid_t spawn_quantize(const stdfs::path& src, const stdfs::path& dst, bool resume) {
+/** Starts `fp4forge ARGS...` without waiting; stdout to /dev/null, stderr to `log` (or /dev/null). */
+pid_t spawn_cli(std::vector<std::string> args, const stdfs::path& log = "/dev/null") {
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int devnull = ::open("/dev/null", O_WRONLY);
+    const int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    std::vector<std::string> args = {kCli, "quantize", src.string(), dst.string(), "-j", "1", "--max-memory", "1M"};
-    if (resume) args.push_back("--resume");
+    ::dup2(err >= 0 ? err : devnull, 2);
+    args.insert(args.begin(), kCli);
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -101,6 +102,12 @@ pid_t spawn_quantize(const stdfs::path& src, const stdfs::path& dst, bool resume
     ::_exit(127);
   }
   return pid;
+}
+
+pid_t spawn_quantize(const stdfs::path& src, const stdfs::path& dst, bool resume) {
+  std::vector<std::string> args = {"quantize", src.string(), dst.string(), "-j", "1", "--max-memory", "1M"};
+  if (resume) args.push_back("--resume");
+  return spawn_cli(std::move(args));
 }
 
 TEST(QuantizeInterrupt, SigkillLeavesNoDestinationAndResumeIsByteIdentical) {
@@ -247,20 +254,7 @@ TEST(QuantizeInterrupt, TwoRunsToOneDestination) {
     const stdfs::path dst = tmp.path / ("out" + std::to_string(round));
     const stdfs::path log_a = tmp.path / "a.log", log_b = tmp.path / "b.log";
     auto spawn = [&](const stdfs::path& log) {
-      const pid_t pid = ::fork();
-      if (pid == 0) {
-        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        ::dup2(fd, 2);
-        const int devnull = ::open("/dev/null", O_WRONLY);
-        ::dup2(devnull, 1);
-        std::vector<std::string> args = {kCli, "quantize", src.string(), dst.string(), "-j", "1"};
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        ::execv(kCli.c_str(), argv.data());
-        ::_exit(127);
-      }
-      return pid;
+      return spawn_cli({"quantize", src.string(), dst.string(), "-j", "1"}, log);
     };
     const pid_t a = spawn(log_a);
     if (round % 2) std::this_thread::sleep_for(std::chrono::milliseconds(30 * round));
