@@ -25,4 +25,14 @@ std::string format_count(std::uint64_t n) {
   return out;
 }
 
+std::string format_shape(std::span<const std::uint64_t> shape, std::string_view sep) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s.append(sep);
+    s.append(std::to_string(shape[i]));
+  }
+  s.push_back(']');
+  return s;
+}
+
 }  // namespace fp4forge

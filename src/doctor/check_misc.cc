@@ -8,13 +8,12 @@
 
 #include "checks.h"
 #include "fp4forge/model/classify.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::doctor {
 namespace {
 
-bool ends_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
+using util::ends_with;
 
 /** vLLM's registered architecture strings of the family (the registry). */
 const std::vector<std::string_view>& registered(Family f) { return family_spec(f).architectures; }

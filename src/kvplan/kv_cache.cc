@@ -7,16 +7,12 @@
 #include <map>
 #include <tuple>
 
+#include "fp4forge/util/strings.h"
+
 namespace fp4forge::kvplan {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
 
 std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::uint64_t cdivu(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
@@ -39,7 +35,7 @@ std::string json_string(const Json& j, std::string_view key) {
 }  // namespace
 
 Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtype_bytes) {
-  const std::string d = lower(kv_cache_dtype);
+  const std::string d = util::ascii_lower(kv_cache_dtype);
   if (d == "auto") return model_dtype_bytes;
   if (d == "bf16" || d == "bfloat16") return 2;
   if (d == "fp8" || d == "fp8_e4m3" || d == "fp8_e5m2") return 1;
@@ -49,7 +45,7 @@ Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtyp
 }
 
 Result<int> state_dtype_bytes(std::string_view dtype, int dflt) {
-  const std::string d = lower(dtype);
+  const std::string d = util::ascii_lower(dtype);
   if (d == "auto" || d.empty()) return dflt;
   if (d == "float32" || d == "fp32") return 4;
   if (d == "bfloat16" || d == "bf16" || d == "float16" || d == "fp16" || d == "half") return 2;
@@ -58,7 +54,7 @@ Result<int> state_dtype_bytes(std::string_view dtype, int dflt) {
 }
 
 std::string vllm_kv_cache_dtype(std::string_view kv_cache_dtype) {
-  const std::string d = lower(kv_cache_dtype);
+  const std::string d = util::ascii_lower(kv_cache_dtype);
   if (d == "bf16") return "bfloat16";
   return d;
 }
@@ -95,7 +91,7 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
   FP4FORGE_ASSIGN_OR_RETURN(out.kv_dtype_bytes, kv_cache_dtype_bytes(opts.kv_cache_dtype, 2));
   FP4FORGE_ASSIGN_OR_RETURN(out.conv_dtype_bytes, state_dtype_bytes(opts.mamba_cache_dtype, 2));
   {
-    std::string ssm = lower(opts.mamba_ssm_cache_dtype);
+    std::string ssm = util::ascii_lower(opts.mamba_ssm_cache_dtype);
     if (ssm == "auto") {
       const std::string cfg = json_string(text, "mamba_ssm_dtype");
       ssm = cfg.empty() ? std::string("auto") : cfg;
@@ -421,7 +417,7 @@ std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t availab
 }
 
 std::int64_t default_max_num_batched_tokens(std::uint64_t gpu_total_bytes, std::string_view gpu_name) {
-  const bool a100 = lower(gpu_name).find("a100") != std::string::npos;
+  const bool a100 = util::ascii_lower(gpu_name).find("a100") != std::string::npos;
   return (gpu_total_bytes >= 70ull * 1024 * 1024 * 1024 && !a100) ? 8192 : 2048;
 }
 

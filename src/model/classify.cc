@@ -1,6 +1,7 @@
 // Tensor classification by name components (no regex), plus structural router recognition, and the
 // fused global-scale sets of rule R1 (nvfp4a16-format.md §5).
 #include "fp4forge/model/classify.h"
+#include "fp4forge/util/strings.h"
 
 #include <algorithm>
 #include <array>
@@ -56,7 +57,7 @@ bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
 }
 
 bool contains(std::string_view s, std::string_view sub) { return s.find(sub) != std::string_view::npos; }
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+using util::starts_with;
 
 // Final components that are parameters of the module named by the previous component.
 constexpr std::array<std::string_view, 13> kWeightParams{"weight",

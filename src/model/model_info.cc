@@ -3,13 +3,14 @@
 #include <cmath>
 #include <string_view>
 
+#include "fp4forge/util/strings.h"
+
 namespace fp4forge {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
 constexpr std::int64_t kMaxLayers = 100'000;  // far above any real model; guards allocations
-
 
 /** Integer value of `key` in `j` (0 when absent, null, non-numeric or non-integral). */
 std::int64_t get_int(const Json& j, std::string_view key, std::int64_t dflt = 0) {
@@ -44,9 +45,7 @@ std::string get_str(const Json& j, std::string_view key) {
   return it->get<std::string>();
 }
 
-bool ends_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
+using util::ends_with;
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/probe/png.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::probe {
 namespace {
@@ -22,14 +23,9 @@ using Clock = std::chrono::steady_clock;
 // ---------------------------------------------------------------------------------------------
 // text helpers
 
-std::string lower(std::string_view s) {
-  std::string o(s);
-  for (char& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return o;
-}
 
 bool contains_any(std::string_view hay, std::initializer_list<std::string_view> needles) {
-  const std::string l = lower(hay);
+  const std::string l = util::ascii_lower(hay);
   return std::any_of(needles.begin(), needles.end(), [&](std::string_view n) { return l.find(n) != std::string::npos; });
 }
 
@@ -119,7 +115,7 @@ bool has_word(const std::string& l, std::string_view w) {
 
 // vLLM / Starlette: "Out of range float values are not JSON compliant: nan"
 bool mentions_nan(std::string_view text) {
-  const std::string l = lower(text);
+  const std::string l = util::ascii_lower(text);
   return l.find("not json compliant") != std::string::npos || l.find("out of range float") != std::string::npos ||
          has_word(l, "nan") || has_word(l, "infinity");
 }

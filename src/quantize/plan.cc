@@ -11,22 +11,16 @@
 
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/util/format.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::quant {
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-bool ends_with(std::string_view s, std::string_view suf) {
-  return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
-}
-bool starts_with(std::string_view s, std::string_view pre) {
-  return s.size() >= pre.size() && s.substr(0, pre.size()) == pre;
-}
+using util::ends_with;
+using util::starts_with;
 
-std::string shape_str(const std::vector<std::uint64_t>& s) {
-  return fmt::format("[{}]", fmt::join(s, ", "));
-}
 
 std::uint64_t numel(const std::vector<std::uint64_t>& s) {
   std::uint64_t n = 1;
@@ -299,7 +293,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
                             "fused expert tensor '{}' {} reads as {} experts of width {} over hidden size {} "
                             "({}), but the config says num_experts = {}, expert width = {}, hidden_size = {}; "
                             "refusing to split (R3)",
-                            d.name, shape_str(d.shape), blk.num_experts, blk.intermediate, blk.hidden,
+                            d.name, format_shape(d.shape), blk.num_experts, blk.intermediate, blk.hidden,
                             orientation_name(blk.orientation), E, Im, H);
         for (const ExpertPart& part : blk.parts) {
           if (part.tensor != d.name) continue;
@@ -397,7 +391,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
           if (d.name == p.text() || d.cls.module == p.text())
             return make_error(Errc::USAGE, "{} '{}': '{}' is not a 2-D weight (shape {}); only Linear "
                                            "modules can be {}",
-                              ps.flag, p.text(), d.name, shape_str(d.shape),
+                              ps.flag, p.text(), d.name, format_shape(d.shape),
                               ps.flag[2] == 'i' ? "ignored" : "quantized");
         return make_error(Errc::USAGE,
                           "{} '{}' matches no module of the checkpoint; give a module name as on disk "
@@ -430,7 +424,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     if (m.rows == 0 || m.cols == 0)
       return make_error(Errc::BAD_INPUT, "tensor '{}' has shape {} with a zero dimension; expected a non-empty "
                         "weight (damaged or truncated export?)",
-                        d.name, shape_str(d.shape));
+                        d.name, format_shape(d.shape));
     if (m.cols % kGroupSize != 0) {
       if (m.forced)
         return make_error(Errc::BAD_INPUT,
@@ -547,7 +541,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
       if (role_is_quantizable(d.cls.role) && !mtp && d.cls.text_stack) {
         d.rule = Rule::NOT_A_MATRIX;
         d.reason = ends_with(d.name, ".weight")
-                       ? fmt::format("{}-D weight {}: only 2-D weights are quantized", d.shape.size(), shape_str(d.shape))
+                       ? fmt::format("{}-D weight {}: only 2-D weights are quantized", d.shape.size(), format_shape(d.shape))
                        : fmt::format("'{}' parameter of a Linear: copied", d.cls.param);
       } else {
         d.rule = Rule::POLICY;

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/strings.h"
 #include "strict_json.h"
 
 namespace fp4forge {
@@ -21,9 +22,7 @@ constexpr std::uint64_t kMaxJsonFile = 256ull << 20;  // config / index files
 constexpr std::string_view kIndexSuffix = ".safetensors.index.json";
 constexpr std::string_view kShardSuffix = ".safetensors";
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
+using util::ends_with;
 
 Error bad(std::string file, std::string tensor, std::string msg) {
   return Error{Errc::BAD_INPUT, std::move(msg), std::move(file), std::move(tensor)};

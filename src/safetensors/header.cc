@@ -1,4 +1,5 @@
 #include "fp4forge/safetensors/header.h"
+#include "fp4forge/util/format.h"
 
 #include <algorithm>
 #include <cstring>
@@ -31,9 +32,6 @@ using json = nlohmann::json;
 constexpr std::size_t kMaxHeaderDepth = 8;
 constexpr std::string_view kHint = "header corrupt or hand-edited?";
 
-std::string shape_str(const std::vector<std::uint64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ","));
-}
 
 std::string known_dtypes() {
   std::string s;
@@ -122,7 +120,7 @@ Result<TensorInfo> parse_entry(const Ctx& cx, const std::string& name, const jso
   for (auto d : t.shape) {
     if (d != 0 && numel > std::numeric_limits<std::uint64_t>::max() / d) {
       // A zero dimension later would make the product 0; the reference also rejects this order.
-      return cx.tensor_err(name, "shape {} element count overflows 64 bits; {}", shape_str(t.shape),
+      return cx.tensor_err(name, "shape {} element count overflows 64 bits; {}", format_shape(t.shape, ","),
                            kHint);
     }
     numel *= d;
@@ -130,16 +128,16 @@ Result<TensorInfo> parse_entry(const Ctx& cx, const std::string& name, const jso
   const unsigned bits = dtype_bits(t.dtype);
   if (numel > std::numeric_limits<std::uint64_t>::max() / bits)
     return cx.tensor_err(name, "{} shape {} byte size overflows 64 bits; {}", dtype_name(t.dtype),
-                         shape_str(t.shape), kHint);
+                         format_shape(t.shape, ","), kHint);
   const std::uint64_t nbits = numel * bits;
   if (nbits % 8 != 0)
     return cx.tensor_err(name, "{} shape {} is {} bits, not a whole number of bytes; {}",
-                         dtype_name(t.dtype), shape_str(t.shape), nbits, kHint);
+                         dtype_name(t.dtype), format_shape(t.shape, ","), nbits, kHint);
   const std::uint64_t want = nbits / 8;
   if (t.end - t.begin != want)
     return cx.tensor_err(name, "data_offsets [{},{}] span {} bytes, expected {} ({} shape {}); {}",
                          t.begin, t.end, t.end - t.begin, want, dtype_name(t.dtype),
-                         shape_str(t.shape), kHint);
+                         format_shape(t.shape, ","), kHint);
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include "fp4forge/model/arch_class.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/util/format.h"
 
 namespace fp4forge {
 namespace {
@@ -17,7 +18,6 @@ using Json = nlohmann::ordered_json;
 
 constexpr std::uint64_t kMaxCompareFile = 64ull << 20;
 
-std::string shape_str(const std::vector<std::uint64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
 std::string module_of(std::string_view name) {
   const auto dot = name.rfind('.');
@@ -32,7 +32,7 @@ std::map<std::string, FamilySide> families(const Checkpoint& c) {
     auto& side = out[f];
     ++side.count;
     sets[f].first.insert(std::string(dtype_name(t.info->dtype)));
-    sets[f].second.insert(shape_str(t.info->shape));
+    sets[f].second.insert(format_shape(t.info->shape));
   }
   for (auto& [f, side] : out) {
     side.dtypes.assign(sets[f].first.begin(), sets[f].first.end());

@@ -19,6 +19,8 @@
 #include "fp4forge/model/tensor_role.h"
 #include "fp4forge/verify/diff.h"
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/util/strings.h"
+#include "fp4forge/util/format.h"
 
 namespace fp4forge {
 namespace {
@@ -34,11 +36,8 @@ template <std::size_t N>
 bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
   return std::find(set.begin(), set.end(), s) != set.end();
 }
-bool ends_with(std::string_view s, std::string_view suf) {
-  return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
-}
+using util::ends_with;
 
-std::string shape_str(const std::vector<std::uint64_t>& s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
 // ---- findings collection: one finding per (kind, family), tensors merged -------------------------
 
@@ -211,7 +210,7 @@ std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t fla
     idx[i] = flat % s;
     flat /= s;
   }
-  return shape_str(idx);
+  return format_shape(idx);
 }
 
 
@@ -453,7 +452,7 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
     bool ok = true;
     if (m.packed->info->dtype != DType::U8 || ps.size() != 2) {
       problems.push_back(fmt::format("weight_packed is {} {}, expected U8 [N, K/2]",
-                                     dtype_name(m.packed->info->dtype), shape_str(ps)));
+                                     dtype_name(m.packed->info->dtype), format_shape(ps)));
       ok = false;
     } else {
       m.n = ps[0];
@@ -467,7 +466,7 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
       const std::vector<std::uint64_t> want{m.n, m.k / 16};
       if (m.scale->info->dtype != DType::F8_E4M3 || ss != want) {
         problems.push_back(fmt::format("weight_scale is {} {}, expected F8_E4M3 {}", dtype_name(m.scale->info->dtype),
-                                       shape_str(ss), shape_str(want)));
+                                       format_shape(ss), format_shape(want)));
         ok = false;
       }
     }
@@ -476,7 +475,7 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
       ok = false;
     } else if (m.gs->info->dtype != DType::F32 || m.gs->info->shape != std::vector<std::uint64_t>{1}) {
       problems.push_back(fmt::format("weight_global_scale is {} {}, expected F32 [1]",
-                                     dtype_name(m.gs->info->dtype), shape_str(m.gs->info->shape)));
+                                     dtype_name(m.gs->info->dtype), format_shape(m.gs->info->shape)));
       ok = false;
     }
     for (auto* e : m.extras) problems.push_back(fmt::format("extra member '{}'", split_name(e->name).second));
@@ -503,7 +502,7 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
       sink.add({"leftover-weight", Severity::ERROR, fam,
                 fmt::format("quantized module '{}' still has a plain 'weight' beside weight_packed", name),
                 {m.weight->name}, "", "no 'weight' tensor", fmt::format("{} {}", dtype_name(m.weight->info->dtype),
-                                                                        shape_str(m.weight->info->shape)),
+                                                                        format_shape(m.weight->info->shape)),
                 "the quantizer must drop the source weight; vLLM rejects the unexpected tensor"});
     }
     if (m.input_gs && s.scheme != Scheme::NVFP4) {
@@ -559,7 +558,7 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
     sink.add({"ignore-missing", Severity::ERROR, family_of(name),
               fmt::format("'{}' is an unquantized 2-D weight {} but no ignore entry matches it: vLLM treats it as "
                           "an NVFP4 target and expects weight_packed",
-                          name, shape_str(m.weight->info->shape)),
+                          name, format_shape(m.weight->info->shape)),
               {m.weight->name}, "quantization_config.ignore", "an ignore entry for the module", "(not matched)",
               "list every unquantized Linear-like module in ignore, routers included (F3, F7, F22)"});
   }
@@ -753,7 +752,7 @@ void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifySta
     if (n == 0) continue;
     sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(t.name),
               fmt::format("'{}' ({} {}) has {} NaN/Inf value(s), first at {}", t.name, dtype_name(t.info->dtype),
-                          shape_str(t.info->shape), n, index_str(t.info->shape, first)),
+                          format_shape(t.info->shape), n, index_str(t.info->shape, first)),
               {t.name}, "", "finite values", fmt::format("{} non-finite", n),
               "the tensor is corrupt (in the source already, or damaged on copy) (F17)"});
   }
@@ -776,7 +775,7 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
         info.num_experts > 0 && t.info->shape[0] != static_cast<std::uint64_t>(info.num_experts)) {
       sink.add({"geometry-mismatch", Severity::ERROR, family_of(t.name),
                 fmt::format("'{}' has {} experts (dim 0 of {}), config says num_experts = {}", t.name,
-                            t.info->shape[0], shape_str(t.info->shape), info.num_experts),
+                            t.info->shape[0], format_shape(t.info->shape), info.num_experts),
                 {t.name}, "config.json num_experts", fmt::format("{}", info.num_experts),
                 fmt::format("{}", t.info->shape[0]), "config and tensors disagree"});
     }
@@ -868,7 +867,7 @@ std::optional<std::string> resolve_source(const Checkpoint& src, std::span<const
   if (const TensorRef* t = src.find(module + ".weight")) {
     const auto& sh = t->info->shape;
     if (sh.size() != 2 || sh[0] != n || sh[1] != k)
-      return fmt::format("source '{}' is {}, the quantized module is [{}, {}]", t->name, shape_str(sh), n, k);
+      return fmt::format("source '{}' is {}, the quantized module is [{}, {}]", t->name, format_shape(sh), n, k);
     out.tensor = t;
     out.label = t->name;
     out.dtype = t->info->dtype;
@@ -890,7 +889,7 @@ std::optional<std::string> resolve_source(const Checkpoint& src, std::span<const
   if (t == nullptr) return fmt::format("fused source '{}' missing", p->tensor);
   if (p->slice.rows != n || p->slice.cols != k)
     return fmt::format("fused source '{}' {} holds {} as [{}, {}] ({}), the quantized module is [{}, {}]", t->name,
-                       shape_str(t->info->shape), module, p->slice.rows, p->slice.cols,
+                       format_shape(t->info->shape), module, p->slice.rows, p->slice.cols,
                        orientation_name(b->orientation), n, k);
   out.tensor = t;
   out.dtype = t->info->dtype;
@@ -1173,8 +1172,8 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
     ++st.compared_kept;
     std::string why;
     if (t.info->dtype != o->info->dtype || t.info->shape != o->info->shape) {
-      why = fmt::format("{} {} vs source {} {}", dtype_name(t.info->dtype), shape_str(t.info->shape),
-                        dtype_name(o->info->dtype), shape_str(o->info->shape));
+      why = fmt::format("{} {} vs source {} {}", dtype_name(t.info->dtype), format_shape(t.info->shape),
+                        dtype_name(o->info->dtype), format_shape(o->info->shape));
     } else {
       const auto a = q.data(t), b = src.data(*o);
       if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) {
@@ -1196,7 +1195,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
     if (src_used.count(t.name)) continue;
     sink.add({"missing-tensor", Severity::ERROR, family_of(t.name),
               fmt::format("source tensor '{}' ({} {}) has no counterpart in the quantized checkpoint", t.name,
-                          dtype_name(t.info->dtype), shape_str(t.info->shape)),
+                          dtype_name(t.info->dtype), format_shape(t.info->shape)),
               {t.name}, "", "passthrough, or weight_packed/weight_scale/weight_global_scale", "(absent)",
               "dropped on the way (MTP tensors, F8) or quantized under another name"});
   }

@@ -1,12 +1,17 @@
 #pragma once
 /** Human-readable numbers for text reports (plan, inspect, quantize). */
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace fp4forge {
 
 /** "58.46 GiB", "84.00 MiB", "512 B": binary units, two decimals. */
 std::string format_bytes(std::uint64_t bytes);
+
+/** A tensor shape: "[2048, 1024]" (sep ", "), or as the file spells it "[2048,1024]" (sep ","). */
+std::string format_shape(std::span<const std::uint64_t> shape, std::string_view sep = ", ");
 
 /** 17366515712 -> "17,366,515,712". */
 std::string format_count(std::uint64_t n);

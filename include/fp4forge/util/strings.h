@@ -1,5 +1,5 @@
 #pragma once
-// Small string helpers shared by the command-line value parsers (kvplan --gpu / --seat).
+// The string helpers of the project (one home): trim, split, prefix/suffix tests, ASCII lower-casing.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +25,10 @@ inline std::vector<std::string_view> split(std::string_view s, char sep) {
   }
   return out;
 }
+
+/** Prefix / suffix tests for any string-like argument (C++20 string_view members, one spelling). */
+inline bool starts_with(std::string_view s, std::string_view prefix) { return s.starts_with(prefix); }
+inline bool ends_with(std::string_view s, std::string_view suffix) { return s.ends_with(suffix); }
 
 /** s with ASCII letters lower-cased (units, dtype names, schemes; never locale-dependent). */
 inline std::string ascii_lower(std::string_view s) {
