@@ -12,6 +12,7 @@
 
 #include "checks.h"
 #include "fp4forge/doctor/json_edit.h"
+#include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/udiff.h"
 #include "fp4forge/model/quant_config.h"
@@ -140,15 +141,6 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir) {
   std::stable_sort(d->findings.begin(), d->findings.end(),
                    [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
   return d;
-}
-
-std::string now_stamp() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
-  return buf;
 }
 
 /** A file being edited by the fixes. */
@@ -294,12 +286,9 @@ class Fixer {
                                   p.existed ? "a/" + file : "/dev/null", "b/" + file);
       if (!dry_run) {
         if (p.existed) {
-          std::string name = fmt::format("{}.bak-fp4forge-{}", file, stamp);
-          std::error_code ec;
-          for (int n = 1; std::filesystem::exists(ctx_.dir / name, ec); ++n)
-            name = fmt::format("{}.bak-fp4forge-{}-{}", file, stamp, n);
-          FP4FORGE_TRY(fs::edit_file_atomic(ctx_.dir / name, p.original, ctx_.dir / file));
-          c.backup = name;
+          FP4FORGE_ASSIGN_OR_RETURN(std::filesystem::path bak,
+                                    backup::write_backup(ctx_.dir / file, p.original, backup::kBackupInfix, stamp));
+          c.backup = bak.filename().string();
         }
         FP4FORGE_TRY(fs::edit_file_atomic(ctx_.dir / file, next));
         c.written = true;
@@ -357,7 +346,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   if (due.count("missing-preprocessor-config")) FP4FORGE_TRY(fx.preprocessor());
   if (due.count("tokenizer-truncation")) FP4FORGE_TRY(fx.tokenizer());
   if (due.count("index-total-size")) FP4FORGE_TRY(fx.index_total_size());
-  FP4FORGE_TRY(fx.commit(opts.dry_run, opts.timestamp.empty() ? now_stamp() : opts.timestamp));
+  FP4FORGE_TRY(fx.commit(opts.dry_run, opts.timestamp.empty() ? backup::stamp_now() : opts.timestamp));
   if (opts.dry_run || rep.changes.empty()) return rep;
   d.reset();  // release the mappings before re-reading
   FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir));

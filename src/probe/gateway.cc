@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/udiff.h"
 
@@ -64,8 +65,8 @@ std::string mask_secret_values(const std::string& text) {
 
 namespace stdfs = std::filesystem;
 
-constexpr const char* kBackupInfix = ".bak-fp4forge-";
-constexpr const char* kRollbackInfix = ".rollback-fp4forge-";
+using backup::kBackupInfix;
+using backup::kRollbackInfix;
 constexpr const char* kRetiredMarker = "# fp4forge-retired: alias '";
 constexpr std::uint64_t kMaxConfigBytes = 16u << 20;
 
@@ -242,17 +243,6 @@ std::string timestamp(const char* fmt_str) {
   char buf[64];
   std::strftime(buf, sizeof buf, fmt_str, &tm);
   return buf;
-}
-
-// A fresh path `config + infix + YYYYMMDD-HHMMSS[-N]`.
-Result<stdfs::path> fresh_name(const stdfs::path& config, const char* infix) {
-  const std::string base = config.string() + infix + timestamp("%Y%m%d-%H%M%S");
-  for (int n = 0; n < 100; ++n) {
-    stdfs::path p = n == 0 ? stdfs::path(base) : stdfs::path(fmt::format("{}-{}", base, n));
-    std::error_code ec;
-    if (!stdfs::exists(p, ec)) return p;
-  }
-  return make_error(Errc::IO, "{}: 100 backups already exist for this second; expected a free backup name", base);
 }
 
 // Writes `content` to `path` atomically with the permissions of `like` (configs may hold API keys).
@@ -579,30 +569,7 @@ Result<GatewayShow> gateway_show(const stdfs::path& config, const std::string& b
   return gateway_show_text(text, config.string(), backend);
 }
 
-std::vector<stdfs::path> list_backups(const stdfs::path& config) {
-  std::vector<stdfs::path> out;
-  const stdfs::path dir = config.has_parent_path() ? config.parent_path() : stdfs::path(".");
-  const std::string prefix = config.filename().string() + kBackupInfix;
-  std::error_code ec;
-  for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && it->is_regular_file(ec) && name.find(".partial") == std::string::npos)
-      out.push_back(config.has_parent_path() ? it->path() : stdfs::path(name));
-  }
-  // Oldest first by (timestamp, numeric sequence): "-10" comes after "-9" (a string sort puts it first).
-  auto key = [&](const stdfs::path& p) {
-    const std::string tail = p.filename().string().substr(prefix.size());  // YYYYMMDD-HHMMSS[-N]
-    const std::size_t dash = tail.find('-', tail.find('-') + 1);
-    long n = 0;
-    if (dash != std::string::npos) {
-      const std::string num = tail.substr(dash + 1);
-      if (!num.empty() && num.size() < 10 && std::all_of(num.begin(), num.end(), ::isdigit)) n = std::stol(num);
-    }
-    return std::make_pair(tail.substr(0, dash), n);
-  };
-  std::sort(out.begin(), out.end(), [&](const stdfs::path& a, const stdfs::path& b) { return key(a) < key(b); });
-  return out;
-}
+std::vector<stdfs::path> list_backups(const stdfs::path& config) { return backup::list(config, kBackupInfix); }
 
 namespace {
 
@@ -734,8 +701,7 @@ Status check_swapped(const std::string& new_text, const std::string& path, const
 
 Status backup_and_write(const stdfs::path& config, const std::string& old_text, const std::string& new_text,
                         EditResult& out) {
-  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path bak, fresh_name(config, kBackupInfix));
-  FP4FORGE_TRY(write_like(bak, old_text, config));
+  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path bak, backup::write_backup(config, old_text, kBackupInfix, backup::stamp_now()));
   out.backup = bak.string();
   FP4FORGE_TRY(write_like(write_target(config), new_text, config));
   out.changed = true;
@@ -825,7 +791,7 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
     const auto baks = list_backups(config);
     if (baks.empty())
       return make_error(Errc::BAD_INPUT, "{}: no backups ({}*) to roll back to; pass --to FILE", path,
-                        config.filename().string() + kBackupInfix);
+                        config.filename().string() + std::string(kBackupInfix));
     src = baks.back();
   }
   FP4FORGE_ASSIGN_OR_RETURN(std::string restored, read_config(src));
@@ -835,7 +801,7 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
   if (restored == current) return out;
   out.diff = util::unified_diff(mask_secret_values(current), mask_secret_values(restored), path, src.string());
   // Keep what is being replaced, under a name the default rollback never picks.
-  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path keep, fresh_name(config, kRollbackInfix));
+  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path keep, backup::fresh_name(config, kRollbackInfix, backup::stamp_now()));
   FP4FORGE_TRY(write_like(keep, current, config));
   out.warnings.push_back(fmt::format("the replaced content was saved as {}", keep.string()));
   FP4FORGE_TRY(write_like(write_target(config), restored, config));

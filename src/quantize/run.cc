@@ -23,6 +23,7 @@
 #include <xxhash.h>
 
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/thread_pool.h"
 
@@ -94,7 +95,7 @@ bool is_within(const stdfs::path& inner, const stdfs::path& outer) {
 }  // namespace
 
 std::string side_file_skip_reason(std::string_view name) {
-  if (name.find(".bak-fp4forge-") != std::string_view::npos || name.find(".rollback-fp4forge-") != std::string_view::npos)
+  if (backup::is_backup_name(name))
     return "a backup written by fp4forge doctor --fix or gateway";
   if (name.find(".partial") != std::string_view::npos) return "an unfinished temporary file";
   for (std::string_view ext : {".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".onnx", ".pkl", ".npz"})
