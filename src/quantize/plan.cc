@@ -816,8 +816,16 @@ std::string plan_text(const QuantPlan& plan, bool verbose) {
   for (const auto& [reason, e] : by_reason) s += fmt::format("    {:>6}  {}  e.g. {}\n", e.first, reason, e.second);
   if (verbose) {
     s += "  decisions:\n";
-    for (const auto& d : plan.decisions)
-      s += fmt::format("    {:<8} {:<22} {}  ({})\n", action_name(d.action), role_name(d.cls.role), d.name, d.reason);
+    // Per tensor, like llama-quantize: dtype, shape and bytes (a quantized weight: source -> packed + E4M3
+    // scales, numel/2 + numel/16; the 4-byte global scales are left out).
+    for (const auto& d : plan.decisions) {
+      const std::uint64_t n = numel(d.shape), in = n * dtype_bits(d.dtype) / 8;
+      const std::string bytes = d.action == Action::QUANTIZE
+                                    ? fmt::format("{} -> {}", format_bytes(in), format_bytes(n / 2 + n / 16))
+                                    : format_bytes(in);
+      s += fmt::format("    {:<8} {:<22} {}  {} {}  {}  ({})\n", action_name(d.action), role_name(d.cls.role), d.name,
+                       dtype_name(d.dtype), format_shape(d.shape), bytes, d.reason);
+    }
   }
   for (const auto& w : plan.warnings) s += "  warning: " + w + "\n";
   return s;

@@ -149,3 +149,16 @@ TEST(CliContract, VerifyAgainstAnotherModelSaysSoFirst) {
 }
 }  // namespace
 }  // namespace fp4forge
+
+namespace fp4forge {
+namespace {
+// Issue 15: `quantize --dry-run -v` lists dtype, shape and bytes per tensor, like llama-quantize.
+TEST(CliContract, DryRunVerboseListsDtypeShapeAndBytes) {
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + testutil::q(testutil::kData + "/llama") + " --dry-run -v", &out, &err), 0) << err;
+  EXPECT_NE(out.find("model.layers.0.mlp.down_proj.weight  BF16 [128, 256]  64.00 KiB -> 18.00 KiB"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("model.layers.0.input_layernorm.weight  BF16 [128]  256 B"), std::string::npos) << out;
+}
+}  // namespace
+}  // namespace fp4forge
