@@ -13,7 +13,7 @@
 
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/model/model_info.h"
-#include "fp4forge/verify/finding.h"
+#include "fp4forge/finding.h"
 
 namespace fp4forge::doctor {
 

@@ -28,7 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/error.h"
-#include "fp4forge/verify/finding.h"
+#include "fp4forge/finding.h"
 
 namespace fp4forge::doctor {
 

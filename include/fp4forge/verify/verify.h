@@ -29,7 +29,7 @@
 #include "fp4forge/checkpoint/checkpoint.h"
 #include "fp4forge/error.h"
 #include "fp4forge/model/model_info.h"
-#include "fp4forge/verify/finding.h"
+#include "fp4forge/finding.h"
 
 namespace fp4forge {
 

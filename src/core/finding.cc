@@ -1,4 +1,4 @@
-#include "fp4forge/verify/finding.h"
+#include "fp4forge/finding.h"
 
 #include <algorithm>
 
