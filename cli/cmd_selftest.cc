@@ -113,7 +113,7 @@ void add_selftest(CLI::App& sub, Action& action) {
   sub.footer(
       "Examples:\n"
       "  fp4forge selftest\n"
-      "  fp4forge selftest --golden tests/data/golden/nvfp4a16_golden.json --json | jq .failures\n"
+      "  fp4forge selftest --golden src/codec/nvfp4a16_golden.json --json | jq .failures\n"
       "  fp4forge selftest --path scalar --path AVX2");
   sub.callback([&action, opts] { action = [opts] { return run_selftest(*opts); }; });
 }

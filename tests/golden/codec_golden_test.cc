@@ -14,7 +14,7 @@
 namespace fp4forge::nvfp4 {
 namespace {
 
-const std::string kGoldenFile = std::string(FP4FORGE_TEST_DATA) + "/golden/nvfp4a16_golden.json";
+const std::string kGoldenFile = FP4FORGE_GOLDEN_VECTORS;  // src/codec/nvfp4a16_golden.json (built into selftest)
 
 std::vector<std::byte> bf16_bytes(const std::vector<std::uint16_t>& bits) {
   std::vector<std::byte> out(bits.size() * 2);

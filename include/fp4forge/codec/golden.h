@@ -2,7 +2,7 @@
 /**
  * Golden NVFP4A16 vectors: loader and runner (what `fp4forge selftest` and the golden tests use).
  *
- * File schema (tests/data/golden/nvfp4a16_golden.json):
+ * File schema (src/codec/nvfp4a16_golden.json):
  *   {"format", "encoding", "cases": [
  *     {"name", "dtype": "BF16"|"F16"|"F32", "note",
  *      "members":  [{"shape": [N, K], "weight": hex of LE source bytes, row-major}],
@@ -54,7 +54,7 @@ struct GoldenSet {
 Result<GoldenSet> parse_golden(std::string_view json_text, std::string_view source);
 /** Reads (Errc::IO on failure) and parses a golden file. */
 Result<GoldenSet> load_golden(const std::filesystem::path& path);
-/** The vectors built into the binary (tests/data/golden/nvfp4a16_golden.json at build time). */
+/** The vectors built into the binary (src/codec/nvfp4a16_golden.json at build time). */
 std::string_view builtin_golden_json() noexcept;
 Result<GoldenSet> builtin_golden();
 
