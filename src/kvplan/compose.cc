@@ -37,6 +37,15 @@ int seat_port(const Plan& plan, std::size_t seat, const ComposeOptions& opts) {
   return a.port ? *a.port : opts.base_port + static_cast<int>(seat);
 }
 
+std::string compose_project_name(std::string_view seat) {
+  std::string out = "fp4forge-";
+  for (char c : seat) {
+    const char l = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    out.push_back((l >= 'a' && l <= 'z') || (l >= '0' && l <= '9') || l == '_' || l == '-' ? l : '-');
+  }
+  return out;
+}
+
 std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
   const SeatModel& m = plan.seats[seat];
   const SeatPlacement& p = plan.placements[seat];
@@ -78,7 +87,7 @@ std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOption
       m.max_model_len));
   e << YAML::Newline;
   e << YAML::BeginMap;
-  e << YAML::Key << "name" << YAML::Value << ("fp4forge-" + a.name);
+  e << YAML::Key << "name" << YAML::Value << compose_project_name(a.name);
   e << YAML::Key << "services" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << a.name << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "image" << YAML::Value << opts.image;

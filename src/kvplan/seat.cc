@@ -26,7 +26,7 @@ bool looks_like_options(std::string_view opts) {
   const std::size_t eq = opts.find('=');
   if (eq == std::string_view::npos || eq == 0) return false;
   for (char c : opts.substr(0, eq))
-    if (!(std::islower(static_cast<unsigned char>(c)) || c == '_')) return false;
+    if (!(std::islower(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
   return true;
 }
 
@@ -89,6 +89,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     const std::size_t e = kv.find('=');
     if (e == std::string_view::npos) return seat_error(text, fmt::format("'{}' is not key=value", kv));
     std::string key(kv.substr(0, e));
+    std::replace(key.begin(), key.end(), '-', '_');  // vLLM's spelling (max-model-len) is accepted too
     const std::string_view v = kv.substr(e + 1);
     if (key == "util") key = "gpu_memory_utilization";
     if (!is_known_key(key))

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -314,5 +315,31 @@ TEST_F(KvplanTwoSeats, SvgHasOneBarPerGpu) {
   EXPECT_NE(svg.find("small KV cache:"), std::string::npos);
 }
 
+}  // namespace
+}  // namespace fp4forge::kvplan
+
+namespace fp4forge::kvplan {
+namespace {
+// Issue 16 (also found): the compose project name is valid for docker compose whatever the seat is
+// called (^[a-z0-9][a-z0-9_-]*$), and seat keys take vLLM's hyphenated spelling.
+TEST(KvplanCompose, ProjectNameIsValidForCompose) {
+  EXPECT_EQ(compose_project_name("Qwen3.5-27B"), "fp4forge-qwen3-5-27b");
+  EXPECT_EQ(compose_project_name("gemma_4.it"), "fp4forge-gemma_4-it");
+  const std::regex valid("^[a-z0-9][a-z0-9_-]*$");
+  for (const char* n : {"A", "x.y.z", "MiXeD-Case_9"}) EXPECT_TRUE(std::regex_match(compose_project_name(n), valid)) << n;
+}
+
+TEST(KvplanSeatArg, HyphenatedKeysAreAccepted) {
+  auto a = parse_seat_arg("s=/models/m:max-model-len=4096,kv-cache-dtype=fp8,gpu-memory-utilization=0.8");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->dir, "/models/m");
+  EXPECT_EQ(a->max_model_len, 4096);
+  EXPECT_EQ(a->kv_cache_dtype, "fp8");
+  ASSERT_TRUE(a->gpu_memory_utilization.has_value());
+  EXPECT_DOUBLE_EQ(*a->gpu_memory_utilization, 0.8);
+  auto twice = parse_seat_arg("s=/m:max-model-len=1,max_model_len=2");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.error().message.find("given twice"), std::string::npos);
+}
 }  // namespace
 }  // namespace fp4forge::kvplan

@@ -11,6 +11,7 @@
  */
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fp4forge/error.h"
@@ -24,6 +25,11 @@ struct ComposeOptions {
   int base_port = 8000;                           ///< host port of seat i is base_port + i unless port=
   bool force = false;                             ///< overwrite existing files
 };
+
+/** The docker compose project name of a seat: "fp4forge-" + the seat name lower-cased, every character
+ * outside [a-z0-9_-] as '-' (compose accepts only ^[a-z0-9][a-z0-9_-]*$; the served name keeps the seat's
+ * own spelling). */
+std::string compose_project_name(std::string_view seat);
 
 /** The vLLM server arguments that realise the seat's plan (after the image's `vllm serve`). */
 std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat);
