@@ -301,8 +301,9 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
       p.util = m.arg.gpu_memory_utilization.value_or(0.0);
       p.short_by_bytes = short_by[s];
       if (set.empty()) {
-        p.reason = fmt::format("does not fit: tp={} needs {} GPUs, {} given", m.arg.tp, m.arg.tp, gpus.size());
-        p.short_by_bytes = e.need;
+        p.blocker = fmt::format("tp={} needs {} GPUs, {} given", m.arg.tp, m.arg.tp, gpus.size());
+        p.reason = "does not fit: " + p.blocker;
+        p.short_by_bytes = 0;  // not a matter of bytes
       } else if (p.util_explicit && util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes) < e.need) {
         p.reason = fmt::format("does not fit: gpu_memory_utilization {} gives {} on GPU {}, but weights {} + "
                                "overhead {} + KV {} need {} (min utilization {:.3f}): short by {}",
@@ -410,8 +411,10 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
                                        [](const SeatPlacement& p) { return p.fits; });
   for (std::size_t s = 0; s < ns; ++s)
     if (!plan.placements[s].fits)
-      plan.notes.push_back(fmt::format("seat '{}' does not fit: short by {}", plan.seats[s].arg.name,
-                                       format_bytes(plan.placements[s].short_by_bytes)));
+      plan.notes.push_back(fmt::format("seat '{}' does not fit: {}", plan.seats[s].arg.name,
+                                       plan.placements[s].blocker.empty()
+                                           ? "short by " + format_bytes(plan.placements[s].short_by_bytes)
+                                           : plan.placements[s].blocker));
   if (plan.all_fit) plan.notes.push_back(plan.searched ? "all seats fit (placement found by search)" : "all seats fit");
   return plan;
 }

@@ -168,6 +168,7 @@ Json plan_to_json(const Plan& plan) {
     pl["largest_max_model_len"] = p.placed ? Json(p.largest_max_model_len) : Json(nullptr);
     pl["min_gpu_memory_utilization"] = have_gpus ? Json(round4(p.min_util)) : Json(nullptr);
     pl["short_by_bytes"] = p.short_by_bytes;
+    pl["blocker"] = p.blocker.empty() ? Json(nullptr) : Json(p.blocker);
     pl["reason"] = p.reason;
     js["placement"] = pl;
     js["notes"] = m.notes;
@@ -262,7 +263,10 @@ std::string plan_to_text(const Plan& plan) {
                      p.placed ? format_count(static_cast<std::uint64_t>(p.num_blocks)) : "-",
                      p.placed ? fmt::format("{:.2f}x", p.max_concurrency) : "-",
                      p.placed ? format_count(static_cast<std::uint64_t>(p.largest_max_model_len)) : "-",
-                     !have_gpus ? "n/a" : (p.fits ? "yes" : "NO, short by " + format_bytes(p.short_by_bytes)));
+                     !have_gpus ? "n/a"
+                     : p.fits ? "yes"
+                     : !p.blocker.empty() ? "NO, " + p.blocker
+                                          : "NO, short by " + format_bytes(p.short_by_bytes));
   }
   if (have_gpus) {
     o += fmt::format("\n{:<8} {:<24} {:>11} {:>11} {:>11} {:>11}  {}\n", "GPU", "NAME", "TOTAL", "OTHERS", "SEATS",

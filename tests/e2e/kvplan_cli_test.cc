@@ -204,3 +204,15 @@ TEST_F(KvplanCli, SvgAndEmitCompose) {
 }
 
 }  // namespace
+
+// Issue 16 (also found): a seat whose tp exceeds the GPUs given says so in FITS and the notes, not
+// "short by" a byte count.
+TEST_F(KvplanCli, TpBeyondTheGpusGivenSaysSo) {
+  const CliRun r = run("--seat a=" + kData + "/llama:tp=2 --gpu 0=24GiB");
+  EXPECT_NE(r.out.find("NO, tp=2 needs 2 GPUs, 1 given"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("short by"), std::string::npos) << r.out;
+  const CliRun j = run("--seat a=" + kData + "/llama:tp=2 --gpu 0=24GiB --json");
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["seats"][0]["placement"]["blocker"], "tp=2 needs 2 GPUs, 1 given");
+  EXPECT_EQ(doc["seats"][0]["placement"]["short_by_bytes"], 0);
+}

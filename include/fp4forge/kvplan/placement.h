@@ -43,7 +43,8 @@ struct SeatPlacement {
   std::int64_t kv_cache_tokens = 0;
   std::int64_t largest_max_model_len = 0;  ///< with this budget (<= max_position_embeddings)
   double min_util = 0.0;            ///< smallest utilization that meets the target (> 1: impossible)
-  std::uint64_t short_by_bytes = 0;  ///< when it does not fit
+  std::uint64_t short_by_bytes = 0;  ///< when it does not fit for lack of memory
+  std::string blocker;              ///< when it does not fit for another reason ("tp=2 needs 2 GPUs, 1 given")
   std::string reason;               ///< why here / why it does not fit
 };
 
