@@ -292,7 +292,11 @@ std::string plan_to_text(const Plan& plan) {
 
 std::string plan_to_svg(const Plan& plan) {
   constexpr int kLeft = 170, kBarW = 760, kBarH = 34, kGap = 46, kTop = 70;
-  const int height = kTop + static_cast<int>(plan.gpus.size()) * (kBarH + kGap) + 20;
+  std::vector<std::size_t> unplaced;  // seats that fit nowhere: listed under the bars, not left out
+  for (std::size_t s = 0; s < plan.placements.size(); ++s)
+    if (!plan.placements[s].placed) unplaced.push_back(s);
+  const int height = kTop + static_cast<int>(plan.gpus.size()) * (kBarH + kGap) + 20 +
+                     (unplaced.empty() ? 0 : 20 + 18 * static_cast<int>(unplaced.size()));
   const int width = kLeft + kBarW + 40;
   std::uint64_t max_total = 1;
   for (const auto& g : plan.gpus) max_total = std::max(max_total, g.gpu.total_bytes);
@@ -316,10 +320,15 @@ std::string plan_to_svg(const Plan& plan) {
   }
   int y = kTop;
   for (const auto& g : plan.gpus) {
-    o += fmt::format("<text x=\"10\" y=\"{}\" font-weight=\"bold\">GPU {}</text>\n", y + 14, xml_escape(g.gpu.id));
-    o += fmt::format("<text x=\"10\" y=\"{}\">{}</text>\n", y + 29,
-                     xml_escape((g.gpu.name.empty() ? std::string() : g.gpu.name + ", ") +
-                                format_bytes(g.gpu.total_bytes)));
+    // Id and total on the first line (always visible), the name below it, cut to the label column (about
+    // 24 characters at 12 px) with the full name as a tooltip.
+    o += fmt::format("<text x=\"10\" y=\"{}\" font-weight=\"bold\">GPU {} · {}</text>\n", y + 14,
+                     xml_escape(g.gpu.id), xml_escape(format_bytes(g.gpu.total_bytes)));
+    if (!g.gpu.name.empty()) {
+      const std::string shown = g.gpu.name.size() > 24 ? g.gpu.name.substr(0, 23) + "…" : g.gpu.name;
+      o += fmt::format("<text x=\"10\" y=\"{}\"><title>{}</title>{}</text>\n", y + 29, xml_escape(g.gpu.name),
+                       xml_escape(shown));
+    }
     double x = kLeft;
     auto seg = [&](std::uint64_t bytes, const char* color, const std::string& title, const std::string& label) {
       const double w = static_cast<double>(bytes) * scale;
@@ -349,6 +358,14 @@ std::string plan_to_svg(const Plan& plan) {
     o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#333333\">{}</text>\n", kLeft, y + kBarH + 15,
                      xml_escape(caption));
     y += kBarH + kGap;
+  }
+  if (!unplaced.empty()) {
+    o += fmt::format("<text x=\"10\" y=\"{}\" font-weight=\"bold\" fill=\"#b00020\">not placed</text>\n", y + 4);
+    for (std::size_t s : unplaced) {
+      y += 18;
+      o += fmt::format("<text x=\"10\" y=\"{}\" fill=\"#b00020\">{}: {}</text>\n", y + 4,
+                       xml_escape(plan.seats[s].arg.name), xml_escape(plan.placements[s].reason));
+    }
   }
   o += "</svg>\n";
   return o;

@@ -308,11 +308,26 @@ TEST_F(KvplanTwoSeats, SvgHasOneBarPerGpu) {
   const std::string svg = plan_to_svg(*plan);
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
-  EXPECT_NE(svg.find(">GPU 0<"), std::string::npos);
-  EXPECT_NE(svg.find(">GPU 1<"), std::string::npos);
+  EXPECT_NE(svg.find(">GPU 0 · 96.00 GiB<"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">GPU 1 · 48.00 GiB<"), std::string::npos);
   EXPECT_NE(svg.find("other tenants: 41.00 GiB"), std::string::npos);
   EXPECT_NE(svg.find("big weights: 30.00 GiB"), std::string::npos);
   EXPECT_NE(svg.find("small KV cache:"), std::string::npos);
+}
+
+// Issue 16 (also found): a long GPU name no longer hides the total (id and total come first, the name is
+// cut with a tooltip), and seats that fit nowhere are listed under the bars instead of missing.
+TEST_F(KvplanTwoSeats, SvgShowsTotalsAndUnplacedSeats) {
+  std::vector<GpuSpec> g = {gpu("0=96GiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition")};
+  auto plan = make_plan({seat(small()), seat(big(",tp=2"))}, g);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  const std::string svg = plan_to_svg(*plan);
+  EXPECT_NE(svg.find(">GPU 0 · 96.00 GiB<"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<title>NVIDIA RTX PRO 6000 Blackwell Workstation Edition</title>NVIDIA RTX PRO 6000 Bla…"),
+            std::string::npos)
+      << svg;
+  EXPECT_NE(svg.find(">not placed<"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("big: does not fit: tp=2 needs 2 GPUs, 1 given"), std::string::npos) << svg;
 }
 
 }  // namespace
