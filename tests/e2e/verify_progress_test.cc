@@ -39,6 +39,16 @@ struct CountingSink : ProgressSink {
   }
 };
 
+/** One job reported completely: begun once, ended, counted in its totals' unit up to the totals. */
+void expect_complete(const CountingSink& s, const char* label) {
+  EXPECT_EQ(s.begins, 1);
+  EXPECT_GE(s.finishes, 1);
+  EXPECT_EQ(s.label, label);
+  EXPECT_GT(s.total_bytes, 0u);
+  EXPECT_EQ(s.bytes.load(), s.total_bytes);
+  EXPECT_EQ(s.items.load(), s.total_items);
+}
+
 TEST(VerifyProgress, QuantizeAndVerifyReachTheirTotals) {
   for (const char* fixture : {"llama", "qwen3_moe", "gemma4-moe-mm"}) {
     SCOPED_TRACE(fixture);
@@ -52,12 +62,7 @@ TEST(VerifyProgress, QuantizeAndVerifyReachTheirTotals) {
     p.run.jobs = 2;
     auto r = quant::quantize(p);
     ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(qs.begins, 1);
-    EXPECT_GE(qs.finishes, 1);
-    EXPECT_EQ(qs.label, "quantize");
-    EXPECT_GT(qs.total_bytes, 0u);
-    EXPECT_EQ(qs.bytes.load(), qs.total_bytes);
-    EXPECT_EQ(qs.items.load(), qs.total_items);
+    expect_complete(qs, "quantize");
     EXPECT_EQ(r->summary->bytes_read, qs.total_bytes);
 
     auto q = Checkpoint::open(t.path / "q");
@@ -69,12 +74,8 @@ TEST(VerifyProgress, QuantizeAndVerifyReachTheirTotals) {
     auto v = verify_checkpoint(*q, &*s, vo);
     ASSERT_TRUE(v.ok()) << v.error().message;
     EXPECT_TRUE(v->ok());
-    EXPECT_EQ(vs.begins, 1);
+    expect_complete(vs, "verify");
     EXPECT_EQ(vs.finishes, 1);
-    EXPECT_EQ(vs.label, "verify");
-    EXPECT_GT(vs.total_bytes, 0u);
-    EXPECT_EQ(vs.bytes.load(), vs.total_bytes);
-    EXPECT_EQ(vs.items.load(), vs.total_items);
   }
 }
 

@@ -159,12 +159,17 @@ TEST(QuantizeInterrupt, SigkillLeavesNoDestinationAndResumeIsByteIdentical) {
   RecordProperty("resumed_with_reuse", resumed_ok);
 }
 
+/** A staging folder for `dst` as an earlier run left it: the marker and one more file. */
+void plant_staging(const stdfs::path& dst, const std::string& file, const std::string& content) {
+  stdfs::create_directories(staging_path(dst));
+  std::ofstream(staging_path(dst) / ".fp4forge-staging") << "fp4forge quantize staging folder\n";
+  std::ofstream(staging_path(dst) / file) << content;
+}
+
 TEST(QuantizeInterrupt, StaleStagingWithoutResumeIsReplaced) {
   TempDir tmp;
   const stdfs::path dst = tmp.path / "out";
-  stdfs::create_directories(staging_path(dst));
-  std::ofstream(staging_path(dst) / ".fp4forge-staging") << "x";
-  std::ofstream(staging_path(dst) / "junk") << "x";
+  plant_staging(dst, "junk", "x");
   std::string err;
   ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), nullptr, &err), 0) << err;
   EXPECT_THAT(err, HasSubstr("interrupted run"));
@@ -295,9 +300,7 @@ TEST(QuantizeInterrupt, FileSizeLimitIsAnIoErrorNotASignal) {
 TEST(QuantizeInterrupt, LockedStagingIsLeftAlone) {
   TempDir tmp;
   const stdfs::path dst = tmp.path / "out";
-  stdfs::create_directories(staging_path(dst));
-  std::ofstream(staging_path(dst) / ".fp4forge-staging") << "fp4forge quantize staging folder\n";
-  std::ofstream(staging_path(dst) / "model-00001-of-00004.safetensors") << "in progress";
+  plant_staging(dst, "model-00001-of-00004.safetensors", "in progress");
   const int fd = ::open((staging_path(dst) / ".fp4forge-staging").c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
