@@ -107,6 +107,7 @@ TEST(CliContract, StrictSideFilesAndProgress) {
   { std::ofstream(src / "config.json.bak-fp4forge-20261201-120000") << "{}"; }
   { std::ofstream(src / "pytorch_model.bin") << "pickle"; }
   { std::ofstream(src / "tokenizer.json.partial-AbCd1234") << "{}"; }
+  { std::ofstream(src / "notes.partial_draft.md") << "kept: not a temporary"; }
   std::string out, err;
   EXPECT_EQ(run_cli("doctor " + q(src) + " --json", &out, &err), 0) << err;
   EXPECT_EQ(run_cli("doctor " + q(src) + " --strict --json", &out, &err), 1) << err;
@@ -120,6 +121,7 @@ TEST(CliContract, StrictSideFilesAndProgress) {
     EXPECT_NE(out.find(std::string("not copied: '") + skipped + "'"), std::string::npos) << skipped;
   }
   EXPECT_TRUE(std::filesystem::exists(t.path / "q" / "generation_config.json"));
+  EXPECT_TRUE(std::filesystem::exists(t.path / "q" / "notes.partial_draft.md"));
   EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(src) + " --json", &out, &err), 0) << err;
   EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(src) + " --strict --json", &out, &err), 1);
   const auto v = nlohmann::json::parse(out);

@@ -72,7 +72,7 @@ struct RunSummary {
 
 /**
  * Why a top-level side file of the source is not copied into the output ("" = it is copied): fp4forge's
- * own backups (`*.bak-fp4forge-*`, `*.rollback-fp4forge-*`), unfinished temporaries (`*.partial*`), and
+ * own backups (`*.bak-fp4forge-*`, `*.rollback-fp4forge-*`), unfinished temporaries (`*.partial`, `*.partial-XXXXXXXX`), and
  * weights or pickles of other formats (`pytorch_model.bin`, `*.pt`, `*.gguf`, ...). quantize warns
  * "not copied: ..." for each.
  */
