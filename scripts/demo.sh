@@ -33,6 +33,8 @@ stage "verify it against its source (every expert slice compared)" \
   "$BIN" verify "$WORK/vlm" --against "$DATA/qwen3_vl_moe-hub"
 stage "DeepSeek-V3 (MLA, shared experts, an MTP layer): doctor, quantize, verify" \
   bash -c "\"$BIN\" doctor \"$DATA/deepseek_v3\" && \"$BIN\" quantize \"$DATA/deepseek_v3\" \"$WORK/ds\" && \"$BIN\" verify \"$WORK/ds\" --against \"$DATA/deepseek_v3\""
+stage "guard rails: a stale index total_size is a warning that doctor --fix rewrites (with a backup); a run into an existing DST is refused (exit 3) and leaves it alone" \
+  bash -c "cp -r \"$DATA/llama\" \"$WORK/stale\" && sed -i 's/\"total_size\": *[0-9]*/\"total_size\": 1/' \"$WORK/stale/model.safetensors.index.json\" && \"$BIN\" doctor \"$WORK/stale\" --fix && \"$BIN\" doctor \"$WORK/stale\" --strict && { \"$BIN\" quantize \"$WORK/stale\" \"$WORK/q\"; test \$? -eq 3; }"
 stage "show the aliases of an example LiteLLM gateway config (and who routes to a seat)" \
   "$BIN" gateway show --config "$(dirname "$0")/../examples/litellm-config.yaml" --backend http://127.0.0.1:8001
 echo
