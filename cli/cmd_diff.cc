@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/verify/diff.h"
 #include "render.h"
 
@@ -30,13 +30,12 @@ int run_diff(const DiffOpts& o) {
   if (rep->refused) fmt::print(stderr, "fp4forge: error: {}\n", rep->class_message);
   else if (rep->class_mismatch) warn(rep->class_message);
   if (o.json) {
-    print_json(diff_json(*rep, o.a, o.b));
+    print_json(to_json(*rep));
   } else {
-    fmt::print("{}", diff_text(*rep, o.a, o.b, o.all));
+    fmt::print("{}", to_text(*rep, o.all));
     std::fflush(stdout);
   }
-  if (rep->refused) return 3;  // not comparable: a control of another architecture class proves nothing
-  return rep->differs() ? 1 : 0;
+  return exit_code(*rep);
 }
 }  // namespace
 
@@ -49,7 +48,7 @@ void add_diff(CLI::App& sub, Action& action) {
                "compare even when the architecture classes differ (dense/MoE/hybrid/multimodal, experts)");
   sub.add_flag("--all", opts->all, "list equal tensor families too");
   sub.footer(
-      "Exit: 0 identical, 1 different or refused (class mismatch), 3 bad input, 4 I/O.\n"
+      "Exit: 0 identical, 1 different, 3 refused (class mismatch) or bad input, 4 I/O.\n"
       "Examples:\n"
       "  fp4forge diff ./new-NVFP4A16 ./known-good-NVFP4A16\n"
       "  fp4forge diff ./q ./source --allow-class-mismatch --json | jq '.families[] | select(.differs)'\n"

@@ -34,7 +34,7 @@ int run_doctor_cmd(const DoctorOpts& o) {
     fmt::print("{}", doctor::to_text(*rep));
     std::fflush(stdout);
   }
-  return rep->exit_code();
+  return doctor::exit_code(*rep);
 }
 }  // namespace
 

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "fp4forge/probe/gateway.h"
-#include "fp4forge/probe/report.h"
+#include "fp4forge/gateway/gateway.h"
+#include "fp4forge/gateway/report.h"
 #include "render.h"
 
 namespace fp4forge::cli {
@@ -18,23 +18,20 @@ struct GwOpts {
   bool no_probe = false, probe = false, dry_run = false, json = false, weak_gate = false;
 };
 
-int finish_edit(const char* cmd, const GwOpts& o, Result<probe::EditResult> r) {
+int finish_edit(const GwOpts& o, Result<gateway::EditResult> r) {
   if (!r.ok()) return report_error(r.error(), o.json);
   for (const auto& w : r->warnings) warn(w);
   if (o.json) {
-    print_json(probe::edit_json(cmd, o.config, *r));
+    print_json(gateway::to_json(*r));
   } else {
-    fmt::print("{}", probe::edit_text(cmd, o.config, *r));
+    fmt::print("{}", gateway::to_text(*r));
   }
-  if (!r->refused.empty()) {
-    fmt::print(stderr, "fp4forge: error: {} refused: {}\n", cmd, r->refused);
-    return r->probe && r->probe->unreachable ? 4 : 1;
-  }
-  return 0;
+  if (!r->refused.empty()) fmt::print(stderr, "fp4forge: error: {} refused: {}\n", r->command, r->refused);
+  return gateway::exit_code(*r);
 }
 
 int run_swap(const GwOpts& o) {
-  probe::SwapOptions so;
+  gateway::SwapOptions so;
   so.alias = o.alias;
   so.backend_model = o.backend_model;
   so.api_base = o.api_base;
@@ -59,7 +56,7 @@ int run_swap(const GwOpts& o) {
                           o.json);
     so.probe_options.api_key = v;
   }
-  return finish_edit("swap", o, probe::gateway_swap(o.config, so));
+  return finish_edit(o, gateway::gateway_swap(o.config, so));
 }
 }  // namespace
 
@@ -103,13 +100,13 @@ void add_gateway(CLI::App& sub, Action& action) {
       "  fp4forge gateway rollback --config litellm.yaml");
   show->callback([&action, o] {
     action = [o]() -> int {
-      auto s = probe::gateway_show(o->config, o->backend);
+      auto s = gateway::gateway_show(o->config, o->backend);
       if (!s.ok()) return report_error(s.error(), o->json);
       for (const auto& w : s->warnings) warn(w);
       if (o->json) {
-        print_json(probe::show_json(*s));
+        print_json(gateway::to_json(*s));
       } else {
-        fmt::print("{}", probe::show_text(*s));
+        fmt::print("{}", gateway::to_text(*s));
       }
       return 0;
     };
@@ -122,10 +119,10 @@ void add_gateway(CLI::App& sub, Action& action) {
     };
   });
   rollback->callback([&action, o] {
-    action = [o]() -> int { return finish_edit("rollback", *o, probe::gateway_rollback(o->config, o->to)); };
+    action = [o]() -> int { return finish_edit(*o, gateway::gateway_rollback(o->config, o->to)); };
   });
   retire->callback([&action, o] {
-    action = [o]() -> int { return finish_edit("retire", *o, probe::gateway_retire(o->config, o->alias)); };
+    action = [o]() -> int { return finish_edit(*o, gateway::gateway_retire(o->config, o->alias)); };
   });
 }
 

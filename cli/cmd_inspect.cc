@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/model/inspect.h"
 #include "render.h"
 

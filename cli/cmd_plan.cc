@@ -9,12 +9,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "fp4forge/kvplan/compose.h"
-#include "fp4forge/kvplan/gpu.h"
-#include "fp4forge/kvplan/placement.h"
-#include "fp4forge/kvplan/report.h"
+#include "fp4forge/kvplan/planner.h"
 #include "fp4forge/util/size.h"
-#include "fp4forge/util/fs.h"
 #include "render.h"
 
 namespace fp4forge::cli {
@@ -28,66 +24,29 @@ struct PlanOpts {
 };
 
 int run_plan(const PlanOpts& o) {
-  using namespace kvplan;
-  std::optional<std::uint64_t> overhead;
+  kvplan::PlanParams p;
+  p.seats = o.seats;
+  p.gpus = o.gpus;
+  p.gpus_from_nvidia_smi = o.nvidia_smi;
   if (!o.overhead.empty()) {
     auto s = parse_size(o.overhead);
     if (!s) return report_error(s.error(), o.json);
-    overhead = *s;
+    p.overhead = *s;
   }
-  std::vector<SeatArg> args;
-  for (const auto& s : o.seats) {
-    auto a = parse_seat_arg(s);
-    if (!a) return report_error(a.error(), o.json);
-    args.push_back(std::move(*a));
-  }
-  std::vector<GpuSpec> gpus;
-  for (const auto& g : o.gpus) {
-    auto r = parse_gpu_arg(g);
-    if (!r) return report_error(r.error(), o.json);
-    gpus.push_back(std::move(*r));
-  }
-  if (o.nvidia_smi) {
-    auto r = query_nvidia_smi();
-    if (!r) return report_error(r.error(), o.json);
-    gpus.insert(gpus.end(), r->begin(), r->end());
-  }
-  std::vector<SeatModel> seats;
-  for (const auto& a : args) {
-    auto m = load_seat(a, overhead);
-    if (!m) return report_error(m.error(), o.json);
-    seats.push_back(std::move(*m));
-  }
-  auto plan = make_plan(std::move(seats), std::move(gpus));
-  if (!plan) return report_error(plan.error(), o.json);
-
-  nlohmann::ordered_json outputs = {{"svg", nullptr}, {"compose_files", nlohmann::ordered_json::array()},
-                                    {"compose_skipped", nlohmann::ordered_json::array()}};
-  if (!o.svg.empty()) {
-    if (auto st = fs::write_file_atomic(o.svg, plan_to_svg(*plan)); !st) return report_error(st.error(), o.json);
-    outputs["svg"] = o.svg;
-  }
-  if (!o.compose_dir.empty()) {
-    ComposeOptions co = o.compose;
-    co.force = o.force;
-    auto files = emit_compose(*plan, o.compose_dir, co);
-    if (!files) return report_error(files.error(), o.json);
-    for (const auto& f : files->files) outputs["compose_files"].push_back(f.string());
-    outputs["compose_skipped"] = files->skipped_seats;
-    for (const auto& s : files->skipped_seats)
-      warn(fmt::format("--emit-compose: seat '{}' does not fit, no stack written for it", s));
-  }
+  p.svg = o.svg;
+  p.compose_dir = o.compose_dir;
+  p.compose = o.compose;
+  p.compose.force = o.force;
+  auto r = kvplan::plan_seats(p);
+  if (!r) return report_error(r.error(), o.json);
+  for (const auto& w : r->warnings) warn(w);
   if (o.json) {
-    auto j = plan_to_json(*plan);
-    j["outputs"] = outputs;
-    print_json(j);
+    print_json(kvplan::to_json(*r));
   } else {
-    fmt::print("{}", plan_to_text(*plan));
-    if (!outputs["svg"].is_null()) fmt::print("wrote {}\n", o.svg);
-    for (const auto& f : outputs["compose_files"]) fmt::print("wrote {}\n", f.get<std::string>());
+    fmt::print("{}", kvplan::to_text(*r));
     std::fflush(stdout);
   }
-  return (!plan->gpus.empty() && !plan->all_fit) ? 1 : 0;
+  return kvplan::exit_code(*r);
 }
 }  // namespace
 

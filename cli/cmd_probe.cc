@@ -56,11 +56,11 @@ void add_probe(CLI::App& sub, Action& action) {
       }
       const probe::ProbeReport rep = probe::run_probe(o->url, o->model, *checks, po);
       if (o->json) {
-        print_json(probe::report_json(rep));
+        print_json(probe::to_json(rep));
       } else {
-        fmt::print("{}", probe::report_text(rep));
+        fmt::print("{}", probe::to_text(rep));
       }
-      return probe::report_exit_code(rep);
+      return probe::exit_code(rep);
     };
   });
 }

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"
 #include "fp4forge/util/size.h"
@@ -45,34 +45,13 @@ int run_quantize(const QuantizeOpts& o) {
   };
   auto res = quant::quantize(p);
   if (!res) return report_error(res.error(), o.json);
-  if (o.dry_run) {
-    if (o.json) {
-      nlohmann::ordered_json j;
-      j["ok"] = true;
-      j["dry_run"] = true;
-      j["plan"] = quant::plan_json(res->plan);
-      print_json(j);
-    } else {
-      fmt::print("{}", quant::plan_text(res->plan, o.verbose));
-      fmt::print("dry run: nothing written\n");
-    }
-    return 0;
-  }
-  const quant::RunSummary* sum = &*res->summary;
   if (o.json) {
-    print_json(quant::summary_json(*sum));
+    print_json(quant::to_json(*res));
     return 0;
   }
-  for (std::size_t i = plan_warnings; i < sum->warnings.size(); ++i) warn(sum->warnings[i]);
-  for (const auto& l : sum->summary) fmt::print("  {}\n", l);
-  fmt::print("wrote {}: {} shard(s) ({} resumed), {:.3f} GB from {:.3f} GB, {:.3f} bits per quantized weight\n",
-             sum->destination, sum->shards_written + sum->shards_resumed, sum->shards_resumed,
-             static_cast<double>(sum->bytes_out) / 1e9, static_cast<double>(sum->bytes_in) / 1e9,
-             sum->bits_per_weight);
-  fmt::print("  {:.2f} s, {:.2f} GB/s, -j {}, peak RSS {:.0f} MiB (in-flight budget {:.0f} MiB, peak {:.0f} MiB)\n",
-             sum->seconds, sum->gb_per_s, sum->jobs, static_cast<double>(sum->peak_rss_bytes) / 1048576.0,
-             static_cast<double>(sum->max_memory) / 1048576.0,
-             static_cast<double>(sum->peak_inflight_bytes) / 1048576.0);
+  if (res->summary)  // the run's own warnings (the plan's were printed before the run started)
+    for (std::size_t i = plan_warnings; i < res->summary->warnings.size(); ++i) warn(res->summary->warnings[i]);
+  fmt::print("{}", quant::to_text(*res, o.verbose));
   std::fflush(stdout);
   return 0;
 }

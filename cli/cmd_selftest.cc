@@ -23,62 +23,6 @@ struct SelftestOpts {
   bool json = false;
 };
 
-nlohmann::ordered_json report_json(const nvfp4::GoldenSet& set, const nvfp4::GoldenReport& r) {
-  nlohmann::ordered_json j;
-  j["ok"] = r.ok();
-  j["source"] = r.source;
-  j["best_path"] = nvfp4::best_path();
-  j["paths"] = r.paths;
-  j["runs"] = r.outcomes.size();
-  j["failures"] = r.failures;
-  auto cases = nlohmann::ordered_json::array();
-  for (std::size_t c = 0; c < set.cases.size(); ++c) {
-    nlohmann::ordered_json jc;
-    jc["name"] = set.cases[c].name;
-    jc["dtype"] = std::string(dtype_name(set.cases[c].dtype));
-    jc["members"] = set.cases[c].members.size();
-    auto results = nlohmann::ordered_json::array();
-    for (std::size_t p = 0; p < r.paths.size(); ++p) {
-      const auto& o = r.outcomes[c * r.paths.size() + p];
-      results.push_back({{"path", o.path}, {"pass", o.pass}, {"detail", o.detail}});
-    }
-    jc["results"] = std::move(results);
-    cases.push_back(std::move(jc));
-  }
-  j["cases"] = std::move(cases);
-  return j;
-}
-
-std::string rtrim(std::string s) {
-  while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
-}
-
-void print_table(const nvfp4::GoldenSet& set, const nvfp4::GoldenReport& r) {
-  fmt::print("fp4forge selftest: {} golden cases ({}) x {} codec paths; this CPU dispatches to {}\n",
-             set.cases.size(), r.source, r.paths.size(), nvfp4::best_path());
-  std::size_t w = 4;
-  for (const auto& c : set.cases) w = std::max(w, c.name.size());
-  std::string line = fmt::format("{:<{}}  {:<5}", "case", w, "dtype");
-  for (const auto& p : r.paths) line += fmt::format("  {:<{}}", p, std::max<std::size_t>(p.size(), 4));
-  fmt::print("{}\n", rtrim(line));
-  for (std::size_t c = 0; c < set.cases.size(); ++c) {
-    line = fmt::format("{:<{}}  {:<5}", set.cases[c].name, w, dtype_name(set.cases[c].dtype));
-    for (std::size_t p = 0; p < r.paths.size(); ++p)
-      line += fmt::format("  {:<{}}", r.outcomes[c * r.paths.size() + p].pass ? "ok" : "FAIL",
-                          std::max<std::size_t>(r.paths[p].size(), 4));
-    fmt::print("{}\n", rtrim(line));
-  }
-  if (r.ok()) {
-    fmt::print("PASS: all {} runs byte-exact (weight_packed, weight_scale, weight_global_scale)\n",
-               r.outcomes.size());
-    return;
-  }
-  fmt::print("FAIL: {} of {} runs differ from the golden bytes\n", r.failures, r.outcomes.size());
-  for (const auto& o : r.outcomes)
-    if (!o.pass) fmt::print("  {} on {}: {}\n", o.case_name, o.path, o.detail);
-}
-
 int run_selftest(const SelftestOpts& o) {
   auto set = o.golden.empty() ? nvfp4::builtin_golden() : nvfp4::load_golden(o.golden);
   if (!set) return report_error(set.error(), o.json);
@@ -92,12 +36,12 @@ int run_selftest(const SelftestOpts& o) {
   }
   const nvfp4::GoldenReport r = nvfp4::run_golden(*set, paths);
   if (o.json) {
-    print_json(report_json(*set, r));
+    print_json(nvfp4::to_json(r));
   } else {
-    print_table(*set, r);
+    fmt::print("{}", nvfp4::to_text(r));
     std::fflush(stdout);
   }
-  return r.ok() ? 0 : 1;
+  return nvfp4::exit_code(r);
 }
 }  // namespace
 

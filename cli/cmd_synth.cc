@@ -32,9 +32,7 @@ int run_synth(const SynthOpts& o) {
   if (o.json) {
     print_json(to_json(*rep));
   } else {
-    fmt::print("wrote {} {} checkpoint to {}: {} tensors, {} params, {} bytes in {} shard(s) ({:.1f} s)\n",
-               rep->arch, rep->size, rep->out.string(), rep->num_tensors, rep->total_params, rep->total_bytes,
-               rep->shards.size(), rep->seconds);
+    fmt::print("{}", to_text(*rep));
     std::fflush(stdout);
   }
   return 0;

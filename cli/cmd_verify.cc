@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/verify/verify.h"
 #include "render.h"
 
@@ -35,18 +35,18 @@ int run_verify(const VerifyOpts& o) {
   }
   VerifyOptions lib = o.lib;
   lib.scan_values = !o.no_values;
+  lib.strict = o.strict;
   const auto bar = progress_bar(o.json, o.no_progress);
   lib.progress = bar.get();
   auto rep = verify_checkpoint(*q, src ? &*src : nullptr, lib);
   if (!rep) return report_error(rep.error(), o.json);
-  rep->strict = o.strict;
   if (o.json) {
-    print_json(verify_json(*rep, o.qdir, o.against));
+    print_json(to_json(*rep));
   } else {
-    fmt::print("{}", verify_text(*rep, o.qdir, o.against));
+    fmt::print("{}", to_text(*rep));
     std::fflush(stdout);
   }
-  return rep->ok() ? 0 : 1;
+  return exit_code(*rep);
 }
 }  // namespace
 

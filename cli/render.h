@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/util/progress.h"
 
 namespace fp4forge::cli {

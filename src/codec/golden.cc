@@ -1,8 +1,11 @@
 // Golden NVFP4A16 vectors: strict loader and byte-exact runner.
 #include "fp4forge/codec/golden.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -193,9 +196,10 @@ GoldenOutcome run_golden_case(const GoldenCase& c, std::string_view path) {
 GoldenReport run_golden(const GoldenSet& set, std::span<const std::string> paths) {
   GoldenReport r;
   r.source = set.source;
+  r.best_path = best_path();
   r.paths.assign(paths.begin(), paths.end());
   for (const GoldenCase& c : set.cases) {
-    r.cases.push_back(c.name);
+    r.cases.push_back({c.name, c.dtype, c.members.size()});
     for (const std::string& p : paths) {
       r.outcomes.push_back(run_golden_case(c, p));
       if (!r.outcomes.back().pass) ++r.failures;
@@ -203,5 +207,64 @@ GoldenReport run_golden(const GoldenSet& set, std::span<const std::string> paths
   }
   return r;
 }
+
+nlohmann::ordered_json to_json(const GoldenReport& r) {
+  nlohmann::ordered_json j;
+  j["ok"] = r.ok();
+  j["source"] = r.source;
+  j["best_path"] = r.best_path;
+  j["paths"] = r.paths;
+  j["runs"] = r.outcomes.size();
+  j["failures"] = r.failures;
+  auto cases = nlohmann::ordered_json::array();
+  for (std::size_t c = 0; c < r.cases.size(); ++c) {
+    nlohmann::ordered_json jc;
+    jc["name"] = r.cases[c].name;
+    jc["dtype"] = std::string(dtype_name(r.cases[c].dtype));
+    jc["members"] = r.cases[c].members;
+    auto results = nlohmann::ordered_json::array();
+    for (std::size_t p = 0; p < r.paths.size(); ++p) {
+      const auto& o = r.outcomes[c * r.paths.size() + p];
+      results.push_back({{"path", o.path}, {"pass", o.pass}, {"detail", o.detail}});
+    }
+    jc["results"] = std::move(results);
+    cases.push_back(std::move(jc));
+  }
+  j["cases"] = std::move(cases);
+  return j;
+}
+
+namespace {
+std::string rtrim(std::string s) {
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+}  // namespace
+
+std::string to_text(const GoldenReport& r) {
+  std::string out = fmt::format("fp4forge selftest: {} golden cases ({}) x {} codec paths; this CPU dispatches to {}\n",
+                                r.cases.size(), r.source, r.paths.size(), r.best_path);
+  std::size_t w = 4;
+  for (const auto& c : r.cases) w = std::max(w, c.name.size());
+  std::string line = fmt::format("{:<{}}  {:<5}", "case", w, "dtype");
+  for (const auto& p : r.paths) line += fmt::format("  {:<{}}", p, std::max<std::size_t>(p.size(), 4));
+  out += rtrim(line) + "\n";
+  for (std::size_t c = 0; c < r.cases.size(); ++c) {
+    line = fmt::format("{:<{}}  {:<5}", r.cases[c].name, w, dtype_name(r.cases[c].dtype));
+    for (std::size_t p = 0; p < r.paths.size(); ++p)
+      line += fmt::format("  {:<{}}", r.outcomes[c * r.paths.size() + p].pass ? "ok" : "FAIL",
+                          std::max<std::size_t>(r.paths[p].size(), 4));
+    out += rtrim(line) + "\n";
+  }
+  if (r.ok())
+    return out + fmt::format("PASS: all {} runs byte-exact (weight_packed, weight_scale, weight_global_scale)\n",
+                             r.outcomes.size());
+  out += fmt::format("FAIL: {} of {} runs differ from the golden bytes\n", r.failures, r.outcomes.size());
+  for (const auto& o : r.outcomes)
+    if (!o.pass) out += fmt::format("  {} on {}: {}\n", o.case_name, o.path, o.detail);
+  return out;
+}
+
+int exit_code(const GoldenReport& r) { return r.ok() ? 0 : 1; }
 
 }  // namespace fp4forge::nvfp4

@@ -1,4 +1,4 @@
-#include "fp4forge/dtype.h"
+#include "fp4forge/core/dtype.h"
 
 #include <array>
 

@@ -1,4 +1,4 @@
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 
 namespace fp4forge {
 

@@ -1,4 +1,4 @@
-#include "fp4forge/finding.h"
+#include "fp4forge/core/finding.h"
 
 #include <algorithm>
 

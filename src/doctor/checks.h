@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/model/model_info.h"
-#include "fp4forge/finding.h"
+#include "fp4forge/core/finding.h"
 
 namespace fp4forge::doctor {
 

@@ -320,7 +320,7 @@ const KindInfo* find_kind(std::string_view id) noexcept {
   return nullptr;
 }
 
-int DoctorReport::exit_code() const noexcept { return fails(remaining, strict) ? 1 : 0; }
+int exit_code(const DoctorReport& r) { return fails(r.remaining, r.strict) ? 1 : 0; }
 
 Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOptions& opts) {
   DoctorReport rep;
@@ -362,9 +362,9 @@ nlohmann::ordered_json to_json(const DoctorReport& r) {
   j["architecture"] = r.architecture;
   j["quantized"] = r.quantized;
   j["mode"] = r.dry_run ? "dry-run" : r.fix ? "fix" : "check";
-  j["ok"] = r.exit_code() == 0;
+  j["ok"] = exit_code(r) == 0;
   j["strict"] = r.strict;
-  j["exit_code"] = r.exit_code();
+  j["exit_code"] = exit_code(r);
   std::size_t e = 0, w = 0, i = 0, fixable = 0;
   for (const auto& f : r.remaining) {
     (f.severity == Severity::ERROR ? e : f.severity == Severity::WARNING ? w : i)++;
@@ -443,7 +443,7 @@ std::string to_text(const DoctorReport& r) {
     if (f.fix) ++fixable;
   s += fmt::format("summary: {}{}; exit {}\n", counts(r.remaining),
                    fixable && !(r.fix && !r.dry_run) ? fmt::format(", {} fixable (run with --fix)", fixable) : "",
-                   r.exit_code());
+                   exit_code(r));
   return s;
 }
 

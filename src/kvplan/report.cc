@@ -67,7 +67,7 @@ std::string format_util(double util) {
   return s;
 }
 
-Json plan_to_json(const Plan& plan) {
+Json to_json(const Plan& plan) {
   Json j;
   j["ok"] = true;
   j["schema"] = kPlanSchema;
@@ -195,7 +195,7 @@ Json plan_to_json(const Plan& plan) {
   return j;
 }
 
-std::string plan_to_text(const Plan& plan) {
+std::string to_text(const Plan& plan) {
   std::string o;
   const bool have_gpus = !plan.gpus.empty();
   for (std::size_t s = 0; s < plan.seats.size(); ++s) {
@@ -290,7 +290,7 @@ std::string plan_to_text(const Plan& plan) {
   return o;
 }
 
-std::string plan_to_svg(const Plan& plan) {
+std::string to_svg(const Plan& plan) {
   constexpr int kLeft = 170, kBarW = 760, kBarH = 34, kGap = 46, kTop = 70;
   std::vector<std::size_t> unplaced;  // seats that fit nowhere: listed under the bars, not left out
   for (std::size_t s = 0; s < plan.placements.size(); ++s)

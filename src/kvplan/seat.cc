@@ -7,7 +7,7 @@
 #include <charconv>
 #include <system_error>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/size.h"
 #include "fp4forge/util/strings.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/model/classify.h"
 
 namespace fp4forge {

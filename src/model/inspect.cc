@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/arch_class.h"
 #include "fp4forge/model/classify.h"

@@ -901,4 +901,9 @@ nlohmann::ordered_json to_json(const SynthReport& r) {
   return j;
 }
 
+std::string to_text(const SynthReport& r) {
+  return fmt::format("wrote {} {} checkpoint to {}: {} tensors, {} params, {} bytes in {} shard(s) ({:.1f} s)\n", r.arch,
+                     r.size, r.out.string(), r.num_tensors, r.total_params, r.total_bytes, r.shards.size(), r.seconds);
+}
+
 }  // namespace fp4forge

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 
 namespace fp4forge::probe {
 namespace {

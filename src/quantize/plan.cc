@@ -793,7 +793,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
 
 // ---------------------------------------------------------------------------------------------------
 
-std::string plan_text(const QuantPlan& plan, bool verbose) {
+std::string to_text(const QuantPlan& plan, bool verbose) {
   std::string s;
   s += fmt::format("plan: {} ({}), scheme {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
                    family_name(plan.info.family), plan.scheme);
@@ -831,7 +831,7 @@ std::string plan_text(const QuantPlan& plan, bool verbose) {
   return s;
 }
 
-nlohmann::ordered_json plan_json(const QuantPlan& plan) {
+nlohmann::ordered_json to_json(const QuantPlan& plan) {
   ojson j = ojson::object();
   j["scheme"] = plan.scheme;
   j["architecture"] = plan.info.architecture;

@@ -857,7 +857,7 @@ Result<QuantizeResult> quantize(const QuantizeParams& p) {
   return out;
 }
 
-nlohmann::ordered_json summary_json(const RunSummary& s) {
+nlohmann::ordered_json to_json(const RunSummary& s) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["ok"] = true;
   j["source"] = s.source;
@@ -905,6 +905,32 @@ Result<std::uint64_t> file_digest(const stdfs::path& path) {
     off += n;
   }
   return static_cast<std::uint64_t>(XXH3_64bits_digest(st.get()));
+}
+
+std::string to_text(const RunSummary& s) {
+  std::string out;
+  for (const auto& l : s.summary) out += fmt::format("  {}\n", l);
+  out += fmt::format("wrote {}: {} shard(s) ({} resumed), {:.3f} GB from {:.3f} GB, {:.3f} bits per quantized weight\n",
+                     s.destination, s.shards_written + s.shards_resumed, s.shards_resumed,
+                     static_cast<double>(s.bytes_out) / 1e9, static_cast<double>(s.bytes_in) / 1e9, s.bits_per_weight);
+  out += fmt::format("  {:.2f} s, {:.2f} GB/s, -j {}, peak RSS {:.0f} MiB (in-flight budget {:.0f} MiB, peak {:.0f} MiB)\n",
+                     s.seconds, s.gb_per_s, s.jobs, static_cast<double>(s.peak_rss_bytes) / 1048576.0,
+                     static_cast<double>(s.max_memory) / 1048576.0, static_cast<double>(s.peak_inflight_bytes) / 1048576.0);
+  return out;
+}
+
+nlohmann::ordered_json to_json(const QuantizeResult& r) {
+  if (r.summary) return to_json(*r.summary);
+  nlohmann::ordered_json j;
+  j["ok"] = true;
+  j["dry_run"] = true;
+  j["plan"] = to_json(r.plan);
+  return j;
+}
+
+std::string to_text(const QuantizeResult& r, bool verbose) {
+  if (r.summary) return to_text(*r.summary);
+  return to_text(r.plan, verbose) + "dry run: nothing written\n";
 }
 
 }  // namespace fp4forge::quant

@@ -1,4 +1,4 @@
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 
 #include <algorithm>
 #include <map>

@@ -198,6 +198,8 @@ Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, co
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ia, read_model_info(a.config()));
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ib, read_model_info(b.config()));
   DiffReport r;
+  r.a_dir = a.dir().string();
+  r.b_dir = b.dir().string();
   r.class_a = classify_arch(a, ia);
   r.class_b = classify_arch(b, ib);
   r.family_a = std::string(family_name(ia.family));
@@ -264,7 +266,9 @@ std::string truncate(std::string s, std::size_t n) {
 
 }  // namespace
 
-nlohmann::ordered_json diff_json(const DiffReport& r, const std::string& a_dir, const std::string& b_dir) {
+nlohmann::ordered_json to_json(const DiffReport& r) {
+  const std::string& a_dir = r.a_dir;
+  const std::string& b_dir = r.b_dir;
   Json j;
   j["identical"] = !r.differs();
   j["refused"] = r.refused;
@@ -294,7 +298,9 @@ nlohmann::ordered_json diff_json(const DiffReport& r, const std::string& a_dir, 
   return j;
 }
 
-std::string diff_text(const DiffReport& r, const std::string& a_dir, const std::string& b_dir, bool all) {
+std::string to_text(const DiffReport& r, bool all) {
+  const std::string& a_dir = r.a_dir;
+  const std::string& b_dir = r.b_dir;
   std::string out;
   out += fmt::format("diff  A = {}\n      B = {}\n", a_dir, b_dir);
   if (r.class_mismatch) {
@@ -338,6 +344,11 @@ std::string diff_text(const DiffReport& r, const std::string& a_dir, const std::
   }
   out += fmt::format("result: {}\n", r.differs() ? "DIFFERENT" : "IDENTICAL (structure, config and files)");
   return out;
+}
+
+int exit_code(const DiffReport& r) {
+  if (r.refused) return 3;
+  return r.differs() ? 1 : 0;
 }
 
 }  // namespace fp4forge

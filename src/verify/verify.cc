@@ -1306,6 +1306,9 @@ std::vector<Finding> verify_structure(const Checkpoint& q, const ModelInfo& info
 Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* against, const VerifyOptions& opts) {
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo info, read_model_info(q.config()));
   VerifyReport rep;
+  rep.qdir = q.dir().string();
+  rep.strict = opts.strict;
+  if (against) rep.against = against->dir().string();
   Structure s;
   Sink sink(opts.max_listed);
   for (const auto* ck : {&q, against})
@@ -1368,7 +1371,9 @@ std::array<std::size_t, 3> severity_counts(const std::vector<Finding>& fs) {
 
 }  // namespace
 
-nlohmann::ordered_json verify_json(const VerifyReport& r, const std::string& qdir, const std::string& against) {
+nlohmann::ordered_json to_json(const VerifyReport& r) {
+  const std::string& qdir = r.qdir;
+  const std::string& against = r.against;
   Json j;
   const auto c = severity_counts(r.findings);
   j["ok"] = r.ok();
@@ -1417,7 +1422,9 @@ nlohmann::ordered_json verify_json(const VerifyReport& r, const std::string& qdi
   return j;
 }
 
-std::string verify_text(const VerifyReport& r, const std::string& qdir, const std::string& against) {
+std::string to_text(const VerifyReport& r) {
+  const std::string& qdir = r.qdir;
+  const std::string& against = r.against;
   std::string out;
   const VerifyStats& s = r.stats;
   out += fmt::format("verify {}{}\n", qdir, against.empty() ? std::string() : "  (against " + against + ")");
@@ -1453,5 +1460,7 @@ std::string verify_text(const VerifyReport& r, const std::string& qdir, const st
   out += fmt::format("result: {} ({} error(s), {} warning(s), {} info)\n", r.ok() ? "OK" : "FAILED", c[0], c[1], c[2]);
   return out;
 }
+
+int exit_code(const VerifyReport& r) { return r.ok() ? 0 : 1; }
 
 }  // namespace fp4forge

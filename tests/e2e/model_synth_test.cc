@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/synth.h"
 #include "fp4forge/util/progress.h"

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/quantize/plan.h"

@@ -22,7 +22,7 @@
 
 #include <fmt/format.h>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/model_info.h"

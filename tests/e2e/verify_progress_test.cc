@@ -6,7 +6,7 @@
 #include <mutex>
 #include <string>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/quantize/run.h"
 #include "fp4forge/util/progress_sink.h"
 #include "fp4forge/verify/verify.h"

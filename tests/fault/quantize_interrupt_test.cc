@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../e2e/quantize_test_util.h"
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"

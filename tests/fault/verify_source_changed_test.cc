@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "../e2e/quantize_test_util.h"
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"
 #include "fp4forge/verify/verify.h"

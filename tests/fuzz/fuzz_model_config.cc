@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/model_info.h"
 

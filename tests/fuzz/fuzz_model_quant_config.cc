@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/model/quant_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

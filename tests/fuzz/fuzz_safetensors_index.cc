@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/safetensors/shard_writer.h"
 
 namespace {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "fp4forge/dtype.h"
-#include "fp4forge/error.h"
+#include "fp4forge/core/dtype.h"
+#include "fp4forge/core/error.h"
 
 namespace fp4forge {
 namespace {

@@ -69,7 +69,7 @@ TEST(DoctorChecks, CleanFixturesHaveNoErrorsAndOnlyExpectedNotes) {
     Fixture fx(name);
     auto r = check(fx);
     EXPECT_EQ(kinds(r), want) << name << ":\n" << dump(r);
-    EXPECT_EQ(r.exit_code(), 0) << name;
+    EXPECT_EQ(exit_code(r), 0) << name;
     EXPECT_FALSE(r.quantized);
   }
 }
@@ -98,7 +98,7 @@ TEST(DoctorChecks, Gemma4MissingGlobalKvFieldsDerivedFromShapes) {
     EXPECT_EQ(f->expected, "global_head_dim = 64, num_global_key_value_heads = 1");
     EXPECT_NE(std::find(f->tensors.begin(), f->tensors.end(), "model.language_model.layers.5.self_attn.k_proj"),
               f->tensors.end());
-    EXPECT_EQ(r.exit_code(), 1);
+    EXPECT_EQ(exit_code(r), 1);
     EXPECT_NO_KIND(r, "gemma4-per-layer-config-only");
   }
 }
@@ -150,7 +150,7 @@ TEST(DoctorChecks, PerLayerConfigRedundant) {
   EXPECT_KIND(r, "per-layer-config-redundant", Severity::WARNING);
   EXPECT_TRUE(find(r, "per-layer-config-redundant")->fix.has_value());
   EXPECT_NO_KIND(r, "per-layer-config-conflict");
-  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(exit_code(r), 0);
 }
 
 TEST(DoctorChecks, PerLayerConfigWithExtraOverrideIsNotRedundant) {
@@ -179,7 +179,7 @@ TEST(DoctorChecks, PerLayerConfigConflict) {
   EXPECT_NO_KIND(r, "per-layer-config-redundant");
   // the flat reading also breaks the shape invariants (reported with its reading)
   EXPECT_KIND(r, "config-shape-mismatch", Severity::ERROR);
-  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(exit_code(r), 1);
 }
 
 TEST(DoctorChecks, PerLayerConfigInvalidKeys) {
@@ -281,7 +281,7 @@ TEST(DoctorChecks, ConfigShapeMismatchRules) {
 TEST(DoctorChecks, ExpertLayoutTransposedAndMixed) {
   // The orientation comes from the shapes: Hub-orientation Qwen3-VL-MoE experts ([E, H, 2I] / [E, I, H])
   // are correct, not an error.
-  EXPECT_EQ(check(Fixture("qwen3_vl_moe-hub")).exit_code(), 0);
+  EXPECT_EQ(exit_code(check(Fixture("qwen3_vl_moe-hub"))), 0);
   // Shapes that fit neither orientation are.
   Fixture fx("gemma4-moe-mm");
   const std::string down = "model.language_model.layers.0.experts.down_proj";  // [8, 128, 64] = [E, H, Im]
@@ -343,7 +343,7 @@ TEST(DoctorChecks, UnknownArchitecture) {
   });
   auto r = check(other);
   EXPECT_KIND(r, "unknown-architecture", Severity::WARNING);
-  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(exit_code(r), 0);
 }
 
 // --- modalities, MTP ----------------------------------------------------------------------------------
@@ -447,7 +447,7 @@ TEST(DoctorChecks, TokenizerFiles) {
   doctor_test::write(ml.path("tokenizer_config.json"), "{\"model_max_length\": 512, \"max_length\": 8192}");
   auto rm = check(ml);
   EXPECT_KIND(rm, "tokenizer-max-length", Severity::ERROR);
-  EXPECT_EQ(rm.exit_code(), 1);
+  EXPECT_EQ(exit_code(rm), 1);
 
   Fixture bad("llama");
   doctor_test::write(bad.path("tokenizer_config.json"), "{\"model_max_length\": ");
@@ -543,7 +543,7 @@ TEST(DoctorChecks, ConfigOnlyDirectory) {
     if (e.path().filename() != "config.json") std::filesystem::remove(e.path());
   auto r = check(fx);
   EXPECT_KIND(r, "no-weights", Severity::INFO);
-  EXPECT_EQ(r.exit_code(), 0);
+  EXPECT_EQ(exit_code(r), 0);
 }
 
 TEST(DoctorChecks, MissingConfigIsBadInput) {

@@ -138,8 +138,8 @@ TEST_F(KvplanTwoSeats, SwappingTheSeatsBreaksTheFit) {
   EXPECT_EQ(b.short_by_bytes, 4 * kGiB);  // 52 GiB needed, 48 GiB on GPU 1
   EXPECT_NE(b.reason.find("short by 4.00 GiB"), std::string::npos) << b.reason;
   EXPECT_TRUE(plan->placements[seat_index(*plan, "small")].fits);
-  EXPECT_NE(plan_to_text(*plan).find("NO, short by 4.00 GiB"), std::string::npos);
-  const auto j = plan_to_json(*plan);
+  EXPECT_NE(to_text(*plan).find("NO, short by 4.00 GiB"), std::string::npos);
+  const auto j = to_json(*plan);
   EXPECT_EQ(j["all_fit"], false);
   EXPECT_EQ(j["seats"][0]["placement"]["short_by_bytes"], 4 * kGiB);
 }
@@ -305,7 +305,7 @@ TEST_F(KvplanTwoSeats, EmitComposeSkipsSeatsThatDoNotFit) {
 TEST_F(KvplanTwoSeats, SvgHasOneBarPerGpu) {
   auto plan = make_plan({seat(small()), seat(big())}, gpus);
   ASSERT_TRUE(plan.ok());
-  const std::string svg = plan_to_svg(*plan);
+  const std::string svg = to_svg(*plan);
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_NE(svg.find(">GPU 0 · 96.00 GiB<"), std::string::npos) << svg;
@@ -321,7 +321,7 @@ TEST_F(KvplanTwoSeats, SvgShowsTotalsAndUnplacedSeats) {
   std::vector<GpuSpec> g = {gpu("0=96GiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition")};
   auto plan = make_plan({seat(small()), seat(big(",tp=2"))}, g);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
-  const std::string svg = plan_to_svg(*plan);
+  const std::string svg = to_svg(*plan);
   EXPECT_NE(svg.find(">GPU 0 · 96.00 GiB<"), std::string::npos) << svg;
   EXPECT_NE(svg.find("<title>NVIDIA RTX PRO 6000 Blackwell Workstation Edition</title>NVIDIA RTX PRO 6000 Bla…"),
             std::string::npos)

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/kvplan/weights.h"
 #include "fp4forge/model/model_info.h"
 

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/checkpoint/checkpoint.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/safetensors/shard_writer.h"
 #include "unit/safetensors_test_util.h"
 

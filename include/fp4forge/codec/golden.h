@@ -18,9 +18,11 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "fp4forge/codec/nvfp4.h"
-#include "fp4forge/dtype.h"
-#include "fp4forge/error.h"
+#include "fp4forge/core/dtype.h"
+#include "fp4forge/core/error.h"
 
 namespace fp4forge::nvfp4 {
 
@@ -66,10 +68,18 @@ struct GoldenOutcome {
   std::string detail;  ///< empty on pass; else the first mismatch or the encoder's error
 };
 
+/** What the report says of a case. */
+struct GoldenCaseInfo {
+  std::string name;
+  DType dtype = DType::BF16;
+  std::size_t members = 0;
+};
+
 struct GoldenReport {
   std::string source;
+  std::string best_path;  ///< the path this CPU dispatches to
   std::vector<std::string> paths;
-  std::vector<std::string> cases;
+  std::vector<GoldenCaseInfo> cases;
   std::vector<GoldenOutcome> outcomes;  ///< case-major: outcomes[c * paths.size() + p]
   std::size_t failures = 0;
   bool ok() const noexcept { return failures == 0; }
@@ -79,5 +89,12 @@ struct GoldenReport {
 GoldenOutcome run_golden_case(const GoldenCase& c, std::string_view path);
 /** Runs every case on every path in `paths`. */
 GoldenReport run_golden(const GoldenSet& set, std::span<const std::string> paths);
+
+/** The `selftest --json` document (docs/cli/selftest.md). */
+nlohmann::ordered_json to_json(const GoldenReport& r);
+/** The case x path table, then PASS or FAIL with every mismatch. */
+std::string to_text(const GoldenReport& r);
+/** 0 all byte-exact, 1 a mismatch. */
+int exit_code(const GoldenReport& r);
 
 }  // namespace fp4forge::nvfp4

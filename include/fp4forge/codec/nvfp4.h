@@ -27,8 +27,8 @@
 #include <string_view>
 #include <vector>
 
-#include "fp4forge/dtype.h"
-#include "fp4forge/error.h"
+#include "fp4forge/core/dtype.h"
+#include "fp4forge/core/error.h"
 
 namespace fp4forge::nvfp4 {
 

@@ -27,8 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/error.h"
-#include "fp4forge/finding.h"
+#include "fp4forge/core/error.h"
+#include "fp4forge/core/finding.h"
 
 namespace fp4forge::doctor {
 
@@ -79,9 +79,6 @@ struct DoctorReport {
   std::vector<FileChange> changes;
   std::vector<RefusedFix> refused;
   std::vector<Finding> remaining;  ///< after the fixes were written (== findings otherwise)
-
-  /** 0 when no error-severity finding (with strict: no warning either) remains, else 1. */
-  int exit_code() const noexcept;
 };
 
 /**
@@ -95,5 +92,8 @@ nlohmann::ordered_json to_json(const DoctorReport& r);
 
 /** Human-readable report (findings, diffs, summary line). */
 std::string to_text(const DoctorReport& r);
+
+/** 0 when no error-severity finding (with strict: no warning either) remains, else 1. */
+int exit_code(const DoctorReport& r);
 
 }  // namespace fp4forge::doctor

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/kvplan/placement.h"
 
 namespace fp4forge::kvplan {

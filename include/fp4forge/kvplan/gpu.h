@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 
 namespace fp4forge::kvplan {
 

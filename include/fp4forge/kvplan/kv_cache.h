@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/model/model_info.h"
 
 namespace fp4forge::kvplan {

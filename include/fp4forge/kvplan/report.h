@@ -14,9 +14,9 @@ namespace fp4forge::kvplan {
 
 inline constexpr const char* kPlanSchema = "fp4forge.plan/1";
 
-nlohmann::ordered_json plan_to_json(const Plan& plan);
-std::string plan_to_text(const Plan& plan);
-std::string plan_to_svg(const Plan& plan);
+nlohmann::ordered_json to_json(const Plan& plan);
+std::string to_text(const Plan& plan);
+std::string to_svg(const Plan& plan);
 
 /** A gpu_memory_utilization as vLLM takes it: "0.57", "0.9", "0.5731" (no trailing zeros). */
 std::string format_util(double util);

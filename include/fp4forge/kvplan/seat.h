@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/kvplan/kv_cache.h"
 #include "fp4forge/kvplan/weights.h"
 #include "fp4forge/model/model_info.h"

@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <string>
 
-#include "fp4forge/checkpoint/checkpoint.h"
-#include "fp4forge/error.h"
+#include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/model/model_info.h"
 
 namespace fp4forge::kvplan {

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/model/model_info.h"
 #include "fp4forge/model/tensor_role.h"
 

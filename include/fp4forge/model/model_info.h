@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/model/registry.h"
 
 namespace fp4forge {

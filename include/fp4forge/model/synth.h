@@ -21,7 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/util/progress_sink.h"
 
 namespace fp4forge {
@@ -83,5 +83,7 @@ void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t fi
                      std::span<std::uint16_t> out);
 
 nlohmann::ordered_json to_json(const SynthReport& r);
+/** "wrote ARCH SIZE checkpoint to OUT: N tensors, ..." */
+std::string to_text(const SynthReport& r);
 
 }  // namespace fp4forge

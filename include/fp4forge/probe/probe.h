@@ -51,7 +51,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/probe/http_client.h"
 
 namespace fp4forge::probe {

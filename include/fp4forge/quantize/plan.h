@@ -30,9 +30,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/checkpoint/checkpoint.h"
-#include "fp4forge/dtype.h"
-#include "fp4forge/error.h"
+#include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/core/dtype.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
 #include "fp4forge/model/model_info.h"
@@ -201,9 +201,9 @@ class NamePattern {
 
 
 /** Human-readable plan: per-role counts, warnings, the kept-with-reason table. */
-std::string plan_text(const QuantPlan& plan, bool verbose = false);
+std::string to_text(const QuantPlan& plan, bool verbose = false);
 /** JSON form of the plan (documented in docs/cli/quantize.md). */
-nlohmann::ordered_json plan_json(const QuantPlan& plan);
+nlohmann::ordered_json to_json(const QuantPlan& plan);
 
 
 }  // namespace fp4forge::quant

@@ -28,8 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/checkpoint/checkpoint.h"
-#include "fp4forge/error.h"
+#include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/util/progress_sink.h"
 
@@ -114,7 +114,13 @@ struct QuantizeResult {
 Result<QuantizeResult> quantize(const QuantizeParams& params);
 
 /** The --json summary object (docs/cli/quantize.md). */
-nlohmann::ordered_json summary_json(const RunSummary& s);
+nlohmann::ordered_json to_json(const RunSummary& s);
+/** The summary lines and the "wrote DST: ..." totals (warnings are not part of it). */
+std::string to_text(const RunSummary& s);
+/** What `quantize` prints: the summary (to_json / to_text of it), or for a dry run
+ * {"ok": true, "dry_run": true, "plan": ...} / the plan and "dry run: nothing written". */
+nlohmann::ordered_json to_json(const QuantizeResult& r);
+std::string to_text(const QuantizeResult& r, bool verbose = false);
 
 /** The 64-bit content digest the resume manifest records (XXH3-64 from libxxhash). */
 Result<std::uint64_t> file_digest(const std::filesystem::path& path);

@@ -18,8 +18,8 @@
 #include <utility>
 #include <vector>
 
-#include "fp4forge/dtype.h"
-#include "fp4forge/error.h"
+#include "fp4forge/core/dtype.h"
+#include "fp4forge/core/error.h"
 
 namespace fp4forge::st {
 

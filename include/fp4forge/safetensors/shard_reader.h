@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/safetensors/header.h"
 
 namespace fp4forge::st {

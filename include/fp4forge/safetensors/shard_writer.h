@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/safetensors/header.h"
 #include "fp4forge/util/fs.h"
 

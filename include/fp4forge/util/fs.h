@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 
 namespace fp4forge::fs {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/util/format.h"  // format_bytes / format_count for reports
 
 namespace fp4forge {

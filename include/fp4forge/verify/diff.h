@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/checkpoint/checkpoint.h"
-#include "fp4forge/error.h"
+#include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/model/model_info.h"
 
 namespace fp4forge {
@@ -59,6 +59,7 @@ struct DiffItem {
 };
 
 struct DiffReport {
+  std::string a_dir, b_dir;  ///< the two checkpoints, as opened
   ArchClass class_a, class_b;
   std::string family_a, family_b;  ///< model family names
   bool class_mismatch = false;
@@ -75,8 +76,11 @@ struct DiffReport {
 Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opts = {});
 
 /** `--json` document (docs/cli/diff.md). */
-nlohmann::ordered_json diff_json(const DiffReport& r, const std::string& a_dir, const std::string& b_dir);
+nlohmann::ordered_json to_json(const DiffReport& r);
 /** Terminal table: class line first, then differing families, then items; `all` lists equal families. */
-std::string diff_text(const DiffReport& r, const std::string& a_dir, const std::string& b_dir, bool all = false);
+std::string to_text(const DiffReport& r, bool all = false);
+/** 0 identical, 1 different, 3 refused (architecture classes differ: a control of another class proves
+ * nothing; docs/cli/diff.md). */
+int exit_code(const DiffReport& r);
 
 }  // namespace fp4forge

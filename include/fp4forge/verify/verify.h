@@ -26,10 +26,10 @@
 
 #include "fp4forge/util/progress_sink.h"
 #include "fp4forge/model/experts.h"
-#include "fp4forge/checkpoint/checkpoint.h"
-#include "fp4forge/error.h"
+#include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/model/model_info.h"
-#include "fp4forge/finding.h"
+#include "fp4forge/core/finding.h"
 
 namespace fp4forge {
 
@@ -42,6 +42,7 @@ struct VerifyOptions {
   std::size_t max_listed = 20;     ///< tensor names listed per finding (the message gives the count)
   ExpertLayoutOptions experts;     ///< settles an ambiguous fused-expert orientation of the source
   ProgressSink* progress = nullptr;  ///< --against: reports source bytes compared (the CLI draws a bar)
+  bool strict = false;               ///< --strict: a warning fails too (VerifyReport::strict)
 };
 
 /** Error of one quantized tensor against its source (with --against). */
@@ -89,9 +90,11 @@ struct VerifyStats {
 };
 
 struct VerifyReport {
+  std::string qdir;     ///< the quantized checkpoint, as opened
+  std::string against;  ///< the source, as opened ("" without --against)
   std::vector<Finding> findings;  ///< errors first, then warnings, then info; stable order within
   VerifyStats stats;
-  bool strict = false;  ///< --strict: warnings fail too
+  bool strict = false;  ///< VerifyOptions::strict
   bool ok() const noexcept { return !fails(findings, strict); }
 };
 
@@ -111,8 +114,10 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
                                        const VerifyOptions& opts = {});
 
 /** `--json` document (docs/cli/verify.md). */
-nlohmann::ordered_json verify_json(const VerifyReport& r, const std::string& qdir, const std::string& against);
+nlohmann::ordered_json to_json(const VerifyReport& r);
 /** Terminal text. */
-std::string verify_text(const VerifyReport& r, const std::string& qdir, const std::string& against);
+std::string to_text(const VerifyReport& r);
+/** 0 clean (no error finding; with strict no warning either), 1 otherwise. */
+int exit_code(const VerifyReport& r);
 
 }  // namespace fp4forge

@@ -7,12 +7,13 @@
 
 #include <gtest/gtest.h>
 
-#include "fp4forge/probe/gateway.h"
+#include "fp4forge/gateway/gateway.h"
 #include "fp4forge/util/udiff.h"
 #include "probe_fake_server.h"
 
-namespace fp4forge::probe {
+namespace fp4forge::gateway {
 namespace {
+using namespace fp4forge::probe;  // the fake server, checks and probe options the swap gate uses
 
 namespace stdfs = std::filesystem;
 using testing::FakeServer;
@@ -347,10 +348,11 @@ TEST_F(Gateway, StripProviderPrefix) {
 }
 
 }  // namespace
-}  // namespace fp4forge::probe
+}  // namespace fp4forge::gateway
 
-namespace fp4forge::probe {
+namespace fp4forge::gateway {
 namespace {
+using namespace fp4forge::probe;  // the fake server, checks and probe options the swap gate uses
 // Issue 14 #13: a duplicated top-level model_list (LiteLLM uses the last; an edit of the first changes
 // nothing) is refused with both lines.
 TEST(GatewayYaml, DuplicateKeysAreRefused) {
@@ -454,4 +456,4 @@ TEST(GatewayBackups, OrderedByTimestampThenNumericSequence) {
   std::filesystem::remove_all(dir);
 }
 }  // namespace
-}  // namespace fp4forge::probe
+}  // namespace fp4forge::gateway

@@ -10,11 +10,11 @@
 #include <string>
 #include <system_error>
 
-#include "fp4forge/probe/gateway.h"
+#include "fp4forge/gateway/gateway.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
-  auto shown = fp4forge::probe::gateway_show_text(text, "fuzz.yaml");
+  auto shown = fp4forge::gateway::gateway_show_text(text, "fuzz.yaml");
   (void)shown;
   static const auto dir = [] {
     auto d = std::filesystem::temp_directory_path() / ("fp4forge-fuzz-gw-" + std::to_string(::getpid()));
@@ -33,14 +33,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::ofstream f(cfg, std::ios::binary);
     f << text;
   }
-  fp4forge::probe::SwapOptions o;
+  fp4forge::gateway::SwapOptions o;
   o.alias = "chat";
   o.backend_model = "openai/new";
   o.api_base = "http://127.0.0.1:9/v1";
   o.probe = false;
-  auto r = fp4forge::probe::gateway_swap(cfg, o);
+  auto r = fp4forge::gateway::gateway_swap(cfg, o);
   if (r.ok() && r->changed) {
-    auto again = fp4forge::probe::gateway_show(cfg);
+    auto again = fp4forge::gateway::gateway_show(cfg);
     if (!again.ok()) __builtin_trap();  // a successful edit must leave a parseable config
   }
   return 0;

@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/probe/probe.h"
 
-namespace fp4forge::probe {
+namespace fp4forge::gateway {
 
 /** One `model_list` entry (a LiteLLM "deployment"). */
 struct GatewayRoute {
@@ -65,19 +65,21 @@ struct SwapOptions {
   bool probe = true;          ///< probe the new backend first; refuse on any failed check
   std::string probe_model;    ///< model name at the backend (default: backend_model minus a provider
                               ///< prefix such as "hosted_vllm/" or "openai/")
-  std::vector<Check> checks;  ///< empty = all; without prose and logprobs refused unless weak_gate
+  std::vector<probe::Check> checks;  ///< empty = all; without prose and logprobs refused unless weak_gate
   bool weak_gate = false;     ///< allow a probe without the checks that catch F1 (prose, logprobs)
-  ProbeOptions probe_options;
-  HttpClient* client = nullptr;  ///< nullptr = libcurl
+  probe::ProbeOptions probe_options;
+  probe::HttpClient* client = nullptr;  ///< nullptr = libcurl
   bool dry_run = false;       ///< compute and validate the edit (and probe), write nothing
 };
 
 struct EditResult {
+  std::string command;         ///< "swap", "rollback" or "retire"
+  std::string config;          ///< the config file edited
   bool changed = false;
   std::string backup;          ///< path of the backup taken ("" when none)
   std::string diff;            ///< unified diff old -> new
   std::vector<std::string> warnings;
-  std::optional<ProbeReport> probe;  ///< swap with probing only
+  std::optional<probe::ProbeReport> probe;  ///< swap with probing only
   std::string refused;         ///< non-empty when the file was left untouched because of a check
 };
 
@@ -98,4 +100,4 @@ std::vector<std::filesystem::path> list_backups(const std::filesystem::path& con
 /** "hosted_vllm/Qwen/Qwen3-8B" -> "Qwen/Qwen3-8B"; names without a known provider prefix unchanged. */
 std::string strip_provider_prefix(std::string_view litellm_model);
 
-}  // namespace fp4forge::probe
+}  // namespace fp4forge::gateway

@@ -1,5 +1,5 @@
 // gateway: LiteLLM config.yaml show / swap / rollback / retire as validated line-based text edits.
-#include "fp4forge/probe/gateway.h"
+#include "fp4forge/gateway/gateway.h"
 
 #include <sys/stat.h>
 
@@ -21,7 +21,16 @@
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/udiff.h"
 
-namespace fp4forge::probe {
+namespace fp4forge::gateway {
+
+using probe::all_checks;
+using probe::Check;
+using probe::check_name;
+using probe::CheckStatus;
+using probe::normalize_base_url;
+using probe::run_probe;
+using probe::HttpClient;
+using probe::ProbeReport;
 namespace {
 
 /** A LiteLLM parameter name that holds a secret (api_key, *token*, *secret*, *password*, any case). */
@@ -746,6 +755,8 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     FP4FORGE_TRY(check_swapped(new_text, path, o, p.entries[static_cast<std::size_t>(idx)].node["litellm_params"]));
 
     EditResult out;
+  out.command = "swap";
+  out.config = path;
     out.diff = util::unified_diff(mask_secret_values(text), mask_secret_values(new_text), path, path + " (swapped)");
     GatewayShow s;
     describe_routes(p, lines, s);
@@ -797,6 +808,8 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
   FP4FORGE_ASSIGN_OR_RETURN(std::string restored, read_config(src));
   FP4FORGE_ASSIGN_OR_RETURN(std::string current, read_config(config));
   EditResult out;
+  out.command = "rollback";
+  out.config = path;
   out.backup = src.string();  // the source of the restore
   if (restored == current) return out;
   out.diff = util::unified_diff(mask_secret_values(current), mask_secret_values(restored), path, src.string());
@@ -856,6 +869,8 @@ Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& 
     const std::string new_text = join(out_lines);
     FP4FORGE_TRY(validate_edit(p, new_text, path, {}, removed));
     EditResult out;
+  out.command = "retire";
+  out.config = path;
     out.diff = util::unified_diff(mask_secret_values(text), mask_secret_values(new_text), path, path + " (retired)");
     auto shown = gateway_show_text(new_text, path);
     if (shown.ok()) {
@@ -869,4 +884,4 @@ Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& 
   }
 }
 
-}  // namespace fp4forge::probe
+}  // namespace fp4forge::gateway

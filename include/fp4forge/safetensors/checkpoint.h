@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fp4forge/error.h"
+#include "fp4forge/core/error.h"
 #include "fp4forge/safetensors/shard_reader.h"
 
 namespace fp4forge {

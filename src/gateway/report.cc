@@ -1,0 +1,90 @@
+#include "fp4forge/gateway/report.h"
+
+#include <fmt/format.h>
+
+#include "fp4forge/probe/report.h"
+
+namespace fp4forge::gateway {
+
+namespace {
+using oj = nlohmann::ordered_json;
+oj str_or_null(const std::string& s) { return s.empty() ? oj(nullptr) : oj(s); }
+}  // namespace
+
+oj to_json(const GatewayShow& s) {
+  oj j;
+  j["ok"] = true;
+  j["config"] = s.path;
+  oj routes = oj::array();
+  for (const GatewayRoute& r : s.routes) {
+    oj params = oj::object();
+    for (const auto& [k, v] : r.params) params[k] = v;
+    routes.push_back(oj{{"alias", r.alias}, {"model", r.model}, {"api_base", str_or_null(r.api_base)},
+                        {"line", r.line}, {"wildcard", r.wildcard}, {"params", params}});
+  }
+  j["routes"] = std::move(routes);
+  oj retired = oj::array();
+  for (const RetiredAlias& r : s.retired) retired.push_back(oj{{"alias", r.alias}, {"line", r.line}});
+  j["retired"] = std::move(retired);
+  j["backend"] = str_or_null(s.backend);
+  j["backend_aliases"] = s.backend.empty() ? oj(nullptr) : oj(s.backend_aliases);
+  j["warnings"] = s.warnings;
+  return j;
+}
+
+std::string to_text(const GatewayShow& s) {
+  std::string out = fmt::format("{}: {} route(s)\n", s.path, s.routes.size());
+  for (const GatewayRoute& r : s.routes)
+    out += fmt::format("  {:<24} -> {}  @ {}  (line {}){}\n", r.alias, r.model, r.api_base.empty() ? "-" : r.api_base,
+                       r.line, r.wildcard ? "  [wildcard]" : "");
+  for (const RetiredAlias& r : s.retired) out += fmt::format("  retired: {} (line {})\n", r.alias, r.line);
+  if (!s.backend.empty()) {
+    if (s.backend_aliases.empty()) {
+      out += fmt::format("no alias routes to {} (a seat can be proven there without user traffic)\n", s.backend);
+    } else {
+      std::string a;
+      for (const auto& x : s.backend_aliases) a += (a.empty() ? "" : ", ") + x;
+      out += fmt::format("aliases routing to {}: {}\n", s.backend, a);
+    }
+  }
+  return out;
+}
+
+oj to_json(const EditResult& e) {
+  oj j;
+  j["ok"] = e.refused.empty();
+  j["command"] = e.command;
+  j["config"] = e.config;
+  j["changed"] = e.changed;
+  j["refused"] = str_or_null(e.refused);
+  j["backup"] = str_or_null(e.backup);
+  j["diff"] = e.diff;
+  j["warnings"] = e.warnings;
+  j["probe"] = e.probe ? probe::to_json(*e.probe) : oj(nullptr);
+  return j;
+}
+
+std::string to_text(const EditResult& e) {
+  const std::string& command = e.command;
+  const std::string& config = e.config;
+  std::string out;
+  if (e.probe) out += probe::to_text(*e.probe);
+  if (!e.refused.empty()) return out + fmt::format("{} refused: {}\n", command, e.refused);
+  out += e.diff;
+  if (command == "rollback") {
+    out += e.changed ? fmt::format("restored {} from {}\n", config, e.backup)
+                     : fmt::format("{} already identical to {}; nothing to do\n", config, e.backup);
+  } else if (e.changed) {
+    out += fmt::format("{}: {} updated; backup {}\n", command, config, e.backup);
+  } else {
+    out += fmt::format("{}: dry run, {} not written\n", command, config);
+  }
+  return out;
+}
+
+int exit_code(const EditResult& e) {
+  if (e.refused.empty()) return 0;
+  return e.probe && e.probe->unreachable ? 4 : 1;
+}
+
+}  // namespace fp4forge::gateway

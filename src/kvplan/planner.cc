@@ -1,0 +1,91 @@
+// plan_seats: the `plan` command's flow (arguments -> seats -> placement -> files), and its rendering.
+#include "fp4forge/kvplan/planner.h"
+
+#include <fmt/format.h>
+
+#include "fp4forge/kvplan/gpu.h"
+#include "fp4forge/kvplan/report.h"
+#include "fp4forge/kvplan/seat.h"
+#include "fp4forge/util/fs.h"
+
+namespace fp4forge::kvplan {
+
+namespace {
+Result<std::vector<GpuSpec>> read_gpus(const PlanParams& p) {
+  std::vector<GpuSpec> gpus;
+  for (const auto& g : p.gpus) {
+    FP4FORGE_ASSIGN_OR_RETURN(GpuSpec spec, parse_gpu_arg(g));
+    gpus.push_back(std::move(spec));
+  }
+  if (p.gpus_from_nvidia_smi) {
+    FP4FORGE_ASSIGN_OR_RETURN(std::vector<GpuSpec> smi, query_nvidia_smi());
+    gpus.insert(gpus.end(), smi.begin(), smi.end());
+  }
+  return gpus;
+}
+
+Result<std::vector<SeatArg>> parse_seats(const PlanParams& p) {
+  std::vector<SeatArg> args;
+  for (const auto& s : p.seats) {
+    FP4FORGE_ASSIGN_OR_RETURN(SeatArg a, parse_seat_arg(s));
+    args.push_back(std::move(a));
+  }
+  return args;
+}
+
+Result<std::vector<SeatModel>> load_seats(const std::vector<SeatArg>& args, const PlanParams& p) {
+  std::vector<SeatModel> seats;
+  for (const auto& a : args) {
+    FP4FORGE_ASSIGN_OR_RETURN(SeatModel m, load_seat(a, p.overhead));
+    seats.push_back(std::move(m));
+  }
+  return seats;
+}
+
+Status write_outputs(const PlanParams& p, PlanResult& r) {
+  if (!p.svg.empty()) {
+    FP4FORGE_TRY(fs::write_file_atomic(p.svg, to_svg(r.plan)));
+    r.svg = p.svg;
+  }
+  if (!p.compose_dir.empty()) {
+    FP4FORGE_ASSIGN_OR_RETURN(EmittedFiles files, emit_compose(r.plan, p.compose_dir, p.compose));
+    r.compose_files = std::move(files.files);
+    r.compose_skipped = std::move(files.skipped_seats);
+    for (const auto& s : r.compose_skipped)
+      r.warnings.push_back(fmt::format("--emit-compose: seat '{}' does not fit, no stack written for it", s));
+  }
+  return {};
+}
+}  // namespace
+
+Result<PlanResult> plan_seats(const PlanParams& params) {
+  // Every argument (and nvidia-smi) is read before any checkpoint is opened: usage errors come first.
+  FP4FORGE_ASSIGN_OR_RETURN(std::vector<SeatArg> args, parse_seats(params));
+  FP4FORGE_ASSIGN_OR_RETURN(std::vector<GpuSpec> gpus, read_gpus(params));
+  FP4FORGE_ASSIGN_OR_RETURN(std::vector<SeatModel> seats, load_seats(args, params));
+  PlanResult r;
+  FP4FORGE_ASSIGN_OR_RETURN(r.plan, make_plan(std::move(seats), std::move(gpus)));
+  FP4FORGE_TRY(write_outputs(params, r));
+  return r;
+}
+
+nlohmann::ordered_json to_json(const PlanResult& r) {
+  auto j = to_json(r.plan);
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const auto& f : r.compose_files) files.push_back(f.string());
+  j["outputs"] = {{"svg", r.svg.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.svg.string())},
+                  {"compose_files", std::move(files)},
+                  {"compose_skipped", r.compose_skipped}};
+  return j;
+}
+
+std::string to_text(const PlanResult& r) {
+  std::string out = to_text(r.plan);
+  if (!r.svg.empty()) out += fmt::format("wrote {}\n", r.svg.string());
+  for (const auto& f : r.compose_files) out += fmt::format("wrote {}\n", f.string());
+  return out;
+}
+
+int exit_code(const PlanResult& r) { return (!r.plan.gpus.empty() && !r.plan.all_fit) ? 1 : 0; }
+
+}  // namespace fp4forge::kvplan
