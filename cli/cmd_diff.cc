@@ -27,7 +27,7 @@ int run_diff(const DiffOpts& o) {
   if (!b) return report_error(b.error(), o.json);
   auto rep = diff_checkpoints(*a, *b, o.lib);
   if (!rep) return report_error(rep.error(), o.json);
-  if (rep->refused) fmt::print(stderr, "fp4forge: error: {}\n", rep->class_message);
+  if (rep->refused) error_line(rep->class_message);
   else if (rep->class_mismatch) warn(rep->class_message);
   if (o.json) {
     print_json(to_json(*rep));

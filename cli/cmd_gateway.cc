@@ -26,7 +26,7 @@ int finish_edit(const GwOpts& o, Result<gateway::EditResult> r) {
   } else {
     fmt::print("{}", gateway::to_text(*r));
   }
-  if (!r->refused.empty()) fmt::print(stderr, "fp4forge: error: {} refused: {}\n", r->command, r->refused);
+  if (!r->refused.empty()) error_line(fmt::format("{} refused: {}", r->command, r->refused));
   return gateway::exit_code(*r);
 }
 

@@ -19,7 +19,7 @@ nlohmann::ordered_json error_json(const Error& e) {
 }
 
 int report_error(const Error& e, bool json) {
-  fmt::print(stderr, "fp4forge: error: {}\n", e.describe());
+  error_line(e.describe());
   if (json) {
     nlohmann::ordered_json j;
     j["ok"] = false;
@@ -33,6 +33,8 @@ void print_json(const nlohmann::ordered_json& j) {
   fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
   std::fflush(stdout);
 }
+
+void error_line(const std::string& message) { fmt::print(stderr, "fp4forge: error: {}\n", message); }
 
 void warn(const std::string& message) { fmt::print(stderr, "fp4forge: warning: {}\n", message); }
 

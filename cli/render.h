@@ -21,6 +21,9 @@ nlohmann::ordered_json error_json(const Error& e);
 /** Pretty-prints a JSON document to stdout (indent 2, trailing newline). */
 void print_json(const nlohmann::ordered_json& j);
 
+/** Prints an error line to stderr: `fp4forge: error: ...` (a refusal the report itself explains). */
+void error_line(const std::string& message);
+
 /** Prints a warning line to stderr: `fp4forge: warning: ...`. */
 void warn(const std::string& message);
 

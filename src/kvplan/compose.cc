@@ -53,24 +53,24 @@ std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
   std::vector<std::string> v = {"--model", container_model_path(a), "--served-model-name", a.served_name,
                                 "--host", "0.0.0.0", "--port", std::to_string(kContainerPort)};
   v.insert(v.end(), {"--gpu-memory-utilization", format_util(p.util), "--max-model-len",
-                     std::to_string(m.max_model_len), "--kv-cache-dtype", vllm_kv_cache_dtype(a.kv_cache_dtype),
+                     std::to_string(m.max_model_len), "--kv-cache-dtype", vllm_kv_cache_dtype(a.kv.kv_cache_dtype),
                      "--max-num-batched-tokens", std::to_string(p.max_num_batched_tokens),
-                     "--tensor-parallel-size", std::to_string(a.tp)});
-  v.push_back(a.prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching");
-  if (a.spec_tokens > 0) {
+                     "--tensor-parallel-size", std::to_string(a.kv.tp)});
+  v.push_back(a.kv.prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching");
+  if (a.kv.spec_tokens > 0) {
     v.push_back("--speculative-config");
-    v.push_back(fmt::format("{{\"method\":\"mtp\",\"num_speculative_tokens\":{}}}", a.spec_tokens));
+    v.push_back(fmt::format("{{\"method\":\"mtp\",\"num_speculative_tokens\":{}}}", a.kv.spec_tokens));
   }
   if (!a.mm && (m.info.has_vision_config || m.info.has_audio_config)) {
     v.push_back("--limit-mm-per-prompt");
     v.push_back(m.info.has_audio_config ? "{\"image\":0,\"video\":0,\"audio\":0}" : "{\"image\":0,\"video\":0}");
   }
-  if (a.block_size > 0) v.insert(v.end(), {"--block-size", std::to_string(a.block_size)});
-  if (a.mamba_ssm_dtype != "auto")
-    v.insert(v.end(), {"--mamba-ssm-cache-dtype", vllm_state_dtype(a.mamba_ssm_dtype)});
-  if (a.mamba_cache_dtype != "auto")
-    v.insert(v.end(), {"--mamba-cache-dtype", vllm_state_dtype(a.mamba_cache_dtype)});
-  if (!a.hybrid_manager) v.push_back("--disable-hybrid-kv-cache-manager");
+  if (a.kv.block_size > 0) v.insert(v.end(), {"--block-size", std::to_string(a.kv.block_size)});
+  if (a.kv.mamba_ssm_cache_dtype != "auto")
+    v.insert(v.end(), {"--mamba-ssm-cache-dtype", vllm_state_dtype(a.kv.mamba_ssm_cache_dtype)});
+  if (a.kv.mamba_cache_dtype != "auto")
+    v.insert(v.end(), {"--mamba-cache-dtype", vllm_state_dtype(a.kv.mamba_cache_dtype)});
+  if (!a.kv.hybrid_kv_cache_manager) v.push_back("--disable-hybrid-kv-cache-manager");
   return v;
 }
 

@@ -85,7 +85,7 @@ struct Placer {
   /** Candidate GPU sets of seat s, roomiest first. */
   std::vector<std::vector<std::size_t>> candidates(std::size_t s, const std::vector<std::uint64_t>& remaining) const {
     if (!pins[s].empty()) return {pins[s]};
-    const auto k = static_cast<std::size_t>(seats[s].arg.tp);
+    const auto k = static_cast<std::size_t>(seats[s].arg.kv.tp);
     std::vector<std::vector<std::size_t>> out;
     if (k > gpus.size()) return out;
     std::vector<std::size_t> idx(k);
@@ -301,7 +301,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
       p.util = m.arg.gpu_memory_utilization.value_or(0.0);
       p.short_by_bytes = short_by[s];
       if (set.empty()) {
-        p.blocker = fmt::format("tp={} needs {} GPUs, {} given", m.arg.tp, m.arg.tp, gpus.size());
+        p.blocker = fmt::format("tp={} needs {} GPUs, {} given", m.arg.kv.tp, m.arg.kv.tp, gpus.size());
         p.reason = "does not fit: " + p.blocker;
         p.short_by_bytes = 0;  // not a matter of bytes
       } else if (p.util_explicit && util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes) < e.need) {
@@ -391,7 +391,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
                              std::count_if(placer.pins.begin(), placer.pins.end(),
                                            [](const auto& v) { return v.empty(); }),
                              format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len,
-                             set.size() > 1 ? fmt::format("tp={} spread over GPUs", m.arg.tp) : std::string("on GPU"),
+                             set.size() > 1 ? fmt::format("tp={} spread over GPUs", m.arg.kv.tp) : std::string("on GPU"),
                              gpu_list(gpus, set));
       if (plan.searched)
         p.reason += " (found by search: heaviest-first on the roomiest GPU left a seat without room)";

@@ -90,20 +90,20 @@ Json to_json(const Plan& plan) {
     Json o;
     o["max_model_len"] = m.max_model_len;
     o["max_model_len_default"] = !a.max_model_len.has_value();
-    o["kv_cache_dtype"] = a.kv_cache_dtype;
+    o["kv_cache_dtype"] = a.kv.kv_cache_dtype;
     o["gpu_memory_utilization"] = a.gpu_memory_utilization ? Json(*a.gpu_memory_utilization) : Json(nullptr);
     o["max_num_batched_tokens"] = p.max_num_batched_tokens;
     o["max_num_batched_tokens_default"] = p.batched_default;
-    o["tp"] = a.tp;
-    o["prefix_caching"] = a.prefix_caching;
-    o["spec_tokens"] = a.spec_tokens;
+    o["tp"] = a.kv.tp;
+    o["prefix_caching"] = a.kv.prefix_caching;
+    o["spec_tokens"] = a.kv.spec_tokens;
     o["mm"] = a.mm;
     o["assume"] = a.assume_nvfp4a16 ? Json("nvfp4a16") : Json(nullptr);
     o["concurrency"] = a.concurrency;
-    o["block_size"] = a.block_size > 0 ? Json(a.block_size) : Json(nullptr);
-    o["mamba_ssm_dtype"] = a.mamba_ssm_dtype;
-    o["mamba_cache_dtype"] = a.mamba_cache_dtype;
-    o["hybrid_manager"] = a.hybrid_manager;
+    o["block_size"] = a.kv.block_size > 0 ? Json(a.kv.block_size) : Json(nullptr);
+    o["mamba_ssm_dtype"] = a.kv.mamba_ssm_cache_dtype;
+    o["mamba_cache_dtype"] = a.kv.mamba_cache_dtype;
+    o["hybrid_manager"] = a.kv.hybrid_kv_cache_manager;
     o["pinned_gpus"] = a.gpus;
     js["options"] = o;
     Json w;
@@ -113,7 +113,7 @@ Json to_json(const Plan& plan) {
     w["stored_bytes"] = m.weights_given ? Json(nullptr) : Json(m.weights.stored_bytes);
     w["duplicated_v_bytes"] = m.weights.duplicated_v_bytes;
     w["mtp_bytes"] = m.weights.mtp_bytes;
-    w["mtp_included"] = a.spec_tokens > 0 && !m.weights_given;
+    w["mtp_included"] = a.kv.spec_tokens > 0 && !m.weights_given;
     w["upcast_saved_bytes"] = m.weights.upcast_saved_bytes;
     w["nvfp4a16_saved_bytes"] = m.weights.nvfp4a16_saved_bytes;
     w["nvfp4a16_linears"] = m.weights.quantized_linears;
@@ -209,10 +209,10 @@ std::string to_text(const Plan& plan) {
     if (m.weights.duplicated_v_bytes)
       wnote += fmt::format(", incl. {} duplicated V", format_bytes(m.weights.duplicated_v_bytes));
     if (m.weights.mtp_bytes) wnote += fmt::format(", MTP {} {}", format_bytes(m.weights.mtp_bytes),
-                                                  m.arg.spec_tokens > 0 ? "included" : "not loaded");
+                                                  m.arg.kv.spec_tokens > 0 ? "included" : "not loaded");
     if (m.arg.assume_nvfp4a16) wnote += fmt::format(", NVFP4A16 assumed for {} Linears", m.weights.quantized_linears);
     o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
-    if (m.arg.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.tp);
+    if (m.arg.kv.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp);
     o += "\n";
     o += fmt::format("  overhead         {} per GPU ({})\n", format_bytes(p.overhead_bytes),
                      p.overhead_default ? "default, docs/plan-overheads.md" : "explicit");

@@ -106,7 +106,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       a.max_model_len = x;
     } else if (key == "kv_cache_dtype") {
       if (!kv_cache_dtype_bytes(v).ok()) return bad("auto, bf16, fp8, fp8_e4m3 or fp8_e5m2");
-      a.kv_cache_dtype = std::string(v);
+      a.kv.kv_cache_dtype = std::string(v);
     } else if (key == "gpu_memory_utilization") {
       double x = 0;
       if (!parse_double(v, x) || x <= 0.0 || x > 1.0) return bad("a fraction in (0, 1]");
@@ -116,11 +116,11 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       if (!parse_int(v, x) || x < 1) return bad("a positive integer");
       a.max_num_batched_tokens = x;
     } else if (key == "tp") {
-      if (!parse_int(v, a.tp) || a.tp < 1 || a.tp > 64) return bad("an integer in 1..64");
+      if (!parse_int(v, a.kv.tp) || a.kv.tp < 1 || a.kv.tp > 64) return bad("an integer in 1..64");
     } else if (key == "prefix_caching") {
-      if (!parse_bool(v, a.prefix_caching)) return bad("on or off");
+      if (!parse_bool(v, a.kv.prefix_caching)) return bad("on or off");
     } else if (key == "spec_tokens") {
-      if (!parse_int(v, a.spec_tokens) || a.spec_tokens < 0 || a.spec_tokens > 64) return bad("an integer in 0..64");
+      if (!parse_int(v, a.kv.spec_tokens) || a.kv.spec_tokens < 0 || a.kv.spec_tokens > 64) return bad("an integer in 0..64");
     } else if (key == "mm") {
       if (!parse_bool(v, a.mm)) return bad("on or off");
     } else if (key == "assume") {
@@ -144,12 +144,12 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       if (!parse_int(v, x) || x < 1 || x > 65535) return bad("a port in 1..65535");
       a.port = x;
     } else if (key == "block_size") {
-      if (!parse_int(v, a.block_size) || a.block_size < 1) return bad("a positive integer");
+      if (!parse_int(v, a.kv.block_size) || a.kv.block_size < 1) return bad("a positive integer");
     } else if (key == "mamba_ssm_dtype" || key == "mamba_cache_dtype") {
       if (!state_dtype_bytes(v, 2).ok()) return bad("auto, float32, bfloat16 or float16");
-      (key == "mamba_ssm_dtype" ? a.mamba_ssm_dtype : a.mamba_cache_dtype) = std::string(v);
+      (key == "mamba_ssm_dtype" ? a.kv.mamba_ssm_cache_dtype : a.kv.mamba_cache_dtype) = std::string(v);
     } else if (key == "hybrid_manager") {
-      if (!parse_bool(v, a.hybrid_manager)) return bad("on or off");
+      if (!parse_bool(v, a.kv.hybrid_kv_cache_manager)) return bad("on or off");
     } else if (key == "served_name") {
       if (v.empty()) return bad("a non-empty model name");
       a.served_name = std::string(v);
@@ -159,8 +159,8 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
   if (a.weights && a.assume_nvfp4a16)
     return seat_error(text, "weights=SIZE and assume=nvfp4a16 exclude each other (give the NVFP4A16 "
                       "size as weights=, or drop it to size the headers)");
-  if (!a.gpus.empty() && static_cast<int>(a.gpus.size()) != a.tp)
-    return seat_error(text, fmt::format("gpu= pins {} GPU(s) but tp={}", a.gpus.size(), a.tp));
+  if (!a.gpus.empty() && static_cast<int>(a.gpus.size()) != a.kv.tp)
+    return seat_error(text, fmt::format("gpu= pins {} GPU(s) but tp={}", a.gpus.size(), a.kv.tp));
   return a;
 }
 
@@ -190,19 +190,11 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
   if (m.info.family == Family::UNKNOWN)
     m.notes.push_back(fmt::format("model_type '{}' is not a known family; sized as plain attention layers",
                                   m.info.model_type));
-  if (arg.spec_tokens > 0 && m.info.mtp_num_hidden_layers < 1)
+  if (arg.kv.spec_tokens > 0 && m.info.mtp_num_hidden_layers < 1)
     return make_error(Errc::USAGE, "seat '{}': spec_tokens={} needs an MTP module, but config.json has "
-                      "mtp_num_hidden_layers = 0; hint: drop spec_tokens", arg.name, arg.spec_tokens);
+                      "mtp_num_hidden_layers = 0; hint: drop spec_tokens", arg.name, arg.kv.spec_tokens);
 
-  KvOptions ko;
-  ko.tp = arg.tp;
-  ko.kv_cache_dtype = arg.kv_cache_dtype;
-  ko.mamba_cache_dtype = arg.mamba_cache_dtype;
-  ko.mamba_ssm_cache_dtype = arg.mamba_ssm_dtype;
-  ko.prefix_caching = arg.prefix_caching;
-  ko.spec_tokens = arg.spec_tokens;
-  ko.block_size = arg.block_size;
-  ko.hybrid_kv_cache_manager = arg.hybrid_manager;
+  const KvOptions& ko = arg.kv;
   auto layout = build_kv_layout(m.info, ck->config(), ko);
   if (!layout.ok()) {
     Error e = std::move(layout).error();
@@ -230,18 +222,18 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
     m.weight_bytes = *arg.weights;
   } else {
     WeightOptions wo;
-    wo.include_mtp = arg.spec_tokens > 0;
+    wo.include_mtp = arg.kv.spec_tokens > 0;
     wo.assume_nvfp4a16 = arg.assume_nvfp4a16;
     m.weights = estimate_weights(*ck, m.info, wo);
     m.weight_bytes = m.weights.bytes;
     if (arg.assume_nvfp4a16 && m.weights.quantized_linears == 0)
       m.notes.push_back("assume=nvfp4a16 found no Linear to quantize (already quantized, or none eligible)");
   }
-  m.weight_bytes_per_rank = (m.weight_bytes + static_cast<std::uint64_t>(arg.tp) - 1) /
-                            static_cast<std::uint64_t>(arg.tp);
-  if (arg.tp > 1)
+  m.weight_bytes_per_rank = (m.weight_bytes + static_cast<std::uint64_t>(arg.kv.tp) - 1) /
+                            static_cast<std::uint64_t>(arg.kv.tp);
+  if (arg.kv.tp > 1)
     m.notes.push_back(fmt::format("tp={}: weights counted as 1/{} per GPU (replicated norms and "
-                                  "embeddings padding ignored)", arg.tp, arg.tp));
+                                  "embeddings padding ignored)", arg.kv.tp, arg.kv.tp));
   m.overhead = arg.overhead ? arg.overhead : global_overhead;
   for (auto& n : m.layout.notes) m.notes.push_back(n);
   return m;

@@ -34,12 +34,11 @@ struct SeatArg {
   std::string name;  ///< [A-Za-z0-9][A-Za-z0-9._-]*: service, file and served model name
   std::filesystem::path dir;
   std::optional<std::int64_t> max_model_len;            ///< default: max_position_embeddings
-  std::string kv_cache_dtype = "auto";                  ///< auto | bf16 | fp8 | fp8_e4m3 | fp8_e5m2
+  /** The engine options that shape the KV cache: kv_cache_dtype, tp, prefix_caching, spec_tokens,
+   * block_size, mamba_ssm_dtype / mamba_cache_dtype, hybrid_manager (seat keys -> KvOptions fields). */
+  KvOptions kv;
   std::optional<double> gpu_memory_utilization;         ///< default: chosen by the planner
   std::optional<std::int64_t> max_num_batched_tokens;   ///< default: vLLM's rule for the GPU
-  int tp = 1;
-  bool prefix_caching = true;                           ///< vLLM v1 default
-  int spec_tokens = 0;                                  ///< MTP speculative tokens (0 = off)
   bool mm = true;                                       ///< multimodal profiling / inputs
   bool assume_nvfp4a16 = false;                         ///< assume=nvfp4a16
   std::optional<std::uint64_t> weights;                 ///< weights=SIZE (config-only folders)
@@ -47,10 +46,6 @@ struct SeatArg {
   double concurrency = 1.0;                             ///< target requests at max_model_len
   std::vector<std::string> gpus;                        ///< gpu=ID[+ID...]: pinned placement
   std::optional<int> port;                              ///< host port (default 8000 + seat index)
-  std::int64_t block_size = 0;                          ///< --block-size (0 = vLLM's choice)
-  std::string mamba_ssm_dtype = "auto";                 ///< --mamba-ssm-cache-dtype
-  std::string mamba_cache_dtype = "auto";               ///< --mamba-cache-dtype
-  bool hybrid_manager = true;                           ///< false = --disable-hybrid-kv-cache-manager
   std::string served_name;                              ///< default: name
 };
 
