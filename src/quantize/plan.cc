@@ -672,7 +672,11 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     if (s < in.shard_metadata.size()) os.metadata = in.shard_metadata[s];
     FP4FORGE_ASSIGN_OR_RETURN(os.layout, st::layout_shard(std::move(out[s]), os.metadata));
     for (const auto& t : os.layout.tensors) {
-      os.sources.push_back(out_src[s].at(t.name));
+      const OutSource& from = out_src[s].at(t.name);
+      os.sources.push_back(from);
+      if (from.kind == OutKind::PACKED) plan.units[from.index].packed_begin = t.begin;
+      if (from.kind == OutKind::SCALE) plan.units[from.index].scale_begin = t.begin;
+      if (from.kind == OutKind::GLOBAL_SCALE) plan.units[from.index].global_scale_begin = t.begin;
       if (weight_map.contains(t.name))
         return make_error(Errc::BAD_INPUT, "output tensor '{}' would appear in two shards", t.name);
       weight_map[t.name] = os.name;

@@ -369,25 +369,19 @@ void Runner::shard_finished(std::size_t shard) {
 Status Runner::write_gs(std::size_t ui, float gs) {
   const QuantUnit& u = plan_.units[ui];
   if (slots_[u.shard]->resumed) return {};
-  const auto* t = plan_.shards[u.shard].layout.find(u.module + ".weight_global_scale");
-  if (!t) return make_error(Errc::INTERNAL, "planned tensor '{}.weight_global_scale' missing", u.module);
   std::array<std::byte, 4> b{};
   std::memcpy(b.data(), &gs, 4);  // little-endian host (x86-64 / aarch64)
-  return write(u.shard, t->begin, b);
+  return write(u.shard, u.global_scale_begin, b);
 }
 
 Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1) {
   const QuantUnit& u = plan_.units[ui];
-  const auto& lay = plan_.shards[u.shard].layout;
-  const auto* tp = lay.find(u.module + ".weight_packed");
-  const auto* ts = lay.find(u.module + ".weight_scale");
-  if (!tp || !ts) return make_error(Errc::INTERNAL, "planned tensors of '{}' missing", u.module);
   const std::uint64_t pk = u.cols / 2, sk = u.cols / nvfp4::kGroupSize, n = r1 - r0;
   std::vector<std::byte> packed(static_cast<std::size_t>(n * pk)), scale(static_cast<std::size_t>(n * sk));
   std::vector<std::byte> buf;
   FP4FORGE_TRY(nvfp4::encode_rows(rows_view(u, r0, r1, buf), gs, 0, n, packed.data(), scale.data(), unit_name(u)));
-  FP4FORGE_TRY(write(u.shard, tp->begin + r0 * pk, packed));
-  FP4FORGE_TRY(write(u.shard, ts->begin + r0 * sk, scale));
+  FP4FORGE_TRY(write(u.shard, u.packed_begin + r0 * pk, packed));
+  FP4FORGE_TRY(write(u.shard, u.scale_begin + r0 * sk, scale));
   return {};
 }
 

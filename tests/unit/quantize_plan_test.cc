@@ -102,6 +102,25 @@ TEST(QuantizePlan, PolicyPerRoleOnEveryFixture) {
   }
 }
 
+TEST(QuantizePlan, UnitsCarryTheirOutputOffsetsFromTheLayout) {
+  for (const char* fx : kFixtures) {
+    SCOPED_TRACE(fx);
+    const QuantPlan p = plan_ok(fixture(fx));
+    ASSERT_FALSE(p.units.empty());
+    for (const QuantUnit& u : p.units) {
+      SCOPED_TRACE(u.module);
+      const auto& lay = p.shards[u.shard].layout;
+      const auto* pk = lay.find(u.module + ".weight_packed");
+      const auto* sc = lay.find(u.module + ".weight_scale");
+      const auto* gs = lay.find(u.module + ".weight_global_scale");
+      ASSERT_TRUE(pk && sc && gs);
+      EXPECT_EQ(u.packed_begin, pk->begin);
+      EXPECT_EQ(u.scale_begin, sc->begin);
+      EXPECT_EQ(u.global_scale_begin, gs->begin);
+    }
+  }
+}
+
 TEST(QuantizePlan, LlamaCountsIgnoreAndGroups) {
   const QuantPlan p = plan_ok(fixture("llama"));
   EXPECT_EQ(p.units.size(), 14u);  // 2 layers x (q,k,v,o,gate,up,down)

@@ -116,6 +116,8 @@ struct QuantUnit {
   Role role = Role::OTHER;           ///< EXPERT_GATE/UP/DOWN for split experts
   std::size_t group = 0;             ///< index into QuantPlan::groups
   bool forced = false;               ///< quantized through --force-quantize
+  /** Where the unit's three output tensors start in its shard's data section (from the layout). */
+  std::uint64_t packed_begin = 0, scale_begin = 0, global_scale_begin = 0;
 };
 
 /** Units that share one global scale: a fused set (R1), or a single unit. */
