@@ -1,9 +1,6 @@
 #include "fp4forge/quantize/run.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,16 +10,15 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
 
-#include <xxhash.h>
-
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/quantize/manifest.h"
+#include "fp4forge/quantize/staging.h"
 #include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/thread_pool.h"
@@ -31,63 +27,13 @@ namespace fp4forge::quant {
 namespace stdfs = std::filesystem;
 namespace {
 
-constexpr const char* kMarker = ".fp4forge-staging";
-constexpr const char* kManifest = ".fp4forge-resume.json";
-
-// ---- digest ---------------------------------------------------------------------------------------
-
-/** XXH3-64 of a string (the plan fingerprint). Shards use the streaming form in file_digest. */
-std::uint64_t digest_string(std::string_view s) { return XXH3_64bits(s.data(), s.size()); }
 
 // ---- file helpers ---------------------------------------------------------------------------------
-
-struct FileStamp {
-  std::uint64_t size = 0;
-  std::int64_t mtime_ns = 0;
-  bool operator==(const FileStamp&) const = default;
-};
-
-std::optional<FileStamp> stamp(const stdfs::path& p) {
-  struct stat st{};
-  if (fs::ops().stat(p.c_str(), &st) != 0) return std::nullopt;
-  return FileStamp{static_cast<std::uint64_t>(st.st_size),
-                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
-}
-
-Status copy_plain_file(const stdfs::path& from, const stdfs::path& to) {
-  FP4FORGE_ASSIGN_OR_RETURN(fs::File in, fs::File::open_read(from));
-  FP4FORGE_ASSIGN_OR_RETURN(std::uint64_t size, in.size());
-  FP4FORGE_ASSIGN_OR_RETURN(fs::AtomicFile out, fs::AtomicFile::create(to));
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, 8u << 20)));
-  for (std::uint64_t off = 0; off < size;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
-    FP4FORGE_TRY(in.pread_all(std::span<std::byte>(buf.data(), n), off));
-    FP4FORGE_TRY(out.file().write_all(std::span<const std::byte>(buf.data(), n)));
-    off += n;
-  }
-  return out.commit();
-}
 
 std::uint64_t peak_rss_bytes() {
   struct rusage ru{};
   if (::getrusage(RUSAGE_SELF, &ru) != 0) return 0;
   return static_cast<std::uint64_t>(ru.ru_maxrss) * 1024;
-}
-
-stdfs::path normalize(const stdfs::path& p) {
-  std::error_code ec;
-  stdfs::path a = stdfs::weakly_canonical(stdfs::absolute(p, ec), ec);
-  if (ec) a = stdfs::absolute(p).lexically_normal();
-  return a;
-}
-
-bool is_within(const stdfs::path& inner, const stdfs::path& outer) {
-  auto i = inner.begin();
-  for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
-    if (o->empty()) continue;  // trailing separator
-    if (i == inner.end() || *i != *o) return false;
-  }
-  return true;
 }
 
 // ---- side files ----
@@ -108,150 +54,6 @@ std::string side_file_skip_reason(std::string_view name) {
 namespace {
 
 // ---- the run --------------------------------------------------------------------------------------
-
-/** True when `dir` is empty or holds only the marker's `.partial` (a run killed while creating it). */
-bool only_marker_partial(const stdfs::path& dir) {
-  std::error_code ec;
-  for (const auto& e : stdfs::directory_iterator(dir, ec))
-    if (e.path().filename() != std::string(kMarker) + ".partial") return false;
-  return !ec;
-}
-
-/**
- * An exclusive flock on a folder, held for a short critical section: staging set-up is serialised
- * among fp4forge runs that share the destination's parent folder, so that two runs never both decide
- * a staging folder is stale, or both create one (issue 14 #10).
- */
-class FolderLock {
- public:
-  ~FolderLock() { release(); }
-  Status acquire(const stdfs::path& dir) {
-    const std::string d = dir.empty() ? std::string(".") : dir.string();
-    do fd_ = fs::ops().open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-    while (fd_ < 0 && errno == EINTR);
-    if (fd_ < 0) return make_error(Errc::IO, "cannot open folder '{}': {}", d, std::strerror(errno));
-    int r;
-    do r = fs::ops().flock(fd_, LOCK_EX);
-    while (r != 0 && errno == EINTR);
-    if (r != 0) {
-      const int e = errno;
-      release();
-      return make_error(Errc::IO, "cannot lock folder '{}': {}", d, std::strerror(e));
-    }
-    return {};
-  }
-  void release() noexcept {
-    if (fd_ < 0) return;
-    fs::ops().flock(fd_, LOCK_UN);
-    fs::ops().close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-/**
- * The staging folder `.<DST>.fp4forge-staging` beside DST, locked (flock on its marker file) for as
- * long as this run owns it. The marker stays through the final rename, so a run killed at any point
- * leaves either a recognisable staging folder or a finished DST (issue 14 #9).
- */
-class Staging {
- public:
-  ~Staging() { unlock(); }
-  Status open(const stdfs::path& dir, const stdfs::path& dst, bool resume, std::vector<std::string>& warnings) {
-    dir_ = dir;
-    FolderLock parent;
-    FP4FORGE_TRY(parent.acquire(dir.parent_path()));
-    std::error_code ec;
-    if (stdfs::exists(stdfs::symlink_status(dst, ec)))
-      return make_error(Errc::BAD_INPUT, "destination '{}' already exists (another run finished it first); choose "
-                                         "a new directory or remove it first",
-                        dst.string());
-    if (stdfs::exists(dir, ec) && !stdfs::exists(dir / kMarker, ec) && only_marker_partial(dir)) {
-      // A run killed between creating the folder and its marker: nothing of value inside. Runs create
-      // both under the parent lock, so no live run is half-way through here.
-      FP4FORGE_TRY(fs::remove_tree(dir));
-    }
-    if (stdfs::exists(dir, ec)) {
-      if (!stdfs::exists(dir / kMarker, ec))
-        return make_error(Errc::BAD_INPUT,
-                          "staging folder '{}' exists but was not made by fp4forge; remove it or choose another "
-                          "destination",
-                          dir.string());
-      FP4FORGE_TRY(lock(dst));
-      if (resume) return {};
-      warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'); pass --resume to "
-                                     "reuse its finished shards",
-                                     dir.string()));
-      Status rm = fs::remove_tree(dir);  // still locked: nobody else can take it over meanwhile
-      unlock();
-      FP4FORGE_TRY(std::move(rm));
-    } else if (resume) {
-      warnings.push_back(fmt::format("--resume: no staging folder '{}' to resume from; starting afresh", dir.string()));
-    }
-    if (fs::ops().mkdir(dir.c_str(), 0755) != 0)
-      return make_error(Errc::IO, "cannot create staging folder '{}': {}", dir.string(), std::strerror(errno));
-    created_ = true;
-    FP4FORGE_TRY(fs::write_file_atomic(dir / kMarker, "fp4forge quantize staging folder\n"));
-    return lock(dst);
-  }
-  /** Renames the finished staging folder to `dst`, then drops the marker (and the lock) there. */
-  Status finish(const stdfs::path& dst) {
-    FP4FORGE_TRY(fs::fsync_dir(dir_));
-    FP4FORGE_TRY(fs::rename_durable(dir_, dst));
-    dir_ = dst;  // from here on nothing is "staging": a failure below must not remove DST
-    finished_ = true;
-    const std::string m = (dst / kMarker).string();
-    const int r = fs::ops().unlink(m.c_str());
-    const int e = errno;
-    unlock();
-    if (r != 0 && e != ENOENT) return make_error(Errc::IO, "cannot remove '{}': {}", m, std::strerror(e));
-    return fs::fsync_dir(dst);
-  }
-  void unlock() noexcept {
-    if (lock_fd_ >= 0) {
-      fs::ops().flock(lock_fd_, LOCK_UN);
-      fs::ops().close(lock_fd_);
-      lock_fd_ = -1;
-    }
-  }
-  /** Removes the staging folder (never a finished DST), then unlocks. */
-  void remove() noexcept {
-    if (!finished_) (void)fs::remove_tree(dir_);
-    unlock();
-  }
-  const stdfs::path& dir() const { return dir_; }
-  bool created() const { return created_; }
-  bool finished() const { return finished_; }
-
- private:
-  Status lock(const stdfs::path& dst) {
-    const std::string m = (dir_ / kMarker).string();
-    lock_fd_ = fs::ops().open(m.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
-    if (lock_fd_ < 0) return make_error(Errc::IO, "cannot open '{}': {}", m, std::strerror(errno));
-    if (fs::ops().flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int e = errno;
-      fs::ops().close(lock_fd_);
-      lock_fd_ = -1;
-      if (e != EWOULDBLOCK) return make_error(Errc::IO, "cannot lock '{}': {}", m, std::strerror(e));
-      return make_error(Errc::BAD_INPUT,
-                        "another fp4forge quantize run holds destination '{}' (its staging folder '{}' is locked); "
-                        "wait for it to finish or choose another destination",
-                        dst.string(), dir_.string());
-    }
-    return {};
-  }
-  stdfs::path dir_;
-  int lock_fd_ = -1;
-  bool created_ = false;
-  bool finished_ = false;
-};
-
-struct ManifestEntry {
-  std::uint64_t size = 0;
-  std::uint64_t digest = 0;
-};
 
 class Runner {
  public:
@@ -318,9 +120,6 @@ class Runner {
   void shard_finished(std::size_t shard);
   Status write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1);
   Status write_gs(std::size_t ui, float gs);
-  Status load_manifest();
-  Status save_manifest_entry(const std::string& shard, ManifestEntry e);
-  std::uint64_t plan_fingerprint() const;
 
   const Checkpoint& ck_;
   const QuantPlan& plan_;
@@ -337,10 +136,7 @@ class Runner {
   std::condition_variable cv_;
   std::deque<std::size_t> ready_;  // big groups whose amax pass finished
   Staging staging_;
-  std::mutex manifest_mu_;
-  std::map<std::string, ManifestEntry> manifest_;
-  std::map<std::string, ManifestEntry> old_manifest_;
-  std::uint64_t fingerprint_ = 0;
+  std::optional<ResumeManifest> manifest_;  // from the moment the staging folder is ours
   std::vector<std::string> warnings_;
   std::atomic<std::size_t> shards_written_{0};
 };
@@ -360,7 +156,7 @@ void Runner::shard_finished(std::size_t shard) {
   if (Status st = s.writer->commit(); !st) return fail(std::move(st).error());
   auto dg = file_digest(staging_.dir() / name);
   if (!dg) return fail(std::move(dg).error());
-  if (Status st = save_manifest_entry(name, {plan_.shards[shard].layout.file_size, *dg}); !st)
+  if (Status st = manifest_->record(name, {plan_.shards[shard].layout.file_size, *dg}); !st)
     return fail(std::move(st).error());
   shards_written_.fetch_add(1);
   if (progress_) progress_->set_detail(name);
@@ -385,62 +181,6 @@ Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::
   return {};
 }
 
-std::uint64_t Runner::plan_fingerprint() const {
-  std::string s = plan_.config_text + plan_.index_text;
-  for (const auto& sh : plan_.shards) s += sh.name + "\n" + sh.layout.header_bytes;
-  for (const auto& name : ck_.shard_names()) {
-    const auto st = stamp(ck_.dir() / name);
-    s += fmt::format("{}:{}:{}\n", name, st ? st->size : 0, st ? st->mtime_ns : 0);
-  }
-  return digest_string(s);
-}
-
-Status Runner::load_manifest() {
-  const stdfs::path p = staging_.dir() / kManifest;
-  std::error_code ec;
-  if (!stdfs::exists(p, ec)) return {};
-  auto text = fs::read_file(p, 64u << 20);
-  if (!text) {
-    warnings_.push_back("--resume: cannot read the resume manifest; redoing every shard");
-    return {};
-  }
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
-  // A hand-edited or damaged manifest must not throw: every field is type-checked before use.
-  const auto plan_it = j.is_object() ? j.find("plan") : j.end();
-  if (!j.is_object() || plan_it == j.end() || !plan_it->is_string() ||
-      plan_it->get<std::string>() != fmt::format("{:016x}", fingerprint_)) {
-    warnings_.push_back("--resume: the staged shards come from a different source or plan; redoing every shard");
-    return {};
-  }
-  if (j.contains("shards") && j["shards"].is_object())
-    for (auto& [k, v] : j["shards"].items()) {
-      if (!v.is_object()) continue;
-      const auto size = v.find("size");
-      const auto digest = v.find("digest");
-      if (size == v.end() || !size->is_number_unsigned() || digest == v.end() || !digest->is_string()) continue;
-      ManifestEntry e;
-      e.size = size->get<std::uint64_t>();
-      try {
-        e.digest = std::stoull(digest->get<std::string>(), nullptr, 16);
-      } catch (...) {
-        continue;
-      }
-      old_manifest_[k] = e;
-    }
-  return {};
-}
-
-Status Runner::save_manifest_entry(const std::string& shard, ManifestEntry e) {
-  std::lock_guard lk(manifest_mu_);
-  manifest_[shard] = e;
-  nlohmann::json j = nlohmann::json::object();
-  j["plan"] = fmt::format("{:016x}", fingerprint_);
-  j["shards"] = nlohmann::json::object();
-  for (const auto& [k, v] : manifest_)
-    j["shards"][k] = {{"size", v.size}, {"digest", fmt::format("{:016x}", v.digest)}};
-  return fs::write_file_atomic(staging_.dir() / kManifest, j.dump(1));
-}
-
 Result<RunSummary> Runner::run(const stdfs::path& dst) {
   const auto t0 = std::chrono::steady_clock::now();
   RunSummary sum;
@@ -460,17 +200,17 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
       return make_error(Errc::INTERNAL, "plan does not match the checkpoint at tensor '{}'", plan_.decisions[i].name);
   }
   // Source stamps (checked again at the end).
-  std::vector<std::pair<stdfs::path, std::optional<FileStamp>>> stamps;
-  for (const auto& n : ck_.shard_names()) stamps.emplace_back(ck_.dir() / n, stamp(ck_.dir() / n));
-  for (const auto& n : ck_.other_files()) stamps.emplace_back(ck_.dir() / n, stamp(ck_.dir() / n));
-  if (ck_.index_file()) stamps.emplace_back(ck_.dir() / *ck_.index_file(), stamp(ck_.dir() / *ck_.index_file()));
+  std::vector<std::pair<stdfs::path, std::optional<fs::FileStamp>>> stamps;
+  for (const auto& n : ck_.shard_names()) stamps.emplace_back(ck_.dir() / n, fs::file_stamp(ck_.dir() / n));
+  for (const auto& n : ck_.other_files()) stamps.emplace_back(ck_.dir() / n, fs::file_stamp(ck_.dir() / n));
+  if (ck_.index_file()) stamps.emplace_back(ck_.dir() / *ck_.index_file(), fs::file_stamp(ck_.dir() / *ck_.index_file()));
 
   const stdfs::path stage = staging_path(dst);
   if (Status st = staging_.open(stage, dst, opts_.resume, warnings_); !st) {
     if (staging_.created()) staging_.remove();
     return std::move(st).error();
   }
-  fingerprint_ = plan_fingerprint();
+  manifest_.emplace(staging_.dir(), plan_fingerprint(ck_, plan_));
   auto cleanup_fail = [&](Error e) -> Result<RunSummary> {
     stop_.store(true);
     pool_.wait_idle();
@@ -482,9 +222,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
     staging_.remove();
     return e;
   };
-  if (opts_.resume) {
-    if (Status st = load_manifest(); !st) return cleanup_fail(std::move(st).error());
-  }
+  if (opts_.resume) manifest_->load_previous(warnings_);
 
   // Shards: reuse verified ones (resume), open writers for the rest.
   slots_.reserve(plan_.shards.size());
@@ -492,21 +230,21 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
     auto slot = std::make_unique<Slot>();
     const auto& sh = plan_.shards[s];
     const stdfs::path p = stage / sh.name;
-    if (auto it = old_manifest_.find(sh.name); it != old_manifest_.end()) {
+    if (const ManifestEntry* prev = manifest_->previous(sh.name)) {
       bool ok = false;
-      const auto st = stamp(p);
-      if (st && st->size == sh.layout.file_size && it->second.size == st->size) {
+      const auto st = fs::file_stamp(p);
+      if (st && st->size == sh.layout.file_size && prev->size == st->size) {
         auto f = fs::File::open_read(p);
         std::string head(sh.layout.header_bytes.size(), '\0');
         if (f && f->pread_all(std::as_writable_bytes(std::span<char>(head.data(), head.size())), 0) &&
             head == sh.layout.header_bytes) {
           auto dg = file_digest(p);
-          ok = dg && *dg == it->second.digest;
+          ok = dg && *dg == prev->digest;
         }
       }
       if (ok) {
         slot->resumed = true;
-        manifest_[sh.name] = it->second;
+        manifest_->keep(sh.name, *prev);
         ++sum.shards_resumed;
       } else {
         warnings_.push_back(fmt::format("--resume: staged shard '{}' failed its check; rewriting it", sh.name));
@@ -538,7 +276,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
       warnings_.push_back(fmt::format("not copied: '{}' ({})", n, why));
       continue;
     }
-    if (Status st = copy_plain_file(ck_.dir() / n, stage / n); !st) return cleanup_fail(std::move(st).error());
+    if (Status st = fs::copy_file_atomic(ck_.dir() / n, stage / n); !st) return cleanup_fail(std::move(st).error());
     ++sum.files_copied;
   }
 
@@ -754,7 +492,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
     return cleanup_fail(std::move(st).error());
   if (Status st = ck_.check_unchanged(); !st) return cleanup_fail(std::move(st).error());
   for (const auto& [p, st0] : stamps) {
-    const auto st1 = stamp(p);
+    const auto st1 = fs::file_stamp(p);
     if (st0 != st1)
       return cleanup_fail(make_error(Errc::BAD_INPUT,
                                      "source file '{}' changed during the run (size or mtime); the output was "
@@ -762,7 +500,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
                                      p.string()));
   }
   for (const auto& sh : plan_.shards) sum.bytes_out += sh.layout.file_size;
-  if (Status st = fs::remove_tree(stage / kManifest); !st) return cleanup_fail(std::move(st).error());
+  if (Status st = manifest_->remove(); !st) return cleanup_fail(std::move(st).error());
   if (Status st = staging_.finish(dst); !st) return cleanup_fail(std::move(st).error());
 
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -787,38 +525,6 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
 
 // ---------------------------------------------------------------------------------------------------
 
-stdfs::path staging_path(const stdfs::path& dst) {
-  const stdfs::path abs = normalize(dst);
-  return abs.parent_path() / fmt::format(".{}.fp4forge-staging", abs.filename().string());
-}
-
-Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
-  if (dst.empty()) return make_error(Errc::USAGE, "destination directory is empty; give DST");
-  const stdfs::path s = normalize(src), d = normalize(dst);
-  if (d.filename().empty()) return make_error(Errc::USAGE, "destination '{}' has no directory name", dst.string());
-  std::error_code ec;
-  if (s == d)
-    return make_error(Errc::BAD_INPUT, "destination '{}' is the source directory; the source is never written; "
-                                       "choose a new directory",
-                      dst.string());
-  if (is_within(d, s))
-    return make_error(Errc::BAD_INPUT, "destination '{}' is inside the source directory '{}'; choose a directory "
-                                       "outside it",
-                      dst.string(), src.string());
-  if (stdfs::exists(stdfs::symlink_status(dst, ec))) {
-    if (stdfs::is_regular_file(stdfs::symlink_status(d / kMarker, ec)))
-      return make_error(Errc::BAD_INPUT, "destination '{}' already exists: a run was stopped just after its final "
-                                         "rename, so the output is complete; remove '{}' to finish it",
-                        dst.string(), (d / kMarker).string());
-    return make_error(Errc::BAD_INPUT, "destination '{}' already exists; choose a new directory or remove it first",
-                      dst.string());
-  }
-  if (!stdfs::is_directory(d.parent_path(), ec))
-    return make_error(Errc::IO, "the parent of destination '{}' does not exist; create '{}' first", dst.string(),
-                      d.parent_path().string());
-  return {};
-}
-
 namespace {
 Status check_run_options(const RunOptions& opts) {
   if (opts.max_memory < kMinMaxMemory)
@@ -832,7 +538,7 @@ Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const 
   FP4FORGE_TRY(check_run_options(opts));
   FP4FORGE_TRY(check_destination(src.dir(), dst));
   Runner r(src, plan, opts);
-  return r.run(normalize(dst));
+  return r.run(normalize_destination(dst));
 }
 
 Result<QuantizeResult> quantize(const QuantizeParams& p) {
@@ -846,7 +552,7 @@ Result<QuantizeResult> quantize(const QuantizeParams& p) {
   if (p.on_plan) p.on_plan(out.plan);
   if (p.dry_run) return out;
   Runner r(ck, out.plan, p.run);
-  FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(normalize(p.dst)));
+  FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(normalize_destination(p.dst)));
   out.summary = std::move(sum);
   return out;
 }
@@ -883,22 +589,6 @@ nlohmann::ordered_json to_json(const RunSummary& s) {
   j["files_copied"] = s.files_copied;
   j["warnings"] = s.warnings;
   return j;
-}
-
-Result<std::uint64_t> file_digest(const stdfs::path& path) {
-  FP4FORGE_ASSIGN_OR_RETURN(fs::File f, fs::File::open_read(path));
-  FP4FORGE_ASSIGN_OR_RETURN(std::uint64_t size, f.size());
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st(XXH3_createState(), &XXH3_freeState);
-  if (!st || XXH3_64bits_reset(st.get()) != XXH_OK)
-    return make_error(Errc::INTERNAL, "cannot start an XXH3 digest of '{}'", path.string());
-  std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, 4u << 20)));
-  for (std::uint64_t off = 0; off < size;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
-    FP4FORGE_TRY(f.pread_all(std::span<std::byte>(buf.data(), n), off));
-    (void)XXH3_64bits_update(st.get(), buf.data(), n);
-    off += n;
-  }
-  return static_cast<std::uint64_t>(XXH3_64bits_digest(st.get()));
 }
 
 std::string to_text(const RunSummary& s) {

@@ -61,7 +61,7 @@ Result<ShardReader> ShardReader::open(const std::filesystem::path& path) {
                  impl->path,
                  {}};
   impl->size = static_cast<std::uint64_t>(st.st_size);
-  impl->mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  impl->mtime_ns = fs::file_stamp(st).mtime_ns;
   if (impl->size > static_cast<std::uint64_t>(SIZE_MAX))
     return Error{Errc::IO, fmt::format("cannot map '{}': {} bytes exceed the address space",
                                        impl->path, impl->size),
@@ -116,7 +116,7 @@ Status ShardReader::check_unchanged() const {
                              impl_->path, impl_->size, now),
                  impl_->path,
                  {}};
-  const std::int64_t mt = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  const std::int64_t mt = fs::file_stamp(st).mtime_ns;
   if (stat_ok && mt != impl_->mtime_ns)
     return Error{Errc::BAD_INPUT,
                  fmt::format("source file '{}' changed during the run (it was modified after it was opened); "

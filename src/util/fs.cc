@@ -464,4 +464,29 @@ Status make_directories(const std::filesystem::path& path, mode_t mode) {
   return {};
 }
 
+Status copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to) {
+  FP4FORGE_ASSIGN_OR_RETURN(File in, File::open_read(from));
+  FP4FORGE_ASSIGN_OR_RETURN(std::uint64_t size, in.size());
+  FP4FORGE_ASSIGN_OR_RETURN(AtomicFile out, AtomicFile::create(to));
+  std::vector<std::byte> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, 8u << 20)));
+  for (std::uint64_t off = 0; off < size;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
+    FP4FORGE_TRY(in.pread_all(std::span<std::byte>(buf.data(), n), off));
+    FP4FORGE_TRY(out.file().write_all(std::span<const std::byte>(buf.data(), n)));
+    off += n;
+  }
+  return out.commit();
+}
+
+FileStamp file_stamp(const struct stat& st) {
+  return FileStamp{static_cast<std::uint64_t>(st.st_size),
+                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+std::optional<FileStamp> file_stamp(const std::filesystem::path& path) {
+  struct stat st{};
+  if (ops().stat(path.c_str(), &st) != 0) return std::nullopt;
+  return file_stamp(st);
+}
+
 }  // namespace fp4forge::fs

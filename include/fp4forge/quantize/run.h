@@ -30,7 +30,9 @@
 
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/core/error.h"
+#include "fp4forge/quantize/manifest.h"
 #include "fp4forge/quantize/plan.h"
+#include "fp4forge/quantize/staging.h"
 #include "fp4forge/util/progress_sink.h"
 
 namespace fp4forge::quant {
@@ -78,12 +80,6 @@ struct RunSummary {
  */
 std::string side_file_skip_reason(std::string_view name);
 
-/** `<parent>/.<name>.fp4forge-staging` for DST. */
-std::filesystem::path staging_path(const std::filesystem::path& dst);
-
-/** Refuses DST that exists, equals SRC, or lies inside SRC (BAD_INPUT, exit 3). */
-Status check_destination(const std::filesystem::path& src, const std::filesystem::path& dst);
-
 /** Runs `plan` (made from `src`) into `dst`. */
 Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const std::filesystem::path& dst,
                             const RunOptions& opts);
@@ -122,7 +118,5 @@ std::string to_text(const RunSummary& s);
 nlohmann::ordered_json to_json(const QuantizeResult& r);
 std::string to_text(const QuantizeResult& r, bool verbose = false);
 
-/** The 64-bit content digest the resume manifest records (XXH3-64 from libxxhash). */
-Result<std::uint64_t> file_digest(const std::filesystem::path& path);
 
 }  // namespace fp4forge::quant

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -137,6 +138,20 @@ Status write_file_atomic(const std::filesystem::path& path, std::string_view con
  */
 Status edit_file_atomic(const std::filesystem::path& path, std::string_view content);
 Status edit_file_atomic(const std::filesystem::path& path, std::string_view content, const std::filesystem::path& like);
+/** Copies `from` to a new file `to` in a folder fp4forge owns (AtomicFile: `to.partial`, then rename). */
+Status copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to);
+
+/** What says a file changed: size and modification time (nanoseconds). */
+struct FileStamp {
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+/** The stamp of a stat result. */
+FileStamp file_stamp(const struct stat& st);
+/** The stamp of a path (stat through the seam, following links); nullopt when it cannot be read. */
+std::optional<FileStamp> file_stamp(const std::filesystem::path& path);
+
 /** Reads a whole (small) file; refuses files larger than max_bytes with BAD_INPUT. */
 Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes = 256u << 20);
 /** rename() through the seam, then fsync of the target directory. */

@@ -1,0 +1,79 @@
+#pragma once
+/**
+ * Where quantize writes before its output is final: the staging folder `.<DST>.fp4forge-staging` beside
+ * DST, its marker and lock, and the checks on DST that come before anything is written.
+ *
+ * Life of a run (issue 14 #9, #10 in docs/reliability.md): set-up happens under an flock on DST's
+ * parent folder (FolderLock), so two runs never both decide a staging folder is stale or both create
+ * one; the marker file `.fp4forge-staging` inside the staging folder is flock'ed for as long as the run
+ * owns it and stays through the final rename, so a run killed at any point leaves either a recognisable
+ * staging folder (resumable with --resume) or a finished DST.
+ */
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "fp4forge/core/error.h"
+
+namespace fp4forge::quant {
+
+/** The marker (and lock) file inside a staging folder. */
+inline constexpr const char* kStagingMarker = ".fp4forge-staging";
+
+/** DST made absolute and normalised (symlinks in existing parents resolved): the path a run writes. */
+std::filesystem::path normalize_destination(const std::filesystem::path& dst);
+/** `.<DST name>.fp4forge-staging` beside DST. */
+std::filesystem::path staging_path(const std::filesystem::path& dst);
+
+/**
+ * Refuses a DST that is empty, the source, inside the source, already existing (with a precise message
+ * when it is a run completed up to its marker), or whose parent folder is missing. USAGE / BAD_INPUT / IO.
+ */
+Status check_destination(const std::filesystem::path& src, const std::filesystem::path& dst);
+
+/** An exclusive flock on a folder, held for a short critical section (staging set-up). */
+class FolderLock {
+ public:
+  FolderLock() = default;
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+  ~FolderLock() { release(); }
+  Status acquire(const std::filesystem::path& dir);
+  void release() noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+/** The staging folder of one run, locked through its marker while the run owns it. */
+class Staging {
+ public:
+  Staging() = default;
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  ~Staging() { unlock(); }
+  /**
+   * Takes `dir` (the staging folder of `dst`) under the parent-folder lock: refuses a DST that appeared
+   * meanwhile, a folder without marker, and one locked by a live run; reuses a previous run's folder
+   * when `resume`, else removes it (with a warning) and creates a fresh one.
+   */
+  Status open(const std::filesystem::path& dir, const std::filesystem::path& dst, bool resume,
+              std::vector<std::string>& warnings);
+  /** Renames the finished staging folder to `dst`, then drops the marker (and the lock) there. */
+  Status finish(const std::filesystem::path& dst);
+  void unlock() noexcept;
+  /** Removes the staging folder (never a finished DST), then unlocks. */
+  void remove() noexcept;
+  const std::filesystem::path& dir() const { return dir_; }
+  bool created() const { return created_; }
+  bool finished() const { return finished_; }
+
+ private:
+  Status lock(const std::filesystem::path& dst);
+  std::filesystem::path dir_;
+  int lock_fd_ = -1;
+  bool created_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace fp4forge::quant

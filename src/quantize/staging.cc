@@ -1,0 +1,180 @@
+// The staging folder and the destination checks of quantize (staging.h).
+#include "fp4forge/quantize/staging.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "fp4forge/util/fs.h"
+
+namespace fp4forge::quant {
+namespace stdfs = std::filesystem;
+
+namespace {
+bool is_within(const stdfs::path& inner, const stdfs::path& outer) {
+  auto i = inner.begin();
+  for (auto o = outer.begin(); o != outer.end(); ++o, ++i) {
+    if (o->empty()) continue;  // trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+/** True when `dir` is empty or holds only the marker's `.partial` (a run killed while creating it). */
+bool only_marker_partial(const stdfs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(dir, ec))
+    if (e.path().filename() != std::string(kStagingMarker) + ".partial") return false;
+  return !ec;
+}
+}  // namespace
+
+stdfs::path normalize_destination(const stdfs::path& p) {
+  std::error_code ec;
+  stdfs::path a = stdfs::weakly_canonical(stdfs::absolute(p, ec), ec);
+  if (ec) a = stdfs::absolute(p).lexically_normal();
+  return a;
+}
+
+stdfs::path staging_path(const stdfs::path& dst) {
+  const stdfs::path abs = normalize_destination(dst);
+  return abs.parent_path() / fmt::format(".{}.fp4forge-staging", abs.filename().string());
+}
+
+Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
+  if (dst.empty()) return make_error(Errc::USAGE, "destination directory is empty; give DST");
+  const stdfs::path s = normalize_destination(src), d = normalize_destination(dst);
+  if (d.filename().empty()) return make_error(Errc::USAGE, "destination '{}' has no directory name", dst.string());
+  std::error_code ec;
+  if (s == d)
+    return make_error(Errc::BAD_INPUT, "destination '{}' is the source directory; the source is never written; "
+                                       "choose a new directory",
+                      dst.string());
+  if (is_within(d, s))
+    return make_error(Errc::BAD_INPUT, "destination '{}' is inside the source directory '{}'; choose a directory "
+                                       "outside it",
+                      dst.string(), src.string());
+  if (stdfs::exists(stdfs::symlink_status(dst, ec))) {
+    if (stdfs::is_regular_file(stdfs::symlink_status(d / kStagingMarker, ec)))
+      return make_error(Errc::BAD_INPUT, "destination '{}' already exists: a run was stopped just after its final "
+                                         "rename, so the output is complete; remove '{}' to finish it",
+                        dst.string(), (d / kStagingMarker).string());
+    return make_error(Errc::BAD_INPUT, "destination '{}' already exists; choose a new directory or remove it first",
+                      dst.string());
+  }
+  if (!stdfs::is_directory(d.parent_path(), ec))
+    return make_error(Errc::IO, "the parent of destination '{}' does not exist; create '{}' first", dst.string(),
+                      d.parent_path().string());
+  return {};
+}
+
+Status FolderLock::acquire(const stdfs::path& dir) {
+  const std::string d = dir.empty() ? std::string(".") : dir.string();
+  do fd_ = fs::ops().open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+  while (fd_ < 0 && errno == EINTR);
+  if (fd_ < 0) return make_error(Errc::IO, "cannot open folder '{}': {}", d, std::strerror(errno));
+  int r;
+  do r = fs::ops().flock(fd_, LOCK_EX);
+  while (r != 0 && errno == EINTR);
+  if (r != 0) {
+    const int e = errno;
+    release();
+    return make_error(Errc::IO, "cannot lock folder '{}': {}", d, std::strerror(e));
+  }
+  return {};
+}
+
+void FolderLock::release() noexcept {
+  if (fd_ < 0) return;
+  fs::ops().flock(fd_, LOCK_UN);
+  fs::ops().close(fd_);
+  fd_ = -1;
+}
+
+Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume, std::vector<std::string>& warnings) {
+  dir_ = dir;
+  FolderLock parent;
+  FP4FORGE_TRY(parent.acquire(dir.parent_path()));
+  std::error_code ec;
+  if (stdfs::exists(stdfs::symlink_status(dst, ec)))
+    return make_error(Errc::BAD_INPUT, "destination '{}' already exists (another run finished it first); choose "
+                                       "a new directory or remove it first",
+                      dst.string());
+  if (stdfs::exists(dir, ec) && !stdfs::exists(dir / kStagingMarker, ec) && only_marker_partial(dir)) {
+    // A run killed between creating the folder and its marker: nothing of value inside. Runs create
+    // both under the parent lock, so no live run is half-way through here.
+    FP4FORGE_TRY(fs::remove_tree(dir));
+  }
+  if (stdfs::exists(dir, ec)) {
+    if (!stdfs::exists(dir / kStagingMarker, ec))
+      return make_error(Errc::BAD_INPUT,
+                        "staging folder '{}' exists but was not made by fp4forge; remove it or choose another "
+                        "destination",
+                        dir.string());
+    FP4FORGE_TRY(lock(dst));
+    if (resume) return {};
+    warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'); pass --resume to "
+                                   "reuse its finished shards",
+                                   dir.string()));
+    Status rm = fs::remove_tree(dir);  // still locked: nobody else can take it over meanwhile
+    unlock();
+    FP4FORGE_TRY(std::move(rm));
+  } else if (resume) {
+    warnings.push_back(fmt::format("--resume: no staging folder '{}' to resume from; starting afresh", dir.string()));
+  }
+  if (fs::ops().mkdir(dir.c_str(), 0755) != 0)
+    return make_error(Errc::IO, "cannot create staging folder '{}': {}", dir.string(), std::strerror(errno));
+  created_ = true;
+  FP4FORGE_TRY(fs::write_file_atomic(dir / kStagingMarker, "fp4forge quantize staging folder\n"));
+  return lock(dst);
+}
+
+Status Staging::finish(const stdfs::path& dst) {
+  FP4FORGE_TRY(fs::fsync_dir(dir_));
+  FP4FORGE_TRY(fs::rename_durable(dir_, dst));
+  dir_ = dst;  // from here on nothing is "staging": a failure below must not remove DST
+  finished_ = true;
+  const std::string m = (dst / kStagingMarker).string();
+  const int r = fs::ops().unlink(m.c_str());
+  const int e = errno;
+  unlock();
+  if (r != 0 && e != ENOENT) return make_error(Errc::IO, "cannot remove '{}': {}", m, std::strerror(e));
+  return fs::fsync_dir(dst);
+}
+
+void Staging::unlock() noexcept {
+  if (lock_fd_ >= 0) {
+    fs::ops().flock(lock_fd_, LOCK_UN);
+    fs::ops().close(lock_fd_);
+    lock_fd_ = -1;
+  }
+}
+
+void Staging::remove() noexcept {
+  if (!finished_) (void)fs::remove_tree(dir_);
+  unlock();
+}
+
+Status Staging::lock(const stdfs::path& dst) {
+  const std::string m = (dir_ / kStagingMarker).string();
+  lock_fd_ = fs::ops().open(m.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
+  if (lock_fd_ < 0) return make_error(Errc::IO, "cannot open '{}': {}", m, std::strerror(errno));
+  if (fs::ops().flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    fs::ops().close(lock_fd_);
+    lock_fd_ = -1;
+    if (e != EWOULDBLOCK) return make_error(Errc::IO, "cannot lock '{}': {}", m, std::strerror(e));
+    return make_error(Errc::BAD_INPUT,
+                      "another fp4forge quantize run holds destination '{}' (its staging folder '{}' is locked); "
+                      "wait for it to finish or choose another destination",
+                      dst.string(), dir_.string());
+  }
+  return {};
+}
+
+}  // namespace fp4forge::quant
