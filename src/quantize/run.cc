@@ -68,11 +68,27 @@ class Runner {
     std::atomic<std::uint64_t> remaining{0};
     bool resumed = false;
   };
-  struct BigGroup {
+  struct BigGroup {  // a global-scale group too large for one task: amax in parts, then encode
     std::mutex mu;
     float amax = 0.0f;
     std::atomic<std::size_t> pending{0};
   };
+  struct Item {  // one listed task
+    enum Kind { COPY, SMALL_GROUP, BIG_AMAX } kind;
+    std::size_t a = 0;        // decision (COPY) or group
+    std::size_t shard = 0;    // COPY: output shard
+    std::uint64_t off = 0, len = 0, dst_off = 0;  // COPY range
+    std::size_t unit = 0;     // BIG_AMAX unit
+    std::uint64_t r0 = 0, r1 = 0;
+    std::uint64_t cost = 0;
+  };
+  struct Work {
+    std::uint64_t chunk = 1;  // bytes (source + output) one task may touch
+    std::vector<Item> items;  // in output order
+    std::vector<std::unique_ptr<BigGroup>> big;  // per group; set for big groups only
+    std::size_t groups_pending = 0;
+  };
+  using SourceStamp = std::pair<stdfs::path, std::optional<fs::FileStamp>>;
 
   void fail(Error e) {
     std::lock_guard lk(err_mu_);
@@ -120,6 +136,29 @@ class Runner {
   void shard_finished(std::size_t shard);
   Status write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1);
   Status write_gs(std::size_t ui, float gs);
+
+  // The steps of run(), in order.
+  Status match_checkpoint();                      // the plan's tensors are the checkpoint's
+  std::vector<SourceStamp> source_stamps() const;  // checked again before the commit
+  Status take_staging(const stdfs::path& dst);    // staging folder and its manifest
+  Status open_shards(RunSummary& sum);            // reuse intact staged shards (resume), open writers
+  bool staged_shard_intact(const OutShard& sh, const ManifestEntry& prev) const;
+  Status copy_side_files(RunSummary& sum);        // tokenizer, processor, ... (not the skipped ones)
+  void start_progress();
+  Work list_work();                               // every task, in output order
+  void list_copy(Work& w, std::size_t decision, std::size_t shard, const st::TensorInfo& t) const;
+  void list_group(Work& w, std::size_t g) const;
+  bool group_needed(const ScaleGroup& g) const;
+  void execute(Work& w);                          // the scheduler loop
+  void submit(std::uint64_t cost, std::function<Status()> fn);
+  Status run_copy(const Item& it);
+  Status run_small_group(std::size_t g);
+  Status run_big_amax(const Item& it, BigGroup& bg);
+  void encode_ready_group(std::size_t g, const Work& w);
+  Status check_all_written() const;
+  Status commit(const stdfs::path& dst, const std::vector<SourceStamp>& stamps);  // config, index, rename
+  void summarize(RunSummary& sum, double secs) const;
+  Result<RunSummary> abort_run(Error e);          // stop, remove staging, report (a changed source first)
 
   const Checkpoint& ck_;
   const QuantPlan& plan_;
@@ -191,6 +230,26 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   sum.max_memory = budget_.limit();
   warnings_ = plan_.warnings;
 
+  FP4FORGE_TRY(match_checkpoint());
+  const std::vector<SourceStamp> stamps = source_stamps();
+  FP4FORGE_TRY(take_staging(dst));
+  if (opts_.resume) manifest_->load_previous(warnings_);
+  if (Status st = open_shards(sum); !st) return abort_run(std::move(st).error());
+  if (Status st = copy_side_files(sum); !st) return abort_run(std::move(st).error());
+  start_progress();
+  Work work = list_work();
+  execute(work);
+  pool_.wait_idle();
+  if (err_) return abort_run(*err_);
+  if (Status st = check_all_written(); !st) return abort_run(std::move(st).error());
+  progress_->finish();
+  if (Status st = commit(dst, stamps); !st) return abort_run(std::move(st).error());
+  for (const auto& sh : plan_.shards) sum.bytes_out += sh.layout.file_size;
+  summarize(sum, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return sum;
+}
+
+Status Runner::match_checkpoint() {
   if (plan_.shards.size() != ck_.shard_names().size())
     return make_error(Errc::INTERNAL, "plan has {} shards, checkpoint {}", plan_.shards.size(), ck_.shard_names().size());
   refs_.resize(plan_.decisions.size());
@@ -199,50 +258,58 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
     if (!refs_[i] || refs_[i]->shard != plan_.decisions[i].shard || refs_[i]->info->shape != plan_.decisions[i].shape)
       return make_error(Errc::INTERNAL, "plan does not match the checkpoint at tensor '{}'", plan_.decisions[i].name);
   }
-  // Source stamps (checked again at the end).
-  std::vector<std::pair<stdfs::path, std::optional<fs::FileStamp>>> stamps;
-  for (const auto& n : ck_.shard_names()) stamps.emplace_back(ck_.dir() / n, fs::file_stamp(ck_.dir() / n));
-  for (const auto& n : ck_.other_files()) stamps.emplace_back(ck_.dir() / n, fs::file_stamp(ck_.dir() / n));
-  if (ck_.index_file()) stamps.emplace_back(ck_.dir() / *ck_.index_file(), fs::file_stamp(ck_.dir() / *ck_.index_file()));
+  return {};
+}
 
-  const stdfs::path stage = staging_path(dst);
-  if (Status st = staging_.open(stage, dst, opts_.resume, warnings_); !st) {
+std::vector<Runner::SourceStamp> Runner::source_stamps() const {
+  std::vector<SourceStamp> stamps;
+  auto add = [&](const std::string& n) { stamps.emplace_back(ck_.dir() / n, fs::file_stamp(ck_.dir() / n)); };
+  for (const auto& n : ck_.shard_names()) add(n);
+  for (const auto& n : ck_.other_files()) add(n);
+  if (ck_.index_file()) add(*ck_.index_file());
+  return stamps;
+}
+
+Status Runner::take_staging(const stdfs::path& dst) {
+  if (Status st = staging_.open(staging_path(dst), dst, opts_.resume, warnings_); !st) {
     if (staging_.created()) staging_.remove();
-    return std::move(st).error();
+    return st;
   }
   manifest_.emplace(staging_.dir(), plan_fingerprint(ck_, plan_));
-  auto cleanup_fail = [&](Error e) -> Result<RunSummary> {
-    stop_.store(true);
-    pool_.wait_idle();
-    // Whatever failed, a source that changed under the run is the reason to report.
-    if (Status c = ck_.check_unchanged(); !c) e = std::move(c).error();
-    for (auto& s : slots_)
-      if (s && s->writer) s->writer->abort();
-    if (progress_) progress_->finish();
-    staging_.remove();
-    return e;
-  };
-  if (opts_.resume) manifest_->load_previous(warnings_);
+  return {};
+}
 
-  // Shards: reuse verified ones (resume), open writers for the rest.
+Result<RunSummary> Runner::abort_run(Error e) {
+  stop_.store(true);
+  pool_.wait_idle();
+  // Whatever failed, a source that changed under the run is the reason to report.
+  if (Status c = ck_.check_unchanged(); !c) e = std::move(c).error();
+  for (auto& s : slots_)
+    if (s && s->writer) s->writer->abort();
+  if (progress_) progress_->finish();
+  staging_.remove();
+  return e;
+}
+
+bool Runner::staged_shard_intact(const OutShard& sh, const ManifestEntry& prev) const {
+  const stdfs::path p = staging_.dir() / sh.name;
+  const auto st = fs::file_stamp(p);
+  if (!st || st->size != sh.layout.file_size || prev.size != st->size) return false;
+  auto f = fs::File::open_read(p);
+  std::string head(sh.layout.header_bytes.size(), '\0');
+  if (!f || !f->pread_all(std::as_writable_bytes(std::span<char>(head.data(), head.size())), 0) ||
+      head != sh.layout.header_bytes)
+    return false;
+  auto dg = file_digest(p);
+  return dg && *dg == prev.digest;
+}
+
+Status Runner::open_shards(RunSummary& sum) {
   slots_.reserve(plan_.shards.size());
-  for (std::size_t s = 0; s < plan_.shards.size(); ++s) {
+  for (const auto& sh : plan_.shards) {
     auto slot = std::make_unique<Slot>();
-    const auto& sh = plan_.shards[s];
-    const stdfs::path p = stage / sh.name;
     if (const ManifestEntry* prev = manifest_->previous(sh.name)) {
-      bool ok = false;
-      const auto st = fs::file_stamp(p);
-      if (st && st->size == sh.layout.file_size && prev->size == st->size) {
-        auto f = fs::File::open_read(p);
-        std::string head(sh.layout.header_bytes.size(), '\0');
-        if (f && f->pread_all(std::as_writable_bytes(std::span<char>(head.data(), head.size())), 0) &&
-            head == sh.layout.header_bytes) {
-          auto dg = file_digest(p);
-          ok = dg && *dg == prev->digest;
-        }
-      }
-      if (ok) {
+      if (staged_shard_intact(sh, *prev)) {
         slot->resumed = true;
         manifest_->keep(sh.name, *prev);
         ++sum.shards_resumed;
@@ -251,19 +318,21 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
       }
     }
     if (!slot->resumed) {
-      if (Status st = fs::remove_tree(p); !st) return cleanup_fail(std::move(st).error());
-      auto w = st::ShardWriter::create(p, sh.layout);
-      if (!w) return cleanup_fail(std::move(w).error());
-      slot->writer.emplace(std::move(*w));
-      const std::uint64_t data = sh.layout.tensors.empty() ? 0 : sh.layout.tensors.back().end;
-      slot->remaining.store(data);
+      const stdfs::path p = staging_.dir() / sh.name;
+      FP4FORGE_TRY(fs::remove_tree(p));
+      FP4FORGE_ASSIGN_OR_RETURN(st::ShardWriter w, st::ShardWriter::create(p, sh.layout));
+      slot->writer.emplace(std::move(w));
+      slot->remaining.store(sh.layout.tensors.empty() ? 0 : sh.layout.tensors.back().end);
     }
     slots_.push_back(std::move(slot));
   }
   for (std::size_t s = 0; s < slots_.size(); ++s)
     if (!slots_[s]->resumed && slots_[s]->remaining.load() == 0) shard_finished(s);
-  if (err_) return cleanup_fail(*err_);
+  if (err_) return *err_;
+  return {};
+}
 
+Status Runner::copy_side_files(RunSummary& sum) {
   // Non-safetensors files first (cheap), from the source, never config.json (written from the plan).
   for (const auto& n : ck_.other_files()) {
     if (n == "config.json" || n == plan_.index_name) continue;
@@ -276,10 +345,13 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
       warnings_.push_back(fmt::format("not copied: '{}' ({})", n, why));
       continue;
     }
-    if (Status st = fs::copy_file_atomic(ck_.dir() / n, stage / n); !st) return cleanup_fail(std::move(st).error());
+    FP4FORGE_TRY(fs::copy_file_atomic(ck_.dir() / n, staging_.dir() / n));
     ++sum.files_copied;
   }
+  return {};
+}
 
+void Runner::start_progress() {
   std::uint64_t total_items = 0;
   for (std::size_t s = 0; s < plan_.shards.size(); ++s)
     if (!slots_[s]->resumed) total_items += plan_.shards[s].layout.tensors.size();
@@ -295,108 +367,162 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   for (const QuantUnit& u : plan_.units)
     if (!slots_[u.shard]->resumed) total_work += u.rows * row_bytes(u);
   progress_ = std::make_unique<ProgressScope>(opts_.progress, "quantize", total_work, total_items);
+}
 
+bool Runner::group_needed(const ScaleGroup& g) const {
+  for (auto u : g.units)
+    if (!slots_[plan_.units[u].shard]->resumed) return true;
+  return false;
+}
+
+Runner::Work Runner::list_work() {
+  Work w;
   // Work sizes: a task touches at most `chunk` bytes (source + output) so that ~2 tasks per worker fit.
-  const std::uint64_t chunk = std::max<std::uint64_t>(budget_.limit() / (2 * std::max(1u, pool_.size())), 1);
-
-  // Work list in output order: passthrough chunks and global-scale groups (first time seen).
-  struct Item {
-    enum Kind { COPY, SMALL_GROUP, BIG_AMAX } kind;
-    std::size_t a = 0;        // decision (COPY) or group
-    std::size_t shard = 0;    // COPY: output shard
-    std::uint64_t off = 0, len = 0, dst_off = 0;  // COPY range
-    std::size_t unit = 0;     // BIG_AMAX unit
-    std::uint64_t r0 = 0, r1 = 0;
-    std::uint64_t cost = 0;
-  };
-  std::vector<Item> items;
-  std::vector<std::unique_ptr<BigGroup>> big(plan_.groups.size());
+  w.chunk = std::max<std::uint64_t>(budget_.limit() / (2 * std::max(1u, pool_.size())), 1);
+  w.big.resize(plan_.groups.size());
   std::vector<bool> group_seen(plan_.groups.size(), false);
-  std::size_t groups_pending = 0;
-  auto group_needed = [&](const ScaleGroup& g) {
-    for (auto u : g.units)
-      if (!slots_[plan_.units[u].shard]->resumed) return true;
-    return false;
-  };
+  // In output order: passthrough chunks and global-scale groups (the first time a group is seen).
   for (std::size_t s = 0; s < plan_.shards.size(); ++s) {
     const auto& sh = plan_.shards[s];
     for (std::size_t i = 0; i < sh.layout.tensors.size(); ++i) {
       const auto& src = sh.sources[i];
       const auto& t = sh.layout.tensors[i];
       if (src.kind == OutKind::PASSTHROUGH) {
-        if (slots_[s]->resumed) continue;
-        for (std::uint64_t o = 0; o < t.nbytes() || (o == 0 && t.nbytes() == 0); o += chunk) {
-          const std::uint64_t len = std::min(chunk, t.nbytes() - o);
-          items.push_back({Item::COPY, src.index, s, o, len, t.begin + o, 0, 0, 0, len});
-          if (t.nbytes() == 0) break;
-        }
+        if (!slots_[s]->resumed) list_copy(w, src.index, s, t);
         continue;
       }
       const std::size_t g = plan_.units[src.index].group;
       if (group_seen[g]) continue;
       group_seen[g] = true;
-      const ScaleGroup& grp = plan_.groups[g];
-      if (!group_needed(grp)) continue;
-      std::uint64_t cost = 0;
-      for (auto u : grp.units)
-        cost += plan_.units[u].rows * (row_bytes(plan_.units[u]) + out_row_bytes(plan_.units[u]));
-      if (cost <= chunk) {
-        items.push_back({Item::SMALL_GROUP, g, 0, 0, 0, 0, 0, 0, 0, cost});
-        continue;
-      }
-      big[g] = std::make_unique<BigGroup>();
-      ++groups_pending;
-      std::size_t n = 0;
-      for (auto u : grp.units) {
-        const auto& un = plan_.units[u];
-        const std::uint64_t rows_per = std::max<std::uint64_t>(1, chunk / row_bytes(un));
-        for (std::uint64_t r = 0; r < un.rows; r += rows_per) {
-          const std::uint64_t r1 = std::min(un.rows, r + rows_per);
-          items.push_back({Item::BIG_AMAX, g, 0, 0, 0, 0, u, r, r1, (r1 - r) * row_bytes(un)});
-          ++n;
-        }
-      }
-      big[g]->pending.store(n);
+      if (group_needed(plan_.groups[g])) list_group(w, g);
     }
   }
+  return w;
+}
 
-  auto submit = [&](std::uint64_t cost, std::function<Status()> fn) {
-    budget_.acquire(cost);
-    pool_.submit([this, cost, fn = std::move(fn)] {
-      if (!stopped()) {
-        if (Status st = fn(); !st) fail(std::move(st).error());
-      }
-      budget_.release(cost);
-    });
-  };
+void Runner::list_copy(Work& w, std::size_t decision, std::size_t shard, const st::TensorInfo& t) const {
+  for (std::uint64_t o = 0; o < t.nbytes() || (o == 0 && t.nbytes() == 0); o += w.chunk) {
+    const std::uint64_t len = std::min(w.chunk, t.nbytes() - o);
+    w.items.push_back({Item::COPY, decision, shard, o, len, t.begin + o, 0, 0, 0, len});
+    if (t.nbytes() == 0) break;
+  }
+}
 
-  auto run_small_group = [this](std::size_t g) -> Status {
-    const ScaleGroup& grp = plan_.groups[g];
-    float amax = 0.0f;
-    for (auto u : grp.units) {
-      std::vector<std::byte> buf;
-      const QuantUnit& un = plan_.units[u];
-      FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax(rows_view(un, 0, un.rows, buf), unit_name(un)));
-      amax = std::max(amax, a);
+void Runner::list_group(Work& w, std::size_t g) const {
+  const ScaleGroup& grp = plan_.groups[g];
+  std::uint64_t cost = 0;
+  for (auto u : grp.units) cost += plan_.units[u].rows * (row_bytes(plan_.units[u]) + out_row_bytes(plan_.units[u]));
+  if (cost <= w.chunk) {  // one task: amax, global scale, encode
+    w.items.push_back({Item::SMALL_GROUP, g, 0, 0, 0, 0, 0, 0, 0, cost});
+    return;
+  }
+  // Two passes: amax over row ranges (BIG_AMAX items), then the encode tasks once the group is ready.
+  w.big[g] = std::make_unique<BigGroup>();
+  ++w.groups_pending;
+  std::size_t n = 0;
+  for (auto u : grp.units) {
+    const auto& un = plan_.units[u];
+    const std::uint64_t rows_per = std::max<std::uint64_t>(1, w.chunk / row_bytes(un));
+    for (std::uint64_t r = 0; r < un.rows; r += rows_per) {
+      const std::uint64_t r1 = std::min(un.rows, r + rows_per);
+      w.items.push_back({Item::BIG_AMAX, g, 0, 0, 0, 0, u, r, r1, (r1 - r) * row_bytes(un)});
+      ++n;
     }
-    const float gs = nvfp4::global_scale(amax, plan_.units[grp.units.front()].dtype);
-    std::uint64_t bytes = 0;
-    for (auto u : grp.units) {
-      const QuantUnit& un = plan_.units[u];
-      if (!slots_[un.shard]->resumed) {
-        FP4FORGE_TRY(write_gs(u, gs));
-        FP4FORGE_TRY(write_unit_rows(u, gs, 0, un.rows));
-        bytes += un.rows * row_bytes(un);
-        progress_->add(0, 3);
-      }
-      release_rows(un, 0, un.rows);
-    }
-    progress_->add(bytes);
-    return {};
-  };
+  }
+  w.big[g]->pending.store(n);
+}
 
+void Runner::submit(std::uint64_t cost, std::function<Status()> fn) {
+  budget_.acquire(cost);
+  pool_.submit([this, cost, fn = std::move(fn)] {
+    if (!stopped()) {
+      if (Status st = fn(); !st) fail(std::move(st).error());
+    }
+    budget_.release(cost);
+  });
+}
+
+Status Runner::run_small_group(std::size_t g) {
+  const ScaleGroup& grp = plan_.groups[g];
+  float amax = 0.0f;
+  for (auto u : grp.units) {
+    std::vector<std::byte> buf;
+    const QuantUnit& un = plan_.units[u];
+    FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax(rows_view(un, 0, un.rows, buf), unit_name(un)));
+    amax = std::max(amax, a);
+  }
+  const float gs = nvfp4::global_scale(amax, plan_.units[grp.units.front()].dtype);
+  std::uint64_t bytes = 0;
+  for (auto u : grp.units) {
+    const QuantUnit& un = plan_.units[u];
+    if (!slots_[un.shard]->resumed) {
+      FP4FORGE_TRY(write_gs(u, gs));
+      FP4FORGE_TRY(write_unit_rows(u, gs, 0, un.rows));
+      bytes += un.rows * row_bytes(un);
+      progress_->add(0, 3);
+    }
+    release_rows(un, 0, un.rows);
+  }
+  progress_->add(bytes);
+  return {};
+}
+
+Status Runner::run_big_amax(const Item& it, BigGroup& bg) {
+  const QuantUnit& q = plan_.units[it.unit];
+  std::vector<std::byte> buf;
+  FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax_rows(rows_view(q, it.r0, it.r1, buf), 0, it.r1 - it.r0, unit_name(q)));
+  // The encode pass reads these rows again; drop them now so a large set stays within budget.
+  release_rows(q, it.r0, it.r1);
+  {
+    std::lock_guard lk(bg.mu);
+    bg.amax = std::max(bg.amax, a);
+  }
+  if (bg.pending.fetch_sub(1) == 1) {
+    std::lock_guard lk(cv_mu_);
+    ready_.push_back(it.a);
+    cv_.notify_all();
+  }
+  return {};
+}
+
+Status Runner::run_copy(const Item& it) {
+  const auto data = ck_.data(*refs_[it.a]).subspan(it.off, it.len);
+  FP4FORGE_TRY(write(it.shard, it.dst_off, data));
+  release(it.a, it.off, it.len);
+  const bool last = it.off + it.len == refs_[it.a]->info->nbytes();
+  progress_->add(it.len, last ? 1 : 0);
+  return {};
+}
+
+void Runner::encode_ready_group(std::size_t g, const Work& w) {
+  const ScaleGroup& grp = plan_.groups[g];
+  const float gs = nvfp4::global_scale(w.big[g]->amax, plan_.units[grp.units.front()].dtype);
+  for (auto u : grp.units) {
+    const QuantUnit& un = plan_.units[u];
+    if (slots_[un.shard]->resumed) continue;
+    if (Status st = write_gs(u, gs); !st) return fail(std::move(st).error());
+    progress_->add(0, 1);
+    const std::uint64_t per_row = row_bytes(un) + out_row_bytes(un);
+    const std::uint64_t rows_per = std::max<std::uint64_t>(1, w.chunk / per_row);
+    for (std::uint64_t r = 0; r < un.rows && !stopped(); r += rows_per) {
+      const std::uint64_t r1 = std::min(un.rows, r + rows_per);
+      const bool last = r1 == un.rows;
+      submit((r1 - r) * per_row, [this, u, gs, r, r1, last]() -> Status {
+        const QuantUnit& q = plan_.units[u];
+        FP4FORGE_TRY(write_unit_rows(u, gs, r, r1));
+        release_rows(q, r, r1);
+        progress_->add((r1 - r) * row_bytes(q), last ? 2 : 0);
+        return Status{};
+      });
+    }
+  }
+}
+
+void Runner::execute(Work& w) {
+  // The scheduler: groups whose amax pass finished are encoded first, then the next listed item;
+  // with nothing to list it waits for the remaining big groups.
   std::size_t next = 0;
-  std::size_t groups_left = groups_pending;
+  std::size_t groups_left = w.groups_pending;
   while (!stopped()) {
     std::optional<std::size_t> g;
     {
@@ -408,67 +534,16 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
     }
     if (g) {
       --groups_left;
-      const ScaleGroup& grp = plan_.groups[*g];
-      const float gs = nvfp4::global_scale(big[*g]->amax, plan_.units[grp.units.front()].dtype);
-      for (auto u : grp.units) {
-        const QuantUnit& un = plan_.units[u];
-        if (slots_[un.shard]->resumed) continue;
-        if (Status st = write_gs(u, gs); !st) {
-          fail(std::move(st).error());
-          break;
-        }
-        progress_->add(0, 1);
-        const std::uint64_t per_row = row_bytes(un) + out_row_bytes(un);
-        const std::uint64_t rows_per = std::max<std::uint64_t>(1, chunk / per_row);
-        for (std::uint64_t r = 0; r < un.rows && !stopped(); r += rows_per) {
-          const std::uint64_t r1 = std::min(un.rows, r + rows_per);
-          const bool last = r1 == un.rows;
-          submit((r1 - r) * per_row, [this, u, gs, r, r1, last]() -> Status {
-            const QuantUnit& q = plan_.units[u];
-            FP4FORGE_TRY(write_unit_rows(u, gs, r, r1));
-            release_rows(q, r, r1);
-            progress_->add((r1 - r) * row_bytes(q), last ? 2 : 0);
-            return Status{};
-          });
-        }
-      }
+      encode_ready_group(*g, w);
       continue;
     }
-    if (next < items.size()) {
-      const Item it = items[next++];
+    if (next < w.items.size()) {
+      const Item it = w.items[next++];
       switch (it.kind) {
-        case Item::COPY:
-          submit(it.cost, [this, it]() -> Status {
-            const auto data = ck_.data(*refs_[it.a]).subspan(it.off, it.len);
-            FP4FORGE_TRY(write(it.shard, it.dst_off, data));
-            release(it.a, it.off, it.len);
-            const bool last = it.off + it.len == refs_[it.a]->info->nbytes();
-            progress_->add(it.len, last ? 1 : 0);
-            return Status{};
-          });
-          break;
-        case Item::SMALL_GROUP:
-          submit(it.cost, [run_small_group, g2 = it.a] { return run_small_group(g2); });
-          break;
+        case Item::COPY: submit(it.cost, [this, it] { return run_copy(it); }); break;
+        case Item::SMALL_GROUP: submit(it.cost, [this, g2 = it.a] { return run_small_group(g2); }); break;
         case Item::BIG_AMAX:
-          submit(it.cost, [this, it, bg = big[it.a].get()]() -> Status {
-            const QuantUnit& q = plan_.units[it.unit];
-            std::vector<std::byte> buf;
-            FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax_rows(rows_view(q, it.r0, it.r1, buf), 0, it.r1 - it.r0,
-                                                                unit_name(q)));
-            // The encode pass reads these rows again; drop them now so a large set stays within budget.
-            release_rows(q, it.r0, it.r1);
-            {
-              std::lock_guard lk(bg->mu);
-              bg->amax = std::max(bg->amax, a);
-            }
-            if (bg->pending.fetch_sub(1) == 1) {
-              std::lock_guard lk(cv_mu_);
-              ready_.push_back(it.a);
-              cv_.notify_all();
-            }
-            return Status{};
-          });
+          submit(it.cost, [this, it, bg = w.big[it.a].get()] { return run_big_amax(it, *bg); });
           break;
       }
       continue;
@@ -477,33 +552,32 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
     std::unique_lock lk(cv_mu_);
     cv_.wait_for(lk, std::chrono::milliseconds(100), [&] { return !ready_.empty() || stopped(); });
   }
-  pool_.wait_idle();
-  if (err_) return cleanup_fail(*err_);
+}
+
+Status Runner::check_all_written() const {
   for (std::size_t s = 0; s < slots_.size(); ++s)
     if (!slots_[s]->resumed && slots_[s]->remaining.load() != 0)
-      return cleanup_fail(make_error(Errc::INTERNAL, "shard '{}' incomplete: {} bytes never written",
-                                     plan_.shards[s].name, slots_[s]->remaining.load()));
-  progress_->finish();
+      return make_error(Errc::INTERNAL, "shard '{}' incomplete: {} bytes never written", plan_.shards[s].name,
+                        slots_[s]->remaining.load());
+  return {};
+}
 
+Status Runner::commit(const stdfs::path& dst, const std::vector<SourceStamp>& stamps) {
   // Config and index, then make sure the source did not change under us.
-  if (Status st = fs::write_file_atomic(stage / "config.json", plan_.config_text); !st)
-    return cleanup_fail(std::move(st).error());
-  if (Status st = fs::write_file_atomic(stage / plan_.index_name, plan_.index_text); !st)
-    return cleanup_fail(std::move(st).error());
-  if (Status st = ck_.check_unchanged(); !st) return cleanup_fail(std::move(st).error());
-  for (const auto& [p, st0] : stamps) {
-    const auto st1 = fs::file_stamp(p);
-    if (st0 != st1)
-      return cleanup_fail(make_error(Errc::BAD_INPUT,
-                                     "source file '{}' changed during the run (size or mtime); the output was "
-                                     "discarded; rerun on a stable source",
-                                     p.string()));
-  }
-  for (const auto& sh : plan_.shards) sum.bytes_out += sh.layout.file_size;
-  if (Status st = manifest_->remove(); !st) return cleanup_fail(std::move(st).error());
-  if (Status st = staging_.finish(dst); !st) return cleanup_fail(std::move(st).error());
+  FP4FORGE_TRY(fs::write_file_atomic(staging_.dir() / "config.json", plan_.config_text));
+  FP4FORGE_TRY(fs::write_file_atomic(staging_.dir() / plan_.index_name, plan_.index_text));
+  FP4FORGE_TRY(ck_.check_unchanged());
+  for (const auto& [p, st0] : stamps)
+    if (st0 != fs::file_stamp(p))
+      return make_error(Errc::BAD_INPUT,
+                        "source file '{}' changed during the run (size or mtime); the output was discarded; rerun "
+                        "on a stable source",
+                        p.string());
+  FP4FORGE_TRY(manifest_->remove());
+  return staging_.finish(dst);
+}
 
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+void Runner::summarize(RunSummary& sum, double secs) const {
   sum.counts = plan_.counts;
   sum.summary = plan_.summary;
   sum.warnings = warnings_;
@@ -518,7 +592,6 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   sum.peak_rss_bytes = peak_rss_bytes();
   sum.peak_inflight_bytes = budget_.peak();
   sum.shards_written = shards_written_.load();
-  return sum;
 }
 
 }  // namespace
