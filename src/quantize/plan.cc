@@ -196,8 +196,75 @@ Result<QuantPlan> make_plan(const Checkpoint& ckpt, const PlanOptions& opts) {
   return make_plan(plan_input(ckpt), opts);
 }
 
-Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
+namespace {
+
+/** MTP blocks are kept whatever role their tensors classify as (F7). */
+bool is_mtp(const TensorDecision& d) { return d.cls.role == Role::MTP || starts_with(d.name, "mtp."); }
+
+/** make_plan's state between its steps: each step reads what the earlier ones left and fills `plan`. */
+struct PlanBuilder {
+  PlanBuilder(const PlanInput& input, const PlanOptions& options) : in(input), opts(options) {}
+
+  const PlanInput& in;
+  const PlanOptions& opts;
   QuantPlan plan;
+  PatternSet ign{{}, {}, "--ignore"}, frc{{}, {}, "--force-quantize"};
+  std::vector<ExpertBlock> blocks;
+  std::unordered_map<std::string_view, const ExpertBlock*> fused_block;  // fused tensor name -> its block
+  std::vector<Mod> mods;
+  std::vector<std::vector<std::size_t>> mods_of;  // decision -> its candidate modules
+  std::unordered_map<std::string, std::size_t> mod_index;
+  std::vector<FusedSet> sets;
+  std::vector<std::size_t> unit_of;  // candidate module -> its unit, SIZE_MAX when kept
+  nlohmann::json weight_map = nlohmann::json::object();
+
+  /** Scheme, config and tensor list checks that come before any tensor is looked at. */
+  Status check_inputs();
+  /** Compiles the --ignore and --force-quantize patterns. */
+  Status parse_patterns();
+  /** One decision per source tensor, sorted by name, with its class: the skeleton the later steps fill. */
+  Status make_decisions();
+  /** The fused 3-D expert blocks and which tensors belong to them. */
+  void find_fused_experts();
+  /** Candidate modules (plain 2-D weights and split experts) with their policy decision. */
+  Status add_candidates();
+  /** The per-expert modules of fused tensor `di`; false when not split (a problem under --ignore). */
+  Result<bool> add_expert_parts(std::size_t di, const ExpertBlock& blk, bool policy_quant, bool mtp);
+  /** Applies --ignore and --force-quantize to the candidates. */
+  Status apply_user_patterns();
+  /** Exact patterns that name a tensor that is not a 2-D weight, or nothing at all. */
+  Status check_unused(PatternSet& ps);
+  /** Families whose routed experts vLLM cannot serve quantized. */
+  Status refuse_unservable_experts();
+  /** Shape and dtype rules on everything selected for quantization. */
+  Status apply_shape_rules();
+  /** Fused sets (R1) and linear-attention pairs, all in or all out. */
+  Status settle_fused_sets();
+  /** One decision per fused expert tensor; the experts of one layer all quantized or all kept. */
+  Status check_expert_uniformity();
+  /** Each source tensor's final action, rule and reason. */
+  void finalize_decisions();
+  /** One quant unit per candidate module left quantized. */
+  void make_units();
+  /** Scale groups, a fused set's units together and every other unit alone. */
+  Status make_scale_groups();
+  /** The expanded ignore list (R2). */
+  void expand_ignore();
+  /** Output tensors per shard, laid out like the reference writer. */
+  Status lay_out_shards();
+  /** The output index and config.json. */
+  void write_index_and_config();
+  /** The quantized share of the text stack, and its Linear-like weights without a role. */
+  void count_text_share();
+  /** Per-role quantized and kept counts. */
+  void count_roles();
+  /** The summary lines and the forced-module warnings. */
+  void summarize();
+  /** Invariants; a failure here is a bug, reported before any byte is written. */
+  Status check_invariants();
+};
+
+Status PlanBuilder::check_inputs() {
   {
     std::string s = opts.scheme;
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -216,8 +283,10 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
                       "unquantized bf16/fp16/fp32 checkpoint; quantize the original weights instead",
                       info.quant_method);
   if (in.tensors.empty()) return make_error(Errc::BAD_INPUT, "checkpoint has no tensors; nothing to quantize");
+  return {};
+}
 
-  PatternSet ign{{}, {}, "--ignore"}, frc{{}, {}, "--force-quantize"};
+Status PlanBuilder::parse_patterns() {
   for (const auto& p : opts.ignore) {
     FP4FORGE_ASSIGN_OR_RETURN(auto np, NamePattern::parse(p));
     ign.pats.push_back(std::move(np));
@@ -228,8 +297,10 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
   }
   ign.used.assign(ign.pats.size(), false);
   frc.used.assign(frc.pats.size(), false);
+  return {};
+}
 
-  // 1. Decisions skeleton, sorted by name.
+Status PlanBuilder::make_decisions() {
   std::vector<SourceTensor> src = in.tensors;
   std::sort(src.begin(), src.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   for (std::size_t i = 1; i < src.size(); ++i)
@@ -246,7 +317,7 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     d.shard = t.shard;
     d.dtype = t.dtype;
     d.shape = t.shape;
-    d.cls = classify(t.name, t.shape, info);
+    d.cls = classify(t.name, t.shape, plan.info);
     if (d.cls.quant_param)
       return make_error(Errc::BAD_INPUT,
                         "tensor '{}' is already a compressed-tensors parameter; expected an unquantized "
@@ -257,63 +328,32 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     plan.source_bytes += numel(t.shape) * elem_bytes(t.dtype);
     plan.total_params += numel(t.shape);
   }
+  return {};
+}
 
-  // 2. Candidate modules (plain 2-D weights and split experts).
+void PlanBuilder::find_fused_experts() {
   std::vector<NamedShape> named;
   named.reserve(plan.decisions.size());
   for (const auto& d : plan.decisions) named.push_back({d.name, d.shape});
-  const std::vector<ExpertBlock> blocks = find_expert_blocks(named, info, opts.experts);
-  std::unordered_map<std::string_view, const ExpertBlock*> fused_block;  // fused tensor name -> its block
+  blocks = find_expert_blocks(named, plan.info, opts.experts);
+  // `fused_block` points into `blocks`, which stays as it is from here on.
   for (const auto& b : blocks) {
     if (b.storage != ExpertStorage::FUSED) continue;
     if (!b.gate_up.empty()) fused_block[b.gate_up] = &b;
     if (!b.down.empty()) fused_block[b.down] = &b;
   }
-  std::vector<Mod> mods;
-  std::vector<std::vector<std::size_t>> mods_of(plan.decisions.size());
+}
+
+Status PlanBuilder::add_candidates() {
+  mods_of.assign(plan.decisions.size(), {});
   for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
     auto& d = plan.decisions[di];
-    const bool mtp = d.cls.role == Role::MTP || starts_with(d.name, "mtp.");
+    const bool mtp = is_mtp(d);
     const bool policy_quant = role_is_quantizable(d.cls.role) && d.cls.text_stack && !mtp;
     const auto fb = fused_block.find(d.name);
     if (fb != fused_block.end() && !mtp) {
-      const ExpertBlock& blk = *fb->second;
-      bool user_kept = false;
-      for (const auto& p : ign.pats) user_kept = user_kept || p.matches(d.name) || p.matches(blk.key);
-      if (!blk.problem.empty() && !user_kept)
-        return make_error(Errc::BAD_INPUT, "{}; or pass --ignore '{}' to keep these experts unquantized (R3)",
-                          blk.problem, blk.key);
-      if (blk.problem.empty()) {
-        const auto E = static_cast<std::uint64_t>(std::max<std::int64_t>(info.num_experts, 0));
-        const auto Im = static_cast<std::uint64_t>(std::max<std::int64_t>(info.moe_intermediate_size, 0));
-        const auto H = static_cast<std::uint64_t>(std::max<std::int64_t>(info.hidden_size, 0));
-        if (!user_kept && ((E != 0 && blk.num_experts != E) || (Im != 0 && blk.intermediate != Im) ||
-                           (H != 0 && blk.hidden != H)))
-          return make_error(Errc::BAD_INPUT,
-                            "fused expert tensor '{}' {} reads as {} experts of width {} over hidden size {} "
-                            "({}), but the config says num_experts = {}, expert width = {}, hidden_size = {}; "
-                            "refusing to split (R3)",
-                            d.name, format_shape(d.shape), blk.num_experts, blk.intermediate, blk.hidden,
-                            orientation_name(blk.orientation), E, Im, H);
-        for (const ExpertPart& part : blk.parts) {
-          if (part.tensor != d.name) continue;
-          Mod m;
-          m.module = part.module;
-          m.decision = di;
-          m.role = part.role;
-          m.rows = part.slice.rows;
-          m.cols = part.slice.cols;
-          m.slice = part.slice;
-          m.quant = policy_quant;
-          m.experts_key = blk.key + ".";
-          m.reason = policy_quant ? fmt::format("routed expert (split from fused 3-D tensor, {})",
-                                                orientation_name(blk.orientation))
-                                  : keep_reason(d.cls.role, mtp, !d.cls.text_stack);
-          mods_of[di].push_back(mods.size());
-          mods.push_back(std::move(m));
-        }
-        continue;
-      }
+      FP4FORGE_ASSIGN_OR_RETURN(const bool split, add_expert_parts(di, *fb->second, policy_quant, mtp));
+      if (split) continue;
     }
     if (!d.linear_like) continue;
     Mod m;
@@ -330,9 +370,51 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     mods_of[di].push_back(mods.size());
     mods.push_back(std::move(m));
   }
+  return {};
+}
 
-  // 3. User patterns (a fused expert tensor matches by its own name or any module it splits into).
-  std::vector<std::string> errors;
+Result<bool> PlanBuilder::add_expert_parts(std::size_t di, const ExpertBlock& blk, bool policy_quant, bool mtp) {
+  const ModelInfo& info = plan.info;
+  const auto& d = plan.decisions[di];
+  bool user_kept = false;
+  for (const auto& p : ign.pats) user_kept = user_kept || p.matches(d.name) || p.matches(blk.key);
+  if (!blk.problem.empty() && !user_kept)
+    return make_error(Errc::BAD_INPUT, "{}; or pass --ignore '{}' to keep these experts unquantized (R3)",
+                      blk.problem, blk.key);
+  if (!blk.problem.empty()) return false;
+  const auto E = static_cast<std::uint64_t>(std::max<std::int64_t>(info.num_experts, 0));
+  const auto Im = static_cast<std::uint64_t>(std::max<std::int64_t>(info.moe_intermediate_size, 0));
+  const auto H = static_cast<std::uint64_t>(std::max<std::int64_t>(info.hidden_size, 0));
+  if (!user_kept && ((E != 0 && blk.num_experts != E) || (Im != 0 && blk.intermediate != Im) ||
+                     (H != 0 && blk.hidden != H)))
+    return make_error(Errc::BAD_INPUT,
+                      "fused expert tensor '{}' {} reads as {} experts of width {} over hidden size {} "
+                      "({}), but the config says num_experts = {}, expert width = {}, hidden_size = {}; "
+                      "refusing to split (R3)",
+                      d.name, format_shape(d.shape), blk.num_experts, blk.intermediate, blk.hidden,
+                      orientation_name(blk.orientation), E, Im, H);
+  for (const ExpertPart& part : blk.parts) {
+    if (part.tensor != d.name) continue;
+    Mod m;
+    m.module = part.module;
+    m.decision = di;
+    m.role = part.role;
+    m.rows = part.slice.rows;
+    m.cols = part.slice.cols;
+    m.slice = part.slice;
+    m.quant = policy_quant;
+    m.experts_key = blk.key + ".";
+    m.reason = policy_quant ? fmt::format("routed expert (split from fused 3-D tensor, {})",
+                                          orientation_name(blk.orientation))
+                            : keep_reason(d.cls.role, mtp, !d.cls.text_stack);
+    mods_of[di].push_back(mods.size());
+    mods.push_back(std::move(m));
+  }
+  return true;
+}
+
+Status PlanBuilder::apply_user_patterns() {
+  // A fused expert tensor matches by its own name or any module it splits into.
   for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
     auto& d = plan.decisions[di];
     for (std::size_t k : mods_of[di]) {
@@ -372,38 +454,41 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
       }
     }
   }
-  // Exact patterns that name a tensor that is not a 2-D weight, or nothing at all.
-  auto check_unused = [&](PatternSet& ps) -> Status {
-    for (std::size_t i = 0; i < ps.pats.size(); ++i) {
-      if (ps.used[i]) continue;
-      const auto& p = ps.pats[i];
-      if (!p.is_regex()) {
-        // `--ignore lm_head` on a model whose lm_head is tied to embed_tokens (no lm_head tensor): the
-        // user's intent (keep the head in 16 bits) already holds; a note, not an error.
-        const std::string_view t = p.text();
-        if (ps.flag[2] == 'i' && info.tie_word_embeddings && (t == "lm_head" || t.ends_with(".lm_head"))) {
-          plan.warnings.push_back(fmt::format("{} '{}': the model ties lm_head to embed_tokens (no lm_head tensor); "
-                                              "nothing to ignore, the head stays unquantized",
-                                              ps.flag, p.text()));
-          continue;
-        }
-        for (const auto& d : plan.decisions)
-          if (d.name == p.text() || d.cls.module == p.text())
-            return make_error(Errc::USAGE, "{} '{}': '{}' is not a 2-D weight (shape {}); only Linear "
-                                           "modules can be {}",
-                              ps.flag, p.text(), d.name, format_shape(d.shape),
-                              ps.flag[2] == 'i' ? "ignored" : "quantized");
-        return make_error(Errc::USAGE,
-                          "{} '{}' matches no module of the checkpoint; give a module name as on disk "
-                          "(without '.weight') or re:REGEX",
-                          ps.flag, p.text());
+  return {};
+}
+
+Status PlanBuilder::check_unused(PatternSet& ps) {
+  for (std::size_t i = 0; i < ps.pats.size(); ++i) {
+    if (ps.used[i]) continue;
+    const auto& p = ps.pats[i];
+    if (!p.is_regex()) {
+      // `--ignore lm_head` on a model whose lm_head is tied to embed_tokens (no lm_head tensor): the
+      // user's intent (keep the head in 16 bits) already holds; a note, not an error.
+      const std::string_view t = p.text();
+      if (ps.flag[2] == 'i' && plan.info.tie_word_embeddings && (t == "lm_head" || t.ends_with(".lm_head"))) {
+        plan.warnings.push_back(fmt::format("{} '{}': the model ties lm_head to embed_tokens (no lm_head tensor); "
+                                            "nothing to ignore, the head stays unquantized",
+                                            ps.flag, p.text()));
+        continue;
       }
-      plan.warnings.push_back(fmt::format("{} '{}' matches no module", ps.flag, p.text()));
+      for (const auto& d : plan.decisions)
+        if (d.name == p.text() || d.cls.module == p.text())
+          return make_error(Errc::USAGE, "{} '{}': '{}' is not a 2-D weight (shape {}); only Linear "
+                                         "modules can be {}",
+                            ps.flag, p.text(), d.name, format_shape(d.shape),
+                            ps.flag[2] == 'i' ? "ignored" : "quantized");
+      return make_error(Errc::USAGE,
+                        "{} '{}' matches no module of the checkpoint; give a module name as on disk "
+                        "(without '.weight') or re:REGEX",
+                        ps.flag, p.text());
     }
-    return {};
-  };
-  FP4FORGE_TRY(check_unused(ign));
-  FP4FORGE_TRY(check_unused(frc));
+    plan.warnings.push_back(fmt::format("{} '{}' matches no module", ps.flag, p.text()));
+  }
+  return {};
+}
+
+Status PlanBuilder::refuse_unservable_experts() {
+  const ModelInfo& info = plan.info;
   if (const std::string_view why = info.spec().experts_refusal; !why.empty()) {
     for (const auto& m : mods)
       if (m.quant && !m.experts_key.empty())
@@ -412,8 +497,10 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
                           "quantize the attention only",
                           info.spec().display, why);
   }
+  return {};
+}
 
-  // 4. Shape and dtype rules on everything selected for quantization.
+Status PlanBuilder::apply_shape_rules() {
   std::vector<std::string> misaligned;
   for (auto& m : mods) {
     if (!m.quant) continue;
@@ -445,15 +532,16 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
                                         "16: {}",
                                         misaligned.size(), fmt::join(misaligned, ", ")));
   }
+  return {};
+}
 
-  // 5. Fused sets (R1) and linear-attention pairs: all in or all out.
-  std::unordered_map<std::string, std::size_t> mod_index;
+Status PlanBuilder::settle_fused_sets() {
   std::vector<std::string> mod_names;
   for (std::size_t k = 0; k < mods.size(); ++k) {
     mod_index[mods[k].module] = k;
     mod_names.push_back(mods[k].module);
   }
-  std::vector<FusedSet> sets = fused_sets(mod_names, info);
+  sets = fused_sets(mod_names, plan.info);
   std::vector<int> set_of(mods.size(), -1);
   for (std::size_t si = 0; si < sets.size(); ++si) {
     const auto& s = sets[si];
@@ -498,8 +586,10 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
       set_of[k] = static_cast<int>(si);
     }
   }
+  return {};
+}
 
-  // 6. One decision per fused expert tensor; the experts of one layer all quantized or all kept.
+Status PlanBuilder::check_expert_uniformity() {
   for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
     if (mods_of[di].size() <= 1) continue;
     std::size_t nq = 0;
@@ -514,30 +604,30 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
                         pat, plan.decisions[di].name, nq, mods_of[di].size());
     }
   }
-  {
-    std::map<std::string, std::pair<std::size_t, std::size_t>> layer;  // key -> (quantized, kept)
-    std::map<std::string, std::string> pat_of;
-    for (const auto& m : mods) {
-      if (m.experts_key.empty()) continue;
-      auto& c = layer[m.experts_key];
-      (m.quant ? c.first : c.second) += 1;
-      if (!m.pattern.empty()) pat_of[m.experts_key] = m.pattern;
-    }
-    for (const auto& [key, c] : layer)
-      if (c.first && c.second)
-        return make_error(Errc::USAGE,
-                          "the routed experts of '{}' would be partly quantized ({} quantized, {} kept{}); vLLM "
-                          "needs one scheme for all experts of a layer (F10); match all of them or none",
-                          key.substr(0, key.size() - 1), c.first, c.second,
-                          pat_of.count(key) ? fmt::format(", pattern '{}'", pat_of[key]) : std::string());
+  std::map<std::string, std::pair<std::size_t, std::size_t>> layer;  // key -> (quantized, kept)
+  std::map<std::string, std::string> pat_of;
+  for (const auto& m : mods) {
+    if (m.experts_key.empty()) continue;
+    auto& c = layer[m.experts_key];
+    (m.quant ? c.first : c.second) += 1;
+    if (!m.pattern.empty()) pat_of[m.experts_key] = m.pattern;
   }
+  for (const auto& [key, c] : layer)
+    if (c.first && c.second)
+      return make_error(Errc::USAGE,
+                        "the routed experts of '{}' would be partly quantized ({} quantized, {} kept{}); vLLM "
+                        "needs one scheme for all experts of a layer (F10); match all of them or none",
+                        key.substr(0, key.size() - 1), c.first, c.second,
+                        pat_of.count(key) ? fmt::format(", pattern '{}'", pat_of[key]) : std::string());
+  return {};
+}
 
-  // 7. Final decisions, units and scale groups.
+void PlanBuilder::finalize_decisions() {
   for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
     auto& d = plan.decisions[di];
     if (mods_of[di].empty()) {
       d.action = Action::KEEP;
-      const bool mtp = d.cls.role == Role::MTP || starts_with(d.name, "mtp.");
+      const bool mtp = is_mtp(d);
       if (role_is_quantizable(d.cls.role) && !mtp && d.cls.text_stack) {
         d.rule = Rule::NOT_A_MATRIX;
         d.reason = ends_with(d.name, ".weight")
@@ -558,7 +648,10 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     if (split && d.action == Action::SPLIT)
       d.reason = fmt::format("split into {} per-expert 2-D weights, each quantized", mods_of[di].size());
   }
-  std::vector<std::size_t> unit_of(mods.size(), SIZE_MAX);
+}
+
+void PlanBuilder::make_units() {
+  unit_of.assign(mods.size(), SIZE_MAX);
   for (std::size_t k = 0; k < mods.size(); ++k) {
     const Mod& m = mods[k];
     if (!m.quant) continue;
@@ -578,6 +671,9 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
       plan.forced.push_back(fmt::format("{} ({}{})", m.module, role_name(plan.decisions[m.decision].cls.role),
                                         role_is_protected(plan.decisions[m.decision].cls.role) ? ", PROTECTED" : ""));
   }
+}
+
+Status PlanBuilder::make_scale_groups() {
   std::vector<bool> grouped(plan.units.size(), false);
   for (std::size_t si = 0; si < sets.size(); ++si) {
     ScaleGroup g;
@@ -612,8 +708,11 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
       if (plan.units[u].dtype != plan.units[g.units.front()].dtype)
         return make_error(Errc::BAD_INPUT, "fused set '{}' mixes dtypes ({} and {}); expected one dtype", g.name,
                           dtype_name(plan.units[u].dtype), dtype_name(plan.units[g.units.front()].dtype));
+  return {};
+}
 
-  // 8. Expanded ignore list (R2): every kept 2-D weight, named as on disk.
+void PlanBuilder::expand_ignore() {
+  // Every kept 2-D weight, named as on disk.
   for (std::size_t k = 0; k < mods.size(); ++k)
     if (!mods[k].quant && mods_of[mods[k].decision].size() == 1 &&
         mods[k].module + ".weight" == plan.decisions[mods[k].decision].name)
@@ -634,11 +733,12 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
   }
   // The same modules under the prefixes vLLM matches `ignore` with (registry ignore_aliases).
   for (std::size_t i = 0, n = plan.ignore.size(); i < n; ++i)
-    for (auto& a : vllm_ignore_aliases(info.spec(), plan.ignore[i])) plan.ignore.push_back(std::move(a));
+    for (auto& a : vllm_ignore_aliases(plan.info.spec(), plan.ignore[i])) plan.ignore.push_back(std::move(a));
   std::sort(plan.ignore.begin(), plan.ignore.end());
   plan.ignore.erase(std::unique(plan.ignore.begin(), plan.ignore.end()), plan.ignore.end());
+}
 
-  // 9. Output tensors per shard, laid out like the reference writer.
+Status PlanBuilder::lay_out_shards() {
   std::vector<std::vector<st::OutTensor>> out(in.shard_names.size());
   std::vector<std::unordered_map<std::string, OutSource>> out_src(in.shard_names.size());
   for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
@@ -665,7 +765,6 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     plan.quantized_params += un.rows * un.cols;
     plan.quantized_out_bytes += un.rows * un.cols / 2 + un.rows * un.cols / kGroupSize + 4;
   }
-  nlohmann::json weight_map = nlohmann::json::object();
   for (std::size_t s = 0; s < in.shard_names.size(); ++s) {
     OutShard os;
     os.name = in.shard_names[s];
@@ -684,8 +783,10 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     }
     plan.shards.push_back(std::move(os));
   }
+  return {};
+}
 
-  // 10. Index and config.
+void PlanBuilder::write_index_and_config() {
   plan.index_name = in.index_file.value_or("model.safetensors.index.json");
   {
     nlohmann::json idx = nlohmann::json::object();
@@ -697,8 +798,9 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
   plan.config = in.config;
   plan.config["quantization_config"] = nvfp4a16_quant_config(plan.ignore);
   plan.config_text = dump_config(plan.config);
+}
 
-  // 11. Counts, the quantized share of the text stack, and summary.
+void PlanBuilder::count_text_share() {
   for (const auto& m : mods) {
     const auto& d = plan.decisions[m.decision];
     if (!d.cls.text_stack) continue;
@@ -714,6 +816,9 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
         "--force-quantize",
         plan.unroled.size(), fmt::join(shown, ", "), plan.unroled.size() > shown.size() ? ", ..." : ""));
   }
+}
+
+void PlanBuilder::count_roles() {
   for (const auto& d : plan.decisions) {
     auto& c = plan.counts[static_cast<std::size_t>(d.cls.role)];
     if (d.action == Action::KEEP) {
@@ -722,40 +827,41 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     }
   }
   for (const auto& u : plan.units) ++plan.counts[static_cast<std::size_t>(u.role)].quantized;
-  {
-    std::uint64_t attn = 0, mlp = 0, expert = 0, shared = 0, other = 0;
-    for (const auto& u : plan.units) {
-      switch (u.role) {
-        case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: case Role::ATTN_QKV:
-        case Role::ATTN_Q_A: case Role::ATTN_Q_B: case Role::ATTN_KV_A: case Role::ATTN_KV_B: ++attn; break;
-        case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN: case Role::MLP_GATE_UP: ++mlp; break;
-        case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN: ++expert; break;
-        case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN:
-        case Role::SHARED_EXPERT_GATE_UP: ++shared; break;
-        default: ++other; break;
-      }
+}
+
+void PlanBuilder::summarize() {
+  std::uint64_t attn = 0, mlp = 0, expert = 0, shared = 0, other = 0;
+  for (const auto& u : plan.units) {
+    switch (u.role) {
+      case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: case Role::ATTN_QKV:
+      case Role::ATTN_Q_A: case Role::ATTN_Q_B: case Role::ATTN_KV_A: case Role::ATTN_KV_B: ++attn; break;
+      case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN: case Role::MLP_GATE_UP: ++mlp; break;
+      case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN: ++expert; break;
+      case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN:
+      case Role::SHARED_EXPERT_GATE_UP: ++shared; break;
+      default: ++other; break;
     }
-    auto line = [&](std::uint64_t n, std::string_view what) {
-      if (n) plan.summary.push_back(fmt::format("{} {} Linear{} quantized", format_count(n), what, n == 1 ? "" : "s"));
-    };
-    line(attn, "attention");
-    line(mlp, "MLP");
-    line(expert, "expert");
-    line(shared, "shared-expert");
-    line(other, "forced");
-    for (int r = 0; r < kRoleCount; ++r) {
-      const auto& c = plan.counts[static_cast<std::size_t>(r)];
-      const auto [one, many] = role_noun(static_cast<Role>(r));
-      if (c.kept == 0 || one.empty()) continue;
-      plan.summary.push_back(fmt::format("{} {} kept", format_count(c.kept), c.kept == 1 ? one : many));
-    }
-    std::uint64_t other_kept = 0;
-    for (int r = 0; r < kRoleCount; ++r)
-      if (role_noun(static_cast<Role>(r)).first.empty()) other_kept += plan.counts[static_cast<std::size_t>(r)].kept;
-    if (other_kept)
-      plan.summary.push_back(fmt::format("{} other tensor{} kept (biases, unaligned or ignored weights, ...)",
-                                         format_count(other_kept), other_kept == 1 ? "" : "s"));
   }
+  auto line = [&](std::uint64_t n, std::string_view what) {
+    if (n) plan.summary.push_back(fmt::format("{} {} Linear{} quantized", format_count(n), what, n == 1 ? "" : "s"));
+  };
+  line(attn, "attention");
+  line(mlp, "MLP");
+  line(expert, "expert");
+  line(shared, "shared-expert");
+  line(other, "forced");
+  for (int r = 0; r < kRoleCount; ++r) {
+    const auto& c = plan.counts[static_cast<std::size_t>(r)];
+    const auto [one, many] = role_noun(static_cast<Role>(r));
+    if (c.kept == 0 || one.empty()) continue;
+    plan.summary.push_back(fmt::format("{} {} kept", format_count(c.kept), c.kept == 1 ? one : many));
+  }
+  std::uint64_t other_kept = 0;
+  for (int r = 0; r < kRoleCount; ++r)
+    if (role_noun(static_cast<Role>(r)).first.empty()) other_kept += plan.counts[static_cast<std::size_t>(r)].kept;
+  if (other_kept)
+    plan.summary.push_back(fmt::format("{} other tensor{} kept (biases, unaligned or ignored weights, ...)",
+                                       format_count(other_kept), other_kept == 1 ? "" : "s"));
   if (plan.text_params > 0)
     plan.summary.push_back(fmt::format("{:.1f} % of the text stack's Linear parameters quantized",
                                        100.0 * plan.text_quantized_share()));
@@ -763,37 +869,68 @@ Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
     plan.warnings.push_back(fmt::format("FORCED: quantizing {} against the never-quantize policy "
                                         "(--force-quantize); vLLM may refuse or mis-serve it",
                                         f));
-
-  // 12. Invariants (a failure here is a bug, reported before any byte is written).
-  {
-    auto fail = [](std::string what) { return make_error(Errc::INTERNAL, "plan invariant failed: {}", what); };
-    std::set<std::string> ign_set(plan.ignore.begin(), plan.ignore.end());
-    for (const auto& u : plan.units) {
-      const auto& d = plan.decisions[u.decision];
-      if (u.cols % kGroupSize != 0 || u.cols == 0 || u.rows == 0) return fail(u.module + ": K % 16 != 0");
-      if (!is_source_dtype(u.dtype)) return fail(u.module + ": dtype");
-      if (ign_set.count(u.module)) return fail(u.module + ": quantized and in ignore");
-      if (!u.forced && (role_is_protected(d.cls.role) || !role_is_quantizable(d.cls.role)))
-        return fail(u.module + ": protected role " + std::string(role_name(d.cls.role)) + " in the quantize set");
-      if (weight_map.contains(d.name)) return fail(d.name + ": quantized source weight still written");
-    }
-    for (const auto& d : plan.decisions)
-      if (d.action == Action::KEEP && d.linear_like && !ign_set.count(d.name.substr(0, d.name.size() - 7)))
-        return fail(d.name + ": kept 2-D weight missing from ignore");
-    for (const auto& s : sets) {
-      std::size_t nq = 0;
-      for (const auto& mn : s.members) nq += mods[mod_index[mn]].quant ? 1 : 0;
-      if (nq != 0 && nq != s.members.size()) return fail("fused set " + s.parent + " split");
-    }
-    for (const auto& g : plan.groups)
-      for (auto u : g.units)
-        if (plan.units[u].group != static_cast<std::size_t>(&g - plan.groups.data())) return fail("group index");
-    std::uint64_t total = 0;
-    for (const auto& s : plan.shards) total += s.layout.tensors.empty() ? 0 : s.layout.tensors.back().end;
-    if (total != plan.output_bytes) return fail("total_size");
-  }
-  return plan;
 }
+
+Status PlanBuilder::check_invariants() {
+  auto fail = [](std::string what) { return make_error(Errc::INTERNAL, "plan invariant failed: {}", what); };
+  std::set<std::string> ign_set(plan.ignore.begin(), plan.ignore.end());
+  for (const auto& u : plan.units) {
+    const auto& d = plan.decisions[u.decision];
+    // weight_map was moved into the index text (write_index_and_config), so the last check here sees an
+    // empty map; kept as it was.
+    if (u.cols % kGroupSize != 0 || u.cols == 0 || u.rows == 0) return fail(u.module + ": K % 16 != 0");
+    if (!is_source_dtype(u.dtype)) return fail(u.module + ": dtype");
+    if (ign_set.count(u.module)) return fail(u.module + ": quantized and in ignore");
+    if (!u.forced && (role_is_protected(d.cls.role) || !role_is_quantizable(d.cls.role)))
+      return fail(u.module + ": protected role " + std::string(role_name(d.cls.role)) + " in the quantize set");
+    if (weight_map.contains(d.name)) return fail(d.name + ": quantized source weight still written");
+  }
+  for (const auto& d : plan.decisions)
+    if (d.action == Action::KEEP && d.linear_like && !ign_set.count(d.name.substr(0, d.name.size() - 7)))
+      return fail(d.name + ": kept 2-D weight missing from ignore");
+  for (const auto& s : sets) {
+    std::size_t nq = 0;
+    for (const auto& mn : s.members) nq += mods[mod_index[mn]].quant ? 1 : 0;
+    if (nq != 0 && nq != s.members.size()) return fail("fused set " + s.parent + " split");
+  }
+  for (const auto& g : plan.groups)
+    for (auto u : g.units)
+      if (plan.units[u].group != static_cast<std::size_t>(&g - plan.groups.data())) return fail("group index");
+  std::uint64_t total = 0;
+  for (const auto& s : plan.shards) total += s.layout.tensors.empty() ? 0 : s.layout.tensors.back().end;
+  if (total != plan.output_bytes) return fail("total_size");
+  return {};
+}
+
+}  // namespace
+
+Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
+  PlanBuilder b(in, opts);
+  FP4FORGE_TRY(b.check_inputs());
+  FP4FORGE_TRY(b.parse_patterns());
+  FP4FORGE_TRY(b.make_decisions());
+  b.find_fused_experts();
+  FP4FORGE_TRY(b.add_candidates());
+  FP4FORGE_TRY(b.apply_user_patterns());
+  FP4FORGE_TRY(b.check_unused(b.ign));
+  FP4FORGE_TRY(b.check_unused(b.frc));
+  FP4FORGE_TRY(b.refuse_unservable_experts());
+  FP4FORGE_TRY(b.apply_shape_rules());
+  FP4FORGE_TRY(b.settle_fused_sets());
+  FP4FORGE_TRY(b.check_expert_uniformity());
+  b.finalize_decisions();
+  b.make_units();
+  FP4FORGE_TRY(b.make_scale_groups());
+  b.expand_ignore();
+  FP4FORGE_TRY(b.lay_out_shards());
+  b.write_index_and_config();
+  b.count_text_share();
+  b.count_roles();
+  b.summarize();
+  FP4FORGE_TRY(b.check_invariants());
+  return std::move(b.plan);
+}
+
 
 // ---------------------------------------------------------------------------------------------------
 
