@@ -55,7 +55,10 @@ std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
   v.insert(v.end(), {"--gpu-memory-utilization", format_util(p.util), "--max-model-len",
                      std::to_string(m.max_model_len), "--kv-cache-dtype", vllm_kv_cache_dtype(a.kv.kv_cache_dtype),
                      "--max-num-batched-tokens", std::to_string(p.max_num_batched_tokens),
-                     "--tensor-parallel-size", std::to_string(a.kv.tp)});
+                     "--tensor-parallel-size", std::to_string(a.kv.tp), "--max-num-seqs",
+                     std::to_string(p.max_num_seqs)});
+  if (a.kv.dtype != "auto") v.insert(v.end(), {"--dtype", a.kv.dtype});
+  if (a.enforce_eager) v.push_back("--enforce-eager");
   v.push_back(a.kv.prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching");
   if (a.kv.spec_tokens > 0) {
     v.push_back("--speculative-config");

@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 
 #include <cctype>
+#include <algorithm>
 #include <charconv>
+#include <optional>
 
 #include "fp4forge/util/size.h"
 #include "fp4forge/util/fs.h"
@@ -17,11 +19,43 @@ using util::split;
 using util::trim;
 
 Error gpu_error(std::string_view text, std::string_view why) {
-  return make_error(Errc::USAGE, "invalid --gpu '{}': {}; expected ID=TOTAL[:used=SIZE][:name=NAME], e.g. "
-                    "--gpu 0=96GiB:used=41GiB", text, why);
+  return make_error(Errc::USAGE, "invalid --gpu '{}': {}; expected ID=TOTAL[:used=SIZE][:name=NAME]"
+                    "[:reserved=SIZE|:torch_total=SIZE], e.g. --gpu 0=96GiB:used=41GiB", text, why);
 }
 
+/** A card whose torch total is known: nvidia-smi's memory.total (MiB) and the total torch prints. */
+struct KnownCard {
+  std::string_view match;     // lower-case substring of the product name
+  std::uint64_t smi_mib;      // nvidia-smi memory.total
+  double torch_gib;           // torch.cuda.mem_get_info()[1] / 2^30, as printed (2 decimals)
+};
+constexpr KnownCard kKnownCards[] = {
+    {"h200", 143771, 139.72},      // NVIDIA H200 (141 GB HBM3e)
+    {"h100", 81559, 79.19},        // NVIDIA H100 80GB HBM3
+    {"a100", 81920, 79.15},        // NVIDIA A100-SXM4-80GB / A100 80GB PCIe
+    {"a100", 40960, 39.39},        // NVIDIA A100-SXM4-40GB
+    {"4090", 24564, 23.65},        // NVIDIA GeForce RTX 4090
+    {"3090", 24576, 23.69},        // NVIDIA GeForce RTX 3090
+    {"l4", 23034, 22.05},          // NVIDIA L4
+};
+
 }  // namespace
+
+std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view name, std::string* source) {
+  const std::string lower = util::ascii_lower(name);
+  for (const KnownCard& c : kKnownCards) {
+    const std::uint64_t smi = c.smi_mib * kMiB;
+    // The same card: its name, and a total within 1 % of the one measured (a 40 GB and an 80 GB A100).
+    const std::uint64_t diff = total_bytes > smi ? total_bytes - smi : smi - total_bytes;
+    if (lower.find(c.match) == std::string::npos || diff * 100 > smi) continue;
+    const auto torch = static_cast<std::uint64_t>(c.torch_gib * static_cast<double>(kGiB));
+    if (source) *source = fmt::format("measured on {} ({} MiB by nvidia-smi, {:.2f} GiB by torch)", name, c.smi_mib,
+                                      c.torch_gib);
+    return smi > torch ? smi - torch : 0;
+  }
+  if (source) *source = "default estimate";
+  return std::min(kDefaultDriverReserve, total_bytes / 10);
+}
 
 Result<GpuSpec> parse_gpu_arg(std::string_view text) {
   const std::size_t eq = text.find('=');
@@ -37,6 +71,7 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
   g.total_bytes = *total;
   if (g.total_bytes == 0) return gpu_error(text, "TOTAL is 0");
   bool seen_used = false, seen_name = false;
+  std::optional<std::uint64_t> reserved, torch_total;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::size_t e = parts[i].find('=');
     const std::string_view key = parts[i].substr(0, e);
@@ -50,13 +85,34 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
     } else if (key == "name" && !seen_name) {
       g.name = std::string(val);
       seen_name = true;
+    } else if ((key == "reserved" || key == "torch_total") && !reserved && !torch_total) {
+      auto v = parse_size(val);
+      if (!v.ok()) return gpu_error(text, v.error().message);
+      (key == "reserved" ? reserved : torch_total) = *v;
     } else {
-      return gpu_error(text, fmt::format("unknown or repeated key '{}' (known: used, name)", key));
+      return gpu_error(text, fmt::format("unknown or repeated key '{}' (known: used, name, reserved or "
+                                         "torch_total)", key));
     }
   }
-  if (g.used_bytes > g.total_bytes)
-    return gpu_error(text, fmt::format("used ({}) exceeds total ({})", format_bytes(g.used_bytes),
-                                       format_bytes(g.total_bytes)));
+  if (torch_total) {
+    if (*torch_total == 0 || *torch_total > g.total_bytes)
+      return gpu_error(text, fmt::format("torch_total ({}) must be in (0, TOTAL ({})]", format_bytes(*torch_total),
+                                         format_bytes(g.total_bytes)));
+    g.reserved_bytes = g.total_bytes - *torch_total;
+    g.reserved_source = "torch_total given";
+  } else if (reserved) {
+    if (*reserved >= g.total_bytes)
+      return gpu_error(text, fmt::format("reserved ({}) must be below TOTAL ({})", format_bytes(*reserved),
+                                         format_bytes(g.total_bytes)));
+    g.reserved_bytes = *reserved;
+    g.reserved_source = "given";
+  } else {
+    g.reserved_bytes = driver_reserved_bytes(g.total_bytes, g.name, &g.reserved_source);
+  }
+  if (g.used_bytes > g.torch_total())
+    return gpu_error(text, fmt::format("used ({}) exceeds the total torch sees ({} = TOTAL - reserved {})",
+                                       format_bytes(g.used_bytes), format_bytes(g.torch_total()),
+                                       format_bytes(g.reserved_bytes)));
   return g;
 }
 
@@ -85,6 +141,8 @@ Result<std::vector<GpuSpec>> parse_nvidia_smi_csv(std::string_view csv) {
                         "(used <= total), got '{}'; hint: run with --format=csv,noheader,nounits", line_no, line);
     g.total_bytes = total * kMiB;
     g.used_bytes = used * kMiB;
+    g.reserved_bytes = driver_reserved_bytes(g.total_bytes, g.name, &g.reserved_source);
+    if (g.used_bytes > g.torch_total()) g.used_bytes = g.torch_total();  // nvidia-smi counts the reserve as used
     out.push_back(std::move(g));
   }
   if (out.empty()) return make_error(Errc::BAD_INPUT, "nvidia-smi listed no GPUs");

@@ -88,7 +88,11 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
   const Json& text = text_config(config);
   KvLayout out;
   out.tp = opts.tp;
-  FP4FORGE_ASSIGN_OR_RETURN(out.kv_dtype_bytes, kv_cache_dtype_bytes(opts.kv_cache_dtype, 2));
+  const std::string dt = util::ascii_lower(opts.dtype);
+  if (dt != "auto" && dt != "bfloat16" && dt != "float16" && dt != "half" && dt != "float32" && dt != "float")
+    return make_error(Errc::USAGE, "unsupported dtype '{}'; expected auto, bfloat16, float16 or float32", opts.dtype);
+  FP4FORGE_ASSIGN_OR_RETURN(out.kv_dtype_bytes,
+                            kv_cache_dtype_bytes(opts.kv_cache_dtype, (dt == "float32" || dt == "float") ? 4 : 2));
   FP4FORGE_ASSIGN_OR_RETURN(out.conv_dtype_bytes, state_dtype_bytes(opts.mamba_cache_dtype, 2));
   {
     std::string ssm = util::ascii_lower(opts.mamba_ssm_cache_dtype);
@@ -355,16 +359,16 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
   return out;
 }
 
-KvDemand kv_demand(const KvLayout& layout, std::int64_t max_model_len, std::int64_t max_num_batched_tokens) {
+KvDemand kv_demand(const KvLayout& layout, std::int64_t max_model_len, std::int64_t in_flight_tokens) {
   KvDemand d;
   d.max_model_len = max_model_len;
-  d.max_num_batched_tokens = max_num_batched_tokens;
+  d.max_num_batched_tokens = in_flight_tokens;
   for (const auto& g : layout.groups) {
     std::int64_t blocks = 0;
     switch (g.kind) {
       case LayerKind::FULL: blocks = cdiv(max_model_len, g.block_size); break;
       case LayerKind::SLIDING: {
-        const std::int64_t tokens = std::min(g.window - 1 + max_num_batched_tokens, max_model_len);
+        const std::int64_t tokens = std::min(g.window - 1 + in_flight_tokens, max_model_len);
         blocks = cdiv(tokens, g.block_size) + 1;
         break;
       }
@@ -392,6 +396,25 @@ double kv_max_concurrency(const KvDemand& demand, std::int64_t num_blocks) {
 std::int64_t kv_cache_tokens(const KvLayout& layout, std::int64_t num_blocks) {
   if (layout.groups.empty()) return 0;
   return num_blocks / static_cast<std::int64_t>(layout.groups.size()) * layout.min_block_size;
+}
+
+KvReport kv_report(const KvLayout& layout, const KvDemand& demand, std::int64_t num_blocks, const VllmRules& rules) {
+  KvReport r;
+  switch (rules.tokens) {
+    case TokensReport::BLOCKS:
+      r.tokens = num_blocks * layout.min_block_size;
+      r.max_concurrency = demand.max_model_len > 0 ? static_cast<double>(r.tokens) / static_cast<double>(demand.max_model_len) : 0.0;
+      return r;
+    case TokensReport::PER_GROUP:
+      r.tokens = kv_cache_tokens(layout, num_blocks);
+      r.max_concurrency = kv_max_concurrency(demand, num_blocks);
+      return r;
+    case TokensReport::CONCURRENCY:
+      r.max_concurrency = kv_max_concurrency(demand, num_blocks);
+      r.tokens = static_cast<std::int64_t>(r.max_concurrency * static_cast<double>(demand.max_model_len));
+      return r;
+  }
+  return r;
 }
 
 std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& demand, double target) {

@@ -9,45 +9,68 @@
 namespace fp4forge::kvplan {
 namespace {
 
-constexpr double kDefaultUtilCap = 0.90;     // vLLM's default gpu_memory_utilization
 constexpr std::size_t kSearchNodeLimit = 200'000;
 
-/** Figures of a seat on a GPU set whose rank 0 is `rank0` (batch default and overhead depend on it). */
+/** Figures of a seat on a GPU set whose rank 0 is `rank0` (batch defaults and overhead depend on it). */
 struct Eval {
   std::int64_t batched = 0;
   bool batched_default = true;
-  std::uint64_t overhead = 0;
+  std::int64_t seqs = 0;
+  bool seqs_default = true;
+  OverheadTerms terms;
+  std::uint64_t overhead = 0;   // in the budget
   bool overhead_default = true;
+  std::uint64_t outside = 0;    // beside the budget
   KvDemand demand;
   std::uint64_t kv_need = 0;
-  std::uint64_t need = 0;  // per GPU
+  std::uint64_t need = 0;  // per GPU, inside the budget
 };
 
 Eval evaluate(const SeatModel& s, const GpuSpec* rank0) {
   Eval e;
+  const VllmRules& r = s.rules;
+  // Without a GPU, assume the common >= 70 GiB non-A100 case.
+  const std::uint64_t total = rank0 ? rank0->total_bytes : 80 * kGiB;
+  const std::string_view name = rank0 ? std::string_view(rank0->name) : std::string_view();
   if (s.arg.max_num_batched_tokens) {
     e.batched = *s.arg.max_num_batched_tokens;
     e.batched_default = false;
   } else {
-    // Without a GPU, assume the common >= 70 GiB non-A100 case.
-    e.batched = rank0 ? default_max_num_batched_tokens(rank0->total_bytes, rank0->name) : 8192;
+    e.batched = default_max_num_batched_tokens(total, name);
+    if (r.big_gpu_batched_16k && total >= 160 * kGiB) e.batched = 16384;
   }
+  if (s.arg.max_num_seqs) {
+    e.seqs = *s.arg.max_num_seqs;
+    e.seqs_default = false;
+  } else {
+    e.seqs = default_max_num_seqs(total, name);
+  }
+  ProfileShape shape;
+  shape.batched_tokens = e.batched;
+  shape.max_num_seqs = e.seqs;
+  shape.tp = s.arg.kv.tp;
+  shape.spec_tokens = s.arg.kv.spec_tokens;
+  shape.multimodal = s.arg.mm && (s.info.has_vision_config || s.info.has_audio_config);
+  shape.enforce_eager = s.arg.enforce_eager;
+  e.terms = estimate_overhead(s.info, shape, r);
+  e.outside = e.terms.outside_budget();
   if (s.overhead) {
     e.overhead = *s.overhead;
     e.overhead_default = false;
   } else {
-    e.overhead = kDefaultOverheadBytes;
-    if (s.arg.mm && (s.info.has_vision_config || s.info.has_audio_config) && s.info.hidden_size > 0)
-      e.overhead += static_cast<std::uint64_t>(e.batched) * static_cast<std::uint64_t>(s.info.hidden_size) * 2;
+    e.overhead = e.terms.in_budget();
   }
-  e.demand = kv_demand(s.layout, s.max_model_len, e.batched);
+  e.demand = kv_demand(s.layout, s.max_model_len, e.batched * r.sliding_in_flight_factor);
+  e.demand.max_num_batched_tokens = e.batched;
   e.kv_need = kv_bytes_for_concurrency(s.layout, e.demand, s.arg.concurrency);
   e.need = s.weight_bytes_per_rank + e.overhead + e.kv_need;
   return e;
 }
 
-std::uint64_t util_bytes(double util, std::uint64_t total) {
-  return static_cast<std::uint64_t>(std::floor(util * static_cast<double>(total)));
+/** vLLM's requested memory: util * torch total, rounded up since 0.14 (the float's floor before). */
+std::uint64_t util_bytes(double util, const GpuSpec& g, const VllmRules& r) {
+  const double x = util * static_cast<double>(g.torch_total());
+  return static_cast<std::uint64_t>(r.requested_ceil ? std::ceil(x) : std::floor(x));
 }
 
 std::string gpu_list(const std::vector<GpuSpec>& gpus, const std::vector<std::size_t>& set) {
@@ -64,10 +87,13 @@ struct Placer {
   const std::vector<GpuSpec>& gpus;
   std::vector<std::vector<std::size_t>> pins;  // per seat: pinned GPU indices (empty = free)
 
+  /** What seat s holds on GPU g: its budget (util * torch total, or just what it needs when the planner
+   * chooses the utilization) plus what it holds beside the budget. */
   std::uint64_t reserve_on(std::size_t s, std::size_t g, const Eval& e) const {
     const auto& u = seats[s].arg.gpu_memory_utilization;
-    return u ? util_bytes(*u, gpus[g].total_bytes) : e.need;
+    return (u ? util_bytes(*u, gpus[g], seats[s].rules) : e.need) + e.outside;
   }
+  std::uint64_t budget_on(std::size_t s, std::size_t g, const Eval& e) const { return reserve_on(s, g, e) - e.outside; }
 
   /** Shortfall of seat s on set (0 = fits), given remaining free memory per GPU. */
   std::uint64_t shortfall(std::size_t s, const std::vector<std::size_t>& set,
@@ -77,7 +103,8 @@ struct Placer {
     for (std::size_t g : set) {
       const std::uint64_t res = reserve_on(s, g, e);
       if (res > remaining[g]) worst = std::max(worst, res - remaining[g]);
-      if (res < e.need) worst = std::max(worst, e.need - res);  // explicit util too small
+      const std::uint64_t budget = budget_on(s, g, e);
+      if (budget < e.need) worst = std::max(worst, e.need - budget);  // explicit util too small
     }
     return worst;
   }
@@ -139,6 +166,29 @@ struct Placer {
 
 double ceil_to(double x, double step) { return std::ceil(x / step - 1e-12) * step; }
 
+/** KV memory of a seat on one GPU with budget b: b - weights - overhead. Before 0.9.1 vLLM also charged
+ * everything already on the GPU (its CUDA context, other tenants) against the budget. */
+std::uint64_t kv_memory(const SeatModel& m, const Eval& e, const GpuSpec& g, std::uint64_t b) {
+  std::uint64_t fixed = m.weight_bytes_per_rank + e.overhead;
+  if (!m.rules.budget_from_snapshot) fixed += e.outside + g.used_bytes;
+  return b > fixed ? b - fixed : 0;
+}
+
+/** The figures of an evaluation every placement reports. */
+void record(SeatPlacement& p, const Eval& e) {
+  p.max_num_batched_tokens = e.batched;
+  p.batched_default = e.batched_default;
+  p.max_num_seqs = e.seqs;
+  p.seqs_default = e.seqs_default;
+  p.terms = e.terms;
+  p.overhead_bytes = e.overhead;
+  p.overhead_default = e.overhead_default;
+  p.outside_bytes = e.outside;
+  p.demand = e.demand;
+  p.kv_needed_bytes = e.kv_need;
+  p.need_bytes = e.need;
+}
+
 }  // namespace
 
 Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) {
@@ -174,13 +224,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     for (std::size_t s = 0; s < ns; ++s) {
       const Eval e = evaluate(plan.seats[s], nullptr);
       auto& p = plan.placements[s];
-      p.max_num_batched_tokens = e.batched;
-      p.batched_default = e.batched_default;
-      p.overhead_bytes = e.overhead;
-      p.overhead_default = e.overhead_default;
-      p.demand = e.demand;
-      p.kv_needed_bytes = e.kv_need;
-      p.need_bytes = e.need;
+      record(p, e);
       p.util_explicit = plan.seats[s].arg.gpu_memory_utilization.has_value();
       p.util = plan.seats[s].arg.gpu_memory_utilization.value_or(0.0);
       p.reason = "no GPU given: sizing only (max_num_batched_tokens assumes a >= 70 GiB non-A100 GPU)";
@@ -191,7 +235,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
 
   // Order: pinned seats first (as given), then heaviest KV demand first on the roomiest GPU.
   std::vector<std::uint64_t> remaining(gpus.size());
-  for (std::size_t g = 0; g < gpus.size(); ++g) remaining[g] = gpus[g].total_bytes - gpus[g].used_bytes;
+  for (std::size_t g = 0; g < gpus.size(); ++g) remaining[g] = gpus[g].torch_free();
   const std::size_t roomiest = static_cast<std::size_t>(
       std::max_element(remaining.begin(), remaining.end()) - remaining.begin());
   std::vector<std::uint64_t> demand(ns), need(ns);
@@ -279,36 +323,41 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     const Eval e = placed ? evals[s] : evaluate(m, set.empty() ? &gpus[roomiest] : &gpus[set.front()]);
     p.placed = placed;
     p.gpus = set;
-    p.max_num_batched_tokens = e.batched;
-    p.batched_default = e.batched_default;
-    p.overhead_bytes = e.overhead;
-    p.overhead_default = e.overhead_default;
-    p.demand = e.demand;
-    p.kv_needed_bytes = e.kv_need;
-    p.need_bytes = e.need;
+    record(p, e);
     p.util_explicit = m.arg.gpu_memory_utilization.has_value();
     // Smallest utilization meeting the target on every rank.
     double mu = 0.0;
     for (std::size_t g : (set.empty() ? std::vector<std::size_t>{roomiest} : set))
-      mu = std::max(mu, ceil_to(static_cast<double>(e.need) / static_cast<double>(gpus[g].total_bytes), 0.001));
+      mu = std::max(mu, ceil_to(static_cast<double>(e.need) / static_cast<double>(gpus[g].torch_total()), 0.001));
     while (mu <= 1.0 && [&] {
       for (std::size_t g : (set.empty() ? std::vector<std::size_t>{roomiest} : set))
-        if (util_bytes(mu, gpus[g].total_bytes) < e.need) return true;
+        if (util_bytes(mu, gpus[g], m.rules) < e.need) return true;
       return false;
     }()) mu += 0.001;
     p.min_util = mu;
     if (!placed) {
       p.util = m.arg.gpu_memory_utilization.value_or(0.0);
       p.short_by_bytes = short_by[s];
+      if (!set.empty()) {  // what would fit in the room the placed seats leave: the largest max_model_len
+        std::uint64_t avail = UINT64_MAX;
+        for (std::size_t g : set) {
+          std::uint64_t room = spare[g] > e.outside ? spare[g] - e.outside : 0;
+          if (m.arg.gpu_memory_utilization) room = std::min(room, util_bytes(*m.arg.gpu_memory_utilization, gpus[g], m.rules));
+          avail = std::min(avail, kv_memory(m, e, gpus[g], room));
+        }
+        p.available_kv_bytes = avail;
+        p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.batched * m.rules.sliding_in_flight_factor,
+                                                        std::max(m.max_position_embeddings, m.max_model_len));
+      }
       if (set.empty()) {
         p.blocker = fmt::format("tp={} needs {} GPUs, {} given", m.arg.kv.tp, m.arg.kv.tp, gpus.size());
         p.reason = "does not fit: " + p.blocker;
         p.short_by_bytes = 0;  // not a matter of bytes
-      } else if (p.util_explicit && util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes) < e.need) {
+      } else if (p.util_explicit && util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules) < e.need) {
         p.reason = fmt::format("does not fit: gpu_memory_utilization {} gives {} on GPU {}, but weights {} + "
                                "overhead {} + KV {} need {} (min utilization {:.3f}): short by {}",
                                *m.arg.gpu_memory_utilization,
-                               format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes)),
+                               format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
                                gpus[set.front()].id, format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
                                format_bytes(e.kv_need), format_bytes(e.need), mu, format_bytes(p.short_by_bytes));
       } else if (p.util_explicit) {
@@ -316,7 +365,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
         for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
         p.reason = fmt::format("does not fit: gpu_memory_utilization {} asks {} on GPU {}, which has {} free "
                                "after other tenants and seats: short by {}", *m.arg.gpu_memory_utilization,
-                               format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()].total_bytes)),
+                               format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
                                gpu_list(gpus, set), format_bytes(free_now), format_bytes(p.short_by_bytes));
       } else {
         std::uint64_t free_now = UINT64_MAX;
@@ -327,6 +376,8 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
                                format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len, gpu_list(gpus, set),
                                format_bytes(free_now), format_bytes(p.short_by_bytes));
       }
+      if (!set.empty() && p.largest_max_model_len > 0)
+        p.reason += fmt::format("; in the room left, max_model_len={} would fit", p.largest_max_model_len);
       continue;
     }
     // Utilization.
@@ -339,16 +390,16 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
         const double share = static_cast<double>(spare[g]) *
                              static_cast<double>(std::max<std::uint64_t>(e.kv_need, 1)) /
                              static_cast<double>(std::max<std::uint64_t>(weight_sum[g], 1));
-        const double total = static_cast<double>(gpus[g].total_bytes);
+        const double total = static_cast<double>(gpus[g].torch_total());
         const double target = static_cast<double>(e.need) + std::floor(share);
-        const double cap = std::max(kDefaultUtilCap * total, static_cast<double>(e.need));
+        const double cap = std::max(m.rules.default_util * total, static_cast<double>(e.need));
         util = std::min(util, std::min(target, cap) / total);
       }
       double chosen = util;
       for (double step : {0.01, 0.001, 0.0001}) {
         const double u = std::floor(util / step + 1e-9) * step;
         bool ok = u > 0.0;
-        for (std::size_t g : set) ok = ok && util_bytes(u, gpus[g].total_bytes) >= e.need;
+        for (std::size_t g : set) ok = ok && util_bytes(u, gpus[g], m.rules) >= e.need;
         if (ok) {
           chosen = u;
           break;
@@ -359,24 +410,24 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     p.util = util;
     std::uint64_t budget = UINT64_MAX, avail = UINT64_MAX;
     for (std::size_t g : set) {
-      const std::uint64_t b = util_bytes(util, gpus[g].total_bytes);
-      const std::uint64_t fixed = m.weight_bytes_per_rank + e.overhead;
+      const std::uint64_t b = util_bytes(util, gpus[g], m.rules);
       budget = std::min(budget, b);
-      avail = std::min(avail, b > fixed ? b - fixed : 0);
+      avail = std::min(avail, kv_memory(m, e, gpus[g], b));
     }
     p.budget_bytes = budget;
     p.available_kv_bytes = avail;
     p.num_blocks = kv_num_blocks(m.layout, avail);
-    p.max_concurrency = kv_max_concurrency(e.demand, p.num_blocks);
-    p.kv_cache_tokens = kv_cache_tokens(m.layout, p.num_blocks);
+    const KvReport rep = kv_report(m.layout, e.demand, p.num_blocks, m.rules);
+    p.max_concurrency = rep.max_concurrency;
+    p.kv_cache_tokens = rep.tokens;
     const std::int64_t upper = std::max(m.max_position_embeddings, m.max_model_len);
-    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.batched, upper);
+    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.batched * m.rules.sliding_in_flight_factor, upper);
     p.fits = avail >= e.kv_need;  // kv_need holds `concurrency` requests of max_model_len
     for (std::size_t g : set) {
-      const std::uint64_t b = util_bytes(util, gpus[g].total_bytes);
-      const std::uint64_t fixed = m.weight_bytes_per_rank + e.overhead;
-      plan.gpus[g].shares.push_back(GpuShare{s, b, m.weight_bytes_per_rank, b > fixed ? b - fixed : 0,
-                                             std::min(e.overhead, b)});
+      const std::uint64_t b = util_bytes(util, gpus[g], m.rules);
+      plan.gpus[g].shares.push_back(GpuShare{s, b, std::min(m.weight_bytes_per_rank, b), kv_memory(m, e, gpus[g], b),
+                                             std::min(e.overhead, b - std::min(m.weight_bytes_per_rank, b)),
+                                             e.outside});
     }
     // Why here.
     if (!placer.pins[s].empty()) {
@@ -404,8 +455,8 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
   }
   for (auto& g : plan.gpus) {
     std::uint64_t used = g.gpu.used_bytes;
-    for (const auto& sh : g.shares) used += sh.budget;
-    g.free_bytes = g.gpu.total_bytes > used ? g.gpu.total_bytes - used : 0;
+    for (const auto& sh : g.shares) used += sh.budget + sh.outside;
+    g.free_bytes = g.gpu.torch_total() > used ? g.gpu.torch_total() - used : 0;
   }
   plan.all_fit = ns > 0 && std::all_of(plan.placements.begin(), plan.placements.end(),
                                        [](const SeatPlacement& p) { return p.fits; });

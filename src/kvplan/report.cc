@@ -61,6 +61,15 @@ std::string xml_escape(std::string_view s) {
 
 }  // namespace
 
+std::string_view tokens_report_name(TokensReport t) {
+  switch (t) {
+    case TokensReport::BLOCKS: return "num_blocks x block_size";
+    case TokensReport::PER_GROUP: return "num_blocks // groups x block_size";
+    case TokensReport::CONCURRENCY: return "max_concurrency x max_model_len";
+  }
+  return "?";
+}
+
 std::string format_util(double util) {
   std::string s = fmt::format("{:.4f}", util);
   while (s.size() > 3 && s.back() == '0') s.pop_back();
@@ -118,7 +127,26 @@ Json to_json(const Plan& plan) {
     w["nvfp4a16_saved_bytes"] = m.weights.nvfp4a16_saved_bytes;
     w["nvfp4a16_linears"] = m.weights.quantized_linears;
     js["weights"] = w;
-    js["overhead"] = {{"bytes", p.overhead_bytes}, {"source", p.overhead_default ? "default" : "explicit"}};
+    const OverheadTerms& t = p.terms;
+    js["vllm"] = {{"version", m.rules.version},
+                  {"tokens_report", tokens_report_name(m.rules.tokens)},
+                  {"default_gpu_memory_utilization", m.rules.default_util},
+                  {"sliding_in_flight_tokens", p.max_num_batched_tokens * m.rules.sliding_in_flight_factor},
+                  {"cuda_graphs_in_budget", m.rules.cuda_graphs_in_budget},
+                  {"startup_check", m.rules.startup_check}};
+    js["overhead"] = {{"bytes", p.overhead_bytes},
+                      {"source", p.overhead_default ? "estimate" : "explicit"},
+                      {"estimate_bytes", t.in_budget()},
+                      {"terms", {{"activation_bytes", t.activation},
+                                 {"sampler_bytes", t.sampler},
+                                 {"encoder_bytes", t.encoder},
+                                 {"non_torch_bytes", t.non_torch},
+                                 {"cuda_graphs_bytes", t.cuda_graphs},
+                                 {"cuda_graph_sizes", t.cuda_graph_sizes},
+                                 {"cuda_graphs_in_budget", t.cuda_graphs_in_budget},
+                                 {"cuda_context_bytes", t.cuda_context},
+                                 {"nccl_bytes", t.nccl}}},
+                      {"outside_budget_bytes", p.outside_bytes}};
     Json kv;
     kv["dtype_bytes"] = l.kv_dtype_bytes;
     kv["conv_state_dtype_bytes"] = l.conv_dtype_bytes;
@@ -160,12 +188,15 @@ Json to_json(const Plan& plan) {
     pl["gpu_memory_utilization"] = p.placed ? Json(p.util) : Json(nullptr);
     pl["utilization_explicit"] = p.util_explicit;
     pl["need_bytes"] = p.need_bytes;
+    pl["max_num_seqs"] = p.max_num_seqs;
+    pl["max_num_seqs_default"] = p.seqs_default;
+    pl["startup_free_needed_bytes"] = p.placed ? Json(p.budget_bytes + p.outside_bytes) : Json(nullptr);
     pl["budget_bytes"] = p.placed ? Json(p.budget_bytes) : Json(nullptr);
     pl["available_kv_bytes"] = p.placed ? Json(p.available_kv_bytes) : Json(nullptr);
     pl["num_blocks"] = p.placed ? Json(p.num_blocks) : Json(nullptr);
     pl["max_concurrency"] = p.placed ? Json(round4(p.max_concurrency)) : Json(nullptr);
     pl["kv_cache_tokens"] = p.placed ? Json(p.kv_cache_tokens) : Json(nullptr);
-    pl["largest_max_model_len"] = p.placed ? Json(p.largest_max_model_len) : Json(nullptr);
+    pl["largest_max_model_len"] = (p.placed || p.largest_max_model_len > 0) ? Json(p.largest_max_model_len) : Json(nullptr);
     pl["min_gpu_memory_utilization"] = have_gpus ? Json(round4(p.min_util)) : Json(nullptr);
     pl["short_by_bytes"] = p.short_by_bytes;
     pl["blocker"] = p.blocker.empty() ? Json(nullptr) : Json(p.blocker);
@@ -181,12 +212,16 @@ Json to_json(const Plan& plan) {
     jg["id"] = g.gpu.id;
     jg["name"] = g.gpu.name;
     jg["total_bytes"] = g.gpu.total_bytes;
+    jg["reserved_bytes"] = g.gpu.reserved_bytes;
+    jg["reserved_source"] = g.gpu.reserved_source;
+    jg["torch_total_bytes"] = g.gpu.torch_total();
     jg["used_bytes"] = g.gpu.used_bytes;
     jg["free_bytes"] = g.free_bytes;
     Json sh = Json::array();
     for (const auto& s : g.shares)
       sh.push_back({{"seat", plan.seats[s.seat].arg.name}, {"budget_bytes", s.budget},
-                    {"weights_bytes", s.weights}, {"kv_bytes", s.kv}, {"overhead_bytes", s.overhead}});
+                    {"weights_bytes", s.weights}, {"kv_bytes", s.kv}, {"overhead_bytes", s.overhead},
+                    {"outside_bytes", s.outside}});
     jg["seats"] = sh;
     gpus.push_back(jg);
   }
@@ -214,8 +249,20 @@ std::string to_text(const Plan& plan) {
     o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
     if (m.arg.kv.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp);
     o += "\n";
-    o += fmt::format("  overhead         {} per GPU ({})\n", format_bytes(p.overhead_bytes),
-                     p.overhead_default ? "default, docs/plan-overheads.md" : "explicit");
+    o += fmt::format("  vLLM             {} rules (vllm_version=; GPU KV cache size as {})\n", m.rules.version,
+                     tokens_report_name(m.rules.tokens));
+    o += fmt::format("  overhead         {} per GPU ({}): activations {}, sampler {}{}, non-torch {}, CUDA graphs {} "
+                     "({} sizes{})\n",
+                     format_bytes(p.overhead_bytes),
+                     p.overhead_default ? "estimate, docs/plan-overheads.md"
+                                        : fmt::format("given; the estimate is {}", format_bytes(p.terms.in_budget())),
+                     format_bytes(p.terms.activation), format_bytes(p.terms.sampler),
+                     p.terms.encoder ? ", encoder " + format_bytes(p.terms.encoder) : std::string(),
+                     format_bytes(p.terms.non_torch), format_bytes(p.terms.cuda_graphs), p.terms.cuda_graph_sizes,
+                     p.terms.cuda_graphs_in_budget ? "" : ", outside the budget before 0.21");
+    o += fmt::format("  beside budget    {} per GPU (CUDA context{}{}): must be free at start-up too\n",
+                     format_bytes(p.outside_bytes), p.terms.nccl ? ", NCCL" : "",
+                     p.terms.cuda_graphs_in_budget ? "" : ", CUDA graphs");
     o += fmt::format("  KV per token     {} growing (full attention), {} if every attention layer kept all tokens\n",
                      format_bytes(l.growing_bytes_per_token), format_bytes(l.naive_bytes_per_token));
     std::string layout = fmt::format("{}: page {}, {} pool(s) of {} group(s)", grouping_mode_name(l.mode),
@@ -225,11 +272,13 @@ std::string to_text(const Plan& plan) {
     if (!l.kv_shared_layers.empty()) layout += fmt::format("; {} KV-shared layers", l.kv_shared_layers.size());
     o += fmt::format("  KV layout        {}\n", layout);
     o += fmt::format("  groups           {}\n", group_summary(l));
-    o += fmt::format("  per request      {} ({} B) = {} blocks at max_model_len {}, max_num_batched_tokens {}{}\n",
+    o += fmt::format("  per request      {} ({} B) = {} blocks at max_model_len {}, max_num_batched_tokens {}{}, "
+                     "max_num_seqs {}{}\n",
                      format_bytes(p.demand.bytes_per_request), format_count(p.demand.bytes_per_request),
                      format_count(static_cast<std::uint64_t>(p.demand.blocks_per_request)),
                      format_count(static_cast<std::uint64_t>(m.max_model_len)), p.max_num_batched_tokens,
-                     p.batched_default ? " (vLLM default for the GPU)" : "");
+                     p.batched_default ? " (vLLM default for the GPU)" : "", p.max_num_seqs,
+                     p.seqs_default ? " (default)" : "");
     if (p.placed) {
       o += fmt::format("  placement        GPU {}, gpu_memory_utilization {}{} -> budget {}\n", gpu_ids(plan, p.gpus),
                        format_util(p.util), p.util_explicit ? " (given)" : "", format_bytes(p.budget_bytes));
@@ -269,19 +318,19 @@ std::string to_text(const Plan& plan) {
                                           : "NO, short by " + format_bytes(p.short_by_bytes));
   }
   if (have_gpus) {
-    o += fmt::format("\n{:<8} {:<24} {:>11} {:>11} {:>11} {:>11}  {}\n", "GPU", "NAME", "TOTAL", "OTHERS", "SEATS",
-                     "FREE", "SEATS ON IT");
+    o += fmt::format("\n{:<8} {:<24} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", "GPU", "NAME", "TOTAL", "TORCH TOTAL",
+                     "OTHERS", "SEATS", "FREE", "SEATS ON IT");
     for (const auto& g : plan.gpus) {
       std::uint64_t seats = 0;
       std::string names;
       for (const auto& sh : g.shares) {
-        seats += sh.budget;
+        seats += sh.budget + sh.outside;
         if (!names.empty()) names += ", ";
         names += plan.seats[sh.seat].arg.name;
       }
-      o += fmt::format("{:<8} {:<24} {:>11} {:>11} {:>11} {:>11}  {}\n", g.gpu.id,
-                       g.gpu.name.empty() ? "-" : g.gpu.name,
-                       format_bytes(g.gpu.total_bytes), format_bytes(g.gpu.used_bytes), format_bytes(seats),
+      o += fmt::format("{:<8} {:<24} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", g.gpu.id,
+                       g.gpu.name.empty() ? "-" : g.gpu.name, format_bytes(g.gpu.total_bytes),
+                       format_bytes(g.gpu.torch_total()), format_bytes(g.gpu.used_bytes), format_bytes(seats),
                        format_bytes(g.free_bytes), names.empty() ? "-" : names);
     }
   }

@@ -119,6 +119,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       if (!parse_int(v, a.kv.tp) || a.kv.tp < 1 || a.kv.tp > 64) return bad("an integer in 1..64");
     } else if (key == "prefix_caching") {
       if (!parse_bool(v, a.kv.prefix_caching)) return bad("on or off");
+      a.prefix_caching_given = true;
     } else if (key == "spec_tokens") {
       if (!parse_int(v, a.kv.spec_tokens) || a.kv.spec_tokens < 0 || a.kv.spec_tokens > 64) return bad("an integer in 0..64");
     } else if (key == "mm") {
@@ -153,6 +154,19 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     } else if (key == "served_name") {
       if (v.empty()) return bad("a non-empty model name");
       a.served_name = std::string(v);
+    } else if (key == "vllm_version") {
+      auto r = vllm_rules(v);
+      if (!r.ok()) return seat_error(text, r.error().message);
+      a.vllm_version = r->version;
+    } else if (key == "max_num_seqs") {
+      std::int64_t x = 0;
+      if (!parse_int(v, x) || x < 1) return bad("a positive integer");
+      a.max_num_seqs = x;
+    } else if (key == "dtype") {
+      if (v != "auto" && v != "bfloat16" && v != "float16" && v != "float32") return bad("auto, bfloat16, float16 or float32");
+      a.kv.dtype = std::string(v);
+    } else if (key == "enforce_eager") {
+      if (!parse_bool(v, a.enforce_eager)) return bad("on or off");
     }
   }
   if (a.served_name.empty()) a.served_name = a.name;
@@ -194,8 +208,19 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
     return make_error(Errc::USAGE, "seat '{}': spec_tokens={} needs an MTP module, but config.json has "
                       "mtp_num_hidden_layers = 0; hint: drop spec_tokens", arg.name, arg.kv.spec_tokens);
 
-  const KvOptions& ko = arg.kv;
+  FP4FORGE_ASSIGN_OR_RETURN(m.rules, vllm_rules(arg.vllm_version));
+  KvOptions ko = arg.kv;
   auto layout = build_kv_layout(m.info, ck->config(), ko);
+  // Before 0.26 (inferred from merge dates) vLLM left prefix caching off for hybrid models unless asked.
+  const bool has_state = layout.ok() && std::any_of(layout->layers.begin(), layout->layers.end(),
+                                                    [](const LayerSpec& l) { return l.kind == LayerKind::STATE; });
+  if (has_state && ko.prefix_caching && !arg.prefix_caching_given && !m.rules.hybrid_prefix_caching) {
+    ko.prefix_caching = false;
+    m.arg.kv.prefix_caching = false;
+    m.notes.push_back(fmt::format("vLLM {} leaves prefix caching off for hybrid models: state layers hold one "
+                                  "page per request", m.rules.version));
+    layout = build_kv_layout(m.info, ck->config(), ko);
+  }
   if (!layout.ok()) {
     Error e = std::move(layout).error();
     e.message = fmt::format("seat '{}': {}", arg.name, e.message);

@@ -792,7 +792,7 @@ void PlanBuilder::write_index_and_config() {
     nlohmann::json idx = nlohmann::json::object();
     idx["metadata"] = nlohmann::json::object();
     idx["metadata"]["total_size"] = plan.output_bytes;
-    idx["weight_map"] = std::move(weight_map);
+    idx["weight_map"] = weight_map;  // a copy: check_invariants reads the map too
     plan.index_text = idx.dump(2, ' ', false, nlohmann::detail::error_handler_t::replace);
   }
   plan.config = in.config;
@@ -876,8 +876,6 @@ Status PlanBuilder::check_invariants() {
   std::set<std::string> ign_set(plan.ignore.begin(), plan.ignore.end());
   for (const auto& u : plan.units) {
     const auto& d = plan.decisions[u.decision];
-    // weight_map was moved into the index text (write_index_and_config), so the last check here sees an
-    // empty map; kept as it was.
     if (u.cols % kGroupSize != 0 || u.cols == 0 || u.rows == 0) return fail(u.module + ": K % 16 != 0");
     if (!is_source_dtype(u.dtype)) return fail(u.module + ": dtype");
     if (ign_set.count(u.module)) return fail(u.module + ": quantized and in ignore");

@@ -102,7 +102,23 @@ TEST_F(KvplanCli, JsonOnLlamaFixture) {
   EXPECT_EQ(s["kv"]["per_request_bytes"], 512 * 4096);
   EXPECT_EQ(s["weights"]["source"], "safetensors");
   EXPECT_GT(s["weights"]["bytes"].get<std::uint64_t>(), 0u);
-  EXPECT_EQ(s["overhead"]["bytes"], 6ull << 30);
+  // The overhead is the estimate, term by term, and the terms add up to it.
+  const auto& o = s["overhead"];
+  EXPECT_EQ(o["source"], "estimate");
+  const auto& t = o["terms"];
+  EXPECT_EQ(o["bytes"].get<std::uint64_t>(),
+            std::max(t["activation_bytes"].get<std::uint64_t>(), t["sampler_bytes"].get<std::uint64_t>()) +
+                t["encoder_bytes"].get<std::uint64_t>() + t["non_torch_bytes"].get<std::uint64_t>() +
+                t["cuda_graphs_bytes"].get<std::uint64_t>());  // CUDA graphs are in the budget since 0.21
+  EXPECT_EQ(o["outside_budget_bytes"], t["cuda_context_bytes"]);
+  EXPECT_EQ(s["vllm"]["version"], "0.28");
+  EXPECT_EQ(s["vllm"]["tokens_report"], "max_concurrency x max_model_len");
+  EXPECT_EQ(s["placement"]["startup_free_needed_bytes"].get<std::uint64_t>(),
+            s["placement"]["budget_bytes"].get<std::uint64_t>() + o["outside_budget_bytes"].get<std::uint64_t>());
+  // 96 GiB is not a known card: the default driver reserve, said so.
+  EXPECT_EQ(j["gpus"][0]["reserved_source"], "default estimate");
+  EXPECT_EQ(j["gpus"][0]["torch_total_bytes"].get<std::uint64_t>(),
+            (96ull << 30) - j["gpus"][0]["reserved_bytes"].get<std::uint64_t>());
   EXPECT_EQ(s["placement"]["gpus"][0], "0");
   EXPECT_EQ(s["placement"]["fits"], true);
   EXPECT_EQ(j["gpus"][0]["used_bytes"], 41ull << 30);
@@ -161,7 +177,8 @@ TEST_F(KvplanCli, ExitCodes) {
   EXPECT_EQ(run("--seat b=" + (tmp_ / "garbage").string() + ":weights=1GiB --gpu 0=96GiB").rc, 3);
 }
 
-// architectures.md §4.5 illustration: Gemma-4 31B on one H200 at util 0.90 with the assumed 6 GiB.
+// architectures.md §4.5 illustration: Gemma-4 31B on one H200 at util 0.90 with the assumed 6 GiB, under
+// the rules the illustration uses (vLLM 0.20: util of nvidia-smi's total, sliding layers W-1+batched).
 TEST_F(KvplanCli, ReproducesTheH200Illustration) {
   nlohmann::json types = nlohmann::json::array();
   for (int i = 0; i < 60; ++i) types.push_back((i + 1) % 6 == 0 ? "full_attention" : "sliding_attention");
@@ -172,8 +189,8 @@ TEST_F(KvplanCli, ReproducesTheH200Illustration) {
       {"layer_types", types}, {"max_position_embeddings", 262144}, {"vocab_size", 262144}};
   std::ofstream(tmp_ / "config.json") << nlohmann::json{{"model_type", "gemma4"}, {"text_config", text}}.dump();
   // 31,273,086,512 bf16 parameters + 210 MiB of duplicated V = 58.46 GiB.
-  const CliRun r = run("--seat g=" + tmp_.string() + ":weights=62766373984,util=0.9 --overhead 6GiB "
-                       "--gpu 0=143771MiB:name=H200 --json");
+  const CliRun r = run("--seat g=" + tmp_.string() + ":weights=62766373984,util=0.9,vllm_version=0.20 --overhead 6GiB "
+                       "--gpu 0=143771MiB:name=H200:reserved=0 --json");
   ASSERT_EQ(r.rc, 0) << r.out;
   const auto p = nlohmann::json::parse(r.out)["seats"][0]["placement"];
   EXPECT_EQ(p["num_blocks"], 25356);

@@ -1,5 +1,9 @@
 #pragma once
-/** GPUs a plan places seats on: `--gpu ID=TOTAL[:used=SIZE][:name=NAME]` or nvidia-smi's CSV. */
+/**
+ * GPUs a plan places seats on: `--gpu ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE]`
+ * or nvidia-smi's CSV. TOTAL is nvidia-smi's memory.total; vLLM sees less: torch's total
+ * (cudaMemGetInfo) leaves out what the driver reserves, and util * that total is the seat's budget.
+ */
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -14,11 +18,25 @@ struct GpuSpec {
   std::string name;             ///< product name when known ("NVIDIA H200"); decides the A100 rule
   std::uint64_t total_bytes = 0;
   std::uint64_t used_bytes = 0;  ///< held by other tenants (other processes)
+  std::uint64_t reserved_bytes = 0;  ///< driver-reserved: TOTAL - torch's total
+  std::string reserved_source;       ///< "given", "torch_total given", "measured on <card>", "default estimate"
+  /** The total vLLM multiplies gpu_memory_utilization by. */
+  std::uint64_t torch_total() const noexcept { return total_bytes - reserved_bytes; }
+  /** What cudaMemGetInfo calls free before any seat starts. */
+  std::uint64_t torch_free() const noexcept { return torch_total() > used_bytes ? torch_total() - used_bytes : 0; }
 };
 
+/** The driver reserve fp4forge assumes for a card: TOTAL minus the total torch reports, from the totals
+ * PyTorch and vLLM print for common cards (docs/plan-overheads.md), else kDefaultDriverReserve. Sets
+ * `source` to say which. */
+std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view name, std::string* source = nullptr);
+/** The reserve assumed for a card not in the table (about 0.6 GiB on 96 and 141 GB cards). */
+inline constexpr std::uint64_t kDefaultDriverReserve = 614ull << 20;
+
 /**
- * Parses `ID=TOTAL[:used=SIZE][:name=NAME]`, e.g. `0=96GiB:used=41GiB`. USAGE error (exit 2) on bad
- * syntax, an unknown key, used > total or a zero total.
+ * Parses `ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE]`, e.g. `0=96GiB:used=41GiB`.
+ * Without reserved= / torch_total= the reserve is driver_reserved_bytes(TOTAL, NAME). USAGE error (exit 2)
+ * on bad syntax, an unknown key, used > torch total, a reserve >= TOTAL or a zero total.
  */
 Result<GpuSpec> parse_gpu_arg(std::string_view text);
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/core/error.h"
+#include "fp4forge/kvplan/vllm_version.h"
 #include "fp4forge/model/model_info.h"
 
 namespace fp4forge::kvplan {
@@ -36,6 +37,8 @@ std::string_view layer_kind_name(LayerKind k) noexcept;
 struct KvOptions {
   int tp = 1;                                  ///< tensor-parallel size
   std::string kv_cache_dtype = "auto";         ///< --kv-cache-dtype
+  std::string dtype = "auto";                  ///< --dtype: auto (bf16/fp16; vLLM casts fp32 checkpoints down),
+                                               ///< bfloat16, float16 or float32 (what kv_cache_dtype auto follows)
   std::string mamba_cache_dtype = "auto";      ///< --mamba-cache-dtype (conv state; auto = model dtype)
   /** --mamba-ssm-cache-dtype (recurrent state; auto = config mamba_ssm_dtype, else the conv dtype) */
   std::string mamba_ssm_cache_dtype = "auto";
@@ -109,7 +112,9 @@ struct KvLayout {
 Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_json& config,
                                  const KvOptions& opts);
 
-/** What one request of max_model_len tokens reserves. */
+/** What one request of max_model_len tokens reserves. `in_flight_tokens` is what a sliding-window layer
+ * keeps beyond its window: max_num_batched_tokens, or twice that under async scheduling (vLLM >= 0.26,
+ * VllmRules::sliding_in_flight_factor). */
 struct KvDemand {
   std::int64_t max_model_len = 0;
   std::int64_t max_num_batched_tokens = 0;
@@ -117,7 +122,7 @@ struct KvDemand {
   std::int64_t blocks_per_request = 0;         ///< sum over groups
   std::uint64_t bytes_per_request = 0;         ///< g * page * blocks_per_request (§4.2 step 5)
 };
-KvDemand kv_demand(const KvLayout& layout, std::int64_t max_model_len, std::int64_t max_num_batched_tokens);
+KvDemand kv_demand(const KvLayout& layout, std::int64_t max_model_len, std::int64_t in_flight_tokens);
 
 /** num_blocks = available // page // g (§4.2 step 4). */
 std::int64_t kv_num_blocks(const KvLayout& layout, std::uint64_t available_bytes);
@@ -125,6 +130,15 @@ std::int64_t kv_num_blocks(const KvLayout& layout, std::uint64_t available_bytes
 double kv_max_concurrency(const KvDemand& demand, std::int64_t num_blocks);
 /** "GPU KV cache size: N tokens" = num_blocks // groups * min_block_size (not meaningful for hybrid). */
 std::int64_t kv_cache_tokens(const KvLayout& layout, std::int64_t num_blocks);
+
+/** The two lines vLLM logs after sizing the cache, as the given version computes them. */
+struct KvReport {
+  std::int64_t tokens = 0;       ///< "GPU KV cache size: N tokens"
+  double max_concurrency = 0.0;  ///< "Maximum concurrency for L tokens per request: Cx"
+};
+/** <= 0.9.0: tokens = num_blocks * block_size, concurrency = tokens / L; 0.9.1 - 0.20: tokens =
+ * kv_cache_tokens(), concurrency = kv_max_concurrency(); >= 0.21: tokens = int(concurrency * L). */
+KvReport kv_report(const KvLayout& layout, const KvDemand& demand, std::int64_t num_blocks, const VllmRules& rules);
 /** Smallest available KV memory whose num_blocks gives a concurrency >= target (target > 0). */
 std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& demand, double target);
 /** Largest max_model_len in [1, upper] whose per-request reservation fits `available_bytes` (binary

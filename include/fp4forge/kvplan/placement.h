@@ -2,21 +2,25 @@
 /**
  * Placement of seats on GPUs, and every budget-dependent figure vLLM would log for each seat.
  *
- * Memory model (architectures.md §4.5): a seat's budget on each of its GPUs is
- * gpu_memory_utilization * total; at start-up the GPU's free memory (total - other tenants - other
- * seats' budgets) must cover it; KV gets budget - weights/TP - overhead (the minimum over ranks).
- * A seat fits when that KV memory holds `concurrency` requests of max_model_len (at least one).
+ * Memory model (docs/plan-overheads.md): a seat's budget on each of its GPUs is requested =
+ * gpu_memory_utilization * torch total (TOTAL minus the driver reserve); at start-up the GPU's free
+ * memory (torch total - other tenants - other seats' budgets and CUDA contexts - its own context) must
+ * cover it, or vLLM refuses to start; KV gets requested - weights/TP - overhead (the minimum over
+ * ranks), where the overhead is the estimate of budget.h (activation peak, sampler, encoder, non-torch,
+ * CUDA graphs) or overhead=SIZE. A seat fits when that KV memory holds `concurrency` requests of
+ * max_model_len (at least one).
  *
  * Order and choice: pinned seats (gpu=) first, then the others by KV demand, heaviest first; each
  * takes the roomiest GPU(s) that fit (TP seats take tp distinct GPUs). If that greedy order leaves a
  * seat out, a bounded search tries every assignment. Seats without an explicit utilization then share
- * each GPU's spare memory in proportion to their KV demand (capped at vLLM's default 0.90 unless the
- * seat needs more), rounded down to 0.01 when that still fits.
+ * each GPU's spare memory in proportion to their KV demand (capped at the version's default
+ * utilization, 0.92 or 0.90, unless the seat needs more), rounded down to 0.01 when that still fits.
  */
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "fp4forge/kvplan/budget.h"
 #include "fp4forge/kvplan/gpu.h"
 #include "fp4forge/kvplan/kv_cache.h"
 #include "fp4forge/kvplan/seat.h"
@@ -31,16 +35,20 @@ struct SeatPlacement {
   bool util_explicit = false;
   std::int64_t max_num_batched_tokens = 0;
   bool batched_default = true;      ///< from vLLM's GPU rule (not given)
-  std::uint64_t overhead_bytes = 0;
-  bool overhead_default = true;
+  std::int64_t max_num_seqs = 0;
+  bool seqs_default = true;         ///< from vLLM's GPU rule (not given)
+  std::uint64_t overhead_bytes = 0;  ///< taken out of the budget besides weights (terms.in_budget(), or given)
+  bool overhead_default = true;     ///< false: overhead= / --overhead replaced the estimate
+  OverheadTerms terms;              ///< the estimate, term by term (reported even when overridden)
+  std::uint64_t outside_bytes = 0;  ///< held outside util * total (CUDA context, NCCL, graphs before 0.21)
   KvDemand demand;                  ///< per-request reservation at max_model_len
   std::uint64_t kv_needed_bytes = 0;   ///< KV memory for `concurrency` requests
   std::uint64_t need_bytes = 0;        ///< weights/rank + overhead + kv_needed (per GPU)
-  std::uint64_t budget_bytes = 0;      ///< util * total on the tightest rank
+  std::uint64_t budget_bytes = 0;      ///< requested: util * torch total on the tightest rank
   std::uint64_t available_kv_bytes = 0;  ///< budget - weights/rank - overhead (min over ranks)
   std::int64_t num_blocks = 0;
   double max_concurrency = 0.0;
-  std::int64_t kv_cache_tokens = 0;
+  std::int64_t kv_cache_tokens = 0;  ///< "GPU KV cache size: N tokens" as the seat's vLLM version prints it
   std::int64_t largest_max_model_len = 0;  ///< with this budget (<= max_position_embeddings)
   double min_util = 0.0;            ///< smallest utilization that meets the target (> 1: impossible)
   std::uint64_t short_by_bytes = 0;  ///< when it does not fit for lack of memory
@@ -52,12 +60,13 @@ struct SeatPlacement {
 struct GpuShare {
   std::size_t seat = 0;  ///< index into Plan::seats
   std::uint64_t budget = 0, weights = 0, kv = 0, overhead = 0;
+  std::uint64_t outside = 0;  ///< CUDA context etc. beside the budget
 };
 
 struct GpuPlan {
   GpuSpec gpu;
   std::vector<GpuShare> shares;
-  std::uint64_t free_bytes = 0;  ///< total - used - budgets
+  std::uint64_t free_bytes = 0;  ///< torch total - used - budgets - outside
 };
 
 struct Plan {

@@ -14,6 +14,7 @@
 
 #include "fp4forge/core/error.h"
 #include "fp4forge/kvplan/kv_cache.h"
+#include "fp4forge/kvplan/vllm_version.h"
 #include "fp4forge/kvplan/weights.h"
 #include "fp4forge/model/model_info.h"
 
@@ -28,7 +29,8 @@ inline constexpr std::uint64_t kDefaultOverheadBytes = 6ull << 30;
 inline constexpr std::string_view kSeatKeys[] = {
     "max_model_len", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens", "tp",
     "prefix_caching", "spec_tokens", "mm", "assume", "weights", "overhead", "concurrency", "gpu",
-    "port", "block_size", "mamba_ssm_dtype", "mamba_cache_dtype", "hybrid_manager", "served_name"};
+    "port", "block_size", "mamba_ssm_dtype", "mamba_cache_dtype", "hybrid_manager", "served_name",
+    "vllm_version", "max_num_seqs", "enforce_eager", "dtype"};
 
 struct SeatArg {
   std::string name;  ///< [A-Za-z0-9][A-Za-z0-9._-]*: service, file and served model name
@@ -47,6 +49,10 @@ struct SeatArg {
   std::vector<std::string> gpus;                        ///< gpu=ID[+ID...]: pinned placement
   std::optional<int> port;                              ///< host port (default 8000 + seat index)
   std::string served_name;                              ///< default: name
+  bool prefix_caching_given = false;                    ///< prefix_caching= was given (else vLLM's default)
+  std::string vllm_version{kNewestVllm};                ///< the version whose rules apply
+  std::optional<std::int64_t> max_num_seqs;             ///< default: vLLM's rule for the GPU
+  bool enforce_eager = false;                           ///< no CUDA graphs (--enforce-eager)
 };
 
 /** Parses `NAME=DIR[:key=value,...]` (keys: kSeatKeys; sizes as parse_size). USAGE errors. */
@@ -61,7 +67,8 @@ struct SeatModel {
   bool weights_given = false;    ///< weights=SIZE
   std::uint64_t weight_bytes = 0;           ///< all ranks
   std::uint64_t weight_bytes_per_rank = 0;  ///< ceil(weight_bytes / tp)
-  std::optional<std::uint64_t> overhead;    ///< explicit (seat key or --overhead); else default
+  std::optional<std::uint64_t> overhead;    ///< explicit (seat key or --overhead); else the estimate
+  VllmRules rules;                          ///< of arg.vllm_version
   std::int64_t max_model_len = 0;
   std::int64_t max_position_embeddings = 0;
   std::vector<std::string> notes;

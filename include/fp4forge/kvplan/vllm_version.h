@@ -1,0 +1,55 @@
+#pragma once
+/**
+ * The vLLM version a seat is planned for, and the memory rules that differ between versions
+ * (docs/plan-overheads.md, "Rules per version", lists each with the vLLM code and pull request).
+ *
+ * Versions are modelled from vLLM's source: release tags where they could be read, merge dates where
+ * only those were known (marked "inferred" in the docs). The newest modelled version, kNewestVllm, is
+ * vLLM main at 2026-08-17 (017e9f4448), the code 0.28.0 was cut from.
+ */
+#include <string>
+#include <string_view>
+
+#include "fp4forge/core/error.h"
+
+namespace fp4forge::kvplan {
+
+/** How vLLM prints "GPU KV cache size: N tokens". */
+enum class TokensReport {
+  BLOCKS,       ///< <= 0.9.0: num_blocks * block_size
+  PER_GROUP,    ///< 0.9.1 - 0.20: num_blocks // len(groups) * min_block_size
+  CONCURRENCY,  ///< >= 0.21: int(max_concurrency * max_model_len)
+};
+
+struct VllmRules {
+  std::string version;                  ///< as given, normalised ("0.28", "0.9.1")
+  int major = 0, minor = 0, patch = 0;
+  bool startup_check = true;            ///< >= 0.9.1: free memory at start >= util * total, else refused
+  bool requested_ceil = true;           ///< >= 0.14: requested = ceil(util * total) (before: the float)
+  bool budget_from_snapshot = true;     ///< >= 0.9.1: only memory taken after the start-up snapshot counts
+  bool cuda_graphs_in_budget = true;    ///< >= 0.21: the CUDA-graph estimate is taken out of the KV budget
+  double default_util = 0.92;           ///< 0.90 before 0.21
+  TokensReport tokens = TokensReport::CONCURRENCY;
+  bool concurrency_from_tokens = false; ///< <= 0.9.0: concurrency = tokens / max_model_len (not block-rounded)
+  int sliding_in_flight_factor = 2;     ///< >= 0.26 (inferred): a sliding layer holds W-1 + 2*batched tokens
+                                        ///< (async scheduling keeps two batches in flight); 1 before
+  bool hybrid_prefix_caching = true;    ///< >= 0.26 (inferred): hybrid models default to prefix caching
+                                        ///< (state layers in "align" mode); off before
+  bool big_gpu_batched_16k = true;      ///< >= 0.28: GPUs >= 160 GiB default max_num_batched_tokens 16384
+  int cuda_graph_cap = 512;             ///< the largest default capture size
+};
+
+/** The newest version fp4forge models (the default of the seat key vllm_version). */
+inline constexpr std::string_view kNewestVllm = "0.28";
+/** The oldest version fp4forge models (the V1 engine's first memory rules). */
+inline constexpr std::string_view kOldestVllm = "0.8";
+inline constexpr int kOldestVllmMinor = 8, kNewestVllmMinor = 28;  ///< the same, as 0.MINOR
+
+/** Rules of `version` ("0.24", "0.9.1", "v0.11.2", "newest"). USAGE for a malformed version, one older
+ * than kOldestVllm, or one newer than kNewestVllm (the rules of a version not read are not guessed). */
+Result<VllmRules> vllm_rules(std::string_view version);
+
+/** True when the rules are those of version >= major.minor.patch. */
+bool at_least(const VllmRules& r, int major, int minor, int patch = 0) noexcept;
+
+}  // namespace fp4forge::kvplan

@@ -1,0 +1,223 @@
+// plan against real vLLM startup logs (tests/data/plan/vllm-logs.json, each case with its source link):
+// the budget terms reproduce "Available KV cache memory", "GPU KV cache size" and "Maximum concurrency"
+// within 5 %; refused start-ups are refused for the same reason; printed KV memory gives the printed
+// tokens and concurrency under the version's rules.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/kvplan/gpu.h"
+#include "fp4forge/kvplan/kv_cache.h"
+#include "fp4forge/kvplan/placement.h"
+#include "fp4forge/kvplan/seat.h"
+#include "fp4forge/kvplan/vllm_version.h"
+#include "fp4forge/util/size.h"
+
+namespace fp4forge::kvplan {
+namespace {
+
+namespace stdfs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr double kTolerance = 0.05;  // the bar: concurrency and KV tokens within 5 %
+
+Json table() {
+  std::ifstream in(std::string(FP4FORGE_TEST_DATA) + "/plan/vllm-logs.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Json::parse(ss.str());
+}
+
+stdfs::path write_config(const Json& c) {
+  static int n = 0;
+  const stdfs::path d = stdfs::temp_directory_path() /
+                        fmt::format("fp4forge-vllm-logs-{}-{}", ::getpid(), n++);
+  stdfs::remove_all(d);
+  stdfs::create_directories(d);
+  Json cfg = c["config"];
+  cfg.erase("source");
+  if (!cfg.contains("torch_dtype")) cfg["torch_dtype"] = "bfloat16";
+  std::ofstream(d / "config.json") << cfg.dump(1);
+  return d;
+}
+
+std::uint64_t gib(double g) { return static_cast<std::uint64_t>(g * static_cast<double>(kGiB)); }
+
+void expect_within(double got, double want, double tol, const std::string& what) {
+  EXPECT_LE(std::fabs(got - want), tol * std::fabs(want)) << what << ": plan " << got << ", vLLM printed " << want;
+}
+
+std::string num_or(const Json& j, const char* key, const std::string& dflt) {
+  return j.contains(key) && !j[key].is_null() ? (j[key].is_string() ? j[key].get<std::string>() : j[key].dump()) : dflt;
+}
+
+TEST(KvplanVllmLogs, TableHasEnoughCasesOfEachKind) {
+  const Json t = table();
+  std::map<std::string, int> kinds;
+  for (const auto& c : t["cases"]) {
+    ++kinds[c["kind"].get<std::string>()];
+    EXPECT_TRUE(c["source"].get<std::string>().rfind("https://", 0) == 0) << c["id"];
+  }
+  EXPECT_GE(kinds["budget"], 8);
+  EXPECT_GE(kinds["startup"], 2);
+  EXPECT_GE(kinds["layout"], 2);
+}
+
+TEST(KvplanVllmLogs, BudgetReproducesAvailableKvTokensAndConcurrency) {
+  int ran = 0;
+  const Json t = table();
+  for (const auto& c : t["cases"]) {
+    if (c["kind"] != "budget") continue;
+    ++ran;
+    SCOPED_TRACE(c["id"].get<std::string>());
+    const Json& f = c["flags"];
+    const Json& log = c["log"];
+    const int tp = f["tensor_parallel_size"].get<int>();
+    const stdfs::path dir = write_config(c);
+    const std::string spec = fmt::format(
+        "s={}:weights={},max_model_len={},tp={},kv_cache_dtype={},gpu_memory_utilization={},vllm_version={},dtype={}",
+        dir.string(), gib(log["model_loading_gib"].get<double>()) * static_cast<std::uint64_t>(tp),  // per rank
+        f["max_model_len"].get<int>(), tp,
+        num_or(f, "kv_cache_dtype", "auto"), f["gpu_memory_utilization"].get<double>(),
+        c["vllm_version"].get<std::string>(), num_or(f, "dtype", "auto"));
+    auto arg = parse_seat_arg(spec);
+    ASSERT_TRUE(arg.ok()) << arg.error().message;
+    auto seat = load_seat(*arg, std::nullopt);
+    ASSERT_TRUE(seat.ok()) << seat.error().message;
+    std::vector<GpuSpec> gpus;
+    for (int g = 0; g < tp; ++g) {
+      auto spec_g = parse_gpu_arg(fmt::format("{}=81559MiB:torch_total={}GiB:name={}", g,
+                                              c["gpu"]["torch_total_gib"].get<double>(),
+                                              c["gpu"]["name"].get<std::string>()));
+      ASSERT_TRUE(spec_g.ok()) << spec_g.error().message;
+      gpus.push_back(*spec_g);
+    }
+    auto plan = make_plan({*seat}, gpus);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    const SeatPlacement& p = plan->placements[0];
+    ASSERT_TRUE(p.placed) << p.reason;
+    expect_within(static_cast<double>(p.available_kv_bytes) / static_cast<double>(kGiB),
+                  log["available_kv_gib"].get<double>(), kTolerance, "Available KV cache memory (GiB)");
+    expect_within(static_cast<double>(p.kv_cache_tokens), log["kv_cache_tokens"].get<double>(), kTolerance,
+                  "GPU KV cache size (tokens)");
+    expect_within(p.max_concurrency, log["max_concurrency"].get<double>(), kTolerance, "Maximum concurrency");
+    if (std::getenv("FP4FORGE_SHOW_CALIBRATION"))
+      fmt::print("{:<60} KV {:7.2f} / {:7.2f} GiB  tokens {:>9} / {:>9}  conc {:8.2f} / {:8.2f}\n",
+                 c["id"].get<std::string>(), static_cast<double>(p.available_kv_bytes) / static_cast<double>(kGiB),
+                 log["available_kv_gib"].get<double>(), p.kv_cache_tokens, log["kv_cache_tokens"].get<long>(),
+                 p.max_concurrency, log["max_concurrency"].get<double>());
+    stdfs::remove_all(dir);
+  }
+  EXPECT_GE(ran, 8);
+}
+
+TEST(KvplanVllmLogs, RefusedStartupsAreRefusedForTheSameReason) {
+  int ran = 0;
+  const Json t = table();
+  for (const auto& c : t["cases"]) {
+    if (c["kind"] != "startup") continue;
+    ++ran;
+    SCOPED_TRACE(c["id"].get<std::string>());
+    const Json& s = c["startup"];
+    // The printed free memory is measured after the seat's own CUDA context exists.
+    const std::uint64_t total = gib(s["torch_total_gib"].get<double>());
+    const std::uint64_t free_printed = gib(s["free_gib"].get<double>());
+    const std::uint64_t used = total - std::min(total, free_printed + kCudaContextBytes);
+    auto g = parse_gpu_arg(fmt::format("0={}:torch_total={}:used={}", total, total, used));
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    Json tiny = {{"config", {{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64},
+                             {"intermediate_size", 128}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
+                             {"num_key_value_heads", 1}, {"vocab_size", 256}, {"max_position_embeddings", 1024}}}};
+    const stdfs::path dir = write_config(tiny);
+    auto arg = parse_seat_arg(fmt::format("s={}:weights=1MiB,gpu_memory_utilization={}", dir.string(),
+                                          s["util"].get<double>()));
+    ASSERT_TRUE(arg.ok()) << arg.error().message;
+    auto seat = load_seat(*arg, std::nullopt);
+    ASSERT_TRUE(seat.ok()) << seat.error().message;
+    auto plan = make_plan({*seat}, {*g});
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    const SeatPlacement& p = plan->placements[0];
+    EXPECT_FALSE(p.fits);
+    EXPECT_NE(p.reason.find("free after other tenants"), std::string::npos) << p.reason;
+    // short by requested - free, with requested = util x total as vLLM prints it (2 decimals).
+    const double short_gib = static_cast<double>(p.short_by_bytes) / static_cast<double>(kGiB);
+    EXPECT_NEAR(short_gib, s["requested_gib"].get<double>() - s["free_gib"].get<double>(), 0.02);
+    stdfs::remove_all(dir);
+  }
+  EXPECT_GE(ran, 2);
+}
+
+TEST(KvplanVllmLogs, PrintedKvMemoryGivesPrintedTokensAndConcurrency) {
+  int ran = 0;
+  const Json t = table();
+  for (const auto& c : t["cases"]) {
+    if (c["kind"] != "layout" && c["kind"] != "tokens") continue;
+    ++ran;
+    SCOPED_TRACE(c["id"].get<std::string>());
+    const Json& f = c["flags"];
+    const Json& log = c["log"];
+    const stdfs::path dir = write_config(c);
+    auto arg = parse_seat_arg(fmt::format("s={}:weights=1GiB,max_model_len={},tp={},vllm_version={}", dir.string(),
+                                          f["max_model_len"].get<int>(), num_or(f, "tensor_parallel_size", "1"),
+                                          c["vllm_version"].get<std::string>()));
+    ASSERT_TRUE(arg.ok()) << arg.error().message;
+    auto seat = load_seat(*arg, std::nullopt);
+    ASSERT_TRUE(seat.ok()) << seat.error().message;
+    const KvDemand d = kv_demand(seat->layout, seat->max_model_len, 8192 * seat->rules.sliding_in_flight_factor);
+    if (c["kind"] == "layout") {
+      const std::int64_t blocks = kv_num_blocks(seat->layout, gib(log["available_kv_gib"].get<double>()));
+      const KvReport r = kv_report(seat->layout, d, blocks, seat->rules);
+      // The printed GiB has two decimals: 0.005 GiB of rounding at most.
+      expect_within(static_cast<double>(r.tokens), log["kv_cache_tokens"].get<double>(), 0.01, "GPU KV cache size");
+      if (!log["max_concurrency"].is_null())
+        expect_within(r.max_concurrency, log["max_concurrency"].get<double>(), 0.01, "Maximum concurrency");
+    } else {
+      const std::int64_t blocks = log["kv_cache_tokens"].get<std::int64_t>() / seat->layout.min_block_size;
+      const KvReport r = kv_report(seat->layout, d, blocks, seat->rules);
+      EXPECT_EQ(r.tokens, log["kv_cache_tokens"].get<std::int64_t>());
+      EXPECT_NEAR(r.max_concurrency, log["max_concurrency"].get<double>(), 0.005);
+    }
+    stdfs::remove_all(dir);
+  }
+  EXPECT_GE(ran, 3);
+}
+
+TEST(KvplanVllmLogs, VersionRules) {
+  auto old = vllm_rules("0.8.5");
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->startup_check);
+  EXPECT_EQ(old->tokens, TokensReport::BLOCKS);
+  EXPECT_DOUBLE_EQ(old->default_util, 0.90);
+  auto mid = vllm_rules("v0.19.0");
+  ASSERT_TRUE(mid.ok());
+  EXPECT_EQ(mid->version, "0.19.0");
+  EXPECT_FALSE(mid->cuda_graphs_in_budget);
+  EXPECT_EQ(mid->tokens, TokensReport::PER_GROUP);
+  auto newest = vllm_rules("newest");
+  ASSERT_TRUE(newest.ok());
+  EXPECT_EQ(newest->version, std::string(kNewestVllm));
+  EXPECT_TRUE(newest->cuda_graphs_in_budget);
+  EXPECT_EQ(newest->tokens, TokensReport::CONCURRENCY);
+  EXPECT_EQ(newest->sliding_in_flight_factor, 2);
+  EXPECT_DOUBLE_EQ(newest->default_util, 0.92);
+  for (const char* bad : {"0.7", "0.29", "1.0", "x", "0.", "0.24.x"}) {
+    SCOPED_TRACE(bad);
+    auto r = vllm_rules(bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::USAGE);
+  }
+}
+
+}  // namespace
+}  // namespace fp4forge::kvplan
