@@ -56,14 +56,16 @@ void add_plan(CLI::App& sub, Action& action) {
                  "NAME=DIR[:key=value,...] a vLLM seat; keys: max_model_len, kv_cache_dtype (auto|bf16|fp8), "
                  "gpu_memory_utilization, max_num_batched_tokens, tp, prefix_caching (on|off), spec_tokens, "
                  "mm (on|off), assume=nvfp4a16, weights=SIZE, overhead=SIZE, concurrency, gpu=ID[+ID], port, "
-                 "block_size, mamba_ssm_dtype, mamba_cache_dtype, hybrid_manager (on|off), served_name")
+                 "block_size, mamba_ssm_dtype, mamba_cache_dtype, hybrid_manager (on|off), served_name, vllm_version, "
+                 "max_num_seqs, enforce_eager (on|off), dtype")
       ->required()
       ->take_all();
-  sub.add_option("--gpu", o->gpus, "ID=TOTAL[:used=SIZE][:name=NAME] a GPU, e.g. 0=96GiB:used=41GiB")->take_all();
+  sub.add_option("--gpu", o->gpus, "ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE] a GPU (TOTAL as nvidia-smi "
+                 "prints it), e.g. 0=96GiB:used=41GiB")->take_all();
   sub.add_flag("--gpus-from-nvidia-smi", o->nvidia_smi, "read the GPUs (total, used) from nvidia-smi");
   sub.add_option("--overhead", o->overhead,
                  "SIZE per seat and GPU for activations, non-torch memory and CUDA graphs "
-                 "(default 6GiB; see docs/plan-overheads.md)");
+                 "(replaces the estimate; see docs/plan-overheads.md)");
   sub.add_flag("--json", o->json, "print the plan as JSON (schema: docs/cli/plan.md)");
   sub.add_option("--svg", o->svg, "FILE: draw each GPU's memory as stacked bars");
   sub.add_option("--emit-compose", o->compose_dir, "DIR: write a docker compose stack and LiteLLM entry per seat");

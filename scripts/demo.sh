@@ -17,6 +17,9 @@ stage "doctor: check config vs tensors, processor and tokenizer files (must exit
 stage "inspect it" "$BIN" inspect "$WORK/src"
 stage "plan vLLM seats for it (bf16, and as NVFP4A16) on an example GPU with 41 GiB held by another tenant" \
   "$BIN" plan --seat demo="$WORK/src" --seat demo-nvfp4="$WORK/src:assume=nvfp4a16" --gpu 0=96GiB:used=41GiB
+stage "the same seat as vLLM 0.19 and as 0.28 would size it, on a known card (its driver reserve and the start-up check taken into account)" \
+  "$BIN" plan --seat v019="$WORK/src:assume=nvfp4a16,vllm_version=0.19" --seat v028="$WORK/src:assume=nvfp4a16,vllm_version=0.28" \
+  --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3:used=30GiB"
 stage "plan the NVFP4A16 quantization (dry run: nothing written)" "$BIN" quantize "$WORK/src" --dry-run
 stage "quantize it (streaming, atomic)" "$BIN" quantize "$WORK/src" "$WORK/q"
 stage "quantize it again, single-threaded (an independent second run)" \

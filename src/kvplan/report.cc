@@ -389,12 +389,14 @@ std::string to_svg(const Plan& plan) {
                          x + w / 2, y + kBarH / 2 + 4, xml_escape(label));
       x += w;
     };
+    seg(g.gpu.reserved_bytes, "#616161", "driver reserve: " + format_bytes(g.gpu.reserved_bytes), "");
     seg(g.gpu.used_bytes, "#9e9e9e", "other tenants: " + format_bytes(g.gpu.used_bytes), "others");
     for (const auto& sh : g.shares) {
       const std::string& n = plan.seats[sh.seat].arg.name;
       seg(sh.weights, "#4e79a7", n + " weights: " + format_bytes(sh.weights), n);
       seg(sh.kv, "#59a14f", n + " KV cache: " + format_bytes(sh.kv), "KV");
       seg(sh.overhead, "#f28e2b", n + " overhead: " + format_bytes(sh.overhead), "");
+      seg(sh.outside, "#b07aa1", n + " CUDA context (beside the budget): " + format_bytes(sh.outside), "");
     }
     const double free_w = static_cast<double>(g.free_bytes) * scale;
     o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#f4f4f4\" stroke=\"#bbbbbb\" "

@@ -112,6 +112,10 @@ TEST(KvplanVllmLogs, BudgetReproducesAvailableKvTokensAndConcurrency) {
     expect_within(static_cast<double>(p.kv_cache_tokens), log["kv_cache_tokens"].get<double>(), kTolerance,
                   "GPU KV cache size (tokens)");
     expect_within(p.max_concurrency, log["max_concurrency"].get<double>(), kTolerance, "Maximum concurrency");
+    if (!log["cuda_graph_gib"].is_null()) {  // "Graph capturing finished in N secs, took X GiB"
+      EXPECT_NEAR(static_cast<double>(p.terms.cuda_graphs) / static_cast<double>(kGiB), log["cuda_graph_gib"].get<double>(),
+                  0.3);
+    }
     if (std::getenv("FP4FORGE_SHOW_CALIBRATION"))
       fmt::print("{:<60} KV {:7.2f} / {:7.2f} GiB  tokens {:>9} / {:>9}  conc {:8.2f} / {:8.2f}\n",
                  c["id"].get<std::string>(), static_cast<double>(p.available_kv_bytes) / static_cast<double>(kGiB),

@@ -20,11 +20,6 @@
 
 namespace fp4forge::kvplan {
 
-/** Overhead assumed per seat and GPU when neither --overhead nor overhead= is given: activation
- * peak + non-torch memory + CUDA graphs (the 6 GiB of architectures.md §4.5; docs/plan-overheads.md).
- * Multimodal seats profiled with mm=on add their encoder cache (max_num_batched_tokens * H * 2). */
-inline constexpr std::uint64_t kDefaultOverheadBytes = 6ull << 30;
-
 /** The per-seat keys, in documentation order. */
 inline constexpr std::string_view kSeatKeys[] = {
     "max_model_len", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens", "tp",
