@@ -114,7 +114,7 @@ TEST(KvplanVllmLogs, BudgetReproducesAvailableKvTokensAndConcurrency) {
     expect_within(p.max_concurrency, log["max_concurrency"].get<double>(), kTolerance, "Maximum concurrency");
     if (!log["cuda_graph_gib"].is_null()) {  // "Graph capturing finished in N secs, took X GiB"
       EXPECT_NEAR(static_cast<double>(p.terms.cuda_graphs) / static_cast<double>(kGiB), log["cuda_graph_gib"].get<double>(),
-                  0.3);
+                  0.35);
     }
     if (std::getenv("FP4FORGE_SHOW_CALIBRATION"))
       fmt::print("{:<60} KV {:7.2f} / {:7.2f} GiB  tokens {:>9} / {:>9}  conc {:8.2f} / {:8.2f}\n",
