@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "fp4forge/util/size.h"
-#include "fp4forge/util/strings.h"
+#include "fp4forge/kvplan/kv_cache.h"
 
 namespace fp4forge::kvplan {
 namespace {
@@ -42,8 +42,7 @@ std::uint64_t moe_workspace(const ModelInfo& m, std::int64_t tokens, int tp) {
 }  // namespace
 
 std::int64_t default_max_num_seqs(std::uint64_t gpu_total_bytes, std::string_view gpu_name) {
-  const bool a100 = util::ascii_lower(gpu_name).find("a100") != std::string::npos;
-  return (gpu_total_bytes >= 70 * kGiB && !a100) ? 1024 : 256;
+  return vllm_large_gpu(gpu_total_bytes, gpu_name) ? 1024 : 256;
 }
 
 int cuda_graph_size_count(const VllmRules& r, const ProfileShape& p) {

@@ -439,9 +439,13 @@ std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t availab
   return lo;
 }
 
-std::int64_t default_max_num_batched_tokens(std::uint64_t gpu_total_bytes, std::string_view gpu_name) {
+bool vllm_large_gpu(std::uint64_t gpu_total_bytes, std::string_view gpu_name) {
   const bool a100 = util::ascii_lower(gpu_name).find("a100") != std::string::npos;
-  return (gpu_total_bytes >= 70ull * 1024 * 1024 * 1024 && !a100) ? 8192 : 2048;
+  return gpu_total_bytes >= 70ull * 1024 * 1024 * 1024 && !a100;
+}
+
+std::int64_t default_max_num_batched_tokens(std::uint64_t gpu_total_bytes, std::string_view gpu_name) {
+  return vllm_large_gpu(gpu_total_bytes, gpu_name) ? 8192 : 2048;
 }
 
 }  // namespace fp4forge::kvplan

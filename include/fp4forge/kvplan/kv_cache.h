@@ -146,6 +146,8 @@ std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& d
 std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes,
                                    std::int64_t max_num_batched_tokens, std::int64_t upper);
 
+/** vLLM's "large GPU" rule for its scheduler defaults: >= 70 GiB and not an A100. */
+bool vllm_large_gpu(std::uint64_t gpu_total_bytes, std::string_view gpu_name);
 /** vLLM's API-server default: 8192 on GPUs with >= 70 GiB that are not A100s, else 2048. */
 std::int64_t default_max_num_batched_tokens(std::uint64_t gpu_total_bytes, std::string_view gpu_name);
 
