@@ -362,7 +362,7 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
 KvDemand kv_demand(const KvLayout& layout, std::int64_t max_model_len, std::int64_t in_flight_tokens) {
   KvDemand d;
   d.max_model_len = max_model_len;
-  d.max_num_batched_tokens = in_flight_tokens;
+  d.in_flight_tokens = in_flight_tokens;
   for (const auto& g : layout.groups) {
     std::int64_t blocks = 0;
     switch (g.kind) {
@@ -424,10 +424,10 @@ std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& d
 }
 
 std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes,
-                                   std::int64_t max_num_batched_tokens, std::int64_t upper) {
+                                   std::int64_t in_flight_tokens, std::int64_t upper) {
   if (layout.groups.empty()) return upper;
   auto fits = [&](std::int64_t len) {
-    return kv_demand(layout, len, max_num_batched_tokens).bytes_per_request <= available_bytes;
+    return kv_demand(layout, len, in_flight_tokens).bytes_per_request <= available_bytes;
   };
   if (upper < 1 || !fits(1)) return 0;
   if (fits(upper)) return upper;

@@ -61,7 +61,6 @@ Eval evaluate(const SeatModel& s, const GpuSpec* rank0) {
     e.overhead = e.terms.in_budget();
   }
   e.demand = kv_demand(s.layout, s.max_model_len, e.batched * r.sliding_in_flight_factor);
-  e.demand.max_num_batched_tokens = e.batched;
   e.kv_need = kv_bytes_for_concurrency(s.layout, e.demand, s.arg.concurrency);
   e.need = s.weight_bytes_per_rank + e.overhead + e.kv_need;
   return e;
@@ -346,7 +345,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
           avail = std::min(avail, kv_memory(m, e, gpus[g], room));
         }
         p.available_kv_bytes = avail;
-        p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.batched * m.rules.sliding_in_flight_factor,
+        p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens,
                                                         std::max(m.max_position_embeddings, m.max_model_len));
       }
       if (set.empty()) {
@@ -421,7 +420,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     p.max_concurrency = rep.max_concurrency;
     p.kv_cache_tokens = rep.tokens;
     const std::int64_t upper = std::max(m.max_position_embeddings, m.max_model_len);
-    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.batched * m.rules.sliding_in_flight_factor, upper);
+    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, upper);
     p.fits = avail >= e.kv_need;  // kv_need holds `concurrency` requests of max_model_len
     for (std::size_t g : set) {
       const std::uint64_t b = util_bytes(util, gpus[g], m.rules);

@@ -61,15 +61,6 @@ std::string xml_escape(std::string_view s) {
 
 }  // namespace
 
-std::string_view tokens_report_name(TokensReport t) {
-  switch (t) {
-    case TokensReport::BLOCKS: return "num_blocks x block_size";
-    case TokensReport::PER_GROUP: return "num_blocks // groups x block_size";
-    case TokensReport::CONCURRENCY: return "max_concurrency x max_model_len";
-  }
-  return "?";
-}
-
 std::string format_util(double util) {
   std::string s = fmt::format("{:.4f}", util);
   while (s.size() > 3 && s.back() == '0') s.pop_back();
@@ -131,7 +122,7 @@ Json to_json(const Plan& plan) {
     js["vllm"] = {{"version", m.rules.version},
                   {"tokens_report", tokens_report_name(m.rules.tokens)},
                   {"default_gpu_memory_utilization", m.rules.default_util},
-                  {"sliding_in_flight_tokens", p.max_num_batched_tokens * m.rules.sliding_in_flight_factor},
+                  {"sliding_in_flight_tokens", p.demand.in_flight_tokens},
                   {"cuda_graphs_in_budget", m.rules.cuda_graphs_in_budget},
                   {"startup_check", m.rules.startup_check}};
     js["overhead"] = {{"bytes", p.overhead_bytes},

@@ -8,6 +8,15 @@
 
 namespace fp4forge::kvplan {
 
+std::string_view tokens_report_name(TokensReport t) {
+  switch (t) {
+    case TokensReport::BLOCKS: return "num_blocks x block_size";
+    case TokensReport::PER_GROUP: return "num_blocks // groups x block_size";
+    case TokensReport::CONCURRENCY: return "max_concurrency x max_model_len";
+  }
+  return "?";
+}
+
 bool at_least(const VllmRules& r, int major, int minor, int patch) noexcept {
   return std::tie(r.major, r.minor, r.patch) >= std::tie(major, minor, patch);
 }

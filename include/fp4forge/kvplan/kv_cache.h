@@ -117,7 +117,7 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
  * VllmRules::sliding_in_flight_factor). */
 struct KvDemand {
   std::int64_t max_model_len = 0;
-  std::int64_t max_num_batched_tokens = 0;
+  std::int64_t in_flight_tokens = 0;  ///< as passed to kv_demand (sliding layers keep W - 1 + this)
   std::vector<std::int64_t> blocks_per_group;  ///< ceil(group_max_bytes / page), per group
   std::int64_t blocks_per_request = 0;         ///< sum over groups
   std::uint64_t bytes_per_request = 0;         ///< g * page * blocks_per_request (§4.2 step 5)
@@ -144,7 +144,7 @@ std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& d
 /** Largest max_model_len in [1, upper] whose per-request reservation fits `available_bytes` (binary
  * search, as vLLM's auto max_model_len); 0 when not even one token fits. */
 std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes,
-                                   std::int64_t max_num_batched_tokens, std::int64_t upper);
+                                   std::int64_t in_flight_tokens, std::int64_t upper);
 
 /** vLLM's "large GPU" rule for its scheduler defaults: >= 70 GiB and not an A100. */
 bool vllm_large_gpu(std::uint64_t gpu_total_bytes, std::string_view gpu_name);

@@ -18,8 +18,6 @@ nlohmann::ordered_json to_json(const Plan& plan);
 std::string to_text(const Plan& plan);
 std::string to_svg(const Plan& plan);
 
-/** How vLLM's "GPU KV cache size: N tokens" is computed under a version's rules. */
-std::string_view tokens_report_name(TokensReport t);
 /** A gpu_memory_utilization as vLLM takes it: "0.57", "0.9", "0.5731" (no trailing zeros). */
 std::string format_util(double util);
 

@@ -21,6 +21,9 @@ enum class TokensReport {
   CONCURRENCY,  ///< >= 0.21: int(max_concurrency * max_model_len)
 };
 
+/** The formula as text ("max_concurrency x max_model_len", ...), for reports. */
+std::string_view tokens_report_name(TokensReport t);
+
 struct VllmRules {
   std::string version;                  ///< as given, normalised ("0.28", "0.9.1")
   int major = 0, minor = 0, patch = 0;
