@@ -225,3 +225,30 @@ TEST(KvplanVllmLogs, VersionRules) {
 
 }  // namespace
 }  // namespace fp4forge::kvplan
+
+namespace fp4forge::kvplan {
+namespace {
+
+TEST(KvplanGpu, DriverReserveFromTheCardTableOrTheDefault) {
+  std::string src;
+  // H200: 143771 MiB by nvidia-smi, 139.72 GiB by torch.
+  EXPECT_EQ(driver_reserved_bytes(143771 * kMiB, "NVIDIA H200", &src),
+            143771 * kMiB - static_cast<std::uint64_t>(139.72 * static_cast<double>(kGiB)));
+  EXPECT_NE(src.find("measured on NVIDIA H200"), std::string::npos) << src;
+  // The two A100s are told apart by their totals.
+  EXPECT_LT(driver_reserved_bytes(40960 * kMiB, "NVIDIA A100-SXM4-40GB"),
+            driver_reserved_bytes(81920 * kMiB, "NVIDIA A100-SXM4-80GB"));
+  // "l4" must not match an L40S (48 GB): the total differs, so the default applies.
+  EXPECT_EQ(driver_reserved_bytes(46068 * kMiB, "NVIDIA L40S", &src), kDefaultDriverReserve);
+  EXPECT_EQ(src, "default estimate");
+  // reserved= and torch_total= override the table; a reserve >= TOTAL is a usage error.
+  auto g = parse_gpu_arg("0=143771MiB:name=NVIDIA H200:torch_total=139GiB");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->torch_total(), 139 * kGiB);
+  EXPECT_EQ(g->reserved_source, "torch_total given");
+  EXPECT_EQ(parse_gpu_arg("0=8GiB:reserved=8GiB").error().code, Errc::USAGE);
+  EXPECT_EQ(parse_gpu_arg("0=8GiB:reserved=1GiB:torch_total=7GiB").error().code, Errc::USAGE);
+}
+
+}  // namespace
+}  // namespace fp4forge::kvplan
