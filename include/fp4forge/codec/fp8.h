@@ -1,0 +1,70 @@
+#pragma once
+/**
+ * FP8 E4M3 weight encoders, byte-exact to compressed-tensors 0.18 as llm-compressor 0.13's
+ * `model_free_ptq` runs it (compressed-tensors format `float-quantized`), for two presets:
+ *
+ * - FP8_DYNAMIC (`encode_channel`): one scale per output row.
+ *     `weight`       F8_E4M3 [N, K]
+ *     `weight_scale` D [N, 1]                   (D = the source dtype: BF16, F16 or F32)
+ *   Any N, K >= 1 is accepted (upstream needs no divisibility for channel scales).
+ * - FP8_BLOCK (`encode_block`): one scale per 128 x 128 block; edge blocks may be partial.
+ *     `weight`       F8_E4M3 [N, K]
+ *     `weight_scale` D [ceil(N/128), ceil(K/128)]
+ *   Any N, K >= 1 is accepted (upstream zero-pads to whole blocks; the pad never changes a block's
+ *   max because the max is taken against 0 anyway, and the padded codes are sliced off).
+ *
+ * The math, in D unless said otherwise (flD = a float32 result rounded to D):
+ *   a = max |w| over the row / block                         (exact)
+ *   s = flD(a / 448); s == 0 -> finfo(D).eps                 (2^-7, 2^-10, 2^-23)
+ *   code = e4m3fn_rne(clamp(flD(w / s), -448, 448))          (sign kept, so -0.0 -> 0x80)
+ * These are the scalar references ("a literal transcription", not fast). Both refuse (BAD_INPUT):
+ * a dtype other than BF16/F16/F32, an empty tensor, a null data pointer, NaN/Inf anywhere.
+ * On error the outputs are unspecified. Thread-safe, allocation-free.
+ */
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/core/dtype.h"
+#include "fp4forge/core/error.h"
+
+namespace fp4forge::fp8 {
+
+inline constexpr float kE4m3Max = 448.0f;    ///< largest finite float8_e4m3fn
+inline constexpr std::uint64_t kBlock = 128;  ///< FP8_BLOCK block height and width
+
+/** Bytes of `weight` (F8_E4M3 [rows, cols]) for either preset. */
+constexpr std::uint64_t weight_bytes(std::uint64_t rows, std::uint64_t cols) { return rows * cols; }
+/** Bytes of one scale element in the source dtype (4 for F32, else 2). */
+constexpr std::uint64_t scale_elem_bytes(DType src) { return src == DType::F32 ? 4 : 2; }
+/** Bytes of FP8_DYNAMIC's `weight_scale` (D [rows, 1]). */
+constexpr std::uint64_t channel_scale_bytes(std::uint64_t rows, DType src) {
+  return rows * scale_elem_bytes(src);
+}
+/** Scale rows / columns of FP8_BLOCK: ceil(rows / 128), ceil(cols / 128). */
+constexpr std::uint64_t block_scale_rows(std::uint64_t rows) { return (rows + kBlock - 1) / kBlock; }
+constexpr std::uint64_t block_scale_cols(std::uint64_t cols) { return (cols + kBlock - 1) / kBlock; }
+/** Bytes of FP8_BLOCK's `weight_scale` (D [ceil(rows/128), ceil(cols/128)]). */
+constexpr std::uint64_t block_scale_bytes(std::uint64_t rows, std::uint64_t cols, DType src) {
+  return block_scale_rows(rows) * block_scale_cols(cols) * scale_elem_bytes(src);
+}
+
+/**
+ * FP8_DYNAMIC: writes weight_bytes(N, K) bytes to weight_out and channel_scale_bytes(N, D) bytes to
+ * scale_out. `name` is used in error messages.
+ */
+Status encode_channel(const nvfp4::WeightView& w, std::byte* weight_out, std::byte* scale_out,
+                      std::string_view name);
+
+/**
+ * FP8_BLOCK: writes weight_bytes(N, K) bytes to weight_out and block_scale_bytes(N, K, D) bytes to
+ * scale_out (row-major over blocks).
+ */
+Status encode_block(const nvfp4::WeightView& w, std::byte* weight_out, std::byte* scale_out,
+                    std::string_view name);
+
+/** float8_e4m3fn code of x, RNE, sign kept; |x| must be <= 448 (upstream clamps first). */
+std::uint8_t e4m3_rne(float x) noexcept;
+
+}  // namespace fp4forge::fp8
