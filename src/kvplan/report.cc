@@ -98,7 +98,7 @@ Json to_json(const Plan& plan) {
     o["prefix_caching"] = a.kv.prefix_caching;
     o["spec_tokens"] = a.kv.spec_tokens;
     o["mm"] = a.mm;
-    o["assume"] = a.assume_nvfp4a16 ? Json("nvfp4a16") : Json(nullptr);
+    o["assume"] = a.assume ? Json(std::string(quant_scheme_name(*a.assume))) : Json(nullptr);
     o["concurrency"] = a.concurrency;
     o["block_size"] = a.kv.block_size > 0 ? Json(a.kv.block_size) : Json(nullptr);
     o["mamba_ssm_dtype"] = a.kv.mamba_ssm_cache_dtype;
@@ -109,13 +109,16 @@ Json to_json(const Plan& plan) {
     Json w;
     w["bytes"] = m.weight_bytes;
     w["per_gpu_bytes"] = m.weight_bytes_per_rank;
-    w["source"] = m.weights_given ? "given" : (a.assume_nvfp4a16 ? "safetensors+nvfp4a16" : "safetensors");
+    w["source"] = m.weights_given ? std::string("given")
+                  : a.assume      ? "safetensors+" + std::string(quant_scheme_name(*a.assume))
+                                  : std::string("safetensors");
     w["stored_bytes"] = m.weights_given ? Json(nullptr) : Json(m.weights.stored_bytes);
     w["duplicated_v_bytes"] = m.weights.duplicated_v_bytes;
     w["mtp_bytes"] = m.weights.mtp_bytes;
     w["mtp_included"] = a.kv.spec_tokens > 0 && !m.weights_given;
     w["upcast_saved_bytes"] = m.weights.upcast_saved_bytes;
-    w["nvfp4a16_saved_bytes"] = m.weights.nvfp4a16_saved_bytes;
+    w["quantized_saved_bytes"] = m.weights.quantized_saved_bytes;
+    w["nvfp4a16_saved_bytes"] = m.weights.quantized_saved_bytes;  // the same figure, under its 0.1 name
     w["nvfp4a16_linears"] = m.weights.quantized_linears;
     js["weights"] = w;
     const OverheadTerms& t = p.terms;
@@ -236,7 +239,8 @@ std::string to_text(const Plan& plan) {
       wnote += fmt::format(", incl. {} duplicated V", format_bytes(m.weights.duplicated_v_bytes));
     if (m.weights.mtp_bytes) wnote += fmt::format(", MTP {} {}", format_bytes(m.weights.mtp_bytes),
                                                   m.arg.kv.spec_tokens > 0 ? "included" : "not loaded");
-    if (m.arg.assume_nvfp4a16) wnote += fmt::format(", NVFP4A16 assumed for {} Linears", m.weights.quantized_linears);
+    if (m.arg.assume)
+      wnote += fmt::format(", {} assumed for {} Linears", quant_scheme_preset(*m.arg.assume), m.weights.quantized_linears);
     o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
     if (m.arg.kv.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp);
     o += "\n";

@@ -125,8 +125,9 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     } else if (key == "mm") {
       if (!parse_bool(v, a.mm)) return bad("on or off");
     } else if (key == "assume") {
-      if (v != "nvfp4a16") return bad("nvfp4a16");
-      a.assume_nvfp4a16 = true;
+      auto s = parse_quant_scheme(v);
+      if (!s.ok()) return bad("a scheme: nvfp4a16, mxfp4a16, fp8-dynamic, fp8-block or w4a16");
+      a.assume = *s;
     } else if (key == "weights" || key == "overhead") {
       auto s = parse_size(v);
       if (!s.ok()) return bad("a size such as 30GiB");
@@ -170,9 +171,9 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     }
   }
   if (a.served_name.empty()) a.served_name = a.name;
-  if (a.weights && a.assume_nvfp4a16)
-    return seat_error(text, "weights=SIZE and assume=nvfp4a16 exclude each other (give the NVFP4A16 "
-                      "size as weights=, or drop it to size the headers)");
+  if (a.weights && a.assume)
+    return seat_error(text, "weights=SIZE and assume= exclude each other (give the quantized size as weights=, "
+                      "or drop it to size the headers)");
   if (!a.gpus.empty() && static_cast<int>(a.gpus.size()) != a.kv.tp)
     return seat_error(text, fmt::format("gpu= pins {} GPU(s) but tp={}", a.gpus.size(), a.kv.tp));
   return a;
@@ -248,11 +249,12 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
   } else {
     WeightOptions wo;
     wo.include_mtp = arg.kv.spec_tokens > 0;
-    wo.assume_nvfp4a16 = arg.assume_nvfp4a16;
+    wo.assume = arg.assume;
     m.weights = estimate_weights(*ck, m.info, wo);
     m.weight_bytes = m.weights.bytes;
-    if (arg.assume_nvfp4a16 && m.weights.quantized_linears == 0)
-      m.notes.push_back("assume=nvfp4a16 found no Linear to quantize (already quantized, or none eligible)");
+    if (arg.assume && m.weights.quantized_linears == 0)
+      m.notes.push_back(fmt::format("assume={} found no Linear to quantize (already quantized, or none eligible)",
+                                    quant_scheme_name(*arg.assume)));
   }
   m.weight_bytes_per_rank = (m.weight_bytes + static_cast<std::uint64_t>(arg.kv.tp) - 1) /
                             static_cast<std::uint64_t>(arg.kv.tp);

@@ -15,29 +15,28 @@ std::uint64_t loaded_bytes(const st::TensorInfo& t, const TensorClass& c) {
   return t.nbytes();
 }
 
-/** NVFP4A16 size of a quantizable tensor, or 0 when our quantize would keep it as stored. */
-std::uint64_t nvfp4a16_bytes(const st::TensorInfo& t, const TensorClass& c, std::size_t* linears) {
+/** Size of a quantizable tensor under `scheme`, or 0 when our quantize would keep it as stored. */
+std::uint64_t quantized_bytes(QuantScheme scheme, const st::TensorInfo& t, const TensorClass& c, std::size_t* linears) {
   if (!role_is_quantizable(c.role) || !c.text_stack || c.quant_param || !is_float_weight(t.dtype)) return 0;
   const auto& s = t.shape;
+  const std::uint64_t km = k_multiple(scheme);
   if (c.role == Role::EXPERT_GATE_UP_FUSED || c.role == Role::EXPERT_DOWN_FUSED) {
-    if (s.size() != 3 || s[2] % 16 != 0) return 0;
+    if (s.size() != 3 || s[2] % km != 0) return 0;
     // [E, 2*Im, H] splits into a gate and an up Linear [Im, H] per expert; [E, H, Im] is one down each.
     if (c.role == Role::EXPERT_GATE_UP_FUSED) {
       if (s[1] % 2 != 0) return 0;
       *linears += 2 * s[0];
-      return s[0] * 2 * nvfp4a16_linear_bytes(s[1] / 2, s[2]);
+      return s[0] * 2 * linear_bytes(scheme, s[1] / 2, s[2], t.dtype);
     }
     *linears += s[0];
-    return s[0] * nvfp4a16_linear_bytes(s[1], s[2]);
+    return s[0] * linear_bytes(scheme, s[1], s[2], t.dtype);
   }
-  if (c.param != "weight" || s.size() != 2 || s[1] % 16 != 0) return 0;
+  if (c.param != "weight" || s.size() != 2 || s[1] % km != 0) return 0;
   *linears += 1;
-  return nvfp4a16_linear_bytes(s[0], s[1]);
+  return linear_bytes(scheme, s[0], s[1], t.dtype);
 }
 
 }  // namespace
-
-std::uint64_t nvfp4a16_linear_bytes(std::uint64_t n, std::uint64_t k) { return n * k / 2 + n * k / 16 + 4; }
 
 WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, const WeightOptions& opts) {
   WeightEstimate w;
@@ -61,9 +60,9 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
       if (opts.include_mtp) w.bytes += b;
       continue;
     }
-    if (opts.assume_nvfp4a16) {
-      if (const std::uint64_t q = nvfp4a16_bytes(t, c, &w.quantized_linears); q != 0) {
-        w.nvfp4a16_saved_bytes += b > q ? b - q : 0;
+    if (opts.assume) {
+      if (const std::uint64_t q = quantized_bytes(*opts.assume, t, c, &w.quantized_linears); q != 0) {
+        w.quantized_saved_bytes += b > q ? b - q : 0;
         b = q;
       }
     }
@@ -79,7 +78,7 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
   for (const auto& [layer, kv] : kv_layers)
     if (!kv.has_v) {
       w.duplicated_v_bytes += kv.k_bytes;
-      w.nvfp4a16_saved_bytes += kv.k_bytes_unquantized - kv.k_bytes;  // the copy is quantized too
+      w.quantized_saved_bytes += kv.k_bytes_unquantized - kv.k_bytes;  // the copy is quantized too
     }
   w.bytes += w.duplicated_v_bytes;
   return w;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -233,3 +234,29 @@ TEST_F(KvplanCli, TpBeyondTheGpusGivenSaysSo) {
   EXPECT_EQ(doc["seats"][0]["placement"]["blocker"], "tp=2 needs 2 GPUs, 1 given");
   EXPECT_EQ(doc["seats"][0]["placement"]["short_by_bytes"], 0);
 }
+
+namespace {
+// assume=SCHEME sizes the Linears as each scheme writes them: 8-bit weights weigh more than 4-bit ones,
+// and every scheme weighs less than the bf16 checkpoint.
+TEST_F(KvplanCli, AssumeEverySchemeSizesTheLinearsItWrites) {
+  std::map<std::string, std::uint64_t> bytes;
+  const CliRun plain = run("--seat s=" + kData + "/llama --json");
+  ASSERT_EQ(plain.rc, 0) << plain.out;
+  const auto bf16 = nlohmann::json::parse(plain.out)["seats"][0]["weights"]["bytes"].get<std::uint64_t>();
+  for (const char* s : {"nvfp4a16", "mxfp4a16", "fp8-dynamic", "FP8_BLOCK", "w4a16"}) {
+    SCOPED_TRACE(s);
+    const CliRun r = run("--seat s=" + kData + "/llama:assume=" + s + " --json");
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const auto w = nlohmann::json::parse(r.out)["seats"][0]["weights"];
+    EXPECT_GT(w["nvfp4a16_linears"].get<int>(), 0);
+    EXPECT_EQ(w["quantized_saved_bytes"], w["nvfp4a16_saved_bytes"]);
+    EXPECT_EQ(w["bytes"].get<std::uint64_t>() + w["quantized_saved_bytes"].get<std::uint64_t>(), bf16);
+    bytes[w["source"].get<std::string>()] = w["bytes"].get<std::uint64_t>();
+  }
+  ASSERT_EQ(bytes.size(), 5u);
+  EXPECT_GT(bytes["safetensors+fp8-dynamic"], bytes["safetensors+w4a16"]);
+  EXPECT_GT(bytes["safetensors+fp8-block"], bytes["safetensors+nvfp4a16"]);
+  EXPECT_LT(bytes["safetensors+mxfp4a16"], bytes["safetensors+nvfp4a16"]);  // E8M0 per 32 vs E4M3 per 16
+  EXPECT_EQ(run("--seat s=" + kData + "/llama:assume=int3").rc, 2);
+}
+}  // namespace

@@ -65,7 +65,7 @@ TEST(KvplanWeights, LlamaStoredAndNvfp4a16) {
   EXPECT_EQ(w.stored_bytes, total);
   EXPECT_EQ(w.duplicated_v_bytes, 0u);
   WeightOptions q;
-  q.assume_nvfp4a16 = true;
+  q.assume = QuantScheme::NVFP4A16;
   const WeightEstimate wq = estimate_weights(m.ck, m.info, q);
   EXPECT_EQ(wq.quantized_linears, 14u);  // 2 layers x (q, k, v, o, gate, up, down)
   EXPECT_EQ(wq.bytes, total - linear_bf16 + linear_fp4);  // embeddings and lm_head stay bf16
@@ -105,12 +105,12 @@ TEST(KvplanWeights, Gemma4MoeFusedExpertsUnderNvfp4a16) {
   const Loaded m = open("gemma4-moe-mm");
   const WeightEstimate w = estimate_weights(m.ck, m.info, {});
   WeightOptions q;
-  q.assume_nvfp4a16 = true;
+  q.assume = QuantScheme::NVFP4A16;
   const WeightEstimate wq = estimate_weights(m.ck, m.info, q);
   EXPECT_LT(wq.bytes, w.bytes);
   // The fused experts alone account for at least their own saving; routers and towers stay bf16.
   EXPECT_GE(w.bytes - wq.bytes, fused_bf16 - fused_fp4);
-  EXPECT_EQ(w.bytes - wq.bytes, wq.nvfp4a16_saved_bytes);
+  EXPECT_EQ(w.bytes - wq.bytes, wq.quantized_saved_bytes);
 }
 
 TEST(KvplanWeights, QwenMtpOnlyWithSpeculativeDecoding) {
@@ -130,7 +130,7 @@ TEST(KvplanWeights, QwenMtpOnlyWithSpeculativeDecoding) {
   EXPECT_EQ(estimate_weights(m.ck, m.info, on).bytes, total);
   // linear_attn stays bf16 under assume=nvfp4a16, MTP too.
   WeightOptions q;
-  q.assume_nvfp4a16 = true;
+  q.assume = QuantScheme::NVFP4A16;
   q.include_mtp = true;
   const WeightEstimate wq = estimate_weights(m.ck, m.info, q);
   std::uint64_t linear_attn = 0, quantizable = 0;
@@ -143,7 +143,12 @@ TEST(KvplanWeights, QwenMtpOnlyWithSpeculativeDecoding) {
   }
   EXPECT_GT(linear_attn, 0u);
   EXPECT_EQ(wq.quantized_linears, quantizable);
-  EXPECT_EQ(nvfp4a16_linear_bytes(5120, 5120), 5120ull * 5120 / 2 + 5120ull * 5120 / 16 + 4);
+  EXPECT_EQ(linear_bytes(QuantScheme::NVFP4A16, 5120, 5120, DType::BF16), 5120ull * 5120 / 2 + 5120ull * 5120 / 16 + 4);
+  // The other schemes, from their encoders' size helpers.
+  EXPECT_EQ(linear_bytes(QuantScheme::MXFP4A16, 256, 256, DType::BF16), 256ull * 128 + 256ull * 8);
+  EXPECT_EQ(linear_bytes(QuantScheme::FP8_DYNAMIC, 256, 256, DType::BF16), 256ull * 256 + 256ull * 2);
+  EXPECT_EQ(linear_bytes(QuantScheme::FP8_BLOCK, 300, 200, DType::BF16), 300ull * 200 + 3ull * 2 * 2);
+  EXPECT_EQ(linear_bytes(QuantScheme::W4A16, 256, 256, DType::F32), 256ull * 32 * 4 + 256ull * 2 * 4 + 16);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ struct SeatArg {
   std::optional<double> gpu_memory_utilization;         ///< default: chosen by the planner
   std::optional<std::int64_t> max_num_batched_tokens;   ///< default: vLLM's rule for the GPU
   bool mm = true;                                       ///< multimodal profiling / inputs
-  bool assume_nvfp4a16 = false;                         ///< assume=nvfp4a16
+  std::optional<QuantScheme> assume;                         ///< assume=SCHEME: size Linears as quantized
   std::optional<std::uint64_t> weights;                 ///< weights=SIZE (config-only folders)
   std::optional<std::uint64_t> overhead;                ///< overhead=SIZE (beats --overhead)
   double concurrency = 1.0;                             ///< target requests at max_model_len

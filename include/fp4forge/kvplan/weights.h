@@ -8,14 +8,18 @@
  * - Gemma-4 full-attention layers with `attention_k_eq_v` have no `v_proj`; vLLM copies `k_proj` into
  *   the V slot of its fused qkv_proj, so those k_proj tensors count twice (architectures.md §4.1).
  * - `mtp.*` tensors count only when speculative decoding is enabled (vLLM loads the MTP drafter then).
- * - assume_nvfp4a16 sizes the Linear weights our `quantize` would quantize (attention q/k/v/o, dense
- *   MLP, routed experts including fused 3-D, shared experts, text stack only, K % 16 == 0, not already
- *   quantized) as NVFP4A16: N*K/2 (packed) + N*K/16 (fp8 scales) + 4 (global scale) bytes per Linear.
+ * - `assume` sizes the Linear weights our `quantize` would quantize (attention q/k/v/o, dense MLP,
+ *   routed experts including fused 3-D, shared experts, text stack only, K a multiple of the scheme's
+ *   k_multiple, not already quantized) as that scheme writes them (linear_bytes in codec/scheme.h; for
+ *   NVFP4A16 N*K/2 + N*K/16 + 4 bytes per Linear).
  *   Embeddings, lm_head, routers, towers, linear attention, MTP and everything else stay as stored.
  */
 #include <cstdint>
 #include <string>
 
+#include <optional>
+
+#include "fp4forge/codec/scheme.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/core/error.h"
 #include "fp4forge/model/model_info.h"
@@ -24,7 +28,7 @@ namespace fp4forge::kvplan {
 
 struct WeightOptions {
   bool include_mtp = false;      ///< speculative decoding with the checkpoint's MTP module
-  bool assume_nvfp4a16 = false;  ///< size quantizable Linears as NVFP4A16
+  std::optional<QuantScheme> assume;  ///< size quantizable Linears as this scheme writes them
 };
 
 struct WeightEstimate {
@@ -33,13 +37,10 @@ struct WeightEstimate {
   std::uint64_t duplicated_v_bytes = 0;  ///< Gemma-4 k_eq_v: k_proj copied into the V slot
   std::uint64_t mtp_bytes = 0;           ///< MTP tensors; part of `bytes` only with include_mtp
   std::uint64_t upcast_saved_bytes = 0;  ///< bytes saved by loading fp32 tensors in bf16
-  std::uint64_t nvfp4a16_saved_bytes = 0;  ///< bytes saved by assume_nvfp4a16
-  std::size_t quantized_linears = 0;     ///< Linears sized as NVFP4A16 (assume_nvfp4a16)
+  std::uint64_t quantized_saved_bytes = 0;  ///< bytes saved by `assume`
+  std::size_t quantized_linears = 0;       ///< Linears sized as the assumed scheme
   std::size_t tensors = 0;
 };
-
-/** NVFP4A16 bytes of one Linear [N, K]: N*K/2 + N*K/16 + 4. */
-std::uint64_t nvfp4a16_linear_bytes(std::uint64_t n, std::uint64_t k);
 
 /** Sizes the checkpoint's weights (see the file comment). Pure over the headers. */
 WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, const WeightOptions& opts);

@@ -1,0 +1,37 @@
+#pragma once
+/**
+ * The quantization schemes fp4forge writes (QuantScheme; model/quant_config.h's Scheme is what vLLM detects
+ * in a config), by name, with what each writes per Linear [N, K]: the
+ * compressed-tensors preset and format, the K multiple the scheme needs, and the output bytes. The
+ * encoders are in nvfp4.h, mxfp4.h, fp8.h and w4a16.h; their size helpers are the one source of the
+ * byte counts here.
+ */
+#include <cstdint>
+#include <string_view>
+
+#include "fp4forge/core/dtype.h"
+#include "fp4forge/core/error.h"
+
+namespace fp4forge {
+
+enum class QuantScheme { NVFP4A16, MXFP4A16, FP8_DYNAMIC, FP8_BLOCK, W4A16 };
+
+inline constexpr QuantScheme kQuantSchemes[] = {QuantScheme::NVFP4A16, QuantScheme::MXFP4A16, QuantScheme::FP8_DYNAMIC, QuantScheme::FP8_BLOCK,
+                                      QuantScheme::W4A16};
+
+/** "nvfp4a16", "mxfp4a16", "fp8-dynamic", "fp8-block", "w4a16": the names options take. */
+std::string_view quant_scheme_name(QuantScheme s) noexcept;
+/** The compressed-tensors / llm-compressor preset: "NVFP4A16", "FP8_DYNAMIC", ... */
+std::string_view quant_scheme_preset(QuantScheme s) noexcept;
+/** The compressed-tensors format: "nvfp4-pack-quantized", "mxfp4-pack-quantized", "float-quantized",
+ * "pack-quantized". */
+std::string_view quant_scheme_format(QuantScheme s) noexcept;
+/** A scheme from its name or preset, case-insensitive, '-' and '_' alike. USAGE error listing the names. */
+Result<QuantScheme> parse_quant_scheme(std::string_view text);
+/** K (in_features) must be a multiple of this: 16, 32, 1 (FP8), 128 (W4A16 group). */
+std::uint64_t k_multiple(QuantScheme s) noexcept;
+/** Bytes of the tensors the scheme writes for one Linear [N, K] stored in `src` (scales in the source
+ * dtype for FP8 and W4A16; K a multiple of k_multiple). */
+std::uint64_t linear_bytes(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) noexcept;
+
+}  // namespace fp4forge
