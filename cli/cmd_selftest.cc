@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "fp4forge/codec/golden.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/scheme_golden.h"
 #include "render.h"
 
 namespace fp4forge::cli {
@@ -19,6 +20,7 @@ namespace fp4forge::cli {
 namespace {
 struct SelftestOpts {
   std::string golden;
+  std::vector<std::string> scheme_golden;
   std::vector<std::string> paths;
   bool json = false;
 };
@@ -34,7 +36,20 @@ int run_selftest(const SelftestOpts& o) {
                                      p, fmt::join(available, ", ")),
                           o.json);
   }
-  const nvfp4::GoldenReport r = nvfp4::run_golden(*set, paths);
+  nvfp4::GoldenReport r = nvfp4::run_golden(*set, paths);
+  // The other schemes: the built-in vectors with the built-in NVFP4 ones, else the files given.
+  std::vector<SchemeGoldenSet> schemes;
+  if (o.golden.empty() && o.scheme_golden.empty()) {
+    auto b = builtin_scheme_golden();
+    if (!b) return report_error(b.error(), o.json);
+    schemes = std::move(*b);
+  }
+  for (const auto& f : o.scheme_golden) {
+    auto s = load_scheme_golden(f);
+    if (!s) return report_error(s.error(), o.json);
+    schemes.push_back(std::move(*s));
+  }
+  run_scheme_golden(schemes, r);
   if (o.json) {
     print_json(nvfp4::to_json(r));
   } else {
@@ -50,6 +65,9 @@ void add_selftest(CLI::App& sub, Action& action) {
   sub.add_option("--golden", opts->golden,
                  "golden-vector JSON file (schema: docs/cli/selftest.md); default: the vectors built into "
                  "this binary");
+  sub.add_option("--scheme-golden", opts->scheme_golden,
+                 "golden-vector file of another scheme (MXFP4A16, FP8_DYNAMIC, FP8_BLOCK, W4A16; schema: "
+                 "docs/cli/selftest.md), repeatable; default: the built-in ones when --golden is not given");
   sub.add_option("--path", opts->paths,
                  "run only this codec path (repeatable): scalar, or a Highway target such as AVX3_DL, "
                  "AVX2, SSE4");

@@ -8,7 +8,7 @@ trap 'rm -rf "$WORK"' EXIT
 stage() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
 
 "$BIN" --version
-stage "selftest: the NVFP4A16 golden vectors through every codec path this CPU runs (byte-exact)" \
+stage "selftest: the NVFP4A16 golden vectors through every codec path this CPU runs, and the MXFP4A16, FP8 and W4A16 vectors through their reference encoders (byte-exact to compressed-tensors)" \
   "$BIN" selftest
 stage "synthesize a tiny Gemma-4 MoE multimodal checkpoint" \
   "$BIN" synth --arch gemma4-moe --size tiny --out "$WORK/src" --seed 7
@@ -20,6 +20,9 @@ stage "plan vLLM seats for it (bf16, and as NVFP4A16) on an example GPU with 41 
 stage "the same seat as vLLM 0.19 and as 0.28 would size it, on a known card (its driver reserve and the start-up check taken into account)" \
   "$BIN" plan --seat v019="$WORK/src:assume=nvfp4a16,vllm_version=0.19" --seat v028="$WORK/src:assume=nvfp4a16,vllm_version=0.28" \
   --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3:used=30GiB"
+stage "size the seat's weights under each scheme fp4forge knows (assume=SCHEME)" \
+  "$BIN" plan --seat nvfp4="$WORK/src:assume=nvfp4a16" --seat mxfp4="$WORK/src:assume=mxfp4a16" \
+  --seat fp8="$WORK/src:assume=fp8-dynamic" --seat fp8b="$WORK/src:assume=fp8-block" --seat int4="$WORK/src:assume=w4a16"
 stage "plan the NVFP4A16 quantization (dry run: nothing written)" "$BIN" quantize "$WORK/src" --dry-run
 stage "quantize it (streaming, atomic)" "$BIN" quantize "$WORK/src" "$WORK/q"
 stage "quantize it again, single-threaded (an independent second run)" \

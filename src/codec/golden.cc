@@ -36,13 +36,6 @@ struct Ctx {
   }
 };
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 Result<std::vector<std::byte>> hex_field(const json& obj, const char* key, std::uint64_t want_bytes,
                                          const Ctx& ctx) {
   if (!obj.is_object() || !obj.contains(key) || !obj.at(key).is_string())
@@ -53,7 +46,7 @@ Result<std::vector<std::byte>> hex_field(const json& obj, const char* key, std::
     return ctx.fail(fmt::format("\"{}\" holds {} bytes, expected {} for the shape", key, s.size() / 2, want_bytes));
   std::vector<std::byte> out(s.size() / 2);
   for (std::size_t i = 0; i < out.size(); ++i) {
-    const int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
+    const int hi = detail::hex_digit(s[2 * i]), lo = detail::hex_digit(s[2 * i + 1]);
     if (hi < 0 || lo < 0) return ctx.fail(fmt::format("\"{}\" has a non-hex character at offset {}", key, 2 * i));
     out[i] = static_cast<std::byte>(hi << 4 | lo);
   }
@@ -231,6 +224,12 @@ nlohmann::ordered_json to_json(const GoldenReport& r) {
     cases.push_back(std::move(jc));
   }
   j["cases"] = std::move(cases);
+  auto schemes = nlohmann::ordered_json::array();
+  for (const auto& o : r.scheme_outcomes)
+    schemes.push_back({{"case", o.case_name}, {"path", o.path}, {"pass", o.pass}, {"detail", o.detail}});
+  j["scheme_runs"] = r.scheme_outcomes.size();
+  j["scheme_failures"] = r.scheme_failures;
+  j["scheme_cases"] = std::move(schemes);
   return j;
 }
 
@@ -256,12 +255,26 @@ std::string to_text(const GoldenReport& r) {
                           std::max<std::size_t>(r.paths[p].size(), 4));
     out += rtrim(line) + "\n";
   }
-  if (r.ok())
-    return out + fmt::format("PASS: all {} runs byte-exact (weight_packed, weight_scale, weight_global_scale)\n",
-                             r.outcomes.size());
-  out += fmt::format("FAIL: {} of {} runs differ from the golden bytes\n", r.failures, r.outcomes.size());
-  for (const auto& o : r.outcomes)
-    if (!o.pass) out += fmt::format("  {} on {}: {}\n", o.case_name, o.path, o.detail);
+  if (!r.scheme_outcomes.empty()) {
+    // One line per scheme: "MXFP4A16  6/6 byte-exact (scalar reference)".
+    std::vector<std::pair<std::string, std::pair<std::size_t, std::size_t>>> per;  // scheme -> (pass, total)
+    for (const auto& o : r.scheme_outcomes) {
+      const std::string s = o.case_name.substr(0, o.case_name.find('/'));
+      if (per.empty() || per.back().first != s) per.push_back({s, {0, 0}});
+      per.back().second.first += o.pass;
+      ++per.back().second.second;
+    }
+    for (const auto& [s, n] : per)
+      out += fmt::format("{:<12} {}/{} cases byte-exact to compressed-tensors (scalar reference; refused shapes "
+                         "refused)\n",
+                         s, n.first, n.second);
+  }
+  const std::size_t runs = r.outcomes.size() + r.scheme_outcomes.size();
+  if (r.ok()) return out + fmt::format("PASS: all {} runs byte-exact\n", runs);
+  out += fmt::format("FAIL: {} of {} runs differ from the golden bytes\n", r.failures + r.scheme_failures, runs);
+  for (const auto* v : {&r.outcomes, &r.scheme_outcomes})
+    for (const auto& o : *v)
+      if (!o.pass) out += fmt::format("  {} on {}: {}\n", o.case_name, o.path, o.detail);
   return out;
 }
 

@@ -14,6 +14,14 @@ namespace fp4forge::nvfp4::detail {
 /** Bytes per element of a source dtype (2 or 4). */
 inline std::size_t elem_size(DType t) noexcept { return t == DType::F32 ? 4 : 2; }
 
+/** One hex digit's value, or -1 (the golden files' hex fields). */
+inline int hex_digit(char c) noexcept {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 /**
  * Max over `count` elements of the magnitude bits of each value widened to float32
  * (bits & 0x7FFFFFFF). A result >= 0x7F800000 means a NaN or Inf is present.

@@ -7,7 +7,11 @@
  * byte counts here.
  */
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include "fp4forge/codec/nvfp4.h"
 
 #include "fp4forge/core/dtype.h"
 #include "fp4forge/core/error.h"
@@ -33,5 +37,20 @@ std::uint64_t k_multiple(QuantScheme s) noexcept;
 /** Bytes of the tensors the scheme writes for one Linear [N, K] stored in `src` (scales in the source
  * dtype for FP8 and W4A16; K a multiple of k_multiple). */
 std::uint64_t linear_bytes(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) noexcept;
+
+/** One tensor a scheme writes for a Linear, named by its suffix ("weight_packed", "weight_scale", ...). */
+struct EncodedTensor {
+  std::string suffix;
+  DType dtype = DType::U8;
+  std::vector<std::uint64_t> shape;
+  std::vector<std::byte> bytes;  ///< little-endian, row-major
+};
+
+/**
+ * Encodes one Linear [N, K] with `s` through the scalar reference of that scheme (NVFP4A16: a set of
+ * one, its global scale from its own amax). The tensors come in the order compressed-tensors saves them.
+ * BAD_INPUT for what the scheme refuses (K not a multiple of k_multiple, NaN/Inf, dtype), naming `name`.
+ */
+Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name);
 
 }  // namespace fp4forge

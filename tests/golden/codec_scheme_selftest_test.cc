@@ -1,0 +1,80 @@
+// The selftest vectors of the schemes beside NVFP4A16 (src/codec/schemes_golden.json built into the
+// binary) and the scheme golden parser's refusals.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fp4forge/codec/scheme_golden.h"
+
+namespace fp4forge {
+namespace {
+
+TEST(CodecSchemeSelftest, BuiltInVectorsCoverEverySchemeAndAllPass) {
+  auto sets = builtin_scheme_golden();
+  ASSERT_TRUE(sets.ok()) << sets.error().message;
+  ASSERT_EQ(sets->size(), 4u);  // every scheme but NVFP4A16, whose vectors are golden.h's
+  nvfp4::GoldenReport r;
+  run_scheme_golden(*sets, r);
+  std::size_t refused = 0;
+  for (const auto& s : *sets) {
+    EXPECT_FALSE(s.cases.empty()) << quant_scheme_preset(s.scheme);
+    for (const auto& c : s.cases) refused += !c.ok;
+  }
+  EXPECT_GE(r.scheme_outcomes.size(), 15u);
+  EXPECT_GE(refused, 4u);  // MXFP4 K=16/48, W4A16 K=64/200
+  EXPECT_EQ(r.scheme_failures, 0u);
+  for (const auto& o : r.scheme_outcomes) EXPECT_TRUE(o.pass) << o.case_name << ": " << o.detail;
+  EXPECT_TRUE(r.ok());
+  EXPECT_NE(nvfp4::to_text(r).find("W4A16        6/6 cases byte-exact"), std::string::npos) << nvfp4::to_text(r);
+  EXPECT_EQ(nvfp4::to_json(r)["scheme_failures"], 0);
+}
+
+TEST(CodecSchemeSelftest, AChangedByteFailsNamingTheTensorAndByte) {
+  auto sets = builtin_scheme_golden();
+  ASSERT_TRUE(sets.ok());
+  SchemeGoldenSet fp8 = (*sets)[1];
+  ASSERT_EQ(fp8.scheme, QuantScheme::FP8_DYNAMIC);
+  fp8.cases.front().saved.front().bytes[3] ^= std::byte{1};
+  nvfp4::GoldenReport r;
+  run_scheme_golden({fp8}, r);
+  EXPECT_EQ(r.scheme_failures, 1u);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.scheme_outcomes.front().detail.find("weight: byte 3"), std::string::npos)
+      << r.scheme_outcomes.front().detail;
+}
+
+TEST(CodecSchemeSelftest, MalformedFilesAreBadInputNamingTheField) {
+  const std::string ok_input = R"({"dtype":"BF16","shape":[1,128],"hex":")" + std::string(512, '0') + R"("})";
+  const struct {
+    const char* what;
+    std::string text;
+    const char* mentions;
+  } cases[] = {
+      {"not json", "{", "not a JSON object"},
+      {"no scheme", R"({"cases":[]})", "\"scheme\""},
+      {"nvfp4 scheme", R"({"scheme":"NVFP4A16","cases":[]})", "NVFP4A16"},
+      {"unknown scheme", R"({"scheme":"INT3","cases":[]})", "INT3"},
+      {"empty cases", R"({"scheme":"W4A16","cases":[]})", "cases"},
+      {"bad status", R"({"scheme":"W4A16","cases":[{"name":"x","status":"maybe","inputs":[)" + ok_input + "]}]}",
+       "status"},
+      {"ok without saved", R"({"scheme":"W4A16","cases":[{"name":"x","status":"ok","inputs":[)" + ok_input + "]}]}",
+       "saved"},
+      {"short hex", R"({"scheme":"W4A16","cases":[{"name":"x","status":"refused","inputs":[{"dtype":"BF16","shape":[1,128],"hex":"00"}]}]})",
+       "digits"},
+      {"bad hex", R"({"scheme":"W4A16","cases":[{"name":"x","status":"refused","inputs":[{"dtype":"BF16","shape":[1,1],"hex":"zz00"}]}]})",
+       "non-hex"},
+      {"int input", R"({"scheme":"W4A16","cases":[{"name":"x","status":"refused","inputs":[{"dtype":"I32","shape":[1,1],"hex":"00000000"}]}]})",
+       "BF16, F16 or F32"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto r = parse_scheme_golden(c.text, "t.json");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+    EXPECT_NE(r.error().message.find(c.mentions), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("t.json"), std::string::npos) << r.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace fp4forge
