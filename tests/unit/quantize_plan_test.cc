@@ -102,6 +102,24 @@ TEST(QuantizePlan, PolicyPerRoleOnEveryFixture) {
   }
 }
 
+TEST(QuantizePlan, SchemesOtherThanNvfp4a16AreNamedButNotWrittenYet) {
+  PlanOptions o;
+  o.scheme = "NVFP4A16";  // preset spelling and case are accepted
+  EXPECT_EQ(plan_ok(fixture("llama"), o).scheme, "nvfp4a16");
+  for (const char* s : {"mxfp4a16", "fp8-dynamic", "FP8_BLOCK", "w4a16"}) {
+    SCOPED_TRACE(s);
+    o.scheme = s;
+    auto p = make_plan(fixture("llama"), o);
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.error().code, Errc::USAGE);
+    EXPECT_NE(p.error().message.find("nvfp4a16 only so far"), std::string::npos) << p.error().message;
+  }
+  o.scheme = "int3";
+  auto p = make_plan(fixture("llama"), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("unknown scheme 'int3'"), std::string::npos) << p.error().message;
+}
+
 TEST(QuantizePlan, UnitsCarryTheirOutputOffsetsFromTheLayout) {
   for (const char* fx : kFixtures) {
     SCOPED_TRACE(fx);
