@@ -256,7 +256,7 @@ std::string to_text(const GoldenReport& r) {
     out += rtrim(line) + "\n";
   }
   if (!r.scheme_outcomes.empty()) {
-    // One line per scheme: "MXFP4A16  6/6 byte-exact (scalar reference)".
+    // One line per scheme: "MXFP4A16     6/6 cases byte-exact to compressed-tensors (...)".
     std::vector<std::pair<std::string, std::pair<std::size_t, std::size_t>>> per;  // scheme -> (pass, total)
     for (const auto& o : r.scheme_outcomes) {
       const std::string s = o.case_name.substr(0, o.case_name.find('/'));
