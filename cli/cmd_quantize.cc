@@ -61,7 +61,7 @@ void add_quantize(CLI::App& sub, Action& action) {
   auto o = std::make_shared<QuantizeOpts>();
   sub.add_option("src", o->src, "source checkpoint directory (bf16/fp16/fp32 safetensors)")->required();
   sub.add_option("dst", o->dst, "output directory (must not exist; written atomically)");
-  sub.add_option("--scheme", o->plan.scheme, "quantization scheme: nvfp4a16 (mxfp4a16, fp8-dynamic, fp8-block, w4a16 are known to plan and selftest, not written yet)")->capture_default_str();
+  sub.add_option("--scheme", o->plan.scheme, "quantization scheme: nvfp4a16, mxfp4a16, fp8-dynamic, fp8-block or w4a16 (presets such as FP8_BLOCK accepted; docs/schemes.md)")->capture_default_str();
   sub.add_option("--ignore", o->plan.ignore, "keep this module unquantized: exact name or re:REGEX (repeatable)");
   sub.add_option("--force-quantize", o->plan.force_quantize,
                  "quantize a module the policy keeps: exact name (required for protected roles) or re:REGEX");

@@ -71,64 +71,71 @@ std::uint64_t k_multiple(QuantScheme s) noexcept {
   return 1;
 }
 
-std::uint64_t linear_bytes(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) noexcept {
-  switch (s) {
-    case QuantScheme::NVFP4A16: return n * k / 2 + n * (k / nvfp4::kGroupSize) + 4;  // packed, E4M3 scales, global
-    case QuantScheme::MXFP4A16: return mxfp4::packed_bytes(n, k) + mxfp4::scale_bytes(n, k);
-    case QuantScheme::FP8_DYNAMIC: return fp8::weight_bytes(n, k) + fp8::channel_scale_bytes(n, src);
-    case QuantScheme::FP8_BLOCK: return fp8::weight_bytes(n, k) + fp8::block_scale_bytes(n, k, src);
-    case QuantScheme::W4A16: return w4a16::packed_bytes(n, k) + w4a16::scale_bytes(n, k, src) + w4a16::kShapeBytes;
-  }
-  return 0;
+int weight_bits(QuantScheme s) noexcept { return s == QuantScheme::FP8_DYNAMIC || s == QuantScheme::FP8_BLOCK ? 8 : 4; }
+
+bool has_global_scale(QuantScheme s) noexcept { return s == QuantScheme::NVFP4A16; }
+
+std::uint64_t LinearTensorSpec::bytes() const noexcept {
+  std::uint64_t n = dtype_bits(dtype) / 8;
+  for (auto d : shape) n *= d;
+  return n;
 }
 
-namespace {
-EncodedTensor tensor(std::string suffix, DType dtype, std::vector<std::uint64_t> shape, std::uint64_t bytes) {
-  return {std::move(suffix), dtype, std::move(shape), std::vector<std::byte>(static_cast<std::size_t>(bytes))};
+std::vector<LinearTensorSpec> linear_tensors(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) {
+  using P = LinearPart;
+  switch (s) {
+    case QuantScheme::NVFP4A16:
+      return {{P::PAYLOAD, "weight_packed", DType::U8, {n, k / 2}},
+              {P::SCALE, "weight_scale", DType::F8_E4M3, {n, k / nvfp4::kGroupSize}},
+              {P::GLOBAL_SCALE, "weight_global_scale", DType::F32, {1}}};
+    case QuantScheme::MXFP4A16:
+      return {{P::PAYLOAD, "weight_packed", DType::U8, {n, k / 2}},
+              {P::SCALE, "weight_scale", DType::U8, {n, mxfp4::scale_cols(k)}}};
+    case QuantScheme::FP8_DYNAMIC:
+      return {{P::PAYLOAD, "weight", DType::F8_E4M3, {n, k}}, {P::SCALE, "weight_scale", src, {n, 1}}};
+    case QuantScheme::FP8_BLOCK:
+      return {{P::PAYLOAD, "weight", DType::F8_E4M3, {n, k}},
+              {P::SCALE, "weight_scale", src, {fp8::block_scale_rows(n), fp8::block_scale_cols(k)}}};
+    case QuantScheme::W4A16:
+      return {{P::PAYLOAD, "weight_packed", DType::I32, {n, w4a16::packed_cols(k)}},
+              {P::SCALE, "weight_scale", src, {n, w4a16::scale_cols(k)}},
+              {P::SHAPE, "weight_shape", DType::I64, {2}}};
+  }
+  return {};
 }
-}  // namespace
+
+std::uint64_t linear_bytes(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) noexcept {
+  std::uint64_t total = 0;
+  for (const auto& t : linear_tensors(s, n, k, src)) total += t.bytes();
+  return total;
+}
 
 Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name) {
-  const std::uint64_t n = w.rows, k = w.cols;
-  const DType sd = w.dtype;  // FP8 and W4A16 scales are stored in the weight's dtype
   std::vector<EncodedTensor> out;
+  for (const auto& t : linear_tensors(s, w.rows, w.cols, w.dtype))
+    out.push_back({std::string(t.suffix), t.dtype, t.shape, std::vector<std::byte>(static_cast<std::size_t>(t.bytes()))});
   switch (s) {
     case QuantScheme::NVFP4A16: {
       const std::string nm(name);
       FP4FORGE_ASSIGN_OR_RETURN(nvfp4::EncodedSet set, nvfp4::encode_fused(std::span(&w, 1), std::span(&nm, 1)));
-      auto& m = set.members.front();
-      out.push_back({"weight_packed", DType::U8, {n, k / 2}, std::move(m.packed)});
-      out.push_back({"weight_scale", DType::F8_E4M3, {n, k / nvfp4::kGroupSize}, std::move(m.scale)});
-      EncodedTensor gs = tensor("weight_global_scale", DType::F32, {1}, 4);
-      std::memcpy(gs.bytes.data(), &set.global_scale, 4);  // little-endian host
-      out.push_back(std::move(gs));
+      out[0].bytes = std::move(set.members.front().packed);
+      out[1].bytes = std::move(set.members.front().scale);
+      std::memcpy(out[2].bytes.data(), &set.global_scale, 4);  // little-endian host
       return out;
     }
-    case QuantScheme::MXFP4A16: {
-      out.push_back(tensor("weight_packed", DType::U8, {n, k / 2}, mxfp4::packed_bytes(n, k)));
-      out.push_back(tensor("weight_scale", DType::U8, {n, mxfp4::scale_cols(k)}, mxfp4::scale_bytes(n, k)));
+    case QuantScheme::MXFP4A16:
       FP4FORGE_TRY(mxfp4::encode(w, out[0].bytes.data(), out[1].bytes.data(), name));
       return out;
-    }
     case QuantScheme::FP8_DYNAMIC:
-    case QuantScheme::FP8_BLOCK: {
-      const bool block = s == QuantScheme::FP8_BLOCK;
-      out.push_back(tensor("weight", DType::F8_E4M3, {n, k}, fp8::weight_bytes(n, k)));
-      out.push_back(block ? tensor("weight_scale", sd, {fp8::block_scale_rows(n), fp8::block_scale_cols(k)},
-                                   fp8::block_scale_bytes(n, k, sd))
-                          : tensor("weight_scale", sd, {n, 1}, fp8::channel_scale_bytes(n, sd)));
-      FP4FORGE_TRY(block ? fp8::encode_block(w, out[0].bytes.data(), out[1].bytes.data(), name)
-                         : fp8::encode_channel(w, out[0].bytes.data(), out[1].bytes.data(), name));
+      FP4FORGE_TRY(fp8::encode_channel(w, out[0].bytes.data(), out[1].bytes.data(), name));
       return out;
-    }
+    case QuantScheme::FP8_BLOCK:
+      FP4FORGE_TRY(fp8::encode_block(w, out[0].bytes.data(), out[1].bytes.data(), name));
+      return out;
     case QuantScheme::W4A16: {
-      out.push_back(tensor("weight_packed", DType::I32, {n, w4a16::packed_cols(k)}, w4a16::packed_bytes(n, k)));
-      out.push_back(tensor("weight_scale", sd, {n, w4a16::scale_cols(k)}, w4a16::scale_bytes(n, k, sd)));
-      EncodedTensor shape = tensor("weight_shape", DType::I64, {2}, w4a16::kShapeBytes);
-      const auto dims = w4a16::weight_shape(n, k);
-      std::memcpy(shape.bytes.data(), dims.data(), w4a16::kShapeBytes);  // little-endian host
+      const auto dims = w4a16::weight_shape(w.rows, w.cols);
+      std::memcpy(out[2].bytes.data(), dims.data(), w4a16::kShapeBytes);  // little-endian host
       FP4FORGE_TRY(w4a16::encode(w, out[0].bytes.data(), out[1].bytes.data(), name));
-      out.push_back(std::move(shape));
       return out;
     }
   }

@@ -267,34 +267,66 @@ std::string scheme_label(const ConfigGroup& g, std::string_view global_format) {
   }
 }
 
-nlohmann::ordered_json nvfp4a16_quant_config(const std::vector<std::string>& ignore) {
+namespace {
+
+/** One CT QuantizationArgs as model_dump writes it, keys sorted. */
+nlohmann::ordered_json ct_args(int bits, std::string_view type, std::string_view strategy, std::optional<int> group,
+                               bool dynamic, bool observer, std::string_view scale_dtype, bool block128) {
   using ojson = nlohmann::ordered_json;
-  ojson weights = ojson::object();
-  weights["actorder"] = nullptr;
-  weights["block_structure"] = nullptr;
-  weights["dynamic"] = false;
-  weights["group_size"] = 16;
-  weights["num_bits"] = 4;
-  weights["observer"] = "memoryless_minmax";
-  weights["observer_kwargs"] = ojson::object();
-  weights["scale_dtype"] = "torch.float8_e4m3fn";
-  weights["strategy"] = "tensor_group";
-  weights["symmetric"] = true;
-  weights["type"] = "float";
-  weights["zp_dtype"] = nullptr;
+  ojson a = ojson::object();
+  a["actorder"] = nullptr;
+  a["block_structure"] = block128 ? ojson::array({128, 128}) : ojson(nullptr);
+  a["dynamic"] = dynamic;
+  a["group_size"] = group ? ojson(*group) : ojson(nullptr);
+  a["num_bits"] = bits;
+  a["observer"] = observer ? ojson("memoryless_minmax") : ojson(nullptr);
+  a["observer_kwargs"] = ojson::object();
+  a["scale_dtype"] = scale_dtype.empty() ? ojson(nullptr) : ojson(std::string(scale_dtype));
+  a["strategy"] = std::string(strategy);
+  a["symmetric"] = true;
+  a["type"] = std::string(type);
+  a["zp_dtype"] = nullptr;
+  return a;
+}
+
+}  // namespace
+
+nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore) {
+  using ojson = nlohmann::ordered_json;
+  ojson weights, input = nullptr;
+  switch (s) {
+    case QuantScheme::NVFP4A16:
+      weights = ct_args(4, "float", "tensor_group", 16, false, true, "torch.float8_e4m3fn", false);
+      break;
+    case QuantScheme::MXFP4A16:
+      weights = ct_args(4, "float", "group", 32, false, true, "torch.uint8", false);
+      break;
+    case QuantScheme::FP8_DYNAMIC:
+      weights = ct_args(8, "float", "channel", std::nullopt, false, true, "", false);
+      input = ct_args(8, "float", "token", std::nullopt, true, false, "", false);
+      break;
+    case QuantScheme::FP8_BLOCK:
+      weights = ct_args(8, "float", "block", std::nullopt, false, true, "", true);
+      input = ct_args(8, "float", "group", 128, true, false, "", false);
+      break;
+    case QuantScheme::W4A16:
+      weights = ct_args(4, "int", "group", 128, false, true, "", false);
+      break;
+  }
+  const std::string format(quant_scheme_format(s));
   ojson group = ojson::object();
-  group["format"] = "nvfp4-pack-quantized";
-  group["input_activations"] = nullptr;
+  group["format"] = format;
+  group["input_activations"] = std::move(input);
   group["output_activations"] = nullptr;
   group["targets"] = ojson::array({"Linear"});
   group["weights"] = std::move(weights);
   ojson q = ojson::object();
   q["config_groups"] = ojson::object();
   q["config_groups"]["group_0"] = std::move(group);
-  q["format"] = "nvfp4-pack-quantized";
+  q["format"] = format;
   q["global_compression_ratio"] = nullptr;
   q["ignore"] = ojson::array();
-  for (const auto& s : ignore) q["ignore"].push_back(s);
+  for (const auto& i : ignore) q["ignore"].push_back(i);
   q["kv_cache_scheme"] = nullptr;
   q["quant_method"] = "compressed-tensors";
   q["quantization_status"] = "compressed";

@@ -47,7 +47,7 @@ std::vector<FamilySpec> make_table() {
        .num_experts_keys = {"num_experts", "num_local_experts"}});
   add({.family = Family::QWEN3_NEXT, .id = "qwen3_next", .display = "Qwen3-Next", .model_types = {"qwen3_next"},
        .architectures = {"Qwen3NextForCausalLM"}, .mtp_architectures = {"Qwen3NextMTP"}, .text_prefixes = kFlat,
-       .mixer = Mixer::GATED_DELTANET, .attn_output_gate = true, .full_attention_interval = 4,
+       .mixer = Mixer::GATED_DELTANET, .mixer_quant_bits = 8, .no_block_quant = {"in_proj_ba", "in_proj_a", "in_proj_b"}, .attn_output_gate = true, .full_attention_interval = 4,
        .mtp = MtpForm::MTP_MODULE, .moe_layers = MoeLayers::SPARSE_STEP,
        .dense_intermediate_keys = {"intermediate_size"}, .expert_intermediate_keys = {"moe_intermediate_size"},
        .shared_intermediate_keys = {"shared_expert_intermediate_size"}, .num_experts_keys = {"num_experts"}});
@@ -82,13 +82,13 @@ std::vector<FamilySpec> make_table() {
   add({.family = Family::QWEN3_5, .id = "qwen3_5", .display = "Qwen3.5/3.6", .model_types = {"qwen3_5", "qwen3_5_text"},
        .architectures = {"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"}, .mtp_architectures = {"Qwen3_5MTP"},
        .wrapper_architecture = "Qwen3_5ForConditionalGeneration", .text_prefixes = kWrapper,
-       .mixer = Mixer::GATED_DELTANET, .attn_output_gate = true, .full_attention_interval = 4,
+       .mixer = Mixer::GATED_DELTANET, .mixer_quant_bits = 8, .no_block_quant = {"in_proj_ba", "in_proj_a", "in_proj_b"}, .attn_output_gate = true, .full_attention_interval = 4,
        .mtp = MtpForm::MTP_MODULE, .dense_intermediate_keys = {"intermediate_size"}});
   add({.family = Family::QWEN3_5_MOE, .id = "qwen3_5_moe", .display = "Qwen3.5/3.6-MoE",
        .model_types = {"qwen3_5_moe", "qwen3_5_moe_text"},
        .architectures = {"Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"},
        .mtp_architectures = {"Qwen3_5MoeMTP"}, .wrapper_architecture = "Qwen3_5MoeForConditionalGeneration",
-       .text_prefixes = kWrapper, .mixer = Mixer::GATED_DELTANET, .attn_output_gate = true,
+       .text_prefixes = kWrapper, .mixer = Mixer::GATED_DELTANET, .mixer_quant_bits = 8, .no_block_quant = {"in_proj_ba", "in_proj_a", "in_proj_b"}, .attn_output_gate = true,
        .full_attention_interval = 4, .mtp = MtpForm::MTP_MODULE, .moe_layers = MoeLayers::ALL,
        .dense_intermediate_keys = {"intermediate_size"}, .expert_intermediate_keys = {"moe_intermediate_size"},
        .shared_intermediate_keys = {"shared_expert_intermediate_size"}, .num_experts_keys = {"num_experts"}});

@@ -11,6 +11,7 @@
 
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/scheme_policy.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/strings.h"
 
@@ -117,6 +118,23 @@ struct PatternSet {
   }
 };
 
+/** The last component of a module name ("in_proj_a" of "model.layers.0.linear_attn.in_proj_a"). */
+std::string_view leaf_of(std::string_view module) {
+  if (module.ends_with(".weight")) module.remove_suffix(7);
+  const std::size_t p = module.rfind('.');
+  return p == std::string_view::npos ? module : module.substr(p + 1);
+}
+
+OutKind out_kind(LinearPart p) {
+  switch (p) {
+    case LinearPart::PAYLOAD: return OutKind::PACKED;
+    case LinearPart::SCALE: return OutKind::SCALE;
+    case LinearPart::GLOBAL_SCALE: return OutKind::GLOBAL_SCALE;
+    case LinearPart::SHAPE: return OutKind::SHAPE;
+  }
+  return OutKind::PACKED;
+}
+
 std::string dump_config(const ojson& j) {
   return j.dump(2, ' ', false, nlohmann::detail::error_handler_t::replace) + "\n";
 }
@@ -139,11 +157,18 @@ std::string_view rule_name(Rule r) noexcept {
     case Rule::POLICY: return "policy";
     case Rule::USER_IGNORE: return "user_ignore";
     case Rule::USER_FORCE: return "user_force";
-    case Rule::K_NOT_ALIGNED: return "k_not_multiple_of_16";
+    case Rule::K_NOT_ALIGNED: return "k_not_aligned";
+    case Rule::N_NOT_ALIGNED: return "n_not_aligned";
     case Rule::FUSED_SET: return "fused_set";
     case Rule::NOT_A_MATRIX: return "not_a_matrix";
   }
   return "policy";
+}
+
+std::string rule_label(Rule r, QuantScheme s) {
+  if (r == Rule::K_NOT_ALIGNED) return fmt::format("k_not_multiple_of_{}", shape_rule(s).k_multiple);
+  if (r == Rule::N_NOT_ALIGNED) return fmt::format("n_not_multiple_of_{}", shape_rule(s).n_multiple);
+  return std::string(rule_name(r));
 }
 
 double QuantPlan::bits_per_weight() const noexcept {
@@ -267,14 +292,8 @@ struct PlanBuilder {
 
 Status PlanBuilder::check_inputs() {
   {
-    FP4FORGE_ASSIGN_OR_RETURN(QuantScheme s, parse_quant_scheme(opts.scheme));
-    if (s != QuantScheme::NVFP4A16)
-      return make_error(Errc::USAGE,
-                        "quantize writes nvfp4a16 only so far; {} has a byte-exact reference encoder (fp4forge "
-                        "selftest) and plan sizes it (assume={}), but quantize and verify do not write or prove it "
-                        "yet (docs/schemes.md)",
-                        quant_scheme_name(s), quant_scheme_name(s));
-    plan.scheme = std::string(quant_scheme_name(s));
+    FP4FORGE_ASSIGN_OR_RETURN(plan.quant_scheme, parse_quant_scheme(opts.scheme));
+    plan.scheme = std::string(quant_scheme_name(plan.quant_scheme));
   }
   if (!in.config.is_object())
     return make_error(Errc::BAD_INPUT, "config.json is not a JSON object; expected the model config");
@@ -353,7 +372,9 @@ Status PlanBuilder::add_candidates() {
   for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
     auto& d = plan.decisions[di];
     const bool mtp = is_mtp(d);
-    const bool policy_quant = role_is_quantizable(d.cls.role) && d.cls.text_stack && !mtp;
+    const std::string_view leaf = leaf_of(d.cls.module.empty() ? d.name : d.cls.module);
+    const bool policy_quant =
+        policy_quantizes(d.cls.role, plan.info.spec(), plan.quant_scheme, leaf) && d.cls.text_stack && !mtp;
     const auto fb = fused_block.find(d.name);
     if (fb != fused_block.end() && !mtp) {
       FP4FORGE_ASSIGN_OR_RETURN(const bool split, add_expert_parts(di, *fb->second, policy_quant, mtp));
@@ -370,7 +391,10 @@ Status PlanBuilder::add_candidates() {
     m.quant = policy_quant;
     m.reason = policy_quant ? fmt::format("{}: quantized by policy", role_name(d.cls.role))
                             : keep_reason(d.cls.role, mtp, !d.cls.text_stack);
-    if (role_is_quantizable(d.cls.role) && !mtp) m.experts_key = experts_key_of(m.module);
+    if (!policy_quant && !mtp && d.cls.text_stack)
+      if (std::string why = scheme_keep_reason(d.cls.role, plan.info.spec(), plan.quant_scheme, leaf); !why.empty())
+        m.reason = std::move(why);
+    if (policy_quant) m.experts_key = experts_key_of(m.module);
     mods_of[di].push_back(mods.size());
     mods.push_back(std::move(m));
   }
@@ -505,36 +529,58 @@ Status PlanBuilder::refuse_unservable_experts() {
 }
 
 Status PlanBuilder::apply_shape_rules() {
+  const ShapeRule rule = shape_rule(plan.quant_scheme);
+  const std::string_view preset = quant_scheme_preset(plan.quant_scheme);
   std::vector<std::string> misaligned;
   for (auto& m : mods) {
     if (!m.quant) continue;
     const auto& d = plan.decisions[m.decision];
     if (!is_source_dtype(d.dtype))
-      return make_error(Errc::BAD_INPUT, "tensor '{}' has dtype {}; NVFP4A16 quantizes BF16, F16 or F32 weights",
-                        d.name, dtype_name(d.dtype));
+      return make_error(Errc::BAD_INPUT, "tensor '{}' has dtype {}; {} quantizes BF16, F16 or F32 weights", d.name,
+                        dtype_name(d.dtype), preset);
     if (m.rows == 0 || m.cols == 0)
       return make_error(Errc::BAD_INPUT, "tensor '{}' has shape {} with a zero dimension; expected a non-empty "
                         "weight (damaged or truncated export?)",
                         d.name, format_shape(d.shape));
-    if (m.cols % kGroupSize != 0) {
-      if (m.forced)
-        return make_error(Errc::BAD_INPUT,
-                          "--force-quantize '{}': module '{}' has in_features {} (not a multiple of 16); "
-                          "NVFP4 cannot quantize it and never pads",
-                          m.pattern, m.module, m.cols);
-      misaligned.push_back(fmt::format("{} (K={})", m.module, m.cols));
-      m.quant = false;
-      m.rule = Rule::K_NOT_ALIGNED;
-      m.reason = fmt::format("in_features {} not a multiple of 16: kept", m.cols);
-    }
+    const bool k_bad = m.cols % rule.k_multiple != 0, n_bad = m.rows % rule.n_multiple != 0;
+    if (!k_bad && !n_bad) continue;
+    const std::string what = k_bad ? fmt::format("in_features {} not a multiple of {}", m.cols, rule.k_multiple)
+                                   : fmt::format("out_features {} not a multiple of {}", m.rows, rule.n_multiple);
+    if (m.forced)
+      return make_error(Errc::BAD_INPUT, "--force-quantize '{}': module '{}' has {}; {} cannot quantize it ({}) and "
+                        "never pads",
+                        m.pattern, m.module, what, preset, rule.why);
+    misaligned.push_back(fmt::format("{} ({}={})", m.module, k_bad ? "K" : "N", k_bad ? m.cols : m.rows));
+    m.quant = false;
+    m.rule = k_bad ? Rule::K_NOT_ALIGNED : Rule::N_NOT_ALIGNED;
+    m.reason = fmt::format("{}: kept ({})", what, rule.why);
   }
+  // A layer's routed experts share one scheme (F10): one expert weight that cannot be quantized keeps them all.
+  std::map<std::string, std::string> blocked;  // experts key -> the module that keeps it
+  for (const auto& m : mods)
+    if (!m.experts_key.empty() && (m.rule == Rule::K_NOT_ALIGNED || m.rule == Rule::N_NOT_ALIGNED))
+      blocked.emplace(m.experts_key, m.module);
+  for (auto& m : mods) {
+    const auto it = blocked.find(m.experts_key);
+    if (!m.quant || m.experts_key.empty() || it == blocked.end()) continue;
+    m.quant = false;
+    m.rule = Rule::FUSED_SET;
+    m.reason = fmt::format("routed expert kept with its layer: '{}' does not fit {} and a layer's experts share one "
+                           "scheme (F10)",
+                           it->second, preset);
+  }
+  for (const auto& [key, mod] : blocked)
+    plan.warnings.push_back(fmt::format("routed experts of '{}' kept unquantized: '{}' does not fit {}",
+                                        key.substr(0, key.size() - 1), mod, preset));
   if (!misaligned.empty()) {
+    const std::string need = rule.n_multiple > 1 ? fmt::format("in_features and out_features not multiples of {} and {}",
+                                                               rule.k_multiple, rule.n_multiple)
+                                                 : fmt::format("in_features not a multiple of {}", rule.k_multiple);
     if (opts.strict)
-      return make_error(Errc::BAD_INPUT, "{} weight(s) have in_features not a multiple of 16 (--strict): {}",
-                        misaligned.size(), fmt::join(misaligned, ", "));
-    plan.warnings.push_back(fmt::format("{} weight(s) kept unquantized because in_features is not a multiple of "
-                                        "16: {}",
-                                        misaligned.size(), fmt::join(misaligned, ", ")));
+      return make_error(Errc::BAD_INPUT, "{} weight(s) have {} ({}, --strict): {}", misaligned.size(), need, preset,
+                        fmt::join(misaligned, ", "));
+    plan.warnings.push_back(fmt::format("{} weight(s) kept unquantized because of {} ({}): {}", misaligned.size(),
+                                        need, preset, fmt::join(misaligned, ", ")));
   }
   return {};
 }
@@ -572,7 +618,7 @@ Status PlanBuilder::settle_fused_sets() {
                           "or all kept (R1, F9); match every member or none",
                           user->rule == Rule::USER_IGNORE ? "--ignore" : "--force-quantize", user->pattern, desc);
       bool misalign = false;
-      for (auto k : ks) misalign = misalign || mods[k].rule == Rule::K_NOT_ALIGNED;
+      for (auto k : ks) misalign = misalign || mods[k].rule == Rule::K_NOT_ALIGNED || mods[k].rule == Rule::N_NOT_ALIGNED;
       if (!misalign)
         return make_error(Errc::BAD_INPUT, "policy splits the {}; its members have different roles",
                           desc);
@@ -580,9 +626,11 @@ Status PlanBuilder::settle_fused_sets() {
         if (mods[k].quant) {
           mods[k].quant = false;
           mods[k].rule = Rule::FUSED_SET;
-          mods[k].reason = fmt::format("fused {} partner has in_features not a multiple of 16: kept", s.kind);
+          mods[k].reason = fmt::format("fused {} partner's shape does not fit {}: kept", s.kind,
+                                       quant_scheme_preset(plan.quant_scheme));
         }
-      plan.warnings.push_back(fmt::format("{} kept whole: a member's in_features is not a multiple of 16", desc));
+      plan.warnings.push_back(fmt::format("{} kept whole: a member's shape does not fit {}", desc,
+                                          quant_scheme_preset(plan.quant_scheme)));
     }
     for (auto k : ks) {
       if (set_of[k] >= 0)
@@ -679,7 +727,8 @@ void PlanBuilder::make_units() {
 
 Status PlanBuilder::make_scale_groups() {
   std::vector<bool> grouped(plan.units.size(), false);
-  for (std::size_t si = 0; si < sets.size(); ++si) {
+  // Only NVFP4 shares a scale across a fused set; every other scheme's units stand alone.
+  for (std::size_t si = 0; si < (has_global_scale(plan.quant_scheme) ? sets.size() : 0); ++si) {
     ScaleGroup g;
     g.name = sets[si].parent;
     g.kind = sets[si].kind;
@@ -753,21 +802,16 @@ Status PlanBuilder::lay_out_shards() {
   }
   for (std::size_t u = 0; u < plan.units.size(); ++u) {
     const auto& un = plan.units[u];
-    const std::array<std::pair<std::string, st::OutTensor>, 3> ts{{
-        {"packed", {un.module + ".weight_packed", DType::U8, {un.rows, un.cols / 2}}},
-        {"scale", {un.module + ".weight_scale", DType::F8_E4M3, {un.rows, un.cols / kGroupSize}}},
-        {"gs", {un.module + ".weight_global_scale", DType::F32, {1}}},
-    }};
-    const std::array<OutKind, 3> kinds{OutKind::PACKED, OutKind::SCALE, OutKind::GLOBAL_SCALE};
-    for (std::size_t i = 0; i < 3; ++i) {
-      if (out_src[un.shard].count(ts[i].second.name))
+    for (const LinearTensorSpec& t : linear_tensors(plan.quant_scheme, un.rows, un.cols, un.dtype)) {
+      st::OutTensor ot{fmt::format("{}.{}", un.module, t.suffix), t.dtype, t.shape};
+      if (out_src[un.shard].count(ot.name))
         return make_error(Errc::BAD_INPUT, "output tensor '{}' collides with a source tensor of the same name",
-                          ts[i].second.name);
-      out[un.shard].push_back(ts[i].second);
-      out_src[un.shard][ts[i].second.name] = {kinds[i], u};
+                          ot.name);
+      out_src[un.shard][ot.name] = {out_kind(t.part), u};
+      out[un.shard].push_back(std::move(ot));
     }
     plan.quantized_params += un.rows * un.cols;
-    plan.quantized_out_bytes += un.rows * un.cols / 2 + un.rows * un.cols / kGroupSize + 4;
+    plan.quantized_out_bytes += linear_bytes(plan.quant_scheme, un.rows, un.cols, un.dtype);
   }
   for (std::size_t s = 0; s < in.shard_names.size(); ++s) {
     OutShard os;
@@ -780,6 +824,7 @@ Status PlanBuilder::lay_out_shards() {
       if (from.kind == OutKind::PACKED) plan.units[from.index].packed_begin = t.begin;
       if (from.kind == OutKind::SCALE) plan.units[from.index].scale_begin = t.begin;
       if (from.kind == OutKind::GLOBAL_SCALE) plan.units[from.index].global_scale_begin = t.begin;
+      if (from.kind == OutKind::SHAPE) plan.units[from.index].shape_begin = t.begin;
       if (weight_map.contains(t.name))
         return make_error(Errc::BAD_INPUT, "output tensor '{}' would appear in two shards", t.name);
       weight_map[t.name] = os.name;
@@ -800,7 +845,7 @@ void PlanBuilder::write_index_and_config() {
     plan.index_text = idx.dump(2, ' ', false, nlohmann::detail::error_handler_t::replace);
   }
   plan.config = in.config;
-  plan.config["quantization_config"] = nvfp4a16_quant_config(plan.ignore);
+  plan.config["quantization_config"] = ct_quant_config(plan.quant_scheme, plan.ignore);
   plan.config_text = dump_config(plan.config);
 }
 
@@ -878,14 +923,20 @@ void PlanBuilder::summarize() {
 Status PlanBuilder::check_invariants() {
   auto fail = [](std::string what) { return make_error(Errc::INTERNAL, "plan invariant failed: {}", what); };
   std::set<std::string> ign_set(plan.ignore.begin(), plan.ignore.end());
+  std::set<std::string> passthrough;
+  for (const auto& sh : plan.shards)
+    for (std::size_t i = 0; i < sh.sources.size(); ++i)
+      if (sh.sources[i].kind == OutKind::PASSTHROUGH) passthrough.insert(sh.layout.tensors[i].name);
+  const ShapeRule rule = shape_rule(plan.quant_scheme);
   for (const auto& u : plan.units) {
     const auto& d = plan.decisions[u.decision];
-    if (u.cols % kGroupSize != 0 || u.cols == 0 || u.rows == 0) return fail(u.module + ": K % 16 != 0");
+    if (u.cols % rule.k_multiple != 0 || u.rows % rule.n_multiple != 0 || u.cols == 0 || u.rows == 0)
+      return fail(u.module + ": shape does not fit the scheme");
     if (!is_source_dtype(u.dtype)) return fail(u.module + ": dtype");
     if (ign_set.count(u.module)) return fail(u.module + ": quantized and in ignore");
-    if (!u.forced && (role_is_protected(d.cls.role) || !role_is_quantizable(d.cls.role)))
+    if (!u.forced && !policy_quantizes(d.cls.role, plan.info.spec(), plan.quant_scheme, leaf_of(u.module)))
       return fail(u.module + ": protected role " + std::string(role_name(d.cls.role)) + " in the quantize set");
-    if (weight_map.contains(d.name)) return fail(d.name + ": quantized source weight still written");
+    if (passthrough.count(d.name)) return fail(d.name + ": quantized source weight still written");
   }
   for (const auto& d : plan.decisions)
     if (d.action == Action::KEEP && d.linear_like && !ign_set.count(d.name.substr(0, d.name.size() - 7)))
@@ -940,9 +991,11 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
   std::string s;
   s += fmt::format("plan: {} ({}), scheme {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
                    family_name(plan.info.family), plan.scheme);
-  s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights in {} global-scale groups\n",
-                   format_count(plan.decisions.size()), plan.shards.size(), format_count(plan.units.size()),
-                   format_count(plan.groups.size()));
+  s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights{}\n", format_count(plan.decisions.size()),
+                   plan.shards.size(), format_count(plan.units.size()),
+                   has_global_scale(plan.quant_scheme)
+                       ? fmt::format(" in {} global-scale groups", format_count(plan.groups.size()))
+                       : std::string());
   for (const auto& l : plan.summary) s += "  " + l + "\n";
   s += fmt::format("  size: {:.2f} MB -> {:.2f} MB ({:.3f} bits per quantized weight)\n",
                    static_cast<double>(plan.source_bytes) / 1e6, static_cast<double>(plan.output_bytes) / 1e6,
@@ -959,13 +1012,15 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
   for (const auto& [reason, e] : by_reason) s += fmt::format("    {:>6}  {}  e.g. {}\n", e.first, reason, e.second);
   if (verbose) {
     s += "  decisions:\n";
-    // Per tensor, like llama-quantize: dtype, shape and bytes (a quantized weight: source -> packed + E4M3
-    // scales, numel/2 + numel/16; the 4-byte global scales are left out).
+    // Per tensor, like llama-quantize: dtype, shape and bytes (a quantized weight: source -> what the
+    // scheme writes for it).
     for (const auto& d : plan.decisions) {
       const std::uint64_t n = numel(d.shape), in = n * dtype_bits(d.dtype) / 8;
-      const std::string bytes = d.action == Action::QUANTIZE
-                                    ? fmt::format("{} -> {}", format_bytes(in), format_bytes(n / 2 + n / 16))
-                                    : format_bytes(in);
+      const std::string bytes =
+          d.action == Action::QUANTIZE
+              ? fmt::format("{} -> {}", format_bytes(in),
+                            format_bytes(linear_bytes(plan.quant_scheme, d.shape[0], d.shape[1], d.dtype)))
+              : format_bytes(in);
       s += fmt::format("    {:<8} {:<22} {}  {} {}  {}  ({})\n", action_name(d.action), role_name(d.cls.role), d.name,
                        dtype_name(d.dtype), format_shape(d.shape), bytes, d.reason);
     }
@@ -981,7 +1036,7 @@ nlohmann::ordered_json to_json(const QuantPlan& plan) {
   j["family"] = std::string(family_name(plan.info.family));
   j["source_tensors"] = plan.decisions.size();
   j["quantized_weights"] = plan.units.size();
-  j["global_scale_groups"] = plan.groups.size();
+  j["global_scale_groups"] = has_global_scale(plan.quant_scheme) ? plan.groups.size() : 0;
   j["source_bytes"] = plan.source_bytes;
   j["output_bytes"] = plan.output_bytes;
   j["quantized_params"] = plan.quantized_params;
@@ -1003,7 +1058,7 @@ nlohmann::ordered_json to_json(const QuantPlan& plan) {
     ojson k = ojson::object();
     k["name"] = d.name;
     k["role"] = std::string(role_name(d.cls.role));
-    k["rule"] = std::string(rule_name(d.rule));
+    k["rule"] = rule_label(d.rule, plan.quant_scheme);
     k["reason"] = d.reason;
     kept.push_back(std::move(k));
   }

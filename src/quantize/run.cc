@@ -16,7 +16,11 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/codec/fp8.h"
+#include "fp4forge/codec/mxfp4.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/scheme.h"
+#include "fp4forge/codec/w4a16.h"
 #include "fp4forge/quantize/manifest.h"
 #include "fp4forge/quantize/staging.h"
 #include "fp4forge/util/backup.h"
@@ -74,11 +78,11 @@ class Runner {
     std::atomic<std::size_t> pending{0};
   };
   struct Item {  // one listed task
-    enum Kind { COPY, SMALL_GROUP, BIG_AMAX } kind;
+    enum Kind { COPY, SMALL_GROUP, BIG_AMAX, ENCODE_ROWS } kind;
     std::size_t a = 0;        // decision (COPY) or group
     std::size_t shard = 0;    // COPY: output shard
     std::uint64_t off = 0, len = 0, dst_off = 0;  // COPY range
-    std::size_t unit = 0;     // BIG_AMAX unit
+    std::size_t unit = 0;     // BIG_AMAX / ENCODE_ROWS unit
     std::uint64_t r0 = 0, r1 = 0;
     std::uint64_t cost = 0;
   };
@@ -130,12 +134,24 @@ class Runner {
     ck_.shards()[t->shard].release(r);
   }
   std::uint64_t row_bytes(const QuantUnit& u) const { return u.cols * (dtype_bits(u.dtype) / 8); }
-  std::uint64_t out_row_bytes(const QuantUnit& u) const { return u.cols / 2 + u.cols / nvfp4::kGroupSize; }
+  /** Output bytes per source row of `u` under the plan's scheme (for task sizes). */
+  std::uint64_t out_row_bytes(const QuantUnit& u) const {
+    return linear_bytes(plan_.quant_scheme, u.rows, u.cols, u.dtype) / std::max<std::uint64_t>(u.rows, 1);
+  }
+  /** Output tensors of one unit (2 or 3), the progress bar's item count. */
+  std::uint64_t unit_tensors() const { return linear_tensors(plan_.quant_scheme, 1, 128, DType::BF16).size(); }
+  /** Rows per encode task: FP8_BLOCK encodes whole 128-row blocks. */
+  std::uint64_t rows_per_task(const QuantUnit& u, std::uint64_t budget_bytes) const {
+    std::uint64_t r = std::max<std::uint64_t>(1, budget_bytes / (row_bytes(u) + out_row_bytes(u)));
+    if (plan_.quant_scheme == QuantScheme::FP8_BLOCK) r = std::max<std::uint64_t>(fp8::kBlock, r / fp8::kBlock * fp8::kBlock);
+    return r;
+  }
 
   Status write(std::size_t shard, std::uint64_t off, std::span<const std::byte> bytes);
   void shard_finished(std::size_t shard);
   Status write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1);
   Status write_gs(std::size_t ui, float gs);
+  Status write_shape(std::size_t ui);
 
   // The steps of run(), in order.
   Status match_checkpoint();                      // the plan's tensors are the checkpoint's
@@ -154,6 +170,7 @@ class Runner {
   Status run_copy(const Item& it);
   Status run_small_group(std::size_t g);
   Status run_big_amax(const Item& it, BigGroup& bg);
+  Status run_encode_rows(const Item& it);
   void encode_ready_group(std::size_t g, const Work& w);
   Status check_all_written() const;
   Status commit(const stdfs::path& dst, const std::vector<SourceStamp>& stamps);  // config, index, rename
@@ -209,14 +226,37 @@ Status Runner::write_gs(std::size_t ui, float gs) {
   return write(u.shard, u.global_scale_begin, b);
 }
 
+Status Runner::write_shape(std::size_t ui) {
+  const QuantUnit& u = plan_.units[ui];
+  if (slots_[u.shard]->resumed) return {};
+  const auto dims = w4a16::weight_shape(u.rows, u.cols);
+  std::array<std::byte, w4a16::kShapeBytes> b{};
+  std::memcpy(b.data(), dims.data(), b.size());  // little-endian host
+  return write(u.shard, u.shape_begin, b);
+}
+
 Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1) {
   const QuantUnit& u = plan_.units[ui];
-  const std::uint64_t pk = u.cols / 2, sk = u.cols / nvfp4::kGroupSize, n = r1 - r0;
-  std::vector<std::byte> packed(static_cast<std::size_t>(n * pk)), scale(static_cast<std::size_t>(n * sk));
+  const QuantScheme scheme = plan_.quant_scheme;
+  const std::uint64_t n = r1 - r0;
+  // The rows' payload and scale, shaped as the scheme writes them for an [n, K] weight: rows [r0, r1) of
+  // the unit's payload, and its scale rows from r0 (FP8_BLOCK: from block row r0 / 128; r0 is a multiple).
+  const auto parts = linear_tensors(scheme, n, u.cols, u.dtype);
+  std::vector<std::byte> payload(static_cast<std::size_t>(parts[0].bytes())), scale(static_cast<std::size_t>(parts[1].bytes()));
   std::vector<std::byte> buf;
-  FP4FORGE_TRY(nvfp4::encode_rows(rows_view(u, r0, r1, buf), gs, 0, n, packed.data(), scale.data(), unit_name(u)));
-  FP4FORGE_TRY(write(u.shard, u.packed_begin + r0 * pk, packed));
-  FP4FORGE_TRY(write(u.shard, u.scale_begin + r0 * sk, scale));
+  const nvfp4::WeightView v = rows_view(u, r0, r1, buf);
+  const std::string name = unit_name(u);
+  switch (scheme) {
+    case QuantScheme::NVFP4A16: FP4FORGE_TRY(nvfp4::encode_rows(v, gs, 0, n, payload.data(), scale.data(), name)); break;
+    case QuantScheme::MXFP4A16: FP4FORGE_TRY(mxfp4::encode(v, payload.data(), scale.data(), name)); break;
+    case QuantScheme::FP8_DYNAMIC: FP4FORGE_TRY(fp8::encode_channel(v, payload.data(), scale.data(), name)); break;
+    case QuantScheme::FP8_BLOCK: FP4FORGE_TRY(fp8::encode_block(v, payload.data(), scale.data(), name)); break;
+    case QuantScheme::W4A16: FP4FORGE_TRY(w4a16::encode(v, payload.data(), scale.data(), name)); break;
+  }
+  const std::uint64_t scale_row0 = scheme == QuantScheme::FP8_BLOCK ? r0 / fp8::kBlock : r0;
+  const std::uint64_t scale_row_bytes = parts[1].bytes() / parts[1].shape[0];
+  FP4FORGE_TRY(write(u.shard, u.packed_begin + r0 * (parts[0].bytes() / n), payload));
+  FP4FORGE_TRY(write(u.shard, u.scale_begin + scale_row0 * scale_row_bytes, scale));
   return {};
 }
 
@@ -416,6 +456,17 @@ void Runner::list_group(Work& w, std::size_t g) const {
     w.items.push_back({Item::SMALL_GROUP, g, 0, 0, 0, 0, 0, 0, 0, cost});
     return;
   }
+  if (!has_global_scale(plan_.quant_scheme)) {  // no amax pass: encode tasks over row ranges
+    for (auto u : grp.units) {
+      const auto& un = plan_.units[u];
+      const std::uint64_t rows_per = rows_per_task(un, w.chunk);
+      for (std::uint64_t r = 0; r < un.rows; r += rows_per) {
+        const std::uint64_t r1 = std::min(un.rows, r + rows_per);
+        w.items.push_back({Item::ENCODE_ROWS, g, 0, 0, 0, 0, u, r, r1, (r1 - r) * (row_bytes(un) + out_row_bytes(un))});
+      }
+    }
+    return;
+  }
   // Two passes: amax over row ranges (BIG_AMAX items), then the encode tasks once the group is ready.
   w.big[g] = std::make_unique<BigGroup>();
   ++w.groups_pending;
@@ -444,6 +495,13 @@ void Runner::submit(std::uint64_t cost, std::function<Status()> fn) {
 
 Status Runner::run_small_group(std::size_t g) {
   const ScaleGroup& grp = plan_.groups[g];
+  if (!has_global_scale(plan_.quant_scheme)) {
+    for (auto u : grp.units) {
+      const QuantUnit& un = plan_.units[u];
+      FP4FORGE_TRY(run_encode_rows({Item::ENCODE_ROWS, g, 0, 0, 0, 0, u, 0, un.rows, 0}));
+    }
+    return {};
+  }
   float amax = 0.0f;
   for (auto u : grp.units) {
     std::vector<std::byte> buf;
@@ -485,6 +543,17 @@ Status Runner::run_big_amax(const Item& it, BigGroup& bg) {
   return {};
 }
 
+Status Runner::run_encode_rows(const Item& it) {
+  const QuantUnit& un = plan_.units[it.unit];
+  if (!slots_[un.shard]->resumed) {
+    if (it.r0 == 0 && plan_.quant_scheme == QuantScheme::W4A16) FP4FORGE_TRY(write_shape(it.unit));
+    FP4FORGE_TRY(write_unit_rows(it.unit, 0.0f, it.r0, it.r1));
+    progress_->add((it.r1 - it.r0) * row_bytes(un), it.r1 == un.rows ? unit_tensors() : 0);
+  }
+  release_rows(un, it.r0, it.r1);
+  return {};
+}
+
 Status Runner::run_copy(const Item& it) {
   const auto data = ck_.data(*refs_[it.a]).subspan(it.off, it.len);
   FP4FORGE_TRY(write(it.shard, it.dst_off, data));
@@ -503,7 +572,7 @@ void Runner::encode_ready_group(std::size_t g, const Work& w) {
     if (Status st = write_gs(u, gs); !st) return fail(std::move(st).error());
     progress_->add(0, 1);
     const std::uint64_t per_row = row_bytes(un) + out_row_bytes(un);
-    const std::uint64_t rows_per = std::max<std::uint64_t>(1, w.chunk / per_row);
+    const std::uint64_t rows_per = rows_per_task(un, w.chunk);
     for (std::uint64_t r = 0; r < un.rows && !stopped(); r += rows_per) {
       const std::uint64_t r1 = std::min(un.rows, r + rows_per);
       const bool last = r1 == un.rows;
@@ -545,6 +614,7 @@ void Runner::execute(Work& w) {
         case Item::BIG_AMAX:
           submit(it.cost, [this, it, bg = w.big[it.a].get()] { return run_big_amax(it, *bg); });
           break;
+        case Item::ENCODE_ROWS: submit(it.cost, [this, it] { return run_encode_rows(it); }); break;
       }
       continue;
     }

@@ -1,6 +1,9 @@
 // quantization_config parsing, scheme detection and ignore matching (nvfp4a16-format.md §4, §8).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <functional>
+
 #include "fp4forge/model/quant_config.h"
 
 namespace fp4forge {
@@ -183,6 +186,40 @@ TEST(QuantConfig, FindsConfigUnderEitherKey) {
   ASSERT_NE(qc, nullptr);
   EXPECT_EQ(key, "compression_config");
   EXPECT_EQ(find_quant_config(Json{{"quantization_config", nullptr}}), nullptr);
+}
+
+// ct_quant_config equals what compressed-tensors 0.18 builds for each preset (upstream's group key is the
+// preset name, fp4forge's group_0 as llm-compressor's oneshot writes it), keys in sorted order.
+TEST(QuantConfig, WrittenConfigEqualsUpstreamPerScheme) {
+  std::ifstream f(std::string(FP4FORGE_TEST_DATA) + "/golden/schemes/quantization_config.json");
+  ASSERT_TRUE(f) << "tests/data/golden/schemes/quantization_config.json";
+  const nlohmann::json all = nlohmann::json::parse(f);
+  for (QuantScheme s : kQuantSchemes) {
+    SCOPED_TRACE(std::string(quant_scheme_preset(s)));
+    nlohmann::json up = all.at("schemes").at(std::string(quant_scheme_preset(s)));
+    nlohmann::json groups = nlohmann::json::object();
+    groups["group_0"] = up["config_groups"].begin().value();
+    up["config_groups"] = groups;
+    up["ignore"] = {"lm_head"};
+    const Json mine = ct_quant_config(s, {"lm_head"});
+    EXPECT_EQ(nlohmann::json::parse(mine.dump()), up);
+    // Sorted keys at every level (transformers writes config.json with sort_keys).
+    std::function<void(const Json&)> sorted = [&](const Json& j) {
+      if (!j.is_object()) return;
+      std::string prev;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        EXPECT_LT(prev, it.key());
+        prev = it.key();
+        sorted(it.value());
+      }
+    };
+    sorted(mine);
+    // Read back, it is named as the preset.
+    auto qc = parse_quant_config(mine);
+    ASSERT_TRUE(qc.ok()) << qc.error().message;
+    ASSERT_EQ(qc->groups.size(), 1u);
+    EXPECT_EQ(scheme_label(qc->groups[0], qc->format), quant_scheme_preset(s));
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/scheme_policy.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/util/format.h"
 
@@ -102,18 +103,70 @@ TEST(QuantizePlan, PolicyPerRoleOnEveryFixture) {
   }
 }
 
-TEST(QuantizePlan, SchemesOtherThanNvfp4a16AreNamedButNotWrittenYet) {
+TEST(QuantizePlan, EverySchemeLaysOutItsTensorsAndConfig) {
   PlanOptions o;
   o.scheme = "NVFP4A16";  // preset spelling and case are accepted
   EXPECT_EQ(plan_ok(fixture("llama"), o).scheme, "nvfp4a16");
-  for (const char* s : {"mxfp4a16", "fp8-dynamic", "FP8_BLOCK", "w4a16"}) {
-    SCOPED_TRACE(s);
-    o.scheme = s;
-    auto p = make_plan(fixture("llama"), o);
-    ASSERT_FALSE(p.ok());
-    EXPECT_EQ(p.error().code, Errc::USAGE);
-    EXPECT_NE(p.error().message.find("nvfp4a16 only so far"), std::string::npos) << p.error().message;
+  const char* fixtures[] = {"llama", "qwen3_next", "qwen3_5-moe-mm", "gemma4-moe-mm", "deepseek_v3", "mixtral"};
+  for (QuantScheme s : kQuantSchemes) {
+    o.scheme = std::string(quant_scheme_preset(s));
+    for (const char* fx : fixtures) {
+      SCOPED_TRACE(std::string(quant_scheme_name(s)) + " " + fx);
+      const QuantPlan p = plan_ok(fixture(fx), o);
+      EXPECT_EQ(p.quant_scheme, s);
+      const ShapeRule rule = shape_rule(s);
+      for (const QuantUnit& u : p.units) {
+        SCOPED_TRACE(u.module);
+        EXPECT_EQ(u.cols % rule.k_multiple, 0u);
+        EXPECT_EQ(u.rows % rule.n_multiple, 0u);
+        const auto& lay = p.shards[u.shard].layout;
+        for (const LinearTensorSpec& t : linear_tensors(s, u.rows, u.cols, u.dtype)) {
+          const auto* ot = lay.find(u.module + "." + std::string(t.suffix));
+          ASSERT_TRUE(ot) << t.suffix;
+          EXPECT_EQ(ot->dtype, t.dtype);
+          EXPECT_EQ(ot->shape, t.shape);
+          const std::uint64_t begin = t.part == LinearPart::PAYLOAD        ? u.packed_begin
+                                      : t.part == LinearPart::SCALE        ? u.scale_begin
+                                      : t.part == LinearPart::GLOBAL_SCALE ? u.global_scale_begin
+                                                                           : u.shape_begin;
+          EXPECT_EQ(begin, ot->begin) << t.suffix;
+        }
+        if (!has_global_scale(s)) {
+          EXPECT_FALSE(lay.find(u.module + ".weight_global_scale"));
+          EXPECT_EQ(p.groups[u.group].units.size(), 1u);
+        }
+      }
+      // Linear attention: kept at 4 bits, quantized at 8 (in_proj_ba not under FP8_BLOCK).
+      for (const auto& d : p.decisions) {
+        if (d.cls.role != Role::LINEAR_ATTN || !d.linear_like) continue;
+        SCOPED_TRACE(d.name);
+        const bool ba = d.name.find("in_proj_ba.") != std::string::npos || d.name.find("in_proj_a.") != std::string::npos ||
+                        d.name.find("in_proj_b.") != std::string::npos;
+        const bool want = weight_bits(s) == 8 && !(s == QuantScheme::FP8_BLOCK && ba);
+        if (want && d.action == Action::KEEP) {
+          EXPECT_TRUE(d.rule == Rule::K_NOT_ALIGNED || d.rule == Rule::N_NOT_ALIGNED || d.rule == Rule::FUSED_SET)
+              << d.reason;
+        }
+        if (!want) {
+          EXPECT_EQ(d.action, Action::KEEP) << d.reason;
+        }
+      }
+      auto qc = parse_quant_config(p.config["quantization_config"]);
+      ASSERT_TRUE(qc.ok());
+      EXPECT_EQ(scheme_label(qc->groups[0], qc->format), quant_scheme_preset(s));
+    }
   }
+  // 8-bit GatedDeltaNet projections are quantized on the fixture that has them.
+  o.scheme = "fp8-dynamic";
+  const QuantPlan next = plan_ok(fixture("qwen3_next"), o);
+  EXPECT_GT(next.counts[static_cast<std::size_t>(Role::LINEAR_ATTN)].quantized, 0u);
+  // A shape the scheme cannot take is kept with its rule, spelled with the multiple in --json.
+  o.scheme = "fp8-block";
+  const QuantPlan blk = plan_ok(fixture("llama"), o);
+  bool n_rule = false;
+  const auto blk_json = to_json(blk);
+  for (const auto& k : blk_json["kept"]) n_rule = n_rule || k["rule"] == "n_not_multiple_of_128";
+  EXPECT_TRUE(n_rule);
   o.scheme = "int3";
   auto p = make_plan(fixture("llama"), o);
   ASSERT_FALSE(p.ok());
@@ -422,7 +475,7 @@ TEST(QuantizePlan, ConfigKeepsKeyOrderAndAddsQuantizationConfig) {
   "transform_config": {},
   "version": "0.18.0"
 })";
-  EXPECT_EQ(nvfp4a16_quant_config({"a", "b"}).dump(2), expected);
+  EXPECT_EQ(ct_quant_config(QuantScheme::NVFP4A16, {"a", "b"}).dump(2), expected);
   EXPECT_EQ(p.config["quantization_config"]["ignore"].size(), p.ignore.size());
 
   // A quantized source is refused.

@@ -34,8 +34,37 @@ std::string_view quant_scheme_format(QuantScheme s) noexcept;
 Result<QuantScheme> parse_quant_scheme(std::string_view text);
 /** K (in_features) must be a multiple of this: 16, 32, 1 (FP8), 128 (W4A16 group). */
 std::uint64_t k_multiple(QuantScheme s) noexcept;
-/** Bytes of the tensors the scheme writes for one Linear [N, K] stored in `src` (scales in the source
- * dtype for FP8 and W4A16; K a multiple of k_multiple). */
+/** Bits per stored weight value: 4 (NVFP4, MXFP4, INT4) or 8 (FP8). */
+int weight_bits(QuantScheme s) noexcept;
+/** True for NVFP4A16 only: a per-tensor F32 global scale, shared by the members of a fused set. */
+bool has_global_scale(QuantScheme s) noexcept;
+
+/** The kind of one tensor a scheme writes for a Linear (what the quantize runner produces for it). */
+enum class LinearPart : std::uint8_t {
+  PAYLOAD,       ///< the quantized values: `weight_packed` (4-bit schemes) or `weight` (FP8)
+  SCALE,         ///< `weight_scale`
+  GLOBAL_SCALE,  ///< `weight_global_scale` (NVFP4A16)
+  SHAPE,         ///< `weight_shape` (W4A16)
+};
+
+/** Name suffix, dtype and shape of one tensor a scheme writes for a Linear [N, K]. */
+struct LinearTensorSpec {
+  LinearPart part = LinearPart::PAYLOAD;
+  std::string_view suffix;  ///< "weight_packed", "weight", "weight_scale", "weight_global_scale", "weight_shape"
+  DType dtype = DType::U8;
+  std::vector<std::uint64_t> shape;
+  std::uint64_t bytes() const noexcept;
+};
+
+/**
+ * The tensors the scheme writes for one Linear [N, K] whose weight is stored in `src`, in the order
+ * compressed-tensors saves them: the one statement of names, dtypes and shapes per scheme (quantize lays
+ * them out, verify checks them, plan sizes them). FP8 and W4A16 scales are in the source dtype.
+ */
+std::vector<LinearTensorSpec> linear_tensors(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src);
+
+/** Bytes of the tensors the scheme writes for one Linear [N, K] stored in `src` (the sum over
+ * linear_tensors; K a multiple of k_multiple). */
 std::uint64_t linear_bytes(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) noexcept;
 
 /** One tensor a scheme writes for a Linear, named by its suffix ("weight_packed", "weight_scale", ...). */

@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/codec/scheme.h"
 #include "fp4forge/core/error.h"
 
 namespace fp4forge {
@@ -104,9 +105,13 @@ Result<QuantConfig> parse_quant_config(const nlohmann::ordered_json& qc,
 /** The compressed-tensors version string fp4forge writes (compressed-tensors 0.18, format spec §4.1). */
 inline constexpr std::string_view kCompressedTensorsVersion = "0.18.0";
 
-/** The `quantization_config` fp4forge writes for NVFP4A16 (compressed-tensors 0.18 key order), with
- * `ignore` as given (the on-disk module names). Parsed back by parse_quant_config it is NVFP4A16. */
-nlohmann::ordered_json nvfp4a16_quant_config(const std::vector<std::string>& ignore);
+/**
+ * The `quantization_config` fp4forge writes for scheme `s`, as compressed-tensors 0.18 serializes the
+ * preset (keys sorted, as transformers saves config.json; one config group `group_0` targeting
+ * `Linear`, docs/schemes.md), with `ignore` as given (the on-disk module names). Parsed back by
+ * parse_quant_config, detect_scheme/scheme_label name it as the preset.
+ */
+nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore);
 
 /** config.json's `quantization_config` (or `compression_config`, the older name) if present. */
 const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config,

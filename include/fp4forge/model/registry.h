@@ -69,6 +69,12 @@ struct FamilySpec {
   std::string_view wrapper_architecture;            ///< the multimodal wrapper class ("" if none)
   std::vector<std::string_view> text_prefixes;      ///< text-stack tensor prefixes, preferred first
   Mixer mixer = Mixer::NONE;
+  /** The mixer's projections may be quantized by schemes of at least this many bits (0: never). GatedDeltaNet:
+   * 8 (kept at 4 bits, architectures.md §5.3); Mamba-2: never. */
+  int mixer_quant_bits = 0;
+  /** Leaf modules vLLM cannot load block-quantized (GatedDeltaNet `in_proj_ba` has no blockwise FP8): kept
+   * under FP8_BLOCK. */
+  std::vector<std::string_view> no_block_quant;
   bool attn_output_gate = false;                    ///< default of attn_output_gate (q_proj doubled)
   std::int64_t full_attention_interval = 0;         ///< default when layer_types is absent (hybrids)
   MtpForm mtp = MtpForm::NONE;

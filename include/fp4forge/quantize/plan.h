@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/codec/scheme.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/core/dtype.h"
 #include "fp4forge/core/error.h"
@@ -41,14 +42,11 @@
 
 namespace fp4forge::quant {
 
-/** NVFP4 group size along K. */
-inline constexpr std::uint64_t kGroupSize = 16;
-
 struct PlanOptions {
   std::vector<std::string> ignore;          ///< keep these modules (exact name or `re:REGEX`)
   std::vector<std::string> force_quantize;  ///< quantize these even against the policy (loud warning)
-  bool strict = false;                      ///< K % 16 != 0 on a policy-quantized weight is an error
-  std::string scheme = "nvfp4a16";          ///< only "nvfp4a16" (case-insensitive) is supported
+  bool strict = false;                      ///< a policy-quantized weight whose shape misses the scheme's rule is an error
+  std::string scheme = "nvfp4a16";          ///< any name or preset parse_quant_scheme accepts
   ExpertLayoutOptions experts;              ///< settles an ambiguous fused-expert orientation
 };
 
@@ -75,7 +73,7 @@ struct PlanInput {
 PlanInput plan_input(const Checkpoint& ckpt);
 
 enum class Action : std::uint8_t {
-  QUANTIZE,  ///< a 2-D `.weight`, replaced by weight_packed / weight_scale / weight_global_scale
+  QUANTIZE,  ///< a 2-D `.weight`, replaced by the scheme's tensors (codec/scheme.h linear_tensors)
   KEEP,      ///< copied bit for bit
   SPLIT,     ///< a fused 3-D expert tensor, split per expert and each part quantized
 };
@@ -86,11 +84,15 @@ enum class Rule : std::uint8_t {
   POLICY,          ///< the default policy for the role
   USER_IGNORE,     ///< --ignore
   USER_FORCE,      ///< --force-quantize
-  K_NOT_ALIGNED,   ///< in_features not a multiple of 16
+  K_NOT_ALIGNED,   ///< in_features not a multiple of the scheme's K multiple (model/scheme_policy.h)
+  N_NOT_ALIGNED,   ///< out_features not a multiple of the scheme's N multiple (FP8_BLOCK: 128)
   FUSED_SET,       ///< kept because another member of its fused set must be kept
   NOT_A_MATRIX,    ///< not a 2-D `.weight` (bias, scalar, conv, 1-D parameter, ...)
 };
-std::string_view rule_name(Rule r) noexcept;  ///< "policy", "user_ignore", ...
+std::string_view rule_name(Rule r) noexcept;  ///< "policy", "user_ignore", ..., "k_not_aligned"
+/** rule_name with the scheme's multiple spelled out, as --json shows it: "k_not_multiple_of_16" (NVFP4A16),
+ * "k_not_multiple_of_128", "n_not_multiple_of_128"; rule_name otherwise. */
+std::string rule_label(Rule r, QuantScheme s);
 
 struct TensorDecision {
   std::string name;  ///< source tensor name
@@ -116,11 +118,14 @@ struct QuantUnit {
   Role role = Role::OTHER;           ///< EXPERT_GATE/UP/DOWN for split experts
   std::size_t group = 0;             ///< index into QuantPlan::groups
   bool forced = false;               ///< quantized through --force-quantize
-  /** Where the unit's three output tensors start in its shard's data section (from the layout). */
-  std::uint64_t packed_begin = 0, scale_begin = 0, global_scale_begin = 0;
+  /** Where the unit's output tensors start in its shard's data section (from the layout): the payload
+   * (`weight_packed`, or FP8's `weight`), `weight_scale`, `weight_global_scale` (NVFP4A16) and
+   * `weight_shape` (W4A16). */
+  std::uint64_t packed_begin = 0, scale_begin = 0, global_scale_begin = 0, shape_begin = 0;
 };
 
-/** Units that share one global scale: a fused set (R1), or a single unit. */
+/** Units that share one global scale: a fused set (R1), or a single unit. Schemes without global scales
+ * (all but NVFP4A16) have one group per unit. */
 struct ScaleGroup {
   std::string name;  ///< the parent module for a fused set, the module for a singleton
   std::string kind;  ///< "qkv", "qk", "gate_up", "q_a_kv_a", "w1_w3", ... or "single"
@@ -128,7 +133,8 @@ struct ScaleGroup {
   std::uint64_t source_bytes = 0;
 };
 
-enum class OutKind : std::uint8_t { PASSTHROUGH, PACKED, SCALE, GLOBAL_SCALE };
+/** PACKED is the payload of any scheme (`weight_packed`, or FP8's `weight`); SHAPE is W4A16's `weight_shape`. */
+enum class OutKind : std::uint8_t { PASSTHROUGH, PACKED, SCALE, GLOBAL_SCALE, SHAPE };
 
 /** What produces one output tensor: a source tensor (PASSTHROUGH) or a quant unit. */
 struct OutSource {
@@ -151,7 +157,8 @@ struct RoleCount {
 
 struct QuantPlan {
   ModelInfo info;
-  std::string scheme = "nvfp4a16";
+  std::string scheme = "nvfp4a16";        ///< quant_scheme_name(quant_scheme)
+  QuantScheme quant_scheme = QuantScheme::NVFP4A16;
   std::vector<TensorDecision> decisions;  ///< one per source tensor, sorted by name
   std::vector<QuantUnit> units;
   std::vector<ScaleGroup> groups;
@@ -168,7 +175,7 @@ struct QuantPlan {
   std::uint64_t source_bytes = 0;         ///< sum of source tensor bytes
   std::uint64_t output_bytes = 0;         ///< sum of output tensor bytes (index total_size)
   std::uint64_t quantized_params = 0;     ///< weights quantized
-  std::uint64_t quantized_out_bytes = 0;  ///< bytes of packed + scale + global scale tensors
+  std::uint64_t quantized_out_bytes = 0;  ///< bytes of the tensors written for quantized weights
   std::uint64_t total_params = 0;         ///< all source elements
   std::uint64_t text_params = 0;          ///< elements of Linear-like text-stack weights (2-D, fused experts)
   std::uint64_t text_quantized_params = 0;  ///< of those, quantized
