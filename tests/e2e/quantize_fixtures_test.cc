@@ -13,6 +13,8 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/scheme.h"
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"
 #include "quantize_test_util.h"
@@ -204,6 +206,94 @@ INSTANTIATE_TEST_SUITE_P(AllFixtures, QuantizeFixture, ::testing::ValuesIn(kFixt
                            std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
                            return n;
                          });
+
+// Every other scheme, end to end: each quantized Linear's tensors are byte for byte what the scheme's
+// reference encoder makes of the source slice (codec/scheme.h encode_linear), everything kept is copied bit for
+// bit, the config is the preset's, and row-range tasks (a tiny --max-memory: FP8_BLOCK in 128-row blocks) give
+// the same bytes as whole-tensor tasks.
+struct SchemeCase {
+  const char* fixture;
+  QuantScheme scheme;
+};
+
+class QuantizeScheme : public ::testing::TestWithParam<SchemeCase> {};
+
+TEST_P(QuantizeScheme, TensorsAreTheReferenceEncodersBytes) {
+  const auto [fx, scheme] = GetParam();
+  const stdfs::path src = kData + "/" + fx;
+  TempDir tmp;
+  const stdfs::path dst = tmp.path / "out", tiny = tmp.path / "tiny";
+  const std::string name(quant_scheme_name(scheme));
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " --scheme " + name + " -j 2 --json", &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["scheme"], name);
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tiny) + " --scheme " + name + " -j 2 --max-memory 8K", nullptr, &err),
+            0)
+      << err;
+  EXPECT_TRUE(dir_contents(dst) == dir_contents(tiny)) << "row-range tasks changed the bytes";
+
+  auto sck = Checkpoint::open(src);
+  ASSERT_TRUE(sck.ok());
+  PlanOptions po;
+  po.scheme = name;
+  auto plan = make_plan(*sck, po);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  auto ock = Checkpoint::open(dst);
+  ASSERT_TRUE(ock.ok()) << ock.error().message;
+  std::set<std::string> expected;
+  for (const auto& d : plan->decisions) {
+    if (d.action != Action::KEEP) continue;
+    SCOPED_TRACE(d.name);
+    expected.insert(d.name);
+    const TensorRef* o = ock->find(d.name);
+    ASSERT_NE(o, nullptr);
+    const auto a = sck->data(*sck->find(d.name));
+    const auto b = ock->data(*o);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size()), 0) << "passthrough bytes differ";
+  }
+  for (const auto& u : plan->units) {
+    SCOPED_TRACE(u.module);
+    const std::size_t es = dtype_bits(u.dtype) / 8;
+    std::vector<std::byte> rows(u.rows * u.cols * es);
+    gather_rows(sck->data(*sck->find(plan->decisions[u.decision].name)).data(), es, u.slice, 0, u.rows, rows.data());
+    auto want = encode_linear(scheme, {rows.data(), u.dtype, u.rows, u.cols}, u.module);
+    ASSERT_TRUE(want.ok()) << want.error().message;
+    for (const EncodedTensor& t : *want) {
+      const std::string tn = u.module + "." + t.suffix;
+      expected.insert(tn);
+      const TensorRef* o = ock->find(tn);
+      ASSERT_NE(o, nullptr) << tn;
+      EXPECT_EQ(o->info->dtype, t.dtype) << tn;
+      EXPECT_EQ(o->info->shape, t.shape) << tn;
+      const auto got = ock->data(*o);
+      ASSERT_EQ(got.size(), t.bytes.size()) << tn;
+      EXPECT_EQ(std::memcmp(got.data(), t.bytes.data(), got.size()), 0) << tn << ": bytes differ from encode_linear";
+    }
+  }
+  std::set<std::string> got;
+  for (const auto& t : ock->tensors()) got.insert(t.name);
+  EXPECT_EQ(got, expected);
+  const auto cfg = nlohmann::ordered_json::parse(slurp(dst / "config.json"));
+  EXPECT_EQ(cfg["quantization_config"], ct_quant_config(scheme, plan->ignore));
+}
+
+const SchemeCase kSchemeCases[] = {
+    {"llama", QuantScheme::MXFP4A16},         {"llama", QuantScheme::FP8_DYNAMIC},
+    {"llama", QuantScheme::FP8_BLOCK},        {"llama", QuantScheme::W4A16},
+    {"qwen3_next", QuantScheme::MXFP4A16},    {"qwen3_next", QuantScheme::FP8_DYNAMIC},
+    {"qwen3_next", QuantScheme::FP8_BLOCK},   {"gemma4-moe-mm", QuantScheme::MXFP4A16},
+    {"gemma4-moe-mm", QuantScheme::FP8_DYNAMIC}, {"gemma4-moe-mm", QuantScheme::W4A16},
+    {"qwen3_5-dense-mm", QuantScheme::FP8_BLOCK}, {"qwen3_5-dense-mm", QuantScheme::W4A16},
+    {"deepseek_v3", QuantScheme::FP8_DYNAMIC}, {"mixtral", QuantScheme::MXFP4A16},
+    {"granitemoehybrid", QuantScheme::FP8_DYNAMIC}, {"qwen3_vl_moe", QuantScheme::MXFP4A16},
+};
+
+INSTANTIATE_TEST_SUITE_P(Schemes, QuantizeScheme, ::testing::ValuesIn(kSchemeCases), [](const auto& pinfo) {
+  std::string n = std::string(pinfo.param.fixture) + "_" + std::string(quant_scheme_name(pinfo.param.scheme));
+  std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
+  return n;
+});
 
 TEST(QuantizeE2E, NanInAWeightFailsNamingTheTensorAndLeavesNothing) {
   TempDir tmp;
