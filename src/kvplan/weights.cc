@@ -3,6 +3,7 @@
 #include <map>
 
 #include "fp4forge/model/classify.h"
+#include "fp4forge/model/scheme_policy.h"
 
 namespace fp4forge::kvplan {
 namespace {
@@ -15,13 +16,21 @@ std::uint64_t loaded_bytes(const st::TensorInfo& t, const TensorClass& c) {
   return t.nbytes();
 }
 
-/** Size of a quantizable tensor under `scheme`, or 0 when our quantize would keep it as stored. */
-std::uint64_t quantized_bytes(QuantScheme scheme, const st::TensorInfo& t, const TensorClass& c, std::size_t* linears) {
-  if (!role_is_quantizable(c.role) || !c.text_stack || c.quant_param || !is_float_weight(t.dtype)) return 0;
+/** Size of a quantizable tensor under `scheme`, or 0 when our quantize would keep it as stored (the
+ * scheme's policy and shape rule, model/scheme_policy.h; fused-set and whole-layer expert rules are not
+ * modelled). */
+std::uint64_t quantized_bytes(QuantScheme scheme, const FamilySpec& family, const st::TensorInfo& t,
+                              const TensorClass& c, std::size_t* linears) {
+  std::string_view leaf = c.module;
+  if (const auto p = leaf.rfind('.'); p != std::string_view::npos) leaf = leaf.substr(p + 1);
+  if (!policy_quantizes(c.role, family, scheme, leaf) || !c.text_stack || c.quant_param || !is_float_weight(t.dtype))
+    return 0;
   const auto& s = t.shape;
-  const std::uint64_t km = k_multiple(scheme);
+  const ShapeRule rule = shape_rule(scheme);
+  const std::uint64_t km = rule.k_multiple, nm = rule.n_multiple;
   if (c.role == Role::EXPERT_GATE_UP_FUSED || c.role == Role::EXPERT_DOWN_FUSED) {
     if (s.size() != 3 || s[2] % km != 0) return 0;
+    if ((c.role == Role::EXPERT_GATE_UP_FUSED ? s[1] / 2 : s[1]) % nm != 0) return 0;
     // [E, 2*Im, H] splits into a gate and an up Linear [Im, H] per expert; [E, H, Im] is one down each.
     if (c.role == Role::EXPERT_GATE_UP_FUSED) {
       if (s[1] % 2 != 0) return 0;
@@ -31,7 +40,7 @@ std::uint64_t quantized_bytes(QuantScheme scheme, const st::TensorInfo& t, const
     *linears += s[0];
     return s[0] * linear_bytes(scheme, s[1], s[2], t.dtype);
   }
-  if (c.param != "weight" || s.size() != 2 || s[1] % km != 0) return 0;
+  if (c.param != "weight" || s.size() != 2 || s[1] % km != 0 || s[0] % nm != 0) return 0;
   *linears += 1;
   return linear_bytes(scheme, s[0], s[1], t.dtype);
 }
@@ -61,7 +70,7 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
       continue;
     }
     if (opts.assume) {
-      if (const std::uint64_t q = quantized_bytes(*opts.assume, t, c, &w.quantized_linears); q != 0) {
+      if (const std::uint64_t q = quantized_bytes(*opts.assume, info.spec(), t, c, &w.quantized_linears); q != 0) {
         w.quantized_saved_bytes += b > q ? b - q : 0;
         b = q;
       }

@@ -40,7 +40,8 @@ std::string json_str(const Json& j, std::string_view key) {
 }
 std::uint64_t tensor_params(const st::TensorInfo& t, const TensorClass& c) {
   const std::uint64_t n = t.numel();
-  if (c.param == "weight_packed" && t.dtype == DType::U8) return n * 2;
+  if (c.param == "weight_packed" && t.dtype == DType::U8) return n * 2;   // two FP4 values per byte
+  if (c.param == "weight_packed" && t.dtype == DType::I32) return n * 8;  // eight INT4 values per word (W4A16)
   return n;
 }
 
@@ -55,12 +56,15 @@ QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& te
       if (it != text.end() && it->is_object()) qc = &*it;
     }
   }
+  // Quantized modules: a packed payload (4-bit schemes) or an FP8 `weight` (the FP8 schemes).
   std::set<std::string> packed;
   for (const auto& t : tensors) {
-    constexpr std::string_view kSuffix = ".weight_packed";
-    if (t.name.size() > kSuffix.size() &&
-        t.name.compare(t.name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
-      packed.insert(t.name.substr(0, t.name.size() - kSuffix.size()));
+    const std::string_view n = t.name;
+    const bool fp8 = t.info && (t.info->dtype == DType::F8_E4M3 || t.info->dtype == DType::F8_E5M2);
+    if (n.ends_with(".weight_packed"))
+      packed.insert(std::string(n.substr(0, n.size() - 14)));
+    else if (fp8 && n.ends_with(".weight"))
+      packed.insert(std::string(n.substr(0, n.size() - 7)));
   }
   q.quantized_modules = packed.size();
   if (qc == nullptr) return q;
@@ -205,7 +209,7 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   }
   if (r.quant.quantized_modules > 0 && r.quant.state == "none")
     r.warnings.push_back(
-        fmt::format("{} modules carry weight_packed tensors but config.json has no "
+        fmt::format("{} modules carry quantized weights (weight_packed or FP8 weight) but config.json has no "
                     "quantization_config",
                     r.quant.quantized_modules));
   if (other_count > 0)
