@@ -30,6 +30,8 @@ stage "quantize it again, single-threaded (an independent second run)" \
 stage "verify the quantization against its source (structure, policy, values, error vs source)" \
   "$BIN" verify "$WORK/q" --against "$WORK/src"
 stage "diff the two quantizations (same class; must be identical)" "$BIN" diff "$WORK/q" "$WORK/q2"
+stage "the other data-free schemes, each byte-exact to compressed-tensors: MXFP4A16, FP8 dynamic, FP8 block, W4A16" \
+  bash -c 'for s in mxfp4a16 fp8-dynamic fp8-block w4a16; do "$0" quantize "$1" "$2/q-$s" --scheme $s && "$0" inspect "$2/q-$s" | grep quantization || exit 1; done' "$BIN" "$WORK/src" "$WORK"
 DATA="$(dirname "$0")/../tests/data"
 stage "the architecture registry: every family fp4forge knows, with what vLLM registers for it" \
   "$BIN" inspect --families

@@ -569,18 +569,27 @@ Status PlanBuilder::apply_shape_rules() {
                            "scheme (F10)",
                            it->second, preset);
   }
-  for (const auto& [key, mod] : blocked)
-    plan.warnings.push_back(fmt::format("routed experts of '{}' kept unquantized: '{}' does not fit {}",
-                                        key.substr(0, key.size() - 1), mod, preset));
+  if (!blocked.empty()) {
+    const auto& [key, mod] = *blocked.begin();
+    plan.warnings.push_back(fmt::format("routed experts of {} layer(s) kept unquantized because one of their weights "
+                                        "does not fit {} (e.g. '{}' in '{}')",
+                                        blocked.size(), preset, mod, key.substr(0, key.size() - 1)));
+  }
   if (!misaligned.empty()) {
-    const std::string need = rule.n_multiple > 1 ? fmt::format("in_features and out_features not multiples of {} and {}",
-                                                               rule.k_multiple, rule.n_multiple)
-                                                 : fmt::format("in_features not a multiple of {}", rule.k_multiple);
+    const std::string need =
+        rule.n_multiple <= 1 ? fmt::format("in_features not a multiple of {}", rule.k_multiple)
+        : rule.n_multiple == rule.k_multiple
+            ? fmt::format("in_features or out_features not a multiple of {}", rule.k_multiple)
+            : fmt::format("in_features not a multiple of {} or out_features not a multiple of {}", rule.k_multiple,
+                          rule.n_multiple);
     if (opts.strict)
       return make_error(Errc::BAD_INPUT, "{} weight(s) have {} ({}, --strict): {}", misaligned.size(), need, preset,
                         fmt::join(misaligned, ", "));
-    plan.warnings.push_back(fmt::format("{} weight(s) kept unquantized because of {} ({}): {}", misaligned.size(),
-                                        need, preset, fmt::join(misaligned, ", ")));
+    const std::size_t shown = std::min<std::size_t>(misaligned.size(), 8);
+    plan.warnings.push_back(fmt::format("{} weight(s) kept unquantized because of {} ({}): {}{}", misaligned.size(),
+                                        need, preset, fmt::join(misaligned.begin(), misaligned.begin() + shown, ", "),
+                                        shown < misaligned.size() ? fmt::format(", ... ({} more)", misaligned.size() - shown)
+                                                                  : std::string()));
   }
   return {};
 }
