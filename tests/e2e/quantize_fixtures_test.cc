@@ -276,6 +276,11 @@ TEST_P(QuantizeScheme, TensorsAreTheReferenceEncodersBytes) {
   EXPECT_EQ(got, expected);
   const auto cfg = nlohmann::ordered_json::parse(slurp(dst / "config.json"));
   EXPECT_EQ(cfg["quantization_config"], ct_quant_config(scheme, plan->ignore));
+  // inspect names the scheme and counts the quantized modules.
+  ASSERT_EQ(run_cli("inspect " + q(dst) + " --json", &out, &err), 0) << err;
+  const auto ins = nlohmann::json::parse(out)["quantization"];
+  EXPECT_EQ(ins["groups"][0]["scheme"], quant_scheme_preset(scheme));
+  EXPECT_EQ(ins["quantized_modules"].get<std::size_t>(), plan->units.size());
 }
 
 const SchemeCase kSchemeCases[] = {
