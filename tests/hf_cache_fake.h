@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
+#include <sstream>
 #include <string>
 
 namespace fp4forge::testutil {
@@ -75,8 +75,9 @@ inline std::map<std::string, std::string> tree_state(const hfs::path& dir) {
     if (S_ISLNK(st.st_mode)) v += " -> " + hfs::read_symlink(p).string();
     if (S_ISREG(st.st_mode)) {  // the bytes too
       std::ifstream f(p, std::ios::binary);
-      const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      v += " #" + std::to_string(std::hash<std::string>{}(bytes));
+      std::ostringstream bytes;
+      bytes << f.rdbuf();
+      v += " #" + std::to_string(std::hash<std::string>{}(bytes.str()));
     }
     out[p.lexically_relative(dir).string()] = v;
   };

@@ -261,9 +261,9 @@ Result<Source> resolve(std::string_view arg_view, const EnvLookup& env) {
                           head, cache.dir.string(), cache.how, hint),
               cache.dir);
   if (!sfs::is_directory(h.repo_dir, ec))
-    return io(fmt::format("{}: no '{}' in the cache folder '{}' ({}); hint: download it with {}, or set "
-                          "HF_HUB_CACHE to the cache that holds it",
-                          head, h.repo_dir.filename().string(), cache.dir.string(), cache.how, hint),
+    return io(fmt::format("{}: no repo folder '{}' ({}); hint: download it with {}, or set HF_HUB_CACHE to the "
+                          "cache that holds it",
+                          head, h.repo_dir.string(), cache.how, hint),
               h.repo_dir);
 
   // Which commit: a 40-hex revision is one (huggingface_hub checks this first), else refs/<revision>.
