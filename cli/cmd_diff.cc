@@ -21,16 +21,23 @@ struct DiffOpts {
 };
 
 int run_diff(const DiffOpts& o) {
-  auto a = Checkpoint::open(o.a);
+  auto asrc = checkpoint_source(o.a, o.json);
+  if (!asrc) return report_error(asrc.error(), o.json);
+  auto bsrc = checkpoint_source(o.b, o.json);
+  if (!bsrc) return report_error(bsrc.error(), o.json);
+  auto a = Checkpoint::open(asrc->path);
   if (!a) return report_error(a.error(), o.json);
-  auto b = Checkpoint::open(o.b);
+  auto b = Checkpoint::open(bsrc->path);
   if (!b) return report_error(b.error(), o.json);
   auto rep = diff_checkpoints(*a, *b, o.lib);
   if (!rep) return report_error(rep.error(), o.json);
   if (rep->refused) error_line(rep->class_message);
   else if (rep->class_mismatch) warn(rep->class_message);
   if (o.json) {
-    print_json(to_json(*rep));
+    auto j = to_json(*rep);
+    j["a_hub"] = hf_cache::to_json(asrc->hub);
+    j["b_hub"] = hf_cache::to_json(bsrc->hub);
+    print_json(j);
   } else {
     fmt::print("{}", to_text(*rep, o.all));
     std::fflush(stdout);
@@ -41,8 +48,10 @@ int run_diff(const DiffOpts& o) {
 
 void add_diff(CLI::App& sub, Action& action) {
   auto opts = std::make_shared<DiffOpts>();
-  sub.add_option("A", opts->a, "first checkpoint (typically the candidate)")->required();
-  sub.add_option("B", opts->b, "second checkpoint (typically a known-good control of the same class)")->required();
+  sub.add_option("A", opts->a, "first checkpoint (typically the candidate): a folder or a cached repo id ORG/NAME[@REVISION]")
+      ->required();
+  sub.add_option("B", opts->b, "second checkpoint (typically a known-good control of the same class), folder or repo id")
+      ->required();
   sub.add_flag("--json", opts->json, "print the comparison as JSON (schema: docs/cli/diff.md)");
   sub.add_flag("--allow-class-mismatch", opts->lib.allow_class_mismatch,
                "compare even when the architecture classes differ (dense/MoE/hybrid/multimodal, experts)");

@@ -26,10 +26,14 @@ int run_doctor_cmd(const DoctorOpts& o) {
   opts.fix = o.fix;
   opts.dry_run = o.dry_run;
   opts.strict = o.strict;
-  auto rep = doctor::run_doctor(o.dir, opts);
+  auto src = checkpoint_source(o.dir, o.json);
+  if (!src) return report_error(src.error(), o.json);
+  auto rep = doctor::run_doctor(src->path, opts);
   if (!rep) return report_error(rep.error(), o.json);
   if (o.json) {
-    print_json(doctor::to_json(*rep));
+    auto j = doctor::to_json(*rep);
+    j["hub"] = hf_cache::to_json(src->hub);
+    print_json(j);
   } else {
     fmt::print("{}", doctor::to_text(*rep));
     std::fflush(stdout);
@@ -40,7 +44,9 @@ int run_doctor_cmd(const DoctorOpts& o) {
 
 void add_doctor(CLI::App& sub, Action& action) {
   auto opts = std::make_shared<DoctorOpts>();
-  sub.add_option("dir", opts->dir, "checkpoint directory (config.json, safetensors, processor/tokenizer files)")
+  sub.add_option("dir", opts->dir,
+                 "checkpoint directory (config.json, safetensors, processor/tokenizer files), or a repo id "
+                 "ORG/NAME[@REVISION] in the Hugging Face cache (checked only: --fix never writes into the cache)")
       ->required();
   sub.add_flag("--fix", opts->fix,
                "apply the automatic fixes (JSON files only, each backed up as FILE.bak-fp4forge-<time>)");

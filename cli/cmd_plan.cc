@@ -40,6 +40,9 @@ int run_plan(const PlanOpts& o) {
   auto r = kvplan::plan_seats(p);
   if (!r) return report_error(r.error(), o.json);
   for (const auto& w : r->warnings) warn(w);
+  if (!o.json)  // seats read from the Hugging Face cache (their "hub" key with --json)
+    for (const auto& m : r->plan.seats)
+      if (m.hub) note(fmt::format("seat '{}': {}", m.arg.name, hf_cache::to_text(*m.hub)));
   if (o.json) {
     print_json(kvplan::to_json(*r));
   } else {
@@ -53,7 +56,8 @@ int run_plan(const PlanOpts& o) {
 void add_plan(CLI::App& sub, Action& action) {
   auto o = std::make_shared<PlanOpts>();
   sub.add_option("--seat", o->seats,
-                 "NAME=DIR[:key=value,...] a vLLM seat; keys: max_model_len, kv_cache_dtype (auto|bf16|fp8), "
+                 "NAME=DIR[:key=value,...] a vLLM seat (DIR: a folder, or a repo id ORG/NAME[@REVISION] in the "
+                 "Hugging Face cache); keys: max_model_len, kv_cache_dtype (auto|bf16|fp8), "
                  "gpu_memory_utilization, max_num_batched_tokens, tp, prefix_caching (on|off), spec_tokens, "
                  "mm (on|off), assume=nvfp4a16, weights=SIZE, overhead=SIZE, concurrency, gpu=ID[+ID], port, "
                  "block_size, mamba_ssm_dtype, mamba_cache_dtype, hybrid_manager (on|off), served_name, vllm_version, "

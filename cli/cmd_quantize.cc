@@ -10,6 +10,7 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"
+#include "fp4forge/quantize/staging.h"
 #include "fp4forge/util/size.h"
 #include "fp4forge/util/thread_pool.h"
 #include "render.h"
@@ -27,9 +28,16 @@ struct QuantizeOpts {
 int run_quantize(const QuantizeOpts& o) {
   auto max_mem = parse_size(o.max_memory);
   if (!max_mem) return report_error(max_mem.error(), o.json);
+  auto src = checkpoint_source(o.src, o.json);
+  if (!src) return report_error(src.error(), o.json);
   quant::QuantizeParams p;
-  p.src = o.src;
+  p.src = src->path;
   p.dst = o.dst;
+  if (p.dst.empty() && !o.dry_run && src->hub) {  // quantize ORG/NAME: DST defaults to ./NAME-<preset>
+    auto scheme = parse_quant_scheme(o.plan.scheme);
+    if (!scheme) return report_error(scheme.error(), o.json);
+    p.dst = quant::default_destination(src->hub->name(), *scheme);
+  }
   p.plan = o.plan;
   p.dry_run = o.dry_run;
   p.run.jobs = o.jobs;
@@ -46,7 +54,9 @@ int run_quantize(const QuantizeOpts& o) {
   auto res = quant::quantize(p);
   if (!res) return report_error(res.error(), o.json);
   if (o.json) {
-    print_json(quant::to_json(*res));
+    auto j = quant::to_json(*res);
+    j["source_hub"] = hf_cache::to_json(src->hub);
+    print_json(j);
     return 0;
   }
   if (res->summary)  // the run's own warnings (the plan's were printed before the run started)
@@ -59,8 +69,13 @@ int run_quantize(const QuantizeOpts& o) {
 
 void add_quantize(CLI::App& sub, Action& action) {
   auto o = std::make_shared<QuantizeOpts>();
-  sub.add_option("src", o->src, "source checkpoint directory (bf16/fp16/fp32 safetensors)")->required();
-  sub.add_option("dst", o->dst, "output directory (must not exist; written atomically)");
+  sub.add_option("src", o->src,
+                 "source checkpoint directory (bf16/fp16/fp32 safetensors), or a repo id ORG/NAME[@REVISION] in "
+                 "the Hugging Face cache")
+      ->required();
+  sub.add_option("dst", o->dst,
+                 "output directory (must not exist; written atomically); for a repo id SRC it defaults to "
+                 "./NAME-<scheme preset>, e.g. ./Qwen3-8B-NVFP4A16");
   sub.add_option("--scheme", o->plan.scheme, "quantization scheme: nvfp4a16, mxfp4a16, fp8-dynamic, fp8-block or w4a16 (presets such as FP8_BLOCK accepted; docs/schemes.md)")->capture_default_str();
   sub.add_option("--ignore", o->plan.ignore, "keep this module unquantized: exact name or re:REGEX (repeatable)");
   sub.add_option("--force-quantize", o->plan.force_quantize,
@@ -81,6 +96,7 @@ void add_quantize(CLI::App& sub, Action& action) {
       "Examples:\n"
       "  fp4forge quantize ./gemma-4-26B-A4B-it --dry-run\n"
       "  fp4forge quantize ./Qwen3.5-27B ./Qwen3.5-27B-NVFP4A16 -j 16 --max-memory 4G\n"
+      "  fp4forge quantize Qwen/Qwen3-8B          # from the Hugging Face cache into ./Qwen3-8B-NVFP4A16\n"
       "  fp4forge quantize ./llama ./llama-nvfp4 --ignore re:.*layers\\.0\\..* --resume --json");
   sub.callback([&action, o] { action = [o] { return run_quantize(*o); }; });
 }

@@ -25,11 +25,17 @@ struct VerifyOpts {
 };
 
 int run_verify(const VerifyOpts& o) {
-  auto q = Checkpoint::open(o.qdir);
+  auto qsrc = checkpoint_source(o.qdir, o.json);
+  if (!qsrc) return report_error(qsrc.error(), o.json);
+  auto q = Checkpoint::open(qsrc->path);
   if (!q) return report_error(q.error(), o.json);
   std::optional<Checkpoint> src;
+  std::optional<hf_cache::HubSnapshot> against_hub;
   if (!o.against.empty()) {
-    auto s = Checkpoint::open(o.against);
+    auto asrc = checkpoint_source(o.against, o.json);
+    if (!asrc) return report_error(asrc.error(), o.json);
+    against_hub = asrc->hub;
+    auto s = Checkpoint::open(asrc->path);
     if (!s) return report_error(s.error(), o.json);
     src.emplace(std::move(s).value());
   }
@@ -41,7 +47,10 @@ int run_verify(const VerifyOpts& o) {
   auto rep = verify_checkpoint(*q, src ? &*src : nullptr, lib);
   if (!rep) return report_error(rep.error(), o.json);
   if (o.json) {
-    print_json(to_json(*rep));
+    auto j = to_json(*rep);
+    j["hub"] = hf_cache::to_json(qsrc->hub);
+    j["against_hub"] = hf_cache::to_json(against_hub);
+    print_json(j);
   } else {
     fmt::print("{}", to_text(*rep));
     std::fflush(stdout);
@@ -52,9 +61,13 @@ int run_verify(const VerifyOpts& o) {
 
 void add_verify(CLI::App& sub, Action& action) {
   auto opts = std::make_shared<VerifyOpts>();
-  sub.add_option("QDIR", opts->qdir, "quantized checkpoint directory (compressed-tensors NVFP4A16)")->required();
+  sub.add_option("QDIR", opts->qdir,
+                 "quantized checkpoint directory (compressed-tensors NVFP4A16), or a repo id ORG/NAME[@REVISION] "
+                 "in the Hugging Face cache")
+      ->required();
   sub.add_option("--against", opts->against,
-                 "the unquantized source checkpoint: dequantize and compare every tensor, bit-compare kept ones");
+                 "the unquantized source checkpoint (a folder or a cached repo id): dequantize and compare every "
+                 "tensor, bit-compare kept ones");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/verify.md)");
   sub.add_flag("--strict", opts->strict, "a warning fails too (exit 1), for CI gates");
   sub.add_flag("--no-progress", opts->no_progress, "no progress bar for --against (drawn on a terminal)");

@@ -38,6 +38,16 @@ void error_line(const std::string& message) { fmt::print(stderr, "fp4forge: erro
 
 void warn(const std::string& message) { fmt::print(stderr, "fp4forge: warning: {}\n", message); }
 
+void note(const std::string& message) { fmt::print(stderr, "fp4forge: note: {}\n", message); }
+
+Result<hf_cache::Source> checkpoint_source(const std::string& arg, bool json) {
+  auto src = hf_cache::resolve(arg);
+  if (!src) return src;
+  for (const auto& w : src->warnings) warn(w);
+  if (src->hub && !json) note(hf_cache::to_text(*src->hub));
+  return src;
+}
+
 bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
 
 std::unique_ptr<Progress> progress_bar(bool json, bool no_progress) {

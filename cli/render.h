@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/core/error.h"
+#include "fp4forge/util/hf_cache.h"
 #include "fp4forge/util/progress.h"
 
 namespace fp4forge::cli {
@@ -26,6 +27,14 @@ void error_line(const std::string& message);
 
 /** Prints a warning line to stderr: `fp4forge: warning: ...`. */
 void warn(const std::string& message);
+
+/** Prints a note to stderr: `fp4forge: note: ...` (what the command read, when it is not what was typed). */
+void note(const std::string& message);
+
+/** The one way a command takes a checkpoint argument: hf_cache::resolve() (a folder, or a Hugging Face
+ * repo id found in the cache), its warnings printed, and in text mode a note naming the snapshot a repo id
+ * resolved to (with --json the command's `hub` key carries it). Open `->path`. */
+Result<hf_cache::Source> checkpoint_source(const std::string& arg, bool json);
 
 /** True when stderr is a terminal (progress bars are drawn only then). */
 bool stderr_is_tty();

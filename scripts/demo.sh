@@ -43,6 +43,26 @@ stage "DeepSeek-V3 (MLA, shared experts, an MTP layer): doctor, quantize, verify
   bash -c "\"$BIN\" doctor \"$DATA/deepseek_v3\" && \"$BIN\" quantize \"$DATA/deepseek_v3\" \"$WORK/ds\" && \"$BIN\" verify \"$WORK/ds\" --against \"$DATA/deepseek_v3\""
 stage "guard rails: a stale index total_size is a warning that doctor --fix rewrites (with a backup); a run into an existing DST is refused (exit 3) and leaves it alone" \
   bash -c "cp -r \"$DATA/llama\" \"$WORK/stale\" && sed -i 's/\"total_size\": *[0-9]*/\"total_size\": 1/' \"$WORK/stale/model.safetensors.index.json\" && \"$BIN\" doctor \"$WORK/stale\" --fix && \"$BIN\" doctor \"$WORK/stale\" --strict && { \"$BIN\" quantize \"$WORK/stale\" \"$WORK/q\"; test \$? -eq 3; }"
+# A Hugging Face hub cache as huggingface_hub lays one out (blobs + snapshot links + refs/main), built from SRC.
+hub_cache() {  # hub_cache SRC CACHE ORG NAME
+  local repo="$2/models--$3--$4" commit blob f
+  commit=$(cat "$1"/*.json | sha1sum | cut -c1-40)
+  mkdir -p "$repo/blobs" "$repo/refs" "$repo/snapshots/$commit"
+  for f in "$1"/*; do
+    [ -f "$f" ] || continue
+    blob=$(sha256sum "$f" | cut -c1-64)
+    cp "$f" "$repo/blobs/$blob"
+    ln -s "../../blobs/$blob" "$repo/snapshots/$commit/$(basename "$f")"
+  done
+  printf '%s' "$commit" >"$repo/refs/main"
+}
+hub_cache "$WORK/src" "$WORK/hub" demo-org tiny-gemma4
+mkdir "$WORK/cwd"
+cache_state() { find "$WORK/hub" -printf '%p %y %s %T@ %l\n' | sort | sha1sum; }
+before=$(cache_state)
+stage "Hugging Face cache repo ids: inspect, quantize (DST defaults to ./NAME-NVFP4A16) and verify read demo-org/tiny-gemma4 from HF_HUB_CACHE, offline; the cache is never written" \
+  bash -c "cd \"$WORK/cwd\" && export HF_HUB_CACHE=\"$WORK/hub\" && \"$BIN\" inspect demo-org/tiny-gemma4 && \"$BIN\" quantize demo-org/tiny-gemma4 && \"$BIN\" verify tiny-gemma4-NVFP4A16 --against demo-org/tiny-gemma4"
+[ "$(cache_state)" = "$before" ] || { echo "demo: the Hugging Face cache changed" >&2; exit 1; }
 stage "show the aliases of an example LiteLLM gateway config (and who routes to a seat)" \
   "$BIN" gateway show --config "$(dirname "$0")/../examples/litellm-config.yaml" --backend http://127.0.0.1:8001
 echo

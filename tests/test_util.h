@@ -53,12 +53,15 @@ inline std::string q(const stdfs::path& p) {
   return s;
 }
 
-/** Runs the CLI with `args` (shell words); returns the exit code, captures stdout / stderr. */
-inline int run_cli(const std::string& args, std::string* out = nullptr, std::string* err = nullptr) {
+/** Runs the CLI with `args` (shell words) after the shell text `prefix` (a `cd DIR &&`, `VAR=value`
+ * assignments); returns the exit code, captures stdout / stderr. */
+inline int run_cli_with(const std::string& prefix, const std::string& args, std::string* out = nullptr,
+                        std::string* err = nullptr) {
   static int counter = 0;
   const stdfs::path base = stdfs::temp_directory_path() /
                            ("fp4forge-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  const std::string cmd = kCli + " " + args + " >'" + base.string() + ".out' 2>'" + base.string() + ".err'";
+  const std::string cmd =
+      prefix + " " + kCli + " " + args + " >'" + base.string() + ".out' 2>'" + base.string() + ".err'";
   const int st = std::system(cmd.c_str());
   if (out) *out = slurp(base.string() + ".out");
   if (err) *err = slurp(base.string() + ".err");
@@ -66,6 +69,11 @@ inline int run_cli(const std::string& args, std::string* out = nullptr, std::str
   stdfs::remove(base.string() + ".out", ec);
   stdfs::remove(base.string() + ".err", ec);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/** Runs the CLI with `args` (shell words); returns the exit code, captures stdout / stderr. */
+inline int run_cli(const std::string& args, std::string* out = nullptr, std::string* err = nullptr) {
+  return run_cli_with("", args, out, err);
 }
 
 }  // namespace fp4forge::testutil

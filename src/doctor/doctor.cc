@@ -14,6 +14,7 @@
 #include "fp4forge/doctor/json_edit.h"
 #include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/hf_cache.h"
 #include "fp4forge/util/udiff.h"
 #include "fp4forge/model/quant_config.h"
 
@@ -328,6 +329,18 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   rep.fix = opts.fix;
   rep.dry_run = opts.dry_run;
   rep.strict = opts.strict;
+  // A Hugging Face cache snapshot is read-only to fp4forge: its files are links into blobs that other
+  // snapshots share and huggingface_hub verifies; editing one (or replacing a link) corrupts the cache.
+  if (opts.fix && !opts.dry_run)
+    if (const auto repo = hf_cache::snapshot_repo_dir(dir)) {
+      const std::string repo_name = repo->filename().string();
+      const std::string name = repo_name.substr(repo_name.rfind("--") + 2);
+      return make_error(Errc::USAGE,
+                        "doctor --fix: '{}' is a snapshot in the Hugging Face cache ('{}'), which fp4forge never "
+                        "writes; hint: see the fixes with --dry-run, or fix a copy: cp -rL '{}' './{}' && fp4forge "
+                        "doctor './{}' --fix",
+                        dir.string(), repo->string(), dir.string(), name, name);
+    }
   FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir));
   rep.family = std::string(family_name(d->ctx.info.family));
   rep.architecture = d->ctx.info.architecture;

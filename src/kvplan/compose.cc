@@ -7,19 +7,35 @@
 #include "fp4forge/kvplan/report.h"
 #include "fp4forge/util/size.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/hf_cache.h"
 
 namespace fp4forge::kvplan {
 namespace {
 
 constexpr int kContainerPort = 8000;
 
-std::string container_model_path(const SeatArg& a) { return "/models/" + a.name; }
-
 std::string absolute_dir(const std::filesystem::path& p) {
   std::error_code ec;
   auto abs = std::filesystem::absolute(p, ec);
   if (ec) return p.string();
   return abs.lexically_normal().string();
+}
+
+/** The host folder mounted at /models/<seat>, and the path vLLM loads inside the container. A Hugging
+ * Face cache snapshot's files are links to ../../blobs/<hash>: mounting the snapshot alone would leave them
+ * dangling in the container, so its whole repository folder is mounted and vLLM pointed at the snapshot. */
+struct ModelMount {
+  std::string host, container, model;
+};
+ModelMount model_mount(const SeatArg& a) {
+  const std::string container = "/models/" + a.name;
+  if (const auto repo = hf_cache::snapshot_repo_dir(a.dir)) {
+    std::error_code ec;
+    std::filesystem::path snap = std::filesystem::weakly_canonical(std::filesystem::absolute(a.dir, ec), ec);
+    if (snap.filename().empty()) snap = snap.parent_path();
+    return {repo->string(), container, container + "/snapshots/" + snap.filename().string()};
+  }
+  return {absolute_dir(a.dir), container, container};
 }
 
 /** vLLM's spelling of a mamba state dtype. */
@@ -50,7 +66,7 @@ std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
   const SeatModel& m = plan.seats[seat];
   const SeatPlacement& p = plan.placements[seat];
   const SeatArg& a = m.arg;
-  std::vector<std::string> v = {"--model", container_model_path(a), "--served-model-name", a.served_name,
+  std::vector<std::string> v = {"--model", model_mount(a).model, "--served-model-name", a.served_name,
                                 "--host", "0.0.0.0", "--port", std::to_string(kContainerPort)};
   v.insert(v.end(), {"--gpu-memory-utilization", format_util(p.util), "--max-model-len",
                      std::to_string(m.max_model_len), "--kv-cache-dtype", vllm_kv_cache_dtype(a.kv.kv_cache_dtype),
@@ -100,7 +116,7 @@ std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOption
   e << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq
     << fmt::format("{}:{}", seat_port(plan, seat, opts), kContainerPort) << YAML::EndSeq;
   e << YAML::Key << "volumes" << YAML::Value << YAML::BeginSeq
-    << (absolute_dir(a.dir) + ":" + container_model_path(a) + ":ro") << YAML::EndSeq;
+    << (model_mount(a).host + ":" + model_mount(a).container + ":ro") << YAML::EndSeq;
   e << YAML::Key << "environment" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "HF_HUB_OFFLINE" << YAML::Value << YAML::DoubleQuoted << "1";
   e << YAML::EndMap;

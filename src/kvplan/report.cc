@@ -197,6 +197,7 @@ Json to_json(const Plan& plan) {
     pl["reason"] = p.reason;
     js["placement"] = pl;
     js["notes"] = m.notes;
+    js["hub"] = hf_cache::to_json(m.hub);
     seats.push_back(js);
   }
   j["seats"] = seats;

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/util/hf_cache.h"
 #include "fp4forge/util/size.h"
 #include "fp4forge/util/strings.h"
 
@@ -182,11 +183,22 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
 Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> global_overhead) {
   SeatModel m;
   m.arg = arg;
-  const std::string where = arg.dir.string();
+  // DIR may be a Hugging Face repo id in the cache (util/hf_cache.h): the seat reads its snapshot.
+  auto src = hf_cache::resolve(arg.dir.string());
+  if (!src.ok()) {
+    Error e = std::move(src).error();
+    e.message = fmt::format("seat '{}': {}", arg.name, e.message);
+    return with_file(std::move(e), arg.dir.string());
+  }
+  m.arg.dir = src->path;
+  m.hub = src->hub;
+  m.notes = src->warnings;
+  const std::filesystem::path& dir = m.arg.dir;
+  const std::string where = dir.string();
   CheckpointOptions co;
   co.require_config = true;
   co.require_weights = !arg.weights.has_value();
-  auto ck = Checkpoint::open(arg.dir, co);
+  auto ck = Checkpoint::open(dir, co);
   if (!ck.ok()) {
     Error e = std::move(ck).error();
     if (e.code == Errc::BAD_INPUT && !arg.weights && e.message.find("safetensors") != std::string::npos &&
@@ -199,7 +211,7 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
   if (!info.ok()) {
     Error e = std::move(info).error();
     e.message = fmt::format("seat '{}': {}", arg.name, e.message);
-    return with_file(std::move(e), (arg.dir / "config.json").string());
+    return with_file(std::move(e), (dir / "config.json").string());
   }
   m.info = std::move(*info);
   if (m.info.family == Family::UNKNOWN)
@@ -225,7 +237,7 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
   if (!layout.ok()) {
     Error e = std::move(layout).error();
     e.message = fmt::format("seat '{}': {}", arg.name, e.message);
-    return with_file(std::move(e), (arg.dir / "config.json").string());
+    return with_file(std::move(e), (dir / "config.json").string());
   }
   m.layout = std::move(*layout);
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/hf_cache.h"
 
 namespace fp4forge::quant {
 namespace stdfs = std::filesystem;
@@ -59,6 +60,13 @@ Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
     return make_error(Errc::BAD_INPUT, "destination '{}' is inside the source directory '{}'; choose a directory "
                                        "outside it",
                       dst.string(), src.string());
+  if (const auto repo = hf_cache::snapshot_repo_dir(src)) {
+    const stdfs::path cache = normalize_destination(repo->parent_path());
+    if (is_within(d, cache))
+      return make_error(Errc::BAD_INPUT, "destination '{}' is inside the Hugging Face cache '{}' the source comes from; "
+                                         "fp4forge never writes into the cache; choose a folder outside it",
+                        dst.string(), cache.string());
+  }
   if (stdfs::exists(stdfs::symlink_status(dst, ec))) {
     if (stdfs::is_regular_file(stdfs::symlink_status(d / kStagingMarker, ec)))
       return make_error(Errc::BAD_INPUT, "destination '{}' already exists: a run was stopped just after its final "
@@ -71,6 +79,10 @@ Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
     return make_error(Errc::IO, "the parent of destination '{}' does not exist; create '{}' first", dst.string(),
                       d.parent_path().string());
   return {};
+}
+
+stdfs::path default_destination(std::string_view repo_name, QuantScheme scheme) {
+  return stdfs::path(".") / fmt::format("{}-{}", repo_name, quant_scheme_preset(scheme));
 }
 
 Status FolderLock::acquire(const stdfs::path& dir) {

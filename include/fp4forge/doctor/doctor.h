@@ -83,7 +83,8 @@ struct DoctorReport {
 
 /**
  * Checks `dir` and, with opts.fix, fixes it. Errors (not findings): BAD_INPUT for a missing or
- * malformed config.json / shard / index, IO for read or write failures.
+ * malformed config.json / shard / index, IO for read or write failures, USAGE for --fix (without
+ * dry_run) on a Hugging Face cache snapshot (hf_cache::snapshot_repo_dir): the cache is never written.
  */
 Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOptions& opts = {});
 

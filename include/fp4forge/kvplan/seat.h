@@ -17,6 +17,7 @@
 #include "fp4forge/kvplan/vllm_version.h"
 #include "fp4forge/kvplan/weights.h"
 #include "fp4forge/model/model_info.h"
+#include "fp4forge/util/hf_cache.h"
 
 namespace fp4forge::kvplan {
 
@@ -29,6 +30,8 @@ inline constexpr std::string_view kSeatKeys[] = {
 
 struct SeatArg {
   std::string name;  ///< [A-Za-z0-9][A-Za-z0-9._-]*: service, file and served model name
+  /** As given: a folder or a Hugging Face repo id ORG/NAME[@REVISION]; in SeatModel::arg, the folder read
+   * (the cache snapshot for a repo id). */
   std::filesystem::path dir;
   std::optional<std::int64_t> max_model_len;            ///< default: max_position_embeddings
   /** The engine options that shape the KV cache: kv_cache_dtype, tp, prefix_caching, spec_tokens,
@@ -56,6 +59,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text);
 /** Everything about a seat that does not depend on its GPU. */
 struct SeatModel {
   SeatArg arg;
+  std::optional<hf_cache::HubSnapshot> hub;  ///< when DIR was a repo id resolved in the Hugging Face cache
   ModelInfo info;
   KvLayout layout;
   WeightEstimate weights;        ///< from headers (empty when weights=SIZE)
@@ -70,7 +74,8 @@ struct SeatModel {
 };
 
 /**
- * Opens the seat's checkpoint and builds its KV layout and weight size. `global_overhead` is
+ * Resolves DIR (a folder, or a repo id in the Hugging Face cache: hf_cache::resolve), opens the seat's
+ * checkpoint and builds its KV layout and weight size. `global_overhead` is
  * --overhead. BAD_INPUT for unreadable or unsupported configs (exit 3), IO for file errors, USAGE for
  * options that contradict the model (spec_tokens without MTP, weights= with assume=).
  */

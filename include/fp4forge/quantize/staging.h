@@ -11,8 +11,10 @@
  */
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "fp4forge/codec/scheme.h"
 #include "fp4forge/core/error.h"
 
 namespace fp4forge::quant {
@@ -26,10 +28,16 @@ std::filesystem::path normalize_destination(const std::filesystem::path& dst);
 std::filesystem::path staging_path(const std::filesystem::path& dst);
 
 /**
- * Refuses a DST that is empty, the source, inside the source, already existing (with a precise message
- * when it is a run completed up to its marker), or whose parent folder is missing. USAGE / BAD_INPUT / IO.
+ * Refuses a DST that is empty, the source, inside the source, inside the Hugging Face cache a source
+ * snapshot belongs to (hf_cache::snapshot_repo_dir: the cache is never written), already existing (with a
+ * precise message when it is a run completed up to its marker), or whose parent folder is missing.
+ * USAGE / BAD_INPUT / IO.
  */
 Status check_destination(const std::filesystem::path& src, const std::filesystem::path& dst);
+
+/** The DST of `quantize ORG/NAME` without one: `./NAME-<preset>` in the current folder, the preset of the
+ * scheme written (`./Qwen3-8B-NVFP4A16`). A folder source always needs an explicit DST. */
+std::filesystem::path default_destination(std::string_view repo_name, QuantScheme scheme);
 
 /** An exclusive flock on a folder, held for a short critical section (staging set-up). */
 class FolderLock {
