@@ -41,6 +41,25 @@ stage "DeepSeek-V3 (MLA, shared experts, an MTP layer): doctor, quantize, verify
   bash -c "\"$BIN\" doctor \"$DATA/deepseek_v3\" && \"$BIN\" quantize \"$DATA/deepseek_v3\" \"$WORK/ds\" && \"$BIN\" verify \"$WORK/ds\" --against \"$DATA/deepseek_v3\""
 stage "guard rails: a stale index total_size is a warning that doctor --fix rewrites (with a backup); a run into an existing DST is refused (exit 3) and leaves it alone" \
   bash -c "cp -r \"$DATA/llama\" \"$WORK/stale\" && sed -i 's/\"total_size\": *[0-9]*/\"total_size\": 1/' \"$WORK/stale/model.safetensors.index.json\" && \"$BIN\" doctor \"$WORK/stale\" --fix && \"$BIN\" doctor \"$WORK/stale\" --strict && { \"$BIN\" quantize \"$WORK/stale\" \"$WORK/q\"; test \$? -eq 3; }"
+# A transformers re-save drops the MTP tensors (F8): strip them as it does (the MTP shard and its index
+# entries), then splice them back from the release.
+strip_mtp() {
+  cp -r "$1" "$2" && rm "$2/model-mtp.safetensors"
+  awk '/"mtp\./ { next } { l[n++] = $0 } END { for (i = 0; i < n; i++) { s = l[i]; if (i + 1 < n && l[i + 1] ~ /^ *}/) sub(/,$/, "", s); print s } }' \
+    "$1/model.safetensors.index.json" >"$2/model.safetensors.index.json"
+}
+stage "MTP lost on re-save (F8): synthesize a tiny Qwen3.5-MoE release (its MTP layer in model-mtp.safetensors)" \
+  bash -c "\"$BIN\" synth --arch qwen3_5-moe --size tiny --out \"$WORK/mtp-release\" --seed 7 >/dev/null && echo synthesized"
+stage "strip the MTP as a transformers re-save does (the MTP shard and its index entries), twice: one copy for doctor, one for quantize" \
+  bash -c "$(declare -f strip_mtp); strip_mtp \"$WORK/mtp-release\" \"$WORK/resaved\" && strip_mtp \"$WORK/mtp-release\" \"$WORK/resaved2\" && ls \"$WORK/resaved\" | grep -c safetensors"
+stage "doctor names it (mtp-declared-missing, a warning: exit 0)" \
+  bash -c "\"$BIN\" doctor \"$WORK/resaved\" | grep '^warning  mtp-declared-missing'"
+stage "doctor --fix --mtp-from the release: the MTP tensors spliced back unquantized into their own shard, index updated, backups written" \
+  "$BIN" doctor "$WORK/resaved" --fix --mtp-from "$WORK/mtp-release"
+stage "doctor is clean now (--strict), and a second --fix --mtp-from is a no-op" \
+  bash -c "\"$BIN\" doctor \"$WORK/resaved\" --strict && \"$BIN\" doctor \"$WORK/resaved\" --fix --mtp-from \"$WORK/mtp-release\" | grep 'nothing to splice'"
+stage "quantize --mtp-from: the stripped copy's quantization gets the release's MTP (bf16, in ignore), verifies against the release, and equals quantizing the release" \
+  bash -c "\"$BIN\" quantize \"$WORK/resaved2\" \"$WORK/q-mtp\" --mtp-from \"$WORK/mtp-release\" && \"$BIN\" verify \"$WORK/q-mtp\" --against \"$WORK/mtp-release\" && \"$BIN\" quantize \"$WORK/mtp-release\" \"$WORK/q-release\" >/dev/null && \"$BIN\" diff \"$WORK/q-mtp\" \"$WORK/q-release\""
 stage "show the aliases of an example LiteLLM gateway config (and who routes to a seat)" \
   "$BIN" gateway show --config "$(dirname "$0")/../examples/litellm-config.yaml" --backend http://127.0.0.1:8001
 echo
