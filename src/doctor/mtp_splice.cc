@@ -493,7 +493,8 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
 
   // 9. What changes, in write order: config.json, the shard, the index.
   if (plan.mtp.empty() && !plan.config) {
-    rep.message = fmt::format("nothing to splice: the target already holds the {} MTP tensors of SRC ({}){}",
+    rep.message = fmt::format("nothing to splice: the target already holds the {} MTP tensors of SRC (same names, "
+                              "dtypes and shapes, in {}){}",
                               src_mtp.size(), rep.shard,
                               quantized ? " and lists their modules in quantization_config.ignore" : "");
     return rep;
