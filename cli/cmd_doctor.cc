@@ -45,12 +45,13 @@ void add_doctor(CLI::App& sub, Action& action) {
   sub.add_option("dir", opts->dir, "checkpoint directory (config.json, safetensors, processor/tokenizer files)")
       ->required();
   sub.add_flag("--fix", opts->fix,
-               "apply the automatic fixes (JSON files only, each backed up as FILE.bak-fp4forge-<time>)");
+               "apply the automatic fixes (JSON files, and with --mtp-from one new MTP shard; each edited file "
+               "backed up as FILE.bak-fp4forge-<time>)");
   sub.add_flag("--dry-run", opts->dry_run, "show the fixes as unified diffs without writing anything");
   sub.add_option("--mtp-from", opts->mtp_from,
-                 "with --fix: splice the MTP tensors (mtp.* / DeepSeek-GLM extra layers) that a re-save dropped "
-                 "from this checkpoint folder (the original release) into DIR, unquantized, in a new "
-                 "model-mtp.safetensors");
+                 "with --fix: copy the MTP tensors a re-save dropped (mtp.* / DeepSeek-GLM extra layers) from "
+                 "this checkpoint folder, the original release, into DIR: unquantized, in a new "
+                 "model-mtp.safetensors, index and ignore updated");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/doctor.md)");
   sub.add_flag("--strict", opts->strict, "a remaining warning fails too (exit 1), for CI gates");
   sub.footer(
