@@ -1,5 +1,5 @@
-// fp4forge doctor DIR [--fix] [--dry-run] [--json]: config defects vs tensors, processor and tokenizer
-// files; safe fixes with backups (library: doctor/doctor.h).
+// fp4forge doctor DIR [--fix] [--dry-run] [--mtp-from SRC] [--json]: config defects vs tensors, processor
+// and tokenizer files; safe fixes with backups (library: doctor/doctor.h, doctor/mtp_splice.h).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -15,6 +15,7 @@ namespace fp4forge::cli {
 namespace {
 struct DoctorOpts {
   std::string dir;
+  std::string mtp_from;  ///< a checkpoint folder, taken like `dir`
   bool fix = false;
   bool dry_run = false;
   bool json = false;
@@ -28,6 +29,11 @@ int run_doctor_cmd(const DoctorOpts& o) {
   opts.strict = o.strict;
   auto src = checkpoint_source(o.dir, o.json);
   if (!src) return report_error(src.error(), o.json);
+  if (!o.mtp_from.empty()) {  // a folder or a repo id in the Hugging Face cache, like DIR
+    auto from = checkpoint_source(o.mtp_from, o.json);
+    if (!from) return report_error(from.error(), o.json);
+    opts.mtp_from = from->path.string();
+  }
   auto rep = doctor::run_doctor(src->path, opts);
   if (!rep) return report_error(rep.error(), o.json);
   if (o.json) {
@@ -49,17 +55,23 @@ void add_doctor(CLI::App& sub, Action& action) {
                  "ORG/NAME[@REVISION] in the Hugging Face cache (checked only: --fix never writes into the cache)")
       ->required();
   sub.add_flag("--fix", opts->fix,
-               "apply the automatic fixes (JSON files only, each backed up as FILE.bak-fp4forge-<time>)");
+               "apply the automatic fixes (JSON files, and with --mtp-from one new MTP shard; each edited file "
+               "backed up as FILE.bak-fp4forge-<time>)");
   sub.add_flag("--dry-run", opts->dry_run, "show the fixes as unified diffs without writing anything");
+  sub.add_option("--mtp-from", opts->mtp_from,
+                 "with --fix: copy the MTP tensors a re-save dropped (mtp.* / DeepSeek-GLM extra layers) from "
+                 "this checkpoint folder, the original release, into DIR: unquantized, in a new "
+                 "model-mtp.safetensors, index and ignore updated");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/doctor.md)");
   sub.add_flag("--strict", opts->strict, "a remaining warning fails too (exit 1), for CI gates");
   sub.footer(
       "Exit: 0 no error-severity finding remains (after fixes; with --strict no warning either), 1 errors\n"
-      "remain, 3 bad input, 4 I/O.\n"
+      "remain, 2 usage, 3 bad input (also every --mtp-from refusal), 4 I/O.\n"
       "Examples:\n"
       "  fp4forge doctor ./gemma-4-31B-it\n"
       "  fp4forge doctor ./gemma-4-31B-it --dry-run        # what --fix would change, as diffs\n"
-      "  fp4forge doctor ./Qwen3.5-27B-NVFP4A16 --fix --json | jq '.remaining[].kind'");
+      "  fp4forge doctor ./Qwen3.5-27B-NVFP4A16 --fix --json | jq '.remaining[].kind'\n"
+      "  fp4forge doctor ./Qwen3.5-27B-NVFP4A16 --fix --mtp-from ./Qwen3.5-27B   # MTP back from the release");
   sub.callback([&action, opts] { action = [opts] { return run_doctor_cmd(*opts); }; });
 }
 

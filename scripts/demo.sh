@@ -63,6 +63,25 @@ before=$(cache_state)
 stage "Hugging Face cache repo ids: inspect, quantize (DST defaults to ./NAME-NVFP4A16) and verify read demo-org/tiny-gemma4 from HF_HUB_CACHE, offline; the cache is never written" \
   bash -c "cd \"$WORK/cwd\" && export HF_HUB_CACHE=\"$WORK/hub\" && \"$BIN\" inspect demo-org/tiny-gemma4 && \"$BIN\" quantize demo-org/tiny-gemma4 && \"$BIN\" verify tiny-gemma4-NVFP4A16 --against demo-org/tiny-gemma4"
 [ "$(cache_state)" = "$before" ] || { echo "demo: the Hugging Face cache changed" >&2; exit 1; }
+# A transformers re-save drops the MTP tensors (F8): strip them as it does (the MTP shard and its index
+# entries), then splice them back from the release.
+strip_mtp() {
+  cp -r "$1" "$2" && rm "$2/model-mtp.safetensors"
+  awk '/"mtp\./ { next } { l[n++] = $0 } END { for (i = 0; i < n; i++) { s = l[i]; if (i + 1 < n && l[i + 1] ~ /^ *}/) sub(/,$/, "", s); print s } }' \
+    "$1/model.safetensors.index.json" >"$2/model.safetensors.index.json"
+}
+stage "MTP lost on re-save (F8): synthesize a tiny Qwen3.5-MoE release (its MTP layer in model-mtp.safetensors)" \
+  bash -c "\"$BIN\" synth --arch qwen3_5-moe --size tiny --out \"$WORK/mtp-release\" --seed 7 >/dev/null && echo synthesized"
+stage "strip the MTP as a transformers re-save does (the MTP shard and its index entries), twice: one copy for doctor, one for quantize" \
+  bash -c "$(declare -f strip_mtp); strip_mtp \"$WORK/mtp-release\" \"$WORK/resaved\" && strip_mtp \"$WORK/mtp-release\" \"$WORK/resaved2\" && ls \"$WORK/resaved\" | grep -c safetensors"
+stage "doctor names it (mtp-declared-missing, a warning: exit 0)" \
+  bash -c "\"$BIN\" doctor \"$WORK/resaved\" | grep '^warning  mtp-declared-missing'"
+stage "doctor --fix --mtp-from the release: the MTP tensors spliced back unquantized into their own shard, index updated, backups written" \
+  "$BIN" doctor "$WORK/resaved" --fix --mtp-from "$WORK/mtp-release"
+stage "doctor is clean now (--strict), and a second --fix --mtp-from is a no-op" \
+  bash -c "\"$BIN\" doctor \"$WORK/resaved\" --strict && \"$BIN\" doctor \"$WORK/resaved\" --fix --mtp-from \"$WORK/mtp-release\" | grep 'nothing to splice'"
+stage "quantize --mtp-from: the stripped copy's quantization gets the release's MTP (bf16, in ignore), verifies against the release, and equals quantizing the release" \
+  bash -c "\"$BIN\" quantize \"$WORK/resaved2\" \"$WORK/q-mtp\" --mtp-from \"$WORK/mtp-release\" && \"$BIN\" verify \"$WORK/q-mtp\" --against \"$WORK/mtp-release\" && \"$BIN\" quantize \"$WORK/mtp-release\" \"$WORK/q-release\" >/dev/null && \"$BIN\" diff \"$WORK/q-mtp\" \"$WORK/q-release\""
 stage "show the aliases of an example LiteLLM gateway config (and who routes to a seat)" \
   "$BIN" gateway show --config "$(dirname "$0")/../examples/litellm-config.yaml" --backend http://127.0.0.1:8001
 echo

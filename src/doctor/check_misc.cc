@@ -237,7 +237,10 @@ void check_mtp(const Context& ctx, std::vector<Finding>& out) {
     f.message = fmt::format("num_nextn_predict_layers = {} but {}: MTP speculative decoding is unavailable "
                             "(typical of a checkpoint re-saved by plain transformers, which drops the MTP layers)",
                             n, f.actual);
-    f.hint = "copy the MTP layers from the original release, or set num_nextn_predict_layers to 0";
+    f.hint = "copy the MTP layers from the original release (doctor --fix --mtp-from SRC), or set "
+             "num_nextn_predict_layers to 0";
+    if (static_cast<std::int64_t>(missing.size()) == n)
+      f.fix = "splice the MTP layers from the original release: --fix --mtp-from SRC";
     out.push_back(std::move(f));
     return;
   }
@@ -268,8 +271,9 @@ void check_mtp(const Context& ctx, std::vector<Finding>& out) {
     f.tensors = missing;
     f.message = fmt::format("{} = {} but {}: MTP speculative decoding is unavailable (typical of a checkpoint "
                             "re-saved by plain transformers, which drops mtp.* on load)", key, n, f.actual);
-    f.hint = "copy the mtp.* tensors from the source checkpoint (llm-compressor re-adds them on save), or set "
-             "mtp_num_hidden_layers to 0";
+    f.hint = "copy the mtp.* tensors from the source checkpoint (doctor --fix --mtp-from SRC; llm-compressor "
+             "re-adds them on save), or set mtp_num_hidden_layers to 0";
+    if (mtp.empty()) f.fix = "splice the mtp.* tensors from the original release: --fix --mtp-from SRC";
     out.push_back(std::move(f));
   }
   std::vector<std::string> extra;

@@ -291,7 +291,8 @@ struct ShapeChecker {
     for (auto it = ctx.tensors.lower_bound(base); it != ctx.tensors.end(); ++it) {
       if (it->first.compare(0, base.size(), base) != 0) break;
       const TensorClass c = classify(it->first, it->second.shape, m);
-      if (c.role != Role::ROUTER || c.param != "weight" || it->second.shape.size() != 2 || it->second.shape[0] == 1)
+      const Role role = c.role == Role::MTP ? c.base_role : c.role;  // an MTP layer's router
+      if (role != Role::ROUTER || c.param != "weight" || it->second.shape.size() != 2 || it->second.shape[0] == 1)
         continue;
       if (E > 0) linear(c.module, E, H, "router == [num_experts, hidden_size]", "num_experts");
     }
@@ -565,15 +566,52 @@ struct ShapeChecker {
                "visual.merger.linear_fc2 rows == vision_config.out_hidden_size", "vision_config.out_hidden_size");
       }
     }
-    if (qwen_hybrid() && ctx.any_with_prefix("mtp.")) {
+    mtp_layers();
+    v.emit(*out_);
+  }
+
+  /** The MTP layers where present (mtp-declared-missing reports absent ones): Qwen `mtp.fc` and norms, or
+   * DeepSeek / GLM `eh_proj`, `enorm` / `hnorm`, `shared_head`, `embed_tokens`; each MTP layer as a
+   * full-attention decoder layer (vLLM builds it with the decoder layer class): attention, layer norms, and
+   * the routed experts when it has them, the dense MLP in a dense family. */
+  void mtp_layers() {
+    const MtpForm form = m.spec().mtp;
+    const std::int64_t n = m.mtp_num_hidden_layers;
+    auto layer_body = [&](const std::string& base, std::size_t i) {
+      attention(base, i, m.head_dim, m.num_kv_heads, true, false, "");
+      for (const char* nm : {"input_layernorm.weight", "post_attention_layernorm.weight"})
+        shape(base + nm, {H}, "MTP layer norms length == hidden_size", "hidden_size");
+      if (has_experts(base))
+        experts(base);
+      else if (m.spec().moe_layers == MoeLayers::NONE)
+        dense_mlp(base + "mlp.", m.intermediate_size, "MTP mlp");
+    };
+    if (form == MtpForm::MTP_MODULE && ctx.any_with_prefix("mtp.")) {
       linear("mtp.fc", H, 2 * H, "mtp.fc == [hidden_size, 2·hidden_size]", "hidden_size");
-      for (std::int64_t k = 0; k < m.mtp_num_hidden_layers; ++k) {
+      for (const char* nm : {"mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight"})
+        shape(nm, {H}, "MTP norms length == hidden_size", "hidden_size");
+      for (std::int64_t k = 0; k < n; ++k) {
         const std::string base = fmt::format("mtp.layers.{}.", k);
-        if (!ctx.any_with_prefix(base)) continue;
-        attention(base, static_cast<std::size_t>(k), m.head_dim, m.num_kv_heads, true, false, "");
+        if (ctx.any_with_prefix(base)) layer_body(base, static_cast<std::size_t>(k));
       }
     }
-    v.emit(*out_);
+    if (form == MtpForm::EXTRA_LAYERS) {
+      for (std::int64_t k = 0; k < n; ++k) {
+        const std::int64_t i = m.num_layers + k;
+        const std::string base = fmt::format("{}layers.{}.", P, i);
+        if (!ctx.any_with_prefix(base)) continue;
+        layer_body(base, static_cast<std::size_t>(i));
+        linear(base + "eh_proj", H, 2 * H, "MTP eh_proj == [hidden_size, 2·hidden_size]", "hidden_size");
+        for (const char* nm : {"enorm.weight", "hnorm.weight", "shared_head.norm.weight"})
+          shape(base + nm, {H}, "MTP norms length == hidden_size", "hidden_size");
+        if (m.vocab_size > 0) {
+          linear(base + "shared_head.head", m.vocab_size, H, "MTP shared_head.head == [vocab_size, hidden_size]",
+                 "vocab_size");
+          shape(base + "embed_tokens.weight", {m.vocab_size, H}, "MTP embed_tokens == [vocab_size, hidden_size]",
+                "vocab_size");
+        }
+      }
+    }
   }
 
   std::vector<Finding>* out_ = nullptr;

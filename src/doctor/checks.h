@@ -24,7 +24,8 @@ struct TensorMeta {
   std::vector<std::uint64_t> shape;
 };
 
-/** What the checks look at. Built by make_context() from a directory. */
+/** What the checks look at. Built by fill_context() from a checkpoint, or by init_context() from a
+ * config and a tensor list (the checkpoint as a fix would leave it). */
 struct Context {
   std::filesystem::path dir;
   const Checkpoint* ckpt = nullptr;     ///< null when the directory has no weights
@@ -50,6 +51,12 @@ struct Context {
   /** Path of a text-config key in config.json (["text_config", key] for wrappers). */
   std::vector<std::string> text_path(std::string_view key) const;
 };
+
+/** Completes a Context whose dir, config and tensors are set: ModelInfo (BAD_INPUT naming config.json
+ * when malformed), the text prefix the tensors use, and whether the checkpoint is quantized. */
+Status init_context(Context& ctx);
+/** A Context for an opened checkpoint (`ckpt` must outlive it; ctx.ckpt is null when it has no tensors). */
+Status fill_context(Context& ctx, const Checkpoint& ckpt);
 
 /** Reads a JSON file of the checkpoint directory (nullopt when absent; BAD_INPUT when malformed). */
 Result<std::optional<Json>> read_json_file(const std::filesystem::path& p);

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "checks.h"
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/util/fs.h"
 
 namespace fp4forge::doctor {
@@ -34,6 +35,37 @@ std::optional<std::int64_t> Context::text_int(std::string_view key) const {
 std::vector<std::string> Context::text_path(std::string_view key) const {
   if (info.wrapper) return {"text_config", std::string(key)};
   return {std::string(key)};
+}
+
+Status init_context(Context& ctx) {
+  auto info = read_model_info(ctx.config);
+  if (!info.ok()) return with_file(info.error(), (ctx.dir / "config.json").string());
+  ctx.info = std::move(*info);
+  // The first of the family's text prefixes (the registry) that the tensors use.
+  ctx.text_prefix = ctx.info.text_prefix;
+  for (auto p : ctx.info.spec().text_prefixes)
+    if (ctx.any_with_prefix(std::string(p) + "layers.")) {
+      ctx.text_prefix = std::string(p);
+      break;
+    }
+  ctx.quantized = find_quant_config(ctx.config) != nullptr;
+  for (const auto& [name, meta] : ctx.tensors) {
+    if (name.size() > 14 && name.compare(name.size() - 14, 14, ".weight_packed") == 0) {
+      ctx.quantized = true;
+      break;
+    }
+  }
+  return {};
+}
+
+Status fill_context(Context& ctx, const Checkpoint& ckpt) {
+  ctx.dir = ckpt.dir();
+  ctx.config = ckpt.config();
+  ctx.tensors.clear();
+  for (const auto& t : ckpt.tensors())
+    ctx.tensors.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
+  ctx.ckpt = ctx.tensors.empty() ? nullptr : &ckpt;
+  return init_context(ctx);
 }
 
 Result<std::optional<Json>> read_json_file(const std::filesystem::path& p) {

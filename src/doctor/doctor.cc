@@ -50,8 +50,9 @@ constexpr std::array<KindInfo, 25> kKinds{{
      "layer_types, lm_head vs tie_word_embeddings, PLE, vision projector, MTP)"},
     {"expert-layout", Severity::ERROR, false, "F5",
      "fused 3-D experts transposed against the family's orientation, or fused and per-expert forms mixed"},
-    {"mtp-declared-missing", Severity::WARNING, false, "F8",
-     "mtp_num_hidden_layers >= 1 but mtp.* tensors are missing"},
+    {"mtp-declared-missing", Severity::WARNING, true, "F8",
+     "mtp_num_hidden_layers >= 1 (num_nextn_predict_layers) but the mtp.* tensors (the extra decoder layers) are "
+     "missing; --fix --mtp-from SRC splices them from the original release"},
     {"mtp-present-undeclared", Severity::WARNING, false, "F8",
      "mtp.* tensors that mtp_num_hidden_layers does not declare"},
     {"audio-declared-weightless", Severity::INFO, false, "",
@@ -95,28 +96,7 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir) {
   FP4FORGE_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir, co));
   d->ckpt = std::make_unique<Checkpoint>(std::move(ck));
   Context& ctx = d->ctx;
-  ctx.dir = dir;
-  ctx.config = d->ckpt->config();
-  auto info = read_model_info(ctx.config);
-  if (!info.ok()) return with_file(info.error(), (dir / "config.json").string());
-  ctx.info = std::move(*info);
-  for (const auto& t : d->ckpt->tensors())
-    ctx.tensors.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
-  ctx.ckpt = ctx.tensors.empty() ? nullptr : d->ckpt.get();
-  // The first of the family's text prefixes (the registry) that the tensors use.
-  ctx.text_prefix = ctx.info.text_prefix;
-  for (auto p : ctx.info.spec().text_prefixes)
-    if (ctx.any_with_prefix(std::string(p) + "layers.")) {
-      ctx.text_prefix = std::string(p);
-      break;
-    }
-  ctx.quantized = find_quant_config(ctx.config) != nullptr;
-  for (const auto& [name, meta] : ctx.tensors) {
-    if (name.size() > 14 && name.compare(name.size() - 14, 14, ".weight_packed") == 0) {
-      ctx.quantized = true;
-      break;
-    }
-  }
+  FP4FORGE_TRY(fill_context(ctx, *d->ckpt));
   if (ctx.tensors.empty()) {
     Finding f;
     f.kind = "no-weights";
@@ -347,11 +327,27 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   rep.quantized = d->ctx.quantized;
   rep.findings = d->findings;
   rep.remaining = d->findings;
+  if (!opts.mtp_from.empty() && !opts.fix && !opts.dry_run)
+    return make_error(Errc::USAGE, "--mtp-from needs --fix (or --dry-run): it names where a fix copies the MTP "
+                                   "tensors from");
   if (!opts.fix && !opts.dry_run) return rep;
 
   std::set<std::string> due;
   for (const auto& f : d->findings)
     if (f.fix) due.insert(f.kind);
+  const std::string stamp = opts.timestamp.empty() ? backup::stamp_now() : opts.timestamp;
+  // The MTP splice is proven (a dry run: every refusal) before any other fix is written.
+  if (!opts.mtp_from.empty()) {
+    MtpSpliceOptions so;
+    so.dry_run = true;
+    so.timestamp = stamp;
+    FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport pre, splice_mtp(dir, opts.mtp_from, so));
+    if (opts.dry_run) rep.mtp_splice = std::move(pre);
+  } else if (due.count("mtp-declared-missing")) {
+    rep.refused.push_back({"mtp-declared-missing",
+                           "needs --mtp-from SRC: the original release (or a local copy of it) to copy the MTP "
+                           "tensors from"});
+  }
   Fixer fx(d->ctx, rep);
   // Fixed order: config.json edits compose (globals first, then redundancy is re-proven on the result).
   if (due.count("gemma4-missing-global-kv-fields")) FP4FORGE_TRY(fx.gemma4_globals());
@@ -359,7 +355,17 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   if (due.count("missing-preprocessor-config")) FP4FORGE_TRY(fx.preprocessor());
   if (due.count("tokenizer-truncation")) FP4FORGE_TRY(fx.tokenizer());
   if (due.count("index-total-size")) FP4FORGE_TRY(fx.index_total_size());
-  FP4FORGE_TRY(fx.commit(opts.dry_run, opts.timestamp.empty() ? backup::stamp_now() : opts.timestamp));
+  FP4FORGE_TRY(fx.commit(opts.dry_run, stamp));
+  if (rep.mtp_splice) {
+    for (const auto& c : rep.mtp_splice->changes) rep.changes.push_back(c);
+  } else if (!opts.mtp_from.empty() && !opts.dry_run) {
+    d.reset();  // release the mappings: the splice opens the checkpoint as the fixes left it
+    MtpSpliceOptions so;
+    so.timestamp = stamp;
+    FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport sr, splice_mtp(dir, opts.mtp_from, so));
+    for (const auto& c : sr.changes) rep.changes.push_back(c);
+    rep.mtp_splice = std::move(sr);
+  }
   if (opts.dry_run || rep.changes.empty()) return rep;
   d.reset();  // release the mappings before re-reading
   FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir));
@@ -400,6 +406,7 @@ nlohmann::ordered_json to_json(const DoctorReport& r) {
   nlohmann::ordered_json rf = nlohmann::ordered_json::array();
   for (const auto& x : r.refused) rf.push_back({{"kind", x.kind}, {"reason", x.reason}});
   j["refused"] = std::move(rf);
+  j["mtp_splice"] = r.mtp_splice ? to_json(*r.mtp_splice) : nlohmann::ordered_json(nullptr);
   j["remaining"] = findings_json(r.remaining);
   return j;
 }
@@ -446,6 +453,7 @@ std::string to_text(const DoctorReport& r) {
       s += c.diff;
     }
     for (const auto& x : r.refused) s += fmt::format("refused {}: {}\n", x.kind, x.reason);
+    if (r.mtp_splice) s += "\n" + to_text(*r.mtp_splice);
     if (r.fix && !r.dry_run && !r.changes.empty()) {
       s += fmt::format("\nafter fixes: {}\n", counts(r.remaining));
       append_findings(s, r.remaining);

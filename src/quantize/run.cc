@@ -636,6 +636,7 @@ Status Runner::commit(const stdfs::path& dst, const std::vector<SourceStamp>& st
   // Config and index, then make sure the source did not change under us.
   FP4FORGE_TRY(fs::write_file_atomic(staging_.dir() / "config.json", plan_.config_text));
   FP4FORGE_TRY(fs::write_file_atomic(staging_.dir() / plan_.index_name, plan_.index_text));
+  if (opts_.before_commit) FP4FORGE_TRY(opts_.before_commit(staging_.dir()));
   FP4FORGE_TRY(ck_.check_unchanged());
   for (const auto& [p, st0] : stamps)
     if (st0 != fs::file_stamp(p))

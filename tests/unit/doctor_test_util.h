@@ -152,6 +152,12 @@ class Fixture {
       for (const auto& [name, t] : ts) delta += static_cast<std::int64_t>(t.bytes.size());
       if (idx.contains("metadata") && idx["metadata"].contains("total_size"))
         idx["metadata"]["total_size"] = idx["metadata"]["total_size"].get<std::int64_t>() + delta;
+      // transformers also writes total_parameters: kept in step, as a re-save without these tensors writes it
+      std::int64_t dparams = 0;
+      for (const auto& [name, t] : before) dparams -= static_cast<std::int64_t>(t.bytes.size() / dtype_size(t.dtype));
+      for (const auto& [name, t] : ts) dparams += static_cast<std::int64_t>(t.bytes.size() / dtype_size(t.dtype));
+      if (idx.contains("metadata") && idx["metadata"].contains("total_parameters"))
+        idx["metadata"]["total_parameters"] = idx["metadata"]["total_parameters"].get<std::int64_t>() + dparams;
       write_json(index, idx);
     }
   }

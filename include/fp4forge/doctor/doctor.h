@@ -9,17 +9,22 @@
  * §3.2-3.5, §6) and failure-catalog.md (F-numbers in the kind table).
  *
  * Fixing (`fix = true`):
- * - only the fixes of doctor_kinds() with `fixable` run; `.safetensors` files are never opened for
- *   writing; only config.json, tokenizer.json and preprocessor_config.json can change;
+ * - only the fixes of doctor_kinds() with `fixable` run; existing `.safetensors` files are never opened
+ *   for writing; only config.json, tokenizer.json, preprocessor_config.json and the index can change,
+ *   and with `mtp_from` one new shard `model-mtp.safetensors` can appear (mtp_splice.h);
  * - each fix re-proves its precondition on the file as it is on disk at fix time, and refuses
  *   (listed in DoctorReport::refused) when the proof fails;
  * - a changed file is first copied to `FILE.bak-fp4forge-YYYYMMDD-HHMMSS` (`-1`, `-2`, ... appended
  *   when that name exists), then written via fs::write_file_atomic; JSON files keep their formatting
  *   (json_edit.h); a unified diff of each change is reported;
  * - idempotent: a second run finds nothing left to fix and writes nothing;
- * - `dry_run = true` computes the same changes and diffs and writes nothing.
+ * - `dry_run = true` computes the same changes and diffs and writes nothing;
+ * - `mtp_from` (with fix or dry_run): after the JSON fixes, splice_mtp() copies the MTP tensors of that
+ *   checkpoint (the original release) into the target; it is checked (dry run) before any fix is
+ *   written, and its refusals are errors of the run (BAD_INPUT), not entries of `refused`.
  */
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,6 +34,8 @@
 
 #include "fp4forge/core/error.h"
 #include "fp4forge/core/finding.h"
+#include "fp4forge/doctor/file_change.h"
+#include "fp4forge/doctor/mtp_splice.h"
 
 namespace fp4forge::doctor {
 
@@ -51,16 +58,9 @@ struct DoctorOptions {
   bool strict = false;   ///< a remaining warning fails too (exit 1)
   /** Backup timestamp "YYYYMMDD-HHMMSS"; empty: the local time now. */
   std::string timestamp;
-};
-
-/** A file doctor changed (or, in a dry run, would change). */
-struct FileChange {
-  std::string file;                ///< path relative to the checkpoint directory
-  std::vector<std::string> kinds;  ///< the fixes that produced this change
-  bool created = false;            ///< the file did not exist before
-  std::string backup;              ///< backup file name (empty when created or not written)
-  bool written = false;            ///< false in a dry run
-  std::string diff;                ///< unified diff old -> new
+  /** The original release to splice the MTP tensors from (mtp_splice.h); empty: none. Needs fix or
+   * dry_run. */
+  std::filesystem::path mtp_from;
 };
 
 /** A fix that was due but refused because its precondition did not hold at fix time. */
@@ -79,6 +79,7 @@ struct DoctorReport {
   std::vector<FileChange> changes;
   std::vector<RefusedFix> refused;
   std::vector<Finding> remaining;  ///< after the fixes were written (== findings otherwise)
+  std::optional<MtpSpliceReport> mtp_splice;  ///< with mtp_from: what the splice did (its files are in changes)
 };
 
 /**

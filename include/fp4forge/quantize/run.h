@@ -45,6 +45,10 @@ struct RunOptions {
   std::uint64_t max_memory = kDefaultMaxMemory;  ///< in-flight byte budget
   bool resume = false;                        ///< reuse verified shards of an interrupted run
   ProgressSink* progress = nullptr;           ///< reports source bytes read and tensors written
+  /** Runs on the staging folder once every shard, config.json and the index are written, before the
+   * final rename (quantize --mtp-from splices the MTP tensors there, doctor/mtp_splice.h); an error
+   * aborts the run like any other (staging removed, no DST). */
+  std::function<Status(const std::filesystem::path& staging)> before_commit;
 };
 
 struct RunSummary {
