@@ -17,6 +17,7 @@
 #include "fp4forge/doctor/json_edit.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/safetensors/index.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/safetensors/shard_writer.h"
 #include "fp4forge/util/backup.h"
@@ -457,13 +458,10 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
       plan.index = JsonEdit{index_name, true, text, doc.dump()};
     } else {
       // As quantize writes an index (model_free's form): metadata.total_size, sorted weight_map, indent 2.
-      nlohmann::json idx = nlohmann::json::object();
-      idx["metadata"] = {{"total_size", total}};
       nlohmann::json wm = nlohmann::json::object();
       for (const auto& t : tck.tensors()) wm[t.name] = tck.shard_names()[t.shard];
       for (const auto& m : plan.mtp) wm[m.ref->name] = rep.shard;
-      idx["weight_map"] = std::move(wm);
-      plan.index = JsonEdit{index_name, false, {}, idx.dump(2, ' ', false, nlohmann::detail::error_handler_t::replace)};
+      plan.index = JsonEdit{index_name, false, {}, st::index_text(wm, total)};
       rep.index_created = true;
     }
   }

@@ -1,6 +1,7 @@
 // fp4forge synth: plan (pure) + streaming write of a random-weight BF16 checkpoint.
 #include "fp4forge/model/synth.h"
 
+
 #include "fp4forge/model/registry.h"
 
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/safetensors/index.h"
 #include "fp4forge/safetensors/shard_writer.h"
 #include "fp4forge/util/fs.h"
 
@@ -864,17 +866,17 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   }
 
   // Index (transformers: metadata + weight_map sorted by name).
-  Json index;
-  index["metadata"] = {{"total_parameters", plan.total_params}, {"total_size", plan.total_bytes}};
   Json wm = Json::object();
   for (const auto& t : plan.tensors) wm[t.name] = t.shard;
-  index["weight_map"] = wm;
   auto write_json = [&](const std::string& name, const Json& j) -> Status {
     FP4FORGE_TRY(fs::write_file_atomic(out / name, j.dump(2) + "\n"));
     rep.files.push_back(name);
     return {};
   };
-  FP4FORGE_TRY(write_json("model.safetensors.index.json", index));
+  FP4FORGE_TRY(fs::write_file_atomic(
+      out / "model.safetensors.index.json",
+      st::index_text(wm, plan.total_bytes, st::IndexForm::TRANSFORMERS, plan.total_params)));
+  rep.files.push_back("model.safetensors.index.json");
   FP4FORGE_TRY(write_json("config.json", plan.config));
   FP4FORGE_TRY(write_json("generation_config.json", plan.generation_config));
   if (!plan.processor_config.is_null())

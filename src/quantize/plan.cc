@@ -12,6 +12,7 @@
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/scheme_policy.h"
+#include "fp4forge/safetensors/index.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/strings.h"
 
@@ -846,13 +847,7 @@ Status PlanBuilder::lay_out_shards() {
 
 void PlanBuilder::write_index_and_config() {
   plan.index_name = in.index_file.value_or("model.safetensors.index.json");
-  {
-    nlohmann::json idx = nlohmann::json::object();
-    idx["metadata"] = nlohmann::json::object();
-    idx["metadata"]["total_size"] = plan.output_bytes;
-    idx["weight_map"] = weight_map;  // a copy: check_invariants reads the map too
-    plan.index_text = idx.dump(2, ' ', false, nlohmann::detail::error_handler_t::replace);
-  }
+  plan.index_text = st::index_text(weight_map, plan.output_bytes);  // a copy: check_invariants reads the map too
   plan.config = in.config;
   plan.config["quantization_config"] = ct_quant_config(plan.quant_scheme, plan.ignore);
   plan.config_text = dump_config(plan.config);
