@@ -2,6 +2,7 @@
 """Generate tiny real checkpoints (tests/data/<name>/) with transformers save_pretrained.
 
 Usage: python3 scripts/make_fixtures.py OUTDIR [name ...]
+       MAKE_FIXTURES_WIDE=1 python3 scripts/make_fixtures.py OUTDIR qwen3_moe qwen3_5-moe-mm   (the -wide set)
 
 Needs torch and transformers (written against transformers 5.17.0, torch 2.11). Every model is
 built on the CPU from a tiny configuration of the real architecture class with torch.manual_seed(0),
@@ -35,6 +36,12 @@ MTP_SHARD = "model-mtp.safetensors"
 
 H, I_DENSE, I_MOE, I_SHARED = 64, 80, 48, 112
 HEADS, HEAD_DIM, KV, VOCAB, E, TOPK = 4, 16, 2, 256, 4, 2
+# MAKE_FIXTURES_WIDE=1: the "-wide" fixtures, whose Linear widths are multiples of 128 (W4A16's group,
+# FP8_BLOCK's block) and still tell layouts apart (H 384, I 256, Im 128: 2*Im != H, I != H, Is 640).
+WIDE = os.environ.get("MAKE_FIXTURES_WIDE") == "1"
+if WIDE:
+    H, I_DENSE, I_MOE, I_SHARED = 384, 256, 128, 640
+    HEAD_DIM = 64
 
 LOG = []
 DEFAULTS = {}
@@ -744,6 +751,8 @@ def main():
     for name, fn in FAMILIES.items():
         if only and name not in only:
             continue
+        if WIDE:
+            name += "-wide"
         log(f"== {name}")
         try:
             r = fn(out, name)

@@ -292,6 +292,11 @@ const SchemeCase kSchemeCases[] = {
     {"qwen3_5-dense-mm", QuantScheme::FP8_BLOCK}, {"qwen3_5-dense-mm", QuantScheme::W4A16},
     {"deepseek_v3", QuantScheme::FP8_DYNAMIC}, {"mixtral", QuantScheme::MXFP4A16},
     {"granitemoehybrid", QuantScheme::FP8_DYNAMIC}, {"qwen3_vl_moe", QuantScheme::MXFP4A16},
+    // The -wide fixtures: widths that are multiples of 128, so W4A16 and FP8_BLOCK quantize experts, shared
+    // experts and (at 8 bits) GatedDeltaNet projections, and keep the 192-row k/v and in_proj_qkv by their N rule.
+    {"qwen3_moe-wide", QuantScheme::FP8_BLOCK}, {"qwen3_moe-wide", QuantScheme::W4A16},
+    {"qwen3_5-moe-mm-wide", QuantScheme::FP8_BLOCK}, {"qwen3_5-moe-mm-wide", QuantScheme::W4A16},
+    {"qwen3_5-moe-mm-wide", QuantScheme::FP8_DYNAMIC}, {"qwen3_5-moe-mm-wide", QuantScheme::MXFP4A16},
 };
 
 INSTANTIATE_TEST_SUITE_P(Schemes, QuantizeScheme, ::testing::ValuesIn(kSchemeCases), [](const auto& pinfo) {
