@@ -72,6 +72,7 @@ struct VerifyStats {
                               : 0.0;
   }
   std::uint64_t scale_bytes_scanned = 0;
+  std::uint64_t payload_bytes_scanned = 0;  ///< FP8 weight bytes scanned for NaN codes
   std::uint64_t kept_values_scanned = 0;
   double quantized_share() const noexcept {
     return total_params ? static_cast<double>(quantized_params) / static_cast<double>(total_params) : 0.0;
