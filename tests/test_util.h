@@ -4,11 +4,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace fp4forge::testutil {
 
@@ -66,6 +70,29 @@ inline int run_cli(const std::string& args, std::string* out = nullptr, std::str
   stdfs::remove(base.string() + ".out", ec);
   stdfs::remove(base.string() + ".err", ec);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/** Every fixture directory of tests/data that holds a config.json, sorted (found at run time, so a new fixture is
+ * covered by adding it). */
+inline std::vector<std::string> fixture_names() {
+  std::vector<std::string> out;
+  for (const auto& e : stdfs::directory_iterator(kData))
+    if (e.is_directory() && stdfs::exists(e.path() / "config.json")) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/** The error findings of a --json report (and any reencode-mismatch: a byte difference from the reference
+ * encoders, which fp4forge's own output never has), one line each; "" when there are none. */
+inline std::string failing_findings(const std::string& json_text) {
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
+  if (j.is_discarded()) return "unparseable --json output: " + json_text.substr(0, 300);
+  std::string s;
+  if (j.contains("findings"))
+    for (const auto& f : j["findings"])
+      if (f.value("severity", "") == "error" || f.value("kind", "") == "reencode-mismatch")
+        s += f.value("kind", "") + ": " + f.value("message", "") + "\n";
+  return s;
 }
 
 }  // namespace fp4forge::testutil

@@ -450,6 +450,7 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
   std::string presets;
   for (QuantScheme p : kQuantSchemes) presets += (presets.empty() ? "" : ", ") + std::string(quant_scheme_preset(p));
   std::vector<QuantScheme> found;  // the preset of each group that names one, in file order
+  std::optional<QuantScheme> nearest;  // without one: the closest preset of the first group (tensors checked as it)
   for (const ConfigGroup& g : c.groups) {
     const SchemeInfo si = detect_scheme(g, c.format);
     const std::string label = scheme_label(g, c.format);
@@ -477,6 +478,7 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
         best_mism = std::move(mm);
       }
     }
+    if (!nearest) nearest = best;
     const std::string closest = fmt::format("as {}: {}", quant_scheme_preset(*best), fmt::join(best_mism, "; "));
     if (si.scheme == Scheme::UNKNOWN) {
       sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
@@ -494,6 +496,7 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
   }
   st.scheme = scheme_labels(c);
   if (!found.empty()) s.layout = layout_of(found.front());
+  else if (nearest) s.layout = layout_of(*nearest);
   if (found.size() > 1) {
     std::vector<std::string_view> names;
     for (QuantScheme p : found) names.push_back(quant_scheme_preset(p));
@@ -1335,6 +1338,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   te.cols = k;
   te.rel_rms = rel(err2);
   te.ref_rel_rms = rel(ref2);
+  if (std::isnan(te.rel_rms)) te.rel_rms = std::numeric_limits<double>::infinity();  // NaN codes or scales
   te.global_scale = std::numeric_limits<float>::quiet_NaN();
   te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
   st.reencoded_rows += n;
