@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "checks.h"
+#include "fp4forge/util/strings.h"
 #include "fp4forge/doctor/json_edit.h"
 #include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
@@ -109,9 +110,11 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir) {
       ctx.text_prefix = std::string(p);
       break;
     }
+  // Quantized: a quantization_config, or a scheme's tensors on disk (`weight_packed` of the 4-bit schemes,
+  // `weight_scale` of every scheme: FP8 keeps its payload in `weight`).
   ctx.quantized = find_quant_config(ctx.config) != nullptr;
   for (const auto& [name, meta] : ctx.tensors) {
-    if (name.size() > 14 && name.compare(name.size() - 14, 14, ".weight_packed") == 0) {
+    if (util::ends_with(name, ".weight_packed") || util::ends_with(name, ".weight_scale")) {
       ctx.quantized = true;
       break;
     }

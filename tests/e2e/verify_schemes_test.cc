@@ -392,6 +392,17 @@ TEST_F(SchemeDefects, Fp8BlockPartialBlocksUseCeilAndTheNRule) {
       << dump(r.findings);
 }
 
+// doctor sees an FP8 checkpoint as quantized by its tensors alone: without its config it is an error.
+TEST_F(SchemeDefects, DoctorFindsAnFp8CheckpointWithoutItsConfig) {
+  const sfs::path dir = copy_of("fp8-dynamic");
+  edit_config(dir, [](Json& c) { c.erase("quantization_config"); });
+  std::string out, err;
+  EXPECT_EQ(run_cli("doctor " + q(dir) + " --json", &out, &err), 1) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_TRUE(j["quantized"].get<bool>());
+  EXPECT_NE(failing_findings(out).find("quant-config-missing"), std::string::npos) << out;
+}
+
 // ---- policy per scheme -----------------------------------------------------------------------------
 
 TEST(SchemePolicy, RouterQuantizedInFp8IsAnError) {
