@@ -62,12 +62,12 @@ int run_verify(const VerifyOpts& o) {
 void add_verify(CLI::App& sub, Action& action) {
   auto opts = std::make_shared<VerifyOpts>();
   sub.add_option("QDIR", opts->qdir,
-                 "quantized checkpoint directory (compressed-tensors NVFP4A16), or a repo id ORG/NAME[@REVISION] "
-                 "in the Hugging Face cache")
+                 "quantized checkpoint directory (compressed-tensors NVFP4A16, MXFP4A16, FP8_DYNAMIC, FP8_BLOCK or "
+                 "W4A16), or a repo id ORG/NAME[@REVISION] in the Hugging Face cache")
       ->required();
   sub.add_option("--against", opts->against,
                  "the unquantized source checkpoint (a folder or a cached repo id): dequantize and compare every "
-                 "tensor, bit-compare kept ones");
+                 "tensor, re-encode and byte-compare, bit-compare kept ones");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/verify.md)");
   sub.add_flag("--strict", opts->strict, "a warning fails too (exit 1), for CI gates");
   sub.add_flag("--no-progress", opts->no_progress, "no progress bar for --against (drawn on a terminal)");
@@ -81,7 +81,7 @@ void add_verify(CLI::App& sub, Action& action) {
                          "read both ways (out-in | in-out)");
   sub.add_option("--worst", opts->lib.worst_n, "tensors listed as worst by error")->default_val(10);
   sub.add_option("--reencode-rows", opts->lib.reencode_rows,
-                 "rows per quantized tensor re-encoded by the scalar reference codec (0: off)")
+                 "NVFP4A16: rows per quantized tensor re-encoded by the scalar reference codec (0: off); other schemes re-encode every row")
       ->default_val(32);
   sub.add_flag("--no-values", opts->no_values,
                "skip the value scans (scale NaN bytes, global scales, NaN/Inf in kept tensors)");

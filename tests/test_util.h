@@ -4,11 +4,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace fp4forge::testutil {
 
@@ -74,6 +78,29 @@ inline int run_cli_with(const std::string& prefix, const std::string& args, std:
 /** Runs the CLI with `args` (shell words); returns the exit code, captures stdout / stderr. */
 inline int run_cli(const std::string& args, std::string* out = nullptr, std::string* err = nullptr) {
   return run_cli_with("", args, out, err);
+}
+
+/** Every fixture directory of tests/data that holds a config.json, sorted (found at run time, so a new fixture is
+ * covered by adding it). */
+inline std::vector<std::string> fixture_names() {
+  std::vector<std::string> out;
+  for (const auto& e : stdfs::directory_iterator(kData))
+    if (e.is_directory() && stdfs::exists(e.path() / "config.json")) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/** The error findings of a --json report (and any reencode-mismatch: a byte difference from the reference
+ * encoders, which fp4forge's own output never has), one line each; "" when there are none. */
+inline std::string failing_findings(const std::string& json_text) {
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
+  if (j.is_discarded()) return "unparseable --json output: " + json_text.substr(0, 300);
+  std::string s;
+  if (j.contains("findings"))
+    for (const auto& f : j["findings"])
+      if (f.value("severity", "") == "error" || f.value("kind", "") == "reencode-mismatch")
+        s += f.value("kind", "") + ": " + f.value("message", "") + "\n";
+  return s;
 }
 
 }  // namespace fp4forge::testutil

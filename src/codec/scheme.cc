@@ -1,11 +1,13 @@
 // Scheme names and per-Linear output sizes (scheme.h), from the encoders' own size helpers.
 #include "fp4forge/codec/scheme.h"
 
+#include <cmath>
 #include <cstring>
 #include <span>
 #include <string>
 
 #include "fp4forge/codec/fp8.h"
+#include "fp4forge/codec/half.h"
 #include "fp4forge/codec/mxfp4.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/w4a16.h"
@@ -140,6 +142,70 @@ Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::Wei
     }
   }
   return make_error(Errc::INTERNAL, "unknown scheme");
+}
+
+namespace {
+
+/** Element `i` of a BF16 / F16 / F32 scale tensor as float (anything else: NaN). */
+float scale_at(const std::byte* p, DType t, std::uint64_t i) {
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  if (t == DType::BF16) return half::bf16_to_float(h);
+  if (t == DType::F16) return half::f16_to_float(h);
+  return std::nanf("");
+}
+
+}  // namespace
+
+void decode_linear_rows(QuantScheme s, const LinearData& d, std::uint64_t n, std::uint64_t k, std::uint64_t r0,
+                        std::uint64_t r1, float* out) {
+  (void)n;
+  const auto u8 = [](const std::byte* p, std::uint64_t i) { return static_cast<std::uint8_t>(p[i]); };
+  switch (s) {
+    case QuantScheme::NVFP4A16:
+      nvfp4::decode_rows(d.payload + r0 * (k / 2), d.scale + r0 * (k / nvfp4::kGroupSize), d.global_scale, r1 - r0, k,
+                         out);
+      return;
+    case QuantScheme::MXFP4A16: {
+      const std::uint64_t sc = mxfp4::scale_cols(k);
+      for (std::uint64_t r = r0; r < r1; ++r)
+        for (std::uint64_t c = 0; c < k; ++c) {
+          const std::uint8_t b = u8(d.payload, r * (k / 2) + c / 2);
+          const std::uint8_t e = u8(d.scale, r * sc + c / mxfp4::kGroupSize);
+          const float scale = e == 0xFF ? std::nanf("") : std::ldexp(1.0f, static_cast<int>(e) - 127);
+          *out++ = nvfp4::fp4_to_float(c % 2 ? b >> 4 : b & 0x0F) * scale;
+        }
+      return;
+    }
+    case QuantScheme::FP8_DYNAMIC:
+    case QuantScheme::FP8_BLOCK: {
+      const bool block = s == QuantScheme::FP8_BLOCK;
+      const std::uint64_t bc = fp8::block_scale_cols(k);
+      for (std::uint64_t r = r0; r < r1; ++r)
+        for (std::uint64_t c = 0; c < k; ++c) {
+          const float scale =
+              scale_at(d.scale, d.scale_dtype, block ? (r / fp8::kBlock) * bc + c / fp8::kBlock : r);
+          *out++ = nvfp4::e4m3_to_float(u8(d.payload, r * k + c)) * scale;
+        }
+      return;
+    }
+    case QuantScheme::W4A16: {
+      const std::uint64_t words = w4a16::packed_cols(k), sc = w4a16::scale_cols(k);
+      for (std::uint64_t r = r0; r < r1; ++r)
+        for (std::uint64_t c = 0; c < k; ++c) {
+          std::uint32_t w;
+          std::memcpy(&w, d.payload + 4 * (r * words + c / w4a16::kValuesPerWord), 4);
+          const int q = static_cast<int>((w >> (4 * (c % w4a16::kValuesPerWord))) & 0xF) + w4a16::kQMin;
+          *out++ = static_cast<float>(q) * scale_at(d.scale, d.scale_dtype, r * sc + c / w4a16::kGroupSize);
+        }
+      return;
+    }
+  }
 }
 
 }  // namespace fp4forge

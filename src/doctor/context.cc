@@ -48,9 +48,11 @@ Status init_context(Context& ctx) {
       ctx.text_prefix = std::string(p);
       break;
     }
+  // Quantized: a quantization_config, or a scheme's tensors on disk (`weight_packed` of the 4-bit schemes,
+  // `weight_scale` of every scheme: FP8 keeps its payload in `weight`).
   ctx.quantized = find_quant_config(ctx.config) != nullptr;
   for (const auto& [name, meta] : ctx.tensors) {
-    if (name.size() > 14 && name.compare(name.size() - 14, 14, ".weight_packed") == 0) {
+    if (name.ends_with(".weight_packed") || name.ends_with(".weight_scale")) {
       ctx.quantized = true;
       break;
     }

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "checks.h"
+#include "fp4forge/util/strings.h"
 #include "fp4forge/doctor/json_edit.h"
 #include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"

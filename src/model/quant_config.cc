@@ -1,8 +1,10 @@
 #include "fp4forge/model/quant_config.h"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace fp4forge {
 namespace {
@@ -169,29 +171,7 @@ SchemeInfo detect_scheme(const ConfigGroup& g, std::string_view global_format) {
 }
 
 std::vector<std::string> nvfp4a16_mismatches(const ConfigGroup& g, std::string_view global_format) {
-  std::vector<std::string> out;
-  const std::string_view f = g.format.empty() ? global_format : std::string_view(g.format);
-  if (f != "nvfp4-pack-quantized")
-    out.push_back(fmt::format("format is \"{}\", expected \"nvfp4-pack-quantized\"", f));
-  if (!g.weights) {
-    out.push_back("weights is null, expected a 4-bit float tensor_group scheme");
-    return out;
-  }
-  const QuantArgs& w = *g.weights;
-  auto num = [](const std::optional<std::int64_t>& v) { return v ? fmt::format("{}", *v) : "absent"; };
-  if (w.num_bits != 4) out.push_back(fmt::format("weights.num_bits is {}, expected 4", num(w.num_bits)));
-  if (w.type != "float") out.push_back(fmt::format("weights.type is \"{}\", expected \"float\"", w.type));
-  if (w.strategy != "tensor_group")
-    out.push_back(fmt::format("weights.strategy is \"{}\", expected \"tensor_group\"", w.strategy));
-  if (w.group_size != 16)
-    out.push_back(fmt::format("weights.group_size is {}, expected 16", num(w.group_size)));
-  if (w.symmetric != true)
-    out.push_back(fmt::format("weights.symmetric is {}, expected true",
-                              w.symmetric ? (*w.symmetric ? "true" : "false") : "absent"));
-  if (g.input_activations)
-    out.push_back(fmt::format("input_activations is {}, expected null (weight-only A16)",
-                              describe_args(*g.input_activations)));
-  return out;
+  return scheme_mismatches(QuantScheme::NVFP4A16, g, global_format);
 }
 
 Result<QuantConfig> parse_quant_config(const nlohmann::ordered_json& qc, std::string_view key_path) {
@@ -335,6 +315,76 @@ nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::str
   return q;
 }
 
+
+Result<QuantScheme> quant_scheme_of(const ConfigGroup& g, std::string_view global_format) {
+  const std::string label = scheme_label(g, global_format);
+  std::string presets;
+  for (QuantScheme s : kQuantSchemes) {
+    if (label == quant_scheme_preset(s)) return s;
+    presets += (presets.empty() ? "" : ", ") + std::string(quant_scheme_preset(s));
+  }
+  return make_error(Errc::BAD_INPUT, "config group '{}' is {} ({}), not one of the schemes fp4forge writes ({})",
+                    g.name, label, detect_scheme(g, global_format).detail, presets);
+}
+
+namespace {
+
+std::string num_text(const std::optional<std::int64_t>& v) { return v ? fmt::format("{}", *v) : "absent"; }
+std::string bool_text(const std::optional<bool>& v) { return v ? (*v ? "true" : "false") : "absent"; }
+std::string dynamic_text(const std::string& d) { return d.empty() ? "false" : d; }  // CT's default: false
+
+/** The field-by-field comparison of one QuantizationArgs with the preset's (`prefix` "weights" or
+ * "input_activations"). */
+void args_mismatches(const QuantArgs& a, const QuantArgs& want, std::string_view prefix, std::vector<std::string>& out) {
+  if (a.num_bits != want.num_bits)
+    out.push_back(fmt::format("{}.num_bits is {}, expected {}", prefix, num_text(a.num_bits), num_text(want.num_bits)));
+  if (a.type != want.type) out.push_back(fmt::format("{}.type is \"{}\", expected \"{}\"", prefix, a.type, want.type));
+  if (a.strategy != want.strategy)
+    out.push_back(fmt::format("{}.strategy is \"{}\", expected \"{}\"", prefix, a.strategy, want.strategy));
+  if (a.group_size != want.group_size)
+    out.push_back(fmt::format("{}.group_size is {}, expected {}", prefix, num_text(a.group_size), num_text(want.group_size)));
+  if (!want.block_structure.empty() && a.block_structure != want.block_structure)
+    out.push_back(fmt::format("{}.block_structure is [{}], expected [{}]", prefix, fmt::join(a.block_structure, ", "),
+                              fmt::join(want.block_structure, ", ")));
+  if (a.symmetric != want.symmetric)
+    out.push_back(fmt::format("{}.symmetric is {}, expected {}", prefix, bool_text(a.symmetric), bool_text(want.symmetric)));
+  if (dynamic_text(a.dynamic) != dynamic_text(want.dynamic))
+    out.push_back(fmt::format("{}.dynamic is {}, expected {}", prefix, dynamic_text(a.dynamic), dynamic_text(want.dynamic)));
+}
+
+}  // namespace
+
+std::vector<std::string> scheme_mismatches(QuantScheme s, const ConfigGroup& g, std::string_view global_format) {
+  // What the preset is: the writer's own config, read back (one statement of each preset).
+  auto parsed = parse_quant_config(ct_quant_config(s, {}));
+  const ConfigGroup want = parsed.ok() && !parsed->groups.empty() ? parsed->groups.front() : ConfigGroup{};
+  std::vector<std::string> out;
+  const std::string_view f = g.format.empty() ? global_format : std::string_view(g.format);
+  if (f != quant_scheme_format(s))
+    out.push_back(fmt::format("format is \"{}\", expected \"{}\"", f, quant_scheme_format(s)));
+  if (!g.weights) {
+    out.push_back(fmt::format("weights is null, expected {}", describe_args(*want.weights)));
+    return out;
+  }
+  args_mismatches(*g.weights, *want.weights, "weights", out);
+  if (!want.input_activations) {
+    if (g.input_activations)
+      out.push_back(fmt::format("input_activations is {}, expected null (weight-only A16)",
+                                describe_args(*g.input_activations)));
+  } else if (!g.input_activations) {
+    out.push_back(fmt::format("input_activations is null, expected {} (dynamic activation quantization)",
+                              describe_args(*want.input_activations)));
+  } else {
+    args_mismatches(*g.input_activations, *want.input_activations, "input_activations", out);
+  }
+  return out;
+}
+
+std::string scheme_labels(const QuantConfig& qc) {
+  std::set<std::string> labels;
+  for (const ConfigGroup& g : qc.groups) labels.insert(scheme_label(g, qc.format));
+  return labels.empty() ? std::string("none") : fmt::format("{}", fmt::join(labels, "+"));
+}
 
 const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config, std::string* key_out) {
   if (!config.is_object()) return nullptr;

@@ -96,9 +96,18 @@ void add_item(DiffReport& r, std::string area, std::string key, std::string a, s
   r.items.push_back({std::move(area), std::move(key), std::move(a), std::move(b)});
 }
 
+std::string scheme_of(const QcView& v) {
+  if (!v.present) return "none";
+  if (!v.error.empty() && v.qc.groups.empty()) return "invalid";
+  return scheme_labels(v.qc);
+}
+
 void compare_qc(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {
   const QcView va = view_qc(a), vb = view_qc(b);
+  r.scheme_a = scheme_of(va);
+  r.scheme_b = scheme_of(vb);
   const std::string absent = "(absent)";
+  add_item(r, "quantization_config", "scheme", r.scheme_a, r.scheme_b);
   add_item(r, "quantization_config", "present", va.present ? "yes" : "no", vb.present ? "yes" : "no");
   if (!va.present && !vb.present) return;
   add_item(r, "quantization_config", "error", va.error.empty() ? absent : va.error, vb.error.empty() ? absent : vb.error);
@@ -278,6 +287,9 @@ nlohmann::ordered_json to_json(const DiffReport& r) {
                 {"b", class_json(r.class_b, r.family_b)},
                 {"mismatch", r.class_mismatch},
                 {"message", r.class_mismatch ? Json(r.class_message) : Json(nullptr)}};
+  j["scheme"] = {{"a", r.refused ? Json(nullptr) : Json(r.scheme_a)},
+                 {"b", r.refused ? Json(nullptr) : Json(r.scheme_b)},
+                 {"mismatch", !r.refused && r.scheme_mismatch()}};
   j["tensors"] = {{"a", r.tensors_a}, {"b", r.tensors_b}};
   Json fams = Json::array();
   std::size_t ndiff = 0;
@@ -315,6 +327,12 @@ std::string to_text(const DiffReport& r, bool all) {
     out += "result: REFUSED (architecture class mismatch)\n";
     return out;
   }
+  if (r.scheme_mismatch())
+    out += fmt::format("scheme: A {} · B {} — DIFFERENT SCHEMES: their quantized tensors differ by construction "
+                       "(names, dtypes, shapes); compare quantizations of one scheme\n",
+                       r.scheme_a, r.scheme_b);
+  else
+    out += fmt::format("scheme: {} on both sides\n", r.scheme_a);
   std::size_t ndiff = 0;
   for (const auto& f : r.families) ndiff += f.differs() ? 1 : 0;
   out += fmt::format("tensors: A {} · B {}; families: {} total, {} differ\n", r.tensors_a, r.tensors_b,

@@ -11,14 +11,18 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "fp4forge/codec/fp8.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
 #include "fp4forge/model/tensor_role.h"
 #include "fp4forge/verify/diff.h"
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/scheme_policy.h"
 #include "fp4forge/util/strings.h"
 #include "fp4forge/util/format.h"
 
@@ -105,19 +109,103 @@ class Sink {
 
 // ---- modules -------------------------------------------------------------------------------------
 
+/** Every module parameter verify looks at: what any scheme writes, the plain weight, and the other
+ * compressed-tensors parameters (extras unless the scheme writes them). */
+constexpr std::array<std::string_view, 6> kSchemeParams{"weight_packed", "weight_scale", "weight_global_scale",
+                                                        "weight", "input_global_scale", "weight_shape"};
+
 struct Module {
   std::string name;
-  const TensorRef* packed = nullptr;
-  const TensorRef* scale = nullptr;
-  const TensorRef* gs = nullptr;
-  const TensorRef* weight = nullptr;
-  const TensorRef* input_gs = nullptr;
-  std::vector<const TensorRef*> extras;  // other compressed-tensors parameters
+  std::map<std::string, const TensorRef*, std::less<>> params;  // by suffix: kSchemeParams and kExtraQuantParams
+  const TensorRef* payload = nullptr;   // the scheme's quantized values: weight_packed, or FP8's F8_E4M3 weight
+  const TensorRef* scale = nullptr;     // weight_scale
+  const TensorRef* gs = nullptr;        // weight_global_scale
+  const TensorRef* shape = nullptr;     // weight_shape
+  const TensorRef* weight = nullptr;    // a plain `weight` that is not the payload
+  const TensorRef* input_gs = nullptr;  // input_global_scale
+  std::vector<const TensorRef*> extras;  // parameters the scheme does not write
   std::uint64_t n = 0, k = 0;            // effective [N, K] of a quantized module
-  bool valid = false;                    // packed/scale/gs present with the right dtypes and shapes
+  bool valid = false;                    // every member present with the right dtype and shape
   TensorClass cls;
-  bool quantized() const noexcept { return packed != nullptr; }
+  bool quantized() const noexcept { return payload != nullptr; }
+  /** The tensors of a quantized module (every parameter but a plain weight). */
+  std::vector<const TensorRef*> members() const {
+    std::vector<const TensorRef*> out;
+    for (const auto& [suffix, t] : params)
+      if (t != weight) out.push_back(t);
+    return out;
+  }
+  const TensorRef* param(std::string_view suffix) const {
+    auto it = params.find(suffix);
+    return it == params.end() ? nullptr : it->second;
+  }
 };
+
+/** What a scheme writes per Linear, read off linear_tensors (codec/scheme.h) once. */
+struct Layout {
+  QuantScheme qs = QuantScheme::NVFP4A16;
+  std::string_view payload;             // "weight_packed" or "weight"
+  DType payload_dtype = DType::U8;
+  std::uint64_t per_payload_col = 1;    // K / columns of the payload
+  std::vector<std::string_view> suffixes;  // every tensor it writes, in save order
+  std::set<std::string_view> src_dtype;    // members stored in the weight's dtype (FP8, W4A16 scales)
+  bool weight_only = true;              // input_activations null (A16)
+  std::string word;                     // how messages name it: "NVFP4" (kept), else the preset
+
+  /** A tensor of `suffix` follows the source dtype: any of BF16 / F16 / F32 is right. */
+  bool follows_source(std::string_view suffix) const { return src_dtype.count(suffix) > 0; }
+  /** "weight_packed U8 [N, K/2], weight_scale F8_E4M3 [N, K/16], ..." */
+  std::string describe() const;
+};
+
+Layout layout_of(QuantScheme qs) {
+  Layout l;
+  l.qs = qs;
+  constexpr std::uint64_t P = 1u << 20;
+  const auto a = linear_tensors(qs, P, P, DType::BF16), b = linear_tensors(qs, P, P, DType::F32);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    l.suffixes.push_back(a[i].suffix);
+    if (a[i].dtype != b[i].dtype) l.src_dtype.insert(a[i].suffix);
+    if (a[i].part == LinearPart::PAYLOAD) {
+      l.payload = a[i].suffix;
+      l.payload_dtype = a[i].dtype;
+      l.per_payload_col = P / a[i].shape[1];
+    }
+  }
+  auto cfg = parse_quant_config(ct_quant_config(qs, {}));
+  l.weight_only = cfg.ok() && !cfg->groups.empty() && !cfg->groups.front().input_activations;
+  l.word = qs == QuantScheme::NVFP4A16 ? "NVFP4" : std::string(quant_scheme_preset(qs));
+  return l;
+}
+
+std::string Layout::describe() const {
+  // Symbolic shapes from linear_tensors at a few sizes: P (whole), 2P (which dimension follows N or K),
+  // P + 1 (rounded up or down).
+  constexpr std::uint64_t P = 1u << 20;
+  const auto base = linear_tensors(qs, P, P, DType::BF16);
+  const auto n2 = linear_tensors(qs, 2 * P, P, DType::BF16), k2 = linear_tensors(qs, P, 2 * P, DType::BF16);
+  const auto n1 = linear_tensors(qs, P + 1, P, DType::BF16), k1 = linear_tensors(qs, P, P + 1, DType::BF16);
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    std::vector<std::string> dims;
+    for (std::size_t j = 0; j < base[i].shape.size(); ++j) {
+      const std::uint64_t d = base[i].shape[j];
+      const bool on_n = n2[i].shape[j] != d, on_k = k2[i].shape[j] != d;
+      if (!on_n && !on_k) {
+        dims.push_back(fmt::format("{}", d));
+        continue;
+      }
+      const char* var = on_n ? "N" : "K";
+      const std::uint64_t x = P / d;
+      const bool ceil = (on_n ? n1 : k1)[i].shape[j] == d + 1 && x > 1;
+      dims.push_back(x == 1 ? std::string(var) : ceil ? fmt::format("ceil({}/{})", var, x) : fmt::format("{}/{}", var, x));
+    }
+    parts.push_back(fmt::format("{} {} [{}]", base[i].suffix,
+                                follows_source(base[i].suffix) ? "(weight dtype)" : dtype_name(base[i].dtype),
+                                fmt::join(dims, ", ")));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
 
 std::pair<std::string, std::string> split_name(std::string_view name) {
   const auto dot = name.rfind('.');
@@ -320,6 +408,7 @@ struct Structure {
   std::optional<QuantConfig> qc;
   std::optional<IgnoreMatcher> ignore;
   Scheme scheme = Scheme::UNKNOWN;
+  Layout layout = layout_of(QuantScheme::NVFP4A16);  // the scheme the tensors are checked against
   std::vector<FusedSet> sets;             // R1 + vLLM packed, over quantized and kept Linear-like modules
   std::set<std::string> kept_linear;      // unquantized modules with a 2-D float `weight`
 };
@@ -350,37 +439,74 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
     sink.add({"quant-config-unsupported", Severity::ERROR, "",
               fmt::format("{}.quant_method is \"{}\", expected \"compressed-tensors\"", key, c.quant_method),
               {}, key + ".quant_method", "compressed-tensors", c.quant_method,
-              "verify checks compressed-tensors NVFP4A16 checkpoints; convert ModelOpt exports first "
+              "verify checks compressed-tensors checkpoints; convert ModelOpt exports first "
               "(compressed-tensors ModelOptNvfp4Converter)"});
   }
   if (c.groups.empty()) {
     sink.add({"quant-config-invalid", Severity::ERROR, "",
               fmt::format("{}.config_groups is empty or absent: no module is declared quantized", key), {},
-              key + ".config_groups", "one NVFP4A16 group", "(none)", kHintRequant});
+              key + ".config_groups", "one config group", "(none)", kHintRequant});
   }
-  std::set<std::string> schemes;
+  std::string presets;
+  for (QuantScheme p : kQuantSchemes) presets += (presets.empty() ? "" : ", ") + std::string(quant_scheme_preset(p));
+  std::vector<QuantScheme> found;  // the preset of each group that names one, in file order
+  std::optional<QuantScheme> nearest;  // without one: the closest preset of the first group (tensors checked as it)
   for (const ConfigGroup& g : c.groups) {
     const SchemeInfo si = detect_scheme(g, c.format);
-    schemes.insert(scheme_label(g, c.format));
-    const auto mism = nvfp4a16_mismatches(g, c.format);
-    if (si.scheme == Scheme::NVFP4A16 && mism.empty()) continue;
+    const std::string label = scheme_label(g, c.format);
+    if (si.scheme == Scheme::NVFP4) s.scheme = Scheme::NVFP4;
     const std::string gkey = fmt::format("{}.config_groups.{}", key, g.name);
+    if (auto qs = quant_scheme_of(g, c.format); qs.ok()) {
+      if (std::find(found.begin(), found.end(), *qs) == found.end()) found.push_back(*qs);
+      const auto mism = scheme_mismatches(*qs, g, c.format);
+      if (mism.empty()) continue;
+      sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
+                fmt::format("{}: scheme is {} ({}), but not exactly the {} preset: {}", gkey, label, si.detail, label,
+                            fmt::join(mism, "; ")),
+                {}, gkey, fmt::format("the {} preset (docs/schemes.md)", label), fmt::format("{}", fmt::join(mism, "; ")),
+                "vLLM picks and builds its kernel from these fields; verify proves the presets as compressed-tensors "
+                "writes them"});
+      continue;
+    }
+    // Not a preset: name the closest one (fewest mismatching fields, same format first) and what differs.
+    std::optional<QuantScheme> best;
+    std::vector<std::string> best_mism;
+    for (QuantScheme p : kQuantSchemes) {
+      auto mm = scheme_mismatches(p, g, c.format);
+      if (!best || mm.size() < best_mism.size()) {
+        best = p;
+        best_mism = std::move(mm);
+      }
+    }
+    if (!nearest) nearest = best;
+    const std::string closest = fmt::format("as {}: {}", quant_scheme_preset(*best), fmt::join(best_mism, "; "));
     if (si.scheme == Scheme::UNKNOWN) {
       sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
-                fmt::format("{}: unknown quantization scheme ({}); not NVFP4A16: {}", gkey, si.detail,
-                            fmt::join(mism, "; ")),
-                {}, gkey, "NVFP4A16", "unknown", "verify does not guess schemes it cannot name"});
+                fmt::format("{}: unknown quantization scheme ({}); not one of the schemes verify proves ({}); {}",
+                            gkey, si.detail, presets, closest),
+                {}, gkey, presets, "unknown", "verify does not guess schemes it cannot name"});
     } else {
       sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
-                fmt::format("{}: scheme is {} ({}), not NVFP4A16: {}", gkey, scheme_label(g, c.format), si.detail,
-                            fmt::join(mism, "; ")),
-                {}, gkey, "NVFP4A16", scheme_label(g, c.format),
-                "verify proves NVFP4A16 (weight-only) checkpoints only"});
+                fmt::format("{}: scheme is {} ({}), not one of the schemes verify proves ({}); {}", gkey, label,
+                            si.detail, presets, closest),
+                {}, gkey, presets, label,
+                "verify proves the five weight presets fp4forge writes (docs/schemes.md); other schemes are named, "
+                "not proven"});
     }
   }
-  st.scheme = schemes.empty() ? "none" : fmt::format("{}", fmt::join(schemes, "+"));
-  if (schemes.size() == 1) s.scheme = *schemes.begin() == "NVFP4A16" ? Scheme::NVFP4A16 : Scheme::UNKNOWN;
-  if (schemes.count("NVFP4")) s.scheme = Scheme::NVFP4;
+  st.scheme = scheme_labels(c);
+  if (!found.empty()) s.layout = layout_of(found.front());
+  else if (nearest) s.layout = layout_of(*nearest);
+  if (found.size() > 1) {
+    std::vector<std::string_view> names;
+    for (QuantScheme p : found) names.push_back(quant_scheme_preset(p));
+    sink.add({"quant-config-unsupported", Severity::ERROR, "schemes",
+              fmt::format("{}.config_groups name {} schemes ({}): verify proves one scheme per checkpoint; the tensors "
+                          "are checked as {}",
+                          key, found.size(), fmt::join(names, ", "), names.front()),
+              {}, key + ".config_groups", "one scheme", fmt::format("{}", fmt::join(names, ", ")),
+              "a mixed-precision checkpoint: verify it with another tool, or quantize with one --scheme"});
+  }
   if (c.groups.size() > 1) {
     sink.add({"quant-config-multi-group", Severity::WARNING, "",
               fmt::format("{}.config_groups has {} groups; some loaders (TensorRT-LLM PyTorch backend) keep "
@@ -406,18 +532,14 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
 
 void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, Sink& sink, VerifyStats& st,
                      bool kv_cache_scheme) {
+  const Layout& L = s.layout;
+  const bool nvfp4 = L.qs == QuantScheme::NVFP4A16;
   for (const TensorRef& t : q.tensors()) {
     auto [mod, param] = split_name(t.name);
-    if (param == "weight_packed" || param == "weight_scale" || param == "weight_global_scale" ||
-        param == "weight" || param == "input_global_scale" || one_of(std::string_view(param), kExtraQuantParams)) {
+    if (one_of(std::string_view(param), kSchemeParams) || one_of(std::string_view(param), kExtraQuantParams)) {
       Module& m = s.modules[mod];
       m.name = mod;
-      if (param == "weight_packed") m.packed = &t;
-      else if (param == "weight_scale") m.scale = &t;
-      else if (param == "weight_global_scale") m.gs = &t;
-      else if (param == "weight") m.weight = &t;
-      else if (param == "input_global_scale") m.input_gs = &t;
-      else m.extras.push_back(&t);
+      m.params[param] = &t;
     } else if (one_of(std::string_view(param), kKvScales) && !kv_cache_scheme) {
       sink.add({"orphan-scale", Severity::WARNING, family_of(t.name),
                 fmt::format("'{}' is a KV-cache scale but quantization_config has no kv_cache_scheme", t.name),
@@ -425,89 +547,135 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
                 "a leaked calibration buffer; remove it or declare the KV-cache scheme"});
     }
   }
+  const std::set<std::string_view> written(L.suffixes.begin(), L.suffixes.end());
+  const std::string expected_layout = L.describe();
+  for (auto& [name, m] : s.modules) {
+    // The payload: weight_packed (4-bit schemes), or an F8_E4M3 `weight` (FP8).
+    if (const TensorRef* p = m.param(L.payload); p && (L.payload != "weight" || p->info->dtype == DType::F8_E4M3))
+      m.payload = p;
+    m.scale = m.param("weight_scale");
+    m.gs = m.param("weight_global_scale");
+    m.shape = m.param("weight_shape");
+    m.input_gs = m.param("input_global_scale");
+    if (const TensorRef* w = m.param("weight"); w && w != m.payload) m.weight = w;
+    for (const auto& [suffix, t] : m.params) {
+      if (t == m.weight || written.count(suffix)) continue;
+      if (suffix == "input_global_scale" && L.weight_only) continue;  // its own finding below
+      m.extras.push_back(t);
+    }
+  }
   for (auto& [name, m] : s.modules) {
     const std::string fam = family_of(name);
-    if (!m.packed) {
+    if (!m.payload) {
       std::vector<std::string> orphans;
-      if (m.scale) orphans.push_back(m.scale->name);
-      if (m.gs) orphans.push_back(m.gs->name);
-      if (m.input_gs) orphans.push_back(m.input_gs->name);
-      for (auto* e : m.extras) orphans.push_back(e->name);
+      for (const TensorRef* t : m.members()) orphans.push_back(t->name);
       if (!orphans.empty()) {
+        const std::string what =
+            nvfp4 ? std::string("a weight_packed: scale tensors of a module that is not NVFP4-quantized")
+                  : fmt::format("{}: scale tensors of a module that is not {}-quantized",
+                                L.payload == "weight" ? "an F8_E4M3 weight" : "a " + std::string(L.payload), L.word);
         sink.add({"orphan-scale", Severity::ERROR, fam,
-                  fmt::format("module '{}' has {} without a weight_packed: scale tensors of a module that is not "
-                              "NVFP4-quantized",
-                              name, fmt::join(orphans, ", ")),
-                  orphans, "", "weight_packed + weight_scale + weight_global_scale, or none",
-                  fmt::format("{}", fmt::join(orphans, ", ")),
-                  "leaked buffers or a different scheme (FP8 uses weight + weight_scale); vLLM fails with "
-                  "KeyError or loads garbage (F20)"});
+                  fmt::format("module '{}' has {} without {}", name, fmt::join(orphans, ", "), what), orphans, "",
+                  fmt::format("{}, or none", fmt::join(L.suffixes, " + ")), fmt::format("{}", fmt::join(orphans, ", ")),
+                  nvfp4 ? "leaked buffers or a different scheme (FP8 uses weight + weight_scale); vLLM fails with "
+                          "KeyError or loads garbage (F20)"
+                        : fmt::format("leaked buffers or a different scheme than {}; vLLM fails with KeyError or "
+                                      "loads garbage (F20)",
+                                      L.word)});
       }
       continue;
     }
     // A quantized module.
     ++st.quantized_modules;
     std::vector<std::string> problems;
-    const auto& ps = m.packed->info->shape;
+    const auto& ps = m.payload->info->shape;
     bool ok = true;
-    if (m.packed->info->dtype != DType::U8 || ps.size() != 2) {
-      problems.push_back(fmt::format("weight_packed is {} {}, expected U8 [N, K/2]",
-                                     dtype_name(m.packed->info->dtype), format_shape(ps)));
+    if (m.payload->info->dtype != L.payload_dtype || ps.size() != 2) {
+      problems.push_back(fmt::format("{} is {} {}, expected {} [N, {}]", L.payload, dtype_name(m.payload->info->dtype),
+                                     format_shape(ps), dtype_name(L.payload_dtype),
+                                     L.per_payload_col == 1 ? std::string("K") : fmt::format("K/{}", L.per_payload_col)));
       ok = false;
     } else {
       m.n = ps[0];
-      m.k = ps[1] * 2;
+      m.k = ps[1] * L.per_payload_col;
     }
-    if (!m.scale) {
-      problems.push_back("weight_scale is missing");
-      ok = false;
-    } else if (ok) {
-      const auto& ss = m.scale->info->shape;
-      const std::vector<std::uint64_t> want{m.n, m.k / 16};
-      if (m.scale->info->dtype != DType::F8_E4M3 || ss != want) {
-        problems.push_back(fmt::format("weight_scale is {} {}, expected F8_E4M3 {}", dtype_name(m.scale->info->dtype),
-                                       format_shape(ss), format_shape(want)));
+    // The other members, against linear_tensors for this [N, K] (scales in the weight's dtype: any source dtype).
+    const DType sdt = m.scale && nvfp4::is_source_dtype(m.scale->info->dtype) ? m.scale->info->dtype : DType::BF16;
+    for (const LinearTensorSpec& spec : linear_tensors(L.qs, m.n, m.k, sdt)) {
+      if (spec.part == LinearPart::PAYLOAD) continue;
+      const TensorRef* t = m.param(spec.suffix);
+      if (!t) {
+        problems.push_back(fmt::format("{} is missing", spec.suffix));
+        ok = false;
+        continue;
+      }
+      const bool fixed = spec.part == LinearPart::GLOBAL_SCALE || spec.part == LinearPart::SHAPE;
+      if (!ok && !fixed) continue;  // its shape follows the payload's
+      const bool src = L.follows_source(spec.suffix);
+      const bool dtype_ok = src ? nvfp4::is_source_dtype(t->info->dtype) : t->info->dtype == spec.dtype;
+      if (!dtype_ok || t->info->shape != spec.shape) {
+        problems.push_back(fmt::format("{} is {} {}, expected {} {}", spec.suffix, dtype_name(t->info->dtype),
+                                       format_shape(t->info->shape),
+                                       src ? std::string("BF16/F16/F32") : std::string(dtype_name(spec.dtype)),
+                                       format_shape(spec.shape)));
+        if (spec.part == LinearPart::SHAPE) continue;  // vLLM would read a wrong shape: below when readable
         ok = false;
       }
     }
-    if (!m.gs) {
-      problems.push_back("weight_global_scale is missing");
-      ok = false;
-    } else if (m.gs->info->dtype != DType::F32 || m.gs->info->shape != std::vector<std::uint64_t>{1}) {
-      problems.push_back(fmt::format("weight_global_scale is {} {}, expected F32 [1]",
-                                     dtype_name(m.gs->info->dtype), format_shape(m.gs->info->shape)));
-      ok = false;
-    }
     for (auto* e : m.extras) problems.push_back(fmt::format("extra member '{}'", split_name(e->name).second));
     if (!problems.empty()) {
-      std::vector<std::string> ts{m.packed->name};
-      if (m.scale) ts.push_back(m.scale->name);
-      if (m.gs) ts.push_back(m.gs->name);
+      std::vector<std::string> ts{m.payload->name};
+      for (const LinearTensorSpec& spec : linear_tensors(L.qs, 1, 1, DType::BF16))
+        if (const TensorRef* t = m.param(spec.suffix); t && t != m.payload) ts.push_back(t->name);
       for (auto* e : m.extras) ts.push_back(e->name);
       sink.add({"quantized-module-incomplete", Severity::ERROR, fam,
-                fmt::format("quantized module '{}': {}", name, fmt::join(problems, "; ")), ts, "",
-                "weight_packed U8 [N, K/2], weight_scale F8_E4M3 [N, K/16], weight_global_scale F32 [1]",
+                fmt::format("quantized module '{}': {}", name, fmt::join(problems, "; ")), ts, "", expected_layout,
                 fmt::format("{}", fmt::join(problems, "; ")),
                 "vLLM fails with KeyError or a size mismatch at load (F20); " + std::string(kHintRequant)});
     }
-    if (ok && m.k % 16 != 0) {
-      sink.add({"k-not-multiple-16", Severity::ERROR, fam,
-                fmt::format("quantized module '{}' has K = {} (in_features), not a multiple of 16", name, m.k),
-                {m.packed->name}, "", "K % 16 == 0", fmt::format("K = {}", m.k),
-                "NVFP4 groups are 16 columns; such a weight must stay unquantized and be listed in ignore"});
+    // weight_shape (W4A16): vLLM unpacks weight_packed to this shape.
+    if (ok && m.shape && written.count("weight_shape") && m.shape->info->dtype == DType::I64 &&
+        m.shape->info->shape == std::vector<std::uint64_t>{2}) {
+      std::array<std::int64_t, 2> dims{};
+      std::memcpy(dims.data(), q.data(*m.shape).data(), sizeof(dims));
+      if (dims[0] != static_cast<std::int64_t>(m.n) || dims[1] != static_cast<std::int64_t>(m.k)) {
+        sink.add({"weight-shape-mismatch", Severity::ERROR, fam,
+                  fmt::format("'{}' is [{}, {}], but {} {} holds a [{}, {}] weight", m.shape->name, dims[0], dims[1],
+                              m.payload->name, format_shape(ps), m.n, m.k),
+                  {m.shape->name, m.payload->name}, "", fmt::format("[{}, {}]", m.n, m.k),
+                  fmt::format("[{}, {}]", dims[0], dims[1]),
+                  "vLLM unpacks weight_packed to weight_shape: a size mismatch at load, or a scrambled weight; " +
+                      std::string(kHintRequant)});
+      }
+    }
+    const ShapeRule rule = shape_rule(L.qs);
+    if (ok && m.k % rule.k_multiple != 0) {
+      if (nvfp4) {
+        sink.add({"k-not-multiple-16", Severity::ERROR, fam,
+                  fmt::format("quantized module '{}' has K = {} (in_features), not a multiple of 16", name, m.k),
+                  {m.payload->name}, "", "K % 16 == 0", fmt::format("K = {}", m.k),
+                  "NVFP4 groups are 16 columns; such a weight must stay unquantized and be listed in ignore"});
+      } else {
+        sink.add({"k-not-multiple", Severity::ERROR, fam,
+                  fmt::format("quantized module '{}' has K = {} (in_features), not a multiple of {} as {} needs ({})",
+                              name, m.k, rule.k_multiple, L.word, rule.why),
+                  {m.payload->name}, "", fmt::format("K % {} == 0", rule.k_multiple), fmt::format("K = {}", m.k),
+                  "such a weight must stay unquantized and be listed in ignore (fp4forge quantize keeps it)"});
+      }
       ok = false;
     }
     m.valid = ok;
     if (m.weight) {
       sink.add({"leftover-weight", Severity::ERROR, fam,
-                fmt::format("quantized module '{}' still has a plain 'weight' beside weight_packed", name),
+                fmt::format("quantized module '{}' still has a plain 'weight' beside {}", name, L.payload),
                 {m.weight->name}, "", "no 'weight' tensor", fmt::format("{} {}", dtype_name(m.weight->info->dtype),
                                                                         format_shape(m.weight->info->shape)),
                 "the quantizer must drop the source weight; vLLM rejects the unexpected tensor"});
     }
-    if (m.input_gs && s.scheme != Scheme::NVFP4) {
+    if (m.input_gs && L.weight_only && s.scheme != Scheme::NVFP4) {
       sink.add({"input-global-scale-in-a16", Severity::ERROR, fam,
-                fmt::format("module '{}' has input_global_scale, but NVFP4A16 is weight-only", name),
+                fmt::format("module '{}' has input_global_scale, but {} is weight-only", name,
+                            quant_scheme_preset(L.qs)),
                 {m.input_gs->name}, "", "no input_global_scale (input_activations null)", "input_global_scale present",
                 "a W4A4 export labelled A16, or a leaked calibration buffer; vLLM's A16 path has no such parameter"});
     }
@@ -515,7 +683,7 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
   }
   // Kept Linear-like modules: a 2-D float `weight`, module not ending in "norm" (CT's built-in skip).
   for (auto& [name, m] : s.modules) {
-    if (m.packed || !m.weight) continue;
+    if (m.quantized() || !m.weight) continue;
     const auto& sh = m.weight->info->shape;
     if (sh.size() == 2 && is_float_dtype(m.weight->info->dtype) && !ends_with(name, "norm")) {
       s.kept_linear.insert(name);
@@ -525,26 +693,77 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
   st.kept_linear = s.kept_linear.size();
 }
 
-void check_policy(const Structure& s, Sink& sink) {
+/** shape_rule's N multiple (FP8_BLOCK: 128). vLLM refuses a merged layer (a fused set, or a routed expert's
+ * gate/up in FusedMoE) whose parts are not whole blocks, except the last part of a merged dense layer; a
+ * layer of its own is served as long as tensor parallelism does not split it, so that is a warning. */
+void check_n_rule(const Structure& s, Sink& sink) {
+  const ShapeRule rule = shape_rule(s.layout.qs);
+  if (rule.n_multiple <= 1) return;
+  std::map<std::string, const FusedSet*> set_of;
+  for (const FusedSet& set : s.sets)
+    for (const auto& mem : set.members) set_of[mem] = &set;
   for (const auto& [name, m] : s.modules) {
-    if (!m.packed) continue;
+    if (!m.quantized() || !m.valid || m.n % rule.n_multiple == 0) continue;
+    const auto it = set_of.find(name);
+    const bool merged_part = it != set_of.end() && it->second->members.back() != name;
+    const Role r = m.cls.base_role;
+    const bool expert_gate_up = m.cls.expert >= 0 && (r == Role::EXPERT_GATE || r == Role::EXPERT_UP);
+    const bool certain = merged_part || expert_gate_up;
+    sink.add({"n-not-multiple", certain ? Severity::ERROR : Severity::WARNING, family_of(name),
+              fmt::format("quantized module '{}' has N = {} (out_features), not a multiple of {} ({}){}", name, m.n,
+                          rule.n_multiple, rule.why,
+                          certain ? fmt::format(": vLLM refuses {} whose parts are not whole blocks",
+                                                expert_gate_up ? "FusedMoE gate/up weights" : "a merged layer")
+                                  : std::string(": vLLM serves it only while tensor parallelism does not split it")),
+              {m.payload->name}, "", fmt::format("N % {} == 0", rule.n_multiple), fmt::format("N = {}", m.n),
+              "fp4forge quantize keeps such weights unquantized and lists them in ignore"});
+  }
+}
+
+/** "an NVFP4 target", "an FP8_DYNAMIC target", "a W4A16 target". */
+std::string as_target(const Layout& L) {
+  const char c = L.word.empty() ? 'x' : L.word.front();
+  return fmt::format("{} {} target", c == 'F' || c == 'M' || c == 'N' ? "an" : "a", L.word);
+}
+/** How messages name the payload: "weight_packed", or "an F8_E4M3 weight with its weight_scale". */
+std::string payload_text(const Layout& L) {
+  return L.payload == "weight" ? std::string("an F8_E4M3 weight with its weight_scale") : std::string(L.payload);
+}
+
+void check_policy(const ModelInfo& info, const Structure& s, Sink& sink) {
+  const Layout& L = s.layout;
+  const bool nvfp4 = L.qs == QuantScheme::NVFP4A16;
+  for (const auto& [name, m] : s.modules) {
+    if (!m.quantized()) continue;
     const Role r = m.cls.role;
     const std::string fam = family_of(name);
     if (r == Role::ROUTER || m.cls.base_role == Role::ROUTER) {
       sink.add({"router-quantized", Severity::ERROR, fam,
                 fmt::format("router/gate '{}' is quantized: its logits become NaN behind green startup checks (F1)",
                             name),
-                {m.packed->name}, "", "router kept in bf16 and listed in ignore", "NVFP4",
+                {m.payload->name}, "", "router kept in bf16 and listed in ignore", L.word,
                 "vLLM builds routers with quant_config=None; re-quantize with routers kept (fp4forge never "
                 "quantizes them unless --force-quantize)"});
-    } else if (role_is_protected(r)) {
-      sink.add({"protected-quantized", Severity::ERROR, fam,
-                fmt::format("'{}' ({}) is quantized, but {} tensors must stay unquantized", name, role_name(r),
-                            role_name(r)),
-                {m.packed->name}, "", "unquantized (architectures.md §5.3)", "NVFP4",
-                "norms, embeddings, lm_head, towers, projectors, linear attention, conv1d and MTP break or "
-                "degrade when quantized to 4 bits (F6, F7)"});
+      continue;
     }
+    if (!role_is_protected(r)) continue;
+    // What the scheme may quantize is scheme_policy's (GatedDeltaNet projections at 8 bits).
+    const std::string leaf = split_name(name).second;
+    if (m.cls.text_stack && policy_quantizes(r, info.spec(), L.qs, leaf)) continue;
+    std::string why = nvfp4 ? std::string() : scheme_keep_reason(r, info.spec(), L.qs, leaf);
+    // A family outside the registry has no mixer rule: its linear attention at 8 bits cannot be judged.
+    const bool unsure = r == Role::LINEAR_ATTN && info.family == Family::UNKNOWN && weight_bits(L.qs) >= 8;
+    sink.add({"protected-quantized", unsure ? Severity::WARNING : Severity::ERROR, fam,
+              unsure ? fmt::format("'{}' ({}) is quantized as {}; the family is not in fp4forge's registry, so whether "
+                                   "its linear attention may be quantized at 8 bits could not be checked",
+                                   name, role_name(r), L.word)
+                     : fmt::format("'{}' ({}) is quantized, but {} tensors must stay unquantized{}", name, role_name(r),
+                                   role_name(r), nvfp4 ? std::string() : fmt::format(" under {}", L.word)),
+              {m.payload->name}, "", why.empty() ? "unquantized (architectures.md §5.3)" : why, L.word,
+              std::string("norms, embeddings, lm_head, towers, projectors, linear attention, conv1d and MTP break or "
+                          "degrade when quantized to 4 bits (F6, F7)") +
+                  (nvfp4 ? "" : "; at 8 bits only a registered family's GatedDeltaNet projections may be quantized "
+                                "(docs/schemes.md)")});
   }
 }
 
@@ -557,38 +776,45 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
     const Module& m = s.modules.at(name);
     sink.add({"ignore-missing", Severity::ERROR, family_of(name),
               fmt::format("'{}' is an unquantized 2-D weight {} but no ignore entry matches it: vLLM treats it as "
-                          "an NVFP4 target and expects weight_packed",
-                          name, format_shape(m.weight->info->shape)),
+                          "{} target and expects {}",
+                          name, format_shape(m.weight->info->shape), as_target(s.layout), payload_text(s.layout)),
               {m.weight->name}, "quantization_config.ignore", "an ignore entry for the module", "(not matched)",
               "list every unquantized Linear-like module in ignore, routers included (F3, F7, F22)"});
   }
-  // Fused 3-D experts left unquantized must be ignored too (their module is `<prefix>.experts`).
+  // Fused 3-D experts left unquantized must be ignored too: their module is the FusedMoE block key
+  // (`<prefix>.experts`, model/experts.h: also Granite's `input_linear` / `output_linear`).
   std::set<std::string> expert_blocks;
-  for (const TensorRef& t : q.tensors()) {
-    if (t.info->shape.size() != 3) continue;
-    auto [mod, param] = split_name(t.name);
-    if ((param == "gate_up_proj" || param == "down_proj") && ends_with(mod, ".experts")) expert_blocks.insert(mod);
+  std::map<std::string, std::vector<std::string>> block_tensors;
+  {
+    std::vector<NamedShape> named;
+    for (const TensorRef& t : q.tensors()) named.push_back({t.name, t.info->shape});
+    for (const ExpertBlock& b : find_expert_blocks(named, info)) {
+      if (b.storage != ExpertStorage::FUSED) continue;
+      expert_blocks.insert(b.key);
+      for (const std::string* t : {&b.gate_up, &b.down})
+        if (!t->empty()) block_tensors[b.key].push_back(*t);
+    }
   }
   for (const auto& blk : expert_blocks) {
     if (ig.matches(blk)) continue;
     sink.add({"ignore-missing", Severity::ERROR, family_of(blk) + " (fused 3-D)",
               fmt::format("fused 3-D experts '{}' are unquantized and not ignored: vLLM's compressed-tensors MoE "
-                          "path expects per-expert weight_packed (F4)",
-                          blk),
-              {blk + ".gate_up_proj", blk + ".down_proj"}, "quantization_config.ignore",
+                          "path expects per-expert {} (F4)",
+                          blk, payload_text(s.layout)),
+              block_tensors[blk], "quantization_config.ignore",
               "experts split per expert and quantized (R3), or the block ignored", "(fused, unquantized)",
               "re-quantize with fp4forge, which splits fused experts per expert"});
   }
   // Quantized modules that ignore matches.
   for (const auto& [name, m] : s.modules) {
-    if (!m.packed) continue;
+    if (!m.quantized()) continue;
     const long i = ig.first_match(name);
     if (i < 0) continue;
     sink.add({"quantized-but-ignored", Severity::ERROR, family_of(name),
               fmt::format("'{}' is quantized but ignore entry \"{}\" matches it: vLLM builds it unquantized and "
-                          "cannot load weight_packed",
-                          name, ig.entry(static_cast<std::size_t>(i))),
-              {m.packed->name}, "quantization_config.ignore", "no ignore entry for a quantized module",
+                          "cannot load {}",
+                          name, ig.entry(static_cast<std::size_t>(i)), payload_text(s.layout)),
+              {m.payload->name}, "quantization_config.ignore", "no ignore entry for a quantized module",
               ig.entry(static_cast<std::size_t>(i)), "remove the entry or keep the module unquantized"});
   }
   // Entries that match nothing on disk.
@@ -620,13 +846,13 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
 void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, Sink& sink, VerifyStats& st) {
   std::set<std::string> wm;
   for (const auto& [name, m] : s.modules)
-    if (m.packed || s.kept_linear.count(name)) wm.insert(name);
+    if (m.quantized() || s.kept_linear.count(name)) wm.insert(name);
   std::vector<std::string> wmv(wm.begin(), wm.end());
   s.sets = fused_sets(wmv, info);
   st.fused_sets = s.sets.size();
   for (const FusedSet& set : s.sets) {
     std::vector<std::string> quant, kept;
-    for (const auto& mem : set.members) (s.modules.at(mem).packed ? quant : kept).push_back(mem);
+    for (const auto& mem : set.members) (s.modules.at(mem).quantized() ? quant : kept).push_back(mem);
     const std::string fam = family_of(set.parent) + " {" + set.kind + "}";
     if (!quant.empty() && !kept.empty()) {
       sink.add({"fused-set-partial", Severity::ERROR, fam,
@@ -645,8 +871,8 @@ void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, 
         continue;
       }
     }
-    if (quant.size() != set.members.size()) continue;
-    // Every member quantized: bit-identical global scales.
+    if (quant.size() != set.members.size() || !has_global_scale(s.layout.qs)) continue;
+    // Every member quantized: bit-identical global scales (NVFP4: one per fused layer in vLLM).
     std::vector<std::pair<std::string, float>> gs;
     bool readable = true;
     for (const auto& mem : set.members) {
@@ -683,11 +909,11 @@ void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, 
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> blocks;  // parent -> (quantized, kept)
   for (const auto& [name, m] : s.modules) {
     if (m.cls.expert < 0) continue;
-    if (!m.packed && !s.kept_linear.count(name)) continue;
+    if (!m.quantized() && !s.kept_linear.count(name)) continue;
     const auto pos = name.find(".experts.");
     if (pos == std::string::npos) continue;
     auto& b = blocks[name.substr(0, pos + 8)];
-    (m.packed ? b.first : b.second)++;
+    (m.quantized() ? b.first : b.second)++;
   }
   for (const auto& [blk, c] : blocks) {
     if (c.first == 0 || c.second == 0) continue;
@@ -698,43 +924,150 @@ void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, 
   }
 }
 
+/** NaN/Inf, zero and negative elements of a BF16/F16/F32 scale tensor, with the first index of each. */
+struct ScaleScan {
+  std::uint64_t nonfinite = 0, zero = 0, negative = 0, first = 0, bad = 0;
+};
+ScaleScan scan_scales(std::span<const std::byte> d, DType t) {
+  ScaleScan r;
+  const std::uint64_t es = dtype_bits(t) / 8, cnt = d.size() / es;
+  for (std::uint64_t i = 0; i < cnt; ++i) {
+    const double v = load_elem(d.data(), t, i);
+    if (!std::isfinite(v)) ++r.nonfinite;
+    else if (v == 0.0) ++r.zero;
+    else if (v < 0.0) ++r.negative;
+    else continue;
+    if (r.bad++ == 0) r.first = i;
+  }
+  return r;
+}
+
+/** E4M3 weight_scale bytes of NVFP4A16 (as before the other schemes existed). */
+void check_nvfp4_scales(const Checkpoint& q, const Module& m, const std::string& fam, Sink& sink, VerifyStats& st) {
+  auto d = q.data(*m.scale);
+  std::uint64_t nan = 0, neg = 0, first_nan = 0, first_neg = 0;
+  for (std::uint64_t i = 0; i < d.size(); ++i) {
+    const auto b = static_cast<std::uint8_t>(d[i]);
+    if ((b & 0x7F) == 0x7F) {
+      if (nan++ == 0) first_nan = i;
+    } else if ((b & 0x80) && (b & 0x7F)) {
+      if (neg++ == 0) first_neg = i;
+    }
+  }
+  st.scale_bytes_scanned += d.size();
+  q.shards()[m.scale->shard].release(*m.scale->info);
+  if (nan) {
+    sink.add({"scale-nan-byte", Severity::ERROR, fam,
+              fmt::format("'{}' has {} E4M3 NaN byte(s) (0x7F/0xFF), first at {}", m.scale->name, nan,
+                          index_str(m.scale->info->shape, first_nan)),
+              {m.scale->name}, "", "no 0x7F / 0xFF scale byte", fmt::format("{} NaN bytes", nan),
+              "an unsaturated cast of a zero or huge group amax (F16); every weight in those groups decodes "
+              "to NaN"});
+  }
+  if (neg) {
+    sink.add({"scale-negative", Severity::ERROR, fam,
+              fmt::format("'{}' has {} negative E4M3 scale byte(s), first at {}", m.scale->name, neg,
+                          index_str(m.scale->info->shape, first_neg)),
+              {m.scale->name}, "", "scales >= 0", fmt::format("{} negative", neg),
+              "vLLM's Marlin path converts scales assuming they are non-negative"});
+  }
+}
+
+/** MXFP4A16's E8M0 weight_scale bytes: 0xFF is NaN; 253 and 254 are above anything a finite weight gives. */
+void check_e8m0_scales(const Checkpoint& q, const Module& m, const std::string& fam, Sink& sink, VerifyStats& st) {
+  auto d = q.data(*m.scale);
+  std::uint64_t nan = 0, high = 0, first_nan = 0, first_high = 0;
+  for (std::uint64_t i = 0; i < d.size(); ++i) {
+    const auto b = static_cast<std::uint8_t>(d[i]);
+    if (b == 0xFF) {
+      if (nan++ == 0) first_nan = i;
+    } else if (b >= 253) {
+      if (high++ == 0) first_high = i;
+    }
+  }
+  st.scale_bytes_scanned += d.size();
+  q.shards()[m.scale->shard].release(*m.scale->info);
+  if (nan) {
+    sink.add({"scale-nan-byte", Severity::ERROR, fam,
+              fmt::format("'{}' has {} E8M0 NaN byte(s) (0xFF), first at {}", m.scale->name, nan,
+                          index_str(m.scale->info->shape, first_nan)),
+              {m.scale->name}, "", "no 0xFF scale byte", fmt::format("{} NaN bytes", nan),
+              "every weight of those 32-column groups decodes to NaN; upstream never writes 0xFF for finite weights"});
+  }
+  if (high) {
+    sink.add({"scale-out-of-range", Severity::WARNING, fam,
+              fmt::format("'{}' has {} E8M0 scale byte(s) of 253 or 254 (scale >= 2^126), first at {}", m.scale->name,
+                          high, index_str(m.scale->info->shape, first_high)),
+              {m.scale->name}, "", "scale bytes <= 252 (the largest a finite weight gives)",
+              fmt::format("{} bytes >= 253", high),
+              "values of magnitude >= 2 (254) or >= 4 (253) in those groups dequantize to +-inf; a corrupt byte or "
+              "a quantizer other than compressed-tensors"});
+  }
+}
+
+/** A weight_scale in the weight's dtype (FP8, W4A16): finite and > 0 (upstream writes eps for a zero group). */
+void check_float_scales(const Checkpoint& q, const Module& m, const std::string& fam, Sink& sink, VerifyStats& st) {
+  if (!nvfp4::is_source_dtype(m.scale->info->dtype)) return;  // quantized-module-incomplete already
+  auto d = q.data(*m.scale);
+  const ScaleScan r = scan_scales(d, m.scale->info->dtype);
+  st.scale_bytes_scanned += d.size();
+  q.shards()[m.scale->shard].release(*m.scale->info);
+  if (r.bad == 0) return;
+  std::vector<std::string> what;
+  if (r.nonfinite) what.push_back(fmt::format("{} NaN/Inf", r.nonfinite));
+  if (r.zero) what.push_back(fmt::format("{} zero", r.zero));
+  if (r.negative) what.push_back(fmt::format("{} negative", r.negative));
+  sink.add({"scale-invalid", Severity::ERROR, fam,
+            fmt::format("'{}' ({}) has {} scale(s) that are not finite and > 0 ({}), first at {}", m.scale->name,
+                        dtype_name(m.scale->info->dtype), r.bad, fmt::join(what, ", "),
+                        index_str(m.scale->info->shape, r.first)),
+            {m.scale->name}, "", "finite scales > 0", fmt::format("{}", fmt::join(what, ", ")),
+            "a corrupt scale: its row, block or group dequantizes to NaN/Inf, zero or flipped values (compressed-tensors "
+            "replaces a zero scale by eps, and never writes a negative one)"});
+}
+
+/** FP8 weight codes: 0x7F / 0xFF are NaN in float8_e4m3fn (upstream clamps to +-448 first, so never). */
+void check_fp8_codes(const Checkpoint& q, const Module& m, const std::string& fam, Sink& sink, VerifyStats& st) {
+  if (m.payload->info->dtype != DType::F8_E4M3) return;
+  auto d = q.data(*m.payload);
+  std::uint64_t nan = 0, first = 0;
+  for (std::uint64_t i = 0; i < d.size(); ++i)
+    if ((static_cast<std::uint8_t>(d[i]) & 0x7F) == 0x7F && nan++ == 0) first = i;
+  st.payload_bytes_scanned += d.size();
+  q.shards()[m.payload->shard].release(*m.payload->info);
+  if (nan == 0) return;
+  sink.add({"weight-nan-code", Severity::ERROR, fam,
+            fmt::format("'{}' has {} float8_e4m3fn NaN code(s) (0x7F/0xFF), first at {}", m.payload->name, nan,
+                        index_str(m.payload->info->shape, first)),
+            {m.payload->name}, "", "no 0x7F / 0xFF weight byte", fmt::format("{} NaN codes", nan),
+            "an unclamped cast (compressed-tensors clamps to +-448, so a NaN code never comes from finite weights) or "
+            "a corrupt byte; those weights are NaN in every matmul"});
+}
+
 void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifyStats& st) {
+  const QuantScheme qs = s.layout.qs;
   std::set<const TensorRef*> quant_tensors;
   for (const auto& [name, m] : s.modules) {
-    if (!m.packed) continue;
-    for (const TensorRef* t : {m.packed, m.scale, m.gs, m.input_gs})
-      if (t) quant_tensors.insert(t);
-    for (auto* e : m.extras) quant_tensors.insert(e);
+    if (!m.quantized()) continue;
+    for (const TensorRef* t : m.members()) quant_tensors.insert(t);
     const std::string fam = family_of(name);
-    if (m.scale && m.scale->info->dtype == DType::F8_E4M3) {
-      auto d = q.data(*m.scale);
-      std::uint64_t nan = 0, neg = 0, first_nan = 0, first_neg = 0;
-      for (std::uint64_t i = 0; i < d.size(); ++i) {
-        const auto b = static_cast<std::uint8_t>(d[i]);
-        if ((b & 0x7F) == 0x7F) {
-          if (nan++ == 0) first_nan = i;
-        } else if ((b & 0x80) && (b & 0x7F)) {
-          if (neg++ == 0) first_neg = i;
-        }
-      }
-      st.scale_bytes_scanned += d.size();
-      q.shards()[m.scale->shard].release(*m.scale->info);
-      if (nan) {
-        sink.add({"scale-nan-byte", Severity::ERROR, fam,
-                  fmt::format("'{}' has {} E4M3 NaN byte(s) (0x7F/0xFF), first at {}", m.scale->name, nan,
-                              index_str(m.scale->info->shape, first_nan)),
-                  {m.scale->name}, "", "no 0x7F / 0xFF scale byte", fmt::format("{} NaN bytes", nan),
-                  "an unsaturated cast of a zero or huge group amax (F16); every weight in those groups decodes "
-                  "to NaN"});
-      }
-      if (neg) {
-        sink.add({"scale-negative", Severity::ERROR, fam,
-                  fmt::format("'{}' has {} negative E4M3 scale byte(s), first at {}", m.scale->name, neg,
-                              index_str(m.scale->info->shape, first_neg)),
-                  {m.scale->name}, "", "scales >= 0", fmt::format("{} negative", neg),
-                  "vLLM's Marlin path converts scales assuming they are non-negative"});
-      }
+    switch (qs) {
+      case QuantScheme::NVFP4A16:
+        if (m.scale && m.scale->info->dtype == DType::F8_E4M3) check_nvfp4_scales(q, m, fam, sink, st);
+        break;
+      case QuantScheme::MXFP4A16:
+        if (m.scale && m.scale->info->dtype == DType::U8) check_e8m0_scales(q, m, fam, sink, st);
+        break;
+      case QuantScheme::FP8_DYNAMIC:
+      case QuantScheme::FP8_BLOCK:
+        check_fp8_codes(q, m, fam, sink, st);
+        if (m.scale) check_float_scales(q, m, fam, sink, st);
+        break;
+      case QuantScheme::W4A16:
+        if (m.scale) check_float_scales(q, m, fam, sink, st);
+        break;
     }
+    if (!has_global_scale(qs)) continue;
     if (auto g = read_f32_scalar(q, m.gs); g && (!std::isfinite(*g) || !(*g > 0.0f))) {
       sink.add({"global-scale-invalid", Severity::ERROR, fam,
                 fmt::format("'{}' is {}, expected a finite value > 0", m.gs->name, *g), {m.gs->name}, "",
@@ -818,15 +1151,15 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
               fmt::format("{}", fmt::join(issues, "; ")),
               "vLLM's FusedMoE loader needs every expert (F5)"});
   }
-  // Shapes of attention / MLP / expert weights (quantized: [N, K] from weight_packed).
+  // Shapes of attention / MLP / expert weights (quantized: [N, K] from the payload).
   for (const auto& [name, m] : s.modules) {
-    if (!(m.packed ? m.valid : s.kept_linear.count(name) > 0)) continue;
+    if (!(m.quantized() ? m.valid : s.kept_linear.count(name) > 0)) continue;
     const TensorClass& c = m.cls;
     if (!(c.text_stack || c.role == Role::MTP) || !is_attention_or_mlp(c.base_role)) continue;
     const auto want = geo.expect(c.base_role, c);
     if (!want) continue;
     std::uint64_t rows = m.n, cols = m.k;
-    if (!m.packed) {
+    if (!m.quantized()) {
       rows = m.weight->info->shape[0];
       cols = m.weight->info->shape[1];
     }
@@ -837,7 +1170,7 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
               fmt::format("'{}' ({}{}) is [{}, {}], config implies [{}, {}]", name, role_name(c.base_role),
                           c.layer_type.empty() ? std::string() : ", " + c.layer_type, rows, cols, want->first,
                           want->second),
-              {m.packed ? m.packed->name : m.weight->name}, "config.json text geometry",
+              {m.quantized() ? m.payload->name : m.weight->name}, "config.json text geometry",
               fmt::format("[{}, {}]", want->first, want->second), fmt::format("[{}, {}]", rows, cols),
               "config and tensors disagree (architectures.md §3.1); vLLM fails with a size mismatch"});
   }
@@ -915,6 +1248,141 @@ struct Member {
   bool ok = false;
 };
 
+/** Differences between one stored member and its re-encoding, over the chunks compared so far. */
+struct MemberDiff {
+  std::string what;              // a dtype/shape difference (the bytes were not compared)
+  std::uint64_t elements = 0;    // differing elements
+  std::uint64_t first = 0;       // flat index of the first
+};
+
+/**
+ * A module of MXFP4A16, FP8_DYNAMIC, FP8_BLOCK or W4A16 against its source: re-encoded whole by the
+ * scheme's reference encoder (encode_linear, in chunks of whole 128-row blocks) and compared byte for byte,
+ * every member; dequantized (decode_linear_rows) and its relative RMS error compared with the re-encoding's.
+ * A byte difference is a warning (a GPU run or another quantizer differs too, docs/schemes.md); an error
+ * far above the reference's is error-outlier. nullopt when the source cannot be encoded.
+ */
+std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& L, const Module& m,
+                                             const SourceView& src, const VerifyOptions& opts, Sink& sink,
+                                             VerifyStats& st) {
+  const std::uint64_t n = m.n, k = m.k;
+  const DType dt = src.dtype;
+  const std::size_t es = elem_size(dt);
+  const auto specs = linear_tensors(L.qs, n, k, dt);
+  // The stored tensor of each part (weight_shape was compared with [N, K] by the structural pass).
+  std::vector<const TensorRef*> stored(specs.size(), nullptr);
+  std::vector<MemberDiff> diffs(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].part == LinearPart::SHAPE) continue;
+    stored[i] = m.param(specs[i].suffix);
+    if (stored[i] && (stored[i]->info->dtype != specs[i].dtype || stored[i]->info->shape != specs[i].shape))
+      diffs[i].what = fmt::format("{} {} where the encoding of the {} source is {} {}", dtype_name(stored[i]->info->dtype),
+                                  format_shape(stored[i]->info->shape), dtype_name(dt), dtype_name(specs[i].dtype),
+                                  format_shape(specs[i].shape));
+  }
+  const TensorRef* scale_t = m.scale;
+  LinearData have{q.data(*m.payload).data(), q.data(*scale_t).data(), scale_t->info->dtype, 1.0f};
+  std::vector<char> row_bad(n, 0);
+  const std::uint64_t block = fp8::kBlock;
+  const std::uint64_t chunk = ((std::max<std::uint64_t>(1, (1u << 20) / std::max<std::uint64_t>(k, 1)) + block - 1) / block) * block;
+  std::vector<float> deq, ref;
+  double err2 = 0, ref2 = 0, src2 = 0;
+  for (std::uint64_t r0 = 0; r0 < n; r0 += chunk) {
+    const std::uint64_t r1 = std::min(n, r0 + chunk), rows = r1 - r0;
+    const nvfp4::WeightView v{src.data + r0 * k * es, dt, rows, k};
+    auto enc = encode_linear(L.qs, v, m.name);
+    if (!enc.ok()) return std::nullopt;  // refused sources (NaN/Inf) were reported by the amax pass
+    const auto before = linear_tensors(L.qs, r0, k, dt);  // what rows [0, r0) take of each member
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (!stored[i] || !diffs[i].what.empty()) continue;
+      const EncodedTensor& e = (*enc)[i];
+      const std::size_t tes = dtype_bits(e.dtype) / 8;
+      const std::uint64_t off = before[i].bytes();
+      const std::byte* have_bytes = q.data(*stored[i]).data() + off;
+      if (std::memcmp(have_bytes, e.bytes.data(), e.bytes.size()) == 0) continue;
+      const bool per_row = !e.shape.empty() && e.shape[0] == rows;
+      const std::uint64_t row_elems = e.shape.size() == 2 ? e.shape[1] : 1;
+      for (std::uint64_t j = 0; j < e.bytes.size() / tes; ++j) {
+        if (std::memcmp(have_bytes + j * tes, e.bytes.data() + j * tes, tes) == 0) continue;
+        if (diffs[i].elements++ == 0) diffs[i].first = off / tes + j;
+        const std::uint64_t unit = j / row_elems;
+        if (per_row) {
+          row_bad[r0 + unit] = 1;
+        } else {  // a 128 x 128 block scale: every row of its block
+          for (std::uint64_t r = r0 + unit * block; r < std::min(r1, r0 + (unit + 1) * block); ++r) row_bad[r] = 1;
+        }
+      }
+    }
+    // Errors against the source: the stored tensors and the re-encoding, dequantized alike.
+    deq.resize(rows * k);
+    ref.resize(rows * k);
+    decode_linear_rows(L.qs, have, n, k, r0, r1, deq.data());
+    const LinearData mine{(*enc)[0].bytes.data(), (*enc)[1].bytes.data(), (*enc)[1].dtype, 1.0f};
+    decode_linear_rows(L.qs, mine, rows, k, 0, rows, ref.data());
+    for (std::uint64_t i = 0; i < rows * k; ++i) {
+      const double w = load_elem(src.data, dt, r0 * k + i);
+      const double dq = deq[i], rf = ref[i];
+      err2 += (dq - w) * (dq - w);
+      ref2 += (rf - w) * (rf - w);
+      src2 += w * w;
+    }
+  }
+  auto rel = [&](double e2) {
+    if (src2 > 0) return std::sqrt(e2 / src2);
+    return e2 > 0 || std::isnan(e2) ? std::numeric_limits<double>::infinity() : 0.0;
+  };
+  TensorError te;
+  te.module = m.name;
+  te.source = src.label;
+  te.rows = n;
+  te.cols = k;
+  te.rel_rms = rel(err2);
+  te.ref_rel_rms = rel(ref2);
+  if (std::isnan(te.rel_rms)) te.rel_rms = std::numeric_limits<double>::infinity();  // NaN codes or scales
+  te.global_scale = std::numeric_limits<float>::quiet_NaN();
+  te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
+  st.reencoded_rows += n;
+  std::vector<std::string> details;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (!diffs[i].what.empty()) {
+      details.push_back(fmt::format("{} is {}", specs[i].suffix, diffs[i].what));
+      std::fill(row_bad.begin(), row_bad.end(), 1);
+    } else if (diffs[i].elements) {
+      std::uint64_t total = 1;
+      for (auto d : specs[i].shape) total *= d;
+      details.push_back(fmt::format("{}: {} of {} elements differ, first at {}", specs[i].suffix, diffs[i].elements,
+                                    total, index_str(specs[i].shape, diffs[i].first)));
+    }
+  }
+  if (!details.empty()) {
+    const auto bad = static_cast<std::uint64_t>(std::count(row_bad.begin(), row_bad.end(), 1));
+    st.reencode_mismatched_rows += bad;
+    std::vector<std::string> ts;
+    for (const TensorRef* t : stored)
+      if (t) ts.push_back(t->name);
+    sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
+              fmt::format("'{}': {} of {} rows differ from the {} reference encoding of the source ({})", m.name, bad,
+                          n, L.word, fmt::join(details, "; ")),
+              ts, "", fmt::format("byte-identical to compressed-tensors 0.18's {} (docs/schemes.md)", L.word),
+              fmt::format("{}", fmt::join(details, "; ")),
+              "another quantizer (GPTQ, an MSE observer), an upstream GPU run of an F16/F32 source (docs/schemes.md, "
+              "'CPU and GPU differ upstream'), or corrupted bytes; error-outlier tells whether the values are far off"});
+  }
+  const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
+  if (!(te.rel_rms <= limit)) {
+    std::vector<std::string> ts;
+    for (const TensorRef* t : stored)
+      if (t) ts.push_back(t->name);
+    sink.add({"error-outlier", Severity::ERROR, family_of(m.name),
+              fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference {} encoding of the same source "
+                          "gives {:.4g} (limit {:.4g})",
+                          m.name, te.rel_rms, L.word, te.ref_rel_rms, limit),
+              ts, "", fmt::format("<= {:.4g}", limit), fmt::format("{:.4g}", te.rel_rms),
+              "corrupt scales or codes, or a tensor quantized from other data"});
+  }
+  return te;
+}
+
 void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo& info, const Structure& s,
                      const VerifyOptions& opts, Sink& sink, VerifyStats& st) {
   st.against = true;
@@ -927,20 +1395,18 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
     std::vector<const Module*> ms;
     for (const auto& mem : set.members) {
       const Module& m = s.modules.at(mem);
-      if (m.packed && m.valid && !in_set.count(mem)) ms.push_back(&m);
+      if (m.quantized() && m.valid && !in_set.count(mem)) ms.push_back(&m);
     }
     if (ms.size() != set.members.size()) continue;
     for (auto* m : ms) in_set.insert(m->name);
     work.push_back(std::move(ms));
   }
   for (const auto& [name, m] : s.modules)
-    if (m.packed && m.valid && !in_set.count(name)) work.push_back({&m});
+    if (m.quantized() && m.valid && !in_set.count(name)) work.push_back({&m});
   // Invalid quantized modules: their tensors are accounted for, not compared.
   for (const auto& [name, m] : s.modules) {
-    if (!m.packed) continue;
-    for (const TensorRef* t : {m.packed, m.scale, m.gs, m.input_gs})
-      if (t) q_used.insert(t);
-    for (auto* e : m.extras) q_used.insert(e);
+    if (!m.quantized()) continue;
+    for (const TensorRef* t : m.members()) q_used.insert(t);
   }
   // Resolve sources first so fused 3-D sources can be released when their last slice is done.
   struct Job {
@@ -961,14 +1427,14 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
       auto err = resolve_source(src, src_blocks, m->name, m->n, m->k, mem.src, undecided);
       if (err && undecided) {
         sink.add({"source-layout-undecided", Severity::WARNING, family_of(m->name) + " source",
-                  fmt::format("could not compare '{}' with its source: {}", m->name, *err), {m->packed->name}, "",
+                  fmt::format("could not compare '{}' with its source: {}", m->name, *err), {m->payload->name}, "",
                   "a decidable fused-expert layout", *err, "pass --expert-orientation to verify"});
         continue;
       }
       if (err) {
         sink.add({"extra-tensor", Severity::ERROR, family_of(m->name) + " source",
                   fmt::format("quantized module '{}' has no matching source weight: {}", m->name, *err),
-                  {m->packed->name}, "", "a source weight of the same shape", *err,
+                  {m->payload->name}, "", "a source weight of the same shape", *err,
                   "is --against the checkpoint this was quantized from?"});
         continue;
       }
@@ -997,6 +1463,17 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
   ProgressScope progress(opts.progress, "verify", total_bytes, total_items);
 
   double sum_w = 0, sum_rel = 0, sum_ref = 0;
+  auto record = [&](TensorError te) {
+    ++st.compared_quantized;
+    const double w = static_cast<double>(te.rows) * static_cast<double>(te.cols);
+    if (std::isfinite(te.rel_rms)) {
+      sum_w += w;
+      sum_rel += w * te.rel_rms;
+      sum_ref += w * te.ref_rel_rms;
+    }
+    st.max_rel_rms = std::max(st.max_rel_rms, te.rel_rms);
+    st.per_tensor.push_back(std::move(te));
+  };
   std::vector<float> deq, ref, srcf;
   std::vector<std::byte> pk, sc, pk1, sc1;
   for (Job& job : jobs) {
@@ -1028,6 +1505,11 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
       const float gs_set = nvfp4::global_scale(set_amax, dt);
       for (Member& mem : job.members) {
         const Module& m = *mem.mod;
+        if (s.layout.qs != QuantScheme::NVFP4A16) {
+          // Every other scheme: the whole module re-encoded and compared byte for byte.
+          if (auto te = compare_reencoded(q, s.layout, m, mem.src, opts, sink, st)) record(std::move(*te));
+          continue;
+        }
         const std::uint64_t n = m.n, k = m.k;
         const float gs_q = read_f32_scalar(q, m.gs).value_or(std::numeric_limits<float>::quiet_NaN());
         const float gs_own = nvfp4::global_scale(mem.amax, mem.src.dtype);
@@ -1054,7 +1536,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
         // Dequantize in row chunks and compare with the source and with the reference encoding.
         const float gs_ref = gs_set;
         const std::uint64_t chunk = std::max<std::uint64_t>(1, (1u << 20) / std::max<std::uint64_t>(k, 1));
-        const auto packed = q.data(*m.packed);
+        const auto packed = q.data(*m.payload);
         const auto scales = q.data(*m.scale);
         const bool gs_usable = std::isfinite(gs_q) && gs_q > 0;
         double err2 = 0, ref2 = 0, src2 = 0;
@@ -1111,7 +1593,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
                       fmt::format("'{}': {} of {} sampled rows differ from the scalar reference encoding of the source "
                                   "with the checkpoint's own global scale (first row {})",
                                   m.name, bad, want, first_bad),
-                      {m.packed->name}, "", "byte-identical to compressed-tensors' RTN (nvfp4a16-format.md §2)",
+                      {m.payload->name}, "", "byte-identical to compressed-tensors' RTN (nvfp4a16-format.md §2)",
                       fmt::format("{} rows differ", bad),
                       "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
           }
@@ -1122,25 +1604,17 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
                     fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference NVFP4 encoding of the same "
                                 "source gives {:.4g} (limit {:.4g})",
                                 m.name, te.rel_rms, te.ref_rel_rms, limit),
-                    {m.packed->name, m.scale->name, m.gs->name}, "", fmt::format("<= {:.4g}", limit),
+                    {m.payload->name, m.scale->name, m.gs->name}, "", fmt::format("<= {:.4g}", limit),
                     fmt::format("{:.4g}", te.rel_rms),
                     "wrong global scale (F19), corrupt scales or codes, or a tensor quantized from other data"});
         }
-        ++st.compared_quantized;
-        const double w = static_cast<double>(n) * static_cast<double>(k);
-        if (std::isfinite(te.rel_rms)) {
-          sum_w += w;
-          sum_rel += w * te.rel_rms;
-          sum_ref += w * te.ref_rel_rms;
-        }
-        st.max_rel_rms = std::max(st.max_rel_rms, te.rel_rms);
-        st.per_tensor.push_back(std::move(te));
+        record(std::move(te));
       }
     }
     for (Member& mem : job.members) {
       const Module& m = *mem.mod;
       progress.add(member_bytes(mem));
-      for (const TensorRef* t : {m.packed, m.scale}) q.shards()[t->shard].release(*t->info);
+      for (const TensorRef* t : m.members()) q.shards()[t->shard].release(*t->info);
       if (--src_refs[mem.src.tensor] == 0) src.shards()[mem.src.tensor->shard].release(*mem.src.tensor->info);
     }
   }
@@ -1196,7 +1670,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
     sink.add({"missing-tensor", Severity::ERROR, family_of(t.name),
               fmt::format("source tensor '{}' ({} {}) has no counterpart in the quantized checkpoint", t.name,
                           dtype_name(t.info->dtype), format_shape(t.info->shape)),
-              {t.name}, "", "passthrough, or weight_packed/weight_scale/weight_global_scale", "(absent)",
+              {t.name}, "", fmt::format("passthrough, or {}", fmt::join(s.layout.suffixes, "/")), "(absent)",
               "dropped on the way (MTP tensors, F8) or quantized under another name"});
   }
 }
@@ -1216,14 +1690,15 @@ void check_vllm_names(const ModelInfo& info, const Structure& s, Sink& sink) {
   const FamilySpec& spec = info.spec();
   if (info.family == Family::UNKNOWN) return;
   for (const auto& [name, m] : s.modules) {
-    if (!m.packed || m.cls.expert < 0) continue;
+    if (!m.quantized() || m.cls.expert < 0) continue;
     const Role r = m.cls.role == Role::MTP ? m.cls.base_role : m.cls.role;
     if (r != Role::EXPERT_GATE && r != Role::EXPERT_UP && r != Role::EXPERT_DOWN) continue;
     const std::string leaf = split_name(name).second;
     if (!spec.experts_refusal.empty()) {
       sink.add({"vllm-unmapped", Severity::ERROR, family_of(name),
-                fmt::format("'{}' is a quantized routed expert, but {}", name, spec.experts_refusal), {m.packed->name},
-                "", "unquantized experts", "NVFP4 experts", "keep the experts unquantized (--ignore 're:.*experts')"});
+                fmt::format("'{}' is a quantized routed expert, but {}", name, spec.experts_refusal), {m.payload->name},
+                "", "unquantized experts", s.layout.word + " experts",
+                "keep the experts unquantized (--ignore 're:.*experts')"});
       continue;
     }
     const std::size_t want = r == Role::EXPERT_GATE ? 0 : r == Role::EXPERT_UP ? 1 : 2;
@@ -1232,7 +1707,7 @@ void check_vllm_names(const ModelInfo& info, const Structure& s, Sink& sink) {
               fmt::format("quantized expert '{}' is named '{}', but vLLM's {} expert mapping takes '{}' for this "
                           "projection: the weights would not load",
                           name, leaf, spec.display, spec.expert_leaves[want]),
-              {m.packed->name}, "", std::string(spec.expert_leaves[want]), leaf,
+              {m.payload->name}, "", std::string(spec.expert_leaves[want]), leaf,
               "re-quantize with fp4forge, which names experts as the family's vLLM loader expects"});
   }
 }
@@ -1242,32 +1717,31 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
   st.tensors = q.tensors().size();
   check_quant_config(q, s, sink, st);
   collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);
-  check_policy(s, sink);
+  check_policy(info, s, sink);
   check_coverage(q, info, s, sink);
   check_fused_sets(q, info, s, sink, st);
+  check_n_rule(s, sink);
   check_vllm_names(info, s, sink);
   if (opts.scan_values) check_values(q, s, sink, st);
   check_geometry(q, info, s, sink);
   // Parameter counts.
   std::uint64_t quant_tensors = 0;
+  std::set<const TensorRef*> members;
   for (const auto& [name, m] : s.modules) {
-    if (!m.packed) continue;
+    if (!m.quantized()) continue;
     st.quantized_params += m.n * m.k;
-    quant_tensors += 1 + (m.scale ? 1 : 0) + (m.gs ? 1 : 0) + (m.input_gs ? 1 : 0) + m.extras.size();
+    for (const TensorRef* t : m.members()) members.insert(t);
   }
+  quant_tensors = members.size();
   std::uint64_t other = 0;
-  for (const TensorRef& t : q.tensors()) {
-    auto [mod, param] = split_name(t.name);
-    auto it = s.modules.find(mod);
-    if (it != s.modules.end() && it->second.packed && param != "weight" && param != "bias") continue;
-    other += t.info->numel();
-  }
+  for (const TensorRef& t : q.tensors())
+    if (!members.count(&t)) other += t.info->numel();
   st.total_params = st.quantized_params + other;
   st.kept_tensors = st.tensors - quant_tensors;
   // The quantized share of the text stack's Linear-like parameters (what a user means by "quantized").
   for (const auto& [name, m] : s.modules) {
     if (!m.cls.text_stack) continue;
-    if (m.packed) {
+    if (m.quantized()) {
       st.text_linear_params += m.n * m.k;
       st.text_quantized_params += m.n * m.k;
     } else if (s.kept_linear.count(name) && m.weight) {
@@ -1398,6 +1872,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
   st["text_quantized_share"] = s.text_quantized_share();
   st["fused_sets"] = s.fused_sets;
   st["scale_bytes_scanned"] = s.scale_bytes_scanned;
+  st["payload_bytes_scanned"] = s.payload_bytes_scanned;
   st["kept_values_scanned"] = s.kept_values_scanned;
   if (s.against) {
     Json a;

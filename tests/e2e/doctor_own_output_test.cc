@@ -18,25 +18,8 @@ namespace fp4forge {
 namespace {
 
 using namespace fp4forge::testutil;
-std::vector<std::string> fixtures() {
-  std::vector<std::string> out;
-  for (const auto& e : stdfs::directory_iterator(kData))
-    if (e.is_directory() && stdfs::exists(e.path() / "config.json")) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-/** Error findings of a --json report, one line each. */
-std::string errors_of(const std::string& json_text) {
-  const auto j = nlohmann::json::parse(json_text, nullptr, false);
-  if (j.is_discarded()) return "unparseable --json output: " + json_text.substr(0, 300);
-  std::string s;
-  if (j.contains("findings"))
-    for (const auto& f : j["findings"])
-      if (f.value("severity", "") == "error" || f.value("kind", "") == "reencode-mismatch")
-        s += f.value("kind", "") + ": " + f.value("message", "") + "\n";
-  return s;
-}
+std::vector<std::string> fixtures() { return fixture_names(); }
+std::string errors_of(const std::string& json_text) { return failing_findings(json_text); }
 
 class OwnOutput : public ::testing::TestWithParam<std::string> {};
 

@@ -30,28 +30,17 @@
 #include "fp4forge/util/fs.h"
 #include "fp4forge/verify/diff.h"
 #include "fp4forge/verify/verify.h"
+#include "verify_test_util.h"
 
 namespace fp4forge {
 namespace {
 
-namespace sfs = std::filesystem;
-using Json = nlohmann::ordered_json;
+using namespace fp4forge::vtest;
 
 const sfs::path kData = FP4FORGE_TEST_DATA;
 
 bool ends_with(std::string_view s, std::string_view suf) {
   return s.size() >= suf.size() && s.substr(s.size() - suf.size()) == suf;
-}
-
-std::vector<std::byte> bytes_of(std::span<const std::byte> s) { return {s.begin(), s.end()}; }
-
-Json read_json(const sfs::path& p) {
-  std::ifstream f(p);
-  return Json::parse(f);
-}
-void write_json(const sfs::path& p, const Json& j) {
-  std::ofstream f(p, std::ios::trunc);
-  f << j.dump(2) << "\n";
 }
 
 struct QuantOptions {
@@ -185,12 +174,6 @@ class VerifyDefects : public ::testing::Test {
   sfs::path root_;
 };
 
-Checkpoint open_ok(const sfs::path& p) {
-  auto r = Checkpoint::open(p);
-  EXPECT_TRUE(r.ok()) << r.error().describe();
-  return std::move(r).value();
-}
-
 VerifyReport verify_dir(const sfs::path& q, const sfs::path* against = nullptr) {
   Checkpoint qc = open_ok(q);
   std::optional<Checkpoint> sc;
@@ -198,42 +181,6 @@ VerifyReport verify_dir(const sfs::path& q, const sfs::path* against = nullptr) 
   auto r = verify_checkpoint(qc, sc ? &*sc : nullptr);
   EXPECT_TRUE(r.ok()) << r.error().describe();
   return std::move(r).value();
-}
-
-std::string dump(const std::vector<Finding>& fs) {
-  std::string s;
-  for (const auto& f : fs) s += fmt::format("  {} {}: {}\n", severity_name(f.severity), f.kind, f.message);
-  return s;
-}
-
-const Finding* find_kind(const VerifyReport& r, std::string_view kind) {
-  for (const auto& f : r.findings)
-    if (f.kind == kind) return &f;
-  return nullptr;
-}
-
-std::set<std::string> kinds(const VerifyReport& r) {
-  std::set<std::string> k;
-  for (const auto& f : r.findings) k.insert(f.kind);
-  return k;
-}
-
-/** Overwrites bytes of tensor `name` at `offset` (inside the tensor) in place. */
-void patch_tensor(const sfs::path& dir, const std::string& name, std::uint64_t offset, std::span<const std::byte> b) {
-  std::uint64_t file_off = 0;
-  std::string shard;
-  {
-    Checkpoint c = open_ok(dir);
-    const TensorRef* t = c.find(name);
-    ASSERT_NE(t, nullptr) << name;
-    ASSERT_LE(offset + b.size(), t->info->nbytes());
-    file_off = c.shards()[t->shard].header().data_start() + t->info->begin + offset;
-    shard = c.shard_names()[t->shard];
-  }
-  std::fstream f(dir / shard, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(static_cast<std::streamoff>(file_off));
-  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  ASSERT_TRUE(f.good());
 }
 
 void patch_f32(const sfs::path& dir, const std::string& name, float v) {
@@ -249,33 +196,6 @@ float read_f32(const sfs::path& dir, const std::string& name) {
   float v = 0;
   if (t) std::memcpy(&v, c.data(*t).data(), 4);
   return v;
-}
-
-/** Adds a tensor to the shard holding `beside` (shard rewritten, index updated). */
-void add_tensor(const sfs::path& dir, const std::string& beside, st::OutTensor t, std::vector<std::byte> bytes) {
-  std::vector<std::pair<st::OutTensor, std::vector<std::byte>>> all;
-  std::string shard;
-  {
-    Checkpoint c = open_ok(dir);
-    const TensorRef* b = c.find(beside);
-    ASSERT_NE(b, nullptr);
-    shard = c.shard_names()[b->shard];
-    for (const auto& r : c.tensors())
-      if (r.shard == b->shard) all.push_back({{r.name, r.info->dtype, r.info->shape}, bytes_of(c.data(r))});
-  }
-  const std::uint64_t added = bytes.size();
-  all.push_back({std::move(t), std::move(bytes)});
-  ASSERT_TRUE(st::write_safetensors(dir / shard, all).ok());
-  Json idx = read_json(dir / "model.safetensors.index.json");
-  idx["weight_map"][all.back().first.name] = shard;
-  idx["metadata"]["total_size"] = idx["metadata"]["total_size"].get<std::uint64_t>() + added;
-  write_json(dir / "model.safetensors.index.json", idx);
-}
-
-void edit_config(const sfs::path& dir, const std::function<void(Json&)>& fn) {
-  Json c = read_json(dir / "config.json");
-  fn(c);
-  write_json(dir / "config.json", c);
 }
 
 int run_cli(const std::string& args, std::string* out = nullptr) {

@@ -224,3 +224,86 @@ TEST(QuantConfig, WrittenConfigEqualsUpstreamPerScheme) {
 
 }  // namespace
 }  // namespace fp4forge
+
+namespace fp4forge {
+namespace {
+
+ConfigGroup preset_group(QuantScheme s, std::string* format = nullptr) {
+  auto qc = parse_quant_config(ct_quant_config(s, {}));
+  EXPECT_TRUE(qc.ok());
+  if (format) *format = qc->format;
+  return qc->groups.front();
+}
+
+// Each preset is named as itself and matches itself field for field, and no other preset.
+TEST(QuantConfig, QuantSchemeOfAndMismatchesPerPreset) {
+  for (QuantScheme s : kQuantSchemes) {
+    SCOPED_TRACE(std::string(quant_scheme_preset(s)));
+    std::string format;
+    const ConfigGroup g = preset_group(s, &format);
+    auto qs = quant_scheme_of(g, format);
+    ASSERT_TRUE(qs.ok()) << qs.error().message;
+    EXPECT_EQ(*qs, s);
+    EXPECT_TRUE(scheme_mismatches(s, g, format).empty());
+    for (QuantScheme o : kQuantSchemes)
+      if (o != s) {
+        EXPECT_FALSE(scheme_mismatches(o, g, format).empty()) << quant_scheme_preset(o);
+      }
+  }
+  EXPECT_TRUE(nvfp4a16_mismatches(preset_group(QuantScheme::NVFP4A16), "nvfp4-pack-quantized").empty());
+}
+
+TEST(QuantConfig, MismatchesNameTheFieldsVllmReads) {
+  auto mism = [](QuantScheme s, const std::function<void(ConfigGroup&)>& edit) {
+    std::string format;
+    ConfigGroup g = preset_group(s, &format);
+    edit(g);
+    return scheme_mismatches(s, g, format);
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(mism(QuantScheme::FP8_BLOCK, [](ConfigGroup& g) { g.weights->block_structure = {64, 64}; }),
+            V{"weights.block_structure is [64, 64], expected [128, 128]"});
+  EXPECT_EQ(mism(QuantScheme::W4A16, [](ConfigGroup& g) { g.weights->group_size = 64; }),
+            V{"weights.group_size is 64, expected 128"});
+  EXPECT_EQ(mism(QuantScheme::W4A16, [](ConfigGroup& g) { g.weights->symmetric = false; }),
+            V{"weights.symmetric is false, expected true"});
+  EXPECT_EQ(mism(QuantScheme::FP8_DYNAMIC, [](ConfigGroup& g) { g.input_activations->dynamic = "false"; }),
+            V{"input_activations.dynamic is false, expected true"});
+  EXPECT_EQ(mism(QuantScheme::FP8_BLOCK, [](ConfigGroup& g) { g.input_activations->group_size = 64; }),
+            V{"input_activations.group_size is 64, expected 128"});
+  const auto no_input = mism(QuantScheme::FP8_DYNAMIC, [](ConfigGroup& g) { g.input_activations.reset(); });
+  ASSERT_EQ(no_input.size(), 1u);
+  EXPECT_NE(no_input[0].find("input_activations is null, expected float 8-bit token"), std::string::npos) << no_input[0];
+  EXPECT_EQ(mism(QuantScheme::MXFP4A16, [](ConfigGroup& g) { g.format = "nvfp4-pack-quantized"; }),
+            V{"format is \"nvfp4-pack-quantized\", expected \"mxfp4-pack-quantized\""});
+  // Cosmetic fields are not compared; an absent `dynamic` is CT's default, false.
+  EXPECT_TRUE(mism(QuantScheme::W4A16, [](ConfigGroup& g) {
+                g.weights->observer = "minmax";
+                g.weights->scale_dtype = "torch.bfloat16";
+                g.weights->dynamic = "";
+              }).empty());
+}
+
+TEST(QuantConfig, QuantSchemeOfRefusesWhatFp4forgeDoesNotWrite) {
+  std::string format;
+  ConfigGroup g = preset_group(QuantScheme::FP8_DYNAMIC, &format);
+  g.input_activations->dynamic = "false";
+  g.input_activations->strategy = "tensor";  // static FP8: named FP8, not a preset
+  EXPECT_EQ(scheme_label(g, format), "FP8");
+  auto r = quant_scheme_of(g, format);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("FP8"), std::string::npos) << r.error().message;
+  ConfigGroup w4a4 = preset_group(QuantScheme::NVFP4A16, &format);
+  w4a4.input_activations = w4a4.weights;
+  EXPECT_FALSE(quant_scheme_of(w4a4, format).ok());
+  // The labels of a config, as verify and diff print them.
+  auto qc = parse_quant_config(ct_quant_config(QuantScheme::W4A16, {}));
+  ASSERT_TRUE(qc.ok());
+  EXPECT_EQ(scheme_labels(*qc), "W4A16");
+  qc->groups.push_back(preset_group(QuantScheme::FP8_BLOCK));
+  EXPECT_EQ(scheme_labels(*qc), "FP8_BLOCK+W4A16");
+  EXPECT_EQ(scheme_labels(QuantConfig{}), "none");
+}
+
+}  // namespace
+}  // namespace fp4forge

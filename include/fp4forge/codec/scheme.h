@@ -82,4 +82,22 @@ struct EncodedTensor {
  */
 Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name);
 
+/** The stored tensors of one quantized Linear, as read from a checkpoint (layouts of linear_tensors). */
+struct LinearData {
+  const std::byte* payload = nullptr;  ///< `weight_packed` or FP8's `weight`
+  const std::byte* scale = nullptr;    ///< `weight_scale`
+  DType scale_dtype = DType::BF16;     ///< its dtype (FP8 and W4A16: BF16, F16 or F32 as stored)
+  float global_scale = 1.0f;           ///< `weight_global_scale` (NVFP4A16 only)
+};
+
+/**
+ * Dequantizes rows [r0, r1) of a Linear [n, k] stored in scheme `s` to float32 the way the
+ * compressed-tensors decompressor does, value x scale (NVFP4A16 `E2M1(code) x fl32(s / gs)`; MXFP4
+ * `E2M1(code) x 2^(e - 127)`; FP8 `E4M3(code) x s` of its row or 128 x 128 block; W4A16
+ * `(nibble - 8) x s`), without the final cast to the model dtype. Writes (r1 - r0) * k floats to `out`.
+ * NaN codes and NaN scales decode to NaN. The caller guarantees the layouts (verify checked them).
+ */
+void decode_linear_rows(QuantScheme s, const LinearData& d, std::uint64_t n, std::uint64_t k, std::uint64_t r0,
+                        std::uint64_t r1, float* out);
+
 }  // namespace fp4forge

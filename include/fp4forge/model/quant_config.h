@@ -80,7 +80,25 @@ SchemeInfo detect_scheme(const ConfigGroup& g, std::string_view global_format);
  */
 std::string scheme_label(const ConfigGroup& g, std::string_view global_format);
 
-/** Why a group is not exactly NVFP4A16, one reason per mismatching field (empty = it is). */
+/**
+ * The fp4forge scheme (one of the five presets quantize writes) a group is named as: scheme_label() equal
+ * to the preset (NVFP4A16, MXFP4A16, FP8_DYNAMIC, FP8_BLOCK, W4A16). The label names the family of the
+ * preset only; whether every field is the preset's is scheme_mismatches(). BAD_INPUT naming the label
+ * (NVFP4 W4A4, static FP8, W8A16, unknown ...) when the group is none of them.
+ */
+Result<QuantScheme> quant_scheme_of(const ConfigGroup& g, std::string_view global_format);
+
+/**
+ * Why a group is not exactly what ct_quant_config(s) writes, one reason per mismatching field that vLLM
+ * reads to pick and build its kernel (empty = it is): `format`; weights `num_bits`, `type`, `strategy`,
+ * `group_size`, `block_structure` (when the preset has one), `symmetric`, `dynamic`; `input_activations`
+ * present or null as the preset, and then its `num_bits`, `type`, `strategy`, `group_size`, `dynamic`,
+ * `symmetric`. Cosmetic fields (`observer`, `observer_kwargs`, `scale_dtype`, `actorder` null) are not
+ * compared.
+ */
+std::vector<std::string> scheme_mismatches(QuantScheme s, const ConfigGroup& g, std::string_view global_format);
+
+/** scheme_mismatches(QuantScheme::NVFP4A16, g, global_format). */
 std::vector<std::string> nvfp4a16_mismatches(const ConfigGroup& g, std::string_view global_format);
 
 struct QuantConfig {
@@ -101,6 +119,10 @@ struct QuantConfig {
  */
 Result<QuantConfig> parse_quant_config(const nlohmann::ordered_json& qc,
                                        std::string_view key_path = "quantization_config");
+
+/** The scheme labels of every group (scheme_label), sorted, unique, joined by '+': "NVFP4A16",
+ * "FP8_DYNAMIC+W4A16"; "none" without groups. The one spelling verify's and diff's scheme lines print. */
+std::string scheme_labels(const QuantConfig& qc);
 
 /** The compressed-tensors version string fp4forge writes (compressed-tensors 0.18, format spec §4.1). */
 inline constexpr std::string_view kCompressedTensorsVersion = "0.18.0";

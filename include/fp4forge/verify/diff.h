@@ -68,6 +68,10 @@ struct DiffReport {
   std::vector<FamilyRow> families;  ///< every family (equal ones too), sorted by family
   std::vector<DiffItem> items;
   std::uint64_t tensors_a = 0, tensors_b = 0;
+  /** The scheme of each side, spelled as verify spells it (scheme_labels: "NVFP4A16", "FP8_DYNAMIC", ...;
+   * "none" without quantization_config, "invalid" when it does not parse). */
+  std::string scheme_a, scheme_b;
+  bool scheme_mismatch() const noexcept { return scheme_a != scheme_b; }
   /** True when anything differs (class, a family, or an item). */
   bool differs() const noexcept;
 };

@@ -1,19 +1,23 @@
 #pragma once
 /**
- * `fp4forge verify`: prove a compressed-tensors NVFP4A16 checkpoint before it is served
- * (failure-catalog.md F1, F4, F9, F11-F16, F18-F20; kind ids documented in docs/cli/verify.md).
+ * `fp4forge verify`: prove a compressed-tensors checkpoint of one of the five schemes fp4forge writes
+ * (NVFP4A16, MXFP4A16, FP8_DYNAMIC, FP8_BLOCK, W4A16; docs/schemes.md "How verify proves each scheme")
+ * before it is served (failure-catalog.md F1, F4, F9, F11-F16, F18-F20; kind ids documented in
+ * docs/cli/verify.md). The config group names the scheme (quant_scheme_of); what the scheme writes per
+ * Linear is linear_tensors (codec/scheme.h), what it may quantize model/scheme_policy.h.
  *
  * Structural checks need only the quantized checkpoint (verify_structure, also used by doctor):
- *   quantization_config (present, parses, NVFP4A16), per-module tensor set / dtypes / shapes, leftovers,
- *   orphans, ignore coverage both ways (CT/vLLM matching), policy (routers, protected roles), fused sets
- *   (all-or-nothing, bit-identical weight_global_scale), values (E4M3 NaN scale bytes, global scales,
- *   non-finite kept tensors) and geometry against config.json.
+ *   quantization_config (present, parses, a preset field for field), per-module tensor set / dtypes /
+ *   shapes as the scheme writes them, the scheme's K / N rules, leftovers, orphans, ignore coverage both
+ *   ways (CT/vLLM matching), policy (routers, protected roles; GatedDeltaNet projections at 8 bits), fused
+ *   sets (all-or-nothing; NVFP4A16: bit-identical weight_global_scale), values (NaN scale bytes, FP8 NaN
+ *   codes, invalid scales, global scales, non-finite kept tensors) and geometry against config.json.
  * With a source checkpoint (verify_checkpoint with `against`): every quantized tensor is dequantized
  *   and compared with its source (per-expert slices of fused 3-D experts are mapped back with the
- *   family orientation); its relative RMS error is compared with what the reference NVFP4 encoding of
- *   the same source gives (the "expected" error for its statistics); sampled rows are re-encoded with
- *   the scalar reference codec and must be byte-identical; kept tensors must be bit-identical; every
- *   source tensor must have its counterpart and vice versa.
+ *   family orientation); its relative RMS error is compared with what the reference encoding of the
+ *   same source gives (the "expected" error for its statistics); NVFP4A16's sampled rows, and every byte
+ *   of the other schemes, are re-encoded by the reference encoders and compared; kept tensors must be
+ *   bit-identical; every source tensor must have its counterpart and vice versa.
  * Streaming: tensors are processed one (fused set) at a time and their pages released afterwards, so
  * memory stays bounded by the largest fused set plus small chunk buffers.
  */
@@ -38,7 +42,8 @@ struct VerifyOptions {
   double outlier_factor = 2.0;     ///< error-outlier when rel RMS > factor x the reference encoding's
   double outlier_floor = 0.02;     ///< ... and > this absolute value (tiny/degenerate tensors)
   std::size_t worst_n = 10;        ///< tensors listed in stats.worst
-  std::uint64_t reencode_rows = 32;  ///< rows per quantized tensor re-encoded by the scalar codec (0: off)
+  std::uint64_t reencode_rows = 32;  ///< NVFP4A16: rows per tensor re-encoded by the scalar codec (0: off);
+                                     ///< the other schemes re-encode every row
   std::size_t max_listed = 20;     ///< tensor names listed per finding (the message gives the count)
   ExpertLayoutOptions experts;     ///< settles an ambiguous fused-expert orientation of the source
   ProgressSink* progress = nullptr;  ///< --against: reports source bytes compared (the CLI draws a bar)
@@ -52,12 +57,12 @@ struct TensorError {
   std::uint64_t rows = 0, cols = 0;
   double rel_rms = 0;          ///< ||deq(Q) - W|| / ||W|| (0 when both are all-zero)
   double ref_rel_rms = 0;      ///< the same for the reference encoding of W (expected error)
-  float global_scale = 0;      ///< weight_global_scale in the checkpoint
-  float expected_global_scale = 0;  ///< gs from the source amax over the module's fused set (R1)
+  float global_scale = 0;      ///< weight_global_scale in the checkpoint (NaN outside NVFP4A16)
+  float expected_global_scale = 0;  ///< gs from the source amax over the module's fused set (R1; NaN outside NVFP4A16)
 };
 
 struct VerifyStats {
-  std::string scheme;  ///< detected scheme name ("NVFP4A16", ..., "none" without quantization_config)
+  std::string scheme;  ///< scheme_labels of the config ("NVFP4A16", "FP8_BLOCK", ..., "none" without quantization_config)
   std::uint64_t tensors = 0;
   std::uint64_t quantized_modules = 0;
   std::uint64_t kept_tensors = 0;
@@ -72,6 +77,7 @@ struct VerifyStats {
                               : 0.0;
   }
   std::uint64_t scale_bytes_scanned = 0;
+  std::uint64_t payload_bytes_scanned = 0;  ///< FP8 weight bytes scanned for NaN codes
   std::uint64_t kept_values_scanned = 0;
   double quantized_share() const noexcept {
     return total_params ? static_cast<double>(quantized_params) / static_cast<double>(total_params) : 0.0;
