@@ -30,9 +30,13 @@ stage "quantize it again, single-threaded (an independent second run)" \
 stage "verify the quantization against its source (structure, policy, values, error vs source)" \
   "$BIN" verify "$WORK/q" --against "$WORK/src"
 stage "diff the two quantizations (same class; must be identical)" "$BIN" diff "$WORK/q" "$WORK/q2"
+DATA="$(dirname "$0")/../tests/data"
 stage "the other data-free schemes, each byte-exact to compressed-tensors: MXFP4A16, FP8 dynamic, FP8 block, W4A16" \
   bash -c 'for s in mxfp4a16 fp8-dynamic fp8-block w4a16; do "$0" quantize "$1" "$2/q-$s" --scheme $s && "$0" inspect "$2/q-$s" | grep quantization || exit 1; done' "$BIN" "$WORK/src" "$WORK"
-DATA="$(dirname "$0")/../tests/data"
+stage "prove each of them: verify --against the source (every quantized Linear re-encoded and compared byte for byte; on this narrow example W4A16 and FP8_BLOCK keep most Linears, which verify warns about), doctor without errors" \
+  bash -c 'for s in mxfp4a16 fp8-dynamic fp8-block w4a16; do v=$("$0" verify "$2/q-$s" --against "$1") || { echo "$v"; exit 1; }; echo "$s: ${v##*$'"'"'\n'"'"'}"; d=$("$0" doctor "$2/q-$s") || { echo "$d"; exit 1; }; done' "$BIN" "$WORK/src" "$WORK"
+stage "a wider Qwen3.5-MoE (widths multiples of 128): FP8_BLOCK quantizes experts and 8-bit GatedDeltaNet projections, verified byte for byte" \
+  bash -c "\"$BIN\" quantize \"$DATA/qwen3_5-moe-mm-wide\" \"$WORK/wide-fp8b\" --scheme fp8-block && \"$BIN\" verify \"$WORK/wide-fp8b\" --against \"$DATA/qwen3_5-moe-mm-wide\" --strict"
 stage "the architecture registry: every family fp4forge knows, with what vLLM registers for it" \
   "$BIN" inspect --families
 stage "a Qwen3-VL-MoE checkpoint in the Hub's expert orientation ([E, H, 2I]): orientation read from the shapes" \

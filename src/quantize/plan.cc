@@ -883,7 +883,7 @@ void PlanBuilder::count_roles() {
 }
 
 void PlanBuilder::summarize() {
-  std::uint64_t attn = 0, mlp = 0, expert = 0, shared = 0, other = 0;
+  std::uint64_t attn = 0, mlp = 0, expert = 0, shared = 0, linear_attn = 0, other = 0;
   for (const auto& u : plan.units) {
     switch (u.role) {
       case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: case Role::ATTN_QKV:
@@ -892,6 +892,7 @@ void PlanBuilder::summarize() {
       case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN: ++expert; break;
       case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN:
       case Role::SHARED_EXPERT_GATE_UP: ++shared; break;
+      case Role::LINEAR_ATTN: ++(u.forced ? other : linear_attn); break;
       default: ++other; break;
     }
   }
@@ -902,6 +903,7 @@ void PlanBuilder::summarize() {
   line(mlp, "MLP");
   line(expert, "expert");
   line(shared, "shared-expert");
+  line(linear_attn, "linear-attention");
   line(other, "forced");
   for (int r = 0; r < kRoleCount; ++r) {
     const auto& c = plan.counts[static_cast<std::size_t>(r)];
