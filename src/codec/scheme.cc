@@ -112,32 +112,53 @@ std::uint64_t linear_bytes(QuantScheme s, std::uint64_t n, std::uint64_t k, DTyp
   return total;
 }
 
-Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name) {
+std::vector<std::string> encode_paths(QuantScheme s) {
+  switch (s) {
+    case QuantScheme::NVFP4A16: return nvfp4::available_paths();
+    case QuantScheme::MXFP4A16: return mxfp4::available_paths();
+    case QuantScheme::FP8_DYNAMIC:
+    case QuantScheme::FP8_BLOCK: return fp8::available_paths();
+    case QuantScheme::W4A16: return w4a16::available_paths();
+  }
+  return {"scalar"};
+}
+
+Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name,
+                                                 std::string_view path) {
   std::vector<EncodedTensor> out;
   for (const auto& t : linear_tensors(s, w.rows, w.cols, w.dtype))
     out.push_back({std::string(t.suffix), t.dtype, t.shape, std::vector<std::byte>(static_cast<std::size_t>(t.bytes()))});
+  // Every scheme on `path`: empty = the best (dispatched) path, "scalar" = the reference, or a target.
+  const std::uint64_t n = w.rows;
+  const bool best = path.empty();
   switch (s) {
     case QuantScheme::NVFP4A16: {
       const std::string nm(name);
-      FP4FORGE_ASSIGN_OR_RETURN(nvfp4::EncodedSet set, nvfp4::encode_fused(std::span(&w, 1), std::span(&nm, 1)));
+      FP4FORGE_ASSIGN_OR_RETURN(nvfp4::EncodedSet set,
+                                nvfp4::encode_fused(std::span(&w, 1), std::span(&nm, 1), path));
       out[0].bytes = std::move(set.members.front().packed);
       out[1].bytes = std::move(set.members.front().scale);
       std::memcpy(out[2].bytes.data(), &set.global_scale, 4);  // little-endian host
       return out;
     }
     case QuantScheme::MXFP4A16:
-      FP4FORGE_TRY(mxfp4::encode(w, out[0].bytes.data(), out[1].bytes.data(), name));
+      FP4FORGE_TRY(best ? mxfp4::encode_rows(w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name)
+                        : mxfp4::encode_rows_with(path, w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name));
       return out;
     case QuantScheme::FP8_DYNAMIC:
-      FP4FORGE_TRY(fp8::encode_channel(w, out[0].bytes.data(), out[1].bytes.data(), name));
+      FP4FORGE_TRY(best ? fp8::encode_channel_rows(w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name)
+                        : fp8::encode_channel_rows_with(path, w, 0, n, out[0].bytes.data(), out[1].bytes.data(),
+                                                        name));
       return out;
     case QuantScheme::FP8_BLOCK:
-      FP4FORGE_TRY(fp8::encode_block(w, out[0].bytes.data(), out[1].bytes.data(), name));
+      FP4FORGE_TRY(best ? fp8::encode_block_rows(w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name)
+                        : fp8::encode_block_rows_with(path, w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name));
       return out;
     case QuantScheme::W4A16: {
       const auto dims = w4a16::weight_shape(w.rows, w.cols);
       std::memcpy(out[2].bytes.data(), dims.data(), w4a16::kShapeBytes);  // little-endian host
-      FP4FORGE_TRY(w4a16::encode(w, out[0].bytes.data(), out[1].bytes.data(), name));
+      FP4FORGE_TRY(best ? w4a16::encode_rows(w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name)
+                        : w4a16::encode_rows_with(path, w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name));
       return out;
     }
   }

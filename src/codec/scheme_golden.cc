@@ -155,9 +155,9 @@ Result<std::vector<SchemeGoldenSet>> builtin_scheme_golden() {
   return out;
 }
 
-nvfp4::GoldenOutcome run_scheme_golden_case(QuantScheme s, const SchemeGoldenCase& c) {
-  nvfp4::GoldenOutcome out{fmt::format("{}/{}", quant_scheme_preset(s), c.name), "scalar", false, {}};
-  auto got = encode_linear(s, c.view(), c.name);
+nvfp4::GoldenOutcome run_scheme_golden_case(QuantScheme s, const SchemeGoldenCase& c, std::string_view path) {
+  nvfp4::GoldenOutcome out{fmt::format("{}/{}", quant_scheme_preset(s), c.name), std::string(path), false, {}};
+  auto got = encode_linear(s, c.view(), c.name, path);
   if (!c.ok) {
     out.pass = !got.ok() && got.error().code == Errc::BAD_INPUT;
     if (!out.pass) out.detail = got.ok() ? "encoded a tensor upstream refuses" : got.error().message;
@@ -180,12 +180,14 @@ nvfp4::GoldenOutcome run_scheme_golden_case(QuantScheme s, const SchemeGoldenCas
   return out;
 }
 
-void run_scheme_golden(const std::vector<SchemeGoldenSet>& sets, nvfp4::GoldenReport& report) {
+void run_scheme_golden(const std::vector<SchemeGoldenSet>& sets, nvfp4::GoldenReport& report,
+                       const std::vector<std::string>& paths) {
   for (const SchemeGoldenSet& set : sets)
-    for (const SchemeGoldenCase& c : set.cases) {
-      report.scheme_outcomes.push_back(run_scheme_golden_case(set.scheme, c));
-      if (!report.scheme_outcomes.back().pass) ++report.scheme_failures;
-    }
+    for (const std::string& p : paths)
+      for (const SchemeGoldenCase& c : set.cases) {
+        report.scheme_outcomes.push_back(run_scheme_golden_case(set.scheme, c, p));
+        if (!report.scheme_outcomes.back().pass) ++report.scheme_failures;
+      }
 }
 
 }  // namespace fp4forge

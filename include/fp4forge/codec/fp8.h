@@ -20,10 +20,18 @@
  * These are the scalar references ("a literal transcription", not fast). Both refuse (BAD_INPUT):
  * a dtype other than BF16/F16/F32, an empty tensor, a null data pointer, NaN/Inf anywhere.
  * On error the outputs are unspecified. Thread-safe, allocation-free.
+ *
+ * Fast paths: encode_channel_rows / encode_block_rows (the best Highway target, runtime dispatch) and
+ * their *_with variants (a named path; "scalar" is the reference above) encode a row range with the
+ * same bytes and the same errors (rows in messages count from row 0 of the tensor). FP8_DYNAMIC rows
+ * are independent; FP8_BLOCK ranges are whole 128-row strips (r0 a multiple of 128, r1 too or the
+ * last row), so a caller splits a tensor into strips, one range per thread.
  */
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/core/dtype.h"
@@ -63,6 +71,42 @@ Status encode_channel(const nvfp4::WeightView& w, std::byte* weight_out, std::by
  */
 Status encode_block(const nvfp4::WeightView& w, std::byte* weight_out, std::byte* scale_out,
                     std::string_view name);
+
+// ---- the fast path (Highway SIMD, runtime dispatch) and the path choice ------------------------
+
+/**
+ * "scalar" (the reference above) first, then every Highway target compiled in and supported by this
+ * CPU, best first ("AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3", "EMU128" or "SCALAR"): the same names
+ * as nvfp4::available_paths(). Every path writes the same bytes and returns the same errors.
+ */
+std::vector<std::string> available_paths();
+/** The path the unsuffixed *_rows functions use (the best Highway target this CPU supports). */
+std::string best_path();
+
+/**
+ * FP8_DYNAMIC rows [r0, r1) on the best path: writes (r1 - r0) * K bytes to weight_out and
+ * channel_scale_bytes(r1 - r0, D) bytes to scale_out (the range's rows only: pass the outputs' row
+ * r0). The bytes and errors of encode_channel, plus BAD_INPUT for a row range outside the tensor.
+ * r0 == r1 writes nothing.
+ */
+Status encode_channel_rows(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::byte* weight_out,
+                           std::byte* scale_out, std::string_view name);
+/** encode_channel_rows on a named path of available_paths(); any other name is Errc::USAGE. */
+Status encode_channel_rows_with(std::string_view path, const nvfp4::WeightView& w, std::uint64_t r0,
+                                std::uint64_t r1, std::byte* weight_out, std::byte* scale_out,
+                                std::string_view name);
+
+/**
+ * FP8_BLOCK rows [r0, r1) on the best path, r0 a multiple of 128 and r1 a multiple of 128 or N:
+ * writes (r1 - r0) * K bytes to weight_out and block_scale_bytes(r1 - r0, K, D) bytes to scale_out
+ * (the range's block rows only: pass the scale output's block row r0 / 128). The bytes and errors of
+ * encode_block, plus BAD_INPUT for a row range outside the tensor or off the 128-row boundaries.
+ */
+Status encode_block_rows(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::byte* weight_out,
+                         std::byte* scale_out, std::string_view name);
+/** encode_block_rows on a named path of available_paths(); any other name is Errc::USAGE. */
+Status encode_block_rows_with(std::string_view path, const nvfp4::WeightView& w, std::uint64_t r0,
+                              std::uint64_t r1, std::byte* weight_out, std::byte* scale_out, std::string_view name);
 
 /** float8_e4m3fn code of x, RNE, sign kept; |x| must be <= 448 (upstream clamps first). */
 std::uint8_t e4m3_rne(float x) noexcept;

@@ -21,10 +21,17 @@
  * overflows to infinity (a >= 1.75 * 2^127, or >= 57344 in F16: upstream then writes an undefined
  * scale byte), a dtype other than BF16/F16/F32, an empty tensor, a null data pointer, NaN/Inf.
  * On error the outputs are unspecified. Thread-safe, allocation-free.
+ *
+ * Fast path: encode_rows (the best Highway target, runtime dispatch) and encode_rows_with (a named
+ * path; "scalar" is `encode` above) encode a row range with the same bytes and the same errors (rows
+ * in messages count from row 0 of the tensor); rows are independent, so a caller may split a tensor
+ * into any row ranges, one per thread.
  */
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/core/dtype.h"
@@ -53,5 +60,28 @@ Status encode(const nvfp4::WeightView& w, std::byte* packed_out, std::byte* scal
  * `group_amax`. Returns false (outputs untouched) when p2 overflows to infinity (refused above).
  */
 bool group_scale(float group_amax, DType dtype, std::uint8_t* code, float* scale) noexcept;
+
+// ---- the fast path (Highway SIMD, runtime dispatch) and the path choice ------------------------
+
+/**
+ * "scalar" (the reference above) first, then every Highway target compiled in and supported by this
+ * CPU, best first ("AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3", "EMU128" or "SCALAR"): the same names
+ * as nvfp4::available_paths(). Every path writes the same bytes and returns the same errors.
+ */
+std::vector<std::string> available_paths();
+/** The path the unsuffixed *_rows functions use (the best Highway target this CPU supports). */
+std::string best_path();
+
+/**
+ * Encodes rows [r0, r1) of W on the best path: writes (r1 - r0) * K/2 bytes to packed_out and
+ * (r1 - r0) * K/32 bytes to scale_out (the range's rows only: pass the outputs' row r0). The bytes
+ * and errors of `encode` (BAD_INPUT for what it refuses; the first NaN/Inf of the range), plus
+ * BAD_INPUT for a row range outside the tensor. r0 == r1 writes nothing.
+ */
+Status encode_rows(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::byte* packed_out,
+                   std::byte* scale_out, std::string_view name);
+/** encode_rows on a named path of available_paths(); any other name is Errc::USAGE listing them. */
+Status encode_rows_with(std::string_view path, const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1,
+                        std::byte* packed_out, std::byte* scale_out, std::string_view name);
 
 }  // namespace fp4forge::mxfp4

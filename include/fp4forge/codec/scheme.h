@@ -76,11 +76,21 @@ struct EncodedTensor {
 };
 
 /**
- * Encodes one Linear [N, K] with `s` through the scalar reference of that scheme (NVFP4A16: a set of
- * one, its global scale from its own amax). The tensors come in the order compressed-tensors saves them.
- * BAD_INPUT for what the scheme refuses (K not a multiple of k_multiple, NaN/Inf, dtype), naming `name`.
+ * The encode paths of a scheme: "scalar" (its reference encoder) first, then every Highway target compiled
+ * in and supported by this CPU, best first (nvfp4::available_paths(), mxfp4::, fp8::, w4a16::; the same
+ * names for every scheme). Every path writes the same bytes.
  */
-Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name);
+std::vector<std::string> encode_paths(QuantScheme s);
+
+/**
+ * Encodes one Linear [N, K] with `s` (NVFP4A16: a set of one, its global scale from its own amax) on
+ * `path`: empty = the best path (Highway runtime dispatch), "scalar" = the scheme's reference encoder,
+ * or any name of encode_paths(s). The tensors come in the order compressed-tensors saves them.
+ * BAD_INPUT for what the scheme refuses (K not a multiple of k_multiple, NaN/Inf, dtype), naming `name`;
+ * USAGE for a path not in encode_paths(s).
+ */
+Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name,
+                                                 std::string_view path = {});
 
 /** The stored tensors of one quantized Linear, as read from a checkpoint (layouts of linear_tensors). */
 struct LinearData {

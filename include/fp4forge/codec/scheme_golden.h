@@ -42,10 +42,12 @@ Result<SchemeGoldenSet> load_scheme_golden(const std::filesystem::path& path);
 /** The built-in sets, one per scheme beside NVFP4A16. */
 Result<std::vector<SchemeGoldenSet>> builtin_scheme_golden();
 
-/** Encodes one case with encode_linear (the scalar reference) and compares every byte, dtype and shape;
- * a refused case passes when the encoder refuses it with BAD_INPUT. Outcome path: "scalar". */
-nvfp4::GoldenOutcome run_scheme_golden_case(QuantScheme s, const SchemeGoldenCase& c);
-/** Runs every case of every set into report.scheme_outcomes (counting scheme_failures). */
-void run_scheme_golden(const std::vector<SchemeGoldenSet>& sets, nvfp4::GoldenReport& report);
+/** Encodes one case with encode_linear on `path` (default: the scalar reference; any name of
+ * encode_paths(s)) and compares every byte, dtype and shape; a refused case passes when the encoder
+ * refuses it with BAD_INPUT. Outcome path: `path`. */
+nvfp4::GoldenOutcome run_scheme_golden_case(QuantScheme s, const SchemeGoldenCase& c, std::string_view path = "scalar");
+/** Runs every case of every set on each of `paths` into report.scheme_outcomes (counting scheme_failures). */
+void run_scheme_golden(const std::vector<SchemeGoldenSet>& sets, nvfp4::GoldenReport& report,
+                       const std::vector<std::string>& paths = {"scalar"});
 
 }  // namespace fp4forge

@@ -17,11 +17,18 @@
  * Refused (BAD_INPUT): K % 128 != 0 (upstream refuses it too, K < 128 included), a dtype other than
  * BF16/F16/F32, an empty tensor, a null data pointer, NaN/Inf anywhere. On error the outputs are
  * unspecified. Thread-safe, allocation-free.
+ *
+ * Fast path: encode_rows (the best Highway target, runtime dispatch) and encode_rows_with (a named
+ * path; "scalar" is `encode` above) encode a row range with the same bytes and the same errors (rows
+ * in messages count from row 0 of the tensor); rows are independent, so a caller may split a tensor
+ * into any row ranges, one per thread.
  */
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/core/dtype.h"
@@ -55,5 +62,28 @@ inline constexpr std::uint64_t kShapeBytes = 16;
  * scale_out. `name` is used in error messages.
  */
 Status encode(const nvfp4::WeightView& w, std::byte* packed_out, std::byte* scale_out, std::string_view name);
+
+// ---- the fast path (Highway SIMD, runtime dispatch) and the path choice ------------------------
+
+/**
+ * "scalar" (the reference above) first, then every Highway target compiled in and supported by this
+ * CPU, best first ("AVX3_DL", "AVX3", "AVX2", "SSE4", "SSSE3", "EMU128" or "SCALAR"): the same names
+ * as nvfp4::available_paths(). Every path writes the same bytes and returns the same errors.
+ */
+std::vector<std::string> available_paths();
+/** The path the unsuffixed *_rows functions use (the best Highway target this CPU supports). */
+std::string best_path();
+
+/**
+ * Encodes rows [r0, r1) of W on the best path: writes (r1 - r0) * K/2 bytes to packed_out (the int32
+ * words of those rows) and scale_bytes(r1 - r0, K, D) bytes to scale_out (the range's rows only: pass
+ * the outputs' row r0). The bytes and errors of `encode`, plus BAD_INPUT for a row range outside the
+ * tensor. r0 == r1 writes nothing.
+ */
+Status encode_rows(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::byte* packed_out,
+                   std::byte* scale_out, std::string_view name);
+/** encode_rows on a named path of available_paths(); any other name is Errc::USAGE listing them. */
+Status encode_rows_with(std::string_view path, const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1,
+                        std::byte* packed_out, std::byte* scale_out, std::string_view name);
 
 }  // namespace fp4forge::w4a16

@@ -1,0 +1,70 @@
+// Public FP8 fast paths (fp8.h): row ranges of FP8_DYNAMIC and FP8_BLOCK (128-row strips) on a named or
+// the dispatched path. The arithmetic is in fp8_ref.cc (the references, path "scalar") and fp8_simd.cc
+// (Highway).
+#include "codec/scheme_fast.h"
+#include "fp4forge/codec/fp8.h"
+
+namespace fp4forge::fp8 {
+namespace {
+
+int scalar_channel(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, std::byte* wout,
+                   std::byte* sout) {
+  return encode_channel(nvfp4::WeightView{data, dt, rows, cols}, wout, sout, "").ok() ? scheme_fast::kOk
+                                                                                      : scheme_fast::kNonFinite;
+}
+
+int scalar_block(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, std::byte* wout,
+                 std::byte* sout) {
+  return encode_block(nvfp4::WeightView{data, dt, rows, cols}, wout, sout, "").ok() ? scheme_fast::kOk
+                                                                                    : scheme_fast::kNonFinite;
+}
+
+const scheme_fast::SchemeSpec& channel_spec() {
+  static const scheme_fast::SchemeSpec s{"FP8_DYNAMIC",     1,
+                                         1,                 &scalar_channel,
+                                         &scheme_simd::fp8_channel_kernels, &scheme_simd::fp8_channel_dispatched,
+                                         nullptr};
+  return s;
+}
+
+const scheme_fast::SchemeSpec& block_spec() {
+  static const scheme_fast::SchemeSpec s{"FP8_BLOCK",       1,
+                                         kBlock,            &scalar_block,
+                                         &scheme_simd::fp8_block_kernels, &scheme_simd::fp8_block_dispatched,
+                                         nullptr};
+  return s;
+}
+
+}  // namespace
+
+Status encode_channel_rows(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::byte* weight_out,
+                           std::byte* scale_out, std::string_view name) {
+  return scheme_fast::run_rows(channel_spec(), channel_spec().dispatched, w, r0, r1, weight_out, scale_out, name);
+}
+
+Status encode_channel_rows_with(std::string_view path, const nvfp4::WeightView& w, std::uint64_t r0,
+                                std::uint64_t r1, std::byte* weight_out, std::byte* scale_out,
+                                std::string_view name) {
+  FP4FORGE_ASSIGN_OR_RETURN(scheme_fast::EncodeKernel k, scheme_fast::find_kernel(channel_spec(), path));
+  return scheme_fast::run_rows(channel_spec(), k, w, r0, r1, weight_out, scale_out, name);
+}
+
+Status encode_block_rows(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::byte* weight_out,
+                         std::byte* scale_out, std::string_view name) {
+  return scheme_fast::run_rows(block_spec(), block_spec().dispatched, w, r0, r1, weight_out, scale_out, name);
+}
+
+Status encode_block_rows_with(std::string_view path, const nvfp4::WeightView& w, std::uint64_t r0,
+                              std::uint64_t r1, std::byte* weight_out, std::byte* scale_out, std::string_view name) {
+  FP4FORGE_ASSIGN_OR_RETURN(scheme_fast::EncodeKernel k, scheme_fast::find_kernel(block_spec(), path));
+  return scheme_fast::run_rows(block_spec(), k, w, r0, r1, weight_out, scale_out, name);
+}
+
+std::vector<std::string> available_paths() { return scheme_fast::path_names(channel_spec()); }
+
+std::string best_path() {
+  const auto& k = scheme_simd::fp8_channel_kernels();
+  return k.empty() ? std::string("scalar") : k.front().name;
+}
+
+}  // namespace fp4forge::fp8
