@@ -1,13 +1,10 @@
-// Public MXFP4A16 fast path (mxfp4.h): row ranges on a named or the dispatched path, the group-scale
-// table of the kernels, and the reference's overflow error. The arithmetic is in mxfp4_ref.cc (the
+// Public MXFP4A16 fast path (mxfp4.h): row ranges on a named or the dispatched path, and the
+// reference's overflow error. The arithmetic is in mxfp4_ref.cc (the
 // reference, path "scalar") and mxfp4_simd.cc (Highway).
-#include <array>
-#include <bit>
 #include <cmath>
 
 #include "codec/scheme_fast.h"
 #include "codec/scheme_ref_internal.h"
-#include "fp4forge/codec/half.h"
 #include "fp4forge/codec/mxfp4.h"
 
 namespace fp4forge::mxfp4 {
@@ -70,33 +67,3 @@ std::string best_path() {
 }
 
 }  // namespace fp4forge::mxfp4
-
-namespace fp4forge::scheme_fast {
-
-const MxScale* mxfp4_scale_table(DType dt) noexcept {
-  // [BF16, F16, F32][exponent field of round_to_power_2's result]
-  static const std::array<std::array<MxScale, 256>, 3> tables = [] {
-    std::array<std::array<MxScale, 256>, 3> t{};
-    const DType dts[3] = {DType::BF16, DType::F16, DType::F32};
-    for (int d = 0; d < 3; ++d) {
-      const int fields = dts[d] == DType::F16 ? 32 : 256;
-      for (int e = 0; e < fields; ++e) {
-        // The power of two (or 0, or inf) whose exponent field is e: round_to_power_2 gives it back.
-        const float p2 = dts[d] == DType::F16 ? half::f16_to_float(static_cast<std::uint16_t>(e << 10))
-                                              : std::bit_cast<float>(static_cast<std::uint32_t>(e) << 23);
-        std::uint8_t code = 0;
-        float s = 1.0f;
-        MxScale& m = t[d][e];
-        m.ok = mxfp4::group_scale(p2, dts[d], &code, &s);
-        if (m.ok) {
-          m.code = code;
-          m.inv_scale = 1.0f / s;  // s is a power of two in [2^-127, 2^125]: exact
-        }
-      }
-    }
-    return t;
-  }();
-  return tables[dt == DType::BF16 ? 0 : dt == DType::F16 ? 1 : 2].data();
-}
-
-}  // namespace fp4forge::scheme_fast

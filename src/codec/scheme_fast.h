@@ -72,17 +72,35 @@ Status run_rows(const SchemeSpec& spec, EncodeKernel k, const nvfp4::WeightView&
 /** BAD_INPUT "tensor 'NAME': MSG" with the tensor set (the references' tensor_error). */
 Error tensor_error(std::string_view name, std::string msg);
 
-// ---- MXFP4 group scales (mxfp4.cc) ----------------------------------------------------------------
+// ---- decision thresholds (scheme_thresholds.cc) ---------------------------------------------------
+//
+// The SIMD kernels decide codes by comparing the magnitude bits of each weight (bits & 0x7FFF, or
+// & 0x7FFFFFFF for F32: integer order is value order) with bounds where the reference's decision changes,
+// found by binary search with the reference's own arithmetic (as nvfp4_thresholds.cc does for NVFP4): the
+// code is a non-decreasing function of |w| for a fixed scale (IEEE division and RNE are monotone), so it
+// is the number of bounds that |w| exceeds.
 
-/** The group scale of every possible round_to_power_2 result, indexed by its exponent field in D (256
- * entries for BF16/F32, 32 for F16): the stored byte and 1/s (exact: s is a power of two), computed
- * with mxfp4::group_scale itself. ok == false: p2 is infinite (refused). */
-struct MxScale {
-  float inv_scale = 1.0f;
+/**
+ * MXFP4: everything about a group's scale depends only on the exponent field of round_to_power_2(max)
+ * in D, so one entry per field (256 for BF16/F32, 32 for F16): the stored byte and the 8 bounds of the
+ * FP4 decision for the scale s of mxfp4::group_scale. Bound b < 7: the E2M1 index is >= b + 1 iff
+ * mag > bound; bound 7: q = flD(|w| / s) != 0 (the sign bit is set iff w < 0 and mag > bound 7).
+ * Bounds are stored as 8 vectors of 64 bytes: 32 copies of an int16 (BF16, F16) or 16 of an int32 (F32).
+ * ok == false: the power of two overflows (refused). Built once per dtype, thread-safe.
+ */
+struct MxEntry {
+  alignas(64) unsigned char bounds[8 * 64];
   std::uint8_t code = 0;
   bool ok = false;
 };
-const MxScale* mxfp4_scale_table(DType dt) noexcept;
+const MxEntry* mxfp4_entries(DType dt);
+
+/**
+ * W4A16 for BF16/F16: the 8 bounds of c = nearbyint(min(flD(|w| / s), 8)) (c >= b + 1 iff mag > bound b)
+ * for the scale whose bits in D are s_bits; the stored value is 8 + min(c, 7) for w >= 0, 8 - c for
+ * w < 0. A per-thread cache over every scale bit pattern, filled on first use of each.
+ */
+const std::int16_t* w4a16_bounds(DType dt, std::uint16_t s_bits);
 
 }  // namespace fp4forge::scheme_fast
 
