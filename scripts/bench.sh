@@ -7,7 +7,9 @@
 # Environment:
 #   FP4FORGE_BENCH_MIN_TIME  seconds per benchmark (default 0.3: quick, a few iterations each)
 #   FP4FORGE_BENCH_REPS      repetitions per benchmark; the median is reported (default 5)
-#   FP4FORGE_BENCH_SCALAR=1  also time the scalar reference paths (slow: seconds per iteration)
+#   FP4FORGE_BENCH_SCALAR=1  also time the NVFP4 scalar reference path (slow: seconds per iteration);
+#                            the other schemes' scalar references are always timed (on 256 rows)
+#   FP4FORGE_BENCH_SCHEMES=0 skip the MXFP4A16 / FP8 / W4A16 section
 #   FP4FORGE_BENCH_DOC       file to update (default docs/performance.md)
 set -euo pipefail
 BUILD=${1:-build}
@@ -110,4 +112,80 @@ codec_bench() {
   echo "bench.sh: codec section of $DOC updated" >&2
 }
 
+# ---- codec: MXFP4A16, FP8_DYNAMIC, FP8_BLOCK, W4A16 encode per path (scalar vs SIMD) vs memcpy -----
+mbs() { awk -v v="$1" 'BEGIN { printf "%.0f", v / 1e6 }'; }
+
+schemes_bench() {
+  local bin="$BUILD/bench/codec_schemes_bench"
+  if [[ "${FP4FORGE_BENCH_SCHEMES:-1}" == "0" ]]; then return 0; fi
+  if [[ ! -x "$bin" ]]; then
+    echo "bench.sh: $bin not built; skipping the schemes section" >&2
+    return 0
+  fi
+  echo "bench.sh: $bin (min time ${MIN_TIME}s per benchmark)" >&2
+  "$bin" --benchmark_min_time="$MIN_TIME" --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/schemes.json" --benchmark_out_format=json >&2
+  rows_from_json "$OUT/schemes.json" | awk -F'\t' -v OFS='\t' '$1 ~ /_median$/ { sub(/_median$/, "", $1); print }' \
+    >"$OUT/schemes.tsv"
+  local memcpy
+  memcpy=$(awk -F'\t' '$1 ~ /^BM_Memcpy/ { print $3; exit }' "$OUT/schemes.tsv")
+  {
+    echo
+    echo "## Codec: MXFP4A16, FP8_DYNAMIC, FP8_BLOCK, W4A16 encode"
+    echo
+    echo "Whole encode (max pass + scales + codes + packing) of one 4096x4096 BF16 weight (32 MiB) per"
+    echo "scheme and path, in MB/s of source bytes per core (CPU time of a single thread), next to a"
+    echo "single-threaded memcpy of the same bytes in the same binary (\`bench/codec_schemes_bench.cc\`)."
+    echo "The scalar references (literal transcriptions of compressed-tensors, the test oracle) are timed"
+    echo "on the first 256 rows; the SIMD paths on the whole tensor. Every path writes the same bytes."
+    echo
+    echo "- CPU: $(cpu_model) ($(nproc) logical CPUs visible)"
+    echo "- date: $(date -u +%Y-%m-%d), build: $BUILD, median of $REPS repetitions of at least ${MIN_TIME}s each"
+    echo "- load average when run: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown) (other work on the machine inflates CPU time)"
+    echo "- memcpy per core (baseline, same run): **$(mbs "$memcpy") MB/s**"
+    echo
+    echo "| scheme | path | MB/s per core | x scalar | ratio to memcpy |"
+    echo "|---|---|---:|---:|---:|"
+    awk -F'\t' -v m="$memcpy" '
+      $1 ~ /^BM_Encode\// {
+        split($1, p, "/"); s = p[2]
+        if ($2 == "scalar") scalar[s] = $3
+        order[++n] = s; label[n] = $2; rate[n] = $3
+      }
+      END {
+        for (i = 1; i <= n; ++i) {
+          x = (order[i] in scalar && scalar[order[i]] > 0) ? sprintf("%.0f", rate[i] / scalar[order[i]]) : ""
+          printf "| %s | %s | %.0f | %s | %.2f |\n", order[i], label[i], rate[i] / 1e6, x, rate[i] / m
+        }
+      }' "$OUT/schemes.tsv"
+    if grep -q '^BM_EncodeThreads' "$OUT/schemes.tsv"; then
+      echo
+      echo "Thread scaling of the best path (rows split in 128-row strips across threads; wall clock, whole"
+      echo "tensor, MB/s):"
+      echo
+      awk -F'\t' '
+        $1 ~ /^BM_EncodeThreads\// {
+          split($1, p, "/"); s = p[2]; t = p[4]; sub(/^real_time$/, "", t)
+          if (!(s in seen)) { seen[s] = 1; ss[++ns] = s }
+          if (!(t in tseen)) { tseen[t] = 1; ts[++nt] = t }
+          v[s, t] = $3
+        }
+        END {
+          h = "| scheme |"; d = "|---|"
+          for (j = 1; j <= nt; ++j) { h = h " " ts[j] " |"; d = d "---:|" }
+          print h; print d
+          for (i = 1; i <= ns; ++i) {
+            l = "| " ss[i] " |"
+            for (j = 1; j <= nt; ++j) l = l sprintf(" %.0f |", v[ss[i], ts[j]] / 1e6)
+            print l
+          }
+        }' "$OUT/schemes.tsv"
+    fi
+    echo
+  } >"$OUT/schemes.md"
+  replace_section schemes "$OUT/schemes.md"
+  echo "bench.sh: schemes section of $DOC updated" >&2
+}
+
 codec_bench
+schemes_bench
