@@ -2,15 +2,18 @@
 // (CPU time of a single thread) for the whole encode of one weight (max pass + scales + codes + packing)
 // on each path (the scalar reference and every Highway target), next to a single-threaded memcpy of the
 // same bytes in the same binary; then the thread scaling of the best path (rows split in contiguous
-// ranges, 128-row strips for FP8_BLOCK; wall clock). The scalar references are literal transcriptions
+// ranges of 128-row strips, on a pool of threads started before the timing; wall clock). The scalar references are literal transcriptions
 // (FP8 rounds by an arg-min over all 127 codes), so they are timed on the first 256 rows only.
 //
 // Environment: FP4FORGE_BENCH_SHAPES="NxK,..." (default 4096x4096), FP4FORGE_BENCH_DTYPES="bf16,f16,f32"
 // (default bf16), FP4FORGE_BENCH_SCALAR=0 skips the scalar paths, FP4FORGE_BENCH_THREADS="1,2,..."
 // (default: powers of two up to the hardware threads, and that count).
 #include <algorithm>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
@@ -130,6 +133,10 @@ void BM_Encode(benchmark::State& state, QuantScheme q, Shape s, std::string path
   const std::uint64_t rows = path == "scalar" ? std::min(s.rows, kScalarRows) : s.rows;
   const nvfp4::WeightView w{src.data(), s.dt, rows, s.cols};
   Outputs o = outputs(q, rows, s.cols, s.dt);
+  if (!encode(q, path, w, 0, rows, o).ok()) {  // untimed: first touch of the outputs, per-thread tables
+    state.SkipWithError("encode failed");
+    return;
+  }
   for (auto _ : state) {
     const Status st = encode(q, path, w, 0, rows, o);
     if (!st.ok()) {
@@ -142,8 +149,57 @@ void BM_Encode(benchmark::State& state, QuantScheme q, Shape s, std::string path
   report_rate(state, w.rows * w.cols * (s.dt == DType::F32 ? 4 : 2), path);
 }
 
+// A fixed set of worker threads that run one job each per round (so a round costs no thread start-up,
+// as in the quantize runner's pool).
+class Pool {
+ public:
+  explicit Pool(std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i)
+      threads_.emplace_back([this, i] {
+        std::uint64_t seen = 0;
+        for (;;) {
+          std::unique_lock<std::mutex> lk(m_);
+          cv_.wait(lk, [&] { return stop_ || round_ != seen; });
+          if (stop_) return;
+          seen = round_;
+          lk.unlock();
+          job_(i);
+          lk.lock();
+          if (--pending_ == 0) done_.notify_one();
+        }
+      });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  // Runs job(i) on worker i for every worker and waits for all of them.
+  void run(std::function<void(std::size_t)> job) {
+    std::unique_lock<std::mutex> lk(m_);
+    job_ = std::move(job);
+    pending_ = threads_.size();
+    ++round_;
+    cv_.notify_all();
+    done_.wait(lk, [&] { return pending_ == 0; });
+  }
+
+ private:
+  std::vector<std::thread> threads_;
+  std::mutex m_;
+  std::condition_variable cv_, done_;
+  std::function<void(std::size_t)> job_;
+  std::uint64_t round_ = 0;
+  std::size_t pending_ = 0;
+  bool stop_ = false;
+};
+
 // Rows split into one contiguous range per thread (128-row strips for every scheme, so FP8_BLOCK's
-// boundaries hold), each thread encoding its range on the best path. Wall clock.
+// boundaries hold), each thread encoding its range on the best path, on a pool started before the
+// timing. Wall clock.
 void BM_EncodeThreads(benchmark::State& state, QuantScheme q, Shape s) {
   const auto& src = source(s);
   const auto threads = static_cast<std::uint64_t>(state.range(0));
@@ -151,18 +207,19 @@ void BM_EncodeThreads(benchmark::State& state, QuantScheme q, Shape s) {
   Outputs o = outputs(q, s.rows, s.cols, s.dt);
   const std::uint64_t strips = (s.rows + 127) / 128;
   std::vector<int> ok(threads);
+  Pool pool(threads);
+  const auto job = [&](std::size_t t) {
+    const std::uint64_t r0 = std::min(s.rows, strips * t / threads * 128);
+    const std::uint64_t r1 = std::min(s.rows, strips * (t + 1) / threads * 128);
+    ok[t] = encode(q, "", w, r0, r1, o).ok();
+  };
+  pool.run(job);  // first touch of the outputs, per-thread tables
   for (auto _ : state) {
-    std::vector<std::thread> pool;
-    for (std::uint64_t t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        const std::uint64_t r0 = std::min(s.rows, strips * t / threads * 128);
-        const std::uint64_t r1 = std::min(s.rows, strips * (t + 1) / threads * 128);
-        ok[t] = encode(q, "", w, r0, r1, o).ok();
-      });
-    for (auto& th : pool) th.join();
+    pool.run(job);
     benchmark::DoNotOptimize(o.codes.data());
     benchmark::ClobberMemory();
   }
+  if (std::count(ok.begin(), ok.end(), 1) != static_cast<long>(threads)) state.SkipWithError("an encode failed");
   const std::vector<std::string> paths = fp4forge::encode_paths(q);  // "scalar", then the best target
   report_rate(state, src.size(), (paths.size() > 1 ? paths[1] : paths[0]) + " x" + std::to_string(threads));
 }
