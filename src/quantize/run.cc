@@ -248,10 +248,11 @@ Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::
   const std::string name = unit_name(u);
   switch (scheme) {
     case QuantScheme::NVFP4A16: FP4FORGE_TRY(nvfp4::encode_rows(v, gs, 0, n, payload.data(), scale.data(), name)); break;
-    case QuantScheme::MXFP4A16: FP4FORGE_TRY(mxfp4::encode(v, payload.data(), scale.data(), name)); break;
-    case QuantScheme::FP8_DYNAMIC: FP4FORGE_TRY(fp8::encode_channel(v, payload.data(), scale.data(), name)); break;
-    case QuantScheme::FP8_BLOCK: FP4FORGE_TRY(fp8::encode_block(v, payload.data(), scale.data(), name)); break;
-    case QuantScheme::W4A16: FP4FORGE_TRY(w4a16::encode(v, payload.data(), scale.data(), name)); break;
+    // The fast paths (best Highway target): the references' bytes and errors.
+    case QuantScheme::MXFP4A16: FP4FORGE_TRY(mxfp4::encode_rows(v, 0, n, payload.data(), scale.data(), name)); break;
+    case QuantScheme::FP8_DYNAMIC: FP4FORGE_TRY(fp8::encode_channel_rows(v, 0, n, payload.data(), scale.data(), name)); break;
+    case QuantScheme::FP8_BLOCK: FP4FORGE_TRY(fp8::encode_block_rows(v, 0, n, payload.data(), scale.data(), name)); break;
+    case QuantScheme::W4A16: FP4FORGE_TRY(w4a16::encode_rows(v, 0, n, payload.data(), scale.data(), name)); break;
   }
   const std::uint64_t scale_row0 = scheme == QuantScheme::FP8_BLOCK ? r0 / fp8::kBlock : r0;
   const std::uint64_t scale_row_bytes = parts[1].bytes() / parts[1].shape[0];
