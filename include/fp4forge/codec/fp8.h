@@ -91,7 +91,7 @@ std::string best_path();
  */
 Status encode_channel_rows(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::byte* weight_out,
                            std::byte* scale_out, std::string_view name);
-/** encode_channel_rows on a named path of available_paths(); any other name is Errc::USAGE. */
+/** encode_channel_rows on a named path of available_paths() (empty: the best); else Errc::USAGE. */
 Status encode_channel_rows_with(std::string_view path, const nvfp4::WeightView& w, std::uint64_t r0,
                                 std::uint64_t r1, std::byte* weight_out, std::byte* scale_out,
                                 std::string_view name);
@@ -104,7 +104,7 @@ Status encode_channel_rows_with(std::string_view path, const nvfp4::WeightView& 
  */
 Status encode_block_rows(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::byte* weight_out,
                          std::byte* scale_out, std::string_view name);
-/** encode_block_rows on a named path of available_paths(); any other name is Errc::USAGE. */
+/** encode_block_rows on a named path of available_paths() (empty: the best); else Errc::USAGE. */
 Status encode_block_rows_with(std::string_view path, const nvfp4::WeightView& w, std::uint64_t r0,
                               std::uint64_t r1, std::byte* weight_out, std::byte* scale_out, std::string_view name);
 

@@ -82,7 +82,7 @@ std::string best_path();
  */
 Status encode_rows(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::byte* packed_out,
                    std::byte* scale_out, std::string_view name);
-/** encode_rows on a named path of available_paths(); any other name is Errc::USAGE listing them. */
+/** encode_rows on a named path of available_paths() (empty: the best); any other name is Errc::USAGE. */
 Status encode_rows_with(std::string_view path, const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1,
                         std::byte* packed_out, std::byte* scale_out, std::string_view name);
 
