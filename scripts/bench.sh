@@ -10,6 +10,7 @@
 #   FP4FORGE_BENCH_SCALAR=1  also time the NVFP4 scalar reference path (slow: seconds per iteration);
 #                            the other schemes' scalar references are always timed (on 256 rows)
 #   FP4FORGE_BENCH_SCHEMES=0 skip the MXFP4A16 / FP8 / W4A16 section
+#   FP4FORGE_BENCH_CODEC=0   skip the NVFP4A16 section
 #   FP4FORGE_BENCH_DOC       file to update (default docs/performance.md)
 set -euo pipefail
 BUILD=${1:-build}
@@ -57,6 +58,7 @@ gbs() { awk -v v="$1" 'BEGIN { printf "%.2f", v / 1e9 }'; }
 # ---- codec: NVFP4 encode throughput per path vs per-core memcpy --------------------------------
 codec_bench() {
   local bin="$BUILD/bench/codec_encode_bench"
+  if [[ "${FP4FORGE_BENCH_CODEC:-1}" == "0" ]]; then return 0; fi
   if [[ ! -x "$bin" ]]; then
     echo "bench.sh: $bin not built; skipping the codec section" >&2
     return 0
