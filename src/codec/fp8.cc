@@ -20,18 +20,26 @@ int scalar_block(const std::byte* data, DType dt, std::uint64_t rows, std::uint6
 }
 
 const scheme_fast::SchemeSpec& channel_spec() {
-  static const scheme_fast::SchemeSpec s{"FP8_DYNAMIC",     1,
-                                         1,                 &scalar_channel,
-                                         &scheme_simd::fp8_channel_kernels, &scheme_simd::fp8_channel_dispatched,
-                                         nullptr};
+  static const scheme_fast::SchemeSpec s{.preset = "FP8_DYNAMIC",
+                                         .k_multiple = 1,
+                                         .k_name = "",
+                                         .row_block = 1,
+                                         .scalar = &scalar_channel,
+                                         .simd = &scheme_simd::fp8_channel_kernels,
+                                         .dispatched = &scheme_simd::fp8_channel_dispatched,
+                                         .overflow_error = nullptr};
   return s;
 }
 
 const scheme_fast::SchemeSpec& block_spec() {
-  static const scheme_fast::SchemeSpec s{"FP8_BLOCK",       1,
-                                         kBlock,            &scalar_block,
-                                         &scheme_simd::fp8_block_kernels, &scheme_simd::fp8_block_dispatched,
-                                         nullptr};
+  static const scheme_fast::SchemeSpec s{.preset = "FP8_BLOCK",
+                                         .k_multiple = 1,
+                                         .k_name = "",
+                                         .row_block = kBlock,
+                                         .scalar = &scalar_block,
+                                         .simd = &scheme_simd::fp8_block_kernels,
+                                         .dispatched = &scheme_simd::fp8_block_dispatched,
+                                         .overflow_error = nullptr};
   return s;
 }
 

@@ -39,10 +39,14 @@ Error overflow_error(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t
 }
 
 const scheme_fast::SchemeSpec& spec() {
-  static const scheme_fast::SchemeSpec s{"MXFP4A16",       kGroupSize,
-                                         1,                &scalar_kernel,
-                                         &scheme_simd::mxfp4_kernels, &scheme_simd::mxfp4_dispatched,
-                                         &overflow_error};
+  static const scheme_fast::SchemeSpec s{.preset = "MXFP4A16",
+                                         .k_multiple = kGroupSize,
+                                         .k_name = "MXFP4",
+                                         .row_block = 1,
+                                         .scalar = &scalar_kernel,
+                                         .simd = &scheme_simd::mxfp4_kernels,
+                                         .dispatched = &scheme_simd::mxfp4_dispatched,
+                                         .overflow_error = &overflow_error};
   return s;
 }
 

@@ -76,12 +76,11 @@ Status run_rows(const SchemeSpec& spec, EncodeKernel k, const nvfp4::WeightView&
                                           r0, r1, spec.row_block, spec.preset, spec.row_block));
   if (w.cols % spec.k_multiple != 0) {
     FP4FORGE_TRY(find_non_finite(w, r0, r1, name, spec.preset));
-    const std::string_view what = spec.k_multiple == 32 ? "MXFP4" : spec.preset;
     return tensor_error(name, fmt::format("shape [{}, {}]: K = {} is not a multiple of {} (K % {} = {}); {} needs "
                                           "whole groups of {} columns (compressed-tensors refuses it too); leave it "
                                           "unquantized",
                                           w.rows, w.cols, w.cols, spec.k_multiple, spec.k_multiple,
-                                          w.cols % spec.k_multiple, what, spec.k_multiple));
+                                          w.cols % spec.k_multiple, spec.k_name, spec.k_multiple));
   }
   if (r0 == r1) return {};
   if (out0 == nullptr || out1 == nullptr) {

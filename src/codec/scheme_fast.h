@@ -44,6 +44,7 @@ std::vector<PathKernel> supported(std::initializer_list<TargetEntry> compiled);
 struct SchemeSpec {
   std::string_view preset;      ///< "MXFP4A16", "FP8_DYNAMIC", ... (in error messages)
   std::uint64_t k_multiple;     ///< 32, 1, 1, 128
+  std::string_view k_name;      ///< the name the K refusal uses: "MXFP4", "W4A16" (empty: any K)
   std::uint64_t row_block;      ///< row ranges start (and end, unless at the last row) on a multiple: 1 or 128
   EncodeKernel scalar;          ///< the reference on a row range
   const std::vector<PathKernel>& (*simd)();  ///< the Highway targets, best first

@@ -13,10 +13,14 @@ int scalar_kernel(const std::byte* data, DType dt, std::uint64_t rows, std::uint
 }
 
 const scheme_fast::SchemeSpec& spec() {
-  static const scheme_fast::SchemeSpec s{"W4A16",          kGroupSize,
-                                         1,                &scalar_kernel,
-                                         &scheme_simd::w4a16_kernels, &scheme_simd::w4a16_dispatched,
-                                         nullptr};
+  static const scheme_fast::SchemeSpec s{.preset = "W4A16",
+                                         .k_multiple = kGroupSize,
+                                         .k_name = "W4A16",
+                                         .row_block = 1,
+                                         .scalar = &scalar_kernel,
+                                         .simd = &scheme_simd::w4a16_kernels,
+                                         .dispatched = &scheme_simd::w4a16_dispatched,
+                                         .overflow_error = nullptr};
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -410,6 +411,7 @@ struct Param {
   const Scheme* scheme;
   DType dt;
 };
+void PrintTo(const Param& p, std::ostream* os) { *os << p.scheme->name << " " << dtype_name(p.dt); }
 
 class CodecSchemesDiff : public ::testing::TestWithParam<Param> {};
 
