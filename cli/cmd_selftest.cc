@@ -49,7 +49,7 @@ int run_selftest(const SelftestOpts& o) {
     if (!s) return report_error(s.error(), o.json);
     schemes.push_back(std::move(*s));
   }
-  run_scheme_golden(schemes, r);
+  run_scheme_golden(schemes, r, paths);  // every scheme through the same codec paths
   if (o.json) {
     print_json(nvfp4::to_json(r));
   } else {

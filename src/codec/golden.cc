@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -256,18 +257,25 @@ std::string to_text(const GoldenReport& r) {
     out += rtrim(line) + "\n";
   }
   if (!r.scheme_outcomes.empty()) {
-    // One line per scheme: "MXFP4A16     6/6 cases byte-exact to compressed-tensors (...)".
-    std::vector<std::pair<std::string, std::pair<std::size_t, std::size_t>>> per;  // scheme -> (pass, total)
+    // One line per scheme: "MXFP4A16     30/30 case runs byte-exact to compressed-tensors (5 path(s): ...)".
+    struct Tally {
+      std::string scheme;
+      std::size_t pass = 0, total = 0;
+      std::vector<std::string> paths;  // in the order they ran
+    };
+    std::vector<Tally> per;
     for (const auto& o : r.scheme_outcomes) {
       const std::string s = o.case_name.substr(0, o.case_name.find('/'));
-      if (per.empty() || per.back().first != s) per.push_back({s, {0, 0}});
-      per.back().second.first += o.pass;
-      ++per.back().second.second;
+      if (per.empty() || per.back().scheme != s) per.push_back({s, 0, 0, {}});
+      per.back().pass += o.pass;
+      ++per.back().total;
+      if (std::find(per.back().paths.begin(), per.back().paths.end(), o.path) == per.back().paths.end())
+        per.back().paths.push_back(o.path);
     }
-    for (const auto& [s, n] : per)
-      out += fmt::format("{:<12} {}/{} cases byte-exact to compressed-tensors (scalar reference; refused shapes "
+    for (const auto& t : per)
+      out += fmt::format("{:<12} {}/{} case runs byte-exact to compressed-tensors ({} path(s): {}; refused shapes "
                          "refused)\n",
-                         s, n.first, n.second);
+                         t.scheme, t.pass, t.total, t.paths.size(), fmt::join(t.paths, ", "));
   }
   const std::size_t runs = r.outcomes.size() + r.scheme_outcomes.size();
   if (r.ok()) return out + fmt::format("PASS: all {} runs byte-exact\n", runs);

@@ -1257,7 +1257,7 @@ struct MemberDiff {
 
 /**
  * A module of MXFP4A16, FP8_DYNAMIC, FP8_BLOCK or W4A16 against its source: re-encoded whole by the
- * scheme's reference encoder (encode_linear, in chunks of whole 128-row blocks) and compared byte for byte,
+ * scheme's encoder (encode_linear on the best codec path, byte-identical to the scalar reference on every path; in chunks of whole 128-row blocks) and compared byte for byte,
  * every member; dequantized (decode_linear_rows) and its relative RMS error compared with the re-encoding's.
  * A byte difference is a warning (a GPU run or another quantizer differs too, docs/schemes.md); an error
  * far above the reference's is error-outlier. nullopt when the source cannot be encoded.

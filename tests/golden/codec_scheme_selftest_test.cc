@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
+#include <fmt/format.h>
+
+#include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/scheme_golden.h"
 
 namespace fp4forge {
@@ -25,8 +29,26 @@ TEST(CodecSchemeSelftest, BuiltInVectorsCoverEverySchemeAndAllPass) {
   EXPECT_EQ(r.scheme_failures, 0u);
   for (const auto& o : r.scheme_outcomes) EXPECT_TRUE(o.pass) << o.case_name << ": " << o.detail;
   EXPECT_TRUE(r.ok());
-  EXPECT_NE(nvfp4::to_text(r).find("W4A16        6/6 cases byte-exact"), std::string::npos) << nvfp4::to_text(r);
+  EXPECT_NE(nvfp4::to_text(r).find("W4A16        6/6 case runs byte-exact to compressed-tensors (1 path(s): scalar;"),
+            std::string::npos)
+      << nvfp4::to_text(r);
   EXPECT_EQ(nvfp4::to_json(r)["scheme_failures"], 0);
+}
+
+// What `fp4forge selftest` runs: every built-in case of every scheme on every codec path of this CPU.
+TEST(CodecSchemeSelftest, BuiltInVectorsPassOnEveryCodecPath) {
+  auto sets = builtin_scheme_golden();
+  ASSERT_TRUE(sets.ok()) << sets.error().message;
+  const std::vector<std::string> paths = nvfp4::available_paths();
+  ASSERT_GE(paths.size(), 2u);  // the scalar reference and at least one Highway target
+  nvfp4::GoldenReport r;
+  run_scheme_golden(*sets, r, paths);
+  std::size_t cases = 0;
+  for (const auto& s : *sets) cases += s.cases.size();
+  EXPECT_EQ(r.scheme_outcomes.size(), cases * paths.size());
+  for (const auto& o : r.scheme_outcomes) EXPECT_TRUE(o.pass) << o.case_name << " on " << o.path << ": " << o.detail;
+  EXPECT_NE(nvfp4::to_text(r).find(fmt::format("({} path(s): {}", paths.size(), paths.front())), std::string::npos)
+      << nvfp4::to_text(r);
 }
 
 TEST(CodecSchemeSelftest, AChangedByteFailsNamingTheTensorAndByte) {

@@ -82,7 +82,7 @@ struct GoldenReport {
   std::vector<GoldenCaseInfo> cases;
   std::vector<GoldenOutcome> outcomes;  ///< case-major: outcomes[c * paths.size() + p]
   std::size_t failures = 0;
-  /** The other schemes' cases (scheme_golden.h), case_name "PRESET/case", path "scalar". */
+  /** The other schemes' cases (scheme_golden.h), case_name "PRESET/case", one outcome per case and path. */
   std::vector<GoldenOutcome> scheme_outcomes;
   std::size_t scheme_failures = 0;
   bool ok() const noexcept { return failures == 0 && scheme_failures == 0; }
