@@ -70,9 +70,6 @@ Status encode_block_rows_with(std::string_view path, const nvfp4::WeightView& w,
 
 std::vector<std::string> available_paths() { return scheme_fast::path_names(channel_spec()); }
 
-std::string best_path() {
-  const auto& k = scheme_simd::fp8_channel_kernels();
-  return k.empty() ? std::string("scalar") : k.front().name;
-}
+std::string best_path() { return scheme_fast::best_path_name(channel_spec()); }
 
 }  // namespace fp4forge::fp8

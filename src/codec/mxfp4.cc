@@ -65,9 +65,6 @@ Status encode_rows_with(std::string_view path, const nvfp4::WeightView& w, std::
 
 std::vector<std::string> available_paths() { return scheme_fast::path_names(spec()); }
 
-std::string best_path() {
-  const auto& k = scheme_simd::mxfp4_kernels();
-  return k.empty() ? std::string("scalar") : k.front().name;
-}
+std::string best_path() { return scheme_fast::best_path_name(spec()); }
 
 }  // namespace fp4forge::mxfp4

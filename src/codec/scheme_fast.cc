@@ -45,6 +45,11 @@ std::vector<std::string> path_names(const SchemeSpec& spec) {
   return out;
 }
 
+std::string best_path_name(const SchemeSpec& spec) {
+  const auto& k = spec.simd();
+  return k.empty() ? std::string("scalar") : k.front().name;
+}
+
 Result<EncodeKernel> find_kernel(const SchemeSpec& spec, std::string_view path) {
   if (path.empty()) return spec.dispatched;
   if (path == "scalar") return spec.scalar;

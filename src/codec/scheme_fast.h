@@ -60,6 +60,9 @@ Result<EncodeKernel> find_kernel(const SchemeSpec& spec, std::string_view path);
 /** "scalar" followed by the supported Highway targets of `spec`, best first. */
 std::vector<std::string> path_names(const SchemeSpec& spec);
 
+/** The path the dispatch runs for `spec`: its best supported Highway target, "scalar" when there is none. */
+std::string best_path_name(const SchemeSpec& spec);
+
 /**
  * Encodes rows [r0, r1) of w with kernel k: out0 / out1 point at the range's first row of codes /
  * scales. Errors as the reference encoder gives them for the whole tensor (BAD_INPUT naming the tensor:
