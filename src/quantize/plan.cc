@@ -14,6 +14,7 @@
 #include "fp4forge/model/scheme_policy.h"
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/util/format.h"
+#include "fp4forge/util/fs.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge::quant {
@@ -219,8 +220,21 @@ PlanInput plan_input(const Checkpoint& ckpt) {
   return in;
 }
 
+Result<PlanInput> read_plan_input(const Checkpoint& ckpt) {
+  PlanInput in = plan_input(ckpt);
+  const auto& files = ckpt.other_files();
+  if (std::find(files.begin(), files.end(), "hf_quant_config.json") != files.end() &&
+      ckpt.escapes("hf_quant_config.json").empty()) {
+    FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(ckpt.dir() / "hf_quant_config.json"));
+    FP4FORGE_ASSIGN_OR_RETURN(ojson j, parse_json_bounded(text, "hf_quant_config.json"));
+    in.hf_quant_config = std::move(j);
+  }
+  return in;
+}
+
 Result<QuantPlan> make_plan(const Checkpoint& ckpt, const PlanOptions& opts) {
-  return make_plan(plan_input(ckpt), opts);
+  FP4FORGE_ASSIGN_OR_RETURN(PlanInput in, read_plan_input(ckpt));
+  return make_plan(in, opts);
 }
 
 namespace {
@@ -961,13 +975,55 @@ Status PlanBuilder::check_invariants() {
   return {};
 }
 
+
+/** The planner input of an FP8 source's bf16 expansion: FP8 weights as BF16 tensors of their shape, their
+ * scales and the dropped activation scales gone, the quantization config removed. */
+PlanInput expanded_input(const PlanInput& in, const Fp8Source& fp8) {
+  PlanInput out;
+  out.config = expanded_config(in.config);
+  out.shard_names = in.shard_names;
+  out.index_file = in.index_file;
+  out.shard_metadata = in.shard_metadata;
+  out.notes = in.notes;
+  for (const auto& t : in.tensors) {
+    if (fp8.consumed(t.name)) continue;
+    SourceTensor e = t;
+    if (fp8.find(t.name) != nullptr) e.dtype = DType::BF16;
+    out.tensors.push_back(std::move(e));
+  }
+  return out;
+}
+
 }  // namespace
 
-Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts) {
+Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
+  std::optional<Fp8Source> fp8;
+  {
+    std::vector<Fp8TensorInfo> ts;
+    ts.reserve(in0.tensors.size());
+    for (const auto& t : in0.tensors) ts.push_back({t.name, t.dtype, t.shape});
+    FP4FORGE_ASSIGN_OR_RETURN(fp8, detect_fp8_source(in0.config, in0.hf_quant_config ? &*in0.hf_quant_config : nullptr, ts));
+  }
+  std::optional<PlanInput> expanded;
+  if (fp8) expanded = expanded_input(in0, *fp8);
+  const PlanInput& in = expanded ? *expanded : in0;
   PlanBuilder b(in, opts);
   FP4FORGE_TRY(b.check_inputs());
   FP4FORGE_TRY(b.parse_patterns());
   FP4FORGE_TRY(b.make_decisions());
+  if (fp8) {
+    for (auto& d : b.plan.decisions)
+      if (const Fp8Weight* w = fp8->find(d.name)) d.fp8 = static_cast<std::size_t>(w - fp8->weights.data());
+    b.plan.source_bytes = 0;
+    for (const auto& t : in0.tensors) b.plan.source_bytes += numel(t.shape) * elem_bytes(t.dtype);
+    b.plan.warnings.insert(b.plan.warnings.begin(), fp8->warnings.begin(), fp8->warnings.end());
+    if (!fp8->dropped.empty())
+      b.plan.warnings.push_back(fmt::format(
+          "{} activation/KV-cache scale tensor(s) of the FP8 source not carried over (e.g. '{}'): the output keeps "
+          "activations and the KV cache in 16 bits",
+          fp8->dropped.size(), fp8->dropped.front()));
+    b.plan.fp8_source = std::move(fp8);
+  }
   b.find_fused_experts();
   FP4FORGE_TRY(b.add_candidates());
   FP4FORGE_TRY(b.apply_user_patterns());
@@ -1002,6 +1058,8 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
                    has_global_scale(plan.quant_scheme)
                        ? fmt::format(" in {} global-scale groups", format_count(plan.groups.size()))
                        : std::string());
+  if (plan.fp8_source)
+    s += fmt::format("  source: {}; read as its bf16 expansion (docs/fp8-sources.md)\n", plan.fp8_source->label);
   for (const auto& l : plan.summary) s += "  " + l + "\n";
   s += fmt::format("  size: {:.2f} MB -> {:.2f} MB ({:.3f} bits per quantized weight)\n",
                    static_cast<double>(plan.source_bytes) / 1e6, static_cast<double>(plan.output_bytes) / 1e6,
@@ -1044,6 +1102,7 @@ nlohmann::ordered_json to_json(const QuantPlan& plan) {
   j["quantized_weights"] = plan.units.size();
   j["global_scale_groups"] = has_global_scale(plan.quant_scheme) ? plan.groups.size() : 0;
   j["source_bytes"] = plan.source_bytes;
+  j["source_format"] = plan.fp8_source ? fp8_source_json(*plan.fp8_source) : ojson(nullptr);
   j["output_bytes"] = plan.output_bytes;
   j["quantized_params"] = plan.quantized_params;
   j["text_linear_params"] = plan.text_params;

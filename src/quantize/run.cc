@@ -102,24 +102,39 @@ class Runner {
   }
   bool stopped() const { return stop_.load(std::memory_order_relaxed); }
 
+  /** The FP8 source weight behind decision `d`, or nullptr for a tensor stored as it is planned. */
+  const Fp8Weight* fp8_of(std::size_t d) const {
+    const std::size_t i = plan_.decisions[d].fp8;
+    return i == TensorDecision::kNoFp8 ? nullptr : &plan_.fp8_source->weights[i];
+  }
+  /** Bytes per stored source element of decision `d` (1 for an FP8 payload, else its dtype's). */
+  std::size_t stored_elem_bytes(std::size_t d) const {
+    return fp8_of(d) != nullptr ? 1 : dtype_bits(plan_.decisions[d].dtype) / 8;
+  }
   /** Rows [r0, r1) of unit `u` as a contiguous view: into the mapping when the unit's slice is contiguous,
-   * else gathered into `buf` (a transposed or interleaved fused expert). Row 0 of the view is row r0. */
-  nvfp4::WeightView rows_view(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1,
-                              std::vector<std::byte>& buf) const {
+   * else gathered into `buf` (a transposed or interleaved fused expert); an FP8 source weight is expanded
+   * to bf16 into `buf` (model/fp8_source.h). Row 0 of the view is row r0. */
+  Result<nvfp4::WeightView> rows_view(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1,
+                                      std::vector<std::byte>& buf) const {
     const TensorRef* t = refs_[u.decision];
     const std::size_t es = dtype_bits(u.dtype) / 8;
+    if (const Fp8Weight* f = fp8_of(u.decision)) {
+      buf.resize(static_cast<std::size_t>((r1 - r0) * u.cols * 2));
+      FP4FORGE_TRY(dequant_slice_rows(ck_, *f, u.slice, r0, r1, reinterpret_cast<std::uint16_t*>(buf.data())));
+      return nvfp4::WeightView{buf.data(), DType::BF16, r1 - r0, u.cols};
+    }
     const std::byte* base = ck_.data(*t).data();
-    if (u.slice.contiguous()) return {base + (u.slice.offset + r0 * u.slice.row_stride) * es, u.dtype, r1 - r0, u.cols};
+    if (u.slice.contiguous()) return nvfp4::WeightView{base + (u.slice.offset + r0 * u.slice.row_stride) * es, u.dtype, r1 - r0, u.cols};
     buf.resize(static_cast<std::size_t>((r1 - r0) * u.cols * es));
     gather_rows(base, es, u.slice, r0, r1, buf.data());
-    return {buf.data(), u.dtype, r1 - r0, u.cols};
+    return nvfp4::WeightView{buf.data(), u.dtype, r1 - r0, u.cols};
   }
   /** Drops rows [r0, r1) of unit `u` from the page cache (contiguous slices only; a strided slice shares
    * its pages with the other parts of the fused tensor). */
   void release_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1) const {
     if (!u.slice.contiguous()) return;
-    release(u.decision, (u.slice.offset + r0 * u.slice.row_stride) * (dtype_bits(u.dtype) / 8),
-            (r1 - r0) * row_bytes(u));
+    const std::size_t es = stored_elem_bytes(u.decision);
+    release(u.decision, (u.slice.offset + r0 * u.slice.row_stride) * es, (r1 - r0) * u.cols * es);
   }
   std::string unit_name(const QuantUnit& u) const {
     const auto& d = plan_.decisions[u.decision];
@@ -244,7 +259,7 @@ Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::
   const auto parts = linear_tensors(scheme, n, u.cols, u.dtype);
   std::vector<std::byte> payload(static_cast<std::size_t>(parts[0].bytes())), scale(static_cast<std::size_t>(parts[1].bytes()));
   std::vector<std::byte> buf;
-  const nvfp4::WeightView v = rows_view(u, r0, r1, buf);
+  FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(u, r0, r1, buf));
   const std::string name = unit_name(u);
   switch (scheme) {
     case QuantScheme::NVFP4A16: FP4FORGE_TRY(nvfp4::encode_rows(v, gs, 0, n, payload.data(), scale.data(), name)); break;
@@ -382,6 +397,13 @@ Status Runner::copy_side_files(RunSummary& sum) {
       warnings_.push_back(fmt::format("not copied: {}", why));
       continue;
     }
+    if (plan_.fp8_source && std::find(plan_.fp8_source->side_files.begin(), plan_.fp8_source->side_files.end(), n) !=
+                                plan_.fp8_source->side_files.end()) {
+      warnings_.push_back(fmt::format("not copied: '{}' (the FP8 source's quantization config; the output's is "
+                                      "quantization_config in config.json)",
+                                      n));
+      continue;
+    }
     if (const std::string why = side_file_skip_reason(n); !why.empty()) {
       warnings_.push_back(fmt::format("not copied: '{}' ({})", n, why));
       continue;
@@ -442,8 +464,10 @@ Runner::Work Runner::list_work() {
 }
 
 void Runner::list_copy(Work& w, std::size_t decision, std::size_t shard, const st::TensorInfo& t) const {
-  for (std::uint64_t o = 0; o < t.nbytes() || (o == 0 && t.nbytes() == 0); o += w.chunk) {
-    const std::uint64_t len = std::min(w.chunk, t.nbytes() - o);
+  // An FP8 weight is expanded in whole bf16 elements.
+  const std::uint64_t step = fp8_of(decision) != nullptr ? std::max<std::uint64_t>(2, w.chunk & ~std::uint64_t{1}) : w.chunk;
+  for (std::uint64_t o = 0; o < t.nbytes() || (o == 0 && t.nbytes() == 0); o += step) {
+    const std::uint64_t len = std::min(step, t.nbytes() - o);
     w.items.push_back({Item::COPY, decision, shard, o, len, t.begin + o, 0, 0, 0, len});
     if (t.nbytes() == 0) break;
   }
@@ -507,7 +531,8 @@ Status Runner::run_small_group(std::size_t g) {
   for (auto u : grp.units) {
     std::vector<std::byte> buf;
     const QuantUnit& un = plan_.units[u];
-    FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax(rows_view(un, 0, un.rows, buf), unit_name(un)));
+    FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(un, 0, un.rows, buf));
+    FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax(v, unit_name(un)));
     amax = std::max(amax, a);
   }
   const float gs = nvfp4::global_scale(amax, plan_.units[grp.units.front()].dtype);
@@ -529,7 +554,8 @@ Status Runner::run_small_group(std::size_t g) {
 Status Runner::run_big_amax(const Item& it, BigGroup& bg) {
   const QuantUnit& q = plan_.units[it.unit];
   std::vector<std::byte> buf;
-  FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax_rows(rows_view(q, it.r0, it.r1, buf), 0, it.r1 - it.r0, unit_name(q)));
+  FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(q, it.r0, it.r1, buf));
+  FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax_rows(v, 0, it.r1 - it.r0, unit_name(q)));
   // The encode pass reads these rows again; drop them now so a large set stays within budget.
   release_rows(q, it.r0, it.r1);
   {
@@ -556,6 +582,14 @@ Status Runner::run_encode_rows(const Item& it) {
 }
 
 Status Runner::run_copy(const Item& it) {
+  if (const Fp8Weight* f = fp8_of(it.a)) {  // a kept FP8 weight: written as its bf16 expansion
+    std::vector<std::uint16_t> out(static_cast<std::size_t>(it.len / 2));
+    FP4FORGE_TRY(dequant_elements(ck_, *f, it.off / 2, it.len / 2, out.data()));
+    FP4FORGE_TRY(write(it.shard, it.dst_off, std::as_bytes(std::span<const std::uint16_t>(out))));
+    release(it.a, it.off / 2, it.len / 2);
+    progress_->add(it.len, it.off + it.len == refs_[it.a]->info->nbytes() * 2 ? 1 : 0);
+    return {};
+  }
   const auto data = ck_.data(*refs_[it.a]).subspan(it.off, it.len);
   FP4FORGE_TRY(write(it.shard, it.dst_off, data));
   release(it.a, it.off, it.len);

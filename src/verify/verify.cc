@@ -19,6 +19,7 @@
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
+#include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/tensor_role.h"
 #include "fp4forge/verify/diff.h"
 #include "fp4forge/model/quant_config.h"
@@ -774,6 +775,10 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
   for (const auto& name : s.kept_linear) {
     if (ig.matches(name)) continue;
     const Module& m = s.modules.at(name);
+    // Embeddings are no Linear target: compressed-tensors matches `targets: ["Linear"]` by module class and
+    // vLLM builds them as VocabParallelEmbedding, unquantized unless a group names them (llm-compressor's
+    // own outputs list only lm_head).
+    if (m.cls.role == Role::EMBEDDING || m.cls.role == Role::PLE) continue;
     sink.add({"ignore-missing", Severity::ERROR, family_of(name),
               fmt::format("'{}' is an unquantized 2-D weight {} but no ignore entry matches it: vLLM treats it as "
                           "{} target and expects {}",
@@ -1186,16 +1191,34 @@ struct SourceView {
   std::uint64_t rows = 0, cols = 0;
   const std::byte* data = nullptr;  // contiguous row-major [rows, cols] (into the mmap, or `owned`)
   std::vector<std::byte> owned;     // transposed copy when the family layout needs it
+  const Fp8Weight* fp8 = nullptr;   // an FP8 source weight: expanded to bf16 into `owned` by expand()
+  MatrixSlice slice;                // the module's matrix inside `fp8`
 };
+
+/** An FP8 source view's bf16 expansion, made just before its comparison (so memory holds one job's). */
+Status expand(const Checkpoint& src, SourceView& v) {
+  if (v.fp8 == nullptr || v.data != nullptr) return {};
+  v.owned.resize(static_cast<std::size_t>(v.rows * v.cols * 2));
+  FP4FORGE_TRY(dequant_slice_rows(src, *v.fp8, v.slice, 0, v.rows, reinterpret_cast<std::uint16_t*>(v.owned.data())));
+  v.data = v.owned.data();
+  return {};
+}
+
+/** Frees an expanded view. */
+void unexpand(SourceView& v) {
+  if (v.fp8 == nullptr) return;
+  v.data = nullptr;
+  std::vector<std::byte>().swap(v.owned);
+}
 
 std::size_t elem_size(DType t) { return dtype_bits(t) / 8; }
 
 /** Resolves the source of quantized module `m` ([n, k]): a plain `.weight`, or one expert's part of a fused
  * 3-D tensor (model/experts.h decides the layout). Error text on failure; `undecided` is set when the
  * source's fused layout cannot be decided (a warning: the module could not be checked). */
-std::optional<std::string> resolve_source(const Checkpoint& src, std::span<const ExpertBlock> blocks,
-                                          const std::string& module, std::uint64_t n, std::uint64_t k,
-                                          SourceView& out, bool& undecided) {
+std::optional<std::string> resolve_source(const Checkpoint& src, const Fp8Source* fp8,
+                                          std::span<const ExpertBlock> blocks, const std::string& module,
+                                          std::uint64_t n, std::uint64_t k, SourceView& out, bool& undecided) {
   undecided = false;
   if (const TensorRef* t = src.find(module + ".weight")) {
     const auto& sh = t->info->shape;
@@ -1206,6 +1229,12 @@ std::optional<std::string> resolve_source(const Checkpoint& src, std::span<const
     out.dtype = t->info->dtype;
     out.rows = n;
     out.cols = k;
+    if (const Fp8Weight* w = fp8 ? fp8->find(t->name) : nullptr) {
+      out.fp8 = w;
+      out.dtype = DType::BF16;
+      out.slice = {0, n, k, k, 1};
+      return std::nullopt;
+    }
     out.data = src.data(*t).data();
     return std::nullopt;
   }
@@ -1229,7 +1258,11 @@ std::optional<std::string> resolve_source(const Checkpoint& src, std::span<const
   out.rows = n;
   out.cols = k;
   const std::size_t es = elem_size(t->info->dtype);
-  if (p->slice.contiguous()) {
+  if (const Fp8Weight* w = fp8 ? fp8->find(t->name) : nullptr) {
+    out.fp8 = w;
+    out.dtype = DType::BF16;
+    out.slice = p->slice;
+  } else if (p->slice.contiguous()) {
     out.data = src.data(*t).data() + p->slice.offset * es;
   } else {
     out.owned.resize(n * k * es);
@@ -1383,10 +1416,14 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   return te;
 }
 
-void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo& info, const Structure& s,
-                     const VerifyOptions& opts, Sink& sink, VerifyStats& st) {
+void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source* fp8, const ModelInfo& info,
+                     const Structure& s, const VerifyOptions& opts, Sink& sink, VerifyStats& st) {
   st.against = true;
   std::set<std::string> src_used;  // source tensors accounted for
+  // An FP8 source is compared as its bf16 expansion: its scales and activation scales are no tensors of it.
+  if (fp8)
+    for (const auto& t : src.tensors())
+      if (fp8->consumed(t.name)) src_used.insert(t.name);
   std::set<const TensorRef*> q_used;
   // Sets to process: fused sets whose members are all valid quantized modules, then singletons.
   std::vector<std::vector<const Module*>> work;
@@ -1424,7 +1461,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
       Member mem;
       mem.mod = m;
       bool undecided = false;
-      auto err = resolve_source(src, src_blocks, m->name, m->n, m->k, mem.src, undecided);
+      auto err = resolve_source(src, fp8, src_blocks, m->name, m->n, m->k, mem.src, undecided);
       if (err && undecided) {
         sink.add({"source-layout-undecided", Severity::WARNING, family_of(m->name) + " source",
                   fmt::format("could not compare '{}' with its source: {}", m->name, *err), {m->payload->name}, "",
@@ -1477,10 +1514,23 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
   std::vector<float> deq, ref, srcf;
   std::vector<std::byte> pk, sc, pk1, sc1;
   for (Job& job : jobs) {
+    struct Unexpand {  // an FP8 source's expansion lives for its job only
+      Job& j;
+      ~Unexpand() {
+        for (Member& m : j.members) unexpand(m.src);
+      }
+    } unexpand_at_end{job};
     // amax per member (R4 check on the source), then the set's expected gs.
     float set_amax = 0;
     bool src_ok = true;
     for (Member& mem : job.members) {
+      if (Status e = expand(src, mem.src); !e) {
+        sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(mem.src.tensor->name) + " (source)",
+                  fmt::format("source: {}", e.error().message), {mem.src.tensor->name}, "", "finite source values",
+                  "non-finite", "the source itself is corrupt (F17); the quantized tensor cannot be judged"});
+        src_ok = false;
+        break;
+      }
       nvfp4::WeightView v{mem.src.data, mem.src.dtype, mem.src.rows, mem.src.cols};
       if (!nvfp4::is_source_dtype(mem.src.dtype)) {
         sink.add({"extra-tensor", Severity::ERROR, family_of(mem.mod->name) + " source-dtype",
@@ -1645,7 +1695,30 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const ModelInfo
     src_used.insert(o->name);
     ++st.compared_kept;
     std::string why;
-    if (t.info->dtype != o->info->dtype || t.info->shape != o->info->shape) {
+    if (const Fp8Weight* w = fp8 ? fp8->find(o->name) : nullptr) {  // kept FP8 weight: its bf16 expansion
+      if (t.info->dtype != DType::BF16 || t.info->shape != o->info->shape) {
+        why = fmt::format("{} {} where the FP8 source's expansion is BF16 {}", dtype_name(t.info->dtype),
+                          format_shape(t.info->shape), format_shape(o->info->shape));
+      } else {
+        const auto a = q.data(t);
+        const std::uint64_t n = o->info->numel(), chunk = 1u << 20;
+        std::vector<std::uint16_t> e(static_cast<std::size_t>(std::min(n, chunk)));
+        for (std::uint64_t i = 0; i < n && why.empty(); i += chunk) {
+          const std::uint64_t c = std::min(chunk, n - i);
+          if (Status d = dequant_elements(src, *w, i, c, e.data()); !d) {
+            why = d.error().message;
+            break;
+          }
+          if (std::memcmp(a.data() + i * 2, e.data(), c * 2) != 0) {
+            std::uint64_t j = 0;
+            while (j < c && std::memcmp(a.data() + (i + j) * 2, &e[j], 2) == 0) ++j;
+            why = fmt::format("element {} of {} differs from the bf16 expansion of the FP8 source", i + j, n);
+          }
+        }
+        q.shards()[t.shard].release(*t.info);
+        src.shards()[o->shard].release(*o->info);
+      }
+    } else if (t.info->dtype != o->info->dtype || t.info->shape != o->info->shape) {
       why = fmt::format("{} {} vs source {} {}", dtype_name(t.info->dtype), format_shape(t.info->shape),
                         dtype_name(o->info->dtype), format_shape(o->info->shape));
     } else {
@@ -1712,9 +1785,36 @@ void check_vllm_names(const ModelInfo& info, const Structure& s, Sink& sink) {
   }
 }
 
+/** An FP8 release in the native (`quant_method: fp8`) or ModelOpt dialect is a source, not a
+ * compressed-tensors checkpoint: what can be checked is that its FP8 weights are readable
+ * (model/fp8_source.h). True when it is one (the compressed-tensors checks are then skipped). */
+bool fp8_release(const Checkpoint& q, Sink& sink) {
+  auto src = read_fp8_source(q);
+  if (!src.ok()) {
+    // A source detection refuses: a CT checkpoint of another scheme is left to the structural checks.
+    const std::string method = [&] {
+      auto it = q.config().find("quantization_config");
+      return it != q.config().end() && it->is_object() ? it->value("quant_method", std::string()) : std::string();
+    }();
+    if (method == "fp8" || method == "modelopt")
+      sink.add({"fp8-source-invalid", Severity::ERROR, "quantization_config", src.error().message, {}, "",
+                "FP8 weights with their scales (docs/fp8-sources.md)", "unreadable",
+                "the release is incomplete or inconsistent; vLLM fails to load it too"});
+    return method == "fp8" || method == "modelopt";
+  }
+  if (!*src || (*src)->dialect == Fp8Dialect::COMPRESSED_TENSORS) return false;
+  sink.add({"fp8-source", Severity::INFO, "quantization_config",
+            fmt::format("an FP8 release, {}: its weights and scales are consistent; the compressed-tensors checks do "
+                        "not apply (fp4forge quantize reads it as its bf16 expansion)",
+                        (*src)->label),
+            {}, "", "", "", "quantize it: fp4forge quantize SRC DST (docs/fp8-sources.md)"});
+  return true;
+}
+
 void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
                    VerifyStats& st) {
   st.tensors = q.tensors().size();
+  if (fp8_release(q, sink)) return;
   check_quant_config(q, s, sink, st);
   collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);
   check_policy(info, s, sink);
@@ -1810,7 +1910,9 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
                 {}, "", "the same model (family, class, hidden_size, layers)", fmt::format("{}", fmt::join(diffs, ", ")),
                 "pass the unquantized checkpoint this one was made from"});
     } else {
-      compare_against(q, *against, info, s, opts, sink, rep.stats);
+      FP4FORGE_ASSIGN_OR_RETURN(std::optional<Fp8Source> fp8, read_fp8_source(*against));
+      if (fp8) rep.against_format = fp8_source_json(*fp8);
+      compare_against(q, *against, fp8 ? &*fp8 : nullptr, info, s, opts, sink, rep.stats);
     }
   }
   // A file truncated or rewritten while it was read gives zeros or mixed data: no verdict on that.

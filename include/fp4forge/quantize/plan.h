@@ -36,6 +36,7 @@
 #include "fp4forge/core/error.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
+#include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/model_info.h"
 #include "fp4forge/model/tensor_role.h"
 #include "fp4forge/safetensors/shard_writer.h"
@@ -67,10 +68,14 @@ struct PlanInput {
   /** Per source shard, its `__metadata__` (copied to the output shard). Empty vector = none. */
   std::vector<std::vector<std::pair<std::string, std::string>>> shard_metadata;
   std::vector<std::string> notes;  ///< Checkpoint::notes() messages, repeated as plan warnings
+  /** hf_quant_config.json (ModelOpt), when the checkpoint has one: read by FP8 source detection. */
+  std::optional<nlohmann::ordered_json> hf_quant_config;
 };
 
-/** Builds the planner input from an opened checkpoint. */
+/** Builds the planner input from an opened checkpoint (config, tensors, shards; no other file). */
 PlanInput plan_input(const Checkpoint& ckpt);
+/** plan_input plus the files FP8 source detection reads (hf_quant_config.json). */
+Result<PlanInput> read_plan_input(const Checkpoint& ckpt);
 
 enum class Action : std::uint8_t {
   QUANTIZE,  ///< a 2-D `.weight`, replaced by the scheme's tensors (codec/scheme.h linear_tensors)
@@ -105,6 +110,10 @@ struct TensorDecision {
   std::string reason;   ///< one line, e.g. "router: never quantized (vLLM builds it unquantized)"
   std::string pattern;  ///< the user pattern that decided, if any
   bool linear_like = false;  ///< a 2-D `.weight` (listed in `ignore` when kept)
+  /** An FP8 source weight (index into QuantPlan::fp8_source->weights), planned as its bf16 expansion:
+   * `dtype` is BF16, quantized from or written as the dequantized values. kNoFp8 otherwise. */
+  std::size_t fp8 = kNoFp8;
+  static constexpr std::size_t kNoFp8 = ~std::size_t{0};
 };
 
 /** One 2-D weight to quantize (a plain `.weight`, or one expert's part of a fused 3-D tensor). */
@@ -172,7 +181,7 @@ struct QuantPlan {
   std::string config_text;                ///< serialized config.json (indent 2, trailing newline)
   std::string index_name;                 ///< output index file name
   std::string index_text;                 ///< serialized index (indent 2, sorted keys)
-  std::uint64_t source_bytes = 0;         ///< sum of source tensor bytes
+  std::uint64_t source_bytes = 0;         ///< sum of source tensor bytes (as stored: FP8 payloads and their scales)
   std::uint64_t output_bytes = 0;         ///< sum of output tensor bytes (index total_size)
   std::uint64_t quantized_params = 0;     ///< weights quantized
   std::uint64_t quantized_out_bytes = 0;  ///< bytes of the tensors written for quantized weights
@@ -180,6 +189,10 @@ struct QuantPlan {
   std::uint64_t text_params = 0;          ///< elements of Linear-like text-stack weights (2-D, fused experts)
   std::uint64_t text_quantized_params = 0;  ///< of those, quantized
   std::vector<std::string> unroled;       ///< Linear-like text weights kept for lack of a role
+  /** An FP8 source (model/fp8_source.h): its FP8 weights are planned as their bf16 expansion (the
+   * decisions' `fp8`), its scales and activation scales are not output tensors, and `source_bytes`
+   * counts the stored bytes. */
+  std::optional<Fp8Source> fp8_source;
 
   /** Share of the text stack's Linear-like parameters that is quantized (0 when there are none). */
   double text_quantized_share() const noexcept;

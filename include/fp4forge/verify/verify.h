@@ -98,6 +98,8 @@ struct VerifyStats {
 struct VerifyReport {
   std::string qdir;     ///< the quantized checkpoint, as opened
   std::string against;  ///< the source, as opened ("" without --against)
+  /** An FP8 --against source: fp8_source_json of it (compared as its bf16 expansion); null otherwise. */
+  nlohmann::ordered_json against_format;
   std::vector<Finding> findings;  ///< errors first, then warnings, then info; stable order within
   VerifyStats stats;
   bool strict = false;  ///< VerifyOptions::strict

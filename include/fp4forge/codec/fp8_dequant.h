@@ -1,0 +1,68 @@
+#pragma once
+/**
+ * FP8 E4M3 source weights expanded to bf16: the reference every FP8 source dialect is read with
+ * (docs/fp8-sources.md).
+ *
+ * A stored FP8 weight is [outer..., rows, cols] F8_E4M3 codes plus a scale tensor covering each
+ * [rows, cols] matrix in one of three layouts (ScaleGrid). One element dequantizes as
+ *
+ *   p = fl32(e4m3(code) * scale)          float32 product (exact when the scale is BF16/F16)
+ *   p = fl16(p)                           only when the scale is F16 (compressed-tensors multiplies in
+ *                                         the scale's dtype, then casts)
+ *   out = bf16_rne(p)                     the model dtype, round to nearest even
+ *
+ * which is transformers' and DeepSeek's `weight_dequant` (float32 product with the F32
+ * `weight_scale_inv`, cast to bf16), compressed-tensors' `dequantize` (x_q.to(scale.dtype) * scale,
+ * then .to(bf16)) and ModelOpt's per-tensor `weight.float() * weight_scale`. A NaN code (0x7F, 0xFF)
+ * or a non-finite product is reported, never written silently.
+ */
+#include <cstddef>
+#include <cstdint>
+
+#include "fp4forge/core/dtype.h"
+
+namespace fp4forge::fp8 {
+
+/** How a scale tensor covers its weight. */
+enum class ScaleLayout : std::uint8_t {
+  TENSOR,   ///< one scale per [rows, cols] matrix
+  CHANNEL,  ///< one scale per row (output channel)
+  BLOCK,    ///< one scale per block_rows x block_cols block; edge blocks may be partial
+};
+const char* scale_layout_name(ScaleLayout l) noexcept;  ///< "tensor", "channel", "block"
+
+struct ScaleGrid {
+  ScaleLayout layout = ScaleLayout::TENSOR;
+  std::uint64_t rows = 0, cols = 0;                  ///< the weight's last two dimensions
+  std::uint64_t block_rows = 128, block_cols = 128;  ///< BLOCK only
+  DType scale_dtype = DType::F32;                    ///< F32, BF16 or F16
+
+  std::uint64_t scale_rows() const noexcept;  ///< 1, rows, ceil(rows / block_rows)
+  std::uint64_t scale_cols() const noexcept;  ///< 1, 1, ceil(cols / block_cols)
+  /** Scale elements per [rows, cols] matrix. */
+  std::uint64_t scales_per_matrix() const noexcept { return scale_rows() * scale_cols(); }
+  /** The scale element of weight element `flat` (row-major over the whole weight). */
+  std::uint64_t scale_index(std::uint64_t flat) const noexcept;
+};
+
+/** float32 of an E4M3 (fn) code; NaN for 0x7F / 0xFF. */
+float e4m3_value(std::uint8_t code) noexcept;
+
+/** One element: the formula above. */
+std::uint16_t dequant_bf16(std::uint8_t code, float scale, DType scale_dtype) noexcept;
+
+/** Scale element `i` of a scale tensor stored as `dtype`, as float (exact). */
+float scale_value(const std::byte* scales, std::uint64_t i, DType dtype) noexcept;
+
+/** No non-finite element found. */
+inline constexpr std::uint64_t kAllFinite = ~std::uint64_t{0};
+
+/**
+ * Elements [begin, begin + count) of the weight (row-major) as bf16 bit patterns into `out`. Returns
+ * the flat index of the first element whose code is NaN or whose product is not finite (the rest is
+ * still written), or kAllFinite.
+ */
+std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
+                            std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept;
+
+}  // namespace fp4forge::fp8

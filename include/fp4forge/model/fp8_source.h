@@ -1,0 +1,109 @@
+#pragma once
+/**
+ * FP8 source checkpoints: which dialect a quantized release is written in, which tensors hold FP8
+ * weights and their scales, and what is dropped (docs/fp8-sources.md).
+ *
+ * Dialects (detected from config.json's `quantization_config`, `hf_quant_config.json`, then tensors):
+ * - NATIVE: `quant_method: "fp8"` (DeepSeek-V3/R1, Qwen3 `-FP8`, transformers' FineGrainedFP8):
+ *   `X` F8_E4M3 + `X_scale_inv` F32, blocks of `weight_block_size` (usually [128, 128]).
+ * - COMPRESSED_TENSORS: `quant_method: "compressed-tensors"`, format `float-quantized`, 8-bit float
+ *   weights: `X` F8_E4M3 + `X_scale` per tensor [1], per channel [N, 1] or per block
+ *   [ceil(N/bn), ceil(K/bk)] (`block_structure`).
+ * - MODELOPT: `quant_method: "modelopt"` / `hf_quant_config.json` with `quant_algo: "FP8"`:
+ *   `X` F8_E4M3 + `X_scale` F32 scalar (per-channel when [N] / [N, 1]).
+ * The layout of every scale is read from its shape against the weight's (and checked against what the
+ * config declares); a payload with leading dimensions (fused 3-D experts) has one grid per matrix.
+ * Activation and KV-cache scales (`input_scale`, `k_scale`, `v_scale`, ...) are dropped: the output keeps
+ * activations and the KV cache in 16 bits.
+ *
+ * Refused (BAD_INPUT, one line naming the tensor or key): sources already in a 4-bit or integer format
+ * (NVFP4, MXFP4, INT4/INT8, GPTQ, AWQ, bitsandbytes, ...), FP8 E5M2 or FNUZ payloads, a payload without
+ * its scale, a scale of no FP8 weight, a scale whose shape fits no layout, a layout that contradicts
+ * the config. Pure: no file system (read_fp8_source reads the two files).
+ */
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/codec/fp8_dequant.h"
+#include "fp4forge/core/dtype.h"
+#include "fp4forge/core/error.h"
+
+namespace fp4forge {
+
+class Checkpoint;
+
+enum class Fp8Dialect : std::uint8_t { NATIVE, COMPRESSED_TENSORS, MODELOPT };
+std::string_view fp8_dialect_name(Fp8Dialect d) noexcept;  ///< "fp8", "compressed-tensors", "modelopt"
+
+/** One stored FP8 weight. */
+struct Fp8Weight {
+  std::string tensor;  ///< the F8_E4M3 payload, e.g. "model.layers.0.mlp.down_proj.weight"
+  std::string scale;   ///< its scale tensor, e.g. "model.layers.0.mlp.down_proj.weight_scale_inv"
+  std::vector<std::uint64_t> shape;  ///< the payload's shape
+  fp8::ScaleGrid grid;               ///< how `scale` covers each [rows, cols] matrix
+};
+
+struct Fp8Source {
+  Fp8Dialect dialect = Fp8Dialect::NATIVE;
+  std::string label;                 ///< "fp8 (weight_scale_inv, 128x128 blocks)"
+  std::vector<Fp8Weight> weights;    ///< sorted by tensor name
+  std::vector<std::string> dropped;  ///< activation / KV-cache scales not carried over, sorted
+  std::vector<std::string> side_files;  ///< files of the source's quantization not copied ("hf_quant_config.json")
+  std::vector<std::string> warnings;    ///< what detection could not be sure of
+
+  /** The weight stored as `tensor`, or nullptr. */
+  const Fp8Weight* find(std::string_view tensor) const noexcept;
+  /** True for a scale tensor of some weight, or a dropped tensor: not a tensor of the expansion. */
+  bool consumed(std::string_view tensor) const noexcept;
+  /** Scale layouts in use, "block 128x128 (F32)", "channel (BF16)": for messages. */
+  std::string layouts() const;
+};
+
+/** A tensor as detection sees it. */
+struct Fp8TensorInfo {
+  std::string name;
+  DType dtype = DType::BF16;
+  std::vector<std::uint64_t> shape;
+};
+
+/**
+ * The FP8 source described by `config` (config.json), `hf_quant_config` (hf_quant_config.json, or
+ * nullptr) and the tensor list; nullopt for an unquantized source (no quantization config, no FP8
+ * tensor). BAD_INPUT for the refusals above.
+ */
+Result<std::optional<Fp8Source>> detect_fp8_source(const nlohmann::ordered_json& config,
+                                                   const nlohmann::ordered_json* hf_quant_config,
+                                                   std::span<const Fp8TensorInfo> tensors);
+
+/** detect_fp8_source on an opened checkpoint (reads its hf_quant_config.json when present). */
+Result<std::optional<Fp8Source>> read_fp8_source(const Checkpoint& ckpt);
+
+/** JSON form (docs/fp8-sources.md): {"dialect", "label", "fp8_weights", "layouts": [{"layout", "block",
+ * "scale_dtype", "weights"}], "dropped", "side_files", "warnings"}. */
+nlohmann::ordered_json fp8_source_json(const Fp8Source& s);
+
+/** The config of the bf16 expansion: `quantization_config` / `compression_config` removed (also under
+ * `text_config`). */
+nlohmann::ordered_json expanded_config(const nlohmann::ordered_json& config);
+
+}  // namespace fp4forge
+
+#include "fp4forge/model/experts.h"
+
+namespace fp4forge {
+
+/** Elements [begin, begin + count) of FP8 weight `w` of `ck`, expanded to bf16 (codec/fp8_dequant.h).
+ * BAD_INPUT naming the tensor and element when one is NaN or not finite. */
+Status dequant_elements(const Checkpoint& ck, const Fp8Weight& w, std::uint64_t begin, std::uint64_t count,
+                        std::uint16_t* out);
+/** Rows [r0, r1) of `slice` (a matrix inside FP8 weight `w`, in elements) expanded to bf16, row-major. */
+Status dequant_slice_rows(const Checkpoint& ck, const Fp8Weight& w, const MatrixSlice& slice, std::uint64_t r0,
+                          std::uint64_t r1, std::uint16_t* out);
+
+}  // namespace fp4forge

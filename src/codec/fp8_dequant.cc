@@ -1,0 +1,133 @@
+#include "fp4forge/codec/fp8_dequant.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "fp4forge/codec/half.h"
+
+namespace fp4forge::fp8 {
+namespace {
+
+const std::array<float, 256>& e4m3_table() {
+  static const std::array<float, 256> t = [] {
+    std::array<float, 256> v{};
+    for (int c = 0; c < 256; ++c) {
+      const int e = (c >> 3) & 15, m = c & 7;
+      float x;
+      if (e == 15 && m == 7) x = std::numeric_limits<float>::quiet_NaN();
+      else if (e == 0) x = static_cast<float>(m) * 0x1p-9f;
+      else x = (1.0f + static_cast<float>(m) / 8.0f) * std::ldexp(1.0f, e - 7);
+      v[static_cast<std::size_t>(c)] = (c & 0x80) ? -x : x;
+    }
+    return v;
+  }();
+  return t;
+}
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
+
+inline float product(float v, float s, DType sd) noexcept {
+  float p = v * s;
+  if (sd == DType::F16) p = half::round_to_f16(p);
+  return p;
+}
+
+}  // namespace
+
+const char* scale_layout_name(ScaleLayout l) noexcept {
+  switch (l) {
+    case ScaleLayout::TENSOR: return "tensor";
+    case ScaleLayout::CHANNEL: return "channel";
+    case ScaleLayout::BLOCK: return "block";
+  }
+  return "tensor";
+}
+
+std::uint64_t ScaleGrid::scale_rows() const noexcept {
+  switch (layout) {
+    case ScaleLayout::TENSOR: return 1;
+    case ScaleLayout::CHANNEL: return rows;
+    case ScaleLayout::BLOCK: return ceil_div(rows, block_rows);
+  }
+  return 1;
+}
+
+std::uint64_t ScaleGrid::scale_cols() const noexcept {
+  return layout == ScaleLayout::BLOCK ? ceil_div(cols, block_cols) : 1;
+}
+
+std::uint64_t ScaleGrid::scale_index(std::uint64_t flat) const noexcept {
+  const std::uint64_t per = rows * cols;
+  if (per == 0) return 0;
+  const std::uint64_t m = flat / per, in = flat % per, r = in / cols, c = in % cols;
+  switch (layout) {
+    case ScaleLayout::TENSOR: return m;
+    case ScaleLayout::CHANNEL: return m * rows + r;
+    case ScaleLayout::BLOCK: return m * scales_per_matrix() + (r / block_rows) * scale_cols() + c / block_cols;
+  }
+  return 0;
+}
+
+float e4m3_value(std::uint8_t code) noexcept { return e4m3_table()[code]; }
+
+float scale_value(const std::byte* scales, std::uint64_t i, DType dtype) noexcept {
+  switch (dtype) {
+    case DType::BF16: {
+      std::uint16_t b;
+      std::memcpy(&b, scales + i * 2, 2);
+      return half::bf16_to_float(b);
+    }
+    case DType::F16: {
+      std::uint16_t h;
+      std::memcpy(&h, scales + i * 2, 2);
+      return half::f16_to_float(h);
+    }
+    default: {
+      float f;
+      std::memcpy(&f, scales + i * 4, 4);
+      return f;
+    }
+  }
+}
+
+std::uint16_t dequant_bf16(std::uint8_t code, float scale, DType scale_dtype) noexcept {
+  return half::float_to_bf16(product(e4m3_table()[code], scale, scale_dtype));
+}
+
+std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
+                            std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept {
+  const auto& lut = e4m3_table();
+  const auto* codes = reinterpret_cast<const std::uint8_t*>(payload);
+  std::uint64_t bad = kAllFinite;
+  const std::uint64_t end = begin + count;
+  // Runs of elements sharing one scale: up to the end of the row (TENSOR/CHANNEL: one scale per row at
+  // least) or of the block's columns.
+  std::uint64_t i = begin;
+  while (i < end) {
+    const std::uint64_t c = g.cols == 0 ? 0 : i % g.cols;
+    std::uint64_t run = g.cols - c;
+    if (g.layout == ScaleLayout::BLOCK) run = std::min(run, g.block_cols - c % g.block_cols);
+    run = std::min(run, end - i);
+    const float s = scale_value(scales, g.scale_index(i), g.scale_dtype);
+    const DType sd = g.scale_dtype;
+    bool finite = true;
+    for (std::uint64_t j = 0; j < run; ++j) {
+      const float p = product(lut[codes[i + j]], s, sd);
+      finite = finite && std::isfinite(p);
+      out[i - begin + j] = half::float_to_bf16(p);
+    }
+    if (!finite && bad == kAllFinite)
+      for (std::uint64_t j = 0; j < run; ++j)
+        if (!std::isfinite(product(lut[codes[i + j]], s, sd))) {
+          bad = i + j;
+          break;
+        }
+    i += run;
+  }
+  return bad;
+}
+
+}  // namespace fp4forge::fp8

@@ -1,0 +1,512 @@
+#include "fp4forge/model/fp8_source.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/util/format.h"
+#include "fp4forge/util/fs.h"
+
+namespace fp4forge {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using Shape = std::vector<std::uint64_t>;
+
+constexpr const char* kReads =
+    "fp4forge reads unquantized BF16/FP16/FP32 sources and FP8 E4M3 ones (quant_method fp8, compressed-tensors "
+    "float-quantized, ModelOpt FP8)";
+
+Error already_quantized(const std::string& what) {
+  return make_error(Errc::BAD_INPUT,
+                    "source is already quantized: {}; {}; quantize the original BF16 weights instead "
+                    "(docs/fp8-sources.md)",
+                    what, kReads);
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string str_of(const ojson& j, const char* key) {
+  if (!j.is_object()) return {};
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+/** config.json's quantization config: top level, compression_config, or under text_config. */
+const ojson* quant_config_of(const ojson& config) {
+  if (!config.is_object()) return nullptr;
+  for (const char* k : {"quantization_config", "compression_config"})
+    if (auto it = config.find(k); it != config.end() && it->is_object()) return &*it;
+  if (auto t = config.find("text_config"); t != config.end() && t->is_object())
+    if (auto it = t->find("quantization_config"); it != t->end() && it->is_object()) return &*it;
+  return nullptr;
+}
+
+std::uint64_t numel(const Shape& s) {
+  std::uint64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+/** A pair of positive integers, or nullopt. */
+std::optional<std::pair<std::uint64_t, std::uint64_t>> block_of(const ojson& j) {
+  if (!j.is_array() || j.size() != 2) return std::nullopt;
+  if (!j[0].is_number_integer() || !j[1].is_number_integer()) return std::nullopt;
+  const auto a = j[0].get<std::int64_t>(), b = j[1].get<std::int64_t>();
+  if (a <= 0 || b <= 0 || a > (1 << 20) || b > (1 << 20)) return std::nullopt;
+  return std::pair<std::uint64_t, std::uint64_t>{static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(b)};
+}
+
+/** What the config says the weights are. */
+struct Declared {
+  Fp8Dialect dialect = Fp8Dialect::NATIVE;
+  std::set<fp8::ScaleLayout> layouts;  // empty: any
+  std::pair<std::uint64_t, std::uint64_t> block{128, 128};
+  bool block_declared = false;
+  std::string what;  // for messages: "quant_method fp8, weight_block_size [128, 128]"
+};
+
+const std::set<std::string>& dropped_leaves() {
+  static const std::set<std::string> s{"input_scale", "k_scale",        "v_scale",           "q_scale",
+                                       "kv_scale",    "prob_scale",     "output_scale",      "input_zero_point",
+                                       "weight_zero_point", "input_scale_ub", "output_zero_point"};
+  return s;
+}
+
+std::string_view leaf(std::string_view name) {
+  const auto p = name.rfind('.');
+  return p == std::string_view::npos ? name : name.substr(p + 1);
+}
+
+Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc) {
+  Declared d;
+  d.dialect = Fp8Dialect::COMPRESSED_TENSORS;
+  const std::string top_format = str_of(qc, "format");
+  auto groups = qc.find("config_groups");
+  if (groups == qc.end() || !groups->is_object() || groups->empty())
+    return make_error(Errc::BAD_INPUT,
+                      "config.json: compressed-tensors quantization_config has no config_groups; expected the groups "
+                      "that describe the weights");
+  for (auto it = groups->begin(); it != groups->end(); ++it) {
+    const ojson& g = it.value();
+    if (!g.is_object()) continue;
+    std::string format = str_of(g, "format");
+    if (format.empty()) format = top_format;
+    auto w = g.find("weights");
+    if (w == g.end() || w->is_null()) continue;  // activations only
+    if (!w->is_object())
+      return make_error(Errc::BAD_INPUT, "config.json: quantization_config.config_groups.{}.weights is not an object",
+                        it.key());
+    const std::string type = str_of(*w, "type");
+    const auto bits_it = w->find("num_bits");
+    const std::int64_t bits = bits_it != w->end() && bits_it->is_number_integer() ? bits_it->get<std::int64_t>() : 0;
+    const std::string strategy = str_of(*w, "strategy");
+    if (format == "nvfp4-pack-quantized") return already_quantized("compressed-tensors NVFP4 (nvfp4-pack-quantized)");
+    if (format == "mxfp4-pack-quantized") return already_quantized("compressed-tensors MXFP4 (mxfp4-pack-quantized)");
+    if (type != "float" || bits != 8)
+      return already_quantized(fmt::format("compressed-tensors {}{} weights (group '{}', format '{}')",
+                                           type == "float" ? "FP" : "INT", bits, it.key(), format));
+    if (format != "float-quantized")
+      return already_quantized(fmt::format("compressed-tensors FP8 weights in format '{}' (group '{}'); only "
+                                           "float-quantized is read",
+                                           format, it.key()));
+    if (auto sym = w->find("symmetric"); sym != w->end() && sym->is_boolean() && !sym->get<bool>())
+      return already_quantized(fmt::format("compressed-tensors asymmetric FP8 weights (group '{}')", it.key()));
+    if (strategy == "tensor") d.layouts.insert(fp8::ScaleLayout::TENSOR);
+    else if (strategy == "channel") d.layouts.insert(fp8::ScaleLayout::CHANNEL);
+    else if (strategy == "block") {
+      d.layouts.insert(fp8::ScaleLayout::BLOCK);
+      if (auto b = w->find("block_structure"); b != w->end()) {
+        auto bs = block_of(*b);
+        if (!bs)
+          return make_error(Errc::BAD_INPUT,
+                            "config.json: config_groups.{}.weights.block_structure is {}; expected [rows, cols]", it.key(),
+                            b->dump());
+        d.block = *bs;
+        d.block_declared = true;
+      }
+    } else {
+      return already_quantized(fmt::format("compressed-tensors FP8 weights with strategy '{}' (group '{}'); tensor, "
+                                           "channel and block are read",
+                                           strategy, it.key()));
+    }
+  }
+  if (auto st = qc.find("quantization_status"); st != qc.end() && st->is_string() && st->get<std::string>() != "compressed")
+    return make_error(Errc::BAD_INPUT,
+                      "config.json: quantization_status is '{}'; expected 'compressed' (a checkpoint saved with its FP8 "
+                      "weights stored as F8_E4M3)",
+                      st->get<std::string>());
+  d.what = fmt::format("compressed-tensors float-quantized ({})", [&] {
+    std::string s;
+    for (auto l : d.layouts) s += std::string(s.empty() ? "" : ", ") + fp8::scale_layout_name(l);
+    return s.empty() ? std::string("no weight groups") : s;
+  }());
+  return std::optional<Declared>(d);
+}
+
+Result<std::optional<Declared>> read_modelopt(const std::string& algo, const char* where) {
+  Declared d;
+  d.dialect = Fp8Dialect::MODELOPT;
+  const std::string a = lower(algo);
+  if (a == "fp8") {
+    d.layouts = {fp8::ScaleLayout::TENSOR};
+  } else if (a == "fp8_per_channel_per_token") {
+    d.layouts = {fp8::ScaleLayout::CHANNEL};
+  } else if (a.empty()) {
+    return make_error(Errc::BAD_INPUT, "{}: ModelOpt quantization without quant_algo; expected \"FP8\"", where);
+  } else {
+    return already_quantized(fmt::format("ModelOpt {} ({})", algo, where));
+  }
+  d.what = fmt::format("ModelOpt {}", algo);
+  return std::optional<Declared>(d);
+}
+
+/** The declared quantization; nullopt when neither file declares one. */
+Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* hfq) {
+  const ojson* qc = quant_config_of(config);
+  if (qc == nullptr) {
+    if (hfq != nullptr && hfq->is_object()) {
+      auto q = hfq->find("quantization");
+      const std::string algo = q != hfq->end() ? str_of(*q, "quant_algo") : std::string();
+      return read_modelopt(algo, "hf_quant_config.json");
+    }
+    return std::optional<Declared>{};
+  }
+  const std::string method = lower(str_of(*qc, "quant_method"));
+  if (method == "fp8") {
+    Declared d;
+    d.dialect = Fp8Dialect::NATIVE;
+    if (const std::string f = lower(str_of(*qc, "fmt")); !f.empty() && f != "e4m3")
+      return already_quantized(fmt::format("FP8 {} weights (quantization_config.fmt); E4M3 is read", f));
+    auto wb = qc->find("weight_block_size");
+    if (wb != qc->end() && !wb->is_null()) {
+      auto bs = block_of(*wb);
+      if (!bs)
+        return make_error(Errc::BAD_INPUT, "config.json: quantization_config.weight_block_size is {}; expected [rows, cols]",
+                          wb->dump());
+      d.block = *bs;
+      d.block_declared = true;
+      d.layouts = {fp8::ScaleLayout::BLOCK};
+      d.what = fmt::format("quant_method fp8, weight_block_size [{}, {}]", bs->first, bs->second);
+    } else {
+      d.layouts = {fp8::ScaleLayout::TENSOR, fp8::ScaleLayout::CHANNEL};
+      d.what = "quant_method fp8 without weight_block_size";
+    }
+    return std::optional<Declared>(d);
+  }
+  if (method == "compressed-tensors" || method == "compressed_tensors") return read_compressed_tensors(*qc);
+  if (method == "modelopt") {
+    std::string algo = str_of(*qc, "quant_algo");
+    if (algo.empty() && hfq != nullptr)
+      if (auto q = hfq->find("quantization"); q != hfq->end()) algo = str_of(*q, "quant_algo");
+    return read_modelopt(algo, "config.json quantization_config");
+  }
+  if (method.empty())
+    return make_error(Errc::BAD_INPUT,
+                      "config.json: quantization_config has no quant_method; expected an unquantized checkpoint or one "
+                      "of fp8, compressed-tensors, modelopt");
+  static const std::map<std::string, std::string> known{
+      {"gptq", "GPTQ (integer weights)"}, {"awq", "AWQ (INT4 weights)"}, {"bitsandbytes", "bitsandbytes"},
+      {"mxfp4", "MXFP4 (gpt-oss release format)"}, {"fbgemm_fp8", "fbgemm FP8 (per-row, fbgemm kernels)"},
+      {"hqq", "HQQ"}, {"quark", "AMD Quark"}, {"torchao", "torchao"}, {"eetq", "EETQ (INT8)"},
+      {"aqlm", "AQLM"}, {"vptq", "VPTQ"}, {"higgs", "HIGGS"}, {"bitnet", "BitNet"}, {"fp_quant", "FP-Quant"},
+      {"spqr", "SpQR"}, {"gguf", "GGUF"}, {"exl2", "EXL2"}, {"marlin", "Marlin (INT4)"}};
+  if (auto k = known.find(method); k != known.end()) return already_quantized(fmt::format("quant_method '{}', {}", method, k->second));
+  return already_quantized(fmt::format("quant_method '{}' (not a format fp4forge reads)", method));
+}
+
+/** The layouts `scale` fits for `weight` [L..., rows, cols]. */
+std::vector<fp8::ScaleLayout> fitting_layouts(const Shape& w, const Shape& s, std::pair<std::uint64_t, std::uint64_t> blk) {
+  const Shape lead(w.begin(), w.end() - 2);
+  const std::uint64_t rows = w[w.size() - 2], cols = w.back(), outer = numel(lead);
+  std::vector<fp8::ScaleLayout> out;
+  auto with = [&](std::initializer_list<std::uint64_t> tail) {
+    Shape x = lead;
+    x.insert(x.end(), tail);
+    return x;
+  };
+  // TENSOR: one element per matrix ([], [1], [L...], [L..., 1], [L..., 1, 1]).
+  if (numel(s) == outer && (s == lead || s == with({1}) || s == with({1, 1}) || (outer == 1 && numel(s) == 1)))
+    out.push_back(fp8::ScaleLayout::TENSOR);
+  if (s == with({rows, 1}) || s == with({rows})) out.push_back(fp8::ScaleLayout::CHANNEL);
+  if (s == with({ceil_div(rows, blk.first), ceil_div(cols, blk.second)})) out.push_back(fp8::ScaleLayout::BLOCK);
+  return out;
+}
+
+}  // namespace
+
+std::string_view fp8_dialect_name(Fp8Dialect d) noexcept {
+  switch (d) {
+    case Fp8Dialect::NATIVE: return "fp8";
+    case Fp8Dialect::COMPRESSED_TENSORS: return "compressed-tensors";
+    case Fp8Dialect::MODELOPT: return "modelopt";
+  }
+  return "fp8";
+}
+
+const Fp8Weight* Fp8Source::find(std::string_view tensor) const noexcept {
+  auto it = std::lower_bound(weights.begin(), weights.end(), tensor,
+                             [](const Fp8Weight& w, std::string_view n) { return w.tensor < n; });
+  return it != weights.end() && it->tensor == tensor ? &*it : nullptr;
+}
+
+bool Fp8Source::consumed(std::string_view tensor) const noexcept {
+  if (std::binary_search(dropped.begin(), dropped.end(), tensor)) return true;
+  // The scale of weight X is X + "_scale" or X + "_scale_inv".
+  for (std::string_view suffix : {"_scale_inv", "_scale"})
+    if (tensor.ends_with(suffix)) {
+      const Fp8Weight* w = find(tensor.substr(0, tensor.size() - suffix.size()));
+      if (w != nullptr && w->scale == tensor) return true;
+    }
+  return false;
+}
+
+std::string Fp8Source::layouts() const {
+  std::set<std::string> seen;
+  for (const auto& w : weights) {
+    const auto& g = w.grid;
+    std::string l = g.layout == fp8::ScaleLayout::BLOCK
+                        ? fmt::format("block {}x{}", g.block_rows, g.block_cols)
+                        : std::string(fp8::scale_layout_name(g.layout));
+    seen.insert(fmt::format("{} ({})", l, dtype_name(g.scale_dtype)));
+  }
+  std::string out;
+  for (const auto& s : seen) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const ojson* hfq,
+                                                   std::span<const Fp8TensorInfo> tensors) {
+  FP4FORGE_ASSIGN_OR_RETURN(std::optional<Declared> declared, read_declared(config, hfq));
+  std::map<std::string_view, const Fp8TensorInfo*> by_name;
+  bool any_fp8 = false;
+  for (const auto& t : tensors) {
+    by_name.emplace(t.name, &t);
+    if (t.dtype == DType::F8_E5M2 || t.dtype == DType::F8_E4M3FNUZ || t.dtype == DType::F8_E5M2FNUZ)
+      return already_quantized(fmt::format("tensor '{}' is {}; FP8 E4M3 (F8_E4M3) is read", t.name, dtype_name(t.dtype)));
+    any_fp8 = any_fp8 || t.dtype == DType::F8_E4M3;
+  }
+  if (!any_fp8 && !declared) return std::optional<Fp8Source>{};
+  Fp8Source src;
+  if (!declared) {
+    // FP8 tensors with no quantization config: read by the scale names (a re-save that lost the config).
+    Declared d;
+    d.what = "no quantization config";
+    for (const auto& t : tensors)
+      if (t.dtype == DType::F8_E4M3 && !by_name.count(t.name + "_scale_inv") && by_name.count(t.name + "_scale"))
+        d.dialect = Fp8Dialect::COMPRESSED_TENSORS;
+    declared = d;
+    src.warnings.push_back(fmt::format(
+        "config.json declares no quantization, but the checkpoint holds F8_E4M3 tensors; read as FP8 by their scale "
+        "tensors ({})",
+        d.dialect == Fp8Dialect::NATIVE ? "X_scale_inv" : "X_scale"));
+  }
+  const Declared& d = *declared;
+  src.dialect = d.dialect;
+  if (!any_fp8)
+    return make_error(Errc::BAD_INPUT,
+                      "config.json declares FP8 weights ({}) but no tensor is F8_E4M3; remove quantization_config if the "
+                      "weights are unquantized",
+                      d.what);
+  if (hfq != nullptr) src.side_files.push_back("hf_quant_config.json");
+  const std::vector<std::string> suffixes = d.dialect == Fp8Dialect::NATIVE
+                                                ? std::vector<std::string>{"_scale_inv", "_scale"}
+                                                : std::vector<std::string>{"_scale", "_scale_inv"};
+  std::set<std::string_view> scales;
+  for (const auto& t : tensors) {
+    if (t.dtype != DType::F8_E4M3) continue;
+    if (t.shape.size() < 2)
+      return make_error(Errc::BAD_INPUT, "FP8 tensor '{}' has shape {}; expected a weight matrix [.., N, K]", t.name,
+                        format_shape(t.shape));
+    const Fp8TensorInfo* s = nullptr;
+    for (const auto& suf : suffixes)
+      if (auto it = by_name.find(t.name + suf); it != by_name.end()) {
+        s = it->second;
+        break;
+      }
+    if (s == nullptr)
+      return make_error(Errc::BAD_INPUT,
+                        "FP8 tensor '{}' has no scale: expected '{}{}' beside it ({}); the weights cannot be dequantized "
+                        "without it",
+                        t.name, t.name, suffixes[0], d.what);
+    if (s->dtype != DType::F32 && s->dtype != DType::BF16 && s->dtype != DType::F16)
+      return make_error(Errc::BAD_INPUT, "FP8 scale '{}' is {}; expected F32, BF16 or F16", s->name, dtype_name(s->dtype));
+    const auto fits = fitting_layouts(t.shape, s->shape, d.block);
+    if (fits.empty())
+      return make_error(Errc::BAD_INPUT,
+                        "FP8 scale '{}' has shape {} for weight {} ({}); expected [1] per tensor, [N, 1] per channel or "
+                        "[ceil(N/{}), ceil(K/{})] per block",
+                        s->name, format_shape(s->shape), format_shape(t.shape), d.what, d.block.first, d.block.second);
+    // Prefer a declared layout; shapes where several fit (a matrix within one block) dequantize alike.
+    fp8::ScaleLayout layout = fits.front();
+    bool declared_fit = d.layouts.empty();
+    for (auto l : fits)
+      if (d.layouts.count(l)) {
+        layout = l;
+        declared_fit = true;
+        break;
+      }
+    if (!declared_fit)
+      return make_error(Errc::BAD_INPUT,
+                        "FP8 scale '{}' has shape {}: a per-{} scale for weight {}, but the config declares {}; expected "
+                        "the declared layout",
+                        s->name, format_shape(s->shape), fp8::scale_layout_name(layout), format_shape(t.shape), d.what);
+    Fp8Weight w;
+    w.tensor = t.name;
+    w.scale = s->name;
+    w.shape = t.shape;
+    w.grid.layout = layout;
+    w.grid.rows = t.shape[t.shape.size() - 2];
+    w.grid.cols = t.shape.back();
+    w.grid.block_rows = d.block.first;
+    w.grid.block_cols = d.block.second;
+    w.grid.scale_dtype = s->dtype;
+    scales.insert(s->name);
+    src.weights.push_back(std::move(w));
+  }
+  for (const auto& t : tensors) {
+    if (scales.count(t.name)) continue;
+    if (dropped_leaves().count(std::string(leaf(t.name)))) {
+      src.dropped.push_back(t.name);
+      continue;
+    }
+    if (t.name.ends_with(".weight_scale") || t.name.ends_with("_scale_inv"))
+      return make_error(Errc::BAD_INPUT,
+                        "scale tensor '{}' belongs to no FP8 weight (its weight is missing or not F8_E4M3); expected every "
+                        "scale beside an F8_E4M3 weight",
+                        t.name);
+  }
+  std::sort(src.weights.begin(), src.weights.end(), [](const auto& a, const auto& b) { return a.tensor < b.tensor; });
+  std::sort(src.dropped.begin(), src.dropped.end());
+  src.label = fmt::format("{} ({}): {} FP8 weights, scales {}", fp8_dialect_name(src.dialect), d.what, src.weights.size(),
+                          src.layouts());
+  return std::optional<Fp8Source>(std::move(src));
+}
+
+Result<std::optional<Fp8Source>> read_fp8_source(const Checkpoint& ckpt) {
+  std::vector<Fp8TensorInfo> ts;
+  ts.reserve(ckpt.tensors().size());
+  for (const auto& t : ckpt.tensors()) ts.push_back({t.name, t.info->dtype, t.info->shape});
+  std::optional<ojson> hfq;
+  const auto& files = ckpt.other_files();
+  if (std::find(files.begin(), files.end(), "hf_quant_config.json") != files.end() &&
+      ckpt.escapes("hf_quant_config.json").empty()) {
+    FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(ckpt.dir() / "hf_quant_config.json"));
+    FP4FORGE_ASSIGN_OR_RETURN(ojson j, parse_json_bounded(text, "hf_quant_config.json"));
+    hfq = std::move(j);
+  }
+  return detect_fp8_source(ckpt.config(), hfq ? &*hfq : nullptr, ts);
+}
+
+ojson fp8_source_json(const Fp8Source& s) {
+  ojson j = ojson::object();
+  j["dialect"] = std::string(fp8_dialect_name(s.dialect));
+  j["label"] = s.label;
+  j["fp8_weights"] = s.weights.size();
+  std::map<std::tuple<int, std::uint64_t, std::uint64_t, int>, std::uint64_t> by;
+  for (const auto& w : s.weights) {
+    const auto& g = w.grid;
+    const bool blk = g.layout == fp8::ScaleLayout::BLOCK;
+    ++by[{static_cast<int>(g.layout), blk ? g.block_rows : 0, blk ? g.block_cols : 0, static_cast<int>(g.scale_dtype)}];
+  }
+  ojson layouts = ojson::array();
+  for (const auto& [k, n] : by) {
+    const auto& [l, br, bc, sd] = k;
+    ojson e = ojson::object();
+    e["layout"] = fp8::scale_layout_name(static_cast<fp8::ScaleLayout>(l));
+    e["block"] = br != 0 ? ojson::array({br, bc}) : ojson(nullptr);
+    e["scale_dtype"] = std::string(dtype_name(static_cast<DType>(sd)));
+    e["weights"] = n;
+    layouts.push_back(std::move(e));
+  }
+  j["layouts"] = std::move(layouts);
+  j["dropped"] = s.dropped;
+  j["side_files"] = s.side_files;
+  j["warnings"] = s.warnings;
+  return j;
+}
+
+ojson expanded_config(const ojson& config) {
+  ojson c = config;
+  if (!c.is_object()) return c;
+  c.erase("quantization_config");
+  c.erase("compression_config");
+  if (auto t = c.find("text_config"); t != c.end() && t->is_object()) t->erase("quantization_config");
+  return c;
+}
+
+// ---- reading -------------------------------------------------------------------------------------
+
+namespace {
+
+struct Fp8Data {
+  const std::byte* payload = nullptr;
+  const std::byte* scales = nullptr;
+};
+
+Result<Fp8Data> data_of(const Checkpoint& ck, const Fp8Weight& w) {
+  const TensorRef* p = ck.find(w.tensor);
+  const TensorRef* s = ck.find(w.scale);
+  if (p == nullptr || s == nullptr || p->info->dtype != DType::F8_E4M3 || p->info->shape != w.shape ||
+      s->info->dtype != w.grid.scale_dtype || numel(s->info->shape) != numel(Shape(w.shape.begin(), w.shape.end() - 2)) * w.grid.scales_per_matrix())
+    return make_error(Errc::INTERNAL, "FP8 weight '{}' does not match the checkpoint", w.tensor);
+  return Fp8Data{ck.data(*p).data(), ck.data(*s).data()};
+}
+
+Error non_finite(const Fp8Weight& w, std::uint64_t flat) {
+  const std::uint64_t cols = w.grid.cols, rows = w.grid.rows;
+  const std::uint64_t m = flat / (rows * cols), r = flat / cols % rows, c = flat % cols;
+  return make_error(Errc::BAD_INPUT,
+                    "FP8 weight '{}' element {}[{}, {}] dequantizes to NaN or infinity (a NaN code or a non-finite "
+                    "scale in '{}'); expected finite weights",
+                    w.tensor, w.shape.size() > 2 ? fmt::format("{} ", m) : std::string(), r, c, w.scale);
+}
+
+}  // namespace
+
+Status dequant_elements(const Checkpoint& ck, const Fp8Weight& w, std::uint64_t begin, std::uint64_t count,
+                        std::uint16_t* out) {
+  FP4FORGE_ASSIGN_OR_RETURN(Fp8Data d, data_of(ck, w));
+  if (begin + count > numel(w.shape)) return make_error(Errc::INTERNAL, "FP8 weight '{}': range past the end", w.tensor);
+  const std::uint64_t bad = fp8::dequant_range(d.payload, d.scales, w.grid, begin, count, out);
+  if (bad != fp8::kAllFinite) return non_finite(w, bad);
+  return {};
+}
+
+Status dequant_slice_rows(const Checkpoint& ck, const Fp8Weight& w, const MatrixSlice& s, std::uint64_t r0,
+                          std::uint64_t r1, std::uint16_t* out) {
+  FP4FORGE_ASSIGN_OR_RETURN(Fp8Data d, data_of(ck, w));
+  const std::uint64_t total = numel(w.shape);
+  if (s.col_stride == 1) {  // each slice row is a run of the tensor
+    for (std::uint64_t r = r0; r < r1; ++r) {
+      const std::uint64_t at = s.offset + r * s.row_stride;
+      if (at + s.cols > total) return make_error(Errc::INTERNAL, "FP8 weight '{}': slice past the end", w.tensor);
+      const std::uint64_t bad = fp8::dequant_range(d.payload, d.scales, w.grid, at, s.cols, out + (r - r0) * s.cols);
+      if (bad != fp8::kAllFinite) return non_finite(w, bad);
+    }
+    return {};
+  }
+  const auto* codes = reinterpret_cast<const std::uint8_t*>(d.payload);
+  for (std::uint64_t r = r0; r < r1; ++r)
+    for (std::uint64_t c = 0; c < s.cols; ++c) {
+      const std::uint64_t at = s.offset + r * s.row_stride + c * s.col_stride;
+      if (at >= total) return make_error(Errc::INTERNAL, "FP8 weight '{}': slice past the end", w.tensor);
+      const float sc = fp8::scale_value(d.scales, w.grid.scale_index(at), w.grid.scale_dtype);
+      const std::uint16_t v = fp8::dequant_bf16(codes[at], sc, w.grid.scale_dtype);
+      if ((v & 0x7F80u) == 0x7F80u) return non_finite(w, at);
+      out[(r - r0) * s.cols + c] = v;
+    }
+  return {};
+}
+
+}  // namespace fp4forge
