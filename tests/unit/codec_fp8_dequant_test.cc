@@ -1,0 +1,135 @@
+// FP8 E4M3 -> bf16 expansion (codec/fp8_dequant.h): the element formula, the scale grids, NaN reporting.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "fp4forge/codec/fp8_dequant.h"
+#include "fp4forge/codec/half.h"
+
+namespace fp4forge::fp8 {
+namespace {
+
+TEST(Fp8Dequant, E4m3Values) {
+  EXPECT_EQ(e4m3_value(0x00), 0.0f);
+  EXPECT_TRUE(std::signbit(e4m3_value(0x80)));
+  EXPECT_EQ(e4m3_value(0x01), 0x1p-9f);  // smallest subnormal
+  EXPECT_EQ(e4m3_value(0x08), 0x1p-6f);  // smallest normal
+  EXPECT_EQ(e4m3_value(0x7E), 448.0f);
+  EXPECT_EQ(e4m3_value(0xFE), -448.0f);
+  EXPECT_TRUE(std::isnan(e4m3_value(0x7F)));
+  EXPECT_TRUE(std::isnan(e4m3_value(0xFF)));
+  EXPECT_EQ(e4m3_value(0x38), 1.0f);
+}
+
+TEST(Fp8Dequant, ElementIsFloat32ProductRoundedToBf16) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(1e-6f, 1e-1f);
+  for (int i = 0; i < 2000; ++i) {
+    const float s = u(rng);
+    const auto code = static_cast<std::uint8_t>(rng() & 0xFF);
+    if ((code & 0x7F) == 0x7F) continue;
+    const float p = e4m3_value(code) * s;  // one float32 multiply
+    EXPECT_EQ(dequant_bf16(code, s, DType::F32), half::float_to_bf16(p)) << int(code) << " " << s;
+    // A BF16 scale: the product is exact in float32, so rounding once to bf16 is torch's bf16 multiply.
+    const float sb = half::round_to_bf16(s);
+    EXPECT_EQ(dequant_bf16(code, sb, DType::BF16), half::float_to_bf16(e4m3_value(code) * sb));
+  }
+}
+
+TEST(Fp8Dequant, F16ScaleRoundsToF16First) {
+  // compressed-tensors multiplies in the scale's dtype: fl16(w * s), then casts to bf16. Some products
+  // round differently that way than straight to bf16; the formula must take the double rounding.
+  int differ = 0;
+  for (int c = 1; c < 0x7F; ++c)
+    for (std::uint16_t h = 0x1000; h < 0x3C00; h += 37) {
+      const float s = half::f16_to_float(h);
+      const float v = e4m3_value(static_cast<std::uint8_t>(c));
+      const std::uint16_t want = half::float_to_bf16(half::round_to_f16(v * s));
+      ASSERT_EQ(dequant_bf16(static_cast<std::uint8_t>(c), s, DType::F16), want);
+      differ += want != half::float_to_bf16(v * s);
+    }
+  EXPECT_GT(differ, 0);
+}
+
+std::vector<std::byte> f32_bytes(const std::vector<float>& v) {
+  std::vector<std::byte> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+TEST(Fp8Dequant, BlockGridWithPartialBlocksAnyRange) {
+  const std::uint64_t rows = 130, cols = 200;
+  ScaleGrid g;
+  g.layout = ScaleLayout::BLOCK;
+  g.rows = rows;
+  g.cols = cols;
+  ASSERT_EQ(g.scale_rows(), 2u);
+  ASSERT_EQ(g.scale_cols(), 2u);
+  std::vector<float> sc{0.5f, 0.25f, 2.0f, 0.125f * 3};
+  const auto scb = f32_bytes(sc);
+  std::vector<std::byte> codes(rows * cols);
+  std::mt19937 rng(3);
+  for (auto& c : codes) {
+    c = static_cast<std::byte>(rng() & 0xFF);
+    if ((static_cast<unsigned>(c) & 0x7F) == 0x7F) c = std::byte{0x10};
+  }
+  // Ranges that start mid-row, cross rows and blocks, and the whole tensor.
+  for (auto [b, n] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, rows * cols}, {127, 300}, {128 * 200 + 5, 390}}) {
+    std::vector<std::uint16_t> out(n);
+    ASSERT_EQ(dequant_range(codes.data(), scb.data(), g, b, n, out.data()), kAllFinite);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t f = b + i, r = f / cols, c = f % cols;
+      const float s = sc[(r / 128) * 2 + c / 128];
+      ASSERT_EQ(out[i], half::float_to_bf16(e4m3_value(static_cast<std::uint8_t>(codes[f])) * s)) << f;
+    }
+  }
+}
+
+TEST(Fp8Dequant, ChannelAndTensorGridsOverLeadingDims) {
+  ScaleGrid ch;
+  ch.layout = ScaleLayout::CHANNEL;
+  ch.rows = 3;
+  ch.cols = 5;
+  EXPECT_EQ(ch.scale_index(2 * 15 + 1 * 5 + 4), 2u * 3 + 1);
+  ScaleGrid t;
+  t.layout = ScaleLayout::TENSOR;
+  t.rows = 3;
+  t.cols = 5;
+  EXPECT_EQ(t.scale_index(2 * 15 + 14), 2u);
+  EXPECT_EQ(t.scales_per_matrix(), 1u);
+  // Two matrices, one scale each, BF16 scales.
+  std::vector<std::byte> codes(30, std::byte{0x38});  // 1.0
+  std::vector<std::uint16_t> s{half::float_to_bf16(2.0f), half::float_to_bf16(0.5f)};
+  std::vector<std::byte> sb(4);
+  std::memcpy(sb.data(), s.data(), 4);
+  t.scale_dtype = DType::BF16;
+  std::vector<std::uint16_t> out(30);
+  ASSERT_EQ(dequant_range(codes.data(), sb.data(), t, 0, 30, out.data()), kAllFinite);
+  EXPECT_EQ(out[14], half::float_to_bf16(2.0f));
+  EXPECT_EQ(out[15], half::float_to_bf16(0.5f));
+}
+
+TEST(Fp8Dequant, NanCodesAndNonFiniteProductsAreReported) {
+  ScaleGrid g;
+  g.layout = ScaleLayout::CHANNEL;
+  g.rows = 2;
+  g.cols = 4;
+  std::vector<std::byte> codes(8, std::byte{0x38});
+  auto sc = f32_bytes({1.0f, 1.0f});
+  std::vector<std::uint16_t> out(8);
+  codes[6] = std::byte{0xFF};
+  EXPECT_EQ(dequant_range(codes.data(), sc.data(), g, 0, 8, out.data()), 6u);
+  codes[6] = std::byte{0x38};
+  sc = f32_bytes({1.0f, INFINITY});
+  EXPECT_EQ(dequant_range(codes.data(), sc.data(), g, 0, 8, out.data()), 4u);
+  sc = f32_bytes({3e38f, 1.0f});  // 448 * 3e38 overflows float32
+  codes[1] = std::byte{0x7E};
+  EXPECT_EQ(dequant_range(codes.data(), sc.data(), g, 0, 8, out.data()), 1u);  // 1.0 * 3e38 is finite
+  EXPECT_EQ(dequant_range(codes.data(), sc.data(), g, 4, 4, out.data()), kAllFinite);
+}
+
+}  // namespace
+}  // namespace fp4forge::fp8

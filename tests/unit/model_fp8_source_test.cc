@@ -1,0 +1,200 @@
+// FP8 source detection (model/fp8_source.h): dialects, scale layouts, what is dropped, and every refusal.
+#include <gtest/gtest.h>
+
+#include "fp4forge/model/fp8_source.h"
+
+namespace fp4forge {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using T = Fp8TensorInfo;
+
+Json native_config() {
+  return Json::parse(R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+    "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                            "weight_block_size": [128, 128]}})");
+}
+
+Json ct_config(const std::string& strategy, const std::string& format = "float-quantized", int bits = 8,
+               const std::string& type = "float") {
+  Json w = {{"num_bits", bits}, {"type", type}, {"strategy", strategy}, {"symmetric", true}, {"dynamic", false}};
+  if (strategy == "block") w["block_structure"] = {128, 128};
+  Json c = {{"model_type", "qwen3"}};
+  c["quantization_config"] = {{"quant_method", "compressed-tensors"}, {"format", format},
+                              {"quantization_status", "compressed"},
+                              {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", w}, {"format", format}}}}},
+                              {"ignore", {"lm_head"}}};
+  return c;
+}
+
+Result<std::optional<Fp8Source>> detect(const Json& config, const std::vector<T>& ts, const Json* hfq = nullptr) {
+  return detect_fp8_source(config, hfq, ts);
+}
+
+std::string error_of(const Json& config, const std::vector<T>& ts, const Json* hfq = nullptr) {
+  auto r = detect(config, ts, hfq);
+  if (r.ok()) return "(ok)";
+  EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+  return r.error().message;
+}
+
+TEST(Fp8Source, UnquantizedIsNone) {
+  auto r = detect(Json{{"model_type", "qwen3"}}, {{"a.weight", DType::BF16, {4, 4}}, {"b.weight_scale", DType::F32, {1}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->has_value());
+}
+
+TEST(Fp8Source, NativeBlocksWithPartialEdges) {
+  auto r = detect(native_config(), {{"m.w.weight", DType::F8_E4M3, {300, 200}},
+                                    {"m.w.weight_scale_inv", DType::F32, {3, 2}},
+                                    {"m.norm.weight", DType::BF16, {200}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->has_value());
+  const Fp8Source& s = **r;
+  EXPECT_EQ(s.dialect, Fp8Dialect::NATIVE);
+  ASSERT_EQ(s.weights.size(), 1u);
+  const Fp8Weight& w = s.weights[0];
+  EXPECT_EQ(w.scale, "m.w.weight_scale_inv");
+  EXPECT_EQ(w.grid.layout, fp8::ScaleLayout::BLOCK);
+  EXPECT_EQ(w.grid.rows, 300u);
+  EXPECT_EQ(w.grid.cols, 200u);
+  EXPECT_EQ(w.grid.scale_rows(), 3u);
+  EXPECT_EQ(w.grid.scale_cols(), 2u);
+  EXPECT_EQ(w.grid.scale_dtype, DType::F32);
+  EXPECT_TRUE(s.consumed("m.w.weight_scale_inv"));
+  EXPECT_FALSE(s.consumed("m.w.weight"));
+  EXPECT_FALSE(s.consumed("m.norm.weight"));
+  EXPECT_EQ(s.find("m.w.weight"), &s.weights[0]);
+  EXPECT_EQ(s.find("m.norm.weight"), nullptr);
+  EXPECT_NE(s.label.find("block 128x128 (F32)"), std::string::npos) << s.label;
+  const Json j = fp8_source_json(s);
+  EXPECT_EQ(j["dialect"], "fp8");
+  EXPECT_EQ(j["fp8_weights"], 1);
+  EXPECT_EQ(j["layouts"][0]["layout"], "block");
+  EXPECT_EQ(j["layouts"][0]["block"], Json::array({128, 128}));
+}
+
+TEST(Fp8Source, FusedExpertsHaveOneGridPerMatrix) {
+  auto r = detect(native_config(), {{"m.experts.gate_up_proj", DType::F8_E4M3, {4, 256, 192}},
+                                    {"m.experts.gate_up_proj_scale_inv", DType::F32, {4, 2, 2}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Fp8Weight& w = (*r)->weights.at(0);
+  EXPECT_EQ(w.grid.layout, fp8::ScaleLayout::BLOCK);
+  // Expert 3, row 130, column 129: block (1, 1) of matrix 3.
+  EXPECT_EQ(w.grid.scale_index(3ull * 256 * 192 + 130 * 192 + 129), 3u * 4 + 1 * 2 + 1);
+}
+
+TEST(Fp8Source, CompressedTensorsLayouts) {
+  {
+    auto r = detect(ct_config("channel"), {{"a.weight", DType::F8_E4M3, {64, 32}}, {"a.weight_scale", DType::BF16, {64, 1}},
+                                           {"a.input_scale", DType::BF16, {1}}, {"lm_head.weight", DType::BF16, {10, 32}}});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const Fp8Source& s = **r;
+    EXPECT_EQ(s.dialect, Fp8Dialect::COMPRESSED_TENSORS);
+    EXPECT_EQ(s.weights.at(0).grid.layout, fp8::ScaleLayout::CHANNEL);
+    EXPECT_EQ(s.weights.at(0).grid.scale_dtype, DType::BF16);
+    EXPECT_EQ(s.dropped, std::vector<std::string>{"a.input_scale"});
+    EXPECT_TRUE(s.consumed("a.input_scale"));
+  }
+  {
+    auto r = detect(ct_config("block"), {{"a.weight", DType::F8_E4M3, {256, 384}}, {"a.weight_scale", DType::F32, {2, 3}}});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ((*r)->weights.at(0).grid.layout, fp8::ScaleLayout::BLOCK);
+  }
+  {
+    auto r = detect(ct_config("tensor"), {{"a.weight", DType::F8_E4M3, {256, 384}}, {"a.weight_scale", DType::F32, {1}}});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ((*r)->weights.at(0).grid.layout, fp8::ScaleLayout::TENSOR);
+  }
+}
+
+TEST(Fp8Source, ModelOptFromHfQuantConfigAlone) {
+  const Json hfq = Json::parse(R"({"producer": {"name": "modelopt", "version": "0.37.0"},
+                                   "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}})");
+  auto r = detect(Json{{"model_type", "llama"}},
+                  {{"l.q_proj.weight", DType::F8_E4M3, {64, 32}}, {"l.q_proj.weight_scale", DType::F32, {}},
+                   {"l.q_proj.input_scale", DType::F32, {}}, {"l.k_proj.k_scale", DType::F32, {}},
+                   {"l.v_proj.v_scale", DType::F32, {}}},
+                  &hfq);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Fp8Source& s = **r;
+  EXPECT_EQ(s.dialect, Fp8Dialect::MODELOPT);
+  EXPECT_EQ(s.weights.at(0).grid.layout, fp8::ScaleLayout::TENSOR);
+  EXPECT_EQ(s.dropped.size(), 3u);
+  EXPECT_EQ(s.side_files, std::vector<std::string>{"hf_quant_config.json"});
+}
+
+TEST(Fp8Source, NoConfigReadByScaleNamesWithAWarning) {
+  auto r = detect(Json{{"model_type", "qwen3"}},
+                  {{"a.weight", DType::F8_E4M3, {128, 128}}, {"a.weight_scale_inv", DType::F32, {1, 1}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->dialect, Fp8Dialect::NATIVE);
+  ASSERT_EQ((*r)->warnings.size(), 1u);
+  EXPECT_NE((*r)->warnings[0].find("declares no quantization"), std::string::npos);
+}
+
+TEST(Fp8Source, MultimodalConfigUnderTextConfig) {
+  Json c = Json::parse(R"({"model_type": "qwen3_vl", "text_config": {"quantization_config":
+      {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}})");
+  auto r = detect(c, {{"a.weight", DType::F8_E4M3, {256, 256}}, {"a.weight_scale_inv", DType::F32, {2, 2}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->weights.size(), 1u);
+  const Json e = expanded_config(c);
+  EXPECT_FALSE(e["text_config"].contains("quantization_config"));
+  EXPECT_FALSE(expanded_config(native_config()).contains("quantization_config"));
+  EXPECT_EQ(expanded_config(native_config())["model_type"], "qwen3");
+}
+
+struct Refusal {
+  const char* name;
+  Json config;
+  std::vector<T> tensors;
+  const char* says;
+};
+
+TEST(Fp8Source, Refusals) {
+  const std::vector<T> fp8_ok{{"a.weight", DType::F8_E4M3, {256, 256}}, {"a.weight_scale_inv", DType::F32, {2, 2}}};
+  auto method = [](const char* m) { return Json{{"quantization_config", {{"quant_method", m}}}}; };
+  Json e5 = native_config();
+  e5["quantization_config"]["fmt"] = "e5m2";
+  const std::vector<Refusal> cases{
+      {"nvfp4", ct_config("tensor_group", "nvfp4-pack-quantized", 4), {{"a.weight_packed", DType::U8, {4, 4}}}, "NVFP4"},
+      {"mxfp4", ct_config("group", "mxfp4-pack-quantized", 4), {{"a.weight_packed", DType::U8, {4, 4}}}, "MXFP4"},
+      {"int4", ct_config("group", "pack-quantized", 4, "int"), {{"a.weight_packed", DType::I32, {4, 4}}}, "INT4"},
+      {"int8", ct_config("channel", "int-quantized", 8, "int"), {{"a.weight", DType::I8, {4, 4}}}, "INT8"},
+      {"ct fp8 group", ct_config("group"), fp8_ok, "strategy 'group'"},
+      {"gptq", method("gptq"), {}, "GPTQ"},
+      {"awq", method("awq"), {}, "AWQ"},
+      {"bitsandbytes", method("bitsandbytes"), {}, "bitsandbytes"},
+      {"gpt-oss mxfp4", method("mxfp4"), {}, "MXFP4"},
+      {"unknown method", method("shiny"), {}, "'shiny'"},
+      {"no method", Json{{"quantization_config", Json::object()}}, {}, "no quant_method"},
+      {"modelopt nvfp4", Json{{"quantization_config", {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}}}}, {}, "ModelOpt NVFP4"},
+      {"fmt e5m2", e5, fp8_ok, "e5m2"},
+      {"e5m2 tensor", native_config(), {{"a.weight", DType::F8_E5M2, {4, 4}}}, "F8_E5M2"},
+      {"no scale", native_config(), {{"a.weight", DType::F8_E4M3, {256, 256}}}, "a.weight_scale_inv"},
+      {"scale shape", native_config(), {{"a.weight", DType::F8_E4M3, {256, 256}}, {"a.weight_scale_inv", DType::F32, {3, 2}}},
+       "[ceil(N/128), ceil(K/128)]"},
+      {"layout contradicts config", native_config(),
+       {{"a.weight", DType::F8_E4M3, {256, 256}}, {"a.weight_scale_inv", DType::F32, {256, 1}}}, "per-channel"},
+      {"scale dtype", native_config(), {{"a.weight", DType::F8_E4M3, {256, 256}}, {"a.weight_scale_inv", DType::I32, {2, 2}}},
+       "I32"},
+      {"orphan scale", native_config(),
+       {fp8_ok[0], fp8_ok[1], {"b.weight", DType::BF16, {4, 4}}, {"b.weight_scale_inv", DType::F32, {1, 1}}},
+       "belongs to no FP8 weight"},
+      {"1-D fp8", native_config(), {{"a.bias", DType::F8_E4M3, {4}}}, "weight matrix"},
+      {"declared, no fp8", native_config(), {{"a.weight", DType::BF16, {4, 4}}}, "no tensor is F8_E4M3"},
+      {"status frozen", [] {
+         Json c = ct_config("channel");
+         c["quantization_config"]["quantization_status"] = "frozen";
+         return c;
+       }(), {{"a.weight", DType::F8_E4M3, {4, 4}}, {"a.weight_scale", DType::F32, {4, 1}}}, "quantization_status"},
+  };
+  for (const auto& c : cases) {
+    const std::string msg = error_of(c.config, c.tensors);
+    EXPECT_NE(msg.find(c.says), std::string::npos) << c.name << ": " << msg;
+  }
+}
+
+}  // namespace
+}  // namespace fp4forge
