@@ -16,6 +16,7 @@
 #include "checks.h"
 #include "fp4forge/doctor/json_edit.h"
 #include "fp4forge/model/classify.h"
+#include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/quantize/plan.h"
@@ -59,6 +60,9 @@ std::string mtp_key(const Json& config, const ModelInfo& info) {
 struct MtpTensor {
   const TensorRef* ref = nullptr;
   std::int64_t layer = -1;  ///< MTP layer k (mtp.layers.k / layers.N+k), -1 for mtp.fc, norms, ...
+  const Fp8Weight* fp8 = nullptr;  ///< an FP8 weight of an FP8 release: spliced as its bf16 expansion
+  DType out_dtype() const { return fp8 != nullptr ? DType::BF16 : ref->info->dtype; }
+  std::uint64_t out_bytes() const { return ref->info->numel() * (dtype_bits(out_dtype()) / 8); }
 };
 
 /** The MTP tensors of `ck` (classify's Role::MTP), with their MTP layer index. */
@@ -118,8 +122,10 @@ Error refuse(std::string message, const stdfs::path& file = {}) {
   return Error{Errc::BAD_INPUT, std::move(message), file.string(), {}};
 }
 
-/** Whether the file at `path` is exactly `layout` filled with the tensors' bytes from SRC. */
-Result<bool> same_shard(const stdfs::path& path, const st::ShardLayout& layout, const Checkpoint& src) {
+/** Whether the file at `path` is exactly `layout` filled with the tensors' bytes from SRC (an FP8 weight's:
+ * its bf16 expansion). */
+Result<bool> same_shard(const stdfs::path& path, const st::ShardLayout& layout, const Checkpoint& src,
+                        const Fp8Source* fp8) {
   FP4FORGE_ASSIGN_OR_RETURN(fs::File f, fs::File::open_read(path));
   FP4FORGE_ASSIGN_OR_RETURN(std::uint64_t size, f.size());
   if (size != layout.file_size) return false;
@@ -131,7 +137,13 @@ Result<bool> same_shard(const stdfs::path& path, const st::ShardLayout& layout, 
   for (const auto& t : layout.tensors) {
     const TensorRef* ref = src.find(t.name);
     if (ref == nullptr) return false;
-    const auto want = src.data(*ref);
+    std::vector<std::uint16_t> expanded;
+    std::span<const std::byte> want = src.data(*ref);
+    if (const Fp8Weight* w = fp8 ? fp8->find(t.name) : nullptr) {
+      expanded.resize(static_cast<std::size_t>(ref->info->numel()));
+      FP4FORGE_TRY(dequant_elements(src, *w, 0, expanded.size(), expanded.data()));
+      want = std::as_bytes(std::span<const std::uint16_t>(expanded));
+    }
     for (std::uint64_t off = 0; off < want.size(); off += buf.size()) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), want.size() - off));
       FP4FORGE_TRY(f.pread_all(std::span<std::byte>(buf.data(), n), base + t.begin + off));
@@ -224,10 +236,16 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
                               "({}; target vs source); expected the original release the target was made from",
                               source.string(), bad),
                   source / "config.json");
-  // 3. SRC's MTP tensors: present, complete, unquantized.
+  // 3. SRC's MTP tensors: present, complete, unquantized or FP8 (an FP8 release is spliced as its bf16
+  // expansion, as quantize keeps it: model/fp8_source.h).
+  auto sfp8_r = read_fp8_source(sck);
+  if (!sfp8_r) return with_file(sfp8_r.error(), source.string());
+  const std::optional<Fp8Source>& sfp8 = *sfp8_r;
   std::vector<MtpTensor> src_mtp;
   std::vector<std::string> undeclared;
-  for (const auto& m : mtp_tensors_of(sck, si)) {
+  for (auto m : mtp_tensors_of(sck, si)) {
+    if (sfp8 && sfp8->consumed(m.ref->name)) continue;  // its scales, activation scales
+    if (sfp8) m.fp8 = sfp8->find(m.ref->name);
     if (m.layer >= ti.mtp_num_hidden_layers || m.layer < -1) {
       undeclared.push_back(m.ref->name);
       continue;
@@ -253,10 +271,10 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
   }
   for (const auto& m : src_mtp) {
     const TensorClass c = classify(m.ref->name, m.ref->info->shape, si);
-    if (c.quant_param || !is_float_dtype(m.ref->info->dtype))
+    if (m.fp8 == nullptr && (c.quant_param || !is_float_dtype(m.ref->info->dtype)))
       return Error{Errc::BAD_INPUT,
                    fmt::format("--mtp-from '{}': MTP tensor '{}' is {} ({}); fp4forge splices unquantized MTP "
-                               "(BF16, F16 or F32) only; hint: use a bf16 release of the model",
+                               "(BF16, F16 or F32) or the E4M3 weights of an FP8 release only; hint: use a bf16 release of the model",
                                source.string(), m.ref->name, dtype_name(m.ref->info->dtype),
                                c.quant_param ? "a quantization parameter" : "not a floating-point weight dtype"),
                    source.string(), m.ref->name};
@@ -273,7 +291,7 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
       std::size_t differ = 0;
       std::string example;
       for (const auto& m : src_mtp)
-        if (m.ref->info->dtype != it->second && ++differ == 1) example = m.ref->name;
+        if (m.out_dtype() != it->second && ++differ == 1) example = m.ref->name;
       if (differ)
         rep.warnings.push_back(fmt::format("{} MTP tensor(s) are not {} as config.json's dtype says (e.g. '{}', {}); "
                                            "copied as they are (vLLM casts on load)",
@@ -294,12 +312,13 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
   for (const auto& m : tgt_mtp) {
     if (src_names.count(m.ref->name)) {
       const TensorRef* s = sck.find(m.ref->name);
-      if (s->info->dtype != m.ref->info->dtype || s->info->shape != m.ref->info->shape)
+      const DType sd = sfp8 && sfp8->find(s->name) ? DType::BF16 : s->info->dtype;  // as spliced
+      if (sd != m.ref->info->dtype || s->info->shape != m.ref->info->shape)
         return refuse(fmt::format("{}: MTP tensor '{}' is {} {} in the target but {} {} in --mtp-from '{}'; "
                                   "refusing to mix them; hint: remove the target's MTP tensors or pass the release "
                                   "the target was made from",
                                   target.string(), m.ref->name, dtype_name(m.ref->info->dtype),
-                                  format_shape(m.ref->info->shape), dtype_name(s->info->dtype),
+                                  format_shape(m.ref->info->shape), dtype_name(sd),
                                   format_shape(s->info->shape), source.string()),
                       target);
       ++shared;
@@ -345,9 +364,9 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     std::vector<st::OutTensor> outs;
     std::set<std::string> dts;
     for (const auto& m : plan.mtp) {
-      outs.push_back({m.ref->name, m.ref->info->dtype, m.ref->info->shape});
-      rep.bytes += m.ref->info->nbytes();
-      dts.insert(std::string(dtype_name(m.ref->info->dtype)));
+      outs.push_back({m.ref->name, m.out_dtype(), m.ref->info->shape});
+      rep.bytes += m.out_bytes();
+      dts.insert(std::string(dtype_name(m.out_dtype())));
     }
     rep.dtypes.assign(dts.begin(), dts.end());
     rep.tensors = plan.mtp.size();
@@ -375,7 +394,7 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     if (stdfs::exists(st)) {
       if (!stdfs::is_regular_file(st))
         return refuse(fmt::format("refusing to write '{}': it exists and is not a regular file", sp.string()), sp);
-      FP4FORGE_ASSIGN_OR_RETURN(const bool same, same_shard(sp, layout, sck));
+      FP4FORGE_ASSIGN_OR_RETURN(const bool same, same_shard(sp, layout, sck, sfp8 ? &*sfp8 : nullptr));
       if (same) {
         plan.adopt = true;
       } else if (opts.owned_target) {
@@ -420,7 +439,7 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     in.config.erase("quantization_config");
     in.config.erase("compression_config");
     in.shard_names = {kMtpShardName};
-    for (const auto& m : src_mtp) in.tensors.push_back({m.ref->name, 0, m.ref->info->dtype, m.ref->info->shape});
+    for (const auto& m : src_mtp) in.tensors.push_back({m.ref->name, 0, m.out_dtype(), m.ref->info->shape});
     auto mplan = quant::make_plan(in, {});
     if (!mplan)
       return Error{Errc::INTERNAL,
@@ -472,7 +491,7 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     for (const auto& t : tck.tensors()) before.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
     after = before;
     for (const auto& m : plan.mtp)
-      after.emplace(m.ref->name, TensorMeta{std::string(dtype_name(m.ref->info->dtype)), m.ref->info->shape});
+      after.emplace(m.ref->name, TensorMeta{std::string(dtype_name(m.out_dtype())), m.ref->info->shape});
     FP4FORGE_ASSIGN_OR_RETURN(Json new_config, parse_json_bounded(new_config_text, "config.json"));
     FP4FORGE_ASSIGN_OR_RETURN(auto old_findings, shape_errors(target, tck.config(), std::move(before)));
     FP4FORGE_ASSIGN_OR_RETURN(auto new_findings, shape_errors(target, new_config, std::move(after)));
@@ -594,6 +613,13 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     for (const auto& m : plan.mtp) {
       const st::TensorInfo* out_t = writer->layout().find(m.ref->name);
       FP4FORGE_CHECK(out_t != nullptr);
+      if (m.fp8 != nullptr) {
+        std::vector<std::uint16_t> bf(static_cast<std::size_t>(m.ref->info->numel()));
+        if (Status st = dequant_elements(sck, *m.fp8, 0, bf.size(), bf.data()); !st) return undo(std::move(st).error());
+        if (Status st = writer->write_tensor(*out_t, std::as_bytes(std::span<const std::uint16_t>(bf))); !st)
+          return undo(std::move(st).error());
+        continue;
+      }
       if (Status st = writer->write_tensor(*out_t, sck.data(*m.ref)); !st) return undo(std::move(st).error());
     }
     // The copy read what SRC holds (a SRC shard truncated meanwhile reads as zeros).

@@ -146,7 +146,7 @@ Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc) {
                       "config.json: quantization_status is '{}'; expected 'compressed' (a checkpoint saved with its FP8 "
                       "weights stored as F8_E4M3)",
                       st->get<std::string>());
-  d.what = fmt::format("compressed-tensors float-quantized ({})", [&] {
+  d.what = fmt::format("float-quantized, {}", [&] {
     std::string s;
     for (auto l : d.layouts) s += std::string(s.empty() ? "" : ", ") + fp8::scale_layout_name(l);
     return s.empty() ? std::string("no weight groups") : s;
@@ -167,7 +167,7 @@ Result<std::optional<Declared>> read_modelopt(const std::string& algo, const cha
   } else {
     return already_quantized(fmt::format("ModelOpt {} ({})", algo, where));
   }
-  d.what = fmt::format("ModelOpt {}", algo);
+  d.what = fmt::format("quant_algo {}", algo);
   return std::optional<Declared>(d);
 }
 
@@ -197,10 +197,10 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
       d.block = *bs;
       d.block_declared = true;
       d.layouts = {fp8::ScaleLayout::BLOCK};
-      d.what = fmt::format("quant_method fp8, weight_block_size [{}, {}]", bs->first, bs->second);
+      d.what = fmt::format("weight_block_size [{}, {}]", bs->first, bs->second);
     } else {
       d.layouts = {fp8::ScaleLayout::TENSOR, fp8::ScaleLayout::CHANNEL};
-      d.what = "quant_method fp8 without weight_block_size";
+      d.what = "no weight_block_size";
     }
     return std::optional<Declared>(d);
   }
@@ -313,11 +313,12 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
   }
   const Declared& d = *declared;
   src.dialect = d.dialect;
+  const std::string decl = fmt::format("{}: {}", fp8_dialect_name(d.dialect), d.what);  // for messages
   if (!any_fp8)
     return make_error(Errc::BAD_INPUT,
                       "config.json declares FP8 weights ({}) but no tensor is F8_E4M3; remove quantization_config if the "
                       "weights are unquantized",
-                      d.what);
+                      decl);
   if (hfq != nullptr) src.side_files.push_back("hf_quant_config.json");
   const std::vector<std::string> suffixes = d.dialect == Fp8Dialect::NATIVE
                                                 ? std::vector<std::string>{"_scale_inv", "_scale"}
@@ -338,7 +339,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
       return make_error(Errc::BAD_INPUT,
                         "FP8 tensor '{}' has no scale: expected '{}{}' beside it ({}); the weights cannot be dequantized "
                         "without it",
-                        t.name, t.name, suffixes[0], d.what);
+                        t.name, t.name, suffixes[0], decl);
     if (s->dtype != DType::F32 && s->dtype != DType::BF16 && s->dtype != DType::F16)
       return make_error(Errc::BAD_INPUT, "FP8 scale '{}' is {}; expected F32, BF16 or F16", s->name, dtype_name(s->dtype));
     const auto fits = fitting_layouts(t.shape, s->shape, d.block);
@@ -346,7 +347,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
       return make_error(Errc::BAD_INPUT,
                         "FP8 scale '{}' has shape {} for weight {} ({}); expected [1] per tensor, [N, 1] per channel or "
                         "[ceil(N/{}), ceil(K/{})] per block",
-                        s->name, format_shape(s->shape), format_shape(t.shape), d.what, d.block.first, d.block.second);
+                        s->name, format_shape(s->shape), format_shape(t.shape), decl, d.block.first, d.block.second);
     // Prefer a declared layout; shapes where several fit (a matrix within one block) dequantize alike.
     fp8::ScaleLayout layout = fits.front();
     bool declared_fit = d.layouts.empty();
@@ -360,7 +361,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
       return make_error(Errc::BAD_INPUT,
                         "FP8 scale '{}' has shape {}: a per-{} scale for weight {}, but the config declares {}; expected "
                         "the declared layout",
-                        s->name, format_shape(s->shape), fp8::scale_layout_name(layout), format_shape(t.shape), d.what);
+                        s->name, format_shape(s->shape), fp8::scale_layout_name(layout), format_shape(t.shape), decl);
     Fp8Weight w;
     w.tensor = t.name;
     w.scale = s->name;

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/arch_class.h"
 #include "fp4forge/model/classify.h"
@@ -175,6 +176,12 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   r.num_shards = ckpt.shard_names().size();
   r.index_file = ckpt.index_file().value_or("");
   r.quant = read_quant_state(ckpt.config(), ckpt.tensors());
+  if (auto fp8 = read_fp8_source(ckpt); !fp8.ok()) {
+    if (r.quant.quant_method == "fp8" || r.quant.quant_method == "modelopt")
+      r.warnings.push_back(fmt::format("FP8 source not readable: {}", fp8.error().message));
+  } else if (*fp8) {
+    r.quant.fp8_source = fp8_source_json(**fp8);
+  }
 
   for (const auto& f : ckpt.other_files()) {
     if (std::find(kProcessorFiles.begin(), kProcessorFiles.end(), f) != kProcessorFiles.end())
@@ -291,6 +298,7 @@ nlohmann::ordered_json to_json(const InspectReport& r) {
   q["groups"] = groups;
   q["ignore_entries"] = r.quant.ignore_entries;
   q["quantized_modules"] = r.quant.quantized_modules;
+  q["fp8_source"] = r.quant.fp8_source;
   j["quantization"] = q;
   Json mtp;
   mtp["config_layers"] = m.mtp_num_hidden_layers;
@@ -339,6 +347,9 @@ std::string to_text(const InspectReport& r) {
   }
   if (r.quant.quantized_modules > 0) qs += fmt::format(", {} quantized modules", r.quant.quantized_modules);
   line("quantization", qs);
+  if (r.quant.fp8_source.is_object())
+    line("fp8 source", fmt::format("{}; quantize reads it as its bf16 expansion",
+                                   r.quant.fp8_source.value("label", std::string())));
   line("mtp", r.mtp_present ? fmt::format("present ({} tensors, {} layer(s) in config)", r.mtp_tensors,
                                           m.mtp_num_hidden_layers)
                             : (m.mtp_num_hidden_layers > 0 ? "declared in config but absent" : "none"));

@@ -1956,6 +1956,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
   j["strict"] = r.strict;
   j["qdir"] = qdir;
   j["against"] = against.empty() ? Json(nullptr) : Json(against);
+  j["against_format"] = r.against_format;
   j["scheme"] = r.stats.scheme;
   j["counts"] = {{"error", c[0]}, {"warning", c[1]}, {"info", c[2]}};
   Json fs = Json::array();
@@ -2005,6 +2006,9 @@ std::string to_text(const VerifyReport& r) {
   std::string out;
   const VerifyStats& s = r.stats;
   out += fmt::format("verify {}{}\n", qdir, against.empty() ? std::string() : "  (against " + against + ")");
+  if (r.against_format.is_object())
+    out += fmt::format("  against an FP8 source, compared as its bf16 expansion: {}\n",
+                       r.against_format.value("label", std::string()));
   out += fmt::format("  scheme {} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
                      "quantized share {:.1f}% of {} parameters · {} fused sets\n",
                      s.scheme, s.tensors, s.quantized_modules, s.kept_tensors, s.kept_linear,

@@ -42,6 +42,8 @@ struct QuantState {
   std::vector<QuantGroup> groups;
   std::uint64_t ignore_entries = 0;     ///< length of quantization_config.ignore
   std::uint64_t quantized_modules = 0;  ///< modules with a `weight_packed` tensor
+  /** An FP8 source (model/fp8_source.h): fp8_source_json of it, null otherwise. */
+  nlohmann::ordered_json fp8_source;
 };
 
 struct InspectReport {
