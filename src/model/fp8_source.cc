@@ -239,7 +239,16 @@ std::vector<fp8::ScaleLayout> fitting_layouts(const Shape& w, const Shape& s, st
   if (numel(s) == outer && (s == lead || s == with({1}) || s == with({1, 1}) || (outer == 1 && numel(s) == 1)))
     out.push_back(fp8::ScaleLayout::TENSOR);
   if (s == with({rows, 1}) || s == with({rows})) out.push_back(fp8::ScaleLayout::CHANNEL);
-  if (s == with({ceil_div(rows, blk.first), ceil_div(cols, blk.second)})) out.push_back(fp8::ScaleLayout::BLOCK);
+  // BLOCK, also with its unit dimensions squeezed out: transformers 5 saves the per-expert scales of its
+  // fused FP8 experts with `chunk.squeeze()` ([2, 1] and [1, 2] become [2], [1, 1] becomes []).
+  const Shape grid = with({ceil_div(rows, blk.first), ceil_div(cols, blk.second)});
+  auto squeezed = [](const Shape& x) {
+    Shape y;
+    for (auto d : x)
+      if (d != 1) y.push_back(d);
+    return y;
+  };
+  if (s == grid || squeezed(s) == squeezed(grid)) out.push_back(fp8::ScaleLayout::BLOCK);
   return out;
 }
 

@@ -1785,9 +1785,10 @@ void check_vllm_names(const ModelInfo& info, const Structure& s, Sink& sink) {
   }
 }
 
-/** An FP8 release in the native (`quant_method: fp8`) or ModelOpt dialect is a source, not a
- * compressed-tensors checkpoint: what can be checked is that its FP8 weights are readable
- * (model/fp8_source.h). True when it is one (the compressed-tensors checks are then skipped). */
+/** An FP8 release in the native (`quant_method: fp8`) or ModelOpt dialect, or a per-tensor
+ * compressed-tensors FP8 checkpoint, is a source, not one of the five schemes: what can be checked is that
+ * its FP8 weights are readable (model/fp8_source.h). True when it is one (the scheme checks are then
+ * skipped). */
 bool fp8_release(const Checkpoint& q, Sink& sink) {
   auto src = read_fp8_source(q);
   if (!src.ok()) {
@@ -1802,7 +1803,13 @@ bool fp8_release(const Checkpoint& q, Sink& sink) {
                 "the release is incomplete or inconsistent; vLLM fails to load it too"});
     return method == "fp8" || method == "modelopt";
   }
-  if (!*src || (*src)->dialect == Fp8Dialect::COMPRESSED_TENSORS) return false;
+  if (!*src) return false;
+  // compressed-tensors FP8 per channel or per block is FP8_DYNAMIC / FP8_BLOCK, checked by the structural
+  // checks; per-tensor FP8 (the static FP8 preset and its kin) is no scheme fp4forge writes: a source.
+  if ((*src)->dialect == Fp8Dialect::COMPRESSED_TENSORS &&
+      std::none_of((*src)->weights.begin(), (*src)->weights.end(),
+                   [](const Fp8Weight& w) { return w.grid.layout == fp8::ScaleLayout::TENSOR; }))
+    return false;
   sink.add({"fp8-source", Severity::INFO, "quantization_config",
             fmt::format("an FP8 release, {}: its weights and scales are consistent; the compressed-tensors checks do "
                         "not apply (fp4forge quantize reads it as its bf16 expansion)",

@@ -84,6 +84,19 @@ TEST(Fp8Source, FusedExpertsHaveOneGridPerMatrix) {
   EXPECT_EQ(w.grid.scale_index(3ull * 256 * 192 + 130 * 192 + 129), 3u * 4 + 1 * 2 + 1);
 }
 
+TEST(Fp8Source, SqueezedBlockScalesOfTransformersExperts) {
+  // transformers 5.17 saves per-expert scales of its fused FP8 experts squeezed: [2, 1] -> [2], [1, 1] -> [].
+  auto r = detect(native_config(), {{"e.0.gate_proj.weight", DType::F8_E4M3, {256, 128}},
+                                    {"e.0.gate_proj.weight_scale_inv", DType::F32, {2}},
+                                    {"e.0.down_proj.weight", DType::F8_E4M3, {128, 256}},
+                                    {"e.0.down_proj.weight_scale_inv", DType::F32, {2}},
+                                    {"e.1.down_proj.weight", DType::F8_E4M3, {128, 128}},
+                                    {"e.1.down_proj.weight_scale_inv", DType::F32, {}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  for (const auto& w : (*r)->weights) EXPECT_EQ(w.grid.layout, fp8::ScaleLayout::BLOCK) << w.tensor;
+  EXPECT_EQ((*r)->find("e.0.down_proj.weight")->grid.scale_index(129), 1u);  // row 0, column 129: block (0, 1)
+}
+
 TEST(Fp8Source, CompressedTensorsLayouts) {
   {
     auto r = detect(ct_config("channel"), {{"a.weight", DType::F8_E4M3, {64, 32}}, {"a.weight_scale", DType::BF16, {64, 1}},
