@@ -22,11 +22,22 @@ constexpr const char* kReads =
     "fp4forge reads unquantized BF16/FP16/FP32 sources and FP8 E4M3 ones (quant_method fp8, compressed-tensors "
     "float-quantized, ModelOpt FP8)";
 
+/** A config value in a message: at most 64 characters. */
+std::string capped(const std::string& v) { return v.size() <= 64 ? v : v.substr(0, 64) + "..."; }
+
+/** Refusal of a source already quantized in a format fp4forge does not read; `what` names where it says so. */
 Error already_quantized(const std::string& what) {
   return make_error(Errc::BAD_INPUT,
                     "source is already quantized: {}; {}; quantize the original BF16 weights instead "
                     "(docs/fp8-sources.md)",
                     what, kReads);
+}
+
+/** A stored FP8 weight: an F8_E4M3 tensor that is not itself a scale (NVFP4's block scales are F8_E4M3). */
+bool is_payload(const Fp8TensorInfo& t) {
+  if (t.dtype != DType::F8_E4M3) return false;
+  const std::string_view n = t.name;
+  return !(n.ends_with("_scale") || n.ends_with("_scale_inv") || n.ends_with("_scale_2"));
 }
 
 std::string lower(std::string s) {
@@ -111,17 +122,20 @@ Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc) {
     const auto bits_it = w->find("num_bits");
     const std::int64_t bits = bits_it != w->end() && bits_it->is_number_integer() ? bits_it->get<std::int64_t>() : 0;
     const std::string strategy = str_of(*w, "strategy");
-    if (format == "nvfp4-pack-quantized") return already_quantized("compressed-tensors NVFP4 (nvfp4-pack-quantized)");
-    if (format == "mxfp4-pack-quantized") return already_quantized("compressed-tensors MXFP4 (mxfp4-pack-quantized)");
+    const std::string where = fmt::format("config.json quantization_config.config_groups.{}", capped(it.key()));
+    if (format == "nvfp4-pack-quantized")
+      return already_quantized(fmt::format("{}: compressed-tensors NVFP4 (nvfp4-pack-quantized)", where));
+    if (format == "mxfp4-pack-quantized")
+      return already_quantized(fmt::format("{}: compressed-tensors MXFP4 (mxfp4-pack-quantized)", where));
     if (type != "float" || bits != 8)
-      return already_quantized(fmt::format("compressed-tensors {}{} weights (group '{}', format '{}')",
-                                           type == "float" ? "FP" : "INT", bits, it.key(), format));
+      return already_quantized(fmt::format("{}: compressed-tensors {}{} weights (format '{}')", where,
+                                           type == "float" ? "FP" : "INT", bits, capped(format)));
     if (format != "float-quantized")
-      return already_quantized(fmt::format("compressed-tensors FP8 weights in format '{}' (group '{}'); only "
-                                           "float-quantized is read",
-                                           format, it.key()));
+      return already_quantized(fmt::format("{}: compressed-tensors FP8 weights in format '{}'; only float-quantized "
+                                           "is read",
+                                           where, capped(format)));
     if (auto sym = w->find("symmetric"); sym != w->end() && sym->is_boolean() && !sym->get<bool>())
-      return already_quantized(fmt::format("compressed-tensors asymmetric FP8 weights (group '{}')", it.key()));
+      return already_quantized(fmt::format("{}: compressed-tensors asymmetric FP8 weights", where));
     if (strategy == "tensor") d.layouts.insert(fp8::ScaleLayout::TENSOR);
     else if (strategy == "channel") d.layouts.insert(fp8::ScaleLayout::CHANNEL);
     else if (strategy == "block") {
@@ -136,9 +150,9 @@ Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc) {
         d.block_declared = true;
       }
     } else {
-      return already_quantized(fmt::format("compressed-tensors FP8 weights with strategy '{}' (group '{}'); tensor, "
-                                           "channel and block are read",
-                                           strategy, it.key()));
+      return already_quantized(fmt::format("{}: compressed-tensors FP8 weights with strategy '{}'; tensor, channel "
+                                           "and block are read",
+                                           where, capped(strategy)));
     }
   }
   if (auto st = qc.find("quantization_status"); st != qc.end() && st->is_string() && st->get<std::string>() != "compressed")
@@ -165,7 +179,7 @@ Result<std::optional<Declared>> read_modelopt(const std::string& algo, const cha
   } else if (a.empty()) {
     return make_error(Errc::BAD_INPUT, "{}: ModelOpt quantization without quant_algo; expected \"FP8\"", where);
   } else {
-    return already_quantized(fmt::format("ModelOpt {} ({})", algo, where));
+    return already_quantized(fmt::format("{}: ModelOpt {}", where, capped(algo)));
   }
   d.what = fmt::format("quant_algo {}", algo);
   return std::optional<Declared>(d);
@@ -173,6 +187,11 @@ Result<std::optional<Declared>> read_modelopt(const std::string& algo, const cha
 
 /** The declared quantization; nullopt when neither file declares one. */
 Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* hfq) {
+  if (config.is_object())
+    for (const char* k : {"quantization_config", "compression_config"})
+      if (auto it = config.find(k); it != config.end() && !it->is_object() && !it->is_null())
+        return make_error(Errc::BAD_INPUT, "config.json: {} is a {}; expected an object (the quantization config)", k,
+                          it->type_name());
   const ojson* qc = quant_config_of(config);
   if (qc == nullptr) {
     if (hfq != nullptr && hfq->is_object()) {
@@ -187,7 +206,7 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
     Declared d;
     d.dialect = Fp8Dialect::NATIVE;
     if (const std::string f = lower(str_of(*qc, "fmt")); !f.empty() && f != "e4m3")
-      return already_quantized(fmt::format("FP8 {} weights (quantization_config.fmt); E4M3 is read", f));
+      return already_quantized(fmt::format("config.json quantization_config.fmt '{}': FP8 {} weights; E4M3 is read", capped(f), capped(f)));
     auto wb = qc->find("weight_block_size");
     if (wb != qc->end() && !wb->is_null()) {
       auto bs = block_of(*wb);
@@ -221,8 +240,10 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
       {"hqq", "HQQ"}, {"quark", "AMD Quark"}, {"torchao", "torchao"}, {"eetq", "EETQ (INT8)"},
       {"aqlm", "AQLM"}, {"vptq", "VPTQ"}, {"higgs", "HIGGS"}, {"bitnet", "BitNet"}, {"fp_quant", "FP-Quant"},
       {"spqr", "SpQR"}, {"gguf", "GGUF"}, {"exl2", "EXL2"}, {"marlin", "Marlin (INT4)"}};
-  if (auto k = known.find(method); k != known.end()) return already_quantized(fmt::format("quant_method '{}', {}", method, k->second));
-  return already_quantized(fmt::format("quant_method '{}' (not a format fp4forge reads)", method));
+  if (auto k = known.find(method); k != known.end())
+    return already_quantized(fmt::format("config.json quantization_config.quant_method '{}', {}", method, k->second));
+  return already_quantized(
+      fmt::format("config.json quantization_config.quant_method '{}' (not a format fp4forge reads)", capped(method)));
 }
 
 /** The layouts `scale` fits for `weight` [L..., rows, cols]. */
@@ -303,7 +324,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
     by_name.emplace(t.name, &t);
     if (t.dtype == DType::F8_E5M2 || t.dtype == DType::F8_E4M3FNUZ || t.dtype == DType::F8_E5M2FNUZ)
       return already_quantized(fmt::format("tensor '{}' is {}; FP8 E4M3 (F8_E4M3) is read", t.name, dtype_name(t.dtype)));
-    any_fp8 = any_fp8 || t.dtype == DType::F8_E4M3;
+    any_fp8 = any_fp8 || is_payload(t);
   }
   if (!any_fp8 && !declared) return std::optional<Fp8Source>{};
   Fp8Source src;
@@ -312,7 +333,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
     Declared d;
     d.what = "no quantization config";
     for (const auto& t : tensors)
-      if (t.dtype == DType::F8_E4M3 && !by_name.count(t.name + "_scale_inv") && by_name.count(t.name + "_scale"))
+      if (is_payload(t) && !by_name.count(t.name + "_scale_inv") && by_name.count(t.name + "_scale"))
         d.dialect = Fp8Dialect::COMPRESSED_TENSORS;
     declared = d;
     src.warnings.push_back(fmt::format(
@@ -334,7 +355,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
                                                 : std::vector<std::string>{"_scale", "_scale_inv"};
   std::set<std::string_view> scales;
   for (const auto& t : tensors) {
-    if (t.dtype != DType::F8_E4M3) continue;
+    if (!is_payload(t)) continue;
     if (t.shape.size() < 2)
       return make_error(Errc::BAD_INPUT, "FP8 tensor '{}' has shape {}; expected a weight matrix [.., N, K]", t.name,
                         format_shape(t.shape));
