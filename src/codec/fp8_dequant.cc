@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -97,6 +98,39 @@ std::uint16_t dequant_bf16(std::uint8_t code, float scale, DType scale_dtype) no
   return half::float_to_bf16(product(e4m3_table()[code], scale, scale_dtype));
 }
 
+namespace {
+
+/** e4m3(code) * s rounded to bf16, for `n` codes sharing one float32 scale (F32 or BF16 scales): branch-free
+ * integer decode (normal: exponent rebias 7 -> 127; subnormal: man * 2^-9; 0x7F / 0xFF: NaN) so the compiler
+ * vectorizes it. Returns false when a result is NaN or infinite. Bit-identical to dequant_bf16. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+// Runtime dispatch (GCC function multiversioning): the same loop vectorized for AVX2 and AVX-512 too.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+bool run_f32_scale(const std::uint8_t* codes, std::uint64_t n, float s, std::uint16_t* out) noexcept {
+  // Masks instead of ternaries: no control flow in the loop, so it vectorizes at -O3.
+  std::uint32_t bad = 0;
+  for (std::uint64_t j = 0; j < n; ++j) {
+    const std::uint32_t c = codes[j], mag = c & 0x7Fu, e = mag >> 3, m = mag & 7u;
+    const std::uint32_t nb = ((e + 120u) << 23) | (m << 20);
+    const std::uint32_t sb = std::bit_cast<std::uint32_t>(static_cast<float>(static_cast<std::int32_t>(m)) * 0x1p-9f);
+    const std::uint32_t is_norm = 0u - static_cast<std::uint32_t>(e != 0);
+    const std::uint32_t is_nan = 0u - static_cast<std::uint32_t>(mag == 0x7Fu);
+    std::uint32_t vb = (nb & is_norm) | (sb & ~is_norm) | ((c & 0x80u) << 24);
+    vb = (vb & ~is_nan) | (0x7FC00000u & is_nan);
+    const std::uint32_t u = std::bit_cast<std::uint32_t>(std::bit_cast<float>(vb) * s);  // fl32(e4m3 * s)
+    const std::uint32_t a = u & 0x7FFFFFFFu;
+    bad |= static_cast<std::uint32_t>(a >= 0x7F800000u);
+    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;  // bf16 RNE (half.h float_to_bf16)
+    const std::uint32_t quiet = (u >> 16) | 0x0040u;
+    const std::uint32_t nanm = 0u - static_cast<std::uint32_t>(a > 0x7F800000u);
+    out[j] = static_cast<std::uint16_t>((quiet & nanm) | (rounded & ~nanm));
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
 std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
                             std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept {
   const auto& lut = e4m3_table();
@@ -114,10 +148,14 @@ std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, c
     const float s = scale_value(scales, g.scale_index(i), g.scale_dtype);
     const DType sd = g.scale_dtype;
     bool finite = true;
-    for (std::uint64_t j = 0; j < run; ++j) {
-      const float p = product(lut[codes[i + j]], s, sd);
-      finite = finite && std::isfinite(p);
-      out[i - begin + j] = half::float_to_bf16(p);
+    if (sd != DType::F16) {
+      finite = run_f32_scale(codes + i, run, s, out + (i - begin));
+    } else {
+      for (std::uint64_t j = 0; j < run; ++j) {
+        const float p = product(lut[codes[i + j]], s, sd);
+        finite = finite && std::isfinite(p);
+        out[i - begin + j] = half::float_to_bf16(p);
+      }
     }
     if (!finite && bad == kAllFinite)
       for (std::uint64_t j = 0; j < run; ++j)

@@ -39,6 +39,45 @@ TEST(Fp8Dequant, ElementIsFloat32ProductRoundedToBf16) {
   }
 }
 
+TEST(Fp8Dequant, RangeMatchesTheElementFormulaForEveryCode) {
+  // Every code (signed zeros, subnormals, 448, NaN) under scales that make products subnormal, overflow or
+  // round at bf16 boundaries, through the vectorized run (F32 and BF16 scales) and the F16 path.
+  std::vector<std::byte> codes(256);
+  for (int c = 0; c < 256; ++c) codes[static_cast<std::size_t>(c)] = static_cast<std::byte>(c);
+  for (DType sd : {DType::F32, DType::BF16, DType::F16})
+    for (float s0 : {1.0f, 0x1p-130f, 3e36f, 1.0f / 3.0f, 0.0078125f, 1e-3f, 0.0f, -2.5f, INFINITY}) {
+      const float s = sd == DType::BF16 ? half::round_to_bf16(s0) : sd == DType::F16 ? half::round_to_f16(s0) : s0;
+      ScaleGrid g;
+      g.layout = ScaleLayout::TENSOR;
+      g.rows = 1;
+      g.cols = 256;
+      g.scale_dtype = sd;
+      std::vector<std::byte> sb(4);
+      if (sd == DType::F32) {
+        std::memcpy(sb.data(), &s, 4);
+      } else {
+        const std::uint16_t b = sd == DType::BF16 ? half::float_to_bf16(s) : half::float_to_f16(s);
+        std::memcpy(sb.data(), &b, 2);
+      }
+      std::vector<std::uint16_t> out(256);
+      const std::uint64_t bad = dequant_range(codes.data(), sb.data(), g, 0, 256, out.data());
+      std::uint64_t want_bad = kAllFinite;
+      for (int c = 0; c < 256; ++c) {
+        const auto code = static_cast<std::uint8_t>(c);
+        const std::uint16_t want = dequant_bf16(code, s, sd);
+        if (std::isnan(half::bf16_to_float(want))) {
+          EXPECT_TRUE(std::isnan(half::bf16_to_float(out[static_cast<std::size_t>(c)]))) << c << " " << s;
+        } else {
+          EXPECT_EQ(out[static_cast<std::size_t>(c)], want) << "code " << c << " scale " << s;
+        }
+        float p = e4m3_value(code) * s;
+        if (sd == DType::F16) p = half::round_to_f16(p);
+        if (!std::isfinite(p) && want_bad == kAllFinite) want_bad = static_cast<std::uint64_t>(c);
+      }
+      EXPECT_EQ(bad, want_bad) << s;
+    }
+}
+
 TEST(Fp8Dequant, F16ScaleRoundsToF16First) {
   // compressed-tensors multiplies in the scale's dtype: fl16(w * s), then casts to bf16. Some products
   // round differently that way than straight to bf16; the formula must take the double rounding.
