@@ -3,6 +3,9 @@
 #
 #   bash scripts/bench-e2e.sh [BUILD_DIR] [--size 8b|small|tiny] [--arch llama] [--keep] [--no-record]
 #                             [--no-drop]   (keep page caches: for shared machines)
+#                             [--fp8-source] (quantize an FP8 release: the synthesized checkpoint is first
+#                                            written as compressed-tensors FP8_BLOCK, 128x128 block scales as
+#                                            DeepSeek-V3 / Qwen3-FP8 ship them, untimed; docs/fp8-sources.md)
 #
 # 1. synthesizes a checkpoint (`fp4forge synth --arch llama --size 8b`, about 16 GB);
 # 2. measures the I/O floor: read every source file once (cat > /dev/null) + write the planned output
@@ -19,6 +22,7 @@ ARCH=llama
 KEEP=0
 RECORD=1
 DROP=1
+FP8=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --size) SIZE=$2; shift 2 ;;
@@ -26,7 +30,8 @@ while [[ $# -gt 0 ]]; do
     --keep) KEEP=1; shift ;;
     --no-record) RECORD=0; shift ;;
     --no-drop) DROP=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --fp8-source) FP8=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     -*) echo "bench-e2e: unknown option '$1'" >&2; exit 2 ;;
     *) BUILD=$1; shift ;;
   esac
@@ -45,6 +50,14 @@ json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(
 
 echo "== synth $ARCH $SIZE into $WORK/src"
 "$BIN" synth --arch "$ARCH" --size "$SIZE" --out "$WORK/src" --seed 1 >/dev/null
+LABEL="$ARCH $SIZE"
+if [[ $FP8 == 1 ]]; then
+  echo "== FP8 source: $WORK/src as FP8_BLOCK (untimed)"
+  "$BIN" quantize "$WORK/src" "$WORK/src-fp8" --scheme fp8-block >/dev/null
+  rm -rf "$WORK/src"
+  mv "$WORK/src-fp8" "$WORK/src"
+  LABEL="$ARCH $SIZE, FP8_BLOCK source"
+fi
 SRC_BYTES=$(du -sb --apparent-size "$WORK/src" | cut -f1)
 "$BIN" quantize "$WORK/src" --dry-run --json > "$WORK/plan.json"
 OUT_BYTES=$(json_get "$WORK/plan.json" '["plan"]["output_bytes"]')
@@ -86,7 +99,7 @@ echo "peak RSS ${RSS_GIB} GiB (target <= 2.5 GiB), -j ${JOBS}, --max-memory ${MA
 if [[ $RECORD == 1 ]]; then
   DOC="$ROOT/docs/performance.md"
   [[ -f $DOC ]] || printf '# Performance\n' > "$DOC"
-  ROW="| $(date -u +%F) | ${HOST} | ${ARCH} ${SIZE} | $(python3 -c "print(f'{$SRC_BYTES/1e9:.2f}')") | $(python3 -c "print(f'{$OUT_BYTES/1e9:.2f}')") | ${FLOOR} | ${QWALL} | ${RATIO} | ${RSS_GIB} | ${JOBS} | ${CACHE} |"
+  ROW="| $(date -u +%F) | ${HOST} | ${LABEL} | $(python3 -c "print(f'{$SRC_BYTES/1e9:.2f}')") | $(python3 -c "print(f'{$OUT_BYTES/1e9:.2f}')") | ${FLOOR} | ${QWALL} | ${RATIO} | ${RSS_GIB} | ${JOBS} | ${CACHE} |"
   # The quantize section lives between its markers; rows are appended to its table.
   python3 - "$DOC" "$ROW" <<'PY'
 import sys

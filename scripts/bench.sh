@@ -11,6 +11,7 @@
 #                            the other schemes' scalar references are always timed (on 256 rows)
 #   FP4FORGE_BENCH_SCHEMES=0 skip the MXFP4A16 / FP8 / W4A16 section
 #   FP4FORGE_BENCH_CODEC=0   skip the NVFP4A16 section
+#   FP4FORGE_BENCH_FP8=0     skip the FP8-source expansion section
 #   FP4FORGE_BENCH_DOC       file to update (default docs/performance.md)
 set -euo pipefail
 BUILD=${1:-build}
@@ -189,5 +190,42 @@ schemes_bench() {
   echo "bench.sh: schemes section of $DOC updated" >&2
 }
 
+# ---- FP8 sources: FP8 -> bf16 expansion per scale layout, and expand + NVFP4A16 encode -------------
+fp8_bench() {
+  local bin="$BUILD/bench/codec_fp8_dequant_bench"
+  if [[ "${FP4FORGE_BENCH_FP8:-1}" == "0" ]]; then return 0; fi
+  if [[ ! -x "$bin" ]]; then
+    echo "bench.sh: $bin not built; skipping the fp8-source section" >&2
+    return 0
+  fi
+  echo "bench.sh: $bin (min time ${MIN_TIME}s per benchmark)" >&2
+  "$bin" --benchmark_min_time="$MIN_TIME" --benchmark_repetitions="$REPS" --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/fp8.json" --benchmark_out_format=json >&2
+  rows_from_json "$OUT/fp8.json" | awk -F'\t' -v OFS='\t' '$1 ~ /_median$/ { sub(/_median$/, "", $1); print }' \
+    >"$OUT/fp8.tsv"
+  {
+    echo
+    echo "## FP8 sources: expansion to bf16"
+    echo
+    echo "Expanding one 4096x4096 F8_E4M3 weight to bf16 (docs/fp8-sources.md), in MB/s of FP8 source bytes per"
+    echo "core (CPU time of one thread), per scale layout; then a row range expanded and encoded to NVFP4A16 on"
+    echo "the best codec path, as quantize does per task (\`bench/codec_fp8_dequant_bench.cc\`). The memcpy row"
+    echo "copies the expanded (bf16) bytes."
+    echo
+    echo "- CPU: $(cpu_model) ($(nproc) logical CPUs visible)"
+    echo "- date: $(date -u +%Y-%m-%d), build: $BUILD, median of $REPS repetitions of at least ${MIN_TIME}s each"
+    echo
+    echo "| benchmark | MB/s per core |"
+    echo "|---|---:|"
+    while IFS=$'\t' read -r name label bps; do
+      printf '| %s | %s |\n' "${label:-$name}" "$(mbs "$bps")"
+    done <"$OUT/fp8.tsv"
+    echo
+  } >"$OUT/fp8.md"
+  replace_section fp8-source "$OUT/fp8.md"
+  echo "bench.sh: fp8-source section of $DOC updated" >&2
+}
+
 codec_bench
 schemes_bench
+fp8_bench
