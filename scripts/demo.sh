@@ -45,6 +45,17 @@ stage "verify it against its source (every expert slice compared)" \
   "$BIN" verify "$WORK/vlm" --against "$DATA/qwen3_vl_moe-hub"
 stage "DeepSeek-V3 (MLA, shared experts, an MTP layer): doctor, quantize, verify" \
   bash -c "\"$BIN\" doctor \"$DATA/deepseek_v3\" && \"$BIN\" quantize \"$DATA/deepseek_v3\" \"$WORK/ds\" && \"$BIN\" verify \"$WORK/ds\" --against \"$DATA/deepseek_v3\""
+FP8="$DATA/fp8"
+stage "FP8 releases as input: DeepSeek-V3 in its native FP8 form (128x128 weight_scale_inv blocks, written by transformers' FineGrainedFP8): inspect and doctor read it as a source" \
+  bash -c "\"$BIN\" inspect \"$FP8/native-deepseek_v3\" | grep -E '^(quantization|fp8 source)' && \"$BIN\" doctor \"$FP8/native-deepseek_v3\""
+stage "quantize it straight to NVFP4A16 (each FP8 weight expanded to bf16 as transformers dequantizes it, streamed into the codec), verify against the FP8 release" \
+  bash -c "\"$BIN\" quantize \"$FP8/native-deepseek_v3\" \"$WORK/ds-fp8\" && \"$BIN\" verify \"$WORK/ds-fp8\" --against \"$FP8/native-deepseek_v3\""
+stage "the same from the bf16 expansion transformers wrote: every tensor identical (only transformers' re-saved config differs)" \
+  bash -c "\"$BIN\" quantize \"$FP8/native-deepseek_v3.bf16\" \"$WORK/ds-bf16\" >/dev/null; \"$BIN\" diff \"$WORK/ds-fp8\" \"$WORK/ds-bf16\" | grep -E '^(class|scheme|tensors: .* 0 differ)'"
+stage "every dialect: compressed-tensors FP8 (channel, block, tensor) and a ModelOpt FP8 export, each quantized and verified against its FP8 source" \
+  bash -c 'for f in ct-fp8-dynamic ct-fp8-block ct-fp8-tensor ct-fp8-block-qwen3_moe modelopt-fp8; do "$0" quantize "$1/$f" "$2/q-$f" >/dev/null && v=$("$0" verify "$2/q-$f" --against "$1/$f") || { echo "$v"; exit 1; }; echo "$f: ${v##*$'"'"'\n'"'"'}"; done' "$BIN" "$FP8" "$WORK"
+stage "an already-4-bit source is refused with the reason (exit 3), nothing written" \
+  bash -c "\"$BIN\" quantize \"$WORK/ds-fp8\" \"$WORK/requant\"; rc=\$?; echo \"exit \$rc\"; [ \$rc -eq 3 ] && [ ! -e \"$WORK/requant\" ]"
 stage "guard rails: a stale index total_size is a warning that doctor --fix rewrites (with a backup); a run into an existing DST is refused (exit 3) and leaves it alone" \
   bash -c "cp -r \"$DATA/llama\" \"$WORK/stale\" && sed -i 's/\"total_size\": *[0-9]*/\"total_size\": 1/' \"$WORK/stale/model.safetensors.index.json\" && \"$BIN\" doctor \"$WORK/stale\" --fix && \"$BIN\" doctor \"$WORK/stale\" --strict && { \"$BIN\" quantize \"$WORK/stale\" \"$WORK/q\"; test \$? -eq 3; }"
 # A Hugging Face hub cache as huggingface_hub lays one out (blobs + snapshot links + refs/main), built from SRC.
