@@ -1,8 +1,10 @@
 #include "fp4forge/kvplan/weights.h"
 
 #include <map>
+#include <optional>
 
 #include "fp4forge/model/classify.h"
+#include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/scheme_policy.h"
 
 namespace fp4forge::kvplan {
@@ -55,12 +57,29 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
   };
   std::map<int, LayerKv> kv_layers;  // Gemma-4 full layers with k_eq_v
   const bool k_eq_v = info.family == Family::GEMMA4 && info.attention_k_eq_v;
+  // assume=SCHEME on an FP8 release sizes what quantize writes from it: each FP8 weight as its bf16
+  // expansion (quantized, or kept in bf16), its scales and activation scales gone (docs/fp8-sources.md).
+  std::optional<Fp8Source> fp8;
+  if (opts.assume)
+    if (auto r = read_fp8_source(ckpt); r.ok()) fp8 = std::move(*r);
   for (const TensorRef& ref : ckpt.tensors()) {
     if (ref.info == nullptr) continue;
-    const st::TensorInfo& t = *ref.info;
+    if (fp8 && fp8->consumed(ref.name)) {
+      ++w.tensors;
+      w.stored_bytes += ref.info->nbytes();
+      w.quantized_saved_bytes += ref.info->nbytes();
+      continue;
+    }
+    st::TensorInfo expanded;
+    if (fp8 && fp8->find(ref.name) != nullptr) {
+      expanded = *ref.info;
+      expanded.dtype = DType::BF16;
+      expanded.end = expanded.begin + expanded.numel() * 2;
+    }
+    const st::TensorInfo& t = expanded.end != 0 ? expanded : *ref.info;
     const TensorClass c = classify(ref.name, t.shape, info);
     ++w.tensors;
-    w.stored_bytes += t.nbytes();
+    w.stored_bytes += ref.info->nbytes();
     std::uint64_t b = loaded_bytes(t, c);
     w.upcast_saved_bytes += t.nbytes() - b;
     const std::uint64_t unquantized = b;

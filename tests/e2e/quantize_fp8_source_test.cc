@@ -239,6 +239,22 @@ TEST_P(Fp8SourceE2E, DryRunDescribesTheSource) {
   }
 }
 
+// plan assume=SCHEME on an FP8 release sizes what quantize writes from it: the same as on its bf16 expansion.
+TEST_P(Fp8SourceE2E, PlanAssumeSizesTheQuantizedExpansion) {
+  for (const std::string scheme : {"nvfp4a16", "fp8-block"}) {
+    std::uint64_t bytes[2] = {0, 0};
+    int i = 0;
+    for (const auto& dir : {src(), ref()}) {
+      std::string out, err;
+      ASSERT_EQ(run_cli("plan --seat a=" + q(dir) + ":max_model_len=4096,assume=" + scheme + " --gpu 0=80GiB --json", &out, &err), 0)
+          << dir << ": " << err;
+      const auto j = nlohmann::json::parse(out);
+      bytes[i++] = j["seats"][0]["weights"]["bytes"].get<std::uint64_t>();
+    }
+    EXPECT_EQ(bytes[0], bytes[1]) << GetParam() << " " << scheme;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllFp8Fixtures, Fp8SourceE2E, ::testing::ValuesIn(fp8_fixtures()),
                          [](const ::testing::TestParamInfo<std::string>& p) { return test_name(p.param); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fp8SourceE2E);
