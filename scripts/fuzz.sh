@@ -25,7 +25,7 @@ cmake --build "$B" -j "$JOBS" --target $targets
 seeds_for() {
   case "$1" in
     fuzz_safetensors_index) ls tests/data/*/model.safetensors.index.json ;;
-    fuzz_model_config|fuzz_model_quant_config|fuzz_doctor_config) ls tests/data/*/config.json ;;
+    fuzz_model_config|fuzz_model_quant_config|fuzz_doctor_config) ls tests/data/*/config.json tests/data/fp8/*/config.json ;;
     fuzz_gateway_config) ls examples/*.yaml 2>/dev/null || true ;;
   esac
 }

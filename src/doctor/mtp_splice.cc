@@ -435,9 +435,7 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
                                 target.string(), qkey, qc.quant_method),
                     target / "config.json");
     quant::PlanInput in;
-    in.config = tck.config();
-    in.config.erase("quantization_config");
-    in.config.erase("compression_config");
+    in.config = expanded_config(tck.config());
     in.shard_names = {kMtpShardName};
     for (const auto& m : src_mtp) in.tensors.push_back({m.ref->name, 0, m.out_dtype(), m.ref->info->shape});
     auto mplan = quant::make_plan(in, {});

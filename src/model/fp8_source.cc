@@ -424,18 +424,21 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
   return std::optional<Fp8Source>(std::move(src));
 }
 
+Result<std::optional<ojson>> read_hf_quant_config(const Checkpoint& ckpt) {
+  const auto& files = ckpt.other_files();
+  if (std::find(files.begin(), files.end(), "hf_quant_config.json") == files.end()) return std::optional<ojson>{};
+  // A link out of the checkpoint is not read (the shard confinement rule); quantize does not copy it either.
+  if (!ckpt.escapes("hf_quant_config.json").empty()) return std::optional<ojson>{};
+  FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(ckpt.dir() / "hf_quant_config.json"));
+  FP4FORGE_ASSIGN_OR_RETURN(ojson j, parse_json_bounded(text, "hf_quant_config.json"));
+  return std::optional<ojson>(std::move(j));
+}
+
 Result<std::optional<Fp8Source>> read_fp8_source(const Checkpoint& ckpt) {
   std::vector<Fp8TensorInfo> ts;
   ts.reserve(ckpt.tensors().size());
   for (const auto& t : ckpt.tensors()) ts.push_back({t.name, t.info->dtype, t.info->shape});
-  std::optional<ojson> hfq;
-  const auto& files = ckpt.other_files();
-  if (std::find(files.begin(), files.end(), "hf_quant_config.json") != files.end() &&
-      ckpt.escapes("hf_quant_config.json").empty()) {
-    FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(ckpt.dir() / "hf_quant_config.json"));
-    FP4FORGE_ASSIGN_OR_RETURN(ojson j, parse_json_bounded(text, "hf_quant_config.json"));
-    hfq = std::move(j);
-  }
+  FP4FORGE_ASSIGN_OR_RETURN(std::optional<ojson> hfq, read_hf_quant_config(ckpt));
   return detect_fp8_source(ckpt.config(), hfq ? &*hfq : nullptr, ts);
 }
 

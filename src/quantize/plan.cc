@@ -14,7 +14,6 @@
 #include "fp4forge/model/scheme_policy.h"
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/util/format.h"
-#include "fp4forge/util/fs.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge::quant {
@@ -222,13 +221,7 @@ PlanInput plan_input(const Checkpoint& ckpt) {
 
 Result<PlanInput> read_plan_input(const Checkpoint& ckpt) {
   PlanInput in = plan_input(ckpt);
-  const auto& files = ckpt.other_files();
-  if (std::find(files.begin(), files.end(), "hf_quant_config.json") != files.end() &&
-      ckpt.escapes("hf_quant_config.json").empty()) {
-    FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(ckpt.dir() / "hf_quant_config.json"));
-    FP4FORGE_ASSIGN_OR_RETURN(ojson j, parse_json_bounded(text, "hf_quant_config.json"));
-    in.hf_quant_config = std::move(j);
-  }
+  FP4FORGE_ASSIGN_OR_RETURN(in.hf_quant_config, read_hf_quant_config(ckpt));
   return in;
 }
 

@@ -148,7 +148,10 @@ class Runner {
     r.end = r.begin + len;
     ck_.shards()[t->shard].release(r);
   }
+  /** Bytes of one row of `u` as the codec reads it (an FP8 weight: its bf16 expansion): task sizes. */
   std::uint64_t row_bytes(const QuantUnit& u) const { return u.cols * (dtype_bits(u.dtype) / 8); }
+  /** Bytes of one row of `u` as stored in the source (an FP8 weight: 1 per element): progress. */
+  std::uint64_t stored_row_bytes(const QuantUnit& u) const { return u.cols * stored_elem_bytes(u.decision); }
   /** Output bytes per source row of `u` under the plan's scheme (for task sizes). */
   std::uint64_t out_row_bytes(const QuantUnit& u) const {
     return linear_bytes(plan_.quant_scheme, u.rows, u.cols, u.dtype) / std::max<std::uint64_t>(u.rows, 1);
@@ -425,10 +428,11 @@ void Runner::start_progress() {
     if (slots_[s]->resumed) continue;
     const auto& sh = plan_.shards[s];
     for (std::size_t i = 0; i < sh.layout.tensors.size(); ++i)
-      if (sh.sources[i].kind == OutKind::PASSTHROUGH) total_work += sh.layout.tensors[i].nbytes();
+      if (sh.sources[i].kind == OutKind::PASSTHROUGH)
+        total_work += sh.layout.tensors[i].nbytes() / (fp8_of(sh.sources[i].index) != nullptr ? 2 : 1);
   }
   for (const QuantUnit& u : plan_.units)
-    if (!slots_[u.shard]->resumed) total_work += u.rows * row_bytes(u);
+    if (!slots_[u.shard]->resumed) total_work += u.rows * stored_row_bytes(u);
   progress_ = std::make_unique<ProgressScope>(opts_.progress, "quantize", total_work, total_items);
 }
 
@@ -542,7 +546,7 @@ Status Runner::run_small_group(std::size_t g) {
     if (!slots_[un.shard]->resumed) {
       FP4FORGE_TRY(write_gs(u, gs));
       FP4FORGE_TRY(write_unit_rows(u, gs, 0, un.rows));
-      bytes += un.rows * row_bytes(un);
+      bytes += un.rows * stored_row_bytes(un);
       progress_->add(0, 3);
     }
     release_rows(un, 0, un.rows);
@@ -575,7 +579,7 @@ Status Runner::run_encode_rows(const Item& it) {
   if (!slots_[un.shard]->resumed) {
     if (it.r0 == 0 && plan_.quant_scheme == QuantScheme::W4A16) FP4FORGE_TRY(write_shape(it.unit));
     FP4FORGE_TRY(write_unit_rows(it.unit, 0.0f, it.r0, it.r1));
-    progress_->add((it.r1 - it.r0) * row_bytes(un), it.r1 == un.rows ? unit_tensors() : 0);
+    progress_->add((it.r1 - it.r0) * stored_row_bytes(un), it.r1 == un.rows ? unit_tensors() : 0);
   }
   release_rows(un, it.r0, it.r1);
   return {};
@@ -587,7 +591,7 @@ Status Runner::run_copy(const Item& it) {
     FP4FORGE_TRY(dequant_elements(ck_, *f, it.off / 2, it.len / 2, out.data()));
     FP4FORGE_TRY(write(it.shard, it.dst_off, std::as_bytes(std::span<const std::uint16_t>(out))));
     release(it.a, it.off / 2, it.len / 2);
-    progress_->add(it.len, it.off + it.len == refs_[it.a]->info->nbytes() * 2 ? 1 : 0);
+    progress_->add(it.len / 2, it.off + it.len == refs_[it.a]->info->nbytes() * 2 ? 1 : 0);  // FP8 bytes read
     return {};
   }
   const auto data = ck_.data(*refs_[it.a]).subspan(it.off, it.len);
@@ -615,7 +619,7 @@ void Runner::encode_ready_group(std::size_t g, const Work& w) {
         const QuantUnit& q = plan_.units[u];
         FP4FORGE_TRY(write_unit_rows(u, gs, r, r1));
         release_rows(q, r, r1);
-        progress_->add((r1 - r) * row_bytes(q), last ? 2 : 0);
+        progress_->add((r1 - r) * stored_row_bytes(q), last ? 2 : 0);
         return Status{};
       });
     }

@@ -1811,8 +1811,9 @@ bool fp8_release(const Checkpoint& q, Sink& sink) {
                    [](const Fp8Weight& w) { return w.grid.layout == fp8::ScaleLayout::TENSOR; }))
     return false;
   sink.add({"fp8-source", Severity::INFO, "quantization_config",
-            fmt::format("an FP8 release, {}: its weights and scales are consistent; the compressed-tensors checks do "
-                        "not apply (fp4forge quantize reads it as its bf16 expansion)",
+            fmt::format("an FP8 release, {}: its weights and scales are consistent; it is a source, not one of the "
+                        "schemes fp4forge writes, so their checks do not apply (fp4forge quantize reads it as its "
+                        "bf16 expansion)",
                         (*src)->label),
             {}, "", "", "", "quantize it: fp4forge quantize SRC DST (docs/fp8-sources.md)"});
   return true;

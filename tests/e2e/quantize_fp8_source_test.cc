@@ -179,6 +179,12 @@ TEST_P(Fp8SourceE2E, QuantizeIsQuantizingTheExpansionByteForByte) {
         }
       // bytes_in counts what was read: the FP8 bytes.
       EXPECT_EQ(sum["bytes_in"].get<std::uint64_t>(), ck.total_tensor_bytes()) << GetParam();
+      EXPECT_EQ(sum["bytes_read"].get<std::uint64_t>(), ck.total_tensor_bytes() - [&] {
+        std::uint64_t consumed = 0;  // scales and activation scales are read with their weight, not counted
+        for (const auto& t : ck.tensors())
+          if ((*fp8)->consumed(t.name)) consumed += t.info->nbytes();
+        return consumed;
+      }()) << GetParam();
     }
   }
 }

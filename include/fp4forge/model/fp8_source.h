@@ -81,6 +81,10 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const nlohmann::ordered_json&
                                                    const nlohmann::ordered_json* hf_quant_config,
                                                    std::span<const Fp8TensorInfo> tensors);
 
+/** The checkpoint's hf_quant_config.json (ModelOpt), parsed under the JSON bounds; nullopt when absent or a
+ * link out of the checkpoint. */
+Result<std::optional<nlohmann::ordered_json>> read_hf_quant_config(const Checkpoint& ckpt);
+
 /** detect_fp8_source on an opened checkpoint (reads its hf_quant_config.json when present). */
 Result<std::optional<Fp8Source>> read_fp8_source(const Checkpoint& ckpt);
 
