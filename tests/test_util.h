@@ -8,11 +8,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "fp4forge/util/backup.h"
 
 namespace fp4forge::testutil {
 
@@ -78,6 +81,29 @@ inline int run_cli_with(const std::string& prefix, const std::string& args, std:
 /** Runs the CLI with `args` (shell words); returns the exit code, captures stdout / stderr. */
 inline int run_cli(const std::string& args, std::string* out = nullptr, std::string* err = nullptr) {
   return run_cli_with("", args, out, err);
+}
+
+/** The regular files of a folder, fp4forge's backups left out: name -> bytes. */
+inline std::map<std::string, std::string> file_contents(const stdfs::path& dir) {
+  std::map<std::string, std::string> m;
+  for (const auto& e : stdfs::directory_iterator(dir))
+    if (e.is_regular_file() && !backup::is_backup_name(e.path().filename().string()))
+      m[e.path().filename().string()] = slurp(e.path());
+  return m;
+}
+
+/** The names that differ between two name -> value maps: " -name" (only in a), " ~name" (values differ),
+ * " +name" (only in b); "" when the maps are equal. */
+template <class V>
+std::string changed_names(const std::map<std::string, V>& a, const std::map<std::string, V>& b) {
+  std::string s;
+  for (const auto& [n, v] : a) {
+    if (!b.count(n)) s += " -" + n;
+    else if (b.at(n) != v) s += " ~" + n;
+  }
+  for (const auto& [n, v] : b)
+    if (!a.count(n)) s += " +" + n;
+  return s;
 }
 
 /** Every fixture directory of tests/data that holds a config.json, sorted (found at run time, so a new fixture is

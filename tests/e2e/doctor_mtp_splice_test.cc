@@ -79,24 +79,10 @@ State state(const stdfs::path& dir) {
 }
 
 /** The names whose bytes, mtime or kind differ between two states ("" when none). */
-std::string changed(const State& a, const State& b) {
-  std::string s;
-  for (const auto& [n, v] : a)
-    if (!b.count(n)) s += " -" + n;
-    else if (b.at(n) != v) s += " ~" + n;
-  for (const auto& [n, v] : b)
-    if (!a.count(n)) s += " +" + n;
-  return s;
-}
+std::string changed(const State& a, const State& b) { return testutil::changed_names(a, b); }
 
 /** Files of a folder without fp4forge's backups (name -> bytes). */
-std::map<std::string, std::string> contents(const stdfs::path& dir) {
-  std::map<std::string, std::string> m;
-  for (const auto& e : stdfs::directory_iterator(dir))
-    if (e.is_regular_file() && !backup::is_backup_name(e.path().filename().string()))
-      m[e.path().filename().string()] = slurp(e.path());
-  return m;
-}
+std::map<std::string, std::string> contents(const stdfs::path& dir) { return testutil::file_contents(dir); }
 
 Json run_json(const std::string& args, int* rc, std::string* err = nullptr) {
   std::string out, e;

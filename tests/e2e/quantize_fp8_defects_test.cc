@@ -34,24 +34,7 @@ using vtest::rewrite_tensor;
 namespace stdfs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-std::map<std::string, std::string> contents(const stdfs::path& dir) {
-  std::map<std::string, std::string> m;
-  for (const auto& e : stdfs::directory_iterator(dir))
-    if (e.is_regular_file() && !backup::is_backup_name(e.path().filename().string()))
-      m[e.path().filename().string()] = slurp(e.path());
-  return m;
-}
-
-std::string diff_files(const stdfs::path& a, const stdfs::path& b) {
-  const auto fa = contents(a), fb = contents(b);
-  std::string s;
-  for (const auto& [n, bytes] : fa)
-    if (!fb.count(n)) s += " -" + n;
-    else if (fb.at(n) != bytes) s += " ~" + n;
-  for (const auto& [n, bytes] : fb)
-    if (!fa.count(n)) s += " +" + n;
-  return s;
-}
+std::string diff_files(const stdfs::path& a, const stdfs::path& b) { return changed_names(file_contents(a), file_contents(b)); }
 
 /** Error and reencode-mismatch findings of a --json report, one kind per line (test_util's failing_findings,
  * over ordered_json: GCC 12 reports a false null dereference when that one is inlined here). */
