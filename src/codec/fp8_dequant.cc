@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "fp4forge/codec/half.h"
 
@@ -103,11 +106,8 @@ namespace {
 /** e4m3(code) * s rounded to bf16, for `n` codes sharing one float32 scale (F32 or BF16 scales): branch-free
  * integer decode (normal: exponent rebias 7 -> 127; subnormal: man * 2^-9; 0x7F / 0xFF: NaN) so the compiler
  * vectorizes it. Returns false when a result is NaN or infinite. Bit-identical to dequant_bf16. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-// Runtime dispatch (GCC function multiversioning): the same loop vectorized for AVX2 and AVX-512 too.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-bool run_f32_scale(const std::uint8_t* codes, std::uint64_t n, float s, std::uint16_t* out) noexcept {
+[[gnu::always_inline]] inline bool run_body(const std::uint8_t* codes, std::uint64_t n, float s,
+                                           std::uint16_t* out) noexcept {
   // Masks instead of ternaries: no control flow in the loop, so it vectorizes at -O3.
   std::uint32_t bad = 0;
   for (std::uint64_t j = 0; j < n; ++j) {
@@ -129,10 +129,70 @@ bool run_f32_scale(const std::uint8_t* codes, std::uint64_t n, float s, std::uin
   return bad == 0;
 }
 
+using RunFn = bool (*)(const std::uint8_t*, std::uint64_t, float, std::uint16_t*) noexcept;
+
+bool run_baseline(const std::uint8_t* c, std::uint64_t n, float s, std::uint16_t* o) noexcept { return run_body(c, n, s, o); }
+
+// The same loop compiled for wider vectors, chosen at run time by what the CPU supports. Each path is
+// callable by name (dequant_range_with) so the tests run every one this CPU has.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FP4FORGE_FP8_X86_PATHS 1
+[[gnu::target("avx2")]] bool run_avx2(const std::uint8_t* c, std::uint64_t n, float s, std::uint16_t* o) noexcept {
+  return run_body(c, n, s, o);
+}
+[[gnu::target("avx512f,avx512bw")]] bool run_avx512(const std::uint8_t* c, std::uint64_t n, float s,
+                                                     std::uint16_t* o) noexcept {
+  return run_body(c, n, s, o);
+}
+#endif
+
+struct Path {
+  std::string_view name;
+  RunFn fn;
+};
+
+/** The paths this CPU runs, baseline first, best last. */
+const std::vector<Path>& paths() {
+  static const std::vector<Path> p = [] {
+    std::vector<Path> v{{"baseline", run_baseline}};
+#ifdef FP4FORGE_FP8_X86_PATHS
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) v.push_back({"avx2", run_avx2});
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) v.push_back({"avx512", run_avx512});
+#endif
+    return v;
+  }();
+  return p;
+}
+
+std::uint64_t dequant_range_on(RunFn run_fn, const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
+                               std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept;
+
 }  // namespace
+
+std::vector<std::string_view> dequant_paths() {
+  std::vector<std::string_view> out;
+  for (const auto& p : paths()) out.push_back(p.name);
+  return out;
+}
 
 std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
                             std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept {
+  return dequant_range_on(paths().back().fn, payload, scales, g, begin, count, out);
+}
+
+std::optional<std::uint64_t> dequant_range_with(std::string_view path, const std::byte* payload,
+                                                const std::byte* scales, const ScaleGrid& g, std::uint64_t begin,
+                                                std::uint64_t count, std::uint16_t* out) noexcept {
+  for (const auto& p : paths())
+    if (p.name == path) return dequant_range_on(p.fn, payload, scales, g, begin, count, out);
+  return std::nullopt;
+}
+
+namespace {
+
+std::uint64_t dequant_range_on(RunFn run_fn, const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
+                               std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept {
   const auto& lut = e4m3_table();
   const auto* codes = reinterpret_cast<const std::uint8_t*>(payload);
   std::uint64_t bad = kAllFinite;
@@ -149,7 +209,7 @@ std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, c
     const DType sd = g.scale_dtype;
     bool finite = true;
     if (sd != DType::F16) {
-      finite = run_f32_scale(codes + i, run, s, out + (i - begin));
+      finite = run_fn(codes + i, run, s, out + (i - begin));
     } else {
       for (std::uint64_t j = 0; j < run; ++j) {
         const float p = product(lut[codes[i + j]], s, sd);
@@ -167,5 +227,7 @@ std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, c
   }
   return bad;
 }
+
+}  // namespace
 
 }  // namespace fp4forge::fp8

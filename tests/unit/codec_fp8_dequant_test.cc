@@ -12,6 +12,12 @@
 namespace fp4forge::fp8 {
 namespace {
 
+std::vector<std::byte> f32_bytes(const std::vector<float>& v) {
+  std::vector<std::byte> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
 TEST(Fp8Dequant, E4m3Values) {
   EXPECT_EQ(e4m3_value(0x00), 0.0f);
   EXPECT_TRUE(std::signbit(e4m3_value(0x80)));
@@ -59,8 +65,12 @@ TEST(Fp8Dequant, RangeMatchesTheElementFormulaForEveryCode) {
         const std::uint16_t b = sd == DType::BF16 ? half::float_to_bf16(s) : half::float_to_f16(s);
         std::memcpy(sb.data(), &b, 2);
       }
+      for (const auto path : dequant_paths()) {
+      SCOPED_TRACE(std::string(path));
       std::vector<std::uint16_t> out(256);
-      const std::uint64_t bad = dequant_range(codes.data(), sb.data(), g, 0, 256, out.data());
+      const auto r = dequant_range_with(path, codes.data(), sb.data(), g, 0, 256, out.data());
+      ASSERT_TRUE(r.has_value());
+      const std::uint64_t bad = *r;
       std::uint64_t want_bad = kAllFinite;
       for (int c = 0; c < 256; ++c) {
         const auto code = static_cast<std::uint8_t>(c);
@@ -75,7 +85,36 @@ TEST(Fp8Dequant, RangeMatchesTheElementFormulaForEveryCode) {
         if (!std::isfinite(p) && want_bad == kAllFinite) want_bad = static_cast<std::uint64_t>(c);
       }
       EXPECT_EQ(bad, want_bad) << s;
+      }
     }
+}
+
+TEST(Fp8Dequant, EveryPathWritesTheSameBitsOnLongRuns) {
+  // Runs long enough for every vector width and its tail, block grids with partial blocks.
+  ScaleGrid g;
+  g.layout = ScaleLayout::BLOCK;
+  g.rows = 37;
+  g.cols = 1000;
+  std::vector<float> sc(g.scales_per_matrix());
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(1e-6f, 2.0f);
+  for (auto& v : sc) v = u(rng);
+  const auto sb = f32_bytes(sc);
+  std::vector<std::byte> codes(g.rows * g.cols);
+  for (auto& c : codes) c = static_cast<std::byte>(rng() & 0xFF);
+  std::vector<std::uint16_t> want(codes.size());
+  const auto paths = dequant_paths();
+  ASSERT_FALSE(paths.empty());
+  EXPECT_EQ(paths.front(), "baseline");
+  const std::uint64_t want_bad = *dequant_range_with("baseline", codes.data(), sb.data(), g, 3, codes.size() - 3, want.data());
+  for (const auto path : paths) {
+    std::vector<std::uint16_t> got(codes.size());
+    const auto bad = dequant_range_with(path, codes.data(), sb.data(), g, 3, codes.size() - 3, got.data());
+    ASSERT_TRUE(bad.has_value()) << path;
+    EXPECT_EQ(*bad, want_bad) << path;
+    EXPECT_EQ(got, want) << path;
+  }
+  EXPECT_FALSE(dequant_range_with("no-such-path", codes.data(), sb.data(), g, 0, 1, want.data()).has_value());
 }
 
 TEST(Fp8Dequant, F16ScaleRoundsToF16First) {
@@ -91,12 +130,6 @@ TEST(Fp8Dequant, F16ScaleRoundsToF16First) {
       differ += want != half::float_to_bf16(v * s);
     }
   EXPECT_GT(differ, 0);
-}
-
-std::vector<std::byte> f32_bytes(const std::vector<float>& v) {
-  std::vector<std::byte> b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
 }
 
 TEST(Fp8Dequant, BlockGridWithPartialBlocksAnyRange) {

@@ -15,9 +15,15 @@
  * `weight_scale_inv`, cast to bf16), compressed-tensors' `dequantize` (x_q.to(scale.dtype) * scale,
  * then .to(bf16)) and ModelOpt's per-tensor `weight.float() * weight_scale`. A NaN code (0x7F, 0xFF)
  * or a non-finite product is reported, never written silently.
+ *
+ * Speed: F32/BF16 scales go through a branch-free loop the compiler vectorizes, compiled for the
+ * baseline and for AVX2 / AVX-512 (picked at run time); F16 scales take the table path.
  */
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "fp4forge/core/dtype.h"
 
@@ -60,9 +66,17 @@ inline constexpr std::uint64_t kAllFinite = ~std::uint64_t{0};
 /**
  * Elements [begin, begin + count) of the weight (row-major) as bf16 bit patterns into `out`. Returns
  * the flat index of the first element whose code is NaN or whose product is not finite (the rest is
- * still written), or kAllFinite.
+ * still written), or kAllFinite. Runs on the best path of dequant_paths().
  */
 std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
                             std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept;
+
+/** The vectorized expansion loops this CPU runs, by name ("baseline", and on x86-64 "avx2", "avx512"
+ * when supported), best last. Every path writes the same bits (tested on each). */
+std::vector<std::string_view> dequant_paths();
+/** dequant_range on the named path; nullopt when this CPU has no such path. */
+std::optional<std::uint64_t> dequant_range_with(std::string_view path, const std::byte* payload,
+                                                const std::byte* scales, const ScaleGrid& g, std::uint64_t begin,
+                                                std::uint64_t count, std::uint16_t* out) noexcept;
 
 }  // namespace fp4forge::fp8
