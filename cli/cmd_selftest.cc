@@ -1,5 +1,5 @@
 // fp4forge selftest [--golden FILE] [--path NAME]... [--json]: golden NVFP4A16 vectors through every
-// codec path this CPU runs (library: codec/golden.h). Exit 0 all byte-exact, 1 a mismatch, 3 a
+// codec path this CPU runs (library: codec/golden.h), and the FP8-source expansion on each of its paths. Exit 0 all byte-exact, 1 a mismatch, 3 a
 // malformed golden file, 2 an unknown --path.
 #include <algorithm>
 #include <cstdio>
@@ -8,8 +8,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
+#include "fp4forge/codec/fp8_dequant.h"
 #include "fp4forge/codec/golden.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/scheme_golden.h"
@@ -50,13 +52,35 @@ int run_selftest(const SelftestOpts& o) {
     schemes.push_back(std::move(*s));
   }
   run_scheme_golden(schemes, r, paths);  // every scheme through the same codec paths
+  // The FP8-source expansion loops (codec/fp8_dequant.h): their own paths, checked against the formula.
+  const std::vector<fp8::DequantCheck> fp8 = fp8::dequant_selfcheck();
+  bool fp8_ok = true;
+  for (const auto& c : fp8) fp8_ok = fp8_ok && c.mismatches == 0;
   if (o.json) {
-    print_json(nvfp4::to_json(r));
+    auto j = nvfp4::to_json(r);
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const auto& c : fp8)
+      a.push_back({{"path", c.path}, {"elements", c.elements}, {"mismatches", c.mismatches},
+                   {"first", c.first.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.first)}});
+    j["fp8_expansion"] = std::move(a);
+    if (!fp8_ok) j["ok"] = false;
+    print_json(j);
   } else {
     fmt::print("{}", nvfp4::to_text(r));
+    std::vector<std::string> names;
+    std::uint64_t elements = 0, bad = 0;
+    for (const auto& c : fp8) {
+      names.push_back(c.path);
+      elements += c.elements;
+      bad += c.mismatches;
+    }
+    fmt::print("FP8 source expansion: {}/{} elements equal to the formula of docs/fp8-sources.md ({} path(s): {})\n",
+               elements - bad, elements, fp8.size(), fmt::join(names, ", "));
+    for (const auto& c : fp8)
+      if (c.mismatches) fmt::print("FAIL fp8 expansion on {}: {} mismatch(es), first: {}\n", c.path, c.mismatches, c.first);
     std::fflush(stdout);
   }
-  return nvfp4::exit_code(r);
+  return fp8_ok ? nvfp4::exit_code(r) : 1;
 }
 }  // namespace
 

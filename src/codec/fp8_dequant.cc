@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "fp4forge/codec/half.h"
 
 namespace fp4forge::fp8 {
@@ -229,5 +231,55 @@ std::uint64_t dequant_range_on(RunFn run_fn, const std::byte* payload, const std
 }
 
 }  // namespace
+
+std::vector<DequantCheck> dequant_selfcheck() {
+  // 256 codes repeated 5 times (1280 elements: every vector width's body and tail), one run per scale.
+  std::vector<std::byte> codes(1280);
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::byte>((i * 37 + i / 256) & 0xFF);
+  const float scales[] = {1.0f, 0x1p-130f, 3e36f, 1.0f / 3.0f, 0.0078125f, 1e-3f, 0.0f, -2.5f, 7.0e-4f};
+  std::vector<DequantCheck> out;
+  for (const auto path : dequant_paths()) {
+    DequantCheck c;
+    c.path = std::string(path);
+    for (DType sd : {DType::F32, DType::BF16, DType::F16})
+      for (float s0 : scales) {
+        float s = s0;
+        std::byte sb[4]{};
+        if (sd == DType::F32) {
+          std::memcpy(sb, &s, 4);
+        } else {
+          const std::uint16_t b = sd == DType::BF16 ? half::float_to_bf16(s0) : half::float_to_f16(s0);
+          s = sd == DType::BF16 ? half::bf16_to_float(b) : half::f16_to_float(b);
+          std::memcpy(sb, &b, 2);
+        }
+        ScaleGrid g;
+        g.layout = ScaleLayout::TENSOR;
+        g.rows = 1;
+        g.cols = codes.size();
+        g.scale_dtype = sd;
+        std::vector<std::uint16_t> got(codes.size());
+        const auto bad = dequant_range_with(path, codes.data(), sb, g, 0, codes.size(), got.data());
+        std::uint64_t want_bad = kAllFinite;
+        for (std::size_t i = 0; i < codes.size(); ++i) {
+          const auto code = static_cast<std::uint8_t>(codes[i]);
+          const std::uint16_t want = dequant_bf16(code, s, sd);
+          const bool both_nan = (want & 0x7FFFu) > 0x7F80u && (got[i] & 0x7FFFu) > 0x7F80u;
+          ++c.elements;
+          if (want != got[i] && !both_nan && c.mismatches++ == 0)
+            c.first = fmt::format("code 0x{:02x} x {} scale {}: 0x{:04x}, expected 0x{:04x}", code, dtype_name(sd), s,
+                                  got[i], want);
+          if (want_bad == kAllFinite && !std::isfinite(product(e4m3_value(code), s, sd))) want_bad = i;
+        }
+        if (!bad || *bad != want_bad) {
+          if (c.mismatches++ == 0)
+            c.first = fmt::format("{} scale {}: first non-finite reported at {}, expected {}", dtype_name(sd), s,
+                                  bad ? static_cast<std::int64_t>(*bad) : -1,
+                                  want_bad == kAllFinite ? -1 : static_cast<std::int64_t>(want_bad));
+        }
+      }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
 
 }  // namespace fp4forge::fp8

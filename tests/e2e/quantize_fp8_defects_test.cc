@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "e2e/verify_test_util.h"
+#include "fp4forge/codec/fp8_dequant.h"
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/fp8_source.h"
@@ -187,6 +188,22 @@ TEST_F(Fp8Defects, CorruptSourcesAreRefusedWithNoOutput) {
     for (const auto& e : stdfs::directory_iterator(tmp_.path))
       EXPECT_EQ(e.path().filename().string().find("fp4forge-staging"), std::string::npos) << c.name;
   }
+}
+
+TEST(Fp8Selftest, SelftestChecksTheExpansionOnEveryPath) {
+  std::string out, err;
+  ASSERT_EQ(run_cli("selftest --json", &out, &err), 0) << err;
+  const Json j = Json::parse(out);
+  EXPECT_TRUE(j.at("ok").get<bool>());
+  const auto paths = fp8::dequant_paths();
+  ASSERT_EQ(j.at("fp8_expansion").size(), paths.size());
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    EXPECT_EQ(j["fp8_expansion"][i].at("path").get<std::string>(), std::string(paths[i]));
+    EXPECT_EQ(j["fp8_expansion"][i].at("mismatches").get<int>(), 0);
+    EXPECT_GT(j["fp8_expansion"][i].at("elements").get<int>(), 0);
+  }
+  ASSERT_EQ(run_cli("selftest", &out, &err), 0) << err;
+  EXPECT_NE(out.find("FP8 source expansion: "), std::string::npos) << out;
 }
 
 TEST(Fp8Mtp, SplicedFromAnFp8ReleaseAsItsExpansion) {

@@ -117,6 +117,15 @@ TEST(Fp8Dequant, EveryPathWritesTheSameBitsOnLongRuns) {
   EXPECT_FALSE(dequant_range_with("no-such-path", codes.data(), sb.data(), g, 0, 1, want.data()).has_value());
 }
 
+TEST(Fp8Dequant, SelfcheckPassesOnEveryPath) {
+  const auto checks = dequant_selfcheck();
+  EXPECT_EQ(checks.size(), dequant_paths().size());
+  for (const auto& c : checks) {
+    EXPECT_EQ(c.mismatches, 0u) << c.path << ": " << c.first;
+    EXPECT_EQ(c.elements, 1280u * 27u) << c.path;
+  }
+}
+
 TEST(Fp8Dequant, F16ScaleRoundsToF16First) {
   // compressed-tensors multiplies in the scale's dtype: fl16(w * s), then casts to bf16. Some products
   // round differently that way than straight to bf16; the formula must take the double rounding.

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -78,5 +79,17 @@ std::vector<std::string_view> dequant_paths();
 std::optional<std::uint64_t> dequant_range_with(std::string_view path, const std::byte* payload,
                                                 const std::byte* scales, const ScaleGrid& g, std::uint64_t begin,
                                                 std::uint64_t count, std::uint16_t* out) noexcept;
+
+/** One path's self-check: every element of the check against the element formula (dequant_bf16). */
+struct DequantCheck {
+  std::string path;
+  std::uint64_t elements = 0;
+  std::uint64_t mismatches = 0;  ///< differing bf16 results or non-finite reports
+  std::string first;             ///< the first mismatch, one line ("" when none)
+};
+/** Every E4M3 code under scales that make products subnormal, overflow, round at bf16 boundaries, zero or
+ * negative, with F32, BF16 and F16 scales, in runs long enough for every vector width and its tail, on
+ * every path of dequant_paths() (`fp4forge selftest`). */
+std::vector<DequantCheck> dequant_selfcheck();
 
 }  // namespace fp4forge::fp8
