@@ -25,6 +25,7 @@
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/udiff.h"
+#include "fp4forge/safetensors/header.h"
 
 namespace fp4forge::doctor {
 namespace {
@@ -34,11 +35,6 @@ namespace stdfs = std::filesystem;
 constexpr const char* kFixKind = "mtp-declared-missing";
 constexpr const char* kDefaultIndex = "model.safetensors.index.json";
 
-std::uint64_t numel(const std::vector<std::uint64_t>& s) {
-  std::uint64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
 
 std::string_view form_name(MtpForm f) {
   switch (f) {
@@ -461,7 +457,7 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
   // 7. The index: the new shard's tensors, total_size (and total_parameters when present).
   if (!plan.mtp.empty()) {
     std::uint64_t params = 0;
-    for (const auto& m : plan.mtp) params += numel(m.ref->info->shape);
+    for (const auto& m : plan.mtp) params += st::shape_numel(m.ref->info->shape);
     const std::uint64_t total = tck.total_tensor_bytes() + rep.bytes;
     if (tck.index_file()) {
       FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(target / index_name));

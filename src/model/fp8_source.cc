@@ -11,6 +11,7 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/safetensors/header.h"
 
 namespace fp4forge {
 namespace {
@@ -61,13 +62,7 @@ const ojson* quant_config_of(const ojson& config) {
   return nullptr;
 }
 
-std::uint64_t numel(const Shape& s) {
-  std::uint64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
 
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
 /** A pair of positive integers, or nullopt. */
 std::optional<std::pair<std::uint64_t, std::uint64_t>> block_of(const ojson& j) {
@@ -249,7 +244,7 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
 /** The layouts `scale` fits for `weight` [L..., rows, cols]. */
 std::vector<fp8::ScaleLayout> fitting_layouts(const Shape& w, const Shape& s, std::pair<std::uint64_t, std::uint64_t> blk) {
   const Shape lead(w.begin(), w.end() - 2);
-  const std::uint64_t rows = w[w.size() - 2], cols = w.back(), outer = numel(lead);
+  const std::uint64_t rows = w[w.size() - 2], cols = w.back(), outer = st::shape_numel(lead);
   std::vector<fp8::ScaleLayout> out;
   auto with = [&](std::initializer_list<std::uint64_t> tail) {
     Shape x = lead;
@@ -257,12 +252,18 @@ std::vector<fp8::ScaleLayout> fitting_layouts(const Shape& w, const Shape& s, st
     return x;
   };
   // TENSOR: one element per matrix ([], [1], [L...], [L..., 1], [L..., 1, 1]).
-  if (numel(s) == outer && (s == lead || s == with({1}) || s == with({1, 1}) || (outer == 1 && numel(s) == 1)))
+  if (st::shape_numel(s) == outer && (s == lead || s == with({1}) || s == with({1, 1}) || (outer == 1 && st::shape_numel(s) == 1)))
     out.push_back(fp8::ScaleLayout::TENSOR);
   if (s == with({rows, 1}) || s == with({rows})) out.push_back(fp8::ScaleLayout::CHANNEL);
   // BLOCK, also with its unit dimensions squeezed out: transformers 5 saves the per-expert scales of its
   // fused FP8 experts with `chunk.squeeze()` ([2, 1] and [1, 2] become [2], [1, 1] becomes []).
-  const Shape grid = with({ceil_div(rows, blk.first), ceil_div(cols, blk.second)});
+  fp8::ScaleGrid g;
+  g.layout = fp8::ScaleLayout::BLOCK;
+  g.rows = rows;
+  g.cols = cols;
+  g.block_rows = blk.first;
+  g.block_cols = blk.second;
+  const Shape grid = with({g.scale_rows(), g.scale_cols()});
   auto squeezed = [](const Shape& x) {
     Shape y;
     for (auto d : x)
@@ -492,7 +493,7 @@ Result<Fp8Data> data_of(const Checkpoint& ck, const Fp8Weight& w) {
   const TensorRef* p = ck.find(w.tensor);
   const TensorRef* s = ck.find(w.scale);
   if (p == nullptr || s == nullptr || p->info->dtype != DType::F8_E4M3 || p->info->shape != w.shape ||
-      s->info->dtype != w.grid.scale_dtype || numel(s->info->shape) != numel(Shape(w.shape.begin(), w.shape.end() - 2)) * w.grid.scales_per_matrix())
+      s->info->dtype != w.grid.scale_dtype || st::shape_numel(s->info->shape) != st::shape_numel(Shape(w.shape.begin(), w.shape.end() - 2)) * w.grid.scales_per_matrix())
     return make_error(Errc::INTERNAL, "FP8 weight '{}' does not match the checkpoint", w.tensor);
   return Fp8Data{ck.data(*p).data(), ck.data(*s).data()};
 }
@@ -511,7 +512,7 @@ Error non_finite(const Fp8Weight& w, std::uint64_t flat) {
 Status dequant_elements(const Checkpoint& ck, const Fp8Weight& w, std::uint64_t begin, std::uint64_t count,
                         std::uint16_t* out) {
   FP4FORGE_ASSIGN_OR_RETURN(Fp8Data d, data_of(ck, w));
-  if (begin + count > numel(w.shape)) return make_error(Errc::INTERNAL, "FP8 weight '{}': range past the end", w.tensor);
+  if (begin + count > st::shape_numel(w.shape)) return make_error(Errc::INTERNAL, "FP8 weight '{}': range past the end", w.tensor);
   const std::uint64_t bad = fp8::dequant_range(d.payload, d.scales, w.grid, begin, count, out);
   if (bad != fp8::kAllFinite) return non_finite(w, bad);
   return {};
@@ -520,7 +521,7 @@ Status dequant_elements(const Checkpoint& ck, const Fp8Weight& w, std::uint64_t 
 Status dequant_slice_rows(const Checkpoint& ck, const Fp8Weight& w, const MatrixSlice& s, std::uint64_t r0,
                           std::uint64_t r1, std::uint16_t* out) {
   FP4FORGE_ASSIGN_OR_RETURN(Fp8Data d, data_of(ck, w));
-  const std::uint64_t total = numel(w.shape);
+  const std::uint64_t total = st::shape_numel(w.shape);
   if (s.col_stride == 1) {  // each slice row is a run of the tensor
     for (std::uint64_t r = r0; r < r1; ++r) {
       const std::uint64_t at = s.offset + r * s.row_stride;

@@ -20,6 +20,7 @@
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/safetensors/shard_writer.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/safetensors/header.h"
 
 namespace fp4forge {
 namespace {
@@ -634,11 +635,6 @@ Json generation_config(const Json& config) {
   return g;
 }
 
-std::uint64_t numel(const Shape& s) {
-  std::uint64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Values: counter-based splitmix64 -> Irwin-Hall(4) ~ N(0,1) -> * 0.02 -> BF16 (round to nearest even)
@@ -751,7 +747,7 @@ Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::
       grouped.push_back(i);
       continue;
     }
-    const std::uint64_t bytes = numel(b.t[i].shape) * 2;
+    const std::uint64_t bytes = st::shape_numel(b.t[i].shape) * 2;
     if (shards.empty() || (cur > 0 && cur + bytes > limit)) {
       shards.emplace_back();
       cur = 0;
@@ -769,8 +765,8 @@ Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::
     for (std::size_t i : grouped) b.t[i].shard = p.shards.back();
   }
   for (const auto& t : b.t) {
-    p.total_params += numel(t.shape);
-    p.total_bytes += numel(t.shape) * 2;
+    p.total_params += st::shape_numel(t.shape);
+    p.total_bytes += st::shape_numel(t.shape) * 2;
   }
   p.tensors = std::move(b.t);
   return p;

@@ -15,6 +15,7 @@
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/strings.h"
+#include "fp4forge/safetensors/header.h"
 
 namespace fp4forge::quant {
 namespace {
@@ -25,11 +26,6 @@ using util::ends_with;
 using util::starts_with;
 
 
-std::uint64_t numel(const std::vector<std::uint64_t>& s) {
-  std::uint64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
 
 std::uint64_t elem_bytes(DType t) { return dtype_bits(t) / 8; }
 
@@ -356,8 +352,8 @@ Status PlanBuilder::make_decisions() {
                         t.name);
     d.linear_like = ends_with(t.name, ".weight") && t.shape.size() == 2;
     plan.decisions.push_back(std::move(d));
-    plan.source_bytes += numel(t.shape) * elem_bytes(t.dtype);
-    plan.total_params += numel(t.shape);
+    plan.source_bytes += st::shape_numel(t.shape) * elem_bytes(t.dtype);
+    plan.total_params += st::shape_numel(t.shape);
   }
   return {};
 }
@@ -1008,7 +1004,7 @@ Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
     for (auto& d : b.plan.decisions)
       if (const Fp8Weight* w = fp8->find(d.name)) d.fp8 = static_cast<std::size_t>(w - fp8->weights.data());
     b.plan.source_bytes = 0;
-    for (const auto& t : in0.tensors) b.plan.source_bytes += numel(t.shape) * elem_bytes(t.dtype);
+    for (const auto& t : in0.tensors) b.plan.source_bytes += st::shape_numel(t.shape) * elem_bytes(t.dtype);
     b.plan.warnings.insert(b.plan.warnings.begin(), fp8->warnings.begin(), fp8->warnings.end());
     if (!fp8->dropped.empty())
       b.plan.warnings.push_back(fmt::format(
@@ -1072,7 +1068,7 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
     // Per tensor, like llama-quantize: dtype, shape and bytes (a quantized weight: source -> what the
     // scheme writes for it).
     for (const auto& d : plan.decisions) {
-      const std::uint64_t n = numel(d.shape), in = n * dtype_bits(d.dtype) / 8;
+      const std::uint64_t n = st::shape_numel(d.shape), in = n * dtype_bits(d.dtype) / 8;
       const std::string bytes =
           d.action == Action::QUANTIZE
               ? fmt::format("{} -> {}", format_bytes(in),

@@ -11,11 +11,13 @@
 
 namespace fp4forge::st {
 
-std::uint64_t TensorInfo::numel() const noexcept {
+std::uint64_t shape_numel(std::span<const std::uint64_t> shape) noexcept {
   std::uint64_t n = 1;
   for (auto d : shape) n *= d;
   return n;
 }
+
+std::uint64_t TensorInfo::numel() const noexcept { return shape_numel(shape); }
 
 const TensorInfo* Header::find(std::string_view name) const noexcept {
   for (const auto& t : tensors)

@@ -26,6 +26,9 @@ namespace fp4forge::st {
 /** Headers larger than this are refused (same cap as the reference reader). */
 inline constexpr std::uint64_t kMaxHeaderSize = 100'000'000;
 
+/** Elements of a tensor of this shape: the product of its dimensions (1 for a 0-d scalar). */
+std::uint64_t shape_numel(std::span<const std::uint64_t> shape) noexcept;
+
 struct TensorInfo {
   std::string name;
   DType dtype = DType::U8;
