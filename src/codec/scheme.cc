@@ -11,6 +11,7 @@
 #include "fp4forge/codec/mxfp4.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/w4a16.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge {
 
@@ -48,15 +49,10 @@ std::string_view quant_scheme_format(QuantScheme s) noexcept {
 }
 
 Result<QuantScheme> parse_quant_scheme(std::string_view text) {
-  auto norm = [](std::string_view v) {
-    std::string out;
-    for (char c : v) out += c == '_' ? '-' : static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    return out;
-  };
-  const std::string t = norm(text);
+  const std::string t = util::option_key(text);
   std::string names;
   for (QuantScheme s : kQuantSchemes) {
-    if (t == quant_scheme_name(s) || t == norm(quant_scheme_preset(s))) return s;
+    if (t == quant_scheme_name(s) || t == util::option_key(quant_scheme_preset(s))) return s;
     names += (names.empty() ? "" : ", ") + std::string(quant_scheme_name(s));
   }
   return make_error(Errc::USAGE, "unknown scheme '{}'; expected one of: {}", text, names);

@@ -251,7 +251,7 @@ namespace {
 
 /** One CT QuantizationArgs as model_dump writes it, keys sorted. */
 nlohmann::ordered_json ct_args(int bits, std::string_view type, std::string_view strategy, std::optional<int> group,
-                               bool dynamic, bool observer, std::string_view scale_dtype, bool block128) {
+                               bool dynamic, std::string_view observer, std::string_view scale_dtype, bool block128) {
   using ojson = nlohmann::ordered_json;
   ojson a = ojson::object();
   a["actorder"] = nullptr;
@@ -259,7 +259,7 @@ nlohmann::ordered_json ct_args(int bits, std::string_view type, std::string_view
   a["dynamic"] = dynamic;
   a["group_size"] = group ? ojson(*group) : ojson(nullptr);
   a["num_bits"] = bits;
-  a["observer"] = observer ? ojson("memoryless_minmax") : ojson(nullptr);
+  a["observer"] = observer.empty() ? ojson(nullptr) : ojson(std::string(observer));
   a["observer_kwargs"] = ojson::object();
   a["scale_dtype"] = scale_dtype.empty() ? ojson(nullptr) : ojson(std::string(scale_dtype));
   a["strategy"] = std::string(strategy);
@@ -271,26 +271,27 @@ nlohmann::ordered_json ct_args(int bits, std::string_view type, std::string_view
 
 }  // namespace
 
-nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore) {
+nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore, Observer observer) {
   using ojson = nlohmann::ordered_json;
   ojson weights, input = nullptr;
+  const std::string_view obs = observer_config_name(observer);  // the weights' observer, as llm-compressor names it
   switch (s) {
     case QuantScheme::NVFP4A16:
-      weights = ct_args(4, "float", "tensor_group", 16, false, true, "torch.float8_e4m3fn", false);
+      weights = ct_args(4, "float", "tensor_group", 16, false, obs, "torch.float8_e4m3fn", false);
       break;
     case QuantScheme::MXFP4A16:
-      weights = ct_args(4, "float", "group", 32, false, true, "torch.uint8", false);
+      weights = ct_args(4, "float", "group", 32, false, obs, "torch.uint8", false);
       break;
     case QuantScheme::FP8_DYNAMIC:
-      weights = ct_args(8, "float", "channel", std::nullopt, false, true, "", false);
-      input = ct_args(8, "float", "token", std::nullopt, true, false, "", false);
+      weights = ct_args(8, "float", "channel", std::nullopt, false, obs, "", false);
+      input = ct_args(8, "float", "token", std::nullopt, true, {}, "", false);
       break;
     case QuantScheme::FP8_BLOCK:
-      weights = ct_args(8, "float", "block", std::nullopt, false, true, "", true);
-      input = ct_args(8, "float", "group", 128, true, false, "", false);
+      weights = ct_args(8, "float", "block", std::nullopt, false, obs, "", true);
+      input = ct_args(8, "float", "group", 128, true, {}, "", false);
       break;
     case QuantScheme::W4A16:
-      weights = ct_args(4, "int", "group", 128, false, true, "", false);
+      weights = ct_args(4, "int", "group", 128, false, obs, "", false);
       break;
   }
   const std::string format(quant_scheme_format(s));

@@ -298,6 +298,8 @@ Status PlanBuilder::check_inputs() {
   {
     FP4FORGE_ASSIGN_OR_RETURN(plan.quant_scheme, parse_quant_scheme(opts.scheme));
     plan.scheme = std::string(quant_scheme_name(plan.quant_scheme));
+    FP4FORGE_ASSIGN_OR_RETURN(plan.observer, parse_observer(opts.observer));
+    FP4FORGE_TRY(check_observer(plan.quant_scheme, plan.observer));
   }
   if (!in.config.is_object())
     return make_error(Errc::BAD_INPUT, "config.json is not a JSON object; expected the model config");
@@ -852,7 +854,7 @@ void PlanBuilder::write_index_and_config() {
   plan.index_name = in.index_file.value_or("model.safetensors.index.json");
   plan.index_text = st::index_text(weight_map, plan.output_bytes);  // a copy: check_invariants reads the map too
   plan.config = in.config;
-  plan.config["quantization_config"] = ct_quant_config(plan.quant_scheme, plan.ignore);
+  plan.config["quantization_config"] = ct_quant_config(plan.quant_scheme, plan.ignore, plan.observer);
   plan.config_text = dump_config(plan.config);
 }
 
@@ -1040,8 +1042,8 @@ Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
 
 std::string to_text(const QuantPlan& plan, bool verbose) {
   std::string s;
-  s += fmt::format("plan: {} ({}), scheme {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
-                   family_name(plan.info.family), plan.scheme);
+  s += fmt::format("plan: {} ({}), scheme {}, observer {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
+                   family_name(plan.info.family), plan.scheme, observer_option(plan.observer));
   s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights{}\n", format_count(plan.decisions.size()),
                    plan.shards.size(), format_count(plan.units.size()),
                    has_global_scale(plan.quant_scheme)
@@ -1085,6 +1087,7 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
 nlohmann::ordered_json to_json(const QuantPlan& plan) {
   ojson j = ojson::object();
   j["scheme"] = plan.scheme;
+  j["observer"] = std::string(observer_option(plan.observer));
   j["architecture"] = plan.info.architecture;
   j["family"] = std::string(family_name(plan.info.family));
   j["source_tensors"] = plan.decisions.size();

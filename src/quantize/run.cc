@@ -19,6 +19,7 @@
 #include "fp4forge/codec/fp8.h"
 #include "fp4forge/codec/mxfp4.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/codec/w4a16.h"
 #include "fp4forge/quantize/manifest.h"
@@ -76,6 +77,10 @@ class Runner {
     std::mutex mu;
     float amax = 0.0f;
     std::atomic<std::size_t> pending{0};
+    // A searched observer: per unit of the group (in grp.units order), the searched max of every group of
+    // 16 (the amax pass searches) and the steps at which some group of the unit improved (its patience).
+    std::vector<std::shared_ptr<std::vector<float>>> maxima;
+    std::vector<nvfp4::StepMask> improved;
   };
   struct Item {  // one listed task
     enum Kind { COPY, SMALL_GROUP, BIG_AMAX, ENCODE_ROWS } kind;
@@ -167,7 +172,15 @@ class Runner {
 
   Status write(std::size_t shard, std::uint64_t off, std::span<const std::byte> bytes);
   void shard_finished(std::size_t shard);
-  Status write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1);
+  /** Encodes rows [r0, r1) of unit `ui`; `maxima` (a searched observer) holds the searched max of each group
+   * of 16 of these rows, else each group's max|w| is used. */
+  Status write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima = nullptr);
+  /** The search of the plan's observer, or nullopt for min-max. */
+  std::optional<SearchSpec> search() const { return search_spec(plan_.observer); }
+  /** Position of unit `ui` in its group's unit list. */
+  std::size_t unit_pos(const ScaleGroup& grp, std::size_t ui) const {
+    return static_cast<std::size_t>(std::find(grp.units.begin(), grp.units.end(), ui) - grp.units.begin());
+  }
   Status write_gs(std::size_t ui, float gs);
   Status write_shape(std::size_t ui);
 
@@ -253,7 +266,7 @@ Status Runner::write_shape(std::size_t ui) {
   return write(u.shard, u.shape_begin, b);
 }
 
-Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1) {
+Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima) {
   const QuantUnit& u = plan_.units[ui];
   const QuantScheme scheme = plan_.quant_scheme;
   const std::uint64_t n = r1 - r0;
@@ -265,7 +278,12 @@ Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::
   FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(u, r0, r1, buf));
   const std::string name = unit_name(u);
   switch (scheme) {
-    case QuantScheme::NVFP4A16: FP4FORGE_TRY(nvfp4::encode_rows(v, gs, 0, n, payload.data(), scale.data(), name)); break;
+    case QuantScheme::NVFP4A16:
+      if (maxima != nullptr)
+        FP4FORGE_TRY(nvfp4::encode_rows_maxima(v, gs, maxima, 0, n, payload.data(), scale.data(), name));
+      else
+        FP4FORGE_TRY(nvfp4::encode_rows(v, gs, 0, n, payload.data(), scale.data(), name));
+      break;
     // The fast paths (best Highway target): the references' bytes and errors.
     case QuantScheme::MXFP4A16: FP4FORGE_TRY(mxfp4::encode_rows(v, 0, n, payload.data(), scale.data(), name)); break;
     case QuantScheme::FP8_DYNAMIC: FP4FORGE_TRY(fp8::encode_channel_rows(v, 0, n, payload.data(), scale.data(), name)); break;
@@ -285,6 +303,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   sum.source = ck_.dir().string();
   sum.destination = dst.string();
   sum.scheme = plan_.scheme;
+  sum.observer = std::string(observer_option(plan_.observer));
   sum.jobs = pool_.size();
   sum.max_memory = budget_.limit();
   warnings_ = plan_.warnings;
@@ -498,6 +517,13 @@ void Runner::list_group(Work& w, std::size_t g) const {
   }
   // Two passes: amax over row ranges (BIG_AMAX items), then the encode tasks once the group is ready.
   w.big[g] = std::make_unique<BigGroup>();
+  if (search()) {
+    for (auto u : grp.units) {
+      const auto& un = plan_.units[u];
+      w.big[g]->maxima.push_back(std::make_shared<std::vector<float>>(un.rows * (un.cols / nvfp4::kGroupSize)));
+    }
+    w.big[g]->improved.resize(grp.units.size());
+  }
   ++w.groups_pending;
   std::size_t n = 0;
   for (auto u : grp.units) {
@@ -532,20 +558,29 @@ Status Runner::run_small_group(std::size_t g) {
     return {};
   }
   float amax = 0.0f;
+  const auto spec = search();
+  std::vector<std::vector<float>> maxima;  // a searched observer: per unit, its groups' searched maxima
   for (auto u : grp.units) {
     std::vector<std::byte> buf;
     const QuantUnit& un = plan_.units[u];
     FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(un, 0, un.rows, buf));
+    if (spec) {
+      FP4FORGE_ASSIGN_OR_RETURN(auto m, nvfp4::searched_maxima(v, *spec, unit_name(un)));
+      for (float x : m) amax = std::max(amax, x);
+      maxima.push_back(std::move(m));
+      continue;
+    }
     FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax(v, unit_name(un)));
     amax = std::max(amax, a);
   }
   const float gs = nvfp4::global_scale(amax, plan_.units[grp.units.front()].dtype);
   std::uint64_t bytes = 0;
-  for (auto u : grp.units) {
+  for (std::size_t k = 0; k < grp.units.size(); ++k) {
+    const std::size_t u = grp.units[k];
     const QuantUnit& un = plan_.units[u];
     if (!slots_[un.shard]->resumed) {
       FP4FORGE_TRY(write_gs(u, gs));
-      FP4FORGE_TRY(write_unit_rows(u, gs, 0, un.rows));
+      FP4FORGE_TRY(write_unit_rows(u, gs, 0, un.rows, spec ? maxima[k].data() : nullptr));
       bytes += un.rows * stored_row_bytes(un);
       progress_->add(0, 3);
     }
@@ -559,7 +594,18 @@ Status Runner::run_big_amax(const Item& it, BigGroup& bg) {
   const QuantUnit& q = plan_.units[it.unit];
   std::vector<std::byte> buf;
   FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(q, it.r0, it.r1, buf));
-  FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax_rows(v, 0, it.r1 - it.r0, unit_name(q)));
+  float a = 0.0f;
+  if (const auto spec = search()) {  // the search of these rows; their maxima stay for the encode pass
+    const std::size_t k = unit_pos(plan_.groups[it.a], it.unit);
+    float* out = bg.maxima[k]->data() + it.r0 * (q.cols / nvfp4::kGroupSize);
+    nvfp4::StepMask improved;
+    FP4FORGE_TRY(nvfp4::search_rows(v, *spec, spec->total_steps(), 0, it.r1 - it.r0, out, &improved, unit_name(q)));
+    for (std::uint64_t i = 0; i < (it.r1 - it.r0) * (q.cols / nvfp4::kGroupSize); ++i) a = std::max(a, out[i]);
+    std::lock_guard lk(bg.mu);
+    bg.improved[k] |= improved;
+  } else {
+    FP4FORGE_ASSIGN_OR_RETURN(a, nvfp4::amax_rows(v, 0, it.r1 - it.r0, unit_name(q)));
+  }
   // The encode pass reads these rows again; drop them now so a large set stays within budget.
   release_rows(q, it.r0, it.r1);
   {
@@ -604,9 +650,30 @@ Status Runner::run_copy(const Item& it) {
 
 void Runner::encode_ready_group(std::size_t g, const Work& w) {
   const ScaleGroup& grp = plan_.groups[g];
-  const float gs = nvfp4::global_scale(w.big[g]->amax, plan_.units[grp.units.front()].dtype);
-  for (auto u : grp.units) {
+  BigGroup& bg = *w.big[g];
+  if (const auto spec = search()) {
+    // Patience: a unit whose search upstream would have stopped early is searched again up to that step
+    // (only a unit in which no group improved for `patience` steps: tiny or degenerate tensors).
+    for (std::size_t k = 0; k < grp.units.size(); ++k) {
+      const int run = nvfp4::steps_run(*spec, bg.improved[k]);
+      if (run == spec->total_steps()) continue;
+      const QuantUnit& un = plan_.units[grp.units[k]];
+      std::vector<std::byte> buf;
+      auto v = rows_view(un, 0, un.rows, buf);
+      if (!v) return fail(std::move(v).error());
+      if (Status st = nvfp4::search_rows(*v, *spec, run, 0, un.rows, bg.maxima[k]->data(), nullptr, unit_name(un)); !st)
+        return fail(std::move(st).error());
+    }
+    bg.amax = 0.0f;
+    for (const auto& m : bg.maxima)
+      for (float x : *m) bg.amax = std::max(bg.amax, x);
+  }
+  const float gs = nvfp4::global_scale(bg.amax, plan_.units[grp.units.front()].dtype);
+  for (std::size_t k = 0; k < grp.units.size(); ++k) {
+    const std::size_t u = grp.units[k];
     const QuantUnit& un = plan_.units[u];
+    // The encode tasks share the unit's maxima; the last one to finish frees them.
+    std::shared_ptr<std::vector<float>> maxima = bg.maxima.empty() ? nullptr : std::move(bg.maxima[k]);
     if (slots_[un.shard]->resumed) continue;
     if (Status st = write_gs(u, gs); !st) return fail(std::move(st).error());
     progress_->add(0, 1);
@@ -615,9 +682,10 @@ void Runner::encode_ready_group(std::size_t g, const Work& w) {
     for (std::uint64_t r = 0; r < un.rows && !stopped(); r += rows_per) {
       const std::uint64_t r1 = std::min(un.rows, r + rows_per);
       const bool last = r1 == un.rows;
-      submit((r1 - r) * per_row, [this, u, gs, r, r1, last]() -> Status {
+      submit((r1 - r) * per_row, [this, u, gs, r, r1, last, maxima]() -> Status {
         const QuantUnit& q = plan_.units[u];
-        FP4FORGE_TRY(write_unit_rows(u, gs, r, r1));
+        const float* m = maxima ? maxima->data() + r * (q.cols / nvfp4::kGroupSize) : nullptr;
+        FP4FORGE_TRY(write_unit_rows(u, gs, r, r1, m));
         release_rows(q, r, r1);
         progress_->add((r1 - r) * stored_row_bytes(q), last ? 2 : 0);
         return Status{};
@@ -746,6 +814,7 @@ nlohmann::ordered_json to_json(const RunSummary& s) {
   j["source"] = s.source;
   j["destination"] = s.destination;
   j["scheme"] = s.scheme;
+  j["observer"] = s.observer;
   j["jobs"] = s.jobs;
   j["max_memory"] = s.max_memory;
   j["quantized_weights"] = s.quantized_weights;
@@ -777,8 +846,8 @@ nlohmann::ordered_json to_json(const RunSummary& s) {
 std::string to_text(const RunSummary& s) {
   std::string out;
   for (const auto& l : s.summary) out += fmt::format("  {}\n", l);
-  out += fmt::format("wrote {}: {} shard(s) ({} resumed), {:.3f} GB from {:.3f} GB, {:.3f} bits per quantized weight\n",
-                     s.destination, s.shards_written + s.shards_resumed, s.shards_resumed,
+  out += fmt::format("wrote {} ({}, observer {}): {} shard(s) ({} resumed), {:.3f} GB from {:.3f} GB, {:.3f} bits per quantized weight\n",
+                     s.destination, s.scheme, s.observer, s.shards_written + s.shards_resumed, s.shards_resumed,
                      static_cast<double>(s.bytes_out) / 1e9, static_cast<double>(s.bytes_in) / 1e9, s.bits_per_weight);
   out += fmt::format("  {:.2f} s, {:.2f} GB/s, -j {}, peak RSS {:.0f} MiB (in-flight budget {:.0f} MiB, peak {:.0f} MiB)\n",
                      s.seconds, s.gb_per_s, s.jobs, static_cast<double>(s.peak_rss_bytes) / 1048576.0,

@@ -16,6 +16,7 @@
 #include "fp4forge/codec/fp8.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
@@ -410,6 +411,11 @@ struct Structure {
   std::optional<IgnoreMatcher> ignore;
   Scheme scheme = Scheme::UNKNOWN;
   Layout layout = layout_of(QuantScheme::NVFP4A16);  // the scheme the tensors are checked against
+  // The weights' observer of the config group checked (codec/observer.h): the re-encode proof uses it.
+  // observer_known is false for a name fp4forge cannot reproduce (observer_name says which).
+  Observer observer = Observer::MINMAX;
+  bool observer_known = true;
+  std::string observer_name = "memoryless_minmax";
   std::vector<FusedSet> sets;             // R1 + vLLM packed, over quantized and kept Linear-like modules
   std::set<std::string> kept_linear;      // unquantized modules with a 2-D float `weight`
 };
@@ -496,6 +502,17 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
     }
   }
   st.scheme = scheme_labels(c);
+  for (const ConfigGroup& g : c.groups) {  // the observer of the first group that names a preset
+    auto qs = quant_scheme_of(g, c.format);
+    if (!qs.ok() || !g.weights) continue;
+    const std::string& name = g.weights->observer;
+    const auto o = name.empty() ? std::optional<Observer>(Observer::MINMAX) : observer_from_config(name);
+    s.observer_name = name.empty() ? std::string(observer_config_name(Observer::MINMAX)) : name;
+    s.observer_known = o.has_value() && observer_supported(*qs, *o);
+    if (s.observer_known) s.observer = *o;
+    st.observer = s.observer_name;
+    break;
+  }
   if (!found.empty()) s.layout = layout_of(found.front());
   else if (nearest) s.layout = layout_of(*nearest);
   if (found.size() > 1) {
@@ -1277,7 +1294,9 @@ std::optional<std::string> resolve_source(const Checkpoint& src, const Fp8Source
 struct Member {
   const Module* mod = nullptr;
   SourceView src;
-  float amax = 0;
+  float amax = 0;              // max|w|
+  float observed_amax = 0;     // max of the searched maxima (a searched observer), else amax
+  std::vector<float> maxima;   // a searched observer: each group's searched max (nvfp4_search.h)
   bool ok = false;
 };
 
@@ -1371,6 +1390,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   te.cols = k;
   te.rel_rms = rel(err2);
   te.ref_rel_rms = rel(ref2);
+  te.minmax_rel_rms = te.ref_rel_rms;  // these schemes are written with min-max only
   if (std::isnan(te.rel_rms)) te.rel_rms = std::numeric_limits<double>::infinity();  // NaN codes or scales
   te.global_scale = std::numeric_limits<float>::quiet_NaN();
   te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
@@ -1419,6 +1439,16 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
 void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source* fp8, const ModelInfo& info,
                      const Structure& s, const VerifyOptions& opts, Sink& sink, VerifyStats& st) {
   st.against = true;
+  // The config's observer decides the reference encoding (a searched one: its search, per member).
+  const std::optional<SearchSpec> search = s.observer_known ? search_spec(s.observer) : std::nullopt;
+  if (!s.observer_known)
+    sink.add({"observer-unknown", Severity::WARNING, "observer",
+              fmt::format("the weights' observer is \"{}\", which fp4forge cannot reproduce: the global-scale check and "
+                          "the re-encode proof were skipped; errors are compared with a min-max encoding",
+                          s.observer_name),
+              {}, "quantization_config.config_groups.*.weights.observer",
+              "memoryless_minmax, nvfp4_expanded_mse or memoryless_mse (docs/schemes.md#observers)", s.observer_name,
+              "a calibrated or custom observer (GPTQ, imatrix, kwargs); the values are still compared with the source"});
   std::set<std::string> src_used;  // source tensors accounted for
   // An FP8 source is compared as its bf16 expansion: its scales and activation scales are no tensors of it.
   if (fp8)
@@ -1499,7 +1529,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
     }
   ProgressScope progress(opts.progress, "verify", total_bytes, total_items);
 
-  double sum_w = 0, sum_rel = 0, sum_ref = 0;
+  double sum_w = 0, sum_rel = 0, sum_ref = 0, sum_mm = 0;
   auto record = [&](TensorError te) {
     ++st.compared_quantized;
     const double w = static_cast<double>(te.rows) * static_cast<double>(te.cols);
@@ -1507,6 +1537,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       sum_w += w;
       sum_rel += w * te.rel_rms;
       sum_ref += w * te.ref_rel_rms;
+      sum_mm += w * te.minmax_rel_rms;
     }
     st.max_rel_rms = std::max(st.max_rel_rms, te.rel_rms);
     st.per_tensor.push_back(std::move(te));
@@ -1521,7 +1552,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       }
     } unexpand_at_end{job};
     // amax per member (R4 check on the source), then the set's expected gs.
-    float set_amax = 0;
+    float set_amax = 0, set_observed = 0;  // max|w| and the observer's max over the fused set
     bool src_ok = true;
     for (Member& mem : job.members) {
       if (Status e = expand(src, mem.src); !e) {
@@ -1548,11 +1579,24 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         break;
       }
       mem.amax = *a;
+      mem.observed_amax = *a;
       set_amax = std::max(set_amax, *a);
+      if (search && s.layout.qs == QuantScheme::NVFP4A16) {  // the observer's search, as quantize ran it
+        auto m = nvfp4::searched_maxima(v, *search, mem.src.label);
+        if (!m.ok()) {
+          src_ok = false;
+          break;
+        }
+        mem.maxima = std::move(m).value();
+        mem.observed_amax = 0;
+        for (float x : mem.maxima) mem.observed_amax = std::max(mem.observed_amax, x);
+      }
+      set_observed = std::max(set_observed, mem.observed_amax);
     }
     if (src_ok) {
       const DType dt = job.members[0].src.dtype;
-      const float gs_set = nvfp4::global_scale(set_amax, dt);
+      const float gs_set = nvfp4::global_scale(set_observed, dt);  // what the config's observer gives
+      const float gs_minmax = nvfp4::global_scale(set_amax, dt);
       for (Member& mem : job.members) {
         const Module& m = *mem.mod;
         if (s.layout.qs != QuantScheme::NVFP4A16) {
@@ -1562,7 +1606,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         }
         const std::uint64_t n = m.n, k = m.k;
         const float gs_q = read_f32_scalar(q, m.gs).value_or(std::numeric_limits<float>::quiet_NaN());
-        const float gs_own = nvfp4::global_scale(mem.amax, mem.src.dtype);
+        const float gs_own = nvfp4::global_scale(mem.observed_amax, mem.src.dtype);
         TensorError te;
         te.module = m.name;
         te.source = mem.src.label;
@@ -1571,13 +1615,14 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         te.global_scale = gs_q;
         te.expected_global_scale = gs_set;
         // Global scale vs the source statistics.
-        if (std::isfinite(gs_q) && gs_q > 0 && f32_bits(gs_q) != f32_bits(gs_set) && f32_bits(gs_q) != f32_bits(gs_own)) {
+        if (s.observer_known && std::isfinite(gs_q) && gs_q > 0 && f32_bits(gs_q) != f32_bits(gs_set) &&
+            f32_bits(gs_q) != f32_bits(gs_own)) {
           auto dev = [&](float e) { return e > 0 ? std::max(gs_q / e, e / gs_q) : 1e30f; };
           const float d = std::min(dev(gs_set), dev(gs_own));
           if (d > 1.01f) {
             sink.add({"global-scale-wrong", d > 2.0f ? Severity::ERROR : Severity::WARNING, family_of(m.name),
-                      fmt::format("'{}' weight_global_scale is {}, the source amax {} gives {} (off by {:.3g}x)",
-                                  m.name, gs_q, set_amax, gs_set, d),
+                      fmt::format("'{}' weight_global_scale is {}, the source {} {} gives {} (off by {:.3g}x)",
+                                  m.name, gs_q, search ? "searched max" : "amax", set_observed, gs_set, d),
                       {m.gs->name}, "", fmt::format("{} (2688/amax, §2.2)", gs_set), fmt::format("{}", gs_q),
                       "a divisor/multiplier mix-up (F19) or a scale from other data; dequantized values are "
                       "scaled wrongly"});
@@ -1589,8 +1634,9 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         const auto packed = q.data(*m.payload);
         const auto scales = q.data(*m.scale);
         const bool gs_usable = std::isfinite(gs_q) && gs_q > 0;
-        double err2 = 0, ref2 = 0, src2 = 0;
+        double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
         nvfp4::WeightView v{mem.src.data, mem.src.dtype, n, k};
+        const float* maxima = mem.maxima.empty() ? nullptr : mem.maxima.data();
         bool enc_ok = true;
         for (std::uint64_t r0 = 0; r0 < n; r0 += chunk) {
           const std::uint64_t r1 = std::min(n, r0 + chunk), rows = r1 - r0;
@@ -1600,7 +1646,9 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
           sc.resize(rows * k / 16);
           nvfp4::decode_rows(packed.data() + r0 * k / 2, scales.data() + r0 * k / 16, gs_usable ? gs_q : 1.0f, rows,
                              k, deq.data());
-          auto e = nvfp4::encode_rows(v, gs_ref, r0, r1, pk.data(), sc.data(), m.name);
+          // The reference encoding with the config's observer (a searched one: its maxima).
+          auto e = maxima ? nvfp4::encode_rows_maxima(v, gs_ref, maxima + r0 * (k / 16), r0, r1, pk.data(), sc.data(), m.name)
+                          : nvfp4::encode_rows(v, gs_ref, r0, r1, pk.data(), sc.data(), m.name);
           if (!e.ok()) {
             enc_ok = false;
             break;
@@ -1613,6 +1661,19 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
             ref2 += (rf - w) * (rf - w);
             src2 += w * w;
           }
+          if (maxima) {  // and what min-max would have written: the quality report's baseline
+            if (!nvfp4::encode_rows(v, gs_minmax, r0, r1, pk.data(), sc.data(), m.name).ok()) {
+              enc_ok = false;
+              break;
+            }
+            nvfp4::decode_rows(pk.data(), sc.data(), gs_minmax, rows, k, ref.data());
+            for (std::uint64_t i = 0; i < rows * k; ++i) {
+              const double w = load_elem(mem.src.data, mem.src.dtype, r0 * k + i);
+              mm2 += (ref[i] - w) * (ref[i] - w);
+            }
+          } else {
+            mm2 = ref2;
+          }
         }
         if (!enc_ok) continue;
         auto rel = [&](double e2) {
@@ -1621,16 +1682,20 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         };
         te.rel_rms = rel(err2);
         te.ref_rel_rms = rel(ref2);
+        te.minmax_rel_rms = rel(mm2);
         if (!gs_usable) te.rel_rms = std::numeric_limits<double>::infinity();
         // Sampled rows re-encoded by the scalar reference codec with the checkpoint's own gs (F18).
-        if (gs_usable && opts.reencode_rows > 0) {
+        if (gs_usable && opts.reencode_rows > 0 && s.observer_known) {
           const std::uint64_t want = std::min<std::uint64_t>(opts.reencode_rows, n);
           std::uint64_t bad = 0, first_bad = 0;
           pk1.resize(k / 2);
           sc1.resize(k / 16);
           for (std::uint64_t i = 0; i < want; ++i) {
             const std::uint64_t r = want == 1 ? 0 : i * (n - 1) / (want - 1);
-            if (!nvfp4::encode_rows_with("scalar", v, gs_q, r, r + 1, pk1.data(), sc1.data(), m.name).ok()) break;
+            const bool enc = maxima ? nvfp4::encode_rows_maxima(v, gs_q, maxima + r * (k / 16), r, r + 1, pk1.data(),
+                                                                sc1.data(), m.name).ok()
+                                    : nvfp4::encode_rows_with("scalar", v, gs_q, r, r + 1, pk1.data(), sc1.data(), m.name).ok();
+            if (!enc) break;
             ++st.reencoded_rows;
             if (std::memcmp(pk1.data(), packed.data() + r * k / 2, k / 2) != 0 ||
                 std::memcmp(sc1.data(), scales.data() + r * k / 16, k / 16) != 0) {
@@ -1641,9 +1706,11 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
           if (bad) {
             sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
                       fmt::format("'{}': {} of {} sampled rows differ from the scalar reference encoding of the source "
-                                  "with the checkpoint's own global scale (first row {})",
-                                  m.name, bad, want, first_bad),
-                      {m.payload->name}, "", "byte-identical to compressed-tensors' RTN (nvfp4a16-format.md §2)",
+                                  "with the checkpoint's own global scale and observer {} (first row {})",
+                                  m.name, bad, want, s.observer_name, first_bad),
+                      {m.payload->name}, "",
+                      fmt::format("byte-identical to compressed-tensors' RTN with observer {} (nvfp4a16-format.md §2)",
+                                  s.observer_name),
                       fmt::format("{} rows differ", bad),
                       "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
           }
@@ -1671,6 +1738,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
   if (sum_w > 0) {
     st.mean_rel_rms = sum_rel / sum_w;
     st.mean_ref_rel_rms = sum_ref / sum_w;
+    st.mean_minmax_rel_rms = sum_mm / sum_w;
   }
   std::sort(st.per_tensor.begin(), st.per_tensor.end(),
             [](const TensorError& a, const TensorError& b) { return a.module < b.module; });
@@ -1942,6 +2010,7 @@ Json tensor_error_json(const TensorError& e) {
   auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); };
   j["rel_rms"] = num(e.rel_rms);
   j["ref_rel_rms"] = num(e.ref_rel_rms);
+  j["minmax_rel_rms"] = num(e.minmax_rel_rms);
   j["global_scale"] = num(e.global_scale);
   j["expected_global_scale"] = num(e.expected_global_scale);
   return j;
@@ -1966,6 +2035,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
   j["against"] = against.empty() ? Json(nullptr) : Json(against);
   j["against_format"] = r.against_format;
   j["scheme"] = r.stats.scheme;
+  j["observer"] = r.stats.observer.empty() ? Json(nullptr) : Json(r.stats.observer);
   j["counts"] = {{"error", c[0]}, {"warning", c[1]}, {"info", c[2]}};
   Json fs = Json::array();
   for (const auto& f : r.findings) fs.push_back(to_json(f));
@@ -1992,6 +2062,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
     a["mean_rel_rms"] = s.mean_rel_rms;
     a["max_rel_rms"] = std::isfinite(s.max_rel_rms) ? Json(s.max_rel_rms) : Json(nullptr);
     a["mean_ref_rel_rms"] = s.mean_ref_rel_rms;
+    a["mean_minmax_rel_rms"] = s.mean_minmax_rel_rms;
     a["reencoded_rows"] = s.reencoded_rows;
     a["reencode_mismatched_rows"] = s.reencode_mismatched_rows;
     Json w = Json::array();
@@ -2017,9 +2088,10 @@ std::string to_text(const VerifyReport& r) {
   if (r.against_format.is_object())
     out += fmt::format("  against an FP8 source, compared as its bf16 expansion: {}\n",
                        r.against_format.value("label", std::string()));
-  out += fmt::format("  scheme {} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
+  out += fmt::format("  scheme {}{} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
                      "quantized share {:.1f}% of {} parameters · {} fused sets\n",
-                     s.scheme, s.tensors, s.quantized_modules, s.kept_tensors, s.kept_linear,
+                     s.scheme, s.observer.empty() ? std::string() : " (observer " + s.observer + ")", s.tensors,
+                     s.quantized_modules, s.kept_tensors, s.kept_linear,
                      100.0 * s.quantized_share(), s.total_params, s.fused_sets);
   if (s.text_linear_params > 0)
     out += fmt::format("  text stack: {:.1f}% of {} Linear-like parameters quantized\n", 100.0 * s.text_quantized_share(),
@@ -2029,6 +2101,10 @@ std::string to_text(const VerifyReport& r) {
                        "{} kept tensors bit-compared; {} rows re-encoded, {} differ\n",
                        s.compared_quantized, s.mean_rel_rms, s.mean_ref_rel_rms, s.max_rel_rms, s.compared_kept,
                        s.reencoded_rows, s.reencode_mismatched_rows);
+    if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0)
+      out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f} ({:+.1f}%)\n", s.observer,
+                         s.mean_rel_rms, s.mean_minmax_rel_rms,
+                         100.0 * (s.mean_rel_rms - s.mean_minmax_rel_rms) / s.mean_minmax_rel_rms);
     if (!s.worst.empty()) {
       out += "  worst tensors (rel RMS / reference):\n";
       for (const auto& e : s.worst)

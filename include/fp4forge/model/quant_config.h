@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/codec/observer.h"
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/core/error.h"
 
@@ -131,9 +132,11 @@ inline constexpr std::string_view kCompressedTensorsVersion = "0.18.0";
  * The `quantization_config` fp4forge writes for scheme `s`, as compressed-tensors 0.18 serializes the
  * preset (keys sorted, as transformers saves config.json; one config group `group_0` targeting
  * `Linear`, docs/schemes.md), with `ignore` as given (the on-disk module names). Parsed back by
- * parse_quant_config, detect_scheme/scheme_label name it as the preset.
+ * parse_quant_config, detect_scheme/scheme_label name it as the preset. The weights' `observer` is the
+ * name llm-compressor registers for `observer` (codec/observer.h; `memoryless_minmax` by default).
  */
-nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore);
+nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore,
+                                       Observer observer = Observer::MINMAX);
 
 /** config.json's `quantization_config` (or `compression_config`, the older name) if present. */
 const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config,

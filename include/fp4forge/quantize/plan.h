@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/codec/observer.h"
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/core/dtype.h"
@@ -48,6 +49,7 @@ struct PlanOptions {
   std::vector<std::string> force_quantize;  ///< quantize these even against the policy (loud warning)
   bool strict = false;                      ///< a policy-quantized weight whose shape misses the scheme's rule is an error
   std::string scheme = "nvfp4a16";          ///< any name or preset parse_quant_scheme accepts
+  std::string observer = "minmax";          ///< weight observer: any name parse_observer accepts (codec/observer.h)
   ExpertLayoutOptions experts;              ///< settles an ambiguous fused-expert orientation
 };
 
@@ -168,6 +170,7 @@ struct QuantPlan {
   ModelInfo info;
   std::string scheme = "nvfp4a16";        ///< quant_scheme_name(quant_scheme)
   QuantScheme quant_scheme = QuantScheme::NVFP4A16;
+  Observer observer = Observer::MINMAX;   ///< how each group's range is chosen (written as the weights' observer)
   std::vector<TensorDecision> decisions;  ///< one per source tensor, sorted by name
   std::vector<QuantUnit> units;
   std::vector<ScaleGroup> groups;

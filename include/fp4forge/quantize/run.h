@@ -55,6 +55,7 @@ struct RunSummary {
   std::string source;
   std::string destination;
   std::string scheme;
+  std::string observer;                ///< observer_option of the plan's observer: "minmax", "mse", ...
   unsigned jobs = 0;
   std::uint64_t max_memory = 0;
   std::vector<RoleCount> counts;       ///< per Role, copied from the plan

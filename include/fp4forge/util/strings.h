@@ -38,4 +38,12 @@ inline std::string ascii_lower(std::string_view s) {
   return r;
 }
 
+/** The key an option value is matched by: ASCII lower case, '_' read as '-' ("FP8_BLOCK" == "fp8-block"). */
+inline std::string option_key(std::string_view s) {
+  std::string r = ascii_lower(s);
+  for (char& c : r)
+    if (c == '_') c = '-';
+  return r;
+}
+
 }  // namespace fp4forge::util

@@ -56,13 +56,15 @@ struct TensorError {
   std::string source;          ///< source tensor (and slice), e.g. "...experts.gate_up_proj[3, 0:64]"
   std::uint64_t rows = 0, cols = 0;
   double rel_rms = 0;          ///< ||deq(Q) - W|| / ||W|| (0 when both are all-zero)
-  double ref_rel_rms = 0;      ///< the same for the reference encoding of W (expected error)
+  double ref_rel_rms = 0;      ///< the same for the reference encoding of W with the config's observer (expected error)
+  double minmax_rel_rms = 0;   ///< the same for min-max's encoding of W (= ref_rel_rms for a min-max config)
   float global_scale = 0;      ///< weight_global_scale in the checkpoint (NaN outside NVFP4A16)
   float expected_global_scale = 0;  ///< gs from the source amax over the module's fused set (R1; NaN outside NVFP4A16)
 };
 
 struct VerifyStats {
   std::string scheme;  ///< scheme_labels of the config ("NVFP4A16", "FP8_BLOCK", ..., "none" without quantization_config)
+  std::string observer;  ///< the weights' observer the config names ("memoryless_minmax", "nvfp4_expanded_mse", ...)
   std::uint64_t tensors = 0;
   std::uint64_t quantized_modules = 0;
   std::uint64_t kept_tensors = 0;
@@ -89,6 +91,7 @@ struct VerifyStats {
   double mean_rel_rms = 0;      ///< parameter-weighted over compared quantized tensors
   double max_rel_rms = 0;
   double mean_ref_rel_rms = 0;  ///< the same for the reference encoding
+  double mean_minmax_rel_rms = 0;  ///< the same for min-max's encoding (the quality report's baseline)
   std::uint64_t reencoded_rows = 0;
   std::uint64_t reencode_mismatched_rows = 0;
   std::vector<TensorError> per_tensor;  ///< every compared quantized tensor, sorted by module

@@ -1,0 +1,290 @@
+// NVFP4A16 searched observers (nvfp4_search.h): llm-compressor observers/mse_quant.py as model_free runs
+// it (eager), over compressed-tensors 0.18 calculate_qparams / fake_quantize, in the weight dtype D.
+// Each line of ref_search_group names the upstream expression it transcribes.
+#include "fp4forge/codec/nvfp4_search.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "codec/nvfp4_internal.h"
+#include "fp4forge/codec/half.h"
+
+namespace fp4forge::nvfp4 {
+namespace {
+
+float round_d(float x, DType dt) noexcept {
+  switch (dt) {
+    case DType::BF16: return half::round_to_bf16(x);
+    case DType::F16: return half::round_to_f16(x);
+    default: return x;
+  }
+}
+
+// torch.finfo(D).eps: the scale calculate_qparams puts where a scale is 0 (scale_dtype None in the search).
+float eps_d(DType dt) noexcept {
+  switch (dt) {
+    case DType::BF16: return 0x1p-7f;
+    case DType::F16: return 0x1p-10f;
+    default: return 0x1p-23f;
+  }
+}
+
+// torch.finfo(D).max: best_error's initial value (torch.full_like(min_val, finfo.max)).
+float max_d(DType dt) noexcept {
+  switch (dt) {
+    case DType::BF16: return half::bf16_to_float(0x7F7F);
+    case DType::F16: return 65504.0f;
+    default: return std::numeric_limits<float>::max();
+  }
+}
+
+// `.pow(norm)` on a D tensor: the CPU kernel takes the exponent as a D scalar (exp_scalar.to<scalar_t>()),
+// computes in float and rounds to D.
+float norm_d(double norm, DType dt) noexcept { return round_d(static_cast<float>(norm), dt); }
+
+// cast_to_fp4 after the clamp to [-6, 6]: sign(y) * the E2M1 magnitude nearest |y| (the same thresholds
+// as Appendix A fp4_code).
+float fp4_value(float y) noexcept { return fp4_to_float(detail::ref_fp4_code(y)); }
+
+
+// The reference: one group of 16 values (exact in D, as float), `steps` steps. Returns the best step.
+int ref_search_group(const float* x, DType dt, const SearchSpec& sp, int steps, StepMask* improved) {
+  float a = 0.0f;  // torch.amin / torch.amax over the group; max(|min|, |max|) below is symmetric in RNE
+  for (int j = 0; j < 16; ++j) a = std::max(a, std::fabs(x[j]));
+  const float m0 = round_d(a * static_cast<float>(sp.expand), dt);  // min_val = amin(...) * expand
+  const float nd = norm_d(sp.norm, dt);
+  float best = max_d(dt);                                          // best_error = full_like(finfo.max)
+  int best_i = 0;                                                  // best_max_val = max_val.clone()
+  for (int i = 0; i < steps; ++i) {
+    const float p = static_cast<float>(1.0 - i / sp.grid);         // p = 1 - i / grid
+    const float m = round_d(m0 * p, dt);                            // shrinked_max_val = max_val * p
+    float s = round_d(m / 6.0f, dt);                                // max_val_pos / (float(bit_range) / 2)
+    if (s == 0.0f) s = eps_d(dt);                                   // where(scales == 0, eps, scales)
+    float sum = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      float y = round_d(x[j] / s, dt);                              // scaled = x / scale
+      y = std::min(std::max(y, -6.0f), 6.0f);                       // clamp(q_min, q_max)
+      const float dq = round_d(fp4_value(y) * s, dt);               // cast_to_fp4(...).to(D) * scale
+      const float d = round_d(dq - x[j], dt);                       // q - observed
+      sum += round_d(std::pow(std::fabs(d), nd), dt);               // .abs().pow(norm); sum in float
+    }
+    const float err = round_d(sum, dt);                             // torch.sum(..., dim=(0, -1)) in D
+    if (err < best) {                                               // improved = err < best_error
+      best = err;
+      best_i = i;
+      improved->set(static_cast<std::size_t>(i));
+    }
+  }
+  return best_i;
+}
+
+// flD(|d|^norm_D) for every 15-bit magnitude of a 16-bit D, computed with the reference's std::pow.
+struct PowTable {
+  std::vector<float> v;
+  PowTable(DType dt, float nd) : v(0x8000) {
+    for (std::uint32_t b = 0; b < 0x8000; ++b) {
+      const float d = dt == DType::BF16 ? half::bf16_to_float(static_cast<std::uint16_t>(b))
+                                        : half::f16_to_float(static_cast<std::uint16_t>(b));
+      v[b] = round_d(std::pow(d, nd), dt);
+    }
+  }
+};
+
+const PowTable& pow_table(DType dt, float nd) {
+  // Built once per (dtype, exponent); the observers' exponents are all 2.4 today, so two tables at most.
+  static const PowTable bf16(DType::BF16, norm_d(2.4, DType::BF16));
+  static const PowTable f16(DType::F16, norm_d(2.4, DType::F16));
+  if (dt == DType::BF16 && nd == norm_d(2.4, DType::BF16)) return bf16;
+  if (dt == DType::F16 && nd == norm_d(2.4, DType::F16)) return f16;
+  thread_local std::unique_ptr<PowTable> other;
+  thread_local DType other_dt = DType::U8;
+  thread_local float other_nd = 0.0f;
+  if (!other || other_dt != dt || other_nd != nd) {
+    other = std::make_unique<PowTable>(dt, nd);
+    other_dt = dt;
+    other_nd = nd;
+  }
+  return *other;
+}
+
+std::uint16_t mag_bits(float d, DType dt) noexcept {
+  return static_cast<std::uint16_t>((dt == DType::BF16 ? half::float_to_bf16(d) : half::float_to_f16(d)) & 0x7FFF);
+}
+
+// The table path: the reference's arithmetic, the power of a 16-bit D looked up. Per-step values that do
+// not depend on the group are computed once per call.
+int table_search_group(const float* x, DType dt, const SearchSpec& sp, int steps, const float* ps,
+                       const PowTable* pt, float nd, StepMask* improved) {
+  float a = 0.0f;
+  for (int j = 0; j < 16; ++j) a = std::max(a, std::fabs(x[j]));
+  const float m0 = round_d(a * static_cast<float>(sp.expand), dt);
+  float best = max_d(dt);
+  int best_i = 0;
+  const float eps = eps_d(dt);
+  for (int i = 0; i < steps; ++i) {
+    const float m = round_d(m0 * ps[i], dt);
+    float s = round_d(m / 6.0f, dt);
+    if (s == 0.0f) s = eps;
+    float sum = 0.0f;
+    for (int j = 0; j < 16; ++j) {
+      float y = round_d(x[j] / s, dt);
+      y = std::min(std::max(y, -6.0f), 6.0f);
+      const float dq = round_d(fp4_value(y) * s, dt);
+      const float d = round_d(dq - x[j], dt);
+      sum += pt != nullptr ? pt->v[mag_bits(d, dt)] : std::pow(std::fabs(d), nd);
+    }
+    const float err = round_d(sum, dt);
+    if (err < best) {
+      best = err;
+      best_i = i;
+      improved->set(static_cast<std::size_t>(i));
+    }
+  }
+  return best_i;
+}
+
+Error tensor_error(Errc c, std::string_view name, std::string msg) {
+  return Error{c, fmt::format("tensor '{}': {}", name, msg), {}, std::string(name)};
+}
+
+// Argument checks shared by search and encode: encode_rows on an empty range checks dtype, row range and
+// K % 16 with the codec's own messages; amax_rows finds non-finite weights (R4) with its message.
+Status check_rows(const WeightView& w, std::uint64_t r0, std::uint64_t r1, std::string_view name, float gs = 1.0f) {
+  FP4FORGE_TRY(encode_rows(w, gs, r0, r0, nullptr, nullptr, name));
+  if (r1 < r0 || r1 > w.rows)
+    return tensor_error(Errc::BAD_INPUT, name,
+                        fmt::format("row range [{}, {}) is outside the tensor's {} rows", r0, r1, w.rows));
+  FP4FORGE_TRY(amax_rows(w, r0, r1, name));
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> search_paths() { return {"table", "scalar"}; }
+
+int steps_run(const SearchSpec& spec, const StepMask& improved) noexcept {
+  const int total = std::min(spec.total_steps(), kMaxSearchSteps);
+  int no_improve = 0;
+  for (int i = 0; i < total; ++i) {
+    if (improved.test(static_cast<std::size_t>(i))) {
+      no_improve = 0;
+    } else if (++no_improve >= spec.patience) {
+      return i + 1;
+    }
+  }
+  return total;
+}
+
+Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0, std::uint64_t r1,
+                   float* group_max_out, StepMask* improved, std::string_view name, std::string_view path) {
+  const bool ref = path == "scalar";
+  if (!path.empty() && !ref && path != "table")
+    return make_error(Errc::USAGE, "search path '{}' does not exist; expected one of: table, scalar", path);
+  if (spec.total_steps() > kMaxSearchSteps || steps < 0 || steps > spec.total_steps())
+    return tensor_error(Errc::INTERNAL, name,
+                        fmt::format("search of {} steps (of {}) is outside the supported 0..{}", steps,
+                                    spec.total_steps(), kMaxSearchSteps));
+  FP4FORGE_TRY(check_rows(w, r0, r1, name));
+  if (r0 == r1 || w.cols == 0) return {};
+  const DType dt = w.dtype;
+  const float nd = norm_d(spec.norm, dt);
+  std::array<float, kMaxSearchSteps> ps{};
+  for (int i = 0; i < steps; ++i) ps[static_cast<std::size_t>(i)] = static_cast<float>(1.0 - i / spec.grid);
+  const PowTable* pt = dt == DType::F32 ? nullptr : &pow_table(dt, nd);
+  StepMask local;
+  const std::byte* base = w.data + r0 * w.cols * detail::elem_size(dt);
+  const std::uint64_t groups = (r1 - r0) * (w.cols / kGroupSize);
+  const float expand = static_cast<float>(spec.expand);
+  for (std::uint64_t g = 0; g < groups; ++g) {
+    float x[16];
+    for (std::uint64_t j = 0; j < 16; ++j) x[j] = detail::load_elem(base, dt, g * 16 + j);
+    const int bi = ref ? ref_search_group(x, dt, spec, steps, &local)
+                       : table_search_group(x, dt, spec, steps, ps.data(), pt, nd, &local);
+    float a = 0.0f;
+    for (float v : x) a = std::max(a, std::fabs(v));
+    // best_max_val: the candidate of the best step (step 0 is the expanded range itself, p = 1).
+    group_max_out[g] = round_d(round_d(a * expand, dt) * static_cast<float>(1.0 - bi / spec.grid), dt);
+  }
+  if (improved != nullptr) *improved |= local;
+  return {};
+}
+
+Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec& spec, std::string_view name,
+                                           std::string_view path) {
+  std::vector<float> out(static_cast<std::size_t>(w.rows * (w.cols / kGroupSize)));
+  StepMask improved;
+  const int total = spec.total_steps();
+  FP4FORGE_TRY(search_rows(w, spec, total, 0, w.rows, out.data(), &improved, name, path));
+  if (const int run = steps_run(spec, improved); run < total)
+    FP4FORGE_TRY(search_rows(w, spec, run, 0, w.rows, out.data(), nullptr, name, path));
+  return out;
+}
+
+Status encode_rows_maxima(const WeightView& w, float gs, const float* group_max, std::uint64_t r0, std::uint64_t r1,
+                          std::byte* packed_out, std::byte* scale_out, std::string_view name) {
+  FP4FORGE_TRY(check_rows(w, r0, r1, name, gs));
+  if (r0 == r1 || w.cols == 0) return {};
+  const DType dt = w.dtype;
+  const std::byte* base = w.data + r0 * w.cols * detail::elem_size(dt);
+  const std::uint64_t groups = (r1 - r0) * (w.cols / kGroupSize);
+  for (std::uint64_t g = 0; g < groups; ++g) {
+    // calculate_qparams(best_min, best_max, args, global_scale): the min-max recipe on the searched max.
+    const std::uint8_t c = detail::ref_group_scale_code(group_max[g], dt, gs);
+    scale_out[g] = static_cast<std::byte>(c);
+    const float eff = e4m3_to_float(c) / gs;
+    std::uint8_t codes[16];
+    for (std::uint64_t j = 0; j < 16; ++j) {
+      float q = detail::load_elem(base, dt, g * 16 + j) / eff;
+      q = std::min(std::max(q, -6.0f), 6.0f);
+      codes[j] = detail::ref_fp4_code(q);
+    }
+    for (std::uint64_t j = 0; j < 16; j += 2)
+      packed_out[g * 8 + j / 2] = static_cast<std::byte>(codes[j] | (codes[j + 1] << 4));
+  }
+  return {};
+}
+
+Result<EncodedSet> encode_fused_observed(std::span<const WeightView> members, std::span<const std::string> names,
+                                         Observer observer, std::string_view path) {
+  const auto spec = search_spec(observer);
+  if (!spec) return encode_fused(members, names, path);
+  if (members.empty())
+    return make_error(Errc::INTERNAL, "encode_fused_observed: empty fused set; expected at least one member");
+  if (names.size() != members.size())
+    return make_error(Errc::INTERNAL, "encode_fused_observed: {} names for {} members", names.size(), members.size());
+  // Every member checked (dtype, K, R4) before any search, like encode_fused.
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (members[i].dtype != members[0].dtype)
+      return tensor_error(Errc::BAD_INPUT, names[i],
+                          fmt::format("fused-set member has dtype {} but '{}' has {}; a fused set shares one "
+                                      "source dtype", dtype_name(members[i].dtype), names[0],
+                                      dtype_name(members[0].dtype)));
+    FP4FORGE_TRY(check_rows(members[i], 0, members[i].rows, names[i]));
+  }
+  const std::string_view search_path = path == "scalar" ? "scalar" : "";
+  std::vector<std::vector<float>> maxima;
+  EncodedSet set;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    FP4FORGE_ASSIGN_OR_RETURN(auto m, searched_maxima(members[i], *spec, names[i], search_path));
+    for (float v : m) set.amax = std::max(set.amax, v);
+    maxima.push_back(std::move(m));
+  }
+  set.global_scale = global_scale(set.amax, members[0].dtype);
+  set.members.resize(members.size());
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const WeightView& w = members[i];
+    EncodedWeight& e = set.members[i];
+    e.packed.resize(w.rows * w.cols / 2);
+    e.scale.resize(w.rows * w.cols / kGroupSize);
+    FP4FORGE_TRY(encode_rows_maxima(w, set.global_scale, maxima[i].data(), 0, w.rows, e.packed.data(),
+                                    e.scale.data(), names[i]));
+  }
+  return set;
+}
+
+}  // namespace fp4forge::nvfp4
