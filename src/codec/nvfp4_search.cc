@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "codec/nvfp4_internal.h"
+#include "codec/nvfp4_search_internal.h"
 #include "fp4forge/codec/half.h"
 
 namespace fp4forge::nvfp4 {
@@ -165,7 +166,11 @@ Status check_rows(const WeightView& w, std::uint64_t r0, std::uint64_t r1, std::
 
 }  // namespace
 
-std::vector<std::string> search_paths() { return {"table", "scalar"}; }
+std::vector<std::string> search_paths() {
+  std::vector<std::string> out{"scalar", "table"};
+  for (const auto& p : detail::search_simd_paths()) out.push_back(p.name);
+  return out;
+}
 
 int steps_run(const SearchSpec& spec, const StepMask& improved) noexcept {
   const int total = std::min(spec.total_steps(), kMaxSearchSteps);
@@ -183,8 +188,19 @@ int steps_run(const SearchSpec& spec, const StepMask& improved) noexcept {
 Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0, std::uint64_t r1,
                    float* group_max_out, StepMask* improved, std::string_view name, std::string_view path) {
   const bool ref = path == "scalar";
-  if (!path.empty() && !ref && path != "table")
-    return make_error(Errc::USAGE, "search path '{}' does not exist; expected one of: table, scalar", path);
+  // A Highway path (BF16 sources; F16 and F32 run the table path), the dispatched best for an empty path.
+  detail::SearchKernel simd = nullptr;
+  bool dispatched = path.empty();
+  if (!path.empty() && !ref && path != "table") {
+    for (const auto& p : detail::search_simd_paths())
+      if (p.name == path) simd = p.fn;
+    if (simd == nullptr) {
+      std::string names;
+      for (const auto& n : search_paths()) names += (names.empty() ? "" : ", ") + n;
+      return make_error(Errc::USAGE, "search path '{}' is not available on this CPU/build; expected one of: {}", path,
+                        names);
+    }
+  }
   if (spec.total_steps() > kMaxSearchSteps || steps < 0 || steps > spec.total_steps())
     return tensor_error(Errc::INTERNAL, name,
                         fmt::format("search of {} steps (of {}) is outside the supported 0..{}", steps,
@@ -200,6 +216,17 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
   const std::byte* base = w.data + r0 * w.cols * detail::elem_size(dt);
   const std::uint64_t groups = (r1 - r0) * (w.cols / kGroupSize);
   const float expand = static_cast<float>(spec.expand);
+  if (dt == DType::BF16 && (simd != nullptr || dispatched)) {
+    const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data()};
+    std::array<std::uint8_t, kMaxSearchSteps> imp{};
+    const auto* src = reinterpret_cast<const std::uint16_t*>(base);
+    if (simd != nullptr) simd(src, groups, &args, group_max_out, imp.data());
+    else detail::search_bf16_dispatched(src, groups, &args, group_max_out, imp.data());
+    if (improved != nullptr)
+      for (int i = 0; i < steps; ++i)
+        if (imp[static_cast<std::size_t>(i)]) improved->set(static_cast<std::size_t>(i));
+    return {};
+  }
   for (std::uint64_t g = 0; g < groups; ++g) {
     float x[16];
     for (std::uint64_t j = 0; j < 16; ++j) x[j] = detail::load_elem(base, dt, g * 16 + j);
