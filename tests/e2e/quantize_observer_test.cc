@@ -1,0 +1,163 @@
+// `quantize --observer` end to end: whole fixtures through the CLI byte for byte against upstream (every
+// tensor llm-compressor's model_free pipeline writes with nvfp4_expanded_mse / memoryless_mse, computed on
+// the GPU host by its own functions: tests/data/golden/observers/fixtures/<fixture>.<observer>.json, made by
+// oracle/fixture_upstream.py as docs/schemes.md#observers tells), the config records the observer, verify
+// --against re-encodes with the observer the config names (and so catches a config that lies about it),
+// determinism across -j / --max-memory, and the refusals.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/safetensors/checkpoint.h"
+#include "test_util.h"
+
+namespace fp4forge {
+namespace {
+
+using namespace fp4forge::testutil;
+
+std::string hex_of(std::span<const std::byte> b) {
+  static const char* d = "0123456789abcdef";
+  std::string s(b.size() * 2, '0');
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    s[2 * i] = d[static_cast<unsigned>(b[i]) >> 4];
+    s[2 * i + 1] = d[static_cast<unsigned>(b[i]) & 15];
+  }
+  return s;
+}
+
+struct FixtureCase {
+  const char* fixture;
+  const char* option;       // --observer value
+  const char* config_name;  // what llm-compressor writes
+};
+
+const FixtureCase kCases[] = {
+    {"llama", "mse", "nvfp4_expanded_mse"},           {"llama", "memoryless-mse", "memoryless_mse"},
+    {"qwen3", "mse", "nvfp4_expanded_mse"},           {"qwen3", "memoryless-mse", "memoryless_mse"},
+    {"phi3", "nvfp4_expanded_mse", "nvfp4_expanded_mse"}, {"phi3", "memoryless_mse", "memoryless_mse"},
+};
+
+class ObserverFixture : public ::testing::TestWithParam<FixtureCase> {};
+
+TEST_P(ObserverFixture, EveryTensorIsUpstreamsBytesAndTheConfigNamesTheObserver) {
+  const auto c = GetParam();
+  TempDir tmp;
+  const auto dst = tmp.path / "q";
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/" + c.fixture) + " " + q(dst) + " --observer " + c.option + " -j 2 --json",
+                    &out, &err), 0) << err;
+  // The summary names the observer by its option name, whichever spelling was given.
+  EXPECT_EQ(nlohmann::json::parse(out)["observer"], std::string(c.config_name) == "memoryless_mse" ? "memoryless-mse" : "mse");
+  const auto want = nlohmann::json::parse(
+      slurp(kData + "/golden/observers/fixtures/" + std::string(c.fixture) + "." + c.config_name + ".json"));
+  auto ck = Checkpoint::open(dst);
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  std::size_t ours = 0;
+  for (const auto& t : ck->tensors()) {
+    const std::string& n = t.name;
+    if (!n.ends_with(".weight_packed") && !n.ends_with(".weight_scale") && !n.ends_with(".weight_global_scale")) continue;
+    ++ours;
+    ASSERT_TRUE(want.contains(n)) << n << " is not in upstream's output";
+    EXPECT_EQ(hex_of(ck->data(t)), want[n].get<std::string>()) << n;
+  }
+  EXPECT_EQ(ours, want.size());
+  EXPECT_GT(ours, 0u);
+  const auto cfg = nlohmann::json::parse(slurp(dst / "config.json"));
+  const auto& w = cfg["quantization_config"]["config_groups"]["group_0"]["weights"];
+  EXPECT_EQ(w["observer"], c.config_name);
+  EXPECT_EQ(w["observer_kwargs"], nlohmann::json::object());
+  // verify --against re-encodes every row with the observer the config names: clean.
+  ASSERT_EQ(run_cli("verify " + q(dst) + " --against " + q(kData + "/" + c.fixture) + " --reencode-rows 1000000 --strict --json",
+                    &out, &err), 0) << out;
+  const auto vj = nlohmann::json::parse(out);
+  EXPECT_EQ(vj["observer"], c.config_name);
+  EXPECT_EQ(vj["stats"]["against"]["reencode_mismatched_rows"], 0);
+  EXPECT_GT(vj["stats"]["against"]["reencoded_rows"].get<int>(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Upstream, ObserverFixture, ::testing::ValuesIn(kCases), [](const auto& p) {
+  std::string n = std::string(p.param.fixture) + "_" + p.param.config_name;
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+});
+
+// Rewrites the weights' observer of a quantized folder's config.
+void set_observer(const std::filesystem::path& dir, const nlohmann::json& name) {
+  auto cfg = nlohmann::json::parse(slurp(dir / "config.json"));
+  cfg["quantization_config"]["config_groups"]["group_0"]["weights"]["observer"] = name;
+  std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
+}
+
+TEST(QuantizeObserver, VerifyProvesTheObserverTheConfigNames) {
+  TempDir tmp;
+  const std::string src = kData + "/llama";
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "mm") + " -j 2", &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "mse") + " --observer mse -j 2", &out, &err), 0) << err;
+  // Min-max bytes under a config that says nvfp4_expanded_mse: the re-encode proof finds them, --strict fails.
+  set_observer(tmp.path / "mm", "nvfp4_expanded_mse");
+  EXPECT_EQ(run_cli("verify " + q(tmp.path / "mm") + " --against " + q(src) + " --strict --json", &out, &err), 1);
+  auto vj = nlohmann::json::parse(out);
+  EXPECT_GT(vj["stats"]["against"]["reencode_mismatched_rows"].get<int>(), 0);
+  EXPECT_NE(out.find("reencode-mismatch"), std::string::npos);
+  // And the other way round.
+  set_observer(tmp.path / "mse", "memoryless_minmax");
+  EXPECT_EQ(run_cli("verify " + q(tmp.path / "mse") + " --against " + q(src) + " --strict --json", &out, &err), 1);
+  EXPECT_NE(out.find("reencode-mismatch"), std::string::npos);
+  // An observer fp4forge cannot reproduce: a warning that says what was not checked, never an error.
+  set_observer(tmp.path / "mse", "imatrix_mse");
+  EXPECT_EQ(run_cli("verify " + q(tmp.path / "mse") + " --against " + q(src) + " --json", &out, &err), 0) << out;
+  vj = nlohmann::json::parse(out);
+  EXPECT_EQ(failing_findings(out), "");
+  EXPECT_NE(out.find("observer-unknown"), std::string::npos);
+  EXPECT_EQ(vj["stats"]["against"]["reencoded_rows"], 0);
+}
+
+TEST(QuantizeObserver, TheSearchIsLowerErrorThanMinMaxAndReportedSo) {
+  TempDir tmp;
+  std::string out, err;
+  for (const char* fx : {"llama", "qwen3", "mixtral", "gemma4-moe-mm"}) {
+    const std::string src = kData + "/" + fx;
+    const auto dst = tmp.path / fx;
+    ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " --observer mse -j 2", &out, &err), 0) << err;
+    ASSERT_EQ(run_cli("verify " + q(dst) + " --against " + q(src) + " --json", &out, &err), 0) << out;
+    const auto a = nlohmann::json::parse(out)["stats"]["against"];
+    EXPECT_LT(a["mean_rel_rms"].get<double>(), a["mean_minmax_rel_rms"].get<double>()) << fx;
+    EXPECT_EQ(a["mean_rel_rms"].get<double>(), a["mean_ref_rel_rms"].get<double>()) << fx;
+    for (const auto& t : a["per_tensor"]) EXPECT_LE(t["rel_rms"].get<double>(), t["minmax_rel_rms"].get<double>()) << t["module"];
+    ASSERT_EQ(run_cli("verify " + q(dst) + " --against " + q(src), &out, &err), 0);
+    EXPECT_NE(out.find("where min-max gives"), std::string::npos) << out;
+  }
+}
+
+TEST(QuantizeObserver, BytesDoNotDependOnThreadsOrTheMemoryBudget) {
+  // --max-memory 8K makes every fused set a big group: the search runs in row ranges across tasks and the
+  // encode pass reads the stored maxima.
+  TempDir tmp;
+  std::string out, err;
+  for (const char* obs : {"mse", "memoryless-mse"}) {
+    const std::string a = std::string("a-") + obs, b = std::string("b-") + obs;
+    ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / a) + " --observer " + obs + " -j 1", &out, &err), 0) << err;
+    ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / b) + " --observer " + obs +
+                          " -j 2 --max-memory 8K", &out, &err), 0) << err;
+    EXPECT_EQ(file_contents(tmp.path / a), file_contents(tmp.path / b)) << obs;
+  }
+}
+
+TEST(QuantizeObserver, RefusesAnObserverTheSchemeDoesNotTake) {
+  TempDir tmp;
+  std::string out, err;
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path / "o") + " --scheme fp8-block --observer mse", &out, &err), 2);
+  EXPECT_NE(err.find("observer 'mse' is not available for scheme fp8-block"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path / "o") + " --observer best", &out, &err), 2);
+  EXPECT_NE(err.find("unknown observer 'best'"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(tmp.path / "o"));
+}
+
+}  // namespace
+}  // namespace fp4forge
