@@ -8,7 +8,10 @@
 
 #include "commands.h"
 #include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/util/fs.h"
+#include "fp4forge/verify/quality.h"
 #include "fp4forge/verify/verify.h"
+#include "fp4forge/util/thread_pool.h"
 #include "render.h"
 
 namespace fp4forge::cli {
@@ -21,6 +24,7 @@ struct VerifyOpts {
   bool no_values = false;
   bool strict = false;
   bool no_progress = false;
+  std::string svg;
   VerifyOptions lib;
 };
 
@@ -31,6 +35,8 @@ int run_verify(const VerifyOpts& o) {
   if (!q) return report_error(q.error(), o.json);
   std::optional<Checkpoint> src;
   std::optional<hf_cache::HubSnapshot> against_hub;
+  if (!o.svg.empty() && o.against.empty())
+    return report_error(make_error(Errc::USAGE, "--svg draws the quality report of --against; give --against SRC"), o.json);
   if (!o.against.empty()) {
     auto asrc = checkpoint_source(o.against, o.json);
     if (!asrc) return report_error(asrc.error(), o.json);
@@ -46,13 +52,18 @@ int run_verify(const VerifyOpts& o) {
   lib.progress = bar.get();
   auto rep = verify_checkpoint(*q, src ? &*src : nullptr, lib);
   if (!rep) return report_error(rep.error(), o.json);
+  if (!o.svg.empty())  // the quality report as strips per module kind (verify/quality.h)
+    if (Status st = fs::write_file_atomic(o.svg, to_svg(quality_report(rep->stats))); !st)
+      return report_error(st.error(), o.json);
   if (o.json) {
     auto j = to_json(*rep);
     j["hub"] = hf_cache::to_json(qsrc->hub);
     j["against_hub"] = hf_cache::to_json(against_hub);
+    j["svg"] = o.svg.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.svg);
     print_json(j);
   } else {
     fmt::print("{}", to_text(*rep));
+    if (!o.svg.empty()) fmt::print("wrote {}\n", o.svg);
     std::fflush(stdout);
   }
   return exit_code(*rep);
@@ -79,6 +90,11 @@ void add_verify(CLI::App& sub, Action& action) {
   add_expert_orientation(sub, opts->lib.experts,
                          "with --against: how the source's fused 3-D experts are stored when their shapes "
                          "read both ways (out-in | in-out)");
+  sub.add_option("-j,--jobs", opts->lib.jobs,
+                 "--against: worker threads for the observer's search and the re-encode (default: all cores)")
+      ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
+  sub.add_option("--svg", opts->svg,
+                 "FILE: with --against, draw the quality report (error per module kind and layer, gain over min-max)");
   sub.add_option("--worst", opts->lib.worst_n, "tensors listed as worst by error")->default_val(10);
   sub.add_option("--reencode-rows", opts->lib.reencode_rows,
                  "NVFP4A16: rows per quantized tensor re-encoded by the scalar reference codec (0: off); other schemes re-encode every row")

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -249,6 +251,39 @@ Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec
   FP4FORGE_TRY(search_rows(w, spec, total, 0, w.rows, out.data(), &improved, name, path));
   if (const int run = steps_run(spec, improved); run < total)
     FP4FORGE_TRY(search_rows(w, spec, run, 0, w.rows, out.data(), nullptr, name, path));
+  return out;
+}
+
+Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec& spec, std::string_view name,
+                                           ThreadPool& pool, std::string_view path) {
+  const std::uint64_t gpr = w.cols / kGroupSize;
+  std::vector<float> out(static_cast<std::size_t>(w.rows * gpr));
+  // Row ranges of about 64K groups (a few ms of search each), at least one per worker.
+  const std::uint64_t per = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>((w.rows + pool.size() - 1) / pool.size(), (std::uint64_t{1} << 16) / std::max<std::uint64_t>(gpr, 1)));
+  const int total = spec.total_steps();
+  const std::size_t tasks = static_cast<std::size_t>((w.rows + per - 1) / per);
+  std::mutex mu;
+  StepMask improved;
+  std::optional<Error> err;
+  auto run = [&](int steps, bool collect) {
+    parallel_for(pool, tasks, [&](std::size_t t) {
+      const std::uint64_t r = t * per, r1 = std::min(w.rows, r + per);
+      StepMask local;
+      Status st = search_rows(w, spec, steps, r, r1, out.data() + r * gpr, collect ? &local : nullptr, name, path);
+      std::lock_guard lk(mu);
+      if (!st && !err) err = std::move(st).error();
+      improved |= local;
+    });
+  };
+  // An invalid tensor is refused before any task (the same checks search_rows makes).
+  FP4FORGE_TRY(check_rows(w, 0, w.rows, name));
+  run(total, true);
+  if (err) return *err;
+  if (const int steps = steps_run(spec, improved); steps < total) {
+    run(steps, false);
+    if (err) return *err;
+  }
   return out;
 }
 

@@ -108,4 +108,18 @@ std::uint64_t ByteBudget::peak() const {
   return peak_;
 }
 
+void parallel_for(ThreadPool& pool, std::size_t n, const std::function<void(std::size_t)>& fn) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t pending = n;
+  for (std::size_t i = 0; i < n; ++i)
+    pool.submit([&, i] {
+      fn(i);
+      std::lock_guard lk(mu);
+      if (--pending == 0) cv.notify_all();
+    });
+  std::unique_lock lk(mu);
+  cv.wait(lk, [&] { return pending == 0; });
+}
+
 }  // namespace fp4forge

@@ -23,10 +23,12 @@
 #include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/tensor_role.h"
 #include "fp4forge/verify/diff.h"
+#include "fp4forge/verify/quality.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/scheme_policy.h"
 #include "fp4forge/util/strings.h"
 #include "fp4forge/util/format.h"
+#include "fp4forge/util/thread_pool.h"
 
 namespace fp4forge {
 namespace {
@@ -1441,6 +1443,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
   st.against = true;
   // The config's observer decides the reference encoding (a searched one: its search, per member).
   const std::optional<SearchSpec> search = s.observer_known ? search_spec(s.observer) : std::nullopt;
+  ThreadPool pool(opts.jobs);  // the search and the row chunks of each module
   if (!s.observer_known)
     sink.add({"observer-unknown", Severity::WARNING, "observer",
               fmt::format("the weights' observer is \"{}\", which fp4forge cannot reproduce: the global-scale check and "
@@ -1542,8 +1545,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
     st.max_rel_rms = std::max(st.max_rel_rms, te.rel_rms);
     st.per_tensor.push_back(std::move(te));
   };
-  std::vector<float> deq, ref, srcf;
-  std::vector<std::byte> pk, sc, pk1, sc1;
+  std::vector<std::byte> pk1, sc1;
   for (Job& job : jobs) {
     struct Unexpand {  // an FP8 source's expansion lives for its job only
       Job& j;
@@ -1582,7 +1584,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       mem.observed_amax = *a;
       set_amax = std::max(set_amax, *a);
       if (search && s.layout.qs == QuantScheme::NVFP4A16) {  // the observer's search, as quantize ran it
-        auto m = nvfp4::searched_maxima(v, *search, mem.src.label);
+        auto m = nvfp4::searched_maxima(v, *search, mem.src.label, pool);
         if (!m.ok()) {
           src_ok = false;
           break;
@@ -1634,46 +1636,60 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         const auto packed = q.data(*m.payload);
         const auto scales = q.data(*m.scale);
         const bool gs_usable = std::isfinite(gs_q) && gs_q > 0;
-        double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
         nvfp4::WeightView v{mem.src.data, mem.src.dtype, n, k};
         const float* maxima = mem.maxima.empty() ? nullptr : mem.maxima.data();
-        bool enc_ok = true;
-        for (std::uint64_t r0 = 0; r0 < n; r0 += chunk) {
-          const std::uint64_t r1 = std::min(n, r0 + chunk), rows = r1 - r0;
-          deq.resize(rows * k);
-          ref.resize(rows * k);
-          pk.resize(rows * k / 2);
-          sc.resize(rows * k / 16);
+        // Row chunks in parallel; each chunk's sums kept apart and added in order (the same total for any -j).
+        struct ChunkSums {
+          double err2 = 0, ref2 = 0, mm2 = 0, src2 = 0;
+          bool ok = true;
+        };
+        const std::size_t nchunks = static_cast<std::size_t>((n + chunk - 1) / chunk);
+        std::vector<ChunkSums> sums(nchunks);
+        parallel_for(pool, nchunks, [&](std::size_t c) {
+          const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk), rows = r1 - r0;
+          std::vector<float> deq(rows * k), ref(rows * k);
+          std::vector<std::byte> pk(rows * k / 2), sc(rows * k / 16);
+          ChunkSums& cs = sums[c];
           nvfp4::decode_rows(packed.data() + r0 * k / 2, scales.data() + r0 * k / 16, gs_usable ? gs_q : 1.0f, rows,
                              k, deq.data());
           // The reference encoding with the config's observer (a searched one: its maxima).
           auto e = maxima ? nvfp4::encode_rows_maxima(v, gs_ref, maxima + r0 * (k / 16), r0, r1, pk.data(), sc.data(), m.name)
                           : nvfp4::encode_rows(v, gs_ref, r0, r1, pk.data(), sc.data(), m.name);
           if (!e.ok()) {
-            enc_ok = false;
-            break;
+            cs.ok = false;
+            return;
           }
           nvfp4::decode_rows(pk.data(), sc.data(), gs_ref, rows, k, ref.data());
           for (std::uint64_t i = 0; i < rows * k; ++i) {
             const double w = load_elem(mem.src.data, mem.src.dtype, r0 * k + i);
             const double dq = deq[i], rf = ref[i];
-            err2 += (dq - w) * (dq - w);
-            ref2 += (rf - w) * (rf - w);
-            src2 += w * w;
+            cs.err2 += (dq - w) * (dq - w);
+            cs.ref2 += (rf - w) * (rf - w);
+            cs.src2 += w * w;
           }
-          if (maxima) {  // and what min-max would have written: the quality report's baseline
-            if (!nvfp4::encode_rows(v, gs_minmax, r0, r1, pk.data(), sc.data(), m.name).ok()) {
-              enc_ok = false;
-              break;
-            }
-            nvfp4::decode_rows(pk.data(), sc.data(), gs_minmax, rows, k, ref.data());
-            for (std::uint64_t i = 0; i < rows * k; ++i) {
-              const double w = load_elem(mem.src.data, mem.src.dtype, r0 * k + i);
-              mm2 += (ref[i] - w) * (ref[i] - w);
-            }
-          } else {
-            mm2 = ref2;
+          if (!maxima) {
+            cs.mm2 = cs.ref2;
+            return;
           }
+          // And what min-max would have written: the quality report's baseline.
+          if (!nvfp4::encode_rows(v, gs_minmax, r0, r1, pk.data(), sc.data(), m.name).ok()) {
+            cs.ok = false;
+            return;
+          }
+          nvfp4::decode_rows(pk.data(), sc.data(), gs_minmax, rows, k, ref.data());
+          for (std::uint64_t i = 0; i < rows * k; ++i) {
+            const double w = load_elem(mem.src.data, mem.src.dtype, r0 * k + i);
+            cs.mm2 += (ref[i] - w) * (ref[i] - w);
+          }
+        });
+        double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
+        bool enc_ok = true;
+        for (const ChunkSums& cs : sums) {
+          enc_ok = enc_ok && cs.ok;
+          err2 += cs.err2;
+          ref2 += cs.ref2;
+          mm2 += cs.mm2;
+          src2 += cs.src2;
         }
         if (!enc_ok) continue;
         auto rel = [&](double e2) {
@@ -2071,6 +2087,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
     Json p = Json::array();
     for (const auto& e : s.per_tensor) p.push_back(tensor_error_json(e));
     a["per_tensor"] = std::move(p);
+    a["quality"] = to_json(quality_report(s));
     st["against"] = std::move(a);
   } else {
     st["against"] = nullptr;
@@ -2105,6 +2122,7 @@ std::string to_text(const VerifyReport& r) {
       out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f} ({:+.1f}%)\n", s.observer,
                          s.mean_rel_rms, s.mean_minmax_rel_rms,
                          100.0 * (s.mean_rel_rms - s.mean_minmax_rel_rms) / s.mean_minmax_rel_rms);
+    if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0) out += to_text(quality_report(s));
     if (!s.worst.empty()) {
       out += "  worst tensors (rel RMS / reference):\n";
       for (const auto& e : s.worst)

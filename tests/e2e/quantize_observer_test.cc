@@ -130,9 +130,17 @@ TEST(QuantizeObserver, TheSearchIsLowerErrorThanMinMaxAndReportedSo) {
     EXPECT_LT(a["mean_rel_rms"].get<double>(), a["mean_minmax_rel_rms"].get<double>()) << fx;
     EXPECT_EQ(a["mean_rel_rms"].get<double>(), a["mean_ref_rel_rms"].get<double>()) << fx;
     for (const auto& t : a["per_tensor"]) EXPECT_LE(t["rel_rms"].get<double>(), t["minmax_rel_rms"].get<double>()) << t["module"];
-    ASSERT_EQ(run_cli("verify " + q(dst) + " --against " + q(src), &out, &err), 0);
+    EXPECT_GT(a["quality"]["gain"].get<double>(), 0.0) << fx;
+    EXPECT_FALSE(a["quality"]["kinds"].empty()) << fx;
+    const auto svg = tmp.path / (std::string(fx) + ".svg");
+    ASSERT_EQ(run_cli("verify " + q(dst) + " --against " + q(src) + " --svg " + q(svg), &out, &err), 0);
     EXPECT_NE(out.find("where min-max gives"), std::string::npos) << out;
+    EXPECT_NE(out.find("quality by module kind"), std::string::npos) << out;
+    EXPECT_NE(slurp(svg).find("</svg>"), std::string::npos);
   }
+  // The drawing needs the comparison.
+  EXPECT_EQ(run_cli("verify " + q(tmp.path / "llama") + " --svg " + q(tmp.path / "x.svg"), &out, &err), 2);
+  EXPECT_FALSE(std::filesystem::exists(tmp.path / "x.svg"));
 }
 
 TEST(QuantizeObserver, BytesDoNotDependOnThreadsOrTheMemoryBudget) {

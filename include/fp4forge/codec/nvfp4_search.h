@@ -24,6 +24,7 @@
 
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/observer.h"
+#include "fp4forge/util/thread_pool.h"
 
 namespace fp4forge::nvfp4 {
 
@@ -55,6 +56,11 @@ int steps_run(const SearchSpec& spec, const StepMask& improved) noexcept;
  */
 Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec& spec, std::string_view name,
                                            std::string_view path = {});
+
+/** searched_maxima with the search split into row ranges run on `pool` (the same values; the tasks are
+ * waited for before it returns, the pool may be shared). */
+Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec& spec, std::string_view name,
+                                           ThreadPool& pool, std::string_view path = {});
 
 /**
  * Encodes rows [r0, r1) of `w` with global scale `gs`, each group's E4M3 scale from `group_max` (its

@@ -56,6 +56,10 @@ class ThreadPool {
   std::vector<std::thread> workers_;
 };
 
+/** Runs fn(0) .. fn(n - 1) as tasks on `pool` and waits for those n (not for the pool's other tasks).
+ * Call it from outside the pool's workers (a worker waiting on its own pool can deadlock it). */
+void parallel_for(ThreadPool& pool, std::size_t n, const std::function<void(std::size_t)>& fn);
+
 /** A counting budget of bytes shared by the producer (acquire) and the tasks (release). */
 class ByteBudget {
  public:

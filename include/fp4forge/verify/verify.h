@@ -48,6 +48,7 @@ struct VerifyOptions {
   ExpertLayoutOptions experts;     ///< settles an ambiguous fused-expert orientation of the source
   ProgressSink* progress = nullptr;  ///< --against: reports source bytes compared (the CLI draws a bar)
   bool strict = false;               ///< --strict: a warning fails too (VerifyReport::strict)
+  unsigned jobs = 0;                 ///< --against: worker threads for the search and the re-encode (0 = all cores)
 };
 
 /** Error of one quantized tensor against its source (with --against). */
