@@ -47,6 +47,10 @@ Result<Observer> parse_observer(std::string_view text) {
                     "memoryless_minmax, nvfp4_expanded_mse, memoryless_mse)", text, names);
 }
 
+Observer default_observer(QuantScheme s) noexcept {
+  return s == QuantScheme::NVFP4A16 ? Observer::NVFP4_EXPANDED_MSE : Observer::MINMAX;
+}
+
 bool observer_supported(QuantScheme s, Observer o) noexcept {
   return o == Observer::MINMAX || s == QuantScheme::NVFP4A16;
 }

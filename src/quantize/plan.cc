@@ -298,7 +298,11 @@ Status PlanBuilder::check_inputs() {
   {
     FP4FORGE_ASSIGN_OR_RETURN(plan.quant_scheme, parse_quant_scheme(opts.scheme));
     plan.scheme = std::string(quant_scheme_name(plan.quant_scheme));
-    FP4FORGE_ASSIGN_OR_RETURN(plan.observer, parse_observer(opts.observer));
+    if (opts.observer.empty()) {
+      plan.observer = default_observer(plan.quant_scheme);
+    } else {
+      FP4FORGE_ASSIGN_OR_RETURN(plan.observer, parse_observer(opts.observer));
+    }
     FP4FORGE_TRY(check_observer(plan.quant_scheme, plan.observer));
   }
   if (!in.config.is_object())

@@ -52,8 +52,11 @@ TEST_P(QuantizeFixture, OutputIsCompleteCorrectAndDeterministic) {
   TempDir tmp;
   const stdfs::path dst = tmp.path / "out";
   std::string out, err;
-  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " -j 2 --json", &out, &err), 0) << err;
+  // Min-max: every value within half the widest E2M1 step of its group (a searched observer clips on purpose,
+  // quantize_observer_test and the all-fixture tests prove its bytes and its lower error instead).
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " --observer minmax -j 2 --json", &out, &err), 0) << err;
   const auto summary = nlohmann::json::parse(out);
+  EXPECT_EQ(summary["observer"], "minmax");
   EXPECT_TRUE(summary["ok"].get<bool>());
   EXPECT_GT(summary["quantized_weights"].get<int>(), 0);
   EXPECT_GT(summary["peak_rss_bytes"].get<std::uint64_t>(), 0u);
@@ -192,8 +195,8 @@ TEST_P(QuantizeFixture, OutputIsCompleteCorrectAndDeterministic) {
 
   // Determinism: -j 1 and a tiny --max-memory (row ranges for every set) give identical bytes.
   const stdfs::path dst1 = tmp.path / "j1", dst2 = tmp.path / "tiny";
-  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst1) + " -j 1", nullptr, &err), 0) << err;
-  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst2) + " -j 2 --max-memory 8K --json", &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst1) + " --observer minmax -j 1", nullptr, &err), 0) << err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst2) + " --observer minmax -j 2 --max-memory 8K --json", &out, &err), 0) << err;
   EXPECT_LE(nlohmann::json::parse(out)["peak_inflight_bytes"].get<std::uint64_t>(), 8192u);
   const auto ref = dir_contents(dst);
   EXPECT_TRUE(ref == dir_contents(dst1));

@@ -97,7 +97,7 @@ TEST(QuantizeObserver, VerifyProvesTheObserverTheConfigNames) {
   TempDir tmp;
   const std::string src = kData + "/llama";
   std::string out, err;
-  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "mm") + " -j 2", &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "mm") + " --observer minmax -j 2", &out, &err), 0) << err;
   ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "mse") + " --observer mse -j 2", &out, &err), 0) << err;
   // Min-max bytes under a config that says nvfp4_expanded_mse: the re-encode proof finds them, --strict fails.
   set_observer(tmp.path / "mm", "nvfp4_expanded_mse");
@@ -155,6 +155,21 @@ TEST(QuantizeObserver, BytesDoNotDependOnThreadsOrTheMemoryBudget) {
                           " -j 2 --max-memory 8K", &out, &err), 0) << err;
     EXPECT_EQ(file_contents(tmp.path / a), file_contents(tmp.path / b)) << obs;
   }
+}
+
+TEST(QuantizeObserver, TheDefaultIsTheSearchForNvfp4AndMinMaxElsewhere) {
+  TempDir tmp;
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / "d") + " -j 2 --json", &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["observer"], "mse");
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / "m") + " --observer mse -j 2", &out, &err), 0) << err;
+  EXPECT_EQ(file_contents(tmp.path / "d"), file_contents(tmp.path / "m"));
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / "w") + " --scheme w4a16 -j 2 --json", &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["observer"], "minmax");
+  EXPECT_EQ(nlohmann::json::parse(slurp(tmp.path / "w" / "config.json"))["quantization_config"]["config_groups"]["group_0"]
+                ["weights"]["observer"], "memoryless_minmax");
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run --json", &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["plan"]["observer"], "mse");
 }
 
 TEST(QuantizeObserver, RefusesAnObserverTheSchemeDoesNotTake) {

@@ -39,6 +39,11 @@ Result<Observer> parse_observer(std::string_view text);
  * (what verify reports as unknown). Null/absent is MINMAX (compressed-tensors' default). */
 std::optional<Observer> observer_from_config(std::string_view name) noexcept;
 
+/** The observer a scheme is written with when none is asked for: NVFP4A16 takes llm-compressor's
+ * recommended `nvfp4_expanded_mse` (docs/schemes.md#observers says why), the others min-max (the only one
+ * they take). */
+Observer default_observer(QuantScheme s) noexcept;
+
 /** True when `s` can be written with observer `o` (MINMAX: every scheme; the searches: NVFP4A16). */
 bool observer_supported(QuantScheme s, Observer o) noexcept;
 /** USAGE error naming the scheme and the observers it takes, or ok. */

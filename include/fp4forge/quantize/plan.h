@@ -49,7 +49,8 @@ struct PlanOptions {
   std::vector<std::string> force_quantize;  ///< quantize these even against the policy (loud warning)
   bool strict = false;                      ///< a policy-quantized weight whose shape misses the scheme's rule is an error
   std::string scheme = "nvfp4a16";          ///< any name or preset parse_quant_scheme accepts
-  std::string observer = "minmax";          ///< weight observer: any name parse_observer accepts (codec/observer.h)
+  std::string observer;                     ///< weight observer: any name parse_observer accepts; "" = the
+                                            ///< scheme's default_observer (codec/observer.h)
   ExpertLayoutOptions experts;              ///< settles an ambiguous fused-expert orientation
 };
 
