@@ -24,7 +24,11 @@ stage "size the seat's weights under each scheme fp4forge knows (assume=SCHEME)"
   "$BIN" plan --seat nvfp4="$WORK/src:assume=nvfp4a16" --seat mxfp4="$WORK/src:assume=mxfp4a16" \
   --seat fp8="$WORK/src:assume=fp8-dynamic" --seat fp8b="$WORK/src:assume=fp8-block" --seat int4="$WORK/src:assume=w4a16"
 stage "plan the NVFP4A16 quantization (dry run: nothing written)" "$BIN" quantize "$WORK/src" --dry-run
-stage "quantize it (streaming, atomic)" "$BIN" quantize "$WORK/src" "$WORK/q"
+stage "quantize it (streaming, atomic; NVFP4A16 with llm-compressor's recommended nvfp4_expanded_mse search, byte-exact to it)" "$BIN" quantize "$WORK/src" "$WORK/q"
+stage "the same with the preset's min-max observer (one flag away, byte-exact to llm-compressor's default recipe)" \
+  "$BIN" quantize "$WORK/src" "$WORK/q-minmax" --observer minmax
+stage "min-max vs the search side by side: verify each against the source; the quality report (error per module kind and layer, gain over min-max) and its SVG" \
+  bash -c '"$0" verify "$2/q-minmax" --against "$1" | grep -E "observer|rel RMS" && "$0" verify "$2/q" --against "$1" --svg "$2/quality.svg" | sed -n "1,20p" && test -s "$2/quality.svg"' "$BIN" "$WORK/src" "$WORK"
 stage "quantize it again, single-threaded (an independent second run)" \
   "$BIN" quantize "$WORK/src" "$WORK/q2" -j1
 stage "verify the quantization against its source (structure, policy, values, error vs source)" \

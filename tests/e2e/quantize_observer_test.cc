@@ -1,7 +1,7 @@
 // `quantize --observer` end to end: whole fixtures through the CLI byte for byte against upstream (every
 // tensor llm-compressor's model_free pipeline writes with nvfp4_expanded_mse / memoryless_mse, computed on
 // the GPU host by its own functions: tests/data/golden/observers/fixtures/<fixture>.<observer>.json, made by
-// oracle/fixture_upstream.py as docs/schemes.md#observers tells), the config records the observer, verify
+// scripts/observers/fixture_upstream.py as docs/schemes.md#observers tells), the config records the observer, verify
 // --against re-encodes with the observer the config names (and so catches a config that lies about it),
 // determinism across -j / --max-memory, and the refusals.
 #include <filesystem>
