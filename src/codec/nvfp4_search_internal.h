@@ -35,4 +35,8 @@ const std::vector<SearchPath>& search_simd_paths();
 void search_bf16_dispatched(const std::uint16_t* src, std::uint64_t groups, const SearchArgs* args,
                             float* group_max, std::uint8_t* improved);
 
+/** The dispatched kernel's quotient x[i] / s[i] (as the search computes it; n a multiple of 16): the
+ * exhaustive test of its division. */
+void search_quotients_dispatched(const float* x, const float* s, std::size_t n, float* out);
+
 }  // namespace fp4forge::nvfp4::detail

@@ -2,10 +2,12 @@
 // x86 target, chosen at run time. Lanes are groups: a block of Lanes(df) groups of 16 is transposed once
 // (vector j holds element j of every group), then every step runs the reference's arithmetic on all
 // lanes at once, so each lane sums its 16 powers in the reference's order (e0 + e1 + ... + e15).
-// Per element and step: fl32 division (IEEE, as the reference), flD rounding (RoundMag, the shared
-// helper), E2M1 RNE as Round(y * 2^k) / 2^k (exact: power-of-two scaling; ties to even are
-// cast_to_fp4's inclusive/exclusive bounds), the power looked up in the reference's own table.
-// No float product feeds an add (GCC would contract it into an FMA that rounds once).
+// Per element and step: the fl32 quotient (on FMA targets a reciprocal and one FMA correction, which gives
+// the correctly rounded quotient wherever it decides anything: DivideExactly below; IEEE division
+// elsewhere), flD rounding (RoundMag, the shared helper), E2M1 round-to-nearest-even as (y + C) - C with
+// ulp(C) the grid's spacing (cast_to_fp4's inclusive/exclusive bounds are exactly its ties to even), the
+// power looked up in the reference's own table. The only float product that feeds an add is the FMA
+// correction, written as one; GCC would otherwise contract a product and an add into an FMA that rounds once.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +28,33 @@ namespace fp4forge::scheme_simd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// fl32(x / s) for x >= 0 and a normal finite s > 0 with r = fl32(1 / s): q0 = fl32(x * r) is within an ulp
+// of the quotient, the remainder x - q0 * s is exact in one FMA, and q0 + rem * r rounds to the correctly
+// rounded quotient (Markstein's correction). Exhaustively checked against IEEE division for every BF16 x
+// and s whose quotient lies in [2^-3, 2^4) (tests/unit/codec_search_test.cc), the range where the search
+// decides anything: a smaller quotient rounds to E2M1 0, a larger one is clamped to 6, either way.
+template <class V>
+HWY_INLINE V DivideExactly(V x, V s, V r) {
+#if HWY_NATIVE_FMA
+  const auto q0 = hn::Mul(x, r);
+  const auto rem = hn::NegMulAdd(q0, s, x);  // x - q0 * s, exact
+  return hn::MulAdd(rem, r, q0);
+#else
+  (void)r;
+  return hn::Div(x, s);
+#endif
+}
+
+// Exposed for the exhaustive test of DivideExactly: out[i] = the kernel's quotient of x[i] / s[i] (n a
+// multiple of the lane count).
+void SearchQuotients(const float* x, const float* s, std::size_t n, float* out) {
+  const hn::ScalableTag<float> df;
+  for (std::size_t i = 0; i < n; i += hn::Lanes(df)) {
+    const auto sv = hn::LoadU(df, s + i);
+    hn::StoreU(DivideExactly(hn::LoadU(df, x + i), sv, hn::Div(hn::Set(df, 1.0f), sv)), df, out + i);
+  }
+}
+
 void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
                 float* group_max, std::uint8_t* improved) {
   const hn::ScalableTag<float> df;
@@ -36,7 +65,10 @@ void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::det
   HWY_ALIGN float xt[16 * kMax];  // xt[j * L + lane] = |x_j| of group `lane` of the block
   HWY_ALIGN float out[kMax];
   const auto six = hn::Set(df, 6.0f), two = hn::Set(df, 2.0f), four = hn::Set(df, 4.0f);
-  const auto half = hn::Set(df, 0.5f), one = hn::Set(df, 1.0f), zero = hn::Zero(df);
+  const auto zero = hn::Zero(df);
+  // Adding C and subtracting it again rounds y >= 0 to a multiple of ulp(C): 0.5, 1 and 2.
+  const auto c05 = hn::Set(df, 0x1.8p22f), c1 = hn::Set(df, 0x1.8p23f), c2 = hn::Set(df, 0x1.8p24f);
+  const auto rne = hn::Set(du, 0x7FFFu), one_u = hn::Set(du, 1u);
   const auto eps = hn::Set(df, args->eps), expand = hn::Set(df, args->expand);
   const float* table = args->pow_table;
   for (std::uint64_t g0 = 0; g0 < groups; g0 += L) {
@@ -55,19 +87,24 @@ void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::det
       const auto m = RoundMag<Src::BF16>(df, hn::Mul(m0, hn::Set(df, args->ps[i])));  // flD(m0 * p)
       auto s = RoundMag<Src::BF16>(df, hn::Div(m, six));                             // flD(m / 6)
       s = hn::IfThenElse(hn::Eq(s, zero), eps, s);                                   // 0 -> eps
+      // The corrected reciprocal quotient needs a normal, finite s; a step with another (a subnormal or an
+      // infinite scale: groups of extreme magnitude) divides.
+      const bool divide = !hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, 0x1p-125f)), hn::Le(s, hn::Set(df, 0x1p125f))));
+      const auto r = hn::Div(hn::Set(df, 1.0f), s);
       auto acc = zero;
       for (std::size_t j = 0; j < 16; ++j) {
         const auto x = hn::Load(df, xt + j * L);
-        const auto y = RoundMag<Src::BF16>(df, hn::Min(hn::Div(x, s), six));  // clamp(flD(|x| / s), 6)
-        // E2M1 RNE: spacing 0.5 below 2, 1 below 4, 2 above (cast_to_fp4's bounds are its ties to even).
-        const auto lt2 = hn::Lt(y, two), lt4 = hn::Lt(y, four);
-        const auto inv = hn::IfThenElse(lt2, two, hn::IfThenElse(lt4, one, half));
-        const auto sp = hn::IfThenElse(lt2, half, hn::IfThenElse(lt4, one, two));
-        const auto q = hn::Mul(hn::Round(hn::Mul(y, inv)), sp);
-        const auto dq = RoundMag<Src::BF16>(df, hn::Mul(q, s));            // flD(q * s)
-        const auto d = hn::Abs(RoundMag<Src::BF16>(df, hn::Sub(dq, x)));    // |flD(dq - |x|)|
-        const auto idx = hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, d)));
-        acc = hn::Add(acc, hn::GatherIndex(df, table, idx));                // + flD(|d|^norm)
+        const auto z = divide ? hn::Div(x, s) : DivideExactly(x, s, r);            // fl32(|x| / s)
+        const auto y = RoundMag<Src::BF16>(df, hn::Min(z, six));                    // clamp(flD(|x| / s), 6)
+        // E2M1 RNE: spacing 0.5 below 2, 1 below 4, 2 above (cast_to_fp4's bounds are its ties to even),
+        // as (y + C) - C with ulp(C) the spacing: the float addition rounds to nearest even.
+        const auto c = hn::IfThenElse(hn::Lt(y, two), c05, hn::IfThenElse(hn::Lt(y, four), c1, c2));
+        const auto q = hn::Sub(hn::Add(y, c), c);
+        const auto dq = RoundMag<Src::BF16>(df, hn::Mul(q, s));  // flD(q * s)
+        // |flD(dq - |x|)| as BF16 magnitude bits: RNE in the integer domain, sign dropped first (RNE is odd).
+        const auto db = hn::BitCast(du, hn::Abs(hn::Sub(dq, x)));
+        const auto idx = hn::BitCast(di, hn::ShiftRight<16>(hn::Add(db, hn::Add(rne, hn::And(hn::ShiftRight<16>(db), one_u)))));
+        acc = hn::Add(acc, hn::GatherIndex(df, table, idx));  // + flD(|d|^norm)
       }
       const auto err = RoundMag<Src::BF16>(df, hn::Abs(acc));  // acc >= 0 (or NaN)
       const auto imp = hn::Lt(err, best);
@@ -98,10 +135,15 @@ struct SearchEntry {
 }  // namespace
 
 HWY_EXPORT(SearchBf16);
+HWY_EXPORT(SearchQuotients);
 
 void search_bf16_dispatch(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
                           float* group_max, std::uint8_t* improved) {
   HWY_DYNAMIC_DISPATCH(SearchBf16)(src, groups, args, group_max, improved);
+}
+
+void search_quotients(const float* x, const float* s, std::size_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(SearchQuotients)(x, s, n, out);
 }
 
 std::vector<nvfp4::detail::SearchPath> search_bf16_paths() {
@@ -125,6 +167,10 @@ const std::vector<SearchPath>& search_simd_paths() {
 void search_bf16_dispatched(const std::uint16_t* src, std::uint64_t groups, const SearchArgs* args,
                             float* group_max, std::uint8_t* improved) {
   scheme_simd::search_bf16_dispatch(src, groups, args, group_max, improved);
+}
+
+void search_quotients_dispatched(const float* x, const float* s, std::size_t n, float* out) {
+  scheme_simd::search_quotients(x, s, n, out);
 }
 
 }  // namespace fp4forge::nvfp4::detail

@@ -1,0 +1,146 @@
+// The searched observers' pieces (codec/observer.h, codec/nvfp4_search.h): names and specs, patience, the
+// kernel's division, and every search path against the reference on adversarial data.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "codec/nvfp4_search_internal.h"
+#include "fp4forge/codec/half.h"
+#include "fp4forge/codec/nvfp4_search.h"
+#include "fp4forge/codec/observer.h"
+#include "fp4forge/codec/scheme.h"
+
+namespace fp4forge::nvfp4 {
+namespace {
+
+TEST(CodecSearch, ObserverNamesSpecsAndSchemes) {
+  EXPECT_EQ(*parse_observer("mse"), Observer::NVFP4_EXPANDED_MSE);
+  EXPECT_EQ(*parse_observer("NVFP4_EXPANDED_MSE"), Observer::NVFP4_EXPANDED_MSE);
+  EXPECT_EQ(*parse_observer("memoryless_mse"), Observer::MEMORYLESS_MSE);
+  EXPECT_EQ(*parse_observer("static_minmax"), Observer::MINMAX);
+  EXPECT_EQ(parse_observer("imatrix_mse").error().code, Errc::USAGE);
+  EXPECT_FALSE(observer_from_config("imatrix_mse").has_value());
+  EXPECT_EQ(observer_from_config("memoryless_minmax"), Observer::MINMAX);
+  // llm-compressor's defaults (observers/mse.py): 111 and 20 steps.
+  EXPECT_EQ(search_spec(Observer::NVFP4_EXPANDED_MSE)->total_steps(), 111);
+  EXPECT_FALSE(search_spec(Observer::NVFP4_EXPANDED_MSE)->can_stop_early());
+  EXPECT_EQ(search_spec(Observer::MEMORYLESS_MSE)->total_steps(), 20);
+  EXPECT_TRUE(search_spec(Observer::MEMORYLESS_MSE)->can_stop_early());
+  EXPECT_FALSE(search_spec(Observer::MINMAX).has_value());
+  EXPECT_EQ(default_observer(QuantScheme::NVFP4A16), Observer::NVFP4_EXPANDED_MSE);
+  EXPECT_EQ(default_observer(QuantScheme::W4A16), Observer::MINMAX);
+  EXPECT_TRUE(check_observer(QuantScheme::NVFP4A16, Observer::MEMORYLESS_MSE).ok());
+  const auto st = check_observer(QuantScheme::FP8_BLOCK, Observer::NVFP4_EXPANDED_MSE);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, Errc::USAGE);
+}
+
+TEST(CodecSearch, PatienceStopsWhereTheEagerLoopBreaks) {
+  const SearchSpec sp = *search_spec(Observer::MEMORYLESS_MSE);  // patience 5, 20 steps
+  StepMask m;
+  EXPECT_EQ(steps_run(sp, m), 5);  // no improvement at all: steps 0..4 run
+  m.set(0);
+  EXPECT_EQ(steps_run(sp, m), 6);
+  m.set(3);
+  m.set(8);
+  EXPECT_EQ(steps_run(sp, m), 14);  // 9..13 without improvement
+  for (int i = 0; i < 20; ++i) m.set(static_cast<std::size_t>(i));
+  EXPECT_EQ(steps_run(sp, m), 20);
+  const SearchSpec ex = *search_spec(Observer::NVFP4_EXPANDED_MSE);
+  EXPECT_EQ(steps_run(ex, StepMask{}), 111);  // patience 1000 never ends it
+}
+
+// The kernel's quotient equals IEEE division for every BF16 pair whose quotient is in [2^-3, 2^4), at three
+// scale magnitudes (the reciprocal correction is scale-invariant in the normal range).
+TEST(CodecSearch, TheKernelsDivisionIsExactWhereItDecides) {
+  std::vector<float> xs, ss;
+  for (float scale : {1.0f, 0x1p-60f, 0x1p40f})
+    for (std::uint32_t ms = 0; ms < 128; ++ms) {
+      const float s = half::bf16_to_float(static_cast<std::uint16_t>(0x3F80 | ms)) * scale;  // [1, 2) * scale
+      for (std::uint32_t e = 120; e < 134; ++e)  // x in [2^-7, 2^7) * scale (BF16 exponent field)
+        for (std::uint32_t mx = 0; mx < 128; ++mx) {
+          const float x = half::bf16_to_float(static_cast<std::uint16_t>((e << 7) | mx)) * scale;
+          const float z = x / s;
+          if (z < 0x1p-3f || z >= 0x1p4f) continue;
+          xs.push_back(x);
+          ss.push_back(s);
+        }
+    }
+  while (xs.size() % 16) {
+    xs.push_back(1.0f);
+    ss.push_back(1.0f);
+  }
+  std::vector<float> out(xs.size());
+  detail::search_quotients_dispatched(xs.data(), ss.data(), xs.size(), out.data());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    if (out[i] != xs[i] / ss[i] && bad++ < 5) ADD_FAILURE() << xs[i] << " / " << ss[i] << ": " << out[i];
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GT(xs.size(), 100000u);
+}
+
+// Every path gives the reference's maxima and improvement steps on data built to hit the edges: ties of
+// E2M1 after the BF16 rounding, zeros, -0, subnormal BF16, huge values whose expanded range overflows,
+// constant groups, a few outliers.
+TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
+  const std::uint64_t rows = 24, cols = 64;
+  std::vector<std::uint16_t> w(rows * cols);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      float v = nd(rng);
+      switch (r % 8) {
+        case 1: v = (c % 7) * 0.25f; break;                         // E2M1 ties at scale 1
+        case 2: v = c % 3 == 0 ? -0.0f : 0.0f; break;               // zeros and -0
+        case 3: v = half::bf16_to_float(static_cast<std::uint16_t>(c + 1)); break;  // subnormal BF16
+        case 4: v = (c % 2 ? -1.0f : 1.0f) * 3.0e38f; break;        // 1.8 x max overflows
+        case 5: v = 0.0123f; break;                                 // constant
+        case 6: v = c == 5 ? 40.0f : v; break;                      // an outlier
+        default: break;
+      }
+      w[r * cols + c] = half::float_to_bf16(v);
+    }
+  const WeightView v{reinterpret_cast<const std::byte*>(w.data()), DType::BF16, rows, cols};
+  for (Observer o : {Observer::NVFP4_EXPANDED_MSE, Observer::MEMORYLESS_MSE}) {
+    const SearchSpec sp = *search_spec(o);
+    std::vector<float> ref(rows * cols / 16);
+    StepMask ref_imp;
+    ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 0, rows, ref.data(), &ref_imp, "w", "scalar").ok());
+    for (const auto& path : search_paths()) {
+      std::vector<float> got(ref.size());
+      StepMask imp;
+      ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 0, rows, got.data(), &imp, "w", path).ok()) << path;
+      for (std::size_t g = 0; g < ref.size(); ++g)
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(got[g]), std::bit_cast<std::uint32_t>(ref[g])) << path << " group " << g;
+      EXPECT_EQ(imp, ref_imp) << path;
+      // A row range computes the same maxima as the whole.
+      std::vector<float> part(ref.size());
+      ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 5, 17, part.data(), nullptr, "w", path).ok());
+      for (std::size_t g = 0; g < 12 * cols / 16; ++g) EXPECT_EQ(part[g], ref[5 * cols / 16 + g]) << path;
+    }
+  }
+}
+
+TEST(CodecSearch, RefusalsNameTheTensor) {
+  std::vector<std::uint16_t> w(2 * 24, 0x3F80);
+  const SearchSpec sp = *search_spec(Observer::NVFP4_EXPANDED_MSE);
+  std::vector<float> out(8);
+  auto st = search_rows({reinterpret_cast<const std::byte*>(w.data()), DType::BF16, 2, 24}, sp, 111, 0, 2, out.data(),
+                        nullptr, "m.w");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("'m.w'"), std::string::npos);
+  EXPECT_NE(st.error().message.find("not a multiple of 16"), std::string::npos);
+  w[5] = 0x7FC0;  // NaN
+  st = search_rows({reinterpret_cast<const std::byte*>(w.data()), DType::BF16, 3, 16}, sp, 111, 0, 3, out.data(), nullptr, "m.w");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message.find("non-finite value nan at row 0, column 5"), std::string::npos) << st.error().message;
+  EXPECT_EQ(search_rows({reinterpret_cast<const std::byte*>(w.data()), DType::BF16, 3, 16}, sp, 111, 0, 1, out.data(),
+                        nullptr, "m.w", "AVX9").error().code,
+            Errc::USAGE);
+}
+
+}  // namespace
+}  // namespace fp4forge::nvfp4
