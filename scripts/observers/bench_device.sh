@@ -29,3 +29,11 @@ if [ "${STAGE:-1}" = 2 ]; then
   rm -rf $W/up; drop; python3 upstream_e2e.py ct lc $W/src $W/up nvfp4_expanded_mse
   rm -rf $W/up
 fi
+if [ "${STAGE:-1}" = 3 ]; then
+  for b in codec_search_bench codec_search_bench_nogather; do echo "== $b"; FP4FORGE_BENCH_SHAPES=4096x4096 FP4FORGE_BENCH_THREADS=16 run $D/$b --benchmark_filter='AVX3|threads' 2>&1 | grep -v WARNING | tail -2; done
+  [ -d $W/src ] || run $D/fp4forge synth --arch llama --size 8b --out $W/src --seed 1 > /dev/null
+  rm -rf $W/mse
+  drop; /usr/bin/time -v -o $W/tq.txt $D/lib/ld-linux-x86-64.so.2 --library-path $D/lib $D/fp4forge quantize $W/src $W/mse --no-progress --json > $W/mse.json; grep -E "Elapsed|Maximum resident" $W/tq.txt
+  drop; /usr/bin/time -v -o $W/tv.txt $D/lib/ld-linux-x86-64.so.2 --library-path $D/lib $D/fp4forge verify $W/mse --against $W/src --no-progress --json > $W/vmse.json; grep -E "Elapsed|Maximum resident" $W/tv.txt
+  python3 -c "import json;d=json.load(open('$W/vmse.json'));a=d['stats']['against'];print('verify ok', d['ok'], a['mean_rel_rms'], a['mean_minmax_rel_rms'], a['reencode_mismatched_rows'], a['reencoded_rows'])"
+fi

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -115,6 +116,38 @@ const PowTable& pow_table(DType dt, float nd) {
   return *other;
 }
 
+}  // namespace
+
+const std::int32_t* detail::bf16_thresholds() {
+  static const std::vector<std::int32_t> table = [] {
+    std::vector<std::int32_t> t(7 * 128);
+    // The E2M1 magnitude index the reference decides for x under s (ref_search_group's arithmetic).
+    auto index = [](float x, float s) {
+      float y = round_d(x / s, DType::BF16);
+      y = std::min(std::max(y, -6.0f), 6.0f);
+      return static_cast<int>(detail::ref_fp4_code(y) & 7);
+    };
+    for (std::uint32_t m = 0; m < 128; ++m) {
+      const float s = half::bf16_to_float(static_cast<std::uint16_t>(0x3F80 | m));
+      for (int k = 0; k < 7; ++k) {
+        // Largest magnitude bits b (BF16, finite) with index(b) <= k: index is non-decreasing in b.
+        std::uint32_t lo = 0, hi = 0x7F7F;  // index(lo) <= k holds (0 -> 0)
+        while (lo < hi) {
+          const std::uint32_t mid = (lo + hi + 1) / 2;
+          if (index(half::bf16_to_float(static_cast<std::uint16_t>(mid)), s) <= k) lo = mid;
+          else hi = mid - 1;
+        }
+        t[128 * static_cast<std::size_t>(k) + m] =
+            static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(half::bf16_to_float(static_cast<std::uint16_t>(lo))));
+      }
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+namespace {
+
 std::uint16_t mag_bits(float d, DType dt) noexcept {
   return static_cast<std::uint16_t>((dt == DType::BF16 ? half::float_to_bf16(d) : half::float_to_f16(d)) & 0x7FFF);
 }
@@ -219,7 +252,7 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
   const std::uint64_t groups = (r1 - r0) * (w.cols / kGroupSize);
   const float expand = static_cast<float>(spec.expand);
   if (dt == DType::BF16 && (simd != nullptr || dispatched)) {
-    const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data()};
+    const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data(), detail::bf16_thresholds()};
     std::array<std::uint8_t, kMaxSearchSteps> imp{};
     const auto* src = reinterpret_cast<const std::uint16_t*>(base);
     if (simd != nullptr) simd(src, groups, &args, group_max_out, imp.data());

@@ -16,7 +16,18 @@ struct SearchArgs {
   float eps = 0.0f;                   ///< finfo(D).eps
   float max_d = 0.0f;                 ///< finfo(D).max
   const float* pow_table = nullptr;   ///< flD(|d|^norm_D) for every 15-bit magnitude of D (0x8000 entries)
+  /** BF16 E2M1 decision thresholds (bf16_thresholds()), or nullptr to divide every element. */
+  const std::int32_t* thresholds = nullptr;
 };
+
+/**
+ * The seven E2M1 decision thresholds of the search for BF16 sources, per scale mantissa: entry 128 * k + m
+ * (k = 0..6, m = 0..127) is the float bits of the largest BF16 magnitude x whose E2M1 magnitude index
+ * (0 for 0, 1 for 0.5, ... 7 for 6) under the scale s = 1 + m/128 is at most k, found by binary search with
+ * the reference's own arithmetic (clamp(flD(fl32(x / s)), 6), cast_to_fp4's bounds). For a scale s * 2^e
+ * in the normal range every threshold is the entry's value times 2^e.
+ */
+const std::int32_t* bf16_thresholds();
 
 /** Searches `groups` groups of 16 BF16 values at `src` (contiguous): writes each group's searched max
  * (flD(flD(a * expand) * ps[best step])) to group_max[groups] and sets improved[i] = 1 for every step i

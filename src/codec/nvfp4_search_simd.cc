@@ -87,11 +87,43 @@ void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::det
       const auto m = RoundMag<Src::BF16>(df, hn::Mul(m0, hn::Set(df, args->ps[i])));  // flD(m0 * p)
       auto s = RoundMag<Src::BF16>(df, hn::Div(m, six));                             // flD(m / 6)
       s = hn::IfThenElse(hn::Eq(s, zero), eps, s);                                   // 0 -> eps
+      auto acc = zero;
+      // The usual case: every scale of the block in [2^-100, 2^100]. Each element's E2M1 magnitude is decided
+      // by comparing its bits with the seven thresholds of its group's scale (args->thresholds: the exact
+      // bounds of the reference's decision for s = 1.m, shifted by s's exponent: every quantity in the chain
+      // scales exactly by powers of two in the normal range), and dq = flD(q * s) is one of eight values
+      // computed once per step: 0, s/2, s, 2s, 4s exactly, flD(1.5 s) and its doubles.
+      if (args->thresholds != nullptr &&
+          hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, 0x1p-100f)), hn::Le(s, hn::Set(df, 0x1p100f))))) {
+        const auto sb = hn::BitCast(di, s);
+        const auto mant = hn::And(hn::ShiftRight<16>(sb), hn::Set(di, 0x7F));
+        const auto eoff = hn::Sub(hn::And(sb, hn::Set(di, 0x7F800000)), hn::Set(di, 127 << 23));
+        hn::Vec<decltype(di)> t[7];
+        for (int k = 0; k < 7; ++k)
+          t[k] = hn::Add(hn::GatherIndex(di, args->thresholds + 128 * k, mant), eoff);
+        const auto d15 = RoundMag<Src::BF16>(df, hn::Mul(s, hn::Set(df, 1.5f)));
+        const auto v05 = hn::Mul(s, hn::Set(df, 0.5f)), v2 = hn::Add(s, s), v4 = hn::Mul(s, four);
+        const auto v3 = hn::Add(d15, d15), v6 = hn::Mul(d15, four);
+        for (std::size_t j = 0; j < 16; ++j) {
+          const auto x = hn::Load(df, xt + j * L);
+          const auto xb = hn::BitCast(di, x);
+          auto dq = zero;
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[0])), v05, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[1])), s, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[2])), d15, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[3])), v2, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[4])), v3, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[5])), v4, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[6])), v6, dq);
+          const auto db = hn::BitCast(du, hn::Abs(hn::Sub(dq, x)));
+          const auto idx = hn::BitCast(di, hn::ShiftRight<16>(hn::Add(db, hn::Add(rne, hn::And(hn::ShiftRight<16>(db), one_u)))));
+          acc = hn::Add(acc, hn::GatherIndex(df, table, idx));
+        }
+      } else {
       // The corrected reciprocal quotient needs a normal, finite s; a step with another (a subnormal or an
       // infinite scale: groups of extreme magnitude) divides.
       const bool divide = !hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, 0x1p-125f)), hn::Le(s, hn::Set(df, 0x1p125f))));
       const auto r = hn::Div(hn::Set(df, 1.0f), s);
-      auto acc = zero;
       for (std::size_t j = 0; j < 16; ++j) {
         const auto x = hn::Load(df, xt + j * L);
         const auto z = divide ? hn::Div(x, s) : DivideExactly(x, s, r);            // fl32(|x| / s)
@@ -105,6 +137,7 @@ void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::det
         const auto db = hn::BitCast(du, hn::Abs(hn::Sub(dq, x)));
         const auto idx = hn::BitCast(di, hn::ShiftRight<16>(hn::Add(db, hn::Add(rne, hn::And(hn::ShiftRight<16>(db), one_u)))));
         acc = hn::Add(acc, hn::GatherIndex(df, table, idx));  // + flD(|d|^norm)
+      }
       }
       const auto err = RoundMag<Src::BF16>(df, hn::Abs(acc));  // acc >= 0 (or NaN)
       const auto imp = hn::Lt(err, best);

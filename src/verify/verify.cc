@@ -1647,8 +1647,13 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         std::vector<ChunkSums> sums(nchunks);
         parallel_for(pool, nchunks, [&](std::size_t c) {
           const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk), rows = r1 - r0;
-          std::vector<float> deq(rows * k), ref(rows * k);
-          std::vector<std::byte> pk(rows * k / 2), sc(rows * k / 16);
+          // Per-thread buffers, reused across chunks and modules (one allocation per worker, not per chunk).
+          thread_local std::vector<float> deq, ref;
+          thread_local std::vector<std::byte> pk, sc;
+          deq.resize(rows * k);
+          ref.resize(rows * k);
+          pk.resize(rows * k / 2);
+          sc.resize(rows * k / 16);
           ChunkSums& cs = sums[c];
           nvfp4::decode_rows(packed.data() + r0 * k / 2, scales.data() + r0 * k / 16, gs_usable ? gs_q : 1.0f, rows,
                              k, deq.data());

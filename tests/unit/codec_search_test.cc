@@ -85,7 +85,7 @@ TEST(CodecSearch, TheKernelsDivisionIsExactWhereItDecides) {
 // E2M1 after the BF16 rounding, zeros, -0, subnormal BF16, huge values whose expanded range overflows,
 // constant groups, a few outliers.
 TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
-  const std::uint64_t rows = 24, cols = 64;
+  const std::uint64_t rows = 48, cols = 64;
   std::vector<std::uint16_t> w(rows * cols);
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 0.02f);
@@ -101,6 +101,9 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
         case 6: v = c == 5 ? 40.0f : v; break;                      // an outlier
         default: break;
       }
+      // Rows 24..47: the same at scales from 2^-120 to 2^110 (the thresholds scale with the exponent; scales
+      // outside [2^-100, 2^100] take the division path).
+      if (r >= 24 && r % 8 != 4) v *= std::ldexp(1.0f, static_cast<int>(r - 24) * 10 - 120);
       w[r * cols + c] = half::float_to_bf16(v);
     }
   const WeightView v{reinterpret_cast<const std::byte*>(w.data()), DType::BF16, rows, cols};
@@ -122,6 +125,41 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
       for (std::size_t g = 0; g < 12 * cols / 16; ++g) EXPECT_EQ(part[g], ref[5 * cols / 16 + g]) << path;
     }
   }
+}
+
+// The table the BF16 kernels decide by, shifted by a scale's exponent, is the reference's decision for every
+// BF16 magnitude below 8 s, at scales across the range the kernels use it in ([2^-100, 2^100]).
+TEST(CodecSearch, TheBf16ThresholdsAreTheReferencesDecisions) {
+  const std::int32_t* t = detail::bf16_thresholds();
+  std::size_t checked = 0, bad = 0;
+  for (int e : {-100, -37, 0, 5, 99})
+    for (std::uint32_t m = 0; m < 128; ++m) {
+      const std::uint16_t sbits = static_cast<std::uint16_t>(((127 + e) << 7) | m);
+      const float s = half::bf16_to_float(sbits);
+      const std::int32_t eoff = e * (1 << 23);
+      for (std::uint32_t b = 0; b < 0x7F80; ++b) {
+        const float x = half::bf16_to_float(static_cast<std::uint16_t>(b));
+        if (x > 8 * s) break;
+        float y = half::round_to_bf16(x / s);
+        y = std::min(y, 6.0f);
+        const float grid[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+        int want = 0;  // cast_to_fp4's bins
+        if (y > 0.25f) want = 1;
+        if (y >= 0.75f) want = 2;
+        if (y > 1.25f) want = 3;
+        if (y >= 1.75f) want = 4;
+        if (y > 2.5f) want = 5;
+        if (y >= 3.5f) want = 6;
+        if (y > 5.0f) want = 7;
+        int got = 0;
+        const std::int32_t xb = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x));
+        for (int k = 0; k < 7; ++k) got += xb > t[128 * k + m] + eoff;
+        ++checked;
+        if (got != want && bad++ < 5) ADD_FAILURE() << "s " << s << " x " << x << ": " << grid[got] << " vs " << grid[want];
+      }
+    }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GT(checked, 500000u);
 }
 
 TEST(CodecSearch, RefusalsNameTheTensor) {
