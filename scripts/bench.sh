@@ -12,6 +12,7 @@
 #   FP4FORGE_BENCH_SCHEMES=0 skip the MXFP4A16 / FP8 / W4A16 section
 #   FP4FORGE_BENCH_CODEC=0   skip the NVFP4A16 section
 #   FP4FORGE_BENCH_FP8=0     skip the FP8-source expansion section
+#   FP4FORGE_BENCH_SEARCH=0  skip the searched-observer section
 #   FP4FORGE_BENCH_DOC       file to update (default docs/performance.md)
 set -euo pipefail
 BUILD=${1:-build}
@@ -226,6 +227,45 @@ fp8_bench() {
   echo "bench.sh: fp8-source section of $DOC updated" >&2
 }
 
+# ---- NVFP4A16 searched observer (nvfp4_expanded_mse): Melem/s per core and per thread count ----------
+search_bench() {
+  local bin="$BUILD/bench/codec_search_bench"
+  if [[ "${FP4FORGE_BENCH_SEARCH:-1}" == "0" ]]; then return 0; fi
+  if [[ ! -x "$bin" ]]; then
+    echo "bench.sh: $bin not built; skipping the search section" >&2
+    return 0
+  fi
+  local shape=${FP4FORGE_BENCH_SEARCH_SHAPE:-1024x4096}
+  echo "bench.sh: $bin ($shape)" >&2
+  FP4FORGE_BENCH_SHAPES=$shape "$bin" --benchmark_out="$OUT/search.json" --benchmark_out_format=json >&2
+  # name <TAB> Melem_per_s, from the pretty-printed JSON (one key per line).
+  awk '
+    /"name":/ { n = $0; sub(/.*"name": "/, "", n); sub(/",?$/, "", n); r = "" }
+    /"Melem_per_s":/ { r = $0; sub(/.*"Melem_per_s": /, "", r); sub(/,?$/, "", r) }
+    /^ *},?$/ { if (n != "" && r != "") print n "\t" r; n = "" }' "$OUT/search.json" >"$OUT/search.tsv"
+  {
+    echo
+    echo "## Codec: NVFP4A16 searched observer (nvfp4_expanded_mse)"
+    echo
+    echo "The search of one $shape BF16 weight (111 steps per group of 16; docs/schemes.md#observers), in million"
+    echo "source elements per second per core, on each path (\`bench/codec_search_bench.cc\`); the reference and"
+    echo "table paths on the first 64 rows. Beside it, in the same binary, the min-max encode of the same weight"
+    echo "(amax + scales + codes) and the search's thread scaling (row ranges on a pool; wall clock)."
+    echo
+    echo "- CPU: $(cpu_model) ($(nproc) logical CPUs visible)"
+    echo "- date: $(date -u +%Y-%m-%d), build: $BUILD"
+    echo "- load average when run: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+    echo
+    echo "| what | Melem/s |"
+    echo "|---|---:|"
+    awk -F'\t' '{ n = $1; sub(/\/min_time.*/, "", n); sub(/\/real_time$/, "", n); printf "| %s | %.2f |\n", n, $2 }' "$OUT/search.tsv"
+    echo
+  } >"$OUT/search.md"
+  replace_section search "$OUT/search.md"
+  echo "bench.sh: search section of $DOC updated" >&2
+}
+
 codec_bench
 schemes_bench
 fp8_bench
+search_bench
