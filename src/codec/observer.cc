@@ -47,12 +47,10 @@ Result<Observer> parse_observer(std::string_view text) {
                     "memoryless_minmax, nvfp4_expanded_mse, memoryless_mse)", text, names);
 }
 
-Observer default_observer(QuantScheme s) noexcept {
-  return s == QuantScheme::NVFP4A16 ? Observer::NVFP4_EXPANDED_MSE : Observer::MINMAX;
-}
+Observer default_observer(QuantScheme s) noexcept { return scheme_traits(s).default_observer; }
 
 bool observer_supported(QuantScheme s, Observer o) noexcept {
-  return o == Observer::MINMAX || s == QuantScheme::NVFP4A16;
+  return (scheme_traits(s).observers >> static_cast<unsigned>(o)) & 1u;
 }
 
 Status check_observer(QuantScheme s, Observer o) {

@@ -10,158 +10,95 @@
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/mxfp4.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/codec/w4a16.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge {
 
-std::string_view quant_scheme_name(QuantScheme s) noexcept {
-  switch (s) {
-    case QuantScheme::NVFP4A16: return "nvfp4a16";
-    case QuantScheme::MXFP4A16: return "mxfp4a16";
-    case QuantScheme::FP8_DYNAMIC: return "fp8-dynamic";
-    case QuantScheme::FP8_BLOCK: return "fp8-block";
-    case QuantScheme::W4A16: return "w4a16";
-  }
-  return "?";
+namespace {
+
+using P = LinearPart;
+
+// ---- per-scheme functions of the table ------------------------------------------------------------
+
+std::vector<LinearTensorSpec> nvfp4_tensors(std::uint64_t n, std::uint64_t k, DType) {
+  return {{P::PAYLOAD, "weight_packed", DType::U8, {n, k / 2}},
+          {P::SCALE, "weight_scale", DType::F8_E4M3, {n, k / nvfp4::kGroupSize}},
+          {P::GLOBAL_SCALE, "weight_global_scale", DType::F32, {1}}};
+}
+std::vector<LinearTensorSpec> mxfp4_tensors(std::uint64_t n, std::uint64_t k, DType) {
+  return {{P::PAYLOAD, "weight_packed", DType::U8, {n, k / 2}},
+          {P::SCALE, "weight_scale", DType::U8, {n, mxfp4::scale_cols(k)}}};
+}
+std::vector<LinearTensorSpec> fp8_channel_tensors(std::uint64_t n, std::uint64_t k, DType src) {
+  return {{P::PAYLOAD, "weight", DType::F8_E4M3, {n, k}}, {P::SCALE, "weight_scale", src, {n, 1}}};
+}
+std::vector<LinearTensorSpec> fp8_block_tensors(std::uint64_t n, std::uint64_t k, DType src) {
+  return {{P::PAYLOAD, "weight", DType::F8_E4M3, {n, k}},
+          {P::SCALE, "weight_scale", src, {fp8::block_scale_rows(n), fp8::block_scale_cols(k)}}};
+}
+std::vector<LinearTensorSpec> w4a16_tensors(std::uint64_t n, std::uint64_t k, DType src) {
+  return {{P::PAYLOAD, "weight_packed", DType::I32, {n, w4a16::packed_cols(k)}},
+          {P::SCALE, "weight_scale", src, {n, w4a16::scale_cols(k)}},
+          {P::SHAPE, "weight_shape", DType::I64, {2}}};
 }
 
-std::string_view quant_scheme_preset(QuantScheme s) noexcept {
-  switch (s) {
-    case QuantScheme::NVFP4A16: return "NVFP4A16";
-    case QuantScheme::MXFP4A16: return "MXFP4A16";
-    case QuantScheme::FP8_DYNAMIC: return "FP8_DYNAMIC";
-    case QuantScheme::FP8_BLOCK: return "FP8_BLOCK";
-    case QuantScheme::W4A16: return "W4A16";
-  }
-  return "?";
+Status nvfp4_rows(const nvfp4::WeightView& w, const RowsParams& p, std::uint64_t r0, std::uint64_t r1, std::byte* payload,
+                  std::byte* scale, std::string_view name) {
+  if (p.group_max != nullptr) return nvfp4::encode_rows_maxima(w, p.global_scale, p.group_max, r0, r1, payload, scale, name);
+  return nvfp4::encode_rows(w, p.global_scale, r0, r1, payload, scale, name);
+}
+Status mxfp4_rows(const nvfp4::WeightView& w, const RowsParams&, std::uint64_t r0, std::uint64_t r1, std::byte* payload,
+                  std::byte* scale, std::string_view name) {
+  return mxfp4::encode_rows(w, r0, r1, payload, scale, name);
+}
+Status fp8_channel_rows(const nvfp4::WeightView& w, const RowsParams&, std::uint64_t r0, std::uint64_t r1,
+                        std::byte* payload, std::byte* scale, std::string_view name) {
+  return fp8::encode_channel_rows(w, r0, r1, payload, scale, name);
+}
+Status fp8_block_rows(const nvfp4::WeightView& w, const RowsParams&, std::uint64_t r0, std::uint64_t r1,
+                      std::byte* payload, std::byte* scale, std::string_view name) {
+  return fp8::encode_block_rows(w, r0, r1, payload, scale, name);
+}
+Status w4a16_rows(const nvfp4::WeightView& w, const RowsParams&, std::uint64_t r0, std::uint64_t r1, std::byte* payload,
+                  std::byte* scale, std::string_view name) {
+  return w4a16::encode_rows(w, r0, r1, payload, scale, name);
 }
 
-std::string_view quant_scheme_format(QuantScheme s) noexcept {
-  switch (s) {
-    case QuantScheme::NVFP4A16: return "nvfp4-pack-quantized";
-    case QuantScheme::MXFP4A16: return "mxfp4-pack-quantized";
-    case QuantScheme::FP8_DYNAMIC:
-    case QuantScheme::FP8_BLOCK: return "float-quantized";
-    case QuantScheme::W4A16: return "pack-quantized";
-  }
-  return "?";
-}
-
-Result<QuantScheme> parse_quant_scheme(std::string_view text) {
-  const std::string t = util::option_key(text);
-  std::string names;
-  for (QuantScheme s : kQuantSchemes) {
-    if (t == quant_scheme_name(s) || t == util::option_key(quant_scheme_preset(s))) return s;
-    names += (names.empty() ? "" : ", ") + std::string(quant_scheme_name(s));
-  }
-  return make_error(Errc::USAGE, "unknown scheme '{}'; expected one of: {}", text, names);
-}
-
-std::uint64_t k_multiple(QuantScheme s) noexcept {
-  switch (s) {
-    case QuantScheme::NVFP4A16: return nvfp4::kGroupSize;
-    case QuantScheme::MXFP4A16: return mxfp4::kGroupSize;
-    case QuantScheme::FP8_DYNAMIC:
-    case QuantScheme::FP8_BLOCK: return 1;
-    case QuantScheme::W4A16: return w4a16::kGroupSize;
-  }
-  return 1;
-}
-
-int weight_bits(QuantScheme s) noexcept { return s == QuantScheme::FP8_DYNAMIC || s == QuantScheme::FP8_BLOCK ? 8 : 4; }
-
-bool has_global_scale(QuantScheme s) noexcept { return s == QuantScheme::NVFP4A16; }
-
-std::uint64_t LinearTensorSpec::bytes() const noexcept {
-  std::uint64_t n = dtype_bits(dtype) / 8;
-  for (auto d : shape) n *= d;
-  return n;
-}
-
-std::vector<LinearTensorSpec> linear_tensors(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) {
-  using P = LinearPart;
-  switch (s) {
-    case QuantScheme::NVFP4A16:
-      return {{P::PAYLOAD, "weight_packed", DType::U8, {n, k / 2}},
-              {P::SCALE, "weight_scale", DType::F8_E4M3, {n, k / nvfp4::kGroupSize}},
-              {P::GLOBAL_SCALE, "weight_global_scale", DType::F32, {1}}};
-    case QuantScheme::MXFP4A16:
-      return {{P::PAYLOAD, "weight_packed", DType::U8, {n, k / 2}},
-              {P::SCALE, "weight_scale", DType::U8, {n, mxfp4::scale_cols(k)}}};
-    case QuantScheme::FP8_DYNAMIC:
-      return {{P::PAYLOAD, "weight", DType::F8_E4M3, {n, k}}, {P::SCALE, "weight_scale", src, {n, 1}}};
-    case QuantScheme::FP8_BLOCK:
-      return {{P::PAYLOAD, "weight", DType::F8_E4M3, {n, k}},
-              {P::SCALE, "weight_scale", src, {fp8::block_scale_rows(n), fp8::block_scale_cols(k)}}};
-    case QuantScheme::W4A16:
-      return {{P::PAYLOAD, "weight_packed", DType::I32, {n, w4a16::packed_cols(k)}},
-              {P::SCALE, "weight_scale", src, {n, w4a16::scale_cols(k)}},
-              {P::SHAPE, "weight_shape", DType::I64, {2}}};
-  }
+// encode_linear per scheme: `path` empty = the best (dispatched) path, "scalar" = the reference, or a target.
+Status nvfp4_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
+                    std::vector<EncodedTensor>& out) {
+  const std::string nm(name);
+  FP4FORGE_ASSIGN_OR_RETURN(nvfp4::EncodedSet set, nvfp4::encode_fused(std::span(&w, 1), std::span(&nm, 1), path));
+  out[0].bytes = std::move(set.members.front().packed);
+  out[1].bytes = std::move(set.members.front().scale);
+  std::memcpy(out[2].bytes.data(), &set.global_scale, 4);  // little-endian host
   return {};
 }
-
-std::uint64_t linear_bytes(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) noexcept {
-  std::uint64_t total = 0;
-  for (const auto& t : linear_tensors(s, n, k, src)) total += t.bytes();
-  return total;
+Status mxfp4_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
+                    std::vector<EncodedTensor>& out) {
+  return path.empty() ? mxfp4::encode_rows(w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name)
+                      : mxfp4::encode_rows_with(path, w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name);
 }
-
-std::vector<std::string> encode_paths(QuantScheme s) {
-  switch (s) {
-    case QuantScheme::NVFP4A16: return nvfp4::available_paths();
-    case QuantScheme::MXFP4A16: return mxfp4::available_paths();
-    case QuantScheme::FP8_DYNAMIC:
-    case QuantScheme::FP8_BLOCK: return fp8::available_paths();
-    case QuantScheme::W4A16: return w4a16::available_paths();
-  }
-  return {"scalar"};
+Status fp8_channel_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
+                          std::vector<EncodedTensor>& out) {
+  return path.empty()
+             ? fp8::encode_channel_rows(w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name)
+             : fp8::encode_channel_rows_with(path, w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name);
 }
-
-Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name,
-                                                 std::string_view path) {
-  std::vector<EncodedTensor> out;
-  for (const auto& t : linear_tensors(s, w.rows, w.cols, w.dtype))
-    out.push_back({std::string(t.suffix), t.dtype, t.shape, std::vector<std::byte>(static_cast<std::size_t>(t.bytes()))});
-  // Every scheme on `path`: empty = the best (dispatched) path, "scalar" = the reference, or a target.
-  const std::uint64_t n = w.rows;
-  const bool best = path.empty();
-  switch (s) {
-    case QuantScheme::NVFP4A16: {
-      const std::string nm(name);
-      FP4FORGE_ASSIGN_OR_RETURN(nvfp4::EncodedSet set,
-                                nvfp4::encode_fused(std::span(&w, 1), std::span(&nm, 1), path));
-      out[0].bytes = std::move(set.members.front().packed);
-      out[1].bytes = std::move(set.members.front().scale);
-      std::memcpy(out[2].bytes.data(), &set.global_scale, 4);  // little-endian host
-      return out;
-    }
-    case QuantScheme::MXFP4A16:
-      FP4FORGE_TRY(best ? mxfp4::encode_rows(w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name)
-                        : mxfp4::encode_rows_with(path, w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name));
-      return out;
-    case QuantScheme::FP8_DYNAMIC:
-      FP4FORGE_TRY(best ? fp8::encode_channel_rows(w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name)
-                        : fp8::encode_channel_rows_with(path, w, 0, n, out[0].bytes.data(), out[1].bytes.data(),
-                                                        name));
-      return out;
-    case QuantScheme::FP8_BLOCK:
-      FP4FORGE_TRY(best ? fp8::encode_block_rows(w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name)
-                        : fp8::encode_block_rows_with(path, w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name));
-      return out;
-    case QuantScheme::W4A16: {
-      const auto dims = w4a16::weight_shape(w.rows, w.cols);
-      std::memcpy(out[2].bytes.data(), dims.data(), w4a16::kShapeBytes);  // little-endian host
-      FP4FORGE_TRY(best ? w4a16::encode_rows(w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name)
-                        : w4a16::encode_rows_with(path, w, 0, n, out[0].bytes.data(), out[1].bytes.data(), name));
-      return out;
-    }
-  }
-  return make_error(Errc::INTERNAL, "unknown scheme");
+Status fp8_block_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
+                        std::vector<EncodedTensor>& out) {
+  return path.empty() ? fp8::encode_block_rows(w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name)
+                      : fp8::encode_block_rows_with(path, w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name);
 }
-
-namespace {
+Status w4a16_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
+                    std::vector<EncodedTensor>& out) {
+  const auto dims = w4a16::weight_shape(w.rows, w.cols);
+  std::memcpy(out[2].bytes.data(), dims.data(), w4a16::kShapeBytes);  // little-endian host
+  return path.empty() ? w4a16::encode_rows(w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name)
+                      : w4a16::encode_rows_with(path, w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name);
+}
 
 /** Element `i` of a BF16 / F16 / F32 scale tensor as float (anything else: NaN). */
 float scale_at(const std::byte* p, DType t, std::uint64_t i) {
@@ -177,52 +114,167 @@ float scale_at(const std::byte* p, DType t, std::uint64_t i) {
   return std::nanf("");
 }
 
+std::uint8_t u8(const std::byte* p, std::uint64_t i) { return static_cast<std::uint8_t>(p[i]); }
+
+void nvfp4_decode(const LinearData& d, std::uint64_t k, std::uint64_t r0, std::uint64_t r1, float* out) {
+  nvfp4::decode_rows(d.payload + r0 * (k / 2), d.scale + r0 * (k / nvfp4::kGroupSize), d.global_scale, r1 - r0, k, out);
+}
+void mxfp4_decode(const LinearData& d, std::uint64_t k, std::uint64_t r0, std::uint64_t r1, float* out) {
+  const std::uint64_t sc = mxfp4::scale_cols(k);
+  for (std::uint64_t r = r0; r < r1; ++r)
+    for (std::uint64_t c = 0; c < k; ++c) {
+      const std::uint8_t b = u8(d.payload, r * (k / 2) + c / 2);
+      const std::uint8_t e = u8(d.scale, r * sc + c / mxfp4::kGroupSize);
+      const float scale = e == 0xFF ? std::nanf("") : std::ldexp(1.0f, static_cast<int>(e) - 127);
+      *out++ = nvfp4::fp4_to_float(c % 2 ? b >> 4 : b & 0x0F) * scale;
+    }
+}
+void fp8_decode(const LinearData& d, std::uint64_t k, std::uint64_t r0, std::uint64_t r1, float* out, bool block) {
+  const std::uint64_t bc = fp8::block_scale_cols(k);
+  for (std::uint64_t r = r0; r < r1; ++r)
+    for (std::uint64_t c = 0; c < k; ++c) {
+      const float scale = scale_at(d.scale, d.scale_dtype, block ? (r / fp8::kBlock) * bc + c / fp8::kBlock : r);
+      *out++ = nvfp4::e4m3_to_float(u8(d.payload, r * k + c)) * scale;
+    }
+}
+void fp8_channel_decode(const LinearData& d, std::uint64_t k, std::uint64_t r0, std::uint64_t r1, float* out) {
+  fp8_decode(d, k, r0, r1, out, false);
+}
+void fp8_block_decode(const LinearData& d, std::uint64_t k, std::uint64_t r0, std::uint64_t r1, float* out) {
+  fp8_decode(d, k, r0, r1, out, true);
+}
+void w4a16_decode(const LinearData& d, std::uint64_t k, std::uint64_t r0, std::uint64_t r1, float* out) {
+  const std::uint64_t words = w4a16::packed_cols(k), sc = w4a16::scale_cols(k);
+  for (std::uint64_t r = r0; r < r1; ++r)
+    for (std::uint64_t c = 0; c < k; ++c) {
+      std::uint32_t w;
+      std::memcpy(&w, d.payload + 4 * (r * words + c / w4a16::kValuesPerWord), 4);
+      const int q = static_cast<int>((w >> (4 * (c % w4a16::kValuesPerWord))) & 0xF) + w4a16::kQMin;
+      *out++ = static_cast<float>(q) * scale_at(d.scale, d.scale_dtype, r * sc + c / w4a16::kGroupSize);
+    }
+}
+
+// compressed-tensors QuantizationArgs of a row: bits, type, strategy, group size (0: null), block [128, 128],
+// scale_dtype ("": null), dynamic.
+constexpr SchemeTraits::CtArgs ct(int bits, std::string_view type, std::string_view strategy, int group, bool block128,
+                                  std::string_view scale_dtype, bool dynamic) {
+  SchemeTraits::CtArgs a;
+  a.num_bits = bits;
+  a.type = type;
+  a.strategy = strategy;
+  a.group_size = group;
+  a.block128 = block128;
+  a.scale_dtype = scale_dtype;
+  a.dynamic = dynamic;
+  return a;
+}
+constexpr SchemeTraits::CtArgs kNoArgs = ct(0, "", "", 0, false, "", false);
+
+constexpr std::uint8_t bit(Observer o) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(o)); }
+constexpr std::uint8_t kMinMaxOnly = bit(Observer::MINMAX);
+
+// ---- the table ------------------------------------------------------------------------------------
+
+const SchemeTraits kTable[] = {
+    {.scheme = QuantScheme::NVFP4A16, .name = "nvfp4a16", .preset = "NVFP4A16", .format = "nvfp4-pack-quantized",
+     .word = "NVFP4", .bits = 4, .k_multiple = nvfp4::kGroupSize, .shape_k = 16, .shape_n = 1,
+     .shape_why = "NVFP4 groups are 16 columns", .row_block = 1, .block_scales = false, .global_scale = true,
+     .value_check = ValueCheck::E4M3_SCALES,
+     .weights = ct(4, "float", "tensor_group", 16, false, "torch.float8_e4m3fn", false), .input = kNoArgs,
+     .observers = static_cast<std::uint8_t>(bit(Observer::MINMAX) | bit(Observer::NVFP4_EXPANDED_MSE) |
+                                            bit(Observer::MEMORYLESS_MSE)),
+     .default_observer = Observer::NVFP4_EXPANDED_MSE,
+     .tensors = nvfp4_tensors, .encode_rows = nvfp4_rows, .paths = nvfp4::available_paths,
+     .encode_linear = nvfp4_linear, .decode_rows = nvfp4_decode},
+    {.scheme = QuantScheme::MXFP4A16, .name = "mxfp4a16", .preset = "MXFP4A16", .format = "mxfp4-pack-quantized",
+     .word = "MXFP4A16", .bits = 4, .k_multiple = mxfp4::kGroupSize, .shape_k = 32, .shape_n = 1,
+     .shape_why = "MXFP4 groups are 32 columns", .row_block = 1, .block_scales = false, .global_scale = false,
+     .value_check = ValueCheck::E8M0_SCALES,
+     .weights = ct(4, "float", "group", 32, false, "torch.uint8", false), .input = kNoArgs, .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
+     .tensors = mxfp4_tensors, .encode_rows = mxfp4_rows, .paths = mxfp4::available_paths,
+     .encode_linear = mxfp4_linear, .decode_rows = mxfp4_decode},
+    {.scheme = QuantScheme::FP8_DYNAMIC, .name = "fp8-dynamic", .preset = "FP8_DYNAMIC", .format = "float-quantized",
+     .word = "FP8_DYNAMIC", .bits = 8, .k_multiple = 1, .shape_k = 1, .shape_n = 1, .shape_why = "any shape", .row_block = 1,
+     .block_scales = false, .global_scale = false, .value_check = ValueCheck::FP8_PAYLOAD,
+     .weights = ct(8, "float", "channel", 0, false, "", false), .input = ct(8, "float", "token", 0, false, "", true),
+     .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
+     .tensors = fp8_channel_tensors, .encode_rows = fp8_channel_rows, .paths = fp8::available_paths,
+     .encode_linear = fp8_channel_linear, .decode_rows = fp8_channel_decode},
+    {.scheme = QuantScheme::FP8_BLOCK, .name = "fp8-block", .preset = "FP8_BLOCK", .format = "float-quantized",
+     .word = "FP8_BLOCK", .bits = 8, .k_multiple = 1, .shape_k = 128, .shape_n = 128,
+     .shape_why = "vLLM serves block FP8 in whole 128 x 128 blocks", .row_block = fp8::kBlock, .block_scales = true, .global_scale = false,
+     .value_check = ValueCheck::FP8_PAYLOAD,
+     .weights = ct(8, "float", "block", 0, true, "", false), .input = ct(8, "float", "group", 128, false, "", true),
+     .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
+     .tensors = fp8_block_tensors, .encode_rows = fp8_block_rows, .paths = fp8::available_paths,
+     .encode_linear = fp8_block_linear, .decode_rows = fp8_block_decode},
+    {.scheme = QuantScheme::W4A16, .name = "w4a16", .preset = "W4A16", .format = "pack-quantized", .word = "W4A16",
+     .bits = 4, .k_multiple = w4a16::kGroupSize, .shape_k = 128, .shape_n = 1, .shape_why = "W4A16 groups are 128 columns",
+     .row_block = 1, .block_scales = false, .global_scale = false, .value_check = ValueCheck::FLOAT_SCALES,
+     .weights = ct(4, "int", "group", 128, false, "", false), .input = kNoArgs, .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
+     .tensors = w4a16_tensors, .encode_rows = w4a16_rows, .paths = w4a16::available_paths,
+     .encode_linear = w4a16_linear, .decode_rows = w4a16_decode},
+};
+
 }  // namespace
+
+std::span<const SchemeTraits> scheme_table() noexcept { return kTable; }
+
+const SchemeTraits& scheme_traits(QuantScheme s) noexcept {
+  for (const SchemeTraits& t : kTable)
+    if (t.scheme == s) return t;
+  return kTable[0];  // unreachable: every QuantScheme has a row (tested)
+}
+
+std::string_view quant_scheme_name(QuantScheme s) noexcept { return scheme_traits(s).name; }
+std::string_view quant_scheme_preset(QuantScheme s) noexcept { return scheme_traits(s).preset; }
+std::string_view quant_scheme_format(QuantScheme s) noexcept { return scheme_traits(s).format; }
+
+Result<QuantScheme> parse_quant_scheme(std::string_view text) {
+  const std::string t = util::option_key(text);
+  std::string names;
+  for (const SchemeTraits& r : kTable) {
+    if (t == r.name || t == util::option_key(r.preset)) return r.scheme;
+    names += (names.empty() ? "" : ", ") + std::string(r.name);
+  }
+  return make_error(Errc::USAGE, "unknown scheme '{}'; expected one of: {}", text, names);
+}
+
+std::uint64_t k_multiple(QuantScheme s) noexcept { return scheme_traits(s).k_multiple; }
+int weight_bits(QuantScheme s) noexcept { return scheme_traits(s).bits; }
+bool has_global_scale(QuantScheme s) noexcept { return scheme_traits(s).global_scale; }
+
+std::uint64_t LinearTensorSpec::bytes() const noexcept {
+  std::uint64_t n = dtype_bits(dtype) / 8;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::vector<LinearTensorSpec> linear_tensors(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) {
+  return scheme_traits(s).tensors(n, k, src);
+}
+
+std::uint64_t linear_bytes(QuantScheme s, std::uint64_t n, std::uint64_t k, DType src) noexcept {
+  std::uint64_t total = 0;
+  for (const auto& t : linear_tensors(s, n, k, src)) total += t.bytes();
+  return total;
+}
+
+std::vector<std::string> encode_paths(QuantScheme s) { return scheme_traits(s).paths(); }
+
+Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name,
+                                                 std::string_view path) {
+  std::vector<EncodedTensor> out;
+  for (const auto& t : linear_tensors(s, w.rows, w.cols, w.dtype))
+    out.push_back({std::string(t.suffix), t.dtype, t.shape, std::vector<std::byte>(static_cast<std::size_t>(t.bytes()))});
+  FP4FORGE_TRY(scheme_traits(s).encode_linear(w, name, path, out));
+  return out;
+}
 
 void decode_linear_rows(QuantScheme s, const LinearData& d, std::uint64_t n, std::uint64_t k, std::uint64_t r0,
                         std::uint64_t r1, float* out) {
   (void)n;
-  const auto u8 = [](const std::byte* p, std::uint64_t i) { return static_cast<std::uint8_t>(p[i]); };
-  switch (s) {
-    case QuantScheme::NVFP4A16:
-      nvfp4::decode_rows(d.payload + r0 * (k / 2), d.scale + r0 * (k / nvfp4::kGroupSize), d.global_scale, r1 - r0, k,
-                         out);
-      return;
-    case QuantScheme::MXFP4A16: {
-      const std::uint64_t sc = mxfp4::scale_cols(k);
-      for (std::uint64_t r = r0; r < r1; ++r)
-        for (std::uint64_t c = 0; c < k; ++c) {
-          const std::uint8_t b = u8(d.payload, r * (k / 2) + c / 2);
-          const std::uint8_t e = u8(d.scale, r * sc + c / mxfp4::kGroupSize);
-          const float scale = e == 0xFF ? std::nanf("") : std::ldexp(1.0f, static_cast<int>(e) - 127);
-          *out++ = nvfp4::fp4_to_float(c % 2 ? b >> 4 : b & 0x0F) * scale;
-        }
-      return;
-    }
-    case QuantScheme::FP8_DYNAMIC:
-    case QuantScheme::FP8_BLOCK: {
-      const bool block = s == QuantScheme::FP8_BLOCK;
-      const std::uint64_t bc = fp8::block_scale_cols(k);
-      for (std::uint64_t r = r0; r < r1; ++r)
-        for (std::uint64_t c = 0; c < k; ++c) {
-          const float scale =
-              scale_at(d.scale, d.scale_dtype, block ? (r / fp8::kBlock) * bc + c / fp8::kBlock : r);
-          *out++ = nvfp4::e4m3_to_float(u8(d.payload, r * k + c)) * scale;
-        }
-      return;
-    }
-    case QuantScheme::W4A16: {
-      const std::uint64_t words = w4a16::packed_cols(k), sc = w4a16::scale_cols(k);
-      for (std::uint64_t r = r0; r < r1; ++r)
-        for (std::uint64_t c = 0; c < k; ++c) {
-          std::uint32_t w;
-          std::memcpy(&w, d.payload + 4 * (r * words + c / w4a16::kValuesPerWord), 4);
-          const int q = static_cast<int>((w >> (4 * (c % w4a16::kValuesPerWord))) & 0xF) + w4a16::kQMin;
-          *out++ = static_cast<float>(q) * scale_at(d.scale, d.scale_dtype, r * sc + c / w4a16::kGroupSize);
-        }
-      return;
-    }
-  }
+  scheme_traits(s).decode_rows(d, k, r0, r1, out);
 }
 
 }  // namespace fp4forge

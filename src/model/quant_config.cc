@@ -275,25 +275,13 @@ nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::str
   using ojson = nlohmann::ordered_json;
   ojson weights, input = nullptr;
   const std::string_view obs = observer_config_name(observer);  // the weights' observer, as llm-compressor names it
-  switch (s) {
-    case QuantScheme::NVFP4A16:
-      weights = ct_args(4, "float", "tensor_group", 16, false, obs, "torch.float8_e4m3fn", false);
-      break;
-    case QuantScheme::MXFP4A16:
-      weights = ct_args(4, "float", "group", 32, false, obs, "torch.uint8", false);
-      break;
-    case QuantScheme::FP8_DYNAMIC:
-      weights = ct_args(8, "float", "channel", std::nullopt, false, obs, "", false);
-      input = ct_args(8, "float", "token", std::nullopt, true, {}, "", false);
-      break;
-    case QuantScheme::FP8_BLOCK:
-      weights = ct_args(8, "float", "block", std::nullopt, false, obs, "", true);
-      input = ct_args(8, "float", "group", 128, true, {}, "", false);
-      break;
-    case QuantScheme::W4A16:
-      weights = ct_args(4, "int", "group", 128, false, obs, "", false);
-      break;
-  }
+  const SchemeTraits& t = scheme_traits(s);
+  auto args = [](const SchemeTraits::CtArgs& c, std::string_view observer_name) {
+    return ct_args(c.num_bits, c.type, c.strategy, c.group_size ? std::optional<int>(c.group_size) : std::nullopt,
+                   c.dynamic, observer_name, c.scale_dtype, c.block128);
+  };
+  weights = args(t.weights, obs);
+  if (t.input.num_bits > 0) input = args(t.input, {});
   const std::string format(quant_scheme_format(s));
   ojson group = ojson::object();
   group["format"] = format;

@@ -16,8 +16,6 @@
 
 #include <fmt/format.h>
 
-#include "fp4forge/codec/fp8.h"
-#include "fp4forge/codec/mxfp4.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/codec/scheme.h"
@@ -166,7 +164,7 @@ class Runner {
   /** Rows per encode task: FP8_BLOCK encodes whole 128-row blocks. */
   std::uint64_t rows_per_task(const QuantUnit& u, std::uint64_t budget_bytes) const {
     std::uint64_t r = std::max<std::uint64_t>(1, budget_bytes / (row_bytes(u) + out_row_bytes(u)));
-    if (plan_.quant_scheme == QuantScheme::FP8_BLOCK) r = std::max<std::uint64_t>(fp8::kBlock, r / fp8::kBlock * fp8::kBlock);
+    if (const std::uint64_t b = scheme_traits(plan_.quant_scheme).row_block; b > 1) r = std::max(b, r / b * b);
     return r;
   }
 
@@ -175,6 +173,12 @@ class Runner {
   /** Encodes rows [r0, r1) of unit `ui`; `maxima` (a searched observer) holds the searched max of each group
    * of 16 of these rows, else each group's max|w| is used. */
   Status write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima = nullptr);
+  /** True when the scheme writes a `weight_shape` tensor per Linear (W4A16). */
+  bool writes_shape() const {
+    for (const auto& t : linear_tensors(plan_.quant_scheme, 1, 128, DType::BF16))
+      if (t.part == LinearPart::SHAPE) return true;
+    return false;
+  }
   /** The search of the plan's observer, or nullopt for min-max. */
   std::optional<SearchSpec> search() const { return search_spec(plan_.observer); }
   /** Position of unit `ui` in its group's unit list. */
@@ -277,20 +281,10 @@ Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::
   std::vector<std::byte> buf;
   FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(u, r0, r1, buf));
   const std::string name = unit_name(u);
-  switch (scheme) {
-    case QuantScheme::NVFP4A16:
-      if (maxima != nullptr)
-        FP4FORGE_TRY(nvfp4::encode_rows_maxima(v, gs, maxima, 0, n, payload.data(), scale.data(), name));
-      else
-        FP4FORGE_TRY(nvfp4::encode_rows(v, gs, 0, n, payload.data(), scale.data(), name));
-      break;
-    // The fast paths (best Highway target): the references' bytes and errors.
-    case QuantScheme::MXFP4A16: FP4FORGE_TRY(mxfp4::encode_rows(v, 0, n, payload.data(), scale.data(), name)); break;
-    case QuantScheme::FP8_DYNAMIC: FP4FORGE_TRY(fp8::encode_channel_rows(v, 0, n, payload.data(), scale.data(), name)); break;
-    case QuantScheme::FP8_BLOCK: FP4FORGE_TRY(fp8::encode_block_rows(v, 0, n, payload.data(), scale.data(), name)); break;
-    case QuantScheme::W4A16: FP4FORGE_TRY(w4a16::encode_rows(v, 0, n, payload.data(), scale.data(), name)); break;
-  }
-  const std::uint64_t scale_row0 = scheme == QuantScheme::FP8_BLOCK ? r0 / fp8::kBlock : r0;
+  // The scheme's row encoder (best Highway target: the references' bytes and errors).
+  FP4FORGE_TRY(scheme_traits(scheme).encode_rows(v, RowsParams{gs, maxima}, 0, n, payload.data(), scale.data(), name));
+  // Scale rows from r0 (a block scheme: from block row r0 / row_block; r0 is a multiple).
+  const std::uint64_t scale_row0 = r0 / (scheme_traits(scheme).block_scales ? scheme_traits(scheme).row_block : 1);
   const std::uint64_t scale_row_bytes = parts[1].bytes() / parts[1].shape[0];
   FP4FORGE_TRY(write(u.shard, u.packed_begin + r0 * (parts[0].bytes() / n), payload));
   FP4FORGE_TRY(write(u.shard, u.scale_begin + scale_row0 * scale_row_bytes, scale));
@@ -623,7 +617,7 @@ Status Runner::run_big_amax(const Item& it, BigGroup& bg) {
 Status Runner::run_encode_rows(const Item& it) {
   const QuantUnit& un = plan_.units[it.unit];
   if (!slots_[un.shard]->resumed) {
-    if (it.r0 == 0 && plan_.quant_scheme == QuantScheme::W4A16) FP4FORGE_TRY(write_shape(it.unit));
+    if (it.r0 == 0 && writes_shape()) FP4FORGE_TRY(write_shape(it.unit));
     FP4FORGE_TRY(write_unit_rows(it.unit, 0.0f, it.r0, it.r1));
     progress_->add((it.r1 - it.r0) * stored_row_bytes(un), it.r1 == un.rows ? unit_tensors() : 0);
   }

@@ -178,7 +178,7 @@ Layout layout_of(QuantScheme qs) {
   }
   auto cfg = parse_quant_config(ct_quant_config(qs, {}));
   l.weight_only = cfg.ok() && !cfg->groups.empty() && !cfg->groups.front().input_activations;
-  l.word = qs == QuantScheme::NVFP4A16 ? "NVFP4" : std::string(quant_scheme_preset(qs));
+  l.word = std::string(scheme_traits(qs).word);
   return l;
 }
 
@@ -553,7 +553,7 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
 void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, Sink& sink, VerifyStats& st,
                      bool kv_cache_scheme) {
   const Layout& L = s.layout;
-  const bool nvfp4 = L.qs == QuantScheme::NVFP4A16;
+  const bool nvfp4 = scheme_traits(L.qs).global_scale;
   for (const TensorRef& t : q.tensors()) {
     auto [mod, param] = split_name(t.name);
     if (one_of(std::string_view(param), kSchemeParams) || one_of(std::string_view(param), kExtraQuantParams)) {
@@ -752,7 +752,7 @@ std::string payload_text(const Layout& L) {
 
 void check_policy(const ModelInfo& info, const Structure& s, Sink& sink) {
   const Layout& L = s.layout;
-  const bool nvfp4 = L.qs == QuantScheme::NVFP4A16;
+  const bool nvfp4 = scheme_traits(L.qs).global_scale;
   for (const auto& [name, m] : s.modules) {
     if (!m.quantized()) continue;
     const Role r = m.cls.role;
@@ -1075,19 +1075,18 @@ void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifySta
     if (!m.quantized()) continue;
     for (const TensorRef* t : m.members()) quant_tensors.insert(t);
     const std::string fam = family_of(name);
-    switch (qs) {
-      case QuantScheme::NVFP4A16:
+    switch (scheme_traits(qs).value_check) {  // the scheme table says how its stored values are checked
+      case ValueCheck::E4M3_SCALES:
         if (m.scale && m.scale->info->dtype == DType::F8_E4M3) check_nvfp4_scales(q, m, fam, sink, st);
         break;
-      case QuantScheme::MXFP4A16:
+      case ValueCheck::E8M0_SCALES:
         if (m.scale && m.scale->info->dtype == DType::U8) check_e8m0_scales(q, m, fam, sink, st);
         break;
-      case QuantScheme::FP8_DYNAMIC:
-      case QuantScheme::FP8_BLOCK:
+      case ValueCheck::FP8_PAYLOAD:
         check_fp8_codes(q, m, fam, sink, st);
         if (m.scale) check_float_scales(q, m, fam, sink, st);
         break;
-      case QuantScheme::W4A16:
+      case ValueCheck::FLOAT_SCALES:
         if (m.scale) check_float_scales(q, m, fam, sink, st);
         break;
     }
@@ -1583,7 +1582,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       mem.amax = *a;
       mem.observed_amax = *a;
       set_amax = std::max(set_amax, *a);
-      if (search && s.layout.qs == QuantScheme::NVFP4A16) {  // the observer's search, as quantize ran it
+      if (search && scheme_traits(s.layout.qs).global_scale) {  // the observer's search, as quantize ran it
         auto m = nvfp4::searched_maxima(v, *search, mem.src.label, pool);
         if (!m.ok()) {
           src_ok = false;
@@ -1601,7 +1600,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       const float gs_minmax = nvfp4::global_scale(set_amax, dt);
       for (Member& mem : job.members) {
         const Module& m = *mem.mod;
-        if (s.layout.qs != QuantScheme::NVFP4A16) {
+        if (!scheme_traits(s.layout.qs).global_scale) {
           // Every other scheme: the whole module re-encoded and compared byte for byte.
           if (auto te = compare_reencoded(q, s.layout, m, mem.src, opts, sink, st)) record(std::move(*te));
           continue;

@@ -1,17 +1,22 @@
 #pragma once
 /**
  * The quantization schemes fp4forge writes (QuantScheme; model/quant_config.h's Scheme is what vLLM detects
- * in a config), by name, with what each writes per Linear [N, K]: the
- * compressed-tensors preset and format, the K multiple the scheme needs, and the output bytes. The
- * encoders are in nvfp4.h, mxfp4.h, fp8.h and w4a16.h; their size helpers are the one source of the
- * byte counts here.
+ * in a config) as one table: each scheme is one row of SchemeTraits (in the spirit of ggml's type_traits):
+ * its names, compressed-tensors preset, format and QuantizationArgs, bits, the shape rule, the tensors it
+ * writes per Linear [N, K], its encoder, decoder and paths, the observers it takes and how verify checks its
+ * stored values. quantize, verify, diff, inspect and plan read the row; adding a scheme is adding a row.
+ * The free functions below are the row's fields by name. The encoders are in nvfp4.h, mxfp4.h, fp8.h and
+ * w4a16.h; their size helpers are the one source of the byte counts here.
  */
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <span>
+
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/observer.h"
 
 #include "fp4forge/core/dtype.h"
 #include "fp4forge/core/error.h"
@@ -91,6 +96,68 @@ std::vector<std::string> encode_paths(QuantScheme s);
  */
 Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name,
                                                  std::string_view path = {});
+
+/** What an encoder needs besides the weight: NVFP4A16's global scale and, with a searched observer, the
+ * searched max of each group of the rows encoded (nullptr: each group's max|w|). Ignored by the others. */
+struct RowsParams {
+  float global_scale = 1.0f;
+  const float* group_max = nullptr;
+};
+
+/** How verify checks a scheme's stored scale bytes (and payload) without the source. */
+enum class ValueCheck : std::uint8_t {
+  E4M3_SCALES,   ///< F8_E4M3 scale bytes: NaN codes, negative scales (NVFP4A16)
+  E8M0_SCALES,   ///< U8 E8M0 exponents: 0xFF NaN, 253/254 suspicious (MXFP4A16)
+  FP8_PAYLOAD,   ///< F8_E4M3 weight codes (NaN 0x7F/0xFF) and float scales finite > 0 (FP8)
+  FLOAT_SCALES,  ///< float scales finite > 0 (W4A16)
+};
+
+struct LinearData;
+
+/** One scheme's row of the scheme table. */
+struct SchemeTraits {
+  QuantScheme scheme;
+  std::string_view name;    ///< option name: "nvfp4a16", "fp8-block", ...
+  std::string_view preset;  ///< compressed-tensors / llm-compressor preset: "NVFP4A16", "FP8_BLOCK", ...
+  std::string_view format;  ///< compressed-tensors format: "nvfp4-pack-quantized", "float-quantized", ...
+  std::string_view word;    ///< how messages name its payload: "NVFP4", "MXFP4A16", ...
+  int bits;                 ///< bits per stored weight value
+  std::uint64_t k_multiple;     ///< in_features the encoder takes must be a multiple of this (the group; FP8: 1)
+  std::uint64_t shape_k;        ///< the quantize policy's rule: in_features a multiple of this (FP8_BLOCK: 128)
+  std::uint64_t shape_n;        ///< ... and out_features of this, for vLLM to serve it (1: any)
+  std::string_view shape_why;   ///< where the shape rule comes from (keep reasons)
+  std::uint64_t row_block;      ///< encode row ranges start on a multiple of this (FP8_BLOCK: 128)
+  bool block_scales;            ///< one scale per 128 x 128 block (vLLM's blockwise FP8 path)
+  bool global_scale;            ///< a per-tensor F32 global scale shared by a fused set (NVFP4A16)
+  ValueCheck value_check;
+  /** compressed-tensors QuantizationArgs of the weights and, for a dynamic-activation preset, the inputs. */
+  struct CtArgs {
+    int num_bits = 0;
+    std::string_view type, strategy;
+    int group_size = 0;             ///< 0: null
+    bool block128 = false;          ///< block_structure [128, 128]
+    std::string_view scale_dtype;   ///< "" : null
+    bool dynamic = false;
+  };
+  CtArgs weights;
+  CtArgs input;                     ///< num_bits 0: no input_activations
+  std::uint8_t observers;           ///< bit (1 << Observer) for each observer it takes
+  Observer default_observer;
+  std::vector<LinearTensorSpec> (*tensors)(std::uint64_t n, std::uint64_t k, DType src);
+  /** Rows [r0, r1) on the best path into the rows' payload and scale (the row range's own bytes). */
+  Status (*encode_rows)(const nvfp4::WeightView& w, const RowsParams& p, std::uint64_t r0, std::uint64_t r1,
+                        std::byte* payload, std::byte* scale, std::string_view name);
+  std::vector<std::string> (*paths)();
+  /** One whole Linear on a named path into its tensors (encode_linear). */
+  Status (*encode_linear)(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
+                          std::vector<EncodedTensor>& out);
+  void (*decode_rows)(const LinearData& d, std::uint64_t k, std::uint64_t r0, std::uint64_t r1, float* out);
+};
+
+/** The scheme table: one row per QuantScheme, in kQuantSchemes order. */
+std::span<const SchemeTraits> scheme_table() noexcept;
+/** The row of `s`. */
+const SchemeTraits& scheme_traits(QuantScheme s) noexcept;
 
 /** The stored tensors of one quantized Linear, as read from a checkpoint (layouts of linear_tensors). */
 struct LinearData {

@@ -1,0 +1,81 @@
+// The scheme table (codec/scheme.h SchemeTraits): one row per scheme, consistent with itself, and the row's
+// functions agree with the by-name API every module calls.
+#include <cstring>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "fp4forge/codec/half.h"
+#include "fp4forge/codec/scheme.h"
+
+namespace fp4forge {
+namespace {
+
+TEST(CodecSchemeTable, OneRowPerSchemeInOrder) {
+  const auto table = scheme_table();
+  ASSERT_EQ(table.size(), std::size(kQuantSchemes));
+  std::set<std::string_view> names, presets;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const SchemeTraits& t = table[i];
+    EXPECT_EQ(t.scheme, kQuantSchemes[i]);
+    EXPECT_EQ(&scheme_traits(t.scheme), &t);
+    EXPECT_TRUE(names.insert(t.name).second);
+    EXPECT_TRUE(presets.insert(t.preset).second);
+    EXPECT_EQ(*parse_quant_scheme(t.name), t.scheme);
+    EXPECT_EQ(*parse_quant_scheme(t.preset), t.scheme);
+    EXPECT_TRUE(t.bits == 4 || t.bits == 8) << t.name;
+    EXPECT_EQ(t.shape_k % t.k_multiple, 0u) << t.name;  // the policy never admits what the encoder refuses
+    EXPECT_GE(t.row_block, 1u);
+    EXPECT_TRUE(observer_supported(t.scheme, t.default_observer)) << t.name;
+    EXPECT_TRUE(observer_supported(t.scheme, Observer::MINMAX)) << t.name;
+    EXPECT_EQ(t.weights.num_bits, t.bits) << t.name;
+    const auto parts = t.tensors(256, 256, DType::BF16);
+    ASSERT_GE(parts.size(), 2u);
+    EXPECT_EQ(parts[0].part, LinearPart::PAYLOAD);
+    EXPECT_EQ(parts[1].part, LinearPart::SCALE);
+    bool gs = false;
+    for (const auto& p : parts) gs |= p.part == LinearPart::GLOBAL_SCALE;
+    EXPECT_EQ(gs, t.global_scale) << t.name;
+  }
+}
+
+TEST(CodecSchemeTable, RowEncoderAndDecoderAreWhatTheByNameApiGives) {
+  const std::uint64_t n = 256, k = 256;
+  std::vector<std::uint16_t> w(n * k);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  for (auto& b : w) b = half::float_to_bf16(nd(rng));
+  const nvfp4::WeightView v{reinterpret_cast<const std::byte*>(w.data()), DType::BF16, n, k};
+  for (const SchemeTraits& t : scheme_table()) {
+    auto lin = encode_linear(t.scheme, v, "w");
+    ASSERT_TRUE(lin.ok()) << t.name << ": " << lin.error().message;
+    RowsParams p;
+    if (t.global_scale) std::memcpy(&p.global_scale, (*lin)[2].bytes.data(), 4);
+    // Two row ranges (block-aligned) give the whole Linear's payload and scale bytes.
+    const std::uint64_t split = 128;
+    const auto half0 = t.tensors(split, k, DType::BF16), half1 = t.tensors(n - split, k, DType::BF16);
+    std::vector<std::byte> pay0(half0[0].bytes()), sc0(half0[1].bytes()), pay1(half1[0].bytes()), sc1(half1[1].bytes());
+    ASSERT_TRUE(t.encode_rows(v, p, 0, split, pay0.data(), sc0.data(), "w").ok()) << t.name;
+    ASSERT_TRUE(t.encode_rows(v, p, split, n, pay1.data(), sc1.data(), "w").ok()) << t.name;
+    pay0.insert(pay0.end(), pay1.begin(), pay1.end());
+    sc0.insert(sc0.end(), sc1.begin(), sc1.end());
+    EXPECT_EQ(pay0, (*lin)[0].bytes) << t.name;
+    EXPECT_EQ(sc0, (*lin)[1].bytes) << t.name;
+    LinearData d{(*lin)[0].bytes.data(), (*lin)[1].bytes.data(), (*lin)[1].dtype, p.global_scale};
+    std::vector<float> a(n * k), b(n * k);
+    t.decode_rows(d, k, 0, n, a.data());
+    decode_linear_rows(t.scheme, d, n, k, 0, n, b.data());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << t.name;
+    double err = 0, ref = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const double x = half::bf16_to_float(w[i]);
+      err += (a[i] - x) * (a[i] - x);
+      ref += x * x;
+    }
+    EXPECT_LT(std::sqrt(err / ref), 0.2) << t.name;  // a decoder of this encoder
+  }
+}
+
+}  // namespace
+}  // namespace fp4forge
