@@ -213,14 +213,9 @@ Result<EncodedSet> encode_fused(std::span<const WeightView> members, std::span<c
     set.amax = std::max(set.amax, a);
   }
   set.global_scale = global_scale(set.amax, dt);
-  set.members.resize(members.size());
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    const WeightView& w = members[i];
-    EncodedWeight& e = set.members[i];
-    e.packed.resize(w.rows * w.cols / 2);
-    e.scale.resize(w.rows * w.cols / kGroupSize);
-    FP4FORGE_TRY(encode_impl(*k, w, set.global_scale, 0, w.rows, e.packed.data(), e.scale.data(), names[i]));
-  }
+  FP4FORGE_TRY(detail::encode_members(members, set, [&](std::size_t i, const WeightView& w, std::byte* pk, std::byte* sc) {
+    return encode_impl(*k, w, set.global_scale, 0, w.rows, pk, sc, names[i]);
+  }));
   return set;
 }
 

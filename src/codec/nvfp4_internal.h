@@ -4,6 +4,7 @@
 // cols % 16 == 0, gs finite and > 0) and work on a contiguous block of whole rows.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -119,5 +120,20 @@ bool simd_encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint6
 
 /** Element (row-major index i) of a source buffer, widened to float (exact). */
 float load_elem(const std::byte* data, DType dt, std::uint64_t i) noexcept;
+
+/** The end of every fused-set encode: sizes each member's outputs in `set` and encodes member i with
+ * fn(i, w, packed, scale) (set.global_scale is set). */
+template <class F>
+Status encode_members(std::span<const WeightView> members, EncodedSet& set, F&& fn) {
+  set.members.resize(members.size());
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const WeightView& w = members[i];
+    EncodedWeight& e = set.members[i];
+    e.packed.resize(w.rows * w.cols / 2);
+    e.scale.resize(w.rows * w.cols / kGroupSize);
+    FP4FORGE_TRY(fn(i, w, e.packed.data(), e.scale.data()));
+  }
+  return {};
+}
 
 }  // namespace fp4forge::nvfp4::detail

@@ -370,15 +370,9 @@ Result<EncodedSet> encode_fused_observed(std::span<const WeightView> members, st
     maxima.push_back(std::move(m));
   }
   set.global_scale = global_scale(set.amax, members[0].dtype);
-  set.members.resize(members.size());
-  for (std::size_t i = 0; i < members.size(); ++i) {
-    const WeightView& w = members[i];
-    EncodedWeight& e = set.members[i];
-    e.packed.resize(w.rows * w.cols / 2);
-    e.scale.resize(w.rows * w.cols / kGroupSize);
-    FP4FORGE_TRY(encode_rows_maxima(w, set.global_scale, maxima[i].data(), 0, w.rows, e.packed.data(),
-                                    e.scale.data(), names[i]));
-  }
+  FP4FORGE_TRY(detail::encode_members(members, set, [&](std::size_t i, const WeightView& w, std::byte* pk, std::byte* sc) {
+    return encode_rows_maxima(w, set.global_scale, maxima[i].data(), 0, w.rows, pk, sc, names[i]);
+  }));
   return set;
 }
 

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "codec/nvfp4_internal.h"
 #include "fp4forge/codec/fp8.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/mxfp4.h"
@@ -102,16 +103,7 @@ Status w4a16_linear(const nvfp4::WeightView& w, std::string_view name, std::stri
 
 /** Element `i` of a BF16 / F16 / F32 scale tensor as float (anything else: NaN). */
 float scale_at(const std::byte* p, DType t, std::uint64_t i) {
-  if (t == DType::F32) {
-    float f;
-    std::memcpy(&f, p + 4 * i, 4);
-    return f;
-  }
-  std::uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  if (t == DType::BF16) return half::bf16_to_float(h);
-  if (t == DType::F16) return half::f16_to_float(h);
-  return std::nanf("");
+  return nvfp4::is_source_dtype(t) ? nvfp4::detail::load_elem(p, t, i) : std::nanf("");
 }
 
 std::uint8_t u8(const std::byte* p, std::uint64_t i) { return static_cast<std::uint8_t>(p[i]); }

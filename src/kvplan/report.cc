@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "fp4forge/util/size.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::kvplan {
 namespace {
@@ -44,20 +45,6 @@ std::string group_summary(const KvLayout& l) {
   return s;
 }
 
-std::string xml_escape(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 }  // namespace
 
@@ -368,21 +355,21 @@ std::string to_svg(const Plan& plan) {
     // Id and total on the first line (always visible), the name below it, cut to the label column (about
     // 24 characters at 12 px) with the full name as a tooltip.
     o += fmt::format("<text x=\"10\" y=\"{}\" font-weight=\"bold\">GPU {} · {}</text>\n", y + 14,
-                     xml_escape(g.gpu.id), xml_escape(format_bytes(g.gpu.total_bytes)));
+                     util::xml_escape(g.gpu.id), util::xml_escape(format_bytes(g.gpu.total_bytes)));
     if (!g.gpu.name.empty()) {
       const std::string shown = g.gpu.name.size() > 24 ? g.gpu.name.substr(0, 23) + "…" : g.gpu.name;
-      o += fmt::format("<text x=\"10\" y=\"{}\"><title>{}</title>{}</text>\n", y + 29, xml_escape(g.gpu.name),
-                       xml_escape(shown));
+      o += fmt::format("<text x=\"10\" y=\"{}\"><title>{}</title>{}</text>\n", y + 29, util::xml_escape(g.gpu.name),
+                       util::xml_escape(shown));
     }
     double x = kLeft;
     auto seg = [&](std::uint64_t bytes, const char* color, const std::string& title, const std::string& label) {
       const double w = static_cast<double>(bytes) * scale;
       if (w <= 0.0) return;
       o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" stroke=\"#ffffff\" "
-                       "stroke-width=\"0.5\"><title>{}</title></rect>\n", x, y, w, kBarH, color, xml_escape(title));
+                       "stroke-width=\"0.5\"><title>{}</title></rect>\n", x, y, w, kBarH, color, util::xml_escape(title));
       if (!label.empty() && w > 7.0 * static_cast<double>(label.size()))
         o += fmt::format("<text x=\"{:.2f}\" y=\"{}\" fill=\"#ffffff\" text-anchor=\"middle\">{}</text>\n",
-                         x + w / 2, y + kBarH / 2 + 4, xml_escape(label));
+                         x + w / 2, y + kBarH / 2 + 4, util::xml_escape(label));
       x += w;
     };
     seg(g.gpu.reserved_bytes, "#616161", "driver reserve: " + format_bytes(g.gpu.reserved_bytes), "");
@@ -397,13 +384,13 @@ std::string to_svg(const Plan& plan) {
     const double free_w = static_cast<double>(g.free_bytes) * scale;
     o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#f4f4f4\" stroke=\"#bbbbbb\" "
                      "stroke-width=\"0.5\"><title>free: {}</title></rect>\n", x, y, free_w, kBarH,
-                     xml_escape(format_bytes(g.free_bytes)));
+                     util::xml_escape(format_bytes(g.free_bytes)));
     std::string caption = "free " + format_bytes(g.free_bytes);
     for (const auto& sh : g.shares)
       caption += " | " + plan.seats[sh.seat].arg.name + ": weights " + format_bytes(sh.weights) + ", KV " +
                  format_bytes(sh.kv) + ", overhead " + format_bytes(sh.overhead);
     o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#333333\">{}</text>\n", kLeft, y + kBarH + 15,
-                     xml_escape(caption));
+                     util::xml_escape(caption));
     y += kBarH + kGap;
   }
   if (!unplaced.empty()) {
@@ -411,7 +398,7 @@ std::string to_svg(const Plan& plan) {
     for (std::size_t s : unplaced) {
       y += 18;
       o += fmt::format("<text x=\"10\" y=\"{}\" fill=\"#b00020\">{}: {}</text>\n", y + 4,
-                       xml_escape(plan.seats[s].arg.name), xml_escape(plan.placements[s].reason));
+                       util::xml_escape(plan.seats[s].arg.name), util::xml_escape(plan.placements[s].reason));
     }
   }
   o += "</svg>\n";

@@ -34,19 +34,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-std::string xml_escape(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 // A color between white and `to` (r, g, b) at t in [0, 1].
 std::string shade(double t, int r, int g, int b) {
@@ -116,30 +103,28 @@ QualityReport quality_report(const VerifyStats& stats) {
 
 nlohmann::ordered_json to_json(const QualityReport& r) {
   using J = nlohmann::ordered_json;
-  auto cell = [](const QualityCell& c) {
-    J j;
-    j["layer"] = c.layer < 0 ? J(nullptr) : J(c.layer);
-    j["params"] = c.params;
+  auto errors = [](J& j, const QualityCell& c) {  // the three numbers every level reports
     j["rel_rms"] = c.rel_rms;
     j["minmax_rel_rms"] = c.minmax_rel_rms;
     j["gain"] = c.gain();
-    j["outlier"] = c.outlier;
-    return j;
   };
   J j;
   j["observer"] = r.observer;
-  j["rel_rms"] = r.total.rel_rms;
-  j["minmax_rel_rms"] = r.total.minmax_rel_rms;
-  j["gain"] = r.total.gain();
+  errors(j, r.total);
   J kinds = J::array();
   for (const auto& row : r.rows) {
     J k;
     k["kind"] = row.kind;
-    k["rel_rms"] = row.total.rel_rms;
-    k["minmax_rel_rms"] = row.total.minmax_rel_rms;
-    k["gain"] = row.total.gain();
+    errors(k, row.total);
     J layers = J::array();
-    for (const auto& c : row.cells) layers.push_back(cell(c));
+    for (const auto& c : row.cells) {
+      J l;
+      l["layer"] = c.layer < 0 ? J(nullptr) : J(c.layer);
+      l["params"] = c.params;
+      errors(l, c);
+      l["outlier"] = c.outlier;
+      layers.push_back(std::move(l));
+    }
     k["layers"] = std::move(layers);
     kinds.push_back(std::move(k));
   }
@@ -183,13 +168,13 @@ std::string to_svg(const QualityReport& r) {
       "<text x=\"10\" y=\"18\" font-size=\"13\">fp4forge verify: error vs source by module kind and layer (observer {})</text>\n"
       "<text x=\"10\" y=\"34\">rel RMS {:.4f}, min-max would give {:.4f} (gain {:+.1f}%); upper strip: error against the "
       "kind's median (red: above, outlined: outlier); lower strip: gain over min-max (green)</text>\n",
-      width, height, xml_escape(r.observer), r.total.rel_rms, r.total.minmax_rel_rms, 100.0 * r.total.gain());
+      width, height, util::xml_escape(r.observer), r.total.rel_rms, r.total.minmax_rel_rms, 100.0 * r.total.gain());
   int y = top;
   for (const auto& row : r.rows) {
     std::vector<double> v;
     for (const auto& c : row.cells) v.push_back(c.rel_rms);
     const double med = median(v);
-    s += fmt::format("<text x=\"10\" y=\"{}\">{}</text>\n", y + strip + 4, xml_escape(row.kind));
+    s += fmt::format("<text x=\"10\" y=\"{}\">{}</text>\n", y + strip + 4, util::xml_escape(row.kind));
     for (const auto& c : row.cells) {
       const int x = left + std::max(c.layer, 0) * cw;
       const double ratio = med > 0 ? c.rel_rms / med : 1.0;
@@ -197,11 +182,11 @@ std::string to_svg(const QualityReport& r) {
                                           c.rel_rms, c.minmax_rel_rms, 100.0 * c.gain(), c.outlier ? " (outlier)" : "");
       s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"{}><title>{}</title></rect>\n", x, y,
                        cw - 1, strip, shade((ratio - 1.0) / (kOutlierFactor - 1.0), 214, 39, 40),
-                       c.outlier ? " stroke=\"black\" stroke-width=\"1.5\"" : "", xml_escape(tip));
+                       c.outlier ? " stroke=\"black\" stroke-width=\"1.5\"" : "", util::xml_escape(tip));
       const double g = c.gain();
       s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}</title></rect>\n", x,
                        y + strip, cw - 1, strip, g >= 0 ? shade(g / 0.3, 44, 160, 44) : shade(-g / 0.1, 255, 127, 14),
-                       xml_escape(tip));
+                       util::xml_escape(tip));
     }
     y += 2 * strip + gap;
   }

@@ -38,6 +38,22 @@ inline std::string ascii_lower(std::string_view s) {
   return r;
 }
 
+/** s with the five XML special characters escaped (SVG text and attributes). */
+inline std::string xml_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
 /** The key an option value is matched by: ASCII lower case, '_' read as '-' ("FP8_BLOCK" == "fp8-block"). */
 inline std::string option_key(std::string_view s) {
   std::string r = ascii_lower(s);
