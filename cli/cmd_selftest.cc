@@ -14,6 +14,7 @@
 #include "fp4forge/codec/fp8_dequant.h"
 #include "fp4forge/codec/golden.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/codec/scheme_golden.h"
 #include "render.h"
 
@@ -52,6 +53,12 @@ int run_selftest(const SelftestOpts& o) {
     schemes.push_back(std::move(*s));
   }
   run_scheme_golden(schemes, r, paths);  // every scheme through the same codec paths
+  // The searched observers (NVFP4A16): the built-in vectors on every search path.
+  if (o.golden.empty() && o.scheme_golden.empty()) {
+    auto obs = nvfp4::builtin_observer_golden();
+    if (!obs) return report_error(obs.error(), o.json);
+    nvfp4::run_observer_golden(*obs, r);
+  }
   // The FP8-source expansion loops (codec/fp8_dequant.h): their own paths, checked against the formula.
   const std::vector<fp8::DequantCheck> fp8 = fp8::dequant_selfcheck();
   bool fp8_ok = true;

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fp4forge/codec/golden.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/observer.h"
 #include "fp4forge/util/thread_pool.h"
@@ -77,5 +78,21 @@ Status encode_rows_maxima(const WeightView& w, float gs, const float* group_max,
  */
 Result<EncodedSet> encode_fused_observed(std::span<const WeightView> members, std::span<const std::string> names,
                                          Observer observer, std::string_view path = {});
+
+// ---- golden vectors (selftest) -------------------------------------------------------------------
+
+/** One observer's golden set (the codec/golden.h schema; bytes upstream writes with that observer). */
+struct ObserverGoldenSet {
+  Observer observer = Observer::NVFP4_EXPANDED_MSE;
+  GoldenSet set;
+};
+
+/** The built-in vectors (src/codec/observers_golden.json: the smallest cases of
+ * tests/data/golden/observers/, both observers). */
+Result<std::vector<ObserverGoldenSet>> builtin_observer_golden();
+
+/** Runs every case of each set on every search path (encode_fused_observed) into report.scheme_outcomes,
+ * named "NVFP4A16+<observer>/<case>", counting scheme_failures. */
+void run_observer_golden(const std::vector<ObserverGoldenSet>& sets, GoldenReport& report);
 
 }  // namespace fp4forge::nvfp4
