@@ -137,12 +137,28 @@ std::span<const std::byte> ShardReader::data(const TensorInfo& t) const noexcept
   return {impl_->base + impl_->header.data_start() + t.begin, static_cast<std::size_t>(t.nbytes())};
 }
 
-void ShardReader::release(const TensorInfo& t) const noexcept {
-  if (!impl_->map || t.nbytes() == 0) return;
+namespace {
+std::uint64_t page_size() noexcept {
   static const std::uint64_t page = [] {
     long p = ::sysconf(_SC_PAGESIZE);
     return p > 0 ? static_cast<std::uint64_t>(p) : std::uint64_t{4096};
   }();
+  return page;
+}
+}  // namespace
+
+void ShardReader::prefetch(const TensorInfo& t) const noexcept {
+  if (!impl_->map || t.nbytes() == 0) return;
+  const std::uint64_t page = page_size();
+  const std::uint64_t lo = (impl_->header.data_start() + t.begin) / page * page;
+  const std::uint64_t hi = std::min(impl_->header.data_start() + t.begin + t.nbytes(), impl_->size);
+  if (hi <= lo) return;
+  ::madvise(static_cast<char*>(impl_->map) + lo, static_cast<std::size_t>(hi - lo), MADV_WILLNEED);
+}
+
+void ShardReader::release(const TensorInfo& t) const noexcept {
+  if (!impl_->map || t.nbytes() == 0) return;
+  const std::uint64_t page = page_size();
   // Only whole pages inside the tensor: neighbours sharing a boundary page stay resident.
   const std::uint64_t lo = impl_->header.data_start() + t.begin;
   const std::uint64_t hi = std::min(lo + t.nbytes(), impl_->size);

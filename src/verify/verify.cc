@@ -1545,7 +1545,14 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
     st.per_tensor.push_back(std::move(te));
   };
   std::vector<std::byte> pk1, sc1;
-  for (Job& job : jobs) {
+  for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+    Job& job = jobs[ji];
+    // Read-ahead: the next job's source and quantized tensors load while this one computes.
+    if (ji + 1 < jobs.size())
+      for (const Member& mem : jobs[ji + 1].members) {
+        if (mem.src.tensor != nullptr) src.shards()[mem.src.tensor->shard].prefetch(*mem.src.tensor->info);
+        for (const TensorRef* t : mem.mod->members()) q.shards()[t->shard].prefetch(*t->info);
+      }
     struct Unexpand {  // an FP8 source's expansion lives for its job only
       Job& j;
       ~Unexpand() {

@@ -37,6 +37,9 @@ class ShardReader {
   std::span<const std::byte> data(const TensorInfo& t) const noexcept;
   /** Tells the kernel the tensor's pages are no longer needed (madvise DONTNEED); no-op for buffers. */
   void release(const TensorInfo& t) const noexcept;
+  /** Asks the kernel to start reading the tensor's pages now (madvise WILLNEED): read-ahead for work that
+   * touches it next; no-op for buffers. */
+  void prefetch(const TensorInfo& t) const noexcept;
 
  private:
   struct Impl;
