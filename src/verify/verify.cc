@@ -1317,7 +1317,7 @@ struct MemberDiff {
  */
 std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& L, const Module& m,
                                              const SourceView& src, const VerifyOptions& opts, Sink& sink,
-                                             VerifyStats& st) {
+                                             VerifyStats& st, ThreadPool& pool) {
   const std::uint64_t n = m.n, k = m.k;
   const DType dt = src.dtype;
   const std::size_t es = elem_size(dt);
@@ -1338,13 +1338,25 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   std::vector<char> row_bad(n, 0);
   const std::uint64_t block = fp8::kBlock;
   const std::uint64_t chunk = ((std::max<std::uint64_t>(1, (1u << 20) / std::max<std::uint64_t>(k, 1)) + block - 1) / block) * block;
-  std::vector<float> deq, ref;
-  double err2 = 0, ref2 = 0, src2 = 0;
-  for (std::uint64_t r0 = 0; r0 < n; r0 += chunk) {
-    const std::uint64_t r1 = std::min(n, r0 + chunk), rows = r1 - r0;
+  // Row chunks in parallel (whole 128-row blocks); each chunk's differences and sums kept apart and merged
+  // in chunk order, so the report is the same for any -j. row_bad is written on disjoint row ranges.
+  struct ChunkResult {
+    bool ok = true;
+    std::vector<MemberDiff> diffs;
+    double err2 = 0, ref2 = 0, src2 = 0;
+  };
+  const std::size_t nchunks = static_cast<std::size_t>((n + chunk - 1) / chunk);
+  std::vector<ChunkResult> results(nchunks);
+  parallel_for(pool, nchunks, [&](std::size_t c) {
+    ChunkResult& cr = results[c];
+    cr.diffs.resize(specs.size());
+    const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk), rows = r1 - r0;
     const nvfp4::WeightView v{src.data + r0 * k * es, dt, rows, k};
     auto enc = encode_linear(L.qs, v, m.name);
-    if (!enc.ok()) return std::nullopt;  // refused sources (NaN/Inf) were reported by the amax pass
+    if (!enc.ok()) {  // refused sources (NaN/Inf) were reported by the amax pass
+      cr.ok = false;
+      return;
+    }
     const auto before = linear_tensors(L.qs, r0, k, dt);  // what rows [0, r0) take of each member
     for (std::size_t i = 0; i < specs.size(); ++i) {
       if (!stored[i] || !diffs[i].what.empty()) continue;
@@ -1357,7 +1369,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
       const std::uint64_t row_elems = e.shape.size() == 2 ? e.shape[1] : 1;
       for (std::uint64_t j = 0; j < e.bytes.size() / tes; ++j) {
         if (std::memcmp(have_bytes + j * tes, e.bytes.data() + j * tes, tes) == 0) continue;
-        if (diffs[i].elements++ == 0) diffs[i].first = off / tes + j;
+        if (cr.diffs[i].elements++ == 0) cr.diffs[i].first = off / tes + j;
         const std::uint64_t unit = j / row_elems;
         if (per_row) {
           row_bad[r0 + unit] = 1;
@@ -1367,6 +1379,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
       }
     }
     // Errors against the source: the stored tensors and the re-encoding, dequantized alike.
+    thread_local std::vector<float> deq, ref;
     deq.resize(rows * k);
     ref.resize(rows * k);
     decode_linear_rows(L.qs, have, n, k, r0, r1, deq.data());
@@ -1375,10 +1388,22 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
     for (std::uint64_t i = 0; i < rows * k; ++i) {
       const double w = load_elem(src.data, dt, r0 * k + i);
       const double dq = deq[i], rf = ref[i];
-      err2 += (dq - w) * (dq - w);
-      ref2 += (rf - w) * (rf - w);
-      src2 += w * w;
+      cr.err2 += (dq - w) * (dq - w);
+      cr.ref2 += (rf - w) * (rf - w);
+      cr.src2 += w * w;
     }
+  });
+  double err2 = 0, ref2 = 0, src2 = 0;
+  for (const ChunkResult& cr : results) {
+    if (!cr.ok) return std::nullopt;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (cr.diffs[i].elements == 0) continue;
+      if (diffs[i].elements == 0) diffs[i].first = cr.diffs[i].first;
+      diffs[i].elements += cr.diffs[i].elements;
+    }
+    err2 += cr.err2;
+    ref2 += cr.ref2;
+    src2 += cr.src2;
   }
   auto rel = [&](double e2) {
     if (src2 > 0) return std::sqrt(e2 / src2);
@@ -1609,7 +1634,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         const Module& m = *mem.mod;
         if (!scheme_traits(s.layout.qs).global_scale) {
           // Every other scheme: the whole module re-encoded and compared byte for byte.
-          if (auto te = compare_reencoded(q, s.layout, m, mem.src, opts, sink, st)) record(std::move(*te));
+          if (auto te = compare_reencoded(q, s.layout, m, mem.src, opts, sink, st, pool)) record(std::move(*te));
           continue;
         }
         const std::uint64_t n = m.n, k = m.k;
