@@ -85,6 +85,7 @@ QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& te
       grp.scheme = scheme_label(g, parsed->format);
       grp.format = g.format.empty() ? q.format : g.format;
       grp.targets = g.targets;
+      if (g.weights) grp.observer = g.weights->observer;
       q.groups.push_back(std::move(grp));
     }
   } else {
@@ -293,6 +294,7 @@ nlohmann::ordered_json to_json(const InspectReport& r) {
     x["scheme"] = grp.scheme;
     x["format"] = grp.format.empty() ? Json(nullptr) : Json(grp.format);
     x["targets"] = grp.targets;
+    x["observer"] = grp.observer.empty() ? Json(nullptr) : Json(grp.observer);
     groups.push_back(std::move(x));
   }
   q["groups"] = groups;
@@ -342,7 +344,8 @@ std::string to_text(const InspectReport& r) {
   std::string qs = r.quant.state;
   if (!r.quant.groups.empty()) {
     std::vector<std::string> names;
-    for (const auto& g : r.quant.groups) names.push_back(g.scheme);
+    for (const auto& g : r.quant.groups)
+      names.push_back(g.observer.empty() ? g.scheme : fmt::format("{} with observer {}", g.scheme, g.observer));
     qs += fmt::format(" ({}{})", fmt::join(names, ", "), r.quant.format.empty() ? "" : ", " + r.quant.format);
   }
   if (r.quant.quantized_modules > 0) qs += fmt::format(", {} quantized modules", r.quant.quantized_modules);

@@ -33,6 +33,7 @@ struct QuantGroup {
   std::string scheme;  ///< derived: "NVFP4A16", "NVFP4", "MXFP4A16", "FP8", "W4A16", ... or "custom"
   std::string format;  ///< group format, else the global format
   std::vector<std::string> targets;
+  std::string observer;  ///< the weights' observer as written ("memoryless_minmax", "nvfp4_expanded_mse", ...; "" when absent)
 };
 
 struct QuantState {
