@@ -118,32 +118,42 @@ const PowTable& pow_table(DType dt, float nd) {
 
 }  // namespace
 
-const std::int32_t* detail::bf16_thresholds() {
-  static const std::vector<std::int32_t> table = [] {
-    std::vector<std::int32_t> t(7 * 128);
-    // The E2M1 magnitude index the reference decides for x under s (ref_search_group's arithmetic).
-    auto index = [](float x, float s) {
-      float y = round_d(x / s, DType::BF16);
-      y = std::min(std::max(y, -6.0f), 6.0f);
-      return static_cast<int>(detail::ref_fp4_code(y) & 7);
-    };
-    for (std::uint32_t m = 0; m < 128; ++m) {
-      const float s = half::bf16_to_float(static_cast<std::uint16_t>(0x3F80 | m));
-      for (int k = 0; k < 7; ++k) {
-        // Largest magnitude bits b (BF16, finite) with index(b) <= k: index is non-decreasing in b.
-        std::uint32_t lo = 0, hi = 0x7F7F;  // index(lo) <= k holds (0 -> 0)
-        while (lo < hi) {
-          const std::uint32_t mid = (lo + hi + 1) / 2;
-          if (index(half::bf16_to_float(static_cast<std::uint16_t>(mid)), s) <= k) lo = mid;
-          else hi = mid - 1;
-        }
-        t[128 * static_cast<std::size_t>(k) + m] =
-            static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(half::bf16_to_float(static_cast<std::uint16_t>(lo))));
+namespace {
+std::vector<std::int32_t> build_thresholds(DType dt) {
+  const int mant = dt == DType::BF16 ? 7 : 10;
+  const std::uint32_t n = 1u << mant, one = dt == DType::BF16 ? 0x3F80u : 0x3C00u, max_bits = dt == DType::BF16 ? 0x7F7Fu : 0x7BFFu;
+  auto value = [dt](std::uint32_t b) {
+    return dt == DType::BF16 ? half::bf16_to_float(static_cast<std::uint16_t>(b)) : half::f16_to_float(static_cast<std::uint16_t>(b));
+  };
+  std::vector<std::int32_t> t(7 * static_cast<std::size_t>(n));
+  // The E2M1 magnitude index the reference decides for x under s (ref_search_group's arithmetic).
+  auto index = [dt](float x, float s) {
+    float y = round_d(x / s, dt);
+    y = std::min(std::max(y, -6.0f), 6.0f);
+    return static_cast<int>(detail::ref_fp4_code(y) & 7);
+  };
+  for (std::uint32_t m = 0; m < n; ++m) {
+    const float s = value(one | m);
+    for (int k = 0; k < 7; ++k) {
+      // Largest magnitude bits b (finite) with index(b) <= k: index is non-decreasing in b, index(0) = 0.
+      std::uint32_t lo = 0, hi = max_bits;
+      while (lo < hi) {
+        const std::uint32_t mid = (lo + hi + 1) / 2;
+        if (index(value(mid), s) <= k) lo = mid;
+        else hi = mid - 1;
       }
+      t[static_cast<std::size_t>(n) * static_cast<std::size_t>(k) + m] =
+          static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(value(lo)));
     }
-    return t;
-  }();
-  return table.data();
+  }
+  return t;
+}
+}  // namespace
+
+const std::int32_t* detail::search_thresholds(DType dt) {
+  static const std::vector<std::int32_t> bf16 = build_thresholds(DType::BF16);
+  static const std::vector<std::int32_t> f16 = build_thresholds(DType::F16);
+  return dt == DType::F16 ? f16.data() : bf16.data();
 }
 
 namespace {
@@ -224,11 +234,14 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
                    float* group_max_out, StepMask* improved, std::string_view name, std::string_view path) {
   const bool ref = path == "scalar";
   // A Highway path (BF16 sources; F16 and F32 run the table path), the dispatched best for an empty path.
-  detail::SearchKernel simd = nullptr;
+  detail::SearchKernel simd = nullptr, simd_f16 = nullptr;
   bool dispatched = path.empty();
   if (!path.empty() && !ref && path != "table") {
     for (const auto& p : detail::search_simd_paths())
-      if (p.name == path) simd = p.fn;
+      if (p.name == path) {
+        simd = p.fn;
+        simd_f16 = p.f16;
+      }
     if (simd == nullptr) {
       std::string names;
       for (const auto& n : search_paths()) names += (names.empty() ? "" : ", ") + n;
@@ -251,12 +264,17 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
   const std::byte* base = w.data + r0 * w.cols * detail::elem_size(dt);
   const std::uint64_t groups = (r1 - r0) * (w.cols / kGroupSize);
   const float expand = static_cast<float>(spec.expand);
-  if (dt == DType::BF16 && (simd != nullptr || dispatched)) {
-    const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data(), detail::bf16_thresholds()};
+  // The Highway kernels: BF16 on every target, F16 where the target converts to F16 exactly.
+  detail::SearchKernel kernel = nullptr;
+  if (dt == DType::BF16) kernel = simd != nullptr ? simd : dispatched ? &detail::search_bf16_dispatched : nullptr;
+  if (dt == DType::F16) {
+    if (simd_f16 != nullptr) kernel = simd_f16;
+    else if (dispatched && detail::search_f16_native()) kernel = &detail::search_f16_dispatched;
+  }
+  if (kernel != nullptr) {
+    const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data(), detail::search_thresholds(dt)};
     std::array<std::uint8_t, kMaxSearchSteps> imp{};
-    const auto* src = reinterpret_cast<const std::uint16_t*>(base);
-    if (simd != nullptr) simd(src, groups, &args, group_max_out, imp.data());
-    else detail::search_bf16_dispatched(src, groups, &args, group_max_out, imp.data());
+    kernel(reinterpret_cast<const std::uint16_t*>(base), groups, &args, group_max_out, imp.data());
     if (improved != nullptr)
       for (int i = 0; i < steps; ++i)
         if (imp[static_cast<std::size_t>(i)]) improved->set(static_cast<std::size_t>(i));

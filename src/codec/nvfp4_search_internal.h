@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "fp4forge/core/dtype.h"
+
 namespace fp4forge::nvfp4::detail {
 
 /** What a search kernel needs besides the data: the per-step constants the reference computes. */
@@ -16,18 +18,18 @@ struct SearchArgs {
   float eps = 0.0f;                   ///< finfo(D).eps
   float max_d = 0.0f;                 ///< finfo(D).max
   const float* pow_table = nullptr;   ///< flD(|d|^norm_D) for every 15-bit magnitude of D (0x8000 entries)
-  /** BF16 E2M1 decision thresholds (bf16_thresholds()), or nullptr to divide every element. */
+  /** E2M1 decision thresholds of D (search_thresholds()), or nullptr to divide every element. */
   const std::int32_t* thresholds = nullptr;
 };
 
 /**
- * The seven E2M1 decision thresholds of the search for BF16 sources, per scale mantissa: entry 128 * k + m
- * (k = 0..6, m = 0..127) is the float bits of the largest BF16 magnitude x whose E2M1 magnitude index
- * (0 for 0, 1 for 0.5, ... 7 for 6) under the scale s = 1 + m/128 is at most k, found by binary search with
- * the reference's own arithmetic (clamp(flD(fl32(x / s)), 6), cast_to_fp4's bounds). For a scale s * 2^e
- * in the normal range every threshold is the entry's value times 2^e.
+ * The seven E2M1 decision thresholds of the search for BF16 (M = 7) or F16 (M = 10) sources, per scale
+ * mantissa: entry 2^M * k + m (k = 0..6, m < 2^M) is the float bits of the largest magnitude x of D whose
+ * E2M1 magnitude index (0 for 0, 1 for 0.5, ... 7 for 6) under the scale s = 1 + m/2^M is at most k, found by
+ * binary search with the reference's own arithmetic (clamp(flD(fl32(x / s)), 6), cast_to_fp4's bounds).
+ * For a scale s * 2^e in D's normal range every threshold is the entry's value times 2^e.
  */
-const std::int32_t* bf16_thresholds();
+const std::int32_t* search_thresholds(DType dt);
 
 /** Searches `groups` groups of 16 BF16 values at `src` (contiguous): writes each group's searched max
  * (flD(flD(a * expand) * ps[best step])) to group_max[groups] and sets improved[i] = 1 for every step i
@@ -36,12 +38,18 @@ using SearchKernel = void (*)(const std::uint16_t* src, std::uint64_t groups, co
                               float* group_max, std::uint8_t* improved);
 
 struct SearchPath {
-  std::string name;  ///< hwy::TargetName of the target
-  SearchKernel fn;
+  std::string name;   ///< hwy::TargetName of the target
+  SearchKernel fn;    ///< BF16 sources
+  SearchKernel f16;   ///< F16 sources, or nullptr on a target without an exact F16 conversion (table path)
 };
 
 /** The Highway targets of the BF16 search compiled in and supported by this CPU, best first. */
 const std::vector<SearchPath>& search_simd_paths();
+/** HWY_DYNAMIC_DISPATCH of the F16 search, and whether the dispatched target runs it (else: table path). */
+void search_f16_dispatched(const std::uint16_t* src, std::uint64_t groups, const SearchArgs* args, float* group_max,
+                           std::uint8_t* improved);
+bool search_f16_native();
+
 /** HWY_DYNAMIC_DISPATCH of the BF16 search. */
 void search_bf16_dispatched(const std::uint16_t* src, std::uint64_t groups, const SearchArgs* args,
                             float* group_max, std::uint8_t* improved);

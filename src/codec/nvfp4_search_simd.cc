@@ -55,11 +55,61 @@ void SearchQuotients(const float* x, const float* s, std::size_t n, float* out) 
   }
 }
 
-void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
-                float* group_max, std::uint8_t* improved) {
+// F16 needs the hardware conversion (F16C: RNE, overflow to inf, subnormals); Highway's emulation on the
+// SSE targets truncates, so there the F16 search takes the table path.
+#undef FP4FORGE_SEARCH_F16
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+#define FP4FORGE_SEARCH_F16 1
+#else
+#define FP4FORGE_SEARCH_F16 0
+#endif
+
+// flD(x) as float: BF16 by the shared integer RNE (inf and NaN stay), F16 by the hardware conversion.
+template <Src S, class DF>
+HWY_INLINE hn::Vec<DF> RoundD(DF df, hn::Vec<DF> x) {
+  if constexpr (S == Src::BF16) {
+    return RoundMag<Src::BF16>(df, x);
+  } else {
+#if FP4FORGE_SEARCH_F16
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    return hn::PromoteTo(df, hn::DemoteTo(df16, x));
+#else
+    return x;  // not instantiated: the F16 kernel is only called where FP4FORGE_SEARCH_F16
+#endif
+  }
+}
+
+// The magnitude bits in D of flD(d) (the power table's index), as int32 lanes.
+template <Src S, class DF>
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> MagIndex(DF df, hn::Vec<DF> d) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  if constexpr (S == Src::BF16) {
+    // RNE in the integer domain, sign dropped first (RNE is odd).
+    const auto db = hn::BitCast(du, hn::Abs(d));
+    return hn::BitCast(di, hn::ShiftRight<16>(hn::Add(db, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(db), hn::Set(du, 1u))))));
+  } else {
+#if FP4FORGE_SEARCH_F16
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    const hn::Rebind<std::uint16_t, DF> du16;
+    const auto h = hn::BitCast(du16, hn::DemoteTo(df16, hn::Abs(d)));
+    return hn::BitCast(di, hn::PromoteTo(du, h));
+#else
+    (void)df;
+    return hn::BitCast(di, hn::BitCast(du, d));
+#endif
+  }
+}
+
+template <Src S>
+void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
+             float* group_max, std::uint8_t* improved) {
+  // The threshold table's mantissa bits, and the scales for which it holds (every threshold and every
+  // dq normal and finite in D once shifted by the scale's exponent).
+  constexpr int kMant = S == Src::BF16 ? 7 : 10;
+  const float lo_s = S == Src::BF16 ? 0x1p-100f : 0x1p-12f, hi_s = S == Src::BF16 ? 0x1p100f : 0x1p13f;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
-  const hn::RebindToUnsigned<decltype(df)> du;
   constexpr std::size_t kMax = hn::MaxLanes(df);
   const std::size_t L = hn::Lanes(df);
   HWY_ALIGN float xt[16 * kMax];  // xt[j * L + lane] = |x_j| of group `lane` of the block
@@ -68,7 +118,6 @@ void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::det
   const auto zero = hn::Zero(df);
   // Adding C and subtracting it again rounds y >= 0 to a multiple of ulp(C): 0.5, 1 and 2.
   const auto c05 = hn::Set(df, 0x1.8p22f), c1 = hn::Set(df, 0x1.8p23f), c2 = hn::Set(df, 0x1.8p24f);
-  const auto rne = hn::Set(du, 0x7FFFu), one_u = hn::Set(du, 1u);
   const auto eps = hn::Set(df, args->eps), expand = hn::Set(df, args->expand);
   const float* table = args->pow_table;
   for (std::uint64_t g0 = 0; g0 < groups; g0 += L) {
@@ -76,16 +125,16 @@ void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::det
     for (std::size_t lane = 0; lane < L; ++lane)
       for (std::size_t j = 0; j < 16; ++j) {
         const std::uint16_t b = lane < n ? static_cast<std::uint16_t>(src[(g0 + lane) * 16 + j] & 0x7FFF) : 0;
-        xt[j * L + lane] = half::bf16_to_float(b);
+        xt[j * L + lane] = S == Src::BF16 ? half::bf16_to_float(b) : half::f16_to_float(b);
       }
     auto a = zero;
     for (std::size_t j = 0; j < 16; ++j) a = hn::Max(a, hn::Load(df, xt + j * L));
-    const auto m0 = RoundMag<Src::BF16>(df, hn::Mul(a, expand));  // flD(a * expand)
+    const auto m0 = RoundD<S>(df, hn::Mul(a, expand));  // flD(a * expand)
     auto best = hn::Set(df, args->max_d);
     auto besti = hn::Zero(di);
     for (int i = 0; i < args->steps; ++i) {
-      const auto m = RoundMag<Src::BF16>(df, hn::Mul(m0, hn::Set(df, args->ps[i])));  // flD(m0 * p)
-      auto s = RoundMag<Src::BF16>(df, hn::Div(m, six));                             // flD(m / 6)
+      const auto m = RoundD<S>(df, hn::Mul(m0, hn::Set(df, args->ps[i])));  // flD(m0 * p)
+      auto s = RoundD<S>(df, hn::Div(m, six));                             // flD(m / 6)
       s = hn::IfThenElse(hn::Eq(s, zero), eps, s);                                   // 0 -> eps
       auto acc = zero;
       // The usual case: every scale of the block in [2^-100, 2^100]. Each element's E2M1 magnitude is decided
@@ -94,14 +143,14 @@ void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::det
       // scales exactly by powers of two in the normal range), and dq = flD(q * s) is one of eight values
       // computed once per step: 0, s/2, s, 2s, 4s exactly, flD(1.5 s) and its doubles.
       if (args->thresholds != nullptr &&
-          hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, 0x1p-100f)), hn::Le(s, hn::Set(df, 0x1p100f))))) {
+          hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, lo_s)), hn::Le(s, hn::Set(df, hi_s))))) {
         const auto sb = hn::BitCast(di, s);
-        const auto mant = hn::And(hn::ShiftRight<16>(sb), hn::Set(di, 0x7F));
+        const auto mant = hn::And(hn::ShiftRight<23 - kMant>(sb), hn::Set(di, (1 << kMant) - 1));
         const auto eoff = hn::Sub(hn::And(sb, hn::Set(di, 0x7F800000)), hn::Set(di, 127 << 23));
         hn::Vec<decltype(di)> t[7];
         for (int k = 0; k < 7; ++k)
-          t[k] = hn::Add(hn::GatherIndex(di, args->thresholds + 128 * k, mant), eoff);
-        const auto d15 = RoundMag<Src::BF16>(df, hn::Mul(s, hn::Set(df, 1.5f)));
+          t[k] = hn::Add(hn::GatherIndex(di, args->thresholds + (std::size_t{1} << kMant) * static_cast<std::size_t>(k), mant), eoff);
+        const auto d15 = RoundD<S>(df, hn::Mul(s, hn::Set(df, 1.5f)));
         const auto v05 = hn::Mul(s, hn::Set(df, 0.5f)), v2 = hn::Add(s, s), v4 = hn::Mul(s, four);
         const auto v3 = hn::Add(d15, d15), v6 = hn::Mul(d15, four);
         for (std::size_t j = 0; j < 16; ++j) {
@@ -115,9 +164,7 @@ void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::det
           dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[4])), v3, dq);
           dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[5])), v4, dq);
           dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[6])), v6, dq);
-          const auto db = hn::BitCast(du, hn::Abs(hn::Sub(dq, x)));
-          const auto idx = hn::BitCast(di, hn::ShiftRight<16>(hn::Add(db, hn::Add(rne, hn::And(hn::ShiftRight<16>(db), one_u)))));
-          acc = hn::Add(acc, hn::GatherIndex(df, table, idx));
+          acc = hn::Add(acc, hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x))));
         }
       } else {
       // The corrected reciprocal quotient needs a normal, finite s; a step with another (a subnormal or an
@@ -127,30 +174,45 @@ void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::det
       for (std::size_t j = 0; j < 16; ++j) {
         const auto x = hn::Load(df, xt + j * L);
         const auto z = divide ? hn::Div(x, s) : DivideExactly(x, s, r);            // fl32(|x| / s)
-        const auto y = RoundMag<Src::BF16>(df, hn::Min(z, six));                    // clamp(flD(|x| / s), 6)
+        const auto y = RoundD<S>(df, hn::Min(z, six));                    // clamp(flD(|x| / s), 6)
         // E2M1 RNE: spacing 0.5 below 2, 1 below 4, 2 above (cast_to_fp4's bounds are its ties to even),
         // as (y + C) - C with ulp(C) the spacing: the float addition rounds to nearest even.
         const auto c = hn::IfThenElse(hn::Lt(y, two), c05, hn::IfThenElse(hn::Lt(y, four), c1, c2));
         const auto q = hn::Sub(hn::Add(y, c), c);
-        const auto dq = RoundMag<Src::BF16>(df, hn::Mul(q, s));  // flD(q * s)
-        // |flD(dq - |x|)| as BF16 magnitude bits: RNE in the integer domain, sign dropped first (RNE is odd).
-        const auto db = hn::BitCast(du, hn::Abs(hn::Sub(dq, x)));
-        const auto idx = hn::BitCast(di, hn::ShiftRight<16>(hn::Add(db, hn::Add(rne, hn::And(hn::ShiftRight<16>(db), one_u)))));
-        acc = hn::Add(acc, hn::GatherIndex(df, table, idx));  // + flD(|d|^norm)
+        const auto dq = RoundD<S>(df, hn::Mul(q, s));  // flD(q * s)
+        acc = hn::Add(acc, hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x))));  // + flD(|flD(dq - |x|)|^norm)
       }
       }
-      const auto err = RoundMag<Src::BF16>(df, hn::Abs(acc));  // acc >= 0 (or NaN)
+      const auto err = RoundD<S>(df, hn::Abs(acc));  // acc >= 0 (or NaN)
       const auto imp = hn::Lt(err, best);
       best = hn::IfThenElse(imp, err, best);
       besti = hn::IfThenElse(hn::RebindMask(di, imp), hn::Set(di, i), besti);
       if (!hn::AllFalse(df, imp)) improved[i] = 1;
     }
     // best_max_val: flD(m0 * p) of the best step (step 0, p = 1, when no step improved).
-    const auto mb = RoundMag<Src::BF16>(df, hn::Mul(m0, hn::GatherIndex(df, args->ps, besti)));
+    const auto mb = RoundD<S>(df, hn::Mul(m0, hn::GatherIndex(df, args->ps, besti)));
     hn::Store(mb, df, out);
     std::memcpy(group_max + g0, out, n * sizeof(float));
   }
 }
+
+void SearchBf16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
+                float* group_max, std::uint8_t* improved) {
+  SearchT<Src::BF16>(src, groups, args, group_max, improved);
+}
+
+// Where the target has no exact F16 conversion this does nothing: SearchF16Native says so, and the caller
+// takes the table path instead.
+void SearchF16(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
+               float* group_max, std::uint8_t* improved) {
+#if FP4FORGE_SEARCH_F16
+  SearchT<Src::F16>(src, groups, args, group_max, improved);
+#else
+  (void)src, (void)groups, (void)args, (void)group_max, (void)improved;
+#endif
+}
+
+bool SearchF16Native() { return FP4FORGE_SEARCH_F16 != 0; }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace fp4forge::scheme_simd
@@ -165,9 +227,15 @@ struct SearchEntry {
   std::int64_t target;
   nvfp4::detail::SearchKernel fn;
 };
+struct NativeEntry {
+  std::int64_t target;
+  bool (*fn)();
+};
 }  // namespace
 
 HWY_EXPORT(SearchBf16);
+HWY_EXPORT(SearchF16);
+HWY_EXPORT(SearchF16Native);
 HWY_EXPORT(SearchQuotients);
 
 void search_bf16_dispatch(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
@@ -179,12 +247,25 @@ void search_quotients(const float* x, const float* s, std::size_t n, float* out)
   HWY_DYNAMIC_DISPATCH(SearchQuotients)(x, s, n, out);
 }
 
+void search_f16_dispatch(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
+                         float* group_max, std::uint8_t* improved) {
+  HWY_DYNAMIC_DISPATCH(SearchF16)(src, groups, args, group_max, improved);
+}
+
+bool search_f16_native_dispatch() { return HWY_DYNAMIC_DISPATCH(SearchF16Native)(); }
+
 std::vector<nvfp4::detail::SearchPath> search_bf16_paths() {
-  const std::initializer_list<SearchEntry> compiled = {FP4FORGE_SCHEME_TARGETS(SearchBf16)};
+  const std::initializer_list<SearchEntry> bf16 = {FP4FORGE_SCHEME_TARGETS(SearchBf16)};
+  const std::initializer_list<SearchEntry> f16 = {FP4FORGE_SCHEME_TARGETS(SearchF16)};
+  const std::initializer_list<NativeEntry> native = {FP4FORGE_SCHEME_TARGETS(SearchF16Native)};
   std::vector<nvfp4::detail::SearchPath> out;
   const std::int64_t have = hwy::SupportedTargets();
-  for (const SearchEntry& e : compiled)
-    if (have & e.target) out.push_back(nvfp4::detail::SearchPath{hwy::TargetName(e.target), e.fn});
+  auto b = bf16.begin();
+  auto f = f16.begin();
+  auto n = native.begin();
+  for (; b != bf16.end(); ++b, ++f, ++n)
+    if (have & b->target)
+      out.push_back(nvfp4::detail::SearchPath{hwy::TargetName(b->target), b->fn, n->fn() ? f->fn : nullptr});
   return out;
 }
 
@@ -201,6 +282,13 @@ void search_bf16_dispatched(const std::uint16_t* src, std::uint64_t groups, cons
                             float* group_max, std::uint8_t* improved) {
   scheme_simd::search_bf16_dispatch(src, groups, args, group_max, improved);
 }
+
+void search_f16_dispatched(const std::uint16_t* src, std::uint64_t groups, const SearchArgs* args, float* group_max,
+                           std::uint8_t* improved) {
+  scheme_simd::search_f16_dispatch(src, groups, args, group_max, improved);
+}
+
+bool search_f16_native() { return scheme_simd::search_f16_native_dispatch(); }
 
 void search_quotients_dispatched(const float* x, const float* s, std::size_t n, float* out) {
   scheme_simd::search_quotients(x, s, n, out);

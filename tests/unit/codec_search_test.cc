@@ -52,8 +52,8 @@ TEST(CodecSearch, PatienceStopsWhereTheEagerLoopBreaks) {
   EXPECT_EQ(steps_run(ex, StepMask{}), 111);  // patience 1000 never ends it
 }
 
-// The kernel's quotient equals IEEE division for every BF16 pair whose quotient is in [2^-3, 2^4), at three
-// scale magnitudes (the reciprocal correction is scale-invariant in the normal range).
+// The kernel's quotient equals IEEE division for every BF16 pair (and F16 pairs, sampled) whose quotient is
+// in [2^-3, 2^4), at three scale magnitudes (the reciprocal correction is scale-invariant in the normal range).
 TEST(CodecSearch, TheKernelsDivisionIsExactWhereItDecides) {
   std::vector<float> xs, ss;
   for (float scale : {1.0f, 0x1p-60f, 0x1p40f})
@@ -68,6 +68,16 @@ TEST(CodecSearch, TheKernelsDivisionIsExactWhereItDecides) {
           ss.push_back(s);
         }
     }
+  for (std::uint32_t ms = 0; ms < 1024; ms += 5) {  // F16: 11-bit significands
+    const float s = half::f16_to_float(static_cast<std::uint16_t>(0x3C00 | ms));
+    for (std::uint32_t b = 0x2C00; b < 0x5000; b += 3) {  // x in [2^-4, 2^5)
+      const float x = half::f16_to_float(static_cast<std::uint16_t>(b));
+      const float z = x / s;
+      if (z < 0x1p-3f || z >= 0x1p4f) continue;
+      xs.push_back(x);
+      ss.push_back(s);
+    }
+  }
   while (xs.size() % 16) {
     xs.push_back(1.0f);
     ss.push_back(1.0f);
@@ -106,7 +116,16 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
       if (r >= 24 && r % 8 != 4) v *= std::ldexp(1.0f, static_cast<int>(r - 24) * 10 - 120);
       w[r * cols + c] = half::float_to_bf16(v);
     }
-  const WeightView v{reinterpret_cast<const std::byte*>(w.data()), DType::BF16, rows, cols};
+  // The same values as F16 (rows scaled out of F16's range overflow to inf there: rejected, so they are
+  // scaled into it instead).
+  std::vector<std::uint16_t> w16(rows * cols);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    float f = half::bf16_to_float(w[i]);
+    while (std::fabs(f) > 60000.0f) f *= 0x1p-20f;
+    w16[i] = half::float_to_f16(f);
+  }
+  for (const auto& [ptr, dt] : {std::pair{w.data(), DType::BF16}, std::pair{w16.data(), DType::F16}}) {
+  const WeightView v{reinterpret_cast<const std::byte*>(ptr), dt, rows, cols};
   for (Observer o : {Observer::NVFP4_EXPANDED_MSE, Observer::MEMORYLESS_MSE}) {
     const SearchSpec sp = *search_spec(o);
     std::vector<float> ref(rows * cols / 16);
@@ -125,41 +144,50 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
       for (std::size_t g = 0; g < 12 * cols / 16; ++g) EXPECT_EQ(part[g], ref[5 * cols / 16 + g]) << path;
     }
   }
+  }
 }
 
-// The table the BF16 kernels decide by, shifted by a scale's exponent, is the reference's decision for every
-// BF16 magnitude below 8 s, at scales across the range the kernels use it in ([2^-100, 2^100]).
-TEST(CodecSearch, TheBf16ThresholdsAreTheReferencesDecisions) {
-  const std::int32_t* t = detail::bf16_thresholds();
-  std::size_t checked = 0, bad = 0;
-  for (int e : {-100, -37, 0, 5, 99})
-    for (std::uint32_t m = 0; m < 128; ++m) {
-      const std::uint16_t sbits = static_cast<std::uint16_t>(((127 + e) << 7) | m);
-      const float s = half::bf16_to_float(sbits);
-      const std::int32_t eoff = e * (1 << 23);
-      for (std::uint32_t b = 0; b < 0x7F80; ++b) {
-        const float x = half::bf16_to_float(static_cast<std::uint16_t>(b));
-        if (x > 8 * s) break;
-        float y = half::round_to_bf16(x / s);
-        y = std::min(y, 6.0f);
-        const float grid[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
-        int want = 0;  // cast_to_fp4's bins
-        if (y > 0.25f) want = 1;
-        if (y >= 0.75f) want = 2;
-        if (y > 1.25f) want = 3;
-        if (y >= 1.75f) want = 4;
-        if (y > 2.5f) want = 5;
-        if (y >= 3.5f) want = 6;
-        if (y > 5.0f) want = 7;
-        int got = 0;
-        const std::int32_t xb = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x));
-        for (int k = 0; k < 7; ++k) got += xb > t[128 * k + m] + eoff;
-        ++checked;
-        if (got != want && bad++ < 5) ADD_FAILURE() << "s " << s << " x " << x << ": " << grid[got] << " vs " << grid[want];
+// The table the kernels decide by, shifted by a scale's exponent, is the reference's decision for every
+// magnitude of D below 8 s, at scales across the range the kernels use it in (BF16 [2^-100, 2^100], F16
+// [2^-12, 2^13]).
+TEST(CodecSearch, TheThresholdsAreTheReferencesDecisions) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const bool bf = dt == DType::BF16;
+    const int mant = bf ? 7 : 10;
+    const std::int32_t* t = detail::search_thresholds(dt);
+    auto value = [bf](std::uint32_t b) {
+      return bf ? half::bf16_to_float(static_cast<std::uint16_t>(b)) : half::f16_to_float(static_cast<std::uint16_t>(b));
+    };
+    std::size_t checked = 0, bad = 0;
+    const std::vector<int> exps = bf ? std::vector<int>{-100, -37, 0, 5, 99} : std::vector<int>{-12, -3, 0, 7, 12};
+    for (int e : exps)
+      for (std::uint32_t m = 0; m < (1u << mant); m += bf ? 1 : 3) {
+        const float s = std::ldexp(value((bf ? 0x3F80u : 0x3C00u) | m), e);
+        const std::int32_t eoff = e * (1 << 23);
+        for (std::uint32_t b = 0; b < (bf ? 0x7F80u : 0x7C00u); ++b) {
+          const float x = value(b);
+          if (x > 8 * s) break;
+          if (x < s / 16 && (b % 64) != 0) continue;  // far below the first bound: sample
+          float y = bf ? half::round_to_bf16(x / s) : half::round_to_f16(x / s);
+          y = std::min(y, 6.0f);
+          int want = 0;  // cast_to_fp4's bins
+          if (y > 0.25f) want = 1;
+          if (y >= 0.75f) want = 2;
+          if (y > 1.25f) want = 3;
+          if (y >= 1.75f) want = 4;
+          if (y > 2.5f) want = 5;
+          if (y >= 3.5f) want = 6;
+          if (y > 5.0f) want = 7;
+          int got = 0;
+          const std::int32_t xb = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x));
+          for (int k = 0; k < 7; ++k) got += xb > t[(std::size_t{1} << mant) * static_cast<std::size_t>(k) + m] + eoff;
+          ++checked;
+          if (got != want && bad++ < 5) ADD_FAILURE() << dtype_name(dt) << " s " << s << " x " << x << ": " << got << " vs " << want;
+        }
       }
-    }
-  EXPECT_EQ(bad, 0u);
-  EXPECT_GT(checked, 500000u);
+    EXPECT_EQ(bad, 0u) << dtype_name(dt);
+    EXPECT_GT(checked, 200000u) << dtype_name(dt);
+  }
 }
 
 TEST(CodecSearch, RefusalsNameTheTensor) {
