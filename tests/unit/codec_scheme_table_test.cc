@@ -1,6 +1,10 @@
 // The scheme table (codec/scheme.h SchemeTraits): one row per scheme, consistent with itself, and the row's
 // functions agree with the by-name API every module calls.
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 #include <random>
 #include <set>
 
@@ -75,6 +79,28 @@ TEST(CodecSchemeTable, RowEncoderAndDecoderAreWhatTheByNameApiGives) {
     }
     EXPECT_LT(std::sqrt(err / ref), 0.2) << t.name;  // a decoder of this encoder
   }
+}
+
+// The table is the one home of scheme facts: no switch on a scheme, and no comparison with one, outside the
+// table's own file (src/codec/scheme.cc), bar the NVFP4A16 golden loaders that keep NVFP4's vectors apart.
+TEST(CodecSchemeTable, NoSchemeSwitchOutsideTheTable) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(FP4FORGE_TEST_DATA).parent_path().parent_path();
+  std::vector<std::string> found;
+  for (const char* dir : {"src", "cli", "include"})
+    for (const auto& e : fs::recursive_directory_iterator(root / dir)) {
+      const auto ext = e.path().extension();
+      if (!e.is_regular_file() || (ext != ".cc" && ext != ".h")) continue;
+      const auto rel = fs::relative(e.path(), root).string();
+      if (rel == "src/codec/scheme.cc" || rel == "src/codec/scheme_golden.cc") continue;
+      std::ifstream in(e.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); ++n)
+        if (line.find("case QuantScheme::") != std::string::npos || line.find("== QuantScheme::") != std::string::npos ||
+            line.find("!= QuantScheme::") != std::string::npos)
+          found.push_back(rel + ":" + std::to_string(n));
+    }
+  EXPECT_TRUE(found.empty()) << "scheme switches outside the table: " << found.front();
 }
 
 }  // namespace
