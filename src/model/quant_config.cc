@@ -71,6 +71,7 @@ Result<QuantArgs> parse_args(const Json& j, const std::string& path) {
   FP4FORGE_ASSIGN_OR_RETURN(a.group_size, opt_int(j, "group_size", path));
   FP4FORGE_ASSIGN_OR_RETURN(a.symmetric, opt_bool(j, "symmetric", path));
   FP4FORGE_ASSIGN_OR_RETURN(a.observer, opt_string(j, "observer", path));
+  if (auto it = j.find("observer_kwargs"); it != j.end() && it->is_object() && !it->empty()) a.observer_kwargs = true;
   FP4FORGE_ASSIGN_OR_RETURN(a.scale_dtype, opt_string(j, "scale_dtype", path));
   if (auto it = j.find("dynamic"); it != j.end() && !it->is_null()) {
     if (it->is_boolean()) {

@@ -510,7 +510,9 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
     const std::string& name = g.weights->observer;
     const auto o = name.empty() ? std::optional<Observer>(Observer::MINMAX) : observer_from_config(name);
     s.observer_name = name.empty() ? std::string(observer_config_name(Observer::MINMAX)) : name;
-    s.observer_known = o.has_value() && observer_supported(*qs, *o);
+    // observer_kwargs change the search (expand, grid, norm, ...): fp4forge reproduces the defaults only.
+    s.observer_known = o.has_value() && observer_supported(*qs, *o) && !g.weights->observer_kwargs;
+    if (g.weights->observer_kwargs) s.observer_name += " with observer_kwargs";
     if (s.observer_known) s.observer = *o;
     st.observer = s.observer_name;
     break;

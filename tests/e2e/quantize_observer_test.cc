@@ -116,6 +116,15 @@ TEST(QuantizeObserver, VerifyProvesTheObserverTheConfigNames) {
   EXPECT_EQ(failing_findings(out), "");
   EXPECT_NE(out.find("observer-unknown"), std::string::npos);
   EXPECT_EQ(vj["stats"]["against"]["reencoded_rows"], 0);
+  // A known observer with non-default kwargs cannot be reproduced either: the same warning.
+  auto cfg = nlohmann::json::parse(slurp(tmp.path / "mse" / "config.json"));
+  auto& w = cfg["quantization_config"]["config_groups"]["group_0"]["weights"];
+  w["observer"] = "nvfp4_expanded_mse";
+  w["observer_kwargs"] = {{"grid", 100}};
+  std::ofstream(tmp.path / "mse" / "config.json") << cfg.dump(2) << "\n";
+  EXPECT_EQ(run_cli("verify " + q(tmp.path / "mse") + " --against " + q(src) + " --json", &out, &err), 0) << out;
+  EXPECT_EQ(failing_findings(out), "");
+  EXPECT_NE(out.find("nvfp4_expanded_mse with observer_kwargs"), std::string::npos) << out;
 }
 
 TEST(QuantizeObserver, TheSearchIsLowerErrorThanMinMaxAndReportedSo) {

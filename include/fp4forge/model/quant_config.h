@@ -39,6 +39,7 @@ struct QuantArgs {
   std::optional<bool> symmetric;
   std::string dynamic;   ///< "false", "true", "local" ("" when absent)
   std::string observer;
+  bool observer_kwargs = false;  ///< a non-empty observer_kwargs object (observer defaults changed)
   std::string scale_dtype;
   std::vector<std::int64_t> block_structure;
 };
