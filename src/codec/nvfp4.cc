@@ -60,10 +60,7 @@ Error non_finite_error(const WeightView& w, std::uint64_t r0, std::uint64_t r1, 
   return e;
 }
 
-Error tensor_error(Errc c, std::string_view name, std::string msg) {
-  Error e{c, fmt::format("tensor '{}': {}", name, msg), {}, std::string(name)};
-  return e;
-}
+using detail::tensor_error;
 
 Status check_view(const WeightView& w, std::uint64_t r0, std::uint64_t r1, std::string_view name) {
   if (!is_source_dtype(w.dtype))

@@ -8,9 +8,26 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
 
 namespace fp4forge::nvfp4::detail {
+
+/** flD(x): a float32 result rounded to the weight dtype D (RNE); identity for F32. */
+inline float round_d(float x, DType dt) noexcept {
+  switch (dt) {
+    case DType::BF16: return half::round_to_bf16(x);
+    case DType::F16: return half::round_to_f16(x);
+    default: return x;
+  }
+}
+
+/** "tensor 'NAME': MSG" with code `c` and the tensor set (the NVFP4 codec's errors). */
+inline Error tensor_error(Errc c, std::string_view name, std::string msg) {
+  return Error{c, fmt::format("tensor '{}': {}", name, msg), {}, std::string(name)};
+}
 
 /** Bytes per element of a source dtype (2 or 4). */
 inline std::size_t elem_size(DType t) noexcept { return t == DType::F32 ? 4 : 2; }

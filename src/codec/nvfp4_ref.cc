@@ -13,15 +13,6 @@
 namespace fp4forge::nvfp4::detail {
 namespace {
 
-// flD(x): round a float32 result to the weight dtype D (RNE); identity for F32.
-float round_d(float x, DType dt) {
-  switch (dt) {
-    case DType::BF16: return half::round_to_bf16(x);
-    case DType::F16: return half::round_to_f16(x);
-    default: return x;
-  }
-}
-
 // finfo(D).tiny: 2^-126 for bf16 and fp32, 2^-14 for fp16.
 float tiny_d(DType dt) { return dt == DType::F16 ? 0x1p-14f : 0x1p-126f; }
 

@@ -1,6 +1,6 @@
 // NVFP4A16 searched observers (nvfp4_search.h): llm-compressor observers/mse_quant.py as model_free runs
 // it (eager), over compressed-tensors 0.18 calculate_qparams / fake_quantize, in the weight dtype D.
-// Each line of ref_search_group names the upstream expression it transcribes.
+// Each line of search_group names the upstream expression it transcribes.
 #include "fp4forge/codec/nvfp4_search.h"
 
 #include <algorithm>
@@ -21,13 +21,8 @@
 namespace fp4forge::nvfp4 {
 namespace {
 
-float round_d(float x, DType dt) noexcept {
-  switch (dt) {
-    case DType::BF16: return half::round_to_bf16(x);
-    case DType::F16: return half::round_to_f16(x);
-    default: return x;
-  }
-}
+using detail::round_d;
+using detail::tensor_error;
 
 // torch.finfo(D).eps: the scale calculate_qparams puts where a scale is 0 (scale_dtype None in the search).
 float eps_d(DType dt) noexcept {
@@ -56,8 +51,34 @@ float norm_d(double norm, DType dt) noexcept { return round_d(static_cast<float>
 float fp4_value(float y) noexcept { return fp4_to_float(detail::ref_fp4_code(y)); }
 
 
-// The reference: one group of 16 values (exact in D, as float), `steps` steps. Returns the best step.
-int ref_search_group(const float* x, DType dt, const SearchSpec& sp, int steps, StepMask* improved) {
+// flD(|d|^norm_D) for every 15-bit magnitude of a 16-bit D, computed with the reference's std::pow.
+struct PowTable {
+  std::vector<float> v;
+  PowTable(DType dt, float nd) : v(0x8000) {
+    for (std::uint32_t b = 0; b < 0x8000; ++b) {
+      const float d = dt == DType::BF16 ? half::bf16_to_float(static_cast<std::uint16_t>(b))
+                                        : half::f16_to_float(static_cast<std::uint16_t>(b));
+      v[b] = round_d(std::pow(d, nd), dt);
+    }
+  }
+  float at(float d, DType dt) const noexcept {
+    return v[(dt == DType::BF16 ? half::float_to_bf16(d) : half::float_to_f16(d)) & 0x7FFF];
+  }
+};
+
+// The table of a 16-bit D for the observers' exponent (2.4, taken in D), built once; nullptr for F32 or any
+// other exponent (the powers are then computed per element).
+const PowTable* pow_table(DType dt, float nd) {
+  static const PowTable bf16(DType::BF16, norm_d(2.4, DType::BF16));
+  static const PowTable f16(DType::F16, norm_d(2.4, DType::F16));
+  if (dt == DType::BF16 && nd == norm_d(2.4, DType::BF16)) return &bf16;
+  if (dt == DType::F16 && nd == norm_d(2.4, DType::F16)) return &f16;
+  return nullptr;
+}
+
+// The reference: one group of 16 values (exact in D, as float), `steps` steps; returns the group's searched
+// max. With `pt` (the table path) each power is looked up in the table built with the same std::pow.
+float search_group(const float* x, DType dt, const SearchSpec& sp, int steps, const PowTable* pt, StepMask* improved) {
   float a = 0.0f;  // torch.amin / torch.amax over the group; max(|min|, |max|) below is symmetric in RNE
   for (int j = 0; j < 16; ++j) a = std::max(a, std::fabs(x[j]));
   const float m0 = round_d(a * static_cast<float>(sp.expand), dt);  // min_val = amin(...) * expand
@@ -75,7 +96,8 @@ int ref_search_group(const float* x, DType dt, const SearchSpec& sp, int steps, 
       y = std::min(std::max(y, -6.0f), 6.0f);                       // clamp(q_min, q_max)
       const float dq = round_d(fp4_value(y) * s, dt);               // cast_to_fp4(...).to(D) * scale
       const float d = round_d(dq - x[j], dt);                       // q - observed
-      sum += round_d(std::pow(std::fabs(d), nd), dt);               // .abs().pow(norm); sum in float
+      sum += pt != nullptr ? pt->at(d, dt)                          // .abs().pow(norm); sum in float
+                           : round_d(std::pow(std::fabs(d), nd), dt);
     }
     const float err = round_d(sum, dt);                             // torch.sum(..., dim=(0, -1)) in D
     if (err < best) {                                               // improved = err < best_error
@@ -84,36 +106,8 @@ int ref_search_group(const float* x, DType dt, const SearchSpec& sp, int steps, 
       improved->set(static_cast<std::size_t>(i));
     }
   }
-  return best_i;
-}
-
-// flD(|d|^norm_D) for every 15-bit magnitude of a 16-bit D, computed with the reference's std::pow.
-struct PowTable {
-  std::vector<float> v;
-  PowTable(DType dt, float nd) : v(0x8000) {
-    for (std::uint32_t b = 0; b < 0x8000; ++b) {
-      const float d = dt == DType::BF16 ? half::bf16_to_float(static_cast<std::uint16_t>(b))
-                                        : half::f16_to_float(static_cast<std::uint16_t>(b));
-      v[b] = round_d(std::pow(d, nd), dt);
-    }
-  }
-};
-
-const PowTable& pow_table(DType dt, float nd) {
-  // Built once per (dtype, exponent); the observers' exponents are all 2.4 today, so two tables at most.
-  static const PowTable bf16(DType::BF16, norm_d(2.4, DType::BF16));
-  static const PowTable f16(DType::F16, norm_d(2.4, DType::F16));
-  if (dt == DType::BF16 && nd == norm_d(2.4, DType::BF16)) return bf16;
-  if (dt == DType::F16 && nd == norm_d(2.4, DType::F16)) return f16;
-  thread_local std::unique_ptr<PowTable> other;
-  thread_local DType other_dt = DType::U8;
-  thread_local float other_nd = 0.0f;
-  if (!other || other_dt != dt || other_nd != nd) {
-    other = std::make_unique<PowTable>(dt, nd);
-    other_dt = dt;
-    other_nd = nd;
-  }
-  return *other;
+  // best_max_val: the candidate of the best step (step 0 is the expanded range itself, p = 1).
+  return round_d(m0 * static_cast<float>(1.0 - best_i / sp.grid), dt);
 }
 
 }  // namespace
@@ -126,7 +120,7 @@ std::vector<std::int32_t> build_thresholds(DType dt) {
     return dt == DType::BF16 ? half::bf16_to_float(static_cast<std::uint16_t>(b)) : half::f16_to_float(static_cast<std::uint16_t>(b));
   };
   std::vector<std::int32_t> t(7 * static_cast<std::size_t>(n));
-  // The E2M1 magnitude index the reference decides for x under s (ref_search_group's arithmetic).
+  // The E2M1 magnitude index the reference decides for x under s (search_group's arithmetic).
   auto index = [dt](float x, float s) {
     float y = round_d(x / s, dt);
     y = std::min(std::max(y, -6.0f), 6.0f);
@@ -157,46 +151,6 @@ const std::int32_t* detail::search_thresholds(DType dt) {
 }
 
 namespace {
-
-std::uint16_t mag_bits(float d, DType dt) noexcept {
-  return static_cast<std::uint16_t>((dt == DType::BF16 ? half::float_to_bf16(d) : half::float_to_f16(d)) & 0x7FFF);
-}
-
-// The table path: the reference's arithmetic, the power of a 16-bit D looked up. Per-step values that do
-// not depend on the group are computed once per call.
-int table_search_group(const float* x, DType dt, const SearchSpec& sp, int steps, const float* ps,
-                       const PowTable* pt, float nd, StepMask* improved) {
-  float a = 0.0f;
-  for (int j = 0; j < 16; ++j) a = std::max(a, std::fabs(x[j]));
-  const float m0 = round_d(a * static_cast<float>(sp.expand), dt);
-  float best = max_d(dt);
-  int best_i = 0;
-  const float eps = eps_d(dt);
-  for (int i = 0; i < steps; ++i) {
-    const float m = round_d(m0 * ps[i], dt);
-    float s = round_d(m / 6.0f, dt);
-    if (s == 0.0f) s = eps;
-    float sum = 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      float y = round_d(x[j] / s, dt);
-      y = std::min(std::max(y, -6.0f), 6.0f);
-      const float dq = round_d(fp4_value(y) * s, dt);
-      const float d = round_d(dq - x[j], dt);
-      sum += pt != nullptr ? pt->v[mag_bits(d, dt)] : std::pow(std::fabs(d), nd);
-    }
-    const float err = round_d(sum, dt);
-    if (err < best) {
-      best = err;
-      best_i = i;
-      improved->set(static_cast<std::size_t>(i));
-    }
-  }
-  return best_i;
-}
-
-Error tensor_error(Errc c, std::string_view name, std::string msg) {
-  return Error{c, fmt::format("tensor '{}': {}", name, msg), {}, std::string(name)};
-}
 
 // Argument checks shared by search and encode: encode_rows on an empty range checks dtype, row range and
 // K % 16 with the codec's own messages; amax_rows finds non-finite weights (R4) with its message.
@@ -259,7 +213,7 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
   const float nd = norm_d(spec.norm, dt);
   std::array<float, kMaxSearchSteps> ps{};
   for (int i = 0; i < steps; ++i) ps[static_cast<std::size_t>(i)] = static_cast<float>(1.0 - i / spec.grid);
-  const PowTable* pt = dt == DType::F32 ? nullptr : &pow_table(dt, nd);
+  const PowTable* pt = pow_table(dt, nd);
   StepMask local;
   const std::byte* base = w.data + r0 * w.cols * detail::elem_size(dt);
   const std::uint64_t groups = (r1 - r0) * (w.cols / kGroupSize);
@@ -271,7 +225,7 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
     if (simd_f16 != nullptr) kernel = simd_f16;
     else if (dispatched && detail::search_f16_native()) kernel = &detail::search_f16_dispatched;
   }
-  if (kernel != nullptr) {
+  if (kernel != nullptr && pt != nullptr) {
     const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data(), detail::search_thresholds(dt)};
     std::array<std::uint8_t, kMaxSearchSteps> imp{};
     kernel(reinterpret_cast<const std::uint16_t*>(base), groups, &args, group_max_out, imp.data());
@@ -283,12 +237,7 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
   for (std::uint64_t g = 0; g < groups; ++g) {
     float x[16];
     for (std::uint64_t j = 0; j < 16; ++j) x[j] = detail::load_elem(base, dt, g * 16 + j);
-    const int bi = ref ? ref_search_group(x, dt, spec, steps, &local)
-                       : table_search_group(x, dt, spec, steps, ps.data(), pt, nd, &local);
-    float a = 0.0f;
-    for (float v : x) a = std::max(a, std::fabs(v));
-    // best_max_val: the candidate of the best step (step 0 is the expanded range itself, p = 1).
-    group_max_out[g] = round_d(round_d(a * expand, dt) * static_cast<float>(1.0 - bi / spec.grid), dt);
+    group_max_out[g] = search_group(x, dt, spec, steps, ref ? nullptr : pt, &local);
   }
   if (improved != nullptr) *improved |= local;
   return {};
