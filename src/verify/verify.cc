@@ -1681,7 +1681,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         parallel_for(pool, nchunks, [&](std::size_t c) {
           const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk), rows = r1 - r0;
           // Per-thread buffers, reused across chunks and modules (one allocation per worker, not per chunk).
-          thread_local std::vector<float> deq, ref;
+          thread_local std::vector<float> deq, ref, mm;
           thread_local std::vector<std::byte> pk, sc;
           deq.resize(rows * k);
           ref.resize(rows * k);
@@ -1698,27 +1698,24 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
             return;
           }
           nvfp4::decode_rows(pk.data(), sc.data(), gs_ref, rows, k, ref.data());
+          // And, for a searched observer, what min-max would have written: the quality report's baseline.
+          if (maxima) {
+            mm.resize(rows * k);
+            if (!nvfp4::encode_rows(v, gs_minmax, r0, r1, pk.data(), sc.data(), m.name).ok()) {
+              cs.ok = false;
+              return;
+            }
+            nvfp4::decode_rows(pk.data(), sc.data(), gs_minmax, rows, k, mm.data());
+          }
           for (std::uint64_t i = 0; i < rows * k; ++i) {
             const double w = load_elem(mem.src.data, mem.src.dtype, r0 * k + i);
             const double dq = deq[i], rf = ref[i];
             cs.err2 += (dq - w) * (dq - w);
             cs.ref2 += (rf - w) * (rf - w);
             cs.src2 += w * w;
+            if (maxima) cs.mm2 += (mm[i] - w) * (mm[i] - w);
           }
-          if (!maxima) {
-            cs.mm2 = cs.ref2;
-            return;
-          }
-          // And what min-max would have written: the quality report's baseline.
-          if (!nvfp4::encode_rows(v, gs_minmax, r0, r1, pk.data(), sc.data(), m.name).ok()) {
-            cs.ok = false;
-            return;
-          }
-          nvfp4::decode_rows(pk.data(), sc.data(), gs_minmax, rows, k, ref.data());
-          for (std::uint64_t i = 0; i < rows * k; ++i) {
-            const double w = load_elem(mem.src.data, mem.src.dtype, r0 * k + i);
-            cs.mm2 += (ref[i] - w) * (ref[i] - w);
-          }
+          if (!maxima) cs.mm2 = cs.ref2;
         });
         double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
         bool enc_ok = true;
