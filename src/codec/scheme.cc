@@ -77,28 +77,21 @@ Status nvfp4_linear(const nvfp4::WeightView& w, std::string_view name, std::stri
   std::memcpy(out[2].bytes.data(), &set.global_scale, 4);  // little-endian host
   return {};
 }
-Status mxfp4_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
-                    std::vector<EncodedTensor>& out) {
-  return path.empty() ? mxfp4::encode_rows(w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name)
-                      : mxfp4::encode_rows_with(path, w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name);
-}
-Status fp8_channel_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
-                          std::vector<EncodedTensor>& out) {
-  return path.empty()
-             ? fp8::encode_channel_rows(w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name)
-             : fp8::encode_channel_rows_with(path, w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name);
-}
-Status fp8_block_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
-                        std::vector<EncodedTensor>& out) {
-  return path.empty() ? fp8::encode_block_rows(w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name)
-                      : fp8::encode_block_rows_with(path, w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name);
+// The schemes with a best-path row encoder and a named-path one (mxfp4.h, fp8.h, w4a16.h): the whole Linear.
+using RowsFn = Status (*)(const nvfp4::WeightView&, std::uint64_t, std::uint64_t, std::byte*, std::byte*, std::string_view);
+using RowsWithFn = Status (*)(std::string_view, const nvfp4::WeightView&, std::uint64_t, std::uint64_t, std::byte*,
+                              std::byte*, std::string_view);
+template <RowsFn kBest, RowsWithFn kWith>
+Status rows_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
+                   std::vector<EncodedTensor>& out) {
+  return path.empty() ? kBest(w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name)
+                      : kWith(path, w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name);
 }
 Status w4a16_linear(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
                     std::vector<EncodedTensor>& out) {
   const auto dims = w4a16::weight_shape(w.rows, w.cols);
   std::memcpy(out[2].bytes.data(), dims.data(), w4a16::kShapeBytes);  // little-endian host
-  return path.empty() ? w4a16::encode_rows(w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name)
-                      : w4a16::encode_rows_with(path, w, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name);
+  return rows_linear<w4a16::encode_rows, w4a16::encode_rows_with>(w, name, path, out);
 }
 
 /** Element `i` of a BF16 / F16 / F32 scale tensor as float (anything else: NaN). */
@@ -184,14 +177,14 @@ const SchemeTraits kTable[] = {
      .value_check = ValueCheck::E8M0_SCALES,
      .weights = ct(4, "float", "group", 32, false, "torch.uint8", false), .input = kNoArgs, .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
      .tensors = mxfp4_tensors, .encode_rows = mxfp4_rows, .paths = mxfp4::available_paths,
-     .encode_linear = mxfp4_linear, .decode_rows = mxfp4_decode},
+     .encode_linear = rows_linear<mxfp4::encode_rows, mxfp4::encode_rows_with>, .decode_rows = mxfp4_decode},
     {.scheme = QuantScheme::FP8_DYNAMIC, .name = "fp8-dynamic", .preset = "FP8_DYNAMIC", .format = "float-quantized",
      .word = "FP8_DYNAMIC", .bits = 8, .k_multiple = 1, .shape_k = 1, .shape_n = 1, .shape_why = "any shape", .row_block = 1,
      .block_scales = false, .global_scale = false, .value_check = ValueCheck::FP8_PAYLOAD,
      .weights = ct(8, "float", "channel", 0, false, "", false), .input = ct(8, "float", "token", 0, false, "", true),
      .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
      .tensors = fp8_channel_tensors, .encode_rows = fp8_channel_rows, .paths = fp8::available_paths,
-     .encode_linear = fp8_channel_linear, .decode_rows = fp8_channel_decode},
+     .encode_linear = rows_linear<fp8::encode_channel_rows, fp8::encode_channel_rows_with>, .decode_rows = fp8_channel_decode},
     {.scheme = QuantScheme::FP8_BLOCK, .name = "fp8-block", .preset = "FP8_BLOCK", .format = "float-quantized",
      .word = "FP8_BLOCK", .bits = 8, .k_multiple = 1, .shape_k = 128, .shape_n = 128,
      .shape_why = "vLLM serves block FP8 in whole 128 x 128 blocks", .row_block = fp8::kBlock, .block_scales = true, .global_scale = false,
@@ -199,7 +192,7 @@ const SchemeTraits kTable[] = {
      .weights = ct(8, "float", "block", 0, true, "", false), .input = ct(8, "float", "group", 128, false, "", true),
      .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
      .tensors = fp8_block_tensors, .encode_rows = fp8_block_rows, .paths = fp8::available_paths,
-     .encode_linear = fp8_block_linear, .decode_rows = fp8_block_decode},
+     .encode_linear = rows_linear<fp8::encode_block_rows, fp8::encode_block_rows_with>, .decode_rows = fp8_block_decode},
     {.scheme = QuantScheme::W4A16, .name = "w4a16", .preset = "W4A16", .format = "pack-quantized", .word = "W4A16",
      .bits = 4, .k_multiple = w4a16::kGroupSize, .shape_k = 128, .shape_n = 1, .shape_why = "W4A16 groups are 128 columns",
      .row_block = 1, .block_scales = false, .global_scale = false, .value_check = ValueCheck::FLOAT_SCALES,
