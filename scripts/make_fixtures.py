@@ -741,6 +741,121 @@ FAMILIES = {
 }
 
 
+# ----------------------------------------------------------------------------- generic families
+#
+# Families the hand-written builders above do not cover are built generically from the config class
+# of their model_type: every size key the class knows is set to a small, layout-telling value (H 64,
+# dense I 80, expert I 48, shared I 112, 4 heads of 24 so heads*head_dim = 96 != H), sub-configs
+# (text/vision/audio) are built the same way, and the model class is the one transformers' auto
+# mappings name for the type. `MAKE_FIXTURES_GENERIC=substr,substr` builds every model_type whose
+# name contains one of the substrings (discovery); GENERIC below is the list the fixtures came from.
+
+G_HEAD = 24
+G_TEXT = dict(hidden_size=H, intermediate_size=I_DENSE, num_attention_heads=HEADS, head_dim=G_HEAD,
+              num_key_value_heads=KV, vocab_size=VOCAB, num_hidden_layers=2, tie_word_embeddings=False,
+              moe_intermediate_size=I_MOE, expert_intermediate_size=I_MOE, num_experts=E,
+              num_local_experts=E, n_routed_experts=E, num_experts_per_tok=TOPK, moe_topk=TOPK, n_group=1,
+              topk_group=1, first_k_dense_replace=1, n_shared_experts=1, num_shared_experts=1,
+              shared_expert_intermediate_size=I_SHARED, moe_shared_expert_intermediate_size=I_SHARED,
+              decoder_sparse_step=1, mlp_only_layers=[], moe_layer_freq=1,
+              q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=24,
+              index_n_heads=2, index_head_dim=32, index_topk=4,
+              linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+              linear_value_head_dim=16, linear_conv_kernel_dim=4, sliding_window=64,
+              num_kv_heads=KV, n_embd=H, n_head=HEADS, n_layer=2, n_inner=I_DENSE, ffn_hidden_size=I_DENSE,
+              max_position_embeddings=512, num_nextn_predict_layers=0, mtp_num_hidden_layers=0)
+G_VISION = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, depth=1, num_attention_heads=2,
+                num_heads=2, image_size=64, patch_size=16, out_hidden_size=H, num_channels=3,
+                spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16)
+
+
+def _default_dict(cls):
+    default_of(cls)
+    return DEFAULTS.get(cls.__name__, {})
+
+
+def generic_cfg(cls, kind, over, depth=0):
+    d = _default_dict(cls)
+    base = dict(G_VISION if kind in ("vision", "audio") else G_TEXT)
+    base.update(over.get(kind, {}))
+    kw = {k: v for k, v in base.items() if k in d}
+    inst = cls()
+    for sub, subcls in (getattr(cls, "sub_configs", None) or {}).items():
+        cur = getattr(inst, sub, None)
+        if cur is None or not hasattr(cur, "to_dict"):
+            continue
+        skind = "vision" if "vision" in sub else ("audio" if "audio" in sub else "text")
+        kw[sub] = generic_cfg(type(cur), skind, over, depth + 1)
+    kw.update(over.get("top" if depth == 0 else "__", {}))
+    if depth == 0 and "tie_word_embeddings" not in kw:
+        kw["tie_word_embeddings"] = False
+    return cls(**kw)
+
+
+def f_generic(model_type, **over):
+    def go(out, name):
+        from transformers import CONFIG_MAPPING
+        from transformers.models.auto import modeling_auto as ma
+        cls = CONFIG_MAPPING[model_type]
+        c = generic_cfg(cls, "text", over)
+        names = None
+        for mp in ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
+                   "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES"):
+            names = getattr(ma, mp, {}).get(model_type)
+            if names:
+                break
+        if over.get("model"):
+            names = over["model"]
+        if not names:
+            raise RuntimeError(f"no generation class for {model_type}")
+        if isinstance(names, (list, tuple)):
+            names = names[0]
+        log(f"  generic {model_type}: config {cls.__name__}, model {names}")
+        proc = None
+        if getattr(c, "vision_config", None) is not None:
+            from transformers.models.auto import image_processing_auto as ia, processing_auto as pa
+            ips = ia.IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type)
+            ips = [x for x in (ips if isinstance(ips, (list, tuple)) else [ips]) if x]
+            if isinstance(ips, list) and ips and isinstance(ips[0], dict):
+                ips = list(ips[0].values())
+            pname = pa.PROCESSOR_MAPPING_NAMES.get(model_type) or "AutoProcessor"
+            proc = (ips, pname, over.get("image_processor", {}))
+            log(f"  processor candidates: {ips} / {pname}")
+        build(out, name, names, c, proc=proc)
+        if over.get("after"):
+            over["after"](os.path.join(out, name))
+    return go
+
+
+MM_SMALL = dict(image_processor=dict(size={"height": 64, "width": 64}))
+# The generically built fixtures in tests/data (name -> model_type and overrides). The first build swept
+# every model_type matching MAKE_FIXTURES_GENERIC; these are the ones kept (small, loadable, distinct).
+GENERIC = {n: f_generic(n) for n in (
+    "afmoe apertus cohere2 cohere2_moe deepseek_v32 deepseek_v4 dots1 ernie4_5 ernie4_5_moe exaone4 exaone_moe "
+    "falcon falcon_h1 flex_olmo glm4 glm4_moe_lite glm_moe_dsa gpt_bigcode gpt_neox granitemoeshared "
+    "hunyuan_v1_dense hunyuan_v1_moe jamba kimi_linear lfm2 mimo_v2_flash minimax minimax_m2 "
+    "minimax_m3_vl_text nemotron_h olmo3 olmo_hybrid olmoe phi phimoe seed_oss stablelm starcoder2 "
+    "hy_v3 laguna mistral4 smollm3 minicpm3 youtu zaya solar_open granitemoe_swa").split()}
+GENERIC.update({n: f_generic(n, **MM_SMALL) for n in (
+    "gemma4_unified glm4v_moe hunyuan_vl idefics3 kimi_k25 lfm2_vl llava llava_onevision smolvlm qwen4_exp "
+    "inkling_mm_model muse_glimmer").split()})
+# Families whose defaults need more than the generic sizes.
+GENERIC["step3p7"] = f_generic("step3p7", text=dict(mlp_layer_types=["dense", "sparse"], share_expert_dim=I_SHARED,
+                                                     layer_types=["full_attention", "full_attention"]),
+                               **MM_SMALL)
+GENERIC["longcat_flash"] = f_generic("longcat_flash", text=dict(
+    num_layers=1, num_hidden_layers=2, zero_expert_num=2, expert_ffn_hidden_size=I_MOE, ffn_hidden_size=I_DENSE,
+    moe_topk=TOPK, qk_head_dim=24, vocab_size=VOCAB))
+GENERIC["lfm2_moe"] = f_generic("lfm2_moe", text=dict(layer_types=["conv", "full_attention"], num_dense_layers=1))
+
+
+def discover(substrs):
+    from transformers import CONFIG_MAPPING
+    types = sorted(CONFIG_MAPPING.keys())
+    log("model types: " + " ".join(types))
+    return {t: f_generic(t) for t in types if any(s in t for s in substrs)}
+
+
 def main():
     out = sys.argv[1]
     only = sys.argv[2:]
@@ -748,7 +863,11 @@ def main():
     log(f"transformers {transformers.__version__} torch {torch.__version__}")
     torch.use_deterministic_algorithms(True, warn_only=True)
     failed = []
-    for name, fn in FAMILIES.items():
+    fams = dict(FAMILIES)
+    fams.update(GENERIC)
+    if os.environ.get("MAKE_FIXTURES_GENERIC"):
+        fams = discover(os.environ["MAKE_FIXTURES_GENERIC"].split(","))
+    for name, fn in fams.items():
         if only and name not in only:
             continue
         if WIDE:

@@ -1,7 +1,6 @@
 // Quantized (third-party or ours) checkpoints: `ignore` regex evaluation under compressed-tensors
 // re.match semantics (F23), then verify's structural checks (F1, F3, F6, F9-F16, F20, F22: stale
 // entries are verify's `ignore-unmatched`).
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -45,12 +44,9 @@ void check_quantized(const Context& ctx, std::vector<Finding>& out) {
           if (matcher->is_regex(i)) {
             // Full-match semantics (used by some third-party engines) for comparison.
             std::vector<std::string> prefix_only;
-            try {
-              const std::regex re(entry.substr(3), std::regex::ECMAScript);
+            if (auto re = Regex::compile(std::string_view(entry).substr(3)); re.ok())
               for (const auto& m : hit)
-                if (!std::regex_match(m, re)) prefix_only.push_back(m);
-            } catch (const std::regex_error&) {
-            }
+                if (!re->full_match(m)) prefix_only.push_back(m);
             Finding f;
             f.kind = "ignore-regex";
             f.severity = prefix_only.empty() ? Severity::INFO : Severity::WARNING;

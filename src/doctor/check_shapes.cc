@@ -314,7 +314,7 @@ struct ShapeChecker {
         continue;
       }
       if (b->storage == ExpertStorage::FUSED) {
-        const std::string t = !b->gate_up.empty() ? b->gate_up : b->down;
+        const std::string t = b->stored().empty() ? b->key : b->stored().front();
         const std::string form = fmt::format("{} experts of width {} over hidden {} ({})", b->num_experts,
                                              b->intermediate, b->hidden, orientation_name(b->orientation));
         if (E > 0 && static_cast<std::int64_t>(b->num_experts) != E)
@@ -322,7 +322,7 @@ struct ShapeChecker {
         if (Im > 0 && static_cast<std::int64_t>(b->intermediate) != Im)
           v.add("fused experts: expert width == the config's expert intermediate size", t, std::to_string(Im), form,
                 "moe_intermediate_size");
-        if (b->gate_up.empty() || b->down.empty())
+        if ((b->gate_up.empty() && b->gate.empty()) || b->down.empty())
           v.add("fused experts have both gate_up and down tensors", b->key, "present", "one missing", "num_experts");
         continue;
       }
@@ -341,10 +341,10 @@ struct ShapeChecker {
         v.add("per-expert tensors cover exactly the expert indices 0..num_experts-1", b->key + ".*",
               fmt::format("{} experts (0..{})", E, E - 1),
               fmt::format("{} indices ({}..{})", have.size(), have.begin()->first, have.rbegin()->first), "num_experts");
-      for (const auto& [e, rs] : have)
-        if (rs.size() < 3)
-          v.add("every expert has gate, up and down projections", fmt::format("{}.{}.*", b->key, e), "3 projections",
-                std::to_string(rs.size()), "num_experts");
+      for (int e : incomplete_experts(*b))
+        v.add("every expert has the block's projections (gate, up and down; or up and down)",
+              fmt::format("{}.{}.*", b->key, e), "the same complete set as every expert",
+              std::to_string(have[e].size()) + " projection(s)", "num_experts");
     }
     // Shared expert(s): Qwen shared_expert, DeepSeek shared_experts, Llama-4 feed_forward.shared_expert,
     // Granite shared_mlp (pre-fused input_linear).
@@ -370,7 +370,7 @@ struct ShapeChecker {
   }
 
   void layer(std::size_t i, const std::vector<Reading>& rs) {
-    const std::string base = fmt::format("{}layers.{}.", P, i);
+    const std::string base = fmt::format("{}{}.", ctx.layer_prefix, i);
     if (!ctx.any_with_prefix(base)) {
       v.add("every decoder layer < num_hidden_layers has tensors", base + "*", "present", "absent",
             "num_hidden_layers");
@@ -463,10 +463,17 @@ struct ShapeChecker {
       v.emit(*out_);
       return;  // geometry unknown: per-layer rules cannot be evaluated
     }
+    if (ctx.layer_prefix.empty()) {
+      v.add("the decoder layers are found (per-layer shape rules need them)", "", "<root>.layers.<i>.*",
+            "no stack of per-layer tensors outside the towers", "num_hidden_layers", "config-shape-unchecked",
+            Severity::WARNING, "per-layer shapes were not checked; inspect shows where the tensors are");
+      v.emit(*out_);
+      return;
+    }
     const auto rs = readings();
     for (std::size_t i = 0; i < nlt; ++i) layer(i, rs);
     // tensors beyond num_hidden_layers
-    const std::string lp = P + "layers.";
+    const std::string lp = ctx.layer_prefix;
     std::set<std::int64_t> extra;
     for (auto it = ctx.tensors.lower_bound(lp); it != ctx.tensors.end(); ++it) {
       std::string_view n = it->first;
@@ -598,7 +605,7 @@ struct ShapeChecker {
     if (form == MtpForm::EXTRA_LAYERS) {
       for (std::int64_t k = 0; k < n; ++k) {
         const std::int64_t i = m.num_layers + k;
-        const std::string base = fmt::format("{}layers.{}.", P, i);
+        const std::string base = fmt::format("{}{}.", ctx.layer_prefix, i);
         if (!ctx.any_with_prefix(base)) continue;
         layer_body(base, static_cast<std::size_t>(i));
         linear(base + "eh_proj", H, 2 * H, "MTP eh_proj == [hidden_size, 2·hidden_size]", "hidden_size");

@@ -33,6 +33,9 @@ struct Context {
   ModelInfo info;
   std::map<std::string, TensorMeta, std::less<>> tensors;  ///< every tensor, by name
   std::string text_prefix;              ///< text-stack prefix actually used by the tensors
+  /** `<text_prefix><container>.` of the decoder layers the tensors show ("model.layers.", "transformer.h.");
+   * empty when no decoder stack was found (then per-layer checks are skipped with a warning). */
+  std::string layer_prefix;
   bool quantized = false;               ///< quantization_config present or packed weights on disk
 
   const Json& text() const { return text_config(config); }

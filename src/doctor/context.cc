@@ -2,6 +2,7 @@
 
 #include "checks.h"
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/structure.h"
 #include "fp4forge/util/fs.h"
 
 namespace fp4forge::doctor {
@@ -41,13 +42,26 @@ Status init_context(Context& ctx) {
   auto info = read_model_info(ctx.config);
   if (!info.ok()) return with_file(info.error(), (ctx.dir / "config.json").string());
   ctx.info = std::move(*info);
-  // The first of the family's text prefixes (the registry) that the tensors use.
+  {
+    std::vector<NamedShape> named;
+    named.reserve(ctx.tensors.size());
+    for (const auto& [name, meta] : ctx.tensors) named.push_back({name, meta.shape});
+    read_structure_into(ctx.info, named);
+  }
+  // The first of the family's text prefixes (the registry) that the tensors use, else the text stack the
+  // tensors show (read_structure), whatever its root and container.
   ctx.text_prefix = ctx.info.text_prefix;
+  ctx.layer_prefix.clear();
   for (auto p : ctx.info.spec().text_prefixes)
     if (ctx.any_with_prefix(std::string(p) + "layers.")) {
       ctx.text_prefix = std::string(p);
+      ctx.layer_prefix = ctx.text_prefix + "layers.";
       break;
     }
+  if (ctx.layer_prefix.empty() && !ctx.info.text_container.empty()) {
+    ctx.text_prefix = ctx.info.text_root;
+    ctx.layer_prefix = ctx.info.text_root + ctx.info.text_container + ".";
+  }
   // Quantized: a quantization_config, or a scheme's tensors on disk (`weight_packed` of the 4-bit schemes,
   // `weight_scale` of every scheme: FP8 keeps its payload in `weight`).
   ctx.quantized = find_quant_config(ctx.config) != nullptr;

@@ -22,10 +22,10 @@
 namespace fp4forge::doctor {
 namespace {
 
-constexpr std::array<KindInfo, 25> kKinds{{
+constexpr std::array<KindInfo, 26> kKinds{{
     {"unknown-architecture", Severity::ERROR, false, "F31",
-     "an `architectures` string vLLM does not register for the family (warning when absent, several, or the "
-     "family is outside fp4forge's table)"},
+     "an MTP architecture named as the main model (error); a class the family table does not list, an absent "
+     "or multiple `architectures`, or a family outside fp4forge's table (warnings)"},
     {"architecture-needs-recent-vllm", Severity::WARNING, false, "F31",
      "Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM: registered in vLLM only from about 0.28"},
     {"wrapper-flat-mismatch", Severity::ERROR, false, "F30",
@@ -49,6 +49,8 @@ constexpr std::array<KindInfo, 25> kKinds{{
     {"config-shape-mismatch", Severity::ERROR, false, "F27, F30",
      "a shape invariant of the family is broken (attention rows, kv heads, experts, linear attention, "
      "layer_types, lm_head vs tie_word_embeddings, PLE, vision projector, MTP)"},
+    {"config-shape-unchecked", Severity::WARNING, false, "",
+     "no decoder-layer stack outside the towers: the per-layer shape rules were not evaluated"},
     {"expert-layout", Severity::ERROR, false, "F5",
      "fused 3-D experts transposed against the family's orientation, or fused and per-expert forms mixed"},
     {"mtp-declared-missing", Severity::WARNING, true, "F8",

@@ -434,7 +434,9 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     in.config = expanded_config(tck.config());
     in.shard_names = {kMtpShardName};
     for (const auto& m : src_mtp) in.tensors.push_back({m.ref->name, 0, m.out_dtype(), m.ref->info->shape});
-    auto mplan = quant::make_plan(in, {});
+    quant::PlanOptions mopts;
+    mopts.allow_nothing_quantized = true;  // the MTP block alone: its ignore entries, never a write
+    auto mplan = quant::make_plan(in, mopts);
     if (!mplan)
       return Error{Errc::INTERNAL,
                    fmt::format("cannot compute the ignore entries of the MTP tensors: {}", mplan.error().message),

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <ctime>
 #include <map>
-#include <regex>
+#include "fp4forge/util/regex.h"
 #include <tuple>
 #include <optional>
 #include <set>
@@ -45,22 +45,21 @@ bool is_secret_key(std::string_view k) {
  * `os.environ/NAME` references are not secrets and stay. Line count and layout are unchanged, so a diff
  * of masked texts is the masked diff. */
 std::string mask_secret_values(const std::string& text) {
-  static const std::regex kv(R"(([A-Za-z0-9_\-]+)(\s*:\s*)("[^"]*"|'[^']*'|[^,{}\[\]\s#][^,}#]*?)(\s*(?:[,}#]|$)))");
+  static const Regex kv =
+      *Regex::compile(R"(([A-Za-z0-9_\-]+)(\s*:\s*)("[^"]*"|'[^']*'|[^,{}\[\]\s#][^,}#]*?)(\s*(?:[,}#]|$)))");
   std::string out;
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t nl = text.find('\n', start);
     const std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
     std::string masked;
-    auto it = std::sregex_iterator(line.begin(), line.end(), kv);
     std::size_t last = 0;
-    for (; it != std::sregex_iterator(); ++it) {
-      const auto& m = *it;
-      std::string v = m[3].str();
+    for (const auto& m : kv.find_all(line)) {
+      std::string v = line.substr(m.begin[3], m.end[3] - m.begin[3]);
       if (!v.empty() && (v.front() == '"' || v.front() == '\'')) v = v.substr(1, v.size() >= 2 ? v.size() - 2 : 0);
-      if (!is_secret_key(m[1].str()) || v.rfind("os.environ/", 0) == 0) continue;
-      masked += line.substr(last, static_cast<std::size_t>(m.position(3)) - last) + "***";
-      last = static_cast<std::size_t>(m.position(3) + m.length(3));
+      if (!is_secret_key(line.substr(m.begin[1], m.end[1] - m.begin[1])) || v.rfind("os.environ/", 0) == 0) continue;
+      masked += line.substr(last, m.begin[3] - last) + "***";
+      last = m.end[3];
     }
     masked += line.substr(last);
     out += masked;

@@ -1,4 +1,5 @@
 #include "fp4forge/kvplan/seat.h"
+#include "fp4forge/model/structure.h"
 
 #include <algorithm>
 #include <cctype>
@@ -207,7 +208,7 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
     e.message = fmt::format("seat '{}': {}", arg.name, e.message);
     return with_file(std::move(e), where);
   }
-  auto info = read_model_info(ck->config());
+  auto info = read_checkpoint_info(*ck);
   if (!info.ok()) {
     Error e = std::move(info).error();
     e.message = fmt::format("seat '{}': {}", arg.name, e.message);

@@ -2,6 +2,7 @@
 // fused global-scale sets of rule R1 (nvfp4a16-format.md §5).
 #include "fp4forge/model/classify.h"
 #include "fp4forge/util/strings.h"
+#include "model/names_internal.h"
 
 #include <algorithm>
 #include <array>
@@ -51,10 +52,14 @@ int parse_index(std::string_view s) {
   return v;
 }
 
-template <std::size_t N>
-bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
-  return std::find(set.begin(), set.end(), s) != set.end();
-}
+using names::kAudioTowers;
+using names::kEmbeddings;
+using names::kFinalNorms;
+using names::kLayerContainers;
+using names::kLmHeads;
+using names::kMlpContexts;
+using names::kVisualMergers;
+using names::one_of;
 
 bool contains(std::string_view s, std::string_view sub) { return s.find(sub) != std::string_view::npos; }
 using util::starts_with;
@@ -76,20 +81,6 @@ constexpr std::array<std::string_view, 13> kWeightParams{"weight",
 constexpr std::array<std::string_view, 9> kQuantParams{
     "weight_packed", "weight_scale", "weight_global_scale", "input_global_scale", "weight_zero_point",
     "weight_shape",  "weight_g_idx", "input_scale",         "weight_scale_inv"};
-
-constexpr std::array<std::string_view, 6> kVisionTowers{
-    "vision_tower", "visual", "vision_model", "vision_encoder", "image_encoder", "vision_embed_tokens"};
-constexpr std::array<std::string_view, 4> kAudioTowers{"audio_tower", "audio_model", "audio_encoder",
-                                                       "speech_encoder"};
-constexpr std::array<std::string_view, 5> kProjectors{"embed_vision", "embed_audio", "multi_modal_projector",
-                                                      "mm_projector", "audio_projector"};
-constexpr std::array<std::string_view, 3> kVisualMergers{"merger", "deepstack_merger_list", "patch_merger"};
-constexpr std::array<std::string_view, 5> kEmbeddings{"embed_tokens", "embed_tokens_per_layer", "wte",
-                                                      "word_embeddings", "tok_embeddings"};
-constexpr std::array<std::string_view, 4> kFinalNorms{"norm", "final_layernorm", "ln_f", "final_norm"};
-constexpr std::array<std::string_view, 4> kLayerContainers{"layers", "h", "blocks", "layer"};
-constexpr std::array<std::string_view, 6> kMlpContexts{"mlp", "block_sparse_moe", "moe", "feed_forward",
-                                                       "ffn", "sparse_moe"};
 
 /** Classification of the part of a name below the layer (or the whole text-relative name). */
 struct Body {
@@ -170,6 +161,9 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
   if (li > from && b[li - 1] == "moe") {
     if (last == "gate_up_proj") return {Role::EXPERT_GATE_UP_FUSED, -1};
     if (last == "down_proj" && shape.size() == 3) return {Role::EXPERT_DOWN_FUSED, -1};
+    // Step-3.x: moe.{gate,up,down}_proj.weight, each a 3-D stack over the experts.
+    if (last == "gate_proj" && shape.size() == 3) return {Role::EXPERT_GATE, -1};
+    if (last == "up_proj" && shape.size() == 3) return {Role::EXPERT_UP, -1};
   }
   if (last == "per_expert_scale") return {Role::ROUTER_AUX, -1};
   // Shared experts.
@@ -207,12 +201,14 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
     if (last == "conv1d") return {Role::LINEAR_ATTN_CONV, -1};
     if (last == "A_log" || last == "dt_bias" || last == "D") return {Role::LINEAR_ATTN_PARAM, -1};
     if (is_norm_name(last)) return {Role::NORM, -1};
-    if (last == "in_proj" || last == "out_proj") return {Role::MAMBA, -1};
+    // Mamba-1 (Jamba, Falcon-Mamba) also projects through x_proj and dt_proj.
+    if (last == "in_proj" || last == "out_proj" || last == "x_proj" || last == "dt_proj") return {Role::MAMBA, -1};
   }
   if (is_norm_name(last)) return {Role::NORM, -1};
   // Attention.
   const bool attn_ctx = has_component(b, from, li, "self_attn") || has_component(b, from, li, "attn") ||
-                        has_component(b, from, li, "attention") || has_component(b, from, li, "cross_attn");
+                        has_component(b, from, li, "attention") || has_component(b, from, li, "cross_attn") ||
+                        has_component(b, from, li, "self_attention");
   // Multi-head latent attention (DeepSeek-V2/V3 and the wq_a / wkv_a naming of their reference code).
   if (last == "q_a_proj" || last == "wq_a") return {Role::ATTN_Q_A, -1};
   if (last == "q_b_proj" || last == "wq_b") return {Role::ATTN_Q_B, -1};
@@ -288,38 +284,56 @@ TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape
     return c;
   }
 
-  // lm_head (top level, or under a wrapper).
-  if (parts[0] == "lm_head" || (parts[0] == "language_model" && parts[1] == "lm_head") ||
-      (parts[0] == "model" && parts[1] == "lm_head")) {
+  // lm_head (top level, or under a wrapper): `lm_head`, GPT-NeoX `embed_out`, DeepSeek-V4 reference `head`.
+  if ((parts.n == 2 && one_of(parts[0], kLmHeads)) || parts[0] == "lm_head" ||
+      ((parts[0] == "language_model" || parts[0] == "model") && parts.n == 3 && one_of(parts[1], kLmHeads))) {
     c.role = c.base_role = Role::LM_HEAD;
     return c;
   }
 
-  // Towers and projectors: model.<tower>.* or <tower>.*
-  for (std::size_t i = 0; i < 2; ++i) {
+  // The text stack as the tensors show it (read_structure): its root is text, not a tower.
+  const std::size_t root_parts =
+      static_cast<std::size_t>(std::count(info.text_root.begin(), info.text_root.end(), '.'));
+  const bool in_text_root = info.structure_read && !info.text_root.empty() && starts_with(name, info.text_root) &&
+                            !names::is_vision_component(parts[root_parts]) &&
+                            !names::is_audio_component(parts[root_parts]) &&
+                            !names::is_projector_component(parts[root_parts]);
+
+  // Towers and projectors: model.<tower>.* or <tower>.* (known names, `vit`, `*vision*`, `*audio*`,
+  // `*projector*`, `connector`), and the other layer stacks the structure found beside the text stack.
+  for (std::size_t i = 0; i < 2 && !in_text_root; ++i) {
     const std::string_view comp = parts[i];
     if (i == 1 && parts[0] != "model") break;
-    if (one_of(comp, kVisionTowers)) {
+    if (names::is_projector_component(comp)) {
+      c.role = c.base_role = Role::PROJECTOR;
+      return c;
+    }
+    if (names::is_vision_component(comp)) {
       c.role = one_of(parts[i + 1], kVisualMergers) ? Role::PROJECTOR : Role::VISION;
       c.base_role = c.role;
       return c;
     }
-    if (one_of(comp, kAudioTowers)) {
+    if (one_of(comp, kAudioTowers) || (i == 0 && names::is_audio_component(comp))) {
       c.role = c.base_role = Role::AUDIO;
       return c;
     }
-    if (one_of(comp, kProjectors)) {
-      c.role = c.base_role = Role::PROJECTOR;
-      return c;
-    }
   }
+  if (!in_text_root)
+    for (const auto& root : info.tower_roots)
+      if (starts_with(name, root)) {
+        c.role = c.base_role = names::is_audio_component(root) ? Role::AUDIO
+                                : info.has_vision_config || !info.has_audio_config ? Role::VISION
+                                                                                     : Role::AUDIO;
+        return c;
+      }
 
   // Text stack: strip the prefix.
   std::size_t from = 0;
-  if (parts[0] == "model" && parts[1] == "language_model") {
-    from = 2;
+  if (in_text_root) {
+    from = root_parts;
     c.text_stack = true;
-  } else if (parts[0] == "language_model" && parts[1] == "model") {
+  } else if ((parts[0] == "model" && (parts[1] == "language_model" || parts[1] == "text_model")) ||
+             (parts[0] == "language_model" && parts[1] == "model")) {
     from = 2;
     c.text_stack = true;
   } else if (parts[0] == "model" || parts[0] == "language_model" || parts[0] == "transformer") {
@@ -327,6 +341,16 @@ TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape
     c.text_stack = true;
   } else if (one_of(parts[0], kLayerContainers) || one_of(parts[0], kEmbeddings) || parts[0] == "norm") {
     c.text_stack = true;
+  } else if (!info.structure_read && parts.n > 3 && one_of(parts[1], kLayerContainers) && parse_index(parts[2]) >= 0) {
+    // `<root>.layers.<i>.*` under a root classify has no name for (GPT-NeoX `gpt_neox.`, Nemotron-H
+    // `backbone.`): a decoder stack when nothing better is known (towers were excluded above).
+    from = 1;
+    c.text_stack = true;
+  }
+  if (c.text_stack && parts.n == from + 2 && one_of(parts[from], kLmHeads) && parts[from] != "head") {
+    c.role = c.base_role = Role::LM_HEAD;
+    c.text_stack = false;
+    return c;
   }
 
   if (parts.n > from + 1 && one_of(parts[from], kLayerContainers)) {

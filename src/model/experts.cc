@@ -21,28 +21,47 @@ int role_rank(Role r) { return r == Role::EXPERT_GATE ? 0 : r == Role::EXPERT_UP
 
 struct FusedPair {
   const NamedShape* gate_up = nullptr;
+  const NamedShape* gate = nullptr;  // separate 3-D gate / up (Step-3.x): each [E, I, H] or [E, H, I]
+  const NamedShape* up = nullptr;
   const NamedShape* down = nullptr;
   bool mtp = false;
 };
 
+/** E, I (one projection's width) and H of the gate side (gate_up halves, or gate / up) under orientation o. */
+struct Dims {
+  std::uint64_t e = 0, i = 0, h = 0;
+  bool ok = false;
+};
+Dims gate_side(const FusedPair& f, bool oi) {
+  Dims d;
+  if (f.gate_up != nullptr) {
+    const auto& s = f.gate_up->shape;
+    const std::uint64_t two_i = oi ? s[1] : s[2];
+    d = {s[0], two_i / 2, oi ? s[2] : s[1], two_i != 0 && two_i % 2 == 0};
+  } else if (f.gate != nullptr || f.up != nullptr) {
+    const auto& s = (f.gate != nullptr ? f.gate : f.up)->shape;
+    d = {s[0], oi ? s[1] : s[2], oi ? s[2] : s[1], s[1] != 0 && s[2] != 0};
+    if (f.gate != nullptr && f.up != nullptr && !std::equal(f.gate->shape.begin(), f.gate->shape.end(),
+                                                             f.up->shape.begin(), f.up->shape.end()))
+      d.ok = false;
+  }
+  return d;
+}
+
 /** Whether the fused tensors fit orientation `o` (with hidden size H when known). */
 bool fits(const FusedPair& f, FusedOrientation o, std::uint64_t H) {
   const bool oi = o == FusedOrientation::OUT_IN;
-  if (f.gate_up != nullptr) {
-    const auto& s = f.gate_up->shape;
-    const std::uint64_t two_i = oi ? s[1] : s[2], h = oi ? s[2] : s[1];
-    if (two_i == 0 || two_i % 2 != 0 || (H != 0 && h != H)) return false;
-  }
+  const bool has_gate = f.gate_up != nullptr || f.gate != nullptr || f.up != nullptr;
+  const Dims g = gate_side(f, oi);
+  if (has_gate && (!g.ok || (H != 0 && g.h != H))) return false;
   if (f.down != nullptr) {
     const auto& s = f.down->shape;
     const std::uint64_t h = oi ? s[1] : s[2];
     if (s[1] == 0 || s[2] == 0 || (H != 0 && h != H)) return false;
-  }
-  if (f.gate_up != nullptr && f.down != nullptr) {
-    const auto& g = f.gate_up->shape;
-    const auto& d = f.down->shape;
-    if (g[0] != d[0]) return false;
-    if (oi ? (g[2] != d[1] || g[1] != 2 * d[2]) : (g[1] != d[2] || g[2] != 2 * d[1])) return false;
+    if (has_gate) {
+      const std::uint64_t di = oi ? s[2] : s[1];
+      if (g.e != s[0] || g.h != h || g.i != di) return false;
+    }
   }
   return true;
 }
@@ -50,9 +69,10 @@ bool fits(const FusedPair& f, FusedOrientation o, std::uint64_t H) {
 std::string reading(const FusedPair& f, FusedOrientation o) {
   const bool oi = o == FusedOrientation::OUT_IN;
   std::uint64_t I = 0, H = 0;
-  if (f.gate_up != nullptr) {
-    I = (oi ? f.gate_up->shape[1] : f.gate_up->shape[2]) / 2;
-    H = oi ? f.gate_up->shape[2] : f.gate_up->shape[1];
+  if (f.gate_up != nullptr || f.gate != nullptr || f.up != nullptr) {
+    const Dims g = gate_side(f, oi);
+    I = g.i;
+    H = g.h;
   } else if (f.down != nullptr) {
     I = oi ? f.down->shape[2] : f.down->shape[1];
     H = oi ? f.down->shape[1] : f.down->shape[2];
@@ -64,7 +84,8 @@ std::string reading(const FusedPair& f, FusedOrientation o) {
 void decide_fused(ExpertBlock& b, const FusedPair& f, const ModelInfo& info, const ExpertLayoutOptions& opts) {
   const std::uint64_t H = info.hidden_size > 0 ? static_cast<std::uint64_t>(info.hidden_size) : 0;
   std::vector<std::string> names;
-  if (f.gate_up) names.push_back(fmt::format("'{}' {}", f.gate_up->name, shape_text(f.gate_up->shape)));
+  for (const NamedShape* t : {f.gate_up, f.gate, f.up})
+    if (t) names.push_back(fmt::format("'{}' {}", t->name, shape_text(t->shape)));
   if (f.down) names.push_back(fmt::format("'{}' {}", f.down->name, shape_text(f.down->shape)));
   const std::string what = fmt::format("{}", fmt::join(names, " and "));
   const bool oi = fits(f, FusedOrientation::OUT_IN, H), io = fits(f, FusedOrientation::IN_OUT, H);
@@ -95,11 +116,11 @@ void decide_fused(ExpertBlock& b, const FusedPair& f, const ModelInfo& info, con
   b.orientation = o;
   const bool out_in = o == FusedOrientation::OUT_IN;
   const bool inter = b.order == GateUpOrder::INTERLEAVED;
-  if (f.gate_up) {
-    const auto& s = f.gate_up->shape;
-    b.num_experts = s[0];
-    b.intermediate = (out_in ? s[1] : s[2]) / 2;
-    b.hidden = out_in ? s[2] : s[1];
+  if (f.gate_up || f.gate || f.up) {
+    const Dims g = gate_side(f, out_in);
+    b.num_experts = g.e;
+    b.intermediate = g.i;
+    b.hidden = g.h;
   } else {
     const auto& s = f.down->shape;
     b.num_experts = s[0];
@@ -129,6 +150,17 @@ void decide_fused(ExpertBlock& b, const FusedPair& f, const ModelInfo& info, con
         }
         part(k == 0 ? Role::EXPERT_GATE : Role::EXPERT_UP, leaves[static_cast<std::size_t>(k)], f.gate_up->name, sl);
       }
+    }
+    for (int k = 0; k < 2; ++k) {  // separate 3-D gate / up: each expert's [I, H] matrix
+      const NamedShape* t = k == 0 ? f.gate : f.up;
+      if (t == nullptr) continue;
+      MatrixSlice sl;
+      sl.offset = e * I * Hs;
+      sl.rows = I;
+      sl.cols = Hs;
+      sl.row_stride = out_in ? Hs : 1;
+      sl.col_stride = out_in ? 1 : I;
+      part(k == 0 ? Role::EXPERT_GATE : Role::EXPERT_UP, leaves[static_cast<std::size_t>(k)], t->name, sl);
     }
     if (f.down) {
       MatrixSlice sl;
@@ -188,6 +220,19 @@ std::vector<ExpertBlock> find_expert_blocks(std::span<const NamedShape> tensors,
       f.mtp = f.mtp || mtp;
       continue;
     }
+    if ((r == Role::EXPERT_GATE || r == Role::EXPERT_UP || r == Role::EXPERT_DOWN) && c.expert < 0 &&
+        t.shape.size() == 3) {
+      // Separate 3-D projections: `<key>.gate_proj` (parameter) or `<block>.gate_proj.weight`.
+      std::string key = c.module;
+      if (c.param == "weight") {
+        const auto dot = key.rfind('.');
+        key = (dot == std::string::npos ? std::string() : key.substr(0, dot + 1)) + "experts";
+      }
+      FusedPair& f = fused[key];
+      (r == Role::EXPERT_GATE ? f.gate : r == Role::EXPERT_UP ? f.up : f.down) = &t;
+      f.mtp = f.mtp || mtp;
+      continue;
+    }
     if (!is_part_role(r) || c.expert < 0) continue;
     const bool w = c.param == "weight" && t.shape.size() == 2;
     const bool packed = c.param == "weight_packed" && t.shape.size() == 2;
@@ -224,10 +269,41 @@ std::vector<ExpertBlock> find_expert_blocks(std::span<const NamedShape> tensors,
     b.mtp = f.mtp;
     if (f.gate_up) b.gate_up = std::string(f.gate_up->name);
     if (f.down) b.down = std::string(f.down->name);
+    if (f.gate) b.gate = std::string(f.gate->name);
+    if (f.up) b.up = std::string(f.up->name);
+    if ((f.gate == nullptr) != (f.up == nullptr) || (f.gate_up != nullptr && (f.gate || f.up))) {
+      b.problem = fmt::format("experts '{}' store {}: expected gate_up, or gate and up together, beside down", key,
+                              f.gate_up ? "gate_up and a separate gate or up" : f.gate ? "gate without up"
+                                                                                    : "up without gate");
+      out.push_back(std::move(b));
+      continue;
+    }
     decide_fused(b, f, info, opts);
     out.push_back(std::move(b));
   }
   std::sort(out.begin(), out.end(), [](const ExpertBlock& x, const ExpertBlock& y) { return x.key < y.key; });
+  return out;
+}
+
+std::vector<std::string> ExpertBlock::stored() const {
+  std::vector<std::string> v;
+  for (const std::string* t : {&gate_up, &gate, &up, &down})
+    if (!t->empty()) v.push_back(*t);
+  return v;
+}
+
+std::vector<int> incomplete_experts(const ExpertBlock& b) {
+  std::map<int, unsigned> have;  // bit 0 gate, 1 up, 2 down
+  unsigned all = 0;
+  for (const auto& p : b.parts) {
+    const unsigned bit = 1u << role_rank(p.role);
+    have[p.expert] |= bit;
+    all |= bit;
+  }
+  const bool shape_ok = all == 7u || all == 6u;  // gate+up+down, or up+down
+  std::vector<int> out;
+  for (const auto& [e, m] : have)
+    if (!shape_ok || m != all) out.push_back(e);
   return out;
 }
 

@@ -1,4 +1,5 @@
 #include "fp4forge/model/inspect.h"
+#include "fp4forge/model/structure.h"
 
 #include <algorithm>
 #include <array>
@@ -120,7 +121,7 @@ TensorTally InspectReport::role(Role r) const {
 Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   InspectReport r;
   r.dir = ckpt.dir().string();
-  FP4FORGE_ASSIGN_OR_RETURN(r.info, read_model_info(ckpt.config()));
+  FP4FORGE_ASSIGN_OR_RETURN(r.info, read_checkpoint_info(ckpt));
   const ModelInfo& info = r.info;
   if (!ckpt.has_config())
     r.warnings.push_back("no config.json: family, geometry and layer types are unknown");

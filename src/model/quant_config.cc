@@ -390,61 +390,6 @@ const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& co
 
 // ---- ignore matching ---------------------------------------------------------------------------
 
-namespace {
-
-/** Translates a Python `re` pattern to ECMAScript where the meaning is identical; refuses the rest. */
-Result<std::string> python_to_ecmascript(std::string_view p, std::size_t index, std::string_view entry) {
-  auto refuse = [&](std::string_view what) -> Error {
-    return make_error(Errc::BAD_INPUT,
-                      "config.json quantization_config.ignore[{}] \"{}\": Python-only regex syntax {} is "
-                      "not supported; rewrite the entry with plain regex syntax or an exact module name",
-                      index, entry, what);
-  };
-  std::string out;
-  out.reserve(p.size());
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    const char c = p[i];
-    if (c == '\\' && i + 1 < p.size()) {
-      const char n = p[i + 1];
-      if (n == 'A') {
-        out += '^';
-      } else if (n == 'Z') {
-        out += '$';
-      } else {
-        out += c;
-        out += n;
-      }
-      ++i;
-      continue;
-    }
-    if (c == '(' && i + 2 < p.size() && p[i + 1] == '?') {
-      const char k = p[i + 2];
-      if (k == 'P' && i + 3 < p.size() && p[i + 3] == '<') {
-        const auto close = p.find('>', i + 4);
-        if (close == std::string_view::npos) return refuse("(?P<...");
-        out += '(';
-        i = close;
-        continue;
-      }
-      if (k == ':' || k == '=' || k == '!') {
-        out += "(?";
-        out += k;
-        i += 2;
-        continue;
-      }
-      return refuse(fmt::format("\"(?{}\"", k));
-    }
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
-
-bool python_re_match(const std::regex& re, std::string_view s) {
-  return std::regex_search(s.begin(), s.end(), re, std::regex_constants::match_continuous);
-}
-
 Result<IgnoreMatcher> IgnoreMatcher::compile(const std::vector<std::string>& entries) {
   IgnoreMatcher m;
   m.entries_.reserve(entries.size());
@@ -452,15 +397,13 @@ Result<IgnoreMatcher> IgnoreMatcher::compile(const std::vector<std::string>& ent
     Entry e;
     e.text = entries[i];
     if (e.text.rfind("re:", 0) == 0) {
-      FP4FORGE_ASSIGN_OR_RETURN(std::string pat, python_to_ecmascript(e.text.substr(3), i, e.text));
-      try {
-        e.regex.emplace(pat, std::regex::ECMAScript | std::regex::optimize);
-      } catch (const std::regex_error& ex) {
+      auto re = Regex::compile(std::string_view(e.text).substr(3));
+      if (!re.ok())
         return make_error(Errc::BAD_INPUT,
                           "config.json quantization_config.ignore[{}] \"{}\": invalid regex ({}); fix the "
                           "pattern",
-                          i, e.text, ex.what());
-      }
+                          i, e.text, re.error().message);
+      e.regex.emplace(std::move(*re));
     }
     m.entries_.push_back(std::move(e));
   }
@@ -469,7 +412,7 @@ Result<IgnoreMatcher> IgnoreMatcher::compile(const std::vector<std::string>& ent
 
 bool IgnoreMatcher::entry_matches(std::size_t i, std::string_view name) const {
   const Entry& e = entries_[i];
-  if (e.regex) return python_re_match(*e.regex, name);
+  if (e.regex) return e.regex->match_prefix(name);
   return e.text == name;
 }
 

@@ -1,9 +1,9 @@
 #include "fp4forge/quantize/plan.h"
+#include "fp4forge/model/structure.h"
 
 #include <algorithm>
 #include <array>
 #include <map>
-#include <regex>
 #include <set>
 #include <unordered_map>
 
@@ -184,24 +184,17 @@ Result<NamePattern> NamePattern::parse(std::string_view text) {
   if (text.empty()) return make_error(Errc::USAGE, "empty module pattern; give a module name or re:REGEX");
   if (starts_with(text, "re:")) {
     p.regex_ = true;
-    try {
-      p.re_ = std::make_shared<const std::regex>(std::string(text.substr(3)), std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return make_error(Errc::USAGE, "invalid regular expression '{}': {}; patterns use ECMAScript syntax",
-                        text, e.what());
-    }
+    auto re = Regex::compile(text.substr(3));
+    if (!re.ok())
+      return make_error(Errc::USAGE, "invalid regular expression '{}': {}", text, re.error().message);
+    p.re_ = std::move(*re);
   }
   return p;
 }
 
 bool NamePattern::matches(std::string_view name) const {
   if (!regex_) return name == text_;
-  const auto& re = *static_cast<const std::regex*>(re_.get());
-  try {
-    return std::regex_search(name.begin(), name.end(), re, std::regex_constants::match_continuous);
-  } catch (const std::regex_error&) {
-    return false;
-  }
+  return re_->match_prefix(name);
 }
 
 PlanInput plan_input(const Checkpoint& ckpt) {
@@ -288,6 +281,8 @@ struct PlanBuilder {
   void count_text_share();
   /** Per-role quantized and kept counts. */
   void count_roles();
+  /** "Nothing quantized" is never a success: refuse before writing, with the reasons the Linears were kept. */
+  Status refuse_nothing_quantized();
   /** The summary lines and the forced-module warnings. */
   void summarize();
   /** Invariants; a failure here is a bug, reported before any byte is written. */
@@ -308,6 +303,12 @@ Status PlanBuilder::check_inputs() {
   if (!in.config.is_object())
     return make_error(Errc::BAD_INPUT, "config.json is not a JSON object; expected the model config");
   FP4FORGE_ASSIGN_OR_RETURN(plan.info, read_model_info(in.config));
+  {
+    std::vector<NamedShape> named;
+    named.reserve(in.tensors.size());
+    for (const auto& t : in.tensors) named.push_back({t.name, t.shape});
+    read_structure_into(plan.info, named);
+  }
   const ModelInfo& info = plan.info;
   plan.warnings.insert(plan.warnings.end(), in.notes.begin(), in.notes.end());  // e.g. a stale total_size
   if (in.config.contains("quantization_config") || !info.quant_method.empty())
@@ -372,8 +373,8 @@ void PlanBuilder::find_fused_experts() {
   // `fused_block` points into `blocks`, which stays as it is from here on.
   for (const auto& b : blocks) {
     if (b.storage != ExpertStorage::FUSED) continue;
-    if (!b.gate_up.empty()) fused_block[b.gate_up] = &b;
-    if (!b.down.empty()) fused_block[b.down] = &b;
+    for (const std::string* t : {&b.gate_up, &b.gate, &b.up, &b.down})  // views into `blocks`: no temporaries
+      if (!t->empty()) fused_block[*t] = &b;
   }
 }
 
@@ -675,6 +676,52 @@ Status PlanBuilder::check_expert_uniformity() {
                         pat, plan.decisions[di].name, nq, mods_of[di].size());
     }
   }
+  // Every stored tensor of a fused block is split the same way: a block whose down projections are split
+  // while its gate/up stay 3-D (or the reverse) is a model vLLM cannot load and our verify rejects.
+  for (const ExpertBlock& b : blocks) {
+    if (b.storage != ExpertStorage::FUSED || b.mtp) continue;
+    std::vector<std::string> split, kept;
+    for (const std::string& t : b.stored()) {
+      const auto it = std::lower_bound(plan.decisions.begin(), plan.decisions.end(), t,
+                                       [](const TensorDecision& d, const std::string& n) { return d.name < n; });
+      if (it == plan.decisions.end() || it->name != t) continue;
+      const auto& ks = mods_of[static_cast<std::size_t>(it - plan.decisions.begin())];
+      const bool q = std::any_of(ks.begin(), ks.end(), [&](std::size_t k) { return mods[k].quant; });
+      (q ? split : kept).push_back(t);
+    }
+    if (!split.empty() && !kept.empty())
+      return make_error(Errc::BAD_INPUT,
+                        "experts '{}': {} would be split and quantized while {} stay 3-D; vLLM cannot load a "
+                        "layer whose experts are half split, so nothing was written; hint: --ignore '{}' keeps "
+                        "the whole block unquantized",
+                        b.key, fmt::join(split, ", "), fmt::join(kept, ", "), b.key);
+  }
+  // A 3-D stack beside quantized experts that fp4forge did not read as experts (an unknown storage form).
+  {
+    std::set<std::string> quant_keys;
+    for (const auto& m : mods)
+      if (m.quant && !m.experts_key.empty()) quant_keys.insert(m.experts_key.substr(0, m.experts_key.size() - 1));
+    for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
+      const auto& d = plan.decisions[di];
+      if (d.shape.size() != 3 || !mods_of[di].empty() || !is_source_dtype(d.dtype) || !d.cls.text_stack) continue;
+      if (fused_block.count(d.name) != 0) continue;
+      const std::string parent = d.cls.module;
+      for (const auto& k : quant_keys) {
+        const std::string kparent = k.substr(0, k.rfind('.') == std::string::npos ? 0 : k.rfind('.'));
+        if (parent == k || parent == kparent || parent.rfind(k + ".", 0) == 0) {
+          bool user_kept = false;
+          for (const auto& p : ign.pats) user_kept = user_kept || p.matches(d.name);
+          if (user_kept) break;
+          return make_error(Errc::BAD_INPUT,
+                            "3-D tensor '{}' {} sits beside the quantized experts of '{}' but is not a storage form "
+                            "fp4forge reads as experts; quantizing the rest would write a half-quantized MoE layer, "
+                            "so nothing was written; hint: --ignore '{}' and --ignore 're:^{}\\..*' keep the "
+                            "layer's experts unquantized",
+                            d.name, format_shape(d.shape), k, d.name, k);
+        }
+      }
+    }
+  }
   std::map<std::string, std::pair<std::size_t, std::size_t>> layer;  // key -> (quantized, kept)
   std::map<std::string, std::string> pat_of;
   for (const auto& m : mods) {
@@ -793,11 +840,10 @@ void PlanBuilder::expand_ignore() {
   // (`<prefix>.experts`), which vLLM must see as ignored or it expects per-expert weight_packed.
   for (const auto& b : blocks) {
     if (b.storage != ExpertStorage::FUSED) continue;
-    for (const std::string* t : {&b.gate_up, &b.down}) {
-      if (t->empty()) continue;
-      const auto it = std::lower_bound(plan.decisions.begin(), plan.decisions.end(), *t,
+    for (const std::string& t : b.stored()) {
+      const auto it = std::lower_bound(plan.decisions.begin(), plan.decisions.end(), t,
                                        [](const TensorDecision& d, const std::string& n) { return d.name < n; });
-      if (it != plan.decisions.end() && it->name == *t && it->action == Action::KEEP) {
+      if (it != plan.decisions.end() && it->name == t && it->action == Action::KEEP) {
         plan.ignore.push_back(b.key);
         break;
       }
@@ -878,6 +924,28 @@ void PlanBuilder::count_text_share() {
         "--force-quantize",
         plan.unroled.size(), fmt::join(shown, ", "), plan.unroled.size() > shown.size() ? ", ..." : ""));
   }
+}
+
+Status PlanBuilder::refuse_nothing_quantized() {
+  if (!plan.units.empty() || opts.allow_nothing_quantized) return {};
+  std::size_t kept_linear = 0;
+  std::map<std::string, std::size_t> why;
+  for (const auto& m : mods) {
+    if (!plan.decisions[m.decision].cls.text_stack) continue;
+    ++kept_linear;
+    ++why[m.rule == Rule::K_NOT_ALIGNED || m.rule == Rule::N_NOT_ALIGNED ? "shape does not fit the scheme"
+          : m.rule == Rule::USER_IGNORE                                 ? "--ignore"
+          : plan.decisions[m.decision].cls.role == Role::OTHER          ? "no role fp4forge knows"
+                                                                         : "kept by policy"];
+  }
+  std::vector<std::string> parts;
+  for (const auto& [w, n] : why) parts.push_back(fmt::format("{}: {}", w, n));
+  return make_error(Errc::BAD_INPUT,
+                    "nothing to quantize: no text-stack Linear weight would be quantized with {} ({} Linear-like "
+                    "weight(s) in the text stack{}{}); writing a copy of the source is not a quantization, so "
+                    "nothing was written; hint: 'fp4forge inspect' shows the roles; another --scheme or "
+                    "--force-quantize may fit",
+                    plan.scheme, kept_linear, parts.empty() ? "" : ": ", fmt::format("{}", fmt::join(parts, ", ")));
 }
 
 void PlanBuilder::count_roles() {
@@ -1035,6 +1103,7 @@ Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
   FP4FORGE_TRY(b.lay_out_shards());
   b.write_index_and_config();
   b.count_text_share();
+  FP4FORGE_TRY(b.refuse_nothing_quantized());
   b.count_roles();
   b.summarize();
   FP4FORGE_TRY(b.check_invariants());

@@ -1,4 +1,5 @@
 #include "fp4forge/verify/diff.h"
+#include "fp4forge/model/structure.h"
 
 #include <algorithm>
 #include <map>
@@ -204,8 +205,8 @@ bool DiffReport::differs() const noexcept {
 }
 
 Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opts) {
-  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ia, read_model_info(a.config()));
-  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ib, read_model_info(b.config()));
+  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ia, read_checkpoint_info(a));
+  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ib, read_checkpoint_info(b));
   DiffReport r;
   r.a_dir = a.dir().string();
   r.b_dir = b.dir().string();

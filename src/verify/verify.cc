@@ -1,4 +1,5 @@
 #include "fp4forge/verify/verify.h"
+#include "fp4forge/model/structure.h"
 
 #include <algorithm>
 #include <array>
@@ -391,6 +392,34 @@ struct Geometry {
     }
   }
 };
+
+/** Whether config.json states the geometry of module `c` (verify's shape rules apply): routed experts, and
+ * attention / MLP modules directly under an attention or MLP block. A module under another parent (the
+ * sparse-attention `indexer`, a numbered sublayer `self_attn.0`) has a geometry of its own. */
+bool geometry_stated(const TensorClass& c) {
+  switch (c.base_role) {
+    case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN: return true;
+    default: break;
+  }
+  const std::string_view mod = c.module;
+  const std::size_t dot = mod.rfind('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view head = mod.substr(0, dot);
+  const std::string_view parent = head.substr(head.rfind('.') == std::string_view::npos ? 0 : head.rfind('.') + 1);
+  // An attention module under an attention block, an MLP module under an MLP block: a `gate_proj` under
+  // `self_attn` (AFMoE's attention output gate) is not the MLP gate the config's intermediate size describes.
+  static constexpr std::array<std::string_view, 6> kAttn{"self_attn", "attn",       "attention",
+                                                         "self_attention", "cross_attn", "mixer"};
+  static constexpr std::array<std::string_view, 11> kMlp{"mlp",         "block_sparse_moe", "moe",           "feed_forward",
+                                                         "ffn",         "sparse_moe",       "shared_expert", "shared_experts",
+                                                         "shared_mlp",  "mixer",            "linear_attn"};
+  const bool attn_role = c.base_role == Role::ATTN_Q || c.base_role == Role::ATTN_K || c.base_role == Role::ATTN_V ||
+                         c.base_role == Role::ATTN_O || c.base_role == Role::ATTN_QKV || c.base_role == Role::ATTN_Q_A ||
+                         c.base_role == Role::ATTN_Q_B || c.base_role == Role::ATTN_KV_A ||
+                         c.base_role == Role::ATTN_KV_B;
+  return attn_role ? std::find(kAttn.begin(), kAttn.end(), parent) != kAttn.end()
+                   : std::find(kMlp.begin(), kMlp.end(), parent) != kMlp.end();
+}
 
 bool is_attention_or_mlp(Role r) {
   switch (r) {
@@ -817,8 +846,7 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
     for (const ExpertBlock& b : find_expert_blocks(named, info)) {
       if (b.storage != ExpertStorage::FUSED) continue;
       expert_blocks.insert(b.key);
-      for (const std::string* t : {&b.gate_up, &b.down})
-        if (!t->empty()) block_tensors[b.key].push_back(*t);
+      for (const std::string& t : b.stored()) block_tensors[b.key].push_back(t);
     }
   }
   for (const auto& blk : expert_blocks) {
@@ -1164,11 +1192,10 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
         issues.push_back(fmt::format("{} experts with indices {}..{}, config num_experts = {}", roles.size(),
                                      roles.begin()->first, roles.rbegin()->first, E));
     }
-    std::vector<int> incomplete;
-    for (const auto& [e, rs] : roles)
-      if (rs.size() < 3) incomplete.push_back(e);
+    const std::vector<int> incomplete = incomplete_experts(b);
     if (!incomplete.empty())
-      issues.push_back(fmt::format("experts without all of gate/up/down: [{}]", fmt::join(incomplete, ", ")));
+      issues.push_back(fmt::format("experts without the same complete set of gate/up/down (or up/down): [{}]",
+                                   fmt::join(incomplete, ", ")));
     if (issues.empty()) continue;
     sink.add({"geometry-mismatch", Severity::ERROR, family_of(b.key),
               fmt::format("expert block '{}': {}", b.key, fmt::join(issues, "; ")), {b.key}, "num_experts",
@@ -1176,11 +1203,21 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
               fmt::format("{}", fmt::join(issues, "; ")),
               "vLLM's FusedMoE loader needs every expert (F5)"});
   }
-  // Shapes of attention / MLP / expert weights (quantized: [N, K] from the payload).
+  // Shapes of attention / MLP / expert weights (quantized: [N, K] from the payload). Only where the config
+  // states the geometry: a module in a sublayer the text config does not describe (the DeepSeek-V3.2 / GLM-5
+  // sparse-attention `indexer` with its own heads, LongCat-Flash's numbered attention and MLP sublayers) is
+  // not checked, and the report says so.
+  std::vector<std::string> unchecked;
   for (const auto& [name, m] : s.modules) {
     if (!(m.quantized() ? m.valid : s.kept_linear.count(name) > 0)) continue;
     const TensorClass& c = m.cls;
     if (!(c.text_stack || c.role == Role::MTP) || !is_attention_or_mlp(c.base_role)) continue;
+    // A family outside the registry: its class may transform the config's widths (LFM2 rescales its MLP
+    // width, AFMoE gates its attention), so the config does not state the shapes for sure.
+    if (info.family == Family::UNKNOWN || !geometry_stated(c)) {
+      unchecked.push_back(name);
+      continue;
+    }
     const auto want = geo.expect(c.base_role, c);
     if (!want) continue;
     std::uint64_t rows = m.n, cols = m.k;
@@ -1199,6 +1236,17 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
               fmt::format("[{}, {}]", want->first, want->second), fmt::format("[{}, {}]", rows, cols),
               "config and tensors disagree (architectures.md §3.1); vLLM fails with a size mismatch"});
   }
+  if (!unchecked.empty())
+    sink.add({"geometry-unchecked", Severity::WARNING, "shape",
+              info.family == Family::UNKNOWN
+                  ? fmt::format("the family is not in fp4forge's registry: the shapes of {} module(s) (e.g. '{}') "
+                                "were not checked against config.json, whose widths its class may transform",
+                                unchecked.size(), unchecked.front())
+                  : fmt::format("{} module(s) sit in sublayers whose geometry config.json does not state (e.g. "
+                                "'{}'); their shapes were not checked against the config",
+                                unchecked.size(), unchecked.front()),
+              {}, "config.json text geometry", "a shape the config states", "a sublayer with its own geometry",
+              "the shapes are the writer's; their payloads and scales were still checked"});
 }
 
 // ---- the source comparison ---------------------------------------------------------------------
@@ -1915,7 +1963,9 @@ bool fp8_release(const Checkpoint& q, Sink& sink) {
     // A source detection refuses: a CT checkpoint of another scheme is left to the structural checks.
     const std::string method = [&] {
       auto it = q.config().find("quantization_config");
-      return it != q.config().end() && it->is_object() ? it->value("quant_method", std::string()) : std::string();
+      if (it == q.config().end() || !it->is_object()) return std::string();
+      const auto m = it->find("quant_method");  // untrusted: any JSON type (a number is not exit 5)
+      return m != it->end() && m->is_string() ? m->get<std::string>() : std::string();
     }();
     if (method == "fp8" || method == "modelopt")
       sink.add({"fp8-source-invalid", Severity::ERROR, "quantization_config", src.error().message, {}, "",
@@ -1982,7 +2032,18 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
         (c.role == Role::EXPERT_GATE_UP_FUSED || c.role == Role::EXPERT_DOWN_FUSED))
       st.text_linear_params += t.info->numel();
   }
-  if (st.text_linear_params > 0 && st.text_quantized_share() < 0.5)
+  if (st.quantized_params == 0 || (st.text_linear_params > 0 && st.text_quantized_params == 0))
+    sink.add({"nothing-quantized", Severity::ERROR, "share",
+              st.text_linear_params > 0
+                  ? fmt::format("no Linear weight is quantized: the text stack's {} Linear parameters all stay in 16 "
+                                "bits, so this checkpoint is its source with a quantization config",
+                                st.text_linear_params)
+                  : std::string("no Linear weight is quantized, and no text-stack Linear weight was recognised: the "
+                                "layout is one fp4forge does not read, or every weight was ignored"),
+              {}, "", "the text stack's Linear weights quantized", "none",
+              "typical causes: a layout read without roles (see 'fp4forge inspect'), a scheme whose shape rule fits no "
+              "weight, an ignore list that covers every module"});
+  else if (st.text_linear_params > 0 && st.text_quantized_share() < 0.5)
     sink.add({"low-quantized-share", Severity::WARNING, "share",
               fmt::format("only {:.1f} % of the text stack's Linear parameters are quantized ({} of {}): most of "
                           "the model stays in 16 bits",
@@ -2006,7 +2067,7 @@ std::vector<Finding> verify_structure(const Checkpoint& q, const ModelInfo& info
 }
 
 Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* against, const VerifyOptions& opts) {
-  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo info, read_model_info(q.config()));
+  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo info, read_checkpoint_info(q));
   VerifyReport rep;
   rep.qdir = q.dir().string();
   rep.strict = opts.strict;
@@ -2021,7 +2082,7 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
   run_structure(q, info, opts, s, sink, rep.stats);
   if (against) {
     // A source of another model first, loudly (as diff does): every comparison after it would be noise.
-    FP4FORGE_ASSIGN_OR_RETURN(ModelInfo src_info, read_model_info(against->config()));
+    FP4FORGE_ASSIGN_OR_RETURN(ModelInfo src_info, read_checkpoint_info(*against));
     const ArchClass qc = classify_arch(q, info), sc = classify_arch(*against, src_info);
     std::vector<std::string> diffs;
     if (info.family != src_info.family)

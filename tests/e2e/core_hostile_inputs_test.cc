@@ -419,6 +419,15 @@ std::vector<Case> corpus() {
   add("quant_config_enormous_quant_method", "config.json", "quantization_config",
       qc([](Json& q) { q["quant_method"] = std::string(1 << 20, 'q'); }), Base::QUANTIZED,
       {{"inspect", 0, ""}, {"quantize", 3, ""}});
+  // Issue 27 #6: a quant_method that is not a string ended doctor and verify with exit 5 (internal error).
+  for (const auto& [label, value] : std::vector<std::pair<std::string, Json>>{
+           {"number", Json(5)}, {"object", Json::object({{"a", 1}})}})
+    add("quant_config_quant_method_" + label, "config.json", "quantization_config",
+        qc([value](Json& q) { q["quant_method"] = value; }), Base::QUANTIZED, bad_qc());
+  // Issue 27 #2: a pathological `re:` ignore entry and a 200 KB module name end in seconds, exit 0-4.
+  add("quant_config_ignore_catastrophic_regex", "config.json", "quantization_config",
+      qc([](Json& q) { q["ignore"] = Json::array({"lm_head", "re:(a+)+$", "re:" + std::string(100000, 'a') + "b"}); }),
+      Base::QUANTIZED, {{"inspect", 0, ""}, {"quantize", 3, ""}});
   return c;
 }
 

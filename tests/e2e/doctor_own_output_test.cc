@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/model/registry.h"
+#include "fp4forge/safetensors/checkpoint.h"
 #include "test_util.h"
 
 namespace fp4forge {
@@ -129,6 +130,29 @@ TEST(OwnOutput, BothExpertOrientationsQuantizeToTheSameBytes) {
     EXPECT_EQ(slurp(e.path()), slurp(tmp.path / "qwen3_vl_moe-hub" / name)) << name;
   }
   EXPECT_GT(shards, 1u);
+}
+
+// Issue 26: experts stored as three separate 3-D stacks (gate_proj, up_proj [E, I, H], down_proj [E, H, I], as
+// Step-3.x writes them) are split like the fused gate_up form: every per-expert module of the output has the
+// bytes of the same module quantized from the fused fixture (shard layout aside: the sources differ in shape).
+TEST(OwnOutput, SeparateExpertStacksQuantizeToTheSameModules) {
+  TempDir tmp;
+  std::string out, err;
+  for (const char* fx : {"qwen3_vl_moe", "qwen3_vl_moe-sep3d"})
+    ASSERT_EQ(run_cli("quantize " + q(kData + "/" + fx) + " " + q(tmp.path / fx) + " -j 2", &out, &err), 0) << err;
+  auto a = Checkpoint::open(tmp.path / "qwen3_vl_moe");
+  auto b = Checkpoint::open(tmp.path / "qwen3_vl_moe-sep3d");
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::size_t experts = 0;
+  for (const auto& t : a->tensors()) {
+    const TensorRef* u = b->find(t.name);
+    ASSERT_NE(u, nullptr) << t.name << " missing from the separate-stacks output";
+    const auto da = a->data(t), db = b->data(*u);
+    EXPECT_TRUE(da.size() == db.size() && std::equal(da.begin(), da.end(), db.begin())) << t.name;
+    experts += t.name.find(".experts.") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(a->tensors().size(), b->tensors().size());
+  EXPECT_GT(experts, 0u);
 }
 
 }  // namespace

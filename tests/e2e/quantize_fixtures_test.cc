@@ -290,7 +290,7 @@ const SchemeCase kSchemeCases[] = {
     {"llama", QuantScheme::MXFP4A16},         {"llama", QuantScheme::FP8_DYNAMIC},
     {"llama", QuantScheme::FP8_BLOCK},        {"llama", QuantScheme::W4A16},
     {"qwen3_next", QuantScheme::MXFP4A16},    {"qwen3_next", QuantScheme::FP8_DYNAMIC},
-    {"qwen3_next", QuantScheme::FP8_BLOCK},   {"gemma4-moe-mm", QuantScheme::MXFP4A16},
+    {"gemma4-moe-mm", QuantScheme::MXFP4A16},
     {"gemma4-moe-mm", QuantScheme::FP8_DYNAMIC}, {"gemma4-moe-mm", QuantScheme::W4A16},
     {"qwen3_5-dense-mm", QuantScheme::FP8_BLOCK}, {"qwen3_5-dense-mm", QuantScheme::W4A16},
     {"deepseek_v3", QuantScheme::FP8_DYNAMIC}, {"mixtral", QuantScheme::MXFP4A16},

@@ -173,7 +173,7 @@ TEST(QuantizeObserver, TheDefaultIsTheSearchForNvfp4AndMinMaxElsewhere) {
   EXPECT_EQ(nlohmann::json::parse(out)["observer"], "mse");
   ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / "m") + " --observer mse -j 2", &out, &err), 0) << err;
   EXPECT_EQ(file_contents(tmp.path / "d"), file_contents(tmp.path / "m"));
-  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / "w") + " --scheme w4a16 -j 2 --json", &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3_moe-wide") + " " + q(tmp.path / "w") + " --scheme w4a16 -j 2 --json", &out, &err), 0) << err;
   EXPECT_EQ(nlohmann::json::parse(out)["observer"], "minmax");
   EXPECT_EQ(nlohmann::json::parse(slurp(tmp.path / "w" / "config.json"))["quantization_config"]["config_groups"]["group_0"]
                 ["weights"]["observer"], "memoryless_minmax");

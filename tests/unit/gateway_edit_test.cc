@@ -157,6 +157,27 @@ TEST_F(Gateway, DiffsMaskSecretValues) {
   EXPECT_NE(back->diff.find("os.environ/VLLM_API_KEY"), std::string::npos) << back->diff;
 }
 
+// Issue 27 #1: a config line of 28 KB and more (a long comment, an inline service-account JSON) crashed swap /
+// retire / rollback with SIGSEGV (std::regex recursion in the masking). The masking now scans in linear time.
+TEST_F(Gateway, LongLinesAreMaskedWithoutCrashing) {
+  std::string cfg = kConfig;
+  const std::string long_comment = "# " + std::string(300000, 'x') + "\n";
+  const std::string long_value = "      vertex_project: \"" + std::string(200000, 'p') + "\"\n";
+  cfg.insert(cfg.find("model_list:"), long_comment);
+  cfg.insert(cfg.find("      timeout: 600"), long_value);
+  write(cfg);
+  FakeServer srv(FakeServerOptions{});
+  SwapOptions o = swap_to(srv);
+  o.params = {{"api_key", "sk-LIVE-0123456789"}};
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->changed) << r->refused;
+  EXPECT_EQ(r->diff.find("sk-LIVE"), std::string::npos);
+  auto back = gateway_rollback(cfg_, {});
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(slurp(cfg_), cfg);
+}
+
 // Issue 15: the probe gate cannot be reduced below the checks that catch F1 (prose, logprobs) without
 // --weak-gate, and a swap without a probe says loudly that the seat is not proven.
 TEST_F(Gateway, ProbeGateKeepsTheF1ChecksAndNoProbeIsLoud) {

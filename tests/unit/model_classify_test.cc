@@ -12,6 +12,7 @@
 #include "fp4forge/model/arch_class.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/model_info.h"
+#include "fp4forge/model/structure.h"
 
 using namespace fp4forge;
 using Json = nlohmann::ordered_json;
@@ -481,4 +482,77 @@ TEST(ArchClass, FixturesAndConfigFallback) {
   EXPECT_EQ(arch("llama").str(), "dense");
   const ModelInfo q3moe = info_of(R"({"model_type":"qwen3_moe","num_experts":4})");
   EXPECT_EQ(classify_arch(std::span<const NamedShape>{}, q3moe).str(), "moe");
+}
+
+// ---- issue 26: structure first ----------------------------------------------------------------------
+
+namespace {
+
+Fixture read_structured(const std::string& name) {
+  Fixture fx = fixture(name);
+  std::vector<NamedShape> named;
+  for (const auto& [n, s] : fx.tensors) named.push_back({n, s});
+  read_structure_into(fx.info, named);
+  return fx;
+}
+
+TensorClass role_of(const Fixture& fx, const std::string& name) {
+  for (const auto& [n, s] : fx.tensors)
+    if (n == name) return classify(n, s, fx.info);
+  ADD_FAILURE() << name << " is not in the fixture";
+  return {};
+}
+
+}  // namespace
+
+// The text stack is read from the tensors, whatever its root: GPT-NeoX `gpt_neox.`, Nemotron-H `backbone.`,
+// Idefics3 `model.text_model.`, LLaVA `language_model.model.`; towers under names no table lists (`vit.`).
+TEST(Structure, TheTextStackIsWhereTheLayersAreWhateverItsRoot) {
+  const std::map<std::string, std::string> roots{{"gpt_neox", "gpt_neox."},  {"nemotron_h", "backbone."},
+                                                 {"idefics3", "model.text_model."}, {"llava", "language_model.model."},
+                                                 {"falcon", "transformer."},  {"hunyuan_vl", "model."},
+                                                 {"llama", "model."}};
+  for (const auto& [fx_name, root] : roots) {
+    const Fixture fx = read_structured(fx_name);
+    EXPECT_EQ(fx.info.text_root, root) << fx_name;
+    std::size_t text = 0;
+    for (const auto& [n, s] : fx.tensors) {
+      const TensorClass c = classify(n, s, fx.info);
+      if (c.text_stack && c.layer >= 0) ++text;
+    }
+    EXPECT_GT(text, 10u) << fx_name;
+  }
+  const Fixture hv = read_structured("hunyuan_vl");
+  EXPECT_EQ(role_of(hv, "vit.layers.0.self_attn.q_proj.weight").role, Role::VISION);
+  EXPECT_EQ(hv.info.tower_roots, std::vector<std::string>{"vit."});
+  const Fixture id = read_structured("idefics3");
+  EXPECT_EQ(role_of(id, "model.vision_model.encoder.layers.0.self_attn.q_proj.weight").role, Role::VISION);
+  EXPECT_EQ(role_of(id, "model.text_model.layers.1.self_attn.q_proj.weight").layer, 1);
+}
+
+// Names the transformers classes use that fp4forge once kept without a word.
+TEST(Structure, NeoxFalconNemotronAndDeepseekV4NamesHaveRoles) {
+  const Fixture nx = read_structured("gpt_neox");
+  EXPECT_EQ(role_of(nx, "gpt_neox.layers.0.attention.query_key_value.weight").role, Role::ATTN_QKV);
+  EXPECT_EQ(role_of(nx, "gpt_neox.layers.0.attention.dense.weight").role, Role::ATTN_O);
+  EXPECT_EQ(role_of(nx, "gpt_neox.layers.0.mlp.dense_h_to_4h.weight").role, Role::MLP_UP);
+  EXPECT_EQ(role_of(nx, "gpt_neox.layers.0.mlp.dense_4h_to_h.weight").role, Role::MLP_DOWN);
+  EXPECT_EQ(role_of(nx, "gpt_neox.embed_in.weight").role, Role::EMBEDDING);
+  EXPECT_EQ(role_of(nx, "embed_out.weight").role, Role::LM_HEAD);
+  const Fixture fa = read_structured("falcon");
+  EXPECT_EQ(role_of(fa, "transformer.h.0.self_attention.dense.weight").role, Role::ATTN_O);
+  const Fixture nh = read_structured("nemotron_h");
+  EXPECT_EQ(role_of(nh, "backbone.layers.1.mixer.experts.0.up_proj.weight").role, Role::EXPERT_UP);
+  EXPECT_EQ(role_of(nh, "backbone.embeddings.weight").role, Role::EMBEDDING);
+  const Fixture v4 = read_structured("deepseek_v4");
+  EXPECT_EQ(role_of(v4, "head.weight").role, Role::LM_HEAD);
+  const Fixture bc = read_structured("gpt_bigcode");
+  EXPECT_EQ(role_of(bc, "transformer.wpe.weight").role, Role::EMBEDDING);
+  // Step-3.x separate 3-D expert stacks under `moe`.
+  ModelInfo info;
+  const std::vector<std::uint64_t> s3{4, 48, 64};
+  EXPECT_EQ(classify("model.layers.3.moe.gate_proj.weight", s3, info).role, Role::EXPERT_GATE);
+  EXPECT_EQ(classify("model.layers.3.moe.up_proj.weight", s3, info).role, Role::EXPERT_UP);
+  EXPECT_EQ(classify("model.layers.3.moe.down_proj.weight", std::vector<std::uint64_t>{4, 64, 48}, info).role,
+            Role::EXPERT_DOWN_FUSED);
 }

@@ -112,6 +112,8 @@ TEST(QuantizePlan, EverySchemeLaysOutItsTensorsAndConfig) {
     o.scheme = std::string(quant_scheme_preset(s));
     for (const char* fx : fixtures) {
       SCOPED_TRACE(std::string(quant_scheme_name(s)) + " " + fx);
+      auto pr = make_plan(fixture(fx), o);
+      if (!pr.ok() && pr.error().message.find("nothing to quantize") != std::string::npos) continue;  // hidden 64
       const QuantPlan p = plan_ok(fixture(fx), o);
       EXPECT_EQ(p.quant_scheme, s);
       const ShapeRule rule = shape_rule(s);
@@ -273,6 +275,44 @@ TEST(QuantizePlan, FusedExpertRefusals) {
   o.experts.orientation = FusedOrientation::IN_OUT;
   auto r = make_plan(ll, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
+}
+
+// Issue 26: quantize never writes what its own verify rejects. A 3-D stack beside the experts that no storage
+// form reads (here an unknown `w_in` next to a readable fused down) would leave a half-split MoE layer: refused
+// before anything is written, naming the tensor and the option that keeps the block.
+TEST(QuantizePlan, AnUnreadStackBesideQuantizedExpertsIsRefused) {
+  PlanInput in = fixture("qwen3_vl_moe");
+  for (auto& t : in.tensors)
+    if (t.name.ends_with("mlp.experts.gate_up_proj")) t.name = t.name.substr(0, t.name.size() - 12) + "w_in";
+  auto p = make_plan(in, {});
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, Errc::BAD_INPUT);
+  EXPECT_THAT(p.error().message, HasSubstr("experts.w_in"));
+  EXPECT_THAT(p.error().message, HasSubstr("half-quantized MoE layer"));
+  EXPECT_THAT(p.error().message, HasSubstr("--ignore"));
+  // gate without up (a damaged separate-stacks form) is refused the same way, not split by halves.
+  PlanInput sep = fixture("qwen3_vl_moe-sep3d");
+  std::erase_if(sep.tensors, [](const SourceTensor& t) { return t.name.ends_with("mlp.experts.up_proj"); });
+  auto s = make_plan(sep, {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, Errc::BAD_INPUT);
+  EXPECT_THAT(s.error().message, HasSubstr("gate without up"));
+}
+
+// "Nothing quantized" is never a success: refused with the reasons each Linear was kept.
+TEST(QuantizePlan, NothingToQuantizeIsRefusedWithTheReasons) {
+  PlanOptions o;
+  o.scheme = "w4a16";  // group 128: no Linear of a hidden-64 fixture fits
+  auto p = make_plan(fixture("qwen3"), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().code, Errc::BAD_INPUT);
+  EXPECT_THAT(p.error().message, HasSubstr("nothing to quantize"));
+  EXPECT_THAT(p.error().message, HasSubstr("shape does not fit the scheme"));
+  PlanOptions all;
+  all.ignore = {"re:.*"};
+  auto q = make_plan(fixture("qwen3"), all);
+  ASSERT_FALSE(q.ok());
+  EXPECT_THAT(q.error().message, HasSubstr("--ignore"));
 }
 
 // Issue 14 #8: a weight with a zero dimension is bad input (exit 3), not a failed plan invariant (exit 5).

@@ -8,6 +8,7 @@
  * - per expert 2-D: `<key>.<e>.<gate|up|down>.weight` with any of the leaf names classify() knows
  *   (gate_proj/up_proj/down_proj, w1/w3/w2);
  * - fused 3-D: `<key>.gate_up_proj` + `<key>.down_proj` (or Granite's `input_linear` / `output_linear`),
+ *   or three separate 3-D tensors `<key>.gate_proj` + `<key>.up_proj` + `<key>.down_proj` (Step-3.x),
  *   in either orientation: OUT_IN `[E, 2I, H]` / `[E, H, I]` (nn.Linear order) or IN_OUT `[E, H, 2I]` /
  *   `[E, I, H]`. The orientation comes from the shapes (gate_up and down together, against hidden_size),
  *   never from the family name; the 2·I outputs are concatenated (gate first) or interleaved (the
@@ -63,6 +64,11 @@ struct ExpertBlock {
   FusedOrientation orientation = FusedOrientation::OUT_IN;  ///< fused only
   GateUpOrder order = GateUpOrder::CONCATENATED;            ///< fused only
   std::string gate_up, down;  ///< fused tensor names ("" when absent)
+  /** Fused 3-D gate and up stored as two tensors (`<key>.gate_proj [E, I, H]` + `<key>.up_proj`, as Step-3.x
+   * writes them) instead of one gate_up; "" when absent. */
+  std::string gate, up;
+  /** The stored fused tensors of the block (gate_up or gate + up, then down), non-empty names only. */
+  std::vector<std::string> stored() const;
   std::uint64_t num_experts = 0, hidden = 0, intermediate = 0;  ///< from the shapes (fused), 0 if unknown
   bool mtp = false;           ///< inside the MTP block
   std::vector<ExpertPart> parts;  ///< fused: E × {gate, up, down}; per expert: the matrices found
@@ -84,6 +90,13 @@ struct ExpertLayoutOptions {
  */
 std::vector<ExpertBlock> find_expert_blocks(std::span<const NamedShape> tensors, const ModelInfo& info,
                                             const ExpertLayoutOptions& opts = {});
+
+/**
+ * The experts of `b` that are incomplete: each expert must hold the same matrices as every other one, and
+ * those must be gate + up + down (gated) or up + down (non-gated experts, e.g. Nemotron-H's relu² MLPs).
+ * Sorted; empty when the block is complete.
+ */
+std::vector<int> incomplete_experts(const ExpertBlock& b);
 
 /** The block whose key prefixes `module` (`<key>.<e>.<proj>`), or nullptr. */
 const ExpertBlock* block_of(std::span<const ExpertBlock> blocks, std::string_view module) noexcept;

@@ -67,6 +67,13 @@ struct ModelInfo {
   std::vector<std::int64_t> layer_head_dim, layer_kv_heads;
   // Multi-head latent attention (DeepSeek-V2/V3; 0 when absent; q_lora_rank 0 = no q_a/q_b split).
   std::int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  // --- what the tensors show (read_structure / apply_structure; unset when only config.json was read) ---
+  bool structure_read = false;
+  /** Root of the text stack's decoder layers as stored: "model.", "gpt_neox.", "backbone.",
+   * "model.text_model.", "language_model.model."; "" when the layers are top-level or none were found. */
+  std::string text_root;
+  std::string text_container;             ///< the layer container under text_root: "layers", "h", "blocks"
+  std::vector<std::string> tower_roots;   ///< roots of the other layer stacks (towers), e.g. "vit."
   /** The registry row of `family` (the UNKNOWN row for unknown families). */
   const FamilySpec& spec() const noexcept { return family_spec(family); }
 };

@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <regex>
+#include "fp4forge/util/regex.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,8 +146,8 @@ const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& co
 /** One compiled `ignore` list. */
 class IgnoreMatcher {
  public:
-  /** Compiles every entry. A `re:` entry that std::regex (ECMAScript) cannot compile, or that uses
-   * Python-only syntax ((?P<..>), (?i), \A, \Z, ...), is BAD_INPUT naming the entry index. */
+  /** Compiles every entry with the linear-time engine (util/regex.h: Python re syntax less backreferences
+   * and lookaround). An entry it cannot compile is BAD_INPUT naming the entry index. */
   static Result<IgnoreMatcher> compile(const std::vector<std::string>& entries);
 
   std::size_t size() const noexcept { return entries_.size(); }
@@ -164,13 +164,11 @@ class IgnoreMatcher {
  private:
   struct Entry {
     std::string text;
-    std::optional<std::regex> regex;
+    std::optional<Regex> regex;
   };
   std::vector<Entry> entries_;
 };
 
-/** Python `re.match`: true when `re` matches a prefix of `s` (anchored at the start only). */
-bool python_re_match(const std::regex& re, std::string_view s);
 
 /**
  * vLLM `should_ignore_layer` for one fused layer whose shards are `shard_names` (on-disk module

@@ -35,6 +35,7 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/core/dtype.h"
 #include "fp4forge/core/error.h"
+#include "fp4forge/util/regex.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
 #include "fp4forge/model/fp8_source.h"
@@ -52,6 +53,9 @@ struct PlanOptions {
   std::string observer;                     ///< weight observer: any name parse_observer accepts; "" = the
                                             ///< scheme's default_observer (codec/observer.h)
   ExpertLayoutOptions experts;              ///< settles an ambiguous fused-expert orientation
+  /** Plan a subset whose share may be nothing (the MTP splice plans the MTP tensors alone to learn their
+   * ignore entries). A quantize run never sets it: "nothing quantized" is refused there. */
+  bool allow_nothing_quantized = false;
 };
 
 /** One source tensor, as the planner sees it. */
@@ -222,7 +226,7 @@ class NamePattern {
  private:
   std::string text_;
   bool regex_ = false;
-  std::shared_ptr<const void> re_;  // std::regex, type-erased to keep <regex> out of the header
+  std::optional<Regex> re_;  // linear-time (util/regex.h)
 };
 
 
