@@ -54,6 +54,7 @@ void add_probe(CLI::App& sub, Action& action) {
                               o->json);
         po.api_key = v;
       }
+      if (Status st = probe::check_base_url(o->url); !st) return report_error(std::move(st).error(), o->json);
       const probe::ProbeReport rep = probe::run_probe(o->url, o->model, *checks, po);
       if (o->json) {
         print_json(probe::to_json(rep));

@@ -53,7 +53,7 @@ int run_verify(const VerifyOpts& o) {
   auto rep = verify_checkpoint(*q, src ? &*src : nullptr, lib);
   if (!rep) return report_error(rep.error(), o.json);
   if (!o.svg.empty())  // the quality report as strips per module kind (verify/quality.h)
-    if (Status st = fs::write_file_atomic(o.svg, to_svg(quality_report(rep->stats))); !st)
+    if (Status st = fs::write_user_file(o.svg, to_svg(quality_report(rep->stats))); !st)
       return report_error(st.error(), o.json);
   if (o.json) {
     auto j = to_json(*rep);

@@ -1,5 +1,7 @@
 #include "render.h"
 
+#include "fp4forge/util/strings.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,11 +36,12 @@ void print_json(const nlohmann::ordered_json& j) {
   std::fflush(stdout);
 }
 
-void error_line(const std::string& message) { fmt::print(stderr, "fp4forge: error: {}\n", message); }
+// Untrusted text (a repo id, a tensor name, a server's message) reaches the terminal escaped (util::printable).
+void error_line(const std::string& message) { fmt::print(stderr, "fp4forge: error: {}\n", util::printable(message)); }
 
-void warn(const std::string& message) { fmt::print(stderr, "fp4forge: warning: {}\n", message); }
+void warn(const std::string& message) { fmt::print(stderr, "fp4forge: warning: {}\n", util::printable(message)); }
 
-void note(const std::string& message) { fmt::print(stderr, "fp4forge: note: {}\n", message); }
+void note(const std::string& message) { fmt::print(stderr, "fp4forge: note: {}\n", util::printable(message)); }
 
 Result<hf_cache::Source> checkpoint_source(const std::string& arg, bool json) {
   auto src = hf_cache::resolve(arg);

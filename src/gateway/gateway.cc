@@ -8,6 +8,7 @@
 #include <chrono>
 #include <ctime>
 #include <map>
+#include "fp4forge/util/redact.h"
 #include "fp4forge/util/regex.h"
 #include <tuple>
 #include <optional>
@@ -33,35 +34,60 @@ using probe::HttpClient;
 using probe::ProbeReport;
 namespace {
 
-/** A LiteLLM parameter name that holds a secret (api_key, *token*, *secret*, *password*, any case). */
+/** A LiteLLM parameter name whose whole value is secret: a secret name (util::is_secret_name), or a block that
+ * holds headers or credentials (`extra_headers`, `vertex_credentials`: every scalar under it). */
 bool is_secret_key(std::string_view k) {
   std::string l(k);
   for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return l.find("key") != std::string::npos || l.find("secret") != std::string::npos ||
-         l.find("token") != std::string::npos || l.find("password") != std::string::npos;
+  return util::is_secret_name(k) || l.find("header") != std::string::npos || l.find("credential") != std::string::npos;
 }
 
-/** `text` with the value of every secret-named `key: value` (block or flow style) replaced by ***;
- * `os.environ/NAME` references are not secrets and stay. Line count and layout are unchanged, so a diff
- * of masked texts is the masked diff. */
+/** Where a line's YAML content starts: past its indentation and, for a commented-out line (a retired alias:
+ * `#   api_key: |`), past the `#` too, so that commented blocks are masked like live ones. */
+std::size_t indent_of(std::string_view line) {
+  std::size_t i = 0;
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '#')) ++i;
+  return i;
+}
+
+/** `text` with every secret masked, by name and by shape: the value of every secret-named `key: value` (block
+ * or flow style, quoted keys too), every line of a block value under such a key (`api_key: |`,
+ * `vertex_credentials:` with a mapping or JSON below it, `extra_headers:`), then on every line URL passwords,
+ * secret query parameters, Bearer/Basic tokens and PEM keys (util::redact_line). `os.environ/NAME`
+ * references are not secrets and stay. Line count and layout are unchanged, so a diff of masked texts is the
+ * masked diff. Linear in the text (RE2). */
 std::string mask_secret_values(const std::string& text) {
-  static const Regex kv =
-      *Regex::compile(R"(([A-Za-z0-9_\-]+)(\s*:\s*)("[^"]*"|'[^']*'|[^,{}\[\]\s#][^,}#]*?)(\s*(?:[,}#]|$)))");
+  static const Regex kv = *Regex::compile(
+      R"(["']?([A-Za-z0-9_\-]+)["']?(\s*:\s*)("[^"]*"|'[^']*'|[^,{}\[\]\s#][^,}#]*?)(\s*(?:[,}#]|$)))");
+  static const Regex opener =
+      *Regex::compile(R"(^[\s#]*-?\s*["']?([A-Za-z0-9_\-]+)["']?\s*:\s*([|>][-+0-9]*)?\s*(#.*)?$)");
   std::string out;
   std::size_t start = 0;
+  std::size_t block_indent = std::string::npos;  // inside a secret block value: lines indented deeper are masked
   while (start <= text.size()) {
     const std::size_t nl = text.find('\n', start);
     const std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
     std::string masked;
-    std::size_t last = 0;
-    for (const auto& m : kv.find_all(line)) {
-      std::string v = line.substr(m.begin[3], m.end[3] - m.begin[3]);
-      if (!v.empty() && (v.front() == '"' || v.front() == '\'')) v = v.substr(1, v.size() >= 2 ? v.size() - 2 : 0);
-      if (!is_secret_key(line.substr(m.begin[1], m.end[1] - m.begin[1])) || v.rfind("os.environ/", 0) == 0) continue;
-      masked += line.substr(last, m.begin[3] - last) + "***";
-      last = m.end[3];
+    const std::size_t ind = indent_of(line);
+    const bool blank = ind == line.size();
+    if (block_indent != std::string::npos && !blank && ind <= block_indent) block_indent = std::string::npos;
+    if (block_indent != std::string::npos && !blank) {
+      masked = line.substr(0, ind) + "***";
+    } else {
+      std::size_t last = 0;
+      for (const auto& m : kv.find_all(line)) {
+        std::string v = line.substr(m.begin[3], m.end[3] - m.begin[3]);
+        if (!v.empty() && (v.front() == '"' || v.front() == '\'')) v = v.substr(1, v.size() >= 2 ? v.size() - 2 : 0);
+        if (!is_secret_key(line.substr(m.begin[1], m.end[1] - m.begin[1])) || v.rfind("os.environ/", 0) == 0) continue;
+        masked += line.substr(last, m.begin[3] - last) + "***";
+        last = m.end[3];
+      }
+      masked += line.substr(last);
+      const auto open = opener.find_all(line);
+      if (!open.empty() && is_secret_key(line.substr(open[0].begin[1], open[0].end[1] - open[0].begin[1])))
+        block_indent = ind + (line.find('-', ind) == ind ? 2 : 0);  // a list item's key sits after "- "
+      masked = util::redact_line(masked);
     }
-    masked += line.substr(last);
     out += masked;
     if (nl == std::string::npos) break;
     out += '\n';
@@ -69,7 +95,6 @@ std::string mask_secret_values(const std::string& text) {
   }
   return out;
 }
-
 
 namespace stdfs = std::filesystem;
 
@@ -720,6 +745,7 @@ Status backup_and_write(const stdfs::path& config, const std::string& old_text, 
 
 Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o) {
   const std::string path = config.string();
+  if (!o.api_base.empty()) FP4FORGE_TRY(probe::check_base_url(o.api_base));
   if (o.alias.empty() || o.backend_model.empty() || o.api_base.empty())
     return make_error(Errc::USAGE, "gateway swap: --alias, --backend-model and --api-base are all required");
   for (const auto& [k, v] : o.params) {
@@ -764,7 +790,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
       out.warnings.push_back(fmt::format("NOT PROVEN: '{}' now routes to {} without a probe (--no-probe); a seat "
                                          "can pass every health check and still serve garbage (F1): run "
                                          "'fp4forge probe {} --model {}' before traffic arrives",
-                                         o.alias, o.api_base, o.api_base,
+                                         o.alias, util::redact_url(o.api_base), util::redact_url(o.api_base),
                                          o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model));
     if (o.probe) {
       const std::string model = o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model;

@@ -1,4 +1,5 @@
 #include "fp4forge/gateway/report.h"
+#include "fp4forge/util/redact.h"
 
 #include <fmt/format.h>
 
@@ -19,7 +20,7 @@ oj to_json(const GatewayShow& s) {
   for (const GatewayRoute& r : s.routes) {
     oj params = oj::object();
     for (const auto& [k, v] : r.params) params[k] = v;
-    routes.push_back(oj{{"alias", r.alias}, {"model", r.model}, {"api_base", str_or_null(r.api_base)},
+    routes.push_back(oj{{"alias", r.alias}, {"model", r.model}, {"api_base", str_or_null(util::redact_url(r.api_base))},
                         {"line", r.line}, {"wildcard", r.wildcard}, {"params", params}});
   }
   j["routes"] = std::move(routes);
@@ -35,7 +36,7 @@ oj to_json(const GatewayShow& s) {
 std::string to_text(const GatewayShow& s) {
   std::string out = fmt::format("{}: {} route(s)\n", s.path, s.routes.size());
   for (const GatewayRoute& r : s.routes)
-    out += fmt::format("  {:<24} -> {}  @ {}  (line {}){}\n", r.alias, r.model, r.api_base.empty() ? "-" : r.api_base,
+    out += fmt::format("  {:<24} -> {}  @ {}  (line {}){}\n", r.alias, r.model, r.api_base.empty() ? "-" : util::redact_url(r.api_base),
                        r.line, r.wildcard ? "  [wildcard]" : "");
   for (const RetiredAlias& r : s.retired) out += fmt::format("  retired: {} (line {})\n", r.alias, r.line);
   if (!s.backend.empty()) {

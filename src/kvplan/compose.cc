@@ -199,10 +199,19 @@ Result<EmittedFiles> emit_compose(const Plan& plan, const std::filesystem::path&
                           "--force to replace the generated files", path.string());
     }
   }
+  // All or nothing (issue 27 #16): every file is written in full to its `.partial` first; only when all are
+  // on disk are they renamed into place. A full disk leaves no file (the partials are removed), so a rerun
+  // needs no --force.
+  std::vector<fs::AtomicFile> pending;
   for (const auto& [path, text] : files) {
     FP4FORGE_TRY(fs::make_directories(path.parent_path()));
-    FP4FORGE_TRY(fs::write_file_atomic(path, text));
-    out.files.push_back(path);
+    FP4FORGE_ASSIGN_OR_RETURN(fs::AtomicFile f, fs::AtomicFile::create(path));
+    FP4FORGE_TRY(f.file().write_all(text));
+    pending.push_back(std::move(f));
+  }
+  for (auto& f : pending) {
+    FP4FORGE_TRY(f.commit());
+    out.files.push_back(f.final_path());
   }
   return out;
 }

@@ -44,7 +44,7 @@ Result<std::vector<SeatModel>> load_seats(const std::vector<SeatArg>& args, cons
 
 Status write_outputs(const PlanParams& p, PlanResult& r) {
   if (!p.svg.empty()) {
-    FP4FORGE_TRY(fs::write_file_atomic(p.svg, to_svg(r.plan)));
+    FP4FORGE_TRY(fs::write_user_file(p.svg, to_svg(r.plan)));
     r.svg = p.svg;
   }
   if (!p.compose_dir.empty()) {

@@ -518,6 +518,17 @@ Status dequant_elements(const Checkpoint& ck, const Fp8Weight& w, std::uint64_t 
   return {};
 }
 
+Status scan_fp8_values(const Checkpoint& ck, const Fp8Source& src) {
+  constexpr std::uint64_t kChunk = 1u << 20;
+  std::vector<std::uint16_t> buf(kChunk);
+  for (const Fp8Weight& w : src.weights) {
+    const std::uint64_t n = st::shape_numel(w.shape);
+    for (std::uint64_t at = 0; at < n; at += kChunk)
+      FP4FORGE_TRY(dequant_elements(ck, w, at, std::min(kChunk, n - at), buf.data()));
+  }
+  return {};
+}
+
 Status dequant_slice_rows(const Checkpoint& ck, const Fp8Weight& w, const MatrixSlice& s, std::uint64_t r0,
                           std::uint64_t r1, std::uint16_t* out) {
   FP4FORGE_ASSIGN_OR_RETURN(Fp8Data d, data_of(ck, w));

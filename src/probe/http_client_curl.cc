@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/probe/http_client.h"
+#include "fp4forge/util/redact.h"
 
 namespace fp4forge::probe {
 
@@ -73,6 +74,7 @@ class CurlClient final : public HttpClient {
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");  // never file://, ftp://, ... (issue 27 #15)
     curl_easy_setopt(h, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1");
     curl_easy_setopt(h, CURLOPT_USERAGENT, "fp4forge-probe/" FP4FORGE_VERSION);
     if (headers != nullptr) curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
@@ -115,9 +117,10 @@ class CurlClient final : public HttpClient {
       default: resp.transport = Transport::FAILED; break;
     }
     if (rc == CURLE_WRITE_ERROR && sink.overflow) {
-      resp.error = fmt::format("response from {} exceeds {} bytes", req.url, req.max_response_bytes);
+      resp.error = fmt::format("response from {} exceeds {} bytes", util::redact_url(req.url), req.max_response_bytes);
     } else if (rc != CURLE_OK) {
-      resp.error = fmt::format("{} {}: {} (curl error {})", req.method, req.url, what, static_cast<int>(rc));
+      resp.error = fmt::format("{} {}: {} (curl error {})", req.method, util::redact_url(req.url), what,
+                               static_cast<int>(rc));
     }
     curl_slist_free_all(headers);
     curl_easy_cleanup(h);

@@ -1,6 +1,7 @@
 // The probe checks. Each check builds its request(s), sends them through the HttpClient under one
 // deadline, and turns what came back into a CheckResult with a stable classification id.
 #include "fp4forge/probe/probe.h"
+#include "fp4forge/util/redact.h"
 
 #include <algorithm>
 #include <cctype>
@@ -248,7 +249,7 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
   call.status = r.status;
   if (r.transport == Transport::CONNECTION_REFUSED || r.transport == Transport::UNREACHABLE) {
     call.cls = transport_name(r.transport);
-    call.detail = (r.error.empty() ? fmt::format("{} {}: {}", method, req.url, call.cls) : r.error) +
+    call.detail = (r.error.empty() ? fmt::format("{} {}: {}", method, util::redact_url(req.url), call.cls) : r.error) +
                   "; is the server up, and is this its host and port?";
     if (!ctx.any_response && ctx.dead_cls.empty()) {
       ctx.dead_cls = call.cls;
@@ -361,20 +362,23 @@ void record(CheckResult& r, const Answer& a) {
   if (a.reasoning_tokens >= 0) r.reasoning_tokens = a.reasoning_tokens;
 }
 
+// Every detail is one line of at most 2,000 bytes, control bytes shown as spaces (issue 27 #15: a 500 KB
+// server message reached the report whole).
+constexpr std::size_t kMaxDetail = 2000;
 void fail(CheckResult& r, std::string cls, std::string detail) {
   r.status = CheckStatus::FAIL;
   r.classification = std::move(cls);
-  r.detail = std::move(detail);
+  r.detail = excerpt(detail, kMaxDetail);
 }
 void pass(CheckResult& r, std::string detail) {
   r.status = CheckStatus::PASS;
   r.classification = "ok";
-  r.detail = std::move(detail);
+  r.detail = excerpt(detail, kMaxDetail);
 }
 void skip(CheckResult& r, std::string cls, std::string detail) {
   r.status = CheckStatus::SKIP;
   r.classification = std::move(cls);
-  r.detail = std::move(detail);
+  r.detail = excerpt(detail, kMaxDetail);
 }
 
 // Shared verdict on an answer without usable content. Returns true when it failed `r`.
@@ -728,7 +732,7 @@ ProbeReport run_probe(HttpClient& client, std::string_view base_url, std::string
                       const std::vector<Check>& checks, const ProbeOptions& opts) {
   ProbeReport rep;
   const std::string base = normalize_base_url(base_url);
-  rep.url = redact_url(base);  // a password in the URL is used, never shown
+  rep.url = util::redact_url(base);  // a password in the URL is used, never shown
   const std::string password = url_password(base);
   rep.model = std::string(model);
   Ctx ctx{client, base, rep.model, opts, {}, {}, false};

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/probe/probe.h"
+#include "fp4forge/util/redact.h"
 
 namespace fp4forge::probe {
 
@@ -150,12 +151,17 @@ std::string url_password(std::string_view url) {
   return b == std::string_view::npos ? std::string() : std::string(url.substr(b, e - b));
 }
 
-std::string redact_url(std::string_view url) {
-  const auto [b, e] = password_span(url);
-  if (b == std::string_view::npos || b == e) return std::string(url);
-  std::string out(url);
-  out.replace(b, e - b, "***");
-  return out;
+Status check_base_url(std::string_view url) {
+  const std::size_t s = url.find("://");
+  std::string scheme(url.substr(0, s == std::string_view::npos ? 0 : s));
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s == std::string_view::npos || (scheme != "http" && scheme != "https"))
+    return make_error(Errc::USAGE, "'{}' is not an http:// or https:// URL; the probe talks HTTP only; hint: "
+                      "http://HOST:PORT (a trailing /v1 is fine)",
+                      util::redact_url(url.substr(0, std::min<std::size_t>(url.size(), 200))));
+  if (url.size() == s + 3 || url[s + 3] == '/')
+    return make_error(Errc::USAGE, "'{}' has no host; hint: http://HOST:PORT", util::redact_url(url));
+  return {};
 }
 
 std::string normalize_base_url(std::string_view url) {

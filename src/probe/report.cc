@@ -1,4 +1,5 @@
 #include "fp4forge/probe/report.h"
+#include "fp4forge/util/redact.h"
 
 #include <cmath>
 
@@ -36,7 +37,7 @@ oj to_json(const ProbeReport& r) {
     checks.push_back(std::move(x));
   }
   j["ok"] = fail == 0;
-  j["url"] = r.url;
+  j["url"] = util::redact_url(r.url);
   j["model"] = r.model;
   j["unreachable"] = r.unreachable;
   j["summary"] = oj{{"pass", pass}, {"fail", fail}, {"skip", skip}};
@@ -45,7 +46,7 @@ oj to_json(const ProbeReport& r) {
 }
 
 std::string to_text(const ProbeReport& r) {
-  std::string out = fmt::format("probe {} model '{}'\n", r.url, r.model);
+  std::string out = fmt::format("probe {} model '{}'\n", util::redact_url(r.url), r.model);
   int pass = 0, fail = 0, skip = 0;
   for (const CheckResult& c : r.checks) {
     (c.status == CheckStatus::PASS ? pass : c.status == CheckStatus::FAIL ? fail : skip)++;

@@ -117,6 +117,15 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
     return make_error(Errc::BAD_INPUT, "destination '{}' already exists (another run finished it first); choose "
                                        "a new directory or remove it first",
                       dst.string());
+  // The staging folder is fp4forge's own: never followed through a link (issue 27 #4: a planted link made
+  // the output land in the link's target and DST a link to someone else's directory).
+  if (const auto st = stdfs::symlink_status(dir, ec); stdfs::exists(st) && !stdfs::is_directory(st))
+    return make_error(Errc::BAD_INPUT,
+                      "staging folder '{}' is {}, not a folder fp4forge made; remove it or choose another destination",
+                      dir.string(), stdfs::is_symlink(st) ? "a symbolic link" : "not a directory");
+  if (const auto st = stdfs::symlink_status(dir / kStagingMarker, ec); stdfs::exists(st) && !stdfs::is_regular_file(st))
+    return make_error(Errc::BAD_INPUT, "staging marker '{}' is not a regular file; remove the staging folder",
+                      (dir / kStagingMarker).string());
   if (stdfs::exists(dir, ec) && !stdfs::exists(dir / kStagingMarker, ec) && only_marker_partial(dir)) {
     // A run killed between creating the folder and its marker: nothing of value inside. Runs create
     // both under the parent lock, so no live run is half-way through here.

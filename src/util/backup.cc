@@ -1,5 +1,8 @@
 #include "fp4forge/util/backup.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <ctime>
@@ -46,10 +49,16 @@ std::vector<stdfs::path> list(const stdfs::path& path, std::string_view infix) {
   std::string prefix = path.filename().string();
   prefix.append(infix);
   std::error_code ec;
+  // A backup is a regular file (never a link: issue 27 #7, a planted link to another user's file was
+  // restored) owned by the owner of the file it backs up (by this user when that file is gone).
+  struct stat owner {};
+  const uid_t uid = ::stat(path.c_str(), &owner) == 0 ? owner.st_uid : ::geteuid();
   for (stdfs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.rfind(prefix, 0) == 0 && it->is_regular_file(ec) && name.find(".partial") == std::string::npos)
-      out.push_back(path.has_parent_path() ? it->path() : stdfs::path(name));
+    if (name.rfind(prefix, 0) != 0 || name.find(".partial") != std::string::npos) continue;
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid) continue;
+    out.push_back(path.has_parent_path() ? it->path() : stdfs::path(name));
   }
   auto key = [&](const stdfs::path& p) {
     const std::string tail = p.filename().string().substr(prefix.size());  // YYYYMMDD-HHMMSS[-N]

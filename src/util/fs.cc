@@ -346,6 +346,40 @@ Status edit_file_atomic(const std::filesystem::path& path, std::string_view cont
   return write_atomic_as(path, content, nullptr);
 }
 
+Status write_user_file(const std::filesystem::path& path, std::string_view content) {
+  const std::string p = path.string();
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) {
+    if (errno != ENOENT) return io_error("stat", p, errno);
+    return write_file_atomic(path, content);
+  }
+  if (S_ISREG(st.st_mode)) return write_atomic_as(path, content, nullptr);
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    // Named on purpose: write into it (O_NONBLOCK so that a FIFO without a reader fails at once).
+    const int fd = ::open(p.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | (S_ISFIFO(st.st_mode) ? O_NONBLOCK : 0));
+    if (fd < 0)
+      return make_error(errno == ENXIO ? Errc::BAD_INPUT : Errc::IO, "cannot write '{}': {}{}", p,
+                        std::strerror(errno), errno == ENXIO ? " (a FIFO with no reader)" : "");
+    if (S_ISFIFO(st.st_mode)) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    std::size_t done = 0;
+    while (done < content.size()) {
+      const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = errno;
+        ::close(fd);
+        return io_error("write", p, e);
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    return {};
+  }
+  return make_error(Errc::BAD_INPUT, "refusing to write '{}': it is {}; name a regular file (or a new path)", p,
+                    S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a socket or other "
+                                                                                           "special file");
+}
+
 Status edit_file_atomic(const std::filesystem::path& path, std::string_view content,
                         const std::filesystem::path& like) {
   struct stat st {};

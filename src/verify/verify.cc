@@ -1957,7 +1957,7 @@ void check_vllm_names(const ModelInfo& info, const Structure& s, Sink& sink) {
  * compressed-tensors FP8 checkpoint, is a source, not one of the five schemes: what can be checked is that
  * its FP8 weights are readable (model/fp8_source.h). True when it is one (the scheme checks are then
  * skipped). */
-bool fp8_release(const Checkpoint& q, Sink& sink) {
+bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
   auto src = read_fp8_source(q);
   if (!src.ok()) {
     // A source detection refuses: a CT checkpoint of another scheme is left to the structural checks.
@@ -1980,11 +1980,19 @@ bool fp8_release(const Checkpoint& q, Sink& sink) {
       std::none_of((*src)->weights.begin(), (*src)->weights.end(),
                    [](const Fp8Weight& w) { return w.grid.layout == fp8::ScaleLayout::TENSOR; }))
     return false;
+  // Values too (issue 27 #8: NaN / Inf scales and NaN codes were called consistent): the scan quantize runs.
+  if (scan_values)
+    if (Status v = scan_fp8_values(q, **src); !v) {
+      sink.add({"fp8-source-invalid", Severity::ERROR, "values", v.error().message, {}, "",
+                "finite FP8 weights and scales", "NaN or infinite",
+                "vLLM serves NaN from such weights; fp4forge quantize refuses the folder for the same reason"});
+      return true;
+    }
   sink.add({"fp8-source", Severity::INFO, "quantization_config",
-            fmt::format("an FP8 release, {}: its weights and scales are consistent; it is a source, not one of the "
+            fmt::format("an FP8 release, {}: its weights and scales are consistent{}; it is a source, not one of the "
                         "schemes fp4forge writes, so their checks do not apply (fp4forge quantize reads it as its "
                         "bf16 expansion)",
-                        (*src)->label),
+                        (*src)->label, scan_values ? " and finite" : " (values not scanned)"),
             {}, "", "", "", "quantize it: fp4forge quantize SRC DST (docs/fp8-sources.md)"});
   return true;
 }
@@ -1992,7 +2000,7 @@ bool fp8_release(const Checkpoint& q, Sink& sink) {
 void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
                    VerifyStats& st) {
   st.tensors = q.tensors().size();
-  if (fp8_release(q, sink)) return;
+  if (fp8_release(q, sink, opts.scan_values)) return;
   check_quant_config(q, s, sink, st);
   collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);
   check_policy(info, s, sink);

@@ -591,6 +591,27 @@ TEST_F(QuantizeDestination, ExistingDestinationIsRefusedAndLeftAlone) {
   EXPECT_EQ(slurp(t.path / "file"), "x");
 }
 
+// Issue 27 #4: `quantize --resume` followed a staging folder that was a symbolic link: the output was written
+// into the link's target and DST became a link to someone else's directory.
+TEST_F(QuantizeDestination, AStagingFolderThatIsALinkIsNeverFollowed) {
+  const stdfs::path other = t.path / "someone-else";
+  stdfs::create_directory(other);
+  spit(other / ".fp4forge-staging", "fp4forge quantize staging folder\n");  // even with a marker inside
+  spit(other / "theirs.txt", "their data");
+  const auto before = snapshot(other);
+  stdfs::create_directory_symlink(other, t.path / ".dst.fp4forge-staging");
+  for (const char* resume : {"--resume", ""}) {
+    std::vector<std::string> args{"quantize", src.string(), (t.path / "dst").string()};
+    if (*resume) args.push_back(resume);
+    const RunResult r = run_cli(args, scratch);
+    ASSERT_EQ(r.signal, 0) << r.describe();
+    EXPECT_EQ(r.exit, 3) << r.describe();
+    EXPECT_NE(r.err.find("symbolic link"), std::string::npos) << r.describe();
+    EXPECT_FALSE(stdfs::exists(stdfs::symlink_status(t.path / "dst"))) << r.describe();
+    EXPECT_EQ(snapshot(other), before);
+  }
+}
+
 TEST_F(QuantizeDestination, DestinationInsideOrEqualToSourceIsRefused) {
   const auto before = snapshot(src);
   for (const stdfs::path& dst : {src / "q", src / "sub" / "q", src, src / "." / "q2"}) {

@@ -187,6 +187,32 @@ TEST_F(Fp8Defects, CorruptSourcesAreRefusedWithNoOutput) {
     EXPECT_FALSE(stdfs::exists(dst)) << c.name;
     for (const auto& e : stdfs::directory_iterator(tmp_.path))
       EXPECT_EQ(e.path().filename().string().find("fp4forge-staging"), std::string::npos) << c.name;
+    // Issue 27 #8: what quantize refuses for its values, verify and doctor do not call consistent.
+    if (std::string_view(c.says) == "dequantizes to NaN") {
+      EXPECT_EQ(run_cli("verify " + q(src) + " --json", &out, &err), 1) << c.name << out;
+      EXPECT_NE(out.find("NaN"), std::string::npos) << out;
+      EXPECT_EQ(run_cli("doctor " + q(src) + " --json", &out, &err), 1) << c.name << out;
+      EXPECT_NE(out.find("NaN"), std::string::npos) << out;
+    }
+  }
+}
+
+// Issue 27 #8: verify and doctor called a native, ModelOpt or per-tensor FP8 release with a NaN code "consistent"
+// (exit 0) while quantize refused it. They now run the same value scan.
+TEST_F(Fp8Defects, NanCodesInEveryDialectAreErrorsForVerifyAndDoctor) {
+  const std::byte nan[1] = {std::byte{0x7F}};
+  for (const char* dialect : {"native-qwen3", "modelopt-fp8", "ct-fp8-tensor"}) {
+    const auto d = tmp_.path / (std::string("nan-") + dialect);
+    stdfs::copy(kData + "/fp8/" + dialect, d, stdfs::copy_options::recursive);
+    std::string out, err;
+    ASSERT_EQ(run_cli("verify " + q(d) + " --json", &out, &err), 0) << dialect << out;  // clean first
+    patch_tensor(d, "model.layers.0.mlp.down_proj.weight", 5, nan);
+    EXPECT_EQ(run_cli("verify " + q(d) + " --json", &out, &err), 1) << dialect << out;
+    EXPECT_NE(out.find("\"fp8-source-invalid\""), std::string::npos) << dialect << out;
+    EXPECT_NE(out.find("dequantizes to NaN"), std::string::npos) << dialect << out;
+    EXPECT_EQ(run_cli("doctor " + q(d) + " --json", &out, &err), 1) << dialect << out;
+    EXPECT_EQ(run_cli("quantize " + q(d) + " " + q(tmp_.path / (std::string("q-") + dialect)), &out, &err), 3)
+        << dialect << err;
   }
 }
 

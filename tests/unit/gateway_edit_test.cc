@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "fp4forge/gateway/gateway.h"
+#include "fp4forge/gateway/report.h"
 #include "fp4forge/util/udiff.h"
 #include "probe_fake_server.h"
 
@@ -176,6 +177,39 @@ TEST_F(Gateway, LongLinesAreMaskedWithoutCrashing) {
   auto back = gateway_rollback(cfg_, {});
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(slurp(cfg_), cfg);
+}
+
+// Issue 27 #3: secrets masked by shape as well as by name, in every form a LiteLLM config holds them.
+TEST_F(Gateway, RetireDiffMasksSecretsByShape) {
+  write(R"(model_list:
+  - model_name: vertex
+    litellm_params:
+      model: vertex_ai/gemini
+      api_base: "http://svc:PASSW0RD-1@10.0.0.7:8000/v1?key=AIzaQUERYKEY&alt=json"
+      vertex_credentials: |
+        {"type": "service_account", "private_key_id": "PKID-9"}
+      api_key: |
+        sk-BLOCK-SCALAR-KEY
+      extra_headers:
+        Authorization: Bearer eyJBEARER.TOKEN.X
+        x-trace: on
+      timeout: 600
+  - model_name: chat
+    litellm_params:
+      model: hosted_vllm/org/m
+      api_base: http://10.0.0.5:8000/v1
+)");
+  auto s = gateway_show(cfg_);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(to_text(*s).find("PASSW0RD"), std::string::npos) << to_text(*s);
+  EXPECT_EQ(to_json(*s).dump().find("AIzaQUERYKEY"), std::string::npos);
+  EXPECT_NE(to_text(*s).find("10.0.0.7:8000"), std::string::npos) << to_text(*s);
+  auto r = gateway_retire(cfg_, "vertex");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  for (const char* secret : {"PASSW0RD-1", "AIzaQUERYKEY", "PKID-9", "sk-BLOCK-SCALAR-KEY", "eyJBEARER"})
+    EXPECT_EQ(r->diff.find(secret), std::string::npos) << secret << " in\n" << r->diff;
+  EXPECT_NE(r->diff.find("timeout: 600"), std::string::npos) << r->diff;
+  EXPECT_NE(r->diff.find("10.0.0.7:8000"), std::string::npos) << r->diff;
 }
 
 // Issue 15: the probe gate cannot be reduced below the checks that catch F1 (prose, logprobs) without

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "fp4forge/probe/png.h"
+#include "fp4forge/util/redact.h"
 #include "fp4forge/probe/probe.h"
 #include "probe_fake_server.h"
 
@@ -248,9 +249,17 @@ TEST(ProbeChecks, RepeatedNgramRatio) {
   EXPECT_TRUE(parse_server_json(std::string(100000, '[') + std::string(100000, ']')).is_discarded());
   EXPECT_EQ(parse_server_json(R"({"a": "[[[[{{{{", "b": [1, [2]]})")["b"][1][0], 2);
   // Issue 14 #12: a password in the URL is used but never shown.
-  EXPECT_EQ(redact_url("http://admin:secret@host:8000/v1"), "http://admin:***@host:8000/v1");
+  EXPECT_EQ(util::redact_url("http://admin:secret@host:8000/v1"), "http://admin:***@host:8000/v1");
   EXPECT_EQ(url_password("http://admin:secret@host:8000"), "secret");
-  EXPECT_EQ(redact_url("http://host:8000/a@b"), "http://host:8000/a@b");
+  EXPECT_EQ(util::redact_url("http://host:8000/a@b"), "http://host:8000/a@b");
+  // Issue 27 #3: secrets by shape, not only by the key that holds them.
+  EXPECT_EQ(util::redact_url("https://h/v1?key=AIzaSECRET&alt=json"), "https://h/v1?key=***&alt=json");
+  EXPECT_EQ(util::redact_url("https://h/x?sig=abc&api_key=K2#frag"), "https://h/x?sig=***&api_key=***#frag");
+  EXPECT_EQ(util::redact_url("http://sk-TOKEN@h:8000/v1"), "http://***@h:8000/v1");
+  EXPECT_EQ(util::redact_line("Authorization: Bearer eyJhbGciOi.x.y, next"), "Authorization: Bearer ***, next");
+  EXPECT_EQ(util::redact_line("base http://u:pw@h/v1 and https://h2/?token=t9"), "base http://u:***@h/v1 and https://h2/?token=***");
+  EXPECT_EQ(util::redact_line(R"({"private_key": "-----BEGIN PRIVATE KEY-----\nMIIEv\n-----END PRIVATE KEY-----\n"})"),
+            R"({"private_key": "***)");
   EXPECT_EQ(url_password("http://user@host"), "");
 }
 

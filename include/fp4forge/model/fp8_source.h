@@ -104,6 +104,13 @@ namespace fp4forge {
 
 /** Elements [begin, begin + count) of FP8 weight `w` of `ck`, expanded to bf16 (codec/fp8_dequant.h).
  * BAD_INPUT naming the tensor and element when one is NaN or not finite. */
+/**
+ * The one value scan of an FP8 release (quantize, verify and doctor all use it): every weight of `src`
+ * dequantized in chunks; BAD_INPUT naming the first element that is NaN or infinite (a NaN code, or a NaN /
+ * infinite / huge scale). Reads every FP8 byte once; memory is one chunk.
+ */
+Status scan_fp8_values(const Checkpoint& ck, const Fp8Source& src);
+
 Status dequant_elements(const Checkpoint& ck, const Fp8Weight& w, std::uint64_t begin, std::uint64_t count,
                         std::uint16_t* out);
 /** Rows [r0, r1) of `slice` (a matrix inside FP8 weight `w`, in elements) expanded to bf16, row-major. */

@@ -131,6 +131,9 @@ double repeated_ngram_ratio(std::string_view text, int n = 4);
 
 /** The base URL without trailing '/' and '/v1' ("http://h:8000/v1/" -> "http://h:8000"). */
 std::string normalize_base_url(std::string_view url);
+/** USAGE unless `url` is an http:// or https:// URL with a host (probe and gateway talk HTTP only: `file://`,
+ * `ftp://` and curl's other schemes are refused, never tried). */
+Status check_base_url(std::string_view url);
 
 /** Parses a server's JSON (a response body, an SSE event, tool-call arguments) without recursion
  * trouble: text nested deeper than `max_depth` arrays/objects is refused (a discarded value), as the file
@@ -139,7 +142,5 @@ nlohmann::json parse_server_json(std::string_view text, std::size_t max_depth = 
 
 /** The password of a `scheme://user:password@host` URL ("" when none). */
 std::string url_password(std::string_view url);
-/** `url` with the password of its user-info replaced by `***` (what reports and messages show). */
-std::string redact_url(std::string_view url);
 
 }  // namespace fp4forge::probe

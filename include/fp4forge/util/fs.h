@@ -138,6 +138,14 @@ Status write_file_atomic(const std::filesystem::path& path, std::string_view con
  */
 Status edit_file_atomic(const std::filesystem::path& path, std::string_view content);
 Status edit_file_atomic(const std::filesystem::path& path, std::string_view content, const std::filesystem::path& like);
+/**
+ * The one rule for a file the user names for output (`--svg PATH`, `--emit-compose DIR` files): lstat first.
+ * Absent or a regular file: written atomically beside it (a regular file keeps its mode). A symbolic link,
+ * a directory or a socket: refused (BAD_INPUT), nothing written. A character device or a FIFO (`/dev/stdout`,
+ * a pipe the user set up): written into, never renamed over; a FIFO without a reader is an error, not a hang.
+ */
+Status write_user_file(const std::filesystem::path& path, std::string_view content);
+
 /** Copies `from` to a new file `to` in a folder fp4forge owns (AtomicFile: `to.partial`, then rename). */
 Status copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to);
 

@@ -1,0 +1,115 @@
+// Secrets by shape (include/fp4forge/util/redact.h).
+#include "fp4forge/util/redact.h"
+
+#include <array>
+#include <cctype>
+
+namespace fp4forge::util {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string l(s);
+  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return l;
+}
+
+bool url_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || std::string_view("-._~:/?#[]@!$&'()*+,;=%").find(c) !=
+                                                                 std::string_view::npos;
+}
+
+}  // namespace
+
+bool is_secret_name(std::string_view name) {
+  static constexpr std::array<std::string_view, 12> kWords{"key",     "token",   "secret",  "password",
+                                                           "passwd",  "credential", "auth", "private",
+                                                           "cookie",  "session", "signature", "sig"};
+  const std::string l = lower(name);
+  for (auto w : kWords) {
+    if (w == "sig") {
+      if (l == "sig") return true;
+      continue;
+    }
+    if (l.find(w) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string redact_url(std::string_view url) {
+  std::string out(url);
+  const std::size_t scheme = out.find("://");
+  const std::size_t auth_start = scheme == std::string::npos ? 0 : scheme + 3;
+  const std::size_t path_start = out.find_first_of("/?#", auth_start);
+  const std::size_t at = out.rfind('@', path_start == std::string::npos ? std::string::npos : path_start);
+  if (scheme != std::string::npos && at != std::string::npos && at >= auth_start) {
+    const std::size_t colon = out.find(':', auth_start);
+    if (colon != std::string::npos && colon < at)
+      out.replace(colon + 1, at - colon - 1, "***");
+    else
+      out.replace(auth_start, at - auth_start, "***");  // a bare token as the user name
+  }
+  const std::size_t q = out.find('?');
+  if (q == std::string::npos) return out;
+  std::size_t i = q + 1;
+  while (i < out.size()) {
+    std::size_t end = out.find_first_of("&#", i);
+    if (end == std::string::npos) end = out.size();
+    const std::size_t eq = out.find('=', i);
+    if (eq != std::string::npos && eq < end && is_secret_name(std::string_view(out).substr(i, eq - i)) &&
+        end > eq + 1) {
+      out.replace(eq + 1, end - eq - 1, "***");
+      end = eq + 4;
+    }
+    if (end >= out.size() || out[end] == '#') break;
+    i = end + 1;
+  }
+  return out;
+}
+
+std::string redact_line(std::string_view line) {
+  std::string out;
+  out.reserve(line.size());
+  // PEM: the base64 body lines of a private key and the BEGIN line's payload never print.
+  if (line.find("PRIVATE KEY-----") != std::string_view::npos || line.find("\\n") != std::string_view::npos) {
+    if (line.find("-----BEGIN") != std::string_view::npos && line.find("PRIVATE KEY") != std::string_view::npos) {
+      const std::size_t b = line.find("-----BEGIN");
+      return std::string(line.substr(0, b)) + "***";
+    }
+  }
+  std::size_t i = 0;
+  while (i < line.size()) {
+    const std::size_t s = line.find("://", i);
+    // Bearer / Basic tokens before the next URL.
+    const std::size_t stop = s == std::string_view::npos ? line.size() : s;
+    std::string seg(line.substr(i, stop - i));
+    for (std::string_view word : {"Bearer ", "bearer ", "Basic ", "basic "}) {
+      std::size_t p = 0;
+      while ((p = seg.find(word, p)) != std::string::npos) {
+        std::size_t t = p + word.size();
+        std::size_t e = t;
+        while (e < seg.size() && !std::isspace(static_cast<unsigned char>(seg[e])) && seg[e] != '"' &&
+               seg[e] != '\'' && seg[e] != ',' && seg[e] != '}')
+          ++e;
+        if (e > t) seg.replace(t, e - t, "***");
+        p = t + 3;
+      }
+    }
+    if (s == std::string_view::npos) {
+      out += seg;
+      break;
+    }
+    // The URL: back to the start of its scheme, forward over URL characters.
+    std::size_t b = seg.size();
+    while (b > 0 && (std::isalnum(static_cast<unsigned char>(seg[b - 1])) != 0 || seg[b - 1] == '+' ||
+                     seg[b - 1] == '-' || seg[b - 1] == '.'))
+      --b;
+    out += seg.substr(0, b);
+    std::size_t e = s + 3;
+    while (e < line.size() && url_char(line[e])) ++e;
+    out += redact_url(std::string(seg.substr(b)) + std::string(line.substr(s, e - s)));
+    i = e;
+  }
+  return out;
+}
+
+}  // namespace fp4forge::util
