@@ -37,11 +37,11 @@ void print_json(const nlohmann::ordered_json& j) {
 }
 
 // Untrusted text (a repo id, a tensor name, a server's message) reaches the terminal escaped (util::printable).
-void error_line(const std::string& message) { fmt::print(stderr, "fp4forge: error: {}\n", util::printable(message)); }
+void error_line(const std::string& message) { fmt::print(stderr, "fp4forge: error: {}\n", util::printable(message, 16384)); }
 
-void warn(const std::string& message) { fmt::print(stderr, "fp4forge: warning: {}\n", util::printable(message)); }
+void warn(const std::string& message) { fmt::print(stderr, "fp4forge: warning: {}\n", util::printable(message, 16384)); }
 
-void note(const std::string& message) { fmt::print(stderr, "fp4forge: note: {}\n", util::printable(message)); }
+void note(const std::string& message) { fmt::print(stderr, "fp4forge: note: {}\n", util::printable(message, 16384)); }
 
 Result<hf_cache::Source> checkpoint_source(const std::string& arg, bool json) {
   auto src = hf_cache::resolve(arg);

@@ -10,7 +10,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/util/strings.h"
+
 namespace fp4forge::st::detail {
+
+using util::printable;  // the one home: util/strings.h
 
 struct JsonIssue {
   enum class Kind { SYNTAX, DEPTH, DUPLICATE_KEY };
@@ -35,10 +39,6 @@ struct KeyOrder {
 template <typename Json>
 std::variant<Json, JsonIssue> parse_strict(std::string_view text, std::size_t max_depth,
                                            KeyOrder* order = nullptr);
-
-/** Makes arbitrary bytes safe for a one-line message: control bytes, 0x7f and ill-formed UTF-8 become
- * \xNN. Input beyond `max_bytes` is cut (at a character boundary) and replaced by "...(N bytes)". */
-std::string printable(std::string_view s, std::size_t max_bytes = 256);
 
 /** A JSON value shortened for messages (compact dump, at most `max` characters, then "..."). */
 std::string brief(const nlohmann::ordered_json& v, std::size_t max = 40);

@@ -1997,12 +1997,52 @@ bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
   return true;
 }
 
+/** Issue 27 #11: a group whose targets select no quantized module (an empty list, a `re:` target that matches
+ * nothing on disk) declares packed tensors vLLM will not build as quantized. */
+void check_targets(const Structure& s, Sink& sink) {
+  if (!s.qc) return;
+  for (const ConfigGroup& g : s.qc->groups) {
+    const std::string gkey = fmt::format("quantization_config.config_groups.{}.targets", g.name);
+    if (g.targets.empty()) {
+      sink.add({"quant-config-invalid", Severity::ERROR, gkey,
+                fmt::format("{} is empty: vLLM applies the group to no module, so the packed weights are loaded as "
+                            "if unquantized (and fail)",
+                            gkey),
+                {}, gkey, "[\"Linear\"] (or the modules' names)", "[]", kHintRequant});
+      continue;
+    }
+    for (const std::string& t : g.targets) {
+      if (t.rfind("re:", 0) != 0) continue;
+      auto re = Regex::compile(std::string_view(t).substr(3));
+      if (!re.ok()) {
+        sink.add({"quant-config-invalid", Severity::ERROR, gkey,
+                  fmt::format("{}: target '{}' cannot be evaluated: {}", gkey, t, re.error().message), {}, gkey,
+                  "a pattern vLLM can evaluate", t, kHintRequant});
+        continue;
+      }
+      bool any = false;
+      for (const auto& [name, m] : s.modules)
+        if (m.quantized() && re->match_prefix(name)) {
+          any = true;
+          break;
+        }
+      if (!any)
+        sink.add({"quant-config-invalid", Severity::ERROR, gkey,
+                  fmt::format("{}: target '{}' matches no quantized module on disk: the group applies to nothing it "
+                              "describes",
+                              gkey, t),
+                  {}, gkey, "a target that selects the packed modules", t, kHintRequant});
+    }
+  }
+}
+
 void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
                    VerifyStats& st) {
   st.tensors = q.tensors().size();
   if (fp8_release(q, sink, opts.scan_values)) return;
   check_quant_config(q, s, sink, st);
   collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);
+  check_targets(s, sink);
   check_policy(info, s, sink);
   check_coverage(q, info, s, sink);
   check_fused_sets(q, info, s, sink, st);

@@ -424,6 +424,13 @@ std::vector<Case> corpus() {
            {"number", Json(5)}, {"object", Json::object({{"a", 1}})}})
     add("quant_config_quant_method_" + label, "config.json", "quantization_config",
         qc([value](Json& q) { q["quant_method"] = value; }), Base::QUANTIZED, bad_qc());
+  // Issue 27 #11: targets that select nothing declare packed tensors vLLM will not build as quantized.
+  add("quant_config_targets_empty", "config.json", "quantization_config", qc([](Json& q) {
+        for (auto& g : q["config_groups"]) g["targets"] = Json::array();
+      }), Base::QUANTIZED, bad_qc());
+  add("quant_config_target_regex_matches_nothing", "config.json", "quantization_config", qc([](Json& q) {
+        for (auto& g : q["config_groups"]) g["targets"] = Json::array({"re:^no_such_module"});
+      }), Base::QUANTIZED, bad_qc());
   // Issue 27 #2: a pathological `re:` ignore entry and a 200 KB module name end in seconds, exit 0-4.
   add("quant_config_ignore_catastrophic_regex", "config.json", "quantization_config",
       qc([](Json& q) { q["ignore"] = Json::array({"lm_head", "re:(a+)+$", "re:" + std::string(100000, 'a') + "b"}); }),

@@ -1,5 +1,6 @@
 #pragma once
 // The string helpers of the project (one home): trim, split, prefix/suffix tests, ASCII lower-casing.
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,44 +40,12 @@ inline std::string ascii_lower(std::string_view s) {
 }
 
 /**
- * `s` safe for a terminal line (issue 27 #14): control bytes (newlines included) and DEL as `\xNN`, bytes that
- * are not valid UTF-8 as `\xNN`; valid UTF-8 stays as it is. Everything fp4forge prints of untrusted text in an
- * error, warning or note goes through it.
+ * `s` safe for a one-line message on a terminal (issue 27 #14): control bytes (newlines included), DEL and
+ * ill-formed UTF-8 (overlong forms, surrogates, beyond U+10FFFF) become `\xNN`; well-formed UTF-8 stays.
+ * Input beyond `max_bytes` is cut at a character boundary and replaced by "...(N bytes)". Everything
+ * fp4forge prints of untrusted text (names from hostile headers, errors, warnings, notes) goes through it.
  */
-inline std::string printable(std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string o;
-  o.reserve(s.size());
-  auto esc = [&](unsigned char c) {
-    o += "\\x";
-    o += kHex[c >> 4];
-    o += kHex[c & 15];
-  };
-  for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      esc(c);
-      ++i;
-      continue;
-    }
-    if (c < 0x80) {
-      o += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    const std::size_t n = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = n != 0 && i + n <= s.size() && !(c == 0xC0 || c == 0xC1 || c > 0xF4);
-    for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (!ok) {
-      esc(c);
-      ++i;
-      continue;
-    }
-    o.append(s.substr(i, n));
-    i += n;
-  }
-  return o;
-}
+std::string printable(std::string_view s, std::size_t max_bytes = 256);
 
 /** s with the five XML special characters escaped (SVG text and attributes). */
 inline std::string xml_escape(std::string_view s) {
