@@ -177,6 +177,24 @@ void check_processor(const Context& ctx, std::vector<Finding>& out) {
 void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
   const std::int64_t mpe = ctx.info.max_position_embeddings;
   std::error_code ec;
+  // Issue 29: a folder without any tokenizer passed every check, yet vLLM cannot serve it from the folder.
+  {
+    bool any = false;
+    for (const char* f : {"tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model", "tokenizer.tiktoken",
+                          "spiece.model", "vocab.txt", "tekken.json"})
+      any = any || std::filesystem::exists(ctx.dir / f, ec);
+    if (!any) {
+      Finding f;
+      f.kind = "missing-tokenizer";
+      f.severity = Severity::WARNING;
+      f.expected = "tokenizer.json (or tokenizer.model, vocab.json + merges.txt, a tiktoken file)";
+      f.actual = "none";
+      f.message = "no tokenizer file: vLLM cannot serve the folder as it is (it loads the tokenizer from the model "
+                  "folder unless --tokenizer names another)";
+      f.hint = "copy the tokenizer files (and chat template) from the original release, or serve with --tokenizer";
+      out.push_back(std::move(f));
+    }
+  }
   const auto tj = ctx.dir / "tokenizer.json";
   if (std::filesystem::exists(tj, ec)) {
     auto text = fs::read_file(tj);  // the JSON-file cap (256 MiB), as for every JSON file

@@ -22,7 +22,7 @@
 namespace fp4forge::doctor {
 namespace {
 
-constexpr std::array<KindInfo, 26> kKinds{{
+constexpr std::array<KindInfo, 27> kKinds{{
     {"unknown-architecture", Severity::ERROR, false, "F31",
      "an MTP architecture named as the main model (error); a class the family table does not list, an absent "
      "or multiple `architectures`, or a family outside fp4forge's table (warnings)"},
@@ -69,6 +69,8 @@ constexpr std::array<KindInfo, 26> kKinds{{
     {"processor-mismatch", Severity::ERROR, false, "F33, F34",
      "image processor vs vision_config (patch / merge / pooling / max_soft_tokens), absurd size limits, or "
      "the two processor files disagree (warning)"},
+    {"missing-tokenizer", Severity::WARNING, false, "",
+     "no tokenizer file in the folder: vLLM cannot serve it without --tokenizer"},
     {"tokenizer-truncation", Severity::WARNING, true, "F35",
      "tokenizer.json with non-null truncation or padding"},
     {"tokenizer-max-length", Severity::ERROR, false, "F35, F36",

@@ -960,6 +960,15 @@ void PlanBuilder::count_roles() {
 }
 
 void PlanBuilder::summarize() {
+  // Issue 29: a re-save that lost its MTP layers quantized without a word (only doctor said so).
+  if (plan.info.mtp_num_hidden_layers > 0 && !opts.allow_nothing_quantized &&
+      std::none_of(plan.decisions.begin(), plan.decisions.end(),
+                   [](const TensorDecision& d) { return d.cls.role == Role::MTP; }))
+    plan.warnings.push_back(fmt::format(
+        "config.json declares {} MTP layer(s) but the checkpoint has no MTP tensors (a re-save that dropped them?): "
+        "the output cannot serve speculative decoding; 'fp4forge doctor --fix --mtp-from ORIGINAL' splices them "
+        "back, or quantize the original release",
+        plan.info.mtp_num_hidden_layers));
   std::uint64_t attn = 0, mlp = 0, expert = 0, shared = 0, linear_attn = 0, other = 0;
   for (const auto& u : plan.units) {
     switch (u.role) {

@@ -1,6 +1,7 @@
 // doctor checks: for each kind, a fixture variant (edited copy of tests/data) that triggers it, and the
 // clean fixtures that do not.
 #include <algorithm>
+#include <fstream>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -58,12 +59,13 @@ std::string dump(const dr::DoctorReport& r) { return dr::to_text(r); }
 TEST(DoctorChecks, CleanFixturesHaveNoErrorsAndOnlyExpectedNotes) {
   // gemma4 fixtures carry per_layer_config and no flat globals (transformers >= 5.15 form): that is valid
   // (info), and gemma4-missing-global-kv-fields must not fire. Multimodal fixtures ship
-  // processor_config.json without preprocessor_config.json, as transformers 5 writes them: a warning.
+  // processor_config.json without preprocessor_config.json, as transformers 5 writes them: a warning. No
+  // fixture carries a tokenizer (save_pretrained of a model writes none): missing-tokenizer, a warning.
   const std::map<std::string, std::set<std::string>> expected{
-      {"gemma4-dense-mm", {"gemma4-per-layer-config-only", "missing-preprocessor-config"}},
-      {"gemma4-moe-mm", {"gemma4-per-layer-config-only", "missing-preprocessor-config"}},
-      {"qwen3_5-dense-mm", {"missing-preprocessor-config"}},
-      {"llama", {}},
+      {"gemma4-dense-mm", {"gemma4-per-layer-config-only", "missing-preprocessor-config", "missing-tokenizer"}},
+      {"gemma4-moe-mm", {"gemma4-per-layer-config-only", "missing-preprocessor-config", "missing-tokenizer"}},
+      {"qwen3_5-dense-mm", {"missing-preprocessor-config", "missing-tokenizer"}},
+      {"llama", {"missing-tokenizer"}},
   };
   for (const auto& [name, want] : expected) {
     Fixture fx(name);
@@ -137,7 +139,17 @@ TEST(DoctorChecks, FlatFieldsOnlyIsClean) {
     c["text_config"]["num_global_key_value_heads"] = 1;
   });
   auto r = check(fx);
-  EXPECT_EQ(kinds(r), std::set<std::string>{"missing-preprocessor-config"}) << dump(r);
+  EXPECT_EQ(kinds(r), (std::set<std::string>{"missing-preprocessor-config", "missing-tokenizer"})) << dump(r);
+}
+
+// Issue 29: a folder with no tokenizer file is not servable as it is: a warning, gone once one is there.
+TEST(DoctorChecks, MissingTokenizerIsAWarning) {
+  Fixture fx("llama");
+  auto r = check(fx);
+  EXPECT_KIND(r, "missing-tokenizer", Severity::WARNING);
+  EXPECT_EQ(exit_code(r), 0);
+  std::ofstream(fx.path("tokenizer.json")) << R"({"version": "1.0", "truncation": null, "padding": null, "model": {}})";
+  EXPECT_NO_KIND(check(fx), "missing-tokenizer");
 }
 
 TEST(DoctorChecks, PerLayerConfigRedundant) {
