@@ -41,17 +41,6 @@ Parts split(std::string_view name) {
   return r;
 }
 
-/** Parses a non-negative decimal index of at most 9 digits; -1 otherwise. */
-int parse_index(std::string_view s) {
-  if (s.empty() || s.size() > 9) return -1;
-  int v = 0;
-  for (char ch : s) {
-    if (ch < '0' || ch > '9') return -1;
-    v = v * 10 + (ch - '0');
-  }
-  return v;
-}
-
 using names::kAudioTowers;
 using names::kEmbeddings;
 using names::kFinalNorms;
@@ -60,6 +49,7 @@ using names::kLmHeads;
 using names::kMlpContexts;
 using names::kVisualMergers;
 using names::one_of;
+using names::parse_index;
 
 bool contains(std::string_view s, std::string_view sub) { return s.find(sub) != std::string_view::npos; }
 using util::starts_with;

@@ -151,26 +151,21 @@ void decide_fused(ExpertBlock& b, const FusedPair& f, const ModelInfo& info, con
         part(k == 0 ? Role::EXPERT_GATE : Role::EXPERT_UP, leaves[static_cast<std::size_t>(k)], f.gate_up->name, sl);
       }
     }
-    for (int k = 0; k < 2; ++k) {  // separate 3-D gate / up: each expert's [I, H] matrix
-      const NamedShape* t = k == 0 ? f.gate : f.up;
-      if (t == nullptr) continue;
+    // One expert's matrix of a per-projection 3-D stack [E, rows, cols] (out-in) or [E, cols, rows] (in-out):
+    // separate gate / up ([I, H] each) and down ([H, I]).
+    auto stacked = [&](Role r, std::size_t leaf, const NamedShape* t, std::uint64_t rows, std::uint64_t cols) {
+      if (t == nullptr) return;
       MatrixSlice sl;
       sl.offset = e * I * Hs;
-      sl.rows = I;
-      sl.cols = Hs;
-      sl.row_stride = out_in ? Hs : 1;
-      sl.col_stride = out_in ? 1 : I;
-      part(k == 0 ? Role::EXPERT_GATE : Role::EXPERT_UP, leaves[static_cast<std::size_t>(k)], t->name, sl);
-    }
-    if (f.down) {
-      MatrixSlice sl;
-      sl.offset = e * I * Hs;
-      sl.rows = Hs;
-      sl.cols = I;
-      sl.row_stride = out_in ? I : 1;
-      sl.col_stride = out_in ? 1 : Hs;
-      part(Role::EXPERT_DOWN, leaves[2], f.down->name, sl);
-    }
+      sl.rows = rows;
+      sl.cols = cols;
+      sl.row_stride = out_in ? cols : 1;
+      sl.col_stride = out_in ? 1 : rows;
+      part(r, leaves[leaf], t->name, sl);
+    };
+    stacked(Role::EXPERT_GATE, 0, f.gate, I, Hs);
+    stacked(Role::EXPERT_UP, 1, f.up, I, Hs);
+    stacked(Role::EXPERT_DOWN, 2, f.down, Hs, I);
   }
 }
 

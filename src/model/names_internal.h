@@ -29,6 +29,17 @@ inline constexpr std::array<std::string_view, 6> kMlpContexts{"mlp", "block_spar
 
 // clang-format on
 
+/** Parses a non-negative decimal index of at most 9 digits (a layer or expert number); -1 otherwise. */
+inline int parse_index(std::string_view s) {
+  if (s.empty() || s.size() > 9) return -1;
+  int v = 0;
+  for (char ch : s) {
+    if (ch < '0' || ch > '9') return -1;
+    v = v * 10 + (ch - '0');
+  }
+  return v;
+}
+
 template <std::size_t N>
 bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
   return std::find(set.begin(), set.end(), s) != set.end();

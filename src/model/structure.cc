@@ -13,15 +13,7 @@ namespace {
 
 constexpr std::size_t kMaxDepth = 6;  // a layer container deeper than this is not a decoder stack
 
-int parse_index(std::string_view s) {
-  if (s.empty() || s.size() > 9) return -1;
-  int v = 0;
-  for (char ch : s) {
-    if (ch < '0' || ch > '9') return -1;
-    v = v * 10 + (ch - '0');
-  }
-  return v;
-}
+using names::parse_index;
 
 bool is_container(std::string_view c) { return names::one_of(c, names::kLayerContainers) || c == "resblocks"; }
 
