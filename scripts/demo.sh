@@ -60,8 +60,12 @@ stage "every dialect: compressed-tensors FP8 (channel, block, tensor) and a Mode
   bash -c 'for f in ct-fp8-dynamic ct-fp8-block ct-fp8-tensor ct-fp8-block-qwen3_moe modelopt-fp8; do "$0" quantize "$1/$f" "$2/q-$f" >/dev/null && v=$("$0" verify "$2/q-$f" --against "$1/$f") || { echo "$v"; exit 1; }; echo "$f: ${v##*$'"'"'\n'"'"'}"; done' "$BIN" "$FP8" "$WORK"
 stage "an already-4-bit source is refused with the reason (exit 3), nothing written" \
   bash -c "\"$BIN\" quantize \"$WORK/ds-fp8\" \"$WORK/requant\"; rc=\$?; echo \"exit \$rc\"; [ \$rc -eq 3 ] && [ ! -e \"$WORK/requant\" ]"
+# A release ships its tokenizer (doctor warns, missing-tokenizer, where there is none); the demo's copies get a
+# minimal one so that `doctor --strict` judges what the stage is about.
+tok() { printf '{"version": "1.0", "truncation": null, "padding": null, "model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"}}\n' >"$1/tokenizer.json"; }
+export -f tok
 stage "guard rails: a stale index total_size is a warning that doctor --fix rewrites (with a backup); a run into an existing DST is refused (exit 3) and leaves it alone" \
-  bash -c "cp -r \"$DATA/llama\" \"$WORK/stale\" && sed -i 's/\"total_size\": *[0-9]*/\"total_size\": 1/' \"$WORK/stale/model.safetensors.index.json\" && \"$BIN\" doctor \"$WORK/stale\" --fix && \"$BIN\" doctor \"$WORK/stale\" --strict && { \"$BIN\" quantize \"$WORK/stale\" \"$WORK/q\"; test \$? -eq 3; }"
+  bash -c "cp -r \"$DATA/llama\" \"$WORK/stale\" && tok \"$WORK/stale\" && sed -i 's/\"total_size\": *[0-9]*/\"total_size\": 1/' \"$WORK/stale/model.safetensors.index.json\" && \"$BIN\" doctor \"$WORK/stale\" --fix && \"$BIN\" doctor \"$WORK/stale\" --strict && { \"$BIN\" quantize \"$WORK/stale\" \"$WORK/q\"; test \$? -eq 3; }"
 # A Hugging Face hub cache as huggingface_hub lays one out (blobs + snapshot links + refs/main), built from SRC.
 hub_cache() {  # hub_cache SRC CACHE ORG NAME
   local repo="$2/models--$3--$4" commit blob f
@@ -90,7 +94,7 @@ strip_mtp() {
     "$1/model.safetensors.index.json" >"$2/model.safetensors.index.json"
 }
 stage "MTP lost on re-save (F8): synthesize a tiny Qwen3.5-MoE release (its MTP layer in model-mtp.safetensors)" \
-  bash -c "\"$BIN\" synth --arch qwen3_5-moe --size tiny --out \"$WORK/mtp-release\" --seed 7 >/dev/null && echo synthesized"
+  bash -c "\"$BIN\" synth --arch qwen3_5-moe --size tiny --out \"$WORK/mtp-release\" --seed 7 >/dev/null && tok \"$WORK/mtp-release\" && echo synthesized"
 stage "strip the MTP as a transformers re-save does (the MTP shard and its index entries), twice: one copy for doctor, one for quantize" \
   bash -c "$(declare -f strip_mtp); strip_mtp \"$WORK/mtp-release\" \"$WORK/resaved\" && strip_mtp \"$WORK/mtp-release\" \"$WORK/resaved2\" && ls \"$WORK/resaved\" | grep -c safetensors"
 stage "doctor names it (mtp-declared-missing, a warning: exit 0)" \
@@ -101,6 +105,10 @@ stage "doctor is clean now (--strict), and a second --fix --mtp-from is a no-op"
   bash -c "\"$BIN\" doctor \"$WORK/resaved\" --strict && \"$BIN\" doctor \"$WORK/resaved\" --fix --mtp-from \"$WORK/mtp-release\" | grep 'nothing to splice'"
 stage "quantize --mtp-from: the stripped copy's quantization gets the release's MTP (bf16, in ignore), verifies against the release, and equals quantizing the release" \
   bash -c "\"$BIN\" quantize \"$WORK/resaved2\" \"$WORK/q-mtp\" --mtp-from \"$WORK/mtp-release\" && \"$BIN\" verify \"$WORK/q-mtp\" --against \"$WORK/mtp-release\" && \"$BIN\" quantize \"$WORK/mtp-release\" \"$WORK/q-release\" >/dev/null && \"$BIN\" diff \"$WORK/q-mtp\" \"$WORK/q-release\""
+stage "structure first: GPT-NeoX (gpt_neox.layers.*, no registry row) and Nemotron-H (backbone.*, non-gated experts) quantized from what their tensors show, verified against the source, doctor clean" \
+  bash -c "for f in gpt_neox nemotron_h; do \"$BIN\" quantize \"$DATA/\$f\" \"$WORK/s-\$f\" | tail -2 && \"$BIN\" verify \"$WORK/s-\$f\" --against \"$DATA/\$f\" | tail -1 && \"$BIN\" doctor \"$WORK/s-\$f\" | tail -1 || exit 1; done"
+stage "experts as three separate 3-D stacks (Step-3.x's storage): split like the fused form; a run that would quantize nothing is refused (exit 3), nothing written" \
+  bash -c "\"$BIN\" quantize \"$DATA/qwen3_vl_moe-sep3d\" \"$WORK/sep3d\" | tail -2 && \"$BIN\" verify \"$WORK/sep3d\" --against \"$DATA/qwen3_vl_moe-sep3d\" | tail -1 && { \"$BIN\" quantize \"$DATA/qwen3\" \"$WORK/none\" --scheme w4a16; test \$? -eq 3 && test ! -e \"$WORK/none\" && echo 'refused, nothing written'; }"
 stage "show the aliases of an example LiteLLM gateway config (and who routes to a seat)" \
   "$BIN" gateway show --config "$(dirname "$0")/../examples/litellm-config.yaml" --backend http://127.0.0.1:8001
 echo
