@@ -1,5 +1,6 @@
 // classify(), fused_sets(), read_model_info() and classify_arch() against the fixtures' tensor lists and
 // name tables for the families without fixtures.
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -555,4 +556,27 @@ TEST(Structure, NeoxFalconNemotronAndDeepseekV4NamesHaveRoles) {
   EXPECT_EQ(classify("model.layers.3.moe.up_proj.weight", s3, info).role, Role::EXPERT_UP);
   EXPECT_EQ(classify("model.layers.3.moe.down_proj.weight", std::vector<std::uint64_t>{4, 64, 48}, info).role,
             Role::EXPERT_DOWN_FUSED);
+}
+
+// Issue 26: the name-generic reading (structure read from the tensors, docs/registry.md §0) agrees with the
+// registry's reading on every fixture of a family the registry knows: the same role, layer and text-stack
+// membership for every tensor. Where the registry had no name for a prefix, only the generic reading finds
+// the stack; there the registry reading is the one that was wrong (counted, never the other way round).
+TEST(Structure, TheGenericReadingAgreesWithTheRegistryOnEveryKnownFamily) {
+  std::size_t compared = 0;
+  for (const auto& e : std::filesystem::directory_iterator(FP4FORGE_TEST_DATA)) {
+    if (!e.is_directory() || !std::filesystem::exists(e.path() / "config.json")) continue;
+    const std::string name = e.path().filename().string();
+    Fixture plain = fixture(name);
+    if (plain.info.family == Family::UNKNOWN) continue;
+    const Fixture generic = read_structured(name);
+    for (const auto& [n, s] : plain.tensors) {
+      const TensorClass a = classify(n, s, plain.info), b = classify(n, s, generic.info);
+      EXPECT_EQ(role_name(a.role), role_name(b.role)) << name << ": " << n;
+      EXPECT_EQ(a.layer, b.layer) << name << ": " << n;
+      EXPECT_EQ(a.text_stack, b.text_stack) << name << ": " << n;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 1000u);
 }
