@@ -7,10 +7,56 @@
 #include <fmt/ranges.h>
 
 #include "checks.h"
+#include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/verify/verify.h"
 
 namespace fp4forge::doctor {
+
+void check_fp8_claims(const Context& ctx, std::vector<Finding>& out) {
+  if (ctx.ckpt == nullptr) return;
+  std::vector<std::string> fp8;
+  for (const auto& [name, meta] : ctx.tensors)
+    if (meta.dtype == "F8_E4M3" || meta.dtype == "F8_E5M2") fp8.push_back(name);
+  auto hfq = read_hf_quant_config(*ctx.ckpt);
+  const bool has_hfq = hfq.ok() && hfq->has_value();
+  const bool has_qc = find_quant_config(ctx.config) != nullptr;
+  if (!fp8.empty() && !has_qc && !has_hfq) {
+    Finding f;
+    f.kind = "fp8-without-config";
+    f.severity = Severity::ERROR;
+    f.key = "quantization_config";
+    f.expected = "a quantization_config (or hf_quant_config.json) that says how to read the FP8 weights";
+    f.actual = fmt::format("{} FP8 tensor(s), no quantization config", fp8.size());
+    f.tensors = fp8;
+    cap_names(f.tensors);
+    f.message = fmt::format("{} tensor(s) are stored as FP8 (e.g. '{}') but config.json has no quantization_config "
+                            "and there is no hf_quant_config.json: vLLM and transformers read the bytes as "
+                            "unquantized weights (or refuse them), without their scales",
+                            fp8.size(), fp8.front());
+    f.hint = "restore the release's quantization_config (a re-save dropped it), or quantize from the original";
+    out.push_back(std::move(f));
+  }
+  if (has_hfq && fp8.empty()) {
+    const auto& j = **hfq;
+    std::string algo;
+    if (auto q = j.find("quantization"); q != j.end() && q->is_object())
+      if (auto a = q->find("quant_algo"); a != q->end() && a->is_string()) algo = a->get<std::string>();
+    if (algo.rfind("FP8", 0) == 0) {
+      Finding f;
+      f.kind = "fp8-claim-without-fp8-weights";
+      f.severity = Severity::ERROR;
+      f.key = "hf_quant_config.json";
+      f.expected = "FP8 (F8_E4M3) weight tensors";
+      f.actual = "no FP8 tensor";
+      f.message = fmt::format("hf_quant_config.json says quant_algo {} but no tensor is FP8: a loader that trusts the "
+                              "file builds FP8 layers over 16-bit weights",
+                              algo);
+      f.hint = "remove the stale hf_quant_config.json (the weights were dequantized or replaced)";
+      out.push_back(std::move(f));
+    }
+  }
+}
 
 void check_quantized(const Context& ctx, std::vector<Finding>& out) {
   if (!ctx.quantized) return;

@@ -91,6 +91,9 @@ void check_mtp(const Context& ctx, std::vector<Finding>& out);
 void check_processor(const Context& ctx, std::vector<Finding>& out);
 void check_tokenizer(const Context& ctx, std::vector<Finding>& out);
 void check_quantized(const Context& ctx, std::vector<Finding>& out);
+/** FP8 weights with no quantization config to read them by, and an hf_quant_config.json that claims FP8 over
+ * 16-bit weights (issue 27 #13). */
+void check_fp8_claims(const Context& ctx, std::vector<Finding>& out);
 
 /** Runs every check above, in a fixed order. */
 std::vector<Finding> run_checks(const Context& ctx);

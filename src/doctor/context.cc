@@ -132,6 +132,7 @@ std::vector<Finding> run_checks(const Context& ctx) {
   check_processor(ctx, out);
   check_tokenizer(ctx, out);
   check_quantized(ctx, out);
+  check_fp8_claims(ctx, out);
   return out;
 }
 

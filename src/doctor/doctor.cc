@@ -22,7 +22,7 @@
 namespace fp4forge::doctor {
 namespace {
 
-constexpr std::array<KindInfo, 27> kKinds{{
+constexpr std::array<KindInfo, 29> kKinds{{
     {"unknown-architecture", Severity::ERROR, false, "F31",
      "an MTP architecture named as the main model (error); a class the family table does not list, an absent "
      "or multiple `architectures`, or a family outside fp4forge's table (warnings)"},
@@ -69,6 +69,10 @@ constexpr std::array<KindInfo, 27> kKinds{{
     {"processor-mismatch", Severity::ERROR, false, "F33, F34",
      "image processor vs vision_config (patch / merge / pooling / max_soft_tokens), absurd size limits, or "
      "the two processor files disagree (warning)"},
+    {"fp8-without-config", Severity::ERROR, false, "",
+     "FP8 tensors with neither quantization_config nor hf_quant_config.json to read them by"},
+    {"fp8-claim-without-fp8-weights", Severity::ERROR, false, "",
+     "hf_quant_config.json claims FP8 but no tensor is FP8"},
     {"missing-tokenizer", Severity::WARNING, false, "",
      "no tokenizer file in the folder: vLLM cannot serve it without --tokenizer"},
     {"tokenizer-truncation", Severity::WARNING, true, "F35",

@@ -4,6 +4,7 @@
 // bf16 expansion.
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -213,6 +214,28 @@ TEST_F(Fp8Defects, NanCodesInEveryDialectAreErrorsForVerifyAndDoctor) {
     EXPECT_EQ(run_cli("doctor " + q(d) + " --json", &out, &err), 1) << dialect << out;
     EXPECT_EQ(run_cli("quantize " + q(d) + " " + q(tmp_.path / (std::string("q-") + dialect)), &out, &err), 3)
         << dialect << err;
+  }
+}
+
+// Issue 27 #13: doctor was silent on FP8 tensors whose quantization_config a re-save dropped, and on an
+// hf_quant_config.json that claims FP8 over 16-bit weights.
+TEST_F(Fp8Defects, DoctorNamesFp8WithoutConfigAndAStaleFp8Claim) {
+  const auto d = tmp_.path / "noconfig";
+  stdfs::copy(kData + "/fp8/native-qwen3", d, stdfs::copy_options::recursive);
+  edit_config(d, [](Json& c) { c.erase("quantization_config"); });
+  std::string out, err;
+  EXPECT_EQ(run_cli("doctor " + q(d) + " --json", &out, &err), 1) << out;
+  EXPECT_NE(out.find("\"fp8-without-config\""), std::string::npos) << out;
+  const auto b = tmp_.path / "stale-claim";
+  stdfs::copy(kData + "/llama", b, stdfs::copy_options::recursive);
+  std::ofstream(b / "hf_quant_config.json") << R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}})";
+  EXPECT_EQ(run_cli("doctor " + q(b) + " --json", &out, &err), 1) << out;
+  EXPECT_NE(out.find("\"fp8-claim-without-fp8-weights\""), std::string::npos) << out;
+  // The releases themselves stay clean of both.
+  for (const char* ok : {"native-qwen3", "modelopt-fp8"}) {
+    run_cli("doctor " + q(kData + "/fp8/" + ok) + " --json", &out, &err);
+    EXPECT_EQ(out.find("fp8-without-config"), std::string::npos) << ok << out;
+    EXPECT_EQ(out.find("fp8-claim-without"), std::string::npos) << ok << out;
   }
 }
 
