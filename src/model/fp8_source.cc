@@ -270,7 +270,9 @@ std::vector<fp8::ScaleLayout> fitting_layouts(const Shape& w, const Shape& s, st
       if (d != 1) y.push_back(d);
     return y;
   };
-  if (s == grid || squeezed(s) == squeezed(grid)) out.push_back(fp8::ScaleLayout::BLOCK);
+  // The grid itself, or its squeezed form; never a shape that only squeezes alike (issue 27 #10: a [1, 2] grid
+  // for a [2, 1] one was accepted and read in the other orientation).
+  if (s == grid || s == squeezed(grid)) out.push_back(fp8::ScaleLayout::BLOCK);
   return out;
 }
 

@@ -97,6 +97,16 @@ TEST(Fp8Source, SqueezedBlockScalesOfTransformersExperts) {
   EXPECT_EQ((*r)->find("e.0.down_proj.weight")->grid.scale_index(129), 1u);  // row 0, column 129: block (0, 1)
 }
 
+// Issue 27 #10: a block grid with its unit dimensions swapped ([1, 2] for a [256, 128] weight's [2, 1]) squeezes
+// to the same [2] but reads the other orientation: refused, not accepted.
+TEST(Fp8Source, SwappedUnitDimensionsOfABlockGridAreRefused) {
+  const std::string e = error_of(native_config(), {{"m.weight", DType::F8_E4M3, {256, 128}},
+                                                   {"m.weight_scale_inv", DType::F32, {1, 2}}});
+  EXPECT_NE(e.find("[ceil(N/128), ceil(K/128)]"), std::string::npos) << e;
+  auto ok = detect(native_config(), {{"m.weight", DType::F8_E4M3, {256, 128}}, {"m.weight_scale_inv", DType::F32, {2, 1}}});
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+}
+
 TEST(Fp8Source, CompressedTensorsLayouts) {
   {
     auto r = detect(ct_config("channel"), {{"a.weight", DType::F8_E4M3, {64, 32}}, {"a.weight_scale", DType::BF16, {64, 1}},
