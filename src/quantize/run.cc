@@ -46,8 +46,7 @@ std::uint64_t peak_rss_bytes() {
 std::string side_file_skip_reason(std::string_view name) {
   if (backup::is_backup_name(name))
     return "a backup written by fp4forge doctor --fix or gateway";
-  // fs::AtomicFile temporaries: NAME.partial, NAME.partial-XXXXXXXX (not any name holding ".partial").
-  if (name.ends_with(".partial") || name.find(".partial-") != std::string_view::npos) return "an unfinished temporary file";
+  if (fs::is_partial_name(name)) return "an unfinished temporary file";  // fs::AtomicFile's temporaries
   for (std::string_view ext : {".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".onnx", ".pkl", ".npz"})
     if (name.ends_with(ext))
       return "a weight or pickle file of another format: the output's weights are its safetensors shards";

@@ -138,7 +138,18 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
                         "destination",
                         dir.string());
     FP4FORGE_TRY(lock(dst));
-    if (resume) return {};
+    if (resume) {
+      // Temporaries of the killed run (a shard's NAME.partial, the MTP splice's NAME.partial-XXXXXXXX) are never
+      // output: removed before resuming, or they would end up in DST (issue 27 #9). We hold the lock.
+      for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+        const std::string name = e.path().filename().string();
+        if (fs::is_partial_name(name) && name != std::string(kStagingMarker) + ".partial")
+          if (fs::ops().unlink(e.path().c_str()) != 0 && errno != ENOENT)
+            return make_error(Errc::IO, "cannot remove the stale temporary '{}': {}", e.path().string(),
+                              std::strerror(errno));
+      }
+      return {};
+    }
     warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'); pass --resume to "
                                    "reuse its finished shards",
                                    dir.string()));

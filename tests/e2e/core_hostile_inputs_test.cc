@@ -619,6 +619,22 @@ TEST_F(QuantizeDestination, AStagingFolderThatIsALinkIsNeverFollowed) {
   }
 }
 
+// Issue 27 #9: temporaries a killed run left in its staging folder (the MTP splice's NAME.partial-XXXXXXXX, a
+// shard's NAME.partial) ended up inside DST after --resume. They are removed before resuming.
+TEST_F(QuantizeDestination, ResumeLeavesNoTemporaryOfTheKilledRunInTheOutput) {
+  const stdfs::path staging = t.path / ".dst.fp4forge-staging";
+  stdfs::create_directory(staging);
+  spit(staging / ".fp4forge-staging", "fp4forge quantize staging folder\n");
+  spit(staging / "config.json.partial-a1b2c3d4", "{\"half\": ");
+  spit(staging / "model-mtp.safetensors.partial", "junk");
+  const RunResult r = run_cli({"quantize", src.string(), (t.path / "dst").string(), "--resume"}, scratch);
+  ASSERT_EQ(r.signal, 0) << r.describe();
+  ASSERT_EQ(r.exit, 0) << r.describe();
+  for (const auto& e : stdfs::directory_iterator(t.path / "dst"))
+    EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << e.path();
+  EXPECT_FALSE(stdfs::exists(staging));
+}
+
 TEST_F(QuantizeDestination, DestinationInsideOrEqualToSourceIsRefused) {
   const auto before = snapshot(src);
   for (const stdfs::path& dst : {src / "q", src / "sub" / "q", src, src / "." / "q2"}) {

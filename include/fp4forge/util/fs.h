@@ -123,6 +123,12 @@ class AtomicFile {
   bool done_ = true;
 };
 
+/** True for the names AtomicFile gives its temporaries: `NAME.partial` and `NAME.partial-XXXXXXXX`. Such a file
+ * is never output: a kill leaves it behind, and whatever finds one removes or skips it. */
+inline bool is_partial_name(std::string_view name) {
+  return name.ends_with(".partial") || name.find(".partial-") != std::string_view::npos;
+}
+
 /** Writes a new file in a folder fp4forge owns (staging, synth and compose output) atomically:
  * `path.partial` (O_EXCL | O_NOFOLLOW; a stale file or planted link there is removed, never followed),
  * fsync, rename, fsync the folder. Mode 0644. */
