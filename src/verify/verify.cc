@@ -2036,6 +2036,35 @@ void check_targets(const Structure& s, Sink& sink) {
   }
 }
 
+/** Issue 27 #11: schemes whose scales are stored in the weight's dtype (FP8, W4A16): compressed-tensors writes
+ * them in the model's dtype, which the text embedding carries. An F16 scale in a bf16 model is a re-save or an
+ * edit: loaders cast or refuse it, and the values it holds were rounded twice. Checked without --against. */
+void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structure& s, Sink& sink) {
+  const ValueCheck vc = scheme_traits(s.layout.qs).value_check;
+  if (vc != ValueCheck::FP8_PAYLOAD && vc != ValueCheck::FLOAT_SCALES) return;
+  std::optional<DType> model;
+  for (const TensorRef& t : q.tensors()) {
+    const TensorClass c = classify(t.name, t.info->shape, info);
+    if (c.role == Role::EMBEDDING && c.text_stack && nvfp4::is_source_dtype(t.info->dtype)) {
+      model = t.info->dtype;
+      break;
+    }
+  }
+  if (!model) return;  // no text embedding to tell the model's dtype: not checked
+  std::vector<std::string> off;
+  for (const auto& [name, m] : s.modules)
+    if (m.quantized() && m.scale && nvfp4::is_source_dtype(m.scale->info->dtype) && m.scale->info->dtype != *model)
+      off.push_back(m.scale->name);
+  if (off.empty()) return;
+  const TensorRef* first = q.find(off.front());
+  sink.add({"scale-dtype-mismatch", Severity::ERROR, "scales",
+            fmt::format("{} weight_scale tensor(s) are {} in a {} model (e.g. '{}'): the scheme stores its scales in "
+                        "the model's dtype",
+                        off.size(), dtype_name(first->info->dtype), dtype_name(*model), off.front()),
+            off, "", std::string(dtype_name(*model)), std::string(dtype_name(first->info->dtype)),
+            "a re-save or an edit changed the scales' dtype; " + std::string(kHintRequant)});
+}
+
 void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
                    VerifyStats& st) {
   st.tensors = q.tensors().size();
@@ -2043,6 +2072,7 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
   check_quant_config(q, s, sink, st);
   collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);
   check_targets(s, sink);
+  check_scale_dtype(q, info, s, sink);
   check_policy(info, s, sink);
   check_coverage(q, info, s, sink);
   check_fused_sets(q, info, s, sink, st);

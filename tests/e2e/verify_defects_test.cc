@@ -254,6 +254,31 @@ TEST_F(VerifyDefects, MoeExpertsAreComparedAgainstFusedSourceSlices) {
 
 // ---- seeded defects ----------------------------------------------------------------------------
 
+// Issue 27 #11: an F16 scale in a bf16 model (W4A16 keeps its scales in the weight's dtype) passed verify
+// without --against. Same bytes reinterpreted: only the dtype in the header changes.
+TEST_F(VerifyDefects, AScaleInAnotherDtypeThanTheModelIsAnError) {
+  const sfs::path q = root_ / "q";
+  ASSERT_EQ(run_cli(fmt::format("quantize '{}' '{}' --scheme w4a16 -j 2", (kData / "llama").string(), q.string())), 0);
+  EXPECT_EQ(kinds(verify_dir(q)).count("scale-dtype-mismatch"), 0u);
+  const std::string scale = "model.layers.0.mlp.down_proj.weight_scale";
+  std::vector<std::byte> bytes;
+  std::vector<std::uint64_t> shape;
+  {
+    Checkpoint c = open_ok(q);
+    const TensorRef* t = c.find(scale);
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->info->dtype, DType::BF16);
+    bytes = bytes_of(c.data(*t));
+    shape = t->info->shape;
+  }
+  rewrite_tensor(q, scale, std::make_pair(st::OutTensor{scale, DType::F16, shape}, bytes));
+  const VerifyReport r = verify_dir(q);
+  const Finding* f = find_kind(r, "scale-dtype-mismatch");
+  ASSERT_NE(f, nullptr) << dump(r.findings);
+  EXPECT_EQ(f->severity, Severity::ERROR);
+  EXPECT_NE(f->message.find("F16 in a BF16 model"), std::string::npos) << f->message;
+}
+
 TEST_F(VerifyDefects, RoutersForceQuantized) {
   const sfs::path src = kData / "gemma4-moe-mm", q = root_ / "q";
   QuantOptions qo;
