@@ -71,11 +71,13 @@ ArchClass classify_arch(std::span<const NamedShape> tensors, const ModelInfo& in
   return a;
 }
 
-ArchClass classify_arch(const Checkpoint& ckpt, const ModelInfo& info) {
+std::vector<NamedShape> named_shapes(const Checkpoint& ckpt) {
   std::vector<NamedShape> v;
   v.reserve(ckpt.tensors().size());
   for (const auto& t : ckpt.tensors()) v.push_back({t.name, t.info->shape});
-  return classify_arch(v, info);
+  return v;
 }
+
+ArchClass classify_arch(const Checkpoint& ckpt, const ModelInfo& info) { return classify_arch(named_shapes(ckpt), info); }
 
 }  // namespace fp4forge

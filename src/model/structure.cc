@@ -113,10 +113,7 @@ void read_structure_into(ModelInfo& info, std::span<const NamedShape> tensors) {
 
 Result<ModelInfo> read_checkpoint_info(const Checkpoint& ckpt) {
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo info, read_model_info(ckpt.config()));
-  std::vector<NamedShape> v;
-  v.reserve(ckpt.tensors().size());
-  for (const auto& t : ckpt.tensors()) v.push_back({t.name, t.info->shape});
-  read_structure_into(info, v);
+  read_structure_into(info, named_shapes(ckpt));
   return info;
 }
 

@@ -113,6 +113,10 @@ struct PatternSet {
         }
     return -1;
   }
+  /** Whether any pattern matches `name` (a test, not a use: `used` is left as it is). */
+  bool any(std::string_view name) const {
+    return std::any_of(pats.begin(), pats.end(), [&](const NamePattern& p) { return p.matches(name); });
+  }
 };
 
 /** The last component of a module name ("in_proj_a" of "model.layers.0.linear_attn.in_proj_a"). */
@@ -281,6 +285,13 @@ struct PlanBuilder {
   void count_text_share();
   /** Per-role quantized and kept counts. */
   void count_roles();
+  /** Index of the decision for tensor `name` (decisions are sorted by name); decisions.size() when absent. */
+  std::size_t decision_index(std::string_view name) const {
+    const auto it = std::lower_bound(plan.decisions.begin(), plan.decisions.end(), name,
+                                     [](const TensorDecision& d, std::string_view n) { return d.name < n; });
+    return it != plan.decisions.end() && it->name == name ? static_cast<std::size_t>(it - plan.decisions.begin())
+                                                          : plan.decisions.size();
+  }
   /** "Nothing quantized" is never a success: refuse before writing, with the reasons the Linears were kept. */
   Status refuse_nothing_quantized();
   /** The summary lines and the forced-module warnings. */
@@ -415,8 +426,7 @@ Status PlanBuilder::add_candidates() {
 Result<bool> PlanBuilder::add_expert_parts(std::size_t di, const ExpertBlock& blk, bool policy_quant, bool mtp) {
   const ModelInfo& info = plan.info;
   const auto& d = plan.decisions[di];
-  bool user_kept = false;
-  for (const auto& p : ign.pats) user_kept = user_kept || p.matches(d.name) || p.matches(blk.key);
+  const bool user_kept = ign.any(d.name) || ign.any(blk.key);
   if (!blk.problem.empty() && !user_kept)
     return make_error(Errc::BAD_INPUT, "{}; or pass --ignore '{}' to keep these experts unquantized (R3)",
                       blk.problem, blk.key);
@@ -682,10 +692,9 @@ Status PlanBuilder::check_expert_uniformity() {
     if (b.storage != ExpertStorage::FUSED || b.mtp) continue;
     std::vector<std::string> split, kept;
     for (const std::string& t : b.stored()) {
-      const auto it = std::lower_bound(plan.decisions.begin(), plan.decisions.end(), t,
-                                       [](const TensorDecision& d, const std::string& n) { return d.name < n; });
-      if (it == plan.decisions.end() || it->name != t) continue;
-      const auto& ks = mods_of[static_cast<std::size_t>(it - plan.decisions.begin())];
+      const std::size_t di = decision_index(t);
+      if (di == plan.decisions.size()) continue;
+      const auto& ks = mods_of[di];
       const bool q = std::any_of(ks.begin(), ks.end(), [&](std::size_t k) { return mods[k].quant; });
       (q ? split : kept).push_back(t);
     }
@@ -709,9 +718,7 @@ Status PlanBuilder::check_expert_uniformity() {
       for (const auto& k : quant_keys) {
         const std::string kparent = k.substr(0, k.rfind('.') == std::string::npos ? 0 : k.rfind('.'));
         if (parent == k || parent == kparent || parent.rfind(k + ".", 0) == 0) {
-          bool user_kept = false;
-          for (const auto& p : ign.pats) user_kept = user_kept || p.matches(d.name);
-          if (user_kept) break;
+          if (ign.any(d.name)) break;
           return make_error(Errc::BAD_INPUT,
                             "3-D tensor '{}' {} sits beside the quantized experts of '{}' but is not a storage form "
                             "fp4forge reads as experts; quantizing the rest would write a half-quantized MoE layer, "
@@ -841,9 +848,8 @@ void PlanBuilder::expand_ignore() {
   for (const auto& b : blocks) {
     if (b.storage != ExpertStorage::FUSED) continue;
     for (const std::string& t : b.stored()) {
-      const auto it = std::lower_bound(plan.decisions.begin(), plan.decisions.end(), t,
-                                       [](const TensorDecision& d, const std::string& n) { return d.name < n; });
-      if (it != plan.decisions.end() && it->name == t && it->action == Action::KEEP) {
+      const std::size_t di = decision_index(t);
+      if (di != plan.decisions.size() && plan.decisions[di].action == Action::KEEP) {
         plan.ignore.push_back(b.key);
         break;
       }

@@ -841,9 +841,7 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
   std::set<std::string> expert_blocks;
   std::map<std::string, std::vector<std::string>> block_tensors;
   {
-    std::vector<NamedShape> named;
-    for (const TensorRef& t : q.tensors()) named.push_back({t.name, t.info->shape});
-    for (const ExpertBlock& b : find_expert_blocks(named, info)) {
+    for (const ExpertBlock& b : find_expert_blocks(named_shapes(q), info)) {
       if (b.storage != ExpertStorage::FUSED) continue;
       expert_blocks.insert(b.key);
       for (const std::string& t : b.stored()) block_tensors[b.key].push_back(t);
@@ -1559,9 +1557,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
   };
   std::vector<Job> jobs;
   std::unordered_map<const TensorRef*, std::size_t> src_refs;
-  std::vector<NamedShape> src_named;
-  for (const auto& t : src.tensors()) src_named.push_back({t.name, t.info->shape});
-  const std::vector<ExpertBlock> src_blocks = find_expert_blocks(src_named, info, opts.experts);
+  const std::vector<ExpertBlock> src_blocks = find_expert_blocks(named_shapes(src), info, opts.experts);
   for (auto& ms : work) {
     Job job;
     for (const Module* m : ms) {

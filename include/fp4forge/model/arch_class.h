@@ -5,6 +5,7 @@
  */
 #include <cstdint>
 #include <span>
+#include <vector>
 #include <string_view>
 
 #include "fp4forge/model/model_info.h"
@@ -27,6 +28,9 @@ struct NamedShape {
  * tensors at all, MoE falls back to the config (`num_experts` > 0).
  */
 ArchClass classify_arch(std::span<const NamedShape> tensors, const ModelInfo& info);
+
+/** Name and shape of every tensor of an opened checkpoint (views into it), in its order. */
+std::vector<NamedShape> named_shapes(const Checkpoint& ckpt);
 
 /** classify_arch over every tensor of an opened checkpoint. */
 ArchClass classify_arch(const Checkpoint& ckpt, const ModelInfo& info);
