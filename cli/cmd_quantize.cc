@@ -109,8 +109,9 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_option("--scheme", o->plan.scheme, "quantization scheme: nvfp4a16, mxfp4a16, fp8-dynamic, fp8-block or w4a16 (presets such as FP8_BLOCK accepted; docs/schemes.md)")->capture_default_str();
   sub.add_option("--observer", o->plan.observer,
                  "how each group's range is chosen: mse (llm-compressor's recommended nvfp4_expanded_mse search; the "
-                 "nvfp4a16 default), minmax (compressed-tensors' preset default; the only one of the other schemes) "
-                 "or memoryless-mse (docs/schemes.md#observers)");
+                 "nvfp4a16 default), minmax (compressed-tensors' preset default; the default of the other schemes, "
+                 "the only one of the fp8 schemes) or memoryless-mse (nvfp4a16, mxfp4a16, w4a16; "
+                 "docs/schemes.md#observers)");
   sub.add_option("--ignore", o->plan.ignore, "keep this module unquantized: exact name or re:REGEX (repeatable)");
   sub.add_option("--force-quantize", o->plan.force_quantize,
                  "quantize a module the policy keeps: exact name (required for protected roles) or re:REGEX");

@@ -13,6 +13,9 @@ import observers_golden as O
 G = O.G
 ct, lc, src, ours, out = sys.argv[1:6]
 observers = sys.argv[6].split(",")
+# The preset (default NVFP4A16); the group schemes (W4A16, MXFP4A16) are processed tensor by tensor
+# (process_file: no global scale, nothing shared by a fused set).
+SCHEME = sys.argv[7] if len(sys.argv) > 7 else "NVFP4A16"
 NS, report = G.build_namespace(ct, torch, lc)
 S = {}
 for f in sorted(glob.glob(os.path.join(src, "*.safetensors"))):
@@ -23,7 +26,7 @@ for f in sorted(glob.glob(os.path.join(ours, "*.safetensors"))):
 mods = sorted(k[: -len(".weight_packed")] for k in Q if k.endswith(".weight_packed"))
 sets = {}
 for m in mods:
-    mm = re.match(r"(.*)\.(q_proj|k_proj|v_proj|gate_proj|up_proj)$", m)
+    mm = re.match(r"(.*)\.(q_proj|k_proj|v_proj|gate_proj|up_proj)$", m) if SCHEME == "NVFP4A16" else None
     key = (mm.group(1), "qkv" if mm.group(2) in ("q_proj", "k_proj", "v_proj") else "gu") if mm else (m, "")
     sets.setdefault(key, []).append(m)
 res = {"modules": len(mods), "sets": len(sets), "observers": {}}
@@ -32,8 +35,10 @@ for obs in observers:
     hexes, diffs = {}, []
     for key, ms in sets.items():
         members = [(m, S[m + ".weight"]) for m in ms]
-        saved, _ = G.model_free_tensors(NS, "NVFP4A16", members, "cpu", len(members) > 1)
+        saved, _ = G.model_free_tensors(NS, SCHEME, members, "cpu", len(members) > 1)
         for k, v in saved.items():
+            if k.endswith(".weight_shape"):
+                continue
             b = v.contiguous().view(torch.uint8).numpy().tobytes()
             hexes[k] = b.hex()
             ob = Q[k].contiguous().view(torch.uint8).numpy().tobytes() if k in Q else None

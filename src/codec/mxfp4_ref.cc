@@ -75,7 +75,12 @@ bool group_scale(float a, DType dt, std::uint8_t* code, float* scale) noexcept {
   return true;
 }
 
-Status encode(const nvfp4::WeightView& w, std::byte* packed_out, std::byte* scale_out, std::string_view name) {
+namespace {
+
+// The reference on a whole view; group_max (rows * K/32 values) replaces each group's max |w| when given (a
+// searched observer's maxima: calculate_qparams then runs on the searched min/max).
+Status encode_impl(const nvfp4::WeightView& w, const float* group_max, std::byte* packed_out, std::byte* scale_out,
+                   std::string_view name) {
   FP4FORGE_TRY(scheme_ref::check_weight(w, name, "MXFP4A16"));
   if (w.cols % kGroupSize != 0)
     return scheme_ref::tensor_error(
@@ -88,6 +93,7 @@ Status encode(const nvfp4::WeightView& w, std::byte* packed_out, std::byte* scal
       const std::uint64_t base = r * w.cols + g * kGroupSize;
       float a = 0.0f;  // max |w| over the group, exact in D
       for (std::uint64_t k = 0; k < kGroupSize; ++k) a = std::max(a, std::fabs(load_elem(w.data, w.dtype, base + k)));
+      if (group_max != nullptr) a = group_max[r * scale_cols(w.cols) + g];
       std::uint8_t e = 0;
       float s = 1.0f;
       if (!group_scale(a, w.dtype, &e, &s))
@@ -107,6 +113,21 @@ Status encode(const nvfp4::WeightView& w, std::byte* packed_out, std::byte* scal
     }
   }
   return {};
+}
+
+}  // namespace
+
+Status encode(const nvfp4::WeightView& w, std::byte* packed_out, std::byte* scale_out, std::string_view name) {
+  return encode_impl(w, nullptr, packed_out, scale_out, name);
+}
+
+Status encode_rows_maxima(const nvfp4::WeightView& w, const float* group_max, std::uint64_t r0, std::uint64_t r1,
+                          std::byte* packed_out, std::byte* scale_out, std::string_view name) {
+  if (r1 < r0 || r1 > w.rows)
+    return scheme_ref::tensor_error(name, fmt::format("row range [{}, {}) is outside the tensor's {} rows", r0, r1, w.rows));
+  if (r0 == r1) return {};
+  const nvfp4::WeightView rows{w.data + r0 * w.cols * scheme_ref::elem_size(w.dtype), w.dtype, r1 - r0, w.cols};
+  return encode_impl(rows, group_max, packed_out, scale_out, name);
 }
 
 }  // namespace fp4forge::mxfp4

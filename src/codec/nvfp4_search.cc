@@ -16,6 +16,7 @@
 
 #include "codec/nvfp4_internal.h"
 #include "codec/nvfp4_search_internal.h"
+#include "codec/scheme_ref_internal.h"
 #include "fp4forge/codec/half.h"
 
 namespace fp4forge::nvfp4 {
@@ -24,17 +25,11 @@ namespace {
 using detail::round_d;
 using detail::tensor_error;
 
-// torch.finfo(D).eps: the scale calculate_qparams puts where a scale is 0 (scale_dtype None in the search).
-float eps_d(DType dt) noexcept {
-  switch (dt) {
-    case DType::BF16: return 0x1p-7f;
-    case DType::F16: return 0x1p-10f;
-    default: return 0x1p-23f;
-  }
-}
+using scheme_ref::eps_d;
 
-// torch.finfo(D).max: best_error's initial value (torch.full_like(min_val, finfo.max)).
-float max_d(DType dt) noexcept {
+}  // namespace
+
+float detail::max_d(DType dt) noexcept {
   switch (dt) {
     case DType::BF16: return half::bf16_to_float(0x7F7F);
     case DType::F16: return 65504.0f;
@@ -42,14 +37,16 @@ float max_d(DType dt) noexcept {
   }
 }
 
-// `.pow(norm)` on a D tensor: the CPU kernel takes the exponent as a D scalar (exp_scalar.to<scalar_t>()),
-// computes in float and rounds to D.
-float norm_d(double norm, DType dt) noexcept { return round_d(static_cast<float>(norm), dt); }
+float detail::norm_d(double norm, DType dt) noexcept { return round_d(static_cast<float>(norm), dt); }
+
+namespace {
+
+using detail::max_d;
+using detail::norm_d;
 
 // cast_to_fp4 after the clamp to [-6, 6]: sign(y) * the E2M1 magnitude nearest |y| (the same thresholds
 // as Appendix A fp4_code).
 float fp4_value(float y) noexcept { return fp4_to_float(detail::ref_fp4_code(y)); }
-
 
 // flD(|d|^norm_D) for every 15-bit magnitude of a 16-bit D, computed with the reference's std::pow.
 struct PowTable {
@@ -75,6 +72,15 @@ const PowTable* pow_table(DType dt, float nd) {
   if (dt == DType::F16 && nd == norm_d(2.4, DType::F16)) return &f16;
   return nullptr;
 }
+
+}  // namespace
+
+const float* detail::pow_table_values(DType dt, float nd) {
+  const PowTable* t = pow_table(dt, nd);
+  return t != nullptr ? t->v.data() : nullptr;
+}
+
+namespace {
 
 // The reference: one group of 16 values (exact in D, as float), `steps` steps; returns the group's searched
 // max. With `pt` (the table path) each power is looked up in the table built with the same std::pow.
@@ -169,19 +175,6 @@ std::vector<std::string> search_paths() {
   std::vector<std::string> out{"scalar", "table"};
   for (const auto& p : detail::search_simd_paths()) out.push_back(p.name);
   return out;
-}
-
-int steps_run(const SearchSpec& spec, const StepMask& improved) noexcept {
-  const int total = std::min(spec.total_steps(), kMaxSearchSteps);
-  int no_improve = 0;
-  for (int i = 0; i < total; ++i) {
-    if (improved.test(static_cast<std::size_t>(i))) {
-      no_improve = 0;
-    } else if (++no_improve >= spec.patience) {
-      return i + 1;
-    }
-  }
-  return total;
 }
 
 Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0, std::uint64_t r1,

@@ -22,6 +22,15 @@ struct SearchArgs {
   const std::int32_t* thresholds = nullptr;
 };
 
+/** torch.finfo(D).max: best_error's initial value (torch.full_like(min_val, finfo.max)). */
+float max_d(DType dt) noexcept;
+/** `.pow(norm)` on a D tensor: the CPU kernel takes the exponent as a D scalar (exp_scalar.to<scalar_t>()),
+ * computes in float and rounds to D. */
+float norm_d(double norm, DType dt) noexcept;
+/** flD(|d|^nd) for every 15-bit magnitude of a 16-bit D (0x8000 entries, computed once with std::pow), or
+ * nullptr for F32 or an exponent other than the observers' 2.4 in D. Every searched observer reads it. */
+const float* pow_table_values(DType dt, float nd);
+
 /**
  * The seven E2M1 decision thresholds of the search for BF16 (M = 7) or F16 (M = 10) sources, per scale
  * mantissa: entry 2^M * k + m (k = 0..6, m < 2^M) is the float bits of the largest magnitude x of D whose

@@ -58,12 +58,26 @@ Status check_observer(QuantScheme s, Observer o) {
   std::string names;
   for (Observer x : kObservers)
     if (observer_supported(s, x)) names += (names.empty() ? "" : ", ") + std::string(observer_option(x));
-  return make_error(Errc::USAGE, "observer '{}' is not available for scheme {}; {} takes: {} (the searched "
-                    "observers are implemented for nvfp4a16)", observer_option(o), quant_scheme_name(s),
+  return make_error(Errc::USAGE, "observer '{}' is not available for scheme {}; {} takes: {} (docs/schemes.md "
+                    "#observers lists which scheme takes which)", observer_option(o), quant_scheme_name(s),
                     quant_scheme_name(s), names);
 }
 
 int SearchSpec::total_steps() const noexcept { return static_cast<int>(maxshrink * grid); }
+
+int steps_run(const SearchSpec& spec, const StepMask& improved) noexcept {
+  const int total = std::min(spec.total_steps(), kMaxSearchSteps);
+  int no_improve = 0;
+  for (int i = 0; i < total; ++i) {
+    if (improved.test(static_cast<std::size_t>(i))) {
+      no_improve = 0;
+    } else if (++no_improve >= spec.patience) {
+      return i + 1;
+    }
+  }
+  return total;
+}
+
 
 std::optional<SearchSpec> search_spec(Observer o) noexcept {
   switch (o) {

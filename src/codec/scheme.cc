@@ -12,6 +12,7 @@
 #include "fp4forge/codec/mxfp4.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/nvfp4_search.h"
+#include "fp4forge/codec/scheme_search.h"
 #include "fp4forge/codec/w4a16.h"
 #include "fp4forge/util/strings.h"
 
@@ -50,8 +51,9 @@ Status nvfp4_rows(const nvfp4::WeightView& w, const RowsParams& p, std::uint64_t
   if (p.group_max != nullptr) return nvfp4::encode_rows_maxima(w, p.global_scale, p.group_max, r0, r1, payload, scale, name);
   return nvfp4::encode_rows(w, p.global_scale, r0, r1, payload, scale, name);
 }
-Status mxfp4_rows(const nvfp4::WeightView& w, const RowsParams&, std::uint64_t r0, std::uint64_t r1, std::byte* payload,
+Status mxfp4_rows(const nvfp4::WeightView& w, const RowsParams& p, std::uint64_t r0, std::uint64_t r1, std::byte* payload,
                   std::byte* scale, std::string_view name) {
+  if (p.group_max != nullptr) return mxfp4::encode_rows_maxima(w, p.group_max, r0, r1, payload, scale, name);
   return mxfp4::encode_rows(w, r0, r1, payload, scale, name);
 }
 Status fp8_channel_rows(const nvfp4::WeightView& w, const RowsParams&, std::uint64_t r0, std::uint64_t r1,
@@ -62,9 +64,15 @@ Status fp8_block_rows(const nvfp4::WeightView& w, const RowsParams&, std::uint64
                       std::byte* payload, std::byte* scale, std::string_view name) {
   return fp8::encode_block_rows(w, r0, r1, payload, scale, name);
 }
-Status w4a16_rows(const nvfp4::WeightView& w, const RowsParams&, std::uint64_t r0, std::uint64_t r1, std::byte* payload,
+Status w4a16_rows(const nvfp4::WeightView& w, const RowsParams& p, std::uint64_t r0, std::uint64_t r1, std::byte* payload,
                   std::byte* scale, std::string_view name) {
+  if (p.group_max != nullptr) return w4a16::encode_rows_maxima(w, p.group_max, r0, r1, payload, scale, name);
   return w4a16::encode_rows(w, r0, r1, payload, scale, name);
+}
+
+Status nvfp4_search(const nvfp4::WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0, std::uint64_t r1,
+                    float* group_max_out, StepMask* improved, std::string_view name) {
+  return nvfp4::search_rows(w, spec, steps, r0, r1, group_max_out, improved, name);
 }
 
 // encode_linear per scheme: `path` empty = the best (dispatched) path, "scalar" = the reference, or a target.
@@ -170,21 +178,26 @@ const SchemeTraits kTable[] = {
                                             bit(Observer::MEMORYLESS_MSE)),
      .default_observer = Observer::NVFP4_EXPANDED_MSE,
      .tensors = nvfp4_tensors, .encode_rows = nvfp4_rows, .paths = nvfp4::available_paths,
-     .encode_linear = nvfp4_linear, .decode_rows = nvfp4_decode},
+     .encode_linear = nvfp4_linear, .decode_rows = nvfp4_decode, .search_cols = nvfp4::kGroupSize,
+     .search_rows = nvfp4_search},
     {.scheme = QuantScheme::MXFP4A16, .name = "mxfp4a16", .preset = "MXFP4A16", .format = "mxfp4-pack-quantized",
      .word = "MXFP4A16", .bits = 4, .k_multiple = mxfp4::kGroupSize, .shape_k = 32, .shape_n = 1,
      .shape_why = "MXFP4 groups are 32 columns", .row_block = 1, .block_scales = false, .global_scale = false,
      .value_check = ValueCheck::E8M0_SCALES,
-     .weights = ct(4, "float", "group", 32, false, "torch.uint8", false), .input = kNoArgs, .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
+     .weights = ct(4, "float", "group", 32, false, "torch.uint8", false), .input = kNoArgs,
+     .observers = static_cast<std::uint8_t>(bit(Observer::MINMAX) | bit(Observer::MEMORYLESS_MSE)),
+     .default_observer = Observer::MINMAX,
      .tensors = mxfp4_tensors, .encode_rows = mxfp4_rows, .paths = mxfp4::available_paths,
-     .encode_linear = rows_linear<mxfp4::encode_rows, mxfp4::encode_rows_with>, .decode_rows = mxfp4_decode},
+     .encode_linear = rows_linear<mxfp4::encode_rows, mxfp4::encode_rows_with>, .decode_rows = mxfp4_decode,
+     .search_cols = mxfp4::kGroupSize, .search_rows = mxfp4_search_rows},
     {.scheme = QuantScheme::FP8_DYNAMIC, .name = "fp8-dynamic", .preset = "FP8_DYNAMIC", .format = "float-quantized",
      .word = "FP8_DYNAMIC", .bits = 8, .k_multiple = 1, .shape_k = 1, .shape_n = 1, .shape_why = "any shape", .row_block = 1,
      .block_scales = false, .global_scale = false, .value_check = ValueCheck::FP8_PAYLOAD,
      .weights = ct(8, "float", "channel", 0, false, "", false), .input = ct(8, "float", "token", 0, false, "", true),
      .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
      .tensors = fp8_channel_tensors, .encode_rows = fp8_channel_rows, .paths = fp8::available_paths,
-     .encode_linear = rows_linear<fp8::encode_channel_rows, fp8::encode_channel_rows_with>, .decode_rows = fp8_channel_decode},
+     .encode_linear = rows_linear<fp8::encode_channel_rows, fp8::encode_channel_rows_with>, .decode_rows = fp8_channel_decode,
+     .search_cols = 0, .search_rows = nullptr},
     {.scheme = QuantScheme::FP8_BLOCK, .name = "fp8-block", .preset = "FP8_BLOCK", .format = "float-quantized",
      .word = "FP8_BLOCK", .bits = 8, .k_multiple = 1, .shape_k = 128, .shape_n = 128,
      .shape_why = "vLLM serves block FP8 in whole 128 x 128 blocks", .row_block = fp8::kBlock, .block_scales = true, .global_scale = false,
@@ -192,13 +205,17 @@ const SchemeTraits kTable[] = {
      .weights = ct(8, "float", "block", 0, true, "", false), .input = ct(8, "float", "group", 128, false, "", true),
      .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
      .tensors = fp8_block_tensors, .encode_rows = fp8_block_rows, .paths = fp8::available_paths,
-     .encode_linear = rows_linear<fp8::encode_block_rows, fp8::encode_block_rows_with>, .decode_rows = fp8_block_decode},
+     .encode_linear = rows_linear<fp8::encode_block_rows, fp8::encode_block_rows_with>, .decode_rows = fp8_block_decode,
+     .search_cols = 0, .search_rows = nullptr},
     {.scheme = QuantScheme::W4A16, .name = "w4a16", .preset = "W4A16", .format = "pack-quantized", .word = "W4A16",
      .bits = 4, .k_multiple = w4a16::kGroupSize, .shape_k = 128, .shape_n = 1, .shape_why = "W4A16 groups are 128 columns",
      .row_block = 1, .block_scales = false, .global_scale = false, .value_check = ValueCheck::FLOAT_SCALES,
-     .weights = ct(4, "int", "group", 128, false, "", false), .input = kNoArgs, .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
+     .weights = ct(4, "int", "group", 128, false, "", false), .input = kNoArgs,
+     .observers = static_cast<std::uint8_t>(bit(Observer::MINMAX) | bit(Observer::MEMORYLESS_MSE)),
+     .default_observer = Observer::MINMAX,
      .tensors = w4a16_tensors, .encode_rows = w4a16_rows, .paths = w4a16::available_paths,
-     .encode_linear = w4a16_linear, .decode_rows = w4a16_decode},
+     .encode_linear = w4a16_linear, .decode_rows = w4a16_decode,
+     .search_cols = w4a16::kGroupSize, .search_rows = w4a16_search_rows},
 };
 
 }  // namespace

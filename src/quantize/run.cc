@@ -18,6 +18,7 @@
 
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/nvfp4_search.h"
+#include "fp4forge/codec/scheme_search.h"
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/codec/w4a16.h"
 #include "fp4forge/quantize/manifest.h"
@@ -180,6 +181,10 @@ class Runner {
   }
   /** The search of the plan's observer, or nullopt for min-max. */
   std::optional<SearchSpec> search() const { return search_spec(plan_.observer); }
+  /** Columns per searched group of the scheme (its scale group). */
+  std::uint64_t search_cols() const { return scheme_traits(plan_.quant_scheme).search_cols; }
+  /** Whole units pass through an amax / search pass before they are encoded: a global scale or a search. */
+  bool two_pass() const { return has_global_scale(plan_.quant_scheme) || search().has_value(); }
   /** Position of unit `ui` in its group's unit list. */
   std::size_t unit_pos(const ScaleGroup& grp, std::size_t ui) const {
     return static_cast<std::size_t>(std::find(grp.units.begin(), grp.units.end(), ui) - grp.units.begin());
@@ -497,7 +502,7 @@ void Runner::list_group(Work& w, std::size_t g) const {
     w.items.push_back({Item::SMALL_GROUP, g, 0, 0, 0, 0, 0, 0, 0, cost});
     return;
   }
-  if (!has_global_scale(plan_.quant_scheme)) {  // no amax pass: encode tasks over row ranges
+  if (!two_pass()) {  // no amax or search pass: encode tasks over row ranges
     for (auto u : grp.units) {
       const auto& un = plan_.units[u];
       const std::uint64_t rows_per = rows_per_task(un, w.chunk);
@@ -513,7 +518,7 @@ void Runner::list_group(Work& w, std::size_t g) const {
   if (search()) {
     for (auto u : grp.units) {
       const auto& un = plan_.units[u];
-      w.big[g]->maxima.push_back(std::make_shared<std::vector<float>>(un.rows * (un.cols / nvfp4::kGroupSize)));
+      w.big[g]->maxima.push_back(std::make_shared<std::vector<float>>(un.rows * (un.cols / search_cols())));
     }
     w.big[g]->improved.resize(grp.units.size());
   }
@@ -543,13 +548,14 @@ void Runner::submit(std::uint64_t cost, std::function<Status()> fn) {
 
 Status Runner::run_small_group(std::size_t g) {
   const ScaleGroup& grp = plan_.groups[g];
-  if (!has_global_scale(plan_.quant_scheme)) {
+  if (!two_pass()) {
     for (auto u : grp.units) {
       const QuantUnit& un = plan_.units[u];
       FP4FORGE_TRY(run_encode_rows({Item::ENCODE_ROWS, g, 0, 0, 0, 0, u, 0, un.rows, 0}));
     }
     return {};
   }
+  const bool gs_scheme = has_global_scale(plan_.quant_scheme);
   float amax = 0.0f;
   const auto spec = search();
   std::vector<std::vector<float>> maxima;  // a searched observer: per unit, its groups' searched maxima
@@ -558,7 +564,7 @@ Status Runner::run_small_group(std::size_t g) {
     const QuantUnit& un = plan_.units[u];
     FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(un, 0, un.rows, buf));
     if (spec) {
-      FP4FORGE_ASSIGN_OR_RETURN(auto m, nvfp4::searched_maxima(v, *spec, unit_name(un)));
+      FP4FORGE_ASSIGN_OR_RETURN(auto m, searched_group_maxima(plan_.quant_scheme, v, *spec, unit_name(un)));
       for (float x : m) amax = std::max(amax, x);
       maxima.push_back(std::move(m));
       continue;
@@ -566,16 +572,17 @@ Status Runner::run_small_group(std::size_t g) {
     FP4FORGE_ASSIGN_OR_RETURN(float a, nvfp4::amax(v, unit_name(un)));
     amax = std::max(amax, a);
   }
-  const float gs = nvfp4::global_scale(amax, plan_.units[grp.units.front()].dtype);
+  const float gs = gs_scheme ? nvfp4::global_scale(amax, plan_.units[grp.units.front()].dtype) : 0.0f;
   std::uint64_t bytes = 0;
   for (std::size_t k = 0; k < grp.units.size(); ++k) {
     const std::size_t u = grp.units[k];
     const QuantUnit& un = plan_.units[u];
     if (!slots_[un.shard]->resumed) {
-      FP4FORGE_TRY(write_gs(u, gs));
+      if (gs_scheme) FP4FORGE_TRY(write_gs(u, gs));
+      if (writes_shape()) FP4FORGE_TRY(write_shape(u));
       FP4FORGE_TRY(write_unit_rows(u, gs, 0, un.rows, spec ? maxima[k].data() : nullptr));
       bytes += un.rows * stored_row_bytes(un);
-      progress_->add(0, 3);
+      progress_->add(0, unit_tensors());
     }
     release_rows(un, 0, un.rows);
   }
@@ -590,10 +597,11 @@ Status Runner::run_big_amax(const Item& it, BigGroup& bg) {
   float a = 0.0f;
   if (const auto spec = search()) {  // the search of these rows; their maxima stay for the encode pass
     const std::size_t k = unit_pos(plan_.groups[it.a], it.unit);
-    float* out = bg.maxima[k]->data() + it.r0 * (q.cols / nvfp4::kGroupSize);
-    nvfp4::StepMask improved;
-    FP4FORGE_TRY(nvfp4::search_rows(v, *spec, spec->total_steps(), 0, it.r1 - it.r0, out, &improved, unit_name(q)));
-    for (std::uint64_t i = 0; i < (it.r1 - it.r0) * (q.cols / nvfp4::kGroupSize); ++i) a = std::max(a, out[i]);
+    float* out = bg.maxima[k]->data() + it.r0 * (q.cols / search_cols());
+    StepMask improved;
+    FP4FORGE_TRY(scheme_traits(plan_.quant_scheme)
+                     .search_rows(v, *spec, spec->total_steps(), 0, it.r1 - it.r0, out, &improved, unit_name(q)));
+    for (std::uint64_t i = 0; i < (it.r1 - it.r0) * (q.cols / search_cols()); ++i) a = std::max(a, out[i]);
     std::lock_guard lk(bg.mu);
     bg.improved[k] |= improved;
   } else {
@@ -654,30 +662,40 @@ void Runner::encode_ready_group(std::size_t g, const Work& w) {
       std::vector<std::byte> buf;
       auto v = rows_view(un, 0, un.rows, buf);
       if (!v) return fail(std::move(v).error());
-      if (Status st = nvfp4::search_rows(*v, *spec, run, 0, un.rows, bg.maxima[k]->data(), nullptr, unit_name(un)); !st)
+      if (Status st = scheme_traits(plan_.quant_scheme)
+                          .search_rows(*v, *spec, run, 0, un.rows, bg.maxima[k]->data(), nullptr, unit_name(un));
+          !st)
         return fail(std::move(st).error());
     }
     bg.amax = 0.0f;
     for (const auto& m : bg.maxima)
       for (float x : *m) bg.amax = std::max(bg.amax, x);
   }
-  const float gs = nvfp4::global_scale(bg.amax, plan_.units[grp.units.front()].dtype);
+  const bool gs_scheme = has_global_scale(plan_.quant_scheme);
+  const float gs = gs_scheme ? nvfp4::global_scale(bg.amax, plan_.units[grp.units.front()].dtype) : 0.0f;
+  const std::uint64_t cols_per_max = search_cols();
   for (std::size_t k = 0; k < grp.units.size(); ++k) {
     const std::size_t u = grp.units[k];
     const QuantUnit& un = plan_.units[u];
     // The encode tasks share the unit's maxima; the last one to finish frees them.
     std::shared_ptr<std::vector<float>> maxima = bg.maxima.empty() ? nullptr : std::move(bg.maxima[k]);
     if (slots_[un.shard]->resumed) continue;
-    if (Status st = write_gs(u, gs); !st) return fail(std::move(st).error());
-    progress_->add(0, 1);
+    if (gs_scheme) {
+      if (Status st = write_gs(u, gs); !st) return fail(std::move(st).error());
+    }
+    if (writes_shape()) {
+      if (Status st = write_shape(u); !st) return fail(std::move(st).error());
+    }
+    const std::uint64_t extra = unit_tensors() - 2;  // the tensors besides payload and scale
+    progress_->add(0, extra);
     const std::uint64_t per_row = row_bytes(un) + out_row_bytes(un);
     const std::uint64_t rows_per = rows_per_task(un, w.chunk);
     for (std::uint64_t r = 0; r < un.rows && !stopped(); r += rows_per) {
       const std::uint64_t r1 = std::min(un.rows, r + rows_per);
       const bool last = r1 == un.rows;
-      submit((r1 - r) * per_row, [this, u, gs, r, r1, last, maxima]() -> Status {
+      submit((r1 - r) * per_row, [this, u, gs, r, r1, last, maxima, cols_per_max]() -> Status {
         const QuantUnit& q = plan_.units[u];
-        const float* m = maxima ? maxima->data() + r * (q.cols / nvfp4::kGroupSize) : nullptr;
+        const float* m = maxima ? maxima->data() + r * (q.cols / cols_per_max) : nullptr;
         FP4FORGE_TRY(write_unit_rows(u, gs, r, r1, m));
         release_rows(q, r, r1);
         progress_->add((r1 - r) * stored_row_bytes(q), last ? 2 : 0);

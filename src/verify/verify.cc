@@ -18,6 +18,7 @@
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/nvfp4_search.h"
+#include "fp4forge/codec/scheme_search.h"
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
@@ -1363,9 +1364,21 @@ struct MemberDiff {
  * A byte difference is a warning (a GPU run or another quantizer differs too, docs/schemes.md); an error
  * far above the reference's is error-outlier. nullopt when the source cannot be encoded.
  */
+// The encoding of rows v with each group's scale from `maxima` (a searched observer's, v.rows * K/G values), in
+// encode_linear's tensors (weight_shape left zero: verify compares it structurally).
+Result<std::vector<EncodedTensor>> encode_with_maxima(QuantScheme qs, const nvfp4::WeightView& v, const float* maxima,
+                                                      std::string_view name) {
+  std::vector<EncodedTensor> out;
+  for (const LinearTensorSpec& t : linear_tensors(qs, v.rows, v.cols, v.dtype))
+    out.push_back({std::string(t.suffix), t.dtype, t.shape, std::vector<std::byte>(static_cast<std::size_t>(t.bytes()))});
+  FP4FORGE_TRY(scheme_traits(qs).encode_rows(v, RowsParams{1.0f, maxima}, 0, v.rows, out[0].bytes.data(),
+                                             out[1].bytes.data(), name));
+  return out;
+}
+
 std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& L, const Module& m,
                                              const SourceView& src, const VerifyOptions& opts, Sink& sink,
-                                             VerifyStats& st, ThreadPool& pool) {
+                                             VerifyStats& st, ThreadPool& pool, const float* maxima) {
   const std::uint64_t n = m.n, k = m.k;
   const DType dt = src.dtype;
   const std::size_t es = elem_size(dt);
@@ -1391,7 +1404,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   struct ChunkResult {
     bool ok = true;
     std::vector<MemberDiff> diffs;
-    double err2 = 0, ref2 = 0, src2 = 0;
+    double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
   };
   const std::size_t nchunks = static_cast<std::size_t>((n + chunk - 1) / chunk);
   std::vector<ChunkResult> results(nchunks);
@@ -1400,7 +1413,9 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
     cr.diffs.resize(specs.size());
     const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk), rows = r1 - r0;
     const nvfp4::WeightView v{src.data + r0 * k * es, dt, rows, k};
-    auto enc = encode_linear(L.qs, v, m.name);
+    // The config's observer: its searched maxima (these rows' groups), else min-max.
+    const std::uint64_t gpr = maxima != nullptr ? k / scheme_traits(L.qs).search_cols : 0;
+    auto enc = maxima != nullptr ? encode_with_maxima(L.qs, v, maxima + r0 * gpr, m.name) : encode_linear(L.qs, v, m.name);
     if (!enc.ok()) {  // refused sources (NaN/Inf) were reported by the amax pass
       cr.ok = false;
       return;
@@ -1427,21 +1442,34 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
       }
     }
     // Errors against the source: the stored tensors and the re-encoding, dequantized alike.
-    thread_local std::vector<float> deq, ref;
+    thread_local std::vector<float> deq, ref, mm;
     deq.resize(rows * k);
     ref.resize(rows * k);
     decode_linear_rows(L.qs, have, n, k, r0, r1, deq.data());
     const LinearData mine{(*enc)[0].bytes.data(), (*enc)[1].bytes.data(), (*enc)[1].dtype, 1.0f};
     decode_linear_rows(L.qs, mine, rows, k, 0, rows, ref.data());
+    // A searched observer: what min-max would have written, for the quality report.
+    std::optional<std::vector<EncodedTensor>> minmax;
+    if (maxima != nullptr) {
+      auto e = encode_linear(L.qs, v, m.name);
+      if (e.ok()) {
+        minmax = std::move(e).value();
+        mm.resize(rows * k);
+        const LinearData mmd{(*minmax)[0].bytes.data(), (*minmax)[1].bytes.data(), (*minmax)[1].dtype, 1.0f};
+        decode_linear_rows(L.qs, mmd, rows, k, 0, rows, mm.data());
+      }
+    }
     for (std::uint64_t i = 0; i < rows * k; ++i) {
       const double w = load_elem(src.data, dt, r0 * k + i);
       const double dq = deq[i], rf = ref[i];
       cr.err2 += (dq - w) * (dq - w);
       cr.ref2 += (rf - w) * (rf - w);
       cr.src2 += w * w;
+      const double mv = minmax ? mm[i] : rf;
+      cr.mm2 += (mv - w) * (mv - w);
     }
   });
-  double err2 = 0, ref2 = 0, src2 = 0;
+  double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
   for (const ChunkResult& cr : results) {
     if (!cr.ok) return std::nullopt;
     for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -1452,6 +1480,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
     err2 += cr.err2;
     ref2 += cr.ref2;
     src2 += cr.src2;
+    mm2 += cr.mm2;
   }
   auto rel = [&](double e2) {
     if (src2 > 0) return std::sqrt(e2 / src2);
@@ -1464,7 +1493,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   te.cols = k;
   te.rel_rms = rel(err2);
   te.ref_rel_rms = rel(ref2);
-  te.minmax_rel_rms = te.ref_rel_rms;  // these schemes are written with min-max only
+  te.minmax_rel_rms = rel(mm2);  // min-max's encoding (the reference itself without a searched observer)
   if (std::isnan(te.rel_rms)) te.rel_rms = std::numeric_limits<double>::infinity();  // NaN codes or scales
   te.global_scale = std::numeric_limits<float>::quiet_NaN();
   te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
@@ -1660,8 +1689,8 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       mem.amax = *a;
       mem.observed_amax = *a;
       set_amax = std::max(set_amax, *a);
-      if (search && scheme_traits(s.layout.qs).global_scale) {  // the observer's search, as quantize ran it
-        auto m = nvfp4::searched_maxima(v, *search, mem.src.label, pool);
+      if (search) {  // the observer's search, as quantize ran it
+        auto m = searched_group_maxima(s.layout.qs, v, *search, mem.src.label, &pool);
         if (!m.ok()) {
           src_ok = false;
           break;
@@ -1680,7 +1709,9 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         const Module& m = *mem.mod;
         if (!scheme_traits(s.layout.qs).global_scale) {
           // Every other scheme: the whole module re-encoded and compared byte for byte.
-          if (auto te = compare_reencoded(q, s.layout, m, mem.src, opts, sink, st, pool)) record(std::move(*te));
+          if (auto te = compare_reencoded(q, s.layout, m, mem.src, opts, sink, st, pool,
+                                          search ? mem.maxima.data() : nullptr))
+            record(std::move(*te));
           continue;
         }
         const std::uint64_t n = m.n, k = m.k;

@@ -33,12 +33,16 @@ struct FixtureCase {
   const char* fixture;
   const char* option;       // --observer value
   const char* config_name;  // what llm-compressor writes
+  const char* scheme = "";  // --scheme ("": the default, nvfp4a16)
 };
 
 const FixtureCase kCases[] = {
     {"llama", "mse", "nvfp4_expanded_mse"},           {"llama", "memoryless-mse", "memoryless_mse"},
     {"qwen3", "mse", "nvfp4_expanded_mse"},           {"qwen3", "memoryless-mse", "memoryless_mse"},
     {"phi3", "nvfp4_expanded_mse", "nvfp4_expanded_mse"}, {"phi3", "memoryless_mse", "memoryless_mse"},
+    // memoryless_mse on the group schemes (W4A16 needs K % 128 = 0: llama is the fixture with hidden 128).
+    {"llama", "memoryless-mse", "memoryless_mse", "w4a16"}, {"llama", "memoryless-mse", "memoryless_mse", "mxfp4a16"},
+    {"qwen3", "memoryless-mse", "memoryless_mse", "mxfp4a16"}, {"phi3", "memoryless_mse", "memoryless_mse", "mxfp4a16"},
 };
 
 class ObserverFixture : public ::testing::TestWithParam<FixtureCase> {};
@@ -48,12 +52,14 @@ TEST_P(ObserverFixture, EveryTensorIsUpstreamsBytesAndTheConfigNamesTheObserver)
   TempDir tmp;
   const auto dst = tmp.path / "q";
   std::string out, err;
-  ASSERT_EQ(run_cli("quantize " + q(kData + "/" + c.fixture) + " " + q(dst) + " --observer " + c.option + " -j 2 --json",
-                    &out, &err), 0) << err;
+  const std::string scheme = *c.scheme ? std::string(" --scheme ") + c.scheme : "";
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/" + c.fixture) + " " + q(dst) + scheme + " --observer " + c.option +
+                        " -j 2 --json", &out, &err), 0) << err;
   // The summary names the observer by its option name, whichever spelling was given.
   EXPECT_EQ(nlohmann::json::parse(out)["observer"], std::string(c.config_name) == "memoryless_mse" ? "memoryless-mse" : "mse");
   const auto want = nlohmann::json::parse(
-      slurp(kData + "/golden/observers/fixtures/" + std::string(c.fixture) + "." + c.config_name + ".json"));
+      slurp(kData + "/golden/observers/fixtures/" + std::string(c.fixture) + "." + (*c.scheme ? std::string(c.scheme) + "." : "") +
+            c.config_name + ".json"));
   auto ck = Checkpoint::open(dst);
   ASSERT_TRUE(ck.ok()) << ck.error().message;
   std::size_t ours = 0;
@@ -80,7 +86,8 @@ TEST_P(ObserverFixture, EveryTensorIsUpstreamsBytesAndTheConfigNamesTheObserver)
 }
 
 INSTANTIATE_TEST_SUITE_P(Upstream, ObserverFixture, ::testing::ValuesIn(kCases), [](const auto& p) {
-  std::string n = std::string(p.param.fixture) + "_" + p.param.config_name;
+  std::string n = std::string(p.param.fixture) + "_" + (*p.param.scheme ? std::string(p.param.scheme) + "_" : "") +
+                  p.param.config_name;
   for (char& ch : n)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
   return n;
@@ -164,6 +171,37 @@ TEST(QuantizeObserver, BytesDoNotDependOnThreadsOrTheMemoryBudget) {
                           " -j 2 --max-memory 8K", &out, &err), 0) << err;
     EXPECT_EQ(file_contents(tmp.path / a), file_contents(tmp.path / b)) << obs;
   }
+  // The group schemes' search takes the same two passes when a unit is bigger than a task.
+  for (const char* scheme : {"w4a16", "mxfp4a16"}) {
+    const std::string a = std::string("a-") + scheme, b = std::string("b-") + scheme;
+    ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path / a) + " --scheme " + scheme +
+                          " --observer memoryless-mse -j 1", &out, &err), 0) << err;
+    ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path / b) + " --scheme " + scheme +
+                          " --observer memoryless-mse -j 2 --max-memory 8K", &out, &err), 0) << err;
+    EXPECT_EQ(file_contents(tmp.path / a), file_contents(tmp.path / b)) << scheme;
+  }
+}
+
+TEST(QuantizeObserver, GroupSchemesVerifyTheObserverTheConfigNames) {
+  TempDir tmp;
+  const std::string src = kData + "/llama";
+  std::string out, err;
+  for (const char* scheme : {"w4a16", "mxfp4a16"}) {
+    const auto mm = tmp.path / (std::string("mm-") + scheme), mse = tmp.path / (std::string("mse-") + scheme);
+    ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(mm) + " --scheme " + scheme + " -j 2", &out, &err), 0) << err;
+    ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(mse) + " --scheme " + scheme + " --observer memoryless-mse -j 2",
+                      &out, &err), 0) << err;
+    ASSERT_EQ(run_cli("verify " + q(mse) + " --against " + q(src) + " --strict --json", &out, &err), 0) << out;
+    const auto a = nlohmann::json::parse(out)["stats"]["against"];
+    EXPECT_LT(a["mean_rel_rms"].get<double>(), a["mean_minmax_rel_rms"].get<double>()) << scheme;
+    EXPECT_EQ(run_cli("doctor " + q(mse) + " --json", &out, &err), 0) << out;
+    // Min-max bytes under a config that names the search (and the other way round): the re-encode proof.
+    set_observer(mm, "memoryless_mse");
+    EXPECT_EQ(run_cli("verify " + q(mm) + " --against " + q(src) + " --strict --json", &out, &err), 1) << scheme;
+    EXPECT_NE(out.find("reencode-mismatch"), std::string::npos) << scheme;
+    set_observer(mse, "memoryless_minmax");
+    EXPECT_EQ(run_cli("verify " + q(mse) + " --against " + q(src) + " --strict --json", &out, &err), 1) << scheme;
+  }
 }
 
 TEST(QuantizeObserver, TheDefaultIsTheSearchForNvfp4AndMinMaxElsewhere) {
@@ -186,6 +224,9 @@ TEST(QuantizeObserver, RefusesAnObserverTheSchemeDoesNotTake) {
   std::string out, err;
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path / "o") + " --scheme fp8-block --observer mse", &out, &err), 2);
   EXPECT_NE(err.find("observer 'mse' is not available for scheme fp8-block"), std::string::npos) << err;
+  // The NVFP4-tuned search is NVFP4A16's only; the group schemes take memoryless-mse.
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path / "o") + " --scheme w4a16 --observer mse", &out, &err), 2);
+  EXPECT_NE(err.find("w4a16 takes: minmax, memoryless-mse"), std::string::npos) << err;
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path / "o") + " --observer best", &out, &err), 2);
   EXPECT_NE(err.find("unknown observer 'best'"), std::string::npos) << err;
   EXPECT_FALSE(std::filesystem::exists(tmp.path / "o"));

@@ -56,7 +56,7 @@ int quantize(const std::string& src, const sfs::path& dst, const std::string& sc
 std::set<std::string> warning_kinds(const nlohmann::json& j) {
   std::set<std::string> k;
   for (const auto& f : j["findings"])
-    if (f.value("severity", "") == "warning") k.insert(f.value("kind", ""));
+    if (testutil::str_field(f, "severity") == "warning") k.insert(testutil::str_field(f, "kind"));
   return k;
 }
 

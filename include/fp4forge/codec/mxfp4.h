@@ -55,6 +55,15 @@ constexpr std::uint64_t scale_bytes(std::uint64_t rows, std::uint64_t cols) { re
 Status encode(const nvfp4::WeightView& w, std::byte* packed_out, std::byte* scale_out, std::string_view name);
 
 /**
+ * The reference encoder on rows [r0, r1) with each group's scale computed from `group_max` (a searched
+ * observer's maxima, (r1 - r0) * K/G values for these rows, G the group) instead of its max |w|: what
+ * calculate_qparams gives for the searched min/max. Outputs are the rows' own bytes (as encode_rows). With
+ * every group_max equal to the group's max |w| this is encode's output byte for byte.
+ */
+Status encode_rows_maxima(const nvfp4::WeightView& w, const float* group_max, std::uint64_t r0, std::uint64_t r1,
+                          std::byte* packed_out, std::byte* scale_out, std::string_view name);
+
+/**
  * Step 2 for one group: writes the stored `weight_scale` byte to *code and the scale the values are
  * divided by (s above, a power of two) to *scale, for a group whose exact max |w| in `dtype` is
  * `group_amax`. Returns false (outputs untouched) when p2 overflows to infinity (refused above).

@@ -29,10 +29,9 @@
 
 namespace fp4forge::nvfp4 {
 
-/** The most search steps supported (total_steps of every observer is below it). */
-inline constexpr int kMaxSearchSteps = 256;
-/** Which steps improved some group of a tensor (the "torch.any(improved)" of each step). */
-using StepMask = std::bitset<kMaxSearchSteps>;
+using fp4forge::kMaxSearchSteps;  // codec/observer.h: the search's scheme-independent pieces
+using fp4forge::StepMask;
+using fp4forge::steps_run;
 
 /** The search paths: "table" (default) and "scalar" (the reference). */
 std::vector<std::string> search_paths();
@@ -47,9 +46,6 @@ std::vector<std::string> search_paths();
 Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0, std::uint64_t r1,
                    float* group_max_out, StepMask* improved, std::string_view name, std::string_view path = {});
 
-/** The steps upstream evaluates for a tensor whose steps with an improvement are `improved`: the break of
- * `_grid_search_eager` after `patience` steps without one, else spec.total_steps(). */
-int steps_run(const SearchSpec& spec, const StepMask& improved) noexcept;
 
 /**
  * The searched maxima of a whole tensor (rows*cols/16 values): search_rows over all rows, then again up

@@ -11,9 +11,10 @@
  * - MEMORYLESS_MSE (`memoryless_mse`, CLI `memoryless-mse`): the same search with the base defaults
  *   (expand 1.0, maxshrink 0.20, grid 100, patience 5, norm 2.4); patience then stops the search of a
  *   whole tensor early when no group of it improved for 5 steps.
- * The searched observers are implemented for NVFP4A16 (nvfp4_search.h); `observer_supported` says
- * which scheme takes which observer.
+ * NVFP4A16 takes both searches (nvfp4_search.h); MXFP4A16 and W4A16 take `memoryless_mse`
+ * (scheme_search.h); the FP8 schemes min-max only. `observer_supported` reads the scheme table.
  */
+#include <bitset>
 #include <optional>
 #include <string_view>
 
@@ -62,6 +63,15 @@ struct SearchSpec {
    * coupled through "no group improved". */
   bool can_stop_early() const noexcept { return patience < total_steps(); }
 };
+
+/** The most search steps supported (total_steps of every observer is below it). */
+inline constexpr int kMaxSearchSteps = 256;
+/** Which steps improved some group of a tensor (the "torch.any(improved)" of each step). */
+using StepMask = std::bitset<kMaxSearchSteps>;
+
+/** The steps upstream evaluates for a tensor whose steps with an improvement are `improved`: the break of
+ * `_grid_search_eager` after `patience` steps without one, else spec.total_steps(). */
+int steps_run(const SearchSpec& spec, const StepMask& improved) noexcept;
 
 /** The search of a searched observer; nullopt for MINMAX. */
 std::optional<SearchSpec> search_spec(Observer o) noexcept;

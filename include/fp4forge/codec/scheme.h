@@ -152,6 +152,12 @@ struct SchemeTraits {
   Status (*encode_linear)(const nvfp4::WeightView& w, std::string_view name, std::string_view path,
                           std::vector<EncodedTensor>& out);
   void (*decode_rows)(const LinearData& d, std::uint64_t k, std::uint64_t r0, std::uint64_t r1, float* out);
+  /** Columns per searched group (the scale group: 16, 32, 128); 0 for a scheme that takes min-max only. */
+  std::uint64_t search_cols;
+  /** A searched observer's search of rows [r0, r1) (codec/scheme_search.h), `steps` steps; nullptr when
+   * search_cols is 0. */
+  Status (*search_rows)(const nvfp4::WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0,
+                        std::uint64_t r1, float* group_max_out, StepMask* improved, std::string_view name);
 };
 
 /** The scheme table: one row per QuantScheme, in kQuantSchemes order. */

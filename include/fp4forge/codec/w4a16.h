@@ -63,6 +63,15 @@ inline constexpr std::uint64_t kShapeBytes = 16;
  */
 Status encode(const nvfp4::WeightView& w, std::byte* packed_out, std::byte* scale_out, std::string_view name);
 
+/**
+ * The reference encoder on rows [r0, r1) with each group's scale computed from `group_max` (a searched
+ * observer's maxima, (r1 - r0) * K/G values for these rows, G the group) instead of its max |w|: what
+ * calculate_qparams gives for the searched min/max. Outputs are the rows' own bytes (as encode_rows). With
+ * every group_max equal to the group's max |w| this is encode's output byte for byte.
+ */
+Status encode_rows_maxima(const nvfp4::WeightView& w, const float* group_max, std::uint64_t r0, std::uint64_t r1,
+                          std::byte* packed_out, std::byte* scale_out, std::string_view name);
+
 // ---- the fast path (Highway SIMD, runtime dispatch) and the path choice ------------------------
 
 /**
