@@ -20,6 +20,13 @@ stage "plan vLLM seats for it (bf16, and as NVFP4A16) on an example GPU with 41 
 stage "the same seat as vLLM 0.19 and as 0.28 would size it, on a known card (its driver reserve and the start-up check taken into account)" \
   "$BIN" plan --seat v019="$WORK/src:assume=nvfp4a16,vllm_version=0.19" --seat v028="$WORK/src:assume=nvfp4a16,vllm_version=0.28" \
   --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3:used=30GiB"
+EX=$(cd "$(dirname "$0")/.." && pwd)/examples/plan
+stage "today's seats under vLLM 0.33 rules: a Gemma-4 31B (sliding + global layers, k_eq_v) and a Qwen3.6-27B (GatedDeltaNet hybrid), NVFP4-sized weights, fp8 KV at 256K tokens, on one 96 GB RTX PRO 6000 (the model runner decides whether CUDA graphs come out of the budget)" \
+  "$BIN" plan --seat "gemma4-31b=$EX/gemma-4-31b:weights=19GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.52" \
+  --seat "qwen36-27b=$EX/qwen3.6-27b:weights=17GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.44" \
+  --gpu "0=97887MiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+stage "a busy card: 76 GiB held by others, utilization 0.20 asked; vLLM would refuse at start-up, and plan says so first with the utilization that passes (exit 1 expected)" \
+  bash -c '"$0" plan --seat "g26=$1/gemma-4-26b-a4b:weights=16GiB,gpu_memory_utilization=0.20,max_model_len=32k" --gpu "0=97887MiB:used=76GiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition"; test $? -eq 1' "$BIN" "$EX"
 stage "size the seat's weights under each scheme fp4forge knows (assume=SCHEME)" \
   "$BIN" plan --seat nvfp4="$WORK/src:assume=nvfp4a16" --seat mxfp4="$WORK/src:assume=mxfp4a16" \
   --seat fp8="$WORK/src:assume=fp8-dynamic" --seat fp8b="$WORK/src:assume=fp8-block" --seat int4="$WORK/src:assume=w4a16"
@@ -39,6 +46,8 @@ stage "the other data-free schemes, each byte-exact to compressed-tensors: MXFP4
   bash -c 'for s in mxfp4a16 fp8-dynamic fp8-block w4a16; do "$0" quantize "$1" "$2/q-$s" --scheme $s && "$0" inspect "$2/q-$s" | grep quantization || exit 1; done' "$BIN" "$WORK/src" "$WORK"
 stage "prove each of them: verify --against the source (every quantized Linear re-encoded and compared byte for byte; on this narrow example W4A16 and FP8_BLOCK keep most Linears, which verify warns about), doctor without errors" \
   bash -c 'for s in mxfp4a16 fp8-dynamic fp8-block w4a16; do v=$("$0" verify "$2/q-$s" --against "$1") || { echo "$v"; exit 1; }; echo "$s: ${v##*$'"'"'\n'"'"'}"; d=$("$0" doctor "$2/q-$s") || { echo "$d"; exit 1; }; done' "$BIN" "$WORK/src" "$WORK"
+stage "searched scales for the group schemes too: W4A16 and MXFP4A16 with llm-compressor's memoryless_mse (byte-exact to it), verified against the source with the gain over min-max" \
+  bash -c 'for s in w4a16 mxfp4a16; do "$0" quantize "$1" "$2/mse-$s" --scheme $s --observer memoryless-mse > /dev/null && "$0" verify "$2/mse-$s" --against "$1" | grep -E "observer memoryless_mse|result"; done' "$BIN" "$DATA/llama" "$WORK"
 stage "a wider Qwen3.5-MoE (widths multiples of 128): FP8_BLOCK quantizes experts and 8-bit GatedDeltaNet projections, verified byte for byte" \
   bash -c "\"$BIN\" quantize \"$DATA/qwen3_5-moe-mm-wide\" \"$WORK/wide-fp8b\" --scheme fp8-block && \"$BIN\" verify \"$WORK/wide-fp8b\" --against \"$DATA/qwen3_5-moe-mm-wide\" --strict"
 stage "the architecture registry: every family fp4forge knows, with what vLLM registers for it" \

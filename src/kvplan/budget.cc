@@ -48,11 +48,12 @@ std::int64_t default_max_num_seqs(std::uint64_t gpu_total_bytes, std::string_vie
 int cuda_graph_size_count(const VllmRules& r, const ProfileShape& p) {
   if (p.enforce_eager) return 0;
   const std::int64_t seqs = std::max<std::int64_t>(p.max_num_seqs, 1);
-  std::int64_t cap = r.cuda_graph_cap;
+  const std::int64_t default_cap = r.sm100_graph_cap_1024 && p.sm100 ? 1024 : r.cuda_graph_cap;
+  std::int64_t cap = default_cap;
   if (at_least(r, 0, 11, 1))
-    cap = std::min<std::int64_t>(seqs * (1 + std::max(0, p.spec_tokens)) * 2, r.cuda_graph_cap);
+    cap = std::min<std::int64_t>(seqs * (1 + std::max(0, p.spec_tokens)) * 2, default_cap);
   else if (at_least(r, 0, 10))
-    cap = std::min<std::int64_t>(seqs * 2, r.cuda_graph_cap);
+    cap = std::min<std::int64_t>(seqs * 2, default_cap);
   cap = std::min(cap, p.batched_tokens);
   int n = 0;
   for (std::int64_t s : {1, 2, 4})
@@ -80,7 +81,8 @@ OverheadTerms estimate_overhead(const ModelInfo& m, const ProfileShape& p, const
   o.cuda_graph_sizes = cuda_graph_size_count(r, p);
   if (o.cuda_graph_sizes > 0)
     o.cuda_graphs = (kGraphBase + u(m.num_layers) * kGraphPerLayer) * u(o.cuda_graph_sizes) / kGraphSizesMeasured;
-  o.cuda_graphs_in_budget = r.cuda_graphs_in_budget;
+  o.cuda_graphs_in_budget = graphs_in_budget(r, p.v2_runner);
+  o.v2_runner = p.v2_runner;
   o.cuda_context = kCudaContextBytes;
   o.nccl = p.tp > 1 ? kNcclBytes : 0;
   return o;

@@ -119,6 +119,8 @@ std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOption
     << (model_mount(a).host + ":" + model_mount(a).container + ":ro") << YAML::EndSeq;
   e << YAML::Key << "environment" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "HF_HUB_OFFLINE" << YAML::Value << YAML::DoubleQuoted << "1";
+  if (a.allow_long_max_model_len)  // vllm/envs.py: max_model_len above the model's limit is a warning, not an error
+    e << YAML::Key << "VLLM_ALLOW_LONG_MAX_MODEL_LEN" << YAML::Value << YAML::DoubleQuoted << "1";
   e << YAML::EndMap;
   e << YAML::Key << "command" << YAML::Value << YAML::BeginSeq;
   for (const auto& arg : vllm_args(plan, seat)) e << YAML::DoubleQuoted << arg;

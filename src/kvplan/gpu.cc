@@ -65,9 +65,17 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
   for (char c : g.id)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
       return gpu_error(text, "the ID may hold letters, digits, '-' and '_' only");
-  const auto parts = split(text.substr(eq + 1), ':');
+  // Keys after ':' (documented) or ',' (as --seat separates its keys).
+  std::vector<std::string_view> parts;
+  for (std::string_view p : split(text.substr(eq + 1), ':'))
+    for (std::string_view q : split(p, ',')) parts.push_back(q);
   auto total = parse_size(parts[0]);
   if (!total.ok()) return gpu_error(text, total.error().message);
+  // A bare number is bytes (exact totals stay possible), but below 1 GiB it is a missing unit, not a GPU.
+  if (!parts[0].empty() && std::isdigit(static_cast<unsigned char>(parts[0].back())) && *total < kGiB)
+    return gpu_error(text, fmt::format("TOTAL '{}' has no unit, so it is {} bytes; write the unit, e.g. {}GiB or "
+                                       "{}GB, or nvidia-smi's figure such as 97887MiB", parts[0], parts[0], parts[0],
+                                       parts[0]));
   g.total_bytes = *total;
   if (g.total_bytes == 0) return gpu_error(text, "TOTAL is 0");
   bool seen_used = false, seen_name = false;

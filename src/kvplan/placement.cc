@@ -52,6 +52,12 @@ Eval evaluate(const SeatModel& s, const GpuSpec* rank0) {
   shape.spec_tokens = s.arg.kv.spec_tokens;
   shape.multimodal = s.arg.mm && (s.info.has_vision_config || s.info.has_audio_config);
   shape.enforce_eager = s.arg.enforce_eager;
+  const bool state_layers = std::any_of(s.layout.layers.begin(), s.layout.layers.end(),
+                                        [](const LayerSpec& l) { return l.kind == LayerKind::STATE; });
+  shape.v2_runner = v2_model_runner(r, s.info.architecture,
+                                    s.info.text_model_type.empty() ? s.info.model_type : s.info.text_model_type,
+                                    s.info.num_experts > 0, state_layers);
+  shape.sm100 = sm100_family(name);
   e.terms = estimate_overhead(s.info, shape, r);
   e.outside = e.terms.outside_budget();
   if (s.overhead) {
@@ -348,10 +354,42 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
         p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens,
                                                         std::max(m.max_position_embeddings, m.max_model_len));
       }
+      // vLLM's start-up check first: with a given utilization it refuses before anything else is measured.
+      std::string refusal;
+      if (!set.empty() && p.util_explicit && m.rules.startup_check) {
+        const std::uint64_t own = e.terms.cuda_context + e.terms.nccl;  // created before vLLM's snapshot
+        for (std::size_t g : set) {
+          const std::uint64_t free_start = spare[g] > own ? spare[g] - own : 0;
+          const std::uint64_t req = util_bytes(*m.arg.gpu_memory_utilization, gpus[g], m.rules);
+          if (req <= free_start) continue;
+          double pass = std::floor(static_cast<double>(free_start) / static_cast<double>(gpus[g].torch_total()) * 1000.0) / 1000.0;
+          while (pass > 0.0 && util_bytes(pass, gpus[g], m.rules) > free_start) pass -= 0.001;
+          p.startup_refused = true;
+          p.startup_free_bytes = free_start;
+          p.startup_max_util = std::max(0.0, pass);
+          refusal = fmt::format("vLLM will refuse at start-up on GPU {}: gpu_memory_utilization {} requests {} "
+                                "({} x torch total {}), but it finds {} free after its own CUDA context{} (other "
+                                "tenants and seats hold the rest); ",
+                                gpus[g].id, *m.arg.gpu_memory_utilization, format_bytes(req),
+                                *m.arg.gpu_memory_utilization, format_bytes(gpus[g].torch_total()),
+                                format_bytes(free_start), e.terms.nccl ? " and NCCL" : "");
+          refusal += p.startup_max_util >= mu
+                         ? fmt::format("utilization {:.3f} to {:.3f} passes the check and fits the seat ({:.3f} needed)",
+                                       mu, p.startup_max_util, mu)
+                         : fmt::format("utilization <= {:.3f} passes the check, but the seat needs {:.3f} "
+                                       "(weights {} + overhead {} + KV {} = {}): it does not fit on this GPU",
+                                       p.startup_max_util, mu, format_bytes(m.weight_bytes_per_rank),
+                                       format_bytes(e.overhead), format_bytes(e.kv_need), format_bytes(e.need));
+          break;
+        }
+      }
       if (set.empty()) {
         p.blocker = fmt::format("tp={} needs {} GPUs, {} given", m.arg.kv.tp, m.arg.kv.tp, gpus.size());
         p.reason = "does not fit: " + p.blocker;
         p.short_by_bytes = 0;  // not a matter of bytes
+      } else if (!refusal.empty()) {
+        p.blocker = fmt::format("vLLM refuses at start-up (<= {:.3f} passes)", p.startup_max_util);
+        p.reason = "does not fit: " + refusal;
       } else if (p.util_explicit && util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules) < e.need) {
         p.reason = fmt::format("does not fit: gpu_memory_utilization {} gives {} on GPU {}, but weights {} + "
                                "overhead {} + KV {} need {} (min utilization {:.3f}): short by {}",
@@ -451,6 +489,21 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     if (!p.fits)
       p.reason += fmt::format("; KV memory {} is short of the {} needed", format_bytes(avail), format_bytes(e.kv_need));
     if (!p.fits) p.short_by_bytes = e.kv_need > avail ? e.kv_need - avail : 0;
+  }
+  // What vLLM refuses whatever the memory, and host ports two seats would both bind.
+  for (std::size_t s = 0; s < ns; ++s) {
+    SeatPlacement& p = plan.placements[s];
+    const SeatModel& m = plan.seats[s];
+    std::string why = m.refusal;
+    if (why.empty() && m.arg.port)
+      for (std::size_t k = 0; k < ns; ++k)
+        if (k != s && plan.seats[k].arg.port == m.arg.port)
+          why = fmt::format("port {} is also seat '{}''s host port; give each seat its own port=", *m.arg.port,
+                            plan.seats[k].arg.name);
+    if (why.empty()) continue;
+    p.fits = false;
+    p.blocker = why;
+    p.reason = "does not fit: " + why + (p.reason.empty() ? "" : " (memory: " + p.reason + ")");
   }
   for (auto& g : plan.gpus) {
     std::uint64_t used = g.gpu.used_bytes;

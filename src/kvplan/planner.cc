@@ -48,6 +48,14 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
     r.svg = p.svg;
   }
   if (!p.compose_dir.empty()) {
+    // A stack serves the folder it mounts: one planned with assume= would serve the unquantized source.
+    for (const auto& m : r.plan.seats)
+      if (m.arg.assume)
+        return make_error(Errc::USAGE, "--emit-compose: seat '{}' is planned with assume={} but its stack would "
+                          "serve {} as it is (not {}); quantize it first (fp4forge quantize {} OUT --scheme {}) and "
+                          "plan OUT, or drop --emit-compose", m.arg.name, quant_scheme_name(*m.arg.assume),
+                          m.arg.dir.string(), quant_scheme_preset(*m.arg.assume), m.arg.dir.string(),
+                          quant_scheme_name(*m.arg.assume));
     FP4FORGE_ASSIGN_OR_RETURN(EmittedFiles files, emit_compose(r.plan, p.compose_dir, p.compose));
     r.compose_files = std::move(files.files);
     r.compose_skipped = std::move(files.skipped_seats);

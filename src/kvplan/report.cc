@@ -125,6 +125,7 @@ Json to_json(const Plan& plan) {
                                  {"cuda_graphs_bytes", t.cuda_graphs},
                                  {"cuda_graph_sizes", t.cuda_graph_sizes},
                                  {"cuda_graphs_in_budget", t.cuda_graphs_in_budget},
+                                 {"model_runner", t.v2_runner ? "v2" : "v1"},
                                  {"cuda_context_bytes", t.cuda_context},
                                  {"nccl_bytes", t.nccl}}},
                       {"outside_budget_bytes", p.outside_bytes}};
@@ -181,6 +182,9 @@ Json to_json(const Plan& plan) {
     pl["min_gpu_memory_utilization"] = have_gpus ? Json(round4(p.min_util)) : Json(nullptr);
     pl["short_by_bytes"] = p.short_by_bytes;
     pl["blocker"] = p.blocker.empty() ? Json(nullptr) : Json(p.blocker);
+    pl["startup_refused"] = p.startup_refused;
+    pl["startup_free_bytes"] = p.startup_refused ? Json(p.startup_free_bytes) : Json(nullptr);
+    pl["startup_max_gpu_memory_utilization"] = p.startup_refused ? Json(round4(p.startup_max_util)) : Json(nullptr);
     pl["reason"] = p.reason;
     js["placement"] = pl;
     js["notes"] = m.notes;
@@ -242,7 +246,9 @@ std::string to_text(const Plan& plan) {
                      format_bytes(p.terms.activation), format_bytes(p.terms.sampler),
                      p.terms.encoder ? ", encoder " + format_bytes(p.terms.encoder) : std::string(),
                      format_bytes(p.terms.non_torch), format_bytes(p.terms.cuda_graphs), p.terms.cuda_graph_sizes,
-                     p.terms.cuda_graphs_in_budget ? "" : ", outside the budget before 0.21");
+                     p.terms.cuda_graphs_in_budget ? ""
+                                                   : ", beside the budget: captured after the KV cache (before 0.21, "
+                                                     "and Model Runner V2 before 0.29)");
     o += fmt::format("  beside budget    {} per GPU (CUDA context{}{}): must be free at start-up too\n",
                      format_bytes(p.outside_bytes), p.terms.nccl ? ", NCCL" : "",
                      p.terms.cuda_graphs_in_budget ? "" : ", CUDA graphs");

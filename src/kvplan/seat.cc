@@ -51,6 +51,74 @@ bool parse_int(std::string_view v, T& out) {
   return r.ec == std::errc() && r.ptr == v.data() + v.size();
 }
 
+// vLLM's human-readable integers (vllm/utils/argparse_utils.py, --max-model-len and --max-num-batched-tokens,
+// from 0.8.4): a lower-case suffix is decimal (128k = 128000, 1m = 10^6; a fraction allowed, truncated), an
+// upper-case one binary (128K = 131072, 1M = 2^20; no fraction); plain integers as they are.
+bool parse_human_int(std::string_view v, std::int64_t& out) {
+  if (parse_int(v, out)) return true;
+  if (v.size() < 2) return false;
+  const char suf = v.back();
+  const std::string_view num = v.substr(0, v.size() - 1);
+  double mult = 0;
+  bool binary = false;
+  switch (suf) {
+    case 'k': mult = 1e3; break;
+    case 'm': mult = 1e6; break;
+    case 'g': mult = 1e9; break;
+    case 't': mult = 1e12; break;
+    case 'K': mult = 1024.0; binary = true; break;
+    case 'M': mult = 1048576.0; binary = true; break;
+    case 'G': mult = 1073741824.0; binary = true; break;
+    case 'T': mult = 1099511627776.0; binary = true; break;
+    default: return false;
+  }
+  for (char c : num)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || (c == '.' && !binary))) return false;
+  if (num.empty() || num.front() == '.' || num.back() == '.' || std::count(num.begin(), num.end(), '.') > 1) return false;
+  const double x = std::strtod(std::string(num).c_str(), nullptr) * mult;
+  if (!(x >= 0.0 && x < 9.0e18)) return false;
+  out = static_cast<std::int64_t>(x);
+  return true;
+}
+
+// The options of DIR:OPTS: every ','- or ':'-separated piece is key=value with a lower-case key.
+bool all_options(std::string_view opts) {
+  if (opts.empty()) return false;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= opts.size(); ++i)
+    if (i == opts.size() || opts[i] == ',' || opts[i] == ':') {
+      if (!looks_like_options(opts.substr(start, i - start))) return false;
+      start = i + 1;
+    }
+  return true;
+}
+
+// vLLM's derived limit (vllm/config/model.py _get_and_verify_max_len at 0.28, 017e9f4448): the configured
+// length times the RoPE scaling factor, except for rope types su / longrope / llama3 (which state their own
+// length) and Gemma-3; YaRN scales original_max_position_embeddings when given.
+std::int64_t derived_max_model_len(const nlohmann::json& cfg, std::int64_t max_pos) {
+  if (max_pos <= 0) return max_pos;
+  const nlohmann::json& text = cfg.contains("text_config") && cfg["text_config"].is_object() ? cfg["text_config"] : cfg;
+  const std::string mt = text.contains("model_type") && text["model_type"].is_string() ? text["model_type"].get<std::string>() : "";
+  if (mt.rfind("gemma3", 0) == 0) return max_pos;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!text.contains(key) || !text[key].is_object()) continue;
+    const nlohmann::json& r = text[key];
+    std::string type;
+    for (const char* tk : {"rope_type", "type"})
+      if (r.contains(tk) && r[tk].is_string()) type = r[tk].get<std::string>();
+    if (type == "su" || type == "longrope" || type == "llama3" || type.empty() || type == "default") return max_pos;
+    if (!r.contains("factor") || !r["factor"].is_number()) return max_pos;
+    const double f = r["factor"].get<double>();
+    if (!(f > 1.0 && f < 1e6)) return max_pos;
+    std::int64_t base = max_pos;
+    if (type == "yarn" && r.contains("original_max_position_embeddings") && r["original_max_position_embeddings"].is_number_integer())
+      base = r["original_max_position_embeddings"].get<std::int64_t>();
+    return static_cast<std::int64_t>(static_cast<double>(base) * f);
+  }
+  return max_pos;
+}
+
 bool parse_double(std::string_view v, double& out) {
   if (v.empty()) return false;
   std::string s(v);
@@ -78,16 +146,22 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'))
       return seat_error(text, "NAME may hold letters, digits, '.', '_' and '-' only");
   std::string_view rest = text.substr(eq + 1);
+  // DIR ends at the first ':' after which everything is key=value pieces; the pieces are separated by ','
+  // (documented) or ':' (as --gpu separates its keys), so both spellings work.
   std::string_view opts;
-  if (const std::size_t colon = rest.rfind(':'); colon != std::string_view::npos &&
-                                                 looks_like_options(rest.substr(colon + 1))) {
-    opts = rest.substr(colon + 1);
-    rest = rest.substr(0, colon);
-  }
+  for (std::size_t colon = rest.find(':'); colon != std::string_view::npos; colon = rest.find(':', colon + 1))
+    if (all_options(rest.substr(colon + 1))) {
+      opts = rest.substr(colon + 1);
+      rest = rest.substr(0, colon);
+      break;
+    }
   if (rest.empty()) return seat_error(text, "DIR is empty");
   a.dir = std::filesystem::path(std::string(rest));
   std::vector<std::string> seen;
-  for (std::string_view kv : (opts.empty() ? std::vector<std::string_view>{} : split(opts, ','))) {
+  std::vector<std::string_view> pieces;
+  for (std::string_view part : (opts.empty() ? std::vector<std::string_view>{} : split(opts, ',')))
+    for (std::string_view kv : split(part, ':')) pieces.push_back(kv);
+  for (std::string_view kv : pieces) {
     const std::size_t e = kv.find('=');
     if (e == std::string_view::npos) return seat_error(text, fmt::format("'{}' is not key=value", kv));
     std::string key(kv.substr(0, e));
@@ -104,7 +178,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     };
     if (key == "max_model_len") {
       std::int64_t x = 0;
-      if (!parse_int(v, x) || x < 1) return bad("a positive integer (tokens)");
+      if (!parse_human_int(v, x) || x < 1) return bad("a positive integer (tokens; 128k = 128000, 128K = 131072)");
       a.max_model_len = x;
     } else if (key == "kv_cache_dtype") {
       if (!kv_cache_dtype_bytes(v).ok()) return bad("auto, bf16, fp8, fp8_e4m3 or fp8_e5m2");
@@ -115,7 +189,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       a.gpu_memory_utilization = x;
     } else if (key == "max_num_batched_tokens") {
       std::int64_t x = 0;
-      if (!parse_int(v, x) || x < 1) return bad("a positive integer");
+      if (!parse_human_int(v, x) || x < 1) return bad("a positive integer (8k = 8000, 8K = 8192)");
       a.max_num_batched_tokens = x;
     } else if (key == "tp") {
       if (!parse_int(v, a.kv.tp) || a.kv.tp < 1 || a.kv.tp > 64) return bad("an integer in 1..64");
@@ -170,6 +244,8 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       a.kv.dtype = std::string(v);
     } else if (key == "enforce_eager") {
       if (!parse_bool(v, a.enforce_eager)) return bad("on or off");
+    } else if (key == "allow_long_max_model_len") {
+      if (!parse_bool(v, a.allow_long_max_model_len)) return bad("on or off");
     }
   }
   if (a.served_name.empty()) a.served_name = a.name;
@@ -243,12 +319,21 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
   m.layout = std::move(*layout);
 
   m.max_position_embeddings = m.info.max_position_embeddings;
+  m.derived_max_model_len = derived_max_model_len(ck->config(), m.max_position_embeddings);
   if (arg.max_model_len) {
     m.max_model_len = *arg.max_model_len;
-    if (m.max_position_embeddings > 0 && m.max_model_len > m.max_position_embeddings)
-      m.notes.push_back(fmt::format("max_model_len {} exceeds max_position_embeddings {}: vLLM refuses it "
-                                    "unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1", m.max_model_len,
-                                    m.max_position_embeddings));
+    if (m.derived_max_model_len > 0 && m.max_model_len > m.derived_max_model_len) {
+      const std::string what = fmt::format(
+          "max_model_len {} is above the model's {} (max_position_embeddings {}{})", m.max_model_len,
+          m.derived_max_model_len, m.max_position_embeddings,
+          m.derived_max_model_len != m.max_position_embeddings ? " x its RoPE scaling factor" : "");
+      if (arg.allow_long_max_model_len)
+        m.notes.push_back(what + ": allowed by allow_long_max_model_len=on (the stack sets "
+                                 "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; quality past the trained length is the model's)");
+      else
+        m.refusal = "vLLM refuses it: " + what + "; hint: lower max_model_len, or allow_long_max_model_len=on "
+                                             "(VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)";
+    }
   } else if (m.max_position_embeddings > 0) {
     m.max_model_len = m.max_position_embeddings;
   } else {

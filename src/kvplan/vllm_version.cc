@@ -54,11 +54,42 @@ Result<VllmRules> vllm_rules(std::string_view version) {
              : at_least(r, 0, 21)  ? TokensReport::CONCURRENCY
                                    : TokensReport::PER_GROUP;
   r.concurrency_from_tokens = !at_least(r, 0, 9, 1);
-  r.sliding_in_flight_factor = at_least(r, 0, 26) ? 2 : 1;
-  r.hybrid_prefix_caching = at_least(r, 0, 26);
-  r.big_gpu_batched_16k = at_least(r, 0, 28);
+  r.sliding_in_flight_factor = at_least(r, 0, 26) ? 2 : 1;  // #47728 (2026-07-08), first in 0.26
+  r.hybrid_prefix_caching = at_least(r, 0, 28);                // #50991 (2026-08-04): certain in 0.28
+  r.big_gpu_batched_16k = at_least(r, 0, 28);                  // #51726 (2026-08-11)
   r.cuda_graph_cap = 512;
+  r.sm100_graph_cap_1024 = at_least(r, 0, 28);                 // #49390 (2026-08-07)
+  r.v2_runner_reserves_graphs = at_least(r, 0, 29);            // #53306 (~2026-08-24), inferred
   return r;
+}
+
+bool v2_model_runner(const VllmRules& r, std::string_view architecture, std::string_view model_type, bool moe,
+                     bool hybrid) noexcept {
+  if (!at_least(r, 0, 22) || hybrid) return false;
+  if (!at_least(r, 0, 25)) {  // dense Qwen3 from 0.22, dense Llama / Mistral from 0.23 (#43458)
+    if (moe) return false;
+    if (model_type == "qwen3") return true;
+    return at_least(r, 0, 23) && (model_type == "llama" || model_type == "mistral");
+  }
+  // 0.25 (#44443): every dense generate model; MoE only when listed (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES,
+  // vllm/config/vllm.py:69-79 at 017e9f4448; the lists of 0.25 - 0.27 are taken to be the same, inferred).
+  if (!moe) return true;
+  for (std::string_view a : {"DeepseekV2ForCausalLM", "DeepseekV4ForCausalLM", "GraniteMoeForCausalLM",
+                             "InklingForCausalLM", "InklingForConditionalGeneration", "KimiK3ForCausalLM",
+                             "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"})
+    if (architecture == a) return true;
+  return false;
+}
+
+bool graphs_in_budget(const VllmRules& r, bool v2_runner) noexcept {
+  return r.cuda_graphs_in_budget && (!v2_runner || r.v2_runner_reserves_graphs);
+}
+
+bool sm100_family(std::string_view gpu_name) noexcept {
+  const std::string n = util::ascii_lower(gpu_name);
+  for (std::string_view k : {"b200", "b300", "gb200", "gb300", "b100"})
+    if (n.find(k) != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace fp4forge::kvplan

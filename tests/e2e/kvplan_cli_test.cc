@@ -110,9 +110,9 @@ TEST_F(KvplanCli, JsonOnLlamaFixture) {
   EXPECT_EQ(o["bytes"].get<std::uint64_t>(),
             std::max(t["activation_bytes"].get<std::uint64_t>(), t["sampler_bytes"].get<std::uint64_t>()) +
                 t["encoder_bytes"].get<std::uint64_t>() + t["non_torch_bytes"].get<std::uint64_t>() +
-                t["cuda_graphs_bytes"].get<std::uint64_t>());  // CUDA graphs are in the budget since 0.21
+                t["cuda_graphs_bytes"].get<std::uint64_t>());  // in the budget: 0.21+ V1 runner, 0.29+ also V2
   EXPECT_EQ(o["outside_budget_bytes"], t["cuda_context_bytes"]);
-  EXPECT_EQ(s["vllm"]["version"], "0.28");
+  EXPECT_EQ(s["vllm"]["version"], "0.33");  // the newest modelled by default
   EXPECT_EQ(s["vllm"]["tokens_report"], "max_concurrency x max_model_len");
   EXPECT_EQ(s["placement"]["startup_free_needed_bytes"].get<std::uint64_t>(),
             s["placement"]["budget_bytes"].get<std::uint64_t>() + o["outside_budget_bytes"].get<std::uint64_t>());
@@ -176,6 +176,57 @@ TEST_F(KvplanCli, ExitCodes) {
   stdfs::create_directories(tmp_ / "garbage");
   std::ofstream(tmp_ / "garbage" / "config.json") << "{ not json";
   EXPECT_EQ(run("--seat b=" + (tmp_ / "garbage").string() + ":weights=1GiB --gpu 0=96GiB").rc, 3);
+}
+
+// Issue 28: what an operator types works as vLLM reads it, and what vLLM would refuse is a failed fit.
+TEST_F(KvplanCli, OperatorSpellingsAndVllmRefusals) {
+  const std::string ex = kData + "/../../examples/plan/";
+  const std::string gpu = " --gpu '0=97887MiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition'";
+  // vLLM's human-readable integers: 128k = 128000, 128K = 131072; ':' separates seat keys as ',' does.
+  auto a = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB:max_model_len=128k,kv_cache_dtype=fp8'" + gpu + " --json");
+  ASSERT_EQ(a.rc, 0) << a.out;
+  auto ja = nlohmann::json::parse(a.out);
+  EXPECT_EQ(ja["seats"][0]["options"]["max_model_len"], 128000);
+  auto b = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=128K'" + gpu + " --json");
+  ASSERT_EQ(b.rc, 0) << b.out;
+  EXPECT_EQ(nlohmann::json::parse(b.out)["seats"][0]["options"]["max_model_len"], 131072);
+  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=1.5K'" + gpu).rc, 2);  // no binary fractions
+  // A GPU size without a unit is refused with the reason; ',' separates GPU keys as ':' does.
+  const std::string err = (tmp_ / "err").string();
+  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB' --gpu 0=96", err).rc, 2);
+  EXPECT_NE(slurp(err).find("has no unit"), std::string::npos) << slurp(err);
+  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB' --gpu '0=96GiB,used=10GiB'").rc, 0);
+  // Today's vLLM is modelled; a version past the newest is refused with the newest named.
+  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,vllm_version=0.33'" + gpu).rc, 0);
+  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,vllm_version=0.34'" + gpu, err).rc, 2);
+  EXPECT_NE(slurp(err).find("0.33"), std::string::npos) << slurp(err);
+  // max_model_len above the model's limit: vLLM refuses it, so the seat does not fit (exit 1) ...
+  auto c = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=300k'" + gpu);
+  EXPECT_EQ(c.rc, 1) << c.out;
+  EXPECT_NE(c.out.find("vLLM refuses it: max_model_len 300000 is above the model's 262144"), std::string::npos) << c.out;
+  // ... unless allowed, and then the stack sets the variable vLLM reads.
+  auto d = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=300k,allow_long_max_model_len=on'" + gpu +
+               " --emit-compose " + (tmp_ / "c").string());
+  EXPECT_EQ(d.rc, 0) << d.out;
+  EXPECT_NE(slurp((tmp_ / "c" / "g" / "compose.yaml").string()).find("VLLM_ALLOW_LONG_MAX_MODEL_LEN: \"1\""), std::string::npos);
+  // Two seats on one host port: neither is a fit.
+  auto e = run("--seat 'a=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=8k,port=9000' --seat 'b=" + ex +
+               "qwen3.6-27b:weights=20GiB,max_model_len=8k,port=9000'" + gpu);
+  EXPECT_EQ(e.rc, 1);
+  EXPECT_NE(e.out.find("port 9000 is also seat 'a''s host port"), std::string::npos) << e.out;
+  // A stack never serves weights other than the planned ones: assume= with --emit-compose is refused.
+  EXPECT_EQ(run("--seat 'a=" + kData + "/llama:assume=nvfp4a16'" + gpu + " --emit-compose " + (tmp_ / "x").string(), err).rc, 2);
+  EXPECT_NE(slurp(err).find("quantize it first"), std::string::npos) << slurp(err);
+  EXPECT_FALSE(stdfs::exists(tmp_ / "x"));
+  // The start-up refusal: a busy card and a utilization above what is free after vLLM's own CUDA context.
+  auto f = run("--seat 'g=" + ex + "gemma-4-26b-a4b:weights=16GiB,gpu_memory_utilization=0.20,max_model_len=32k' "
+               "--gpu '0=97887MiB:used=76GiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition' --json");
+  EXPECT_EQ(f.rc, 1) << f.out;
+  const auto jf = nlohmann::json::parse(f.out);
+  const auto& pl = jf["seats"][0]["placement"];
+  EXPECT_EQ(pl["startup_refused"], true);
+  EXPECT_LT(pl["startup_max_gpu_memory_utilization"].get<double>(), 0.20);
+  EXPECT_NE(pl["reason"].get<std::string>().find("vLLM will refuse at start-up"), std::string::npos);
 }
 
 // architectures.md §4.5 illustration: Gemma-4 31B on one H200 at util 0.90 with the assumed 6 GiB, under

@@ -252,7 +252,7 @@ TEST_P(Fp8SourceE2E, PlanAssumeSizesTheQuantizedExpansion) {
     int i = 0;
     for (const auto& dir : {src(), ref()}) {
       std::string out, err;
-      ASSERT_EQ(run_cli("plan --seat a=" + q(dir) + ":max_model_len=4096,assume=" + scheme + " --gpu 0=80GiB --json", &out, &err), 0)
+      ASSERT_EQ(run_cli("plan --seat a=" + q(dir) + ":max_model_len=512,assume=" + scheme + " --gpu 0=80GiB --json", &out, &err), 0)
           << dir << ": " << err;
       const auto j = nlohmann::json::parse(out);
       bytes[i++] = j["seats"][0]["weights"]["bytes"].get<std::uint64_t>();

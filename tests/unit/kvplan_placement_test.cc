@@ -158,8 +158,13 @@ TEST_F(KvplanTwoSeats, ExplicitUtilizationBeyondFreeMemoryIsRefused) {
   ASSERT_TRUE(plan.ok());
   const auto& b = plan->placements[0];
   EXPECT_FALSE(b.fits);
-  // 0.9 * 96 GiB = 86.4 GiB asked (rounded up, as vLLM >= 0.14) plus its CUDA context, 55 GiB free.
-  EXPECT_NE(b.reason.find("asks"), std::string::npos) << b.reason;
+  // 0.9 * 96 GiB = 86.4 GiB asked (rounded up, as vLLM >= 0.14) plus its CUDA context, 55 GiB free: vLLM's
+  // start-up check refuses it, said first, with the largest utilization that passes.
+  EXPECT_TRUE(b.startup_refused);
+  EXPECT_NE(b.reason.find("vLLM will refuse at start-up on GPU 0"), std::string::npos) << b.reason;
+  EXPECT_EQ(b.startup_free_bytes, 55 * kGiB - kCudaContextBytes);
+  EXPECT_NEAR(b.startup_max_util, 0.567, 0.001);  // floor((55 GiB - 0.5 GiB) / 96 GiB, 0.001)
+  EXPECT_NE(b.blocker.find("vLLM refuses at start-up"), std::string::npos);
   EXPECT_EQ(b.short_by_bytes, static_cast<std::uint64_t>(std::ceil(0.9 * static_cast<double>(96 * kGiB))) +
                                   kCudaContextBytes - 55 * kGiB);
 }

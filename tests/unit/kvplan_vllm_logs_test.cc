@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/kvplan/budget.h"
 #include "fp4forge/kvplan/gpu.h"
 #include "fp4forge/kvplan/kv_cache.h"
 #include "fp4forge/kvplan/placement.h"
@@ -153,7 +154,11 @@ TEST(KvplanVllmLogs, RefusedStartupsAreRefusedForTheSameReason) {
     ASSERT_TRUE(plan.ok()) << plan.error().message;
     const SeatPlacement& p = plan->placements[0];
     EXPECT_FALSE(p.fits);
-    EXPECT_NE(p.reason.find("free after other tenants"), std::string::npos) << p.reason;
+    // Reported as vLLM's own refusal, with the free memory it measures (after its CUDA context) as it prints it.
+    EXPECT_TRUE(p.startup_refused) << p.reason;
+    EXPECT_NE(p.reason.find("vLLM will refuse at start-up"), std::string::npos) << p.reason;
+    EXPECT_NEAR(static_cast<double>(p.startup_free_bytes) / static_cast<double>(kGiB), s["free_gib"].get<double>(), 0.01);
+    EXPECT_LT(p.startup_max_util, s["util"].get<double>());
     // short by requested - free, with requested = util x total as vLLM prints it (2 decimals).
     const double short_gib = static_cast<double>(p.short_by_bytes) / static_cast<double>(kGiB);
     EXPECT_NEAR(short_gib, s["requested_gib"].get<double>() - s["free_gib"].get<double>(), 0.02);
@@ -197,6 +202,37 @@ TEST(KvplanVllmLogs, PrintedKvMemoryGivesPrintedTokensAndConcurrency) {
   EXPECT_GE(ran, 3);
 }
 
+TEST(KvplanVllmLogs, ModelRunnerDecidesWhetherGraphsAreInTheBudget) {
+  const auto r = [](const char* v) { return *vllm_rules(v); };
+  // Dense, non-hybrid models run on Model Runner V2 from 0.25; its graph estimate is 0 until 0.29.
+  EXPECT_TRUE(v2_model_runner(r("0.28"), "Gemma4ForConditionalGeneration", "gemma4_text", false, false));
+  EXPECT_FALSE(graphs_in_budget(r("0.28"), true));
+  EXPECT_TRUE(graphs_in_budget(r("0.29"), true));
+  EXPECT_TRUE(graphs_in_budget(r("0.33"), true));
+  // MoE and hybrid models stay on the V1 runner, whose estimate is in the budget from 0.21.
+  EXPECT_FALSE(v2_model_runner(r("0.28"), "Gemma4ForConditionalGeneration", "gemma4_text", true, false));
+  EXPECT_FALSE(v2_model_runner(r("0.28"), "Qwen3_5ForConditionalGeneration", "qwen3_5_text", false, true));
+  EXPECT_TRUE(graphs_in_budget(r("0.28"), false));
+  EXPECT_FALSE(graphs_in_budget(r("0.20"), false));
+  // Listed MoE architectures run on V2; dense Qwen3 from 0.22, Llama from 0.23, others from 0.25.
+  EXPECT_TRUE(v2_model_runner(r("0.28"), "DeepseekV2ForCausalLM", "deepseek_v2", true, false));
+  EXPECT_TRUE(v2_model_runner(r("0.22"), "Qwen3ForCausalLM", "qwen3", false, false));
+  EXPECT_FALSE(v2_model_runner(r("0.22"), "LlamaForCausalLM", "llama", false, false));
+  EXPECT_TRUE(v2_model_runner(r("0.23"), "LlamaForCausalLM", "llama", false, false));
+  EXPECT_FALSE(v2_model_runner(r("0.24"), "Gemma3ForCausalLM", "gemma3_text", false, false));
+  EXPECT_FALSE(v2_model_runner(r("0.21"), "Qwen3ForCausalLM", "qwen3", false, false));
+  // Capture sizes up to 1024 on SM100 GPUs from 0.28 (not the SM120 workstation cards).
+  EXPECT_TRUE(sm100_family("NVIDIA B200"));
+  EXPECT_FALSE(sm100_family("NVIDIA RTX PRO 6000 Blackwell Workstation Edition"));
+  ProfileShape p;
+  p.max_num_seqs = 1024;
+  p.batched_tokens = 8192;
+  p.sm100 = true;
+  EXPECT_GT(cuda_graph_size_count(r("0.28"), p), cuda_graph_size_count(r("0.27"), p));
+  p.sm100 = false;
+  EXPECT_EQ(cuda_graph_size_count(r("0.28"), p), cuda_graph_size_count(r("0.27"), p));
+}
+
 TEST(KvplanVllmLogs, VersionRules) {
   auto old = vllm_rules("0.8.5");
   ASSERT_TRUE(old.ok());
@@ -215,7 +251,13 @@ TEST(KvplanVllmLogs, VersionRules) {
   EXPECT_EQ(newest->tokens, TokensReport::CONCURRENCY);
   EXPECT_EQ(newest->sliding_in_flight_factor, 2);
   EXPECT_DOUBLE_EQ(newest->default_util, 0.92);
-  for (const char* bad : {"0.7", "0.29", "1.0", "x", "0.", "0.24.x"}) {
+  // 0.29 - 0.33: modelled (the rules of 0.28's code plus what their pull requests changed).
+  for (const char* v : {"0.29", "0.30.1", "0.33", "v0.33.0"}) EXPECT_TRUE(vllm_rules(v).ok()) << v;
+  EXPECT_FALSE(vllm_rules("0.27")->hybrid_prefix_caching);  // #50991: certain from 0.28
+  EXPECT_TRUE(vllm_rules("0.28")->hybrid_prefix_caching);
+  EXPECT_EQ(vllm_rules("0.25")->sliding_in_flight_factor, 1);
+  EXPECT_EQ(vllm_rules("0.26")->sliding_in_flight_factor, 2);
+  for (const char* bad : {"0.7", "0.34", "1.0", "x", "0.", "0.24.x"}) {
     SCOPED_TRACE(bad);
     auto r = vllm_rules(bad);
     ASSERT_FALSE(r.ok());

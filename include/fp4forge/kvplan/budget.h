@@ -31,6 +31,8 @@ struct ProfileShape {
   int spec_tokens = 0;
   bool multimodal = false;             ///< encoder profiled (mm=on and a vision/audio tower)
   bool enforce_eager = false;          ///< no CUDA graphs
+  bool v2_runner = false;              ///< Model Runner V2 (v2_model_runner): its graph estimate is 0 before 0.29
+  bool sm100 = false;                  ///< an SM100-family GPU (sm100_family): capture sizes up to 1024 from 0.28
 };
 
 struct OverheadTerms {
@@ -42,7 +44,9 @@ struct OverheadTerms {
   std::uint64_t non_torch = 0;    ///< non-torch growth after the snapshot (cuBLAS, all-reduce buffers)
   std::uint64_t cuda_graphs = 0;  ///< capture memory (0 with enforce_eager)
   int cuda_graph_sizes = 0;       ///< default capture sizes
-  bool cuda_graphs_in_budget = true;  ///< VllmRules::cuda_graphs_in_budget
+  bool cuda_graphs_in_budget = true;  ///< graphs_in_budget(rules, runner): else captured after the KV cache,
+                                      ///< in the headroom beside the budget
+  bool v2_runner = false;             ///< ProfileShape::v2_runner (reported as model_runner "v2" / "v1")
   std::uint64_t cuda_context = 0; ///< kCudaContextBytes (outside the budget, must be free at start)
   std::uint64_t nccl = 0;         ///< kNcclBytes when tp > 1 (outside the budget)
 

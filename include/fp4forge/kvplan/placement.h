@@ -53,6 +53,11 @@ struct SeatPlacement {
   double min_util = 0.0;            ///< smallest utilization that meets the target (> 1: impossible)
   std::uint64_t short_by_bytes = 0;  ///< when it does not fit for lack of memory
   std::string blocker;              ///< when it does not fit for another reason ("tp=2 needs 2 GPUs, 1 given")
+  /** vLLM refuses to start (request_memory, vllm/v1/worker/utils.py at 0.28): the requested util x total is more
+   * than the free memory it measures after creating its own CUDA context (and NCCL). */
+  bool startup_refused = false;
+  std::uint64_t startup_free_bytes = 0;  ///< that free memory on the tightest GPU (when refused)
+  double startup_max_util = 0.0;    ///< the largest utilization that passes the check there (when refused)
   std::string reason;               ///< why here / why it does not fit
 };
 

@@ -26,7 +26,7 @@ inline constexpr std::string_view kSeatKeys[] = {
     "max_model_len", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens", "tp",
     "prefix_caching", "spec_tokens", "mm", "assume", "weights", "overhead", "concurrency", "gpu",
     "port", "block_size", "mamba_ssm_dtype", "mamba_cache_dtype", "hybrid_manager", "served_name",
-    "vllm_version", "max_num_seqs", "enforce_eager", "dtype"};
+    "vllm_version", "max_num_seqs", "enforce_eager", "dtype", "allow_long_max_model_len"};
 
 struct SeatArg {
   std::string name;  ///< [A-Za-z0-9][A-Za-z0-9._-]*: service, file and served model name
@@ -51,6 +51,7 @@ struct SeatArg {
   std::string vllm_version{kNewestVllm};                ///< the version whose rules apply
   std::optional<std::int64_t> max_num_seqs;             ///< default: vLLM's rule for the GPU
   bool enforce_eager = false;                           ///< no CUDA graphs (--enforce-eager)
+  bool allow_long_max_model_len = false;                ///< VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the stack
 };
 
 /** Parses `NAME=DIR[:key=value,...]` (keys: kSeatKeys; sizes as parse_size). USAGE errors. */
@@ -71,6 +72,11 @@ struct SeatModel {
   std::int64_t max_model_len = 0;
   std::int64_t max_position_embeddings = 0;
   std::vector<std::string> notes;
+  /** The model's own length limit as vLLM derives it (max_position_embeddings times the RoPE scaling factor). */
+  std::int64_t derived_max_model_len = 0;
+  /** Why vLLM refuses this seat whatever the memory (a max_model_len above the derived limit without
+   * allow_long_max_model_len); "" when it does not. */
+  std::string refusal;
 };
 
 /**

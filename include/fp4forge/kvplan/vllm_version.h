@@ -4,8 +4,9 @@
  * (docs/plan-overheads.md, "Rules per version", lists each with the vLLM code and pull request).
  *
  * Versions are modelled from vLLM's source: release tags where they could be read, merge dates where
- * only those were known (marked "inferred" in the docs). The newest modelled version, kNewestVllm, is
- * vLLM main at 2026-08-17 (017e9f4448), the code 0.28.0 was cut from.
+ * only those were known (marked "inferred" in the docs). The code read last is vLLM main at 2026-08-17
+ * (017e9f4448), the commit 0.28.0 was cut from; 0.29 - 0.33 differ from it by what their pull requests
+ * (dated, release membership from release notes) changed, each marked inferred in docs/plan-overheads.md.
  */
 #include <string>
 #include <string_view>
@@ -30,27 +31,47 @@ struct VllmRules {
   bool startup_check = true;            ///< >= 0.9.1: free memory at start >= util * total, else refused
   bool requested_ceil = true;           ///< >= 0.14: requested = ceil(util * total) (before: the float)
   bool budget_from_snapshot = true;     ///< >= 0.9.1: only memory taken after the start-up snapshot counts
-  bool cuda_graphs_in_budget = true;    ///< >= 0.21: the CUDA-graph estimate is taken out of the KV budget
+  bool cuda_graphs_in_budget = true;    ///< >= 0.21: the V1 model runner's CUDA-graph estimate is taken out of
+                                        ///< the KV budget (Model Runner V2: see v2_runner_reserves_graphs)
+  bool v2_runner_reserves_graphs = true;  ///< >= 0.29 (inferred, #53306): Model Runner V2 profiles its graphs
+                                          ///< into the budget too; before, its estimate is 0 (the graphs are
+                                          ///< captured after the KV cache, in the headroom)
   double default_util = 0.92;           ///< 0.90 before 0.21
   TokensReport tokens = TokensReport::CONCURRENCY;
   bool concurrency_from_tokens = false; ///< <= 0.9.0: concurrency = tokens / max_model_len (not block-rounded)
   int sliding_in_flight_factor = 2;     ///< >= 0.26 (inferred): a sliding layer holds W-1 + 2*batched tokens
                                         ///< (async scheduling keeps two batches in flight); 1 before
-  bool hybrid_prefix_caching = true;    ///< >= 0.26 (inferred): hybrid models default to prefix caching
-                                        ///< (state layers in "align" mode); off before
+  bool hybrid_prefix_caching = true;    ///< >= 0.28 (#50991; 0.27 undecided, inferred): hybrid models default to
+                                        ///< prefix caching (state layers in "align" mode); off before
   bool big_gpu_batched_16k = true;      ///< >= 0.28: GPUs >= 160 GiB default max_num_batched_tokens 16384
   int cuda_graph_cap = 512;             ///< the largest default capture size
+  bool sm100_graph_cap_1024 = true;     ///< >= 0.28 (#49390): 1024 on data-center Blackwell (SM100: B200, B300, GB200)
 };
 
 /** The newest version fp4forge models (the default of the seat key vllm_version). */
-inline constexpr std::string_view kNewestVllm = "0.28";
+inline constexpr std::string_view kNewestVllm = "0.33";
 /** The oldest version fp4forge models (the V1 engine's first memory rules). */
 inline constexpr std::string_view kOldestVllm = "0.8";
-inline constexpr int kOldestVllmMinor = 8, kNewestVllmMinor = 28;  ///< the same, as 0.MINOR
+inline constexpr int kOldestVllmMinor = 8, kNewestVllmMinor = 33;  ///< the same, as 0.MINOR
 
 /** Rules of `version` ("0.24", "0.9.1", "v0.11.2", "newest"). USAGE for a malformed version, one older
  * than kOldestVllm, or one newer than kNewestVllm (the rules of a version not read are not guessed). */
 Result<VllmRules> vllm_rules(std::string_view version);
+
+/**
+ * Whether vLLM runs the model on Model Runner V2 (vllm/config/vllm.py use_v2_model_runner /
+ * _is_default_v2_model_runner_model at 0.28, 017e9f4448): from 0.25 (#44443) every dense model that is not
+ * hybrid, plus the MoE architectures of DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; Qwen3 dense from 0.22, Llama and
+ * Mistral dense from 0.23; never before 0.22. `architecture` is architectures[0], `model_type` the text
+ * model's. Features that fall back to V1 (ngram speculation, --kv-sharing-fast-prefill, ...) are not modelled.
+ */
+bool v2_model_runner(const VllmRules& r, std::string_view architecture, std::string_view model_type, bool moe,
+                     bool hybrid) noexcept;
+/** Whether the CUDA-graph estimate is taken out of the KV budget for a model on that runner. */
+bool graphs_in_budget(const VllmRules& r, bool v2_runner) noexcept;
+/** True for a GPU of the SM100 family by its product name (B200, B300, GB200, GB300): vLLM's
+ * is_device_capability_family(100). The RTX PRO 6000 / RTX 50 Blackwell cards are SM120 and are not. */
+bool sm100_family(std::string_view gpu_name) noexcept;
 
 /** True when the rules are those of version >= major.minor.patch. */
 bool at_least(const VllmRules& r, int major, int minor, int patch = 0) noexcept;
