@@ -226,6 +226,27 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
     if (s.kind == LayerKind::FULL) out.growing_bytes_per_token += s.bytes_per_token;
     out.layers.push_back(s);
   }
+  // MTP speculative decoding: vLLM builds the draft model's decoder layers (one full-attention layer each, with
+  // the main model's attention geometry) beside the main ones, and their KV joins the grouping (Qwen3.5-27B with
+  // MTP: 17 full-attention layers, so groups of 17 and the 48 linear-attention layers padded to 3 x 17; vLLM
+  // prints "Add 3 padding layers"). Traced on club-3090 start-up logs (tests/data/plan/vllm-logs.json).
+  std::int64_t mtp_added = 0;
+  if (opts.spec_tokens > 0 && info.mtp_num_hidden_layers > 0) {
+    const auto tmpl = std::find_if(out.layers.rbegin(), out.layers.rend(), [](const LayerSpec& l) {
+      return l.kind == LayerKind::FULL && l.window == 0;
+    });
+    if (tmpl != out.layers.rend()) {
+      const LayerSpec base = *tmpl;
+      for (std::int64_t k = 0; k < info.mtp_num_hidden_layers; ++k) {
+        LayerSpec d = base;
+        d.layer = static_cast<int>(n + k);
+        out.naive_bytes_per_token += d.bytes_per_token;
+        out.growing_bytes_per_token += d.bytes_per_token;
+        out.layers.push_back(d);
+        ++mtp_added;
+      }
+    }
+  }
   if (has_state && !opts.hybrid_kv_cache_manager)
     return make_error(Errc::USAGE, "hybrid_manager=off is not possible for a model with linear-attention "
                       "layers: vLLM needs the hybrid KV-cache manager for them");
@@ -259,9 +280,11 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
   if (!has_state) out.attn_block_size = attn_block;
   if (has_state && opts.spec_tokens > 0)
     out.notes.push_back(fmt::format(
-        "{} speculative tokens add {} conv-state rows and {} state pages per request; the MTP draft "
-        "layer's own attention KV is not included (architectures.md §7 question 8)",
-        opts.spec_tokens, opts.spec_tokens, opts.spec_tokens));
+        "{} speculative tokens add {} conv-state rows and {} state pages per request", opts.spec_tokens,
+        opts.spec_tokens, opts.spec_tokens));
+  if (mtp_added > 0)
+    out.notes.push_back(fmt::format("the MTP draft model adds {} full-attention layer(s) of KV to the grouping",
+                                    mtp_added));
   if (!opts.hybrid_kv_cache_manager && window > 0)
     out.notes.push_back("hybrid KV-cache manager disabled: sliding-window layers store all tokens");
 

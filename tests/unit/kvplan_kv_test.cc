@@ -150,9 +150,12 @@ TEST(KvplanQwen35, MtpThreeSpeculativeTokens) {
   ASSERT_EQ(l.groups.front().kind, LayerKind::STATE);  // layer 0 is linear attention
   EXPECT_EQ(l.groups.front().state_pages, 4);
   const KvDemand d = kv_demand(l, k262K, 8192);
+  // The MTP draft layer's attention joins the grouping: 17 full-attention layers, so groups of 17 and the 48
+  // linear-attention layers in 3 groups (padded): 328 + 3 x 4 blocks of 17 pages (club-3090 #594's log, exact).
+  EXPECT_EQ(l.group_size, 17);
   EXPECT_EQ(d.blocks_per_request, 328 + 3 * 4);
-  EXPECT_EQ(d.bytes_per_request, 16ull * 3'276'800 * 340);
-  EXPECT_EQ(format_bytes(d.bytes_per_request), "16.60 GiB");
+  EXPECT_EQ(d.bytes_per_request, 17ull * 3'276'800 * 340);
+  EXPECT_EQ(format_bytes(d.bytes_per_request), "17.64 GiB");
   EXPECT_FALSE(l.notes.empty());
 }
 

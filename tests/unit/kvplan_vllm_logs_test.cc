@@ -177,13 +177,23 @@ TEST(KvplanVllmLogs, PrintedKvMemoryGivesPrintedTokensAndConcurrency) {
     const Json& f = c["flags"];
     const Json& log = c["log"];
     const stdfs::path dir = write_config(c);
-    auto arg = parse_seat_arg(fmt::format("s={}:weights=1GiB,max_model_len={},tp={},vllm_version={}", dir.string(),
+    // The flags the log shows: KV dtype, prefix caching (hybrid state pages), the batched tokens (sliding layers).
+    std::string extra;
+    if (f.contains("kv_cache_dtype") && f["kv_cache_dtype"].is_string()) extra += ",kv_cache_dtype=" + f["kv_cache_dtype"].get<std::string>();
+    if (f.contains("enable_prefix_caching") && f["enable_prefix_caching"].is_boolean())
+      extra += std::string(",prefix_caching=") + (f["enable_prefix_caching"].get<bool>() ? "on" : "off");
+    if (f.contains("spec_tokens") && f["spec_tokens"].is_number_integer() && f["spec_tokens"].get<int>() > 0)
+      extra += fmt::format(",spec_tokens={}", f["spec_tokens"].get<int>());
+    const std::int64_t batched = f.contains("max_num_batched_tokens") && f["max_num_batched_tokens"].is_number_integer()
+                                     ? f["max_num_batched_tokens"].get<std::int64_t>()
+                                     : 8192;
+    auto arg = parse_seat_arg(fmt::format("s={}:weights=1GiB,max_model_len={},tp={},vllm_version={}{}", dir.string(),
                                           f["max_model_len"].get<int>(), num_or(f, "tensor_parallel_size", "1"),
-                                          c["vllm_version"].get<std::string>()));
+                                          c["vllm_version"].get<std::string>(), extra));
     ASSERT_TRUE(arg.ok()) << arg.error().message;
     auto seat = load_seat(*arg, std::nullopt);
     ASSERT_TRUE(seat.ok()) << seat.error().message;
-    const KvDemand d = kv_demand(seat->layout, seat->max_model_len, 8192 * seat->rules.sliding_in_flight_factor);
+    const KvDemand d = kv_demand(seat->layout, seat->max_model_len, batched * seat->rules.sliding_in_flight_factor);
     if (c["kind"] == "layout") {
       const std::int64_t blocks = kv_num_blocks(seat->layout, gib(log["available_kv_gib"].get<double>()));
       const KvReport r = kv_report(seat->layout, d, blocks, seat->rules);
