@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "fp4forge/util/size.h"
 
@@ -91,6 +92,7 @@ struct Placer {
   const std::vector<SeatModel>& seats;
   const std::vector<GpuSpec>& gpus;
   std::vector<std::vector<std::size_t>> pins;  // per seat: pinned GPU indices (empty = free)
+  std::vector<std::uint64_t> initial;           // per GPU: free memory before any seat (a GPU below it holds one)
 
   /** What seat s holds on GPU g: its budget (util * torch total, or just what it needs when the planner
    * chooses the utilization) plus what it holds beside the budget. */
@@ -130,13 +132,17 @@ struct Placer {
       ++idx[i - 1];
       for (std::size_t j = i; j < k; ++j) idx[j] = idx[j - 1] + 1;
     }
+    // Spread first: a set of GPUs no seat uses yet before one a seat already shares (an operator never wants
+    // one GPU crowded while another stands empty), then the roomiest.
     auto key = [&](const std::vector<std::size_t>& set) {
       std::uint64_t mn = UINT64_MAX, sum = 0;
+      std::size_t busy = 0;
       for (std::size_t g : set) {
         mn = std::min(mn, remaining[g]);
         sum += remaining[g];
+        if (g < initial.size() && remaining[g] < initial[g]) ++busy;
       }
-      return std::pair(mn, sum);
+      return std::tuple(set.size() - busy, mn, sum);
     };
     std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return key(a) > key(b); });
     // Rank 0 first within a set: the roomiest GPU.
@@ -211,7 +217,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
       if (plan.seats[i].arg.name == plan.seats[j].arg.name)
         return make_error(Errc::USAGE, "seat name '{}' is given twice", plan.seats[i].arg.name);
 
-  Placer placer{plan.seats, gpus, std::vector<std::vector<std::size_t>>(ns)};
+  Placer placer{plan.seats, gpus, std::vector<std::vector<std::size_t>>(ns), {}};
   for (std::size_t s = 0; s < ns; ++s) {
     for (const auto& id : plan.seats[s].arg.gpus) {
       auto it = std::find_if(gpus.begin(), gpus.end(), [&](const GpuSpec& g) { return g.id == id; });
@@ -241,6 +247,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
   // Order: pinned seats first (as given), then heaviest KV demand first on the roomiest GPU.
   std::vector<std::uint64_t> remaining(gpus.size());
   for (std::size_t g = 0; g < gpus.size(); ++g) remaining[g] = gpus[g].torch_free();
+  placer.initial = remaining;
   const std::size_t roomiest = static_cast<std::size_t>(
       std::max_element(remaining.begin(), remaining.end()) - remaining.begin());
   std::vector<std::uint64_t> demand(ns), need(ns);

@@ -132,6 +132,21 @@ TEST_F(KvplanTwoSeats, KvHeavierSeatGoesToTheRoomierGpuAndBothFit) {
   }
 }
 
+TEST_F(KvplanTwoSeats, SeatsSpreadOverGpusInsteadOfCrowdingOne) {
+  // Two 96 GiB GPUs, one with 41 GiB held by another tenant: both seats fit on the empty one (78 GiB), but an
+  // operator wants them apart; the KV-heavier seat takes the roomiest GPU, the other the empty one.
+  auto plan = make_plan({seat(small()), seat(big())}, {gpu("0=96GiB:used=41GiB:reserved=0"), gpu("1=96GiB:reserved=0")});
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_TRUE(plan->all_fit);
+  EXPECT_EQ(gpu_of(*plan, "big"), "1");
+  EXPECT_EQ(gpu_of(*plan, "small"), "0");
+  // Pinned seats still share when told to.
+  auto pinned = make_plan({seat(small(",gpu=1")), seat(big(",gpu=1"))}, {gpu("0=96GiB:used=41GiB:reserved=0"), gpu("1=96GiB:reserved=0")});
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_EQ(gpu_of(*pinned, "big"), "1");
+  EXPECT_EQ(gpu_of(*pinned, "small"), "1");
+}
+
 TEST_F(KvplanTwoSeats, SwappingTheSeatsBreaksTheFit) {
   auto plan = make_plan({seat(big(",gpu=1")), seat(small(",gpu=0"))}, gpus);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
