@@ -39,9 +39,21 @@ Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtyp
   if (d == "auto") return model_dtype_bytes;
   if (d == "bf16" || d == "bfloat16") return 2;
   if (d == "fp8" || d == "fp8_e4m3" || d == "fp8_e5m2") return 1;
+  if (d == "fp8_per_token_head" || d == "int8_per_token_head" || d == "int4_per_token_head") return 1;
   return make_error(Errc::USAGE,
-                    "unsupported kv_cache_dtype '{}'; expected auto, bf16 (bfloat16), fp8, fp8_e4m3 or fp8_e5m2",
+                    "unsupported kv_cache_dtype '{}'; expected auto, bf16 (bfloat16), fp8, fp8_e4m3, fp8_e5m2, "
+                    "fp8_per_token_head, int8_per_token_head or int4_per_token_head",
                     kv_cache_dtype);
+}
+
+std::uint64_t kv_head_token_bytes(std::string_view kv_cache_dtype, std::int64_t head_dim, int dtype_bytes) noexcept {
+  const std::string d = util::ascii_lower(kv_cache_dtype);
+  const auto hd = static_cast<std::uint64_t>(head_dim);
+  // Triton backend (v1/attention/backends/triton_attn.py:276-289 at 017e9f4448): K and V content plus two fp32
+  // scales per token and head; int4 packs two values per byte.
+  if (d == "fp8_per_token_head" || d == "int8_per_token_head") return 2 * hd + 8;
+  if (d == "int4_per_token_head") return hd + 8;
+  return 2 * hd * static_cast<std::uint64_t>(dtype_bytes);
 }
 
 Result<int> state_dtype_bytes(std::string_view dtype, int dflt) {
@@ -187,6 +199,10 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
       out.kv_shared_layers.push_back(static_cast<int>(i));
       continue;
     }
+    if ((info.spec().mla || info.kv_lora_rank > 0) &&
+        kv_head_token_bytes(opts.kv_cache_dtype, 1, 1) != 2)
+      return make_error(Errc::USAGE, "kv_cache_dtype {} is a Triton-backend format vLLM does not offer for "
+                        "multi-head latent attention; use auto or fp8", opts.kv_cache_dtype);
     if (info.spec().mla || info.kv_lora_rank > 0) {
       // Multi-head latent attention (DeepSeek-V2/V3): vLLM's MLAAttentionSpec caches one latent of
       // kv_lora_rank + qk_rope_head_dim per token and layer (no K/V pair, not split by tensor parallelism).
@@ -212,7 +228,7 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
                         "layer {}; vLLM refuses this tensor-parallel size", tp, kv, i);
     s.kv_heads = std::max<std::int64_t>(1, kv / tp);
     s.head_dim = d;
-    s.bytes_per_token = static_cast<std::uint64_t>(2 * s.kv_heads * d * out.kv_dtype_bytes);
+    s.bytes_per_token = static_cast<std::uint64_t>(s.kv_heads) * kv_head_token_bytes(opts.kv_cache_dtype, d, out.kv_dtype_bytes);
     if (t == "sliding_attention") {
       if (window <= 0)
         return make_error(Errc::BAD_INPUT, "config.json: layer {} is sliding_attention but sliding_window "

@@ -181,7 +181,8 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       if (!parse_human_int(v, x) || x < 1) return bad("a positive integer (tokens; 128k = 128000, 128K = 131072)");
       a.max_model_len = x;
     } else if (key == "kv_cache_dtype") {
-      if (!kv_cache_dtype_bytes(v).ok()) return bad("auto, bf16, fp8, fp8_e4m3 or fp8_e5m2");
+      if (!kv_cache_dtype_bytes(v).ok())
+        return bad("auto, bf16, fp8, fp8_e4m3, fp8_e5m2, fp8_per_token_head, int8_per_token_head or int4_per_token_head");
       a.kv.kv_cache_dtype = std::string(v);
     } else if (key == "gpu_memory_utilization") {
       double x = 0;

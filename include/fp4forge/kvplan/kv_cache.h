@@ -25,6 +25,10 @@ namespace fp4forge::kvplan {
 /** Bytes per element of a `--kv-cache-dtype` value: bf16/bfloat16 -> 2, fp8/fp8_e4m3/fp8_e5m2 -> 1;
  * "auto" -> `model_dtype_bytes` (2: vLLM serves these models in bf16). USAGE error otherwise. */
 Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtype_bytes = 2);
+/** KV bytes of one token and one kv head (K and V): 2 * head_dim * dtype_bytes, or for the per-token-head
+ * formats (vLLM's Triton backend, in vLLM since 0.20 - 0.24) 2 * head_dim + 8 (fp8/int8, two fp32 scales) and
+ * head_dim + 8 (int4). */
+std::uint64_t kv_head_token_bytes(std::string_view kv_cache_dtype, std::int64_t head_dim, int dtype_bytes) noexcept;
 /** Bytes of a mamba state dtype (float32/fp32 -> 4, bfloat16/bf16/float16/fp16 -> 2); "auto" -> dflt. */
 Result<int> state_dtype_bytes(std::string_view dtype, int dflt);
 /** The vLLM spelling of a kv-cache dtype for the command line ("bf16" -> "bfloat16"). */
