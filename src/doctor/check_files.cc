@@ -63,7 +63,11 @@ void check_image_processor(const Context& ctx, const std::string& label, const J
   if (!bad.empty()) {
     Finding f;
     f.kind = "processor-mismatch";
-    f.severity = Severity::ERROR;
+    // The processor's keys mean what its class makes of them: for a family outside the registry a differing
+    // patch_size may be a tile (Step-3.x's image processor crops 504-pixel tiles for a 16-pixel ViT patch), so
+    // the check cannot be sure and warns.
+    const bool known = fam != Family::UNKNOWN;
+    f.severity = known ? Severity::ERROR : Severity::WARNING;
     f.key = label;
     f.expected = "image-processor sizes equal to vision_config";
     f.actual = fmt::format("{}", fmt::join(bad, "; "));
@@ -71,7 +75,9 @@ void check_image_processor(const Context& ctx, const std::string& label, const J
                             "tower was not built for", label, f.actual);
     f.hint = fam == Family::QWEN3_5 || fam == Family::QWEN3_5_MOE
                  ? "Qwen3.5 uses patch 16, temporal patch 2, merge 2 (Qwen2-VL's defaults of 14 are wrong here)"
-                 : "copy the sizes from vision_config";
+             : known ? "copy the sizes from vision_config"
+                     : "the family is not in fp4forge's registry, so what its processor means by these keys was not "
+                       "checked; compare with the original release's processor_config.json";
     out.push_back(std::move(f));
   }
   // Absurd image size (F34): vLLM's profile run allocates for the largest image the processor allows.

@@ -326,6 +326,12 @@ struct ShapeChecker {
           v.add("fused experts have both gate_up and down tensors", b->key, "present", "one missing", "num_experts");
         continue;
       }
+      // Zero-computation experts (zero_expert_num) are not weights of the model: left out of the expert rules.
+      ExpertBlock real = *b;
+      if (E > 0 && m.zero_experts > 0)
+        std::erase_if(real.parts, [&](const ExpertPart& p) { return p.expert >= E && p.expert < E + m.zero_experts; });
+      if (real.parts.empty()) continue;
+      b = &real;
       std::map<int, std::set<Role>> have;
       for (const auto& p : b->parts) {
         have[p.expert].insert(p.role);
@@ -462,6 +468,14 @@ struct ShapeChecker {
     if (m.num_heads <= 0 || H <= 0 || N <= 0 || nlt != static_cast<std::size_t>(N)) {
       v.emit(*out_);
       return;  // geometry unknown: per-layer rules cannot be evaluated
+    }
+    if (m.stack_layers > 0) {  // LongCat-Flash: num_hidden_layers counts each layer's two sublayers
+      v.add("per-layer shape rules apply to one attention and one MLP per layer", "", "num_hidden_layers layers",
+            fmt::format("num_hidden_layers {} counts sublayers of num_layers = {} layers", N, m.stack_layers),
+            "num_hidden_layers", "config-shape-unchecked", Severity::WARNING,
+            "per-layer shapes were not checked; verify --against compares every tensor with its source");
+      v.emit(*out_);
+      return;
     }
     if (ctx.layer_prefix.empty()) {
       v.add("the decoder layers are found (per-layer shape rules need them)", "", "<root>.layers.<i>.*",

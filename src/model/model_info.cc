@@ -137,6 +137,9 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
   m.hidden_size_per_layer_input = get_int(text, "hidden_size_per_layer_input");
   m.use_double_wide_mlp = get_bool(text, "use_double_wide_mlp").value_or(false);
   m.full_attention_interval = get_int(text, "full_attention_interval");
+  if (const std::int64_t nl = get_int(text, "num_layers"); nl > 0 && m.num_layers > nl && m.num_layers % nl == 0)
+    m.stack_layers = nl;
+  m.zero_experts = std::max<std::int64_t>(0, get_int(text, "zero_expert_num"));
 
   // Tied embeddings: the text-level value is authoritative (architectures.md §1.1).
   const bool tie_default = spec.tie_default;

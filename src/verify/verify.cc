@@ -1165,24 +1165,45 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
                 fmt::format("{}", t.info->shape[0]), "config and tensors disagree"});
     }
   }
-  if (info.num_layers > 0 && !layers.empty()) {
+  const std::int64_t stack_n = info.indexed_layers();  // LongCat-Flash: num_layers (sublayers counted twice)
+  if (stack_n > 0 && !layers.empty()) {
     std::vector<int> missing;
-    for (int i = 0; i < info.num_layers && missing.size() < 20; ++i)
+    for (int i = 0; i < stack_n && missing.size() < 20; ++i)
       if (!layers.count(i)) missing.push_back(i);
-    if (max_layer >= info.num_layers || !missing.empty()) {
+    if (max_layer >= stack_n || !missing.empty()) {
       sink.add({"geometry-mismatch", Severity::ERROR, "layers",
-                fmt::format("text stack has layer indices up to {} ({} distinct){}, config num_hidden_layers = {}",
+                fmt::format("text stack has layer indices up to {} ({} distinct){}, config {} = {}",
                             max_layer, layers.size(),
                             missing.empty() ? std::string() : fmt::format(", missing [{}]", fmt::join(missing, ", ")),
-                            info.num_layers),
-                {}, "num_hidden_layers", fmt::format("layers 0..{}", info.num_layers - 1),
+                            info.stack_layers > 0 ? "num_layers" : "num_hidden_layers", stack_n),
+                {}, "num_hidden_layers", fmt::format("layers 0..{}", stack_n - 1),
                 fmt::format("{} layers, max index {}", layers.size(), max_layer),
                 "tensors were dropped or the config belongs to another model"});
     }
   }
-  for (const ExpertBlock& b : find_expert_blocks(named, info)) {
+  for (ExpertBlock b : find_expert_blocks(named, info)) {
     if (b.storage != ExpertStorage::PER_EXPERT) continue;
     const std::int64_t E = info.num_experts;
+    // Zero-computation experts (LongCat-Flash zero_expert_num) follow the real ones: computed as the
+    // identity, so whatever tensors a writer leaves for them are not weights of the model.
+    if (E > 0 && info.zero_experts > 0) {
+      std::set<int> zero;
+      std::vector<ExpertPart> kept;
+      for (const auto& p : b.parts) {
+        if (p.expert >= E && p.expert < E + info.zero_experts) zero.insert(p.expert);
+        else kept.push_back(p);
+      }
+      if (!zero.empty()) {
+        sink.add({"zero-experts-stored", Severity::WARNING, family_of(b.key),
+                  fmt::format("expert block '{}': zero-computation experts [{}] (zero_expert_num = {}) carry tensors; "
+                              "they compute the identity, so these tensors are not weights vLLM reads (inferred "
+                              "from LongCat-Flash's design) and their quantization is not judged here",
+                              b.key, fmt::join(zero, ", "), info.zero_experts),
+                  {b.key}, "", "", "", "left as the writer stored them"});
+        b.parts = std::move(kept);
+        if (b.parts.empty()) continue;
+      }
+    }
     std::map<int, std::set<Role>> roles;
     for (const auto& p : b.parts) roles[p.expert].insert(p.role);
     std::vector<std::string> issues;

@@ -47,6 +47,15 @@ struct ModelInfo {
   std::int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
   std::int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel_dim = 0;
   std::int64_t mtp_num_hidden_layers = 0;
+  /** Decoder layers as the tensors index them when num_hidden_layers counts sublayers: the config's
+   * `num_layers` when it divides num_hidden_layers into two or more (LongCat-Flash: two attention and two MLP
+   * sublayers per layer, num_hidden_layers = 2 x num_layers); 0 otherwise (the stack has num_layers). */
+  std::int64_t stack_layers = 0;
+  /** LongCat-Flash's zero-computation experts (`zero_expert_num`): routed like experts, computed as the
+   * identity; indices num_experts .. num_experts + zero_experts - 1. */
+  std::int64_t zero_experts = 0;
+  /** The number of layer indices the text stack's tensors use. */
+  std::int64_t indexed_layers() const noexcept { return stack_layers > 0 ? stack_layers : num_layers; }
   bool attn_output_gate = false;
   bool tie_word_embeddings = false;
   bool has_vision_config = false, has_audio_config = false;
