@@ -18,6 +18,7 @@
 
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/scheme_search.h"
 #include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/codec/observer.h"
 #include "fp4forge/util/thread_pool.h"
@@ -103,7 +104,7 @@ void search_threads(benchmark::State& st, Shape s, unsigned threads) {
   const auto w = view(s, s.rows);
   const auto sp = spec();
   for (auto _ : st) {
-    auto r = nvfp4::searched_maxima(w, sp, "bench", pool);
+    auto r = fp4forge::searched_group_maxima(fp4forge::QuantScheme::NVFP4A16, w, sp, "bench", &pool);
     if (!r) st.SkipWithError(r.error().message.c_str());
     benchmark::DoNotOptimize(r->data());
   }

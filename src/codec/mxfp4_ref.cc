@@ -123,11 +123,8 @@ Status encode(const nvfp4::WeightView& w, std::byte* packed_out, std::byte* scal
 
 Status encode_rows_maxima(const nvfp4::WeightView& w, const float* group_max, std::uint64_t r0, std::uint64_t r1,
                           std::byte* packed_out, std::byte* scale_out, std::string_view name) {
-  if (r1 < r0 || r1 > w.rows)
-    return scheme_ref::tensor_error(name, fmt::format("row range [{}, {}) is outside the tensor's {} rows", r0, r1, w.rows));
-  if (r0 == r1) return {};
-  const nvfp4::WeightView rows{w.data + r0 * w.cols * scheme_ref::elem_size(w.dtype), w.dtype, r1 - r0, w.cols};
-  return encode_impl(rows, group_max, packed_out, scale_out, name);
+  FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView rows, scheme_ref::rows_of(w, r0, r1, name));
+  return rows.rows == 0 ? Status{} : encode_impl(rows, group_max, packed_out, scale_out, name);
 }
 
 }  // namespace fp4forge::mxfp4

@@ -247,39 +247,6 @@ Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec
   return out;
 }
 
-Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec& spec, std::string_view name,
-                                           ThreadPool& pool, std::string_view path) {
-  const std::uint64_t gpr = w.cols / kGroupSize;
-  std::vector<float> out(static_cast<std::size_t>(w.rows * gpr));
-  // Row ranges of about 64K groups (a few ms of search each), at least one per worker.
-  const std::uint64_t per = std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>((w.rows + pool.size() - 1) / pool.size(), (std::uint64_t{1} << 16) / std::max<std::uint64_t>(gpr, 1)));
-  const int total = spec.total_steps();
-  const std::size_t tasks = static_cast<std::size_t>((w.rows + per - 1) / per);
-  std::mutex mu;
-  StepMask improved;
-  std::optional<Error> err;
-  auto run = [&](int steps, bool collect) {
-    parallel_for(pool, tasks, [&](std::size_t t) {
-      const std::uint64_t r = t * per, r1 = std::min(w.rows, r + per);
-      StepMask local;
-      Status st = search_rows(w, spec, steps, r, r1, out.data() + r * gpr, collect ? &local : nullptr, name, path);
-      std::lock_guard lk(mu);
-      if (!st && !err) err = std::move(st).error();
-      improved |= local;
-    });
-  };
-  // An invalid tensor is refused before any task (the same checks search_rows makes).
-  FP4FORGE_TRY(check_rows(w, 0, w.rows, name));
-  run(total, true);
-  if (err) return *err;
-  if (const int steps = steps_run(spec, improved); steps < total) {
-    run(steps, false);
-    if (err) return *err;
-  }
-  return out;
-}
-
 Status encode_rows_maxima(const WeightView& w, float gs, const float* group_max, std::uint64_t r0, std::uint64_t r1,
                           std::byte* packed_out, std::byte* scale_out, std::string_view name) {
   FP4FORGE_TRY(check_rows(w, r0, r1, name, gs));

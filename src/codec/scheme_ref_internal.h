@@ -74,6 +74,15 @@ inline Status check_weight(const nvfp4::WeightView& w, std::string_view name, st
   return {};
 }
 
+// Rows [r0, r1) of w as a view of their own: the row-range functions' range check, one message.
+inline Result<nvfp4::WeightView> rows_of(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1,
+                                         std::string_view name) {
+  if (r1 < r0 || r1 > w.rows)
+    return tensor_error(name, fmt::format("row range [{}, {}) is outside the tensor's {} rows", r0, r1, w.rows));
+  return nvfp4::WeightView{w.data == nullptr ? nullptr : w.data + r0 * w.cols * elem_size(w.dtype), w.dtype, r1 - r0,
+                           w.cols};
+}
+
 inline Status check_outputs(std::string_view name, const std::byte* a, const std::byte* b) {
   if (a == nullptr || b == nullptr)
     return Error{Errc::INTERNAL, fmt::format("tensor '{}': null output buffer passed to an encoder", name), {},

@@ -180,10 +180,7 @@ Status search_rows_rule(const GroupRule& rule, const nvfp4::WeightView& w, const
   if (spec.total_steps() > kMaxSearchSteps || steps < 0 || steps > spec.total_steps())
     return scheme_ref::tensor_error(name, fmt::format("search of {} steps (of {}) is outside the supported 0..{}",
                                                       steps, spec.total_steps(), kMaxSearchSteps));
-  if (r1 < r0 || r1 > w.rows)
-    return scheme_ref::tensor_error(name, fmt::format("row range [{}, {}) is outside the tensor's {} rows", r0, r1, w.rows));
-  const nvfp4::WeightView rows{w.data == nullptr ? nullptr : w.data + r0 * w.cols * scheme_ref::elem_size(w.dtype),
-                               w.dtype, r1 - r0, w.cols};
+  FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView rows, scheme_ref::rows_of(w, r0, r1, name));
   if (rows.rows == 0) return {};
   // The encoder's own refusals first (dtype, shape, K % G, NaN/Inf), with its messages.
   FP4FORGE_TRY(scheme_ref::check_weight(rows, name, rule.scheme));

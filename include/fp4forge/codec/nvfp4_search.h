@@ -54,11 +54,6 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
 Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec& spec, std::string_view name,
                                            std::string_view path = {});
 
-/** searched_maxima with the search split into row ranges run on `pool` (the same values; the tasks are
- * waited for before it returns, the pool may be shared). */
-Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec& spec, std::string_view name,
-                                           ThreadPool& pool, std::string_view path = {});
-
 /**
  * Encodes rows [r0, r1) of `w` with global scale `gs`, each group's E4M3 scale from `group_max` (its
  * searched max; (r1-r0)*cols/16 values for these rows) instead of its max|w|; outputs as encode_rows.
