@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/codec/nvfp4.h"
 #include "render.h"
 
 namespace {
@@ -20,7 +21,8 @@ constexpr std::array<CommandSpec, 10> kCommands{{
     {"inspect", "what is this checkpoint: family, class, roles, sizes", fp4forge::cli::add_inspect},
     {"doctor", "check config vs tensors, processor and tokenizer files; --fix with backups",
      fp4forge::cli::add_doctor},
-    {"quantize", "streaming NVFP4A16 quantization to compressed-tensors", fp4forge::cli::add_quantize},
+    {"quantize", "streaming quantization to compressed-tensors: NVFP4A16 (default), MXFP4A16, FP8, W4A16",
+     fp4forge::cli::add_quantize},
     {"verify", "prove a quantized checkpoint (structure, policy, values, error vs source)",
      fp4forge::cli::add_verify},
     {"diff", "compare two checkpoints of the same architecture class", fp4forge::cli::add_diff},
@@ -28,7 +30,7 @@ constexpr std::array<CommandSpec, 10> kCommands{{
     {"probe", "prove a served OpenAI-compatible endpoint", fp4forge::cli::add_probe},
     {"gateway", "show / swap / rollback / retire LiteLLM aliases", fp4forge::cli::add_gateway},
     {"synth", "write a random-weight checkpoint with a real family layout", fp4forge::cli::add_synth},
-    {"selftest", "run NVFP4A16 golden vectors through every compiled codec path",
+    {"selftest", "run every scheme's and observer's built-in golden vectors through every compiled codec path",
      fp4forge::cli::add_selftest},
 }};
 
@@ -37,9 +39,13 @@ constexpr const char* kExitCodes =
 
 int run(int argc, char** argv) {
   CLI::App app{"fp4forge " FP4FORGE_VERSION
-               " — make Hugging Face checkpoints ready to serve on vLLM as NVFP4A16, and prove them.",
+               " — make Hugging Face checkpoints ready to serve on vLLM as NVFP4A16 (or MXFP4A16, FP8, W4A16), "
+               "and prove them.",
                "fp4forge"};
-  app.set_version_flag("--version", std::string("fp4forge ") + FP4FORGE_VERSION);
+  // The version, the commit it was configured from, the build type and the codec path this CPU runs.
+  app.set_version_flag("--version", std::string("fp4forge ") + FP4FORGE_VERSION + " (commit " FP4FORGE_COMMIT
+                                        ", " FP4FORGE_BUILD_TYPE " build, codec path " +
+                                        fp4forge::nvfp4::best_path() + ")");
   app.footer(std::string("Run 'fp4forge <command> --help' for a command's options and examples.\n") +
              kExitCodes);
   app.require_subcommand(0, 1);
