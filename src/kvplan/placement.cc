@@ -161,6 +161,7 @@ struct Placer {
               std::vector<std::vector<std::size_t>>& assign, std::size_t& nodes) const {
     if (pos == order.size()) return true;
     const std::size_t s = order[pos];
+    if (!seats[s].refusal.empty()) return search(order, pos + 1, remaining, assign, nodes);  // takes no room
     for (const auto& set : candidates(s, remaining)) {
       if (++nodes > kSearchNodeLimit) return false;
       if (shortfall(s, set, remaining) != 0) continue;
@@ -272,6 +273,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
   {
     std::vector<std::uint64_t> rem = remaining;
     for (std::size_t s : order) {
+      if (!plan.seats[s].refusal.empty()) continue;  // vLLM refuses it whatever the memory: it takes no room
       const auto cands = placer.candidates(s, rem);
       if (cands.empty()) continue;
       std::uint64_t best_short = UINT64_MAX;
@@ -294,7 +296,9 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
         short_by[s] = best_short;
     }
   }
-  const bool greedy_ok = std::all_of(assign.begin(), assign.end(), [](const auto& a) { return !a.empty(); });
+  bool greedy_ok = true;
+  for (std::size_t s = 0; s < ns; ++s)
+    if (assign[s].empty() && plan.seats[s].refusal.empty()) greedy_ok = false;
   if (!greedy_ok) {
     std::vector<std::vector<std::size_t>> alt(ns);
     std::vector<std::uint64_t> rem = remaining;

@@ -204,6 +204,14 @@ TEST_F(KvplanCli, OperatorSpellingsAndVllmRefusals) {
   auto c = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=300k'" + gpu);
   EXPECT_EQ(c.rc, 1) << c.out;
   EXPECT_NE(c.out.find("vLLM refuses it: max_model_len 300000 is above the model's 262144"), std::string::npos) << c.out;
+  // A seat vLLM refuses whatever the memory takes no room from the others.
+  auto c2 = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=300k' --seat 'q=" + ex +
+                "qwen3.6-27b:weights=20GiB,max_model_len=128K'" + gpu + " --json");
+  EXPECT_EQ(c2.rc, 1);
+  const auto j2 = nlohmann::json::parse(c2.out);
+  EXPECT_EQ(j2["seats"][0]["placement"]["placed"], false);
+  EXPECT_EQ(j2["seats"][1]["placement"]["fits"], true);
+  EXPECT_GT(j2["seats"][1]["placement"]["gpu_memory_utilization"].get<double>(), 0.9);
   // ... unless allowed, and then the stack sets the variable vLLM reads.
   auto d = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=300k,allow_long_max_model_len=on'" + gpu +
                " --emit-compose " + (tmp_ / "c").string());
