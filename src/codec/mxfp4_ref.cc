@@ -91,9 +91,10 @@ Status encode_impl(const nvfp4::WeightView& w, const float* group_max, std::byte
   for (std::uint64_t r = 0; r < w.rows; ++r) {
     for (std::uint64_t g = 0; g < scale_cols(w.cols); ++g) {
       const std::uint64_t base = r * w.cols + g * kGroupSize;
-      float a = 0.0f;  // max |w| over the group, exact in D
-      for (std::uint64_t k = 0; k < kGroupSize; ++k) a = std::max(a, std::fabs(load_elem(w.data, w.dtype, base + k)));
-      if (group_max != nullptr) a = group_max[r * scale_cols(w.cols) + g];
+      // max |w| over the group, exact in D, or the searched max
+      float a = group_max != nullptr ? group_max[r * scale_cols(w.cols) + g] : 0.0f;
+      if (group_max == nullptr)
+        for (std::uint64_t k = 0; k < kGroupSize; ++k) a = std::max(a, std::fabs(load_elem(w.data, w.dtype, base + k)));
       std::uint8_t e = 0;
       float s = 1.0f;
       if (!group_scale(a, w.dtype, &e, &s))

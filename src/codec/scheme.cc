@@ -264,12 +264,32 @@ std::uint64_t linear_bytes(QuantScheme s, std::uint64_t n, std::uint64_t k, DTyp
 
 std::vector<std::string> encode_paths(QuantScheme s) { return scheme_traits(s).paths(); }
 
-Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name,
-                                                 std::string_view path) {
+namespace {
+// The tensors a scheme writes for a Linear shaped as `w`, zero-filled.
+std::vector<EncodedTensor> linear_buffers(QuantScheme s, const nvfp4::WeightView& w) {
   std::vector<EncodedTensor> out;
   for (const auto& t : linear_tensors(s, w.rows, w.cols, w.dtype))
     out.push_back({std::string(t.suffix), t.dtype, t.shape, std::vector<std::byte>(static_cast<std::size_t>(t.bytes()))});
+  return out;
+}
+}  // namespace
+
+Result<std::vector<EncodedTensor>> encode_linear(QuantScheme s, const nvfp4::WeightView& w, std::string_view name,
+                                                 std::string_view path) {
+  std::vector<EncodedTensor> out = linear_buffers(s, w);
   FP4FORGE_TRY(scheme_traits(s).encode_linear(w, name, path, out));
+  return out;
+}
+
+Result<std::vector<EncodedTensor>> encode_linear_maxima(QuantScheme s, const nvfp4::WeightView& w,
+                                                        const float* group_max, std::string_view name) {
+  const SchemeTraits& t = scheme_traits(s);
+  if (t.global_scale || t.search_cols == 0)
+    return make_error(Errc::INTERNAL, "encode_linear_maxima: scheme {} {}", t.name,
+                      t.global_scale ? "shares a global scale over its fused set (nvfp4::encode_fused_observed)"
+                                     : "takes no searched observer");
+  std::vector<EncodedTensor> out = linear_buffers(s, w);
+  FP4FORGE_TRY(t.encode_rows(w, RowsParams{1.0f, group_max}, 0, w.rows, out[0].bytes.data(), out[1].bytes.data(), name));
   return out;
 }
 

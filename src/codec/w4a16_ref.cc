@@ -50,9 +50,10 @@ Status encode_impl(const nvfp4::WeightView& w, const float* group_max, std::byte
   for (std::uint64_t r = 0; r < w.rows; ++r) {
     for (std::uint64_t g = 0; g < scale_cols(w.cols); ++g) {
       const std::uint64_t base = r * w.cols + g * kGroupSize;
-      float a = 0.0f;  // max(|min(amin, 0)|, |max(amax, 0)|) = max |w| over the group
-      for (std::uint64_t k = 0; k < kGroupSize; ++k) a = std::max(a, std::fabs(load_elem(w.data, w.dtype, base + k)));
-      if (group_max != nullptr) a = group_max[r * scale_cols(w.cols) + g];
+      // max(|min(amin, 0)|, |max(amax, 0)|) = max |w| over the group, or the searched max
+      float a = group_max != nullptr ? group_max[r * scale_cols(w.cols) + g] : 0.0f;
+      if (group_max == nullptr)
+        for (std::uint64_t k = 0; k < kGroupSize; ++k) a = std::max(a, std::fabs(load_elem(w.data, w.dtype, base + k)));
       float s = round_d(a / half_range, w.dtype);  // max_val_pos / 7.5 in D
       if (s == 0.0f) s = scheme_ref::eps_d(w.dtype);
       scheme_ref::store_elem(scale_out, w.dtype, r * scale_cols(w.cols) + g, s);

@@ -326,10 +326,9 @@ struct ShapeChecker {
           v.add("fused experts have both gate_up and down tensors", b->key, "present", "one missing", "num_experts");
         continue;
       }
-      // Zero-computation experts (zero_expert_num) are not weights of the model: left out of the expert rules.
+      // Zero-computation experts (zero_expert_num) are no weights of the model: left out of the expert rules.
       ExpertBlock real = *b;
-      if (E > 0 && m.zero_experts > 0)
-        std::erase_if(real.parts, [&](const ExpertPart& p) { return p.expert >= E && p.expert < E + m.zero_experts; });
+      drop_zero_experts(real, m);
       if (real.parts.empty()) continue;
       b = &real;
       std::map<int, std::set<Role>> have;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -285,6 +286,18 @@ std::vector<std::string> ExpertBlock::stored() const {
   for (const std::string* t : {&gate_up, &gate, &up, &down})
     if (!t->empty()) v.push_back(*t);
   return v;
+}
+
+std::vector<int> drop_zero_experts(ExpertBlock& b, const ModelInfo& info) {
+  const std::int64_t E = info.num_experts;
+  std::set<int> zero;
+  if (E <= 0 || info.zero_experts <= 0) return {};
+  std::erase_if(b.parts, [&](const ExpertPart& p) {
+    const bool z = p.expert >= E && p.expert < E + info.zero_experts;
+    if (z) zero.insert(p.expert);
+    return z;
+  });
+  return {zero.begin(), zero.end()};
 }
 
 std::vector<int> incomplete_experts(const ExpertBlock& b) {

@@ -1184,25 +1184,14 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
   for (ExpertBlock b : find_expert_blocks(named, info)) {
     if (b.storage != ExpertStorage::PER_EXPERT) continue;
     const std::int64_t E = info.num_experts;
-    // Zero-computation experts (LongCat-Flash zero_expert_num) follow the real ones: computed as the
-    // identity, so whatever tensors a writer leaves for them are not weights of the model.
-    if (E > 0 && info.zero_experts > 0) {
-      std::set<int> zero;
-      std::vector<ExpertPart> kept;
-      for (const auto& p : b.parts) {
-        if (p.expert >= E && p.expert < E + info.zero_experts) zero.insert(p.expert);
-        else kept.push_back(p);
-      }
-      if (!zero.empty()) {
-        sink.add({"zero-experts-stored", Severity::WARNING, family_of(b.key),
-                  fmt::format("expert block '{}': zero-computation experts [{}] (zero_expert_num = {}) carry tensors; "
-                              "they compute the identity, so these tensors are not weights vLLM reads (inferred "
-                              "from LongCat-Flash's design) and their quantization is not judged here",
-                              b.key, fmt::join(zero, ", "), info.zero_experts),
-                  {b.key}, "", "", "", "left as the writer stored them"});
-        b.parts = std::move(kept);
-        if (b.parts.empty()) continue;
-      }
+    if (const std::vector<int> zero = drop_zero_experts(b, info); !zero.empty()) {
+      sink.add({"zero-experts-stored", Severity::WARNING, family_of(b.key),
+                fmt::format("expert block '{}': zero-computation experts [{}] (zero_expert_num = {}) carry tensors; "
+                            "they compute the identity, so these tensors are not weights vLLM reads (inferred "
+                            "from LongCat-Flash's design) and their quantization is not judged here",
+                            b.key, fmt::join(zero, ", "), info.zero_experts),
+                {b.key}, "", "", "", "left as the writer stored them"});
+      if (b.parts.empty()) continue;
     }
     std::map<int, std::set<Role>> roles;
     for (const auto& p : b.parts) roles[p.expert].insert(p.role);
@@ -1385,18 +1374,6 @@ struct MemberDiff {
  * A byte difference is a warning (a GPU run or another quantizer differs too, docs/schemes.md); an error
  * far above the reference's is error-outlier. nullopt when the source cannot be encoded.
  */
-// The encoding of rows v with each group's scale from `maxima` (a searched observer's, v.rows * K/G values), in
-// encode_linear's tensors (weight_shape left zero: verify compares it structurally).
-Result<std::vector<EncodedTensor>> encode_with_maxima(QuantScheme qs, const nvfp4::WeightView& v, const float* maxima,
-                                                      std::string_view name) {
-  std::vector<EncodedTensor> out;
-  for (const LinearTensorSpec& t : linear_tensors(qs, v.rows, v.cols, v.dtype))
-    out.push_back({std::string(t.suffix), t.dtype, t.shape, std::vector<std::byte>(static_cast<std::size_t>(t.bytes()))});
-  FP4FORGE_TRY(scheme_traits(qs).encode_rows(v, RowsParams{1.0f, maxima}, 0, v.rows, out[0].bytes.data(),
-                                             out[1].bytes.data(), name));
-  return out;
-}
-
 std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& L, const Module& m,
                                              const SourceView& src, const VerifyOptions& opts, Sink& sink,
                                              VerifyStats& st, ThreadPool& pool, const float* maxima) {
@@ -1436,7 +1413,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
     const nvfp4::WeightView v{src.data + r0 * k * es, dt, rows, k};
     // The config's observer: its searched maxima (these rows' groups), else min-max.
     const std::uint64_t gpr = maxima != nullptr ? k / scheme_traits(L.qs).search_cols : 0;
-    auto enc = maxima != nullptr ? encode_with_maxima(L.qs, v, maxima + r0 * gpr, m.name) : encode_linear(L.qs, v, m.name);
+    auto enc = maxima != nullptr ? encode_linear_maxima(L.qs, v, maxima + r0 * gpr, m.name) : encode_linear(L.qs, v, m.name);
     if (!enc.ok()) {  // refused sources (NaN/Inf) were reported by the amax pass
       cr.ok = false;
       return;

@@ -43,11 +43,9 @@ std::string run_case(QuantScheme s, const SchemeGoldenCase& c, ThreadPool* pool,
     auto m = searched_group_maxima(s, v, *spec, c.name, pool);
     if (!m.ok()) return c.ok ? "error: " + m.error().message : "";
     if (!c.ok) return "upstream refuses it, fp4forge searched it";
-    for (const LinearTensorSpec& t : linear_tensors(s, v.rows, v.cols, v.dtype))
-      got.push_back({std::string(t.suffix), t.dtype, t.shape, std::vector<std::byte>(static_cast<std::size_t>(t.bytes()))});
-    Status st = scheme_traits(s).encode_rows(v, RowsParams{1.0f, m->data()}, 0, v.rows, got[0].bytes.data(),
-                                             got[1].bytes.data(), c.name);
-    if (!st) return "encode error: " + st.error().message;
+    auto e = encode_linear_maxima(s, v, m->data(), c.name);
+    if (!e.ok()) return "encode error: " + e.error().message;
+    got = std::move(e).value();
   } else {
     auto e = encode_linear(s, v, c.name);
     if (!e.ok()) return "error: " + e.error().message;

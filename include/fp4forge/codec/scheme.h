@@ -104,6 +104,14 @@ struct RowsParams {
   const float* group_max = nullptr;
 };
 
+/**
+ * encode_linear with a searched observer's maxima (`group_max`: w.rows * K/search_cols values) in place of each
+ * group's max|w|, for the schemes without a global scale (MXFP4A16, W4A16; NVFP4A16's fused sets share one:
+ * nvfp4::encode_fused_observed). weight_shape is left zero. INTERNAL for any other scheme.
+ */
+Result<std::vector<EncodedTensor>> encode_linear_maxima(QuantScheme s, const nvfp4::WeightView& w,
+                                                        const float* group_max, std::string_view name);
+
 /** How verify checks a scheme's stored scale bytes (and payload) without the source. */
 enum class ValueCheck : std::uint8_t {
   E4M3_SCALES,   ///< F8_E4M3 scale bytes: NaN codes, negative scales (NVFP4A16)

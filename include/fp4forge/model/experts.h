@@ -98,6 +98,13 @@ std::vector<ExpertBlock> find_expert_blocks(std::span<const NamedShape> tensors,
  */
 std::vector<int> incomplete_experts(const ExpertBlock& b);
 
+/**
+ * Removes from a per-expert block the parts of LongCat-Flash-style zero-computation experts (indices
+ * num_experts .. num_experts + zero_experts - 1: computed as the identity, so whatever tensors a writer left for
+ * them are no weights of the model) and returns their indices, sorted; empty (b untouched) when there are none.
+ */
+std::vector<int> drop_zero_experts(ExpertBlock& b, const ModelInfo& info);
+
 /** The block whose key prefixes `module` (`<key>.<e>.<proj>`), or nullptr. */
 const ExpertBlock* block_of(std::span<const ExpertBlock> blocks, std::string_view module) noexcept;
 
