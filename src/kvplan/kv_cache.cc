@@ -39,21 +39,24 @@ Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtyp
   if (d == "auto") return model_dtype_bytes;
   if (d == "bf16" || d == "bfloat16") return 2;
   if (d == "fp8" || d == "fp8_e4m3" || d == "fp8_e5m2") return 1;
-  if (d == "fp8_per_token_head" || d == "int8_per_token_head" || d == "int4_per_token_head") return 1;
+  if (per_token_head(d)) return 1;
   return make_error(Errc::USAGE,
                     "unsupported kv_cache_dtype '{}'; expected auto, bf16 (bfloat16), fp8, fp8_e4m3, fp8_e5m2, "
                     "fp8_per_token_head, int8_per_token_head or int4_per_token_head",
                     kv_cache_dtype);
 }
 
-std::uint64_t kv_head_token_bytes(std::string_view kv_cache_dtype, std::int64_t head_dim, int dtype_bytes) noexcept {
+bool per_token_head(std::string_view kv_cache_dtype) noexcept {
   const std::string d = util::ascii_lower(kv_cache_dtype);
+  return d == "fp8_per_token_head" || d == "int8_per_token_head" || d == "int4_per_token_head";
+}
+
+std::uint64_t kv_head_token_bytes(std::string_view kv_cache_dtype, std::int64_t head_dim, int dtype_bytes) noexcept {
   const auto hd = static_cast<std::uint64_t>(head_dim);
+  if (!per_token_head(kv_cache_dtype)) return 2 * hd * static_cast<std::uint64_t>(dtype_bytes);
   // Triton backend (v1/attention/backends/triton_attn.py:276-289 at 017e9f4448): K and V content plus two fp32
   // scales per token and head; int4 packs two values per byte.
-  if (d == "fp8_per_token_head" || d == "int8_per_token_head") return 2 * hd + 8;
-  if (d == "int4_per_token_head") return hd + 8;
-  return 2 * hd * static_cast<std::uint64_t>(dtype_bytes);
+  return (util::ascii_lower(kv_cache_dtype) == "int4_per_token_head" ? hd : 2 * hd) + 8;
 }
 
 Result<int> state_dtype_bytes(std::string_view dtype, int dflt) {
@@ -199,11 +202,10 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
       out.kv_shared_layers.push_back(static_cast<int>(i));
       continue;
     }
-    if ((info.spec().mla || info.kv_lora_rank > 0) &&
-        kv_head_token_bytes(opts.kv_cache_dtype, 1, 1) != 2)
-      return make_error(Errc::USAGE, "kv_cache_dtype {} is a Triton-backend format vLLM does not offer for "
-                        "multi-head latent attention; use auto or fp8", opts.kv_cache_dtype);
     if (info.spec().mla || info.kv_lora_rank > 0) {
+      if (per_token_head(opts.kv_cache_dtype))
+        return make_error(Errc::USAGE, "kv_cache_dtype {} is a Triton-backend format vLLM does not offer for "
+                          "multi-head latent attention; use auto or fp8", opts.kv_cache_dtype);
       // Multi-head latent attention (DeepSeek-V2/V3): vLLM's MLAAttentionSpec caches one latent of
       // kv_lora_rank + qk_rope_head_dim per token and layer (no K/V pair, not split by tensor parallelism).
       if (info.kv_lora_rank <= 0 || info.qk_rope_head_dim <= 0)

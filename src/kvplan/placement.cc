@@ -53,11 +53,9 @@ Eval evaluate(const SeatModel& s, const GpuSpec* rank0) {
   shape.spec_tokens = s.arg.kv.spec_tokens;
   shape.multimodal = s.arg.mm && (s.info.has_vision_config || s.info.has_audio_config);
   shape.enforce_eager = s.arg.enforce_eager;
-  const bool state_layers = std::any_of(s.layout.layers.begin(), s.layout.layers.end(),
-                                        [](const LayerSpec& l) { return l.kind == LayerKind::STATE; });
   shape.v2_runner = v2_model_runner(r, s.info.architecture,
                                     s.info.text_model_type.empty() ? s.info.model_type : s.info.text_model_type,
-                                    s.info.num_experts > 0, state_layers);
+                                    s.info.num_experts > 0, s.layout.has_state_layers());
   shape.sm100 = sm100_family(name);
   e.terms = estimate_overhead(s.info, shape, r);
   e.outside = e.terms.outside_budget();

@@ -96,14 +96,15 @@ bool all_options(std::string_view opts) {
 // vLLM's derived limit (vllm/config/model.py _get_and_verify_max_len at 0.28, 017e9f4448): the configured
 // length times the RoPE scaling factor, except for rope types su / longrope / llama3 (which state their own
 // length) and Gemma-3; YaRN scales original_max_position_embeddings when given.
-std::int64_t derived_max_model_len(const nlohmann::json& cfg, std::int64_t max_pos) {
+std::int64_t derived_max_model_len(const nlohmann::ordered_json& cfg, const ModelInfo& info) {
+  const std::int64_t max_pos = info.max_position_embeddings;
   if (max_pos <= 0) return max_pos;
-  const nlohmann::json& text = cfg.contains("text_config") && cfg["text_config"].is_object() ? cfg["text_config"] : cfg;
-  const std::string mt = text.contains("model_type") && text["model_type"].is_string() ? text["model_type"].get<std::string>() : "";
+  const std::string& mt = info.text_model_type.empty() ? info.model_type : info.text_model_type;
   if (mt.rfind("gemma3", 0) == 0) return max_pos;
+  const nlohmann::ordered_json& text = text_config(cfg);  // the config's reading rule (model_info.h)
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     if (!text.contains(key) || !text[key].is_object()) continue;
-    const nlohmann::json& r = text[key];
+    const nlohmann::ordered_json& r = text[key];
     std::string type;
     for (const char* tk : {"rope_type", "type"})
       if (r.contains(tk) && r[tk].is_string()) type = r[tk].get<std::string>();
@@ -303,8 +304,7 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
   KvOptions ko = arg.kv;
   auto layout = build_kv_layout(m.info, ck->config(), ko);
   // Before 0.26 (inferred from merge dates) vLLM left prefix caching off for hybrid models unless asked.
-  const bool has_state = layout.ok() && std::any_of(layout->layers.begin(), layout->layers.end(),
-                                                    [](const LayerSpec& l) { return l.kind == LayerKind::STATE; });
+  const bool has_state = layout.ok() && layout->has_state_layers();
   if (has_state && ko.prefix_caching && !arg.prefix_caching_given && !m.rules.hybrid_prefix_caching) {
     ko.prefix_caching = false;
     m.arg.kv.prefix_caching = false;
@@ -320,7 +320,7 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
   m.layout = std::move(*layout);
 
   m.max_position_embeddings = m.info.max_position_embeddings;
-  m.derived_max_model_len = derived_max_model_len(ck->config(), m.max_position_embeddings);
+  m.derived_max_model_len = derived_max_model_len(ck->config(), m.info);
   if (arg.max_model_len) {
     m.max_model_len = *arg.max_model_len;
     if (m.derived_max_model_len > 0 && m.max_model_len > m.derived_max_model_len) {

@@ -9,6 +9,7 @@
  * does not depend on max_model_len, max_num_batched_tokens or the memory budget; kv_demand() and the
  * functions after it do. All functions are pure.
  */
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,6 +26,8 @@ namespace fp4forge::kvplan {
 /** Bytes per element of a `--kv-cache-dtype` value: bf16/bfloat16 -> 2, fp8/fp8_e4m3/fp8_e5m2 -> 1;
  * "auto" -> `model_dtype_bytes` (2: vLLM serves these models in bf16). USAGE error otherwise. */
 Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtype_bytes = 2);
+/** True for the per-token-head KV formats (fp8/int8/int4_per_token_head: vLLM's Triton backend). */
+bool per_token_head(std::string_view kv_cache_dtype) noexcept;
 /** KV bytes of one token and one kv head (K and V): 2 * head_dim * dtype_bytes, or for the per-token-head
  * formats (vLLM's Triton backend, in vLLM since 0.20 - 0.24) 2 * head_dim + 8 (fp8/int8, two fp32 scales) and
  * head_dim + 8 (int4). */
@@ -106,6 +109,10 @@ struct KvLayout {
   /** All attention layers as if none were windowed (the common naive figure). */
   std::uint64_t naive_bytes_per_token = 0;
   std::vector<std::string> notes;  ///< assumptions worth printing (e.g. the MTP layer's KV)
+  /** True when some layer holds recurrent state (GatedDeltaNet / Mamba): a hybrid model. */
+  bool has_state_layers() const noexcept {
+    return std::any_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.kind == LayerKind::STATE; });
+  }
 };
 
 /**
