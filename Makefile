@@ -16,7 +16,9 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-demo: build
+# The demo builds only what it runs: the binary and the canned seat its gateway stages talk to.
+demo: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target fp4forge_cli fp4forge_fake_seat
 	bash scripts/demo.sh $(BUILD)/bin/fp4forge
 
 # The whole suite, then every fuzz target for FUZZ_SMOKE_SECONDS (clang + libFuzzer + ASan/UBSan build in

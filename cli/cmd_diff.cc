@@ -56,12 +56,15 @@ void add_diff(CLI::App& sub, Action& action) {
   sub.add_flag("--allow-class-mismatch", opts->lib.allow_class_mismatch,
                "compare even when the architecture classes differ (dense/MoE/hybrid/multimodal, experts)");
   sub.add_flag("--all", opts->all, "list equal tensor families too");
+  sub.add_flag("--values", opts->lib.compare_values,
+               "also compare every tensor's bytes (two quantizations of different weights are structurally equal)");
   sub.footer(
       "Exit: 0 identical, 1 different, 3 refused (class mismatch) or bad input, 4 I/O.\n"
       "Examples:\n"
       "  fp4forge diff ./new-NVFP4A16 ./known-good-NVFP4A16\n"
       "  fp4forge diff ./q ./source --allow-class-mismatch --json | jq '.families[] | select(.differs)'\n"
-      "  fp4forge diff ./q-run1 ./q-run2 --all");
+      "  fp4forge diff ./q-run1 ./q-run2 --all\n"
+      "  fp4forge diff ./q-run1 ./q-run2 --values   # same bytes, not only the same layout");
   sub.callback([&action, opts] { action = [opts] { return run_diff(*opts); }; });
 }
 

@@ -12,11 +12,21 @@ namespace fp4forge::cli {
 
 namespace {
 struct GwOpts {
-  std::string config, backend, alias, backend_model, api_base, to, checks = "all", api_key_env, probe_model;
+  std::string config, backend, alias, backend_model, api_base, to, checks = "all", api_key_env, probe_model, deployment,
+      url;
   std::vector<std::string> params;
   double timeout = 60.0;
-  bool no_probe = false, probe = false, dry_run = false, json = false, weak_gate = false;
+  bool no_probe = false, probe = false, dry_run = false, json = false, weak_gate = false, all_deployments = false;
 };
+
+// The value of --api-key-env NAME ("" without the option); USAGE when NAME is not set.
+Result<std::string> key_from_env(const std::string& name) {
+  if (name.empty()) return std::string();
+  const char* v = std::getenv(name.c_str());
+  if (v == nullptr || *v == '\0')
+    return make_error(Errc::USAGE, "--api-key-env {}: the variable is not set or empty", name);
+  return std::string(v);
+}
 
 int finish_edit(const GwOpts& o, Result<gateway::EditResult> r) {
   if (!r.ok()) return report_error(r.error(), o.json);
@@ -49,14 +59,33 @@ int run_swap(const GwOpts& o) {
   auto checks = probe::parse_checks(o.checks);
   if (!checks.ok()) return report_error(checks.error(), o.json);
   so.checks = *checks;
-  if (!o.api_key_env.empty()) {
-    const char* v = std::getenv(o.api_key_env.c_str());
-    if (v == nullptr || *v == '\0')
-      return report_error(make_error(Errc::USAGE, "--api-key-env {}: the variable is not set or empty", o.api_key_env),
-                          o.json);
-    so.probe_options.api_key = v;
-  }
+  auto key = key_from_env(o.api_key_env);
+  if (!key.ok()) return report_error(key.error(), o.json);
+  so.probe_options.api_key = *key;
+  so.deployment = o.deployment;
   return finish_edit(o, gateway::gateway_swap(o.config, so));
+}
+
+int run_check(const GwOpts& o) {
+  gateway::CheckOptions co;
+  co.alias = o.alias;
+  co.gateway_url = o.url;
+  co.probe_options.timeout_s = o.timeout;
+  auto checks = probe::parse_checks(o.checks);
+  if (!checks.ok()) return report_error(checks.error(), o.json);
+  co.checks = *checks;
+  auto key = key_from_env(o.api_key_env);
+  if (!key.ok()) return report_error(key.error(), o.json);
+  co.probe_options.api_key = *key;
+  auto r = gateway::gateway_check(o.config, co);
+  if (!r.ok()) return report_error(r.error(), o.json);
+  for (const auto& w : r->warnings) warn(w);
+  if (o.json) {
+    print_json(gateway::to_json(*r));
+  } else {
+    fmt::print("{}", gateway::to_text(*r));
+  }
+  return gateway::exit_code(*r);
 }
 }  // namespace
 
@@ -74,6 +103,8 @@ void add_gateway(CLI::App& sub, Action& action) {
   common(swap);
   swap->add_option("--alias", o->alias, "model_name to repoint")->required();
   swap->add_option("--backend-model", o->backend_model, "new litellm_params.model, e.g. hosted_vllm/org/m")->required();
+  swap->add_option("--deployment", o->deployment, "which deployment of a load-balanced alias: N (1-based), its "
+                                                  "api_base or its model");
   swap->add_option("--api-base", o->api_base, "new litellm_params.api_base, e.g. http://gpu7:8000/v1")->required();
   swap->add_option("--param", o->params, "extra litellm_params KEY=VALUE (VALUE is YAML, one line); repeatable");
   swap->add_flag("--probe", o->probe, "probe the backend first (the default)");
@@ -91,12 +122,26 @@ void add_gateway(CLI::App& sub, Action& action) {
   CLI::App* retire = sub.add_subcommand("retire", "comment an alias out (reversible), after a backup");
   common(retire);
   retire->add_option("--alias", o->alias, "model_name to retire")->required();
+  retire->add_option("--deployment", o->deployment, "retire one deployment of a load-balanced alias: N (1-based), its "
+                                                    "api_base or its model");
+  retire->add_flag("--all-deployments", o->all_deployments, "retire every deployment of the alias");
+  CLI::App* check = sub.add_subcommand("check", "probe an alias through the gateway itself, as its clients see it");
+  common(check);
+  check->add_option("--alias", o->alias, "model_name to probe")->required();
+  check->add_option("--url", o->url, "the gateway's base URL (default http://127.0.0.1:4000)");
+  check->add_option("--checks", o->checks, "probe checks (default all)");
+  check->add_option("--api-key-env", o->api_key_env, "environment variable with a gateway key (default: the config's "
+                                                     "general_settings.master_key)");
+  check->add_option("--timeout", o->timeout, "deadline of each probe check in seconds")->check(CLI::Range(0.1, 3600.0));
   sub.footer(
-      "Exit: 0 ok, 1 probe failed (file untouched), 2 usage, 3 bad config, 4 I/O or backend unreachable.\n"
+      "Exit: 0 ok, 1 probe failed (file untouched), 2 usage, 3 bad config, 4 I/O or backend/gateway unreachable.\n"
       "Examples:\n"
       "  fp4forge gateway show --config litellm.yaml --backend http://gpu7:8000\n"
       "  fp4forge gateway swap --config litellm.yaml --alias chat --backend-model hosted_vllm/org/m-NVFP4A16 \\\n"
       "      --api-base http://gpu7:8000/v1 --param 'extra_body={chat_template_kwargs: {enable_thinking: false}}'\n"
+      "  fp4forge gateway swap --config litellm.yaml --alias chat --deployment 2 --backend-model hosted_vllm/org/m \\\n"
+      "      --api-base http://gpu8:8000/v1\n"
+      "  fp4forge gateway check --config litellm.yaml --alias chat --url http://litellm:4000\n"
       "  fp4forge gateway rollback --config litellm.yaml");
   show->callback([&action, o] {
     action = [o]() -> int {
@@ -122,8 +167,11 @@ void add_gateway(CLI::App& sub, Action& action) {
     action = [o]() -> int { return finish_edit(*o, gateway::gateway_rollback(o->config, o->to)); };
   });
   retire->callback([&action, o] {
-    action = [o]() -> int { return finish_edit(*o, gateway::gateway_retire(o->config, o->alias)); };
+    action = [o]() -> int {
+      return finish_edit(*o, gateway::gateway_retire(o->config, o->alias, o->deployment, o->all_deployments));
+    };
   });
+  check->callback([&action, o] { action = [o]() -> int { return run_check(*o); }; });
 }
 
 }  // namespace fp4forge::cli

@@ -1,4 +1,5 @@
 // fp4forge probe URL --model NAME: prove a served OpenAI-compatible endpoint (docs/cli/probe.md).
+#include <cstdio>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -13,9 +14,9 @@ namespace fp4forge::cli {
 void add_probe(CLI::App& sub, Action& action) {
   struct Opts {
     std::string url, model, api_key_env, checks = "all";
-    double timeout = 60.0;
-    int max_tokens = 1024;
-    bool text_only = false, multimodal = false, json = false;
+    double timeout = 60.0, deadline = 0.0;
+    int max_tokens = 1024, concurrency = 8;
+    bool text_only = false, multimodal = false, json = false, json_lines = false;
   };
   auto o = std::make_shared<Opts>();
   sub.add_option("url", o->url, "server base URL, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)")->required();
@@ -28,7 +29,12 @@ void add_probe(CLI::App& sub, Action& action) {
       ->check(CLI::Range(16, 1 << 20));
   sub.add_flag("--text-only", o->text_only, "the model takes no images: skip the vision check");
   sub.add_flag("--multimodal", o->multimodal, "the model takes images: a rejected image fails the vision check");
+  sub.add_option("--deadline", o->deadline, "one deadline for the whole probe in seconds (default: --timeout)")
+      ->check(CLI::Range(0.1, 36000.0));
+  sub.add_option("--concurrency", o->concurrency, "checks sent at once after the first (default 8; 1 = one by one)")
+      ->check(CLI::Range(1, 64));
   sub.add_flag("--json", o->json, "print the report as JSON (schema in docs/cli/probe.md)");
+  sub.add_flag("--json-lines", o->json_lines, "one JSON line per check as it finishes, then the report as a last line");
   sub.footer(
       "Exit: 0 no selected check failed, 1 a check failed, 2 usage, 4 server unreachable.\n"
       "Examples:\n"
@@ -54,12 +60,40 @@ void add_probe(CLI::App& sub, Action& action) {
                               o->json);
         po.api_key = v;
       }
-      if (Status st = probe::check_base_url(o->url); !st) return report_error(std::move(st).error(), o->json);
+      if (o->json && o->json_lines)
+        return report_error(make_error(Errc::USAGE, "--json and --json-lines contradict each other; pick one"), true);
+      if (Status st = probe::check_base_url(o->url); !st) return report_error(std::move(st).error(), o->json || o->json_lines);
+      po.total_timeout_s = o->deadline;
+      po.concurrency = o->concurrency;
+      // Results stream as each check finishes: a text line, or a JSON line ("event": "check").
+      if (!o->json) {
+        if (!o->json_lines) {
+          probe::ProbeReport head;
+          head.url = probe::normalize_base_url(o->url);
+          head.model = o->model;
+          fmt::print("{}", probe::header_line(head));
+          std::fflush(stdout);
+        }
+        po.on_result = [json_lines = o->json_lines](const probe::CheckResult& c) {
+          if (json_lines) {
+            auto j = probe::to_json(c);
+            j["event"] = "check";
+            fmt::print("{}\n", j.dump());
+          } else {
+            fmt::print("{}", probe::check_line(c));
+          }
+          std::fflush(stdout);
+        };
+      }
       const probe::ProbeReport rep = probe::run_probe(o->url, o->model, *checks, po);
       if (o->json) {
         print_json(probe::to_json(rep));
+      } else if (o->json_lines) {
+        auto j = probe::to_json(rep);
+        j["event"] = "report";
+        fmt::print("{}\n", j.dump());
       } else {
-        fmt::print("{}", probe::to_text(rep));
+        fmt::print("{}", probe::summary_line(rep));
       }
       return probe::exit_code(rep);
     };

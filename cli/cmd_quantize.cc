@@ -1,6 +1,8 @@
 // fp4forge quantize SRC DST: streaming NVFP4A16 quantization (library: quantize/plan.h, quantize/run.h;
 // --mtp-from: doctor/mtp_splice.h on the staging folder through RunOptions::before_commit).
+#include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "interrupt.h"
 #include "fp4forge/doctor/mtp_splice.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/quantize/plan.h"
@@ -26,8 +29,26 @@ struct QuantizeOpts {
   std::string mtp_from;  ///< a checkpoint folder, taken like `src`
   quant::PlanOptions plan;
   unsigned jobs = 0;
-  bool dry_run = false, resume = false, json = false, verbose = false, no_progress = false;
+  bool dry_run = false, resume = false, restart = false, json = false, verbose = false, no_progress = false;
 };
+
+// What an interrupted run leaves: the finished shards in staging (reusable with --resume), or a complete DST.
+std::string interrupted_text(const char* sig, const std::filesystem::path& dst, std::size_t total_shards) {
+  namespace stdfs = std::filesystem;
+  std::error_code ec;
+  const stdfs::path staging = quant::staging_path(dst);
+  if (!stdfs::exists(staging, ec))
+    return stdfs::exists(dst, ec) ? fmt::format("interrupted ({}) after the output was complete in {}", sig, dst.string())
+                                   : fmt::format("interrupted ({}) before any output was written; nothing kept", sig);
+  std::size_t done = 0;
+  for (const auto& e : stdfs::directory_iterator(staging, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > 12 && n.ends_with(".safetensors")) ++done;
+  }
+  return fmt::format("interrupted ({}): {} of {} shard(s) finished, kept in {}; run the same command again with "
+                     "--resume to reuse them (or --restart to start over)",
+                     sig, done, total_shards, staging.string());
+}
 
 int run_quantize(const QuantizeOpts& o) {
   auto max_mem = parse_size(o.max_memory);
@@ -47,11 +68,19 @@ int run_quantize(const QuantizeOpts& o) {
   p.run.jobs = o.jobs;
   p.run.max_memory = *max_mem;
   p.run.resume = o.resume;
+  p.run.restart = o.restart;
+  if (o.resume && o.restart)
+    return report_error(make_error(Errc::USAGE, "--resume and --restart contradict each other; pick one"), o.json);
   const auto bar = progress_bar(o.json, o.no_progress);
   p.run.progress = bar.get();
   std::size_t plan_warnings = 0;
+  std::atomic<std::size_t> total_shards{0};
+  // Ctrl-C / SIGTERM: one line saying what was kept and how to continue (the staging folder stays for --resume).
+  std::optional<InterruptNotice> notice;
+  if (!o.dry_run) notice.emplace([&](const char* sig) { return interrupted_text(sig, p.dst, total_shards.load()); });
   p.on_plan = [&](const quant::QuantPlan& plan) {
     plan_warnings = plan.warnings.size();
+    total_shards = plan.shards.size();
     if (!o.dry_run)
       for (const auto& w : plan.warnings) warn(w);
   };
@@ -128,6 +157,7 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_option("--max-memory", o->max_memory, "in-flight byte budget, e.g. 2G, 512M")->capture_default_str();
   sub.add_flag("--no-progress", o->no_progress, "no progress bar (drawn on stderr when it is a terminal)");
   sub.add_flag("--resume", o->resume, "reuse verified shards of an interrupted run into the same DST");
+  sub.add_flag("--restart", o->restart, "discard the finished shards of an interrupted run and start over");
   sub.add_flag("-v,--verbose", o->verbose, "--dry-run: list every tensor's decision");
   sub.add_flag("--json", o->json, "print the summary (or the plan) as JSON (schema: docs/cli/quantize.md)");
   sub.footer(

@@ -1,4 +1,5 @@
 // fp4forge command-line entry point: one command table drives dispatch and help.
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstdio>
@@ -6,6 +7,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -72,15 +74,65 @@ int run(int argc, char** argv) {
     // `fp4forge: error: ...` on stderr and, with --json, the error object on stdout; exit 2.
     std::string cmd;
     bool json = false;
+    CLI::App* where = &app;  // the deepest (sub)command named on the line: its options are the candidates
     for (int i = 1; i < argc; ++i) {
       const std::string_view a = argv[i];
       if (a == "--json") json = true;
-      if (cmd.empty())
+      if (cmd.empty()) {
         for (const auto& spec : kCommands)
-          if (a == spec.name) cmd = spec.name;
+          if (a == spec.name) {
+            cmd = spec.name;
+            where = app.get_subcommand(spec.name);
+          }
+      } else if (where != &app && where->get_parent() == &app) {
+        for (CLI::App* s : where->get_subcommands({}))
+          if (a == s->get_name()) {
+            cmd += " " + s->get_name();
+            where = s;
+          }
+      }
+    }
+    // A typo gets the nearest name: the first argument CLI11 did not expect, against the options of the command
+    // it follows (or the command names).
+    std::string hint;
+    const std::string what = e.what();
+    std::vector<std::string> words;
+    if (const auto colon = what.find("not expected: "); colon != std::string::npos) {
+      // "... not expected: b a quantise" (CLI11 lists them in reverse): every listed word is a candidate typo,
+      // options first.
+      const std::string list = what.substr(colon + 14);
+      for (std::size_t p = 0; p < list.size();) {
+        const std::size_t sp = std::min(list.find(' ', p), list.size());
+        words.push_back(list.substr(p, sp - p));
+        p = sp + 1;
+      }
+      std::stable_partition(words.begin(), words.end(), [](const std::string& w) { return !w.empty() && w[0] == '-'; });
+    } else if (where != &app && !where->get_subcommands({}).empty()) {
+      // A command that takes a subcommand (gateway) reports "A subcommand is required" before extras.
+      for (int i = 1; i < argc && words.empty(); ++i) {
+        const std::string a = argv[i];
+        if (a.empty() || a[0] == '-' || cmd.find(a) != std::string::npos) continue;
+        words.push_back(a);
+      }
+    }
+    for (const std::string& word : words) {
+      if (!hint.empty()) break;
+      if (word.empty()) continue;
+      std::vector<std::string> names;
+      if (word[0] == '-') {
+        for (const CLI::Option* op : where->get_options()) {
+          for (const auto& n : op->get_lnames()) names.push_back("--" + n);
+          for (const auto& n : op->get_snames()) names.push_back("-" + n);
+        }
+      } else if (where == &app) {
+        for (const auto& spec : kCommands) names.emplace_back(spec.name);
+      } else {
+        for (CLI::App* s : where->get_subcommands({})) names.push_back(s->get_name());
+      }
+      hint = fp4forge::cli::did_you_mean(word, names);
     }
     return fp4forge::cli::report_error(
-        fp4forge::make_error(fp4forge::Errc::USAGE, "{}; run 'fp4forge {}--help'", e.what(),
+        fp4forge::make_error(fp4forge::Errc::USAGE, "{}{}; run 'fp4forge {}--help'", what, hint,
                              cmd.empty() ? std::string() : cmd + " "),
         json);
   }
@@ -100,8 +152,13 @@ int run(int argc, char** argv) {
     return 2;
   }
   if (!action) {
+    // No command: a usage error (help on stderr, exit 2); `fp4forge help` / `--help` print it on stdout, exit 0.
+    if (app.get_subcommands().empty()) {
+      fmt::print(stderr, "{}", app.help());
+      return 2;
+    }
     fmt::print("{}", app.help());
-    return app.get_subcommands().empty() ? 2 : 0;
+    return 0;
   }
   return action();
 }

@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -54,8 +56,42 @@ Result<hf_cache::Source> checkpoint_source(const std::string& arg, bool json) {
 bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
 
 std::unique_ptr<Progress> progress_bar(bool json, bool no_progress) {
-  if (json || no_progress || !stderr_is_tty()) return nullptr;
-  return std::make_unique<Progress>(Progress::Mode::ALWAYS);
+  (void)json;  // --json writes stdout; progress goes to stderr either way
+  if (no_progress) return nullptr;
+  if (stderr_is_tty()) return std::make_unique<Progress>(Progress::Mode::ALWAYS);
+  // Not a terminal (a log, systemd, nohup): a status line every FP4FORGE_PROGRESS_SECONDS (default 10).
+  double every = 10.0;
+  if (const char* v = std::getenv("FP4FORGE_PROGRESS_SECONDS"); v != nullptr) {
+    char* end = nullptr;
+    const double d = std::strtod(v, &end);
+    if (end != v && *end == '\0' && d >= 0.1 && d <= 86400.0) every = d;
+  }
+  return std::make_unique<Progress>(Progress::Mode::LINES, stderr, every);
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::size_t limit = std::max<std::size_t>(1, word.size() / 3);
+  std::size_t best = limit + 1;
+  std::string pick;
+  for (const std::string& c : candidates) {
+    if (c.size() > word.size() + limit || word.size() > c.size() + limit) continue;
+    // Edit distance with adjacent transpositions ("swpa" -> "swap" is one edit): optimal string alignment.
+    std::vector<std::vector<std::size_t>> d(word.size() + 1, std::vector<std::size_t>(c.size() + 1));
+    for (std::size_t i = 0; i <= word.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= c.size(); ++j) d[0][j] = j;
+    for (std::size_t i = 1; i <= word.size(); ++i)
+      for (std::size_t j = 1; j <= c.size(); ++j) {
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (word[i - 1] == c[j - 1] ? 0 : 1)});
+        if (i > 1 && j > 1 && word[i - 1] == c[j - 2] && word[i - 2] == c[j - 1])
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    const std::size_t dist = d[word.size()][c.size()];
+    if (dist < best && dist > 0) {
+      best = dist;
+      pick = c;
+    }
+  }
+  return pick.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", pick);
 }
 
 }  // namespace fp4forge::cli

@@ -3,6 +3,8 @@
 // JSON documents, and the exit-code mapping. No logic lives here.
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,8 +41,14 @@ Result<hf_cache::Source> checkpoint_source(const std::string& arg, bool json);
 /** True when stderr is a terminal (progress bars are drawn only then). */
 bool stderr_is_tty();
 
-/** The progress bar a long command hands the library as its ProgressSink: drawn on stderr when it is a
- * terminal, never with --json or --no-progress (then nullptr: the library reports to nobody). */
+/** The progress a long command hands the library as its ProgressSink, on stderr: a bar fitted to the width
+ * when stderr is a terminal, else (a log, systemd, nohup) a status line every FP4FORGE_PROGRESS_SECONDS
+ * (default 10; none for a shorter job); nullptr with --no-progress (the library then reports to nobody).
+ * `json` does not change it: --json writes stdout. */
 std::unique_ptr<Progress> progress_bar(bool json, bool no_progress);
+
+/** " (did you mean 'X'?)" for the candidate nearest `word` (edit distance at most a third of its length, at
+ * least 1; ties: the first), else "". */
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
 }  // namespace fp4forge::cli

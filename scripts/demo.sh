@@ -4,7 +4,8 @@ set -euo pipefail
 BIN=${1:-build/bin/fp4forge}
 BIN=$(realpath "$BIN")
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fp4forge-demo.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+PIDS=()  # background helpers (the canned seats of the gateway stages), stopped on exit
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
 stage() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
 
 "$BIN" --version
@@ -120,5 +121,24 @@ stage "experts as three separate 3-D stacks (Step-3.x's storage): split like the
   bash -c "\"$BIN\" quantize \"$DATA/qwen3_vl_moe-sep3d\" \"$WORK/sep3d\" | tail -2 && \"$BIN\" verify \"$WORK/sep3d\" --against \"$DATA/qwen3_vl_moe-sep3d\" | tail -1 && { \"$BIN\" quantize \"$DATA/qwen3\" \"$WORK/none\" --scheme w4a16; test \$? -eq 3 && test ! -e \"$WORK/none\" && echo 'refused, nothing written'; }"
 stage "show the aliases of an example LiteLLM gateway config (and who routes to a seat)" \
   "$BIN" gateway show --config "$(dirname "$0")/../examples/litellm-config.yaml" --backend http://127.0.0.1:8001
+# A load-balanced alias: two replicas of 'chat'. The seats and the gateway below are fp4forge-fake-seat, a canned
+# OpenAI-compatible server built beside the binary (no GPU, no LiteLLM here): it stands in for the new vLLM seat and
+# for the LiteLLM proxy after its restart.
+FAKE="$(dirname "$BIN")/fp4forge-fake-seat"
+cp "$(dirname "$0")/../examples/litellm-replicas.yaml" "$WORK/litellm.yaml"
+export VLLM_API_KEY=demo-seat-key LITELLM_MASTER_KEY=demo-master-key
+"$FAKE" --model org/Qwen3-8B-NVFP4A16 --api-key-env VLLM_API_KEY --lifetime 120 --url-file "$WORK/seat.url" >/dev/null &
+PIDS+=($!)
+"$FAKE" --model chat --api-key-env LITELLM_MASTER_KEY --lifetime 120 --url-file "$WORK/gw.url" >/dev/null &
+PIDS+=($!)
+for _ in $(seq 100); do [ -s "$WORK/seat.url" ] && [ -s "$WORK/gw.url" ] && break; sleep 0.1; done
+SEAT=$(cat "$WORK/seat.url") GW=$(cat "$WORK/gw.url")
+stage "gateway swap on a load-balanced alias: without --deployment it lists the replicas and refuses (exit 2)" \
+  bash -c '"$0" gateway swap --config "$1" --alias chat --backend-model hosted_vllm/org/Qwen3-8B-NVFP4A16 --api-base "$2/v1"; test $? -eq 2' "$BIN" "$WORK/litellm.yaml" "$SEAT"
+stage "swap replica 2 only: the new seat is probed first with the alias's own key (api_key: os.environ/VLLM_API_KEY), then the backup, the diff and the next steps" \
+  "$BIN" gateway swap --config "$WORK/litellm.yaml" --alias chat --deployment 2 \
+  --backend-model hosted_vllm/org/Qwen3-8B-NVFP4A16 --api-base "$SEAT/v1"
+stage "gateway check: the probe through the gateway for the alias, as its clients see it (key: general_settings.master_key)" \
+  "$BIN" gateway check --config "$WORK/litellm.yaml" --alias chat --url "$GW"
 echo
 echo "demo finished: all stages passed"

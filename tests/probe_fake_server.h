@@ -77,6 +77,11 @@ class FakeServer {
   FakeServer(const FakeServer&) = delete;
   FakeServer& operator=(const FakeServer&) = delete;
 
+  /** Blocks until the server stops by itself (its lifetime or request budget spent). */
+  void wait() {
+    if (thread_.joinable()) thread_.join();
+  }
+
   int port() const { return port_; }
   std::string url() const { return fmt::format("http://127.0.0.1:{}", port_); }
   /** "METHOD PATH" of every request handled so far. */

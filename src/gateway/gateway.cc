@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include "fp4forge/util/redact.h"
@@ -529,7 +530,7 @@ void describe_routes(const Parsed& p, const std::vector<std::string>& lines, Gat
                                      "retired or misspelled alias is served by it instead of failing",
                                      r.line, r.alias, r.model));
     for (const RetiredAlias& ra : s.retired)
-      if (glob_match(r.alias, ra.alias))
+      if (glob_match(r.alias, ra.alias) && !by_alias.count(ra.alias))  // a retired replica: the alias still routes
         s.warnings.push_back(fmt::format("retired alias '{}' (line {}) is swallowed by wildcard route '{}' (line {}): "
                                          "its clients keep getting answers from '{}'",
                                          ra.alias, ra.line, r.alias, r.line, r.model));
@@ -548,13 +549,18 @@ void describe_routes(const Parsed& p, const std::vector<std::string>& lines, Gat
 // ---------------------------------------------------------------------------------------------
 // public API
 
+const std::vector<std::string>& openai_compatible_providers() {
+  static const std::vector<std::string> k{"hosted_vllm", "openai", "litellm_proxy", "custom_openai",
+                                          "text-completion-openai"};
+  return k;
+}
+
 std::string strip_provider_prefix(std::string_view m) {
-  static const char* kProviders[] = {"hosted_vllm/", "openai/", "vllm/", "litellm_proxy/", "custom_openai/",
-                                     "text-completion-openai/"};
-  for (const char* p : kProviders) {
-    const std::string_view pv(p);
-    if (m.substr(0, pv.size()) == pv) return std::string(m.substr(pv.size()));
-  }
+  const std::size_t slash = m.find('/');
+  if (slash == std::string_view::npos) return std::string(m);
+  const std::string_view head = m.substr(0, slash);
+  const auto& k = openai_compatible_providers();
+  if (head == "vllm" || std::find(k.begin(), k.end(), head) != k.end()) return std::string(m.substr(slash + 1));
   return std::string(m);
 }
 
@@ -606,25 +612,59 @@ std::vector<stdfs::path> list_backups(const stdfs::path& config) { return backup
 
 namespace {
 
+// "N) MODEL @ API_BASE (line L)" for each deployment (api_base redacted).
+std::string list_deployments(const std::vector<const Entry*>& ds) {
+  std::string out;
+  for (std::size_t i = 0; i < ds.size(); ++i) {
+    const YAML::Node lp = ds[i]->node["litellm_params"];
+    const std::string base = scalar_or(lp, "api_base");
+    out += fmt::format("{}{}) {} @ {} (line {})", i == 0 ? "" : "; ", i + 1, scalar_or(lp, "model"),
+                       base.empty() ? "-" : util::redact_url(base), ds[i]->dash_line + 1);
+  }
+  return out;
+}
+
+/** The deployments (entries) of `alias`: all of them for an empty `deployment`, else the one it names: its
+ * number N (1-based, file order), its api_base (same server) or its model (with or without the provider
+ * prefix). BAD_INPUT when the alias is absent; USAGE when `deployment` names none or several. */
+Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::string& path, const std::string& alias,
+                                                 const std::string& deployment) {
+  std::vector<const Entry*> all_of;
+  std::string all;
+  for (const Entry& e : p.entries) {
+    if (e.alias == alias) all_of.push_back(&e);
+    all += (all.empty() ? "" : ", ") + e.alias;
+  }
+  if (all_of.empty()) return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found; aliases: [{}]", path, alias, all);
+  if (deployment.empty()) return all_of;
+  std::vector<const Entry*> hit;
+  const bool number = deployment.find_first_not_of("0123456789") == std::string::npos;
+  for (std::size_t i = 0; i < all_of.size(); ++i) {
+    const YAML::Node lp = all_of[i]->node["litellm_params"];
+    const std::string model = scalar_or(lp, "model");
+    const bool match = number ? deployment == std::to_string(i + 1)
+                       : deployment.find("://") != std::string::npos
+                           ? same_backend(scalar_or(lp, "api_base"), deployment)
+                           : model == deployment || strip_provider_prefix(model) == deployment;
+    if (match) hit.push_back(all_of[i]);
+  }
+  if (hit.size() != 1)
+    return make_error(Errc::USAGE, "--deployment '{}' names {} of alias '{}''s {} deployment(s): {}; expected exactly "
+                      "one: pass its number",
+                      util::redact_url(deployment), hit.empty() ? "none" : std::to_string(hit.size()), alias,
+                      all_of.size(), list_deployments(all_of));
+  return hit;
+}
+
 // Builds the swapped text. Returns the new text or an error; `p` is the parse of `text`.
 Result<std::string> swap_text(const std::vector<std::string>& lines, const Parsed& p,
                               const std::string& path, const SwapOptions& o, int& entry_index) {
-  std::vector<const Entry*> hits;
-  std::string all;
-  for (const Entry& e : p.entries) {
-    if (e.alias == o.alias) hits.push_back(&e);
-    all += (all.empty() ? "" : ", ") + e.alias;
-  }
-  if (hits.empty())
-    return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found; aliases: [{}]", path, o.alias, all);
-  if (hits.size() > 1) {
-    std::string where;
-    for (const Entry* e : hits) where += (where.empty() ? "" : ", ") + std::to_string(e->dash_line + 1);
-    return make_error(Errc::BAD_INPUT,
-                      "{}: alias '{}' has {} deployments (lines {}); swap repoints exactly one: retire the extra "
-                      "entries first",
-                      path, o.alias, hits.size(), where);
-  }
+  FP4FORGE_ASSIGN_OR_RETURN(auto hits, deployments_of(p, path, o.alias, o.deployment));
+  if (hits.size() > 1)
+    return make_error(Errc::USAGE,
+                      "{}: alias '{}' has {} deployments, which LiteLLM load-balances: {}; swap repoints one at a "
+                      "time: pass --deployment N (or its api_base or model)",
+                      path, o.alias, hits.size(), list_deployments(hits));
   const Entry& e = *hits[0];
   entry_index = e.index;
   const YAML::Node lp = e.node["litellm_params"];
@@ -705,11 +745,15 @@ Result<std::string> swap_text(const std::vector<std::string>& lines, const Parse
 }
 
 // Checks that the swapped entry carries exactly the intended litellm_params.
-Status check_swapped(const std::string& new_text, const std::string& path, const SwapOptions& o, const YAML::Node& old_lp) {
+Status check_swapped(const std::string& new_text, const std::string& path, const SwapOptions& o, int entry_index,
+                     const YAML::Node& old_lp) {
   const YAML::Node root = YAML::Load(new_text);
   YAML::Node lp;
-  for (const YAML::Node& item : root["model_list"])
+  const YAML::Node ml = root["model_list"];
+  if (ml && ml.IsSequence() && entry_index >= 0 && static_cast<std::size_t>(entry_index) < ml.size()) {
+    const YAML::Node item = ml[static_cast<std::size_t>(entry_index)];  // the edited deployment, not a namesake
     if (item["model_name"] && item["model_name"].Scalar() == o.alias) lp = item["litellm_params"];
+  }
   constexpr const char* kUnsafe = "the config uses YAML a line edit cannot change safely (anchors, merge keys, tags?): "
                                   "edit it by hand";
   if (!lp) return make_error(Errc::BAD_INPUT, "{}: alias '{}' lost by the edit; file left untouched; {}", path, o.alias, kUnsafe);
@@ -732,6 +776,67 @@ Status check_swapped(const std::string& new_text, const std::string& path, const
   return {};
 }
 
+/** USAGE unless `m` starts with a LiteLLM provider that sends the OpenAI API to an api_base (what the probe
+ * proves) and names a model after it. */
+Status check_backend_model(const std::string& m) {
+  const std::size_t slash = m.find('/');
+  const std::string head = slash == std::string::npos ? std::string() : m.substr(0, slash);
+  const auto& k = openai_compatible_providers();
+  if (slash != std::string::npos && slash + 1 < m.size() && std::find(k.begin(), k.end(), head) != k.end()) return {};
+  const std::string rest = slash == std::string::npos ? m : m.substr(slash + 1);
+  if (rest.empty())
+    return make_error(Errc::USAGE, "--backend-model '{}' names no model after the provider; expected '{}<model name "
+                      "at the backend>'", m, m);
+  const std::string want = "hosted_vllm/" + (head == "vllm" || std::find(k.begin(), k.end(), head) != k.end() ? rest : m);
+  if (slash == std::string::npos)
+    return make_error(Errc::USAGE, "--backend-model '{}' has no LiteLLM provider prefix: LiteLLM picks its client by "
+                      "the prefix and cannot route a bare name to an api_base; expected '{}' (vLLM's LiteLLM guide: "
+                      "'hosted_vllm is prefix key word and necessary')",
+                      m, want);
+  return make_error(Errc::USAGE, "--backend-model '{}': '{}' is not one of the LiteLLM providers that send the OpenAI API "
+                    "to an api_base ({}), which is what the probe proves; expected '{}'",
+                    m, head, fmt::join(k, ", "), want);
+}
+
+/** A LiteLLM secret value as LiteLLM reads it: `os.environ/NAME` is the environment variable NAME. "" (and a
+ * warning naming `what`) when NAME is not set here. */
+std::string resolve_secret(const std::string& v, const std::string& what, std::vector<std::string>& warnings) {
+  constexpr std::string_view kEnv = "os.environ/";
+  if (v.rfind(kEnv, 0) != 0) return v;
+  const std::string name = v.substr(kEnv.size());
+  const char* got = name.empty() ? nullptr : std::getenv(name.c_str());
+  if (got != nullptr && *got != '\0') return got;
+  warnings.push_back(fmt::format("{} is os.environ/{}, which is not set in this environment: the probe runs without a "
+                                 "key (set {} here or pass --api-key-env)",
+                                 what, name.substr(0, 80), name.substr(0, 80)));
+  return {};
+}
+
+/** The key LiteLLM will send the backend after the swap: `--param api_key=...` if given, else the deployment's
+ * own `api_key` (the swap keeps it). */
+std::string deployment_api_key(const SwapOptions& o, const YAML::Node& lp, std::vector<std::string>& warnings) {
+  for (const auto& [k, v] : o.params)
+    if (k == "api_key") {
+      const YAML::Node n = YAML::Load(v);
+      return n.IsScalar() ? resolve_secret(n.Scalar(), "--param api_key", warnings) : std::string();
+    }
+  const std::string own = scalar_or(lp, "api_key");
+  return own.empty() ? own : resolve_secret(own, fmt::format("the alias's litellm_params.api_key"), warnings);
+}
+
+std::vector<std::string> next_steps_after_edit(const std::string& path, const std::string& alias, bool retired) {
+  std::vector<std::string> out{
+      fmt::format("reload LiteLLM: restart the proxy that reads {} (it reads the file at start-up)", path)};
+  if (retired)
+    out.push_back(fmt::format("confirm clients of '{}' now get an error, not a wildcard's answer: fp4forge gateway "
+                              "show --config {}", alias, path));
+  else
+    out.push_back(fmt::format("prove the alias as clients see it: fp4forge gateway check --config {} --alias {} "
+                              "--url http://LITELLM_HOST:4000", path, alias));
+  out.push_back(fmt::format("to undo: fp4forge gateway rollback --config {}", path));
+  return out;
+}
+
 Status backup_and_write(const stdfs::path& config, const std::string& old_text, const std::string& new_text,
                         EditResult& out) {
   FP4FORGE_ASSIGN_OR_RETURN(stdfs::path bak, backup::write_backup(config, old_text, kBackupInfix, backup::stamp_now()));
@@ -748,6 +853,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
   if (!o.api_base.empty()) FP4FORGE_TRY(probe::check_base_url(o.api_base));
   if (o.alias.empty() || o.backend_model.empty() || o.api_base.empty())
     return make_error(Errc::USAGE, "gateway swap: --alias, --backend-model and --api-base are all required");
+  FP4FORGE_TRY(check_backend_model(o.backend_model));
   for (const auto& [k, v] : o.params) {
     if (k.empty() || k == "model" || k == "api_base")
       return make_error(Errc::USAGE, "--param '{}={}': use --backend-model / --api-base for model and api_base", k, v);
@@ -777,7 +883,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     FP4FORGE_ASSIGN_OR_RETURN(std::string new_text, swap_text(lines, p, path, o, idx));
     FP4FORGE_TRY(refuse_shared_anchors(p, lines, {idx}, path));
     FP4FORGE_TRY(validate_edit(p, new_text, path, {idx}, {}));
-    FP4FORGE_TRY(check_swapped(new_text, path, o, p.entries[static_cast<std::size_t>(idx)].node["litellm_params"]));
+    FP4FORGE_TRY(check_swapped(new_text, path, o, idx, p.entries[static_cast<std::size_t>(idx)].node["litellm_params"]));
 
     EditResult out;
   out.command = "swap";
@@ -786,6 +892,15 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     GatewayShow s;
     describe_routes(p, lines, s);
     out.warnings = s.warnings;
+    {
+      std::string base = o.api_base;
+      while (!base.empty() && base.back() == '/') base.pop_back();
+      if (normalize_base_url(base) == base)
+        out.warnings.push_back(fmt::format("api_base {} has no /v1: LiteLLM's OpenAI client posts to API_BASE/chat/"
+                                           "completions, which vLLM serves under /v1 (inferred from the OpenAI "
+                                           "client's URL rule); expected {}/v1",
+                                           util::redact_url(o.api_base), util::redact_url(base)));
+    }
     if (!o.probe)
       out.warnings.push_back(fmt::format("NOT PROVEN: '{}' now routes to {} without a probe (--no-probe); a seat "
                                          "can pass every health check and still serve garbage (F1): run "
@@ -795,8 +910,11 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     if (o.probe) {
       const std::string model = o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model;
       const auto checks = o.checks.empty() ? all_checks() : o.checks;
-      ProbeReport rep = o.client != nullptr ? run_probe(*o.client, o.api_base, model, checks, o.probe_options)
-                                            : run_probe(o.api_base, model, checks, o.probe_options);
+      probe::ProbeOptions po = o.probe_options;
+      if (po.api_key.empty())
+        po.api_key = deployment_api_key(o, p.entries[static_cast<std::size_t>(idx)].node["litellm_params"], out.warnings);
+      ProbeReport rep = o.client != nullptr ? run_probe(*o.client, o.api_base, model, checks, po)
+                                            : run_probe(o.api_base, model, checks, po);
       const bool failed = rep.any_failed();
       if (failed) {
         std::string why;
@@ -814,6 +932,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
       return make_error(Errc::IO, "{}: the file changed while the probe ran; expected it unchanged; re-run the swap",
                         path);
     FP4FORGE_TRY(backup_and_write(config, text, new_text, out));
+    out.next_steps = next_steps_after_edit(path, o.alias, false);
     return out;
   } catch (const YAML::Exception& e) {
     return make_error(Errc::BAD_INPUT, "{}: cannot edit the config: {}", path, e.what());
@@ -848,22 +967,32 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
     return make_error(Errc::IO, "{}: after the rollback the file differs from {}; expected byte-identical content", path,
                       src.string());
   out.changed = true;
+  out.next_steps = {fmt::format("reload LiteLLM: restart the proxy that reads {} (it reads the file at start-up)", path)};
   return out;
 }
 
-Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& alias) {
+Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& alias, const std::string& deployment,
+                                  bool all_deployments) {
   const std::string path = config.string();
   try {
     FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
     const auto lines = split_keep(text);
     FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
+    if (!deployment.empty() && all_deployments)
+      return make_error(Errc::USAGE, "--deployment and --all-deployments contradict each other; pick one");
+    FP4FORGE_ASSIGN_OR_RETURN(auto hits, deployments_of(p, path, alias, deployment));
+    if (hits.size() > 1 && !all_deployments)
+      return make_error(Errc::USAGE,
+                        "{}: alias '{}' has {} deployments, which LiteLLM load-balances: {}; retiring them all takes "
+                        "the alias away (a wildcard route may then answer for it): pass --deployment N to retire one "
+                        "replica, or --all-deployments to retire the alias",
+                        path, alias, hits.size(), list_deployments(hits));
+    const std::size_t live = static_cast<std::size_t>(
+        std::count_if(p.entries.begin(), p.entries.end(), [&](const Entry& e) { return e.alias == alias; }));
     std::set<int> removed;
-    std::string all;
-    for (const Entry& e : p.entries) {
-      if (e.alias == alias) removed.insert(e.index);
-      all += (all.empty() ? "" : ", ") + e.alias;
-    }
-    if (removed.empty()) return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found; aliases: [{}]", path, alias, all);
+    for (const Entry* e : hits) removed.insert(e->index);
+    const std::string which =
+        removed.size() < live ? fmt::format("' deployment {}", list_deployments(hits).substr(3)) : std::string("'");
     if (removed.size() == p.entries.size())
       return make_error(Errc::BAD_INPUT,
                         "{}: retiring '{}' would leave model_list empty and the proxy without routes; expected at "
@@ -881,8 +1010,8 @@ Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& 
     std::size_t r = 0;
     for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
       if (r < ranges.size() && i == ranges[r].first) {
-        out_lines.push_back(fmt::format("{}{}' on {}: remove the '# ' before the lines below to restore it{}",
-                                        kRetiredMarker, alias, when, eol));
+        out_lines.push_back(fmt::format("{}{}{} on {}: remove the '# ' before the lines below to restore it{}",
+                                        kRetiredMarker, alias, which, when, eol));
       }
       std::string l = lines[static_cast<std::size_t>(i)];
       if (r < ranges.size() && i >= ranges[r].first && i < ranges[r].second) {
@@ -903,10 +1032,58 @@ Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& 
         if (w.find("'" + alias + "'") != std::string::npos) out.warnings.push_back(w);
     }
     FP4FORGE_TRY(backup_and_write(config, text, new_text, out));
+    out.next_steps = next_steps_after_edit(path, alias, removed.size() == live);
+    if (removed.size() < live)
+      out.next_steps.insert(out.next_steps.begin() + 1,
+                            fmt::format("'{}' keeps {} deployment(s): prove it as clients see it: fp4forge gateway "
+                                        "check --config {} --alias {} --url http://LITELLM_HOST:4000",
+                                        alias, live - removed.size(), path, alias));
     return out;
   } catch (const YAML::Exception& e) {
     return make_error(Errc::BAD_INPUT, "{}: cannot edit the config: {}", path, e.what());
   }
+}
+
+Result<CheckReport> gateway_check(const stdfs::path& config, const CheckOptions& o) {
+  const std::string path = config.string();
+  const std::string url = o.gateway_url.empty() ? std::string("http://127.0.0.1:4000") : o.gateway_url;
+  FP4FORGE_TRY(probe::check_base_url(url));
+  if (o.alias.empty()) return make_error(Errc::USAGE, "gateway check: --alias is required");
+  CheckReport rep;
+  rep.config = path;
+  rep.alias = o.alias;
+  probe::ProbeOptions po = o.probe_options;
+  try {
+    FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
+    const auto lines = split_keep(text);
+    FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
+    GatewayShow s;
+    describe_routes(p, lines, s);
+    const bool routed = std::any_of(s.routes.begin(), s.routes.end(),
+                                    [&](const GatewayRoute& r) { return !r.wildcard && r.alias == o.alias; });
+    if (!routed) {
+      std::string wild;
+      for (const GatewayRoute& r : s.routes)
+        if (r.wildcard && glob_match(r.alias, o.alias)) wild = r.alias;
+      const bool retired = std::any_of(s.retired.begin(), s.retired.end(),
+                                       [&](const RetiredAlias& r) { return r.alias == o.alias; });
+      return make_error(Errc::BAD_INPUT, "{}: no live route names alias '{}'{}{}; a probe through the gateway would "
+                        "prove {}; expected the alias in model_list",
+                        path, o.alias, retired ? " (it is retired)" : "",
+                        wild.empty() ? "" : fmt::format(" (wildcard route '{}' matches it)", wild),
+                        wild.empty() ? "nothing" : "the wildcard's backend instead");
+    }
+    if (po.api_key.empty()) {
+      const YAML::Node gs = p.root["general_settings"];
+      const std::string mk = scalar_or(gs, "master_key");
+      if (!mk.empty()) po.api_key = resolve_secret(mk, "general_settings.master_key", rep.warnings);
+    }
+  } catch (const YAML::Exception& e) {
+    return make_error(Errc::BAD_INPUT, "{}: cannot read the config: {}", path, e.what());
+  }
+  const auto checks = o.checks.empty() ? all_checks() : o.checks;
+  rep.probe = o.client != nullptr ? run_probe(*o.client, url, o.alias, checks, po) : run_probe(url, o.alias, checks, po);
+  return rep;
 }
 
 }  // namespace fp4forge::gateway

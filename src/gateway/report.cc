@@ -62,7 +62,30 @@ oj to_json(const EditResult& e) {
   j["diff"] = e.diff;
   j["warnings"] = e.warnings;
   j["probe"] = e.probe ? probe::to_json(*e.probe) : oj(nullptr);
+  j["next_steps"] = e.next_steps;
   return j;
+}
+
+oj to_json(const CheckReport& c) {
+  oj j;
+  j["ok"] = !c.probe.any_failed();
+  j["command"] = "check";
+  j["config"] = c.config;
+  j["alias"] = c.alias;
+  j["warnings"] = c.warnings;
+  j["probe"] = probe::to_json(c.probe);
+  return j;
+}
+
+std::string to_text(const CheckReport& c) {
+  std::string out = fmt::format("through the gateway {} for alias '{}' ({}):\n", c.probe.url, c.alias, c.config);
+  out += probe::to_text(c.probe);
+  return out;
+}
+
+int exit_code(const CheckReport& c) {
+  if (c.probe.unreachable) return 4;
+  return c.probe.any_failed() ? 1 : 0;
 }
 
 std::string to_text(const EditResult& e) {
@@ -80,6 +103,8 @@ std::string to_text(const EditResult& e) {
   } else {
     out += fmt::format("{}: dry run, {} not written\n", command, config);
   }
+  for (std::size_t i = 0; i < e.next_steps.size(); ++i)
+    out += fmt::format("{} {}. {}\n", i == 0 ? "next:" : "     ", i + 1, e.next_steps[i]);
   return out;
 }
 

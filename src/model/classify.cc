@@ -72,6 +72,15 @@ constexpr std::array<std::string_view, 9> kQuantParams{
     "weight_packed", "weight_scale", "weight_global_scale", "input_global_scale", "weight_zero_point",
     "weight_shape",  "weight_g_idx", "input_scale",         "weight_scale_inv"};
 
+}  // namespace
+
+bool is_quant_metadata(std::string_view param) {
+  return param != "weight_packed" && param != "weight" && param != "bias" &&
+         std::find(kWeightParams.begin(), kWeightParams.end(), param) != kWeightParams.end();
+}
+
+namespace {
+
 /** Classification of the part of a name below the layer (or the whole text-relative name). */
 struct Body {
   Role role = Role::OTHER;

@@ -42,6 +42,7 @@ std::string json_str(const Json& j, std::string_view key) {
 }
 std::uint64_t tensor_params(const st::TensorInfo& t, const TensorClass& c) {
   const std::uint64_t n = t.numel();
+  if (is_quant_metadata(c.param)) return 0;  // scales and shapes: not parameters
   if (c.param == "weight_packed" && t.dtype == DType::U8) return n * 2;   // two FP4 values per byte
   if (c.param == "weight_packed" && t.dtype == DType::I32) return n * 8;  // eight INT4 values per word (W4A16)
   return n;

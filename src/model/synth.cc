@@ -814,10 +814,10 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
     FP4FORGE_TRY(make_dirs(out));
   }
   // Free space check (the data, plus headers and small files).
-  if (auto sp = std::filesystem::space(out, ec); !ec && sp.available < plan.total_bytes + (1u << 20))
+  if (auto avail = fs::available_bytes(out); avail && *avail < plan.total_bytes + (1u << 20))
     return Error{Errc::IO,
                  fmt::format("not enough free space in '{}': need {} bytes, {} available", out.string(),
-                             plan.total_bytes + (1u << 20), sp.available),
+                             plan.total_bytes + (1u << 20), *avail),
                  out.string(),
                  {}};
 

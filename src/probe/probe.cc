@@ -7,7 +7,10 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <atomic>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -728,26 +731,22 @@ void check_reasoning(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
 
 }  // namespace
 
-ProbeReport run_probe(HttpClient& client, std::string_view base_url, std::string_view model,
-                      const std::vector<Check>& checks, const ProbeOptions& opts) {
-  ProbeReport rep;
-  const std::string base = normalize_base_url(base_url);
-  rep.url = util::redact_url(base);  // a password in the URL is used, never shown
-  const std::string password = url_password(base);
-  rep.model = std::string(model);
-  Ctx ctx{client, base, rep.model, opts, {}, {}, false};
-  auto mask = [&](const std::string& t) { return mask_secret(mask_secret(t, opts.api_key), password); };
-  for (Check ch : checks) {
-    CheckResult r;
-    r.check = ch;
-    if (!ctx.dead_cls.empty()) {
-      fail(r, ctx.dead_cls, "not sent: " + ctx.dead_detail);
-      r.detail = mask(r.detail);
-      rep.checks.push_back(std::move(r));
-      continue;
-    }
-    const auto t0 = Clock::now();
-    const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opts.timeout_s));
+namespace {
+
+// One check on `ctx`'s client: its own deadline (timeout_s from its start), capped by the probe's overall one.
+CheckResult run_one(Ctx& ctx, Check ch, Clock::time_point overall, const std::string& password) {
+  CheckResult r;
+  r.check = ch;
+  auto mask = [&](const std::string& t) { return mask_secret(mask_secret(t, ctx.opts.api_key), password); };
+  const auto t0 = Clock::now();
+  if (!ctx.dead_cls.empty()) {
+    fail(r, ctx.dead_cls, "not sent: " + ctx.dead_detail);
+  } else if (overall - t0 < std::chrono::milliseconds(50)) {  // as exchange(): too little time left to send
+    fail(r, "timeout", fmt::format("not sent: the probe's overall deadline of {:g} s passed first",
+                                   ctx.opts.total_timeout_s > 0 ? ctx.opts.total_timeout_s : ctx.opts.timeout_s));
+  } else {
+    const auto deadline =
+        std::min(overall, t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(ctx.opts.timeout_s)));
     switch (ch) {
       case Check::MODELS: check_models(ctx, r, deadline); break;
       case Check::PROSE: check_prose(ctx, r, deadline); break;
@@ -759,20 +758,87 @@ ProbeReport run_probe(HttpClient& client, std::string_view base_url, std::string
       case Check::COMPLETIONS: check_completions(ctx, r, deadline); break;
       case Check::REASONING: check_reasoning(ctx, r, deadline); break;
     }
-    r.latency_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    r.detail = mask(r.detail);
-    r.content = mask(r.content);
-    r.reasoning = mask(r.reasoning);
-    rep.checks.push_back(std::move(r));
   }
-  rep.unreachable = !ctx.dead_cls.empty() && !ctx.any_response;
+  r.latency_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.detail = mask(r.detail);
+  r.content = mask(r.content);
+  r.reasoning = mask(r.reasoning);
+  return r;
+}
+
+// The probe: the first check (models when asked for) on `client`, alone: it proves something answers. The
+// others then run `opts.concurrency` at a time, each on a client of its own from `make_client` (serially on
+// `client` without a factory).
+ProbeReport probe_impl(HttpClient& client, const std::function<std::unique_ptr<HttpClient>()>* make_client,
+                       std::string_view base_url, std::string_view model, const std::vector<Check>& checks,
+                       const ProbeOptions& opts) {
+  ProbeReport rep;
+  const std::string base = normalize_base_url(base_url);
+  rep.url = util::redact_url(base);  // a password in the URL is used, never shown
+  const std::string password = url_password(base);
+  rep.model = std::string(model);
+  const double total = opts.total_timeout_s > 0 ? opts.total_timeout_s : opts.timeout_s;
+  const auto overall = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(total));
+  rep.checks.resize(checks.size());
+  std::mutex mu;  // on_result, one call at a time
+  auto done = [&](std::size_t i, CheckResult r) {
+    std::lock_guard<std::mutex> g(mu);
+    if (opts.on_result) opts.on_result(r);
+    rep.checks[i] = std::move(r);
+  };
+  std::vector<std::size_t> order(checks.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_partition(order.begin(), order.end(), [&](std::size_t i) { return checks[i] == Check::MODELS; });
+  Ctx first{client, base, rep.model, opts, {}, {}, false};
+  std::size_t next = 0;
+  if (!order.empty()) {
+    done(order[0], run_one(first, checks[order[0]], overall, password));
+    next = 1;
+  }
+  bool any_response = first.any_response;
+  bool dead = !first.dead_cls.empty() && !first.any_response;
+  const std::size_t rest = order.size() - next;
+  const std::size_t workers =
+      make_client == nullptr || dead ? 1 : std::min<std::size_t>(rest, static_cast<std::size_t>(std::max(1, opts.concurrency)));
+  if (workers <= 1) {
+    for (; next < order.size(); ++next) done(order[next], run_one(first, checks[order[next]], overall, password));
+    any_response = first.any_response;
+    dead = !first.dead_cls.empty() && !first.any_response;
+  } else {
+    std::atomic<std::size_t> cursor{next};
+    std::atomic<bool> answered{any_response};
+    std::vector<std::thread> pool;
+    for (std::size_t w = 0; w < workers; ++w)
+      pool.emplace_back([&] {
+        std::unique_ptr<HttpClient> own = (*make_client)();
+        Ctx ctx{*own, base, rep.model, opts, {}, {}, false};
+        for (std::size_t k = cursor++; k < order.size(); k = cursor++)
+          done(order[k], run_one(ctx, checks[order[k]], overall, password));
+        if (ctx.any_response) answered = true;
+      });
+    for (auto& t : pool) t.join();
+    any_response = answered;
+  }
+  rep.unreachable = dead && !any_response;
   return rep;
+}
+
+}  // namespace
+
+ProbeReport run_probe(HttpClient& client, std::string_view base_url, std::string_view model,
+                      const std::vector<Check>& checks, const ProbeOptions& opts) {
+  return probe_impl(client, nullptr, base_url, model, checks, opts);
+}
+
+ProbeReport run_probe(const std::function<std::unique_ptr<HttpClient>()>& make_client, std::string_view base_url,
+                      std::string_view model, const std::vector<Check>& checks, const ProbeOptions& opts) {
+  auto client = make_client();
+  return probe_impl(*client, &make_client, base_url, model, checks, opts);
 }
 
 ProbeReport run_probe(std::string_view base_url, std::string_view model, const std::vector<Check>& checks,
                       const ProbeOptions& opts) {
-  auto client = make_curl_client();
-  return run_probe(*client, base_url, model, checks, opts);
+  return run_probe(std::function<std::unique_ptr<HttpClient>()>(&make_curl_client), base_url, model, checks, opts);
 }
 
 }  // namespace fp4forge::probe

@@ -14,27 +14,31 @@ oj num_or_null(int v) { return v < 0 ? oj(nullptr) : oj(v); }
 oj str_or_null(const std::string& s) { return s.empty() ? oj(nullptr) : oj(s); }
 }  // namespace
 
+oj to_json(const CheckResult& c) {
+  oj x;
+  x["check"] = check_name(c.check);
+  x["status"] = status_name(c.status);
+  x["classification"] = c.classification;
+  x["detail"] = c.detail;
+  x["latency_s"] = std::round(c.latency_s * 1000.0) / 1000.0;
+  x["http_status"] = c.http_status == 0 ? oj(nullptr) : oj(c.http_status);
+  x["finish_reason"] = str_or_null(c.finish_reason);
+  x["prompt_tokens"] = num_or_null(c.prompt_tokens);
+  x["completion_tokens"] = num_or_null(c.completion_tokens);
+  x["reasoning_tokens"] = num_or_null(c.reasoning_tokens);
+  x["content"] = str_or_null(c.content);
+  x["reasoning"] = str_or_null(c.reasoning);
+  x["metric"] = c.metric < 0 ? oj(nullptr) : oj(std::round(c.metric * 1000.0) / 1000.0);
+  return x;
+}
+
 oj to_json(const ProbeReport& r) {
   oj j;
   int pass = 0, fail = 0, skip = 0;
   oj checks = oj::array();
   for (const CheckResult& c : r.checks) {
     (c.status == CheckStatus::PASS ? pass : c.status == CheckStatus::FAIL ? fail : skip)++;
-    oj x;
-    x["check"] = check_name(c.check);
-    x["status"] = status_name(c.status);
-    x["classification"] = c.classification;
-    x["detail"] = c.detail;
-    x["latency_s"] = std::round(c.latency_s * 1000.0) / 1000.0;
-    x["http_status"] = c.http_status == 0 ? oj(nullptr) : oj(c.http_status);
-    x["finish_reason"] = str_or_null(c.finish_reason);
-    x["prompt_tokens"] = num_or_null(c.prompt_tokens);
-    x["completion_tokens"] = num_or_null(c.completion_tokens);
-    x["reasoning_tokens"] = num_or_null(c.reasoning_tokens);
-    x["content"] = str_or_null(c.content);
-    x["reasoning"] = str_or_null(c.reasoning);
-    x["metric"] = c.metric < 0 ? oj(nullptr) : oj(std::round(c.metric * 1000.0) / 1000.0);
-    checks.push_back(std::move(x));
+    checks.push_back(to_json(c));
   }
   j["ok"] = fail == 0;
   j["url"] = util::redact_url(r.url);
@@ -45,18 +49,28 @@ oj to_json(const ProbeReport& r) {
   return j;
 }
 
-std::string to_text(const ProbeReport& r) {
-  std::string out = fmt::format("probe {} model '{}'\n", util::redact_url(r.url), r.model);
+std::string header_line(const ProbeReport& r) {
+  return fmt::format("probe {} model '{}'\n", util::redact_url(r.url), r.model);
+}
+
+std::string check_line(const CheckResult& c) {
+  const char* tag = c.status == CheckStatus::PASS ? "PASS" : c.status == CheckStatus::FAIL ? "FAIL" : "SKIP";
+  return fmt::format("  {}  {:<11} {:<22} {:>6.2f}s  {}\n", tag, check_name(c.check), c.classification, c.latency_s,
+                     c.detail);
+}
+
+std::string summary_line(const ProbeReport& r) {
   int pass = 0, fail = 0, skip = 0;
-  for (const CheckResult& c : r.checks) {
+  for (const CheckResult& c : r.checks)
     (c.status == CheckStatus::PASS ? pass : c.status == CheckStatus::FAIL ? fail : skip)++;
-    const char* tag = c.status == CheckStatus::PASS ? "PASS" : c.status == CheckStatus::FAIL ? "FAIL" : "SKIP";
-    out += fmt::format("  {}  {:<11} {:<22} {:>6.2f}s  {}\n", tag, check_name(c.check), c.classification, c.latency_s,
-                       c.detail);
-  }
-  out += fmt::format("{}: {} passed, {} failed, {} skipped{}\n", fail == 0 ? "ok" : "FAILED", pass, fail, skip,
+  return fmt::format("{}: {} passed, {} failed, {} skipped{}\n", fail == 0 ? "ok" : "FAILED", pass, fail, skip,
                      r.unreachable ? " (server unreachable)" : "");
-  return out;
+}
+
+std::string to_text(const ProbeReport& r) {
+  std::string out = header_line(r);
+  for (const CheckResult& c : r.checks) out += check_line(c);
+  return out + summary_line(r);
 }
 
 int exit_code(const ProbeReport& r) {

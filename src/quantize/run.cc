@@ -24,6 +24,7 @@
 #include "fp4forge/quantize/manifest.h"
 #include "fp4forge/quantize/staging.h"
 #include "fp4forge/util/backup.h"
+#include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/thread_pool.h"
 
@@ -199,6 +200,7 @@ class Runner {
   Status open_shards(RunSummary& sum);            // reuse intact staged shards (resume), open writers
   bool staged_shard_intact(const OutShard& sh, const ManifestEntry& prev) const;
   Status copy_side_files(RunSummary& sum);        // tokenizer, processor, ... (not the skipped ones)
+  Status check_free_space(const stdfs::path& dst) const;
   void start_progress();
   Work list_work();                               // every task, in output order
   void list_copy(Work& w, std::size_t decision, std::size_t shard, const st::TensorInfo& t) const;
@@ -309,6 +311,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   FP4FORGE_TRY(match_checkpoint());
   const std::vector<SourceStamp> stamps = source_stamps();
   FP4FORGE_TRY(take_staging(dst));
+  if (Status st = check_free_space(dst); !st) return abort_run(std::move(st).error());
   if (opts_.resume) manifest_->load_previous(warnings_);
   if (Status st = open_shards(sum); !st) return abort_run(std::move(st).error());
   if (Status st = copy_side_files(sum); !st) return abort_run(std::move(st).error());
@@ -346,8 +349,27 @@ std::vector<Runner::SourceStamp> Runner::source_stamps() const {
   return stamps;
 }
 
+// Before any shard is written: the output (less what an interrupted run left in staging) must fit in the free
+// space of the destination's filesystem. A filesystem that cannot say is not refused (the writes report ENOSPC).
+Status Runner::check_free_space(const stdfs::path& dst) const {
+  std::uint64_t need = std::uint64_t{1} << 20;  // config.json, the index, the manifest
+  for (const auto& sh : plan_.shards) need += sh.layout.file_size;
+  std::error_code ec;
+  for (const auto& n : ck_.other_files())
+    if (const auto sz = stdfs::file_size(ck_.dir() / n, ec); !ec) need += sz;
+  std::uint64_t there = 0;
+  for (const auto& e : stdfs::directory_iterator(staging_.dir(), ec))
+    if (const auto sz = e.is_regular_file(ec) ? e.file_size(ec) : 0; !ec) there += sz;
+  need = need > there ? need - there : 0;
+  const auto avail = fs::available_bytes(staging_.dir());
+  if (!avail || *avail >= need) return {};
+  return make_error(Errc::IO, "not enough free space for '{}': the output needs {} more, {} available there; "
+                    "expected room for the whole output (free space or choose another destination)",
+                    dst.string(), format_bytes(need), format_bytes(*avail));
+}
+
 Status Runner::take_staging(const stdfs::path& dst) {
-  if (Status st = staging_.open(staging_path(dst), dst, opts_.resume, warnings_); !st) {
+  if (Status st = staging_.open(staging_path(dst), dst, opts_.resume, opts_.restart, warnings_); !st) {
     if (staging_.created()) staging_.remove();
     return st;
   }

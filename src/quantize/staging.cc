@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
 
@@ -108,7 +109,8 @@ void FolderLock::release() noexcept {
   fd_ = -1;
 }
 
-Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume, std::vector<std::string>& warnings) {
+Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume, bool restart,
+                     std::vector<std::string>& warnings) {
   dir_ = dir;
   FolderLock parent;
   FP4FORGE_TRY(parent.acquire(dir.parent_path()));
@@ -150,9 +152,26 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
       }
       return {};
     }
-    warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'); pass --resume to "
-                                   "reuse its finished shards",
-                                   dir.string()));
+    // Finished shards are reusable work (verified by digest on --resume): never deleted without being asked.
+    std::size_t shards = 0;
+    std::uint64_t bytes = 0;
+    for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() > 12 && name.ends_with(".safetensors") && e.is_regular_file(ec)) {
+        ++shards;
+        bytes += e.file_size(ec);
+      }
+    }
+    if (shards > 0 && !restart) {
+      unlock();
+      return make_error(Errc::BAD_INPUT,
+                        "staging folder '{}' holds {} finished shard(s) ({}) of an interrupted run; expected --resume "
+                        "to reuse them (each is checked against its recorded digest), or --restart to discard them",
+                        dir.string(), shards, format_bytes(bytes));
+    }
+    warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'{}){}", dir.string(),
+                                   shards > 0 ? fmt::format(", {} finished shard(s), --restart", shards) : "",
+                                   shards > 0 ? "" : "; it held no finished shard"));
     Status rm = fs::remove_tree(dir);  // still locked: nobody else can take it over meanwhile
     unlock();
     FP4FORGE_TRY(std::move(rm));

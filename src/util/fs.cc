@@ -41,6 +41,7 @@ void* Ops::mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t 
 int Ops::munmap(void* addr, std::size_t len) { return ::munmap(addr, len); }
 int Ops::rmdir(const char* path) { return ::rmdir(path); }
 int Ops::flock(int fd, int op) { return ::flock(fd, op); }
+int Ops::statvfs(const char* path, struct statvfs* st) { return ::statvfs(path, st); }
 std::FILE* Ops::popen(const char* command, const char* mode) { return ::popen(command, mode); }
 int Ops::pclose(std::FILE* f) { return ::pclose(f); }
 
@@ -515,6 +516,12 @@ Status copy_file_atomic(const std::filesystem::path& from, const std::filesystem
 FileStamp file_stamp(const struct stat& st) {
   return FileStamp{static_cast<std::uint64_t>(st.st_size),
                    static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+std::optional<std::uint64_t> available_bytes(const std::filesystem::path& path) {
+  struct statvfs st {};
+  if (ops().statvfs(path.c_str(), &st) != 0) return std::nullopt;
+  return static_cast<std::uint64_t>(st.f_bavail) * static_cast<std::uint64_t>(st.f_frsize);
 }
 
 std::optional<FileStamp> file_stamp(const std::filesystem::path& path) {

@@ -156,8 +156,8 @@ std::vector<std::string> cached_snapshots(const sfs::path& repo) {
 }
 
 std::string download_hint(const std::string& repo, const std::string& rev, bool rev_given) {
-  return rev_given ? fmt::format("'huggingface-cli download {} --revision {}'", repo, rev)
-                   : fmt::format("'huggingface-cli download {}'", repo);
+  return rev_given ? fmt::format("'hf download {} --revision {}'", repo, rev)
+                   : fmt::format("'hf download {}'", repo);
 }
 
 }  // namespace

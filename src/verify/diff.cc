@@ -2,6 +2,7 @@
 #include "fp4forge/model/structure.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -204,6 +205,36 @@ bool DiffReport::differs() const noexcept {
   return std::any_of(families.begin(), families.end(), [](const FamilyRow& f) { return f.differs(); });
 }
 
+namespace {
+// The bytes of every tensor both sides hold with one dtype and shape: one "values" item per family with differing
+// tensors ("N of M differ", the first name).
+void compare_values(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {
+  r.values_compared = true;
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> per_family;  // family -> (differ, compared)
+  std::map<std::string, std::string> first;
+  for (const TensorRef& ta : a.tensors()) {
+    const TensorRef* tb = b.find(ta.name);
+    if (tb == nullptr || tb->info->dtype != ta.info->dtype || tb->info->shape != ta.info->shape) continue;
+    const auto da = a.data(ta), db = b.data(*tb);
+    const bool same = da.size() == db.size() && std::memcmp(da.data(), db.data(), da.size()) == 0;
+    auto& [differ, compared] = per_family[family_of(ta.name)];
+    ++compared;
+    if (same) {
+      ++r.values_same;
+      continue;
+    }
+    ++differ;
+    ++r.values_differ;
+    first.emplace(family_of(ta.name), ta.name);
+  }
+  for (const auto& [fam, counts] : per_family)
+    if (counts.first > 0)
+      r.items.push_back({"values", fam, fmt::format("{} of {} tensors' bytes differ (first: {})", counts.first,
+                                                    counts.second, first[fam]),
+                         "(the other side)"});
+}
+}  // namespace
+
 Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opts) {
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ia, read_checkpoint_info(a));
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ib, read_checkpoint_info(b));
@@ -249,6 +280,7 @@ Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, co
   }
   compare_qc(a, b, r);
   if (opts.compare_files) compare_files(a, b, r);
+  if (opts.compare_values) compare_values(a, b, r);
   return r;
 }
 
@@ -308,6 +340,8 @@ nlohmann::ordered_json to_json(const DiffReport& r) {
   Json items = Json::array();
   for (const auto& i : r.items) items.push_back({{"area", i.area}, {"key", i.key}, {"a", i.a}, {"b", i.b}});
   j["items"] = std::move(items);
+  j["values"] = r.values_compared ? Json{{"compared", r.values_same + r.values_differ}, {"differ", r.values_differ}}
+                                  : Json(nullptr);
   return j;
 }
 
@@ -361,7 +395,13 @@ std::string to_text(const DiffReport& r, bool all) {
     }
     out += fmt::format("  {}\n      A: {}\n      B: {}\n", i.key, truncate(i.a, 200), truncate(i.b, 200));
   }
-  out += fmt::format("result: {}\n", r.differs() ? "DIFFERENT" : "IDENTICAL (structure, config and files)");
+  if (r.values_compared)
+    out += fmt::format("values: {} tensors compared byte for byte, {} differ\n", r.values_same + r.values_differ,
+                       r.values_differ);
+  out += fmt::format("result: {}\n", r.differs()          ? "DIFFERENT"
+                                     : r.values_compared ? "IDENTICAL (structure, config, files and every tensor's bytes)"
+                                                         : "IDENTICAL in structure, config and files (tensor values not "
+                                                           "compared: --values compares them)");
   return out;
 }
 

@@ -85,6 +85,26 @@ TEST(CliContract, UnknownCommandIsAUsageError) {
   EXPECT_EQ(err.rfind("fp4forge: error: unknown command 'frobnicate'", 0), 0u) << err;
 }
 
+// Issue 29: a typo gets the nearest name; no command at all is a usage error (help on stderr, exit 2).
+TEST(CliContract, TyposGetTheNearestNameAndNoCommandIsAUsageError) {
+  std::string out, err;
+  EXPECT_EQ(run_cli("quantise a b", &out, &err), 2);
+  EXPECT_NE(err.find("(did you mean 'quantize'?)"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("quantize a b --obsever mse", &out, &err), 2);
+  EXPECT_NE(err.find("(did you mean '--observer'?)"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("gateway swpa --config x", &out, &err), 2);
+  EXPECT_NE(err.find("(did you mean 'swap'?)"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("gateway retire --config x --alias a --deploymnet 2", &out, &err), 2);
+  EXPECT_NE(err.find("(did you mean '--deployment'?)"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("frobnicate", &out, &err), 2);
+  EXPECT_EQ(err.find("did you mean"), std::string::npos) << err;  // nothing near: no guess
+  EXPECT_EQ(run_cli("", &out, &err), 2);
+  EXPECT_TRUE(out.empty()) << out;
+  EXPECT_NE(err.find("Subcommands:"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("help", &out, &err), 0);
+  EXPECT_NE(out.find("Subcommands:"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fp4forge
 

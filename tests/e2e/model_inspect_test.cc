@@ -247,3 +247,48 @@ TEST(ModelInspect, SchemeNamesAgreeAcrossCommands) {
   }
 }
 }  // namespace
+
+namespace {
+// Issue 29: scales, global scales and weight_shape are quantization metadata, not parameters: a quantized
+// checkpoint has the parameter count of its source, under every scheme.
+TEST(Inspect, QuantizedOutputCountsTheSourceParameters) {
+  TempDir t;
+  const Json src = inspect_json(kData + "/llama");
+  for (const char* scheme : {"nvfp4a16", "w4a16", "fp8-block", "mxfp4a16"}) {
+    SCOPED_TRACE(scheme);
+    const auto dst = t.path / scheme;
+    std::string out, err;
+    ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst) + " --scheme " + scheme + " --observer minmax",
+                      &out, &err),
+              0)
+        << err;
+    EXPECT_EQ(inspect_json(dst.string())["tensors"]["params"], src["tensors"]["params"]);
+  }
+}
+}  // namespace
+
+namespace {
+// Issue 29: diff compares structure; two quantizations of different weights are IDENTICAL to it and the result
+// says the values were not compared. --values compares every tensor's bytes and finds them.
+TEST(DiffCli, ValuesComparesBytesWhenAsked) {
+  TempDir t;
+  const auto a = t.path / "a", b = t.path / "b", src2 = t.path / "src2";
+  std::string out, err;
+  ASSERT_EQ(run_cli("synth --arch llama --size tiny --seed 1 --out " + q(src2), &out, &err), 0) << err;
+  const auto src1 = t.path / "src1";
+  ASSERT_EQ(run_cli("synth --arch llama --size tiny --seed 2 --out " + q(src1), &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("quantize " + q(src1) + " " + q(a) + " --observer minmax", &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("quantize " + q(src2) + " " + q(b) + " --observer minmax", &out, &err), 0) << err;
+  EXPECT_EQ(run_cli("diff " + q(a) + " " + q(b), &out, &err), 0) << err;
+  EXPECT_NE(out.find("tensor values not compared: --values compares them"), std::string::npos) << out;
+  EXPECT_EQ(run_cli("diff " + q(a) + " " + q(b) + " --values --json", &out, &err), 1) << err;
+  const Json j = Json::parse(out);
+  EXPECT_FALSE(j["identical"].get<bool>());
+  EXPECT_GT(j["values"]["differ"].get<int>(), 0);
+  bool item = false;
+  for (const auto& i : j["items"]) item |= i["area"] == "values";
+  EXPECT_TRUE(item);
+  EXPECT_EQ(run_cli("diff " + q(a) + " " + q(a) + " --values", &out, &err), 0) << err;
+  EXPECT_NE(out.find("IDENTICAL (structure, config, files and every tensor's bytes)"), std::string::npos) << out;
+}
+}  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -187,6 +188,74 @@ TEST(ProbeCli, GatewaySwapShowRollback) {
   CliRun bad = cli("gateway show --config '" + (dir / "missing.yaml").string() + "'");
   EXPECT_EQ(bad.rc, 4) << bad.err;
   stdfs::remove_all(dir);
+}
+
+// Issue 29: a load-balanced alias through the CLI: swap needs --deployment (exit 2 listing the replicas), moves
+// one replica probed with the alias's own os.environ key, prints the next steps; gateway check probes the alias
+// through the gateway with the master key (exit 0), and refuses a retired one (exit 3).
+TEST(ProbeCli, GatewayReplicaSwapThenCheckThroughTheGateway) {
+  const stdfs::path dir = stdfs::temp_directory_path() / ("fp4forge-gw-rep-" + std::to_string(::getpid()));
+  stdfs::remove_all(dir);
+  stdfs::create_directories(dir);
+  const stdfs::path cfg = dir / "config.yaml";
+  std::ofstream(cfg, std::ios::binary)
+      << "model_list:\n"
+         "  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/old\n      api_base: http://10.1.1.1:8000/v1\n"
+         "      api_key: os.environ/FP4FORGE_E2E_SEAT_KEY\n"
+         "  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/old\n      api_base: http://10.1.1.2:8000/v1\n"
+         "      api_key: os.environ/FP4FORGE_E2E_SEAT_KEY\n"
+         "  - model_name: other\n    litellm_params:\n      model: hosted_vllm/other\n      api_base: http://10.1.1.3:8000/v1\n"
+         "general_settings:\n  master_key: os.environ/FP4FORGE_E2E_MASTER\n";
+  const std::string env = "FP4FORGE_E2E_SEAT_KEY=sk-seat-e2e FP4FORGE_E2E_MASTER=sk-master-e2e";
+  FakeServerOptions so;
+  so.expect_api_key = "sk-seat-e2e";
+  FakeServer seat(so);
+  const std::string swap = "gateway swap --config '" + cfg.string() + "' --alias chat --backend-model hosted_vllm/" +
+                           kModel + " --api-base " + seat.url() + "/v1 --timeout 5";
+  CliRun lb = cli(swap, env);
+  EXPECT_EQ(lb.rc, 2) << lb.out << lb.err;
+  EXPECT_NE(lb.err.find("1) hosted_vllm/old @ http://10.1.1.1:8000/v1 (line 2); 2) hosted_vllm/old @ "
+                        "http://10.1.1.2:8000/v1 (line 7)"),
+            std::string::npos) << lb.err;
+  CliRun r = cli(swap + " --deployment 2", env);
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("next: 1. reload LiteLLM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp4forge gateway check --config"), std::string::npos) << r.out;
+  EXPECT_EQ((r.out + r.err).find("sk-seat-e2e"), std::string::npos);
+  FakeServerOptions go;
+  go.model = "chat";
+  go.expect_api_key = "sk-master-e2e";
+  FakeServer gw(go);
+  CliRun c = cli("gateway check --config '" + cfg.string() + "' --alias chat --url " + gw.url() + " --timeout 5 --json",
+                 env);
+  ASSERT_EQ(c.rc, 0) << c.out << c.err;
+  auto j = nlohmann::json::parse(c.out);
+  EXPECT_EQ(j["command"], "check");
+  EXPECT_EQ(j["probe"]["model"], "chat");
+  EXPECT_EQ(c.out.find("sk-master-e2e"), std::string::npos);
+  CliRun ret = cli("gateway retire --config '" + cfg.string() + "' --alias chat --all-deployments --json");
+  ASSERT_EQ(ret.rc, 0) << ret.err;
+  CliRun gone = cli("gateway check --config '" + cfg.string() + "' --alias chat --url " + gw.url(), env);
+  EXPECT_EQ(gone.rc, 3) << gone.err;
+  EXPECT_NE(gone.err.find("(it is retired)"), std::string::npos) << gone.err;
+  stdfs::remove_all(dir);
+}
+
+// Issue 29: --json-lines streams one object per check as it finishes, then the report.
+TEST(ProbeCli, JsonLinesStreamEachCheckThenTheReport) {
+  FakeServer srv(FakeServerOptions{});
+  CliRun r = cli("probe " + srv.url() + " --model " + kModel + " --checks models,prose,logprobs --timeout 5 --json-lines");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  std::istringstream in(r.out);
+  std::vector<nlohmann::json> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(lines[static_cast<std::size_t>(i)]["event"], "check");
+  EXPECT_EQ(lines[0]["check"], "models");
+  EXPECT_EQ(lines[3]["event"], "report");
+  EXPECT_EQ(lines[3]["checks"].size(), 3u);
+  EXPECT_EQ(cli("probe ftp://h --model m").rc, 2);
+  EXPECT_EQ(cli("probe " + srv.url() + " --model m --json --json-lines").rc, 2);
 }
 
 }  // namespace

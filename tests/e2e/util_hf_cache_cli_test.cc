@@ -129,7 +129,7 @@ TEST_F(HfCacheCli, LookupErrorsSayWhereTheyLooked) {
                                 "no repo folder '" + (cache_ / "models--acme--not-cached").string() + "' (HF_HUB_CACHE='" +
                                 cache_.string() + "')"))
       << err;
-  EXPECT_TRUE(contains(err, "huggingface-cli download acme/not-cached")) << err;
+  EXPECT_TRUE(contains(err, "hf download acme/not-cached")) << err;
   EXPECT_EQ(Json::parse(out)["error"]["code"], "io");
   EXPECT_EQ(run("verify acme/tiny-llama@v9", &out, &err), 4);
   EXPECT_TRUE(contains(err, "no ref file '" + (repo_.repo_dir / "refs" / "v9").string() + "' (cached refs: main")) << err;

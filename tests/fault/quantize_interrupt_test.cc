@@ -228,7 +228,14 @@ TEST(QuantizeInterrupt, KilledAroundTheFinalRename) {
       if (!after) {
         ASSERT_FALSE(stdfs::exists(dst));
         ASSERT_TRUE(stdfs::exists(staging_path(dst) / ".fp4forge-staging"));
-        ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + (resume ? " --resume" : ""), nullptr, &err), 0)
+        if (!resume) {
+          // Issue 29: finished shards are never deleted unannounced: a plain rerun names --resume and --restart.
+          ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst), nullptr, &err), 3) << err;
+          EXPECT_THAT(err, HasSubstr("finished shard(s)"));
+          EXPECT_THAT(err, HasSubstr("expected --resume to reuse them"));
+          EXPECT_TRUE(stdfs::exists(staging_path(dst) / ".fp4forge-staging"));
+        }
+        ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + (resume ? " --resume" : " --restart"), nullptr, &err), 0)
             << err;
         EXPECT_TRUE(dir_contents(dst) == want);
         EXPECT_FALSE(stdfs::exists(staging_path(dst)));
@@ -313,7 +320,9 @@ TEST(QuantizeInterrupt, LockedStagingIsLeftAlone) {
     EXPECT_FALSE(stdfs::exists(dst));
   }
   ::close(fd);
-  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), nullptr, &err), 0) << err;
+  // Unlocked, its "finished" shard is not deleted unannounced (issue 29): --restart discards it.
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), nullptr, &err), 3) << err;
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst) + " --restart", nullptr, &err), 0) << err;
 }
 
 // A damaged or hand-edited resume manifest (wrong JSON types) is never trusted and never crashes:
@@ -486,6 +495,79 @@ TEST(QuantizeFaults, RenameFailure) {
     ops.rename_ok = ok;
     expect_io_failure(ops, "rename");
   }
+}
+
+// Issue 29: a destination without room for the output is refused before any shard is written (IO, exit 4),
+// with the sizes; nothing is left behind.
+TEST(QuantizeFaults, NotEnoughFreeSpaceIsRefusedBeforeWriting) {
+  TempDir tmp;
+  auto ck = Checkpoint::open(kData + "/llama");
+  ASSERT_TRUE(ck.ok());
+  auto plan = make_plan(*ck, {});
+  ASSERT_TRUE(plan.ok());
+  struct Full : fs::Ops {
+    std::atomic<int> writes{0};
+    int statvfs(const char* path, struct statvfs* st) override {
+      const int r = fs::Ops::statvfs(path, st);
+      st->f_bavail = 3;  // three blocks left
+      return r;
+    }
+    ssize_t pwrite(int fd, const void* b, std::size_t n, off_t off) override {
+      ++writes;
+      return fs::Ops::pwrite(fd, b, n, off);
+    }
+  } full;
+  Result<RunSummary> r = Error{};
+  {
+    OpsGuard g(&full);
+    r = run_plan(*ck, *plan, tmp.path / "out", RunOptions{});
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::IO);
+  EXPECT_THAT(r.error().message, HasSubstr("not enough free space for '" + (tmp.path / "out").string() +
+                                           "': the output needs "));
+  EXPECT_EQ(full.writes.load(), 0);
+  EXPECT_TRUE(stdfs::is_empty(tmp.path));
+}
+
+// Issue 29: Ctrl-C / SIGTERM end with one line saying what was kept and how to continue (exit 128 + signal), and
+// the kept shards resume to the bytes of an uninterrupted run.
+TEST(QuantizeInterrupt, SigintSaysWhatWasKeptAndResumeFinishes) {
+  TempDir tmp;
+  const stdfs::path src = tmp.path / "src";
+  make_llama(src);
+  const stdfs::path ref = tmp.path / "ref";
+  int st = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = spawn_quantize(src, ref, false);
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  const double full = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto want = dir_contents(ref);
+  int seen = 0;
+  for (const int sig : {SIGINT, SIGTERM}) {
+    for (double frac : {0.3, 0.6}) {
+      const stdfs::path dst = tmp.path / fmt::format("out-{}-{}", sig, static_cast<int>(frac * 10));
+      const stdfs::path log = tmp.path / "err.log";
+      pid = spawn_cli({"quantize", src.string(), dst.string(), "-j", "1", "--max-memory", "1M"}, log);
+      std::this_thread::sleep_for(std::chrono::duration<double>(full * frac));
+      ::kill(pid, sig);
+      ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+      if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;  // finished first
+      ASSERT_TRUE(WIFEXITED(st)) << "killed by the signal instead of exiting with a message";
+      EXPECT_EQ(WEXITSTATUS(st), 128 + sig);
+      const std::string err = slurp(log);
+      EXPECT_THAT(err, HasSubstr(sig == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)"));
+      if (stdfs::exists(dst)) continue;  // the output was complete (its own message)
+      ++seen;
+      EXPECT_THAT(err, HasSubstr("shard(s) finished, kept in " + staging_path(dst).string()));
+      EXPECT_THAT(err, HasSubstr("--resume"));
+      std::string out, err2;
+      ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " --resume", &out, &err2), 0) << err2;
+      EXPECT_TRUE(dir_contents(dst) == want);
+    }
+  }
+  EXPECT_GT(seen, 0) << "no signal landed mid-run (full run took " << full << " s)";
 }
 
 TEST(QuantizeFaults, FinalRenameFailure) {

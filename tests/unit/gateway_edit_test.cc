@@ -1,5 +1,6 @@
 // gateway: swap refused on a failed probe (file untouched, no backup), applied with a backup when the probe
 // passes (only the alias's lines change, comments survive), rollback byte-identical, retire reversible.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -304,7 +305,7 @@ TEST_F(Gateway, SwapKeepsQuoteStyleAndCrlf) {
 TEST_F(Gateway, SwapErrorsLeaveTheFileAlone) {
   SwapOptions o;
   o.alias = "nope";
-  o.backend_model = "m";
+  o.backend_model = "hosted_vllm/m";
   o.api_base = "http://127.0.0.1:1/v1";
   o.probe = false;
   auto r = gateway_swap(cfg_, o);
@@ -317,7 +318,12 @@ TEST_F(Gateway, SwapErrorsLeaveTheFileAlone) {
   o.alias = "chat";
   auto d = gateway_swap(cfg_, o);
   ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.error().message.find("has 2 deployments (lines 6, 16)"), std::string::npos) << d.error().message;
+  EXPECT_EQ(d.error().code, Errc::USAGE);
+  EXPECT_NE(d.error().message.find("has 2 deployments, which LiteLLM load-balances: 1) hosted_vllm/org/old-model-nvfp4 "
+                                   "@ http://10.0.0.5:8000/v1 (line 6); 2) hosted_vllm/org/small @ "
+                                   "http://10.0.0.7:8000/v1 (line 16)"),
+            std::string::npos) << d.error().message;
+  EXPECT_NE(d.error().message.find("pass --deployment N"), std::string::npos) << d.error().message;
   EXPECT_EQ(slurp(cfg_), dup);
   o.params = {{"model", "x"}};
   EXPECT_EQ(gateway_swap(cfg_, o).error().code, Errc::USAGE);
@@ -396,10 +402,186 @@ TEST_F(Gateway, RetireWarnsWhenAWildcardSwallowsTheAlias) {
   EXPECT_FALSE(gateway_retire(cfg_, "chat").ok());  // already retired: not found
 }
 
+// Issue 29: a load-balanced alias (two deployments of one model_name). swap and retire act on the one
+// deployment --deployment names (number, api_base or model); without it they refuse and list them.
+const char* kReplicas = R"(model_list:
+  - model_name: chat
+    litellm_params:
+      model: hosted_vllm/org/m-bf16
+      api_base: http://10.0.0.5:8000/v1
+      api_key: os.environ/FP4FORGE_TEST_SEAT_KEY
+  - model_name: chat
+    litellm_params:
+      model: hosted_vllm/org/m-bf16
+      api_base: http://10.0.0.6:8000/v1
+      api_key: os.environ/FP4FORGE_TEST_SEAT_KEY
+  - model_name: "*"
+    litellm_params:
+      model: "openai/*"
+general_settings:
+  master_key: os.environ/FP4FORGE_TEST_MASTER_KEY
+)";
+
+TEST_F(Gateway, SwapRepointsOneDeploymentOfALoadBalancedAlias) {
+  write(kReplicas);
+  ::setenv("FP4FORGE_TEST_SEAT_KEY", "sk-seat-key-123", 1);
+  FakeServerOptions fo;
+  fo.expect_api_key = "sk-seat-key-123";  // the probe must send the alias's own key (os.environ/ resolved)
+  FakeServer srv(fo);
+  SwapOptions o = swap_to(srv);
+  auto all = gateway_swap(cfg_, o);
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.error().code, Errc::USAGE);
+  EXPECT_NE(all.error().message.find("1) hosted_vllm/org/m-bf16 @ http://10.0.0.5:8000/v1 (line 2); 2) "
+                                     "hosted_vllm/org/m-bf16 @ http://10.0.0.6:8000/v1 (line 7)"),
+            std::string::npos) << all.error().message;
+  o.deployment = "3";
+  auto none = gateway_swap(cfg_, o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("--deployment '3' names none of alias 'chat''s 2 deployment(s)"),
+            std::string::npos) << none.error().message;
+  o.deployment = "org/m-bf16";  // both have this model: ambiguous
+  EXPECT_NE(gateway_swap(cfg_, o).error().message.find("names 2 of alias 'chat'"), std::string::npos);
+  o.deployment = "http://10.0.0.6:8000";  // by api_base (the /v1 does not matter)
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->changed) << r->refused;
+  const std::string now = slurp(cfg_);
+  EXPECT_NE(now.find("      api_base: http://10.0.0.5:8000/v1\n"), std::string::npos) << now;  // replica 1 kept
+  EXPECT_EQ(now.find("http://10.0.0.6:8000"), std::string::npos) << now;
+  EXPECT_NE(now.find("      api_base: " + srv.url() + "/v1\n      api_key: os.environ/FP4FORGE_TEST_SEAT_KEY\n  - "
+                     "model_name: \"*\""),
+            std::string::npos) << now;
+  ASSERT_EQ(r->next_steps.size(), 3u);
+  EXPECT_NE(r->next_steps[0].find("reload LiteLLM"), std::string::npos);
+  EXPECT_NE(r->next_steps[1].find("fp4forge gateway check --config " + cfg_.string() + " --alias chat"),
+            std::string::npos) << r->next_steps[1];
+  EXPECT_NE(to_text(*r).find("next: 1. reload LiteLLM"), std::string::npos) << to_text(*r);
+  EXPECT_EQ(to_json(*r)["next_steps"].size(), 3u);
+  EXPECT_EQ(to_json(*r).dump().find("sk-seat-key-123"), std::string::npos);
+  ::unsetenv("FP4FORGE_TEST_SEAT_KEY");
+}
+
+TEST_F(Gateway, SwapProbeWithoutTheAliasKeyIsRefusedWithAHint) {
+  write(kReplicas);
+  ::unsetenv("FP4FORGE_TEST_SEAT_KEY");
+  FakeServerOptions fo;
+  fo.expect_api_key = "sk-seat-key-123";
+  FakeServer srv(fo);
+  SwapOptions o = swap_to(srv);
+  o.deployment = "1";
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->changed);
+  EXPECT_FALSE(r->refused.empty());
+  bool hint = false;
+  for (const auto& w : r->warnings)
+    hint |= w.find("api_key is os.environ/FP4FORGE_TEST_SEAT_KEY, which is not set in this environment") !=
+            std::string::npos;
+  EXPECT_TRUE(hint);
+  EXPECT_EQ(slurp(cfg_), kReplicas);
+}
+
+TEST_F(Gateway, RetireOneReplicaKeepsTheAlias) {
+  write(kReplicas);
+  auto refused = gateway_retire(cfg_, "chat");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, Errc::USAGE);
+  EXPECT_NE(refused.error().message.find("pass --deployment N to retire one replica, or --all-deployments"),
+            std::string::npos) << refused.error().message;
+  EXPECT_EQ(slurp(cfg_), kReplicas);
+  EXPECT_EQ(gateway_retire(cfg_, "chat", "1", true).error().code, Errc::USAGE);
+  auto r = gateway_retire(cfg_, "chat", "1");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->warnings.empty()) << r->warnings[0];  // the wildcard does not swallow a live alias
+  auto s = gateway_show(cfg_);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ(s->routes.size(), 2u);
+  EXPECT_EQ(s->routes[0].api_base, "http://10.0.0.6:8000/v1");
+  ASSERT_EQ(s->retired.size(), 1u);
+  EXPECT_EQ(s->retired[0].alias, "chat");
+  for (const auto& w : s->warnings) EXPECT_EQ(w.find("retired alias 'chat'"), std::string::npos) << w;
+  EXPECT_NE(slurp(cfg_).find("# fp4forge-retired: alias 'chat' deployment hosted_vllm/org/m-bf16 @ "
+                             "http://10.0.0.5:8000/v1 (line 2) on "),
+            std::string::npos) << slurp(cfg_);
+  bool keeps = false;
+  for (const auto& n : r->next_steps) keeps |= n.find("'chat' keeps 1 deployment(s)") != std::string::npos;
+  EXPECT_TRUE(keeps);
+  ASSERT_TRUE(gateway_rollback(cfg_).ok());
+  auto both = gateway_retire(cfg_, "chat", {}, true);
+  ASSERT_TRUE(both.ok()) << both.error().message;
+  ASSERT_FALSE(both->warnings.empty());  // now the wildcard answers for it
+  EXPECT_NE(both->warnings[0].find("retired alias 'chat'"), std::string::npos) << both->warnings[0];
+}
+
+TEST_F(Gateway, BackendModelMustNameAnOpenAICompatibleProvider) {
+  SwapOptions o;
+  o.alias = "chat";
+  o.api_base = "http://10.0.0.8:8000/v1";
+  o.probe = false;
+  o.dry_run = true;
+  for (const auto& [model, want] : std::vector<std::pair<std::string, std::string>>{
+           {"org/m", "expected 'hosted_vllm/org/m'"},
+           {"m", "has no LiteLLM provider prefix"},
+           {"vllm/org/m", "expected 'hosted_vllm/org/m'"},
+           {"hosted_vllm/", "names no model after the provider"}}) {
+    o.backend_model = model;
+    auto r = gateway_swap(cfg_, o);
+    ASSERT_FALSE(r.ok()) << model;
+    EXPECT_EQ(r.error().code, Errc::USAGE);
+    EXPECT_NE(r.error().message.find(want), std::string::npos) << r.error().message;
+  }
+  o.backend_model = "openai/org/m";
+  o.api_base = "http://10.0.0.8:8000";
+  auto nov1 = gateway_swap(cfg_, o);
+  ASSERT_TRUE(nov1.ok()) << nov1.error().message;
+  bool warned = false;
+  for (const auto& w : nov1->warnings) warned |= w.find("has no /v1") != std::string::npos;
+  EXPECT_TRUE(warned);
+  EXPECT_EQ(slurp(cfg_), kConfig);
+}
+
+// gateway check: the probe goes to the gateway with the alias as the model name and the config's master key.
+TEST_F(Gateway, CheckProbesTheAliasThroughTheGateway) {
+  write(kReplicas);
+  ::setenv("FP4FORGE_TEST_MASTER_KEY", "sk-master-456", 1);
+  FakeServerOptions fo;
+  fo.model = "chat";
+  fo.expect_api_key = "sk-master-456";
+  FakeServer gw(fo);
+  CheckOptions co;
+  co.alias = "chat";
+  co.gateway_url = gw.url();
+  co.probe_options.timeout_s = 5;
+  auto r = gateway_check(cfg_, co);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->probe.any_failed()) << to_text(*r);  // reasoning is a skip for this model
+  EXPECT_EQ(exit_code(*r), 0);
+  EXPECT_EQ(r->probe.model, "chat");
+  EXPECT_EQ(to_json(*r).dump().find("sk-master-456"), std::string::npos);
+  ::unsetenv("FP4FORGE_TEST_MASTER_KEY");
+  auto nokey = gateway_check(cfg_, co);
+  ASSERT_TRUE(nokey.ok());
+  EXPECT_EQ(exit_code(*nokey), 1);
+  ASSERT_FALSE(nokey->warnings.empty());
+  EXPECT_NE(nokey->warnings[0].find("general_settings.master_key is os.environ/FP4FORGE_TEST_MASTER_KEY"),
+            std::string::npos);
+  co.alias = "summarizer";  // only the "*" wildcard would answer
+  auto wild = gateway_check(cfg_, co);
+  ASSERT_FALSE(wild.ok());
+  EXPECT_EQ(wild.error().code, Errc::BAD_INPUT);
+  EXPECT_NE(wild.error().message.find("no live route names alias 'summarizer' (wildcard route '*' matches it)"),
+            std::string::npos) << wild.error().message;
+  co.gateway_url = "ftp://gw";
+  EXPECT_EQ(gateway_check(cfg_, co).error().code, Errc::USAGE);
+}
+
 TEST_F(Gateway, StripProviderPrefix) {
   EXPECT_EQ(strip_provider_prefix("hosted_vllm/Qwen/Qwen3-8B"), "Qwen/Qwen3-8B");
   EXPECT_EQ(strip_provider_prefix("openai/gpt-x"), "gpt-x");
   EXPECT_EQ(strip_provider_prefix("Qwen/Qwen3-8B"), "Qwen/Qwen3-8B");
+  EXPECT_EQ(strip_provider_prefix("vllm/Qwen/Qwen3-8B"), "Qwen/Qwen3-8B");
+  EXPECT_EQ(strip_provider_prefix("hosted_vllm"), "hosted_vllm");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -211,6 +212,60 @@ TEST(ProbeChecks, ApiKeyIsSentAndNeverEchoed) {
     EXPECT_EQ(rep.checks[0].detail.find(key), std::string::npos) << rep.checks[0].detail;
     EXPECT_NE(rep.checks[0].detail.find("***"), std::string::npos) << rep.checks[0].detail;
   }
+}
+
+// Issue 29: the checks after the first run concurrently under one overall deadline, so a seat that hangs on
+// every generation costs one deadline, not one per check (9 x 60 s at the defaults before).
+TEST(ProbeChecks, HungSeatCostsOneDeadlineNotOnePerCheck) {
+  FakeServerOptions o;
+  o.fault = Fault::SLOW;  // GET /v1/models answers, every POST hangs
+  o.slow_s = 20.0;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.timeout_s = 1.5;
+  const auto t0 = std::chrono::steady_clock::now();
+  const ProbeReport rep = run_probe(srv.url(), o.model, all_checks(), po);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(rep.checks.size(), 9u);
+  EXPECT_EQ(find(rep, Check::MODELS).status, CheckStatus::PASS);
+  for (const auto& c : rep.checks) {
+    if (c.check != Check::MODELS) {
+      EXPECT_EQ(c.classification, "timeout") << check_name(c.check) << ": " << c.detail;
+    }
+  }
+  // One after another the eight generation checks would take 8 x 1.5 s = 12 s.
+  EXPECT_LT(took, 6.0);
+}
+
+TEST(ProbeChecks, QueuedChecksPastTheOverallDeadlineAreNotSent) {
+  FakeServerOptions o;
+  o.fault = Fault::SLOW;
+  o.slow_s = 20.0;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.timeout_s = 1.0;
+  po.total_timeout_s = 1.5;
+  po.concurrency = 1;
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::PROSE, Check::LONG, Check::TOOLS}, po);
+  ASSERT_EQ(rep.checks.size(), 3u);
+  EXPECT_EQ(rep.checks[0].classification, "timeout");
+  EXPECT_EQ(rep.checks[2].classification, "timeout");
+  EXPECT_NE(rep.checks[2].detail.find("not sent: the probe's overall deadline of 1.5 s passed first"), std::string::npos)
+      << rep.checks[2].detail;
+}
+
+TEST(ProbeChecks, ResultsStreamAsTheyFinishAndTheReportKeepsTheRequestedOrder) {
+  FakeServer srv(FakeServerOptions{});
+  ProbeOptions po = fast_opts();
+  std::vector<Check> seen;
+  po.on_result = [&](const CheckResult& c) { seen.push_back(c.check); };
+  const std::vector<Check> asked{Check::PROSE, Check::LOGPROBS, Check::MODELS, Check::TOOLS};
+  const ProbeReport rep = run_probe(srv.url(), "fake-org/fake-model-nvfp4", asked, po);
+  ASSERT_EQ(rep.checks.size(), asked.size());
+  for (std::size_t i = 0; i < asked.size(); ++i) EXPECT_EQ(rep.checks[i].check, asked[i]);
+  ASSERT_EQ(seen.size(), asked.size());
+  EXPECT_EQ(seen[0], Check::MODELS);  // the first sent, alone: it proves the server answers
+  EXPECT_TRUE(rep.all_passed());
 }
 
 TEST(ProbeChecks, ParseChecks) {

@@ -204,7 +204,7 @@ TEST_F(HfCacheResolve, MissingRepoSaysWhereItLooked) {
   EXPECT_TRUE(contains(m, "no repo folder '" + (cache_ / "models--org--other").string() + "'")) << m;
   EXPECT_EQ(r.error().describe(), m) << "the file is in the message";
   EXPECT_TRUE(contains(m, "HF_HUB_CACHE='" + cache_.string() + "'")) << m;
-  EXPECT_TRUE(contains(m, "hint: download it with 'huggingface-cli download org/other'")) << m;
+  EXPECT_TRUE(contains(m, "hint: download it with 'hf download org/other'")) << m;
   EXPECT_EQ(m.find('\n'), std::string::npos);
   // No cache folder at all.
   auto none = hf_cache::resolve("org/name", env_of({{"HOME", (tmp_.path / "nohome").string()}}));
@@ -224,7 +224,7 @@ TEST_F(HfCacheResolve, MissingRefListsTheCachedOnes) {
   EXPECT_TRUE(contains(m, "at revision 'v2': no ref file '" + (main_.repo_dir / "refs" / "v2").string() + "'")) << m;
   EXPECT_TRUE(contains(m, "cached refs: main, pr/1, v1")) << m;
   EXPECT_TRUE(contains(m, fake_commit(1))) << m;
-  EXPECT_TRUE(contains(m, "'huggingface-cli download org/name --revision v2'")) << m;
+  EXPECT_TRUE(contains(m, "'hf download org/name --revision v2'")) << m;
   EXPECT_EQ(r.error().file, (main_.repo_dir / "refs" / "v2").string());
 }
 
@@ -257,7 +257,7 @@ TEST_F(HfCacheResolve, PartialDownloadIsAWarningNamingTheFiles) {
   ASSERT_EQ(r->warnings.size(), 1u);
   EXPECT_TRUE(contains(r->warnings[0], "1 file(s) of snapshot '" + main_.snapshot.string() +
                                            "' link to blobs missing from the cache: tokenizer.json")) << r->warnings[0];
-  EXPECT_TRUE(contains(r->warnings[0], "huggingface-cli download org/name")) << r->warnings[0];
+  EXPECT_TRUE(contains(r->warnings[0], "hf download org/name")) << r->warnings[0];
 }
 
 TEST_F(HfCacheResolve, WhatIsAPath) {

@@ -59,6 +59,10 @@ bool same_backend(std::string_view a, std::string_view b);
 
 struct SwapOptions {
   std::string alias;
+  /** Which deployment of a load-balanced alias (several `model_list` entries with one `model_name`) to
+   * repoint: its number N (1-based, file order), its `api_base` (same server) or its `litellm_params.model`
+   * (with or without the provider prefix); "" when the alias has exactly one deployment. */
+  std::string deployment;
   std::string backend_model;  ///< new litellm_params.model
   std::string api_base;       ///< new litellm_params.api_base
   std::vector<std::pair<std::string, std::string>> params;  ///< extra litellm_params KEY=VALUE (YAML)
@@ -72,6 +76,10 @@ struct SwapOptions {
   bool dry_run = false;       ///< compute and validate the edit (and probe), write nothing
 };
 
+/** The LiteLLM providers that send the OpenAI API to an `api_base` (what swap's probe proves), e.g.
+ * "hosted_vllm" (vLLM's LiteLLM guide: "hosted_vllm is prefix key word and necessary"). */
+const std::vector<std::string>& openai_compatible_providers();
+
 struct EditResult {
   std::string command;         ///< "swap", "rollback" or "retire"
   std::string config;          ///< the config file edited
@@ -81,6 +89,7 @@ struct EditResult {
   std::vector<std::string> warnings;
   std::optional<probe::ProbeReport> probe;  ///< swap with probing only
   std::string refused;         ///< non-empty when the file was left untouched because of a check
+  std::vector<std::string> next_steps;  ///< what the operator does next (reload LiteLLM, check the alias)
 };
 
 /** Probe the backend, then repoint `alias`. On a failed probe: `refused` is set, nothing is written. */
@@ -91,8 +100,34 @@ Result<EditResult> gateway_swap(const std::filesystem::path& config, const SwapO
 Result<EditResult> gateway_rollback(const std::filesystem::path& config,
                                     const std::filesystem::path& to = {});
 
-/** Comments out every entry of `alias` (after a backup), under a marker comment naming the alias. */
-Result<EditResult> gateway_retire(const std::filesystem::path& config, const std::string& alias);
+/** Comments out the entries of `alias` (after a backup), under a marker comment naming the alias. An alias
+ * with several deployments needs `deployment` (as in SwapOptions: retire that one, the others keep serving)
+ * or `all_deployments`; otherwise USAGE listing them (retiring every replica by accident leaves the alias
+ * to whatever wildcard route matches it). */
+Result<EditResult> gateway_retire(const std::filesystem::path& config, const std::string& alias,
+                                  const std::string& deployment = {}, bool all_deployments = false);
+
+/** `gateway check`: the probe sent through the gateway itself, as a client sees the alias. */
+struct CheckOptions {
+  std::string alias;
+  /** The gateway's base URL; "" = http://127.0.0.1:4000 (LiteLLM's default port). */
+  std::string gateway_url;
+  std::vector<probe::Check> checks;  ///< empty = all
+  /** api_key: "" = the config's `general_settings.master_key` (os.environ/NAME resolved as LiteLLM does). */
+  probe::ProbeOptions probe_options;
+  probe::HttpClient* client = nullptr;  ///< nullptr = libcurl
+};
+
+struct CheckReport {
+  std::string config;
+  std::string alias;
+  probe::ProbeReport probe;           ///< model = the alias, url = the gateway
+  std::vector<std::string> warnings;  ///< e.g. a master key named but not set here
+};
+
+/** Refuses (BAD_INPUT) an alias the config does not route by name (absent, retired, or only matched by a
+ * wildcard: a probe would then prove the wildcard's backend); then probes the gateway for it. */
+Result<CheckReport> gateway_check(const std::filesystem::path& config, const CheckOptions& opts);
 
 /** The backups of `config` (FILE.bak-fp4forge-*), oldest first. */
 std::vector<std::filesystem::path> list_backups(const std::filesystem::path& config);

@@ -34,6 +34,10 @@ struct TensorClass {
 
 TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape, const ModelInfo& info);
 
+/** True for the parameter names a quantization adds beside its payload (scales, global scales, zero points,
+ * `weight_shape`, `g_idx`, FP8's `weight_scale_inv`): metadata, not model parameters. */
+bool is_quant_metadata(std::string_view param);
+
 /** A fused global-scale set (R1): members share one global scale; all quantized or all kept. */
 struct FusedSet {
   std::string parent;                ///< parent module, e.g. "model.layers.0.self_attn"

@@ -44,6 +44,8 @@
  *   not-reasoning          (skip) the model emits no reasoning field
  *   not-run                (skip) an earlier check showed the server is unreachable
  */
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -72,6 +74,8 @@ const char* status_name(CheckStatus s) noexcept;  ///< "pass", "fail", "skip"
 /** Whether the model takes images: AUTO decides from the server's answer to the image request. */
 enum class VisionMode { AUTO, MULTIMODAL, TEXT_ONLY };
 
+struct CheckResult;
+
 struct ProbeOptions {
   std::string api_key;               ///< sent as "Authorization: Bearer ..."; never printed or logged
   double timeout_s = 60.0;           ///< deadline of each check (all its requests together)
@@ -83,6 +87,16 @@ struct ProbeOptions {
   double max_repeat_ratio = 0.30;    ///< repeated word 4-gram ratio above which output is a loop
   int client_max_tokens = 1024;      ///< the max_tokens a typical client sends (reasoning check)
   VisionMode vision = VisionMode::AUTO;
+  /** Checks sent at once after the first (which proves something answers: an absent server costs one
+   * connect); 1 = one after another. Only the libcurl run_probe (or one given a client factory) runs
+   * checks concurrently; a single injected client is used serially. */
+  int concurrency = 8;
+  /** One deadline for the whole probe in seconds; 0 = timeout_s. A check still running at it fails with
+   * "timeout"; one not started by then is not sent. A hung seat costs one deadline, not one per check. */
+  double total_timeout_s = 0.0;
+  /** Called as each check finishes (completion order), one call at a time; the report keeps the requested
+   * order. Details are already masked. */
+  std::function<void(const CheckResult&)> on_result;
 };
 
 struct CheckResult {
@@ -118,9 +132,13 @@ struct ProbeReport {
 ProbeReport run_probe(HttpClient& client, std::string_view base_url, std::string_view model,
                       const std::vector<Check>& checks, const ProbeOptions& opts);
 
-/** Same, with the libcurl client. */
+/** Same, with the libcurl client: one client per concurrent check (opts.concurrency). */
 ProbeReport run_probe(std::string_view base_url, std::string_view model, const std::vector<Check>& checks,
                       const ProbeOptions& opts);
+
+/** Same, with a client per concurrent check from `make_client` (tests: fake clients). */
+ProbeReport run_probe(const std::function<std::unique_ptr<HttpClient>()>& make_client, std::string_view base_url,
+                      std::string_view model, const std::vector<Check>& checks, const ProbeOptions& opts);
 
 /** `text` with every occurrence of `secret` replaced by "***" (no-op for an empty secret). */
 std::string mask_secret(std::string_view text, std::string_view secret);

@@ -13,8 +13,14 @@ namespace fp4forge::probe {
 
 /** {"ok", "url", "model", "unreachable", "summary": {pass, fail, skip}, "checks": [...]} */
 nlohmann::ordered_json to_json(const ProbeReport& r);
-/** One line per check ("PASS  prose  ok  1.23s  detail"), then a summary line. */
+/** One check's object in "checks" (also one line of `probe --json-lines`). */
+nlohmann::ordered_json to_json(const CheckResult& c);
+/** The header line, one line per check ("PASS  prose  ok  1.23s  detail"), then a summary line. */
 std::string to_text(const ProbeReport& r);
+/** The parts of to_text, for streaming: "probe URL model 'M'", one check's line, the summary line. */
+std::string header_line(const ProbeReport& r);
+std::string check_line(const CheckResult& c);
+std::string summary_line(const ProbeReport& r);
 /** 0 no check failed, 4 nothing could be reached, 1 otherwise. */
 int exit_code(const ProbeReport& r);
 

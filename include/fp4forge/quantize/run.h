@@ -44,6 +44,7 @@ struct RunOptions {
   unsigned jobs = 0;                          ///< worker threads; 0 = all cores
   std::uint64_t max_memory = kDefaultMaxMemory;  ///< in-flight byte budget
   bool resume = false;                        ///< reuse verified shards of an interrupted run
+  bool restart = false;                       ///< discard an interrupted run's finished shards (else refused)
   ProgressSink* progress = nullptr;           ///< reports source bytes read and tensors written
   /** Runs on the staging folder once every shard, config.json and the index are written, before the
    * final rename (quantize --mtp-from splices the MTP tensors there, doctor/mtp_splice.h); an error

@@ -63,9 +63,11 @@ class Staging {
   /**
    * Takes `dir` (the staging folder of `dst`) under the parent-folder lock: refuses a DST that appeared
    * meanwhile, a folder without marker, and one locked by a live run; reuses a previous run's folder
-   * when `resume`, else removes it (with a warning) and creates a fresh one.
+   * when `resume`. Without it, a previous folder that holds finished shards is refused (BAD_INPUT naming
+   * --resume and --restart: they are never deleted unannounced) unless `restart`; one without is removed
+   * (with a warning) and a fresh one created.
    */
-  Status open(const std::filesystem::path& dir, const std::filesystem::path& dst, bool resume,
+  Status open(const std::filesystem::path& dir, const std::filesystem::path& dst, bool resume, bool restart,
               std::vector<std::string>& warnings);
   /** Renames the finished staging folder to `dst`, then drops the marker (and the lock) there. */
   Status finish(const std::filesystem::path& dst);

@@ -10,6 +10,7 @@
  * - Errors are `Errc::IO` with the path and strerror: "cannot write 'x.partial': No space left on device".
  */
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -51,6 +52,7 @@ class Ops {
   virtual int rmdir(const char* path);
   /** flock(2) (the quantize staging and destination locks). */
   virtual int flock(int fd, int op);
+  virtual int statvfs(const char* path, struct statvfs* st);
   /** popen/pclose (nvidia-smi for `plan`). */
   virtual std::FILE* popen(const char* command, const char* mode);
   virtual int pclose(std::FILE* f);
@@ -165,6 +167,10 @@ struct FileStamp {
 FileStamp file_stamp(const struct stat& st);
 /** The stamp of a path (stat through the seam, following links); nullopt when it cannot be read. */
 std::optional<FileStamp> file_stamp(const std::filesystem::path& path);
+
+/** Bytes an unprivileged writer may still write on the filesystem holding `path` (statvfs: f_bavail x
+ * f_frsize), or nullopt when it cannot tell. The one free-space rule of quantize and synth. */
+std::optional<std::uint64_t> available_bytes(const std::filesystem::path& path);
 
 /** Reads a whole (small) file; refuses files larger than max_bytes with BAD_INPUT. */
 Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes = 256u << 20);

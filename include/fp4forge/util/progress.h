@@ -25,12 +25,15 @@ namespace fp4forge {
 
 class Progress final : public ProgressSink {
  public:
-  enum class Mode { AUTO, ALWAYS, NEVER };  ///< AUTO: draw only when stderr is a TTY
+  /** AUTO: draw only when stderr is a TTY. LINES: no bar; one status line ("label: 42% 1.2 GiB/2.9 GiB ...
+   * ETA 00:31 shard") every `interval_s` seconds, and a last one if any was printed (a log, systemd, nohup,
+   * --json: stderr that is not a terminal). */
+  enum class Mode { AUTO, ALWAYS, NEVER, LINES };
 
   Progress(std::string label, std::uint64_t total_bytes, std::uint64_t total_items = 0,
-           Mode mode = Mode::AUTO, std::FILE* out = stderr);
+           Mode mode = Mode::AUTO, std::FILE* out = stderr, double interval_s = 10.0);
   /** Not begun yet: begin() sets the label and totals. */
-  explicit Progress(Mode mode, std::FILE* out = stderr);
+  explicit Progress(Mode mode, std::FILE* out = stderr, double interval_s = 10.0);
   ~Progress() override;
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -51,6 +54,12 @@ class Progress final : public ProgressSink {
   static std::string render(std::string_view label, std::uint64_t done, std::uint64_t total,
                             std::uint64_t items, std::uint64_t total_items, double seconds,
                             std::string_view detail, int width = 28);
+  /** render() made to fit `columns` (0: no limit): a narrower bar (down to 8), then without the detail, then
+   * cut; never `columns` characters or more, so a redraw never wraps and leaves lines behind. */
+  static std::string render_fit(std::string_view label, std::uint64_t done, std::uint64_t total, std::uint64_t items,
+                                std::uint64_t total_items, double seconds, std::string_view detail, int columns);
+  /** The width of the terminal `f` writes to (TIOCGWINSZ), else $COLUMNS, else 0 (unknown). */
+  static int columns_of(std::FILE* f) noexcept;
   /** True when stderr is a terminal. */
   static bool stderr_is_tty() noexcept;
 
@@ -62,6 +71,9 @@ class Progress final : public ProgressSink {
   std::uint64_t total_bytes_, total_items_;
   std::uint64_t bytes_ = 0, items_ = 0;
   bool enabled_;
+  bool lines_;           // Mode::LINES
+  bool printed_ = false;  // LINES: a status line was printed
+  double interval_s_;
   bool finished_ = false;
   std::FILE* out_;
   std::chrono::steady_clock::time_point start_, last_draw_;

@@ -33,6 +33,9 @@ std::string family_of(std::string_view name);
 struct DiffOptions {
   bool allow_class_mismatch = false;  ///< compare anyway when the architecture classes differ
   bool compare_files = true;          ///< compare config.json keys and the other files
+  /** Also compare the bytes of every tensor both sides hold with one dtype and shape (two quantizations of
+   * different weights are structurally identical); each differing family becomes a "values" item. */
+  bool compare_values = false;
 };
 
 /** One tensor family on one side. */
@@ -68,6 +71,9 @@ struct DiffReport {
   std::vector<FamilyRow> families;  ///< every family (equal ones too), sorted by family
   std::vector<DiffItem> items;
   std::uint64_t tensors_a = 0, tensors_b = 0;
+  bool values_compared = false;           ///< compare_values was asked (and the classes allowed it)
+  std::uint64_t values_same = 0;          ///< tensors with equal bytes on both sides
+  std::uint64_t values_differ = 0;        ///< tensors (same name, dtype, shape) whose bytes differ
   /** The scheme of each side, spelled as verify spells it (scheme_labels: "NVFP4A16", "FP8_DYNAMIC", ...;
    * "none" without quantization_config, "invalid" when it does not parse). */
   std::string scheme_a, scheme_b;

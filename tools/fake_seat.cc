@@ -1,0 +1,49 @@
+// fp4forge-fake-seat: a stand-in OpenAI-compatible server for the demo (and for trying probe / gateway without a
+// GPU). It answers in vLLM's response shapes for one model name, on 127.0.0.1, for a bounded time and number of
+// requests, then exits. It serves nothing real: every answer is canned (tests/probe_fake_server.h).
+//
+//   fp4forge-fake-seat --model NAME [--api-key-env VAR] [--lifetime S] [--max-requests N] [--url-file F]
+//
+// Prints its base URL (http://127.0.0.1:PORT) on stdout, and to F when given, then serves until the lifetime or
+// the request budget is spent.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "probe_fake_server.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fp4forge-fake-seat: a canned OpenAI-compatible server for demos (not a model)"};
+  fp4forge::testing::FakeServerOptions o;
+  std::string key_env, url_file;
+  app.add_option("--model", o.model, "the model name it serves")->required();
+  app.add_option("--api-key-env", key_env, "require 'Bearer <value of this variable>'");
+  app.add_option("--lifetime", o.max_lifetime_s, "seconds to serve (default 60)")->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--max-requests", o.max_requests, "requests to serve (default 200)")->check(CLI::Range(1, 100000));
+  app.add_option("--url-file", url_file, "also write the base URL to this file");
+  o.max_lifetime_s = 60.0;
+  o.max_requests = 200;
+  CLI11_PARSE(app, argc, argv);
+  if (!key_env.empty()) {
+    const char* v = std::getenv(key_env.c_str());
+    if (v == nullptr || *v == '\0') {
+      std::fprintf(stderr, "fp4forge-fake-seat: --api-key-env %s: the variable is not set\n", key_env.c_str());
+      return 2;
+    }
+    o.expect_api_key = v;
+  }
+  fp4forge::testing::FakeServer srv(o);
+  std::printf("%s\n", srv.url().c_str());
+  std::fflush(stdout);
+  if (!url_file.empty()) {
+    std::ofstream f(url_file + ".tmp");
+    f << srv.url() << "\n";
+    f.close();
+    std::rename((url_file + ".tmp").c_str(), url_file.c_str());
+  }
+  srv.wait();
+  return 0;
+}
