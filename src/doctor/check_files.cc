@@ -8,6 +8,7 @@
 
 #include "checks.h"
 #include "fp4forge/doctor/json_edit.h"
+#include "fp4forge/model/serving_files.h"
 #include "fp4forge/util/fs.h"
 
 namespace fp4forge::doctor {
@@ -185,11 +186,20 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
   std::error_code ec;
   // Issue 29: a folder without any tokenizer passed every check, yet vLLM cannot serve it from the folder.
   {
-    bool any = false;
-    for (const char* f : {"tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model", "tokenizer.tiktoken",
-                          "spiece.model", "vocab.txt", "tekken.json"})
-      any = any || std::filesystem::exists(ctx.dir / f, ec);
-    if (!any) {
+    const ServingFiles sf = serving_files(ctx.dir);
+    if (sf.tokenizer && !sf.chat_template) {
+      Finding f;
+      f.kind = "missing-chat-template";
+      f.severity = Severity::WARNING;
+      f.expected = "chat_template.jinja, chat_template.json or tokenizer_config.json:chat_template";
+      f.actual = "none";
+      f.message = "no chat template: vLLM's /v1/chat/completions refuses requests (transformers supplies no default "
+                  "template); a base model served for /v1/completions needs none";
+      f.hint = "copy chat_template.jinja (or tokenizer_config.json) from the original release, or serve with "
+               "--chat-template";
+      out.push_back(std::move(f));
+    }
+    if (!sf.tokenizer) {
       Finding f;
       f.kind = "missing-tokenizer";
       f.severity = Severity::WARNING;

@@ -22,7 +22,7 @@
 namespace fp4forge::doctor {
 namespace {
 
-constexpr std::array<KindInfo, 29> kKinds{{
+constexpr std::array<KindInfo, 30> kKinds{{
     {"unknown-architecture", Severity::ERROR, false, "F31",
      "an MTP architecture named as the main model (error); a class the family table does not list, an absent "
      "or multiple `architectures`, or a family outside fp4forge's table (warnings)"},
@@ -75,6 +75,8 @@ constexpr std::array<KindInfo, 29> kKinds{{
      "hf_quant_config.json claims FP8 but no tensor is FP8"},
     {"missing-tokenizer", Severity::WARNING, false, "",
      "no tokenizer file in the folder: vLLM cannot serve it without --tokenizer"},
+    {"missing-chat-template", Severity::WARNING, false, "",
+     "a tokenizer but no chat template: /v1/chat/completions refuses requests without --chat-template"},
     {"tokenizer-truncation", Severity::WARNING, true, "F35",
      "tokenizer.json with non-null truncation or padding"},
     {"tokenizer-max-length", Severity::ERROR, false, "F35, F36",

@@ -87,6 +87,11 @@ bool ProbeReport::any_failed() const {
   return std::any_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.status == CheckStatus::FAIL; });
 }
 
+namespace {
+// Whitespace and control bytes a server may put inside an echoed key (a line break in a wrapped message).
+bool is_gap(char c) { return static_cast<unsigned char>(c) < 0x20 || c == ' ' || c == 0x7F; }
+}  // namespace
+
 std::string mask_secret(std::string_view text, std::string_view secret) {
   std::string out(text);
   if (secret.empty()) return out;
@@ -94,6 +99,24 @@ std::string mask_secret(std::string_view text, std::string_view secret) {
   while ((pos = out.find(secret, pos)) != std::string::npos) {
     out.replace(pos, secret.size(), "***");
     pos += 3;
+  }
+  // Issue 27 #15: the key echoed with line breaks or other gaps inside it ("sk-abc\ndef") is masked whole: each
+  // start where the key's first byte sits is matched byte by byte, skipping gaps in the text (not in the key).
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] != secret[0]) continue;
+    std::size_t j = i, k = 0, gaps = 0;
+    while (j < out.size() && k < secret.size()) {
+      if (out[j] == secret[k]) {
+        ++j;
+        ++k;
+      } else if (k > 0 && is_gap(out[j]) && !is_gap(secret[k])) {
+        ++j;
+        ++gaps;
+      } else {
+        break;
+      }
+    }
+    if (k == secret.size() && gaps > 0) out.replace(i, j - i, "***");
   }
   // A key cut by a length limit before it was masked: a leading part of the key (4 bytes or more) right
   // before a cut ("..." or the end of the text) is masked too.

@@ -1,4 +1,6 @@
 #include "fp4forge/quantize/plan.h"
+
+#include "fp4forge/model/serving_files.h"
 #include "fp4forge/model/structure.h"
 
 #include <algorithm>
@@ -220,7 +222,18 @@ Result<PlanInput> read_plan_input(const Checkpoint& ckpt) {
 
 Result<QuantPlan> make_plan(const Checkpoint& ckpt, const PlanOptions& opts) {
   FP4FORGE_ASSIGN_OR_RETURN(PlanInput in, read_plan_input(ckpt));
-  return make_plan(in, opts);
+  FP4FORGE_ASSIGN_OR_RETURN(QuantPlan plan, make_plan(in, opts));
+  // Servable means servable (issue 29): said before anything is written, since the output copies the source's files.
+  const ServingFiles sf = serving_files(ckpt.dir());
+  if (!sf.tokenizer)
+    plan.warnings.push_back("the source has no tokenizer file (tokenizer.json, tokenizer.model, vocab.json ...): the "
+                            "output will not be servable by vLLM from its folder unless --tokenizer names one; copy "
+                            "the tokenizer files from the original release into the output");
+  else if (!sf.chat_template)
+    plan.warnings.push_back("the source has a tokenizer but no chat template: vLLM's /v1/chat/completions will refuse "
+                            "requests to the output unless --chat-template names one (fine for a base model served "
+                            "for completions)");
+  return plan;
 }
 
 namespace {
@@ -1140,9 +1153,8 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
   if (plan.fp8_source)
     s += fmt::format("  source: {}; read as its bf16 expansion (docs/fp8-sources.md)\n", plan.fp8_source->label);
   for (const auto& l : plan.summary) s += "  " + l + "\n";
-  s += fmt::format("  size: {:.2f} MB -> {:.2f} MB ({:.3f} bits per quantized weight)\n",
-                   static_cast<double>(plan.source_bytes) / 1e6, static_cast<double>(plan.output_bytes) / 1e6,
-                   plan.bits_per_weight());
+  s += fmt::format("  size: {} -> {} ({:.3f} bits per quantized weight)\n", format_bytes(plan.source_bytes),
+                   format_bytes(plan.output_bytes), plan.bits_per_weight());
   s += fmt::format("  ignore: {} Linear-like module(s) left unquantized\n", plan.ignore.size());
   // Kept-with-reason table: reasons grouped, with counts and an example.
   std::map<std::string, std::pair<std::size_t, std::string>> by_reason;

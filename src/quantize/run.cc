@@ -879,9 +879,9 @@ nlohmann::ordered_json to_json(const RunSummary& s) {
 std::string to_text(const RunSummary& s) {
   std::string out;
   for (const auto& l : s.summary) out += fmt::format("  {}\n", l);
-  out += fmt::format("wrote {} ({}, observer {}): {} shard(s) ({} resumed), {:.3f} GB from {:.3f} GB, {:.3f} bits per quantized weight\n",
+  out += fmt::format("wrote {} ({}, observer {}): {} shard(s) ({} resumed), {} from {}, {:.3f} bits per quantized weight\n",
                      s.destination, s.scheme, s.observer, s.shards_written + s.shards_resumed, s.shards_resumed,
-                     static_cast<double>(s.bytes_out) / 1e9, static_cast<double>(s.bytes_in) / 1e9, s.bits_per_weight);
+                     format_bytes(s.bytes_out), format_bytes(s.bytes_in), s.bits_per_weight);
   out += fmt::format("  {:.2f} s, {:.2f} GB/s, -j {}, peak RSS {:.0f} MiB (in-flight budget {:.0f} MiB, peak {:.0f} MiB)\n",
                      s.seconds, s.gb_per_s, s.jobs, static_cast<double>(s.peak_rss_bytes) / 1048576.0,
                      static_cast<double>(s.max_memory) / 1048576.0, static_cast<double>(s.peak_inflight_bytes) / 1048576.0);

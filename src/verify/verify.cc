@@ -2065,6 +2065,44 @@ void check_targets(const Structure& s, Sink& sink) {
  * them in the model's dtype, which the text embedding carries. An F16 scale in a bf16 model is a re-save or an
  * edit: loaders cast or refuse it, and the values it holds were rounded twice. Checked without --against. */
 void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structure& s, Sink& sink) {
+  // Issue 27 #11: the config's weights.scale_dtype against what the stored scales are. compressed-tensors builds
+  // the scale parameters in that dtype when it loads the checkpoint, so a changed field loads every scale cast.
+  // A null or absent field (releases written before compressed-tensors recorded it) is not checked.
+  if (s.qc) {
+    const std::string_view preset = scheme_traits(s.layout.qs).weights.scale_dtype;
+    std::optional<DType> stored;
+    std::string example;
+    for (const auto& [name, m] : s.modules)
+      if (m.quantized() && m.scale) {
+        stored = m.scale->info->dtype;
+        example = m.scale->name;
+        break;
+      }
+    auto torch_name = [](DType d) -> std::string {
+      switch (d) {
+        case DType::F8_E4M3: return "torch.float8_e4m3fn";
+        case DType::U8: return "torch.uint8";
+        case DType::BF16: return "torch.bfloat16";
+        case DType::F16: return "torch.float16";
+        case DType::F32: return "torch.float32";
+        default: return std::string(dtype_name(d));
+      }
+    };
+    for (const ConfigGroup& g : s.qc->groups) {
+      if (!g.weights || g.weights->scale_dtype.empty()) continue;
+      const std::string& said = g.weights->scale_dtype;
+      const std::string want = stored ? torch_name(*stored) : std::string(preset);
+      if (want.empty() || said == want) continue;
+      sink.add({"scale-dtype-mismatch", Severity::ERROR, "quantization_config",
+                fmt::format("config group '{}' says weights.scale_dtype '{}' but the weight scales are stored as {} "
+                            "(e.g. '{}'): compressed-tensors builds the scale parameters in the stated dtype and "
+                            "casts every stored scale into it",
+                            g.name, said, want, example),
+                {}, "", want, said,
+                fmt::format("restore \"scale_dtype\": \"{}\" (what the preset writes{}), or requantize", want,
+                            preset.empty() ? ": null, the model's dtype" : "")});
+    }
+  }
   const ValueCheck vc = scheme_traits(s.layout.qs).value_check;
   if (vc != ValueCheck::FP8_PAYLOAD && vc != ValueCheck::FLOAT_SCALES) return;
   std::optional<DType> model;

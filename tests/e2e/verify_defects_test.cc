@@ -279,6 +279,26 @@ TEST_F(VerifyDefects, AScaleInAnotherDtypeThanTheModelIsAnError) {
   EXPECT_NE(f->message.find("F16 in a BF16 model"), std::string::npos) << f->message;
 }
 
+// Issue 27 #11: a changed weights.scale_dtype in the config (compressed-tensors builds the scale parameters in
+// that dtype on load) is an error naming both; a null one (older writers) is not checked.
+TEST_F(VerifyDefects, AChangedScaleDtypeFieldIsAnError) {
+  const sfs::path q = root_ / "q";
+  ASSERT_EQ(run_cli(fmt::format("quantize '{}' '{}' --observer minmax -j 2", (kData / "llama").string(), q.string())), 0);
+  EXPECT_EQ(kinds(verify_dir(q)).count("scale-dtype-mismatch"), 0u);
+  edit_config(q, [](Json& c) {
+    c["quantization_config"]["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.bfloat16";
+  });
+  const VerifyReport r = verify_dir(q);
+  const Finding* f = find_kind(r, "scale-dtype-mismatch");
+  ASSERT_NE(f, nullptr) << dump(r.findings);
+  EXPECT_EQ(f->severity, Severity::ERROR);
+  EXPECT_NE(f->message.find("says weights.scale_dtype 'torch.bfloat16' but the weight scales are stored as "
+                            "torch.float8_e4m3fn"),
+            std::string::npos) << f->message;
+  edit_config(q, [](Json& c) { c["quantization_config"]["config_groups"]["group_0"]["weights"]["scale_dtype"] = nullptr; });
+  EXPECT_EQ(kinds(verify_dir(q)).count("scale-dtype-mismatch"), 0u);
+}
+
 TEST_F(VerifyDefects, RoutersForceQuantized) {
   const sfs::path src = kData / "gemma4-moe-mm", q = root_ / "q";
   QuantOptions qo;

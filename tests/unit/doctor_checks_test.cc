@@ -149,7 +149,18 @@ TEST(DoctorChecks, MissingTokenizerIsAWarning) {
   EXPECT_KIND(r, "missing-tokenizer", Severity::WARNING);
   EXPECT_EQ(exit_code(r), 0);
   std::ofstream(fx.path("tokenizer.json")) << R"({"version": "1.0", "truncation": null, "padding": null, "model": {}})";
-  EXPECT_NO_KIND(check(fx), "missing-tokenizer");
+  auto t = check(fx);
+  EXPECT_NO_KIND(t, "missing-tokenizer");
+  // A tokenizer without a chat template: the chat endpoint would refuse (a warning: base models need none).
+  EXPECT_KIND(t, "missing-chat-template", Severity::WARNING);
+  EXPECT_EQ(exit_code(t), 0);
+  std::ofstream(fx.path("tokenizer_config.json")) << R"({"chat_template": ""})";  // empty: still none
+  EXPECT_KIND(check(fx), "missing-chat-template", Severity::WARNING);
+  std::ofstream(fx.path("tokenizer_config.json")) << R"({"chat_template": "{{ messages }}"})";
+  EXPECT_NO_KIND(check(fx), "missing-chat-template");
+  std::filesystem::remove(fx.path("tokenizer_config.json"));
+  std::ofstream(fx.path("chat_template.jinja")) << "{{ messages }}";
+  EXPECT_NO_KIND(check(fx), "missing-chat-template");
 }
 
 TEST(DoctorChecks, PerLayerConfigRedundant) {

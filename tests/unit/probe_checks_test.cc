@@ -296,6 +296,10 @@ TEST(ProbeChecks, RepeatedNgramRatio) {
   EXPECT_EQ(normalize_base_url("http://h:8000"), "http://h:8000");
   EXPECT_EQ(mask_secret("key=abc and abc", "abc"), "key=*** and ***");
   EXPECT_EQ(mask_secret("abc", ""), "abc");
+  // Issue 27 #15: a key echoed split by a line break (or other gaps) is masked whole.
+  EXPECT_EQ(mask_secret("invalid key 'sk-live-12\n3456' given", "sk-live-123456"), "invalid key '***' given");
+  EXPECT_EQ(mask_secret("sk-live\r\n-123456 and sk-live-123456", "sk-live-123456"), "*** and ***");
+  EXPECT_EQ(mask_secret("sk-live 12", "sk-live-123456"), "sk-live 12");  // not the key: left alone
   // Issue 14 #11: a key cut by the 300-byte limit before masking leaks no part of itself.
   EXPECT_EQ(mask_secret("invalid key sk-live-12...", "sk-live-123456"), "invalid key ***...");
   EXPECT_EQ(mask_secret("invalid key sk-live-1234", "sk-live-123456"), "invalid key ***");
