@@ -351,6 +351,7 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
     wo.assume = arg.assume;
     m.weights = estimate_weights(*ck, m.info, wo);
     m.weight_bytes = m.weights.bytes;
+    if (!m.weights.planner_note.empty()) m.notes.push_back(m.weights.planner_note);
     if (arg.assume && m.weights.quantized_linears == 0)
       m.notes.push_back(fmt::format("assume={} found no Linear to quantize (already quantized, or none eligible)",
                                     quant_scheme_name(*arg.assume)));

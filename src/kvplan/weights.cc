@@ -1,11 +1,14 @@
 #include "fp4forge/kvplan/weights.h"
 
 #include <map>
+
+#include <fmt/format.h>
 #include <optional>
 
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/scheme_policy.h"
+#include "fp4forge/quantize/plan.h"
 
 namespace fp4forge::kvplan {
 namespace {
@@ -62,6 +65,26 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
   std::optional<Fp8Source> fp8;
   if (opts.assume)
     if (auto r = read_fp8_source(ckpt); r.ok()) fp8 = std::move(*r);
+  // assume=SCHEME: quantize's own decisions (issue 31 #4): per source tensor, the bytes of what the planner writes
+  // for it when it quantizes it (its units), as `quantize --dry-run` plans.
+  std::map<std::string, std::pair<std::uint64_t, std::size_t>> planned;  // tensor -> (bytes, units)
+  bool use_plan = false;
+  if (opts.assume) {
+    quant::PlanOptions po;
+    po.scheme = std::string(scheme_traits(*opts.assume).name);
+    po.observer = "minmax";  // the observer changes no size
+    if (auto plan = quant::make_plan(ckpt, po); plan.ok()) {
+      use_plan = true;
+      for (const quant::QuantUnit& u : plan->units) {
+        auto& [bytes, n] = planned[plan->decisions[u.decision].name];
+        bytes += linear_bytes(*opts.assume, u.rows, u.cols, u.dtype);
+        ++n;
+      }
+    } else {
+      w.planner_note = fmt::format("quantize would refuse this checkpoint as {} ({}); sized by the scheme's policy "
+                                   "alone", scheme_traits(*opts.assume).preset, plan.error().message);
+    }
+  }
   for (const TensorRef& ref : ckpt.tensors()) {
     if (ref.info == nullptr) continue;
     if (fp8 && fp8->consumed(ref.name)) {
@@ -89,7 +112,16 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
       continue;
     }
     if (opts.assume) {
-      if (const std::uint64_t q = quantized_bytes(*opts.assume, info.spec(), t, c, &w.quantized_linears); q != 0) {
+      std::uint64_t q = 0;
+      if (use_plan) {
+        if (const auto it = planned.find(ref.name); it != planned.end()) {
+          q = it->second.first;
+          w.quantized_linears += it->second.second;
+        }
+      } else {
+        q = quantized_bytes(*opts.assume, info.spec(), t, c, &w.quantized_linears);
+      }
+      if (q != 0) {
         w.quantized_saved_bytes += b > q ? b - q : 0;
         b = q;
       }

@@ -1,5 +1,6 @@
 // Fuzzes LiteLLM config handling: `gateway show` on arbitrary text, and a swap (no probe) applied to
-// the fuzz input written to a temp file; a swap that succeeds must leave valid YAML behind.
+// the fuzz input written to a temp file, then a swap and a retire of one deployment (--deployment N); an edit
+// that succeeds must leave valid YAML behind.
 #include <unistd.h>
 
 #include <cstddef>
@@ -43,5 +44,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     auto again = fp4forge::gateway::gateway_show(cfg);
     if (!again.ok()) __builtin_trap();  // a successful edit must leave a parseable config
   }
+  // One deployment of a load-balanced alias (the input's first byte picks which), then a retire of one replica:
+  // each edit that succeeds must leave a parseable config.
+  o.deployment = std::to_string(size > 0 ? 1 + data[0] % 3 : 1);
+  auto d = fp4forge::gateway::gateway_swap(cfg, o);
+  if (d.ok() && d->changed && !fp4forge::gateway::gateway_show(cfg).ok()) __builtin_trap();
+  auto t = fp4forge::gateway::gateway_retire(cfg, "chat", o.deployment);
+  if (t.ok() && t->changed && !fp4forge::gateway::gateway_show(cfg).ok()) __builtin_trap();
   return 0;
 }

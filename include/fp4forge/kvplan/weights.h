@@ -8,11 +8,11 @@
  * - Gemma-4 full-attention layers with `attention_k_eq_v` have no `v_proj`; vLLM copies `k_proj` into
  *   the V slot of its fused qkv_proj, so those k_proj tensors count twice (architectures.md §4.1).
  * - `mtp.*` tensors count only when speculative decoding is enabled (vLLM loads the MTP drafter then).
- * - `assume` sizes the Linear weights our `quantize` would quantize (attention q/k/v/o, dense MLP,
- *   routed experts including fused 3-D, shared experts, text stack only, K a multiple of the scheme's
- *   k_multiple, not already quantized) as that scheme writes them (linear_bytes in codec/scheme.h; for
- *   NVFP4A16 N*K/2 + N*K/16 + 4 bytes per Linear).
- *   Embeddings, lm_head, routers, towers, linear attention, MTP and everything else stay as stored.
+ * - `assume` sizes the weights with quantize's own planner (quant::make_plan, the decisions of
+ *   `quantize --dry-run`: policy, shape rules, fused sets, whole-layer expert rules, both expert
+ *   orientations): each unit it quantizes as that scheme writes it (linear_bytes in codec/scheme.h; for
+ *   NVFP4A16 N*K/2 + N*K/16 + 4 bytes per Linear), everything it keeps as stored. When the planner refuses
+ *   the checkpoint (quantize would too), the policy alone sizes it and `planner_note` says why.
  */
 #include <cstdint>
 #include <string>
@@ -40,6 +40,9 @@ struct WeightEstimate {
   std::uint64_t quantized_saved_bytes = 0;  ///< bytes saved by `assume`
   std::size_t quantized_linears = 0;       ///< Linears sized as the assumed scheme
   std::size_t tensors = 0;
+  /** With `assume`: "" when quantize's planner sized it, else why not (its refusal) and that the policy
+   * alone did. */
+  std::string planner_note;
 };
 
 /** Sizes the checkpoint's weights (see the file comment). Pure over the headers. */
