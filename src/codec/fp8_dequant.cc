@@ -1,5 +1,7 @@
 #include "fp4forge/codec/fp8_dequant.h"
 
+#include "codec/fp8_dequant_internal.h"
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -105,67 +107,7 @@ std::uint16_t dequant_bf16(std::uint8_t code, float scale, DType scale_dtype) no
 
 namespace {
 
-/** e4m3(code) * s rounded to bf16, for `n` codes sharing one float32 scale (F32 or BF16 scales): branch-free
- * integer decode (normal: exponent rebias 7 -> 127; subnormal: man * 2^-9; 0x7F / 0xFF: NaN) so the compiler
- * vectorizes it. Returns false when a result is NaN or infinite. Bit-identical to dequant_bf16. */
-[[gnu::always_inline]] inline bool run_body(const std::uint8_t* codes, std::uint64_t n, float s,
-                                           std::uint16_t* out) noexcept {
-  // Masks instead of ternaries: no control flow in the loop, so it vectorizes at -O3.
-  std::uint32_t bad = 0;
-  for (std::uint64_t j = 0; j < n; ++j) {
-    const std::uint32_t c = codes[j], mag = c & 0x7Fu, e = mag >> 3, m = mag & 7u;
-    const std::uint32_t nb = ((e + 120u) << 23) | (m << 20);
-    const std::uint32_t sb = std::bit_cast<std::uint32_t>(static_cast<float>(static_cast<std::int32_t>(m)) * 0x1p-9f);
-    const std::uint32_t is_norm = 0u - static_cast<std::uint32_t>(e != 0);
-    const std::uint32_t is_nan = 0u - static_cast<std::uint32_t>(mag == 0x7Fu);
-    std::uint32_t vb = (nb & is_norm) | (sb & ~is_norm) | ((c & 0x80u) << 24);
-    vb = (vb & ~is_nan) | (0x7FC00000u & is_nan);
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(std::bit_cast<float>(vb) * s);  // fl32(e4m3 * s)
-    const std::uint32_t a = u & 0x7FFFFFFFu;
-    bad |= static_cast<std::uint32_t>(a >= 0x7F800000u);
-    const std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;  // bf16 RNE (half.h float_to_bf16)
-    const std::uint32_t quiet = (u >> 16) | 0x0040u;
-    const std::uint32_t nanm = 0u - static_cast<std::uint32_t>(a > 0x7F800000u);
-    out[j] = static_cast<std::uint16_t>((quiet & nanm) | (rounded & ~nanm));
-  }
-  return bad == 0;
-}
-
-using RunFn = bool (*)(const std::uint8_t*, std::uint64_t, float, std::uint16_t*) noexcept;
-
-bool run_baseline(const std::uint8_t* c, std::uint64_t n, float s, std::uint16_t* o) noexcept { return run_body(c, n, s, o); }
-
-// The same loop compiled for wider vectors, chosen at run time by what the CPU supports. Each path is
-// callable by name (dequant_range_with) so the tests run every one this CPU has.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FP4FORGE_FP8_X86_PATHS 1
-[[gnu::target("avx2")]] bool run_avx2(const std::uint8_t* c, std::uint64_t n, float s, std::uint16_t* o) noexcept {
-  return run_body(c, n, s, o);
-}
-[[gnu::target("avx512f,avx512bw")]] bool run_avx512(const std::uint8_t* c, std::uint64_t n, float s,
-                                                     std::uint16_t* o) noexcept {
-  return run_body(c, n, s, o);
-}
-#endif
-
-struct Path {
-  std::string_view name;
-  RunFn fn;
-};
-
-/** The paths this CPU runs, baseline first, best last. */
-const std::vector<Path>& paths() {
-  static const std::vector<Path> p = [] {
-    std::vector<Path> v{{"baseline", run_baseline}};
-#ifdef FP4FORGE_FP8_X86_PATHS
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2")) v.push_back({"avx2", run_avx2});
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) v.push_back({"avx512", run_avx512});
-#endif
-    return v;
-  }();
-  return p;
-}
+using detail::RunFn;
 
 std::uint64_t dequant_range_on(RunFn run_fn, const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
                                std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept;
@@ -174,19 +116,19 @@ std::uint64_t dequant_range_on(RunFn run_fn, const std::byte* payload, const std
 
 std::vector<std::string_view> dequant_paths() {
   std::vector<std::string_view> out;
-  for (const auto& p : paths()) out.push_back(p.name);
+  for (const auto& p : detail::run_paths()) out.push_back(p.name);
   return out;
 }
 
 std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
                             std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept {
-  return dequant_range_on(paths().back().fn, payload, scales, g, begin, count, out);
+  return dequant_range_on(detail::run_paths().back().fn, payload, scales, g, begin, count, out);
 }
 
 std::optional<std::uint64_t> dequant_range_with(std::string_view path, const std::byte* payload,
                                                 const std::byte* scales, const ScaleGrid& g, std::uint64_t begin,
                                                 std::uint64_t count, std::uint16_t* out) noexcept {
-  for (const auto& p : paths())
+  for (const auto& p : detail::run_paths())
     if (p.name == path) return dequant_range_on(p.fn, payload, scales, g, begin, count, out);
   return std::nullopt;
 }

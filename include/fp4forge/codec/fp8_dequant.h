@@ -72,8 +72,9 @@ inline constexpr std::uint64_t kAllFinite = ~std::uint64_t{0};
 std::uint64_t dequant_range(const std::byte* payload, const std::byte* scales, const ScaleGrid& g,
                             std::uint64_t begin, std::uint64_t count, std::uint16_t* out) noexcept;
 
-/** The vectorized expansion loops this CPU runs, by name ("baseline", and on x86-64 "avx2", "avx512"
- * when supported), best last. Every path writes the same bits (tested on each). */
+/** The expansion loops this CPU runs, by Highway target name ("EMU128" ... "AVX2", "AVX3", "AVX3_DL"), worst first,
+ * best last: one loop compiled per target and chosen at run time, the dispatch of every codec kernel. Every path
+ * writes the same bits (tested on each). */
 std::vector<std::string_view> dequant_paths();
 /** dequant_range on the named path; nullopt when this CPU has no such path. */
 std::optional<std::uint64_t> dequant_range_with(std::string_view path, const std::byte* payload,
