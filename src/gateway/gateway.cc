@@ -161,7 +161,7 @@ struct Parsed {
 };
 
 std::string scalar_or(const YAML::Node& n, const char* key) {
-  if (!n.IsMap()) return {};
+  if (!n || !n.IsMap()) return {};  // an absent key's node is invalid: IsMap() would throw
   const YAML::Node v = n[key];
   return (v && v.IsScalar()) ? v.Scalar() : std::string();
 }
@@ -169,9 +169,13 @@ std::string scalar_or(const YAML::Node& n, const char* key) {
 /** The first key that a mapping under `n` repeats: (key, its line, the first occurrence's line), 0-based.
  * `budget` bounds the nodes visited: aliases can make the node graph cyclic (`&d` ... `<<: *d`). */
 std::optional<std::tuple<std::string, int, int>> duplicate_key(const YAML::Node& n, std::size_t& budget,
-                                                               int depth = 0) {
+                                                               std::set<int>& visited, int depth = 0) {
   if (depth > 64 || budget == 0) return std::nullopt;  // deeper or larger than any LiteLLM config
   --budget;
+  // A collection reached again through an alias (`<<: *d` inside `&d`: a cycle) was checked the first time; its
+  // parse position names it (yaml-cpp resolves an alias to the anchored node itself). Without this a cyclic
+  // anchor walked the whole budget: seconds for an 83-byte file.
+  if ((n.IsMap() || n.IsSequence()) && n.Mark().pos >= 0 && !visited.insert(n.Mark().pos).second) return std::nullopt;
   if (n.IsMap()) {
     std::map<std::string, int> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
@@ -179,11 +183,11 @@ std::optional<std::tuple<std::string, int, int>> duplicate_key(const YAML::Node&
         auto [at, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark().line);
         if (!fresh) return std::make_tuple(it->first.Scalar(), it->first.Mark().line, at->second);
       }
-      if (auto d = duplicate_key(it->second, budget, depth + 1)) return d;
+      if (auto d = duplicate_key(it->second, budget, visited, depth + 1)) return d;
     }
   } else if (n.IsSequence()) {
     for (const auto& e : n)
-      if (auto d = duplicate_key(e, budget, depth + 1)) return d;
+      if (auto d = duplicate_key(e, budget, visited, depth + 1)) return d;
   }
   return std::nullopt;
 }
@@ -201,7 +205,8 @@ Result<Parsed> parse(const std::string& text, const std::string& path, const std
                       path);
   // A repeated key: LiteLLM keeps the last, an editor the first, so an edit would not change the route.
   std::size_t budget = 100000;
-  if (auto d = duplicate_key(p.root, budget))
+  std::set<int> visited;
+  if (auto d = duplicate_key(p.root, budget, visited))
     return make_error(Errc::BAD_INPUT, "{}: line {}: duplicate key '{}' (first at line {}); expected each key once in a "
                       "mapping (LiteLLM uses the last one, so an edit of the first would change nothing)",
                       path, std::get<1>(*d) + 1, std::get<0>(*d).substr(0, 80), std::get<2>(*d) + 1);
@@ -500,7 +505,11 @@ void describe_routes(const Parsed& p, const std::vector<std::string>& lines, Gat
     r.alias = e.alias;
     r.line = e.dash_line + 1;
     r.wildcard = e.alias.find('*') != std::string::npos;
-    const YAML::Node lp = e.node["litellm_params"];
+    // An entry without litellm_params (or with a scalar there) routes nowhere: said, not a parse failure.
+    const YAML::Node lp = e.node.IsMap() && e.node["litellm_params"] ? e.node["litellm_params"] : YAML::Node();
+    if (!lp || !lp.IsMap())
+      s.warnings.push_back(fmt::format("line {}: entry '{}' has no litellm_params mapping: LiteLLM cannot route it",
+                                       e.dash_line + 1, e.alias));
     r.model = scalar_or(lp, "model");
     r.api_base = scalar_or(lp, "api_base");
     if (lp && lp.IsMap()) {
@@ -824,15 +833,18 @@ std::string deployment_api_key(const SwapOptions& o, const YAML::Node& lp, std::
   return own.empty() ? own : resolve_secret(own, fmt::format("the alias's litellm_params.api_key"), warnings);
 }
 
-std::vector<std::string> next_steps_after_edit(const std::string& path, const std::string& alias, bool retired) {
+// `kept`: deployments of the alias left after a retire of some (0 after a swap or a whole-alias retire).
+std::vector<std::string> next_steps_after_edit(const std::string& path, const std::string& alias, bool retired,
+                                               std::size_t kept = 0) {
   std::vector<std::string> out{
       fmt::format("reload LiteLLM: restart the proxy that reads {} (it reads the file at start-up)", path)};
   if (retired)
     out.push_back(fmt::format("confirm clients of '{}' now get an error, not a wildcard's answer: fp4forge gateway "
                               "show --config {}", alias, path));
   else
-    out.push_back(fmt::format("prove the alias as clients see it: fp4forge gateway check --config {} --alias {} "
-                              "--url http://LITELLM_HOST:4000", path, alias));
+    out.push_back(fmt::format("{}prove the alias as clients see it: fp4forge gateway check --config {} --alias {} "
+                              "--url http://LITELLM_HOST:4000",
+                              kept > 0 ? fmt::format("'{}' keeps {} deployment(s): ", alias, kept) : "", path, alias));
   out.push_back(fmt::format("to undo: fp4forge gateway rollback --config {}", path));
   return out;
 }
@@ -1032,12 +1044,7 @@ Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& 
         if (w.find("'" + alias + "'") != std::string::npos) out.warnings.push_back(w);
     }
     FP4FORGE_TRY(backup_and_write(config, text, new_text, out));
-    out.next_steps = next_steps_after_edit(path, alias, removed.size() == live);
-    if (removed.size() < live)
-      out.next_steps.insert(out.next_steps.begin() + 1,
-                            fmt::format("'{}' keeps {} deployment(s): prove it as clients see it: fp4forge gateway "
-                                        "check --config {} --alias {} --url http://LITELLM_HOST:4000",
-                                        alias, live - removed.size(), path, alias));
+    out.next_steps = next_steps_after_edit(path, alias, removed.size() == live, live - removed.size());
     return out;
   } catch (const YAML::Exception& e) {
     return make_error(Errc::BAD_INPUT, "{}: cannot edit the config: {}", path, e.what());

@@ -1,5 +1,6 @@
 // gateway: swap refused on a failed probe (file untouched, no backup), applied with a backup when the probe
 // passes (only the alias's lines change, comments survive), rollback byte-identical, retire reversible.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -574,6 +575,23 @@ TEST_F(Gateway, CheckProbesTheAliasThroughTheGateway) {
             std::string::npos) << wild.error().message;
   co.gateway_url = "ftp://gw";
   EXPECT_EQ(gateway_check(cfg_, co).error().code, Errc::USAGE);
+}
+
+// Found by fuzz_gateway_config: an entry without litellm_params made show fail ("invalid node") while a retire of
+// another entry succeeded; show now reads it and warns. A cyclic anchor (`<<: *d` inside `&d`) is read once.
+TEST_F(Gateway, EntryWithoutParamsAndCyclicAnchorsAreRead) {
+  write("model_list:\n  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/m\n"
+        "      api_base: http://10.0.0.5:8000/v1\n  - model_name: \"embed-*\"\n    routing_strategy: simple-shuffle\n");
+  auto s = gateway_show(cfg_);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ(s->routes.size(), 2u);
+  bool warned = false;
+  for (const auto& w : s->warnings) warned |= w.find("entry 'embed-*' has no litellm_params mapping") != std::string::npos;
+  EXPECT_TRUE(warned);
+  write("defaults: &d\n  api_:\n    <<: *d\n    x: 1\nmodel_list:\n  - model_name: chat\n    litellm_params: *d\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  (void)gateway_show(cfg_);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
 }
 
 TEST_F(Gateway, StripProviderPrefix) {
