@@ -19,25 +19,31 @@ struct GwOpts {
   bool no_probe = false, probe = false, dry_run = false, json = false, weak_gate = false, all_deployments = false;
 };
 
-// The value of --api-key-env NAME ("" without the option); USAGE when NAME is not set.
-Result<std::string> key_from_env(const std::string& name) {
-  if (name.empty()) return std::string();
-  const char* v = std::getenv(name.c_str());
-  if (v == nullptr || *v == '\0')
-    return make_error(Errc::USAGE, "--api-key-env {}: the variable is not set or empty", name);
-  return std::string(v);
+// The probe settings swap and check share: --checks, --api-key-env, --timeout.
+Status probe_settings(const GwOpts& o, std::vector<probe::Check>& checks, probe::ProbeOptions& po) {
+  FP4FORGE_ASSIGN_OR_RETURN(checks, probe::parse_checks(o.checks));
+  FP4FORGE_ASSIGN_OR_RETURN(po.api_key, api_key_from_env(o.api_key_env));
+  po.timeout_s = o.timeout;
+  return {};
+}
+
+// A gateway result's warnings, then its JSON document or its text; its exit code.
+template <class R>
+int print_result(const GwOpts& o, const R& r) {
+  for (const auto& w : r.warnings) warn(w);
+  if (o.json) {
+    print_json(gateway::to_json(r));
+  } else {
+    fmt::print("{}", gateway::to_text(r));
+  }
+  return gateway::exit_code(r);
 }
 
 int finish_edit(const GwOpts& o, Result<gateway::EditResult> r) {
   if (!r.ok()) return report_error(r.error(), o.json);
-  for (const auto& w : r->warnings) warn(w);
-  if (o.json) {
-    print_json(gateway::to_json(*r));
-  } else {
-    fmt::print("{}", gateway::to_text(*r));
-  }
+  const int rc = print_result(o, *r);
   if (!r->refused.empty()) error_line(fmt::format("{} refused: {}", r->command, r->refused));
-  return gateway::exit_code(*r);
+  return rc;
 }
 
 int run_swap(const GwOpts& o) {
@@ -49,19 +55,13 @@ int run_swap(const GwOpts& o) {
   so.weak_gate = o.weak_gate;
   so.probe_model = o.probe_model;
   so.dry_run = o.dry_run;
-  so.probe_options.timeout_s = o.timeout;
   for (const auto& kv : o.params) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0)
       return report_error(make_error(Errc::USAGE, "--param '{}': expected KEY=VALUE", kv), o.json);
     so.params.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
   }
-  auto checks = probe::parse_checks(o.checks);
-  if (!checks.ok()) return report_error(checks.error(), o.json);
-  so.checks = *checks;
-  auto key = key_from_env(o.api_key_env);
-  if (!key.ok()) return report_error(key.error(), o.json);
-  so.probe_options.api_key = *key;
+  if (Status st = probe_settings(o, so.checks, so.probe_options); !st) return report_error(st.error(), o.json);
   so.deployment = o.deployment;
   return finish_edit(o, gateway::gateway_swap(o.config, so));
 }
@@ -70,22 +70,10 @@ int run_check(const GwOpts& o) {
   gateway::CheckOptions co;
   co.alias = o.alias;
   co.gateway_url = o.url;
-  co.probe_options.timeout_s = o.timeout;
-  auto checks = probe::parse_checks(o.checks);
-  if (!checks.ok()) return report_error(checks.error(), o.json);
-  co.checks = *checks;
-  auto key = key_from_env(o.api_key_env);
-  if (!key.ok()) return report_error(key.error(), o.json);
-  co.probe_options.api_key = *key;
+  if (Status st = probe_settings(o, co.checks, co.probe_options); !st) return report_error(st.error(), o.json);
   auto r = gateway::gateway_check(o.config, co);
   if (!r.ok()) return report_error(r.error(), o.json);
-  for (const auto& w : r->warnings) warn(w);
-  if (o.json) {
-    print_json(gateway::to_json(*r));
-  } else {
-    fmt::print("{}", gateway::to_text(*r));
-  }
-  return gateway::exit_code(*r);
+  return print_result(o, *r);
 }
 }  // namespace
 

@@ -53,13 +53,9 @@ void add_probe(CLI::App& sub, Action& action) {
       po.client_max_tokens = o->max_tokens;
       po.vision = o->text_only ? probe::VisionMode::TEXT_ONLY
                                : o->multimodal ? probe::VisionMode::MULTIMODAL : probe::VisionMode::AUTO;
-      if (!o->api_key_env.empty()) {
-        const char* v = std::getenv(o->api_key_env.c_str());
-        if (v == nullptr || *v == '\0')
-          return report_error(make_error(Errc::USAGE, "--api-key-env {}: the variable is not set or empty", o->api_key_env),
-                              o->json);
-        po.api_key = v;
-      }
+      auto key = api_key_from_env(o->api_key_env);
+      if (!key.ok()) return report_error(key.error(), o->json);
+      po.api_key = *key;
       if (o->json && o->json_lines)
         return report_error(make_error(Errc::USAGE, "--json and --json-lines contradict each other; pick one"), true);
       if (Status st = probe::check_base_url(o->url); !st) return report_error(std::move(st).error(), o->json || o->json_lines);

@@ -69,6 +69,13 @@ std::unique_ptr<Progress> progress_bar(bool json, bool no_progress) {
   return std::make_unique<Progress>(Progress::Mode::LINES, stderr, every);
 }
 
+Result<std::string> api_key_from_env(const std::string& var) {
+  if (var.empty()) return std::string();
+  const char* v = std::getenv(var.c_str());
+  if (v == nullptr || *v == '\0') return make_error(Errc::USAGE, "--api-key-env {}: the variable is not set or empty", var);
+  return std::string(v);
+}
+
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
   const std::size_t limit = std::max<std::size_t>(1, word.size() / 3);
   std::size_t best = limit + 1;

@@ -47,6 +47,9 @@ bool stderr_is_tty();
  * `json` does not change it: --json writes stdout. */
 std::unique_ptr<Progress> progress_bar(bool json, bool no_progress);
 
+/** The value of `--api-key-env VAR` ("" when `var` is empty); USAGE when VAR is unset or empty. */
+Result<std::string> api_key_from_env(const std::string& var);
+
 /** " (did you mean 'X'?)" for the candidate nearest `word` (edit distance at most a third of its length, at
  * least 1; ties: the first), else "". */
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);

@@ -85,6 +85,22 @@ TEST(CliContract, UnknownCommandIsAUsageError) {
   EXPECT_EQ(err.rfind("fp4forge: error: unknown command 'frobnicate'", 0), 0u) << err;
 }
 
+// Issue 29: servable means servable: quantize says before writing anything that the source has no tokenizer (the
+// fixtures carry none, as save_pretrained of a model writes none), and that a tokenizer without a chat template
+// leaves the chat endpoint refusing.
+TEST(CliContract, QuantizeWarnsBeforeWritingWhenTheSourceIsNotServable) {
+  testutil::TempDir t;
+  const auto src = t.path / "m";
+  std::filesystem::copy(testutil::kData + "/llama", src);
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + testutil::q(src) + " --dry-run --json", &out, &err), 0) << err;
+  EXPECT_NE(out.find("the source has no tokenizer file"), std::string::npos) << out.substr(0, 400);
+  std::ofstream(src / "tokenizer.json") << R"({"version": "1.0", "model": {}})";
+  ASSERT_EQ(run_cli("quantize " + testutil::q(src) + " " + testutil::q(t.path / "q"), &out, &err), 0) << err;
+  EXPECT_NE(err.find("the source has a tokenizer but no chat template"), std::string::npos) << err;
+  EXPECT_EQ(err.find("no tokenizer file"), std::string::npos) << err;
+}
+
 // Issue 29: a typo gets the nearest name; no command at all is a usage error (help on stderr, exit 2).
 TEST(CliContract, TyposGetTheNearestNameAndNoCommandIsAUsageError) {
   std::string out, err;
