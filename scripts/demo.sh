@@ -72,7 +72,10 @@ stage "an already-4-bit source is refused with the reason (exit 3), nothing writ
   bash -c "\"$BIN\" quantize \"$WORK/ds-fp8\" \"$WORK/requant\"; rc=\$?; echo \"exit \$rc\"; [ \$rc -eq 3 ] && [ ! -e \"$WORK/requant\" ]"
 # A release ships its tokenizer (doctor warns, missing-tokenizer, where there is none); the demo's copies get a
 # minimal one so that `doctor --strict` judges what the stage is about.
-tok() { printf '{"version": "1.0", "truncation": null, "padding": null, "model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"}}\n' >"$1/tokenizer.json"; }
+tok() {  # a servable folder: a tokenizer and a chat template (doctor warns without either)
+  printf '{"version": "1.0", "truncation": null, "padding": null, "model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"}}\n' >"$1/tokenizer.json"
+  printf '{%% for m in messages %%}{{ m.content }}{%% endfor %%}\n' >"$1/chat_template.jinja"
+}
 export -f tok
 stage "guard rails: a stale index total_size is a warning that doctor --fix rewrites (with a backup); a run into an existing DST is refused (exit 3) and leaves it alone" \
   bash -c "cp -r \"$DATA/llama\" \"$WORK/stale\" && tok \"$WORK/stale\" && sed -i 's/\"total_size\": *[0-9]*/\"total_size\": 1/' \"$WORK/stale/model.safetensors.index.json\" && \"$BIN\" doctor \"$WORK/stale\" --fix && \"$BIN\" doctor \"$WORK/stale\" --strict && { \"$BIN\" quantize \"$WORK/stale\" \"$WORK/q\"; test \$? -eq 3; }"
