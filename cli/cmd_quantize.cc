@@ -40,11 +40,7 @@ std::string interrupted_text(const char* sig, const std::filesystem::path& dst, 
   if (!stdfs::exists(staging, ec))
     return stdfs::exists(dst, ec) ? fmt::format("interrupted ({}) after the output was complete in {}", sig, dst.string())
                                    : fmt::format("interrupted ({}) before any output was written; nothing kept", sig);
-  std::size_t done = 0;
-  for (const auto& e : stdfs::directory_iterator(staging, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.size() > 12 && n.ends_with(".safetensors")) ++done;
-  }
+  const std::size_t done = quant::staged_shards(staging).count;
   return fmt::format("interrupted ({}): {} of {} shard(s) finished, kept in {}; run the same command again with "
                      "--resume to reuse them (or --restart to start over)",
                      sig, done, total_shards, staging.string());

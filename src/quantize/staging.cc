@@ -109,6 +109,19 @@ void FolderLock::release() noexcept {
   fd_ = -1;
 }
 
+StagedShards staged_shards(const stdfs::path& dir) {
+  StagedShards s;
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > 12 && name.ends_with(".safetensors") && e.is_regular_file(ec)) {
+      ++s.count;
+      s.bytes += e.file_size(ec);
+    }
+  }
+  return s;
+}
+
 Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume, bool restart,
                      std::vector<std::string>& warnings) {
   dir_ = dir;
@@ -153,15 +166,7 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
       return {};
     }
     // Finished shards are reusable work (verified by digest on --resume): never deleted without being asked.
-    std::size_t shards = 0;
-    std::uint64_t bytes = 0;
-    for (const auto& e : stdfs::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.size() > 12 && name.ends_with(".safetensors") && e.is_regular_file(ec)) {
-        ++shards;
-        bytes += e.file_size(ec);
-      }
-    }
+    const auto [shards, bytes] = staged_shards(dir);
     if (shards > 0 && !restart) {
       unlock();
       return make_error(Errc::BAD_INPUT,

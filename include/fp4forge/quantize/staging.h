@@ -9,6 +9,8 @@
  * owns it and stays through the final rename, so a run killed at any point leaves either a recognisable
  * staging folder (resumable with --resume) or a finished DST.
  */
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -26,6 +28,14 @@ inline constexpr const char* kStagingMarker = ".fp4forge-staging";
 std::filesystem::path normalize_destination(const std::filesystem::path& dst);
 /** `.<DST name>.fp4forge-staging` beside DST. */
 std::filesystem::path staging_path(const std::filesystem::path& dst);
+
+/** The finished shards an interrupted run left in a staging folder: `*.safetensors` files (a shard being
+ * written is `NAME.partial`), how many and their bytes. */
+struct StagedShards {
+  std::size_t count = 0;
+  std::uint64_t bytes = 0;
+};
+StagedShards staged_shards(const std::filesystem::path& dir);
 
 /**
  * Refuses a DST that is empty, the source, inside the source, inside the Hugging Face cache a source
