@@ -1,5 +1,7 @@
 // The searched observers' pieces (codec/observer.h, codec/nvfp4_search.h): names and specs, patience, the
 // kernel's division, and every search path against the reference on adversarial data.
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -144,6 +146,58 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
       for (std::size_t g = 0; g < 12 * cols / 16; ++g) EXPECT_EQ(part[g], ref[5 * cols / 16 + g]) << path;
     }
   }
+  }
+}
+
+// Every path on many groups of varied shape and magnitude, for whole searches, for partial step counts (the
+// second pass after patience ended the search), and on coarse grids whose steps cross several E2M1
+// thresholds at once.
+TEST(CodecSearch, EveryPathMatchesTheReferenceOnRandomGroupsAndPartialSteps) {
+  const std::uint64_t rows = 64, cols = 128;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  std::student_t_distribution<float> td(2.0f);
+  std::vector<std::uint16_t> w(rows * cols), w16(rows * cols);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(r % 23) - 14);
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      float v = 0.0f;
+      switch (r % 5) {
+        case 0: v = nd(rng); break;
+        case 1: v = ud(rng); break;
+        case 2: v = td(rng); break;                                         // heavy tails: outliers
+        case 3: v = static_cast<float>(static_cast<int>(ud(rng) * 12)) * 0.5f; break;  // E2M1 grid points
+        default: v = c % 16 == 3 ? 8.0f * nd(rng) : 0.01f * nd(rng); break;  // one large value per group
+      }
+      w[r * cols + c] = half::float_to_bf16(v * scale);
+      w16[r * cols + c] = half::float_to_f16(std::clamp(v * scale, -60000.0f, 60000.0f));
+    }
+  }
+  for (const auto& [ptr, dt] : {std::pair{w.data(), DType::BF16}, std::pair{w16.data(), DType::F16}}) {
+    const WeightView v{reinterpret_cast<const std::byte*>(ptr), dt, rows, cols};
+    // The two observers, and coarse grids whose windows cross several thresholds (the general decision).
+    const SearchSpec coarse{.expand = 1.8, .maxshrink = 0.9, .grid = 10.0, .patience = 1000, .norm = 2.4};
+    const SearchSpec coarse_patient{.expand = 1.0, .maxshrink = 0.75, .grid = 40.0, .patience = 2, .norm = 2.4};
+    for (const SearchSpec& sp : {*search_spec(Observer::NVFP4_EXPANDED_MSE), *search_spec(Observer::MEMORYLESS_MSE),
+                                 coarse, coarse_patient}) {
+      for (int steps : {1, 7, 8, 9, 15, 16, 17, 33, sp.total_steps()}) {
+        if (steps > sp.total_steps()) continue;
+        std::vector<float> ref(rows * cols / 16);
+        StepMask ref_imp;
+        ASSERT_TRUE(search_rows(v, sp, steps, 0, rows, ref.data(), &ref_imp, "w", "scalar").ok());
+        for (const auto& path : search_paths()) {
+          std::vector<float> got(ref.size());
+          StepMask imp;
+          ASSERT_TRUE(search_rows(v, sp, steps, 0, rows, got.data(), &imp, "w", path).ok()) << path;
+          std::size_t diff = 0;
+          for (std::size_t g = 0; g < ref.size(); ++g)
+            diff += std::bit_cast<std::uint32_t>(got[g]) != std::bit_cast<std::uint32_t>(ref[g]) ? 1 : 0;
+          EXPECT_EQ(diff, 0u) << path << " " << dtype_name(dt) << " steps " << steps;
+          EXPECT_EQ(imp, ref_imp) << path << " steps " << steps;
+        }
+      }
+    }
   }
 }
 
