@@ -1,0 +1,777 @@
+// verify --against: every quantized module re-encoded from its source and compared (the proof), errors against the source and the min-max baseline, kept tensors compared.
+#include "verify/internal.h"
+
+namespace fp4forge::verify_internal {
+namespace {
+
+// ---- the source comparison ---------------------------------------------------------------------
+
+/** A 2-D source weight: a plain `.weight`, or one expert's part of a fused 3-D tensor. */
+struct SourceView {
+  const TensorRef* tensor = nullptr;
+  std::string label;           // "name" or "name[e, rows a:b]"
+  DType dtype = DType::BF16;
+  std::uint64_t rows = 0, cols = 0;
+  const std::byte* data = nullptr;  // contiguous row-major [rows, cols] (into the mmap, or `owned`)
+  std::vector<std::byte> owned;     // transposed copy when the family layout needs it
+  const Fp8Weight* fp8 = nullptr;   // an FP8 source weight: expanded to bf16 into `owned` by expand()
+  MatrixSlice slice;                // the module's matrix inside `fp8`
+};
+
+/** An FP8 source view's bf16 expansion, made just before its comparison (so memory holds one job's). */
+Status expand(const Checkpoint& src, SourceView& v) {
+  if (v.fp8 == nullptr || v.data != nullptr) return {};
+  v.owned.resize(static_cast<std::size_t>(v.rows * v.cols * 2));
+  FP4FORGE_TRY(dequant_slice_rows(src, *v.fp8, v.slice, 0, v.rows, reinterpret_cast<std::uint16_t*>(v.owned.data())));
+  v.data = v.owned.data();
+  return {};
+}
+
+/** Frees an expanded view. */
+void unexpand(SourceView& v) {
+  if (v.fp8 == nullptr) return;
+  v.data = nullptr;
+  std::vector<std::byte>().swap(v.owned);
+}
+
+std::size_t elem_size(DType t) { return dtype_bits(t) / 8; }
+
+/** Resolves the source of quantized module `m` ([n, k]): a plain `.weight`, or one expert's part of a fused
+ * 3-D tensor (model/experts.h decides the layout). Error text on failure; `undecided` is set when the
+ * source's fused layout cannot be decided (a warning: the module could not be checked). */
+std::optional<std::string> resolve_source(const Checkpoint& src, const Fp8Source* fp8,
+                                          std::span<const ExpertBlock> blocks, const std::string& module,
+                                          std::uint64_t n, std::uint64_t k, SourceView& out, bool& undecided) {
+  undecided = false;
+  if (const TensorRef* t = src.find(module + ".weight")) {
+    const auto& sh = t->info->shape;
+    if (sh.size() != 2 || sh[0] != n || sh[1] != k)
+      return fmt::format("source '{}' is {}, the quantized module is [{}, {}]", t->name, format_shape(sh), n, k);
+    out.tensor = t;
+    out.label = t->name;
+    out.dtype = t->info->dtype;
+    out.rows = n;
+    out.cols = k;
+    if (const Fp8Weight* w = fp8 ? fp8->find(t->name) : nullptr) {
+      out.fp8 = w;
+      out.dtype = DType::BF16;
+      out.slice = {0, n, k, k, 1};
+      return std::nullopt;
+    }
+    out.data = src.data(*t).data();
+    return std::nullopt;
+  }
+  const ExpertBlock* b = block_of(blocks, module);
+  if (b == nullptr || b->storage != ExpertStorage::FUSED) return std::string("no source tensor '" + module + ".weight'");
+  if (!b->problem.empty()) {
+    undecided = true;
+    return b->problem;
+  }
+  const ExpertPart* p = part_of(blocks, module);
+  if (p == nullptr)
+    return fmt::format("no source tensor '{}.weight', and the fused experts of '{}' hold no such part", module, b->key);
+  const TensorRef* t = src.find(p->tensor);
+  if (t == nullptr) return fmt::format("fused source '{}' missing", p->tensor);
+  if (p->slice.rows != n || p->slice.cols != k)
+    return fmt::format("fused source '{}' {} holds {} as [{}, {}] ({}), the quantized module is [{}, {}]", t->name,
+                       format_shape(t->info->shape), module, p->slice.rows, p->slice.cols,
+                       orientation_name(b->orientation), n, k);
+  out.tensor = t;
+  out.dtype = t->info->dtype;
+  out.rows = n;
+  out.cols = k;
+  const std::size_t es = elem_size(t->info->dtype);
+  if (const Fp8Weight* w = fp8 ? fp8->find(t->name) : nullptr) {
+    out.fp8 = w;
+    out.dtype = DType::BF16;
+    out.slice = p->slice;
+  } else if (p->slice.contiguous()) {
+    out.data = src.data(*t).data() + p->slice.offset * es;
+  } else {
+    out.owned.resize(n * k * es);
+    gather_rows(src.data(*t).data(), es, p->slice, 0, n, out.owned.data());
+    out.data = out.owned.data();
+  }
+  out.label = fmt::format("{}[{} of expert {}, {}]", t->name, role_name(p->role), p->expert,
+                          orientation_name(b->orientation));
+  return std::nullopt;
+}
+
+struct Member {
+  const Module* mod = nullptr;
+  SourceView src;
+  float amax = 0;              // max|w|
+  float observed_amax = 0;     // max of the searched maxima (a searched observer), else amax
+  std::vector<float> maxima;   // a searched observer: each group's searched max (nvfp4_search.h)
+  bool ok = false;
+};
+
+/** Differences between one stored member and its re-encoding, over the chunks compared so far. */
+struct MemberDiff {
+  std::string what;              // a dtype/shape difference (the bytes were not compared)
+  std::uint64_t elements = 0;    // differing elements
+  std::uint64_t first = 0;       // flat index of the first
+};
+
+/** compare_reencoded's findings: the members whose bytes differ from the re-encoding (reencode-mismatch, a
+ * warning, with the rows they touch) and an error far above the reference's (error-outlier). */
+void report_reencoded(const Layout& L, const Module& m, const std::vector<LinearTensorSpec>& specs,
+                      const std::vector<MemberDiff>& diffs, const std::vector<const TensorRef*>& stored,
+                      std::vector<char>& row_bad, const TensorError& te, const VerifyOptions& opts, Sink& sink,
+                      VerifyStats& st) {
+  const std::uint64_t n = m.n;
+  std::vector<std::string> details;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (!diffs[i].what.empty()) {
+      details.push_back(fmt::format("{} is {}", specs[i].suffix, diffs[i].what));
+      std::fill(row_bad.begin(), row_bad.end(), 1);
+    } else if (diffs[i].elements) {
+      std::uint64_t total = 1;
+      for (auto d : specs[i].shape) total *= d;
+      details.push_back(fmt::format("{}: {} of {} elements differ, first at {}", specs[i].suffix, diffs[i].elements,
+                                    total, index_str(specs[i].shape, diffs[i].first)));
+    }
+  }
+  if (!details.empty()) {
+    const auto bad = static_cast<std::uint64_t>(std::count(row_bad.begin(), row_bad.end(), 1));
+    st.reencode_mismatched_rows += bad;
+    std::vector<std::string> ts;
+    for (const TensorRef* t : stored)
+      if (t) ts.push_back(t->name);
+    sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
+              fmt::format("'{}': {} of {} rows differ from the {} reference encoding of the source ({})", m.name, bad,
+                          n, L.word, fmt::join(details, "; ")),
+              ts, "", fmt::format("byte-identical to compressed-tensors 0.18's {} (docs/schemes.md)", L.word),
+              fmt::format("{}", fmt::join(details, "; ")),
+              "another quantizer (GPTQ, an MSE observer), an upstream GPU run of an F16/F32 source (docs/schemes.md, "
+              "'CPU and GPU differ upstream'), or corrupted bytes; error-outlier tells whether the values are far off"});
+  }
+  const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
+  if (!(te.rel_rms <= limit)) {
+    std::vector<std::string> ts;
+    for (const TensorRef* t : stored)
+      if (t) ts.push_back(t->name);
+    sink.add({"error-outlier", Severity::ERROR, family_of(m.name),
+              fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference {} encoding of the same source "
+                          "gives {:.4g} (limit {:.4g})",
+                          m.name, te.rel_rms, L.word, te.ref_rel_rms, limit),
+              ts, "", fmt::format("<= {:.4g}", limit), fmt::format("{:.4g}", te.rel_rms),
+              "corrupt scales or codes, or a tensor quantized from other data"});
+  }
+}
+
+/**
+ * A module of MXFP4A16, FP8_DYNAMIC, FP8_BLOCK or W4A16 against its source: re-encoded whole by the
+ * scheme's encoder (encode_linear on the best codec path, byte-identical to the scalar reference on every path; in chunks of whole 128-row blocks) and compared byte for byte,
+ * every member; dequantized (decode_linear_rows) and its relative RMS error compared with the re-encoding's.
+ * A byte difference is a warning (a GPU run or another quantizer differs too, docs/schemes.md); an error
+ * far above the reference's is error-outlier. nullopt when the source cannot be encoded.
+ */
+std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& L, const Module& m,
+                                             const SourceView& src, const VerifyOptions& opts, Sink& sink,
+                                             VerifyStats& st, ThreadPool& pool, const float* maxima) {
+  const std::uint64_t n = m.n, k = m.k;
+  const DType dt = src.dtype;
+  const std::size_t es = elem_size(dt);
+  const auto specs = linear_tensors(L.qs, n, k, dt);
+  // The stored tensor of each part (weight_shape was compared with [N, K] by the structural pass).
+  std::vector<const TensorRef*> stored(specs.size(), nullptr);
+  std::vector<MemberDiff> diffs(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].part == LinearPart::SHAPE) continue;
+    stored[i] = m.param(specs[i].suffix);
+    if (stored[i] && (stored[i]->info->dtype != specs[i].dtype || stored[i]->info->shape != specs[i].shape))
+      diffs[i].what = fmt::format("{} {} where the encoding of the {} source is {} {}", dtype_name(stored[i]->info->dtype),
+                                  format_shape(stored[i]->info->shape), dtype_name(dt), dtype_name(specs[i].dtype),
+                                  format_shape(specs[i].shape));
+  }
+  const TensorRef* scale_t = m.scale;
+  LinearData have{q.data(*m.payload).data(), q.data(*scale_t).data(), scale_t->info->dtype, 1.0f};
+  std::vector<char> row_bad(n, 0);
+  const std::uint64_t block = fp8::kBlock;
+  const std::uint64_t chunk = ((std::max<std::uint64_t>(1, (1u << 20) / std::max<std::uint64_t>(k, 1)) + block - 1) / block) * block;
+  // Row chunks in parallel (whole 128-row blocks); each chunk's differences and sums kept apart and merged
+  // in chunk order, so the report is the same for any -j. row_bad is written on disjoint row ranges.
+  struct ChunkResult {
+    bool ok = true;
+    std::vector<MemberDiff> diffs;
+    double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
+  };
+  const std::size_t nchunks = static_cast<std::size_t>((n + chunk - 1) / chunk);
+  std::vector<ChunkResult> results(nchunks);
+  parallel_for(pool, nchunks, [&](std::size_t c) {
+    ChunkResult& cr = results[c];
+    cr.diffs.resize(specs.size());
+    const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk), rows = r1 - r0;
+    const nvfp4::WeightView v{src.data + r0 * k * es, dt, rows, k};
+    // The config's observer: its searched maxima (these rows' groups), else min-max.
+    const std::uint64_t gpr = maxima != nullptr ? k / scheme_traits(L.qs).search_cols : 0;
+    auto enc = maxima != nullptr ? encode_linear_maxima(L.qs, v, maxima + r0 * gpr, m.name) : encode_linear(L.qs, v, m.name);
+    if (!enc.ok()) {  // refused sources (NaN/Inf) were reported by the amax pass
+      cr.ok = false;
+      return;
+    }
+    const auto before = linear_tensors(L.qs, r0, k, dt);  // what rows [0, r0) take of each member
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (!stored[i] || !diffs[i].what.empty()) continue;
+      const EncodedTensor& e = (*enc)[i];
+      const std::size_t tes = dtype_bits(e.dtype) / 8;
+      const std::uint64_t off = before[i].bytes();
+      const std::byte* have_bytes = q.data(*stored[i]).data() + off;
+      if (std::memcmp(have_bytes, e.bytes.data(), e.bytes.size()) == 0) continue;
+      const bool per_row = !e.shape.empty() && e.shape[0] == rows;
+      const std::uint64_t row_elems = e.shape.size() == 2 ? e.shape[1] : 1;
+      for (std::uint64_t j = 0; j < e.bytes.size() / tes; ++j) {
+        if (std::memcmp(have_bytes + j * tes, e.bytes.data() + j * tes, tes) == 0) continue;
+        if (cr.diffs[i].elements++ == 0) cr.diffs[i].first = off / tes + j;
+        const std::uint64_t unit = j / row_elems;
+        if (per_row) {
+          row_bad[r0 + unit] = 1;
+        } else {  // a 128 x 128 block scale: every row of its block
+          for (std::uint64_t r = r0 + unit * block; r < std::min(r1, r0 + (unit + 1) * block); ++r) row_bad[r] = 1;
+        }
+      }
+    }
+    // Errors against the source: the stored tensors and the re-encoding, dequantized alike.
+    thread_local std::vector<float> deq, ref, mm;
+    deq.resize(rows * k);
+    ref.resize(rows * k);
+    decode_linear_rows(L.qs, have, n, k, r0, r1, deq.data());
+    const LinearData mine{(*enc)[0].bytes.data(), (*enc)[1].bytes.data(), (*enc)[1].dtype, 1.0f};
+    decode_linear_rows(L.qs, mine, rows, k, 0, rows, ref.data());
+    // A searched observer: what min-max would have written, for the quality report.
+    std::optional<std::vector<EncodedTensor>> minmax;
+    if (maxima != nullptr) {
+      auto e = encode_linear(L.qs, v, m.name);
+      if (e.ok()) {
+        minmax = std::move(e).value();
+        mm.resize(rows * k);
+        const LinearData mmd{(*minmax)[0].bytes.data(), (*minmax)[1].bytes.data(), (*minmax)[1].dtype, 1.0f};
+        decode_linear_rows(L.qs, mmd, rows, k, 0, rows, mm.data());
+      }
+    }
+    for (std::uint64_t i = 0; i < rows * k; ++i) {
+      const double w = load_elem(src.data, dt, r0 * k + i);
+      const double dq = deq[i], rf = ref[i];
+      cr.err2 += (dq - w) * (dq - w);
+      cr.ref2 += (rf - w) * (rf - w);
+      cr.src2 += w * w;
+      const double mv = minmax ? mm[i] : rf;
+      cr.mm2 += (mv - w) * (mv - w);
+    }
+  });
+  double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
+  for (const ChunkResult& cr : results) {
+    if (!cr.ok) return std::nullopt;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      if (cr.diffs[i].elements == 0) continue;
+      if (diffs[i].elements == 0) diffs[i].first = cr.diffs[i].first;
+      diffs[i].elements += cr.diffs[i].elements;
+    }
+    err2 += cr.err2;
+    ref2 += cr.ref2;
+    src2 += cr.src2;
+    mm2 += cr.mm2;
+  }
+  auto rel = [&](double e2) {
+    if (src2 > 0) return std::sqrt(e2 / src2);
+    return e2 > 0 || std::isnan(e2) ? std::numeric_limits<double>::infinity() : 0.0;
+  };
+  TensorError te;
+  te.module = m.name;
+  te.source = src.label;
+  te.rows = n;
+  te.cols = k;
+  te.rel_rms = rel(err2);
+  te.ref_rel_rms = rel(ref2);
+  te.minmax_rel_rms = rel(mm2);  // min-max's encoding (the reference itself without a searched observer)
+  if (std::isnan(te.rel_rms)) te.rel_rms = std::numeric_limits<double>::infinity();  // NaN codes or scales
+  te.global_scale = std::numeric_limits<float>::quiet_NaN();
+  te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
+  st.reencoded_rows += n;
+  report_reencoded(L, m, specs, diffs, stored, row_bad, te, opts, sink, st);
+  return te;
+}
+
+
+/** One comparison run: what every step reads, and the sums and sets they fill. */
+struct Against {
+  Against(const Checkpoint& q_, const Checkpoint& src_, const Fp8Source* fp8_, const ModelInfo& info_, const Structure& s_,
+          const VerifyOptions& opts_, Sink& sink_, VerifyStats& st_)
+      : q(q_), src(src_), fp8(fp8_), info(info_), s(s_), opts(opts_), sink(sink_), st(st_), pool(opts_.jobs) {}
+  const Checkpoint& q;
+  const Checkpoint& src;
+  const Fp8Source* fp8;
+  const ModelInfo& info;
+  const Structure& s;
+  const VerifyOptions& opts;
+  Sink& sink;
+  VerifyStats& st;
+  // The config's observer decides the reference encoding (a searched one: its search, per member).
+  std::optional<SearchSpec> search = s.observer_known ? search_spec(s.observer) : std::nullopt;
+  ThreadPool pool;                  // the search and the row chunks of each module
+  std::set<std::string> src_used;   // source tensors accounted for
+  std::set<const TensorRef*> q_used;
+  std::unordered_map<const TensorRef*, std::size_t> src_refs;  // jobs left per source tensor
+  double sum_w = 0, sum_rel = 0, sum_ref = 0, sum_mm = 0;
+  std::vector<std::byte> pk1, sc1;  // one row of the sampled re-encode
+
+  void record(TensorError te) {
+    ++st.compared_quantized;
+    const double w = static_cast<double>(te.rows) * static_cast<double>(te.cols);
+    if (std::isfinite(te.rel_rms)) {
+      sum_w += w;
+      sum_rel += w * te.rel_rms;
+      sum_ref += w * te.ref_rel_rms;
+      sum_mm += w * te.minmax_rel_rms;
+    }
+    st.max_rel_rms = std::max(st.max_rel_rms, te.rel_rms);
+    st.per_tensor.push_back(std::move(te));
+  }
+};
+
+struct Job {
+  std::vector<Member> members;
+  std::string sort_key;
+};
+
+/** Step 1: the sets to compare (fused sets whose members are all valid quantized modules, then singletons),
+ * each member with its source resolved, in source order; the quantized and source tensors they account for. */
+std::vector<Job> plan_jobs(Against& r) {
+  const Checkpoint& src = r.src;
+  const Fp8Source* fp8 = r.fp8;
+  const Structure& s = r.s;
+  Sink& sink = r.sink;
+  auto& src_used = r.src_used;
+  auto& q_used = r.q_used;
+  auto& src_refs = r.src_refs;
+  const ModelInfo& info = r.info;
+  const VerifyOptions& opts = r.opts;
+  // An FP8 source is compared as its bf16 expansion: its scales and activation scales are no tensors of it.
+  if (fp8)
+    for (const auto& t : src.tensors())
+      if (fp8->consumed(t.name)) src_used.insert(t.name);
+  // Sets to process: fused sets whose members are all valid quantized modules, then singletons.
+  std::vector<std::vector<const Module*>> work;
+  std::set<std::string> in_set;
+  for (const FusedSet& set : s.sets) {
+    std::vector<const Module*> ms;
+    for (const auto& mem : set.members) {
+      const Module& m = s.modules.at(mem);
+      if (m.quantized() && m.valid && !in_set.count(mem)) ms.push_back(&m);
+    }
+    if (ms.size() != set.members.size()) continue;
+    for (auto* m : ms) in_set.insert(m->name);
+    work.push_back(std::move(ms));
+  }
+  for (const auto& [name, m] : s.modules)
+    if (m.quantized() && m.valid && !in_set.count(name)) work.push_back({&m});
+  // Invalid quantized modules: their tensors are accounted for, not compared.
+  for (const auto& [name, m] : s.modules) {
+    if (!m.quantized()) continue;
+    for (const TensorRef* t : m.members()) q_used.insert(t);
+  }
+  // Resolve sources first so fused 3-D sources can be released when their last slice is done.
+  std::vector<Job> jobs;
+  const std::vector<ExpertBlock> src_blocks = find_expert_blocks(named_shapes(src), info, opts.experts);
+  for (auto& ms : work) {
+    Job job;
+    for (const Module* m : ms) {
+      Member mem;
+      mem.mod = m;
+      bool undecided = false;
+      auto err = resolve_source(src, fp8, src_blocks, m->name, m->n, m->k, mem.src, undecided);
+      if (err && undecided) {
+        sink.add({"source-layout-undecided", Severity::WARNING, family_of(m->name) + " source",
+                  fmt::format("could not compare '{}' with its source: {}", m->name, *err), {m->payload->name}, "",
+                  "a decidable fused-expert layout", *err, "pass --expert-orientation to verify"});
+        continue;
+      }
+      if (err) {
+        sink.add({"extra-tensor", Severity::ERROR, family_of(m->name) + " source",
+                  fmt::format("quantized module '{}' has no matching source weight: {}", m->name, *err),
+                  {m->payload->name}, "", "a source weight of the same shape", *err,
+                  "is --against the checkpoint this was quantized from?"});
+        continue;
+      }
+      mem.ok = true;
+      src_used.insert(mem.src.tensor->name);
+      ++src_refs[mem.src.tensor];
+      job.members.push_back(std::move(mem));
+    }
+    if (job.members.empty()) continue;
+    job.sort_key = job.members[0].src.label;
+    jobs.push_back(std::move(job));
+  }
+  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.sort_key < b.sort_key; });
+  return jobs;
+}
+
+/** Progress unit: source bytes compared (each quantized member's slice, then each kept tensor). */
+std::uint64_t member_bytes(const Member& m) {
+  return m.src.rows * m.src.cols * static_cast<std::uint64_t>(dtype_bits(m.src.dtype) / 8);
+}
+
+/** Step 2, per job: each member's source expanded and checked (finite, a source dtype), its amax, and with
+ * a searched observer its searched maxima; false (with the finding) when a source cannot be judged. */
+bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
+  const Checkpoint& src = r.src;
+  const Structure& s = r.s;
+  Sink& sink = r.sink;
+  const auto& search = r.search;
+  auto& pool = r.pool;
+  bool src_ok = true;
+  // amax per member (R4 check on the source), then the set's expected gs.
+  for (Member& mem : job.members) {
+    if (Status e = expand(src, mem.src); !e) {
+      sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(mem.src.tensor->name) + " (source)",
+                fmt::format("source: {}", e.error().message), {mem.src.tensor->name}, "", "finite source values",
+                "non-finite", "the source itself is corrupt (F17); the quantized tensor cannot be judged"});
+      src_ok = false;
+      break;
+    }
+    nvfp4::WeightView v{mem.src.data, mem.src.dtype, mem.src.rows, mem.src.cols};
+    if (!nvfp4::is_source_dtype(mem.src.dtype)) {
+      sink.add({"extra-tensor", Severity::ERROR, family_of(mem.mod->name) + " source-dtype",
+                fmt::format("source '{}' has dtype {}, not BF16/F16/F32", mem.src.label, dtype_name(mem.src.dtype)),
+                {mem.src.tensor->name}, "", "BF16, F16 or F32", std::string(dtype_name(mem.src.dtype)), ""});
+      src_ok = false;
+      break;
+    }
+    auto a = nvfp4::amax(v, mem.src.label);
+    if (!a.ok()) {
+      sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(mem.src.tensor->name) + " (source)",
+                fmt::format("source: {}", a.error().message), {mem.src.tensor->name}, "", "finite source values",
+                "non-finite", "the source itself is corrupt (F17); the quantized tensor cannot be judged"});
+      src_ok = false;
+      break;
+    }
+    mem.amax = *a;
+    mem.observed_amax = *a;
+    set_amax = std::max(set_amax, *a);
+    if (search) {  // the observer's search, as quantize ran it
+      auto m = searched_group_maxima(s.layout.qs, v, *search, mem.src.label, &pool);
+      if (!m.ok()) {
+        src_ok = false;
+        break;
+      }
+      mem.maxima = std::move(m).value();
+      mem.observed_amax = 0;
+      for (float x : mem.maxima) mem.observed_amax = std::max(mem.observed_amax, x);
+    }
+    set_observed = std::max(set_observed, mem.observed_amax);
+  }
+  return src_ok;
+}
+
+/** Step 3, per NVFP4 member: the global scale against the source statistics, the module dequantized and
+ * compared with the source and with the reference encoding (and min-max's), sampled rows re-encoded. */
+std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_observed, float gs_set, float gs_minmax) {
+  const Checkpoint& q = ar.q;
+  const Structure& s = ar.s;
+  const VerifyOptions& opts = ar.opts;
+  Sink& sink = ar.sink;
+  VerifyStats& st = ar.st;
+  const auto& search = ar.search;
+  auto& pool = ar.pool;
+  auto& pk1 = ar.pk1;
+  auto& sc1 = ar.sc1;
+  const Module& m = *mem.mod;
+  const std::uint64_t n = m.n, k = m.k;
+  const float gs_q = read_f32_scalar(q, m.gs).value_or(std::numeric_limits<float>::quiet_NaN());
+  const float gs_own = nvfp4::global_scale(mem.observed_amax, mem.src.dtype);
+  TensorError te;
+  te.module = m.name;
+  te.source = mem.src.label;
+  te.rows = n;
+  te.cols = k;
+  te.global_scale = gs_q;
+  te.expected_global_scale = gs_set;
+  // Global scale vs the source statistics.
+  if (s.observer_known && std::isfinite(gs_q) && gs_q > 0 && f32_bits(gs_q) != f32_bits(gs_set) &&
+      f32_bits(gs_q) != f32_bits(gs_own)) {
+    auto dev = [&](float e) { return e > 0 ? std::max(gs_q / e, e / gs_q) : 1e30f; };
+    const float d = std::min(dev(gs_set), dev(gs_own));
+    if (d > 1.01f) {
+      sink.add({"global-scale-wrong", d > 2.0f ? Severity::ERROR : Severity::WARNING, family_of(m.name),
+                fmt::format("'{}' weight_global_scale is {}, the source {} {} gives {} (off by {:.3g}x)",
+                            m.name, gs_q, search ? "searched max" : "amax", set_observed, gs_set, d),
+                {m.gs->name}, "", fmt::format("{} (2688/amax, §2.2)", gs_set), fmt::format("{}", gs_q),
+                "a divisor/multiplier mix-up (F19) or a scale from other data; dequantized values are "
+                "scaled wrongly"});
+    }
+  }
+  // Dequantize in row chunks and compare with the source and with the reference encoding.
+  const float gs_ref = gs_set;
+  const std::uint64_t chunk = std::max<std::uint64_t>(1, (1u << 20) / std::max<std::uint64_t>(k, 1));
+  const auto packed = q.data(*m.payload);
+  const auto scales = q.data(*m.scale);
+  const bool gs_usable = std::isfinite(gs_q) && gs_q > 0;
+  nvfp4::WeightView v{mem.src.data, mem.src.dtype, n, k};
+  const float* maxima = mem.maxima.empty() ? nullptr : mem.maxima.data();
+  // Row chunks in parallel; each chunk's sums kept apart and added in order (the same total for any -j).
+  struct ChunkSums {
+    double err2 = 0, ref2 = 0, mm2 = 0, src2 = 0;
+    bool ok = true;
+  };
+  const std::size_t nchunks = static_cast<std::size_t>((n + chunk - 1) / chunk);
+  std::vector<ChunkSums> sums(nchunks);
+  parallel_for(pool, nchunks, [&](std::size_t c) {
+    const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk), rows = r1 - r0;
+    // Per-thread buffers, reused across chunks and modules (one allocation per worker, not per chunk).
+    thread_local std::vector<float> deq, ref, mm;
+    thread_local std::vector<std::byte> pk, sc;
+    deq.resize(rows * k);
+    ref.resize(rows * k);
+    pk.resize(rows * k / 2);
+    sc.resize(rows * k / 16);
+    ChunkSums& cs = sums[c];
+    nvfp4::decode_rows(packed.data() + r0 * k / 2, scales.data() + r0 * k / 16, gs_usable ? gs_q : 1.0f, rows,
+                       k, deq.data());
+    // The reference encoding with the config's observer (a searched one: its maxima).
+    auto e = maxima ? nvfp4::encode_rows_maxima(v, gs_ref, maxima + r0 * (k / 16), r0, r1, pk.data(), sc.data(), m.name)
+                    : nvfp4::encode_rows(v, gs_ref, r0, r1, pk.data(), sc.data(), m.name);
+    if (!e.ok()) {
+      cs.ok = false;
+      return;
+    }
+    nvfp4::decode_rows(pk.data(), sc.data(), gs_ref, rows, k, ref.data());
+    // And, for a searched observer, what min-max would have written: the quality report's baseline.
+    if (maxima) {
+      mm.resize(rows * k);
+      if (!nvfp4::encode_rows(v, gs_minmax, r0, r1, pk.data(), sc.data(), m.name).ok()) {
+        cs.ok = false;
+        return;
+      }
+      nvfp4::decode_rows(pk.data(), sc.data(), gs_minmax, rows, k, mm.data());
+    }
+    for (std::uint64_t i = 0; i < rows * k; ++i) {
+      const double w = load_elem(mem.src.data, mem.src.dtype, r0 * k + i);
+      const double dq = deq[i], rf = ref[i];
+      cs.err2 += (dq - w) * (dq - w);
+      cs.ref2 += (rf - w) * (rf - w);
+      cs.src2 += w * w;
+      if (maxima) cs.mm2 += (mm[i] - w) * (mm[i] - w);
+    }
+    if (!maxima) cs.mm2 = cs.ref2;
+  });
+  double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
+  bool enc_ok = true;
+  for (const ChunkSums& cs : sums) {
+    enc_ok = enc_ok && cs.ok;
+    err2 += cs.err2;
+    ref2 += cs.ref2;
+    mm2 += cs.mm2;
+    src2 += cs.src2;
+  }
+  if (!enc_ok) return std::nullopt;
+  auto rel = [&](double e2) {
+    if (src2 > 0) return std::sqrt(e2 / src2);
+    return e2 > 0 || std::isnan(e2) ? std::numeric_limits<double>::infinity() : 0.0;
+  };
+  te.rel_rms = rel(err2);
+  te.ref_rel_rms = rel(ref2);
+  te.minmax_rel_rms = rel(mm2);
+  if (!gs_usable) te.rel_rms = std::numeric_limits<double>::infinity();
+  // Sampled rows re-encoded by the scalar reference codec with the checkpoint's own gs (F18).
+  if (gs_usable && opts.reencode_rows > 0 && s.observer_known) {
+    const std::uint64_t want = std::min<std::uint64_t>(opts.reencode_rows, n);
+    std::uint64_t bad = 0, first_bad = 0;
+    pk1.resize(k / 2);
+    sc1.resize(k / 16);
+    for (std::uint64_t i = 0; i < want; ++i) {
+      const std::uint64_t r = want == 1 ? 0 : i * (n - 1) / (want - 1);
+      const bool enc = maxima ? nvfp4::encode_rows_maxima(v, gs_q, maxima + r * (k / 16), r, r + 1, pk1.data(),
+                                                          sc1.data(), m.name).ok()
+                              : nvfp4::encode_rows_with("scalar", v, gs_q, r, r + 1, pk1.data(), sc1.data(), m.name).ok();
+      if (!enc) break;
+      ++st.reencoded_rows;
+      if (std::memcmp(pk1.data(), packed.data() + r * k / 2, k / 2) != 0 ||
+          std::memcmp(sc1.data(), scales.data() + r * k / 16, k / 16) != 0) {
+        if (bad++ == 0) first_bad = r;
+      }
+    }
+    st.reencode_mismatched_rows += bad;
+    if (bad) {
+      sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
+                fmt::format("'{}': {} of {} sampled rows differ from the scalar reference encoding of the source "
+                            "with the checkpoint's own global scale and observer {} (first row {})",
+                            m.name, bad, want, s.observer_name, first_bad),
+                {m.payload->name}, "",
+                fmt::format("byte-identical to compressed-tensors' RTN with observer {} (nvfp4a16-format.md §2)",
+                            s.observer_name),
+                fmt::format("{} rows differ", bad),
+                "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
+    }
+  }
+  const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
+  if (!(te.rel_rms <= limit)) {
+    sink.add({"error-outlier", Severity::ERROR, family_of(m.name),
+              fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference NVFP4 encoding of the same "
+                          "source gives {:.4g} (limit {:.4g})",
+                          m.name, te.rel_rms, te.ref_rel_rms, limit),
+              {m.payload->name, m.scale->name, m.gs->name}, "", fmt::format("<= {:.4g}", limit),
+              fmt::format("{:.4g}", te.rel_rms),
+              "wrong global scale (F19), corrupt scales or codes, or a tensor quantized from other data"});
+  }
+  return te;
+}
+
+/** Step 4: every tensor the quantized checkpoint keeps is bit-identical to the source (an FP8 source: its
+ * bf16 expansion). */
+void compare_kept(Against& r, ProgressScope& progress) {
+  const Checkpoint& q = r.q;
+  const Checkpoint& src = r.src;
+  const Fp8Source* fp8 = r.fp8;
+  Sink& sink = r.sink;
+  VerifyStats& st = r.st;
+  const auto& q_used = r.q_used;
+  auto& src_used = r.src_used;
+  for (const TensorRef& t : q.tensors()) {
+    if (q_used.count(&t)) continue;
+    progress.add(t.info->nbytes(), 1);
+    const TensorRef* o = src.find(t.name);
+    if (!o) {
+      sink.add({"extra-tensor", Severity::ERROR, family_of(t.name),
+                fmt::format("'{}' is in the quantized checkpoint but not in the source", t.name), {t.name}, "",
+                "only tensors derived from the source", "extra tensor",
+                "leaked buffers or a different source checkpoint (F20)"});
+      continue;
+    }
+    src_used.insert(o->name);
+    ++st.compared_kept;
+    std::string why;
+    if (const Fp8Weight* w = fp8 ? fp8->find(o->name) : nullptr) {  // kept FP8 weight: its bf16 expansion
+      if (t.info->dtype != DType::BF16 || t.info->shape != o->info->shape) {
+        why = fmt::format("{} {} where the FP8 source's expansion is BF16 {}", dtype_name(t.info->dtype),
+                          format_shape(t.info->shape), format_shape(o->info->shape));
+      } else {
+        const auto a = q.data(t);
+        const std::uint64_t n = o->info->numel(), chunk = 1u << 20;
+        std::vector<std::uint16_t> e(static_cast<std::size_t>(std::min(n, chunk)));
+        for (std::uint64_t i = 0; i < n && why.empty(); i += chunk) {
+          const std::uint64_t c = std::min(chunk, n - i);
+          if (Status d = dequant_elements(src, *w, i, c, e.data()); !d) {
+            why = d.error().message;
+            break;
+          }
+          if (std::memcmp(a.data() + i * 2, e.data(), c * 2) != 0) {
+            std::uint64_t j = 0;
+            while (j < c && std::memcmp(a.data() + (i + j) * 2, &e[j], 2) == 0) ++j;
+            why = fmt::format("element {} of {} differs from the bf16 expansion of the FP8 source", i + j, n);
+          }
+        }
+        q.shards()[t.shard].release(*t.info);
+        src.shards()[o->shard].release(*o->info);
+      }
+    } else if (t.info->dtype != o->info->dtype || t.info->shape != o->info->shape) {
+      why = fmt::format("{} {} vs source {} {}", dtype_name(t.info->dtype), format_shape(t.info->shape),
+                        dtype_name(o->info->dtype), format_shape(o->info->shape));
+    } else {
+      const auto a = q.data(t), b = src.data(*o);
+      if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) {
+        std::uint64_t i = 0;
+        while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+        why = fmt::format("bytes differ from offset {} of {}", i, a.size());
+      }
+      q.shards()[t.shard].release(*t.info);
+      src.shards()[o->shard].release(*o->info);
+    }
+    if (!why.empty()) {
+      sink.add({"kept-tensor-modified", Severity::ERROR, family_of(t.name),
+                fmt::format("kept tensor '{}' is not bit-identical to the source: {}", t.name, why), {t.name}, "",
+                "bit-identical passthrough", why,
+                "passthrough tensors must be copied unchanged (norms, routers, towers, MTP ...)"});
+    }
+  }
+}
+
+}  // namespace
+
+void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source* fp8, const ModelInfo& info,
+                     const Structure& s, const VerifyOptions& opts, Sink& sink, VerifyStats& st) {
+  st.against = true;
+  Against r(q, src, fp8, info, s, opts, sink, st);
+  if (!s.observer_known)
+    sink.add({"observer-unknown", Severity::WARNING, "observer",
+              fmt::format("the weights' observer is \"{}\", which fp4forge cannot reproduce: the global-scale check and "
+                          "the re-encode proof were skipped; errors are compared with a min-max encoding",
+                          s.observer_name),
+              {}, "quantization_config.config_groups.*.weights.observer",
+              "memoryless_minmax, nvfp4_expanded_mse or memoryless_mse (docs/schemes.md#observers)", s.observer_name,
+              "a calibrated or custom observer (GPTQ, imatrix, kwargs); the values are still compared with the source"});
+  std::vector<Job> jobs = plan_jobs(r);
+  std::uint64_t total_bytes = 0, total_items = jobs.size();
+  for (const Job& j : jobs)
+    for (const Member& m : j.members) total_bytes += member_bytes(m);
+  for (const TensorRef& t : q.tensors())
+    if (!r.q_used.count(&t)) {
+      total_bytes += t.info->nbytes();
+      ++total_items;
+    }
+  ProgressScope progress(opts.progress, "verify", total_bytes, total_items);
+  for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+    Job& job = jobs[ji];
+    // Read-ahead: the next job's source and quantized tensors load while this one computes.
+    if (ji + 1 < jobs.size())
+      for (const Member& mem : jobs[ji + 1].members) {
+        if (mem.src.tensor != nullptr) src.shards()[mem.src.tensor->shard].prefetch(*mem.src.tensor->info);
+        for (const TensorRef* t : mem.mod->members()) q.shards()[t->shard].prefetch(*t->info);
+      }
+    struct Unexpand {  // an FP8 source's expansion lives for its job only
+      Job& j;
+      ~Unexpand() {
+        for (Member& m : j.members) unexpand(m.src);
+      }
+    } unexpand_at_end{job};
+    float set_amax = 0, set_observed = 0;  // max|w| and the observer's max over the fused set
+    if (load_sources(r, job, set_amax, set_observed)) {
+      const DType dt = job.members[0].src.dtype;
+      const float gs_set = nvfp4::global_scale(set_observed, dt);  // what the config's observer gives
+      const float gs_minmax = nvfp4::global_scale(set_amax, dt);
+      for (Member& mem : job.members) {
+        if (!scheme_traits(s.layout.qs).global_scale) {
+          // Every other scheme: the whole module re-encoded and compared byte for byte.
+          if (auto te = compare_reencoded(q, s.layout, *mem.mod, mem.src, opts, sink, st, r.pool,
+                                          r.search ? mem.maxima.data() : nullptr))
+            r.record(std::move(*te));
+          continue;
+        }
+        if (auto te = compare_nvfp4(r, mem, set_observed, gs_set, gs_minmax)) r.record(std::move(*te));
+      }
+    }
+    for (Member& mem : job.members) {
+      const Module& m = *mem.mod;
+      progress.add(member_bytes(mem));
+      for (const TensorRef* t : m.members()) q.shards()[t->shard].release(*t->info);
+      if (--r.src_refs[mem.src.tensor] == 0) src.shards()[mem.src.tensor->shard].release(*mem.src.tensor->info);
+      std::vector<float>().swap(mem.maxima);  // the job's searched maxima: 1/8 of its BF16 bytes, freed now
+    }
+  }
+  if (r.sum_w > 0) {
+    st.mean_rel_rms = r.sum_rel / r.sum_w;
+    st.mean_ref_rel_rms = r.sum_ref / r.sum_w;
+    st.mean_minmax_rel_rms = r.sum_mm / r.sum_w;
+  }
+  std::sort(st.per_tensor.begin(), st.per_tensor.end(),
+            [](const TensorError& a, const TensorError& b) { return a.module < b.module; });
+  st.worst = st.per_tensor;
+  std::stable_sort(st.worst.begin(), st.worst.end(),
+                   [](const TensorError& a, const TensorError& b) { return a.rel_rms > b.rel_rms; });
+  if (st.worst.size() > opts.worst_n) st.worst.resize(opts.worst_n);
+
+
+  // Kept tensors: bit-identical to the source.
+  if (!jobs.empty()) progress.add(0, jobs.size());
+  compare_kept(r, progress);
+  for (const TensorRef& t : src.tensors()) {
+    if (r.src_used.count(t.name)) continue;
+    sink.add({"missing-tensor", Severity::ERROR, family_of(t.name),
+              fmt::format("source tensor '{}' ({} {}) has no counterpart in the quantized checkpoint", t.name,
+                          dtype_name(t.info->dtype), format_shape(t.info->shape)),
+              {t.name}, "", fmt::format("passthrough, or {}", fmt::join(s.layout.suffixes, "/")), "(absent)",
+              "dropped on the way (MTP tensors, F8) or quantized under another name"});
+  }
+}
+
+}  // namespace fp4forge::verify_internal

@@ -1,0 +1,191 @@
+// verify's small readers and the scheme layout (verify/internal.h).
+#include "verify/internal.h"
+
+namespace fp4forge::verify_internal {
+
+Layout layout_of(QuantScheme qs) {
+  Layout l;
+  l.qs = qs;
+  constexpr std::uint64_t P = 1u << 20;
+  const auto a = linear_tensors(qs, P, P, DType::BF16), b = linear_tensors(qs, P, P, DType::F32);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    l.suffixes.push_back(a[i].suffix);
+    if (a[i].dtype != b[i].dtype) l.src_dtype.insert(a[i].suffix);
+    if (a[i].part == LinearPart::PAYLOAD) {
+      l.payload = a[i].suffix;
+      l.payload_dtype = a[i].dtype;
+      l.per_payload_col = P / a[i].shape[1];
+    }
+  }
+  auto cfg = parse_quant_config(ct_quant_config(qs, {}));
+  l.weight_only = cfg.ok() && !cfg->groups.empty() && !cfg->groups.front().input_activations;
+  l.word = std::string(scheme_traits(qs).word);
+  return l;
+}
+
+std::string Layout::describe() const {
+  // Symbolic shapes from linear_tensors at a few sizes: P (whole), 2P (which dimension follows N or K),
+  // P + 1 (rounded up or down).
+  constexpr std::uint64_t P = 1u << 20;
+  const auto base = linear_tensors(qs, P, P, DType::BF16);
+  const auto n2 = linear_tensors(qs, 2 * P, P, DType::BF16), k2 = linear_tensors(qs, P, 2 * P, DType::BF16);
+  const auto n1 = linear_tensors(qs, P + 1, P, DType::BF16), k1 = linear_tensors(qs, P, P + 1, DType::BF16);
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    std::vector<std::string> dims;
+    for (std::size_t j = 0; j < base[i].shape.size(); ++j) {
+      const std::uint64_t d = base[i].shape[j];
+      const bool on_n = n2[i].shape[j] != d, on_k = k2[i].shape[j] != d;
+      if (!on_n && !on_k) {
+        dims.push_back(fmt::format("{}", d));
+        continue;
+      }
+      const char* var = on_n ? "N" : "K";
+      const std::uint64_t x = P / d;
+      const bool ceil = (on_n ? n1 : k1)[i].shape[j] == d + 1 && x > 1;
+      dims.push_back(x == 1 ? std::string(var) : ceil ? fmt::format("ceil({}/{})", var, x) : fmt::format("{}/{}", var, x));
+    }
+    parts.push_back(fmt::format("{} {} [{}]", base[i].suffix,
+                                follows_source(base[i].suffix) ? "(weight dtype)" : dtype_name(base[i].dtype),
+                                fmt::join(dims, ", ")));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::pair<std::string, std::string> split_name(std::string_view name) {
+  const auto dot = name.rfind('.');
+  if (dot == std::string_view::npos) return {std::string(), std::string(name)};
+  return {std::string(name.substr(0, dot)), std::string(name.substr(dot + 1))};
+}
+
+std::optional<float> read_f32_scalar(const Checkpoint& q, const TensorRef* t) {
+  if (!t || t->info->dtype != DType::F32 || t->info->nbytes() != 4) return std::nullopt;
+  auto d = q.data(*t);
+  float v;
+  std::memcpy(&v, d.data(), 4);
+  return v;
+}
+
+std::uint32_t f32_bits(float f) {
+  std::uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+bool is_float_dtype(DType t) {
+  return t == DType::BF16 || t == DType::F16 || t == DType::F32 || t == DType::F64;
+}
+
+/** Element `i` of a BF16/F16/F32/F64 buffer as double. */
+double load_elem(const std::byte* p, DType t, std::uint64_t i) {
+  switch (t) {
+    case DType::BF16: {
+      std::uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return half::bf16_to_float(h);
+    }
+    case DType::F16: {
+      std::uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return half::f16_to_float(h);
+    }
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    case DType::F64: {
+      double d;
+      std::memcpy(&d, p + 8 * i, 8);
+      return d;
+    }
+    default: return 0;
+  }
+}
+
+/** Count of non-finite elements and the first index (bit tests, no conversion). */
+std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byte> d, DType t) {
+  std::uint64_t n = 0, first = 0;
+  auto note = [&](std::uint64_t i) {
+    if (n++ == 0) first = i;
+  };
+  if (t == DType::BF16 || t == DType::F16) {
+    const std::uint16_t mask = t == DType::BF16 ? 0x7F80 : 0x7C00;
+    const std::uint64_t cnt = d.size() / 2;
+    for (std::uint64_t i = 0; i < cnt; ++i) {
+      std::uint16_t h;
+      std::memcpy(&h, d.data() + 2 * i, 2);
+      if ((h & mask) == mask) note(i);
+    }
+  } else if (t == DType::F32) {
+    const std::uint64_t cnt = d.size() / 4;
+    for (std::uint64_t i = 0; i < cnt; ++i) {
+      std::uint32_t b;
+      std::memcpy(&b, d.data() + 4 * i, 4);
+      if ((b & 0x7F800000u) == 0x7F800000u) note(i);
+    }
+  } else if (t == DType::F64) {
+    const std::uint64_t cnt = d.size() / 8;
+    for (std::uint64_t i = 0; i < cnt; ++i) {
+      std::uint64_t b;
+      std::memcpy(&b, d.data() + 8 * i, 8);
+      if ((b & 0x7FF0000000000000ull) == 0x7FF0000000000000ull) note(i);
+    }
+  }
+  return {n, first};
+}
+
+std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t flat) {
+  if (shape.empty()) return "[]";
+  std::vector<std::uint64_t> idx(shape.size());
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    const std::uint64_t s = shape[i] ? shape[i] : 1;
+    idx[i] = flat % s;
+    flat /= s;
+  }
+  return format_shape(idx);
+}
+
+
+/** Whether config.json states the geometry of module `c` (verify's shape rules apply): routed experts, and
+ * attention / MLP modules directly under an attention or MLP block. A module under another parent (the
+ * sparse-attention `indexer`, a numbered sublayer `self_attn.0`) has a geometry of its own. */
+bool geometry_stated(const TensorClass& c) {
+  switch (c.base_role) {
+    case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN: return true;
+    default: break;
+  }
+  const std::string_view mod = c.module;
+  const std::size_t dot = mod.rfind('.');
+  if (dot == std::string_view::npos) return false;
+  const std::string_view head = mod.substr(0, dot);
+  const std::string_view parent = head.substr(head.rfind('.') == std::string_view::npos ? 0 : head.rfind('.') + 1);
+  // An attention module under an attention block, an MLP module under an MLP block: a `gate_proj` under
+  // `self_attn` (AFMoE's attention output gate) is not the MLP gate the config's intermediate size describes.
+  static constexpr std::array<std::string_view, 6> kAttn{"self_attn", "attn",       "attention",
+                                                         "self_attention", "cross_attn", "mixer"};
+  static constexpr std::array<std::string_view, 11> kMlp{"mlp",         "block_sparse_moe", "moe",           "feed_forward",
+                                                         "ffn",         "sparse_moe",       "shared_expert", "shared_experts",
+                                                         "shared_mlp",  "mixer",            "linear_attn"};
+  const bool attn_role = c.base_role == Role::ATTN_Q || c.base_role == Role::ATTN_K || c.base_role == Role::ATTN_V ||
+                         c.base_role == Role::ATTN_O || c.base_role == Role::ATTN_QKV || c.base_role == Role::ATTN_Q_A ||
+                         c.base_role == Role::ATTN_Q_B || c.base_role == Role::ATTN_KV_A ||
+                         c.base_role == Role::ATTN_KV_B;
+  return attn_role ? std::find(kAttn.begin(), kAttn.end(), parent) != kAttn.end()
+                   : std::find(kMlp.begin(), kMlp.end(), parent) != kMlp.end();
+}
+
+bool is_attention_or_mlp(Role r) {
+  switch (r) {
+    case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: case Role::ATTN_QKV:
+    case Role::ATTN_Q_A: case Role::ATTN_Q_B: case Role::ATTN_KV_A: case Role::ATTN_KV_B:
+    case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN: case Role::MLP_GATE_UP:
+    case Role::SHARED_EXPERT_GATE_UP:
+    case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN:
+    case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN:
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace fp4forge::verify_internal

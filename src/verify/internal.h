@@ -1,0 +1,303 @@
+#pragma once
+// What verify's rooms share (src/verify/): the findings sink, the module and layout records, the geometry
+// the config states, the structural pass's state, and the small readers every room uses.
+//   structure.cc  the structural pass: quantization config, modules, targets, policy, coverage, fused
+//                 sets, the N rule, vLLM's names, geometry (run_structure)
+//   values.cc     scales and codes scanned for NaN/Inf, zeros and negatives (check_values)
+//   against.cc    the source comparison: re-encode proof and errors (compare_against)
+//   render.cc     text and JSON
+//   verify.cc     the public entry points (verify.h)
+// Internal to the verify module: nothing outside src/verify includes it.
+#include "fp4forge/verify/verify.h"
+#include "fp4forge/model/structure.h"
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include "fp4forge/codec/fp8.h"
+#include "fp4forge/codec/half.h"
+#include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/codec/nvfp4_search.h"
+#include "fp4forge/codec/scheme_search.h"
+#include "fp4forge/codec/scheme.h"
+#include "fp4forge/model/classify.h"
+#include "fp4forge/model/experts.h"
+#include "fp4forge/model/fp8_source.h"
+#include "fp4forge/model/tensor_role.h"
+#include "fp4forge/verify/diff.h"
+#include "fp4forge/verify/quality.h"
+#include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/scheme_policy.h"
+#include "fp4forge/util/strings.h"
+#include "fp4forge/util/format.h"
+#include "fp4forge/util/thread_pool.h"
+
+namespace fp4forge::verify_internal {
+
+using Json = nlohmann::ordered_json;
+
+inline constexpr std::array<std::string_view, 8> kExtraQuantParams{
+    "weight_zero_point", "weight_shape", "weight_g_idx", "input_scale",
+    "weight_scale_inv",  "weight_scale_2", "output_scale", "input_zero_point"};
+inline constexpr std::array<std::string_view, 4> kKvScales{"k_scale", "v_scale", "q_scale", "prob_scale"};
+
+template <std::size_t N>
+bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
+  return std::find(set.begin(), set.end(), s) != set.end();
+}
+using util::ends_with;
+
+
+// ---- findings collection: one finding per (kind, family), tensors merged -------------------------
+
+struct Raw {
+  std::string kind;
+  Severity sev;
+  std::string family;  // merge key
+  std::string message;
+  std::vector<std::string> tensors;
+  std::string key, expected, actual, hint;
+};
+
+class Sink {
+ public:
+  explicit Sink(std::size_t max_listed) : max_listed_(max_listed) {}
+  void add(Raw r) {
+    const std::string k = r.kind + '\x1f' + std::string(severity_name(r.sev)) + '\x1f' + r.family;
+    auto it = index_.find(k);
+    if (it == index_.end()) {
+      index_.emplace(k, items_.size());
+      items_.push_back({std::move(r), 1});
+      return;
+    }
+    Item& item = items_[it->second];
+    ++item.count;
+    for (auto& t : r.tensors) item.raw.tensors.push_back(std::move(t));
+  }
+  std::vector<Finding> take() {
+    std::vector<Finding> out;
+    out.reserve(items_.size());
+    for (auto& [r, count] : items_) {
+      Finding f;
+      f.kind = r.kind;
+      f.severity = r.sev;
+      f.message = r.message;
+      if (count > 1) f.message += fmt::format(" (and {} more like it in {})", count - 1, r.family);
+      std::sort(r.tensors.begin(), r.tensors.end());
+      r.tensors.erase(std::unique(r.tensors.begin(), r.tensors.end()), r.tensors.end());
+      if (r.tensors.size() > max_listed_) {
+        f.message += fmt::format(" [{} tensors, first {} listed]", r.tensors.size(), max_listed_);
+        r.tensors.resize(max_listed_);
+      }
+      f.tensors = std::move(r.tensors);
+      f.key = r.key;
+      f.expected = r.expected;
+      f.actual = r.actual;
+      f.hint = r.hint;
+      out.push_back(std::move(f));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+      return static_cast<int>(a.severity) < static_cast<int>(b.severity);
+    });
+    return out;
+  }
+
+ private:
+  struct Item {
+    Raw raw;
+    std::size_t count;
+  };
+  std::size_t max_listed_;
+  std::vector<Item> items_;
+  std::unordered_map<std::string, std::size_t> index_;
+};
+
+// ---- modules -------------------------------------------------------------------------------------
+
+/** Every module parameter verify looks at: what any scheme writes, the plain weight, and the other
+ * compressed-tensors parameters (extras unless the scheme writes them). */
+inline constexpr std::array<std::string_view, 6> kSchemeParams{"weight_packed", "weight_scale", "weight_global_scale",
+                                                        "weight", "input_global_scale", "weight_shape"};
+
+struct Module {
+  std::string name;
+  std::map<std::string, const TensorRef*, std::less<>> params;  // by suffix: kSchemeParams and kExtraQuantParams
+  const TensorRef* payload = nullptr;   // the scheme's quantized values: weight_packed, or FP8's F8_E4M3 weight
+  const TensorRef* scale = nullptr;     // weight_scale
+  const TensorRef* gs = nullptr;        // weight_global_scale
+  const TensorRef* shape = nullptr;     // weight_shape
+  const TensorRef* weight = nullptr;    // a plain `weight` that is not the payload
+  const TensorRef* input_gs = nullptr;  // input_global_scale
+  std::vector<const TensorRef*> extras;  // parameters the scheme does not write
+  std::uint64_t n = 0, k = 0;            // effective [N, K] of a quantized module
+  bool valid = false;                    // every member present with the right dtype and shape
+  TensorClass cls;
+  bool quantized() const noexcept { return payload != nullptr; }
+  /** The tensors of a quantized module (every parameter but a plain weight). */
+  std::vector<const TensorRef*> members() const {
+    std::vector<const TensorRef*> out;
+    for (const auto& [suffix, t] : params)
+      if (t != weight) out.push_back(t);
+    return out;
+  }
+  const TensorRef* param(std::string_view suffix) const {
+    auto it = params.find(suffix);
+    return it == params.end() ? nullptr : it->second;
+  }
+};
+
+/** What a scheme writes per Linear, read off linear_tensors (codec/scheme.h) once. */
+struct Layout {
+  QuantScheme qs = QuantScheme::NVFP4A16;
+  std::string_view payload;             // "weight_packed" or "weight"
+  DType payload_dtype = DType::U8;
+  std::uint64_t per_payload_col = 1;    // K / columns of the payload
+  std::vector<std::string_view> suffixes;  // every tensor it writes, in save order
+  std::set<std::string_view> src_dtype;    // members stored in the weight's dtype (FP8, W4A16 scales)
+  bool weight_only = true;              // input_activations null (A16)
+  std::string word;                     // how messages name it: "NVFP4" (kept), else the preset
+
+  /** A tensor of `suffix` follows the source dtype: any of BF16 / F16 / F32 is right. */
+  bool follows_source(std::string_view suffix) const { return src_dtype.count(suffix) > 0; }
+  /** "weight_packed U8 [N, K/2], weight_scale F8_E4M3 [N, K/16], ..." */
+  std::string describe() const;
+};
+
+
+Layout layout_of(QuantScheme qs);
+std::pair<std::string, std::string> split_name(std::string_view name);
+std::optional<float> read_f32_scalar(const Checkpoint& q, const TensorRef* t);
+std::uint32_t f32_bits(float f);
+bool is_float_dtype(DType t);
+/** Element `i` of a BF16/F16/F32/F64 buffer as double. */
+double load_elem(const std::byte* p, DType t, std::uint64_t i);
+/** Count of non-finite elements and the first index (bit tests, no conversion). */
+std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byte> d, DType t);
+std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t flat);
+
+// ---- geometry ------------------------------------------------------------------------------------
+
+struct Geometry {
+  const ModelInfo& info;
+  const Json& text;
+
+  std::int64_t get(std::string_view key) const {
+    if (!text.is_object()) return 0;
+    auto it = text.find(key);
+    return it != text.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
+  }
+  bool flag(std::string_view key) const {
+    if (!text.is_object()) return false;
+    auto it = text.find(key);
+    return it != text.end() && it->is_boolean() && it->get<bool>();
+  }
+
+  /** Expected [rows, cols] of a 2-D weight of role `base` in a layer, or nullopt when unknown. */
+  std::optional<std::pair<std::int64_t, std::int64_t>> expect(Role base, const TensorClass& c) const {
+    const std::int64_t H = info.hidden_size, A = info.num_heads;
+    if (H <= 0) return std::nullopt;
+    const bool full = c.layer_type == "full_attention";
+    std::int64_t d = info.head_dim > 0 ? info.head_dim : (A > 0 ? H / A : 0);
+    std::int64_t kv = info.num_kv_heads > 0 ? info.num_kv_heads : A;
+    std::int64_t q_mult = 1;
+    std::int64_t I = info.intermediate_size;
+    const bool in_stack = c.text_stack && c.layer >= 0 && static_cast<std::size_t>(c.layer) < info.layer_head_dim.size();
+    if (in_stack && info.layer_head_dim[static_cast<std::size_t>(c.layer)] > 0) {
+      // Effective per-layer geometry (Gemma-4 globals / per_layer_config already applied by ModelInfo).
+      d = info.layer_head_dim[static_cast<std::size_t>(c.layer)];
+      if (static_cast<std::size_t>(c.layer) < info.layer_kv_heads.size() &&
+          info.layer_kv_heads[static_cast<std::size_t>(c.layer)] > 0)
+        kv = info.layer_kv_heads[static_cast<std::size_t>(c.layer)];
+    } else if (info.family == Family::GEMMA4) {
+      if (full && info.global_head_dim > 0) d = info.global_head_dim;
+      if (full && info.attention_k_eq_v && info.num_global_kv_heads > 0) kv = info.num_global_kv_heads;
+    }
+    if (info.family == Family::GEMMA4) {
+      const std::int64_t shared = info.num_kv_shared_layers;
+      if (shared > 0 && c.layer >= 0 && c.text_stack && c.layer >= info.num_layers - shared &&
+          (info.use_double_wide_mlp || flag("use_double_wide_mlp")))
+        I *= 2;
+    }
+    if (info.attn_output_gate) q_mult = 2;
+    const std::int64_t Im = info.moe_intermediate_size, Is = info.shared_expert_intermediate_size;
+    auto pair = [](std::int64_t r, std::int64_t cc) -> std::optional<std::pair<std::int64_t, std::int64_t>> {
+      if (r <= 0 || cc <= 0) return std::nullopt;
+      return std::make_pair(r, cc);
+    };
+    // Multi-head latent attention (DeepSeek-V2/V3): per-head q/k width nope + rope, v width v_head_dim.
+    const std::int64_t qk = info.qk_nope_head_dim + info.qk_rope_head_dim, vd = info.v_head_dim;
+    if (info.spec().mla || info.kv_lora_rank > 0) {
+      switch (base) {
+        case Role::ATTN_Q: return A > 0 && qk > 0 ? pair(A * qk, H) : std::nullopt;
+        case Role::ATTN_Q_A: return pair(info.q_lora_rank, H);
+        case Role::ATTN_Q_B: return A > 0 && qk > 0 ? pair(A * qk, info.q_lora_rank) : std::nullopt;
+        case Role::ATTN_KV_A: return pair(info.kv_lora_rank + info.qk_rope_head_dim, H);
+        case Role::ATTN_KV_B:
+          return A > 0 && info.qk_nope_head_dim > 0 && vd > 0 ? pair(A * (info.qk_nope_head_dim + vd), info.kv_lora_rank)
+                                                              : std::nullopt;
+        case Role::ATTN_O: return A > 0 && vd > 0 ? pair(H, A * vd) : std::nullopt;
+        default: break;
+      }
+    }
+    switch (base) {
+      case Role::ATTN_Q: return A > 0 && d > 0 ? pair(A * d * q_mult, H) : std::nullopt;
+      case Role::ATTN_QKV: return A > 0 && kv > 0 && d > 0 ? pair((A + 2 * kv) * d, H) : std::nullopt;
+      case Role::MLP_GATE_UP: return pair(2 * I, H);
+      case Role::SHARED_EXPERT_GATE_UP: return pair(2 * Is, H);
+      case Role::ATTN_K:
+      case Role::ATTN_V: return kv > 0 && d > 0 ? pair(kv * d, H) : std::nullopt;
+      case Role::ATTN_O: return A > 0 && d > 0 ? pair(H, A * d) : std::nullopt;
+      case Role::MLP_GATE:
+      case Role::MLP_UP: return pair(I, H);
+      case Role::MLP_DOWN: return pair(H, I);
+      case Role::EXPERT_GATE:
+      case Role::EXPERT_UP: return pair(Im, H);
+      case Role::EXPERT_DOWN: return pair(H, Im);
+      case Role::SHARED_EXPERT_GATE:
+      case Role::SHARED_EXPERT_UP: return pair(Is, H);
+      case Role::SHARED_EXPERT_DOWN: return pair(H, Is);
+      default: return std::nullopt;
+    }
+  }
+};
+
+/** Whether config.json states the geometry of module `c` (verify's shape rules apply). */
+bool geometry_stated(const TensorClass& c);
+bool is_attention_or_mlp(Role r);
+
+// ---- the structural pass -------------------------------------------------------------------------
+
+struct Structure {
+  std::map<std::string, Module> modules;  // by module name
+  std::optional<QuantConfig> qc;
+  std::optional<IgnoreMatcher> ignore;
+  Scheme scheme = Scheme::UNKNOWN;
+  Layout layout = layout_of(QuantScheme::NVFP4A16);  // the scheme the tensors are checked against
+  // The weights' observer of the config group checked (codec/observer.h): the re-encode proof uses it.
+  // observer_known is false for a name fp4forge cannot reproduce (observer_name says which).
+  Observer observer = Observer::MINMAX;
+  bool observer_known = true;
+  std::string observer_name = "memoryless_minmax";
+  std::vector<FusedSet> sets;             // R1 + vLLM packed, over quantized and kept Linear-like modules
+  std::set<std::string> kept_linear;      // unquantized modules with a 2-D float `weight`
+};
+
+inline constexpr const char* kHintRequant = "re-run `fp4forge quantize` from the unquantized source";
+
+/** The structural pass: every check that reads the quantized checkpoint alone (structure.cc). */
+void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
+                   VerifyStats& st);
+/** Scales and codes of every quantized module scanned (values.cc). */
+void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifyStats& st);
+/** Every quantized module compared with its source weight, every kept tensor with its source (against.cc). */
+void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source* fp8, const ModelInfo& info,
+                     const Structure& s, const VerifyOptions& opts, Sink& sink, VerifyStats& st);
+
+}  // namespace fp4forge::verify_internal

@@ -1,0 +1,139 @@
+// verify's report as text and JSON (verify.h to_json / to_text).
+#include "verify/internal.h"
+
+namespace fp4forge {
+using verify_internal::Json;
+
+// ---- rendering -----------------------------------------------------------------------------------
+
+namespace {
+
+Json tensor_error_json(const TensorError& e) {
+  Json j;
+  j["module"] = e.module;
+  j["source"] = e.source;
+  j["shape"] = {e.rows, e.cols};
+  auto num = [](double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); };
+  j["rel_rms"] = num(e.rel_rms);
+  j["ref_rel_rms"] = num(e.ref_rel_rms);
+  j["minmax_rel_rms"] = num(e.minmax_rel_rms);
+  j["global_scale"] = num(e.global_scale);
+  j["expected_global_scale"] = num(e.expected_global_scale);
+  return j;
+}
+
+std::array<std::size_t, 3> severity_counts(const std::vector<Finding>& fs) {
+  std::array<std::size_t, 3> c{0, 0, 0};
+  for (const auto& f : fs) ++c[static_cast<std::size_t>(f.severity)];
+  return c;
+}
+
+}  // namespace
+
+nlohmann::ordered_json to_json(const VerifyReport& r) {
+  const std::string& qdir = r.qdir;
+  const std::string& against = r.against;
+  Json j;
+  const auto c = severity_counts(r.findings);
+  j["ok"] = r.ok();
+  j["strict"] = r.strict;
+  j["qdir"] = qdir;
+  j["against"] = against.empty() ? Json(nullptr) : Json(against);
+  j["against_format"] = r.against_format;
+  j["scheme"] = r.stats.scheme;
+  j["observer"] = r.stats.observer.empty() ? Json(nullptr) : Json(r.stats.observer);
+  j["counts"] = {{"error", c[0]}, {"warning", c[1]}, {"info", c[2]}};
+  Json fs = Json::array();
+  for (const auto& f : r.findings) fs.push_back(to_json(f));
+  j["findings"] = std::move(fs);
+  const VerifyStats& s = r.stats;
+  Json st;
+  st["tensors"] = s.tensors;
+  st["quantized_modules"] = s.quantized_modules;
+  st["kept_tensors"] = s.kept_tensors;
+  st["kept_linear"] = s.kept_linear;
+  st["quantized_params"] = s.quantized_params;
+  st["total_params"] = s.total_params;
+  st["quantized_share"] = s.quantized_share();
+  st["text_linear_params"] = s.text_linear_params;
+  st["text_quantized_share"] = s.text_quantized_share();
+  st["fused_sets"] = s.fused_sets;
+  st["scale_bytes_scanned"] = s.scale_bytes_scanned;
+  st["payload_bytes_scanned"] = s.payload_bytes_scanned;
+  st["kept_values_scanned"] = s.kept_values_scanned;
+  if (s.against) {
+    Json a;
+    a["compared_quantized"] = s.compared_quantized;
+    a["compared_kept"] = s.compared_kept;
+    a["mean_rel_rms"] = s.mean_rel_rms;
+    a["max_rel_rms"] = std::isfinite(s.max_rel_rms) ? Json(s.max_rel_rms) : Json(nullptr);
+    a["mean_ref_rel_rms"] = s.mean_ref_rel_rms;
+    a["mean_minmax_rel_rms"] = s.mean_minmax_rel_rms;
+    a["reencoded_rows"] = s.reencoded_rows;
+    a["reencode_mismatched_rows"] = s.reencode_mismatched_rows;
+    Json w = Json::array();
+    for (const auto& e : s.worst) w.push_back(tensor_error_json(e));
+    a["worst"] = std::move(w);
+    Json p = Json::array();
+    for (const auto& e : s.per_tensor) p.push_back(tensor_error_json(e));
+    a["per_tensor"] = std::move(p);
+    a["quality"] = to_json(quality_report(s));
+    st["against"] = std::move(a);
+  } else {
+    st["against"] = nullptr;
+  }
+  j["stats"] = std::move(st);
+  return j;
+}
+
+std::string to_text(const VerifyReport& r) {
+  const std::string& qdir = r.qdir;
+  const std::string& against = r.against;
+  std::string out;
+  const VerifyStats& s = r.stats;
+  out += fmt::format("verify {}{}\n", qdir, against.empty() ? std::string() : "  (against " + against + ")");
+  if (r.against_format.is_object())
+    out += fmt::format("  against an FP8 source, compared as its bf16 expansion: {}\n",
+                       r.against_format.value("label", std::string()));
+  out += fmt::format("  scheme {}{} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
+                     "quantized share {:.1f}% of {} parameters · {} fused sets\n",
+                     s.scheme, s.observer.empty() ? std::string() : " (observer " + s.observer + ")", s.tensors,
+                     s.quantized_modules, s.kept_tensors, s.kept_linear,
+                     100.0 * s.quantized_share(), s.total_params, s.fused_sets);
+  if (s.text_linear_params > 0)
+    out += fmt::format("  text stack: {:.1f}% of {} Linear-like parameters quantized\n", 100.0 * s.text_quantized_share(),
+                       s.text_linear_params);
+  if (s.against) {
+    out += fmt::format("  vs source: {} quantized tensors, rel RMS mean {:.4f} (reference encoding {:.4f}), max {:.4f}; "
+                       "{} kept tensors bit-compared; {} rows re-encoded, {} differ\n",
+                       s.compared_quantized, s.mean_rel_rms, s.mean_ref_rel_rms, s.max_rel_rms, s.compared_kept,
+                       s.reencoded_rows, s.reencode_mismatched_rows);
+    if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0)
+      out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f} ({:+.1f}%)\n", s.observer,
+                         s.mean_rel_rms, s.mean_minmax_rel_rms,
+                         100.0 * (s.mean_rel_rms - s.mean_minmax_rel_rms) / s.mean_minmax_rel_rms);
+    if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0) out += to_text(quality_report(s));
+    if (!s.worst.empty()) {
+      out += "  worst tensors (rel RMS / reference):\n";
+      for (const auto& e : s.worst)
+        out += fmt::format("    {:.4f} / {:.4f}  {}\n", e.rel_rms, e.ref_rel_rms, e.module);
+    }
+  }
+  for (const auto& f : r.findings) {
+    out += fmt::format("{:<7} {}: {}\n", severity_name(f.severity), f.kind, f.message);
+    if (!f.tensors.empty()) {
+      const std::size_t show = std::min<std::size_t>(f.tensors.size(), 5);
+      out += fmt::format("        tensors: {}{}\n",
+                         fmt::join(f.tensors.begin(), f.tensors.begin() + static_cast<std::ptrdiff_t>(show), ", "),
+                         f.tensors.size() > show ? fmt::format(" (+{} more)", f.tensors.size() - show) : "");
+    }
+    if (!f.hint.empty()) out += fmt::format("        hint: {}\n", f.hint);
+  }
+  const auto c = severity_counts(r.findings);
+  out += fmt::format("result: {} ({} error(s), {} warning(s), {} info)\n", r.ok() ? "OK" : "FAILED", c[0], c[1], c[2]);
+  return out;
+}
+
+int exit_code(const VerifyReport& r) { return r.ok() ? 0 : 1; }
+
+}  // namespace fp4forge
