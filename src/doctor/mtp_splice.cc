@@ -183,14 +183,31 @@ struct SplicePlan {
   std::optional<JsonEdit> config, index;
 };
 
-}  // namespace
 
-Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path& source,
-                                   const MtpSpliceOptions& opts) {
+/** One splice: the two checkpoints, what the steps find and decide, and the report. The steps run in order;
+ * nothing is written before write_splice. */
+struct Splice {
+  Splice(const stdfs::path& t, const stdfs::path& s, const MtpSpliceOptions& o) : target(t), source(s), opts(o) {}
+  stdfs::path target, source;
+  const MtpSpliceOptions& opts;
   MtpSpliceReport rep;
-  rep.target = target.string();
-  rep.source = source.string();
-  rep.dry_run = opts.dry_run;
+  std::optional<Checkpoint> tck, sck;
+  std::optional<ModelInfo> ti, si;
+  MtpForm form = MtpForm::NONE;
+  std::string key;                  ///< the config key that declares the MTP layers
+  std::optional<Fp8Source> sfp8;    ///< SRC read as an FP8 release, when it is one
+  std::vector<MtpTensor> src_mtp;   ///< SRC's MTP tensors of the declared layers
+  SplicePlan plan;
+  std::string index_name;
+  bool quantized = false;           ///< the target is quantized (its ignore list gets the MTP modules)
+  std::string config_text, new_config_text;
+};
+
+/** Step 0: both checkpoints opened and their configs read (the target is not SRC itself). */
+Status open_both(Splice& sp) {
+  const stdfs::path& target = sp.target;
+  const stdfs::path& source = sp.source;
+  MtpSpliceReport& rep = sp.rep;
   {
     std::error_code ec;
     if (stdfs::equivalent(target, source, ec) && !ec)
@@ -202,18 +219,32 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
   co.require_weights = true;
   FP4FORGE_ASSIGN_OR_RETURN(Checkpoint tck, Checkpoint::open(target, co));
   FP4FORGE_ASSIGN_OR_RETURN(Checkpoint sck, Checkpoint::open(source, co));
-  auto tinfo_r = read_model_info(tck.config());
+  sp.tck.emplace(std::move(tck));
+  sp.sck.emplace(std::move(sck));
+  auto tinfo_r = read_model_info(sp.tck->config());
   if (!tinfo_r) return with_file(tinfo_r.error(), (target / "config.json").string());
-  auto sinfo_r = read_model_info(sck.config());
+  auto sinfo_r = read_model_info(sp.sck->config());
   if (!sinfo_r) return with_file(sinfo_r.error(), (source / "config.json").string());
-  const ModelInfo& ti = *tinfo_r;
-  const ModelInfo& si = *sinfo_r;
-  const MtpForm form = ti.spec().mtp;
+  sp.ti.emplace(std::move(tinfo_r).value());
+  sp.si.emplace(std::move(sinfo_r).value());
+  const ModelInfo& ti = *sp.ti;
+  const MtpForm form = sp.form = ti.spec().mtp;
   rep.family = std::string(family_name(ti.family));
   rep.form = std::string(form_name(form));
   rep.layers = ti.mtp_num_hidden_layers;
-  const std::string key = mtp_key(tck.config(), ti);
+  sp.key = mtp_key(sp.tck->config(), ti);
 
+  return {};
+}
+
+/** Steps 1-2: the target's family stores MTP and its config declares it; SRC is the same model. */
+Status check_declared(const Splice& sp) {
+  const stdfs::path& target = sp.target;
+  const stdfs::path& source = sp.source;
+  const ModelInfo& ti = *sp.ti;
+  const ModelInfo& si = *sp.si;
+  const MtpForm form = sp.form;
+  const std::string& key = sp.key;
   // 1. The target stores and declares MTP.
   if (form == MtpForm::NONE)
     return refuse(fmt::format("{}: family {} ({}) has no MTP layers fp4forge can splice (the registry's MTP form "
@@ -232,12 +263,27 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
                               "({}; target vs source); expected the original release the target was made from",
                               source.string(), bad),
                   source / "config.json");
+  return {};
+}
+
+/** Step 3: SRC's MTP tensors, present for every declared layer, unquantized or FP8 (an FP8 release is
+ * spliced as its bf16 expansion, as quantize keeps it: model/fp8_source.h). */
+Status collect_source_mtp(Splice& sp) {
+  const stdfs::path& source = sp.source;
+  MtpSpliceReport& rep = sp.rep;
+  const Checkpoint& tck = *sp.tck;
+  const Checkpoint& sck = *sp.sck;
+  const ModelInfo& ti = *sp.ti;
+  const ModelInfo& si = *sp.si;
+  const MtpForm form = sp.form;
+  const std::string& key = sp.key;
   // 3. SRC's MTP tensors: present, complete, unquantized or FP8 (an FP8 release is spliced as its bf16
   // expansion, as quantize keeps it: model/fp8_source.h).
   auto sfp8_r = read_fp8_source(sck);
   if (!sfp8_r) return with_file(sfp8_r.error(), source.string());
-  const std::optional<Fp8Source>& sfp8 = *sfp8_r;
-  std::vector<MtpTensor> src_mtp;
+  sp.sfp8 = std::move(sfp8_r).value();
+  const std::optional<Fp8Source>& sfp8 = sp.sfp8;
+  std::vector<MtpTensor>& src_mtp = sp.src_mtp;
   std::vector<std::string> undeclared;
   for (auto m : mtp_tensors_of(sck, si)) {
     if (sfp8 && sfp8->consumed(m.ref->name)) continue;  // its scales, activation scales
@@ -299,6 +345,21 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
                                        "copied (e.g. {})",
                                        undeclared.size(), key, undeclared.front()));
 
+  return {};
+}
+
+/** Step 4: the target's own MTP decides the status: already present, a complete MTP of its own (nothing to
+ * do: true), nothing yet (splice), or part of one (refused). */
+Result<bool> decide_status(Splice& sp) {
+  const stdfs::path& target = sp.target;
+  const stdfs::path& source = sp.source;
+  MtpSpliceReport& rep = sp.rep;
+  const Checkpoint& tck = *sp.tck;
+  const Checkpoint& sck = *sp.sck;
+  const ModelInfo& ti = *sp.ti;
+  const std::optional<Fp8Source>& sfp8 = sp.sfp8;
+  const std::vector<MtpTensor>& src_mtp = sp.src_mtp;
+  SplicePlan& plan = sp.plan;
   // 4. The target's own MTP.
   std::set<std::string> src_names;
   for (const auto& m : src_mtp) src_names.insert(m.ref->name);
@@ -326,7 +387,6 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
   for (std::int64_t k = 0; k < ti.mtp_num_hidden_layers; ++k)
     target_complete = target_complete &&
                       std::any_of(tgt_mtp.begin(), tgt_mtp.end(), [&](const MtpTensor& m) { return m.layer == k; });
-  SplicePlan plan;
   if (shared == src_mtp.size() && foreign.empty()) {
     rep.status = "already-present";
   } else if (shared == 0 && target_complete && !foreign.empty()) {
@@ -334,7 +394,7 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     rep.message = fmt::format("nothing to splice: the target already has a complete MTP of its own ({} tensors, "
                               "not SRC's names); left as it is",
                               foreign.size());
-    return rep;
+    return true;
   } else if (shared == 0 && foreign.empty()) {
     rep.status = "spliced";
     plan.mtp = src_mtp;
@@ -347,8 +407,23 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
                   target);
   }
 
+  return false;
+}
+
+/** Step 5: where the MTP tensors live: a new shard (laid out now; a byte-identical leftover is adopted, an
+ * owned target's stray one replaced), or the shard(s) already holding them. */
+Status plan_shard(Splice& run) {
+  const stdfs::path& target = run.target;
+  MtpSpliceReport& rep = run.rep;
+  const Checkpoint& tck = *run.tck;
+  const Checkpoint& sck = *run.sck;
+  const MtpSpliceOptions& opts = run.opts;
+  const std::optional<Fp8Source>& sfp8 = run.sfp8;
+  const std::vector<MtpTensor>& src_mtp = run.src_mtp;
+  SplicePlan& plan = run.plan;
   // 5. Where the MTP tensors live: a new shard, or the shard(s) already holding them.
-  const std::string index_name = tck.index_file().value_or(kDefaultIndex);
+  run.index_name = tck.index_file().value_or(kDefaultIndex);
+  const std::string& index_name = run.index_name;
   if (!plan.mtp.empty()) {
     rep.shard = kMtpShardName;
     for (const auto& n : tck.shard_names())
@@ -409,15 +484,28 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     rep.shard = fmt::format("{}", fmt::join(shards, ", "));
   }
 
+  return {};
+}
+
+/** Step 6: a quantized target's quantization_config.ignore gains the MTP modules (quantize's planner on the
+ * MTP tensors decides the entries). */
+Status plan_ignore(Splice& sp) {
+  const stdfs::path& target = sp.target;
+  MtpSpliceReport& rep = sp.rep;
+  const Checkpoint& tck = *sp.tck;
+  const std::vector<MtpTensor>& src_mtp = sp.src_mtp;
+  SplicePlan& plan = sp.plan;
   // 6. quantization_config.ignore for a quantized target: quantize's planner on the MTP tensors.
   std::string qkey = "quantization_config";
   const Json* qj = find_quant_config(tck.config(), &qkey);
-  bool quantized = qj != nullptr;
+  bool& quantized = sp.quantized;
+  quantized = qj != nullptr;
   for (const auto& t : tck.tensors())
     quantized = quantized || (t.name.size() > 14 && t.name.compare(t.name.size() - 14, 14, ".weight_packed") == 0);
-  std::string config_text;
+  std::string& config_text = sp.config_text;
   FP4FORGE_ASSIGN_OR_RETURN(config_text, fs::read_file(target / "config.json"));
-  std::string new_config_text = config_text;
+  std::string& new_config_text = sp.new_config_text;
+  new_config_text = config_text;
   if (quantized) {
     if (qj == nullptr)
       return refuse(fmt::format("{}: the target has packed weights but config.json has no quantization_config; "
@@ -456,6 +544,17 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
   }
   if (new_config_text != config_text) plan.config = JsonEdit{"config.json", true, config_text, new_config_text};
 
+  return {};
+}
+
+/** Step 7: the index gains the new shard's tensors and total_size (total_parameters when present), or is
+ * created as quantize writes one. */
+Status plan_index(Splice& sp) {
+  const stdfs::path& target = sp.target;
+  MtpSpliceReport& rep = sp.rep;
+  const Checkpoint& tck = *sp.tck;
+  const std::string& index_name = sp.index_name;
+  SplicePlan& plan = sp.plan;
   // 7. The index: the new shard's tensors, total_size (and total_parameters when present).
   if (!plan.mtp.empty()) {
     std::uint64_t params = 0;
@@ -481,6 +580,16 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     }
   }
 
+  return {};
+}
+
+/** Step 8: doctor's shape checks on the checkpoint as the splice would leave it: no new error. */
+Status check_after(const Splice& sp) {
+  const stdfs::path& target = sp.target;
+  const stdfs::path& source = sp.source;
+  const Checkpoint& tck = *sp.tck;
+  const SplicePlan& plan = sp.plan;
+  const std::string& new_config_text = sp.new_config_text;
   // 8. doctor's shape checks on the checkpoint as the splice leaves it.
   if (!plan.mtp.empty() || plan.config) {
     std::map<std::string, TensorMeta, std::less<>> before, after;
@@ -504,66 +613,17 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
     }
   }
 
-  // 9. What changes, in write order: config.json, the shard, the index.
-  if (plan.mtp.empty() && !plan.config) {
-    rep.message = fmt::format("nothing to splice: the target already holds the {} MTP tensors of SRC (same names, "
-                              "dtypes and shapes, in {}){}",
-                              src_mtp.size(), rep.shard,
-                              quantized ? " and lists their modules in quantization_config.ignore" : "");
-    return rep;
-  }
-  if (plan.mtp.empty()) rep.status = "completed";
-  auto change_of = [&](const JsonEdit& e) {
-    FileChange c;
-    c.file = e.file;
-    c.kinds = {kFixKind};
-    c.created = !e.existed;
-    c.diff = util::unified_diff(e.existed ? e.before : std::string(), e.after, e.existed ? "a/" + e.file : "/dev/null",
-                                "b/" + e.file);
-    return c;
-  };
-  std::optional<FileChange> cfg_change, shard_change, idx_change;
-  if (plan.config) cfg_change = change_of(*plan.config);
-  if (plan.layout && !plan.adopt) {
-    FileChange c;
-    c.file = rep.shard;
-    c.kinds = {kFixKind};
-    c.created = true;
-    shard_change = c;
-  }
-  if (plan.index) idx_change = change_of(*plan.index);
-  auto finish_report = [&]() {
-    for (auto* c : {&cfg_change, &shard_change, &idx_change})
-      if (*c) rep.changes.push_back(**c);
-    const std::string what =
-        plan.mtp.empty()
-            ? fmt::format("the {} MTP tensors were already there; added {} ignore entr{}", src_mtp.size(),
-                          rep.ignore_added.size(), rep.ignore_added.size() == 1 ? "y" : "ies")
-            : fmt::format("{} {} MTP tensor(s) ({}, {}) from {} into {}{}{}", opts.dry_run ? "would splice" : "spliced",
-                          rep.tensors, format_bytes(rep.bytes), fmt::join(rep.dtypes, "/"), source.string(), rep.shard,
-                          plan.adopt ? " (a byte-identical leftover shard was reused)" : "",
-                          rep.ignore_added.empty() ? std::string()
-                                                   : fmt::format(", {} ignore entr{} added", rep.ignore_added.size(),
-                                                                 rep.ignore_added.size() == 1 ? "y" : "ies"));
-    rep.message = what;
-  };
-  // Links are refused (in a dry run too) before the first byte is written.
-  for (const auto* e : {&plan.config, &plan.index}) {
-    if (!*e) continue;
-    const stdfs::path p = target / (*e)->file;
-    if (is_link(p))
-      return refuse(fmt::format("refusing to replace '{}': it is a symbolic link; fp4forge never writes through "
-                                "links (a Hugging Face cache snapshot links every file); hint: copy the checkpoint "
-                                "to a folder of regular files and splice there",
-                                p.string()),
-                    p);
-  }
-  rep.shard_adopted = plan.adopt;
-  if (opts.dry_run) {
-    finish_report();
-    return rep;
-  }
+  return {};
+}
 
+/** Step 10: the changes written, backups first; every step undone when a later one fails. */
+Status write_splice(Splice& sp, std::optional<FileChange>& cfg_change, std::optional<FileChange>& shard_change,
+                    std::optional<FileChange>& idx_change) {
+  const stdfs::path& target = sp.target;
+  MtpSpliceReport& rep = sp.rep;
+  const Checkpoint& sck = *sp.sck;
+  const MtpSpliceOptions& opts = sp.opts;
+  SplicePlan& plan = sp.plan;
   // 10. Write: backups first.
   // Every step is undone when a later one fails (a step that failed may have happened all the same, e.g. a
   // rename followed by a failed fsync of the folder): config.json and the index get their original bytes
@@ -639,6 +699,91 @@ Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path&
       return undo(std::move(st).error());
     idx_change->written = true;
   }
+  return {};
+}
+
+}  // namespace
+
+Result<MtpSpliceReport> splice_mtp(const stdfs::path& target, const stdfs::path& source,
+                                   const MtpSpliceOptions& opts) {
+  Splice sp(target, source, opts);
+  MtpSpliceReport& rep = sp.rep;
+  rep.target = target.string();
+  rep.source = source.string();
+  rep.dry_run = opts.dry_run;
+  FP4FORGE_TRY(open_both(sp));
+  FP4FORGE_TRY(check_declared(sp));
+  FP4FORGE_TRY(collect_source_mtp(sp));
+  FP4FORGE_ASSIGN_OR_RETURN(const bool done, decide_status(sp));
+  if (done) return rep;
+  FP4FORGE_TRY(plan_shard(sp));
+  FP4FORGE_TRY(plan_ignore(sp));
+  FP4FORGE_TRY(plan_index(sp));
+  FP4FORGE_TRY(check_after(sp));
+  const SplicePlan& plan = sp.plan;
+  const std::vector<MtpTensor>& src_mtp = sp.src_mtp;
+  const bool quantized = sp.quantized;
+  // 9. What changes, in write order: config.json, the shard, the index.
+  if (plan.mtp.empty() && !plan.config) {
+    rep.message = fmt::format("nothing to splice: the target already holds the {} MTP tensors of SRC (same names, "
+                              "dtypes and shapes, in {}){}",
+                              src_mtp.size(), rep.shard,
+                              quantized ? " and lists their modules in quantization_config.ignore" : "");
+    return rep;
+  }
+  if (plan.mtp.empty()) rep.status = "completed";
+  auto change_of = [&](const JsonEdit& e) {
+    FileChange c;
+    c.file = e.file;
+    c.kinds = {kFixKind};
+    c.created = !e.existed;
+    c.diff = util::unified_diff(e.existed ? e.before : std::string(), e.after, e.existed ? "a/" + e.file : "/dev/null",
+                                "b/" + e.file);
+    return c;
+  };
+  std::optional<FileChange> cfg_change, shard_change, idx_change;
+  if (plan.config) cfg_change = change_of(*plan.config);
+  if (plan.layout && !plan.adopt) {
+    FileChange c;
+    c.file = rep.shard;
+    c.kinds = {kFixKind};
+    c.created = true;
+    shard_change = c;
+  }
+  if (plan.index) idx_change = change_of(*plan.index);
+  auto finish_report = [&]() {
+    for (auto* c : {&cfg_change, &shard_change, &idx_change})
+      if (*c) rep.changes.push_back(**c);
+    const std::string what =
+        plan.mtp.empty()
+            ? fmt::format("the {} MTP tensors were already there; added {} ignore entr{}", src_mtp.size(),
+                          rep.ignore_added.size(), rep.ignore_added.size() == 1 ? "y" : "ies")
+            : fmt::format("{} {} MTP tensor(s) ({}, {}) from {} into {}{}{}", opts.dry_run ? "would splice" : "spliced",
+                          rep.tensors, format_bytes(rep.bytes), fmt::join(rep.dtypes, "/"), source.string(), rep.shard,
+                          plan.adopt ? " (a byte-identical leftover shard was reused)" : "",
+                          rep.ignore_added.empty() ? std::string()
+                                                   : fmt::format(", {} ignore entr{} added", rep.ignore_added.size(),
+                                                                 rep.ignore_added.size() == 1 ? "y" : "ies"));
+    rep.message = what;
+  };
+  // Links are refused (in a dry run too) before the first byte is written.
+  for (const auto* e : {&plan.config, &plan.index}) {
+    if (!*e) continue;
+    const stdfs::path p = target / (*e)->file;
+    if (is_link(p))
+      return refuse(fmt::format("refusing to replace '{}': it is a symbolic link; fp4forge never writes through "
+                                "links (a Hugging Face cache snapshot links every file); hint: copy the checkpoint "
+                                "to a folder of regular files and splice there",
+                                p.string()),
+                    p);
+  }
+  rep.shard_adopted = plan.adopt;
+  if (opts.dry_run) {
+    finish_report();
+    return rep;
+  }
+
+  FP4FORGE_TRY(write_splice(sp, cfg_change, shard_change, idx_change));
   finish_report();
   return rep;
 }
