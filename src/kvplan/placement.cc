@@ -199,6 +199,305 @@ void record(SeatPlacement& p, const Eval& e) {
   p.need_bytes = e.need;
 }
 
+
+/** What the placement steps share: the seats' order, each one's GPU set (or the best one tried), and the
+ * room the GPUs have left. */
+struct Placing {
+  Plan& plan;
+  const std::vector<GpuSpec>& gpus;
+  Placer& placer;
+  std::vector<std::uint64_t> remaining;  ///< free memory of each GPU before any seat
+  std::size_t roomiest = 0;
+  std::vector<std::size_t> order;
+  std::vector<std::vector<std::size_t>> assign, tried;
+  std::vector<std::uint64_t> short_by, free_at_turn;
+  std::vector<Eval> evals;
+  std::vector<std::uint64_t> spare, weight_sum;
+};
+
+/** Greedy: each seat, in order, takes the roomiest GPU set that fits; when one is left without room, a
+ * search over the assignments. */
+void place_seats(Placing& pl) {
+  Plan& plan = pl.plan;
+  Placer& placer = pl.placer;
+  const std::size_t ns = plan.seats.size();
+  auto& assign = pl.assign;
+  auto& tried = pl.tried;
+  auto& short_by = pl.short_by;
+  auto& free_at_turn = pl.free_at_turn;
+  const auto& order = pl.order;
+  const auto& remaining = pl.remaining;
+  assign.assign(ns, {});
+  tried.assign(ns, {});
+  short_by.assign(ns, 0);
+  free_at_turn.assign(ns, 0);
+  // Greedy: each seat takes the roomiest GPU set that fits.
+  {
+    std::vector<std::uint64_t> rem = remaining;
+    for (std::size_t s : order) {
+      if (!plan.seats[s].refusal.empty()) continue;  // vLLM refuses it whatever the memory: it takes no room
+      const auto cands = placer.candidates(s, rem);
+      if (cands.empty()) continue;
+      std::uint64_t best_short = UINT64_MAX;
+      for (const auto& set : cands) {
+        const std::uint64_t sf = placer.shortfall(s, set, rem);
+        if (sf == 0) {
+          assign[s] = set;
+          free_at_turn[s] = UINT64_MAX;
+          for (std::size_t g : set) free_at_turn[s] = std::min(free_at_turn[s], rem[g]);
+          break;
+        }
+        if (sf < best_short) {
+          best_short = sf;
+          tried[s] = set;
+        }
+      }
+      if (!assign[s].empty())
+        placer.take(s, assign[s], rem);
+      else
+        short_by[s] = best_short;
+    }
+  }
+  bool greedy_ok = true;
+  for (std::size_t s = 0; s < ns; ++s)
+    if (assign[s].empty() && plan.seats[s].refusal.empty()) greedy_ok = false;
+  if (!greedy_ok) {
+    std::vector<std::vector<std::size_t>> alt(ns);
+    std::vector<std::uint64_t> rem = remaining;
+    std::size_t nodes = 0;
+    if (placer.search(order, 0, rem, alt, nodes)) {
+      assign = std::move(alt);
+      std::fill(short_by.begin(), short_by.end(), 0);
+      plan.searched = true;
+    }
+  }
+
+}
+
+/** The smallest utilization (0.001 steps) that gives the seat its need on every rank of `set`. */
+double min_utilization(const Placing& pl, const SeatModel& m, const Eval& e, const std::vector<std::size_t>& set) {
+  const auto& gpus = pl.gpus;
+  const std::size_t roomiest = pl.roomiest;
+  // Smallest utilization meeting the target on every rank.
+  double mu = 0.0;
+  for (std::size_t g : (set.empty() ? std::vector<std::size_t>{roomiest} : set))
+    mu = std::max(mu, ceil_to(static_cast<double>(e.need) / static_cast<double>(gpus[g].torch_total()), 0.001));
+  while (mu <= 1.0 && [&] {
+    for (std::size_t g : (set.empty() ? std::vector<std::size_t>{roomiest} : set))
+      if (util_bytes(mu, gpus[g], m.rules) < e.need) return true;
+    return false;
+  }()) mu += 0.001;
+  return mu;
+}
+
+/** A seat without room: the best GPU set given the placed seats, the largest max_model_len that would fit
+ * there, vLLM's start-up refusal when the utilization is given, and why it does not fit. */
+void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
+  Plan& plan = pl.plan;
+  const auto& gpus = pl.gpus;
+  const auto& spare = pl.spare;
+  const auto& short_by = pl.short_by;
+  auto& p = plan.placements[s];
+  const SeatModel& m = plan.seats[s];
+  const auto& set = pl.tried[s];
+  p.util = m.arg.gpu_memory_utilization.value_or(0.0);
+  p.short_by_bytes = short_by[s];
+  if (!set.empty()) {  // what would fit in the room the placed seats leave: the largest max_model_len
+    std::uint64_t avail = UINT64_MAX;
+    for (std::size_t g : set) {
+      std::uint64_t room = spare[g] > e.outside ? spare[g] - e.outside : 0;
+      if (m.arg.gpu_memory_utilization) room = std::min(room, util_bytes(*m.arg.gpu_memory_utilization, gpus[g], m.rules));
+      avail = std::min(avail, kv_memory(m, e, gpus[g], room));
+    }
+    p.available_kv_bytes = avail;
+    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens,
+                                                    std::max(m.max_position_embeddings, m.max_model_len));
+  }
+  // vLLM's start-up check first: with a given utilization it refuses before anything else is measured.
+  std::string refusal;
+  if (!set.empty() && p.util_explicit && m.rules.startup_check) {
+    const std::uint64_t own = e.terms.cuda_context + e.terms.nccl;  // created before vLLM's snapshot
+    for (std::size_t g : set) {
+      const std::uint64_t free_start = spare[g] > own ? spare[g] - own : 0;
+      const std::uint64_t req = util_bytes(*m.arg.gpu_memory_utilization, gpus[g], m.rules);
+      if (req <= free_start) continue;
+      double pass = std::floor(static_cast<double>(free_start) / static_cast<double>(gpus[g].torch_total()) * 1000.0) / 1000.0;
+      while (pass > 0.0 && util_bytes(pass, gpus[g], m.rules) > free_start) pass -= 0.001;
+      p.startup_refused = true;
+      p.startup_free_bytes = free_start;
+      p.startup_max_util = std::max(0.0, pass);
+      refusal = fmt::format("vLLM will refuse at start-up on GPU {}: gpu_memory_utilization {} requests {} "
+                            "({} x torch total {}), but it finds {} free after its own CUDA context{} (other "
+                            "tenants and seats hold the rest); ",
+                            gpus[g].id, *m.arg.gpu_memory_utilization, format_bytes(req),
+                            *m.arg.gpu_memory_utilization, format_bytes(gpus[g].torch_total()),
+                            format_bytes(free_start), e.terms.nccl ? " and NCCL" : "");
+      refusal += p.startup_max_util >= mu
+                     ? fmt::format("utilization {:.3f} to {:.3f} passes the check and fits the seat ({:.3f} needed)",
+                                   mu, p.startup_max_util, mu)
+                     : fmt::format("utilization <= {:.3f} passes the check, but the seat needs {:.3f} "
+                                   "(weights {} + overhead {} + KV {} = {}): it does not fit on this GPU",
+                                   p.startup_max_util, mu, format_bytes(m.weight_bytes_per_rank),
+                                   format_bytes(e.overhead), format_bytes(e.kv_need), format_bytes(e.need));
+      break;
+    }
+  }
+  if (set.empty()) {
+    p.blocker = fmt::format("tp={} needs {} GPUs, {} given", m.arg.kv.tp, m.arg.kv.tp, gpus.size());
+    p.reason = "does not fit: " + p.blocker;
+    p.short_by_bytes = 0;  // not a matter of bytes
+  } else if (!refusal.empty()) {
+    p.blocker = fmt::format("vLLM refuses at start-up (<= {:.3f} passes)", p.startup_max_util);
+    p.reason = "does not fit: " + refusal;
+  } else if (p.util_explicit && util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules) < e.need) {
+    p.reason = fmt::format("does not fit: gpu_memory_utilization {} gives {} on GPU {}, but weights {} + "
+                           "overhead {} + KV {} need {} (min utilization {:.3f}): short by {}",
+                           *m.arg.gpu_memory_utilization,
+                           format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
+                           gpus[set.front()].id, format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
+                           format_bytes(e.kv_need), format_bytes(e.need), mu, format_bytes(p.short_by_bytes));
+  } else if (p.util_explicit) {
+    std::uint64_t free_now = UINT64_MAX;
+    for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
+    p.reason = fmt::format("does not fit: gpu_memory_utilization {} asks {} on GPU {}, which has {} free "
+                           "after other tenants and seats: short by {}", *m.arg.gpu_memory_utilization,
+                           format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
+                           gpu_list(gpus, set), format_bytes(free_now), format_bytes(p.short_by_bytes));
+  } else {
+    std::uint64_t free_now = UINT64_MAX;
+    for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
+    p.reason = fmt::format("does not fit: needs {} per GPU (weights {} + overhead {} + KV {} for {} x "
+                           "{} tokens); GPU {} has {} free after the other seats: short by {}",
+                           format_bytes(e.need), format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
+                           format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len, gpu_list(gpus, set),
+                           format_bytes(free_now), format_bytes(p.short_by_bytes));
+  }
+  if (!set.empty() && p.largest_max_model_len > 0)
+    p.reason += fmt::format("; in the room left, max_model_len={} would fit", p.largest_max_model_len);
+}
+
+/** A placed seat: its utilization (given, or its need plus a share of the spare memory by KV demand), the
+ * KV memory and concurrency that gives, and why it went where it did. */
+void settle_placed(Placing& pl, std::size_t s, const Eval& e) {
+  Plan& plan = pl.plan;
+  const auto& gpus = pl.gpus;
+  const Placer& placer = pl.placer;
+  const auto& spare = pl.spare;
+  const auto& weight_sum = pl.weight_sum;
+  const auto& order = pl.order;
+  const auto& free_at_turn = pl.free_at_turn;
+  auto& p = plan.placements[s];
+  const SeatModel& m = plan.seats[s];
+  const auto& set = pl.assign[s];
+  // Utilization.
+  double util = 0.0;
+  if (p.util_explicit) {
+    util = *m.arg.gpu_memory_utilization;
+  } else {
+    util = 1.0;
+    for (std::size_t g : set) {
+      const double share = static_cast<double>(spare[g]) *
+                           static_cast<double>(std::max<std::uint64_t>(e.kv_need, 1)) /
+                           static_cast<double>(std::max<std::uint64_t>(weight_sum[g], 1));
+      const double total = static_cast<double>(gpus[g].torch_total());
+      const double target = static_cast<double>(e.need) + std::floor(share);
+      const double cap = std::max(m.rules.default_util * total, static_cast<double>(e.need));
+      util = std::min(util, std::min(target, cap) / total);
+    }
+    double chosen = util;
+    for (double step : {0.01, 0.001, 0.0001}) {
+      const double u = std::floor(util / step + 1e-9) * step;
+      bool ok = u > 0.0;
+      for (std::size_t g : set) ok = ok && util_bytes(u, gpus[g], m.rules) >= e.need;
+      if (ok) {
+        chosen = u;
+        break;
+      }
+    }
+    util = chosen;
+  }
+  p.util = util;
+  std::uint64_t budget = UINT64_MAX, avail = UINT64_MAX;
+  for (std::size_t g : set) {
+    const std::uint64_t b = util_bytes(util, gpus[g], m.rules);
+    budget = std::min(budget, b);
+    avail = std::min(avail, kv_memory(m, e, gpus[g], b));
+  }
+  p.budget_bytes = budget;
+  p.available_kv_bytes = avail;
+  p.num_blocks = kv_num_blocks(m.layout, avail);
+  const KvReport rep = kv_report(m.layout, e.demand, p.num_blocks, m.rules);
+  p.max_concurrency = rep.max_concurrency;
+  p.kv_cache_tokens = rep.tokens;
+  const std::int64_t upper = std::max(m.max_position_embeddings, m.max_model_len);
+  p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, upper);
+  p.fits = avail >= e.kv_need;  // kv_need holds `concurrency` requests of max_model_len
+  for (std::size_t g : set) {
+    const std::uint64_t b = util_bytes(util, gpus[g], m.rules);
+    plan.gpus[g].shares.push_back(GpuShare{s, b, std::min(m.weight_bytes_per_rank, b), kv_memory(m, e, gpus[g], b),
+                                           std::min(e.overhead, b - std::min(m.weight_bytes_per_rank, b)),
+                                           e.outside});
+  }
+  // Why here.
+  if (!placer.pins[s].empty()) {
+    p.reason = fmt::format("pinned by gpu={}", gpu_list(gpus, set));
+  } else {
+    std::size_t free_rank = 0;  // position among the unpinned seats in placement order
+    for (std::size_t k : order) {
+      if (k == s) break;
+      if (placer.pins[k].empty()) ++free_rank;
+    }
+    p.reason = fmt::format("KV demand {} of {} ({} for {} x {} tokens): {} {}", free_rank + 1,
+                           std::count_if(placer.pins.begin(), placer.pins.end(),
+                                         [](const auto& v) { return v.empty(); }),
+                           format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len,
+                           set.size() > 1 ? fmt::format("tp={} spread over GPUs", m.arg.kv.tp) : std::string("on GPU"),
+                           gpu_list(gpus, set));
+    if (plan.searched)
+      p.reason += " (found by search: heaviest-first on the roomiest GPU left a seat without room)";
+    else
+      p.reason += fmt::format(", the roomiest with {} free when its turn came", format_bytes(free_at_turn[s]));
+  }
+  if (!p.fits)
+    p.reason += fmt::format("; KV memory {} is short of the {} needed", format_bytes(avail), format_bytes(e.kv_need));
+  if (!p.fits) p.short_by_bytes = e.kv_need > avail ? e.kv_need - avail : 0;
+}
+
+/** What vLLM refuses whatever the memory, host ports two seats would both bind, each GPU's free memory,
+ * and the notes. */
+void finish_plan(Plan& plan) {
+  const std::size_t ns = plan.seats.size();
+  // What vLLM refuses whatever the memory, and host ports two seats would both bind.
+  for (std::size_t s = 0; s < ns; ++s) {
+    SeatPlacement& p = plan.placements[s];
+    const SeatModel& m = plan.seats[s];
+    std::string why = m.refusal;
+    if (why.empty() && m.arg.port)
+      for (std::size_t k = 0; k < ns; ++k)
+        if (k != s && plan.seats[k].arg.port == m.arg.port)
+          why = fmt::format("port {} is also seat '{}''s host port; give each seat its own port=", *m.arg.port,
+                            plan.seats[k].arg.name);
+    if (why.empty()) continue;
+    p.fits = false;
+    p.blocker = why;
+    p.reason = "does not fit: " + why + (p.reason.empty() ? "" : " (memory: " + p.reason + ")");
+  }
+  for (auto& g : plan.gpus) {
+    std::uint64_t used = g.gpu.used_bytes;
+    for (const auto& sh : g.shares) used += sh.budget + sh.outside;
+    g.free_bytes = g.gpu.torch_total() > used ? g.gpu.torch_total() - used : 0;
+  }
+  plan.all_fit = ns > 0 && std::all_of(plan.placements.begin(), plan.placements.end(),
+                                       [](const SeatPlacement& p) { return p.fits; });
+  for (std::size_t s = 0; s < ns; ++s)
+    if (!plan.placements[s].fits)
+      plan.notes.push_back(fmt::format("seat '{}' does not fit: {}", plan.seats[s].arg.name,
+                                       plan.placements[s].blocker.empty()
+                                           ? "short by " + format_bytes(plan.placements[s].short_by_bytes)
+                                           : plan.placements[s].blocker));
+  if (plan.all_fit) plan.notes.push_back(plan.searched ? "all seats fit (placement found by search)" : "all seats fit");
+}
+
 }  // namespace
 
 Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) {
@@ -255,7 +554,8 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     demand[s] = e.kv_need;
     need[s] = e.need;
   }
-  std::vector<std::size_t> order(ns);
+  Placing pl{plan, gpus, placer, remaining, roomiest, std::vector<std::size_t>(ns), {}, {}, {}, {}, {}, {}, {}};
+  std::vector<std::size_t>& order = pl.order;
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     const bool pa = !placer.pins[a].empty(), pb = !placer.pins[b].empty();
@@ -265,53 +565,15 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     return need[a] > need[b];
   });
 
-  // Greedy: each seat takes the roomiest GPU set that fits.
-  std::vector<std::vector<std::size_t>> assign(ns), tried(ns);
-  std::vector<std::uint64_t> short_by(ns, 0), free_at_turn(ns, 0);
-  {
-    std::vector<std::uint64_t> rem = remaining;
-    for (std::size_t s : order) {
-      if (!plan.seats[s].refusal.empty()) continue;  // vLLM refuses it whatever the memory: it takes no room
-      const auto cands = placer.candidates(s, rem);
-      if (cands.empty()) continue;
-      std::uint64_t best_short = UINT64_MAX;
-      for (const auto& set : cands) {
-        const std::uint64_t sf = placer.shortfall(s, set, rem);
-        if (sf == 0) {
-          assign[s] = set;
-          free_at_turn[s] = UINT64_MAX;
-          for (std::size_t g : set) free_at_turn[s] = std::min(free_at_turn[s], rem[g]);
-          break;
-        }
-        if (sf < best_short) {
-          best_short = sf;
-          tried[s] = set;
-        }
-      }
-      if (!assign[s].empty())
-        placer.take(s, assign[s], rem);
-      else
-        short_by[s] = best_short;
-    }
-  }
-  bool greedy_ok = true;
-  for (std::size_t s = 0; s < ns; ++s)
-    if (assign[s].empty() && plan.seats[s].refusal.empty()) greedy_ok = false;
-  if (!greedy_ok) {
-    std::vector<std::vector<std::size_t>> alt(ns);
-    std::vector<std::uint64_t> rem = remaining;
-    std::size_t nodes = 0;
-    if (placer.search(order, 0, rem, alt, nodes)) {
-      assign = std::move(alt);
-      std::fill(short_by.begin(), short_by.end(), 0);
-      plan.searched = true;
-    }
-  }
-
+  place_seats(pl);
   // Utilizations: explicit, or need + a share of the GPU's spare memory proportional to KV demand.
-  std::vector<Eval> evals(ns);
-  std::vector<std::uint64_t> spare = remaining;
-  std::vector<std::uint64_t> weight_sum(gpus.size(), 0);
+  auto& assign = pl.assign;
+  auto& evals = pl.evals;
+  auto& spare = pl.spare;
+  auto& weight_sum = pl.weight_sum;
+  evals.assign(ns, Eval{});
+  spare = remaining;
+  weight_sum.assign(gpus.size(), 0);
   for (std::size_t s = 0; s < ns; ++s) {
     if (assign[s].empty()) continue;
     evals[s] = evaluate(plan.seats[s], &gpus[assign[s].front()]);
@@ -329,205 +591,24 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
       for (const auto& c : placer.candidates(s, spare))
         if (const std::uint64_t sf = placer.shortfall(s, c, spare); sf < best) {
           best = sf;
-          tried[s] = c;
-          short_by[s] = sf;
+          pl.tried[s] = c;
+          pl.short_by[s] = sf;
         }
     }
-    const auto& set = placed ? assign[s] : tried[s];
+    const auto& set = placed ? assign[s] : pl.tried[s];
     const Eval e = placed ? evals[s] : evaluate(m, set.empty() ? &gpus[roomiest] : &gpus[set.front()]);
     p.placed = placed;
     p.gpus = set;
     record(p, e);
     p.util_explicit = m.arg.gpu_memory_utilization.has_value();
-    // Smallest utilization meeting the target on every rank.
-    double mu = 0.0;
-    for (std::size_t g : (set.empty() ? std::vector<std::size_t>{roomiest} : set))
-      mu = std::max(mu, ceil_to(static_cast<double>(e.need) / static_cast<double>(gpus[g].torch_total()), 0.001));
-    while (mu <= 1.0 && [&] {
-      for (std::size_t g : (set.empty() ? std::vector<std::size_t>{roomiest} : set))
-        if (util_bytes(mu, gpus[g], m.rules) < e.need) return true;
-      return false;
-    }()) mu += 0.001;
+    const double mu = min_utilization(pl, m, e, set);
     p.min_util = mu;
-    if (!placed) {
-      p.util = m.arg.gpu_memory_utilization.value_or(0.0);
-      p.short_by_bytes = short_by[s];
-      if (!set.empty()) {  // what would fit in the room the placed seats leave: the largest max_model_len
-        std::uint64_t avail = UINT64_MAX;
-        for (std::size_t g : set) {
-          std::uint64_t room = spare[g] > e.outside ? spare[g] - e.outside : 0;
-          if (m.arg.gpu_memory_utilization) room = std::min(room, util_bytes(*m.arg.gpu_memory_utilization, gpus[g], m.rules));
-          avail = std::min(avail, kv_memory(m, e, gpus[g], room));
-        }
-        p.available_kv_bytes = avail;
-        p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens,
-                                                        std::max(m.max_position_embeddings, m.max_model_len));
-      }
-      // vLLM's start-up check first: with a given utilization it refuses before anything else is measured.
-      std::string refusal;
-      if (!set.empty() && p.util_explicit && m.rules.startup_check) {
-        const std::uint64_t own = e.terms.cuda_context + e.terms.nccl;  // created before vLLM's snapshot
-        for (std::size_t g : set) {
-          const std::uint64_t free_start = spare[g] > own ? spare[g] - own : 0;
-          const std::uint64_t req = util_bytes(*m.arg.gpu_memory_utilization, gpus[g], m.rules);
-          if (req <= free_start) continue;
-          double pass = std::floor(static_cast<double>(free_start) / static_cast<double>(gpus[g].torch_total()) * 1000.0) / 1000.0;
-          while (pass > 0.0 && util_bytes(pass, gpus[g], m.rules) > free_start) pass -= 0.001;
-          p.startup_refused = true;
-          p.startup_free_bytes = free_start;
-          p.startup_max_util = std::max(0.0, pass);
-          refusal = fmt::format("vLLM will refuse at start-up on GPU {}: gpu_memory_utilization {} requests {} "
-                                "({} x torch total {}), but it finds {} free after its own CUDA context{} (other "
-                                "tenants and seats hold the rest); ",
-                                gpus[g].id, *m.arg.gpu_memory_utilization, format_bytes(req),
-                                *m.arg.gpu_memory_utilization, format_bytes(gpus[g].torch_total()),
-                                format_bytes(free_start), e.terms.nccl ? " and NCCL" : "");
-          refusal += p.startup_max_util >= mu
-                         ? fmt::format("utilization {:.3f} to {:.3f} passes the check and fits the seat ({:.3f} needed)",
-                                       mu, p.startup_max_util, mu)
-                         : fmt::format("utilization <= {:.3f} passes the check, but the seat needs {:.3f} "
-                                       "(weights {} + overhead {} + KV {} = {}): it does not fit on this GPU",
-                                       p.startup_max_util, mu, format_bytes(m.weight_bytes_per_rank),
-                                       format_bytes(e.overhead), format_bytes(e.kv_need), format_bytes(e.need));
-          break;
-        }
-      }
-      if (set.empty()) {
-        p.blocker = fmt::format("tp={} needs {} GPUs, {} given", m.arg.kv.tp, m.arg.kv.tp, gpus.size());
-        p.reason = "does not fit: " + p.blocker;
-        p.short_by_bytes = 0;  // not a matter of bytes
-      } else if (!refusal.empty()) {
-        p.blocker = fmt::format("vLLM refuses at start-up (<= {:.3f} passes)", p.startup_max_util);
-        p.reason = "does not fit: " + refusal;
-      } else if (p.util_explicit && util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules) < e.need) {
-        p.reason = fmt::format("does not fit: gpu_memory_utilization {} gives {} on GPU {}, but weights {} + "
-                               "overhead {} + KV {} need {} (min utilization {:.3f}): short by {}",
-                               *m.arg.gpu_memory_utilization,
-                               format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
-                               gpus[set.front()].id, format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
-                               format_bytes(e.kv_need), format_bytes(e.need), mu, format_bytes(p.short_by_bytes));
-      } else if (p.util_explicit) {
-        std::uint64_t free_now = UINT64_MAX;
-        for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
-        p.reason = fmt::format("does not fit: gpu_memory_utilization {} asks {} on GPU {}, which has {} free "
-                               "after other tenants and seats: short by {}", *m.arg.gpu_memory_utilization,
-                               format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
-                               gpu_list(gpus, set), format_bytes(free_now), format_bytes(p.short_by_bytes));
-      } else {
-        std::uint64_t free_now = UINT64_MAX;
-        for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
-        p.reason = fmt::format("does not fit: needs {} per GPU (weights {} + overhead {} + KV {} for {} x "
-                               "{} tokens); GPU {} has {} free after the other seats: short by {}",
-                               format_bytes(e.need), format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
-                               format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len, gpu_list(gpus, set),
-                               format_bytes(free_now), format_bytes(p.short_by_bytes));
-      }
-      if (!set.empty() && p.largest_max_model_len > 0)
-        p.reason += fmt::format("; in the room left, max_model_len={} would fit", p.largest_max_model_len);
-      continue;
-    }
-    // Utilization.
-    double util = 0.0;
-    if (p.util_explicit) {
-      util = *m.arg.gpu_memory_utilization;
-    } else {
-      util = 1.0;
-      for (std::size_t g : set) {
-        const double share = static_cast<double>(spare[g]) *
-                             static_cast<double>(std::max<std::uint64_t>(e.kv_need, 1)) /
-                             static_cast<double>(std::max<std::uint64_t>(weight_sum[g], 1));
-        const double total = static_cast<double>(gpus[g].torch_total());
-        const double target = static_cast<double>(e.need) + std::floor(share);
-        const double cap = std::max(m.rules.default_util * total, static_cast<double>(e.need));
-        util = std::min(util, std::min(target, cap) / total);
-      }
-      double chosen = util;
-      for (double step : {0.01, 0.001, 0.0001}) {
-        const double u = std::floor(util / step + 1e-9) * step;
-        bool ok = u > 0.0;
-        for (std::size_t g : set) ok = ok && util_bytes(u, gpus[g], m.rules) >= e.need;
-        if (ok) {
-          chosen = u;
-          break;
-        }
-      }
-      util = chosen;
-    }
-    p.util = util;
-    std::uint64_t budget = UINT64_MAX, avail = UINT64_MAX;
-    for (std::size_t g : set) {
-      const std::uint64_t b = util_bytes(util, gpus[g], m.rules);
-      budget = std::min(budget, b);
-      avail = std::min(avail, kv_memory(m, e, gpus[g], b));
-    }
-    p.budget_bytes = budget;
-    p.available_kv_bytes = avail;
-    p.num_blocks = kv_num_blocks(m.layout, avail);
-    const KvReport rep = kv_report(m.layout, e.demand, p.num_blocks, m.rules);
-    p.max_concurrency = rep.max_concurrency;
-    p.kv_cache_tokens = rep.tokens;
-    const std::int64_t upper = std::max(m.max_position_embeddings, m.max_model_len);
-    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, upper);
-    p.fits = avail >= e.kv_need;  // kv_need holds `concurrency` requests of max_model_len
-    for (std::size_t g : set) {
-      const std::uint64_t b = util_bytes(util, gpus[g], m.rules);
-      plan.gpus[g].shares.push_back(GpuShare{s, b, std::min(m.weight_bytes_per_rank, b), kv_memory(m, e, gpus[g], b),
-                                             std::min(e.overhead, b - std::min(m.weight_bytes_per_rank, b)),
-                                             e.outside});
-    }
-    // Why here.
-    if (!placer.pins[s].empty()) {
-      p.reason = fmt::format("pinned by gpu={}", gpu_list(gpus, set));
-    } else {
-      std::size_t free_rank = 0;  // position among the unpinned seats in placement order
-      for (std::size_t k : order) {
-        if (k == s) break;
-        if (placer.pins[k].empty()) ++free_rank;
-      }
-      p.reason = fmt::format("KV demand {} of {} ({} for {} x {} tokens): {} {}", free_rank + 1,
-                             std::count_if(placer.pins.begin(), placer.pins.end(),
-                                           [](const auto& v) { return v.empty(); }),
-                             format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len,
-                             set.size() > 1 ? fmt::format("tp={} spread over GPUs", m.arg.kv.tp) : std::string("on GPU"),
-                             gpu_list(gpus, set));
-      if (plan.searched)
-        p.reason += " (found by search: heaviest-first on the roomiest GPU left a seat without room)";
-      else
-        p.reason += fmt::format(", the roomiest with {} free when its turn came", format_bytes(free_at_turn[s]));
-    }
-    if (!p.fits)
-      p.reason += fmt::format("; KV memory {} is short of the {} needed", format_bytes(avail), format_bytes(e.kv_need));
-    if (!p.fits) p.short_by_bytes = e.kv_need > avail ? e.kv_need - avail : 0;
+    if (placed)
+      settle_placed(pl, s, e);
+    else
+      explain_unplaced(pl, s, e, mu);
   }
-  // What vLLM refuses whatever the memory, and host ports two seats would both bind.
-  for (std::size_t s = 0; s < ns; ++s) {
-    SeatPlacement& p = plan.placements[s];
-    const SeatModel& m = plan.seats[s];
-    std::string why = m.refusal;
-    if (why.empty() && m.arg.port)
-      for (std::size_t k = 0; k < ns; ++k)
-        if (k != s && plan.seats[k].arg.port == m.arg.port)
-          why = fmt::format("port {} is also seat '{}''s host port; give each seat its own port=", *m.arg.port,
-                            plan.seats[k].arg.name);
-    if (why.empty()) continue;
-    p.fits = false;
-    p.blocker = why;
-    p.reason = "does not fit: " + why + (p.reason.empty() ? "" : " (memory: " + p.reason + ")");
-  }
-  for (auto& g : plan.gpus) {
-    std::uint64_t used = g.gpu.used_bytes;
-    for (const auto& sh : g.shares) used += sh.budget + sh.outside;
-    g.free_bytes = g.gpu.torch_total() > used ? g.gpu.torch_total() - used : 0;
-  }
-  plan.all_fit = ns > 0 && std::all_of(plan.placements.begin(), plan.placements.end(),
-                                       [](const SeatPlacement& p) { return p.fits; });
-  for (std::size_t s = 0; s < ns; ++s)
-    if (!plan.placements[s].fits)
-      plan.notes.push_back(fmt::format("seat '{}' does not fit: {}", plan.seats[s].arg.name,
-                                       plan.placements[s].blocker.empty()
-                                           ? "short by " + format_bytes(plan.placements[s].short_by_bytes)
-                                           : plan.placements[s].blocker));
-  if (plan.all_fit) plan.notes.push_back(plan.searched ? "all seats fit (placement found by search)" : "all seats fit");
+  finish_plan(plan);
   return plan;
 }
 
