@@ -93,16 +93,10 @@ std::string_view grouping_mode_name(GroupingMode m) noexcept {
   return "none";
 }
 
-Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_json& config,
-                                 const KvOptions& opts) {
-  if (opts.tp < 1) return make_error(Errc::USAGE, "tp = {} is invalid; expected an integer >= 1", opts.tp);
-  if (opts.spec_tokens < 0)
-    return make_error(Errc::USAGE, "spec_tokens = {} is invalid; expected >= 0", opts.spec_tokens);
-  if (opts.block_size < 0 || opts.kernel_block_alignment < 1)
-    return make_error(Errc::USAGE, "block_size = {} is invalid; expected a positive integer", opts.block_size);
-  const Json& text = text_config(config);
-  KvLayout out;
-  out.tp = opts.tp;
+namespace {
+
+/** The element sizes: the KV dtype (with the model dtype for `auto`), the conv and SSM state dtypes. */
+Status kv_dtypes(const Json& text, const KvOptions& opts, KvLayout& out) {
   const std::string dt = util::ascii_lower(opts.dtype);
   if (dt != "auto" && dt != "bfloat16" && dt != "float16" && dt != "half" && dt != "float32" && dt != "float")
     return make_error(Errc::USAGE, "unsupported dtype '{}'; expected auto, bfloat16, float16 or float32", opts.dtype);
@@ -122,6 +116,13 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
     out.ssm_dtype_bytes = *r;
   }
 
+  return {};
+}
+
+/** Every decoder layer's cache: a state (Mamba-2, GatedDeltaNet), an MLA latent, or K/V heads (full or
+ * sliding); KV-shared layers noted apart. Sets the sliding window in effect and whether any layer keeps a state. */
+Status read_layers(const ModelInfo& info, const Json& text, const KvOptions& opts, KvLayout& out, std::int64_t& window,
+                   bool& has_state) {
   const std::int64_t n = info.num_layers;
   if (n <= 0)
     return make_error(Errc::BAD_INPUT, "config.json: num_hidden_layers is missing or 0; the KV cache "
@@ -133,7 +134,7 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
   const std::int64_t shared_from =
       info.num_kv_shared_layers > 0 ? std::max<std::int64_t>(0, n - info.num_kv_shared_layers) : n;
 
-  std::int64_t window = info.sliding_window;
+  window = info.sliding_window;
   if (info.family == Family::GEMMA4 && json_string(text, "use_bidirectional_attention") == "all" &&
       window > 0)
     window = window / 2 + 1;  // transformers sets the window to w//2+1 for encoder-like Gemma-4
@@ -143,7 +144,7 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
   if (info.num_heads > 0 && info.num_heads % tp != 0)
     return make_error(Errc::BAD_INPUT, "tp = {} does not divide num_attention_heads = {}; vLLM refuses "
                       "this tensor-parallel size", tp, info.num_heads);
-  bool has_state = false;
+  has_state = false;
   for (std::int64_t i = 0; i < n; ++i) {
     const std::string& t = info.layer_types[static_cast<std::size_t>(i)];
     LayerSpec s;
@@ -244,11 +245,18 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
     if (s.kind == LayerKind::FULL) out.growing_bytes_per_token += s.bytes_per_token;
     out.layers.push_back(s);
   }
+  return {};
+}
+
+/** MTP speculative decoding: vLLM builds the draft model's decoder layers beside the main ones; their KV
+ * joins the grouping. Returns how many layers it added. */
+std::int64_t add_mtp_layers(const ModelInfo& info, const KvOptions& opts, KvLayout& out) {
   // MTP speculative decoding: vLLM builds the draft model's decoder layers (one full-attention layer each, with
   // the main model's attention geometry) beside the main ones, and their KV joins the grouping (Qwen3.5-27B with
   // MTP: 17 full-attention layers, so groups of 17 and the 48 linear-attention layers padded to 3 x 17; vLLM
   // prints "Add 3 padding layers"). Traced on club-3090 start-up logs (tests/data/plan/vllm-logs.json).
   std::int64_t mtp_added = 0;
+  const std::int64_t n = info.num_layers;
   if (opts.spec_tokens > 0 && info.mtp_num_hidden_layers > 0) {
     const auto tmpl = std::find_if(out.layers.rbegin(), out.layers.rend(), [](const LayerSpec& l) {
       return l.kind == LayerKind::FULL && l.window == 0;
@@ -265,10 +273,11 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
       }
     }
   }
-  if (has_state && !opts.hybrid_kv_cache_manager)
-    return make_error(Errc::USAGE, "hybrid_manager=off is not possible for a model with linear-attention "
-                      "layers: vLLM needs the hybrid KV-cache manager for them");
+  return mtp_added;
+}
 
+/** Block sizes (the hybrid alignment of attention blocks to the state page) and every layer's page. */
+void size_pages(const KvOptions& opts, bool has_state, std::int64_t mtp_added, std::int64_t window, KvLayout& out) {
   // Block sizes (§4.2 hybrid alignment) and pages.
   const std::int64_t user_block = opts.block_size;
   std::int64_t attn_block = user_block > 0 ? user_block : 16;
@@ -306,9 +315,14 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
   if (!opts.hybrid_kv_cache_manager && window > 0)
     out.notes.push_back("hybrid KV-cache manager disabled: sliding-window layers store all tokens");
 
+}
+
+/** vLLM's grouping: one group when every layer's spec is equal (or of one type), else hybrid groups of g
+ * same-spec layers with page sizes unified. */
+Status group_layers(const KvOptions& opts, KvLayout& out) {
   if (out.layers.empty()) {
     out.mode = GroupingMode::NONE;
-    return out;
+    return {};
   }
   const auto state_pages = (opts.prefix_caching ? 2 : 1) + opts.spec_tokens;
 
@@ -341,7 +355,7 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
     }
     out.groups.push_back(std::move(g));
     out.min_block_size = f.block_size;
-    return out;
+    return {};
   }
 
   // 3. hybrid: unify page sizes by growing the block of smaller-page layers.
@@ -397,6 +411,32 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
       out.groups.push_back(std::move(grp));
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_json& config,
+                                 const KvOptions& opts) {
+  if (opts.tp < 1) return make_error(Errc::USAGE, "tp = {} is invalid; expected an integer >= 1", opts.tp);
+  if (opts.spec_tokens < 0)
+    return make_error(Errc::USAGE, "spec_tokens = {} is invalid; expected >= 0", opts.spec_tokens);
+  if (opts.block_size < 0 || opts.kernel_block_alignment < 1)
+    return make_error(Errc::USAGE, "block_size = {} is invalid; expected a positive integer", opts.block_size);
+  const Json& text = text_config(config);
+  KvLayout out;
+  out.tp = opts.tp;
+  FP4FORGE_TRY(kv_dtypes(text, opts, out));
+  std::int64_t window = 0;
+  bool has_state = false;
+  FP4FORGE_TRY(read_layers(info, text, opts, out, window, has_state));
+  const std::int64_t mtp_added = add_mtp_layers(info, opts, out);
+  if (has_state && !opts.hybrid_kv_cache_manager)
+    return make_error(Errc::USAGE, "hybrid_manager=off is not possible for a model with linear-attention "
+                      "layers: vLLM needs the hybrid KV-cache manager for them");
+
+  size_pages(opts, has_state, mtp_added, window, out);
+  FP4FORGE_TRY(group_layers(opts, out));
   return out;
 }
 
