@@ -167,11 +167,21 @@ std::uint64_t Checkpoint::total_tensor_bytes() const noexcept {
   return n;
 }
 
-Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, CheckpointOptions opts) {
-  Checkpoint ck;
-  ck.dir_ = dir;
-  const std::string dir_s = dir.string();
+namespace {
 
+/** The index of a checkpoint folder: its file, the shards it names (in order of first mention) and which
+ * shard each tensor is listed in, metadata.total_size; without an index, the *.safetensors files. */
+struct IndexRead {
+  std::optional<std::string> file;
+  std::string path;                                   ///< the index's path (empty without one)
+  std::vector<std::string> shard_names;
+  std::unordered_map<std::string, std::size_t> listed;  ///< tensor name -> shard index
+  std::optional<std::uint64_t> total_size;
+  std::optional<std::string> bad_total_size;  ///< not a non-negative integer: the value, printable
+};
+
+/** The folder's entries that are not directories (links to files too), sorted. */
+Result<std::vector<std::string>> list_files(const sfs::path& dir, const std::string& dir_s) {
   // List the directory.
   std::error_code ec;
   if (!sfs::exists(dir, ec))
@@ -201,6 +211,160 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
   }
   std::sort(files.begin(), files.end());
 
+  return files;
+}
+
+Result<IndexRead> read_index(const sfs::path& dir, const std::string& dir_s, const std::vector<std::string>& files) {
+  IndexRead ix;
+  // Index
+  std::vector<std::string> index_files;
+  for (const auto& f : files)
+    if (ends_with(f, kIndexSuffix)) index_files.push_back(f);
+  if (index_files.size() > 1)
+    return bad(dir_s, {},
+               fmt::format("{}: several index files ({}); keep exactly one", dir_s,
+                           st::detail::printable(fmt::format("{}", fmt::join(index_files, ", ")), 1024)));
+
+  if (index_files.size() == 1) {
+    ix.file = index_files[0];
+    ix.path = (dir / index_files[0]).string();
+    // std::map objects: weight_maps of 10^5 tensors stay fast (ordered_json inserts are linear).
+    FP4FORGE_ASSIGN_OR_RETURN(json idx, read_json_file<json>(dir / index_files[0]));
+    if (!idx.is_object())
+      return bad(ix.path, {},
+                 fmt::format("{}: top level is {}, expected an object with \"weight_map\"", ix.path,
+                             idx.type_name()));
+    if (!idx.contains("weight_map"))
+      return bad(ix.path, {},
+                 fmt::format("{}: no \"weight_map\"; expected {{\"metadata\":{{...}},\"weight_map\":"
+                             "{{tensor: shard file}}}}",
+                             ix.path));
+    const json& wm = idx["weight_map"];
+    if (!wm.is_object())
+      return bad(ix.path, {},
+                 fmt::format("{}: weight_map is {} {}, expected an object of tensor name -> shard file",
+                             ix.path, wm.type_name(), st::detail::brief(wm)));
+    if (idx.contains("metadata")) {
+      const json& md = idx["metadata"];
+      if (!md.is_object())
+        return bad(ix.path, {},
+                   fmt::format("{}: metadata is {} {}, expected an object", ix.path, md.type_name(),
+                               st::detail::brief(md)));
+      if (md.contains("total_size")) {
+        const json& ts = md["total_size"];
+        if (ts.is_number_unsigned()) {
+          ix.total_size = ts.get<std::uint64_t>();
+        } else if (ts.is_number_float() && ts.get<double>() >= 0 && ts.get<double>() < 1.8e19 &&
+                   static_cast<double>(static_cast<std::uint64_t>(ts.get<double>())) ==
+                       ts.get<double>()) {
+          ix.total_size = static_cast<std::uint64_t>(ts.get<double>());  // some writers emit 123.0
+        } else {
+          ix.bad_total_size = st::detail::brief(ts);
+        }
+      }
+    }
+    std::map<std::string, std::size_t> shard_pos;
+    for (auto it = wm.begin(); it != wm.end(); ++it) {
+      const std::string& tensor = it.key();
+      if (!it.value().is_string())
+        return bad(ix.path, tensor,
+                   fmt::format("{}: weight_map['{}'] is {} {}, expected a shard file name", ix.path,
+                               st::detail::printable(tensor), it.value().type_name(),
+                               st::detail::brief(it.value())));
+      const std::string& shard = it.value().get_ref<const std::string&>();
+      auto [pos, inserted] = shard_pos.emplace(shard, ix.shard_names.size());
+      if (inserted) {
+        FP4FORGE_TRY(check_shard_name(dir, ix.path, tensor, shard));
+        ix.shard_names.push_back(shard);
+      }
+      ix.listed.emplace(tensor, pos->second);
+    }
+  } else {
+    for (const auto& f : files)
+      if (ends_with(f, kShardSuffix)) ix.shard_names.push_back(f);
+  }
+
+  return ix;
+}
+
+/** The shards' tensors against the index, both ways (a tensor in exactly one shard, the one the index
+ * names; every listed tensor present), as TensorRefs in shard order. */
+Result<std::vector<TensorRef>> match_index(const std::vector<st::ShardReader>& shards, const IndexRead& ix) {
+  std::vector<TensorRef> tensors;
+  // Agreement, both ways.
+  std::unordered_map<std::string_view, std::size_t> seen;  // tensor -> shard holding it
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const auto& r = shards[s];
+    for (const auto& t : r.header().tensors) {
+      auto [it, inserted] = seen.emplace(t.name, s);
+      if (!inserted) {
+        std::string msg =
+            fmt::format("{}: tensor '{}' is also in shard '{}'; a tensor must be in exactly one shard",
+                        r.path(), st::detail::printable(t.name), st::detail::printable(ix.shard_names[it->second]));
+        if (ix.file) {
+          auto l = ix.listed.find(t.name);
+          if (l != ix.listed.end())
+            msg += fmt::format(" (the index lists it in '{}')", st::detail::printable(ix.shard_names[l->second]));
+        }
+        return bad(r.path(), t.name, std::move(msg));
+      }
+      if (ix.file) {
+        auto l = ix.listed.find(t.name);
+        if (l == ix.listed.end())
+          return bad(r.path(), t.name,
+                     fmt::format("{}: tensor '{}' is not listed in {}; index and shards disagree "
+                                 "(stale index?)",
+                                 r.path(), st::detail::printable(t.name), *ix.file));
+        if (l->second != s) {
+          // Listed elsewhere: report the shard the index names (which lacks it, or duplicates it).
+          const auto& other = shards[l->second];
+          if (other.find(t.name))
+            return bad(r.path(), t.name,
+                       fmt::format("{}: tensor '{}' is also in shard '{}'; a tensor must be in "
+                                   "exactly one shard (the index lists it in '{}')",
+                                   r.path(), st::detail::printable(t.name),
+                                   st::detail::printable(ix.shard_names[l->second]),
+                                   st::detail::printable(ix.shard_names[l->second])));
+          return bad(ix.path, t.name,
+                     fmt::format("{}: tensor '{}' is listed in shard '{}' but found in '{}'; index "
+                                 "and shards disagree (stale index?)",
+                                 ix.path, st::detail::printable(t.name),
+                                 st::detail::printable(ix.shard_names[l->second]),
+                                 st::detail::printable(ix.shard_names[s])));
+        }
+      }
+      tensors.push_back(TensorRef{t.name, s, &t});
+    }
+  }
+  if (ix.file) {
+    // Listed tensors missing from their shard (in any order: report the smallest name).
+    std::vector<std::string_view> missing;
+    for (const auto& [name, s] : ix.listed)
+      if (!seen.count(name)) missing.push_back(name);
+    if (!missing.empty()) {
+      auto first = *std::min_element(missing.begin(), missing.end());
+      const std::size_t s = ix.listed.at(std::string(first));
+      return bad(ix.path, std::string(first),
+                 fmt::format("{}: tensor '{}' is listed in shard '{}' but that shard does not contain "
+                             "it{}; index and shards disagree (stale index or missing shard?)",
+                             ix.path, st::detail::printable(first), st::detail::printable(ix.shard_names[s]),
+                             missing.size() > 1
+                                 ? fmt::format(" ({} listed tensors missing in all)", missing.size())
+                                 : std::string()));
+    }
+  }
+  return tensors;
+}
+
+}  // namespace
+
+Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, CheckpointOptions opts) {
+  Checkpoint ck;
+  ck.dir_ = dir;
+  const std::string dir_s = dir.string();
+
+  FP4FORGE_ASSIGN_OR_RETURN(std::vector<std::string> files, list_files(dir, dir_s));
+
   // config.json
   if (std::find(files.begin(), files.end(), "config.json") != files.end()) {
     FP4FORGE_ASSIGN_OR_RETURN(ojson cfg, read_json_file<ojson>(dir / "config.json"));
@@ -216,78 +380,12 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
                fmt::format("{}: no config.json; not a Hugging Face checkpoint folder?", dir_s));
   }
 
-  // Index
-  std::vector<std::string> index_files;
-  for (const auto& f : files)
-    if (ends_with(f, kIndexSuffix)) index_files.push_back(f);
-  if (index_files.size() > 1)
-    return bad(dir_s, {},
-               fmt::format("{}: several index files ({}); keep exactly one", dir_s,
-                           st::detail::printable(fmt::format("{}", fmt::join(index_files, ", ")), 1024)));
-
-  // tensor name -> shard index (position in shard_names_)
-  std::unordered_map<std::string, std::size_t> listed;
-  std::optional<std::uint64_t> total_size;
-  std::optional<std::string> bad_total_size;  // not a non-negative integer: the value, printable
-  std::string index_path;
-  if (index_files.size() == 1) {
-    ck.index_file_ = index_files[0];
-    index_path = (dir / index_files[0]).string();
-    // std::map objects: weight_maps of 10^5 tensors stay fast (ordered_json inserts are linear).
-    FP4FORGE_ASSIGN_OR_RETURN(json idx, read_json_file<json>(dir / index_files[0]));
-    if (!idx.is_object())
-      return bad(index_path, {},
-                 fmt::format("{}: top level is {}, expected an object with \"weight_map\"", index_path,
-                             idx.type_name()));
-    if (!idx.contains("weight_map"))
-      return bad(index_path, {},
-                 fmt::format("{}: no \"weight_map\"; expected {{\"metadata\":{{...}},\"weight_map\":"
-                             "{{tensor: shard file}}}}",
-                             index_path));
-    const json& wm = idx["weight_map"];
-    if (!wm.is_object())
-      return bad(index_path, {},
-                 fmt::format("{}: weight_map is {} {}, expected an object of tensor name -> shard file",
-                             index_path, wm.type_name(), st::detail::brief(wm)));
-    if (idx.contains("metadata")) {
-      const json& md = idx["metadata"];
-      if (!md.is_object())
-        return bad(index_path, {},
-                   fmt::format("{}: metadata is {} {}, expected an object", index_path, md.type_name(),
-                               st::detail::brief(md)));
-      if (md.contains("total_size")) {
-        const json& ts = md["total_size"];
-        if (ts.is_number_unsigned()) {
-          total_size = ts.get<std::uint64_t>();
-        } else if (ts.is_number_float() && ts.get<double>() >= 0 && ts.get<double>() < 1.8e19 &&
-                   static_cast<double>(static_cast<std::uint64_t>(ts.get<double>())) ==
-                       ts.get<double>()) {
-          total_size = static_cast<std::uint64_t>(ts.get<double>());  // some writers emit 123.0
-        } else {
-          bad_total_size = st::detail::brief(ts);
-        }
-      }
-    }
-    std::map<std::string, std::size_t> shard_pos;
-    for (auto it = wm.begin(); it != wm.end(); ++it) {
-      const std::string& tensor = it.key();
-      if (!it.value().is_string())
-        return bad(index_path, tensor,
-                   fmt::format("{}: weight_map['{}'] is {} {}, expected a shard file name", index_path,
-                               st::detail::printable(tensor), it.value().type_name(),
-                               st::detail::brief(it.value())));
-      const std::string& shard = it.value().get_ref<const std::string&>();
-      auto [pos, inserted] = shard_pos.emplace(shard, ck.shard_names_.size());
-      if (inserted) {
-        FP4FORGE_TRY(check_shard_name(dir, index_path, tensor, shard));
-        ck.shard_names_.push_back(shard);
-      }
-      listed.emplace(tensor, pos->second);
-    }
-  } else {
-    for (const auto& f : files)
-      if (ends_with(f, kShardSuffix)) ck.shard_names_.push_back(f);
-  }
+  FP4FORGE_ASSIGN_OR_RETURN(IndexRead ix, read_index(dir, dir_s, files));
+  ck.index_file_ = ix.file;
+  ck.shard_names_ = ix.shard_names;
+  const std::string& index_path = ix.path;
+  const std::optional<std::uint64_t>& total_size = ix.total_size;
+  const std::optional<std::string>& bad_total_size = ix.bad_total_size;
 
   // An index that lists nothing while shard files sit beside it is broken even when weights are optional.
   const bool orphan_shards =
@@ -311,68 +409,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
     ck.shards_.push_back(std::move(r));
   }
 
-  // Agreement, both ways.
-  std::unordered_map<std::string_view, std::size_t> seen;  // tensor -> shard holding it
-  for (std::size_t s = 0; s < ck.shards_.size(); ++s) {
-    const auto& r = ck.shards_[s];
-    for (const auto& t : r.header().tensors) {
-      auto [it, inserted] = seen.emplace(t.name, s);
-      if (!inserted) {
-        std::string msg =
-            fmt::format("{}: tensor '{}' is also in shard '{}'; a tensor must be in exactly one shard",
-                        r.path(), st::detail::printable(t.name), st::detail::printable(ck.shard_names_[it->second]));
-        if (ck.index_file_) {
-          auto l = listed.find(t.name);
-          if (l != listed.end())
-            msg += fmt::format(" (the index lists it in '{}')", st::detail::printable(ck.shard_names_[l->second]));
-        }
-        return bad(r.path(), t.name, std::move(msg));
-      }
-      if (ck.index_file_) {
-        auto l = listed.find(t.name);
-        if (l == listed.end())
-          return bad(r.path(), t.name,
-                     fmt::format("{}: tensor '{}' is not listed in {}; index and shards disagree "
-                                 "(stale index?)",
-                                 r.path(), st::detail::printable(t.name), *ck.index_file_));
-        if (l->second != s) {
-          // Listed elsewhere: report the shard the index names (which lacks it, or duplicates it).
-          const auto& other = ck.shards_[l->second];
-          if (other.find(t.name))
-            return bad(r.path(), t.name,
-                       fmt::format("{}: tensor '{}' is also in shard '{}'; a tensor must be in "
-                                   "exactly one shard (the index lists it in '{}')",
-                                   r.path(), st::detail::printable(t.name),
-                                   st::detail::printable(ck.shard_names_[l->second]),
-                                   st::detail::printable(ck.shard_names_[l->second])));
-          return bad(index_path, t.name,
-                     fmt::format("{}: tensor '{}' is listed in shard '{}' but found in '{}'; index "
-                                 "and shards disagree (stale index?)",
-                                 index_path, st::detail::printable(t.name),
-                                 st::detail::printable(ck.shard_names_[l->second]),
-                                 st::detail::printable(ck.shard_names_[s])));
-        }
-      }
-      ck.tensors_.push_back(TensorRef{t.name, s, &t});
-    }
-  }
-  if (ck.index_file_) {
-    // Listed tensors missing from their shard (in any order: report the smallest name).
-    std::vector<std::string_view> missing;
-    for (const auto& [name, s] : listed)
-      if (!seen.count(name)) missing.push_back(name);
-    if (!missing.empty()) {
-      auto first = *std::min_element(missing.begin(), missing.end());
-      const std::size_t s = listed.at(std::string(first));
-      return bad(index_path, std::string(first),
-                 fmt::format("{}: tensor '{}' is listed in shard '{}' but that shard does not contain "
-                             "it{}; index and shards disagree (stale index or missing shard?)",
-                             index_path, st::detail::printable(first), st::detail::printable(ck.shard_names_[s]),
-                             missing.size() > 1
-                                 ? fmt::format(" ({} listed tensors missing in all)", missing.size())
-                                 : std::string()));
-    }
-  }
+  FP4FORGE_ASSIGN_OR_RETURN(ck.tensors_, match_index(ck.shards_, ix));
   std::sort(ck.tensors_.begin(), ck.tensors_.end(),
             [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });
 
