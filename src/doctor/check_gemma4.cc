@@ -155,17 +155,11 @@ bool prove_per_layer_config_redundant(const Json& config, const std::vector<std:
   return true;
 }
 
-void check_gemma4_globals(const Context& ctx, std::vector<Finding>& out) {
-  if (ctx.info.family != Family::GEMMA4) return;
-  const Json& tc = ctx.text();
-  const bool k_eq_v = bool_of(tc, "attention_k_eq_v");
-  const bool has_gd = has_non_null(tc, "global_head_dim");
-  const bool has_gkv = has_non_null(tc, "num_global_key_value_heads");
-  const auto& lt = ctx.info.layer_types;
-  const auto full = full_layers(lt);
-  const Json* plc = nullptr;
-  if (auto it = tc.find("per_layer_config"); it != tc.end() && it->is_object()) plc = &*it;
+namespace {
 
+/** Scalar fields vLLM or transformers refuse: hidden_activation other than gelu_pytorch_tanh, a null
+ * hidden_size_per_layer_input (F32). */
+void check_gemma4_scalars(const Context& ctx, const Json& tc, std::vector<Finding>& out) {
   // hidden_activation (vLLM raises on anything else).
   if (auto it = tc.find("hidden_activation"); it != tc.end()) {
     const std::string act = it->is_string() ? it->get<std::string>() : it->dump();
@@ -197,40 +191,48 @@ void check_gemma4_globals(const Context& ctx, std::vector<Finding>& out) {
     out.push_back(std::move(f));
   }
 
-  // per_layer_config keys must be full-attention layer indices in [0, N).
-  if (plc != nullptr) {
-    std::vector<std::string> bad;
-    for (auto m = plc->begin(); m != plc->end(); ++m) {
-      const std::string& k = m.key();
-      std::size_t idx = 0;
-      bool ok = !k.empty() && k.size() < 10 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; });
-      if (ok) {
-        idx = std::stoul(k);
-        ok = std::to_string(idx) == k && idx < lt.size();
-      }
-      if (!ok)
-        bad.push_back(fmt::format("'{}' (not a layer index in [0, {}); transformers raises)", k, lt.size()));
-      else if (lt[idx] != "full_attention")
-        bad.push_back(fmt::format("'{}' ({} layer)", k, lt[idx]));
-      else if (!m.value().is_object())
-        bad.push_back(fmt::format("'{}' (value is not an object)", k));
-    }
-    if (!bad.empty()) {
-      Finding f;
-      f.kind = "per-layer-config-invalid";
-      f.severity = Severity::ERROR;
-      f.key = key_path(ctx, "per_layer_config");
-      f.expected = "keys = full-attention layer indices";
-      f.actual = fmt::format("{}", fmt::join(bad, ", "));
-      f.message = fmt::format("{} has keys that are not full-attention layer indices: {}", f.key, f.actual);
-      f.hint = "per_layer_config may only override full-attention layers (architectures.md §3.3)";
-      out.push_back(std::move(f));
-    }
-  }
+}
 
+/** per_layer_config's keys must be full-attention layer indices in [0, N) with object values. */
+void check_per_layer_keys(const Context& ctx, const Json& plc, const std::vector<std::string>& lt,
+                          std::vector<Finding>& out) {
+  const Json* p = &plc;
+  // per_layer_config keys must be full-attention layer indices in [0, N).
+  std::vector<std::string> bad;
+  for (auto m = p->begin(); m != p->end(); ++m) {
+    const std::string& k = m.key();
+    std::size_t idx = 0;
+    bool ok = !k.empty() && k.size() < 10 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (ok) {
+      idx = std::stoul(k);
+      ok = std::to_string(idx) == k && idx < lt.size();
+    }
+    if (!ok)
+      bad.push_back(fmt::format("'{}' (not a layer index in [0, {}); transformers raises)", k, lt.size()));
+    else if (lt[idx] != "full_attention")
+      bad.push_back(fmt::format("'{}' ({} layer)", k, lt[idx]));
+    else if (!m.value().is_object())
+      bad.push_back(fmt::format("'{}' (value is not an object)", k));
+  }
+  if (!bad.empty()) {
+    Finding f;
+    f.kind = "per-layer-config-invalid";
+    f.severity = Severity::ERROR;
+    f.key = key_path(ctx, "per_layer_config");
+    f.expected = "keys = full-attention layer indices";
+    f.actual = fmt::format("{}", fmt::join(bad, ", "));
+    f.message = fmt::format("{} has keys that are not full-attention layer indices: {}", f.key, f.actual);
+    f.hint = "per_layer_config may only override full-attention layers (architectures.md §3.3)";
+    out.push_back(std::move(f));
+  }
+}
+
+/** The flat global fields missing with no per_layer_config to supply them (F27), with the values the
+ * tensors prove. */
+void check_missing_globals(const Context& ctx, bool k_eq_v, bool has_gd, bool has_gkv, std::vector<Finding>& out) {
   // Flat fields missing and no per_layer_config to supply them (F27).
   const bool needs_gkv = k_eq_v && !has_gkv;
-  if (plc == nullptr && !full.empty() && (!has_gd || needs_gkv)) {
+  {
     const GlobalKvDerivation der = derive_global_kv(ctx, ctx.config);
     std::vector<std::string> missing;
     if (!has_gd) missing.push_back("global_head_dim");
@@ -263,7 +265,13 @@ void check_gemma4_globals(const Context& ctx, std::vector<Finding>& out) {
     out.push_back(std::move(f));
   }
 
-  if (plc == nullptr) return;
+}
+
+/** per_layer_config present: alone (info), against the flat fields (conflict F28, redundancy F29). */
+void check_both_forms(const Context& ctx, const Json& tc, const Json* plc, bool k_eq_v, bool has_gd, bool has_gkv,
+                      std::vector<Finding>& out) {
+  const auto& lt = ctx.info.layer_types;
+  const auto full = full_layers(lt);
   if (!has_gd && !has_gkv) {
     Finding f;
     f.kind = "gemma4-per-layer-config-only";
@@ -334,6 +342,27 @@ void check_gemma4_globals(const Context& ctx, std::vector<Finding>& out) {
             "≥5.15 re-synthesizes it from the flat keys on load)";
     out.push_back(std::move(f));
   }
+}
+
+}  // namespace
+
+void check_gemma4_globals(const Context& ctx, std::vector<Finding>& out) {
+  if (ctx.info.family != Family::GEMMA4) return;
+  const Json& tc = ctx.text();
+  const bool k_eq_v = bool_of(tc, "attention_k_eq_v");
+  const bool has_gd = has_non_null(tc, "global_head_dim");
+  const bool has_gkv = has_non_null(tc, "num_global_key_value_heads");
+  const auto& lt = ctx.info.layer_types;
+  const auto full = full_layers(lt);
+  const Json* plc = nullptr;
+  if (auto it = tc.find("per_layer_config"); it != tc.end() && it->is_object()) plc = &*it;
+  check_gemma4_scalars(ctx, tc, out);
+  if (plc != nullptr) check_per_layer_keys(ctx, *plc, lt, out);
+  // Flat fields missing and no per_layer_config to supply them (F27).
+  const bool needs_gkv = k_eq_v && !has_gkv;
+  if (plc == nullptr && !full.empty() && (!has_gd || needs_gkv)) check_missing_globals(ctx, k_eq_v, has_gd, has_gkv, out);
+  if (plc == nullptr) return;
+  check_both_forms(ctx, tc, plc, k_eq_v, has_gd, has_gkv, out);
 }
 
 }  // namespace fp4forge::doctor

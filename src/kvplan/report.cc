@@ -54,6 +54,77 @@ std::string format_util(double util) {
   return s;
 }
 
+namespace {
+
+/** A seat's KV layout (dtypes, grouping, pages, groups) and what a request of it needs. */
+Json kv_json(const KvLayout& l, const SeatPlacement& p) {
+  Json kv;
+  kv["dtype_bytes"] = l.kv_dtype_bytes;
+  kv["conv_state_dtype_bytes"] = l.conv_dtype_bytes;
+  kv["ssm_state_dtype_bytes"] = l.ssm_dtype_bytes;
+  kv["growing_bytes_per_token"] = l.growing_bytes_per_token;
+  kv["naive_bytes_per_token"] = l.naive_bytes_per_token;
+  kv["grouping"] = std::string(grouping_mode_name(l.mode));
+  kv["page_bytes"] = l.page_bytes;
+  kv["group_size"] = l.group_size;
+  kv["min_block_size"] = l.min_block_size;
+  kv["attention_block_size"] = l.attn_block_size;
+  kv["state_bytes"] = l.state_bytes > 0 ? Json(l.state_bytes) : Json(nullptr);
+  kv["state_padding_bytes"] = l.state_bytes > 0 ? Json(l.state_padding_bytes) : Json(nullptr);
+  kv["layers_with_kv"] = l.layers.size();
+  kv["kv_shared_layers"] = l.kv_shared_layers;
+  Json groups = Json::array();
+  for (std::size_t g = 0; g < l.groups.size(); ++g) {
+    const KvGroup& grp = l.groups[g];
+    Json jg;
+    jg["kind"] = std::string(layer_kind_name(grp.kind));
+    jg["block_size"] = grp.block_size;
+    jg["window"] = grp.kind == LayerKind::SLIDING ? Json(grp.window) : Json(nullptr);
+    jg["state_pages"] = grp.kind == LayerKind::STATE ? Json(grp.state_pages) : Json(nullptr);
+    jg["layers"] = grp.layers;
+    jg["blocks_per_request"] = g < p.demand.blocks_per_group.size() ? p.demand.blocks_per_group[g] : 0;
+    groups.push_back(jg);
+  }
+  kv["groups"] = groups;
+  kv["blocks_per_request"] = p.demand.blocks_per_request;
+  kv["per_request_bytes"] = p.demand.bytes_per_request;
+  kv["needed_bytes"] = p.kv_needed_bytes;
+  return kv;
+}
+
+/** Where a seat went and what it gets there (null where it was not placed). */
+Json placement_json(const Plan& plan, const SeatPlacement& p) {
+  const bool have_gpus = !plan.gpus.empty();
+  Json pl;
+  pl["placed"] = p.placed;
+  pl["fits"] = have_gpus ? Json(p.fits) : Json(nullptr);
+  Json ids = Json::array();
+  for (std::size_t g : p.gpus) ids.push_back(plan.gpus[g].gpu.id);
+  pl["gpus"] = ids;
+  pl["gpu_memory_utilization"] = p.placed ? Json(p.util) : Json(nullptr);
+  pl["utilization_explicit"] = p.util_explicit;
+  pl["need_bytes"] = p.need_bytes;
+  pl["max_num_seqs"] = p.max_num_seqs;
+  pl["max_num_seqs_default"] = p.seqs_default;
+  pl["startup_free_needed_bytes"] = p.placed ? Json(p.budget_bytes + p.outside_bytes) : Json(nullptr);
+  pl["budget_bytes"] = p.placed ? Json(p.budget_bytes) : Json(nullptr);
+  pl["available_kv_bytes"] = p.placed ? Json(p.available_kv_bytes) : Json(nullptr);
+  pl["num_blocks"] = p.placed ? Json(p.num_blocks) : Json(nullptr);
+  pl["max_concurrency"] = p.placed ? Json(round4(p.max_concurrency)) : Json(nullptr);
+  pl["kv_cache_tokens"] = p.placed ? Json(p.kv_cache_tokens) : Json(nullptr);
+  pl["largest_max_model_len"] = (p.placed || p.largest_max_model_len > 0) ? Json(p.largest_max_model_len) : Json(nullptr);
+  pl["min_gpu_memory_utilization"] = have_gpus ? Json(round4(p.min_util)) : Json(nullptr);
+  pl["short_by_bytes"] = p.short_by_bytes;
+  pl["blocker"] = p.blocker.empty() ? Json(nullptr) : Json(p.blocker);
+  pl["startup_refused"] = p.startup_refused;
+  pl["startup_free_bytes"] = p.startup_refused ? Json(p.startup_free_bytes) : Json(nullptr);
+  pl["startup_max_gpu_memory_utilization"] = p.startup_refused ? Json(round4(p.startup_max_util)) : Json(nullptr);
+  pl["reason"] = p.reason;
+  return pl;
+}
+
+}  // namespace
+
 Json to_json(const Plan& plan) {
   Json j;
   j["ok"] = true;
@@ -66,7 +137,6 @@ Json to_json(const Plan& plan) {
     const SeatModel& m = plan.seats[s];
     const SeatPlacement& p = plan.placements[s];
     const SeatArg& a = m.arg;
-    const KvLayout& l = m.layout;
     Json js;
     js["name"] = a.name;
     js["dir"] = a.dir.string();
@@ -129,64 +199,8 @@ Json to_json(const Plan& plan) {
                                  {"cuda_context_bytes", t.cuda_context},
                                  {"nccl_bytes", t.nccl}}},
                       {"outside_budget_bytes", p.outside_bytes}};
-    Json kv;
-    kv["dtype_bytes"] = l.kv_dtype_bytes;
-    kv["conv_state_dtype_bytes"] = l.conv_dtype_bytes;
-    kv["ssm_state_dtype_bytes"] = l.ssm_dtype_bytes;
-    kv["growing_bytes_per_token"] = l.growing_bytes_per_token;
-    kv["naive_bytes_per_token"] = l.naive_bytes_per_token;
-    kv["grouping"] = std::string(grouping_mode_name(l.mode));
-    kv["page_bytes"] = l.page_bytes;
-    kv["group_size"] = l.group_size;
-    kv["min_block_size"] = l.min_block_size;
-    kv["attention_block_size"] = l.attn_block_size;
-    kv["state_bytes"] = l.state_bytes > 0 ? Json(l.state_bytes) : Json(nullptr);
-    kv["state_padding_bytes"] = l.state_bytes > 0 ? Json(l.state_padding_bytes) : Json(nullptr);
-    kv["layers_with_kv"] = l.layers.size();
-    kv["kv_shared_layers"] = l.kv_shared_layers;
-    Json groups = Json::array();
-    for (std::size_t g = 0; g < l.groups.size(); ++g) {
-      const KvGroup& grp = l.groups[g];
-      Json jg;
-      jg["kind"] = std::string(layer_kind_name(grp.kind));
-      jg["block_size"] = grp.block_size;
-      jg["window"] = grp.kind == LayerKind::SLIDING ? Json(grp.window) : Json(nullptr);
-      jg["state_pages"] = grp.kind == LayerKind::STATE ? Json(grp.state_pages) : Json(nullptr);
-      jg["layers"] = grp.layers;
-      jg["blocks_per_request"] = g < p.demand.blocks_per_group.size() ? p.demand.blocks_per_group[g] : 0;
-      groups.push_back(jg);
-    }
-    kv["groups"] = groups;
-    kv["blocks_per_request"] = p.demand.blocks_per_request;
-    kv["per_request_bytes"] = p.demand.bytes_per_request;
-    kv["needed_bytes"] = p.kv_needed_bytes;
-    js["kv"] = kv;
-    Json pl;
-    pl["placed"] = p.placed;
-    pl["fits"] = have_gpus ? Json(p.fits) : Json(nullptr);
-    Json ids = Json::array();
-    for (std::size_t g : p.gpus) ids.push_back(plan.gpus[g].gpu.id);
-    pl["gpus"] = ids;
-    pl["gpu_memory_utilization"] = p.placed ? Json(p.util) : Json(nullptr);
-    pl["utilization_explicit"] = p.util_explicit;
-    pl["need_bytes"] = p.need_bytes;
-    pl["max_num_seqs"] = p.max_num_seqs;
-    pl["max_num_seqs_default"] = p.seqs_default;
-    pl["startup_free_needed_bytes"] = p.placed ? Json(p.budget_bytes + p.outside_bytes) : Json(nullptr);
-    pl["budget_bytes"] = p.placed ? Json(p.budget_bytes) : Json(nullptr);
-    pl["available_kv_bytes"] = p.placed ? Json(p.available_kv_bytes) : Json(nullptr);
-    pl["num_blocks"] = p.placed ? Json(p.num_blocks) : Json(nullptr);
-    pl["max_concurrency"] = p.placed ? Json(round4(p.max_concurrency)) : Json(nullptr);
-    pl["kv_cache_tokens"] = p.placed ? Json(p.kv_cache_tokens) : Json(nullptr);
-    pl["largest_max_model_len"] = (p.placed || p.largest_max_model_len > 0) ? Json(p.largest_max_model_len) : Json(nullptr);
-    pl["min_gpu_memory_utilization"] = have_gpus ? Json(round4(p.min_util)) : Json(nullptr);
-    pl["short_by_bytes"] = p.short_by_bytes;
-    pl["blocker"] = p.blocker.empty() ? Json(nullptr) : Json(p.blocker);
-    pl["startup_refused"] = p.startup_refused;
-    pl["startup_free_bytes"] = p.startup_refused ? Json(p.startup_free_bytes) : Json(nullptr);
-    pl["startup_max_gpu_memory_utilization"] = p.startup_refused ? Json(round4(p.startup_max_util)) : Json(nullptr);
-    pl["reason"] = p.reason;
-    js["placement"] = pl;
+    js["kv"] = kv_json(m.layout, p);
+    js["placement"] = placement_json(plan, p);
     js["notes"] = m.notes;
     js["hub"] = hf_cache::to_json(m.hub);
     seats.push_back(js);

@@ -68,34 +68,10 @@ const nlohmann::ordered_json& text_config(const nlohmann::ordered_json& config) 
   return config;
 }
 
-Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
-  if (!config.is_object())
-    return make_error(Errc::BAD_INPUT, "config.json: expected a JSON object at the root, got {}",
-                      config.type_name());
-  ModelInfo m;
-  if (auto it = config.find("text_config"); it != config.end() && !it->is_null()) {
-    if (!it->is_object())
-      return make_error(Errc::BAD_INPUT,
-                        "config.json: 'text_config' must be an object, got {}; hint: wrapper configs "
-                        "nest the text model's keys in an object",
-                        it->type_name());
-    m.wrapper = true;
-  }
-  const Json& text = text_config(config);
+namespace {
 
-  if (auto it = config.find("architectures");
-      it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
-    m.architecture = (*it)[0].get<std::string>();
-  m.model_type = get_str(config, "model_type");
-  m.text_model_type = m.wrapper ? get_str(text, "model_type") : m.model_type;
-
-  m.family = detect_family(m.model_type, m.text_model_type, m.architecture);
-  const FamilySpec& spec = m.spec();
-  // The family's preferred wrapper prefix; the tensors may refine it (text_prefix_of()).
-  m.text_prefix = (m.wrapper || ends_with(m.architecture, "ForConditionalGeneration"))
-                      ? std::string(spec.text_prefixes.front())
-                      : "model.";
-
+/** The text model's widths, counts and flags (absent keys read as 0 / false / the family's default). */
+void read_geometry(const Json& text, const FamilySpec& spec, ModelInfo& m) {
   // Geometry.
   m.hidden_size = get_int(text, "hidden_size");
   m.num_layers = get_int(text, "num_hidden_layers");
@@ -141,32 +117,11 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
     m.stack_layers = nl;
   m.zero_experts = std::max<std::int64_t>(0, get_int(text, "zero_expert_num"));
 
-  // Tied embeddings: the text-level value is authoritative (architectures.md §1.1).
-  const bool tie_default = spec.tie_default;
-  if (auto t = get_bool(text, "tie_word_embeddings"))
-    m.tie_word_embeddings = *t;
-  else
-    m.tie_word_embeddings = get_bool(config, "tie_word_embeddings").value_or(tie_default);
+}
 
-  m.has_vision_config = has_non_null(config, "vision_config");
-  m.has_audio_config = has_non_null(config, "audio_config");
-
-  if (auto it = config.find("quantization_config"); it != config.end() && it->is_object())
-    m.quant_method = get_str(*it, "quant_method");
-  else if (auto it2 = config.find("compression_config"); it2 != config.end() && it2->is_object())
-    m.quant_method = get_str(*it2, "quant_method");
-  if (m.quant_method.empty()) {
-    if (auto it = text.find("quantization_config"); it != text.end() && it->is_object())
-      m.quant_method = get_str(*it, "quant_method");
-  }
-
-  if (m.num_layers < 0 || m.num_layers > kMaxLayers)
-    return make_error(Errc::BAD_INPUT, "config.json: num_hidden_layers = {} is out of range, expected 0..{}",
-                      m.num_layers, kMaxLayers);
-  if (m.mtp_num_hidden_layers < 0 || m.mtp_num_hidden_layers > kMaxLayers)
-    return make_error(Errc::BAD_INPUT, "config.json: mtp_num_hidden_layers = {} is out of range",
-                      m.mtp_num_hidden_layers);
-
+/** layer_types as written (each a string), or as transformers derives it for the family (GatedDeltaNet
+ * intervals, Granite-4's layers_block_type, Gemma-4's sliding pattern, else all full attention). */
+Status read_layer_types(const Json& text, const FamilySpec& spec, ModelInfo& m) {
   // Layer types.
   if (auto it = text.find("layer_types"); it != text.end() && !it->is_null()) {
     if (!it->is_array())
@@ -175,12 +130,13 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
     if (it->size() > static_cast<std::size_t>(kMaxLayers))
       return make_error(Errc::BAD_INPUT, "config.json: 'layer_types' has {} entries, expected at most {}",
                         it->size(), kMaxLayers);
-    for (std::size_t i = 0; i < it->size(); ++i) {
-      const auto& e = (*it)[i];
+    std::size_t i = 0;
+    for (const auto& e : *it) {
       if (!e.is_string())
         return make_error(Errc::BAD_INPUT, "config.json: layer_types[{}] must be a string, got {}", i,
                           e.type_name());
       m.layer_types.push_back(e.get<std::string>());
+      ++i;
     }
   } else {
     m.layer_types_synthesized = true;
@@ -194,10 +150,9 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
                                                                                       : "linear_attention");
     } else if (auto lb = text.find("layers_block_type"); lb != text.end() && lb->is_array()) {
       // Granite-4 hybrid: "attention" / "mamba" per layer.
-      for (std::size_t i = 0; i < n; ++i) {
-        const bool mamba = i < lb->size() && (*lb)[i].is_string() && (*lb)[i].get<std::string>() == "mamba";
-        m.layer_types.emplace_back(mamba ? "mamba" : "full_attention");
-      }
+      std::vector<bool> mamba;
+      for (const auto& e : *lb) mamba.push_back(e.is_string() && e.get<std::string>() == "mamba");
+      for (std::size_t i = 0; i < n; ++i) m.layer_types.emplace_back(i < mamba.size() && mamba[i] ? "mamba" : "full_attention");
     } else if (m.family == Family::GEMMA4) {
       std::int64_t pattern = get_int(text, "sliding_window_pattern", 6);
       if (pattern <= 0) pattern = 6;
@@ -210,6 +165,12 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
     }
   }
 
+  return {};
+}
+
+/** Each layer's head_dim and kv heads: the flat values, none for linear attention, and Gemma-4's global
+ * layers (per_layer_config, transformers >= 5.15, wins over the flat global keys). */
+Status read_layer_geometry(const Json& text, ModelInfo& m) {
   // Gemma-4 full-attention geometry: per_layer_config (transformers >= 5.15) wins over flat keys.
   m.has_flat_global_head_dim = has_non_null(text, "global_head_dim");
   m.has_flat_num_global_kv_heads = has_non_null(text, "num_global_key_value_heads");
@@ -258,6 +219,70 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
       }
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
+  if (!config.is_object())
+    return make_error(Errc::BAD_INPUT, "config.json: expected a JSON object at the root, got {}",
+                      config.type_name());
+  ModelInfo m;
+  if (auto it = config.find("text_config"); it != config.end() && !it->is_null()) {
+    if (!it->is_object())
+      return make_error(Errc::BAD_INPUT,
+                        "config.json: 'text_config' must be an object, got {}; hint: wrapper configs "
+                        "nest the text model's keys in an object",
+                        it->type_name());
+    m.wrapper = true;
+  }
+  const Json& text = text_config(config);
+
+  if (auto it = config.find("architectures");
+      it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
+    m.architecture = (*it)[0].get<std::string>();
+  m.model_type = get_str(config, "model_type");
+  m.text_model_type = m.wrapper ? get_str(text, "model_type") : m.model_type;
+
+  m.family = detect_family(m.model_type, m.text_model_type, m.architecture);
+  const FamilySpec& spec = m.spec();
+  // The family's preferred wrapper prefix; the tensors may refine it (text_prefix_of()).
+  m.text_prefix = (m.wrapper || ends_with(m.architecture, "ForConditionalGeneration"))
+                      ? std::string(spec.text_prefixes.front())
+                      : "model.";
+
+  read_geometry(text, spec, m);
+
+  // Tied embeddings: the text-level value is authoritative (architectures.md §1.1).
+  const bool tie_default = spec.tie_default;
+  if (auto t = get_bool(text, "tie_word_embeddings"))
+    m.tie_word_embeddings = *t;
+  else
+    m.tie_word_embeddings = get_bool(config, "tie_word_embeddings").value_or(tie_default);
+
+  m.has_vision_config = has_non_null(config, "vision_config");
+  m.has_audio_config = has_non_null(config, "audio_config");
+
+  if (auto it = config.find("quantization_config"); it != config.end() && it->is_object())
+    m.quant_method = get_str(*it, "quant_method");
+  else if (auto it2 = config.find("compression_config"); it2 != config.end() && it2->is_object())
+    m.quant_method = get_str(*it2, "quant_method");
+  if (m.quant_method.empty()) {
+    if (auto it = text.find("quantization_config"); it != text.end() && it->is_object())
+      m.quant_method = get_str(*it, "quant_method");
+  }
+
+  if (m.num_layers < 0 || m.num_layers > kMaxLayers)
+    return make_error(Errc::BAD_INPUT, "config.json: num_hidden_layers = {} is out of range, expected 0..{}",
+                      m.num_layers, kMaxLayers);
+  if (m.mtp_num_hidden_layers < 0 || m.mtp_num_hidden_layers > kMaxLayers)
+    return make_error(Errc::BAD_INPUT, "config.json: mtp_num_hidden_layers = {} is out of range",
+                      m.mtp_num_hidden_layers);
+
+  FP4FORGE_TRY(read_layer_types(text, spec, m));
+
+  FP4FORGE_TRY(read_layer_geometry(text, m));
   return m;
 }
 
