@@ -1,4 +1,8 @@
-// gateway: LiteLLM config.yaml show / swap / rollback / retire as validated line-based text edits.
+// gateway: LiteLLM config.yaml show / swap / rollback / retire / check as validated line-based text edits.
+// Why one file of about 1,100 lines: every command reads, edits and re-validates the same line-addressed
+// model of the YAML (Parsed entries with their line ranges, anchors, scalar extents); splitting the
+// editing primitives from the commands would export that model to no other reader. Each function stays
+// under 150 lines.
 #include "fp4forge/gateway/gateway.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,7 @@
+// The quantize planner (quantize/plan.h): make_plan as the ordered steps of one PlanBuilder, from the
+// tensors' roles to the shards and the config. Why one file of about 1,050 lines: the steps share the
+// builder's state and read in the order they run, which is the order a reviewer checks a decision in;
+// names and inputs are in plan_names.cc, the text and JSON report in plan_report.cc.
 #include "fp4forge/quantize/plan.h"
 
 #include "fp4forge/model/serving_files.h"
@@ -143,98 +147,6 @@ std::string dump_config(const ojson& j) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------------
-
-std::string_view action_name(Action a) noexcept {
-  switch (a) {
-    case Action::QUANTIZE: return "quantize";
-    case Action::KEEP: return "keep";
-    case Action::SPLIT: return "split";
-  }
-  return "keep";
-}
-
-std::string_view rule_name(Rule r) noexcept {
-  switch (r) {
-    case Rule::POLICY: return "policy";
-    case Rule::USER_IGNORE: return "user_ignore";
-    case Rule::USER_FORCE: return "user_force";
-    case Rule::K_NOT_ALIGNED: return "k_not_aligned";
-    case Rule::N_NOT_ALIGNED: return "n_not_aligned";
-    case Rule::FUSED_SET: return "fused_set";
-    case Rule::NOT_A_MATRIX: return "not_a_matrix";
-  }
-  return "policy";
-}
-
-std::string rule_label(Rule r, QuantScheme s) {
-  if (r == Rule::K_NOT_ALIGNED) return fmt::format("k_not_multiple_of_{}", shape_rule(s).k_multiple);
-  if (r == Rule::N_NOT_ALIGNED) return fmt::format("n_not_multiple_of_{}", shape_rule(s).n_multiple);
-  return std::string(rule_name(r));
-}
-
-double QuantPlan::bits_per_weight() const noexcept {
-  return quantized_params == 0 ? 0.0
-                               : 8.0 * static_cast<double>(quantized_out_bytes) /
-                                     static_cast<double>(quantized_params);
-}
-
-double QuantPlan::text_quantized_share() const noexcept {
-  return text_params == 0 ? 0.0 : static_cast<double>(text_quantized_params) / static_cast<double>(text_params);
-}
-
-Result<NamePattern> NamePattern::parse(std::string_view text) {
-  NamePattern p;
-  p.text_ = std::string(text);
-  if (text.empty()) return make_error(Errc::USAGE, "empty module pattern; give a module name or re:REGEX");
-  if (starts_with(text, "re:")) {
-    p.regex_ = true;
-    auto re = Regex::compile(text.substr(3));
-    if (!re.ok())
-      return make_error(Errc::USAGE, "invalid regular expression '{}': {}", text, re.error().message);
-    p.re_ = std::move(*re);
-  }
-  return p;
-}
-
-bool NamePattern::matches(std::string_view name) const {
-  if (!regex_) return name == text_;
-  return re_->match_prefix(name);
-}
-
-PlanInput plan_input(const Checkpoint& ckpt) {
-  PlanInput in;
-  in.config = ckpt.config();
-  in.shard_names = ckpt.shard_names();
-  in.index_file = ckpt.index_file();
-  for (const auto& t : ckpt.tensors()) in.tensors.push_back({t.name, t.shard, t.info->dtype, t.info->shape});
-  for (const auto& s : ckpt.shards()) in.shard_metadata.push_back(s.header().metadata);
-  for (const auto& n : ckpt.notes()) in.notes.push_back(n.message);
-  return in;
-}
-
-Result<PlanInput> read_plan_input(const Checkpoint& ckpt) {
-  PlanInput in = plan_input(ckpt);
-  FP4FORGE_ASSIGN_OR_RETURN(in.hf_quant_config, read_hf_quant_config(ckpt));
-  return in;
-}
-
-Result<QuantPlan> make_plan(const Checkpoint& ckpt, const PlanOptions& opts) {
-  FP4FORGE_ASSIGN_OR_RETURN(PlanInput in, read_plan_input(ckpt));
-  FP4FORGE_ASSIGN_OR_RETURN(QuantPlan plan, make_plan(in, opts));
-  // Servable means servable (issue 29): said before anything is written, since the output copies the source's files.
-  const ServingFiles sf = serving_files(ckpt.dir());
-  if (!sf.tokenizer)
-    plan.warnings.push_back("the source has no tokenizer file (tokenizer.json, tokenizer.model, vocab.json ...): the "
-                            "output will not be servable by vLLM from its folder unless --tokenizer names one; copy "
-                            "the tokenizer files from the original release into the output");
-  else if (!sf.chat_template)
-    plan.warnings.push_back("the source has a tokenizer but no chat template: vLLM's /v1/chat/completions will refuse "
-                            "requests to the output unless --chat-template names one (fine for a base model served "
-                            "for completions)");
-  return plan;
-}
 
 namespace {
 
@@ -1138,96 +1050,5 @@ Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
   return std::move(b.plan);
 }
 
-
-// ---------------------------------------------------------------------------------------------------
-
-std::string to_text(const QuantPlan& plan, bool verbose) {
-  std::string s;
-  s += fmt::format("plan: {} ({}), scheme {}, observer {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
-                   family_name(plan.info.family), plan.scheme, observer_option(plan.observer));
-  s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights{}\n", format_count(plan.decisions.size()),
-                   plan.shards.size(), format_count(plan.units.size()),
-                   has_global_scale(plan.quant_scheme)
-                       ? fmt::format(" in {} global-scale groups", format_count(plan.groups.size()))
-                       : std::string());
-  if (plan.fp8_source)
-    s += fmt::format("  source: {}; read as its bf16 expansion (docs/fp8-sources.md)\n", plan.fp8_source->label);
-  for (const auto& l : plan.summary) s += "  " + l + "\n";
-  s += fmt::format("  size: {} -> {} ({:.3f} bits per quantized weight)\n", format_bytes(plan.source_bytes),
-                   format_bytes(plan.output_bytes), plan.bits_per_weight());
-  s += fmt::format("  ignore: {} Linear-like module(s) left unquantized\n", plan.ignore.size());
-  // Kept-with-reason table: reasons grouped, with counts and an example.
-  std::map<std::string, std::pair<std::size_t, std::string>> by_reason;
-  for (const auto& d : plan.decisions) {
-    if (d.action != Action::KEEP) continue;
-    auto& e = by_reason[d.reason];
-    if (e.first++ == 0) e.second = d.name;
-  }
-  s += "  kept (count, reason, example):\n";
-  for (const auto& [reason, e] : by_reason) s += fmt::format("    {:>6}  {}  e.g. {}\n", e.first, reason, e.second);
-  if (verbose) {
-    s += "  decisions:\n";
-    // Per tensor, like llama-quantize: dtype, shape and bytes (a quantized weight: source -> what the
-    // scheme writes for it).
-    for (const auto& d : plan.decisions) {
-      const std::uint64_t n = st::shape_numel(d.shape), in = n * dtype_bits(d.dtype) / 8;
-      const std::string bytes =
-          d.action == Action::QUANTIZE
-              ? fmt::format("{} -> {}", format_bytes(in),
-                            format_bytes(linear_bytes(plan.quant_scheme, d.shape[0], d.shape[1], d.dtype)))
-              : format_bytes(in);
-      s += fmt::format("    {:<8} {:<22} {}  {} {}  {}  ({})\n", action_name(d.action), role_name(d.cls.role), d.name,
-                       dtype_name(d.dtype), format_shape(d.shape), bytes, d.reason);
-    }
-  }
-  for (const auto& w : plan.warnings) s += "  warning: " + w + "\n";
-  return s;
-}
-
-nlohmann::ordered_json to_json(const QuantPlan& plan) {
-  ojson j = ojson::object();
-  j["scheme"] = plan.scheme;
-  j["observer"] = std::string(observer_option(plan.observer));
-  j["architecture"] = plan.info.architecture;
-  j["family"] = std::string(family_name(plan.info.family));
-  j["source_tensors"] = plan.decisions.size();
-  j["quantized_weights"] = plan.units.size();
-  j["global_scale_groups"] = has_global_scale(plan.quant_scheme) ? plan.groups.size() : 0;
-  j["source_bytes"] = plan.source_bytes;
-  j["source_format"] = plan.fp8_source ? fp8_source_json(*plan.fp8_source) : ojson(nullptr);
-  j["output_bytes"] = plan.output_bytes;
-  j["quantized_params"] = plan.quantized_params;
-  j["text_linear_params"] = plan.text_params;
-  j["text_quantized_share"] = plan.text_quantized_share();
-  j["unroled"] = plan.unroled;
-  j["bits_per_weight"] = plan.bits_per_weight();
-  ojson roles = ojson::object();
-  for (int r = 0; r < kRoleCount; ++r) {
-    const auto& c = plan.counts[static_cast<std::size_t>(r)];
-    if (c.quantized == 0 && c.kept == 0) continue;
-    roles[std::string(role_name(static_cast<Role>(r)))] = {{"quantized", c.quantized}, {"kept", c.kept}};
-  }
-  j["roles"] = std::move(roles);
-  j["summary"] = plan.summary;
-  ojson kept = ojson::array();
-  for (const auto& d : plan.decisions) {
-    if (d.action != Action::KEEP) continue;
-    ojson k = ojson::object();
-    k["name"] = d.name;
-    k["role"] = std::string(role_name(d.cls.role));
-    k["rule"] = rule_label(d.rule, plan.quant_scheme);
-    k["reason"] = d.reason;
-    kept.push_back(std::move(k));
-  }
-  j["kept"] = std::move(kept);
-  j["ignore"] = plan.ignore;
-  j["forced"] = plan.forced;
-  ojson shards = ojson::array();
-  for (const auto& s : plan.shards)
-    shards.push_back({{"name", s.name}, {"tensors", s.layout.tensors.size()}, {"bytes", s.layout.file_size}});
-  j["shards"] = std::move(shards);
-  j["warnings"] = plan.warnings;
-  return j;
-}
 
 }  // namespace fp4forge::quant

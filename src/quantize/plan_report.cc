@@ -1,0 +1,121 @@
+// The quantize plan as text and JSON (quantize/plan.h to_text / to_json).
+#include "fp4forge/quantize/plan.h"
+
+#include "fp4forge/model/serving_files.h"
+#include "fp4forge/model/structure.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "fp4forge/codec/scheme.h"
+#include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/scheme_policy.h"
+#include "fp4forge/safetensors/index.h"
+#include "fp4forge/util/format.h"
+#include "fp4forge/util/strings.h"
+#include "fp4forge/safetensors/header.h"
+
+namespace fp4forge::quant {
+
+using ojson = nlohmann::ordered_json;
+using util::ends_with;
+using util::starts_with;
+
+// ---------------------------------------------------------------------------------------------------
+
+std::string to_text(const QuantPlan& plan, bool verbose) {
+  std::string s;
+  s += fmt::format("plan: {} ({}), scheme {}, observer {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
+                   family_name(plan.info.family), plan.scheme, observer_option(plan.observer));
+  s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights{}\n", format_count(plan.decisions.size()),
+                   plan.shards.size(), format_count(plan.units.size()),
+                   has_global_scale(plan.quant_scheme)
+                       ? fmt::format(" in {} global-scale groups", format_count(plan.groups.size()))
+                       : std::string());
+  if (plan.fp8_source)
+    s += fmt::format("  source: {}; read as its bf16 expansion (docs/fp8-sources.md)\n", plan.fp8_source->label);
+  for (const auto& l : plan.summary) s += "  " + l + "\n";
+  s += fmt::format("  size: {} -> {} ({:.3f} bits per quantized weight)\n", format_bytes(plan.source_bytes),
+                   format_bytes(plan.output_bytes), plan.bits_per_weight());
+  s += fmt::format("  ignore: {} Linear-like module(s) left unquantized\n", plan.ignore.size());
+  // Kept-with-reason table: reasons grouped, with counts and an example.
+  std::map<std::string, std::pair<std::size_t, std::string>> by_reason;
+  for (const auto& d : plan.decisions) {
+    if (d.action != Action::KEEP) continue;
+    auto& e = by_reason[d.reason];
+    if (e.first++ == 0) e.second = d.name;
+  }
+  s += "  kept (count, reason, example):\n";
+  for (const auto& [reason, e] : by_reason) s += fmt::format("    {:>6}  {}  e.g. {}\n", e.first, reason, e.second);
+  if (verbose) {
+    s += "  decisions:\n";
+    // Per tensor, like llama-quantize: dtype, shape and bytes (a quantized weight: source -> what the
+    // scheme writes for it).
+    for (const auto& d : plan.decisions) {
+      const std::uint64_t n = st::shape_numel(d.shape), in = n * dtype_bits(d.dtype) / 8;
+      const std::string bytes =
+          d.action == Action::QUANTIZE
+              ? fmt::format("{} -> {}", format_bytes(in),
+                            format_bytes(linear_bytes(plan.quant_scheme, d.shape[0], d.shape[1], d.dtype)))
+              : format_bytes(in);
+      s += fmt::format("    {:<8} {:<22} {}  {} {}  {}  ({})\n", action_name(d.action), role_name(d.cls.role), d.name,
+                       dtype_name(d.dtype), format_shape(d.shape), bytes, d.reason);
+    }
+  }
+  for (const auto& w : plan.warnings) s += "  warning: " + w + "\n";
+  return s;
+}
+
+nlohmann::ordered_json to_json(const QuantPlan& plan) {
+  ojson j = ojson::object();
+  j["scheme"] = plan.scheme;
+  j["observer"] = std::string(observer_option(plan.observer));
+  j["architecture"] = plan.info.architecture;
+  j["family"] = std::string(family_name(plan.info.family));
+  j["source_tensors"] = plan.decisions.size();
+  j["quantized_weights"] = plan.units.size();
+  j["global_scale_groups"] = has_global_scale(plan.quant_scheme) ? plan.groups.size() : 0;
+  j["source_bytes"] = plan.source_bytes;
+  j["source_format"] = plan.fp8_source ? fp8_source_json(*plan.fp8_source) : ojson(nullptr);
+  j["output_bytes"] = plan.output_bytes;
+  j["quantized_params"] = plan.quantized_params;
+  j["text_linear_params"] = plan.text_params;
+  j["text_quantized_share"] = plan.text_quantized_share();
+  j["unroled"] = plan.unroled;
+  j["bits_per_weight"] = plan.bits_per_weight();
+  ojson roles = ojson::object();
+  for (int r = 0; r < kRoleCount; ++r) {
+    const auto& c = plan.counts[static_cast<std::size_t>(r)];
+    if (c.quantized == 0 && c.kept == 0) continue;
+    roles[std::string(role_name(static_cast<Role>(r)))] = {{"quantized", c.quantized}, {"kept", c.kept}};
+  }
+  j["roles"] = std::move(roles);
+  j["summary"] = plan.summary;
+  ojson kept = ojson::array();
+  for (const auto& d : plan.decisions) {
+    if (d.action != Action::KEEP) continue;
+    ojson k = ojson::object();
+    k["name"] = d.name;
+    k["role"] = std::string(role_name(d.cls.role));
+    k["rule"] = rule_label(d.rule, plan.quant_scheme);
+    k["reason"] = d.reason;
+    kept.push_back(std::move(k));
+  }
+  j["kept"] = std::move(kept);
+  j["ignore"] = plan.ignore;
+  j["forced"] = plan.forced;
+  ojson shards = ojson::array();
+  for (const auto& s : plan.shards)
+    shards.push_back({{"name", s.name}, {"tensors", s.layout.tensors.size()}, {"bytes", s.layout.file_size}});
+  j["shards"] = std::move(shards);
+  j["warnings"] = plan.warnings;
+  return j;
+}
+
+
+}  // namespace fp4forge::quant
