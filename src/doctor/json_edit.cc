@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
@@ -48,6 +50,9 @@ std::size_t skip_ws(std::string_view t, std::size_t p) {
   while (p < t.size() && is_ws(t[p])) ++p;
   return p;
 }
+
+/** Decodes a validated string lexeme (with quotes) to UTF-8 (below). */
+std::string decode_string(std::string_view lex);
 
 struct Scanner {
   std::string_view t;
@@ -160,10 +165,17 @@ struct Scanner {
       const char close = c == '{' ? '}' : ']';
       p = skip_ws(t, p + 1);
       if (p < t.size() && t[p] == close) return p + 1;
+      std::set<std::string> keys;  // an object's keys, decoded: a duplicate is refused
       for (;;) {
         if (c == '{') {
           auto k = string(p);
           if (!k) return std::nullopt;
+          if (!keys.insert(decode_string(t.substr(p, *k - p))).second) {
+            // Readers disagree on which duplicate wins (Python's json: the last; serde: an error); fp4forge
+            // refuses a duplicate key in every JSON file it reads (safetensors/checkpoint.h).
+            fail(p, fmt::format("duplicate key {}", t.substr(p, std::min<std::size_t>(*k - p, 200))));
+            return std::nullopt;
+          }
           p = skip_ws(t, *k);
           if (p >= t.size() || t[p] != ':') {
             fail(p, "expected ':'");
@@ -645,7 +657,7 @@ Node* walk(Node* root, std::string_view t, const JsonDocument::Path& path, Node*
     Node* next = nullptr;
     std::size_t idx = 0;
     if (cur->kind == Node::OBJECT) {
-      // JSON allows duplicate keys; like Python's json, the last one wins.
+      // Keys are unique (parse refuses a duplicate); searched from the end all the same.
       for (std::size_t i = cur->items.size(); i-- > 0;) {
         if (cur->items[i].key == key) {
           next = cur->items[i].node.get();

@@ -1,5 +1,7 @@
 #include "fp4forge/model/serving_files.h"
 
+#include "fp4forge/safetensors/checkpoint.h"
+
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/util/fs.h"
@@ -21,8 +23,10 @@ ServingFiles serving_files(const std::filesystem::path& dir) {
     }
   if (!s.chat_template && std::filesystem::is_regular_file(dir / "tokenizer_config.json", ec)) {
     auto text = fs::read_file(dir / "tokenizer_config.json");
-    if (text.ok()) {
-      const auto j = nlohmann::json::parse(*text, nullptr, false);
+    // The house JSON reader (bounded depth, a duplicate key refused): what it cannot read counts as no template.
+    auto parsed = text.ok() ? parse_json_bounded(*text, "tokenizer_config.json") : Result<nlohmann::ordered_json>(text.error());
+    if (parsed.ok()) {
+      const auto& j = *parsed;
       if (j.is_object()) {
         const auto it = j.find("chat_template");
         if (it != j.end() && ((it->is_string() && !it->get_ref<const std::string&>().empty()) ||

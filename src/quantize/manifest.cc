@@ -1,6 +1,8 @@
 // The resume manifest of quantize (manifest.h).
 #include "fp4forge/quantize/manifest.h"
 
+#include "fp4forge/safetensors/checkpoint.h"
+
 #include <memory>
 #include <string_view>
 
@@ -49,7 +51,9 @@ void ResumeManifest::load_previous(std::vector<std::string>& warnings) {
     warnings.push_back("--resume: cannot read the resume manifest; redoing every shard");
     return;
   }
-  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  // The house JSON reader (bounded depth, a duplicate key refused); what it cannot read is a damaged manifest.
+  auto parsed = parse_json_bounded(*text, "resume manifest");
+  const nlohmann::ordered_json j = parsed.ok() ? std::move(parsed).value() : nlohmann::ordered_json();
   // A hand-edited or damaged manifest must not throw: every field is type-checked before use.
   const auto plan_it = j.is_object() ? j.find("plan") : j.end();
   if (!j.is_object() || plan_it == j.end() || !plan_it->is_string() ||

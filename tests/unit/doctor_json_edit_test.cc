@@ -164,9 +164,17 @@ TEST(DoctorJsonEdit, SetIntoMissingParentFails) {
   EXPECT_FALSE(d.modified());
 }
 
-TEST(DoctorJsonEdit, DuplicateKeysLastWins) {
-  auto d = parse("{\"a\": 1, \"a\": 2}");
-  EXPECT_EQ(*d.get({"a"}), 2);
+// A duplicate key is refused, as every JSON reader of fp4forge refuses it (readers disagree on which one
+// wins), at any depth and however the key is escaped.
+TEST(DoctorJsonEdit, DuplicateKeysAreRefused) {
+  for (const char* bad : {"{\"a\": 1, \"a\": 2}", "{\"x\": {\"b\": 1, \"b\": 1}}", "[{\"a\": 1, \"\\u0061\": 2}]"}) {
+    auto d = JsonDocument::parse(bad, "dup.json");
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_EQ(d.error().code, fp4forge::Errc::BAD_INPUT);
+    EXPECT_NE(d.error().message.find("dup.json: invalid JSON at line 1"), std::string::npos) << d.error().message;
+    EXPECT_NE(d.error().message.find("duplicate key"), std::string::npos) << d.error().message;
+  }
+  EXPECT_TRUE(JsonDocument::parse("{\"a\": {\"a\": 1}, \"b\": [{\"a\": 1}, {\"a\": 2}]}", "ok.json").ok());
 }
 
 }  // namespace
