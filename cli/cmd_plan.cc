@@ -57,11 +57,7 @@ void add_plan(CLI::App& sub, Action& action) {
   auto o = std::make_shared<PlanOpts>();
   sub.add_option("--seat", o->seats,
                  "NAME=DIR[:key=value,...] a vLLM seat (DIR: a folder, or a repo id ORG/NAME[@REVISION] in the "
-                 "Hugging Face cache); keys: max_model_len, kv_cache_dtype (auto|bf16|fp8), "
-                 "gpu_memory_utilization, max_num_batched_tokens, tp, prefix_caching (on|off), spec_tokens, "
-                 "mm (on|off), assume=nvfp4a16, weights=SIZE, overhead=SIZE, concurrency, gpu=ID[+ID], port, "
-                 "block_size, mamba_ssm_dtype, mamba_cache_dtype, hybrid_manager (on|off), served_name, vllm_version, "
-                 "max_num_seqs, enforce_eager (on|off), dtype")
+                 "Hugging Face cache); keys: " + kvplan::seat_keys_help() + " (docs/cli/plan.md)")
       ->required()
       ->take_all();
   sub.add_option("--gpu", o->gpus, "ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE] a GPU (TOTAL as nvidia-smi "

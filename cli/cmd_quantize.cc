@@ -131,7 +131,9 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_option("dst", o->dst,
                  "output directory (must not exist; written atomically); for a repo id SRC it defaults to "
                  "./NAME-<scheme preset>, e.g. ./Qwen3-8B-NVFP4A16");
-  sub.add_option("--scheme", o->plan.scheme, "quantization scheme: nvfp4a16, mxfp4a16, fp8-dynamic, fp8-block or w4a16 (presets such as FP8_BLOCK accepted; docs/schemes.md)")->capture_default_str();
+  sub.add_option("--scheme", o->plan.scheme,
+                 "quantization scheme: " + quant_scheme_names() + " (presets such as FP8_BLOCK accepted; docs/schemes.md)")
+      ->capture_default_str();
   sub.add_option("--observer", o->plan.observer,
                  "how each group's range is chosen: mse (llm-compressor's recommended nvfp4_expanded_mse search; the "
                  "nvfp4a16 default), minmax (compressed-tensors' preset default; the default of the other schemes, "

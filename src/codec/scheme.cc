@@ -232,14 +232,17 @@ std::string_view quant_scheme_name(QuantScheme s) noexcept { return scheme_trait
 std::string_view quant_scheme_preset(QuantScheme s) noexcept { return scheme_traits(s).preset; }
 std::string_view quant_scheme_format(QuantScheme s) noexcept { return scheme_traits(s).format; }
 
+std::string quant_scheme_names() {
+  std::string names;
+  for (const SchemeTraits& r : kTable) names += (names.empty() ? "" : ", ") + std::string(r.name);
+  return names;
+}
+
 Result<QuantScheme> parse_quant_scheme(std::string_view text) {
   const std::string t = util::option_key(text);
-  std::string names;
-  for (const SchemeTraits& r : kTable) {
+  for (const SchemeTraits& r : kTable)
     if (t == r.name || t == util::option_key(r.preset)) return r.scheme;
-    names += (names.empty() ? "" : ", ") + std::string(r.name);
-  }
-  return make_error(Errc::USAGE, "unknown scheme '{}'; expected one of: {}", text, names);
+  return make_error(Errc::USAGE, "unknown scheme '{}'; expected one of: {}", text, quant_scheme_names());
 }
 
 std::uint64_t k_multiple(QuantScheme s) noexcept { return scheme_traits(s).k_multiple; }

@@ -19,7 +19,8 @@ namespace {
 using util::split;
 
 bool is_known_key(std::string_view k) {
-  return k == "util" || std::find(std::begin(kSeatKeys), std::end(kSeatKeys), k) != std::end(kSeatKeys);
+  return k == "util" ||
+         std::any_of(std::begin(kSeatKeys), std::end(kSeatKeys), [&](const SeatKey& s) { return s.key == k; });
 }
 
 /** True when `opts` looks like key=value[,key=value...]: the first key is a lower-case identifier
@@ -34,9 +35,9 @@ bool looks_like_options(std::string_view opts) {
 
 std::string known_keys() {
   std::string s;
-  for (auto k : kSeatKeys) {
+  for (const SeatKey& k : kSeatKeys) {
     if (!s.empty()) s += ", ";
-    s += k;
+    s += k.key;
   }
   return s;
 }
@@ -136,6 +137,19 @@ bool parse_bool(std::string_view v, bool& out) {
 
 }  // namespace
 
+std::string seat_keys_help() {
+  std::string s;
+  for (const SeatKey& k : kSeatKeys) {
+    if (!s.empty()) s += ", ";
+    s += k.key;
+    if (!k.values.empty()) {
+      s += '=';
+      s += k.values;
+    }
+  }
+  return s;
+}
+
 Result<SeatArg> parse_seat_arg(std::string_view text) {
   const std::size_t eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0) return seat_error(text, "missing 'NAME='");
@@ -204,7 +218,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       if (!parse_bool(v, a.mm)) return bad("on or off");
     } else if (key == "assume") {
       auto s = parse_quant_scheme(v);
-      if (!s.ok()) return bad("a scheme: nvfp4a16, mxfp4a16, fp8-dynamic, fp8-block or w4a16");
+      if (!s.ok()) return bad("a scheme: " + quant_scheme_names());
       a.assume = *s;
     } else if (key == "weights" || key == "overhead") {
       auto s = parse_size(v);

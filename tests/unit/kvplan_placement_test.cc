@@ -8,9 +8,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <regex>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
@@ -388,5 +391,37 @@ TEST(KvplanSeatArg, HyphenatedKeysAreAccepted) {
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.error().message.find("given twice"), std::string::npos);
 }
+
+// The seat-key table is the one home of the keys: the parser takes each with a value of the kind the table
+// names, the help lists each, and docs/cli/plan.md documents each.
+TEST(KvplanSeatKeys, TheTableTheParserTheHelpAndTheDocsAgree) {
+  const std::map<std::string_view, std::string_view> sample{
+      {"max_model_len", "128k"}, {"kv_cache_dtype", "fp8"}, {"gpu_memory_utilization", "0.5"},
+      {"max_num_batched_tokens", "8192"}, {"tp", "1"}, {"prefix_caching", "on"}, {"spec_tokens", "2"},
+      {"mm", "off"}, {"assume", "nvfp4a16"}, {"weights", "1GiB"}, {"overhead", "1GiB"}, {"concurrency", "2"},
+      {"gpu", "0"}, {"port", "8000"}, {"block_size", "16"}, {"mamba_ssm_dtype", "float32"},
+      {"mamba_cache_dtype", "bfloat16"}, {"hybrid_manager", "on"}, {"served_name", "m"}, {"vllm_version", "0.33"},
+      {"max_num_seqs", "64"}, {"enforce_eager", "on"}, {"dtype", "bfloat16"}, {"allow_long_max_model_len", "on"}};
+  std::ifstream in(std::string(FP4FORGE_TEST_DATA) + "/../../docs/cli/plan.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  ASSERT_FALSE(doc.empty());
+  const std::string help = seat_keys_help();
+  for (const SeatKey& k : kSeatKeys) {
+    const auto it = sample.find(k.key);
+    ASSERT_NE(it, sample.end()) << k.key << ": a key of the table without a sample value in this test";
+    // weights= and assume= exclude each other; each alone.
+    const auto r = parse_seat_arg(fmt::format("s=./m:{}={}", k.key, it->second));
+    EXPECT_TRUE(r.ok()) << k.key << ": " << (r.ok() ? "" : r.error().message);
+    EXPECT_NE(help.find(fmt::format("{}{}", k.key, k.values.empty() ? "" : "=")), std::string::npos) << k.key;
+    EXPECT_NE(doc.find(fmt::format("`{}`", k.key)), std::string::npos) << k.key << " is not in docs/cli/plan.md";
+  }
+  EXPECT_EQ(sample.size(), std::size(kSeatKeys));
+  const auto unknown = parse_seat_arg("s=./m:max_modle_len=1");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("allow_long_max_model_len"), std::string::npos) << unknown.error().message;
+}
+
 }  // namespace
 }  // namespace fp4forge::kvplan

@@ -35,6 +35,9 @@ std::string_view quant_scheme_preset(QuantScheme s) noexcept;
 /** The compressed-tensors format: "nvfp4-pack-quantized", "mxfp4-pack-quantized", "float-quantized",
  * "pack-quantized". */
 std::string_view quant_scheme_format(QuantScheme s) noexcept;
+/** Every scheme's option name, "nvfp4a16, mxfp4a16, ...", in table order (errors and help list them). */
+std::string quant_scheme_names();
+
 /** A scheme from its name or preset, case-insensitive, '-' and '_' alike. USAGE error listing the names. */
 Result<QuantScheme> parse_quant_scheme(std::string_view text);
 /** K (in_features) must be a multiple of this: 16, 32, 1 (FP8), 128 (W4A16 group). */

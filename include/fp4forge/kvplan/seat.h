@@ -21,12 +21,24 @@
 
 namespace fp4forge::kvplan {
 
-/** The per-seat keys, in documentation order. */
-inline constexpr std::string_view kSeatKeys[] = {
-    "max_model_len", "kv_cache_dtype", "gpu_memory_utilization", "max_num_batched_tokens", "tp",
-    "prefix_caching", "spec_tokens", "mm", "assume", "weights", "overhead", "concurrency", "gpu",
-    "port", "block_size", "mamba_ssm_dtype", "mamba_cache_dtype", "hybrid_manager", "served_name",
-    "vllm_version", "max_num_seqs", "enforce_eager", "dtype", "allow_long_max_model_len"};
+/** One per-seat key and the values it takes (what `--seat` help and the unknown-key error show). */
+struct SeatKey {
+  std::string_view key;
+  std::string_view values;  ///< "" for a key whose values the key names (a count, a name)
+};
+
+/** The per-seat keys, in documentation order: parse_seat_arg reads exactly these, the CLI help lists them. */
+inline constexpr SeatKey kSeatKeys[] = {
+    {"max_model_len", "TOKENS"},  {"kv_cache_dtype", "auto|bf16|fp8|fp8_e5m2|int8_per_token_head|..."},
+    {"gpu_memory_utilization", "FRACTION"}, {"max_num_batched_tokens", "TOKENS"}, {"tp", "N"},
+    {"prefix_caching", "on|off"}, {"spec_tokens", "N"}, {"mm", "on|off"}, {"assume", "SCHEME"},
+    {"weights", "SIZE"}, {"overhead", "SIZE"}, {"concurrency", "REQUESTS"}, {"gpu", "ID[+ID]"},
+    {"port", "PORT"}, {"block_size", "TOKENS"}, {"mamba_ssm_dtype", "DTYPE"}, {"mamba_cache_dtype", "DTYPE"},
+    {"hybrid_manager", "on|off"}, {"served_name", "NAME"}, {"vllm_version", "X.Y"}, {"max_num_seqs", "N"},
+    {"enforce_eager", "on|off"}, {"dtype", "auto|bfloat16|float16|float32"}, {"allow_long_max_model_len", "on|off"}};
+
+/** "max_model_len=TOKENS, kv_cache_dtype=auto|bf16|..., ...": every key of kSeatKeys with its values. */
+std::string seat_keys_help();
 
 struct SeatArg {
   std::string name;  ///< [A-Za-z0-9][A-Za-z0-9._-]*: service, file and served model name
