@@ -1,12 +1,15 @@
 #include "fp4forge/safetensors/checkpoint.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <system_error>
 #include <unordered_map>
 #include <variant>
 
+#include "fp4forge/safetensors/shard_writer.h"
+#include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/strings.h"
 #include "strict_json.h"
@@ -429,6 +432,40 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
     if (ck.index_file_ && f == *ck.index_file_) continue;
     ck.other_files_.push_back(f);
   }
+  return ck;
+}
+
+Result<Checkpoint> Checkpoint::from_memory(ojson config, std::vector<MemoryTensor> tensors, std::filesystem::path label) {
+  if (!config.is_object())
+    return bad(label.string(), {}, fmt::format("{}: config is {}, expected an object", label.string(), config.type_name()));
+  std::vector<st::OutTensor> outs;
+  outs.reserve(tensors.size());
+  for (const auto& t : tensors) outs.push_back({t.name, t.dtype, t.shape});
+  FP4FORGE_ASSIGN_OR_RETURN(st::ShardLayout layout, st::layout_shard(std::move(outs), {{"format", "pt"}}));
+  std::vector<std::byte> buf(static_cast<std::size_t>(layout.file_size));
+  std::memcpy(buf.data(), layout.header_bytes.data(), layout.header_bytes.size());
+  for (const auto& t : tensors) {
+    const st::TensorInfo* info = layout.find(t.name);
+    FP4FORGE_CHECK(info != nullptr);
+    if (t.bytes.size() != info->nbytes())
+      return bad(label.string(), t.name,
+                 fmt::format("{}: tensor '{}' has {} bytes, expected {} for {} {}", label.string(),
+                             st::detail::printable(t.name), t.bytes.size(), info->nbytes(), dtype_name(t.dtype),
+                             format_shape(t.shape)));
+    if (!t.bytes.empty()) std::memcpy(buf.data() + layout.header_bytes.size() + info->begin, t.bytes.data(), t.bytes.size());
+  }
+  Checkpoint ck;
+  ck.dir_ = std::move(label);
+  ck.config_ = std::move(config);
+  ck.has_config_ = true;
+  ck.shard_names_ = {"model.safetensors"};
+  FP4FORGE_ASSIGN_OR_RETURN(st::ShardReader r, st::ShardReader::from_buffer(std::move(buf), "model.safetensors"));
+  ck.shards_.push_back(std::move(r));
+  IndexRead ix;
+  ix.shard_names = ck.shard_names_;
+  FP4FORGE_ASSIGN_OR_RETURN(ck.tensors_, match_index(ck.shards_, ix));
+  std::sort(ck.tensors_.begin(), ck.tensors_.end(),
+            [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });
   return ck;
 }
 

@@ -46,9 +46,25 @@ struct CheckpointOptions {
   bool require_weights = true;  ///< BAD_INPUT if no safetensors file exists
 };
 
+/** One tensor of an in-memory checkpoint: its bytes as they would sit in a safetensors file. */
+struct MemoryTensor {
+  std::string name;
+  DType dtype = DType::BF16;
+  std::vector<std::uint64_t> shape;
+  std::vector<std::byte> bytes;  ///< numel x the dtype's size
+};
+
 class Checkpoint {
  public:
   static Result<Checkpoint> open(const std::filesystem::path& dir, CheckpointOptions opts = {});
+  /**
+   * The reader seam: a checkpoint held in memory, one shard ("model.safetensors", laid out as the shard
+   * writer lays out a file and read back through the same header validation), no index, no other files.
+   * Every command's logic reads it as it reads a folder (`dir()` is `label`), so rules get unit tests
+   * without files. BAD_INPUT for a tensor whose bytes do not match its dtype and shape, or a duplicate name.
+   */
+  static Result<Checkpoint> from_memory(nlohmann::ordered_json config, std::vector<MemoryTensor> tensors,
+                                        std::filesystem::path label = "memory");
 
   const std::filesystem::path& dir() const noexcept { return dir_; }
   bool has_config() const noexcept { return has_config_; }
