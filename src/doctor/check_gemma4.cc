@@ -232,39 +232,36 @@ void check_per_layer_keys(const Context& ctx, const Json& plc, const std::vector
 void check_missing_globals(const Context& ctx, bool k_eq_v, bool has_gd, bool has_gkv, std::vector<Finding>& out) {
   // Flat fields missing and no per_layer_config to supply them (F27).
   const bool needs_gkv = k_eq_v && !has_gkv;
-  {
-    const GlobalKvDerivation der = derive_global_kv(ctx, ctx.config);
-    std::vector<std::string> missing;
-    if (!has_gd) missing.push_back("global_head_dim");
-    if (needs_gkv) missing.push_back("num_global_key_value_heads");
-    Finding f;
-    f.kind = "gemma4-missing-global-kv-fields";
-    f.severity = Severity::ERROR;
-    f.key = key_path(ctx, missing.front());
-    f.tensors = der.evidence;
-    f.actual = fmt::format("{} absent", fmt::join(missing, ", "));
-    std::vector<std::string> vals;
-    if (!has_gd && der.global_head_dim > 0) vals.push_back(fmt::format("global_head_dim = {}", der.global_head_dim));
-    if (needs_gkv && der.num_global_kv_heads > 0)
-      vals.push_back(fmt::format("num_global_key_value_heads = {}", der.num_global_kv_heads));
-    f.expected = vals.empty() ? "derivable from the full-attention tensors" : fmt::format("{}", fmt::join(vals, ", "));
-    f.message = fmt::format(
-        "{} {} missing{} and there is no per_layer_config: transformers ≥5.15 builds full-attention "
-        "layers with num_key_value_heads, vLLM 0.2x falls back to head_dim / None, so loading fails with a "
-        "size mismatch on the full-attention k_proj/q_proj/o_proj",
-        fmt::join(missing, " and "), missing.size() > 1 ? "are" : "is",
-        k_eq_v ? " while attention_k_eq_v is true" : "");
-    if (der.problem.empty()) {
-      f.fix = fmt::format("write {} into {} (derived from the full-attention k_proj/q_proj/q_norm shapes and "
-                          "cross-checked against the sliding layers)",
-                          f.expected, ctx.info.wrapper ? "text_config" : "config.json");
-      f.hint = "the values are proven from the tensor shapes, not guessed (architectures.md §3.2)";
-    } else {
-      f.hint = fmt::format("cannot derive the values safely: {}", der.problem);
-    }
-    out.push_back(std::move(f));
+  const GlobalKvDerivation der = derive_global_kv(ctx, ctx.config);
+  std::vector<std::string> missing;
+  if (!has_gd) missing.push_back("global_head_dim");
+  if (needs_gkv) missing.push_back("num_global_key_value_heads");
+  Finding f;
+  f.kind = "gemma4-missing-global-kv-fields";
+  f.severity = Severity::ERROR;
+  f.key = key_path(ctx, missing.front());
+  f.tensors = der.evidence;
+  f.actual = fmt::format("{} absent", fmt::join(missing, ", "));
+  std::vector<std::string> vals;
+  if (!has_gd && der.global_head_dim > 0) vals.push_back(fmt::format("global_head_dim = {}", der.global_head_dim));
+  if (needs_gkv && der.num_global_kv_heads > 0)
+    vals.push_back(fmt::format("num_global_key_value_heads = {}", der.num_global_kv_heads));
+  f.expected = vals.empty() ? "derivable from the full-attention tensors" : fmt::format("{}", fmt::join(vals, ", "));
+  f.message = fmt::format(
+      "{} {} missing{} and there is no per_layer_config: transformers ≥5.15 builds full-attention "
+      "layers with num_key_value_heads, vLLM 0.2x falls back to head_dim / None, so loading fails with a "
+      "size mismatch on the full-attention k_proj/q_proj/o_proj",
+      fmt::join(missing, " and "), missing.size() > 1 ? "are" : "is",
+      k_eq_v ? " while attention_k_eq_v is true" : "");
+  if (der.problem.empty()) {
+    f.fix = fmt::format("write {} into {} (derived from the full-attention k_proj/q_proj/q_norm shapes and "
+                        "cross-checked against the sliding layers)",
+                        f.expected, ctx.info.wrapper ? "text_config" : "config.json");
+    f.hint = "the values are proven from the tensor shapes, not guessed (architectures.md §3.2)";
+  } else {
+    f.hint = fmt::format("cannot derive the values safely: {}", der.problem);
   }
-
+  out.push_back(std::move(f));
 }
 
 /** per_layer_config present: alone (info), against the flat fields (conflict F28, redundancy F29). */

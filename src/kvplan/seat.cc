@@ -33,11 +33,16 @@ bool looks_like_options(std::string_view opts) {
   return true;
 }
 
-std::string known_keys() {
+/** Every key of kSeatKeys, comma-separated; with `values`, each as key=VALUES (seat_keys_help). */
+std::string seat_key_list(bool values) {
   std::string s;
   for (const SeatKey& k : kSeatKeys) {
     if (!s.empty()) s += ", ";
     s += k.key;
+    if (values && !k.values.empty()) {
+      s += '=';
+      s += k.values;
+    }
   }
   return s;
 }
@@ -137,18 +142,7 @@ bool parse_bool(std::string_view v, bool& out) {
 
 }  // namespace
 
-std::string seat_keys_help() {
-  std::string s;
-  for (const SeatKey& k : kSeatKeys) {
-    if (!s.empty()) s += ", ";
-    s += k.key;
-    if (!k.values.empty()) {
-      s += '=';
-      s += k.values;
-    }
-  }
-  return s;
-}
+std::string seat_keys_help() { return seat_key_list(true); }
 
 Result<SeatArg> parse_seat_arg(std::string_view text) {
   const std::size_t eq = text.find('=');
@@ -184,7 +178,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     const std::string_view v = kv.substr(e + 1);
     if (key == "util") key = "gpu_memory_utilization";
     if (!is_known_key(key))
-      return seat_error(text, fmt::format("unknown key '{}' (known: {})", key, known_keys()));
+      return seat_error(text, fmt::format("unknown key '{}' (known: {})", key, seat_key_list(false)));
     if (std::find(seen.begin(), seen.end(), key) != seen.end())
       return seat_error(text, fmt::format("key '{}' given twice", key));
     seen.push_back(key);
