@@ -16,6 +16,7 @@ namespace {
 struct DoctorOpts {
   std::string dir;
   std::string mtp_from;  ///< a checkpoint folder, taken like `dir`
+  std::string tokenizer;  ///< vllm serve --tokenizer: a folder or a repo id
   bool fix = false;
   bool dry_run = false;
   bool json = false;
@@ -26,6 +27,7 @@ int run_doctor_cmd(const DoctorOpts& o) {
   doctor::DoctorOptions opts;
   opts.fix = o.fix;
   opts.dry_run = o.dry_run;
+  opts.tokenizer = o.tokenizer;
   opts.strict = o.strict;
   auto src = checkpoint_source(o.dir, o.json);
   if (!src) return report_error(src.error(), o.json);
@@ -62,6 +64,9 @@ void add_doctor(CLI::App& sub, Action& action) {
                  "with --fix: copy the MTP tensors a re-save dropped (mtp.* / DeepSeek-GLM extra layers) from "
                  "this checkpoint folder, the original release, into DIR: unquantized, in a new "
                  "model-mtp.safetensors, index and ignore updated");
+  sub.add_option("--tokenizer", opts->tokenizer,
+                 "where vLLM will load the tokenizer and chat template from, as vllm serve --tokenizer takes it (a "
+                 "folder, or ORG/NAME read from the Hugging Face cache); default: DIR itself, vLLM's default");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/doctor.md)");
   sub.add_flag("--strict", opts->strict, "a remaining warning fails too (exit 1), for CI gates");
   sub.footer(
@@ -70,6 +75,7 @@ void add_doctor(CLI::App& sub, Action& action) {
       "Examples:\n"
       "  fp4forge doctor ./gemma-4-31B-it\n"
       "  fp4forge doctor ./gemma-4-31B-it --dry-run        # what --fix would change, as diffs\n"
+      "  fp4forge doctor ./my-finetune --tokenizer google/gemma-4-31B-it   # served with vllm --tokenizer\n"
       "  fp4forge doctor ./Qwen3.5-27B-NVFP4A16 --fix --json | jq '.remaining[].kind'\n"
       "  fp4forge doctor ./Qwen3.5-27B-NVFP4A16 --fix --mtp-from ./Qwen3.5-27B   # MTP back from the release");
   sub.callback([&action, opts] { action = [opts] { return run_doctor_cmd(*opts); }; });

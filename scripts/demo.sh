@@ -70,15 +70,12 @@ stage "every dialect: compressed-tensors FP8 (channel, block, tensor) and a Mode
   bash -c 'for f in ct-fp8-dynamic ct-fp8-block ct-fp8-tensor ct-fp8-block-qwen3_moe modelopt-fp8; do "$0" quantize "$1/$f" "$2/q-$f" >/dev/null && v=$("$0" verify "$2/q-$f" --against "$1/$f") || { echo "$v"; exit 1; }; echo "$f: ${v##*$'"'"'\n'"'"'}"; done' "$BIN" "$FP8" "$WORK"
 stage "an already-4-bit source is refused with the reason (exit 3), nothing written" \
   bash -c "\"$BIN\" quantize \"$WORK/ds-fp8\" \"$WORK/requant\"; rc=\$?; echo \"exit \$rc\"; [ \$rc -eq 3 ] && [ ! -e \"$WORK/requant\" ]"
-# A release ships its tokenizer (doctor warns, missing-tokenizer, where there is none); the demo's copies get a
-# minimal one so that `doctor --strict` judges what the stage is about.
-tok() {  # a servable folder: a tokenizer and a chat template (doctor warns without either)
-  printf '{"version": "1.0", "truncation": null, "padding": null, "model": {"type": "WordLevel", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]"}}\n' >"$1/tokenizer.json"
-  printf '{%% for m in messages %%}{{ m.content }}{%% endfor %%}\n' >"$1/chat_template.jinja"
-}
-export -f tok
+# A release ships its tokenizer: the fixtures and synth's output carry one. Without it, doctor says the folder is not
+# servable (an error), unless --tokenizer names where vLLM will read it from.
+stage "servable means servable: a folder without its tokenizer is an error (vLLM cannot start on it); doctor --tokenizer names where vllm serve --tokenizer will read it from" \
+  bash -c "cp -r \"$DATA/llama\" \"$WORK/notok\" && rm \"$WORK/notok\"/tokenizer*.json \"$WORK/notok/chat_template.jinja\" && { \"$BIN\" doctor \"$WORK/notok\"; test \$? -eq 1; } && \"$BIN\" doctor \"$WORK/notok\" --tokenizer \"$DATA/llama\""
 stage "guard rails: a stale index total_size is a warning that doctor --fix rewrites (with a backup); a run into an existing DST is refused (exit 3) and leaves it alone" \
-  bash -c "cp -r \"$DATA/llama\" \"$WORK/stale\" && tok \"$WORK/stale\" && sed -i 's/\"total_size\": *[0-9]*/\"total_size\": 1/' \"$WORK/stale/model.safetensors.index.json\" && \"$BIN\" doctor \"$WORK/stale\" --fix && \"$BIN\" doctor \"$WORK/stale\" --strict && { \"$BIN\" quantize \"$WORK/stale\" \"$WORK/q\"; test \$? -eq 3; }"
+  bash -c "cp -r \"$DATA/llama\" \"$WORK/stale\" && sed -i 's/\"total_size\": *[0-9]*/\"total_size\": 1/' \"$WORK/stale/model.safetensors.index.json\" && \"$BIN\" doctor \"$WORK/stale\" --fix && \"$BIN\" doctor \"$WORK/stale\" --strict && { \"$BIN\" quantize \"$WORK/stale\" \"$WORK/q\"; test \$? -eq 3; }"
 # A Hugging Face hub cache as huggingface_hub lays one out (blobs + snapshot links + refs/main), built from SRC.
 hub_cache() {  # hub_cache SRC CACHE ORG NAME
   local repo="$2/models--$3--$4" commit blob f
@@ -107,7 +104,7 @@ strip_mtp() {
     "$1/model.safetensors.index.json" >"$2/model.safetensors.index.json"
 }
 stage "MTP lost on re-save (F8): synthesize a tiny Qwen3.5-MoE release (its MTP layer in model-mtp.safetensors)" \
-  bash -c "\"$BIN\" synth --arch qwen3_5-moe --size tiny --out \"$WORK/mtp-release\" --seed 7 >/dev/null && tok \"$WORK/mtp-release\" && echo synthesized"
+  bash -c "\"$BIN\" synth --arch qwen3_5-moe --size tiny --out \"$WORK/mtp-release\" --seed 7 >/dev/null && echo synthesized"
 stage "strip the MTP as a transformers re-save does (the MTP shard and its index entries), twice: one copy for doctor, one for quantize" \
   bash -c "$(declare -f strip_mtp); strip_mtp \"$WORK/mtp-release\" \"$WORK/resaved\" && strip_mtp \"$WORK/mtp-release\" \"$WORK/resaved2\" && ls \"$WORK/resaved\" | grep -c safetensors"
 stage "doctor names it (mtp-declared-missing, a warning: exit 0)" \

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import struct
 import sys
 import tempfile
@@ -386,6 +387,8 @@ def build(out, name, model_name, c, proc=None):
         log(f"  forward(input_ids) FAILED: {type(e).__name__}: {str(e)[:300]}")
     if proc:
         processor_config(folder, *proc)
+    # A release ships its tokenizer; save_pretrained of a model writes none (scripts/add_tokenizer.sh).
+    subprocess.run([os.path.join(os.path.dirname(os.path.abspath(__file__)), "add_tokenizer.sh"), folder], check=True)
     return m, folder
 
 

@@ -116,6 +116,7 @@ import argparse
 import importlib.util
 import json
 import os
+import subprocess
 import re
 import shutil
 import sys
@@ -710,6 +711,11 @@ def main(argv=None):
             summ["traceback"] = traceback.format_exc()
             log(summ["traceback"])
         summarize(out, name, summ)
+        # A release ships its tokenizer; save_pretrained of a model writes none (scripts/add_tokenizer.sh).
+        for d in (name, name + ".bf16"):
+            if os.path.isfile(os.path.join(out, d, "config.json")):
+                subprocess.run([os.path.join(os.path.dirname(os.path.abspath(__file__)), "add_tokenizer.sh"),
+                                os.path.join(out, d)], check=True)
         with open(os.path.join(out, "_summary", name + ".json"), "w") as f:
             json.dump(summ, f, indent=1, default=str)
         log(name, summ["status"])

@@ -184,17 +184,38 @@ void check_processor(const Context& ctx, std::vector<Finding>& out) {
 void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
   const std::int64_t mpe = ctx.info.max_position_embeddings;
   std::error_code ec;
-  // Issue 29: a folder without any tokenizer passed every check, yet vLLM cannot serve it from the folder.
+  const std::filesystem::path& dir = ctx.tokenizer_dir;
+  const bool elsewhere = !ctx.tokenizer_from.empty();
+  const std::string where = elsewhere ? fmt::format("the tokenizer source '{}' (doctor --tokenizer)", ctx.tokenizer_from)
+                                      : std::string("the folder");
+  if (dir.empty()) {  // --tokenizer names what cannot be read here: say so, never guess
+    Finding f;
+    f.kind = "tokenizer-unchecked";
+    f.severity = Severity::WARNING;
+    f.key = "--tokenizer";
+    f.expected = "a local folder, or a repo id in the Hugging Face cache";
+    f.actual = ctx.tokenizer_from;
+    f.message = fmt::format("the tokenizer comes from '{}', which is neither a local folder nor a repo in the Hugging "
+                            "Face cache: its tokenizer files and chat template were not checked",
+                            ctx.tokenizer_from);
+    f.hint = fmt::format("download it first (hf download {}) or name a local copy", ctx.tokenizer_from);
+    out.push_back(std::move(f));
+    return;
+  }
+  // Issue 29: a folder without any tokenizer passed every check, yet vLLM cannot serve it. vLLM's `--tokenizer`
+  // defaults to the model folder, and start-up fails when nothing there loads as a tokenizer: an error, unless
+  // doctor --tokenizer says where vLLM will be pointed instead.
   {
-    const ServingFiles sf = serving_files(ctx.dir);
+    const ServingFiles sf = serving_files(dir);
     if (sf.tokenizer && !sf.chat_template) {
       Finding f;
       f.kind = "missing-chat-template";
       f.severity = Severity::WARNING;
       f.expected = "chat_template.jinja, chat_template.json or tokenizer_config.json:chat_template";
       f.actual = "none";
-      f.message = "no chat template: vLLM's /v1/chat/completions refuses requests (transformers supplies no default "
-                  "template); a base model served for /v1/completions needs none";
+      f.message = fmt::format("no chat template in {}: vLLM's /v1/chat/completions refuses requests (transformers "
+                              "supplies no default template); a base model served for /v1/completions needs none",
+                              where);
       f.hint = "copy chat_template.jinja (or tokenizer_config.json) from the original release, or serve with "
                "--chat-template";
       out.push_back(std::move(f));
@@ -202,16 +223,22 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
     if (!sf.tokenizer) {
       Finding f;
       f.kind = "missing-tokenizer";
-      f.severity = Severity::WARNING;
+      f.severity = Severity::ERROR;
+      f.key = elsewhere ? "--tokenizer" : "";
       f.expected = "tokenizer.json (or tokenizer.model, vocab.json + merges.txt, a tiktoken file)";
       f.actual = "none";
-      f.message = "no tokenizer file: vLLM cannot serve the folder as it is (it loads the tokenizer from the model "
-                  "folder unless --tokenizer names another)";
-      f.hint = "copy the tokenizer files (and chat template) from the original release, or serve with --tokenizer";
+      f.message = elsewhere
+                      ? fmt::format("no tokenizer file in {}: vLLM started with --tokenizer {} fails to load one",
+                                    where, ctx.tokenizer_from)
+                      : "no tokenizer file: vLLM cannot serve the folder as it is (its --tokenizer defaults to the "
+                        "model folder, and start-up fails when no tokenizer loads from it)";
+      f.hint = elsewhere ? "name the folder (or cached repo) that holds the release's tokenizer files"
+                         : "copy the tokenizer files (and chat template) from the original release; if vLLM will be "
+                           "started with --tokenizer SRC, say so: fp4forge doctor DIR --tokenizer SRC";
       out.push_back(std::move(f));
     }
   }
-  const auto tj = ctx.dir / "tokenizer.json";
+  const auto tj = dir / "tokenizer.json";
   if (std::filesystem::exists(tj, ec)) {
     auto text = fs::read_file(tj);  // the JSON-file cap (256 MiB), as for every JSON file
     if (!text.ok()) {
@@ -243,15 +270,19 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
                                    mpe > 0 && *maxlen < mpe ? fmt::format(", below max_position_embeddings {}", mpe) : "")
                      : "",
               trunc && !trunc->is_null() ? "truncates" : "pads");
-          f.fix = fmt::format("set {} to null in tokenizer.json (what transformers' save_pretrained writes)",
-                              fmt::join(set, " and "));
-          f.hint = "typical of a dataset-calibrated quantization run that saved its tokenizer state";
+          // doctor --fix writes the model folder only: a tokenizer source elsewhere is reported, not edited.
+          if (!elsewhere)
+            f.fix = fmt::format("set {} to null in tokenizer.json (what transformers' save_pretrained writes)",
+                                fmt::join(set, " and "));
+          f.hint = elsewhere ? fmt::format("in {}; typical of a dataset-calibrated quantization run that saved its "
+                                           "tokenizer state", where)
+                             : "typical of a dataset-calibrated quantization run that saved its tokenizer state";
           out.push_back(std::move(f));
         }
       }
     }
   }
-  auto tc_r = read_json_file(ctx.dir / "tokenizer_config.json");
+  auto tc_r = read_json_file(dir / "tokenizer_config.json");
   if (!tc_r.ok()) {
     out.push_back(invalid_json("tokenizer_config.json", tc_r.error()));
     return;

@@ -37,6 +37,11 @@ struct Context {
    * empty when no decoder stack was found (then per-layer checks are skipped with a warning). */
   std::string layer_prefix;
   bool quantized = false;               ///< quantization_config present or packed weights on disk
+  /** Where the tokenizer and chat template are read from: `dir` unless doctor --tokenizer names another. */
+  std::filesystem::path tokenizer_dir;
+  /** doctor --tokenizer as given ("" = the model folder); with an empty tokenizer_dir, a source not readable
+   * here (`tokenizer-unchecked`). */
+  std::string tokenizer_from;
 
   const Json& text() const { return text_config(config); }
   bool has(std::string_view name) const { return tensors.find(name) != tensors.end(); }

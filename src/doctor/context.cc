@@ -76,6 +76,7 @@ Status init_context(Context& ctx) {
 
 Status fill_context(Context& ctx, const Checkpoint& ckpt) {
   ctx.dir = ckpt.dir();
+  ctx.tokenizer_dir = ctx.dir;
   ctx.config = ckpt.config();
   ctx.tensors.clear();
   for (const auto& t : ckpt.tensors())

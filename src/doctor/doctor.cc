@@ -22,7 +22,7 @@
 namespace fp4forge::doctor {
 namespace {
 
-constexpr std::array<KindInfo, 30> kKinds{{
+constexpr std::array<KindInfo, 31> kKinds{{
     {"unknown-architecture", Severity::ERROR, false, "F31",
      "an MTP architecture named as the main model (error); a class the family table does not list, an absent "
      "or multiple `architectures`, or a family outside fp4forge's table (warnings)"},
@@ -73,8 +73,10 @@ constexpr std::array<KindInfo, 30> kKinds{{
      "FP8 tensors with neither quantization_config nor hf_quant_config.json to read them by"},
     {"fp8-claim-without-fp8-weights", Severity::ERROR, false, "",
      "hf_quant_config.json claims FP8 but no tensor is FP8"},
-    {"missing-tokenizer", Severity::WARNING, false, "",
-     "no tokenizer file in the folder: vLLM cannot serve it without --tokenizer"},
+    {"missing-tokenizer", Severity::ERROR, false, "",
+     "no tokenizer file in the folder (or in the --tokenizer source): vLLM's start-up fails to load one"},
+    {"tokenizer-unchecked", Severity::WARNING, false, "",
+     "--tokenizer names a source that is neither a local folder nor a repo in the Hugging Face cache: not checked"},
     {"missing-chat-template", Severity::WARNING, false, "",
      "a tokenizer but no chat template: /v1/chat/completions refuses requests without --chat-template"},
     {"tokenizer-truncation", Severity::WARNING, true, "F35",
@@ -99,7 +101,26 @@ struct Diagnosis {
   std::vector<Finding> findings;
 };
 
-Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir) {
+/** Where doctor reads the tokenizer from: the model folder, the --tokenizer folder, or the cached snapshot of the
+ * --tokenizer repo id. An id not in the cache leaves the path empty (`tokenizer-unchecked`); a name that is
+ * neither a folder nor a repo id is a usage error. */
+Result<std::filesystem::path> tokenizer_source(const std::filesystem::path& dir, const std::string& from) {
+  if (from.empty()) return dir;
+  std::error_code ec;
+  const std::filesystem::path p(from);
+  if (std::filesystem::is_directory(p, ec)) return p;
+  if (std::filesystem::exists(p, ec))
+    return make_error(Errc::USAGE, "--tokenizer '{}' is a file; expected the folder that holds the tokenizer files "
+                                   "(what vllm serve --tokenizer takes)", from);
+  if (!hf_cache::repo_id_problem(from).empty())
+    return make_error(Errc::USAGE, "--tokenizer '{}': no such folder, and not a Hub repo id ({}); expected a folder "
+                                   "or ORG/NAME as vllm serve --tokenizer takes", from, hf_cache::repo_id_problem(from));
+  auto src = hf_cache::resolve(from);
+  if (!src.ok()) return std::filesystem::path{};  // a repo not in the cache: reported as not checked
+  return src->path;
+}
+
+Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, const std::string& tokenizer) {
   auto d = std::make_unique<Diagnosis>();
   CheckpointOptions co;
   co.require_config = true;
@@ -108,6 +129,8 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir) {
   d->ckpt = std::make_unique<Checkpoint>(std::move(ck));
   Context& ctx = d->ctx;
   FP4FORGE_TRY(fill_context(ctx, *d->ckpt));
+  ctx.tokenizer_from = tokenizer;
+  FP4FORGE_ASSIGN_OR_RETURN(ctx.tokenizer_dir, tokenizer_source(ctx.dir, tokenizer));
   if (ctx.tensors.empty()) {
     Finding f;
     f.kind = "no-weights";
@@ -332,7 +355,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
                         "doctor './{}' --fix",
                         dir.string(), repo->string(), dir.string(), name, name);
     }
-  FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir));
+  FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir, opts.tokenizer));
   rep.family = std::string(family_name(d->ctx.info.family));
   rep.architecture = d->ctx.info.architecture;
   rep.quantized = d->ctx.quantized;
@@ -379,7 +402,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   }
   if (opts.dry_run || rep.changes.empty()) return rep;
   d.reset();  // release the mappings before re-reading
-  FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir));
+  FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir, opts.tokenizer));
   rep.remaining = again->findings;
   return rep;
 }

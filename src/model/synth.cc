@@ -23,6 +23,11 @@
 #include "fp4forge/safetensors/header.h"
 
 namespace fp4forge {
+namespace synth_detail {  // src/model/synth_tokenizer.cc.in, generated from tests/data/tokenizer/
+extern const std::string_view kTokenizerJson;
+extern const std::string_view kTokenizerConfigJson;
+extern const std::string_view kChatTemplateJinja;
+}  // namespace synth_detail
 namespace {
 
 using Json = nlohmann::json;  // sorted keys, as transformers writes (sort_keys=True)
@@ -684,7 +689,8 @@ bool is_checkpoint_file(const std::string& n) {
     return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
   };
   return ends(".safetensors") || ends(".safetensors.index.json") || ends(".partial") || n == "config.json" ||
-         n == "generation_config.json" || n == "processor_config.json" || n == "preprocessor_config.json";
+         n == "generation_config.json" || n == "processor_config.json" || n == "preprocessor_config.json" ||
+         n == "tokenizer.json" || n == "tokenizer_config.json" || n == "chat_template.jinja";
 }
 
 }  // namespace
@@ -877,6 +883,13 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   FP4FORGE_TRY(write_json("generation_config.json", plan.generation_config));
   if (!plan.processor_config.is_null())
     FP4FORGE_TRY(write_json("processor_config.json", plan.processor_config));
+  // A release ships its tokenizer and chat template (doctor: missing-tokenizer is an error without them).
+  for (const auto& [name, text] : {std::pair{"tokenizer.json", synth_detail::kTokenizerJson},
+                                   std::pair{"tokenizer_config.json", synth_detail::kTokenizerConfigJson},
+                                   std::pair{"chat_template.jinja", synth_detail::kChatTemplateJinja}}) {
+    FP4FORGE_TRY(fs::write_file_atomic(out / name, text));
+    rep.files.push_back(name);
+  }
   progress.finish();
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;

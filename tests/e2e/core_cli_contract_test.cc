@@ -86,13 +86,19 @@ TEST(CliContract, UnknownCommandIsAUsageError) {
 }
 
 // Issue 29: servable means servable: quantize says before writing anything that the source has no tokenizer (the
-// fixtures carry none, as save_pretrained of a model writes none), and that a tokenizer without a chat template
-// leaves the chat endpoint refusing.
+// fixtures' tokenizer files removed here), and that a tokenizer without a chat template leaves the chat endpoint
+// refusing. doctor on that folder is an error, and names --tokenizer for a tokenizer served from elsewhere.
 TEST(CliContract, QuantizeWarnsBeforeWritingWhenTheSourceIsNotServable) {
   testutil::TempDir t;
   const auto src = t.path / "m";
   std::filesystem::copy(testutil::kData + "/llama", src);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) std::filesystem::remove(src / f);
   std::string out, err;
+  EXPECT_EQ(run_cli("doctor " + testutil::q(src), &out, &err), 1) << out << err;
+  EXPECT_NE(out.find("missing-tokenizer"), std::string::npos) << out;
+  EXPECT_NE(out.find("--tokenizer SRC"), std::string::npos) << out;
+  EXPECT_EQ(run_cli("doctor " + testutil::q(src) + " --tokenizer " + testutil::q(testutil::kData + "/llama"), &out,
+                    &err), 0) << out << err;
   ASSERT_EQ(run_cli("quantize " + testutil::q(src) + " --dry-run --json", &out, &err), 0) << err;
   EXPECT_NE(out.find("the source has no tokenizer file"), std::string::npos) << out.substr(0, 400);
   std::ofstream(src / "tokenizer.json") << R"({"version": "1.0", "model": {}})";

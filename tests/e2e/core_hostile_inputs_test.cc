@@ -723,6 +723,8 @@ TEST(HostileFiles, SideFileLinkedOutsideIsNotCopied) {
   const auto src = t.path / "m";
   std::filesystem::copy(kData + "/llama", src);
   { std::ofstream(t.path / "id_rsa") << "-----BEGIN PRIVATE KEY-----\n"; }
+  std::filesystem::remove(src / "tokenizer.json");
+  std::filesystem::remove(src / "chat_template.jinja");
   std::filesystem::create_symlink(t.path / "id_rsa", src / "tokenizer.json");
   { std::ofstream(src / "real_template.jinja") << "{{ x }}\n"; }
   std::filesystem::create_symlink("real_template.jinja", src / "chat_template.jinja");

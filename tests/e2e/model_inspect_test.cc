@@ -72,7 +72,7 @@ TEST(InspectCli, Gemma4MoeFixture) {
   EXPECT_TRUE(j["embeddings"]["tied"].get<bool>());
   EXPECT_FALSE(j["embeddings"]["lm_head_present"].get<bool>());
   EXPECT_EQ(j["files"]["processor"], Json::array({"processor_config.json"}));
-  EXPECT_EQ(j["files"]["tokenizer"], Json::array());
+  EXPECT_EQ(j["files"]["tokenizer"], Json::parse(R"(["chat_template.jinja","tokenizer.json","tokenizer_config.json"])"));
   EXPECT_TRUE(j["files"]["generation_config"].get<bool>());
   EXPECT_FALSE(j["mtp"]["present"].get<bool>());
   EXPECT_EQ(j["tensors"]["shards"], 17);

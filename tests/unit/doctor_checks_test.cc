@@ -1,6 +1,7 @@
 // doctor checks: for each kind, a fixture variant (edited copy of tests/data) that triggers it, and the
 // clean fixtures that do not.
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 
@@ -59,13 +60,13 @@ std::string dump(const dr::DoctorReport& r) { return dr::to_text(r); }
 TEST(DoctorChecks, CleanFixturesHaveNoErrorsAndOnlyExpectedNotes) {
   // gemma4 fixtures carry per_layer_config and no flat globals (transformers >= 5.15 form): that is valid
   // (info), and gemma4-missing-global-kv-fields must not fire. Multimodal fixtures ship
-  // processor_config.json without preprocessor_config.json, as transformers 5 writes them: a warning. No
-  // fixture carries a tokenizer (save_pretrained of a model writes none): missing-tokenizer, a warning.
+  // processor_config.json without preprocessor_config.json, as transformers 5 writes them: a warning. Every
+  // fixture ships the tokenizer transformers saved (tests/data/tokenizer, scripts/add_tokenizer.sh).
   const std::map<std::string, std::set<std::string>> expected{
-      {"gemma4-dense-mm", {"gemma4-per-layer-config-only", "missing-preprocessor-config", "missing-tokenizer"}},
-      {"gemma4-moe-mm", {"gemma4-per-layer-config-only", "missing-preprocessor-config", "missing-tokenizer"}},
-      {"qwen3_5-dense-mm", {"missing-preprocessor-config", "missing-tokenizer"}},
-      {"llama", {"missing-tokenizer"}},
+      {"gemma4-dense-mm", {"gemma4-per-layer-config-only", "missing-preprocessor-config"}},
+      {"gemma4-moe-mm", {"gemma4-per-layer-config-only", "missing-preprocessor-config"}},
+      {"qwen3_5-dense-mm", {"missing-preprocessor-config"}},
+      {"llama", {}},
   };
   for (const auto& [name, want] : expected) {
     Fixture fx(name);
@@ -139,15 +140,23 @@ TEST(DoctorChecks, FlatFieldsOnlyIsClean) {
     c["text_config"]["num_global_key_value_heads"] = 1;
   });
   auto r = check(fx);
-  EXPECT_EQ(kinds(r), (std::set<std::string>{"missing-preprocessor-config", "missing-tokenizer"})) << dump(r);
+  EXPECT_EQ(kinds(r), (std::set<std::string>{"missing-preprocessor-config"})) << dump(r);
 }
 
-// Issue 29: a folder with no tokenizer file is not servable as it is: a warning, gone once one is there.
-TEST(DoctorChecks, MissingTokenizerIsAWarning) {
+// Issue 29: a folder with no tokenizer file is not servable as it is (vLLM's --tokenizer defaults to the model
+// folder): an error, gone once one is there, or once doctor --tokenizer names where vLLM will read it from.
+void remove_serving_files(const Fixture& fx) {
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
+    std::filesystem::remove(fx.path(f));
+}
+
+TEST(DoctorChecks, MissingTokenizerIsAnError) {
   Fixture fx("llama");
+  remove_serving_files(fx);
   auto r = check(fx);
-  EXPECT_KIND(r, "missing-tokenizer", Severity::WARNING);
-  EXPECT_EQ(exit_code(r), 0);
+  EXPECT_KIND(r, "missing-tokenizer", Severity::ERROR);
+  EXPECT_EQ(exit_code(r), 1);
+  EXPECT_NE(find(r, "missing-tokenizer")->hint.find("--tokenizer SRC"), std::string::npos) << dump(r);
   std::ofstream(fx.path("tokenizer.json")) << R"({"version": "1.0", "truncation": null, "padding": null, "model": {}})";
   auto t = check(fx);
   EXPECT_NO_KIND(t, "missing-tokenizer");
@@ -161,6 +170,61 @@ TEST(DoctorChecks, MissingTokenizerIsAWarning) {
   std::filesystem::remove(fx.path("tokenizer_config.json"));
   std::ofstream(fx.path("chat_template.jinja")) << "{{ messages }}";
   EXPECT_NO_KIND(check(fx), "missing-chat-template");
+}
+
+// doctor --tokenizer: where `vllm serve --tokenizer` will read the tokenizer from. A folder is checked; a repo id
+// in the Hugging Face cache is checked in its snapshot; one that is not there is a warning that says what was not
+// checked; a name that is neither is a usage error. A finding there is never fixed (doctor writes DIR only).
+TEST(DoctorChecks, TokenizerElsewhere) {
+  Fixture fx("llama");
+  Fixture tok("llama");  // a second folder that has the tokenizer files
+  remove_serving_files(fx);
+  dr::DoctorOptions o;
+  o.tokenizer = tok.dir().string();
+  auto r = dr::run_doctor(fx.dir(), o);
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  EXPECT_NO_KIND(*r, "missing-tokenizer");
+  EXPECT_NO_KIND(*r, "missing-chat-template");
+  EXPECT_EQ(dr::exit_code(*r), 0) << dump(*r);
+
+  // The source has no tokenizer either: the error names it.
+  remove_serving_files(tok);
+  r = dr::run_doctor(fx.dir(), o);
+  ASSERT_TRUE(r.ok());
+  const Finding* f = find(*r, "missing-tokenizer");
+  ASSERT_NE(f, nullptr) << dump(*r);
+  EXPECT_EQ(f->severity, Severity::ERROR);
+  EXPECT_NE(f->message.find(tok.dir().string()), std::string::npos) << f->message;
+
+  // Truncation in a tokenizer elsewhere: reported, not fixable from here.
+  std::ofstream(tok.path("tokenizer.json"))
+      << R"({"version": "1.0", "truncation": {"max_length": 16}, "padding": null, "model": {}})";
+  r = dr::run_doctor(fx.dir(), o);
+  ASSERT_TRUE(r.ok());
+  f = find(*r, "tokenizer-truncation");
+  ASSERT_NE(f, nullptr) << dump(*r);
+  EXPECT_FALSE(f->fix.has_value());
+
+  // A repo id not in the cache: not checked, said so, no error.
+  const auto cache = fx.dir().parent_path() / "hub";
+  std::filesystem::create_directories(cache);
+  ::setenv("HF_HUB_CACHE", cache.c_str(), 1);
+  o.tokenizer = "some-org/some-model";
+  r = dr::run_doctor(fx.dir(), o);
+  ::unsetenv("HF_HUB_CACHE");
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  EXPECT_KIND(*r, "tokenizer-unchecked", Severity::WARNING);
+  EXPECT_NO_KIND(*r, "missing-tokenizer");
+  EXPECT_EQ(dr::exit_code(*r), 0);
+
+  // Neither a folder nor a repo id; a file: usage errors, before anything is read.
+  for (const std::string& bad : {(fx.dir() / "nope").string(), fx.path("config.json").string()}) {
+    o.tokenizer = bad;
+    r = dr::run_doctor(fx.dir(), o);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, fp4forge::Errc::USAGE) << r.error().describe();
+    EXPECT_NE(r.error().message.find(bad), std::string::npos) << r.error().message;
+  }
 }
 
 TEST(DoctorChecks, PerLayerConfigRedundant) {
@@ -567,7 +631,8 @@ TEST(DoctorChecks, ConfigOnlyDirectory) {
     if (e.path().filename() != "config.json") std::filesystem::remove(e.path());
   auto r = check(fx);
   EXPECT_KIND(r, "no-weights", Severity::INFO);
-  EXPECT_EQ(exit_code(r), 0);
+  EXPECT_KIND(r, "missing-tokenizer", Severity::ERROR);  // the tokenizer went with the other files
+  EXPECT_EQ(exit_code(r), 1);
 }
 
 TEST(DoctorChecks, MissingConfigIsBadInput) {

@@ -61,6 +61,10 @@ struct DoctorOptions {
   /** The original release to splice the MTP tensors from (mtp_splice.h); empty: none. Needs fix or
    * dry_run. */
   std::filesystem::path mtp_from;
+  /** Where vLLM will load the tokenizer and chat template from (`vllm serve --tokenizer`): a folder, or a Hub
+   * repo id (read from the Hugging Face cache when it is there). Empty: the model folder itself, vLLM's
+   * default. A source that cannot be read here is a warning (`tokenizer-unchecked`), never a guess. */
+  std::string tokenizer;
 };
 
 /** A fix that was due but refused because its precondition did not hold at fix time. */

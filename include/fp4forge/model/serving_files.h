@@ -2,9 +2,10 @@
 /**
  * What vLLM reads beside the weights to serve a folder (issue 29, "servable means servable"): a tokenizer (vLLM's
  * `--tokenizer` defaults to the model folder) and, for /v1/chat/completions, a chat template (transformers no
- * longer supplies a default one). doctor reports them (`missing-tokenizer`, `missing-chat-template`) and quantize
- * warns before writing an output that would lack them. Neither is an error: `--tokenizer` / `--chat-template`
- * can name them elsewhere, and a base model served for completions needs no template.
+ * longer supplies a default one). doctor reports them: `missing-tokenizer` is an error (vLLM's start-up fails to
+ * load a tokenizer from the folder) unless doctor --tokenizer names the source vLLM will be pointed at;
+ * `missing-chat-template` is a warning (a base model served for completions needs none, and `--chat-template` can
+ * name one). quantize warns before writing an output that would lack them.
  */
 #include <filesystem>
 #include <string>
