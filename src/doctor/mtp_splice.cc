@@ -497,7 +497,8 @@ Status plan_ignore(Splice& sp) {
   SplicePlan& plan = sp.plan;
   // 6. quantization_config.ignore for a quantized target: quantize's planner on the MTP tensors.
   std::string qkey = "quantization_config";
-  const Json* qj = find_quant_config(tck.config(), &qkey);
+  std::vector<std::string> qpath;
+  const Json* qj = find_quant_config(tck.config(), &qkey, &qpath);
   bool& quantized = sp.quantized;
   quantized = qj != nullptr;
   for (const auto& t : tck.tensors())
@@ -538,7 +539,8 @@ Status plan_ignore(Splice& sp) {
       merged.insert(merged.end(), rep.ignore_added.begin(), rep.ignore_added.end());
       if (sorted) std::sort(merged.begin(), merged.end());
       FP4FORGE_ASSIGN_OR_RETURN(JsonDocument doc, JsonDocument::parse(config_text, "config.json"));
-      FP4FORGE_TRY(doc.set({qkey, "ignore"}, Json(merged)));
+      qpath.push_back("ignore");
+      FP4FORGE_TRY(doc.set(qpath, Json(merged)));
       new_config_text = doc.dump();
     }
   }

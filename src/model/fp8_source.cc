@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
@@ -52,14 +53,10 @@ std::string str_of(const ojson& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-/** config.json's quantization config: top level, compression_config, or under text_config. */
+/** config.json's quantization config as an object (find_quant_config; another type is refused by read_declared). */
 const ojson* quant_config_of(const ojson& config) {
-  if (!config.is_object()) return nullptr;
-  for (const char* k : {"quantization_config", "compression_config"})
-    if (auto it = config.find(k); it != config.end() && it->is_object()) return &*it;
-  if (auto t = config.find("text_config"); t != config.end() && t->is_object())
-    if (auto it = t->find("quantization_config"); it != t->end() && it->is_object()) return &*it;
-  return nullptr;
+  const ojson* qc = find_quant_config(config);
+  return qc != nullptr && qc->is_object() ? qc : nullptr;
 }
 
 
@@ -94,15 +91,15 @@ std::string_view leaf(std::string_view name) {
   return p == std::string_view::npos ? name : name.substr(p + 1);
 }
 
-Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc) {
+Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc, const std::string& key) {
   Declared d;
   d.dialect = Fp8Dialect::COMPRESSED_TENSORS;
   const std::string top_format = str_of(qc, "format");
   auto groups = qc.find("config_groups");
   if (groups == qc.end() || !groups->is_object() || groups->empty())
     return make_error(Errc::BAD_INPUT,
-                      "config.json: compressed-tensors quantization_config has no config_groups; expected the groups "
-                      "that describe the weights");
+                      "config.json: compressed-tensors {} has no config_groups; expected the groups that describe the "
+                      "weights", key);
   for (auto it = groups->begin(); it != groups->end(); ++it) {
     const ojson& g = it.value();
     if (!g.is_object()) continue;
@@ -111,13 +108,13 @@ Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc) {
     auto w = g.find("weights");
     if (w == g.end() || w->is_null()) continue;  // activations only
     if (!w->is_object())
-      return make_error(Errc::BAD_INPUT, "config.json: quantization_config.config_groups.{}.weights is not an object",
+      return make_error(Errc::BAD_INPUT, "config.json: {}.config_groups.{}.weights is not an object", key,
                         it.key());
     const std::string type = str_of(*w, "type");
     const auto bits_it = w->find("num_bits");
     const std::int64_t bits = bits_it != w->end() && bits_it->is_number_integer() ? bits_it->get<std::int64_t>() : 0;
     const std::string strategy = str_of(*w, "strategy");
-    const std::string where = fmt::format("config.json quantization_config.config_groups.{}", capped(it.key()));
+    const std::string where = fmt::format("config.json {}.config_groups.{}", key, capped(it.key()));
     if (format == "nvfp4-pack-quantized")
       return already_quantized(fmt::format("{}: compressed-tensors NVFP4 (nvfp4-pack-quantized)", where));
     if (format == "mxfp4-pack-quantized")
@@ -163,7 +160,7 @@ Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc) {
   return std::optional<Declared>(d);
 }
 
-Result<std::optional<Declared>> read_modelopt(const std::string& algo, const char* where) {
+Result<std::optional<Declared>> read_modelopt(const std::string& algo, std::string_view where) {
   Declared d;
   d.dialect = Fp8Dialect::MODELOPT;
   const std::string a = lower(algo);
@@ -182,11 +179,10 @@ Result<std::optional<Declared>> read_modelopt(const std::string& algo, const cha
 
 /** The declared quantization; nullopt when neither file declares one. */
 Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* hfq) {
-  if (config.is_object())
-    for (const char* k : {"quantization_config", "compression_config"})
-      if (auto it = config.find(k); it != config.end() && !it->is_object() && !it->is_null())
-        return make_error(Errc::BAD_INPUT, "config.json: {} is a {}; expected an object (the quantization config)", k,
-                          it->type_name());
+  std::string key;
+  if (const ojson* any = find_quant_config(config, &key); any != nullptr && !any->is_object())
+    return make_error(Errc::BAD_INPUT, "config.json: {} is a {}; expected an object (the quantization config)", key,
+                      any->type_name());
   const ojson* qc = quant_config_of(config);
   if (qc == nullptr) {
     if (hfq != nullptr && hfq->is_object()) {
@@ -201,12 +197,12 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
     Declared d;
     d.dialect = Fp8Dialect::NATIVE;
     if (const std::string f = lower(str_of(*qc, "fmt")); !f.empty() && f != "e4m3")
-      return already_quantized(fmt::format("config.json quantization_config.fmt '{}': FP8 {} weights; E4M3 is read", capped(f), capped(f)));
+      return already_quantized(fmt::format("config.json {}.fmt '{}': FP8 {} weights; E4M3 is read", key, capped(f), capped(f)));
     auto wb = qc->find("weight_block_size");
     if (wb != qc->end() && !wb->is_null()) {
       auto bs = block_of(*wb);
       if (!bs)
-        return make_error(Errc::BAD_INPUT, "config.json: quantization_config.weight_block_size is {}; expected [rows, cols]",
+        return make_error(Errc::BAD_INPUT, "config.json: {}.weight_block_size is {}; expected [rows, cols]", key,
                           wb->dump());
       d.block = *bs;
       d.block_declared = true;
@@ -218,17 +214,17 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
     }
     return std::optional<Declared>(d);
   }
-  if (method == "compressed-tensors" || method == "compressed_tensors") return read_compressed_tensors(*qc);
+  if (method == "compressed-tensors" || method == "compressed_tensors") return read_compressed_tensors(*qc, key);
   if (method == "modelopt") {
     std::string algo = str_of(*qc, "quant_algo");
     if (algo.empty() && hfq != nullptr)
       if (auto q = hfq->find("quantization"); q != hfq->end()) algo = str_of(*q, "quant_algo");
-    return read_modelopt(algo, "config.json quantization_config");
+    return read_modelopt(algo, fmt::format("config.json {}", key));
   }
   if (method.empty())
     return make_error(Errc::BAD_INPUT,
-                      "config.json: quantization_config has no quant_method; expected an unquantized checkpoint or one "
-                      "of fp8, compressed-tensors, modelopt");
+                      "config.json: {} has no quant_method; expected an unquantized checkpoint or one of fp8, "
+                      "compressed-tensors, modelopt", key);
   static const std::map<std::string, std::string> known{
       {"gptq", "GPTQ (integer weights)"}, {"awq", "AWQ (INT4 weights)"}, {"bitsandbytes", "bitsandbytes"},
       {"mxfp4", "MXFP4 (gpt-oss release format)"}, {"fbgemm_fp8", "fbgemm FP8 (per-row, fbgemm kernels)"},
@@ -236,9 +232,9 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
       {"aqlm", "AQLM"}, {"vptq", "VPTQ"}, {"higgs", "HIGGS"}, {"bitnet", "BitNet"}, {"fp_quant", "FP-Quant"},
       {"spqr", "SpQR"}, {"gguf", "GGUF"}, {"exl2", "EXL2"}, {"marlin", "Marlin (INT4)"}};
   if (auto k = known.find(method); k != known.end())
-    return already_quantized(fmt::format("config.json quantization_config.quant_method '{}', {}", method, k->second));
+    return already_quantized(fmt::format("config.json {}.quant_method '{}', {}", key, method, k->second));
   return already_quantized(
-      fmt::format("config.json quantization_config.quant_method '{}' (not a format fp4forge reads)", capped(method)));
+      fmt::format("config.json {}.quant_method '{}' (not a format fp4forge reads)", key, capped(method)));
 }
 
 /** The layouts `scale` fits for `weight` [L..., rows, cols]. */

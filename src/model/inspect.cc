@@ -52,13 +52,6 @@ QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& te
   QuantState q;
   const Json* qc = find_quant_config(config);
   if (qc != nullptr && !qc->is_object()) qc = nullptr;
-  if (qc == nullptr) {
-    const Json& text = text_config(config);
-    if (&text != &config) {
-      auto it = text.find("quantization_config");
-      if (it != text.end() && it->is_object()) qc = &*it;
-    }
-  }
   // Quantized modules: a packed payload (4-bit schemes) or an FP8 `weight` (the FP8 schemes).
   std::set<std::string> packed;
   for (const auto& t : tensors) {

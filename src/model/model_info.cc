@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string_view>
 
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge {
@@ -264,14 +265,8 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
   m.has_vision_config = has_non_null(config, "vision_config");
   m.has_audio_config = has_non_null(config, "audio_config");
 
-  if (auto it = config.find("quantization_config"); it != config.end() && it->is_object())
-    m.quant_method = get_str(*it, "quant_method");
-  else if (auto it2 = config.find("compression_config"); it2 != config.end() && it2->is_object())
-    m.quant_method = get_str(*it2, "quant_method");
-  if (m.quant_method.empty()) {
-    if (auto it = text.find("quantization_config"); it != text.end() && it->is_object())
-      m.quant_method = get_str(*it, "quant_method");
-  }
+  if (const Json* qc = find_quant_config(config); qc != nullptr && qc->is_object())
+    m.quant_method = get_str(*qc, "quant_method");
 
   if (m.num_layers < 0 || m.num_layers > kMaxLayers)
     return make_error(Errc::BAD_INPUT, "config.json: num_hidden_layers = {} is out of range, expected 0..{}",

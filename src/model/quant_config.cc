@@ -376,15 +376,19 @@ std::string scheme_labels(const QuantConfig& qc) {
   return labels.empty() ? std::string("none") : fmt::format("{}", fmt::join(labels, "+"));
 }
 
-const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config, std::string* key_out) {
+const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config, std::string* key_out,
+                                                std::vector<std::string>* path_out) {
   if (!config.is_object()) return nullptr;
-  for (const char* key : {"quantization_config", "compression_config"}) {
-    auto it = config.find(key);
-    if (it != config.end() && !it->is_null()) {
-      if (key_out) *key_out = key;
-      return &*it;
-    }
-  }
+  auto found = [&](const nlohmann::ordered_json& v, std::vector<std::string> path) {
+    if (key_out) *key_out = fmt::format("{}", fmt::join(path, "."));
+    if (path_out) *path_out = std::move(path);
+    return &v;
+  };
+  for (const char* key : {"quantization_config", "compression_config"})
+    if (auto it = config.find(key); it != config.end() && !it->is_null()) return found(*it, {key});
+  if (auto t = config.find("text_config"); t != config.end() && t->is_object())
+    if (auto it = t->find("quantization_config"); it != t->end() && !it->is_null())
+      return found(*it, {"text_config", "quantization_config"});
   return nullptr;
 }
 

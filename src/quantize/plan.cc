@@ -247,11 +247,12 @@ Status PlanBuilder::check_inputs() {
   }
   const ModelInfo& info = plan.info;
   plan.warnings.insert(plan.warnings.end(), in.notes.begin(), in.notes.end());  // e.g. a stale total_size
-  if (in.config.contains("quantization_config") || !info.quant_method.empty())
+  std::string qkey;
+  if (find_quant_config(in.config, &qkey) != nullptr || !info.quant_method.empty())
     return make_error(Errc::BAD_INPUT,
-                      "config.json already has a quantization_config (quant_method '{}'); expected an "
-                      "unquantized bf16/fp16/fp32 checkpoint; quantize the original weights instead",
-                      info.quant_method);
+                      "config.json already has a {} (quant_method '{}'); expected an unquantized bf16/fp16/fp32 "
+                      "checkpoint; quantize the original weights instead",
+                      qkey.empty() ? std::string("quantization_config") : qkey, info.quant_method);
   if (in.tensors.empty()) return make_error(Errc::BAD_INPUT, "checkpoint has no tensors; nothing to quantize");
   return {};
 }

@@ -691,10 +691,10 @@ bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
   if (!src.ok()) {
     // A source detection refuses: a CT checkpoint of another scheme is left to the structural checks.
     const std::string method = [&] {
-      auto it = q.config().find("quantization_config");
-      if (it == q.config().end() || !it->is_object()) return std::string();
-      const auto m = it->find("quant_method");  // untrusted: any JSON type (a number is not exit 5)
-      return m != it->end() && m->is_string() ? m->get<std::string>() : std::string();
+      const Json* qc = find_quant_config(q.config());
+      if (qc == nullptr || !qc->is_object()) return std::string();
+      const auto m = qc->find("quant_method");  // untrusted: any JSON type (a number is not exit 5)
+      return m != qc->end() && m->is_string() ? m->get<std::string>() : std::string();
     }();
     if (method == "fp8" || method == "modelopt")
       sink.add({"fp8-source-invalid", Severity::ERROR, "quantization_config", src.error().message, {}, "",

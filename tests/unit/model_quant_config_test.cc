@@ -207,6 +207,32 @@ TEST(QuantConfig, FindsConfigUnderEitherKey) {
   EXPECT_EQ(find_quant_config(Json{{"quantization_config", nullptr}}), nullptr);
 }
 
+// The one lookup, in vLLM's order: quantization_config, compression_config, then a multimodal wrapper's
+// text_config.quantization_config (vLLM PR #24131). A null is absent; another type is returned for the parse to
+// refuse; the path is what an edit needs.
+TEST(QuantConfig, OneLookupInVllmOrder) {
+  Json cfg = {{"text_config", {{"quantization_config", nvfp4a16_config()}}}};
+  std::string key;
+  std::vector<std::string> path;
+  const Json* qc = find_quant_config(cfg, &key, &path);
+  ASSERT_NE(qc, nullptr);
+  EXPECT_EQ(qc, &cfg["text_config"]["quantization_config"]);
+  EXPECT_EQ(key, "text_config.quantization_config");
+  EXPECT_EQ(path, (std::vector<std::string>{"text_config", "quantization_config"}));
+  cfg["compression_config"] = nvfp4a16_config();  // the top level comes first
+  EXPECT_EQ(find_quant_config(cfg, &key, &path), &cfg["compression_config"]);
+  EXPECT_EQ(path, std::vector<std::string>{"compression_config"});
+  cfg["quantization_config"] = nullptr;  // null: absent
+  EXPECT_EQ(find_quant_config(cfg, &key), &cfg["compression_config"]);
+  cfg["quantization_config"] = 5;  // a wrong type is found, for the typed parse to refuse (exit 3)
+  EXPECT_EQ(find_quant_config(cfg, &key), &cfg["quantization_config"]);
+  EXPECT_EQ(key, "quantization_config");
+  EXPECT_FALSE(parse_quant_config(*find_quant_config(cfg), key).ok());
+  EXPECT_EQ(find_quant_config(Json{{"text_config", 3}}), nullptr);
+  EXPECT_EQ(find_quant_config(Json{{"text_config", {{"compression_config", nvfp4a16_config()}}}}), nullptr)
+      << "vLLM's get_quant_config reads compression_config at the top level only";
+}
+
 // ct_quant_config equals what compressed-tensors 0.18 builds for each preset (upstream's group key is the
 // preset name, fp4forge's group_0 as llm-compressor's oneshot writes it), keys in sorted order.
 TEST(QuantConfig, WrittenConfigEqualsUpstreamPerScheme) {

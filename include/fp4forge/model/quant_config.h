@@ -139,9 +139,19 @@ inline constexpr std::string_view kCompressedTensorsVersion = "0.18.0";
 nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore,
                                        Observer observer = Observer::MINMAX);
 
-/** config.json's `quantization_config` (or `compression_config`, the older name) if present. */
+/**
+ * The one lookup of a checkpoint's quantization config, as vLLM finds it (every command uses it):
+ * 1. config.json's `quantization_config`, 2. its `compression_config` (the older name, still accepted),
+ * 3. `text_config.quantization_config` of a multimodal wrapper. vLLM detects 3 from PR #24131 (merged
+ * 2025-09-10, commit f17a6aa4e: "Check the text config as well for multi-modal models"; before it only 1 and 2,
+ * so 3 needs `--quantization` there) and builds it since PR #7187 (`get_quant_config`); transformers does not
+ * hoist it (docs/quant-config-lookup.md). A null value counts as absent; any other JSON type is returned for the
+ * caller's typed parse to refuse. `key_out` gets the dotted key ("quantization_config", "compression_config",
+ * "text_config.quantization_config"), `path_out` the same as JSON object keys (for edits).
+ */
 const nlohmann::ordered_json* find_quant_config(const nlohmann::ordered_json& config,
-                                                std::string* key_out = nullptr);
+                                                std::string* key_out = nullptr,
+                                                std::vector<std::string>* path_out = nullptr);
 
 /** One compiled `ignore` list. */
 class IgnoreMatcher {
