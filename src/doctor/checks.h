@@ -13,55 +13,27 @@
 
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/model/model_info.h"
+#include "fp4forge/model/shape_rules.h"
 #include "fp4forge/core/finding.h"
+#include "fp4forge/util/json_get.h"
 
 namespace fp4forge::doctor {
 
 using Json = nlohmann::ordered_json;
 
-struct TensorMeta {
-  std::string dtype;
-  std::vector<std::uint64_t> shape;
-};
-
-/** What the checks look at. Built by fill_context() from a checkpoint, or by init_context() from a
- * config and a tensor list (the checkpoint as a fix would leave it). */
-struct Context {
-  std::filesystem::path dir;
-  const Checkpoint* ckpt = nullptr;     ///< null when the directory has no weights
-  Json config;                          ///< config.json
-  ModelInfo info;
-  std::map<std::string, TensorMeta, std::less<>> tensors;  ///< every tensor, by name
-  std::string text_prefix;              ///< text-stack prefix actually used by the tensors
-  /** `<text_prefix><container>.` of the decoder layers the tensors show ("model.layers.", "transformer.h.");
-   * empty when no decoder stack was found (then per-layer checks are skipped with a warning). */
-  std::string layer_prefix;
+/** What the checks look at: the shape rules' context (model/shape_rules.h) and doctor's own inputs. Built by
+ * fill_context() from a checkpoint, or by init_context() from a config and a tensor list. */
+struct Context : ShapeContext {
   bool quantized = false;               ///< quantization_config present or packed weights on disk
   /** Where the tokenizer and chat template are read from: `dir` unless doctor --tokenizer names another. */
   std::filesystem::path tokenizer_dir;
   /** doctor --tokenizer as given ("" = the model folder); with an empty tokenizer_dir, a source not readable
    * here (`tokenizer-unchecked`). */
   std::string tokenizer_from;
-
-  const Json& text() const { return text_config(config); }
-  bool has(std::string_view name) const { return tensors.find(name) != tensors.end(); }
-  const TensorMeta* tensor(std::string_view name) const {
-    auto it = tensors.find(name);
-    return it == tensors.end() ? nullptr : &it->second;
-  }
-  /** True when some tensor name starts with `prefix`. */
-  bool any_with_prefix(std::string_view prefix) const;
-  /** The logical [out, in] of a Linear module (`X.weight`, or `X.weight_packed` rows; in = -1 when
-   * packed); nullopt when the module has neither. */
-  std::optional<std::pair<std::int64_t, std::int64_t>> linear_shape(const std::string& module) const;
-  /** `text.<key>` as an integer if present and integral. */
-  std::optional<std::int64_t> text_int(std::string_view key) const;
-  /** Path of a text-config key in config.json (["text_config", key] for wrappers). */
-  std::vector<std::string> text_path(std::string_view key) const;
 };
 
-/** Completes a Context whose dir, config and tensors are set: ModelInfo (BAD_INPUT naming config.json
- * when malformed), the text prefix the tensors use, and whether the checkpoint is quantized. */
+/** Completes a Context whose dir, config and tensors are set: init_shape_context, and whether the checkpoint is
+ * quantized. */
 Status init_context(Context& ctx);
 /** A Context for an opened checkpoint (`ckpt` must outlive it; ctx.ckpt is null when it has no tensors). */
 Status fill_context(Context& ctx, const Checkpoint& ckpt);
@@ -89,10 +61,8 @@ bool prove_per_layer_config_redundant(const Json& config, const std::vector<std:
                                       std::string* why_not);
 
 void check_gemma4_globals(const Context& ctx, std::vector<Finding>& out);
-void check_config_shapes(const Context& ctx, std::vector<Finding>& out);
 void check_architecture(const Context& ctx, std::vector<Finding>& out);
 void check_modalities(const Context& ctx, std::vector<Finding>& out);
-void check_mtp(const Context& ctx, std::vector<Finding>& out);
 void check_processor(const Context& ctx, std::vector<Finding>& out);
 void check_tokenizer(const Context& ctx, std::vector<Finding>& out);
 void check_quantized(const Context& ctx, std::vector<Finding>& out);
@@ -103,18 +73,8 @@ void check_fp8_claims(const Context& ctx, std::vector<Finding>& out);
 /** Runs every check above, in a fixed order. */
 std::vector<Finding> run_checks(const Context& ctx);
 
-// Typed reads of one key of a JSON object from a file: never throw, whatever the value's type.
-/** True only when `j` is an object whose `key` is the boolean true. */
-bool bool_of(const Json& j, std::string_view key);
-/** The integer value of `key`, if `j` is an object and the value is an integer. */
-std::optional<std::int64_t> int_of(const Json& j, std::string_view key);
-/** Whether `j` is an object holding `key` with a non-null value. */
-bool has_non_null(const Json& j, std::string_view key);
-
 /** JSON equality with objects compared as unordered maps (key order carries no meaning). */
 bool same_json(const Json& a, const Json& b);
 
-/** Caps a list of names for a finding (first `n`), returning the count left out. */
-std::size_t cap_names(std::vector<std::string>& names, std::size_t n = 20);
 
 }  // namespace fp4forge::doctor

@@ -160,11 +160,11 @@ struct JsonEdit {
 /** The doctor shape / MTP errors of a checkpoint described by `config` and `tensors`. */
 Result<std::vector<Finding>> shape_errors(const stdfs::path& dir, const Json& config,
                                           std::map<std::string, TensorMeta, std::less<>> tensors) {
-  Context ctx;
+  ShapeContext ctx;
   ctx.dir = dir;
   ctx.config = config;
   ctx.tensors = std::move(tensors);
-  FP4FORGE_TRY(init_context(ctx));
+  FP4FORGE_TRY(init_shape_context(ctx));
   std::vector<Finding> all;
   check_config_shapes(ctx, all);
   check_mtp(ctx, all);

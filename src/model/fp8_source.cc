@@ -11,6 +11,7 @@
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/format.h"
+#include "fp4forge/util/json_get.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/safetensors/header.h"
 
@@ -45,12 +46,6 @@ bool is_payload(const Fp8TensorInfo& t) {
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-std::string str_of(const ojson& j, const char* key) {
-  if (!j.is_object()) return {};
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 /** config.json's quantization config as an object (find_quant_config; another type is refused by read_declared). */
@@ -111,8 +106,7 @@ Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc, const s
       return make_error(Errc::BAD_INPUT, "config.json: {}.config_groups.{}.weights is not an object", key,
                         it.key());
     const std::string type = str_of(*w, "type");
-    const auto bits_it = w->find("num_bits");
-    const std::int64_t bits = bits_it != w->end() && bits_it->is_number_integer() ? bits_it->get<std::int64_t>() : 0;
+    const std::int64_t bits = int_of(*w, "num_bits").value_or(0);
     const std::string strategy = str_of(*w, "strategy");
     const std::string where = fmt::format("config.json {}.config_groups.{}", key, capped(it.key()));
     if (format == "nvfp4-pack-quantized")

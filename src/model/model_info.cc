@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/util/json_get.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge {
@@ -13,37 +14,9 @@ using Json = nlohmann::ordered_json;
 
 constexpr std::int64_t kMaxLayers = 100'000;  // far above any real model; guards allocations
 
-/** Integer value of `key` in `j` (0 when absent, null, non-numeric or non-integral). */
+/** Integer value of `key` in `j` (`dflt` when absent, null, non-numeric or non-integral). */
 std::int64_t get_int(const Json& j, std::string_view key, std::int64_t dflt = 0) {
-  if (!j.is_object()) return dflt;
-  auto it = j.find(key);
-  if (it == j.end()) return dflt;
-  if (it->is_number_integer()) return it->get<std::int64_t>();
-  if (it->is_number_float()) {
-    const double d = it->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) return static_cast<std::int64_t>(d);
-  }
-  return dflt;
-}
-
-bool has_non_null(const Json& j, std::string_view key) {
-  if (!j.is_object()) return false;
-  auto it = j.find(key);
-  return it != j.end() && !it->is_null();
-}
-
-std::optional<bool> get_bool(const Json& j, std::string_view key) {
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_boolean()) return std::nullopt;
-  return it->get<bool>();
-}
-
-std::string get_str(const Json& j, std::string_view key) {
-  if (!j.is_object()) return {};
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return {};
-  return it->get<std::string>();
+  return integral_of(j, key).value_or(dflt);
 }
 
 using util::ends_with;
@@ -98,7 +71,7 @@ void read_geometry(const Json& text, const FamilySpec& spec, ModelInfo& m) {
   m.qk_nope_head_dim = get_int(text, "qk_nope_head_dim");
   m.qk_rope_head_dim = get_int(text, "qk_rope_head_dim");
   m.v_head_dim = get_int(text, "v_head_dim");
-  m.attention_k_eq_v = get_bool(text, "attention_k_eq_v").value_or(false);
+  m.attention_k_eq_v = opt_bool_of(text, "attention_k_eq_v").value_or(false);
   m.sliding_window = get_int(text, "sliding_window");
   m.num_kv_shared_layers = get_int(text, "num_kv_shared_layers");
   m.linear_num_key_heads = get_int(text, "linear_num_key_heads");
@@ -108,11 +81,11 @@ void read_geometry(const Json& text, const FamilySpec& spec, ModelInfo& m) {
   m.linear_conv_kernel_dim = get_int(text, "linear_conv_kernel_dim");
   m.mtp_num_hidden_layers = get_int(text, "mtp_num_hidden_layers");
   if (m.mtp_num_hidden_layers == 0) m.mtp_num_hidden_layers = get_int(text, "num_nextn_predict_layers");
-  m.attn_output_gate = get_bool(text, "attn_output_gate").value_or(spec.attn_output_gate);
-  m.enable_moe_block = get_bool(text, "enable_moe_block").value_or(false) ||
-                       get_bool(text, "use_second_mlp_block").value_or(false);
+  m.attn_output_gate = opt_bool_of(text, "attn_output_gate").value_or(spec.attn_output_gate);
+  m.enable_moe_block = opt_bool_of(text, "enable_moe_block").value_or(false) ||
+                       opt_bool_of(text, "use_second_mlp_block").value_or(false);
   m.hidden_size_per_layer_input = get_int(text, "hidden_size_per_layer_input");
-  m.use_double_wide_mlp = get_bool(text, "use_double_wide_mlp").value_or(false);
+  m.use_double_wide_mlp = opt_bool_of(text, "use_double_wide_mlp").value_or(false);
   m.full_attention_interval = get_int(text, "full_attention_interval");
   if (const std::int64_t nl = get_int(text, "num_layers"); nl > 0 && m.num_layers > nl && m.num_layers % nl == 0)
     m.stack_layers = nl;
@@ -243,8 +216,8 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
   if (auto it = config.find("architectures");
       it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string())
     m.architecture = (*it)[0].get<std::string>();
-  m.model_type = get_str(config, "model_type");
-  m.text_model_type = m.wrapper ? get_str(text, "model_type") : m.model_type;
+  m.model_type = str_of(config, "model_type");
+  m.text_model_type = m.wrapper ? str_of(text, "model_type") : m.model_type;
 
   m.family = detect_family(m.model_type, m.text_model_type, m.architecture);
   const FamilySpec& spec = m.spec();
@@ -257,16 +230,16 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
 
   // Tied embeddings: the text-level value is authoritative (architectures.md §1.1).
   const bool tie_default = spec.tie_default;
-  if (auto t = get_bool(text, "tie_word_embeddings"))
+  if (auto t = opt_bool_of(text, "tie_word_embeddings"))
     m.tie_word_embeddings = *t;
   else
-    m.tie_word_embeddings = get_bool(config, "tie_word_embeddings").value_or(tie_default);
+    m.tie_word_embeddings = opt_bool_of(config, "tie_word_embeddings").value_or(tie_default);
 
   m.has_vision_config = has_non_null(config, "vision_config");
   m.has_audio_config = has_non_null(config, "audio_config");
 
   if (const Json* qc = find_quant_config(config); qc != nullptr && qc->is_object())
-    m.quant_method = get_str(*qc, "quant_method");
+    m.quant_method = str_of(*qc, "quant_method");
 
   if (m.num_layers < 0 || m.num_layers > kMaxLayers)
     return make_error(Errc::BAD_INPUT, "config.json: num_hidden_layers = {} is out of range, expected 0..{}",

@@ -189,22 +189,15 @@ Family detect_family(std::string_view model_type, std::string_view text_model_ty
   return Family::UNKNOWN;
 }
 
-std::optional<std::int64_t> config_int(const nlohmann::ordered_json& j, std::string_view key) noexcept {
-  if (!j.is_object()) return std::nullopt;
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<std::int64_t>();
-}
-
 std::int64_t first_int(const nlohmann::ordered_json& j, std::span<const std::string_view> keys) {
   for (auto k : keys)
-    if (auto v = config_int(j, k)) return *v;
+    if (auto v = int_of(j, k)) return *v;
   return 0;
 }
 
 bool layer_is_moe(const FamilySpec& spec, const nlohmann::ordered_json& text, std::int64_t i,
                   std::int64_t num_layers) {
-  auto get = [&](std::string_view k, std::int64_t dflt) { return config_int(text, k).value_or(dflt); };
+  auto get = [&](std::string_view k, std::int64_t dflt) { return int_of(text, k).value_or(dflt); };
   auto in_list = [&](std::string_view k) -> std::optional<bool> {
     if (!text.is_object()) return std::nullopt;
     auto it = text.find(k);

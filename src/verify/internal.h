@@ -10,6 +10,7 @@
 // Internal to the verify module: nothing outside src/verify includes it.
 #include "fp4forge/verify/verify.h"
 #include "fp4forge/model/structure.h"
+#include "fp4forge/util/json_get.h"
 #include <algorithm>
 #include <array>
 #include <cmath>

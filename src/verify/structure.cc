@@ -690,12 +690,8 @@ bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
   auto src = read_fp8_source(q);
   if (!src.ok()) {
     // A source detection refuses: a CT checkpoint of another scheme is left to the structural checks.
-    const std::string method = [&] {
-      const Json* qc = find_quant_config(q.config());
-      if (qc == nullptr || !qc->is_object()) return std::string();
-      const auto m = qc->find("quant_method");  // untrusted: any JSON type (a number is not exit 5)
-      return m != qc->end() && m->is_string() ? m->get<std::string>() : std::string();
-    }();
+    const Json* qc = find_quant_config(q.config());
+    const std::string method = qc != nullptr ? str_of(*qc, "quant_method") : std::string();  // any JSON type
     if (method == "fp8" || method == "modelopt")
       sink.add({"fp8-source-invalid", Severity::ERROR, "quantization_config", src.error().message, {}, "",
                 "FP8 weights with their scales (docs/fp8-sources.md)", "unreadable",

@@ -30,5 +30,7 @@ nlohmann::ordered_json to_json(const Finding& f);
 bool has_errors(const std::vector<Finding>& findings) noexcept;
 /** True when any finding fails a run: an error, or with `strict` (doctor/verify --strict) a warning. */
 bool fails(const std::vector<Finding>& findings, bool strict) noexcept;
+/** Caps a finding's list of names to the first `n`, returning the count left out (for the message). */
+std::size_t cap_names(std::vector<std::string>& names, std::size_t n = 20);
 
 }  // namespace fp4forge

@@ -26,6 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/util/json_get.h"
+
 namespace fp4forge {
 
 enum class Family {
@@ -125,9 +127,6 @@ std::string_view family_name(Family f) noexcept;
  */
 Family detect_family(std::string_view model_type, std::string_view text_model_type,
                      std::string_view architecture) noexcept;
-
-/** `j[key]` when `j` is an object and the value is an integer; nullopt otherwise. */
-std::optional<std::int64_t> config_int(const nlohmann::ordered_json& j, std::string_view key) noexcept;
 
 /** The first of `keys` present as an integer in `j` (0 when none). */
 std::int64_t first_int(const nlohmann::ordered_json& j, std::span<const std::string_view> keys);

@@ -1,5 +1,6 @@
 // config-shape-mismatch and expert-layout: the shape invariants of architectures.md §3.1 / §3.5, by rule
-// for every family in the table (not by fixture). One finding per broken rule, listing the tensors.
+// for every family in the table (not by fixture). One finding per broken rule, listing the tensors. And the MTP
+// layers the config declares against the tensors (model/shape_rules.h).
 #include <algorithm>
 #include <charconv>
 #include <set>
@@ -7,12 +8,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "checks.h"
+#include "fp4forge/model/shape_rules.h"
+#include "fp4forge/util/json_get.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
 
-namespace fp4forge::doctor {
+namespace fp4forge {
 namespace {
+
+using Json = nlohmann::ordered_json;
 
 std::string dims(const std::vector<std::int64_t>& v) {
   std::vector<std::string> s;
@@ -85,8 +89,8 @@ struct Reading {
 };
 
 struct ShapeChecker {
-  ShapeChecker(const Context& c, std::vector<Finding>* o) : ctx(c), out_(o) {}
-  const Context& ctx;
+  ShapeChecker(const ShapeContext& c, std::vector<Finding>* o) : ctx(c), out_(o) {}
+  const ShapeContext& ctx;
   Violations v;
   const ModelInfo& m = ctx.info;
   Family fam = ctx.info.family;
@@ -640,10 +644,90 @@ struct ShapeChecker {
 
 }  // namespace
 
-void check_config_shapes(const Context& ctx, std::vector<Finding>& out) {
+void check_config_shapes(const ShapeContext& ctx, std::vector<Finding>& out) {
   if (ctx.info.family == Family::UNKNOWN || ctx.tensors.empty()) return;
   ShapeChecker c(ctx, &out);
   c.run();
 }
 
-}  // namespace fp4forge::doctor
+void check_mtp(const ShapeContext& ctx, std::vector<Finding>& out) {
+  if (ctx.tensors.empty()) return;
+  const std::int64_t n = ctx.info.mtp_num_hidden_layers;
+  if (ctx.info.spec().mtp == MtpForm::EXTRA_LAYERS) {
+    // DeepSeek-V3 / GLM-4.5: MTP layers are decoder layers [N, N + n).
+    std::vector<std::string> missing;
+    for (std::int64_t k = 0; k < n; ++k) {
+      const std::string base = fmt::format("{}layers.{}.", ctx.text_prefix, ctx.info.num_layers + k);
+      if (!ctx.any_with_prefix(base)) missing.push_back(base + "*");
+    }
+    if (missing.empty()) return;
+    Finding f;
+    f.kind = "mtp-declared-missing";
+    f.severity = Severity::WARNING;
+    f.key = "num_nextn_predict_layers";
+    f.expected = fmt::format("decoder layers {}..{} (the MTP layers)", ctx.info.num_layers, ctx.info.num_layers + n - 1);
+    f.actual = fmt::format("missing {}", fmt::join(missing, ", "));
+    f.tensors = missing;
+    f.message = fmt::format("num_nextn_predict_layers = {} but {}: MTP speculative decoding is unavailable "
+                            "(typical of a checkpoint re-saved by plain transformers, which drops the MTP layers)",
+                            n, f.actual);
+    f.hint = "copy the MTP layers from the original release (doctor --fix --mtp-from SRC), or set "
+             "num_nextn_predict_layers to 0";
+    if (static_cast<std::int64_t>(missing.size()) == n)
+      f.fix = "splice the MTP layers from the original release: --fix --mtp-from SRC";
+    out.push_back(std::move(f));
+    return;
+  }
+  std::vector<std::string> mtp;
+  std::set<std::int64_t> layers;
+  for (auto it = ctx.tensors.lower_bound("mtp."); it != ctx.tensors.end(); ++it) {
+    std::string_view name = it->first;
+    if (name.substr(0, 4) != "mtp.") break;
+    mtp.push_back(it->first);
+    if (name.substr(0, 11) == "mtp.layers.") {
+      std::string_view r = name.substr(11);
+      std::int64_t k = 0;
+      auto [p, ec] = std::from_chars(r.data(), r.data() + r.size(), k);
+      if (ec == std::errc()) layers.insert(k);
+    }
+  }
+  const std::string key = ctx.info.wrapper ? "text_config.mtp_num_hidden_layers" : "mtp_num_hidden_layers";
+  std::vector<std::string> missing;
+  for (std::int64_t k = 0; k < n; ++k)
+    if (!layers.count(k)) missing.push_back(fmt::format("mtp.layers.{}", k));
+  if (n >= 1 && (mtp.empty() || !missing.empty())) {
+    Finding f;
+    f.kind = "mtp-declared-missing";
+    f.severity = Severity::WARNING;
+    f.key = key;
+    f.expected = fmt::format("mtp.* tensors for {} MTP layer(s)", n);
+    f.actual = mtp.empty() ? "no mtp.* tensors" : fmt::format("missing {}", fmt::join(missing, ", "));
+    f.tensors = missing;
+    f.message = fmt::format("{} = {} but {}: MTP speculative decoding is unavailable (typical of a checkpoint "
+                            "re-saved by plain transformers, which drops mtp.* on load)", key, n, f.actual);
+    f.hint = "copy the mtp.* tensors from the source checkpoint (doctor --fix --mtp-from SRC; llm-compressor "
+             "re-adds them on save), or set mtp_num_hidden_layers to 0";
+    if (mtp.empty()) f.fix = "splice the mtp.* tensors from the original release: --fix --mtp-from SRC";
+    out.push_back(std::move(f));
+  }
+  std::vector<std::string> extra;
+  for (auto k : layers)
+    if (k >= n) extra.push_back(fmt::format("mtp.layers.{}", k));
+  if (!mtp.empty() && (n == 0 || !extra.empty())) {
+    Finding f;
+    f.kind = "mtp-present-undeclared";
+    f.severity = Severity::WARNING;
+    f.key = key;
+    f.expected = n == 0 ? "mtp_num_hidden_layers ≥ 1 for the mtp.* tensors" : fmt::format("at most {} MTP layer(s)", n);
+    f.actual = n == 0 ? fmt::format("{} absent or 0 with {} mtp.* tensors", key, mtp.size())
+                      : fmt::format("extra {}", fmt::join(extra, ", "));
+    f.tensors = n == 0 ? mtp : extra;
+    const std::size_t left = cap_names(f.tensors);
+    f.message = fmt::format("mtp.* tensors are present but not declared ({}): MTP speculative decoding will not use "
+                            "them{}", f.actual, left ? fmt::format(" ({} more tensors not listed)", left) : "");
+    f.hint = "declare mtp_num_hidden_layers to match the mtp.layers.* on disk";
+    out.push_back(std::move(f));
+  }
+}
+
+}  // namespace fp4forge

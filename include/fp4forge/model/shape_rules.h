@@ -1,0 +1,72 @@
+#pragma once
+/**
+ * Config against tensor shapes: the invariants of architectures.md §3.1 / §3.5 (every projection's
+ * [out, in] from the config's widths, norms, conv and state tensors, routed experts, MTP layers), evaluated by
+ * rule for every family in the registry. doctor reports them (`config-shape-mismatch`, `expert-layout`,
+ * `mtp-declared-missing`, `mtp-present-undeclared`); the MTP splice re-runs them on the checkpoint as the
+ * splice would leave it, before writing. Pure over (config, tensor names and shapes); only the tied-embedding
+ * rule reads two tensors' bytes, through `ckpt` when it is set.
+ */
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/core/error.h"
+#include "fp4forge/core/finding.h"
+#include "fp4forge/model/model_info.h"
+#include "fp4forge/safetensors/checkpoint.h"
+
+namespace fp4forge {
+
+struct TensorMeta {
+  std::string dtype;
+  std::vector<std::uint64_t> shape;
+};
+
+/** What the shape rules look at. Set dir, config and tensors (and ckpt to let the tied-embedding rule read
+ * bytes), then init_shape_context(). */
+struct ShapeContext {
+  std::filesystem::path dir;
+  const Checkpoint* ckpt = nullptr;     ///< null when the directory has no weights (or none is opened)
+  nlohmann::ordered_json config;        ///< config.json
+  ModelInfo info;
+  std::map<std::string, TensorMeta, std::less<>> tensors;  ///< every tensor, by name
+  std::string text_prefix;              ///< text-stack prefix actually used by the tensors
+  /** `<text_prefix><container>.` of the decoder layers the tensors show ("model.layers.", "transformer.h.");
+   * empty when no decoder stack was found (then per-layer checks are skipped with a warning). */
+  std::string layer_prefix;
+
+  const nlohmann::ordered_json& text() const { return text_config(config); }
+  bool has(std::string_view name) const { return tensors.find(name) != tensors.end(); }
+  const TensorMeta* tensor(std::string_view name) const {
+    auto it = tensors.find(name);
+    return it == tensors.end() ? nullptr : &it->second;
+  }
+  /** True when some tensor name starts with `prefix`. */
+  bool any_with_prefix(std::string_view prefix) const;
+  /** The logical [out, in] of a Linear module (`X.weight`, or `X.weight_packed` rows; in = -1 when
+   * packed); nullopt when the module has neither. */
+  std::optional<std::pair<std::int64_t, std::int64_t>> linear_shape(const std::string& module) const;
+  /** `text.<key>` as an integer if present and integral. */
+  std::optional<std::int64_t> text_int(std::string_view key) const;
+  /** Path of a text-config key in config.json (["text_config", key] for wrappers). */
+  std::vector<std::string> text_path(std::string_view key) const;
+};
+
+/** Completes a context whose dir, config and tensors are set: ModelInfo (BAD_INPUT naming config.json when
+ * malformed), the structure the tensors show, and the text and layer prefixes they use. */
+Status init_shape_context(ShapeContext& ctx);
+
+/** `config-shape-mismatch` and `expert-layout`: one finding per broken rule, listing the tensors. */
+void check_config_shapes(const ShapeContext& ctx, std::vector<Finding>& out);
+/** `mtp-declared-missing` / `mtp-present-undeclared`: the MTP layers the config declares against the tensors. */
+void check_mtp(const ShapeContext& ctx, std::vector<Finding>& out);
+
+}  // namespace fp4forge
