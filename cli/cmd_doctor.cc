@@ -1,5 +1,5 @@
 // fp4forge doctor DIR [--fix] [--dry-run] [--mtp-from SRC] [--json]: config defects vs tensors, processor
-// and tokenizer files; safe fixes with backups (library: doctor/doctor.h, doctor/mtp_splice.h).
+// and tokenizer files; safe fixes with backups (library: doctor/doctor.h, quantize/mtp_splice.h).
 #include <cstdio>
 #include <memory>
 #include <string>

@@ -1,5 +1,5 @@
-// fp4forge quantize SRC DST: streaming NVFP4A16 quantization (library: quantize/plan.h, quantize/run.h;
-// --mtp-from: doctor/mtp_splice.h on the staging folder through RunOptions::before_commit).
+// fp4forge quantize SRC DST: streaming quantization (library: quantize/plan.h, quantize/run.h; --mtp-from is
+// QuantizeParams::mtp_from, quantize/mtp_splice.h). Option mapping, one call, print.
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -12,7 +12,6 @@
 
 #include "commands.h"
 #include "interrupt.h"
-#include "fp4forge/doctor/mtp_splice.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"
@@ -80,43 +79,22 @@ int run_quantize(const QuantizeOpts& o) {
     if (!o.dry_run)
       for (const auto& w : plan.warnings) warn(w);
   };
-  // --mtp-from: proven against SRC before any work (every refusal), then done on the staging folder before
-  // the commit rename, so DST appears with its MTP or not at all.
-  std::optional<doctor::MtpSpliceReport> splice;
-  std::string mtp_from;  // a folder or a repo id in the Hugging Face cache, like SRC
-  if (!o.mtp_from.empty()) {
+  if (!o.mtp_from.empty()) {  // a folder or a repo id in the Hugging Face cache, like SRC
     auto from = checkpoint_source(o.mtp_from, o.json);
     if (!from) return report_error(from.error(), o.json);
-    mtp_from = from->path.string();
-  }
-  if (!mtp_from.empty()) {
-    doctor::MtpSpliceOptions pre;
-    pre.dry_run = true;
-    auto pr = doctor::splice_mtp(src->path, mtp_from, pre);
-    if (!pr) return report_error(pr.error(), o.json);
-    if (o.dry_run) splice = std::move(*pr);
-    p.run.before_commit = [&](const std::filesystem::path& staging) -> Status {
-      doctor::MtpSpliceOptions so;
-      so.owned_target = true;
-      FP4FORGE_ASSIGN_OR_RETURN(doctor::MtpSpliceReport r, doctor::splice_mtp(staging, mtp_from, so));
-      r.target = p.dst;
-      splice = std::move(r);
-      return {};
-    };
+    p.mtp_from = from->path;
   }
   auto res = quant::quantize(p);
   if (!res) return report_error(res.error(), o.json);
   if (o.json) {
     auto j = quant::to_json(*res);
     j["source_hub"] = hf_cache::to_json(src->hub);
-    if (splice) j["mtp_splice"] = doctor::to_json(*splice);
     print_json(j);
     return 0;
   }
   if (res->summary)  // the run's own warnings (the plan's were printed before the run started)
     for (std::size_t i = plan_warnings; i < res->summary->warnings.size(); ++i) warn(res->summary->warnings[i]);
   fmt::print("{}", quant::to_text(*res, o.verbose));
-  if (splice) fmt::print("{}", doctor::to_text(*splice));
   std::fflush(stdout);
   return 0;
 }

@@ -7,7 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "checks.h"
-#include "fp4forge/doctor/json_edit.h"
+#include "fp4forge/util/json_edit.h"
 #include "fp4forge/model/serving_files.h"
 #include "fp4forge/util/fs.h"
 

@@ -12,7 +12,7 @@
 
 #include "checks.h"
 #include "fp4forge/util/strings.h"
-#include "fp4forge/doctor/json_edit.h"
+#include "fp4forge/util/json_edit.h"
 #include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
@@ -372,10 +372,10 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   const std::string stamp = opts.timestamp.empty() ? backup::stamp_now() : opts.timestamp;
   // The MTP splice is proven (a dry run: every refusal) before any other fix is written.
   if (!opts.mtp_from.empty()) {
-    MtpSpliceOptions so;
+    quant::MtpSpliceOptions so;
     so.dry_run = true;
     so.timestamp = stamp;
-    FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport pre, splice_mtp(dir, opts.mtp_from, so));
+    FP4FORGE_ASSIGN_OR_RETURN(quant::MtpSpliceReport pre, quant::splice_mtp(dir, opts.mtp_from, so));
     if (opts.dry_run) rep.mtp_splice = std::move(pre);
   } else if (due.count("mtp-declared-missing")) {
     rep.refused.push_back({"mtp-declared-missing",
@@ -394,9 +394,9 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
     for (const auto& c : rep.mtp_splice->changes) rep.changes.push_back(c);
   } else if (!opts.mtp_from.empty() && !opts.dry_run) {
     d.reset();  // release the mappings: the splice opens the checkpoint as the fixes left it
-    MtpSpliceOptions so;
+    quant::MtpSpliceOptions so;
     so.timestamp = stamp;
-    FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport sr, splice_mtp(dir, opts.mtp_from, so));
+    FP4FORGE_ASSIGN_OR_RETURN(quant::MtpSpliceReport sr, quant::splice_mtp(dir, opts.mtp_from, so));
     for (const auto& c : sr.changes) rep.changes.push_back(c);
     rep.mtp_splice = std::move(sr);
   }
@@ -440,7 +440,7 @@ nlohmann::ordered_json to_json(const DoctorReport& r) {
   nlohmann::ordered_json rf = nlohmann::ordered_json::array();
   for (const auto& x : r.refused) rf.push_back({{"kind", x.kind}, {"reason", x.reason}});
   j["refused"] = std::move(rf);
-  j["mtp_splice"] = r.mtp_splice ? to_json(*r.mtp_splice) : nlohmann::ordered_json(nullptr);
+  j["mtp_splice"] = r.mtp_splice ? quant::to_json(*r.mtp_splice) : nlohmann::ordered_json(nullptr);
   j["remaining"] = findings_json(r.remaining);
   return j;
 }
@@ -487,7 +487,7 @@ std::string to_text(const DoctorReport& r) {
       s += c.diff;
     }
     for (const auto& x : r.refused) s += fmt::format("refused {}: {}\n", x.kind, x.reason);
-    if (r.mtp_splice) s += "\n" + to_text(*r.mtp_splice);
+    if (r.mtp_splice) s += "\n" + quant::to_text(*r.mtp_splice);
     if (r.fix && !r.dry_run && !r.changes.empty()) {
       s += fmt::format("\nafter fixes: {}\n", counts(r.remaining));
       append_findings(s, r.remaining);

@@ -111,6 +111,10 @@ struct ShapeChecker {
       v.add(rule, module, dims(std::vector<std::int64_t>{out > 0 ? out : -1, in > 0 ? in : -1}),
             dims(std::vector<std::int64_t>{s->first, s->second}), key);
   }
+  /** The same against a shape from the width formulas (model/shape_rules.h); unknown widths: not checked. */
+  void linear(const std::string& module, LinearShape want, const std::string& rule, const std::string& key = {}) {
+    if (want) linear(module, want->first, want->second, rule, key);
+  }
   void shape(const std::string& name, const std::vector<std::int64_t>& want, const std::string& rule,
              const std::string& key = {}) {
     const auto* t = ctx.tensor(name);
@@ -163,24 +167,23 @@ struct ShapeChecker {
 
   /** Multi-head latent attention (DeepSeek-V2/V3): q_a/q_b (or q_proj), kv_a_proj_with_mqa, kv_b_proj, o_proj. */
   void mla_attention(const std::string& sa) {
-    const std::int64_t A = m.num_heads, nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim, vd = m.v_head_dim;
-    const std::int64_t qk = nope + rope;
     if (m.q_lora_rank > 0) {
-      linear(sa + "q_a_proj", m.q_lora_rank, H, "q_a_proj == [q_lora_rank, hidden_size]", "q_lora_rank");
-      linear(sa + "q_b_proj", A * qk, m.q_lora_rank,
+      linear(sa + "q_a_proj", mla_shape(Role::ATTN_Q_A, m), "q_a_proj == [q_lora_rank, hidden_size]", "q_lora_rank");
+      linear(sa + "q_b_proj", mla_shape(Role::ATTN_Q_B, m),
              "q_b_proj == [num_attention_heads·(qk_nope_head_dim + qk_rope_head_dim), q_lora_rank]", "q_lora_rank");
       if (module_present(sa + "q_proj"))
         v.add("with q_lora_rank set, MLA layers have q_a_proj/q_b_proj and no q_proj", sa + "q_proj", "absent",
               "present", "q_lora_rank");
     } else {
-      linear(sa + "q_proj", A * qk, H, "q_proj == [num_attention_heads·(qk_nope_head_dim + qk_rope_head_dim), hidden_size]",
-             "qk_nope_head_dim");
+      linear(sa + "q_proj", mla_shape(Role::ATTN_Q, m),
+             "q_proj == [num_attention_heads·(qk_nope_head_dim + qk_rope_head_dim), hidden_size]", "qk_nope_head_dim");
     }
-    linear(sa + "kv_a_proj_with_mqa", m.kv_lora_rank + rope, H,
+    linear(sa + "kv_a_proj_with_mqa", mla_shape(Role::ATTN_KV_A, m),
            "kv_a_proj_with_mqa == [kv_lora_rank + qk_rope_head_dim, hidden_size]", "kv_lora_rank");
-    linear(sa + "kv_b_proj", A * (nope + vd), m.kv_lora_rank,
+    linear(sa + "kv_b_proj", mla_shape(Role::ATTN_KV_B, m),
            "kv_b_proj == [num_attention_heads·(qk_nope_head_dim + v_head_dim), kv_lora_rank]", "kv_lora_rank");
-    linear(sa + "o_proj", H, A * vd, "o_proj == [hidden_size, num_attention_heads·v_head_dim]", "v_head_dim");
+    linear(sa + "o_proj", mla_shape(Role::ATTN_O, m), "o_proj == [hidden_size, num_attention_heads·v_head_dim]",
+           "v_head_dim");
     if (!module_present(sa + "kv_a_proj_with_mqa"))
       v.add("every MLA layer has kv_a_proj_with_mqa", sa + "kv_a_proj_with_mqa", "present", "absent", "kv_lora_rank");
   }
@@ -192,23 +195,21 @@ struct ShapeChecker {
     const std::int64_t A = m.num_heads;
     if (mla()) return mla_attention(sa);
     if (module_present(sa + "qkv_proj")) {  // pre-fused q/k/v (Phi-3)
-      if (d > 0 && A > 0 && kv > 0)
-        linear(sa + "qkv_proj", (A + 2 * kv) * d, H,
-               "qkv_proj == [(num_attention_heads + 2·num_key_value_heads)·head_dim, hidden_size]" + sfx,
-               "num_key_value_heads");
-      if (d > 0 && A > 0)
-        linear(sa + "o_proj", H, A * d, "o_proj == [hidden_size, num_attention_heads·head_dim_i]" + sfx,
-               "num_attention_heads");
+      linear(sa + "qkv_proj", attention_shape(Role::ATTN_QKV, H, A, d, kv),
+             "qkv_proj == [(num_attention_heads + 2·num_key_value_heads)·head_dim, hidden_size]" + sfx,
+             "num_key_value_heads");
+      linear(sa + "o_proj", attention_shape(Role::ATTN_O, H, A, d, kv),
+             "o_proj == [hidden_size, num_attention_heads·head_dim_i]" + sfx, "num_attention_heads");
       return;
     }
     const std::int64_t gate = (qwen_hybrid() && m.attn_output_gate) ? 2 : 1;
     if (d > 0 && A > 0) {
-      linear(sa + "q_proj", A * d * gate, H,
+      linear(sa + "q_proj", attention_shape(Role::ATTN_Q, H, A, d, kv, gate),
              gate == 2 ? "q_proj == [num_attention_heads·head_dim·2 (attn_output_gate), hidden_size]" + sfx
                        : "q_proj == [num_attention_heads·head_dim_i, hidden_size]" + sfx,
              "num_attention_heads");
-      linear(sa + "o_proj", H, A * d, "o_proj == [hidden_size, num_attention_heads·head_dim_i]" + sfx,
-             "num_attention_heads");
+      linear(sa + "o_proj", attention_shape(Role::ATTN_O, H, A, d, kv),
+             "o_proj == [hidden_size, num_attention_heads·head_dim_i]" + sfx, "num_attention_heads");
       shape(sa + "q_norm.weight", {d}, "q_norm length == head_dim_i" + sfx, "head_dim");
     }
     const bool k_eq_v = fam == Family::GEMMA4 && full && m.attention_k_eq_v;
@@ -223,7 +224,7 @@ struct ShapeChecker {
       v.add("every attention layer that is not KV-shared has a k_proj", sa + "k_proj", "present", "absent",
             "num_kv_shared_layers");
     if (d > 0 && kv > 0) {
-      linear(sa + "k_proj", kv * d, H,
+      linear(sa + "k_proj", attention_shape(Role::ATTN_K, H, A, d, kv),
              (k_eq_v ? "full-attention k_proj rows == num_global_key_value_heads·global_head_dim"
                      : "k_proj rows == num_key_value_heads_i·head_dim_i") + sfx,
              k_eq_v ? "num_global_key_value_heads" : "num_key_value_heads");
@@ -241,8 +242,8 @@ struct ShapeChecker {
                   : "every attention layer has a v_proj",
               sa + "v_proj", "present", "absent", "attention_k_eq_v");
       if (d > 0 && kv > 0)
-        linear(sa + "v_proj", kv * d, H, "v_proj rows == num_key_value_heads_i·head_dim_i" + sfx,
-               "num_key_value_heads");
+        linear(sa + "v_proj", attention_shape(Role::ATTN_V, H, A, d, kv),
+               "v_proj rows == num_key_value_heads_i·head_dim_i" + sfx, "num_key_value_heads");
     }
     if (kv > 0 && A > 0 && A % kv != 0)
       v.add("num_attention_heads divisible by the kv heads of every layer (GQA)" + sfx,
@@ -279,9 +280,9 @@ struct ShapeChecker {
                  const std::string& key = "intermediate_size") {
     if (I <= 0) return;
     const std::string i = key == "intermediate_size" ? "intermediate_size_i" : key;
-    linear(mlp + "gate_proj", I, H, fmt::format("{}.gate_proj == [{}, hidden_size]", what, i), key);
-    linear(mlp + "up_proj", I, H, fmt::format("{}.up_proj == [{}, hidden_size]", what, i), key);
-    linear(mlp + "down_proj", H, I, fmt::format("{}.down_proj == [hidden_size, {}]", what, i), key);
+    linear(mlp + "gate_proj", mlp_shape(Role::MLP_GATE, H, I), fmt::format("{}.gate_proj == [{}, hidden_size]", what, i), key);
+    linear(mlp + "up_proj", mlp_shape(Role::MLP_UP, H, I), fmt::format("{}.up_proj == [{}, hidden_size]", what, i), key);
+    linear(mlp + "down_proj", mlp_shape(Role::MLP_DOWN, H, I), fmt::format("{}.down_proj == [hidden_size, {}]", what, i), key);
   }
 
   /** The routed experts of the MoE layer under `base` (model/experts.h decides each block's form), its

@@ -830,12 +830,29 @@ Result<QuantizeResult> quantize(const QuantizeParams& p) {
   if (!p.dry_run && p.dst.empty())
     return make_error(Errc::USAGE, "missing DST; give an output directory (or use --dry-run)");
   if (!p.dst.empty()) FP4FORGE_TRY(check_destination(p.src, p.dst));
-  FP4FORGE_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(p.src));
   QuantizeResult out;
+  RunOptions run = p.run;
+  if (!p.mtp_from.empty()) {
+    // Proven against SRC before any work (every refusal), then done on the staging folder before the commit
+    // rename, so DST appears with its MTP or not at all.
+    MtpSpliceOptions pre;
+    pre.dry_run = true;
+    FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport proof, splice_mtp(p.src, p.mtp_from, pre));
+    if (p.dry_run) out.mtp_splice = std::move(proof);
+    run.before_commit = [&p, &out, then = p.run.before_commit](const std::filesystem::path& staging) -> Status {
+      MtpSpliceOptions so;
+      so.owned_target = true;
+      FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport done, splice_mtp(staging, p.mtp_from, so));
+      done.target = p.dst.string();
+      out.mtp_splice = std::move(done);
+      return then ? then(staging) : Status{};
+    };
+  }
+  FP4FORGE_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(p.src));
   FP4FORGE_ASSIGN_OR_RETURN(out.plan, make_plan(ck, p.plan));
   if (p.on_plan) p.on_plan(out.plan);
   if (p.dry_run) return out;
-  Runner r(ck, out.plan, p.run);
+  Runner r(ck, out.plan, run);
   FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(normalize_destination(p.dst)));
   out.summary = std::move(sum);
   return out;
@@ -889,17 +906,22 @@ std::string to_text(const RunSummary& s) {
 }
 
 nlohmann::ordered_json to_json(const QuantizeResult& r) {
-  if (r.summary) return to_json(*r.summary);
   nlohmann::ordered_json j;
-  j["ok"] = true;
-  j["dry_run"] = true;
-  j["plan"] = to_json(r.plan);
+  if (r.summary) {
+    j = to_json(*r.summary);
+  } else {
+    j["ok"] = true;
+    j["dry_run"] = true;
+    j["plan"] = to_json(r.plan);
+  }
+  if (r.mtp_splice) j["mtp_splice"] = to_json(*r.mtp_splice);
   return j;
 }
 
 std::string to_text(const QuantizeResult& r, bool verbose) {
-  if (r.summary) return to_text(*r.summary);
-  return to_text(r.plan, verbose) + "dry run: nothing written\n";
+  std::string s = r.summary ? to_text(*r.summary) : to_text(r.plan, verbose) + "dry run: nothing written\n";
+  if (r.mtp_splice) s += to_text(*r.mtp_splice);
+  return s;
 }
 
 }  // namespace fp4forge::quant

@@ -10,6 +10,7 @@
 // Internal to the verify module: nothing outside src/verify includes it.
 #include "fp4forge/verify/verify.h"
 #include "fp4forge/model/structure.h"
+#include "fp4forge/model/shape_rules.h"
 #include "fp4forge/util/json_get.h"
 #include <algorithm>
 #include <array>
@@ -184,90 +185,6 @@ std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byt
 std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t flat);
 
 // ---- geometry ------------------------------------------------------------------------------------
-
-struct Geometry {
-  const ModelInfo& info;
-  const Json& text;
-
-  std::int64_t get(std::string_view key) const {
-    if (!text.is_object()) return 0;
-    auto it = text.find(key);
-    return it != text.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
-  }
-  bool flag(std::string_view key) const {
-    if (!text.is_object()) return false;
-    auto it = text.find(key);
-    return it != text.end() && it->is_boolean() && it->get<bool>();
-  }
-
-  /** Expected [rows, cols] of a 2-D weight of role `base` in a layer, or nullopt when unknown. */
-  std::optional<std::pair<std::int64_t, std::int64_t>> expect(Role base, const TensorClass& c) const {
-    const std::int64_t H = info.hidden_size, A = info.num_heads;
-    if (H <= 0) return std::nullopt;
-    const bool full = c.layer_type == "full_attention";
-    std::int64_t d = info.head_dim > 0 ? info.head_dim : (A > 0 ? H / A : 0);
-    std::int64_t kv = info.num_kv_heads > 0 ? info.num_kv_heads : A;
-    std::int64_t q_mult = 1;
-    std::int64_t I = info.intermediate_size;
-    const bool in_stack = c.text_stack && c.layer >= 0 && static_cast<std::size_t>(c.layer) < info.layer_head_dim.size();
-    if (in_stack && info.layer_head_dim[static_cast<std::size_t>(c.layer)] > 0) {
-      // Effective per-layer geometry (Gemma-4 globals / per_layer_config already applied by ModelInfo).
-      d = info.layer_head_dim[static_cast<std::size_t>(c.layer)];
-      if (static_cast<std::size_t>(c.layer) < info.layer_kv_heads.size() &&
-          info.layer_kv_heads[static_cast<std::size_t>(c.layer)] > 0)
-        kv = info.layer_kv_heads[static_cast<std::size_t>(c.layer)];
-    } else if (info.family == Family::GEMMA4) {
-      if (full && info.global_head_dim > 0) d = info.global_head_dim;
-      if (full && info.attention_k_eq_v && info.num_global_kv_heads > 0) kv = info.num_global_kv_heads;
-    }
-    if (info.family == Family::GEMMA4) {
-      const std::int64_t shared = info.num_kv_shared_layers;
-      if (shared > 0 && c.layer >= 0 && c.text_stack && c.layer >= info.num_layers - shared &&
-          (info.use_double_wide_mlp || flag("use_double_wide_mlp")))
-        I *= 2;
-    }
-    if (info.attn_output_gate) q_mult = 2;
-    const std::int64_t Im = info.moe_intermediate_size, Is = info.shared_expert_intermediate_size;
-    auto pair = [](std::int64_t r, std::int64_t cc) -> std::optional<std::pair<std::int64_t, std::int64_t>> {
-      if (r <= 0 || cc <= 0) return std::nullopt;
-      return std::make_pair(r, cc);
-    };
-    // Multi-head latent attention (DeepSeek-V2/V3): per-head q/k width nope + rope, v width v_head_dim.
-    const std::int64_t qk = info.qk_nope_head_dim + info.qk_rope_head_dim, vd = info.v_head_dim;
-    if (info.spec().mla || info.kv_lora_rank > 0) {
-      switch (base) {
-        case Role::ATTN_Q: return A > 0 && qk > 0 ? pair(A * qk, H) : std::nullopt;
-        case Role::ATTN_Q_A: return pair(info.q_lora_rank, H);
-        case Role::ATTN_Q_B: return A > 0 && qk > 0 ? pair(A * qk, info.q_lora_rank) : std::nullopt;
-        case Role::ATTN_KV_A: return pair(info.kv_lora_rank + info.qk_rope_head_dim, H);
-        case Role::ATTN_KV_B:
-          return A > 0 && info.qk_nope_head_dim > 0 && vd > 0 ? pair(A * (info.qk_nope_head_dim + vd), info.kv_lora_rank)
-                                                              : std::nullopt;
-        case Role::ATTN_O: return A > 0 && vd > 0 ? pair(H, A * vd) : std::nullopt;
-        default: break;
-      }
-    }
-    switch (base) {
-      case Role::ATTN_Q: return A > 0 && d > 0 ? pair(A * d * q_mult, H) : std::nullopt;
-      case Role::ATTN_QKV: return A > 0 && kv > 0 && d > 0 ? pair((A + 2 * kv) * d, H) : std::nullopt;
-      case Role::MLP_GATE_UP: return pair(2 * I, H);
-      case Role::SHARED_EXPERT_GATE_UP: return pair(2 * Is, H);
-      case Role::ATTN_K:
-      case Role::ATTN_V: return kv > 0 && d > 0 ? pair(kv * d, H) : std::nullopt;
-      case Role::ATTN_O: return A > 0 && d > 0 ? pair(H, A * d) : std::nullopt;
-      case Role::MLP_GATE:
-      case Role::MLP_UP: return pair(I, H);
-      case Role::MLP_DOWN: return pair(H, I);
-      case Role::EXPERT_GATE:
-      case Role::EXPERT_UP: return pair(Im, H);
-      case Role::EXPERT_DOWN: return pair(H, Im);
-      case Role::SHARED_EXPERT_GATE:
-      case Role::SHARED_EXPERT_UP: return pair(Is, H);
-      case Role::SHARED_EXPERT_DOWN: return pair(H, Is);
-      default: return std::nullopt;
-    }
-  }
-};
 
 /** Whether config.json states the geometry of module `c` (verify's shape rules apply). */
 bool geometry_stated(const TensorClass& c);

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "fp4forge/doctor/doctor.h"
-#include "fp4forge/doctor/mtp_splice.h"
+#include "fp4forge/quantize/mtp_splice.h"
 #include "fp4forge/quantize/run.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/backup.h"
@@ -112,7 +112,7 @@ int count_renames(const Targets& t) {
   const auto d = t.copy("count");
   FaultOps f;
   OpsGuard g(&f);
-  auto r = doctor::splice_mtp(d, source());
+  auto r = quant::splice_mtp(d, source());
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().describe());
   return f.renames;
 }
@@ -148,12 +148,12 @@ TEST(MtpSpliceFault, AFailedRenameAnywhereLeavesTheTargetAsItWas) {
       FaultOps f;
       f.fail_rename = k;
       OpsGuard g(&f);
-      auto r = doctor::splice_mtp(d, source());
+      auto r = quant::splice_mtp(d, source());
       ASSERT_FALSE(r.ok());
       EXPECT_EQ(r.error().code, Errc::IO) << r.error().message;
     }
     EXPECT_EQ(files(d), before) << "not restored";
-    auto r = doctor::splice_mtp(d, source());
+    auto r = quant::splice_mtp(d, source());
     ASSERT_TRUE(r.ok()) << r.error().describe();
     EXPECT_EQ(files(d, true), files(t.quantized_full()));
   }
@@ -173,7 +173,7 @@ TEST(MtpSpliceFault, AKillAtAnyRenameIsCompletedByARerun) {
       FaultOps f;
       f.crash_at_rename = k;
       fs::set_ops(&f);
-      (void)doctor::splice_mtp(d, source());
+      (void)quant::splice_mtp(d, source());
       ::_exit(0);
     }
     int st = 0;
@@ -184,7 +184,7 @@ TEST(MtpSpliceFault, AKillAtAnyRenameIsCompletedByARerun) {
     const auto now = tensor_names(d);
     EXPECT_TRUE(now == before || now == after);
     // A rerun completes it.
-    auto r = doctor::splice_mtp(d, source());
+    auto r = quant::splice_mtp(d, source());
     ASSERT_TRUE(r.ok()) << r.error().describe();
     EXPECT_EQ(files(d, true), files(t.quantized_full()));
     doctor::DoctorOptions o;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fp4forge/doctor/doctor.h"
-#include "fp4forge/doctor/json_edit.h"
+#include "fp4forge/util/json_edit.h"
 #include "fp4forge/safetensors/shard_writer.h"
 
 namespace {
@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   o.timestamp = "20260101-000000";
   auto r = fp4forge::doctor::run_doctor(dir, o);
   (void)r;
-  auto doc = fp4forge::doctor::JsonDocument::parse(text, "config.json");
+  auto doc = fp4forge::JsonDocument::parse(text, "config.json");
   (void)doc;
   return 0;
 }

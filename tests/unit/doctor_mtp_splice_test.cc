@@ -1,4 +1,4 @@
-// The MTP splice as a library call (doctor/mtp_splice.h), and doctor's shape checks of MTP layers: the report,
+// The MTP splice as a library call (quantize/mtp_splice.h), and doctor's shape checks of MTP layers: the report,
 // the dry run, the ignore entries (equal to what quantize's planner lists for the MTP of the original), and
 // the refusals' error codes; for each MTP form, a damaged MTP tensor is a config-shape-mismatch naming it.
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "fp4forge/doctor/doctor.h"
-#include "fp4forge/doctor/mtp_splice.h"
+#include "fp4forge/quantize/mtp_splice.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"
 #include "fp4forge/safetensors/checkpoint.h"
@@ -56,20 +56,20 @@ TEST(MtpSplice, ReportDryRunAndIgnoreEntriesAsQuantizeWritesThem) {
     stripped.remove_tensors(prefix);
     const auto q = stripped.dir().parent_path() / "q";
     ASSERT_TRUE(quantize(stripped.dir(), q).ok());
-    dr::MtpSpliceOptions dry;
+    fp4forge::quant::MtpSpliceOptions dry;
     dry.dry_run = true;
-    auto d = dr::splice_mtp(q, data(fx), dry);
+    auto d = fp4forge::quant::splice_mtp(q, data(fx), dry);
     ASSERT_TRUE(d.ok()) << d.error().describe();
     const auto before = doctor_test::read(q / "config.json");
-    auto r = dr::splice_mtp(q, data(fx));
+    auto r = fp4forge::quant::splice_mtp(q, data(fx));
     ASSERT_TRUE(r.ok()) << r.error().describe();
     EXPECT_EQ(r->status, "spliced");
-    EXPECT_EQ(r->shard, dr::kMtpShardName);
+    EXPECT_EQ(r->shard, fp4forge::quant::kMtpShardName);
     EXPECT_EQ(r->layers, 1);
     EXPECT_EQ(r->form, prefix == "mtp." ? "mtp.*" : "extra decoder layers");
     EXPECT_GT(r->tensors, 0u);
     EXPECT_GT(r->bytes, 0u);
-    EXPECT_EQ(r->shard_bytes, stdfs::file_size(q / dr::kMtpShardName));
+    EXPECT_EQ(r->shard_bytes, stdfs::file_size(q / fp4forge::quant::kMtpShardName));
     // quantize's planner decides the entries: equal to what quantizing the original lists for MTP.
     EXPECT_EQ(r->ignore_added, planned_mtp_ignore(fx, prefix));
     EXPECT_FALSE(r->ignore_added.empty());
@@ -89,18 +89,59 @@ TEST(MtpSplice, ReportDryRunAndIgnoreEntriesAsQuantizeWritesThem) {
     }
     EXPECT_EQ(r->changes.size(), 3u);  // config.json, the shard, the index
     EXPECT_NE(doctor_test::read(q / "config.json"), before);
-    const Json j = dr::to_json(*r);
+    const Json j = fp4forge::quant::to_json(*r);
     for (const char* k : {"target", "source", "family", "form", "layers", "status", "dry_run", "shard", "tensors",
                           "bytes", "shard_bytes", "shard_adopted", "dtypes", "ignore_added", "index_created",
                           "backups", "files", "warnings", "message"})
       EXPECT_TRUE(j.contains(k)) << k;
     EXPECT_EQ(j["backups"].size(), 2u);
     // Again: nothing to do.
-    auto again = dr::splice_mtp(q, data(fx));
+    auto again = fp4forge::quant::splice_mtp(q, data(fx));
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again->status, "already-present");
     EXPECT_TRUE(again->changes.empty());
   }
+}
+
+// QuantizeParams::mtp_from (issue 31 #2): the library call does what `quantize --mtp-from` did through the CLI's
+// glue: the splice is proven against SRC first (a refusal writes nothing), the dry run reports it, and the run
+// commits DST with the MTP spliced, the same bytes as quantizing then splicing.
+TEST(MtpSplice, QuantizeParamsMtpFrom) {
+  Fixture stripped("qwen3_5-moe-mm");
+  stripped.remove_tensors("mtp.");
+  const auto root = stripped.dir().parent_path();
+  fp4forge::quant::QuantizeParams p;
+  p.src = stripped.dir();
+  p.dst = root / "q";
+  p.run.jobs = 1;
+  p.mtp_from = data("qwen3_5-moe-mm");
+  p.dry_run = true;
+  auto dry = fp4forge::quant::quantize(p);
+  ASSERT_TRUE(dry.ok()) << dry.error().describe();
+  ASSERT_TRUE(dry->mtp_splice.has_value());
+  EXPECT_TRUE(dry->mtp_splice->dry_run);
+  EXPECT_FALSE(stdfs::exists(p.dst));
+  EXPECT_TRUE(fp4forge::quant::to_json(*dry).contains("mtp_splice"));
+  p.dry_run = false;
+  auto r = fp4forge::quant::quantize(p);
+  ASSERT_TRUE(r.ok()) << r.error().describe();
+  ASSERT_TRUE(r->mtp_splice.has_value());
+  EXPECT_EQ(r->mtp_splice->status, "spliced");
+  EXPECT_EQ(r->mtp_splice->target, p.dst.string());  // DST, not the staging folder it was done in
+  EXPECT_NE(fp4forge::quant::to_text(*r).find("spliced"), std::string::npos);
+  // The same as quantizing, then splicing.
+  const auto q2 = root / "q2";
+  ASSERT_TRUE(quantize(stripped.dir(), q2).ok());
+  ASSERT_TRUE(fp4forge::quant::splice_mtp(q2, data("qwen3_5-moe-mm")).ok());
+  for (const char* f : {"config.json", "model.safetensors.index.json", "model-mtp.safetensors"})
+    EXPECT_EQ(doctor_test::read(p.dst / f), doctor_test::read(q2 / f)) << f;
+  // A source the splice refuses (a different model): refused before anything is written.
+  p.dst = root / "q3";
+  p.mtp_from = data("qwen3_next");
+  auto bad = fp4forge::quant::quantize(p);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, fp4forge::Errc::BAD_INPUT) << bad.error().describe();
+  EXPECT_FALSE(stdfs::exists(p.dst));
 }
 
 TEST(MtpSplice, CompletesMissingIgnoreEntriesOfPresentTensors) {
@@ -109,7 +150,7 @@ TEST(MtpSplice, CompletesMissingIgnoreEntriesOfPresentTensors) {
   stripped.remove_tensors("mtp.");
   const auto q = stripped.dir().parent_path() / "q";
   ASSERT_TRUE(quantize(stripped.dir(), q).ok());
-  ASSERT_TRUE(dr::splice_mtp(q, data("qwen3_5-moe-mm-mtp2d")).ok());
+  ASSERT_TRUE(fp4forge::quant::splice_mtp(q, data("qwen3_5-moe-mm-mtp2d")).ok());
   const std::string spliced = doctor_test::read(q / "config.json");
   Json cfg = Json::parse(spliced);
   Json kept = Json::array();
@@ -117,7 +158,7 @@ TEST(MtpSplice, CompletesMissingIgnoreEntriesOfPresentTensors) {
     if (e.get<std::string>().rfind("mtp.", 0) != 0) kept.push_back(e);
   cfg["quantization_config"]["ignore"] = kept;
   doctor_test::write(q / "config.json", cfg.dump(2) + "\n");
-  auto r = dr::splice_mtp(q, data("qwen3_5-moe-mm-mtp2d"));
+  auto r = fp4forge::quant::splice_mtp(q, data("qwen3_5-moe-mm-mtp2d"));
   ASSERT_TRUE(r.ok()) << r.error().describe();
   EXPECT_EQ(r->status, "completed");
   EXPECT_EQ(r->tensors, 0u);
@@ -131,7 +172,7 @@ TEST(MtpSplice, RefusalCodes) {
   Fixture t("qwen3_5-moe-mm-mtp2d");
   t.remove_tensors("mtp.");
   auto code = [&](const stdfs::path& target, const stdfs::path& src) {
-    auto r = dr::splice_mtp(target, src);
+    auto r = fp4forge::quant::splice_mtp(target, src);
     EXPECT_FALSE(r.ok());
     return r.ok() ? fp4forge::Errc::INTERNAL : r.error().code;
   };
@@ -147,7 +188,7 @@ TEST(MtpSplice, RefusalCodes) {
   two.edit_config([](Json& c) { c["text_config"]["mtp_num_hidden_layers"] = 2; });
   Fixture src2("qwen3_5-moe-mm-mtp2d");
   src2.edit_config([](Json& c) { c["text_config"]["mtp_num_hidden_layers"] = 2; });
-  auto r = dr::splice_mtp(two.dir(), src2.dir());
+  auto r = fp4forge::quant::splice_mtp(two.dir(), src2.dir());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("no tensors of MTP layer 1"), std::string::npos) << r.error().message;
   // A quantized MTP in SRC is refused (fp4forge splices unquantized MTP only).
@@ -155,7 +196,7 @@ TEST(MtpSplice, RefusalCodes) {
   qsrc.rewrite_shard("model-mtp.safetensors", [](Fixture::Tensors& ts) {
     ts["mtp.fc.weight_scale"] = Fixture::Tensor{"F8_E4M3", {64, 8}, {}};
   });
-  r = dr::splice_mtp(t.dir(), qsrc.dir());
+  r = fp4forge::quant::splice_mtp(t.dir(), qsrc.dir());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("unquantized MTP"), std::string::npos) << r.error().message;
 }

@@ -11,7 +11,7 @@
  * Fixing (`fix = true`):
  * - only the fixes of doctor_kinds() with `fixable` run; existing `.safetensors` files are never opened
  *   for writing; only config.json, tokenizer.json, preprocessor_config.json and the index can change,
- *   and with `mtp_from` one new shard `model-mtp.safetensors` can appear (mtp_splice.h);
+ *   and with `mtp_from` one new shard `model-mtp.safetensors` can appear (quantize/mtp_splice.h);
  * - each fix re-proves its precondition on the file as it is on disk at fix time, and refuses
  *   (listed in DoctorReport::refused) when the proof fails;
  * - a changed file is first copied to `FILE.bak-fp4forge-YYYYMMDD-HHMMSS` (`-1`, `-2`, ... appended
@@ -34,8 +34,8 @@
 
 #include "fp4forge/core/error.h"
 #include "fp4forge/core/finding.h"
-#include "fp4forge/doctor/file_change.h"
-#include "fp4forge/doctor/mtp_splice.h"
+#include "fp4forge/util/file_change.h"
+#include "fp4forge/quantize/mtp_splice.h"
 
 namespace fp4forge::doctor {
 
@@ -58,7 +58,7 @@ struct DoctorOptions {
   bool strict = false;   ///< a remaining warning fails too (exit 1)
   /** Backup timestamp "YYYYMMDD-HHMMSS"; empty: the local time now. */
   std::string timestamp;
-  /** The original release to splice the MTP tensors from (mtp_splice.h); empty: none. Needs fix or
+  /** The original release to splice the MTP tensors from (quantize/mtp_splice.h); empty: none. Needs fix or
    * dry_run. */
   std::filesystem::path mtp_from;
   /** Where vLLM will load the tokenizer and chat template from (`vllm serve --tokenizer`): a folder, or a Hub
@@ -83,7 +83,7 @@ struct DoctorReport {
   std::vector<FileChange> changes;
   std::vector<RefusedFix> refused;
   std::vector<Finding> remaining;  ///< after the fixes were written (== findings otherwise)
-  std::optional<MtpSpliceReport> mtp_splice;  ///< with mtp_from: what the splice did (its files are in changes)
+  std::optional<quant::MtpSpliceReport> mtp_splice;  ///< with mtp_from: what the splice did (its files are in changes)
 };
 
 /**

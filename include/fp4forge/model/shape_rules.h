@@ -20,7 +20,9 @@
 
 #include "fp4forge/core/error.h"
 #include "fp4forge/core/finding.h"
+#include "fp4forge/model/classify.h"
 #include "fp4forge/model/model_info.h"
+#include "fp4forge/model/tensor_role.h"
 #include "fp4forge/safetensors/checkpoint.h"
 
 namespace fp4forge {
@@ -63,6 +65,32 @@ struct ShapeContext {
 /** Completes a context whose dir, config and tensors are set: ModelInfo (BAD_INPUT naming config.json when
  * malformed), the structure the tensors show, and the text and layer prefixes they use. */
 Status init_shape_context(ShapeContext& ctx);
+
+// ---- expected Linear shapes: the one home of the width formulas (the shape rules and verify use them) ----------
+
+/** [out, in] of a Linear; nullopt when a width it needs is unknown (<= 0). */
+using LinearShape = std::optional<std::pair<std::int64_t, std::int64_t>>;
+
+/** Standard attention: ATTN_Q [heads·head_dim·q_mult, hidden] (`q_mult` 2 for an output-gated q), ATTN_K / ATTN_V
+ * [kv_heads·head_dim, hidden], ATTN_O [hidden, heads·head_dim], pre-fused ATTN_QKV [(heads + 2·kv_heads)·head_dim,
+ * hidden]; nullopt for another role. */
+LinearShape attention_shape(Role r, std::int64_t hidden, std::int64_t heads, std::int64_t head_dim,
+                            std::int64_t kv_heads, std::int64_t q_mult = 1);
+/** Multi-head latent attention (DeepSeek-V2/V3) from the config's ranks and head widths: ATTN_Q (no q_lora_rank)
+ * and ATTN_Q_B [heads·(qk_nope + qk_rope), hidden | q_lora_rank], ATTN_Q_A [q_lora_rank, hidden], ATTN_KV_A
+ * [kv_lora_rank + qk_rope, hidden], ATTN_KV_B [heads·(qk_nope + v_head_dim), kv_lora_rank], ATTN_O [hidden,
+ * heads·v_head_dim]; nullopt for another role. */
+LinearShape mla_shape(Role r, const ModelInfo& m);
+/** Gated MLP of width `width`: gate / up [width, hidden], down [hidden, width], fused gate_up [2·width, hidden]
+ * (the MLP_*, EXPERT_* and SHARED_EXPERT_* roles alike); nullopt for another role. */
+LinearShape mlp_shape(Role r, std::int64_t hidden, std::int64_t width);
+
+/** The [out, in] a 2-D weight of role `base` in the layer `c` has by the config (`text` is its text config):
+ * the layer's own head width and KV heads (per-layer geometry, Gemma-4 globals), the double-wide MLP of
+ * Gemma-4's KV-shared layers, an output-gated q, MLA, expert and shared-expert widths. nullopt when the config
+ * does not state it. What verify checks quantized weights against. */
+LinearShape expected_linear_shape(const ModelInfo& info, const nlohmann::ordered_json& text, Role base,
+                                  const TensorClass& c);
 
 /** `config-shape-mismatch` and `expert-layout`: one finding per broken rule, listing the tensors. */
 void check_config_shapes(const ShapeContext& ctx, std::vector<Finding>& out);

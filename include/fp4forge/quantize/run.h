@@ -31,6 +31,7 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/core/error.h"
 #include "fp4forge/quantize/manifest.h"
+#include "fp4forge/quantize/mtp_splice.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/staging.h"
 #include "fp4forge/util/progress_sink.h"
@@ -100,6 +101,10 @@ struct QuantizeParams {
   PlanOptions plan;
   RunOptions run;
   bool dry_run = false;       ///< plan only: open, check and plan, write nothing
+  /** The original release to splice the MTP tensors from when SRC lost them (quantize --mtp-from; a folder):
+   * proven against SRC before anything is written (every refusal of quantize/mtp_splice.h), then done on the
+   * staging folder before the commit rename, so DST appears with its MTP or not at all. Empty: none. */
+  std::filesystem::path mtp_from;
   /** Called once with the plan, before anything is written (the CLI prints its warnings there). */
   std::function<void(const QuantPlan&)> on_plan;
 };
@@ -107,11 +112,13 @@ struct QuantizeParams {
 struct QuantizeResult {
   QuantPlan plan;
   std::optional<RunSummary> summary;  ///< absent for a dry run
+  std::optional<MtpSpliceReport> mtp_splice;  ///< with mtp_from: what the splice did (a dry run: would do)
 };
 
 /**
  * The whole `fp4forge quantize`, in this order: options (max_memory, DST given unless dry run), DST
- * (check_destination, once), open SRC, plan, then (not dry run) run. Errors as run_plan.
+ * (check_destination, once), the MTP splice proven against SRC (with mtp_from), open SRC, plan, then (not dry
+ * run) run, the splice done on the staging folder just before the commit. Errors as run_plan and splice_mtp.
  */
 Result<QuantizeResult> quantize(const QuantizeParams& params);
 

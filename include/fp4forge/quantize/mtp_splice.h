@@ -42,9 +42,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/core/error.h"
-#include "fp4forge/doctor/file_change.h"
+#include "fp4forge/util/file_change.h"
 
-namespace fp4forge::doctor {
+namespace fp4forge::quant {
 
 /** The shard name the spliced MTP tensors get (as transformers and llm-compressor name it). */
 inline constexpr const char* kMtpShardName = "model-mtp.safetensors";
@@ -100,4 +100,4 @@ nlohmann::ordered_json to_json(const MtpSpliceReport& r);
 /** A few lines: status, shard, counts, ignore entries, backups, warnings. */
 std::string to_text(const MtpSpliceReport& r);
 
-}  // namespace fp4forge::doctor
+}  // namespace fp4forge::quant

@@ -1,9 +1,9 @@
 #pragma once
-/** A file `doctor --fix` changed or created (or, in a dry run, would): the unit of its report. */
+/** A file `doctor --fix` or the MTP splice changed or created (or, in a dry run, would): the unit of their reports. */
 #include <string>
 #include <vector>
 
-namespace fp4forge::doctor {
+namespace fp4forge {
 
 /** A file doctor changed (or, in a dry run, would change). */
 struct FileChange {
@@ -15,4 +15,4 @@ struct FileChange {
   std::string diff;                ///< unified diff old -> new (empty for a binary file such as a shard)
 };
 
-}  // namespace fp4forge::doctor
+}  // namespace fp4forge

@@ -3,14 +3,14 @@
 
 #include <gtest/gtest.h>
 
-#include "fp4forge/doctor/json_edit.h"
+#include "fp4forge/util/json_edit.h"
 #include "unit/doctor_test_util.h"
 
 namespace {
 
-using fp4forge::doctor::detect_json_style;
-using fp4forge::doctor::encode_json_string;
-using fp4forge::doctor::JsonDocument;
+using fp4forge::detect_json_style;
+using fp4forge::encode_json_string;
+using fp4forge::JsonDocument;
 using Json = nlohmann::ordered_json;
 
 std::vector<std::filesystem::path> fixture_json_files() {

@@ -31,7 +31,7 @@
 
 #include "fp4forge/core/error.h"
 
-namespace fp4forge::doctor {
+namespace fp4forge {
 
 /** How a JSON file is formatted, as detected from its text. */
 struct JsonStyle {
@@ -109,4 +109,4 @@ class JsonDocument {
   bool modified_ = false;
 };
 
-}  // namespace fp4forge::doctor
+}  // namespace fp4forge

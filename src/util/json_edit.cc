@@ -1,4 +1,4 @@
-#include "fp4forge/doctor/json_edit.h"
+#include "fp4forge/util/json_edit.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-namespace fp4forge::doctor {
+namespace fp4forge {
 
 using Json = nlohmann::ordered_json;
 
@@ -797,4 +797,4 @@ std::optional<std::string> JsonDocument::dump_styled(const Path& path) const {
   return out;
 }
 
-}  // namespace fp4forge::doctor
+}  // namespace fp4forge

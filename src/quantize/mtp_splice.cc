@@ -1,5 +1,5 @@
 // splice_mtp: copies the MTP tensors of the original release into a checkpoint that lost them (F8).
-#include "fp4forge/doctor/mtp_splice.h"
+#include "fp4forge/quantize/mtp_splice.h"
 
 #include <sys/stat.h>
 
@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "checks.h"
-#include "fp4forge/doctor/json_edit.h"
+#include "fp4forge/model/shape_rules.h"
+#include "fp4forge/util/json_edit.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/quant_config.h"
@@ -27,7 +27,9 @@
 #include "fp4forge/util/udiff.h"
 #include "fp4forge/safetensors/header.h"
 
-namespace fp4forge::doctor {
+namespace fp4forge::quant {
+
+using Json = nlohmann::ordered_json;
 namespace {
 
 namespace stdfs = std::filesystem;
@@ -834,4 +836,4 @@ std::string to_text(const MtpSpliceReport& r) {
   return s;
 }
 
-}  // namespace fp4forge::doctor
+}  // namespace fp4forge::quant
