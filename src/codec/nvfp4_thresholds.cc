@@ -4,29 +4,14 @@
 #include <bit>
 #include <memory>
 
+#include "codec/magnitude_bounds.h"
 #include "codec/nvfp4_internal.h"
 #include "fp4forge/codec/half.h"
 
 namespace fp4forge::nvfp4::detail {
 namespace {
 
-// Largest finite magnitude bit pattern of a source dtype (integer order = value order below it).
-std::int64_t max_finite_mag(DType dt) {
-  switch (dt) {
-    case DType::BF16: return 0x7F7F;
-    case DType::F16: return 0x7BFF;
-    default: return 0x7F7FFFFF;
-  }
-}
-
-// The non-negative source value whose magnitude bits are m (exact in float).
-float mag_value(DType dt, std::int64_t m) {
-  switch (dt) {
-    case DType::BF16: return half::bf16_to_float(static_cast<std::uint16_t>(m));
-    case DType::F16: return half::f16_to_float(static_cast<std::uint16_t>(m));
-    default: return std::bit_cast<float>(static_cast<std::uint32_t>(m));
-  }
-}
+using codec_detail::mag_value;
 
 // Boundary b of the reference decision for a weight of magnitude bits m: b < 7 -> "its FP4 index
 // is >= b + 1"; b == 7 -> "its quotient is not zero". Exactly the reference's arithmetic:
@@ -43,18 +28,7 @@ bool decision(DType dt, float eff, std::int64_t m, std::size_t b) {
 std::int64_t ThresholdTable::compute_bound(DType dt, float gs, std::uint8_t code, std::size_t b) {
   const float s = e4m3_to_float(code);
   const float eff = s / gs;  // eff = fl32(s / gs), as the reference
-  const std::int64_t top = max_finite_mag(dt);
-  if (!decision(dt, eff, top, b)) return top;  // no finite magnitude reaches it: mag > top never holds
-  std::int64_t lo = 0, hi = top;              // smallest m with decision(m): monotone in m
-  while (lo < hi) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    if (decision(dt, eff, mid, b)) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo - 1;  // mag > lo - 1  <=>  mag >= lo
+  return codec_detail::bound_of(dt, [&](std::int64_t m) { return decision(dt, eff, m, b); });  // monotone in m
 }
 
 void ThresholdTable::reset(DType dt, float gs) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "codec/magnitude_bounds.h"
 #include "codec/scheme_fast.h"
 #include "codec/scheme_ref_internal.h"
 #include "fp4forge/codec/half.h"
@@ -17,41 +18,8 @@
 namespace fp4forge::scheme_fast {
 namespace {
 
-// Largest finite magnitude bit pattern of a source dtype (integer order = value order up to it).
-std::int64_t max_finite_mag(DType dt) {
-  switch (dt) {
-    case DType::BF16: return 0x7F7F;
-    case DType::F16: return 0x7BFF;
-    default: return 0x7F7FFFFF;
-  }
-}
-
-// The non-negative source value whose magnitude bits are m (exact in float).
-float mag_value(DType dt, std::int64_t m) {
-  switch (dt) {
-    case DType::BF16: return half::bf16_to_float(static_cast<std::uint16_t>(m));
-    case DType::F16: return half::f16_to_float(static_cast<std::uint16_t>(m));
-    default: return std::bit_cast<float>(static_cast<std::uint32_t>(m));
-  }
-}
-
-// The largest magnitude m for which decide(m) is false, for a decide that is monotone in m (false, then
-// true); the largest finite magnitude when it is never true (mag > bound then never holds).
-template <class F>
-std::int64_t bound_of(DType dt, F decide) {
-  const std::int64_t top = max_finite_mag(dt);
-  if (!decide(top)) return top;
-  std::int64_t lo = 0, hi = top;  // smallest m with decide(m)
-  while (lo < hi) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    if (decide(mid)) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
-  return lo - 1;
-}
+using codec_detail::bound_of;
+using codec_detail::mag_value;
 
 // mxfp4_ref.cc step 3 for a weight of magnitude bits m and scale s: bound b < 7 -> "its FP4 index is
 // >= b + 1"; b == 7 -> "q != 0" (a negative weight gets the sign bit iff q < 0, i.e. q(|w|) > 0).
