@@ -446,4 +446,95 @@ Result<bool> vllm_should_ignore(const IgnoreMatcher& ignore, const std::vector<s
   return decision.value_or(false);
 }
 
+
+Result<GroupMatch> vllm_group_of(const QuantConfig& qc, std::string_view layer_name, std::string_view class_name,
+                                 const std::vector<std::string>& shard_names) {
+  // target_scheme_map: targets in first-seen order, each bound to the last group naming it.
+  struct Target {
+    std::string text;
+    long group = -1;
+    std::optional<Regex> re;
+  };
+  std::vector<Target> targets;
+  for (std::size_t g = 0; g < qc.groups.size(); ++g)
+    for (const std::string& t : qc.groups[g].targets) {
+      auto it = std::find_if(targets.begin(), targets.end(), [&](const Target& x) { return x.text == t; });
+      if (it != targets.end()) {
+        it->group = static_cast<long>(g);
+        continue;
+      }
+      Target x{t, static_cast<long>(g), std::nullopt};
+      if (t.rfind("re:", 0) == 0) {
+        auto re = Regex::compile(std::string_view(t).substr(3));
+        if (!re.ok())
+          return make_error(Errc::BAD_INPUT, "quantization_config.config_groups.{}.targets: '{}' cannot be compiled: {}",
+                            qc.groups[g].name, t, re.error().message);
+        x.re.emplace(std::move(*re));
+      }
+      targets.push_back(std::move(x));
+    }
+  auto lower = [](std::string_view v) {
+    std::string o(v);
+    for (auto& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return o;
+  };
+  // vLLM's _is_equal_or_regex_match(value, target, check_contains).
+  auto matches = [&](const Target& t, std::string_view value, bool contains) {
+    if (t.re) return t.re->match_prefix(value);
+    if (contains) return lower(value).find(lower(t.text)) != std::string::npos;
+    return t.text == value;
+  };
+  auto first = [&](std::string_view value, bool contains) -> const Target* {
+    for (const Target& t : targets)
+      if (matches(t, value, contains)) return &t;
+    return nullptr;
+  };
+  const Target* hit = first(layer_name, false);
+  if (hit == nullptr && !class_name.empty()) hit = first(class_name, true);
+  if (hit == nullptr && !shard_names.empty()) {
+    const Target* head = nullptr;
+    bool all = true;
+    for (std::size_t i = 0; i < shard_names.size() && all; ++i) {
+      const Target* m = first(shard_names[i], false);
+      all = m != nullptr;
+      if (i == 0) head = m;
+    }
+    if (all) hit = head;
+  }
+  if (hit == nullptr) return GroupMatch{};
+  return GroupMatch{hit->group, hit->text};
+}
+
+
+Result<GroupMatch> vllm_moe_group_of(const QuantConfig& qc, const IgnoreMatcher& ignore, std::string_view experts) {
+  // _add_fused_moe_to_target_scheme_map: "FusedMoE" -> the group of "Linear", appended, unless already a target.
+  long linear = -1;
+  bool has_fused_moe = false;
+  for (std::size_t g = 0; g < qc.groups.size(); ++g)
+    for (const std::string& t : qc.groups[g].targets) {
+      if (t == "Linear") linear = static_cast<long>(g);
+      if (t == "FusedMoE") has_fused_moe = true;
+    }
+  std::vector<std::pair<std::string, GroupMatch>> found;
+  for (const char* proj : {".0.gate_proj", ".0.up_proj", ".0.down_proj"}) {
+    std::string name(experts);
+    name += proj;
+    GroupMatch m;
+    if (!ignore.matches(name)) {
+      FP4FORGE_ASSIGN_OR_RETURN(m, vllm_group_of(qc, name, "FusedMoE"));
+      if (m.group < 0 && linear >= 0 && !has_fused_moe) m = GroupMatch{linear, "FusedMoE"};
+    }
+    found.emplace_back(std::move(name), std::move(m));
+  }
+  for (const auto& [name, m] : found)
+    if (m.group != found.front().second.group)
+      return make_error(Errc::CHECK_FAILED,
+                        "{}: the expert projections resolve to different config groups ({} -> {}, {} -> {}); vLLM "
+                        "refuses \"All MoE projections need to have same quantization scheme but found multiple\"",
+                        experts, found.front().first,
+                        found.front().second.group < 0 ? std::string("none") : qc.groups[static_cast<std::size_t>(found.front().second.group)].name,
+                        name, m.group < 0 ? std::string("none") : qc.groups[static_cast<std::size_t>(m.group)].name);
+  return found.front().second;
+}
+
 }  // namespace fp4forge

@@ -352,3 +352,83 @@ TEST(QuantConfig, QuantSchemeOfRefusesWhatFp4forgeDoesNotWrite) {
 
 }  // namespace
 }  // namespace fp4forge
+
+// vLLM's group choice in a mixed-precision config (vllm_group_of / vllm_moe_group_of): names before class names,
+// file order among targets, fused layers through their shards, experts through expert 0's three projections.
+namespace fp4forge {
+namespace {
+
+QuantConfig two_groups() {
+  Json qc = Json::parse(R"({"quant_method": "compressed-tensors", "format": "mixed-precision", "config_groups": {
+    "attn": {"targets": ["re:.*self_attn\\.(q|k|v|o)_proj$", "model.layers.0.mlp.down_proj"], "format": "float-quantized",
+             "weights": {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]}},
+    "rest": {"targets": ["Linear"], "format": "nvfp4-pack-quantized",
+             "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}})");
+  auto p = parse_quant_config(qc);
+  EXPECT_TRUE(p.ok()) << p.error().describe();
+  return *p;
+}
+
+TEST(QuantConfigMixed, NamesBeforeClassNamesFusedThroughShards) {
+  const QuantConfig qc = two_groups();
+  auto g = [&](std::string_view layer, std::string_view cls, std::vector<std::string> shards = {}) {
+    auto m = vllm_group_of(qc, layer, cls, shards);
+    EXPECT_TRUE(m.ok());
+    return m.ok() ? m->group : -9;
+  };
+  EXPECT_EQ(g("model.layers.3.self_attn.o_proj", "RowParallelLinear"), 0) << "a name target before the class";
+  EXPECT_EQ(g("model.layers.3.mlp.down_proj", "RowParallelLinear"), 1) << "Linear is a substring of the class";
+  EXPECT_EQ(g("model.layers.0.mlp.down_proj", "RowParallelLinear"), 0) << "an exact name";
+  // A fused qkv_proj is no name target and is a Linear class: the class step wins before the shards are asked
+  // (why llm-compressor's examples target fused layers by every shard name and by the fused name).
+  EXPECT_EQ(g("model.layers.3.self_attn.qkv_proj", "QKVParallelLinear",
+              {"model.layers.3.self_attn.q_proj", "model.layers.3.self_attn.k_proj", "model.layers.3.self_attn.v_proj"}),
+            1);
+  // Without a Linear target, the shards decide: all must match, the first one's target is used.
+  QuantConfig only_attn = qc;
+  only_attn.groups.pop_back();
+  auto fused = vllm_group_of(only_attn, "model.layers.3.self_attn.qkv_proj", "QKVParallelLinear",
+                             {"model.layers.3.self_attn.q_proj", "model.layers.3.self_attn.k_proj",
+                              "model.layers.3.self_attn.v_proj"});
+  ASSERT_TRUE(fused.ok());
+  EXPECT_EQ(fused->group, 0);
+  EXPECT_EQ(fused->target, "re:.*self_attn\\.(q|k|v|o)_proj$");
+  auto partial = vllm_group_of(only_attn, "model.layers.3.mlp.gate_up_proj", "MergedColumnParallelLinear",
+                               {"model.layers.3.mlp.gate_proj", "model.layers.3.mlp.up_proj"});
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->group, -1) << "no target: vLLM has no scheme for it";
+  // A target named by two groups keeps its place and takes the later group.
+  QuantConfig dup = qc;
+  dup.groups[1].targets.push_back("model.layers.0.mlp.down_proj");
+  EXPECT_EQ(vllm_group_of(dup, "model.layers.0.mlp.down_proj", "RowParallelLinear")->group, 1);
+  // A target vLLM cannot compile is bad input.
+  QuantConfig bad = qc;
+  bad.groups[0].targets = {"re:(unclosed"};
+  EXPECT_FALSE(vllm_group_of(bad, "x", "Linear").ok());
+}
+
+TEST(QuantConfigMixed, ExpertsThroughExpertZero) {
+  const QuantConfig qc = two_groups();
+  auto none = IgnoreMatcher::compile({});
+  ASSERT_TRUE(none.ok());
+  auto m = vllm_moe_group_of(qc, *none, "model.layers.3.mlp.experts");
+  ASSERT_TRUE(m.ok()) << m.error().describe();
+  EXPECT_EQ(m->group, 1) << "FusedMoE takes Linear's group";
+  // One projection of expert 0 named by the attention group: vLLM refuses the mix.
+  QuantConfig split = qc;
+  split.groups[0].targets.push_back("model.layers.3.mlp.experts.0.down_proj");
+  auto mixed = vllm_moe_group_of(split, *none, "model.layers.3.mlp.experts");
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.error().code, Errc::CHECK_FAILED);
+  EXPECT_NE(mixed.error().message.find("All MoE projections"), std::string::npos) << mixed.error().message;
+  // All three ignored: no scheme (unquantized experts); one ignored: the mix again.
+  auto all = IgnoreMatcher::compile({"re:.*experts"});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(vllm_moe_group_of(qc, *all, "model.layers.3.mlp.experts")->group, -1);
+  auto one = IgnoreMatcher::compile({"re:.*experts\\.0\\.up_proj"});
+  ASSERT_TRUE(one.ok());
+  EXPECT_FALSE(vllm_moe_group_of(qc, *one, "model.layers.3.mlp.experts").ok());
+}
+
+}  // namespace
+}  // namespace fp4forge

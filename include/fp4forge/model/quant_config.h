@@ -188,4 +188,35 @@ class IgnoreMatcher {
  */
 Result<bool> vllm_should_ignore(const IgnoreMatcher& ignore, const std::vector<std::string>& shard_names);
 
+/**
+ * Which config group vLLM applies to a layer, as compressed-tensors' `CompressedTensorsConfig` does for a
+ * multi-group (mixed-precision) checkpoint (docs/mixed-precision.md cites the code read):
+ * - the targets of every group form one map in file order, keyed by the target string (a target named by two
+ *   groups keeps its first position and takes the later group: Python's dict assignment);
+ * - `find_matched_target`: the first target equal to `layer_name` or whose `re:` pattern matches it (re.match);
+ *   else the first target that is a case-insensitive substring of `class_name` (`Linear` matches every
+ *   `*ParallelLinear`; a `re:` target is matched against the class name); else, for a fused layer, every
+ *   shard of `shard_names` must match a target by name and the first shard's target is used;
+ * - routed experts: vllm_moe_group_of.
+ * Ignore is decided before this (vllm_should_ignore). Returns the group's index in `qc.groups` and the target
+ * that matched; group -1 when no target matches (vLLM has no scheme for the layer: older releases fail with a
+ * KeyError, newer ones leave it unquantized; inferred from two index copies, docs/mixed-precision.md).
+ * BAD_INPUT when a `re:` target cannot be compiled.
+ */
+struct GroupMatch {
+  long group = -1;     ///< index into QuantConfig::groups, -1 = none
+  std::string target;  ///< the target that matched
+};
+Result<GroupMatch> vllm_group_of(const QuantConfig& qc, std::string_view layer_name, std::string_view class_name,
+                                 const std::vector<std::string>& shard_names = {});
+
+/**
+ * The group vLLM's `get_moe_method` applies to the routed experts under `experts` ("model.layers.3.mlp.experts"):
+ * it looks up `<experts>.0.gate_proj`, `.0.up_proj` and `.0.down_proj` one by one (ignored ones have no scheme)
+ * by name, then by the class name `FusedMoE`, which a `Linear` target also selects (vLLM adds a `FusedMoE` entry
+ * bound to `Linear`'s group after the others unless one exists). The three must agree, else CHECK_FAILED with
+ * vLLM's "All MoE projections need to have same quantization scheme". group -1: ignored, or no target.
+ */
+Result<GroupMatch> vllm_moe_group_of(const QuantConfig& qc, const IgnoreMatcher& ignore, std::string_view experts);
+
 }  // namespace fp4forge
