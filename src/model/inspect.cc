@@ -83,6 +83,18 @@ QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& te
       if (g.weights) grp.observer = g.weights->observer;
       q.groups.push_back(std::move(grp));
     }
+    // Which group vLLM gives each quantized module (model/quant_config.h vllm_group_of; every quantized module
+    // is a Linear to vLLM). A target it cannot compile leaves the counts at zero: verify and doctor say why.
+    for (const std::string& m : packed) {
+      auto g = vllm_group_of(*parsed, m, "Linear");
+      if (!g.ok()) break;
+      if (g->group >= 0) {
+        ++q.groups[static_cast<std::size_t>(g->group)].modules;
+      } else {
+        if (q.uncovered.size() < 20) q.uncovered.push_back(m);
+        ++q.uncovered_count;
+      }
+    }
   } else {
     q.state = "invalid";
   }
@@ -215,6 +227,13 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
         fmt::format("{} modules carry quantized weights (weight_packed or FP8 weight) but config.json has no "
                     "quantization_config",
                     r.quant.quantized_modules));
+  if (r.quant.uncovered_count > 0)
+    r.warnings.push_back(fmt::format(
+        "{} quantized module(s) match no config group's targets, e.g. '{}': vLLM has no scheme to load them "
+        "with (docs/mixed-precision.md)",
+        r.quant.uncovered_count, fmt::join(r.quant.uncovered.begin(), r.quant.uncovered.begin() +
+                                               static_cast<std::ptrdiff_t>(std::min<std::size_t>(3, r.quant.uncovered.size())),
+                                           "', '")));
   if (other_count > 0)
     r.warnings.push_back(fmt::format("{} tensor(s) have no known role, e.g. '{}'", other_count,
                                      fmt::join(other_examples, "', '")));
@@ -290,11 +309,13 @@ nlohmann::ordered_json to_json(const InspectReport& r) {
     x["format"] = grp.format.empty() ? Json(nullptr) : Json(grp.format);
     x["targets"] = grp.targets;
     x["observer"] = grp.observer.empty() ? Json(nullptr) : Json(grp.observer);
+    x["modules"] = grp.modules;
     groups.push_back(std::move(x));
   }
   q["groups"] = groups;
   q["ignore_entries"] = r.quant.ignore_entries;
   q["quantized_modules"] = r.quant.quantized_modules;
+  q["uncovered_modules"] = r.quant.uncovered_count;
   q["fp8_source"] = r.quant.fp8_source;
   j["quantization"] = q;
   Json mtp;
@@ -340,7 +361,8 @@ std::string to_text(const InspectReport& r) {
   if (!r.quant.groups.empty()) {
     std::vector<std::string> names;
     for (const auto& g : r.quant.groups)
-      names.push_back(g.observer.empty() ? g.scheme : fmt::format("{} with observer {}", g.scheme, g.observer));
+      names.push_back(fmt::format("{}{}{}", g.scheme, g.observer.empty() ? "" : " with observer " + g.observer,
+                                  r.quant.groups.size() > 1 ? fmt::format(": {} modules", g.modules) : ""));
     qs += fmt::format(" ({}{})", fmt::join(names, ", "), r.quant.format.empty() ? "" : ", " + r.quant.format);
   }
   if (r.quant.quantized_modules > 0) qs += fmt::format(", {} quantized modules", r.quant.quantized_modules);

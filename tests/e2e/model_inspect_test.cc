@@ -291,4 +291,44 @@ TEST(DiffCli, ValuesComparesBytesWhenAsked) {
   EXPECT_EQ(run_cli("diff " + q(a) + " " + q(a) + " --values", &out, &err), 0) << err;
   EXPECT_NE(out.find("IDENTICAL (structure, config, files and every tensor's bytes)"), std::string::npos) << out;
 }
+// Issue 30: inspect counts the modules vLLM gives each config group (its own matching: names before the Linear
+// class), and warns about quantized modules no group selects.
+TEST(InspectCli, ConfigGroupsCountTheirModules) {
+  TempDir t;
+  const auto q1 = t.path / "q";
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(q1), &out, &err), 0) << err;
+  Json j = inspect_json(q1.string());
+  const auto total = j["quantization"]["quantized_modules"].get<std::uint64_t>();
+  ASSERT_GT(total, 0u);
+  EXPECT_EQ(j["quantization"]["groups"][0]["modules"], total) << "one Linear group selects every module";
+  EXPECT_EQ(j["quantization"]["uncovered_modules"], 0);
+  // Two groups of the same scheme: attention by name, the rest through Linear.
+  Json c = Json::parse(slurp(q1 / "config.json"));
+  Json& groups = c["quantization_config"]["config_groups"];
+  groups["attn"] = groups["group_0"];
+  groups["attn"]["targets"] = Json::array({"re:.*self_attn\\."});
+  std::ofstream(q1 / "config.json", std::ios::trunc) << c.dump(2) << "\n";
+  j = inspect_json(q1.string());
+  std::uint64_t attn = 0;  // the quantized attention projections, from the index
+  const Json index = Json::parse(slurp(q1 / "model.safetensors.index.json"));  // bound: items() of a temporary dangles
+  for (const auto& [name, shard] : index["weight_map"].items())
+    if (name.find("self_attn.") != std::string::npos && name.ends_with(".weight_packed")) ++attn;
+  ASSERT_GT(attn, 0u);
+  const Json& g = j["quantization"]["groups"];
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_EQ(g[0]["name"], "group_0");
+  EXPECT_EQ(g[1]["name"], "attn");
+  EXPECT_EQ(g[1]["modules"], attn) << j["quantization"].dump();
+  EXPECT_EQ(g[0]["modules"].get<std::uint64_t>() + g[1]["modules"].get<std::uint64_t>(), total);
+  // No Linear target: the MLP modules are selected by nothing.
+  groups.erase("group_0");
+  std::ofstream(q1 / "config.json", std::ios::trunc) << c.dump(2) << "\n";
+  j = inspect_json(q1.string());
+  EXPECT_EQ(j["quantization"]["uncovered_modules"], total - attn);
+  bool warned = false;
+  for (const auto& w : j["warnings"]) warned = warned || w.get<std::string>().find("match no config group") != std::string::npos;
+  EXPECT_TRUE(warned) << j["warnings"].dump();
+}
+
 }  // namespace

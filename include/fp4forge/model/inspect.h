@@ -34,6 +34,9 @@ struct QuantGroup {
   std::string format;  ///< group format, else the global format
   std::vector<std::string> targets;
   std::string observer;  ///< the weights' observer as written ("memoryless_minmax", "nvfp4_expanded_mse", ...; "" when absent)
+  /** Quantized modules on disk vLLM applies this group to (vllm_group_of by the module's name, then as a Linear
+   * class; a fused layer's shards each as their own module). */
+  std::uint64_t modules = 0;
 };
 
 struct QuantState {
@@ -43,6 +46,9 @@ struct QuantState {
   std::vector<QuantGroup> groups;
   std::uint64_t ignore_entries = 0;     ///< length of quantization_config.ignore
   std::uint64_t quantized_modules = 0;  ///< modules with a `weight_packed` tensor
+  /** Quantized modules on disk that no config group selects (vLLM has no scheme to load them with), first 20. */
+  std::vector<std::string> uncovered;
+  std::uint64_t uncovered_count = 0;
   /** An FP8 source (model/fp8_source.h): fp8_source_json of it, null otherwise. */
   nlohmann::ordered_json fp8_source;
 };
