@@ -723,9 +723,29 @@ bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
 }
 
 /** Issue 27 #11: a group whose targets select no quantized module (an empty list, a `re:` target that matches
- * nothing on disk) declares packed tensors vLLM will not build as quantized. */
+ * nothing on disk) declares packed tensors vLLM will not build as quantized. Issue 30: and a quantized module no
+ * group selects (vllm_group_of: by name, then as a Linear class) has no scheme in vLLM to load it with. */
 void check_targets(const Structure& s, Sink& sink) {
   if (!s.qc) return;
+  {
+    std::vector<std::string> uncovered;
+    std::size_t count = 0;
+    for (const auto& [name, m] : s.modules) {
+      if (!m.quantized()) continue;
+      auto g = vllm_group_of(*s.qc, name, "Linear");
+      if (!g.ok()) break;  // a target that cannot be compiled: reported below
+      if (g->group >= 0) continue;
+      if (uncovered.size() < 5) uncovered.push_back(name);
+      ++count;
+    }
+    if (count > 0)
+      sink.add({"quant-config-invalid", Severity::ERROR, "quantization_config",
+                fmt::format("{} quantized module(s) match no config group's targets (e.g. {}): vLLM has no scheme to "
+                            "load their packed weights with (docs/mixed-precision.md)",
+                            count, fmt::join(uncovered, ", ")),
+                uncovered, "quantization_config.config_groups.*.targets", "a group for every quantized module",
+                fmt::format("{} uncovered", count), kHintRequant});
+  }
   for (const ConfigGroup& g : s.qc->groups) {
     const std::string gkey = fmt::format("quantization_config.config_groups.{}.targets", g.name);
     if (g.targets.empty()) {

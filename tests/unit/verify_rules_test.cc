@@ -123,6 +123,26 @@ TEST(VerifyRules, NoQuantizationConfigIsAnError) {
                         "map weight_packed / weight_scale");
 }
 
+// Issue 30: a quantized module that no config group selects (here the MLP, with attention-only targets) has no
+// scheme in vLLM: an error naming the modules; two groups that together select everything are clean.
+TEST(VerifyRules, AQuantizedModuleNoGroupSelectsIsAnError) {
+  ojson c = llama_config();
+  ojson& groups = c["quantization_config"]["config_groups"];
+  groups["group_0"]["targets"] = ojson::array({"re:.*self_attn\\."});
+  auto fs = verify_memory(c, llama_tensors());
+  const Finding* f = find_kind(fs, "quant-config-invalid");
+  ASSERT_NE(f, nullptr) << kinds(fs);
+  EXPECT_EQ(f->severity, Severity::ERROR);
+  EXPECT_EQ(f->message,
+            "3 quantized module(s) match no config group's targets (e.g. model.layers.0.mlp.down_proj, "
+            "model.layers.0.mlp.gate_proj, model.layers.0.mlp.up_proj): vLLM has no scheme to load their packed "
+            "weights with (docs/mixed-precision.md)");
+  groups["group_1"] = groups["group_0"];
+  groups["group_1"]["targets"] = ojson::array({"re:.*mlp\\."});
+  fs = verify_memory(c, llama_tensors());
+  EXPECT_EQ(find_kind(fs, "quant-config-invalid"), nullptr) << kinds(fs);
+}
+
 TEST(VerifyRules, AWrongGlobalScaleDtypeIsIncomplete) {
   auto ts = llama_tensors();
   for (auto& t : ts)
