@@ -2,6 +2,7 @@
 // reference's overflow error. The arithmetic is in mxfp4_ref.cc (the
 // reference, path "scalar") and mxfp4_simd.cc (Highway).
 #include <cmath>
+#include <vector>
 
 #include "codec/scheme_fast.h"
 #include "codec/scheme_ref_internal.h"
@@ -16,21 +17,12 @@ int scalar_kernel(const std::byte* data, DType dt, std::uint64_t rows, std::uint
                                                                                  : scheme_fast::kNonFinite;
 }
 
-// The reference's refusal of the first group of rows [r0, r1) whose scale overflows.
+// The reference's refusal (mxfp4_ref.cc names the row and group, with its message) for a fast-path overflow in
+// rows [r0, r1): the reference run on rows [0, r1), so the row numbers are the tensor's. An error path only.
 Error overflow_error(const nvfp4::WeightView& w, std::uint64_t r0, std::uint64_t r1, std::string_view name) {
-  for (std::uint64_t r = r0; r < r1; ++r)
-    for (std::uint64_t g = 0; g < scale_cols(w.cols); ++g) {
-      float a = 0.0f;
-      for (std::uint64_t k = 0; k < kGroupSize; ++k)
-        a = std::max(a, std::fabs(scheme_ref::load_elem(w.data, w.dtype, r * w.cols + g * kGroupSize + k)));
-      std::uint8_t e = 0;
-      float s = 1.0f;
-      if (!group_scale(a, w.dtype, &e, &s))
-        return scheme_ref::tensor_error(
-            name, fmt::format("row {}, group {} (columns {}..{}): max |w| = {} rounds to a power of two past the "
-                              "largest finite {} value, so the E8M0 scale is undefined upstream; MXFP4 refuses it",
-                              r, g, g * kGroupSize, g * kGroupSize + kGroupSize - 1, a, dtype_name(w.dtype)));
-    }
+  const nvfp4::WeightView head{w.data, w.dtype, r1, w.cols};
+  std::vector<std::byte> packed(r1 * w.cols / 2), scale(r1 * scale_cols(w.cols));
+  if (Status st = encode(head, packed.data(), scale.data(), name); !st) return std::move(st).error();
   return Error{Errc::INTERNAL,
                fmt::format("tensor '{}': the MXFP4A16 encoder reported a scale overflow in rows [{}, {}) but none "
                            "was found; this is a bug",

@@ -36,6 +36,7 @@
 #include <hwy/highway.h>
 
 #include "codec/nvfp4_internal.h"
+#include "codec/scheme_simd_inl.h"
 #include "fp4forge/codec/half.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -53,8 +54,10 @@ HWY_INLINE void PrefetchAhead(const std::byte* p, std::size_t bytes) {
   for (std::size_t j = 0; j < bytes; j += 64) hwy::Prefetch(p + kPrefetchAhead + j);
 }
 
-// Source dtype as a compile-time tag.
-enum class Src { BF16, F16, F32 };
+// Source dtype as a compile-time tag, and flD (RNE to the source dtype): the shared per-target helpers of
+// scheme_simd_inl.h (one copy for every scheme's kernels).
+using scheme_simd::HWY_NAMESPACE::RoundMag;
+using scheme_simd::HWY_NAMESPACE::Src;
 
 // Magnitude bits of N source elements in the source domain, widened to u32 lanes:
 // bf16/f16 -> h & 0x7FFF, f32 -> bits & 0x7FFFFFFF. Monotone in |w|; NaN/Inf sort above all finite.
@@ -85,27 +88,6 @@ HWY_INLINE hn::Vec<hn::Rebind<float, DU>> MagBitsToF32(DU du, hn::Vec<DU> m) {
     const auto normal = hn::Or(hn::ShiftLeft<23>(hn::Add(exp, hn::Set(du, 112u))), hn::ShiftLeft<13>(man));
     const auto sub = hn::Mul(hn::ConvertTo(df, hn::BitCast(di, man)), hn::Set(df, 0x1p-24f));
     return hn::IfThenElse(hn::RebindMask(df, hn::Eq(exp, hn::Zero(du))), sub, hn::BitCast(df, normal));
-  }
-}
-
-// flD(x) for non-negative finite x (RNE); identity for F32.
-template <Src S, class DF>
-HWY_INLINE hn::Vec<DF> RoundToSrc(DF df, hn::Vec<DF> x) {
-  const hn::RebindToUnsigned<DF> du;
-  if constexpr (S == Src::F32) {
-    return x;
-  } else if constexpr (S == Src::BF16) {
-    auto b = hn::BitCast(du, x);
-    b = hn::Add(b, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(b), hn::Set(du, 1u))));
-    return hn::BitCast(df, hn::And(b, hn::Set(du, 0xFFFF0000u)));
-  } else {
-    // binary16: normal values keep 10 mantissa bits; below 2^-14 multiples of 2^-24 (ulp(0.5)).
-    auto b = hn::BitCast(du, x);
-    b = hn::Add(b, hn::Add(hn::Set(du, 0xFFFu), hn::And(hn::ShiftRight<13>(b), hn::Set(du, 1u))));
-    const auto normal = hn::BitCast(df, hn::And(b, hn::Set(du, 0xFFFFE000u)));
-    const auto half = hn::Set(df, 0.5f);
-    const auto sub = hn::Sub(hn::Add(x, half), half);
-    return hn::IfThenElse(hn::Ge(x, hn::Set(df, 0x1p-14f)), normal, sub);
   }
 }
 
@@ -212,7 +194,7 @@ HWY_INLINE void GroupScales(const std::uint32_t* gmax, std::size_t ng, float gs,
   auto vlo = hn::Set(du, 0xFFu), vhi = hn::Zero(du);
   for (std::size_t g0 = 0; g0 < ng; g0 += N) {
     const auto a = MagBitsToF32<S>(du, hn::LoadU(du, gmax + g0));       // group amax, exact in D
-    const auto sD = RoundToSrc<S>(df, hn::Div(a, hn::Set(df, 6.0f)));   // flD(a / 6)
+    const auto sD = RoundMag<S>(df, hn::Div(a, hn::Set(df, 6.0f)));   // flD(a / 6)
     const auto p = hn::Min(hn::Mul(vgs, sD), hn::Set(df, 448.0f));      // clamp(fl32(gs * sD), 448)
     // E4M3 RNE: normals (p >= 2^-6) keep 3 mantissa bits; subnormals are multiples of 2^-9 = ulp(2^14).
     auto pb = hn::BitCast(du, p);

@@ -1,5 +1,6 @@
 // Per-target Highway helpers shared by the SIMD encoders of MXFP4A16, FP8 (dynamic, block) and W4A16
-// (mxfp4_simd.cc, fp8_simd.cc, w4a16_simd.cc). Included once per target by each of those files after
+// (mxfp4_simd.cc, fp8_simd.cc, w4a16_simd.cc; nvfp4_simd.cc takes Src and RoundMag from here too). Included
+// once per target by each of those files after
 // <hwy/foreach_target.h>, hence the Highway toggle guard instead of #pragma once.
 //
 // Every helper reproduces one step of the scalar references exactly (scheme_ref_internal.h,
