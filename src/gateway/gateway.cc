@@ -690,15 +690,22 @@ Result<std::string> swap_text(const std::vector<std::string>& lines, const Parse
   std::vector<std::pair<std::string, std::string>> want;  // key -> new value text
   std::vector<std::string> lines_out = lines;
   struct Existing {
-    int line;
+    int line;         // the value's line (yaml-cpp: -1 for an empty value, which has no position)
+    int key_line;     // the key's line
     std::size_t col;
+    // The value can be edited in place: it starts on its key's line, inside the file (fuzzing found an empty
+    // value's mark of -1 used as a line index).
+    bool in_place(std::size_t n_lines) const {
+      return line >= 0 && line == key_line && static_cast<std::size_t>(line) < n_lines;
+    }
   };
   std::map<std::string, Existing> existing;
   int key_col = -1;
   int anchor_line = -1;  // new keys go after this line
   for (auto it = lp.begin(); it != lp.end(); ++it) {
     const std::string k = it->first.Scalar();
-    existing[k] = {it->second.Mark().line, static_cast<std::size_t>(std::max(0, it->second.Mark().column))};
+    existing[k] = {it->second.Mark().line, it->first.Mark().line,
+                   static_cast<std::size_t>(std::max(0, it->second.Mark().column))};
     if (key_col < 0) key_col = it->first.Mark().column;
     if (k == "model") anchor_line = it->first.Mark().line;
   }
@@ -707,7 +714,7 @@ Result<std::string> swap_text(const std::vector<std::string>& lines, const Parse
   auto value_for = [&](const std::string& k, const std::string& v, bool is_yaml_text) -> Result<std::string> {
     if (is_yaml_text) return v;
     char quote = 0;
-    if (auto ex = existing.find(k); ex != existing.end()) {
+    if (auto ex = existing.find(k); ex != existing.end() && ex->second.in_place(lines.size())) {
       const std::string b = body_of(lines[static_cast<std::size_t>(ex->second.line)]);
       if (ex->second.col < b.size() && (b[ex->second.col] == '"' || b[ex->second.col] == '\''))
         quote = b[ex->second.col];
@@ -727,6 +734,11 @@ Result<std::string> swap_text(const std::vector<std::string>& lines, const Parse
       inserts.push_back(std::string(static_cast<std::size_t>(std::max(0, key_col)), ' ') + key_text + ": " + vt);
       continue;
     }
+    if (!ex->second.in_place(lines.size()))
+      return make_error(Errc::BAD_INPUT,
+                        "{}: line {}: litellm_params.{} of alias '{}' has no value on its key's line; expected 'key: "
+                        "value' on one line; edit this key by hand",
+                        path, ex->second.key_line + 1, k, o.alias);
     const auto li = static_cast<std::size_t>(ex->second.line);
     const YAML::Node kn = lp[k];
     const std::string b = body_of(lines_out[li]);

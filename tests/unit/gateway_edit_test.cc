@@ -142,6 +142,32 @@ TEST_F(Gateway, SwapRefusedWhenProbeFails) {
 
 // Issue 14 #2: secret values never appear in a diff (swap with --param api_key=..., rollback), while the
 // file itself holds them; os.environ/ references stay readable.
+// Fuzzing (2026-12-02): an empty value (`model:` with nothing after it) has no position in yaml-cpp (line -1),
+// which swap used as a line index (a heap overflow, with or without a YAML merge in the entry). It is refused like
+// any value that is not a one-line scalar, and the file is left as it was; an entry that takes values through a
+// merge (`<<: *base`) stays refused as before.
+TEST_F(Gateway, SwapRefusesAnEmptyValue) {
+  FakeServer srv(FakeServerOptions{});
+  for (const std::string merge : {"", "    <<: *base\n"}) {
+    const std::string text = "defaults: &base\n  api_base: http://10.0.0.5:8000/v1\nmodel_list:\n- model_name: chat\n"
+                             "  litellm_params:\n" + merge + "    model:\n";
+    write(text);
+    auto r = gateway_swap(cfg_, swap_to(srv));
+    ASSERT_FALSE(r.ok()) << merge;
+    EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+    EXPECT_NE(r.error().message.find("litellm_params.model of alias 'chat' has no value on its key's line"),
+              std::string::npos) << r.error().message;
+    EXPECT_EQ(slurp(cfg_), text);
+  }
+  const std::string merged = "defaults: &base\n  api_base: http://10.0.0.5:8000/v1\nmodel_list:\n- model_name: chat\n"
+                             "  litellm_params:\n    <<: *base\n    model: hosted_vllm/org/old\n";
+  write(merged);
+  auto m = gateway_swap(cfg_, swap_to(srv));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("takes a value from YAML anchor '&base'"), std::string::npos) << m.error().message;
+  EXPECT_EQ(slurp(cfg_), merged);
+}
+
 TEST_F(Gateway, DiffsMaskSecretValues) {
   FakeServer srv(FakeServerOptions{});
   SwapOptions o = swap_to(srv);
