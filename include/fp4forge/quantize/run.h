@@ -48,7 +48,7 @@ struct RunOptions {
   bool restart = false;                       ///< discard an interrupted run's finished shards (else refused)
   ProgressSink* progress = nullptr;           ///< reports source bytes read and tensors written
   /** Runs on the staging folder once every shard, config.json and the index are written, before the
-   * final rename (quantize --mtp-from splices the MTP tensors there, doctor/mtp_splice.h); an error
+   * final rename (QuantizeParams::mtp_from splices the MTP tensors there, quantize/mtp_splice.h); an error
    * aborts the run like any other (staging removed, no DST). */
   std::function<Status(const std::filesystem::path& staging)> before_commit;
 };
