@@ -112,9 +112,9 @@ Result<std::filesystem::path> tokenizer_source(const std::filesystem::path& dir,
   if (std::filesystem::exists(p, ec))
     return make_error(Errc::USAGE, "--tokenizer '{}' is a file; expected the folder that holds the tokenizer files "
                                    "(what vllm serve --tokenizer takes)", from);
-  if (!hf_cache::repo_id_problem(from).empty())
+  if (const std::string why = hf_cache::repo_id_problem(from); !why.empty())
     return make_error(Errc::USAGE, "--tokenizer '{}': no such folder, and not a Hub repo id ({}); expected a folder "
-                                   "or ORG/NAME as vllm serve --tokenizer takes", from, hf_cache::repo_id_problem(from));
+                                   "or ORG/NAME as vllm serve --tokenizer takes", from, why);
   auto src = hf_cache::resolve(from);
   if (!src.ok()) return std::filesystem::path{};  // a repo not in the cache: reported as not checked
   return src->path;

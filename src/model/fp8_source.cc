@@ -12,6 +12,7 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/json_get.h"
+#include "fp4forge/util/strings.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/safetensors/header.h"
 
@@ -41,11 +42,6 @@ bool is_payload(const Fp8TensorInfo& t) {
   if (t.dtype != DType::F8_E4M3) return false;
   const std::string_view n = t.name;
   return !(n.ends_with("_scale") || n.ends_with("_scale_inv") || n.ends_with("_scale_2"));
-}
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 /** config.json's quantization config as an object (find_quant_config; another type is refused by read_declared). */
@@ -157,7 +153,7 @@ Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc, const s
 Result<std::optional<Declared>> read_modelopt(const std::string& algo, std::string_view where) {
   Declared d;
   d.dialect = Fp8Dialect::MODELOPT;
-  const std::string a = lower(algo);
+  const std::string a = util::ascii_lower(algo);
   if (a == "fp8") {
     d.layouts = {fp8::ScaleLayout::TENSOR};
   } else if (a == "fp8_per_channel_per_token") {
@@ -186,11 +182,11 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
     }
     return std::optional<Declared>{};
   }
-  const std::string method = lower(str_of(*qc, "quant_method"));
+  const std::string method = util::ascii_lower(str_of(*qc, "quant_method"));
   if (method == "fp8") {
     Declared d;
     d.dialect = Fp8Dialect::NATIVE;
-    if (const std::string f = lower(str_of(*qc, "fmt")); !f.empty() && f != "e4m3")
+    if (const std::string f = util::ascii_lower(str_of(*qc, "fmt")); !f.empty() && f != "e4m3")
       return already_quantized(fmt::format("config.json {}.fmt '{}': FP8 {} weights; E4M3 is read", key, capped(f), capped(f)));
     auto wb = qc->find("weight_block_size");
     if (wb != qc->end() && !wb->is_null()) {

@@ -91,7 +91,7 @@ QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& te
       if (g->group >= 0) {
         ++q.groups[static_cast<std::size_t>(g->group)].modules;
       } else {
-        if (q.uncovered.size() < 20) q.uncovered.push_back(m);
+        if (q.uncovered.size() < 3) q.uncovered.push_back(m);
         ++q.uncovered_count;
       }
     }
@@ -231,9 +231,7 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
     r.warnings.push_back(fmt::format(
         "{} quantized module(s) match no config group's targets, e.g. '{}': vLLM has no scheme to load them "
         "with (docs/mixed-precision.md)",
-        r.quant.uncovered_count, fmt::join(r.quant.uncovered.begin(), r.quant.uncovered.begin() +
-                                               static_cast<std::ptrdiff_t>(std::min<std::size_t>(3, r.quant.uncovered.size())),
-                                           "', '")));
+        r.quant.uncovered_count, fmt::join(r.quant.uncovered, "', '")));
   if (other_count > 0)
     r.warnings.push_back(fmt::format("{} tensor(s) have no known role, e.g. '{}'", other_count,
                                      fmt::join(other_examples, "', '")));

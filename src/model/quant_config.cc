@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fp4forge/util/strings.h"
+
 namespace fp4forge {
 namespace {
 
@@ -473,15 +475,10 @@ Result<GroupMatch> vllm_group_of(const QuantConfig& qc, std::string_view layer_n
       }
       targets.push_back(std::move(x));
     }
-  auto lower = [](std::string_view v) {
-    std::string o(v);
-    for (auto& c : o) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return o;
-  };
   // vLLM's _is_equal_or_regex_match(value, target, check_contains).
   auto matches = [&](const Target& t, std::string_view value, bool contains) {
     if (t.re) return t.re->match_prefix(value);
-    if (contains) return lower(value).find(lower(t.text)) != std::string::npos;
+    if (contains) return util::ascii_lower(value).find(util::ascii_lower(t.text)) != std::string::npos;
     return t.text == value;
   };
   auto first = [&](std::string_view value, bool contains) -> const Target* {
@@ -526,14 +523,14 @@ Result<GroupMatch> vllm_moe_group_of(const QuantConfig& qc, const IgnoreMatcher&
     }
     found.emplace_back(std::move(name), std::move(m));
   }
+  auto group_name = [&](long g) { return g < 0 ? std::string("none") : qc.groups[static_cast<std::size_t>(g)].name; };
+  const auto& [first_name, first] = found.front();
   for (const auto& [name, m] : found)
-    if (m.group != found.front().second.group)
+    if (m.group != first.group)
       return make_error(Errc::CHECK_FAILED,
                         "{}: the expert projections resolve to different config groups ({} -> {}, {} -> {}); vLLM "
                         "refuses \"All MoE projections need to have same quantization scheme but found multiple\"",
-                        experts, found.front().first,
-                        found.front().second.group < 0 ? std::string("none") : qc.groups[static_cast<std::size_t>(found.front().second.group)].name,
-                        name, m.group < 0 ? std::string("none") : qc.groups[static_cast<std::size_t>(m.group)].name);
+                        experts, first_name, group_name(first.group), name, group_name(m.group));
   return found.front().second;
 }
 

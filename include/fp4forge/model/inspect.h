@@ -46,7 +46,8 @@ struct QuantState {
   std::vector<QuantGroup> groups;
   std::uint64_t ignore_entries = 0;     ///< length of quantization_config.ignore
   std::uint64_t quantized_modules = 0;  ///< modules with a `weight_packed` tensor
-  /** Quantized modules on disk that no config group selects (vLLM has no scheme to load them with), first 20. */
+  /** Quantized modules on disk that no config group selects (vLLM has no scheme to load them with): the first 3,
+   * which the warning names, and the count. */
   std::vector<std::string> uncovered;
   std::uint64_t uncovered_count = 0;
   /** An FP8 source (model/fp8_source.h): fp8_source_json of it, null otherwise. */
