@@ -26,6 +26,9 @@ namespace {
 struct QuantizeOpts {
   std::string src, dst, max_memory = "2G";
   std::string mtp_from;  ///< a checkpoint folder, taken like `src`
+  std::vector<std::string> scheme_for;  ///< --scheme-for SELECTOR=SCHEME[:OBSERVER]
+  std::string recipe;                   ///< --recipe FILE
+  bool scheme_given = false, observer_given = false;
   quant::PlanOptions plan;
   unsigned jobs = 0;
   bool dry_run = false, resume = false, restart = false, json = false, verbose = false, no_progress = false;
@@ -51,14 +54,24 @@ int run_quantize(const QuantizeOpts& o) {
   auto src = checkpoint_source(o.src, o.json);
   if (!src) return report_error(src.error(), o.json);
   quant::QuantizeParams p;
+  p.plan = o.plan;
+  for (const auto& a : o.scheme_for) {
+    auto r = quant::parse_scheme_for(a);
+    if (!r) return report_error(r.error(), o.json);
+    p.plan.scheme_for.push_back(std::move(*r));
+  }
+  if (!o.recipe.empty()) {
+    auto r = quant::read_recipe(o.recipe);
+    if (!r) return report_error(r.error(), o.json);
+    quant::apply_recipe(*r, p.plan, o.scheme_given, o.observer_given);
+  }
   p.src = src->path;
   p.dst = o.dst;
   if (p.dst.empty() && !o.dry_run && src->hub) {  // quantize ORG/NAME: DST defaults to ./NAME-<preset>
-    auto scheme = parse_quant_scheme(o.plan.scheme);
+    auto scheme = parse_quant_scheme(p.plan.scheme);
     if (!scheme) return report_error(scheme.error(), o.json);
     p.dst = quant::default_destination(src->hub->name(), *scheme);
   }
-  p.plan = o.plan;
   p.dry_run = o.dry_run;
   p.run.jobs = o.jobs;
   p.run.max_memory = *max_mem;
@@ -109,10 +122,20 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_option("dst", o->dst,
                  "output directory (must not exist; written atomically); for a repo id SRC it defaults to "
                  "./NAME-<scheme preset>, e.g. ./Qwen3-8B-NVFP4A16");
-  sub.add_option("--scheme", o->plan.scheme,
-                 "quantization scheme: " + quant_scheme_names() + " (presets such as FP8_BLOCK accepted; docs/schemes.md)")
-      ->capture_default_str();
-  sub.add_option("--observer", o->plan.observer,
+  CLI::Option* scheme_opt =
+      sub.add_option("--scheme", o->plan.scheme,
+                     "quantization scheme: " + quant_scheme_names() +
+                         " (presets such as FP8_BLOCK accepted; docs/schemes.md); with --scheme-for / --recipe: the "
+                         "scheme of every module no rule selects")
+          ->capture_default_str();
+  sub.add_option("--scheme-for", o->scheme_for,
+                 "SELECTOR=SCHEME[:OBSERVER]: modules the selector picks get this scheme, one config group per scheme "
+                 "(repeatable, first match wins). SELECTOR: attention, dense_mlp, experts, shared_experts, "
+                 "linear_attention, last_n_layers=K, first_n_layers=K, a module name or re:REGEX (docs/recipes.md)");
+  sub.add_option("--recipe", o->recipe,
+                 "YAML or JSON file of scheme rules (scheme, observer, rules: [{match, scheme, observer}], ignore); "
+                 "--scheme-for rules come first, --scheme / --observer override its defaults (docs/recipes.md)");
+  CLI::Option* observer_opt = sub.add_option("--observer", o->plan.observer,
                  "how each group's range is chosen: mse (llm-compressor's recommended nvfp4_expanded_mse search; the "
                  "nvfp4a16 default), minmax (compressed-tensors' preset default; the default of the other schemes, "
                  "the only one of the fp8 schemes) or memoryless-mse (nvfp4a16, mxfp4a16, w4a16; "
@@ -141,8 +164,14 @@ void add_quantize(CLI::App& sub, Action& action) {
       "  fp4forge quantize ./gemma-4-26B-A4B-it --dry-run\n"
       "  fp4forge quantize ./Qwen3.5-27B ./Qwen3.5-27B-NVFP4A16 -j 16 --max-memory 4G\n"
       "  fp4forge quantize Qwen/Qwen3-8B          # from the Hugging Face cache into ./Qwen3-8B-NVFP4A16\n"
-      "  fp4forge quantize ./llama ./llama-nvfp4 --ignore re:.*layers\\.0\\..* --resume --json");
-  sub.callback([&action, o] { action = [o] { return run_quantize(*o); }; });
+      "  fp4forge quantize ./llama ./llama-nvfp4 --ignore re:.*layers\\.0\\..* --resume --json\n"
+      "  fp4forge quantize ./glm ./glm-mixed --scheme nvfp4a16 --scheme-for attention=fp8-block\n"
+      "  fp4forge quantize ./deepseek ./deepseek-mixed --recipe nvfp4-experts-fp8-attention.yaml");
+  sub.callback([&action, o, scheme_opt, observer_opt] {
+    o->scheme_given = scheme_opt->count() > 0;
+    o->observer_given = observer_opt->count() > 0;
+    action = [o] { return run_quantize(*o); };
+  });
 }
 
 }  // namespace fp4forge::cli

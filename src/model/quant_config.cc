@@ -274,28 +274,35 @@ nlohmann::ordered_json ct_args(int bits, std::string_view type, std::string_view
 
 }  // namespace
 
-nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore, Observer observer) {
+nlohmann::ordered_json ct_quant_config(std::span<const CtGroupSpec> groups, const std::vector<std::string>& ignore) {
   using ojson = nlohmann::ordered_json;
-  ojson weights, input = nullptr;
-  const std::string_view obs = observer_config_name(observer);  // the weights' observer, as llm-compressor names it
-  const SchemeTraits& t = scheme_traits(s);
   auto args = [](const SchemeTraits::CtArgs& c, std::string_view observer_name) {
     return ct_args(c.num_bits, c.type, c.strategy, c.group_size ? std::optional<int>(c.group_size) : std::nullopt,
                    c.dynamic, observer_name, c.scale_dtype, c.block128);
   };
-  weights = args(t.weights, obs);
-  if (t.input.num_bits > 0) input = args(t.input, {});
-  const std::string format(quant_scheme_format(s));
-  ojson group = ojson::object();
-  group["format"] = format;
-  group["input_activations"] = std::move(input);
-  group["output_activations"] = nullptr;
-  group["targets"] = ojson::array({"Linear"});
-  group["weights"] = std::move(weights);
+  // json.dump(sort_keys=True): the groups in name order; the top-level format is the one every group shares,
+  // else "mixed-precision" (compressed-tensors QuantizationConfig.merge / update_config).
+  std::vector<const CtGroupSpec*> order;
+  for (const CtGroupSpec& g : groups) order.push_back(&g);
+  std::sort(order.begin(), order.end(), [](const CtGroupSpec* a, const CtGroupSpec* b) { return a->name < b->name; });
+  std::string format;
+  ojson cg = ojson::object();
+  for (const CtGroupSpec* g : order) {
+    const SchemeTraits& t = scheme_traits(g->scheme);
+    ojson group = ojson::object();
+    const std::string f(quant_scheme_format(g->scheme));
+    format = format.empty() || format == f ? f : std::string("mixed-precision");
+    group["format"] = f;
+    group["input_activations"] = t.input.num_bits > 0 ? args(t.input, {}) : ojson(nullptr);
+    group["output_activations"] = nullptr;
+    group["targets"] = ojson::array();
+    for (const auto& x : g->targets) group["targets"].push_back(x);
+    group["weights"] = args(t.weights, observer_config_name(g->observer));  // as llm-compressor names the observer
+    cg[g->name] = std::move(group);
+  }
   ojson q = ojson::object();
-  q["config_groups"] = ojson::object();
-  q["config_groups"]["group_0"] = std::move(group);
-  q["format"] = format;
+  q["config_groups"] = std::move(cg);
+  q["format"] = format.empty() ? std::string("dense") : format;
   q["global_compression_ratio"] = nullptr;
   q["ignore"] = ojson::array();
   for (const auto& i : ignore) q["ignore"].push_back(i);
@@ -305,6 +312,11 @@ nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::str
   q["transform_config"] = ojson::object();
   q["version"] = std::string(kCompressedTensorsVersion);
   return q;
+}
+
+nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore, Observer observer) {
+  const CtGroupSpec one{"group_0", s, observer, {"Linear"}};
+  return ct_quant_config(std::span<const CtGroupSpec>(&one, 1), ignore);
 }
 
 
@@ -449,23 +461,20 @@ Result<bool> vllm_should_ignore(const IgnoreMatcher& ignore, const std::vector<s
 }
 
 
-Result<GroupMatch> vllm_group_of(const QuantConfig& qc, std::string_view layer_name, std::string_view class_name,
-                                 const std::vector<std::string>& shard_names) {
+Result<GroupMatcher> GroupMatcher::compile(const QuantConfig& qc) {
   // target_scheme_map: targets in first-seen order, each bound to the last group naming it.
-  struct Target {
-    std::string text;
-    long group = -1;
-    std::optional<Regex> re;
-  };
-  std::vector<Target> targets;
-  for (std::size_t g = 0; g < qc.groups.size(); ++g)
+  GroupMatcher gm;
+  for (std::size_t g = 0; g < qc.groups.size(); ++g) {
+    gm.names_.push_back(qc.groups[g].name);
     for (const std::string& t : qc.groups[g].targets) {
-      auto it = std::find_if(targets.begin(), targets.end(), [&](const Target& x) { return x.text == t; });
-      if (it != targets.end()) {
+      if (t == "Linear") gm.linear_ = static_cast<long>(g);
+      if (t == "FusedMoE") gm.has_fused_moe_ = true;
+      auto it = std::find_if(gm.targets_.begin(), gm.targets_.end(), [&](const Target& x) { return x.text == t; });
+      if (it != gm.targets_.end()) {
         it->group = static_cast<long>(g);
         continue;
       }
-      Target x{t, static_cast<long>(g), std::nullopt};
+      Target x{t, util::ascii_lower(t), static_cast<long>(g), std::nullopt};
       if (t.rfind("re:", 0) == 0) {
         auto re = Regex::compile(std::string_view(t).substr(3));
         if (!re.ok())
@@ -473,16 +482,26 @@ Result<GroupMatch> vllm_group_of(const QuantConfig& qc, std::string_view layer_n
                             qc.groups[g].name, t, re.error().message);
         x.re.emplace(std::move(*re));
       }
-      targets.push_back(std::move(x));
+      gm.targets_.push_back(std::move(x));
     }
+  }
+  // The Linear group is the one the map binds "Linear" to (a later group naming it too takes it).
+  for (const Target& t : gm.targets_)
+    if (t.text == "Linear") gm.linear_ = t.group;
+  return gm;
+}
+
+GroupMatch GroupMatcher::match(std::string_view layer_name, std::string_view class_name,
+                               const std::vector<std::string>& shard_names) const {
   // vLLM's _is_equal_or_regex_match(value, target, check_contains).
+  const std::string lower_class = util::ascii_lower(class_name);
   auto matches = [&](const Target& t, std::string_view value, bool contains) {
     if (t.re) return t.re->match_prefix(value);
-    if (contains) return util::ascii_lower(value).find(util::ascii_lower(t.text)) != std::string::npos;
+    if (contains) return lower_class.find(t.lower) != std::string::npos;
     return t.text == value;
   };
   auto first = [&](std::string_view value, bool contains) -> const Target* {
-    for (const Target& t : targets)
+    for (const Target& t : targets_)
       if (matches(t, value, contains)) return &t;
     return nullptr;
   };
@@ -502,28 +521,20 @@ Result<GroupMatch> vllm_group_of(const QuantConfig& qc, std::string_view layer_n
   return GroupMatch{hit->group, hit->text};
 }
 
-
-Result<GroupMatch> vllm_moe_group_of(const QuantConfig& qc, const IgnoreMatcher& ignore, std::string_view experts) {
+Result<GroupMatch> GroupMatcher::moe(const IgnoreMatcher& ignore, std::string_view experts) const {
   // _add_fused_moe_to_target_scheme_map: "FusedMoE" -> the group of "Linear", appended, unless already a target.
-  long linear = -1;
-  bool has_fused_moe = false;
-  for (std::size_t g = 0; g < qc.groups.size(); ++g)
-    for (const std::string& t : qc.groups[g].targets) {
-      if (t == "Linear") linear = static_cast<long>(g);
-      if (t == "FusedMoE") has_fused_moe = true;
-    }
   std::vector<std::pair<std::string, GroupMatch>> found;
   for (const char* proj : {".0.gate_proj", ".0.up_proj", ".0.down_proj"}) {
     std::string name(experts);
     name += proj;
     GroupMatch m;
     if (!ignore.matches(name)) {
-      FP4FORGE_ASSIGN_OR_RETURN(m, vllm_group_of(qc, name, "FusedMoE"));
-      if (m.group < 0 && linear >= 0 && !has_fused_moe) m = GroupMatch{linear, "FusedMoE"};
+      m = match(name, "FusedMoE");
+      if (m.group < 0 && linear_ >= 0 && !has_fused_moe_) m = GroupMatch{linear_, "FusedMoE"};
     }
     found.emplace_back(std::move(name), std::move(m));
   }
-  auto group_name = [&](long g) { return g < 0 ? std::string("none") : qc.groups[static_cast<std::size_t>(g)].name; };
+  auto group_name = [&](long g) { return g < 0 ? std::string("none") : names_[static_cast<std::size_t>(g)]; };
   const auto& [first_name, first] = found.front();
   for (const auto& [name, m] : found)
     if (m.group != first.group)
@@ -532,6 +543,17 @@ Result<GroupMatch> vllm_moe_group_of(const QuantConfig& qc, const IgnoreMatcher&
                         "refuses \"All MoE projections need to have same quantization scheme but found multiple\"",
                         experts, first_name, group_name(first.group), name, group_name(m.group));
   return found.front().second;
+}
+
+Result<GroupMatch> vllm_group_of(const QuantConfig& qc, std::string_view layer_name, std::string_view class_name,
+                                 const std::vector<std::string>& shard_names) {
+  FP4FORGE_ASSIGN_OR_RETURN(const GroupMatcher gm, GroupMatcher::compile(qc));
+  return gm.match(layer_name, class_name, shard_names);
+}
+
+Result<GroupMatch> vllm_moe_group_of(const QuantConfig& qc, const IgnoreMatcher& ignore, std::string_view experts) {
+  FP4FORGE_ASSIGN_OR_RETURN(const GroupMatcher gm, GroupMatcher::compile(qc));
+  return gm.moe(ignore, experts);
 }
 
 }  // namespace fp4forge

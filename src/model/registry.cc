@@ -157,15 +157,22 @@ std::span<const FamilySpec> families() noexcept { return table(); }
 
 std::span<const FusedRule> fused_rules() noexcept {
   static const std::vector<FusedRule> r{
-      {"qkv", {"q_proj", "k_proj", "v_proj"}},
-      {"gate_up", {"gate_proj", "up_proj"}},
-      {"q_a_kv_a", {"q_a_proj", "kv_a_proj_with_mqa"}},  // DeepSeek fused_qkv_a_proj
-      {"q_a_kv_a", {"wq_a", "wkv_a_with_mqa"}},
-      {"w1_w3", {"w1", "w3"}},                           // Mixtral experts (w13)
-      {"in_proj_qkvz", {"in_proj_qkv", "in_proj_z"}},    // Qwen3.5 GatedDeltaNet
-      {"in_proj_ba", {"in_proj_b", "in_proj_a"}},
+      {"qkv", {"q_proj", "k_proj", "v_proj"}, "qkv_proj"},
+      {"gate_up", {"gate_proj", "up_proj"}, "gate_up_proj"},
+      {"q_a_kv_a", {"q_a_proj", "kv_a_proj_with_mqa"}, "fused_qkv_a_proj"},  // DeepSeek fused_qkv_a_proj
+      {"q_a_kv_a", {"wq_a", "wkv_a_with_mqa"}, "fused_qkv_a_proj"},
+      {"w1_w3", {"w1", "w3"}, ""},                                // Mixtral experts (w13, in FusedMoE)
+      {"in_proj_qkvz", {"in_proj_qkv", "in_proj_z"}, "in_proj_qkvz"},  // Qwen3.5 GatedDeltaNet
+      {"in_proj_ba", {"in_proj_b", "in_proj_a"}, "in_proj_ba"},
   };
   return r;
+}
+
+std::string_view vllm_fused_leaf(std::string_view kind) noexcept {
+  if (kind == "qk") return "qkv_proj";  // Gemma-4 attention_k_eq_v: q and k load into qkv_proj
+  for (const FusedRule& r : fused_rules())
+    if (r.kind == kind) return r.vllm_name;
+  return {};
 }
 
 const FamilySpec& family_spec(Family f) noexcept {

@@ -14,9 +14,11 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/registry.h"
 #include "fp4forge/model/scheme_policy.h"
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/util/format.h"
@@ -97,6 +99,7 @@ struct Mod {
   std::string reason;
   std::string pattern;
   std::string experts_key;  ///< "<...>.experts" for routed experts, "" otherwise
+  std::size_t scheme = 0;   ///< index into PlanBuilder::cands (the recipe's choice)
 };
 
 std::string experts_key_of(std::string_view module) {
@@ -169,6 +172,28 @@ struct PlanBuilder {
   std::vector<FusedSet> sets;
   std::vector<std::size_t> unit_of;  // candidate module -> its unit, SIZE_MAX when kept
   nlohmann::json weight_map = nlohmann::json::object();
+  // The schemes a module may get: [0] the default (--scheme), then one per distinct (scheme, observer) of the
+  // rules; rule_cand[i] is rule i's entry, rule_hits[i] how many candidate modules it selected.
+  std::vector<PlanScheme> cands;
+  std::vector<CompiledRule> rules;
+  std::vector<std::size_t> rule_cand, rule_hits;
+
+  QuantScheme qs_of(const Mod& m) const { return cands[m.scheme].scheme; }
+  /** The entry of `cands` a module gets: the first rule that selects it, else the default. */
+  std::size_t pick_scheme(const std::vector<std::string>& names, Role role, const TensorDecision& d) {
+    const SelectorSubject subj{names, role, d.cls.text_stack ? d.cls.layer : -1};
+    for (std::size_t i = 0; i < rules.size(); ++i)
+      for (const Selector& sel : rules[i].selectors)
+        if (sel.matches(subj, plan.info.num_layers)) {
+          ++rule_hits[i];
+          return rule_cand[i];
+        }
+    return 0;
+  }
+  /** Whether the policy quantizes decision `d` (leaf `leaf`) under scheme `qs`. */
+  bool policy_for(const TensorDecision& d, std::string_view leaf, QuantScheme qs) const {
+    return policy_quantizes(d.cls.role, plan.info.spec(), qs, leaf) && d.cls.text_stack && !is_mtp(d);
+  }
 
   /** Scheme, config and tensor list checks that come before any tensor is looked at. */
   Status check_inputs();
@@ -181,7 +206,7 @@ struct PlanBuilder {
   /** Candidate modules (plain 2-D weights and split experts) with their policy decision. */
   Status add_candidates();
   /** The per-expert modules of fused tensor `di`; false when not split (a problem under --ignore). */
-  Result<bool> add_expert_parts(std::size_t di, const ExpertBlock& blk, bool policy_quant, bool mtp);
+  Result<bool> add_expert_parts(std::size_t di, const ExpertBlock& blk, bool mtp);
   /** Applies --ignore and --force-quantize to the candidates. */
   Status apply_user_patterns();
   /** Exact patterns that name a tensor that is not a 2-D weight, or nothing at all. */
@@ -223,6 +248,12 @@ struct PlanBuilder {
   void summarize();
   /** Invariants; a failure here is a bug, reported before any byte is written. */
   Status check_invariants();
+  /** Rules that selected nothing: an exact module name is a usage error, a role or pattern a warning. */
+  Status check_rules();
+  /** The schemes with quantized weights become plan.schemes (config groups); units and groups index them. */
+  void settle_schemes();
+  /** Each group's targets, proven to select exactly its modules the way vLLM matches them. */
+  Status make_targets();
 };
 
 Status PlanBuilder::check_inputs() {
@@ -235,6 +266,17 @@ Status PlanBuilder::check_inputs() {
       FP4FORGE_ASSIGN_OR_RETURN(plan.observer, parse_observer(opts.observer));
     }
     FP4FORGE_TRY(check_observer(plan.quant_scheme, plan.observer));
+    cands.push_back(PlanScheme{"", plan.quant_scheme, plan.observer, {}, {}, 0, 0});
+    for (const SchemeRule& r : opts.scheme_for) {
+      FP4FORGE_ASSIGN_OR_RETURN(CompiledRule c, compile_rule(r));
+      std::size_t k = 0;
+      while (k < cands.size() && (cands[k].scheme != c.scheme || cands[k].observer != c.observer)) ++k;
+      if (k == cands.size()) cands.push_back(PlanScheme{"", c.scheme, c.observer, {}, {}, 0, 0});
+      cands[k].rules.push_back(c.origin);
+      rule_cand.push_back(k);
+      rules.push_back(std::move(c));
+    }
+    rule_hits.assign(rules.size(), 0);
   }
   if (!in.config.is_object())
     return make_error(Errc::BAD_INPUT, "config.json is not a JSON object; expected the model config");
@@ -321,16 +363,16 @@ Status PlanBuilder::add_candidates() {
     auto& d = plan.decisions[di];
     const bool mtp = is_mtp(d);
     const std::string_view leaf = leaf_of(d.cls.module.empty() ? d.name : d.cls.module);
-    const bool policy_quant =
-        policy_quantizes(d.cls.role, plan.info.spec(), plan.quant_scheme, leaf) && d.cls.text_stack && !mtp;
     const auto fb = fused_block.find(d.name);
     if (fb != fused_block.end() && !mtp) {
-      FP4FORGE_ASSIGN_OR_RETURN(const bool split, add_expert_parts(di, *fb->second, policy_quant, mtp));
+      FP4FORGE_ASSIGN_OR_RETURN(const bool split, add_expert_parts(di, *fb->second, mtp));
       if (split) continue;
     }
     if (!d.linear_like) continue;
     Mod m;
     m.module = d.name.substr(0, d.name.size() - 7);
+    m.scheme = pick_scheme({m.module}, d.cls.role, d);
+    const bool policy_quant = policy_for(d, leaf, qs_of(m));
     m.decision = di;
     m.role = d.cls.role;
     m.rows = d.shape[0];
@@ -340,7 +382,7 @@ Status PlanBuilder::add_candidates() {
     m.reason = policy_quant ? fmt::format("{}: quantized by policy", role_name(d.cls.role))
                             : keep_reason(d.cls.role, mtp, !d.cls.text_stack);
     if (!policy_quant && !mtp && d.cls.text_stack)
-      if (std::string why = scheme_keep_reason(d.cls.role, plan.info.spec(), plan.quant_scheme, leaf); !why.empty())
+      if (std::string why = scheme_keep_reason(d.cls.role, plan.info.spec(), qs_of(m), leaf); !why.empty())
         m.reason = std::move(why);
     if (policy_quant) m.experts_key = experts_key_of(m.module);
     mods_of[di].push_back(mods.size());
@@ -349,7 +391,7 @@ Status PlanBuilder::add_candidates() {
   return {};
 }
 
-Result<bool> PlanBuilder::add_expert_parts(std::size_t di, const ExpertBlock& blk, bool policy_quant, bool mtp) {
+Result<bool> PlanBuilder::add_expert_parts(std::size_t di, const ExpertBlock& blk, bool mtp) {
   const ModelInfo& info = plan.info;
   const auto& d = plan.decisions[di];
   const bool user_kept = ign.any(d.name) || ign.any(blk.key);
@@ -377,6 +419,8 @@ Result<bool> PlanBuilder::add_expert_parts(std::size_t di, const ExpertBlock& bl
     m.rows = part.slice.rows;
     m.cols = part.slice.cols;
     m.slice = part.slice;
+    m.scheme = pick_scheme({m.module, d.name}, m.role, d);
+    const bool policy_quant = policy_for(d, leaf_of(d.cls.module.empty() ? d.name : d.cls.module), qs_of(m));
     m.quant = policy_quant;
     m.experts_key = blk.key + ".";
     m.reason = policy_quant ? fmt::format("routed expert (split from fused 3-D tensor, {})",
@@ -476,11 +520,29 @@ Status PlanBuilder::refuse_unservable_experts() {
 }
 
 Status PlanBuilder::apply_shape_rules() {
-  const ShapeRule rule = shape_rule(plan.quant_scheme);
-  const std::string_view preset = quant_scheme_preset(plan.quant_scheme);
+  // A layer's routed experts load into one FusedMoE with one scheme (F10; vLLM's "All MoE projections need to
+  // have same quantization scheme"): a rule that gives part of them another scheme is refused.
+  {
+    std::map<std::string, const Mod*> first_of;
+    for (const auto& m : mods) {
+      if (!m.quant || m.experts_key.empty()) continue;
+      const auto [it, fresh] = first_of.emplace(m.experts_key, &m);
+      if (fresh || it->second->scheme == m.scheme) continue;
+      return make_error(Errc::USAGE,
+                        "the routed experts of '{}' would get two schemes ({} for '{}', {} for '{}'); vLLM loads a "
+                        "layer's experts with one scheme (F10); select all of them or none ({})",
+                        m.experts_key.substr(0, m.experts_key.size() - 1), quant_scheme_preset(qs_of(*it->second)),
+                        it->second->module, quant_scheme_preset(qs_of(m)), m.module,
+                        fmt::join(cands[m.scheme].rules.empty() ? cands[it->second->scheme].rules : cands[m.scheme].rules,
+                                  ", "));
+    }
+  }
   std::vector<std::string> misaligned;
+  std::set<QuantScheme> misaligned_schemes;
   for (auto& m : mods) {
     if (!m.quant) continue;
+    const ShapeRule rule = shape_rule(qs_of(m));
+    const std::string_view preset = quant_scheme_preset(qs_of(m));
     const auto& d = plan.decisions[m.decision];
     if (!is_source_dtype(d.dtype))
       return make_error(Errc::BAD_INPUT, "tensor '{}' has dtype {}; {} quantizes BF16, F16 or F32 weights", d.name,
@@ -498,15 +560,19 @@ Status PlanBuilder::apply_shape_rules() {
                         "never pads",
                         m.pattern, m.module, what, preset, rule.why);
     misaligned.push_back(fmt::format("{} ({}={})", m.module, k_bad ? "K" : "N", k_bad ? m.cols : m.rows));
+    misaligned_schemes.insert(qs_of(m));
     m.quant = false;
     m.rule = k_bad ? Rule::K_NOT_ALIGNED : Rule::N_NOT_ALIGNED;
     m.reason = fmt::format("{}: kept ({})", what, rule.why);
   }
   // A layer's routed experts share one scheme (F10): one expert weight that cannot be quantized keeps them all.
   std::map<std::string, std::string> blocked;  // experts key -> the module that keeps it
+  std::map<std::string, QuantScheme> blocked_scheme;
   for (const auto& m : mods)
-    if (!m.experts_key.empty() && (m.rule == Rule::K_NOT_ALIGNED || m.rule == Rule::N_NOT_ALIGNED))
+    if (!m.experts_key.empty() && (m.rule == Rule::K_NOT_ALIGNED || m.rule == Rule::N_NOT_ALIGNED)) {
       blocked.emplace(m.experts_key, m.module);
+      blocked_scheme.emplace(m.experts_key, qs_of(m));
+    }
   for (auto& m : mods) {
     const auto it = blocked.find(m.experts_key);
     if (!m.quant || m.experts_key.empty() || it == blocked.end()) continue;
@@ -514,17 +580,25 @@ Status PlanBuilder::apply_shape_rules() {
     m.rule = Rule::FUSED_SET;
     m.reason = fmt::format("routed expert kept with its layer: '{}' does not fit {} and a layer's experts share one "
                            "scheme (F10)",
-                           it->second, preset);
+                           it->second, quant_scheme_preset(blocked_scheme.at(m.experts_key)));
   }
   if (!blocked.empty()) {
     const auto& [key, mod] = *blocked.begin();
     plan.warnings.push_back(fmt::format("routed experts of {} layer(s) kept unquantized because one of their weights "
                                         "does not fit {} (e.g. '{}' in '{}')",
-                                        blocked.size(), preset, mod, key.substr(0, key.size() - 1)));
+                                        blocked.size(), quant_scheme_preset(blocked_scheme.at(key)), mod,
+                                        key.substr(0, key.size() - 1)));
   }
   if (!misaligned.empty()) {
+    // One scheme's rule names the need; several schemes (a recipe) are named each.
+    const QuantScheme first = *misaligned_schemes.begin();
+    const ShapeRule rule = shape_rule(first);
+    std::vector<std::string_view> names;
+    for (QuantScheme q : misaligned_schemes) names.push_back(quant_scheme_preset(q));
+    const std::string preset = fmt::format("{}", fmt::join(names, ", "));
     const std::string need =
-        rule.n_multiple <= 1 ? fmt::format("in_features not a multiple of {}", rule.k_multiple)
+        misaligned_schemes.size() > 1 ? std::string("shapes that do not fit their scheme")
+        : rule.n_multiple <= 1 ? fmt::format("in_features not a multiple of {}", rule.k_multiple)
         : rule.n_multiple == rule.k_multiple
             ? fmt::format("in_features or out_features not a multiple of {}", rule.k_multiple)
             : fmt::format("in_features not a multiple of {} or out_features not a multiple of {}", rule.k_multiple,
@@ -560,6 +634,19 @@ Status PlanBuilder::settle_fused_sets() {
     }
     bool any_q = false, any_k = false;
     for (auto k : ks) (mods[k].quant ? any_q : any_k) = true;
+    // vLLM loads a fused layer with the scheme of its first shard (docs/mixed-precision.md §2): members of two
+    // schemes would be served as one, so a rule that splits a set is refused here.
+    for (auto k : ks) {
+      const Mod& a = mods[ks.front()];
+      const Mod& b = mods[k];
+      if (!a.quant || !b.quant || a.scheme == b.scheme) continue;
+      const auto& why = cands[b.scheme].rules.empty() ? cands[a.scheme].rules : cands[b.scheme].rules;
+      return make_error(Errc::USAGE,
+                        "fused set {} of '{}' would get two schemes ({} for '{}', {} for '{}'); vLLM loads a fused "
+                        "layer with one scheme; select every member or none ({})",
+                        s.kind, s.parent, quant_scheme_preset(qs_of(a)), a.module, quant_scheme_preset(qs_of(b)),
+                        b.module, fmt::join(why, ", "));
+    }
     if (any_q && any_k) {
       const Mod* user = nullptr;
       for (auto k : ks)
@@ -583,10 +670,10 @@ Status PlanBuilder::settle_fused_sets() {
           mods[k].quant = false;
           mods[k].rule = Rule::FUSED_SET;
           mods[k].reason = fmt::format("fused {} partner's shape does not fit {}: kept", s.kind,
-                                       quant_scheme_preset(plan.quant_scheme));
+                                       quant_scheme_preset(qs_of(mods[ks.front()])));
         }
       plan.warnings.push_back(fmt::format("{} kept whole: a member's shape does not fit {}", desc,
-                                          quant_scheme_preset(plan.quant_scheme)));
+                                          quant_scheme_preset(qs_of(mods[ks.front()]))));
     }
     for (auto k : ks) {
       if (set_of[k] >= 0)
@@ -676,6 +763,7 @@ Status PlanBuilder::check_expert_uniformity() {
 void PlanBuilder::finalize_decisions() {
   for (std::size_t di = 0; di < plan.decisions.size(); ++di) {
     auto& d = plan.decisions[di];
+    d.scheme = plan.quant_scheme;
     if (mods_of[di].empty()) {
       d.action = Action::KEEP;
       const bool mtp = is_mtp(d);
@@ -691,6 +779,7 @@ void PlanBuilder::finalize_decisions() {
       continue;
     }
     const Mod& m0 = mods[mods_of[di].front()];
+    d.scheme = qs_of(m0);
     const bool split = mods_of[di].size() > 1 || m0.module + ".weight" != d.name;
     d.action = m0.quant ? (split ? Action::SPLIT : Action::QUANTIZE) : Action::KEEP;
     d.rule = m0.rule;
@@ -716,6 +805,7 @@ void PlanBuilder::make_units() {
     u.slice = m.slice;
     u.role = m.role;
     u.forced = m.forced;
+    u.scheme = m.scheme;  // an index into cands until settle_schemes
     unit_of[k] = plan.units.size();
     plan.units.push_back(std::move(u));
     if (m.forced)
@@ -727,7 +817,8 @@ void PlanBuilder::make_units() {
 Status PlanBuilder::make_scale_groups() {
   std::vector<bool> grouped(plan.units.size(), false);
   // Only NVFP4 shares a scale across a fused set; every other scheme's units stand alone.
-  for (std::size_t si = 0; si < (has_global_scale(plan.quant_scheme) ? sets.size() : 0); ++si) {
+  for (std::size_t si = 0; si < sets.size(); ++si) {
+    if (!has_global_scale(qs_of(mods[mod_index[sets[si].members.front()]]))) continue;
     ScaleGroup g;
     g.name = sets[si].parent;
     g.kind = sets[si].kind;
@@ -737,6 +828,7 @@ Status PlanBuilder::make_scale_groups() {
       g.units.push_back(u);
     }
     if (g.units.size() != sets[si].members.size()) continue;  // kept set
+    g.scheme = plan.units[g.units.front()].scheme;
     for (auto u : g.units) {
       grouped[u] = true;
       plan.units[u].group = plan.groups.size();
@@ -750,6 +842,7 @@ Status PlanBuilder::make_scale_groups() {
     g.name = plan.units[u].module;
     g.kind = "single";
     g.units = {u};
+    g.scheme = plan.units[u].scheme;
     g.source_bytes = plan.units[u].rows * plan.units[u].cols * elem_bytes(plan.units[u].dtype);
     plan.units[u].group = plan.groups.size();
     plan.groups.push_back(std::move(g));
@@ -799,7 +892,8 @@ Status PlanBuilder::lay_out_shards() {
   }
   for (std::size_t u = 0; u < plan.units.size(); ++u) {
     const auto& un = plan.units[u];
-    for (const LinearTensorSpec& t : linear_tensors(plan.quant_scheme, un.rows, un.cols, un.dtype)) {
+    const QuantScheme qs = plan.schemes[un.scheme].scheme;
+    for (const LinearTensorSpec& t : linear_tensors(qs, un.rows, un.cols, un.dtype)) {
       st::OutTensor ot{fmt::format("{}.{}", un.module, t.suffix), t.dtype, t.shape};
       if (out_src[un.shard].count(ot.name))
         return make_error(Errc::BAD_INPUT, "output tensor '{}' collides with a source tensor of the same name",
@@ -808,7 +902,7 @@ Status PlanBuilder::lay_out_shards() {
       out[un.shard].push_back(std::move(ot));
     }
     plan.quantized_params += un.rows * un.cols;
-    plan.quantized_out_bytes += linear_bytes(plan.quant_scheme, un.rows, un.cols, un.dtype);
+    plan.quantized_out_bytes += linear_bytes(qs, un.rows, un.cols, un.dtype);
   }
   for (std::size_t s = 0; s < in.shard_names.size(); ++s) {
     OutShard os;
@@ -836,7 +930,13 @@ void PlanBuilder::write_index_and_config() {
   plan.index_name = in.index_file.value_or("model.safetensors.index.json");
   plan.index_text = st::index_text(weight_map, plan.output_bytes);  // a copy: check_invariants reads the map too
   plan.config = in.config;
-  plan.config["quantization_config"] = ct_quant_config(plan.quant_scheme, plan.ignore, plan.observer);
+  if (plan.schemes.size() == 1) {
+    plan.config["quantization_config"] = ct_quant_config(plan.schemes[0].scheme, plan.ignore, plan.schemes[0].observer);
+  } else {
+    std::vector<CtGroupSpec> groups;
+    for (const PlanScheme& ps : plan.schemes) groups.push_back({ps.group, ps.scheme, ps.observer, ps.targets});
+    plan.config["quantization_config"] = ct_quant_config(groups, plan.ignore);
+  }
   plan.config_text = dump_config(plan.config);
 }
 
@@ -935,6 +1035,12 @@ void PlanBuilder::summarize() {
   if (other_kept)
     plan.summary.push_back(fmt::format("{} other tensor{} kept (biases, unaligned or ignored weights, ...)",
                                        format_count(other_kept), other_kept == 1 ? "" : "s"));
+  if (plan.schemes.size() > 1)
+    for (const PlanScheme& ps : plan.schemes)
+      plan.summary.push_back(fmt::format("{}: {} {} weight{} ({})", ps.group, format_count(ps.units),
+                                         quant_scheme_preset(ps.scheme), ps.units == 1 ? "" : "s",
+                                         ps.rules.empty() ? std::string("the default scheme")
+                                                          : fmt::format("{}", fmt::join(ps.rules, ", "))));
   if (plan.text_params > 0)
     plan.summary.push_back(fmt::format("{:.1f} % of the text stack's Linear parameters quantized",
                                        100.0 * plan.text_quantized_share()));
@@ -951,14 +1057,17 @@ Status PlanBuilder::check_invariants() {
   for (const auto& sh : plan.shards)
     for (std::size_t i = 0; i < sh.sources.size(); ++i)
       if (sh.sources[i].kind == OutKind::PASSTHROUGH) passthrough.insert(sh.layout.tensors[i].name);
-  const ShapeRule rule = shape_rule(plan.quant_scheme);
   for (const auto& u : plan.units) {
     const auto& d = plan.decisions[u.decision];
+    if (u.scheme >= plan.schemes.size()) return fail(u.module + ": scheme index");
+    const QuantScheme qs = plan.schemes[u.scheme].scheme;
+    const ShapeRule rule = shape_rule(qs);
+    if (plan.groups[u.group].scheme != u.scheme) return fail(u.module + ": a scale group of two schemes");
     if (u.cols % rule.k_multiple != 0 || u.rows % rule.n_multiple != 0 || u.cols == 0 || u.rows == 0)
       return fail(u.module + ": shape does not fit the scheme");
     if (!is_source_dtype(u.dtype)) return fail(u.module + ": dtype");
     if (ign_set.count(u.module)) return fail(u.module + ": quantized and in ignore");
-    if (!u.forced && !policy_quantizes(d.cls.role, plan.info.spec(), plan.quant_scheme, leaf_of(u.module)))
+    if (!u.forced && !policy_quantizes(d.cls.role, plan.info.spec(), qs, leaf_of(u.module)))
       return fail(u.module + ": protected role " + std::string(role_name(d.cls.role)) + " in the quantize set");
     if (passthrough.count(d.name)) return fail(d.name + ": quantized source weight still written");
   }
@@ -979,6 +1088,160 @@ Status PlanBuilder::check_invariants() {
   return {};
 }
 
+
+Status PlanBuilder::check_rules() {
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    if (rule_hits[i] > 0) continue;
+    for (const Selector& sel : rules[i].selectors) {
+      if (!sel.is_exact()) continue;
+      const bool exists = std::any_of(mods.begin(), mods.end(), [&](const Mod& m) {
+        return m.module == sel.text() || plan.decisions[m.decision].name == sel.text();
+      });
+      if (!exists)
+        return make_error(Errc::USAGE,
+                          "{}: '{}' matches no module of the checkpoint; give a module name as on disk (without "
+                          "'.weight'), a role ({}) or re:REGEX",
+                          rules[i].origin, sel.text(), fmt::join(selector_roles(), ", "));
+    }
+    plan.warnings.push_back(fmt::format("{} selects no module (an earlier rule or nothing matched)", rules[i].origin));
+  }
+  return {};
+}
+
+void PlanBuilder::settle_schemes() {
+  for (const auto& u : plan.units) {
+    ++cands[u.scheme].units;
+    cands[u.scheme].params += u.rows * u.cols;
+  }
+  for (std::size_t k = 1; k < cands.size(); ++k)
+    if (cands[k].units == 0)
+      plan.warnings.push_back(fmt::format("{}: no quantized module takes {} (the modules it selects are kept)",
+                                          fmt::join(cands[k].rules, ", "), quant_scheme_preset(cands[k].scheme)));
+  std::vector<std::size_t> remap(cands.size(), SIZE_MAX);
+  for (std::size_t k = 0; k < cands.size(); ++k) {
+    if (cands[k].units == 0 && !(k == 0 && plan.units.empty())) continue;  // nothing quantized: the default stays
+    remap[k] = plan.schemes.size();
+    plan.schemes.push_back(cands[k]);
+  }
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < plan.schemes.size(); ++i) {
+    PlanScheme& ps = plan.schemes[i];
+    ps.group = fmt::format("group_{}", i);
+    // The default scheme's group targets Linear (what no rule selects); every other group names its modules.
+    if (plan.schemes.size() == 1 || (i == 0 && remap[0] == 0)) ps.targets = {"Linear"};
+    names.emplace_back(quant_scheme_name(ps.scheme));
+  }
+  plan.scheme = fmt::format("{}", fmt::join(names, "+"));
+  for (auto& u : plan.units) u.scheme = remap[u.scheme];
+}
+
+namespace {
+
+/** A module name as a `re:` target of every name of its form: digit-only components (layer and expert
+ * indices) become \d+, the rest is literal, anchored at the end (re.match anchors the start). */
+std::string generalize(std::string_view name) {
+  std::string out;
+  std::size_t i = 0;
+  while (i <= name.size()) {
+    std::size_t j = name.find('.', i);
+    if (j == std::string_view::npos) j = name.size();
+    const std::string_view part = name.substr(i, j - i);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      out += "\\d+";
+    } else {
+      for (char c : part) {
+        if (std::string_view("\\.^$|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
+        out += c;
+      }
+    }
+    if (j == name.size()) break;
+    out += "\\.";
+    i = j + 1;
+  }
+  return out + "$";
+}
+
+}  // namespace
+
+Status PlanBuilder::make_targets() {
+  if (plan.schemes.size() <= 1) return {};
+  auto fail = [](std::string what) { return make_error(Errc::INTERNAL, "plan invariant failed: {}", what); };
+  // Every name vLLM looks a scheme up by, with its group: the quantized modules, the fused layers they load
+  // into, and the expert projections get_moe_method asks for (<experts>.0.gate_proj, ...), each also under
+  // the prefixes vLLM renames (registry ignore_aliases).
+  std::map<std::string, std::size_t> owner;
+  std::string clash;
+  auto add = [&](const std::string& name, std::size_t sc) {
+    std::vector<std::string> all = vllm_ignore_aliases(plan.info.spec(), name);
+    all.push_back(name);
+    for (const auto& n : all) {
+      const auto [it, fresh] = owner.emplace(n, sc);
+      if (!fresh && it->second != sc && clash.empty()) clash = n;
+    }
+  };
+  for (const auto& u : plan.units) add(u.module, u.scheme);
+  struct Fused {
+    std::string layer;
+    std::vector<std::string> members;
+    std::size_t scheme;
+  };
+  std::vector<Fused> fused;
+  for (const auto& set : sets) {
+    const std::string_view leaf = vllm_fused_leaf(set.kind);
+    const std::size_t u0 = unit_of[mod_index[set.members.front()]];
+    if (leaf.empty() || u0 == SIZE_MAX) continue;
+    fused.push_back({set.parent + "." + std::string(leaf), set.members, plan.units[u0].scheme});
+    add(fused.back().layer, fused.back().scheme);
+  }
+  std::map<std::string, std::size_t> experts;  // "<...>.experts" -> scheme
+  for (std::size_t k = 0; k < mods.size(); ++k)
+    if (mods[k].quant && !mods[k].experts_key.empty() && unit_of[k] != SIZE_MAX)
+      experts.emplace(mods[k].experts_key.substr(0, mods[k].experts_key.size() - 1), plan.units[unit_of[k]].scheme);
+  for (const auto& [key, sc] : experts)
+    for (const char* p : {".0.gate_proj", ".0.up_proj", ".0.down_proj"}) add(key + p, sc);
+  if (!clash.empty()) return fail(fmt::format("'{}' is asked for in two config groups", clash));
+  // Per group: one `re:` target per name form, or the exact names where the form also selects another group's.
+  for (std::size_t g = 0; g < plan.schemes.size(); ++g) {
+    PlanScheme& ps = plan.schemes[g];
+    if (!ps.targets.empty()) continue;  // the Linear group
+    std::map<std::string, std::vector<std::string>> by_form;
+    for (const auto& [n, sc] : owner)
+      if (sc == g) by_form[generalize(n)].push_back(n);
+    for (auto& [form, names] : by_form) {
+      FP4FORGE_ASSIGN_OR_RETURN(const Regex re, Regex::compile(form));
+      const bool clean = std::all_of(owner.begin(), owner.end(),
+                                     [&](const auto& o) { return o.second == g || !re.match_prefix(o.first); });
+      if (clean) ps.targets.push_back("re:" + form);
+      else ps.targets.insert(ps.targets.end(), names.begin(), names.end());
+    }
+  }
+  // Proof: vLLM's own lookup (model/quant_config.h GroupMatcher) over the config as written gives every module,
+  // fused layer and experts block the group the plan quantized it in.
+  std::vector<CtGroupSpec> groups;
+  for (const PlanScheme& ps : plan.schemes) groups.push_back({ps.group, ps.scheme, ps.observer, ps.targets});
+  FP4FORGE_ASSIGN_OR_RETURN(const QuantConfig qc, parse_quant_config(ct_quant_config(groups, plan.ignore)));
+  FP4FORGE_ASSIGN_OR_RETURN(const GroupMatcher gm, GroupMatcher::compile(qc));
+  FP4FORGE_ASSIGN_OR_RETURN(const IgnoreMatcher ign_m, IgnoreMatcher::compile(plan.ignore));
+  std::vector<std::size_t> of_file(qc.groups.size(), SIZE_MAX);  // file-order group -> plan.schemes index
+  for (std::size_t i = 0; i < qc.groups.size(); ++i)
+    for (std::size_t g = 0; g < plan.schemes.size(); ++g)
+      if (plan.schemes[g].group == qc.groups[i].name) of_file[i] = g;
+  auto group_of = [&](const GroupMatch& m) { return m.group < 0 ? SIZE_MAX : of_file[static_cast<std::size_t>(m.group)]; };
+  auto name_of = [&](std::size_t g) { return g == SIZE_MAX ? std::string("no group") : plan.schemes[g].group; };
+  for (const auto& u : plan.units)
+    if (const std::size_t got = group_of(gm.match(u.module, "Linear")); got != u.scheme)
+      return fail(fmt::format("vLLM would give '{}' {} instead of {}", u.module, name_of(got), name_of(u.scheme)));
+  for (const auto& f : fused)
+    if (const std::size_t got = group_of(gm.match(f.layer, "Linear", f.members)); got != f.scheme)
+      return fail(fmt::format("vLLM would give fused layer '{}' {} instead of {}", f.layer, name_of(got),
+                              name_of(f.scheme)));
+  for (const auto& [key, sc] : experts) {
+    FP4FORGE_ASSIGN_OR_RETURN(const GroupMatch m, gm.moe(ign_m, key));
+    if (group_of(m) != sc)
+      return fail(fmt::format("vLLM would give experts '{}' {} instead of {}", key, name_of(group_of(m)), name_of(sc)));
+  }
+  return {};
+}
 
 /** The planner input of an FP8 source's bf16 expansion: FP8 weights as BF16 tensors of their shape, their
  * scales and the dropped activation scales gone, the quantization config removed. */
@@ -1039,8 +1302,11 @@ Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
   FP4FORGE_TRY(b.check_expert_uniformity());
   b.finalize_decisions();
   b.make_units();
+  FP4FORGE_TRY(b.check_rules());
+  b.settle_schemes();
   FP4FORGE_TRY(b.make_scale_groups());
   b.expand_ignore();
+  FP4FORGE_TRY(b.make_targets());
   FP4FORGE_TRY(b.lay_out_shards());
   b.write_index_and_config();
   b.count_text_share();

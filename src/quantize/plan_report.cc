@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/quant_config.h"
@@ -26,17 +27,34 @@ using ojson = nlohmann::ordered_json;
 using util::ends_with;
 using util::starts_with;
 
+namespace {
+
+/** Scale groups of schemes that share a global scale (NVFP4A16's fused sets and singletons). */
+std::size_t global_scale_groups(const QuantPlan& plan) {
+  return static_cast<std::size_t>(std::count_if(plan.groups.begin(), plan.groups.end(), [&](const ScaleGroup& g) {
+    return g.scheme < plan.schemes.size() && has_global_scale(plan.schemes[g.scheme].scheme);
+  }));
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------------
 
 std::string to_text(const QuantPlan& plan, bool verbose) {
   std::string s;
   s += fmt::format("plan: {} ({}), scheme {}, observer {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
                    family_name(plan.info.family), plan.scheme, observer_option(plan.observer));
+  const std::size_t gs_groups = global_scale_groups(plan);
   s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights{}\n", format_count(plan.decisions.size()),
                    plan.shards.size(), format_count(plan.units.size()),
-                   has_global_scale(plan.quant_scheme)
-                       ? fmt::format(" in {} global-scale groups", format_count(plan.groups.size()))
-                       : std::string());
+                   gs_groups > 0 ? fmt::format(" in {} global-scale groups", format_count(gs_groups)) : std::string());
+  if (plan.schemes.size() > 1)
+    for (const PlanScheme& ps : plan.schemes)
+      s += fmt::format("  {} {} (observer {}): {} weights, {} parameters; {}; {} target(s)\n", ps.group,
+                       quant_scheme_preset(ps.scheme), observer_option(ps.observer), format_count(ps.units),
+                       format_count(ps.params),
+                       ps.rules.empty() ? std::string("the default scheme") : fmt::format("{}", fmt::join(ps.rules, ", ")),
+                       ps.targets.size());
   if (plan.fp8_source)
     s += fmt::format("  source: {}; read as its bf16 expansion (docs/fp8-sources.md)\n", plan.fp8_source->label);
   for (const auto& l : plan.summary) s += "  " + l + "\n";
@@ -61,7 +79,7 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
       const std::string bytes =
           d.action == Action::QUANTIZE
               ? fmt::format("{} -> {}", format_bytes(in),
-                            format_bytes(linear_bytes(plan.quant_scheme, d.shape[0], d.shape[1], d.dtype)))
+                            format_bytes(linear_bytes(d.scheme, d.shape[0], d.shape[1], d.dtype)))
               : format_bytes(in);
       s += fmt::format("    {:<8} {:<22} {}  {} {}  {}  ({})\n", action_name(d.action), role_name(d.cls.role), d.name,
                        dtype_name(d.dtype), format_shape(d.shape), bytes, d.reason);
@@ -79,7 +97,17 @@ nlohmann::ordered_json to_json(const QuantPlan& plan) {
   j["family"] = std::string(family_name(plan.info.family));
   j["source_tensors"] = plan.decisions.size();
   j["quantized_weights"] = plan.units.size();
-  j["global_scale_groups"] = has_global_scale(plan.quant_scheme) ? plan.groups.size() : 0;
+  j["global_scale_groups"] = global_scale_groups(plan);
+  ojson schemes = ojson::array();
+  for (const PlanScheme& ps : plan.schemes)
+    schemes.push_back({{"group", ps.group},
+                       {"scheme", std::string(quant_scheme_name(ps.scheme))},
+                       {"observer", std::string(observer_option(ps.observer))},
+                       {"rules", ps.rules},
+                       {"targets", ps.targets},
+                       {"quantized_weights", ps.units},
+                       {"quantized_params", ps.params}});
+  j["schemes"] = std::move(schemes);
   j["source_bytes"] = plan.source_bytes;
   j["source_format"] = plan.fp8_source ? fp8_source_json(*plan.fp8_source) : ojson(nullptr);
   j["output_bytes"] = plan.output_bytes;
@@ -102,7 +130,7 @@ nlohmann::ordered_json to_json(const QuantPlan& plan) {
     ojson k = ojson::object();
     k["name"] = d.name;
     k["role"] = std::string(role_name(d.cls.role));
-    k["rule"] = rule_label(d.rule, plan.quant_scheme);
+    k["rule"] = rule_label(d.rule, d.scheme);
     k["reason"] = d.reason;
     kept.push_back(std::move(k));
   }

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/nvfp4_search.h"
@@ -156,16 +157,19 @@ class Runner {
   std::uint64_t row_bytes(const QuantUnit& u) const { return u.cols * (dtype_bits(u.dtype) / 8); }
   /** Bytes of one row of `u` as stored in the source (an FP8 weight: 1 per element): progress. */
   std::uint64_t stored_row_bytes(const QuantUnit& u) const { return u.cols * stored_elem_bytes(u.decision); }
-  /** Output bytes per source row of `u` under the plan's scheme (for task sizes). */
+  /** The scheme of unit `u` (one config group of the plan) and of scale group `g` (its units share it). */
+  QuantScheme scheme_of(const QuantUnit& u) const { return plan_.schemes[u.scheme].scheme; }
+  const PlanScheme& group_scheme(std::size_t g) const { return plan_.schemes[plan_.groups[g].scheme]; }
+  /** Output bytes per source row of `u` under its scheme (for task sizes). */
   std::uint64_t out_row_bytes(const QuantUnit& u) const {
-    return linear_bytes(plan_.quant_scheme, u.rows, u.cols, u.dtype) / std::max<std::uint64_t>(u.rows, 1);
+    return linear_bytes(scheme_of(u), u.rows, u.cols, u.dtype) / std::max<std::uint64_t>(u.rows, 1);
   }
   /** Output tensors of one unit (2 or 3), the progress bar's item count. */
-  std::uint64_t unit_tensors() const { return linear_tensors(plan_.quant_scheme, 1, 128, DType::BF16).size(); }
+  std::uint64_t unit_tensors(const QuantUnit& u) const { return linear_tensors(scheme_of(u), 1, 128, DType::BF16).size(); }
   /** Rows per encode task: FP8_BLOCK encodes whole 128-row blocks. */
   std::uint64_t rows_per_task(const QuantUnit& u, std::uint64_t budget_bytes) const {
     std::uint64_t r = std::max<std::uint64_t>(1, budget_bytes / (row_bytes(u) + out_row_bytes(u)));
-    if (const std::uint64_t b = scheme_traits(plan_.quant_scheme).row_block; b > 1) r = std::max(b, r / b * b);
+    if (const std::uint64_t b = scheme_traits(scheme_of(u)).row_block; b > 1) r = std::max(b, r / b * b);
     return r;
   }
 
@@ -174,18 +178,18 @@ class Runner {
   /** Encodes rows [r0, r1) of unit `ui`; `maxima` (a searched observer) holds the searched max of each group
    * of 16 of these rows, else each group's max|w| is used. */
   Status write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima = nullptr);
-  /** True when the scheme writes a `weight_shape` tensor per Linear (W4A16). */
-  bool writes_shape() const {
-    for (const auto& t : linear_tensors(plan_.quant_scheme, 1, 128, DType::BF16))
+  /** True when the unit's scheme writes a `weight_shape` tensor per Linear (W4A16). */
+  bool writes_shape(const QuantUnit& u) const {
+    for (const auto& t : linear_tensors(scheme_of(u), 1, 128, DType::BF16))
       if (t.part == LinearPart::SHAPE) return true;
     return false;
   }
-  /** The search of the plan's observer, or nullopt for min-max. */
-  std::optional<SearchSpec> search() const { return search_spec(plan_.observer); }
-  /** Columns per searched group of the scheme (its scale group). */
-  std::uint64_t search_cols() const { return scheme_traits(plan_.quant_scheme).search_cols; }
+  /** The search of scale group `g`'s observer, or nullopt for min-max. */
+  std::optional<SearchSpec> search(std::size_t g) const { return search_spec(group_scheme(g).observer); }
+  /** Columns per searched group of group `g`'s scheme (its scale group). */
+  std::uint64_t search_cols(std::size_t g) const { return scheme_traits(group_scheme(g).scheme).search_cols; }
   /** Whole units pass through an amax / search pass before they are encoded: a global scale or a search. */
-  bool two_pass() const { return has_global_scale(plan_.quant_scheme) || search().has_value(); }
+  bool two_pass(std::size_t g) const { return has_global_scale(group_scheme(g).scheme) || search(g).has_value(); }
   /** Position of unit `ui` in its group's unit list. */
   std::size_t unit_pos(const ScaleGroup& grp, std::size_t ui) const {
     return static_cast<std::size_t>(std::find(grp.units.begin(), grp.units.end(), ui) - grp.units.begin());
@@ -278,7 +282,7 @@ Status Runner::write_shape(std::size_t ui) {
 
 Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima) {
   const QuantUnit& u = plan_.units[ui];
-  const QuantScheme scheme = plan_.quant_scheme;
+  const QuantScheme scheme = scheme_of(u);
   const std::uint64_t n = r1 - r0;
   // The rows' payload and scale, shaped as the scheme writes them for an [n, K] weight: rows [r0, r1) of
   // the unit's payload, and its scale rows from r0 (FP8_BLOCK: from block row r0 / 128; r0 is a multiple).
@@ -304,6 +308,11 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   sum.destination = dst.string();
   sum.scheme = plan_.scheme;
   sum.observer = std::string(observer_option(plan_.observer));
+  if (plan_.schemes.size() > 1) {  // one per config group, as the scheme names them: "mse+minmax"
+    std::vector<std::string_view> obs;
+    for (const PlanScheme& ps : plan_.schemes) obs.push_back(observer_option(ps.observer));
+    sum.observer = fmt::format("{}", fmt::join(obs, "+"));
+  }
   sum.jobs = pool_.size();
   sum.max_memory = budget_.limit();
   warnings_ = plan_.warnings;
@@ -524,7 +533,7 @@ void Runner::list_group(Work& w, std::size_t g) const {
     w.items.push_back({Item::SMALL_GROUP, g, 0, 0, 0, 0, 0, 0, 0, cost});
     return;
   }
-  if (!two_pass()) {  // no amax or search pass: encode tasks over row ranges
+  if (!two_pass(g)) {  // no amax or search pass: encode tasks over row ranges
     for (auto u : grp.units) {
       const auto& un = plan_.units[u];
       const std::uint64_t rows_per = rows_per_task(un, w.chunk);
@@ -537,10 +546,10 @@ void Runner::list_group(Work& w, std::size_t g) const {
   }
   // Two passes: amax over row ranges (BIG_AMAX items), then the encode tasks once the group is ready.
   w.big[g] = std::make_unique<BigGroup>();
-  if (search()) {
+  if (search(g)) {
     for (auto u : grp.units) {
       const auto& un = plan_.units[u];
-      w.big[g]->maxima.push_back(std::make_shared<std::vector<float>>(un.rows * (un.cols / search_cols())));
+      w.big[g]->maxima.push_back(std::make_shared<std::vector<float>>(un.rows * (un.cols / search_cols(g))));
     }
     w.big[g]->improved.resize(grp.units.size());
   }
@@ -570,23 +579,23 @@ void Runner::submit(std::uint64_t cost, std::function<Status()> fn) {
 
 Status Runner::run_small_group(std::size_t g) {
   const ScaleGroup& grp = plan_.groups[g];
-  if (!two_pass()) {
+  if (!two_pass(g)) {
     for (auto u : grp.units) {
       const QuantUnit& un = plan_.units[u];
       FP4FORGE_TRY(run_encode_rows({Item::ENCODE_ROWS, g, 0, 0, 0, 0, u, 0, un.rows, 0}));
     }
     return {};
   }
-  const bool gs_scheme = has_global_scale(plan_.quant_scheme);
+  const bool gs_scheme = has_global_scale(group_scheme(g).scheme);
   float amax = 0.0f;
-  const auto spec = search();
+  const auto spec = search(g);
   std::vector<std::vector<float>> maxima;  // a searched observer: per unit, its groups' searched maxima
   for (auto u : grp.units) {
     std::vector<std::byte> buf;
     const QuantUnit& un = plan_.units[u];
     FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(un, 0, un.rows, buf));
     if (spec) {
-      FP4FORGE_ASSIGN_OR_RETURN(auto m, searched_group_maxima(plan_.quant_scheme, v, *spec, unit_name(un)));
+      FP4FORGE_ASSIGN_OR_RETURN(auto m, searched_group_maxima(group_scheme(g).scheme, v, *spec, unit_name(un)));
       for (float x : m) amax = std::max(amax, x);
       maxima.push_back(std::move(m));
       continue;
@@ -601,10 +610,10 @@ Status Runner::run_small_group(std::size_t g) {
     const QuantUnit& un = plan_.units[u];
     if (!slots_[un.shard]->resumed) {
       if (gs_scheme) FP4FORGE_TRY(write_gs(u, gs));
-      if (writes_shape()) FP4FORGE_TRY(write_shape(u));
+      if (writes_shape(un)) FP4FORGE_TRY(write_shape(u));
       FP4FORGE_TRY(write_unit_rows(u, gs, 0, un.rows, spec ? maxima[k].data() : nullptr));
       bytes += un.rows * stored_row_bytes(un);
-      progress_->add(0, unit_tensors());
+      progress_->add(0, unit_tensors(un));
     }
     release_rows(un, 0, un.rows);
   }
@@ -617,13 +626,14 @@ Status Runner::run_big_amax(const Item& it, BigGroup& bg) {
   std::vector<std::byte> buf;
   FP4FORGE_ASSIGN_OR_RETURN(const nvfp4::WeightView v, rows_view(q, it.r0, it.r1, buf));
   float a = 0.0f;
-  if (const auto spec = search()) {  // the search of these rows; their maxima stay for the encode pass
+  if (const auto spec = search(it.a)) {  // the search of these rows; their maxima stay for the encode pass
     const std::size_t k = unit_pos(plan_.groups[it.a], it.unit);
-    float* out = bg.maxima[k]->data() + it.r0 * (q.cols / search_cols());
+    const std::uint64_t cols = search_cols(it.a);
+    float* out = bg.maxima[k]->data() + it.r0 * (q.cols / cols);
     StepMask improved;
-    FP4FORGE_TRY(scheme_traits(plan_.quant_scheme)
+    FP4FORGE_TRY(scheme_traits(scheme_of(q))
                      .search_rows(v, *spec, spec->total_steps(), 0, it.r1 - it.r0, out, &improved, unit_name(q)));
-    for (std::uint64_t i = 0; i < (it.r1 - it.r0) * (q.cols / search_cols()); ++i) a = std::max(a, out[i]);
+    for (std::uint64_t i = 0; i < (it.r1 - it.r0) * (q.cols / cols); ++i) a = std::max(a, out[i]);
     std::lock_guard lk(bg.mu);
     bg.improved[k] |= improved;
   } else {
@@ -646,9 +656,9 @@ Status Runner::run_big_amax(const Item& it, BigGroup& bg) {
 Status Runner::run_encode_rows(const Item& it) {
   const QuantUnit& un = plan_.units[it.unit];
   if (!slots_[un.shard]->resumed) {
-    if (it.r0 == 0 && writes_shape()) FP4FORGE_TRY(write_shape(it.unit));
+    if (it.r0 == 0 && writes_shape(un)) FP4FORGE_TRY(write_shape(it.unit));
     FP4FORGE_TRY(write_unit_rows(it.unit, 0.0f, it.r0, it.r1));
-    progress_->add((it.r1 - it.r0) * stored_row_bytes(un), it.r1 == un.rows ? unit_tensors() : 0);
+    progress_->add((it.r1 - it.r0) * stored_row_bytes(un), it.r1 == un.rows ? unit_tensors(un) : 0);
   }
   release_rows(un, it.r0, it.r1);
   return {};
@@ -674,7 +684,7 @@ Status Runner::run_copy(const Item& it) {
 void Runner::encode_ready_group(std::size_t g, const Work& w) {
   const ScaleGroup& grp = plan_.groups[g];
   BigGroup& bg = *w.big[g];
-  if (const auto spec = search()) {
+  if (const auto spec = search(g)) {
     // Patience: a unit whose search upstream would have stopped early is searched again up to that step
     // (only a unit in which no group improved for `patience` steps: tiny or degenerate tensors).
     for (std::size_t k = 0; k < grp.units.size(); ++k) {
@@ -684,7 +694,7 @@ void Runner::encode_ready_group(std::size_t g, const Work& w) {
       std::vector<std::byte> buf;
       auto v = rows_view(un, 0, un.rows, buf);
       if (!v) return fail(std::move(v).error());
-      if (Status st = scheme_traits(plan_.quant_scheme)
+      if (Status st = scheme_traits(scheme_of(un))
                           .search_rows(*v, *spec, run, 0, un.rows, bg.maxima[k]->data(), nullptr, unit_name(un));
           !st)
         return fail(std::move(st).error());
@@ -693,9 +703,9 @@ void Runner::encode_ready_group(std::size_t g, const Work& w) {
     for (const auto& m : bg.maxima)
       for (float x : *m) bg.amax = std::max(bg.amax, x);
   }
-  const bool gs_scheme = has_global_scale(plan_.quant_scheme);
+  const bool gs_scheme = has_global_scale(group_scheme(g).scheme);
   const float gs = gs_scheme ? nvfp4::global_scale(bg.amax, plan_.units[grp.units.front()].dtype) : 0.0f;
-  const std::uint64_t cols_per_max = search_cols();
+  const std::uint64_t cols_per_max = search_cols(g);
   for (std::size_t k = 0; k < grp.units.size(); ++k) {
     const std::size_t u = grp.units[k];
     const QuantUnit& un = plan_.units[u];
@@ -705,10 +715,10 @@ void Runner::encode_ready_group(std::size_t g, const Work& w) {
     if (gs_scheme) {
       if (Status st = write_gs(u, gs); !st) return fail(std::move(st).error());
     }
-    if (writes_shape()) {
+    if (writes_shape(un)) {
       if (Status st = write_shape(u); !st) return fail(std::move(st).error());
     }
-    const std::uint64_t extra = unit_tensors() - 2;  // the tensors besides payload and scale
+    const std::uint64_t extra = unit_tensors(un) - 2;  // the tensors besides payload and scale
     progress_->add(0, extra);
     const std::uint64_t per_row = row_bytes(un) + out_row_bytes(un);
     const std::uint64_t rows_per = rows_per_task(un, w.chunk);

@@ -307,8 +307,11 @@ struct Against {
   const VerifyOptions& opts;
   Sink& sink;
   VerifyStats& st;
-  // The config's observer decides the reference encoding (a searched one: its search, per member).
-  std::optional<SearchSpec> search = s.observer_known ? search_spec(s.observer) : std::nullopt;
+  /** The observer of the module's config group decides its reference encoding (a searched one: its search). */
+  std::optional<SearchSpec> search_of(const Module& m) const {
+    const SchemeGroup& g = s.group(m);
+    return g.observer_known ? search_spec(g.observer) : std::nullopt;
+  }
   ThreadPool pool;                  // the search and the row chunks of each module
   std::set<std::string> src_used;   // source tensors accounted for
   std::set<const TensorRef*> q_used;
@@ -418,7 +421,6 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
   const Checkpoint& src = r.src;
   const Structure& s = r.s;
   Sink& sink = r.sink;
-  const auto& search = r.search;
   auto& pool = r.pool;
   bool src_ok = true;
   // amax per member (R4 check on the source), then the set's expected gs.
@@ -449,8 +451,8 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
     mem.amax = *a;
     mem.observed_amax = *a;
     set_amax = std::max(set_amax, *a);
-    if (search) {  // the observer's search, as quantize ran it
-      auto m = searched_group_maxima(s.layout.qs, v, *search, mem.src.label, &pool);
+    if (const auto search = r.search_of(*mem.mod)) {  // the observer's search, as quantize ran it
+      auto m = searched_group_maxima(s.layout(*mem.mod).qs, v, *search, mem.src.label, &pool);
       if (!m.ok()) {
         src_ok = false;
         break;
@@ -472,7 +474,9 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
   const VerifyOptions& opts = ar.opts;
   Sink& sink = ar.sink;
   VerifyStats& st = ar.st;
-  const auto& search = ar.search;
+  const Module& mod = *mem.mod;
+  const auto search = ar.search_of(mod);
+  const SchemeGroup& grp = s.group(mod);
   auto& pool = ar.pool;
   auto& pk1 = ar.pk1;
   auto& sc1 = ar.sc1;
@@ -488,7 +492,7 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
   te.global_scale = gs_q;
   te.expected_global_scale = gs_set;
   // Global scale vs the source statistics.
-  if (s.observer_known && std::isfinite(gs_q) && gs_q > 0 && f32_bits(gs_q) != f32_bits(gs_set) &&
+  if (grp.observer_known && std::isfinite(gs_q) && gs_q > 0 && f32_bits(gs_q) != f32_bits(gs_set) &&
       f32_bits(gs_q) != f32_bits(gs_own)) {
     auto dev = [&](float e) { return e > 0 ? std::max(gs_q / e, e / gs_q) : 1e30f; };
     const float d = std::min(dev(gs_set), dev(gs_own));
@@ -574,7 +578,7 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
   te.minmax_rel_rms = rel(mm2);
   if (!gs_usable) te.rel_rms = std::numeric_limits<double>::infinity();
   // Sampled rows re-encoded by the scalar reference codec with the checkpoint's own gs (F18).
-  if (gs_usable && opts.reencode_rows > 0 && s.observer_known) {
+  if (gs_usable && opts.reencode_rows > 0 && grp.observer_known) {
     const std::uint64_t want = std::min<std::uint64_t>(opts.reencode_rows, n);
     std::uint64_t bad = 0, first_bad = 0;
     pk1.resize(k / 2);
@@ -596,10 +600,10 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
       sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
                 fmt::format("'{}': {} of {} sampled rows differ from the scalar reference encoding of the source "
                             "with the checkpoint's own global scale and observer {} (first row {})",
-                            m.name, bad, want, s.observer_name, first_bad),
+                            m.name, bad, want, grp.observer_name, first_bad),
                 {m.payload->name}, "",
                 fmt::format("byte-identical to compressed-tensors' RTN with observer {} (nvfp4a16-format.md §2)",
-                            s.observer_name),
+                            grp.observer_name),
                 fmt::format("{} rows differ", bad),
                 "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
     }
@@ -692,14 +696,16 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
                      const Structure& s, const VerifyOptions& opts, Sink& sink, VerifyStats& st) {
   st.against = true;
   Against r(q, src, fp8, info, s, opts, sink, st);
-  if (!s.observer_known)
-    sink.add({"observer-unknown", Severity::WARNING, "observer",
-              fmt::format("the weights' observer is \"{}\", which fp4forge cannot reproduce: the global-scale check and "
-                          "the re-encode proof were skipped; errors are compared with a min-max encoding",
-                          s.observer_name),
-              {}, "quantization_config.config_groups.*.weights.observer",
-              "memoryless_minmax, nvfp4_expanded_mse or memoryless_mse (docs/schemes.md#observers)", s.observer_name,
-              "a calibrated or custom observer (GPTQ, imatrix, kwargs); the values are still compared with the source"});
+  for (const SchemeGroup& g : s.groups)
+    if (!g.observer_known)
+      sink.add({"observer-unknown", Severity::WARNING, "observer",
+                fmt::format("the weights' observer{} is \"{}\", which fp4forge cannot reproduce: the global-scale check "
+                            "and the re-encode proof were skipped; errors are compared with a min-max encoding",
+                            s.groups.size() > 1 ? fmt::format(" of config group '{}'", g.name) : std::string(),
+                            g.observer_name),
+                {}, "quantization_config.config_groups.*.weights.observer",
+                "memoryless_minmax, nvfp4_expanded_mse or memoryless_mse (docs/schemes.md#observers)", g.observer_name,
+                "a calibrated or custom observer (GPTQ, imatrix, kwargs); the values are still compared with the source"});
   std::vector<Job> jobs = plan_jobs(r);
   std::uint64_t total_bytes = 0, total_items = jobs.size();
   for (const Job& j : jobs)
@@ -730,10 +736,10 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       const float gs_set = nvfp4::global_scale(set_observed, dt);  // what the config's observer gives
       const float gs_minmax = nvfp4::global_scale(set_amax, dt);
       for (Member& mem : job.members) {
-        if (!scheme_traits(s.layout.qs).global_scale) {
+        if (!scheme_traits(s.layout(*mem.mod).qs).global_scale) {
           // Every other scheme: the whole module re-encoded and compared byte for byte.
-          if (auto te = compare_reencoded(q, s.layout, *mem.mod, mem.src, opts, sink, st, r.pool,
-                                          r.search ? mem.maxima.data() : nullptr))
+          if (auto te = compare_reencoded(q, s.layout(*mem.mod), *mem.mod, mem.src, opts, sink, st, r.pool,
+                                          r.search_of(*mem.mod) ? mem.maxima.data() : nullptr))
             r.record(std::move(*te));
           continue;
         }
@@ -769,7 +775,8 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
     sink.add({"missing-tensor", Severity::ERROR, family_of(t.name),
               fmt::format("source tensor '{}' ({} {}) has no counterpart in the quantized checkpoint", t.name,
                           dtype_name(t.info->dtype), format_shape(t.info->shape)),
-              {t.name}, "", fmt::format("passthrough, or {}", fmt::join(s.layout.suffixes, "/")), "(absent)",
+              {t.name}, "", fmt::format("passthrough, or {}",
+                                        fmt::join(s.group_of(split_name(t.name).first).layout.suffixes, "/")), "(absent)",
               "dropped on the way (MTP tensors, F8) or quantized under another name"});
   }
 }

@@ -140,6 +140,7 @@ struct Module {
   std::vector<const TensorRef*> extras;  // parameters the scheme does not write
   std::uint64_t n = 0, k = 0;            // effective [N, K] of a quantized module
   bool valid = false;                    // every member present with the right dtype and shape
+  std::size_t group = 0;                 // index into Structure::groups: the config group vLLM gives it
   TensorClass cls;
   bool quantized() const noexcept { return payload != nullptr; }
   /** The tensors of a quantized module (every parameter but a plain weight). */
@@ -192,19 +193,40 @@ bool is_attention_or_mlp(Role r);
 
 // ---- the structural pass -------------------------------------------------------------------------
 
+/** One config group as verify checks its modules: the scheme's layout and the weights' observer. */
+struct SchemeGroup {
+  std::string name;  // the config group's name ("" for the default of a checkpoint without groups)
+  bool preset = false;  // the group is one of the five presets (else checked as the closest one)
+  Layout layout = layout_of(QuantScheme::NVFP4A16);  // the scheme the tensors are checked against
+  // The weights' observer (codec/observer.h): the re-encode proof uses it. observer_known is false for a name
+  // fp4forge cannot reproduce (observer_name says which).
+  Observer observer = Observer::MINMAX;
+  bool observer_known = true;
+  std::string observer_name = "memoryless_minmax";
+};
+
 struct Structure {
   std::map<std::string, Module> modules;  // by module name
   std::optional<QuantConfig> qc;
   std::optional<IgnoreMatcher> ignore;
+  std::optional<GroupMatcher> matcher;    // vLLM's group lookup over qc (absent when a target cannot compile)
   Scheme scheme = Scheme::UNKNOWN;
-  Layout layout = layout_of(QuantScheme::NVFP4A16);  // the scheme the tensors are checked against
-  // The weights' observer of the config group checked (codec/observer.h): the re-encode proof uses it.
-  // observer_known is false for a name fp4forge cannot reproduce (observer_name says which).
-  Observer observer = Observer::MINMAX;
-  bool observer_known = true;
-  std::string observer_name = "memoryless_minmax";
+  /** Per config group in file order; one default entry when the config has none. A module is checked against
+   * the group vLLM gives it (Module::group). */
+  std::vector<SchemeGroup> groups{SchemeGroup{}};
   std::vector<FusedSet> sets;             // R1 + vLLM packed, over quantized and kept Linear-like modules
   std::set<std::string> kept_linear;      // unquantized modules with a 2-D float `weight`
+
+  /** The group vLLM applies to module `name` (by name, then as a Linear); the first group when none does
+   * (check_targets reports that). */
+  std::size_t group_index(std::string_view name) const {
+    if (!matcher) return 0;
+    const long g = matcher->match(name, "Linear").group;
+    return g < 0 || static_cast<std::size_t>(g) >= groups.size() ? 0 : static_cast<std::size_t>(g);
+  }
+  const SchemeGroup& group_of(std::string_view name) const { return groups[group_index(name)]; }
+  const SchemeGroup& group(const Module& m) const { return groups[m.group]; }
+  const Layout& layout(const Module& m) const { return groups[m.group].layout; }
 };
 
 inline constexpr const char* kHintRequant = "re-run `fp4forge quantize` from the unquantized source";

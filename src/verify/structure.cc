@@ -38,23 +38,37 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
   }
   std::string presets;
   for (QuantScheme p : kQuantSchemes) presets += (presets.empty() ? "" : ", ") + std::string(quant_scheme_preset(p));
-  std::vector<QuantScheme> found;  // the preset of each group that names one, in file order
-  std::optional<QuantScheme> nearest;  // without one: the closest preset of the first group (tensors checked as it)
+  // One SchemeGroup per config group, in file order: its preset (or, for a group that names none, the closest
+  // preset: the tensors are checked as it and the group is reported) and its weights' observer.
+  s.groups.clear();
   for (const ConfigGroup& g : c.groups) {
+    SchemeGroup sg;
+    sg.name = g.name;
     const SchemeInfo si = detect_scheme(g, c.format);
     const std::string label = scheme_label(g, c.format);
     if (si.scheme == Scheme::NVFP4) s.scheme = Scheme::NVFP4;
     const std::string gkey = fmt::format("{}.config_groups.{}", key, g.name);
-    if (auto qs = quant_scheme_of(g, c.format); qs.ok()) {
-      if (std::find(found.begin(), found.end(), *qs) == found.end()) found.push_back(*qs);
-      const auto mism = scheme_mismatches(*qs, g, c.format);
-      if (mism.empty()) continue;
-      sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
-                fmt::format("{}: scheme is {} ({}), but not exactly the {} preset: {}", gkey, label, si.detail, label,
-                            fmt::join(mism, "; ")),
-                {}, gkey, fmt::format("the {} preset (docs/schemes.md)", label), fmt::format("{}", fmt::join(mism, "; ")),
-                "vLLM picks and builds its kernel from these fields; verify proves the presets as compressed-tensors "
-                "writes them"});
+    auto qs = quant_scheme_of(g, c.format);
+    if (qs.ok()) {
+      sg.preset = true;
+      sg.layout = layout_of(*qs);
+      if (const auto mism = scheme_mismatches(*qs, g, c.format); !mism.empty())
+        sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
+                  fmt::format("{}: scheme is {} ({}), but not exactly the {} preset: {}", gkey, label, si.detail, label,
+                              fmt::join(mism, "; ")),
+                  {}, gkey, fmt::format("the {} preset (docs/schemes.md)", label), fmt::format("{}", fmt::join(mism, "; ")),
+                  "vLLM picks and builds its kernel from these fields; verify proves the presets as compressed-tensors "
+                  "writes them"});
+      if (g.weights) {  // the weights' observer
+        const std::string& name = g.weights->observer;
+        const auto o = name.empty() ? std::optional<Observer>(Observer::MINMAX) : observer_from_config(name);
+        sg.observer_name = name.empty() ? std::string(observer_config_name(Observer::MINMAX)) : name;
+        // observer_kwargs change the search (expand, grid, norm, ...): fp4forge reproduces the defaults only.
+        sg.observer_known = o.has_value() && observer_supported(*qs, *o) && !g.weights->observer_kwargs;
+        if (g.weights->observer_kwargs) sg.observer_name += " with observer_kwargs";
+        if (sg.observer_known) sg.observer = *o;
+      }
+      s.groups.push_back(std::move(sg));
       continue;
     }
     // Not a preset: name the closest one (fewest mismatching fields, same format first) and what differs.
@@ -67,7 +81,8 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
         best_mism = std::move(mm);
       }
     }
-    if (!nearest) nearest = best;
+    sg.layout = layout_of(*best);
+    s.groups.push_back(std::move(sg));
     const std::string closest = fmt::format("as {}: {}", quant_scheme_preset(*best), fmt::join(best_mism, "; "));
     if (si.scheme == Scheme::UNKNOWN) {
       sink.add({"quant-config-unsupported", Severity::ERROR, gkey,
@@ -83,39 +98,24 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
                 "not proven"});
     }
   }
+  if (s.groups.empty()) s.groups.emplace_back();
   st.scheme = scheme_labels(c);
-  for (const ConfigGroup& g : c.groups) {  // the observer of the first group that names a preset
-    auto qs = quant_scheme_of(g, c.format);
-    if (!qs.ok() || !g.weights) continue;
-    const std::string& name = g.weights->observer;
-    const auto o = name.empty() ? std::optional<Observer>(Observer::MINMAX) : observer_from_config(name);
-    s.observer_name = name.empty() ? std::string(observer_config_name(Observer::MINMAX)) : name;
-    // observer_kwargs change the search (expand, grid, norm, ...): fp4forge reproduces the defaults only.
-    s.observer_known = o.has_value() && observer_supported(*qs, *o) && !g.weights->observer_kwargs;
-    if (g.weights->observer_kwargs) s.observer_name += " with observer_kwargs";
-    if (s.observer_known) s.observer = *o;
-    st.observer = s.observer_name;
-    break;
+  {  // the observers named, one per distinct name in group order: "nvfp4_expanded_mse+memoryless_minmax"
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < c.groups.size(); ++i)
+      if (s.groups[i].preset && c.groups[i].weights && std::find(names.begin(), names.end(), s.groups[i].observer_name) == names.end())
+        names.push_back(s.groups[i].observer_name);
+    st.observer = fmt::format("{}", fmt::join(names, "+"));
   }
-  if (!found.empty()) s.layout = layout_of(found.front());
-  else if (nearest) s.layout = layout_of(*nearest);
-  if (found.size() > 1) {
-    std::vector<std::string_view> names;
-    for (QuantScheme p : found) names.push_back(quant_scheme_preset(p));
-    sink.add({"quant-config-unsupported", Severity::ERROR, "schemes",
-              fmt::format("{}.config_groups name {} schemes ({}): verify proves one scheme per checkpoint; the tensors "
-                          "are checked as {}",
-                          key, found.size(), fmt::join(names, ", "), names.front()),
-              {}, key + ".config_groups", "one scheme", fmt::format("{}", fmt::join(names, ", ")),
-              "a mixed-precision checkpoint: verify it with another tool, or quantize with one --scheme"});
-  }
+  if (auto gm = GroupMatcher::compile(c); gm.ok()) s.matcher = std::move(*gm);  // else check_targets reports it
   if (c.groups.size() > 1) {
     sink.add({"quant-config-multi-group", Severity::WARNING, "",
               fmt::format("{}.config_groups has {} groups; some loaders (TensorRT-LLM PyTorch backend) keep "
                           "only one",
                           key, c.groups.size()),
               {}, key + ".config_groups", "1", fmt::format("{}", c.groups.size()),
-              "fp4forge writes a single group (F26)"});
+              "vLLM loads each group with its own scheme; fp4forge writes several only when a recipe asks for them "
+              "(--scheme-for, --recipe) (F26)"});
   }
   if (!c.quantization_status.empty() && c.quantization_status != "compressed") {
     sink.add({"quant-config-status", Severity::WARNING, "",
@@ -187,8 +187,6 @@ bool check_members(const Layout& L, Module& m, const std::string& name, const st
 
 void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, Sink& sink, VerifyStats& st,
                      bool kv_cache_scheme) {
-  const Layout& L = s.layout;
-  const bool nvfp4 = scheme_traits(L.qs).global_scale;
   for (const TensorRef& t : q.tensors()) {
     auto [mod, param] = split_name(t.name);
     if (one_of(std::string_view(param), kSchemeParams) || one_of(std::string_view(param), kExtraQuantParams)) {
@@ -202,12 +200,16 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
                 "a leaked calibration buffer; remove it or declare the KV-cache scheme"});
     }
   }
-  const std::set<std::string_view> written(L.suffixes.begin(), L.suffixes.end());
-  const std::string expected_layout = L.describe();
+  // The payload of module `m` under layout `L`: weight_packed (4-bit schemes), or an F8_E4M3 `weight` (FP8).
+  auto payload_under = [](const Layout& L, const Module& m) -> const TensorRef* {
+    const TensorRef* p = m.param(L.payload);
+    return p && (L.payload != "weight" || p->info->dtype == DType::F8_E4M3) ? p : nullptr;
+  };
   for (auto& [name, m] : s.modules) {
-    // The payload: weight_packed (4-bit schemes), or an F8_E4M3 `weight` (FP8).
-    if (const TensorRef* p = m.param(L.payload); p && (L.payload != "weight" || p->info->dtype == DType::F8_E4M3))
-      m.payload = p;
+    m.group = s.group_index(name);  // its tensors are checked as the scheme vLLM loads it with
+    const Layout& L = s.layout(m);
+    const std::set<std::string_view> written(L.suffixes.begin(), L.suffixes.end());
+    m.payload = payload_under(L, m);
     m.scale = m.param("weight_scale");
     m.gs = m.param("weight_global_scale");
     m.shape = m.param("weight_shape");
@@ -221,14 +223,26 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
   }
   for (auto& [name, m] : s.modules) {
     const std::string fam = family_of(name);
+    const Layout& L = s.layout(m);
+    const bool nvfp4 = scheme_traits(L.qs).global_scale;
+    const std::set<std::string_view> written(L.suffixes.begin(), L.suffixes.end());
+    const std::string expected_layout = L.describe();
     if (!m.payload) {
       std::vector<std::string> orphans;
       for (const TensorRef* t : m.members()) orphans.push_back(t->name);
       if (!orphans.empty()) {
-        const std::string what =
+        std::string what =
             nvfp4 ? std::string("a weight_packed: scale tensors of a module that is not NVFP4-quantized")
                   : fmt::format("{}: scale tensors of a module that is not {}-quantized",
                                 L.payload == "weight" ? "an F8_E4M3 weight" : "a " + std::string(L.payload), L.word);
+        // A module written in another group's scheme than the one vLLM gives it (a mixed config whose targets
+        // select the wrong group): vLLM builds it as its group's scheme and the load fails.
+        for (const SchemeGroup& other : s.groups)
+          if (&other != &s.group(m) && other.layout.qs != L.qs && payload_under(other.layout, m) != nullptr) {
+            what += fmt::format("; its tensors are {}'s, but vLLM gives it config group '{}' ({})", other.layout.word,
+                                s.group(m).name, L.word);
+            break;
+          }
         sink.add({"orphan-scale", Severity::ERROR, fam,
                   fmt::format("module '{}' has {} without {}", name, fmt::join(orphans, ", "), what), orphans, "",
                   fmt::format("{}, or none", fmt::join(L.suffixes, " + ")), fmt::format("{}", fmt::join(orphans, ", ")),
@@ -308,13 +322,13 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
  * gate/up in FusedMoE) whose parts are not whole blocks, except the last part of a merged dense layer; a
  * layer of its own is served as long as tensor parallelism does not split it, so that is a warning. */
 void check_n_rule(const Structure& s, Sink& sink) {
-  const ShapeRule rule = shape_rule(s.layout.qs);
-  if (rule.n_multiple <= 1) return;
   std::map<std::string, const FusedSet*> set_of;
   for (const FusedSet& set : s.sets)
     for (const auto& mem : set.members) set_of[mem] = &set;
   for (const auto& [name, m] : s.modules) {
-    if (!m.quantized() || !m.valid || m.n % rule.n_multiple == 0) continue;
+    if (!m.quantized()) continue;
+    const ShapeRule rule = shape_rule(s.layout(m).qs);
+    if (rule.n_multiple <= 1 || !m.valid || m.n % rule.n_multiple == 0) continue;
     const auto it = set_of.find(name);
     const bool merged_part = it != set_of.end() && it->second->members.back() != name;
     const Role r = m.cls.base_role;
@@ -342,10 +356,10 @@ std::string payload_text(const Layout& L) {
 }
 
 void check_policy(const ModelInfo& info, const Structure& s, Sink& sink) {
-  const Layout& L = s.layout;
-  const bool nvfp4 = scheme_traits(L.qs).global_scale;
   for (const auto& [name, m] : s.modules) {
     if (!m.quantized()) continue;
+    const Layout& L = s.layout(m);
+    const bool nvfp4 = scheme_traits(L.qs).global_scale;
     const Role r = m.cls.role;
     const std::string fam = family_of(name);
     if (r == Role::ROUTER || m.cls.base_role == Role::ROUTER) {
@@ -392,7 +406,8 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
     sink.add({"ignore-missing", Severity::ERROR, family_of(name),
               fmt::format("'{}' is an unquantized 2-D weight {} but no ignore entry matches it: vLLM treats it as "
                           "{} target and expects {}",
-                          name, format_shape(m.weight->info->shape), as_target(s.layout), payload_text(s.layout)),
+                          name, format_shape(m.weight->info->shape), as_target(s.group_of(name).layout),
+                          payload_text(s.group_of(name).layout)),
               {m.weight->name}, "quantization_config.ignore", "an ignore entry for the module", "(not matched)",
               "list every unquantized Linear-like module in ignore, routers included (F3, F7, F22)"});
   }
@@ -412,7 +427,7 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
     sink.add({"ignore-missing", Severity::ERROR, family_of(blk) + " (fused 3-D)",
               fmt::format("fused 3-D experts '{}' are unquantized and not ignored: vLLM's compressed-tensors MoE "
                           "path expects per-expert {} (F4)",
-                          blk, payload_text(s.layout)),
+                          blk, payload_text(s.group_of(blk + ".0.gate_proj").layout)),
               block_tensors[blk], "quantization_config.ignore",
               "experts split per expert and quantized (R3), or the block ignored", "(fused, unquantized)",
               "re-quantize with fp4forge, which splits fused experts per expert"});
@@ -425,7 +440,7 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
     sink.add({"quantized-but-ignored", Severity::ERROR, family_of(name),
               fmt::format("'{}' is quantized but ignore entry \"{}\" matches it: vLLM builds it unquantized and "
                           "cannot load {}",
-                          name, ig.entry(static_cast<std::size_t>(i)), payload_text(s.layout)),
+                          name, ig.entry(static_cast<std::size_t>(i)), payload_text(s.layout(m))),
               {m.payload->name}, "quantization_config.ignore", "no ignore entry for a quantized module",
               ig.entry(static_cast<std::size_t>(i)), "remove the entry or keep the module unquantized"});
   }
@@ -483,7 +498,7 @@ void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, 
         continue;
       }
     }
-    if (quant.size() != set.members.size() || !has_global_scale(s.layout.qs)) continue;
+    if (quant.size() != set.members.size() || !has_global_scale(s.layout(s.modules.at(set.members.front())).qs)) continue;
     // Every member quantized: bit-identical global scales (NVFP4: one per fused layer in vLLM).
     std::vector<std::pair<std::string, float>> gs;
     bool readable = true;
@@ -667,7 +682,7 @@ void check_vllm_names(const ModelInfo& info, const Structure& s, Sink& sink) {
     if (!spec.experts_refusal.empty()) {
       sink.add({"vllm-unmapped", Severity::ERROR, family_of(name),
                 fmt::format("'{}' is a quantized routed expert, but {}", name, spec.experts_refusal), {m.payload->name},
-                "", "unquantized experts", s.layout.word + " experts",
+                "", "unquantized experts", s.layout(m).word + " experts",
                 "keep the experts unquantized (--ignore 're:.*experts')"});
       continue;
     }
@@ -727,14 +742,22 @@ bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
  * group selects (vllm_group_of: by name, then as a Linear class) has no scheme in vLLM to load it with. */
 void check_targets(const Structure& s, Sink& sink) {
   if (!s.qc) return;
+  // The names vLLM looks a scheme up by: the quantized modules, the fused layers they load into (packed names),
+  // and the expert projections get_moe_method asks for (<experts>.0.gate_proj, ...).
+  std::set<std::string> asked;
+  std::vector<std::string> problems;  // one line each: a layer whose group is not its tensors'
+  std::vector<std::string> problem_tensors;
+  auto group_name = [&](long g) {
+    return g < 0 ? std::string("no group") : fmt::format("'{}'", s.qc->groups[static_cast<std::size_t>(g)].name);
+  };
   {
     std::vector<std::string> uncovered;
     std::size_t count = 0;
     for (const auto& [name, m] : s.modules) {
       if (!m.quantized()) continue;
-      auto g = vllm_group_of(*s.qc, name, "Linear");
-      if (!g.ok()) break;  // a target that cannot be compiled: reported below
-      if (g->group >= 0) continue;
+      asked.insert(name);
+      if (!s.matcher) break;  // a target that cannot be compiled: reported below
+      if (s.matcher->match(name, "Linear").group >= 0) continue;
       if (uncovered.size() < 5) uncovered.push_back(name);
       ++count;
     }
@@ -746,6 +769,65 @@ void check_targets(const Structure& s, Sink& sink) {
                 uncovered, "quantization_config.config_groups.*.targets", "a group for every quantized module",
                 fmt::format("{} uncovered", count), kHintRequant});
   }
+  // A fused layer takes one group for all its shards (the first shard's when matched through them): a member
+  // written in another group's scheme is loaded as the wrong one. Only a multi-group config can disagree.
+  for (const FusedSet& set : s.sets) {
+    const std::string_view leaf = vllm_fused_leaf(set.kind);
+    if (leaf.empty()) continue;
+    const bool all_q = std::all_of(set.members.begin(), set.members.end(), [&](const std::string& mem) {
+      const auto it = s.modules.find(mem);
+      return it != s.modules.end() && it->second.quantized();
+    });
+    if (!all_q) continue;
+    const std::string layer = set.parent + "." + std::string(leaf);
+    asked.insert(layer);
+    if (!s.matcher || s.qc->groups.size() < 2) continue;
+    const long g = s.matcher->match(layer, "Linear", set.members).group;
+    for (const auto& mem : set.members) {
+      const long mg = s.matcher->match(mem, "Linear").group;
+      if (mg == g) continue;
+      problems.push_back(fmt::format("fused layer '{}' takes group {} but its member '{}' is written for group {}",
+                                     layer, group_name(g), mem, group_name(mg)));
+      problem_tensors.push_back(s.modules.at(mem).payload->name);
+      break;
+    }
+  }
+  // A layer's routed experts: one FusedMoE, one group (get_moe_method).
+  std::map<std::string, long> experts;  // "<...>.experts" -> the group of its first quantized expert module
+  for (const auto& [name, m] : s.modules) {
+    if (!m.quantized() || m.cls.expert < 0) continue;
+    const std::size_t p = name.find(".experts.");
+    if (p == std::string::npos) continue;
+    const std::string key = name.substr(0, p + 8);
+    const long mg = s.matcher ? s.matcher->match(name, "Linear").group : -1;
+    const auto [it, fresh] = experts.emplace(key, mg);
+    if (!fresh && it->second != mg && s.qc->groups.size() >= 2) {
+      problems.push_back(fmt::format("experts '{}' are written for two groups ({} and {})", key,
+                                     group_name(it->second), group_name(mg)));
+      problem_tensors.push_back(m.payload->name);
+    }
+  }
+  for (const auto& [key, mg] : experts) {
+    for (const char* proj : {".0.gate_proj", ".0.up_proj", ".0.down_proj"}) asked.insert(key + proj);
+    if (!s.matcher || !s.ignore || s.qc->groups.size() < 2) continue;
+    auto g = s.matcher->moe(*s.ignore, key);
+    if (!g.ok()) {
+      problems.push_back(g.error().message);
+    } else if (g->group != mg) {
+      problems.push_back(fmt::format("experts '{}' load as FusedMoE with group {} but are written for group {}", key,
+                                     group_name(g->group), group_name(mg)));
+    }
+  }
+  if (!problems.empty())
+    sink.add({"quant-config-invalid", Severity::ERROR, "quantization_config",
+              fmt::format("{} layer(s) would be loaded with another config group than their tensors are written for: "
+                          "{}{} (docs/mixed-precision.md §2)",
+                          problems.size(), problems.front(), problems.size() > 1 ? ", ..." : ""),
+              problem_tensors, "quantization_config.config_groups.*.targets",
+              "each fused layer and experts block selected by the group its tensors are written for",
+              fmt::format("{} mismatched", problems.size()),
+              "name fused layers by their vLLM names in the group's targets (fp4forge quantize does); " +
+                  std::string(kHintRequant)});
   for (const ConfigGroup& g : s.qc->groups) {
     const std::string gkey = fmt::format("quantization_config.config_groups.{}.targets", g.name);
     if (g.targets.empty()) {
@@ -765,12 +847,8 @@ void check_targets(const Structure& s, Sink& sink) {
                   "a pattern vLLM can evaluate", t, kHintRequant});
         continue;
       }
-      bool any = false;
-      for (const auto& [name, m] : s.modules)
-        if (m.quantized() && re->match_prefix(name)) {
-          any = true;
-          break;
-        }
+      const bool any =
+          std::any_of(asked.begin(), asked.end(), [&](const std::string& n) { return re->match_prefix(n); });
       if (!any)
         sink.add({"quant-config-invalid", Severity::ERROR, gkey,
                   fmt::format("{}: target '{}' matches no quantized module on disk: the group applies to nothing it "
@@ -789,15 +867,6 @@ void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structu
   // the scale parameters in that dtype when it loads the checkpoint, so a changed field loads every scale cast.
   // A null or absent field (releases written before compressed-tensors recorded it) is not checked.
   if (s.qc) {
-    const std::string_view preset = scheme_traits(s.layout.qs).weights.scale_dtype;
-    std::optional<DType> stored;
-    std::string example;
-    for (const auto& [name, m] : s.modules)
-      if (m.quantized() && m.scale) {
-        stored = m.scale->info->dtype;
-        example = m.scale->name;
-        break;
-      }
     auto torch_name = [](DType d) -> std::string {
       switch (d) {
         case DType::F8_E4M3: return "torch.float8_e4m3fn";
@@ -808,8 +877,19 @@ void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structu
         default: return std::string(dtype_name(d));
       }
     };
-    for (const ConfigGroup& g : s.qc->groups) {
-      if (!g.weights || g.weights->scale_dtype.empty()) continue;
+    for (std::size_t gi = 0; gi < s.qc->groups.size(); ++gi) {
+      const ConfigGroup& g = s.qc->groups[gi];
+      if (!g.weights || g.weights->scale_dtype.empty() || gi >= s.groups.size()) continue;
+      // The group's own scales: the first quantized module vLLM gives this group.
+      const std::string_view preset = scheme_traits(s.groups[gi].layout.qs).weights.scale_dtype;
+      std::optional<DType> stored;
+      std::string example;
+      for (const auto& [name, m] : s.modules)
+        if (m.quantized() && m.scale && m.group == gi) {
+          stored = m.scale->info->dtype;
+          example = m.scale->name;
+          break;
+        }
       const std::string& said = g.weights->scale_dtype;
       const std::string want = stored ? torch_name(*stored) : std::string(preset);
       if (want.empty() || said == want) continue;
@@ -823,8 +903,14 @@ void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structu
                             preset.empty() ? ": null, the model's dtype" : "")});
     }
   }
-  const ValueCheck vc = scheme_traits(s.layout.qs).value_check;
-  if (vc != ValueCheck::FP8_PAYLOAD && vc != ValueCheck::FLOAT_SCALES) return;
+  // Scales in the weight's dtype: the schemes whose value check reads float scales (FP8, W4A16).
+  auto float_scales = [&](const Module& m) {
+    const ValueCheck vc = scheme_traits(s.layout(m).qs).value_check;
+    return vc == ValueCheck::FP8_PAYLOAD || vc == ValueCheck::FLOAT_SCALES;
+  };
+  if (std::none_of(s.modules.begin(), s.modules.end(),
+                   [&](const auto& kv) { return kv.second.quantized() && float_scales(kv.second); }))
+    return;
   std::optional<DType> model;
   for (const TensorRef& t : q.tensors()) {
     const TensorClass c = classify(t.name, t.info->shape, info);
@@ -836,7 +922,8 @@ void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structu
   if (!model) return;  // no text embedding to tell the model's dtype: not checked
   std::vector<std::string> off;
   for (const auto& [name, m] : s.modules)
-    if (m.quantized() && m.scale && nvfp4::is_source_dtype(m.scale->info->dtype) && m.scale->info->dtype != *model)
+    if (m.quantized() && float_scales(m) && m.scale && nvfp4::is_source_dtype(m.scale->info->dtype) &&
+        m.scale->info->dtype != *model)
       off.push_back(m.scale->name);
   if (off.empty()) return;
   const TensorRef* first = q.find(off.front());
@@ -856,11 +943,11 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
   if (fp8_release(q, sink, opts.scan_values)) return;
   check_quant_config(q, s, sink, st);
   collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);
-  check_targets(s, sink);
   check_scale_dtype(q, info, s, sink);
   check_policy(info, s, sink);
   check_coverage(q, info, s, sink);
   check_fused_sets(q, info, s, sink, st);
+  check_targets(s, sink);  // after check_fused_sets: the fused layers vLLM looks up are s.sets
   check_n_rule(s, sink);
   check_vllm_names(info, s, sink);
   if (opts.scan_values) check_values(q, s, sink, st);

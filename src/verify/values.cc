@@ -127,10 +127,10 @@ void check_fp8_codes(const Checkpoint& q, const Module& m, const std::string& fa
 }  // namespace
 
 void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifyStats& st) {
-  const QuantScheme qs = s.layout.qs;
   std::set<const TensorRef*> quant_tensors;
   for (const auto& [name, m] : s.modules) {
     if (!m.quantized()) continue;
+    const QuantScheme qs = s.layout(m).qs;
     for (const TensorRef* t : m.members()) quant_tensors.insert(t);
     const std::string fam = family_of(name);
     switch (scheme_traits(qs).value_check) {  // the scheme table says how its stored values are checked

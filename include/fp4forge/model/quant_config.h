@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include "fp4forge/util/regex.h"
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -139,6 +140,23 @@ inline constexpr std::string_view kCompressedTensorsVersion = "0.18.0";
 nlohmann::ordered_json ct_quant_config(QuantScheme s, const std::vector<std::string>& ignore,
                                        Observer observer = Observer::MINMAX);
 
+/** One config group of a multi-group (mixed-precision) config: its name, preset, observer and targets. */
+struct CtGroupSpec {
+  std::string name;  ///< "group_0", ...
+  QuantScheme scheme = QuantScheme::NVFP4A16;
+  Observer observer = Observer::MINMAX;
+  std::vector<std::string> targets;  ///< "Linear", exact module names, `re:` patterns
+};
+
+/**
+ * The `quantization_config` of several groups, as llm-compressor writes a mixed config (docs/mixed-precision.md
+ * §1): every group is its preset exactly as the one-group form writes it (its own `format` included) with the
+ * given targets, groups in name order (json.dump sort_keys), and the top-level `format` the one every group
+ * shares, else `mixed-precision`. One group {"group_0", s, observer, ["Linear"]} is ct_quant_config(s, ...)
+ * byte for byte.
+ */
+nlohmann::ordered_json ct_quant_config(std::span<const CtGroupSpec> groups, const std::vector<std::string>& ignore);
+
 /**
  * The one lookup of a checkpoint's quantization config, as vLLM finds it (every command uses it):
  * 1. config.json's `quantization_config`, 2. its `compression_config` (the older name, still accepted),
@@ -206,6 +224,31 @@ Result<bool> vllm_should_ignore(const IgnoreMatcher& ignore, const std::vector<s
 struct GroupMatch {
   long group = -1;     ///< index into QuantConfig::groups, -1 = none
   std::string target;  ///< the target that matched
+};
+
+/** vllm_group_of / vllm_moe_group_of with the target map compiled once (a checkpoint's thousands of modules). */
+class GroupMatcher {
+ public:
+  /** BAD_INPUT when a `re:` target cannot be compiled. */
+  static Result<GroupMatcher> compile(const QuantConfig& qc);
+  /** vllm_group_of for one layer. */
+  GroupMatch match(std::string_view layer_name, std::string_view class_name,
+                   const std::vector<std::string>& shard_names = {}) const;
+  /** vllm_moe_group_of for one experts module. */
+  Result<GroupMatch> moe(const IgnoreMatcher& ignore, std::string_view experts) const;
+  /** The group bound to the `Linear` target, -1 without one. */
+  long linear_group() const noexcept { return linear_; }
+
+ private:
+  struct Target {
+    std::string text, lower;
+    long group = -1;
+    std::optional<Regex> re;
+  };
+  std::vector<Target> targets_;
+  std::vector<std::string> names_;
+  long linear_ = -1;
+  bool has_fused_moe_ = false;
 };
 Result<GroupMatch> vllm_group_of(const QuantConfig& qc, std::string_view layer_name, std::string_view class_name,
                                  const std::vector<std::string>& shard_names = {});

@@ -105,10 +105,18 @@ struct FamilySpec {
 struct FusedRule {
   std::string_view kind;                   ///< "qkv", "gate_up", "q_a_kv_a", "w1_w3", "in_proj_qkvz", ...
   std::vector<std::string_view> members;  ///< sibling leaf names, in canonical order
+  /** The leaf vLLM names the fused layer with (`<parent>.<vllm_name>`: "qkv_proj", "gate_up_proj",
+   * "fused_qkv_a_proj", ...; the key of its packed_modules_mapping); "" where the members load into FusedMoE
+   * (Mixtral's w1/w3), which has no Linear of its own. */
+  std::string_view vllm_name;
 };
 
 /** vLLM's packed_modules_mapping entries that fuse sibling checkpoint modules, for every family. */
 std::span<const FusedRule> fused_rules() noexcept;
+
+/** The vLLM fused-layer leaf of a fused-set kind (FusedRule::vllm_name; Gemma-4's "qk" loads as "qkv_proj");
+ * "" for an unknown kind or one loaded into FusedMoE. */
+std::string_view vllm_fused_leaf(std::string_view kind) noexcept;
 
 /** Every registered family, in a stable order (UNKNOWN excluded). */
 std::span<const FamilySpec> families() noexcept;

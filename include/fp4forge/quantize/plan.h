@@ -35,12 +35,13 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/core/dtype.h"
 #include "fp4forge/core/error.h"
-#include "fp4forge/util/regex.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
 #include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/model_info.h"
 #include "fp4forge/model/tensor_role.h"
+#include "fp4forge/quantize/name_pattern.h"
+#include "fp4forge/quantize/recipe.h"
 #include "fp4forge/safetensors/shard_writer.h"
 
 namespace fp4forge::quant {
@@ -52,6 +53,9 @@ struct PlanOptions {
   std::string scheme = "nvfp4a16";          ///< any name or preset parse_quant_scheme accepts
   std::string observer;                     ///< weight observer: any name parse_observer accepts; "" = the
                                             ///< scheme's default_observer (codec/observer.h)
+  /** Per-module schemes (quantize/recipe.h): the first rule that selects a module gives its scheme, `scheme`
+   * the rest. Fused partners and a layer's routed experts must get one scheme (USAGE naming the rule). */
+  std::vector<SchemeRule> scheme_for;
   ExpertLayoutOptions experts;              ///< settles an ambiguous fused-expert orientation
   /** Plan a subset whose share may be nothing (the MTP splice plans the MTP tensors alone to learn their
    * ignore entries). A quantize run never sets it: "nothing quantized" is refused there. */
@@ -117,6 +121,7 @@ struct TensorDecision {
   std::string reason;   ///< one line, e.g. "router: never quantized (vLLM builds it unquantized)"
   std::string pattern;  ///< the user pattern that decided, if any
   bool linear_like = false;  ///< a 2-D `.weight` (listed in `ignore` when kept)
+  QuantScheme scheme = QuantScheme::NVFP4A16;  ///< the scheme it was decided under (a recipe's choice, else --scheme)
   /** An FP8 source weight (index into QuantPlan::fp8_source->weights), planned as its bf16 expansion:
    * `dtype` is BF16, quantized from or written as the dequantized values. kNoFp8 otherwise. */
   std::size_t fp8 = kNoFp8;
@@ -133,6 +138,7 @@ struct QuantUnit {
   MatrixSlice slice;                 ///< the [N, K] matrix inside the source tensor (elements)
   Role role = Role::OTHER;           ///< EXPERT_GATE/UP/DOWN for split experts
   std::size_t group = 0;             ///< index into QuantPlan::groups
+  std::size_t scheme = 0;            ///< index into QuantPlan::schemes
   bool forced = false;               ///< quantized through --force-quantize
   /** Where the unit's output tensors start in its shard's data section (from the layout): the payload
    * (`weight_packed`, or FP8's `weight`), `weight_scale`, `weight_global_scale` (NVFP4A16) and
@@ -147,6 +153,18 @@ struct ScaleGroup {
   std::string kind;  ///< "qkv", "qk", "gate_up", "q_a_kv_a", "w1_w3", ... or "single"
   std::vector<std::size_t> units;
   std::uint64_t source_bytes = 0;
+  std::size_t scheme = 0;  ///< index into QuantPlan::schemes (a group's units share it)
+};
+
+/** One scheme of the plan: one config group of the output (several with --scheme-for / --recipe). */
+struct PlanScheme {
+  std::string group;  ///< config group name: "group_0" (the default scheme), "group_1", ...
+  QuantScheme scheme = QuantScheme::NVFP4A16;
+  Observer observer = Observer::MINMAX;
+  std::vector<std::string> rules;    ///< origins of the rules that chose it; empty for the default
+  std::vector<std::string> targets;  ///< the group's targets as written ("Linear", exact names, `re:` patterns)
+  std::uint64_t units = 0;           ///< quantized 2-D weights
+  std::uint64_t params = 0;          ///< their elements
 };
 
 /** PACKED is the payload of any scheme (`weight_packed`, or FP8's `weight`); SHAPE is W4A16's `weight_shape`. */
@@ -173,9 +191,12 @@ struct RoleCount {
 
 struct QuantPlan {
   ModelInfo info;
-  std::string scheme = "nvfp4a16";        ///< quant_scheme_name(quant_scheme)
-  QuantScheme quant_scheme = QuantScheme::NVFP4A16;
-  Observer observer = Observer::MINMAX;   ///< how each group's range is chosen (written as the weights' observer)
+  std::string scheme = "nvfp4a16";        ///< quant_scheme_name(quant_scheme); "mixed" with several schemes
+  QuantScheme quant_scheme = QuantScheme::NVFP4A16;  ///< the default scheme (--scheme)
+  Observer observer = Observer::MINMAX;   ///< the default scheme's observer (written as the weights' observer)
+  /** Every scheme with quantized weights, one config group each, in group order (a single entry without
+   * rules; the default first when it has weights). Units and scale groups index it. */
+  std::vector<PlanScheme> schemes;
   std::vector<TensorDecision> decisions;  ///< one per source tensor, sorted by name
   std::vector<QuantUnit> units;
   std::vector<ScaleGroup> groups;
@@ -214,21 +235,6 @@ struct QuantPlan {
  * INTERNAL when an invariant fails. */
 Result<QuantPlan> make_plan(const PlanInput& in, const PlanOptions& opts);
 Result<QuantPlan> make_plan(const Checkpoint& ckpt, const PlanOptions& opts);
-
-/** Compiled user pattern: exact name or `re:` regex (CT semantics: anchored at the start only). */
-class NamePattern {
- public:
-  static Result<NamePattern> parse(std::string_view text);
-  bool matches(std::string_view name) const;
-  bool is_regex() const noexcept { return regex_; }
-  const std::string& text() const noexcept { return text_; }
-
- private:
-  std::string text_;
-  bool regex_ = false;
-  std::optional<Regex> re_;  // linear-time (util/regex.h)
-};
-
 
 /** Human-readable plan: per-role counts, warnings, the kept-with-reason table. */
 std::string to_text(const QuantPlan& plan, bool verbose = false);

@@ -1,0 +1,230 @@
+// Recipes of several schemes (quantize/recipe.h): --scheme-for, --recipe files, selectors.
+#include "fp4forge/quantize/recipe.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include "fp4forge/quantize/plan.h"
+#include "fp4forge/util/fs.h"
+
+namespace fp4forge::quant {
+namespace {
+
+struct RoleSelector {
+  std::string_view name;
+  std::vector<Role> roles;
+};
+
+const std::vector<RoleSelector>& role_selectors() {
+  static const std::vector<RoleSelector> t{
+      {"attention",
+       {Role::ATTN_Q, Role::ATTN_K, Role::ATTN_V, Role::ATTN_O, Role::ATTN_QKV, Role::ATTN_Q_A, Role::ATTN_Q_B,
+        Role::ATTN_KV_A, Role::ATTN_KV_B}},
+      {"dense_mlp", {Role::MLP_GATE, Role::MLP_UP, Role::MLP_DOWN, Role::MLP_GATE_UP}},
+      {"experts",
+       {Role::EXPERT_GATE, Role::EXPERT_UP, Role::EXPERT_DOWN, Role::EXPERT_GATE_UP_FUSED, Role::EXPERT_DOWN_FUSED}},
+      {"shared_experts",
+       {Role::SHARED_EXPERT_GATE, Role::SHARED_EXPERT_UP, Role::SHARED_EXPERT_DOWN, Role::SHARED_EXPERT_GATE_UP}},
+      {"linear_attention", {Role::LINEAR_ATTN}},
+  };
+  return t;
+}
+
+std::string known_selectors() {
+  std::vector<std::string_view> names;
+  for (const auto& r : role_selectors()) names.push_back(r.name);
+  return fmt::format("{}, last_n_layers=K, first_n_layers=K, a module name or re:REGEX", fmt::join(names, ", "));
+}
+
+/** A YAML scalar as a string; USAGE naming `where` when the node is not one. */
+Result<std::string> scalar(const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar())
+    return make_error(Errc::USAGE, "{}: expected a string, found a {}", where,
+                      n.IsSequence() ? "list" : n.IsMap() ? "mapping" : "null");
+  return n.as<std::string>();
+}
+
+}  // namespace
+
+std::vector<std::string_view> selector_roles() {
+  std::vector<std::string_view> out;
+  for (const auto& r : role_selectors()) out.push_back(r.name);
+  return out;
+}
+
+Result<Selector> Selector::parse(std::string_view text) {
+  Selector s;
+  s.text_ = std::string(text);
+  if (text.empty()) return make_error(Errc::USAGE, "empty selector; expected {}", known_selectors());
+  for (const auto& r : role_selectors())
+    if (text == r.name) {
+      s.kind_ = Kind::ROLE;
+      s.roles_ = r.roles;
+      return s;
+    }
+  for (const auto& [prefix, kind] : {std::pair{std::string_view("last_n_layers="), Kind::LAST_N},
+                                     std::pair{std::string_view("first_n_layers="), Kind::FIRST_N}}) {
+    if (!text.starts_with(prefix)) continue;
+    const std::string_view num = text.substr(prefix.size());
+    std::int64_t k = 0;
+    const auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), k);
+    if (ec != std::errc() || p != num.data() + num.size() || k <= 0)
+      return make_error(Errc::USAGE, "selector '{}': expected a positive layer count after '{}'", text, prefix);
+    s.kind_ = kind;
+    s.n_ = k;
+    return s;
+  }
+  // A bare word that looks like a role but is none (a typo such as "attn") must not pass as a module name
+  // that selects nothing: module names have dots.
+  if (!text.starts_with("re:") && text.find('.') == std::string_view::npos && text != "lm_head")
+    return make_error(Errc::USAGE, "selector '{}' is neither a role nor a module name; expected {}", text,
+                      known_selectors());
+  FP4FORGE_ASSIGN_OR_RETURN(auto np, NamePattern::parse(text));
+  s.pattern_ = std::move(np);
+  return s;
+}
+
+bool Selector::matches(const SelectorSubject& m, std::int64_t num_layers) const {
+  switch (kind_) {
+    case Kind::NAME:
+      return std::any_of(m.names.begin(), m.names.end(), [&](const std::string& n) { return pattern_->matches(n); });
+    case Kind::ROLE: return std::find(roles_.begin(), roles_.end(), m.role) != roles_.end();
+    case Kind::LAST_N: return m.layer >= 0 && num_layers > 0 && m.layer >= num_layers - n_ && m.layer < num_layers;
+    case Kind::FIRST_N: return m.layer >= 0 && m.layer < n_;
+  }
+  return false;
+}
+
+Result<CompiledRule> compile_rule(const SchemeRule& r) {
+  CompiledRule c;
+  c.origin = r.origin;
+  if (r.match.empty()) return make_error(Errc::USAGE, "{}: selects nothing (an empty match)", r.origin);
+  for (const auto& text : r.match) {
+    auto sel = Selector::parse(text);
+    if (!sel.ok()) return make_error(Errc::USAGE, "{}: {}", r.origin, sel.error().message);
+    c.selectors.push_back(std::move(*sel));
+  }
+  auto s = parse_quant_scheme(r.scheme);
+  if (!s.ok()) return make_error(Errc::USAGE, "{}: {}", r.origin, s.error().message);
+  c.scheme = *s;
+  if (r.observer.empty()) {
+    c.observer = default_observer(c.scheme);
+  } else {
+    auto o = parse_observer(r.observer);
+    if (!o.ok()) return make_error(Errc::USAGE, "{}: {}", r.origin, o.error().message);
+    c.observer = *o;
+  }
+  if (Status st = check_observer(c.scheme, c.observer); !st)
+    return make_error(Errc::USAGE, "{}: {}", r.origin, st.error().message);
+  return c;
+}
+
+Result<SchemeRule> parse_scheme_for(std::string_view arg) {
+  SchemeRule r;
+  r.origin = fmt::format("--scheme-for '{}'", arg);
+  const std::size_t eq = arg.rfind('=');
+  // `last_n_layers=2=fp8-block`: the scheme follows the last '='.
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == arg.size())
+    return make_error(Errc::USAGE, "{}: expected SELECTOR=SCHEME[:OBSERVER] (e.g. attention=fp8-block)", r.origin);
+  r.match.emplace_back(arg.substr(0, eq));
+  std::string_view rhs = arg.substr(eq + 1);
+  if (const std::size_t colon = rhs.find(':'); colon != std::string_view::npos) {
+    r.observer = std::string(rhs.substr(colon + 1));
+    rhs = rhs.substr(0, colon);
+    if (r.observer.empty() || rhs.empty())
+      return make_error(Errc::USAGE, "{}: expected SELECTOR=SCHEME[:OBSERVER]", r.origin);
+  }
+  r.scheme = std::string(rhs);
+  return r;
+}
+
+Result<Recipe> parse_recipe(std::string_view text, std::string_view where) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return make_error(Errc::USAGE, "{}: not valid YAML or JSON: {} (line {}, column {})", where, e.msg,
+                      e.mark.line + 1, e.mark.column + 1);
+  }
+  if (!root.IsMap())
+    return make_error(Errc::USAGE, "{}: expected a mapping with scheme, observer, rules and ignore", where);
+  Recipe out;
+  static const std::set<std::string> top_keys{"scheme", "observer", "rules", "ignore"};
+  try {
+    for (const auto& kv : root) {
+      FP4FORGE_ASSIGN_OR_RETURN(const std::string key, scalar(kv.first, fmt::format("{}: a key", where)));
+      if (!top_keys.count(key))
+        return make_error(Errc::USAGE, "{}: unknown key '{}'; expected scheme, observer, rules or ignore", where, key);
+    }
+    if (root["scheme"]) {
+      FP4FORGE_ASSIGN_OR_RETURN(out.scheme, scalar(root["scheme"], fmt::format("{} scheme", where)));
+    }
+    if (root["observer"]) {
+      FP4FORGE_ASSIGN_OR_RETURN(out.observer, scalar(root["observer"], fmt::format("{} observer", where)));
+    }
+    auto strings = [&](const YAML::Node& n, const std::string& at) -> Result<std::vector<std::string>> {
+      std::vector<std::string> v;
+      if (n.IsScalar()) {
+        v.push_back(n.as<std::string>());
+        return v;
+      }
+      if (!n.IsSequence()) return make_error(Errc::USAGE, "{}: expected a string or a list of strings", at);
+      for (std::size_t i = 0; i < n.size(); ++i) {
+        FP4FORGE_ASSIGN_OR_RETURN(auto s, scalar(n[i], fmt::format("{}[{}]", at, i)));
+        v.push_back(std::move(s));
+      }
+      return v;
+    };
+    if (root["ignore"]) {
+      FP4FORGE_ASSIGN_OR_RETURN(out.ignore, strings(root["ignore"], fmt::format("{} ignore", where)));
+    }
+    if (const YAML::Node rules = root["rules"]) {
+      if (!rules.IsSequence()) return make_error(Errc::USAGE, "{} rules: expected a list of rules", where);
+      static const std::set<std::string> rule_keys{"match", "scheme", "observer"};
+      for (std::size_t i = 0; i < rules.size(); ++i) {
+        const std::string at = fmt::format("{} rules[{}]", where, i);
+        const YAML::Node r = rules[i];
+        if (!r.IsMap()) return make_error(Errc::USAGE, "{}: expected a mapping with match and scheme", at);
+        for (const auto& kv : r) {
+          FP4FORGE_ASSIGN_OR_RETURN(const std::string key, scalar(kv.first, at + ": a key"));
+          if (!rule_keys.count(key))
+            return make_error(Errc::USAGE, "{}: unknown key '{}'; expected match, scheme or observer", at, key);
+        }
+        if (!r["match"] || !r["scheme"]) return make_error(Errc::USAGE, "{}: needs both match and scheme", at);
+        SchemeRule sr;
+        sr.origin = at;
+        FP4FORGE_ASSIGN_OR_RETURN(sr.match, strings(r["match"], at + " match"));
+        FP4FORGE_ASSIGN_OR_RETURN(sr.scheme, scalar(r["scheme"], at + " scheme"));
+        if (r["observer"]) {
+          FP4FORGE_ASSIGN_OR_RETURN(sr.observer, scalar(r["observer"], at + " observer"));
+        }
+        FP4FORGE_TRY(compile_rule(sr));  // every problem of the file reported before anything else runs
+        out.rules.push_back(std::move(sr));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return make_error(Errc::USAGE, "{}: {}", where, e.what());
+  }
+  return out;
+}
+
+void apply_recipe(const Recipe& r, PlanOptions& opts, bool scheme_given, bool observer_given) {
+  if (r.scheme && !scheme_given) opts.scheme = *r.scheme;
+  if (r.observer && !observer_given) opts.observer = *r.observer;
+  opts.scheme_for.insert(opts.scheme_for.end(), r.rules.begin(), r.rules.end());
+  opts.ignore.insert(opts.ignore.end(), r.ignore.begin(), r.ignore.end());
+}
+
+Result<Recipe> read_recipe(const std::filesystem::path& file) {
+  FP4FORGE_ASSIGN_OR_RETURN(const std::string text, fs::read_file(file));
+  return parse_recipe(text, file.string());
+}
+
+}  // namespace fp4forge::quant
