@@ -474,13 +474,11 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
   const VerifyOptions& opts = ar.opts;
   Sink& sink = ar.sink;
   VerifyStats& st = ar.st;
-  const Module& mod = *mem.mod;
-  const auto search = ar.search_of(mod);
-  const SchemeGroup& grp = s.group(mod);
   auto& pool = ar.pool;
-  auto& pk1 = ar.pk1;
-  auto& sc1 = ar.sc1;
+  auto &pk1 = ar.pk1, &sc1 = ar.sc1;
   const Module& m = *mem.mod;
+  const auto search = ar.search_of(m);
+  const SchemeGroup& grp = s.group(m);
   const std::uint64_t n = m.n, k = m.k;
   const float gs_q = read_f32_scalar(q, m.gs).value_or(std::numeric_limits<float>::quiet_NaN());
   const float gs_own = nvfp4::global_scale(mem.observed_amax, mem.src.dtype);

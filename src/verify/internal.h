@@ -234,6 +234,10 @@ inline constexpr const char* kHintRequant = "re-run `fp4forge quantize` from the
 /** The structural pass: every check that reads the quantized checkpoint alone (structure.cc). */
 void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
                    VerifyStats& st);
+/** The config groups' targets against the names vLLM looks a scheme up by: every quantized module covered, each
+ * fused layer and experts block loaded with the group its tensors are written for, no `re:` target that selects
+ * nothing (targets.cc). Runs after the fused sets are known (Structure::sets). */
+void check_targets(const Structure& s, Sink& sink);
 /** Scales and codes of every quantized module scanned (values.cc). */
 void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifyStats& st);
 /** Every quantized module compared with its source weight, every kept tensor with its source (against.cc). */
