@@ -98,14 +98,14 @@ struct Mod {
   Rule rule = Rule::POLICY;
   std::string reason;
   std::string pattern;
-  std::string experts_key;  ///< "<...>.experts" for routed experts, "" otherwise
+  std::string experts_key;  ///< "<...>.experts." for routed experts (with the dot), "" otherwise
   std::size_t scheme = 0;   ///< index into PlanBuilder::cands (the recipe's choice)
 };
 
 std::string experts_key_of(std::string_view module) {
   const std::size_t p = module.find(".experts.");
   if (p == std::string_view::npos) return {};
-  return std::string(module.substr(0, p + 8));
+  return std::string(module.substr(0, p + 9));  // "<...>.experts." (the trailing dot: as blk.key + ".")
 }
 
 struct PatternSet {

@@ -14,46 +14,15 @@
 #include "fp4forge/model/scheme_policy.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/util/format.h"
+#include "plan_test_util.h"
 
 namespace fp4forge::quant {
 namespace {
 
 using ::testing::HasSubstr;
+using ptest::fixture;
+using ptest::slurp;
 const std::string kData = FP4FORGE_TEST_DATA;
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-PlanInput fixture(const std::string& name) {
-  PlanInput in;
-  in.config = nlohmann::ordered_json::parse(slurp(kData + "/" + name + "/config.json"));
-  const auto idx = nlohmann::json::parse(slurp(kData + "/" + name + "/model.safetensors.index.json"));
-  in.index_file = "model.safetensors.index.json";
-  std::map<std::string, std::size_t> shard_of;
-  for (const auto& [t, shard] : idx["weight_map"].items()) {
-    const std::string s = shard.get<std::string>();
-    if (!shard_of.count(s)) shard_of[s] = 0;
-  }
-  for (auto& [s, i] : shard_of) {
-    i = in.shard_names.size();
-    in.shard_names.push_back(s);
-  }
-  in.shard_metadata.assign(in.shard_names.size(), {{"format", "pt"}});
-  const auto tj = nlohmann::json::parse(slurp(kData + "/" + name + ".tensors.json"));
-  for (const auto& [t, v] : tj.items()) {
-    SourceTensor st;
-    st.name = t;
-    st.shard = shard_of.at(v[0].get<std::string>());
-    st.dtype = *parse_dtype(v[1].get<std::string>());
-    st.shape = v[2].get<std::vector<std::uint64_t>>();
-    in.tensors.push_back(std::move(st));
-  }
-  return in;
-}
 
 QuantPlan plan_ok(const PlanInput& in, const PlanOptions& o = {}) {
   auto p = make_plan(in, o);

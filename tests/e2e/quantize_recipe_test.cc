@@ -1,0 +1,265 @@
+// Recipes of several schemes end to end (issue 30; quantize/recipe.h, docs/recipes.md):
+// - every fixture x three recipes: quantize -> verify -> verify --against -> doctor, no error and no warning but
+//   the documented ones; every module's tensors byte-identical to what the one-scheme run of its group's scheme
+//   writes (each group's bytes are that preset's, which the golden tests prove against compressed-tensors);
+// - --recipe FILE writes the same bytes as the same rules given as --scheme-for;
+// - verify catches a mixed config whose targets give a module or a fused layer another group than its tensors.
+#include <cctype>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/model/quant_config.h"
+#include "fp4forge/verify/verify.h"
+#include "test_util.h"
+#include "verify_test_util.h"
+
+namespace fp4forge {
+namespace {
+
+using namespace fp4forge::testutil;
+using namespace fp4forge::vtest;
+
+struct RecipeCase {
+  std::string name;
+  std::string flags;  // after SRC DST
+};
+
+const std::vector<RecipeCase> kRecipes = {
+    {"nvfp4_fp8attn", "--scheme nvfp4a16 --scheme-for attention=fp8-dynamic"},
+    {"fp8_nvfp4experts", "--scheme fp8-dynamic --scheme-for experts=nvfp4a16 --scheme-for shared_experts=mxfp4a16"},
+    {"lastlayer_fp8", "--scheme nvfp4a16 --scheme-for last_n_layers=1=fp8-dynamic"},
+};
+
+/** quantize SRC DST FLAGS --json; a family whose experts vLLM cannot load quantized: again with them kept. */
+int quantize(const std::string& src, const sfs::path& dst, const std::string& flags, std::string* out,
+             std::string* err) {
+  const std::string base = "quantize " + q(src) + " " + q(dst) + " " + flags + " -j 2 --json";
+  int rc = run_cli(base, out, err);
+  if (rc == 3 && err->find("cannot be served quantized") != std::string::npos) {
+    sfs::remove_all(dst);
+    rc = run_cli(base + " --ignore 're:.*experts'", out, err);
+  }
+  return rc;
+}
+
+std::set<std::string> warning_kinds(const nlohmann::json& j) {
+  std::set<std::string> k;
+  for (const auto& f : j["findings"])
+    if (str_field(f, "severity") == "warning") k.insert(str_field(f, "kind"));
+  return k;
+}
+
+bool allowed_warning(const std::string& k) {
+  return k == "low-quantized-share" || k == "geometry-unchecked" || k == "zero-experts-stored" ||
+         k == "quant-config-multi-group";
+}
+
+/** module -> the preset of the group vLLM gives it, for every quantized module of `dir`. */
+std::map<std::string, std::string> module_presets(const Checkpoint& ck) {
+  const auto qc = parse_quant_config(ck.config()["quantization_config"]);
+  EXPECT_TRUE(qc.ok());
+  const auto gm = GroupMatcher::compile(*qc);
+  EXPECT_TRUE(gm.ok());
+  std::map<std::string, std::string> out;
+  for (const auto& t : ck.tensors()) {
+    const std::size_t dot = t.name.rfind('.');
+    const std::string param = t.name.substr(dot + 1);
+    if (param != "weight_packed" && !(param == "weight" && t.info->dtype == DType::F8_E4M3)) continue;
+    const std::string mod = t.name.substr(0, dot);
+    const GroupMatch m = gm->match(mod, "Linear");
+    out[mod] = m.group < 0 ? "none" : scheme_label(qc->groups[static_cast<std::size_t>(m.group)], qc->format);
+  }
+  return out;
+}
+
+class RecipeOwnOutput : public ::testing::TestWithParam<std::tuple<std::string, std::size_t>> {};
+
+TEST_P(RecipeOwnOutput, CleanAndEachGroupIsItsSchemesBytes) {
+  const auto& [fx, ri] = GetParam();
+  const RecipeCase& rc = kRecipes[ri];
+  const std::string src = kData + "/" + fx;
+  TempDir tmp;
+  const sfs::path dst = tmp.path / "mixed";
+  std::string out, err;
+  const int code = quantize(src, dst, rc.flags, &out, &err);
+  if (code == 3 && err.find("nothing to quantize") != std::string::npos) {
+    EXPECT_FALSE(sfs::exists(dst)) << fx << " " << rc.name;
+    return;
+  }
+  ASSERT_EQ(code, 0) << fx << " " << rc.name << ": " << err;
+  const auto sum = nlohmann::json::parse(out);
+
+  EXPECT_EQ(run_cli("verify " + q(dst) + " --json", &out, &err), 0) << err << out;
+  EXPECT_EQ(failing_findings(out), "") << fx << " " << rc.name << " verify";
+  ASSERT_EQ(run_cli("verify " + q(dst) + " --against " + q(src) + " --json", &out, &err), 0) << err << out;
+  EXPECT_EQ(failing_findings(out), "") << fx << " " << rc.name << " verify --against";
+  const auto vj = nlohmann::json::parse(out);
+  EXPECT_EQ(vj["stats"]["quantized_modules"], sum["quantized_weights"]) << fx << " " << rc.name;
+  EXPECT_EQ(vj["stats"]["against"]["compared_quantized"], vj["stats"]["quantized_modules"]);
+  EXPECT_EQ(vj["stats"]["against"]["reencode_mismatched_rows"], 0);
+  for (const auto& k : warning_kinds(vj)) EXPECT_TRUE(allowed_warning(k)) << fx << " " << rc.name << ": " << k;
+
+  EXPECT_EQ(run_cli("doctor " + q(dst) + " --json", &out, &err), 0) << err << out;
+  EXPECT_EQ(failing_findings(out), "") << fx << " " << rc.name << " doctor";
+  const auto dj = nlohmann::json::parse(out);
+  std::string sout;
+  run_cli("doctor " + q(src) + " --json", &sout, &err);
+  const auto source_warnings = warning_kinds(nlohmann::json::parse(sout));
+  for (const auto& k : warning_kinds(dj))
+    EXPECT_TRUE(allowed_warning(k) || source_warnings.count(k)) << fx << " " << rc.name << " doctor: " << k;
+
+  // Each group's bytes: every tensor of a quantized module equals the one-scheme run of the module's scheme.
+  const Checkpoint mixed = open_ok(dst);
+  const auto presets = module_presets(mixed);
+  std::map<std::string, std::optional<Checkpoint>> single;  // preset -> its one-scheme output (nullopt: refused)
+  for (const auto& [mod, preset] : presets) {
+    ASSERT_NE(preset, "none") << mod;
+    if (single.count(preset)) continue;
+    const sfs::path one = tmp.path / preset;
+    std::string o1, e1;
+    if (quantize(src, one, "--scheme " + preset, &o1, &e1) != 0) {
+      single[preset] = std::nullopt;  // nothing of this scheme alone (shapes): compared by verify --against only
+      continue;
+    }
+    single[preset] = open_ok(one);
+  }
+  std::size_t compared = 0;
+  for (const auto& t : mixed.tensors()) {
+    const std::string mod = t.name.substr(0, t.name.rfind('.'));
+    const auto it = presets.find(mod);
+    if (it == presets.end() || !single.at(it->second)) continue;
+    const Checkpoint& one = *single.at(it->second);
+    const TensorRef* u = one.find(t.name);
+    if (u == nullptr) continue;  // kept by that run alone (a partner outside the recipe's selection)
+    EXPECT_EQ(t.info->dtype, u->info->dtype) << t.name;
+    EXPECT_EQ(t.info->shape, u->info->shape) << t.name;
+    const auto a = mixed.data(t), b = one.data(*u);
+    EXPECT_TRUE(a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin()))
+        << fx << " " << rc.name << ": " << t.name << " differs from the " << it->second << " run's";
+    ++compared;
+  }
+  if (!presets.empty()) {
+    EXPECT_GT(compared, 0u) << fx << " " << rc.name;
+  }
+}
+
+std::vector<std::tuple<std::string, std::size_t>> cases() {
+  std::vector<std::tuple<std::string, std::size_t>> out;
+  for (const auto& fx : fixture_names())
+    for (std::size_t i = 0; i < kRecipes.size(); ++i) out.emplace_back(fx, i);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFixtures, RecipeOwnOutput, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, std::size_t>>& p) {
+                           std::string n = std::get<0>(p.param) + "_" + kRecipes[std::get<1>(p.param)].name;
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+TEST(Recipe, RecipeFileWritesTheSameBytesAsSchemeFor) {
+  TempDir tmp;
+  const std::string src = kData + "/qwen3_moe";
+  {
+    std::ofstream f(tmp.path / "r.yaml");
+    f << "scheme: fp8-dynamic\nrules:\n  - match: experts\n    scheme: nvfp4a16\n";
+  }
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "a") + " --recipe " + q(tmp.path / "r.yaml") +
+                        " --no-progress",
+                    &out, &err),
+            0)
+      << err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "b") +
+                        " --scheme fp8-dynamic --scheme-for experts=nvfp4a16 --no-progress",
+                    &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(changed_names(file_contents(tmp.path / "a"), file_contents(tmp.path / "b")), "");
+  // --scheme on the command line wins over the recipe's default.
+  ASSERT_EQ(run_cli("quantize " + q(src) + " --dry-run --json --scheme w4a16 --recipe " + q(tmp.path / "r.yaml"),
+                    &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out)["plan"];
+  EXPECT_EQ(j["schemes"][0]["scheme"], "nvfp4a16");  // experts (the default w4a16 has nothing: hidden 64)
+  // Bad rules are usage errors (exit 2), nothing written.
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "c") + " --scheme-for attn=fp8-block", &out, &err), 2);
+  EXPECT_NE(err.find("neither a role nor a module name"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "c") + " --scheme-for 're:.*experts\\.0\\..*=fp8-dynamic'",
+                    &out, &err),
+            2);
+  EXPECT_NE(err.find("would get two schemes"), std::string::npos) << err;
+  EXPECT_FALSE(sfs::exists(tmp.path / "c"));
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "c") + " --recipe " + q(tmp.path / "none.yaml"), &out,
+                    &err),
+            4);
+}
+
+/** llama quantized NVFP4A16 with attention in FP8_DYNAMIC, then its targets edited. */
+class MixedTargets : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string out, err;
+    ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dir()) +
+                          " --scheme nvfp4a16 --scheme-for attention=fp8-dynamic --no-progress",
+                      &out, &err),
+              0)
+        << err;
+  }
+  sfs::path dir() const { return tmp_.path / "q"; }
+  VerifyReport verify() const {
+    Checkpoint ck = open_ok(dir());
+    auto r = verify_checkpoint(ck, nullptr, VerifyOptions{});
+    EXPECT_TRUE(r.ok());
+    return std::move(r).value();
+  }
+  TempDir tmp_;
+};
+
+TEST_F(MixedTargets, AsWrittenItIsClean) {
+  const VerifyReport r = verify();
+  EXPECT_TRUE(r.ok()) << dump(r.findings);
+  EXPECT_EQ(r.stats.scheme, "FP8_DYNAMIC+NVFP4A16");
+}
+
+TEST_F(MixedTargets, AFusedLayerLeftToTheLinearGroupIsCaught) {
+  // Without the qkv_proj target, vLLM matches the fused layer by class (Linear) and loads FP8 tensors as NVFP4.
+  edit_config(dir(), [](Json& c) {
+    auto& t = c["quantization_config"]["config_groups"]["group_1"]["targets"];
+    Json kept = Json::array();
+    for (const auto& x : t)
+      if (x.get<std::string>().find("qkv_proj") == std::string::npos) kept.push_back(x);
+    t = kept;
+  });
+  const VerifyReport r = verify();
+  const Finding* f = find_kind(r, "quant-config-invalid");
+  ASSERT_NE(f, nullptr) << dump(r.findings);
+  EXPECT_NE(f->message.find("fused layer 'model.layers.0.self_attn.qkv_proj' takes group 'group_0'"), std::string::npos)
+      << f->message;
+  EXPECT_FALSE(r.ok());
+}
+
+TEST_F(MixedTargets, AModuleTheTargetsGiveAnotherSchemeIsCaught) {
+  // Attention targets dropped altogether: vLLM gives the FP8 attention group_0 (NVFP4) and finds no weight_packed.
+  edit_config(dir(), [](Json& c) {
+    auto& g = c["quantization_config"]["config_groups"];
+    g["group_1"]["targets"] = Json::array({"model.layers.0.mlp.nothing"});
+  });
+  const VerifyReport r = verify();
+  const Finding* f = find_kind(r, "orphan-scale");
+  ASSERT_NE(f, nullptr) << dump(r.findings);
+  EXPECT_NE(f->message.find("its tensors are FP8_DYNAMIC's, but vLLM gives it config group 'group_0'"), std::string::npos)
+      << f->message;
+  EXPECT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace fp4forge
