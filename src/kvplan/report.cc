@@ -156,6 +156,7 @@ Json to_json(const Plan& plan) {
     o["spec_tokens"] = a.kv.spec_tokens;
     o["mm"] = a.mm;
     o["assume"] = a.assume ? Json(std::string(quant_scheme_name(*a.assume))) : Json(nullptr);
+    o["recipe"] = a.recipe.empty() ? Json(nullptr) : Json(a.recipe);
     o["concurrency"] = a.concurrency;
     o["block_size"] = a.kv.block_size > 0 ? Json(a.kv.block_size) : Json(nullptr);
     o["mamba_ssm_dtype"] = a.kv.mamba_ssm_cache_dtype;
@@ -246,7 +247,11 @@ std::string to_text(const Plan& plan) {
     if (m.weights.mtp_bytes) wnote += fmt::format(", MTP {} {}", format_bytes(m.weights.mtp_bytes),
                                                   m.arg.kv.spec_tokens > 0 ? "included" : "not loaded");
     if (m.arg.assume)
-      wnote += fmt::format(", {} assumed for {} Linears", quant_scheme_preset(*m.arg.assume), m.weights.quantized_linears);
+      wnote += m.arg.recipe.empty()
+                   ? fmt::format(", {} assumed for {} Linears", quant_scheme_preset(*m.arg.assume),
+                                 m.weights.quantized_linears)
+                   : fmt::format(", recipe {} (default {}) assumed for {} Linears", m.arg.recipe,
+                                 quant_scheme_preset(*m.arg.assume), m.weights.quantized_linears);
     o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
     if (m.arg.kv.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp);
     o += "\n";

@@ -214,6 +214,17 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       auto s = parse_quant_scheme(v);
       if (!s.ok()) return bad("a scheme: " + quant_scheme_names());
       a.assume = *s;
+    } else if (key == "recipe") {
+      auto r = quant::read_recipe(std::string(v));
+      if (!r.ok()) return seat_error(text, fmt::format("recipe={}: {}", v, r.error().message));
+      a.recipe = std::string(v);
+      a.assume_rules = r->rules;
+      a.assume_ignore = r->ignore;
+      if (r->scheme && !a.assume) {
+        auto s = parse_quant_scheme(*r->scheme);
+        if (!s.ok()) return seat_error(text, fmt::format("recipe={}: {}", v, s.error().message));
+        a.assume = *s;
+      }
     } else if (key == "weights" || key == "overhead") {
       auto s = parse_size(v);
       if (!s.ok()) return bad("a size such as 30GiB");
@@ -259,6 +270,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     }
   }
   if (a.served_name.empty()) a.served_name = a.name;
+  if (!a.recipe.empty() && !a.assume) a.assume = QuantScheme::NVFP4A16;  // quantize's default scheme
   if (a.weights && a.assume)
     return seat_error(text, "weights=SIZE and assume= exclude each other (give the quantized size as weights=, "
                       "or drop it to size the headers)");
@@ -357,6 +369,8 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
     WeightOptions wo;
     wo.include_mtp = arg.kv.spec_tokens > 0;
     wo.assume = arg.assume;
+    wo.rules = arg.assume_rules;
+    wo.ignore = arg.assume_ignore;
     m.weights = estimate_weights(*ck, m.info, wo);
     m.weight_bytes = m.weights.bytes;
     if (!m.weights.planner_note.empty()) m.notes.push_back(m.weights.planner_note);

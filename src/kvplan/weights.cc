@@ -73,11 +73,14 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
     quant::PlanOptions po;
     po.scheme = std::string(scheme_traits(*opts.assume).name);
     po.observer = "minmax";  // the observer changes no size
+    po.scheme_for = opts.rules;
+    for (auto& r : po.scheme_for) r.observer = "minmax";
+    po.ignore = opts.ignore;
     if (auto plan = quant::make_plan(ckpt, po); plan.ok()) {
       use_plan = true;
       for (const quant::QuantUnit& u : plan->units) {
         auto& [bytes, n] = planned[plan->decisions[u.decision].name];
-        bytes += linear_bytes(*opts.assume, u.rows, u.cols, u.dtype);
+        bytes += linear_bytes(plan->schemes[u.scheme].scheme, u.rows, u.cols, u.dtype);
         ++n;
       }
     } else {

@@ -263,3 +263,38 @@ TEST_F(MixedTargets, AModuleTheTargetsGiveAnotherSchemeIsCaught) {
 
 }  // namespace
 }  // namespace fp4forge
+
+namespace fp4forge {
+namespace {
+
+using namespace fp4forge::testutil;
+
+/** Weight bytes `plan` gives a seat. */
+std::uint64_t planned_weights(const std::string& seat) {
+  std::string out, err;
+  EXPECT_EQ(run_cli("plan --seat '" + seat + "' --json", &out, &err), 0) << err;
+  return nlohmann::json::parse(out)["seats"][0]["weights"]["bytes"].get<std::uint64_t>();
+}
+
+TEST(RecipePlanSeat, RecipeSizesWhatQuantizeWritesWithIt) {
+  TempDir tmp;
+  const std::string src = kData + "/qwen3_moe";
+  const sfs::path r = tmp.path / "r.yaml";
+  {
+    std::ofstream f(r);
+    f << "scheme: fp8-dynamic\nrules:\n  - match: experts\n    scheme: nvfp4a16\n";
+  }
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "q") + " --recipe " + q(r) + " --no-progress", &out, &err),
+            0)
+      << err;
+  const std::uint64_t written = planned_weights("m=" + (tmp.path / "q").string());
+  EXPECT_EQ(planned_weights("m=" + src + ":recipe=" + r.string()), written);
+  EXPECT_NE(planned_weights("m=" + src + ":assume=fp8-dynamic"), written);  // the rules change the size
+  // A recipe that cannot be read is the seat's error, not a silent unquantized size.
+  EXPECT_NE(run_cli("plan --seat 'm=" + src + ":recipe=" + (tmp.path / "none.yaml").string() + "'", &out, &err), 0);
+  EXPECT_NE(err.find("recipe="), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace fp4forge

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fp4forge/core/error.h"
+#include "fp4forge/quantize/recipe.h"
 #include "fp4forge/kvplan/kv_cache.h"
 #include "fp4forge/kvplan/vllm_version.h"
 #include "fp4forge/kvplan/weights.h"
@@ -32,7 +33,7 @@ inline constexpr SeatKey kSeatKeys[] = {
     {"max_model_len", "TOKENS"},  {"kv_cache_dtype", "auto|bf16|fp8|fp8_e5m2|int8_per_token_head|..."},
     {"gpu_memory_utilization", "FRACTION"}, {"max_num_batched_tokens", "TOKENS"}, {"tp", "N"},
     {"prefix_caching", "on|off"}, {"spec_tokens", "N"}, {"mm", "on|off"}, {"assume", "SCHEME"},
-    {"weights", "SIZE"}, {"overhead", "SIZE"}, {"concurrency", "REQUESTS"}, {"gpu", "ID[+ID]"},
+    {"recipe", "FILE"}, {"weights", "SIZE"}, {"overhead", "SIZE"}, {"concurrency", "REQUESTS"}, {"gpu", "ID[+ID]"},
     {"port", "PORT"}, {"block_size", "TOKENS"}, {"mamba_ssm_dtype", "DTYPE"}, {"mamba_cache_dtype", "DTYPE"},
     {"hybrid_manager", "on|off"}, {"served_name", "NAME"}, {"vllm_version", "X.Y"}, {"max_num_seqs", "N"},
     {"enforce_eager", "on|off"}, {"dtype", "auto|bfloat16|float16|float32"}, {"allow_long_max_model_len", "on|off"}};
@@ -53,6 +54,12 @@ struct SeatArg {
   std::optional<std::int64_t> max_num_batched_tokens;   ///< default: vLLM's rule for the GPU
   bool mm = true;                                       ///< multimodal profiling / inputs
   std::optional<QuantScheme> assume;                         ///< assume=SCHEME: size Linears as quantized
+  /** recipe=FILE: size as `quantize --recipe FILE` writes (quantize/recipe.h): its rules and ignore entries, its
+   * default scheme unless assume= names one (nvfp4a16 when neither does). The file is read when the seat is
+   * parsed. */
+  std::string recipe;
+  std::vector<quant::SchemeRule> assume_rules;
+  std::vector<std::string> assume_ignore;
   std::optional<std::uint64_t> weights;                 ///< weights=SIZE (config-only folders)
   std::optional<std::uint64_t> overhead;                ///< overhead=SIZE (beats --overhead)
   double concurrency = 1.0;                             ///< target requests at max_model_len

@@ -16,6 +16,7 @@
  */
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <optional>
 
@@ -23,12 +24,17 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/core/error.h"
 #include "fp4forge/model/model_info.h"
+#include "fp4forge/quantize/recipe.h"
 
 namespace fp4forge::kvplan {
 
 struct WeightOptions {
   bool include_mtp = false;      ///< speculative decoding with the checkpoint's MTP module
   std::optional<QuantScheme> assume;  ///< size quantizable Linears as this scheme writes them
+  /** With `assume`: a recipe's rules and ignore entries (quantize/recipe.h); each unit is sized as the scheme its
+   * rule gives it writes it. */
+  std::vector<quant::SchemeRule> rules;
+  std::vector<std::string> ignore;
 };
 
 struct WeightEstimate {
