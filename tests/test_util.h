@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -135,6 +136,28 @@ inline std::string failing_findings(const std::string& json_text) {
       if (field(f, "severity") == "error" || field(f, "kind") == "reencode-mismatch")
         s += field(f, "kind") + ": " + field(f, "message") + "\n";
   return s;
+}
+
+/** The warning kinds of a --json report. */
+inline std::set<std::string> warning_kinds(const nlohmann::json& j) {
+  std::set<std::string> k;
+  if (j.contains("findings"))
+    for (const auto& f : j["findings"])
+      if (str_field(f, "severity") == "warning") k.insert(str_field(f, "kind"));
+  return k;
+}
+
+/** `fp4forge quantize SRC DST FLAGS -j 2 --json`; a family whose routed experts vLLM cannot load quantized is run
+ * again with them kept (--ignore 're:.*experts'), as its users must. */
+inline int quantize_json(const std::string& src, const stdfs::path& dst, const std::string& flags, std::string* out,
+                         std::string* err) {
+  const std::string base = "quantize " + q(src) + " " + q(dst) + " " + flags + " -j 2 --json";
+  int rc = run_cli(base, out, err);
+  if (rc == 3 && err->find("cannot be served quantized") != std::string::npos) {
+    stdfs::remove_all(dst);
+    rc = run_cli(base + " --ignore 're:.*experts'", out, err);
+  }
+  return rc;
 }
 
 }  // namespace fp4forge::testutil

@@ -36,23 +36,9 @@ const std::vector<RecipeCase> kRecipes = {
     {"lastlayer_fp8", "--scheme nvfp4a16 --scheme-for last_n_layers=1=fp8-dynamic"},
 };
 
-/** quantize SRC DST FLAGS --json; a family whose experts vLLM cannot load quantized: again with them kept. */
 int quantize(const std::string& src, const sfs::path& dst, const std::string& flags, std::string* out,
              std::string* err) {
-  const std::string base = "quantize " + q(src) + " " + q(dst) + " " + flags + " -j 2 --json";
-  int rc = run_cli(base, out, err);
-  if (rc == 3 && err->find("cannot be served quantized") != std::string::npos) {
-    sfs::remove_all(dst);
-    rc = run_cli(base + " --ignore 're:.*experts'", out, err);
-  }
-  return rc;
-}
-
-std::set<std::string> warning_kinds(const nlohmann::json& j) {
-  std::set<std::string> k;
-  for (const auto& f : j["findings"])
-    if (str_field(f, "severity") == "warning") k.insert(str_field(f, "kind"));
-  return k;
+  return quantize_json(src, dst, flags, out, err);
 }
 
 bool allowed_warning(const std::string& k) {

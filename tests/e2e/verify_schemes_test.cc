@@ -43,21 +43,7 @@ const std::vector<std::string> kAllSchemes = {"nvfp4a16", "mxfp4a16", "fp8-dynam
 /** quantize SRC DST --scheme S (a family whose experts vLLM cannot load quantized: with them kept). */
 int quantize(const std::string& src, const sfs::path& dst, const std::string& scheme, std::string* out,
              std::string* err, const std::string& extra = "") {
-  const std::string base = "quantize " + q(src) + " " + q(dst) + " --scheme " + scheme + " -j 2 --json" + extra;
-  int rc = run_cli(base, out, err);
-  if (rc == 3 && err->find("cannot be served quantized") != std::string::npos) {
-    sfs::remove_all(dst);
-    rc = run_cli(base + " --ignore 're:.*experts'", out, err);
-  }
-  return rc;
-}
-
-/** Warning kinds of a --json report. */
-std::set<std::string> warning_kinds(const nlohmann::json& j) {
-  std::set<std::string> k;
-  for (const auto& f : j["findings"])
-    if (testutil::str_field(f, "severity") == "warning") k.insert(testutil::str_field(f, "kind"));
-  return k;
+  return quantize_json(src, dst, "--scheme " + scheme + extra, out, err);
 }
 
 // ---- every fixture, every scheme ------------------------------------------------------------------
