@@ -28,7 +28,7 @@ struct QuantizeOpts {
   std::string mtp_from;  ///< a checkpoint folder, taken like `src`
   std::vector<std::string> scheme_for;  ///< --scheme-for SELECTOR=SCHEME[:OBSERVER]
   std::string recipe;                   ///< --recipe FILE
-  bool scheme_given = false, observer_given = false;
+  bool scheme_given = false, observer_given = false, requantize_fp8 = false;
   quant::PlanOptions plan;
   unsigned jobs = 0;
   bool dry_run = false, resume = false, restart = false, json = false, verbose = false, no_progress = false;
@@ -55,6 +55,7 @@ int run_quantize(const QuantizeOpts& o) {
   if (!src) return report_error(src.error(), o.json);
   quant::QuantizeParams p;
   p.plan = o.plan;
+  p.plan.fp8_passthrough = !o.requantize_fp8;
   for (const auto& a : o.scheme_for) {
     auto r = quant::parse_scheme_for(a);
     if (!r) return report_error(r.error(), o.json);
@@ -149,6 +150,9 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_option("--mtp-from", o->mtp_from,
                  "SRC lacks its MTP tensors (a transformers re-save): splice them, unquantized, from this "
                  "checkpoint folder (the original release) into DST's model-mtp.safetensors, listed in ignore");
+  sub.add_flag("--requantize-fp8", o->requantize_fp8,
+               "FP8 source weights whose target is their own FP8 form (fp8-block from 128x128 blocks, fp8-dynamic from "
+               "per-channel scales) are passed through losslessly by default; re-encode them from the bf16 expansion");
   sub.add_flag("--dry-run", o->dry_run, "print the plan and write nothing");
   sub.add_flag("--strict", o->plan.strict, "a weight with in_features % 16 != 0 is an error instead of kept");
   sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores; at most 1024)")

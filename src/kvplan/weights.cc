@@ -80,7 +80,7 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
       use_plan = true;
       for (const quant::QuantUnit& u : plan->units) {
         auto& [bytes, n] = planned[plan->decisions[u.decision].name];
-        bytes += linear_bytes(plan->schemes[u.scheme].scheme, u.rows, u.cols, u.dtype);
+        bytes += linear_bytes(plan->schemes[u.scheme].scheme, u.rows, u.cols, u.out_dtype());
         ++n;
       }
     } else {

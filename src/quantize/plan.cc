@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fp4forge/codec/fp8.h"
 #include "fp4forge/codec/scheme.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/registry.h"
@@ -254,6 +255,8 @@ struct PlanBuilder {
   void settle_schemes();
   /** Each group's targets, proven to select exactly its modules the way vLLM matches them. */
   Status make_targets();
+  /** FP8 source weights written in their own FP8 form: passed through (QuantUnit::passthrough). */
+  void mark_passthrough();
 };
 
 Status PlanBuilder::check_inputs() {
@@ -814,6 +817,19 @@ void PlanBuilder::make_units() {
   }
 }
 
+void PlanBuilder::mark_passthrough() {
+  if (!opts.fp8_passthrough || !plan.fp8_source) return;
+  for (auto& u : plan.units) {
+    const std::size_t wi = plan.decisions[u.decision].fp8;
+    if (wi == TensorDecision::kNoFp8) continue;
+    const Fp8Weight& w = plan.fp8_source->weights[wi];
+    if (!fp8_passthrough_form(w, plan.schemes[u.scheme].scheme) || w.shape.size() != 2) continue;
+    u.passthrough = true;
+    u.scale_dtype = w.grid.scale_dtype;
+    ++plan.passthrough_units;
+  }
+}
+
 Status PlanBuilder::make_scale_groups() {
   std::vector<bool> grouped(plan.units.size(), false);
   // Only NVFP4 shares a scale across a fused set; every other scheme's units stand alone.
@@ -893,7 +909,8 @@ Status PlanBuilder::lay_out_shards() {
   for (std::size_t u = 0; u < plan.units.size(); ++u) {
     const auto& un = plan.units[u];
     const QuantScheme qs = plan.schemes[un.scheme].scheme;
-    for (const LinearTensorSpec& t : linear_tensors(qs, un.rows, un.cols, un.dtype)) {
+    // A passthrough unit's scale keeps the source's dtype; every other FP8/W4A16 scale is in the weight's dtype.
+    for (const LinearTensorSpec& t : linear_tensors(qs, un.rows, un.cols, un.out_dtype())) {
       st::OutTensor ot{fmt::format("{}.{}", un.module, t.suffix), t.dtype, t.shape};
       if (out_src[un.shard].count(ot.name))
         return make_error(Errc::BAD_INPUT, "output tensor '{}' collides with a source tensor of the same name",
@@ -902,7 +919,7 @@ Status PlanBuilder::lay_out_shards() {
       out[un.shard].push_back(std::move(ot));
     }
     plan.quantized_params += un.rows * un.cols;
-    plan.quantized_out_bytes += linear_bytes(qs, un.rows, un.cols, un.dtype);
+    plan.quantized_out_bytes += linear_bytes(qs, un.rows, un.cols, un.out_dtype());
   }
   for (std::size_t s = 0; s < in.shard_names.size(); ++s) {
     OutShard os;
@@ -1035,6 +1052,9 @@ void PlanBuilder::summarize() {
   if (other_kept)
     plan.summary.push_back(fmt::format("{} other tensor{} kept (biases, unaligned or ignored weights, ...)",
                                        format_count(other_kept), other_kept == 1 ? "" : "s"));
+  if (plan.passthrough_units > 0)
+    plan.summary.push_back(fmt::format("{} FP8 weight{} passed through losslessly (payload copied, scale renamed)",
+                                       format_count(plan.passthrough_units), plan.passthrough_units == 1 ? "" : "s"));
   if (plan.schemes.size() > 1)
     for (const PlanScheme& ps : plan.schemes)
       plan.summary.push_back(fmt::format("{}: {} {} weight{} ({})", ps.group, format_count(ps.units),
@@ -1243,6 +1263,23 @@ Status PlanBuilder::make_targets() {
   return {};
 }
 
+}  // namespace
+
+bool fp8_passthrough_form(const Fp8Weight& w, QuantScheme s) noexcept {
+  const fp8::ScaleGrid& g = w.grid;
+  if (g.scale_dtype != DType::F32 && g.scale_dtype != DType::BF16) return false;
+  switch (s) {
+    case QuantScheme::FP8_BLOCK:
+      return g.layout == fp8::ScaleLayout::TENSOR ||
+             (g.layout == fp8::ScaleLayout::BLOCK && g.block_rows == fp8::kBlock && g.block_cols == fp8::kBlock);
+    case QuantScheme::FP8_DYNAMIC:
+      return g.layout == fp8::ScaleLayout::TENSOR || g.layout == fp8::ScaleLayout::CHANNEL;
+    default: return false;
+  }
+}
+
+namespace {
+
 /** The planner input of an FP8 source's bf16 expansion: FP8 weights as BF16 tensors of their shape, their
  * scales and the dropped activation scales gone, the quantization config removed. */
 PlanInput expanded_input(const PlanInput& in, const Fp8Source& fp8) {
@@ -1304,6 +1341,7 @@ Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
   b.make_units();
   FP4FORGE_TRY(b.check_rules());
   b.settle_schemes();
+  b.mark_passthrough();
   FP4FORGE_TRY(b.make_scale_groups());
   b.expand_ignore();
   FP4FORGE_TRY(b.make_targets());

@@ -112,6 +112,7 @@ nlohmann::ordered_json to_json(const QuantPlan& plan) {
   j["source_format"] = plan.fp8_source ? fp8_source_json(*plan.fp8_source) : ojson(nullptr);
   j["output_bytes"] = plan.output_bytes;
   j["quantized_params"] = plan.quantized_params;
+  j["passthrough_weights"] = plan.passthrough_units;
   j["text_linear_params"] = plan.text_params;
   j["text_quantized_share"] = plan.text_quantized_share();
   j["unroled"] = plan.unroled;

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fp4forge/codec/fp8.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/codec/scheme_search.h"
@@ -162,7 +163,7 @@ class Runner {
   const PlanScheme& group_scheme(std::size_t g) const { return plan_.schemes[plan_.groups[g].scheme]; }
   /** Output bytes per source row of `u` under its scheme (for task sizes). */
   std::uint64_t out_row_bytes(const QuantUnit& u) const {
-    return linear_bytes(scheme_of(u), u.rows, u.cols, u.dtype) / std::max<std::uint64_t>(u.rows, 1);
+    return linear_bytes(scheme_of(u), u.rows, u.cols, u.out_dtype()) / std::max<std::uint64_t>(u.rows, 1);
   }
   /** Output tensors of one unit (2 or 3), the progress bar's item count. */
   std::uint64_t unit_tensors(const QuantUnit& u) const { return linear_tensors(scheme_of(u), 1, 128, DType::BF16).size(); }
@@ -195,6 +196,8 @@ class Runner {
     return static_cast<std::size_t>(std::find(grp.units.begin(), grp.units.end(), ui) - grp.units.begin());
   }
   Status write_gs(std::size_t ui, float gs);
+  /** Rows [r0, r1) of a passthrough unit: its FP8 payload and the scale rows covering them, as stored. */
+  Status pass_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1);
   Status write_shape(std::size_t ui);
 
   // The steps of run(), in order.
@@ -280,8 +283,29 @@ Status Runner::write_shape(std::size_t ui) {
   return write(u.shard, u.shape_begin, b);
 }
 
+Status Runner::pass_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1) {
+  // The FP8 payload rows as stored, and the scale rows that cover them (FP8_BLOCK: r0 is a multiple of 128).
+  const Fp8Weight& w = *fp8_of(u.decision);
+  const QuantScheme scheme = scheme_of(u);
+  FP4FORGE_TRY(write(u.shard, u.packed_begin + r0 * u.cols, ck_.data(*refs_[u.decision]).subspan(r0 * u.cols, (r1 - r0) * u.cols)));
+  const TensorRef* st = ck_.find(w.scale);
+  if (st == nullptr) return make_error(Errc::INTERNAL, "FP8 scale '{}' of '{}' not found", w.scale, w.tensor);
+  const std::uint64_t es = dtype_bits(u.scale_dtype) / 8;
+  const bool block = scheme_traits(scheme).block_scales;
+  const std::uint64_t s0 = block ? r0 / fp8::kBlock : r0, s1 = block ? fp8::block_scale_rows(r1) : r1;
+  const std::uint64_t per_row = (block ? fp8::block_scale_cols(u.cols) : 1) * es;  // output scale row bytes
+  const auto scales = ck_.data(*st);
+  if (w.grid.layout == fp8::ScaleLayout::TENSOR) {  // one scale: repeated over every output scale element
+    std::vector<std::byte> rep(static_cast<std::size_t>((s1 - s0) * per_row));
+    for (std::uint64_t i = 0; i < rep.size(); i += es) std::memcpy(rep.data() + i, scales.data(), es);
+    return write(u.shard, u.scale_begin + s0 * per_row, rep);
+  }
+  return write(u.shard, u.scale_begin + s0 * per_row, scales.subspan(s0 * per_row, (s1 - s0) * per_row));
+}
+
 Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima) {
   const QuantUnit& u = plan_.units[ui];
+  if (u.passthrough) return pass_rows(u, r0, r1);
   const QuantScheme scheme = scheme_of(u);
   const std::uint64_t n = r1 - r0;
   // The rows' payload and scale, shaped as the scheme writes them for an [n, K] weight: rows [r0, r1) of

@@ -294,6 +294,42 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
 }
 
 
+/**
+ * An FP8 module written from an FP8 source without re-encoding (quantize's lossless passthrough): its payload is
+ * the source's payload byte for byte, and its dequantized values (the scheme's decoder with the stored scale,
+ * rounded to bf16 as the expansion is) equal the source's expansion element for element. The error against the
+ * source is then zero; nullopt when it is not such a module (it is compared by re-encoding instead).
+ */
+std::optional<TensorError> compare_passthrough(const Checkpoint& q, const Checkpoint& src, const Layout& L,
+                                               const Module& m, const SourceView& sv) {
+  if (sv.fp8 == nullptr || sv.data == nullptr || L.payload != "weight" || sv.fp8->shape.size() != 2) return std::nullopt;
+  const std::uint64_t n = m.n, k = m.k;
+  const auto have = q.data(*m.payload), stored = src.data(*sv.tensor);
+  if (have.size() != n * k || stored.size() != have.size() ||
+      std::memcmp(have.data(), stored.data(), have.size()) != 0)
+    return std::nullopt;
+  const LinearData d{have.data(), q.data(*m.scale).data(), m.scale->info->dtype, 1.0f};
+  const std::uint64_t chunk = std::max<std::uint64_t>(fp8::kBlock, (std::uint64_t{1} << 20) / std::max<std::uint64_t>(k, 1) /
+                                                                       fp8::kBlock * fp8::kBlock);
+  std::vector<float> deq;
+  const auto* expansion = reinterpret_cast<const std::uint16_t*>(sv.data);
+  for (std::uint64_t r0 = 0; r0 < n; r0 += chunk) {
+    const std::uint64_t r1 = std::min(n, r0 + chunk);
+    deq.resize(static_cast<std::size_t>((r1 - r0) * k));
+    decode_linear_rows(L.qs, d, n, k, r0, r1, deq.data());
+    for (std::uint64_t i = 0; i < deq.size(); ++i)
+      if (half::float_to_bf16(deq[i]) != expansion[r0 * k + i]) return std::nullopt;
+  }
+  TensorError te;
+  te.module = m.name;
+  te.source = sv.label;
+  te.rows = n;
+  te.cols = k;
+  te.global_scale = std::numeric_limits<float>::quiet_NaN();
+  te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
+  return te;  // rel_rms, ref_rel_rms, minmax_rel_rms: 0 (the source's own values)
+}
+
 /** One comparison run: what every step reads, and the sums and sets they fill. */
 struct Against {
   Against(const Checkpoint& q_, const Checkpoint& src_, const Fp8Source* fp8_, const ModelInfo& info_, const Structure& s_,
@@ -734,6 +770,11 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       const float gs_set = nvfp4::global_scale(set_observed, dt);  // what the config's observer gives
       const float gs_minmax = nvfp4::global_scale(set_amax, dt);
       for (Member& mem : job.members) {
+        if (auto te = compare_passthrough(q, src, s.layout(*mem.mod), *mem.mod, mem.src)) {
+          ++st.passthrough_modules;
+          r.record(std::move(*te));
+          continue;
+        }
         if (!scheme_traits(s.layout(*mem.mod).qs).global_scale) {
           // Every other scheme: the whole module re-encoded and compared byte for byte.
           if (auto te = compare_reencoded(q, s.layout(*mem.mod), *mem.mod, mem.src, opts, sink, st, r.pool,

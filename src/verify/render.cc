@@ -71,6 +71,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
     a["mean_minmax_rel_rms"] = s.mean_minmax_rel_rms;
     a["reencoded_rows"] = s.reencoded_rows;
     a["reencode_mismatched_rows"] = s.reencode_mismatched_rows;
+    a["passthrough_modules"] = s.passthrough_modules;
     Json w = Json::array();
     for (const auto& e : s.worst) w.push_back(tensor_error_json(e));
     a["worst"] = std::move(w);
@@ -108,6 +109,10 @@ std::string to_text(const VerifyReport& r) {
                        "{} kept tensors bit-compared; {} rows re-encoded, {} differ\n",
                        s.compared_quantized, s.mean_rel_rms, s.mean_ref_rel_rms, s.max_rel_rms, s.compared_kept,
                        s.reencoded_rows, s.reencode_mismatched_rows);
+    if (s.passthrough_modules > 0)
+      out += fmt::format("  {} FP8 module(s) passed through losslessly: the source's payload bytes, dequantized values "
+                         "equal to its expansion\n",
+                         s.passthrough_modules);
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0)
       out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f} ({:+.1f}%)\n", s.observer,
                          s.mean_rel_rms, s.mean_minmax_rel_rms,

@@ -801,7 +801,10 @@ void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structu
   std::vector<std::string> off;
   for (const auto& [name, m] : s.modules)
     if (m.quantized() && float_scales(m) && m.scale && nvfp4::is_source_dtype(m.scale->info->dtype) &&
-        m.scale->info->dtype != *model)
+        m.scale->info->dtype != *model &&
+        // FP8: vLLM builds the scale parameters in float32 (fp8_utils.py create_fp8_scale_parameter; code index,
+        // release inferred), so an F32 scale (an FP8 source passed through) loads as it is, nothing rounded.
+        !(m.scale->info->dtype == DType::F32 && scheme_traits(s.layout(m).qs).value_check == ValueCheck::FP8_PAYLOAD))
       off.push_back(m.scale->name);
   if (off.empty()) return;
   const TensorRef* first = q.find(off.front());

@@ -25,6 +25,7 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/safetensors/shard_writer.h"
+#include "fp4forge/quantize/plan.h"
 #include "test_util.h"
 
 namespace fp4forge {
@@ -153,6 +154,8 @@ std::map<std::string, std::string> files_of(const stdfs::path& dir) {
   return out;
 }
 
+// With --requantize-fp8 every scheme re-encodes the expansion; without it, the weights whose target is their own
+// FP8 form are passed through instead (PassthroughIsTheSourcesOwnBytes).
 TEST_P(Fp8SourceE2E, QuantizeIsQuantizingTheExpansionByteForByte) {
   const Checkpoint ck = open_or_die(src()), rk = open_or_die(ref());
   auto fp8 = read_fp8_source(ck);
@@ -163,7 +166,9 @@ TEST_P(Fp8SourceE2E, QuantizeIsQuantizingTheExpansionByteForByte) {
     for (const std::string mem : {"", " --max-memory 8K"}) {
       const auto a = tmp.path / ("a-" + scheme + (mem.empty() ? "" : "-rows")), b = tmp.path / ("b-" + scheme + (mem.empty() ? "" : "-rows"));
       std::string out, err;
-      ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(a) + " --scheme " + scheme + " -j 2 --json" + mem, &out, &err), 0)
+      ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(a) + " --scheme " + scheme + " -j 2 --json --requantize-fp8" + mem,
+                        &out, &err),
+                0)
           << GetParam() << " " << scheme << ": " << err;
       const auto sum = nlohmann::json::parse(out);
       ASSERT_EQ(run_cli("quantize " + q(tmp.path / "expanded") + " " + q(b) + " --scheme " + scheme + " -j 2" + mem, &out, &err), 0)
@@ -245,14 +250,64 @@ TEST_P(Fp8SourceE2E, DryRunDescribesTheSource) {
   }
 }
 
-// plan assume=SCHEME on an FP8 release sizes what quantize writes from it: the same as on its bf16 expansion.
+/** Issue 30: FP8 weights whose target scheme is their own FP8 form are passed through: the output's `weight` is
+ * the source's payload byte for byte, its `weight_scale` the source's scale (the same values, repeated for one
+ * scale per tensor), and verify --against proves every one of them lossless. */
+TEST_P(Fp8SourceE2E, PassthroughIsTheSourcesOwnBytes) {
+  const Checkpoint ck = open_or_die(src());
+  auto fp8 = read_fp8_source(ck);
+  ASSERT_TRUE(fp8.ok() && fp8->has_value());
+  TempDir tmp;
+  for (const auto& [scheme, qs] : {std::pair{std::string("fp8-block"), QuantScheme::FP8_BLOCK},
+                                  std::pair{std::string("fp8-dynamic"), QuantScheme::FP8_DYNAMIC}}) {
+    const auto dst = tmp.path / scheme;
+    std::string out, err;
+    ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(dst) + " --scheme " + scheme + " -j 2 --json --max-memory 8K",
+                      &out, &err),
+              0)
+        << err;
+    const Checkpoint oc = open_or_die(dst.string());
+    std::uint64_t passed = 0;
+    for (const Fp8Weight& w : (*fp8)->weights) {
+      const std::string mod = w.tensor.substr(0, w.tensor.size() - 7);
+      const TensorRef* ow = oc.find(w.tensor);
+      const TensorRef* os = oc.find(mod + ".weight_scale");
+      if (ow == nullptr || ow->info->dtype != DType::F8_E4M3 || os == nullptr) continue;  // kept, or split experts
+      if (!quant::fp8_passthrough_form(w, qs) || w.shape.size() != 2) continue;
+      ++passed;
+      const auto a = oc.data(*ow), b = ck.data(*ck.find(w.tensor));
+      EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << GetParam() << " " << scheme << ": " << w.tensor;
+      EXPECT_EQ(os->info->dtype, w.grid.scale_dtype) << w.tensor;
+      const auto sa = oc.data(*os), sb = ck.data(*ck.find(w.scale));
+      const std::size_t es = dtype_bits(w.grid.scale_dtype) / 8;
+      for (std::size_t i = 0; i < sa.size(); i += es) {  // one scale per tensor: repeated
+        const std::size_t j = w.grid.layout == fp8::ScaleLayout::TENSOR ? 0 : i;
+        ASSERT_EQ(std::memcmp(sa.data() + i, sb.data() + j, es), 0) << w.tensor << " scale element " << i / es;
+      }
+    }
+    const std::string lines = nlohmann::json::parse(out)["summary"].dump();
+    EXPECT_EQ(lines.find("\"" + std::to_string(passed) + " FP8 weight") != std::string::npos, passed > 0) << lines;
+    const int rv = run_cli("verify " + q(dst) + " --against " + q(src()) + " --json", &out, &err);
+    EXPECT_EQ(failing_findings(out), "") << GetParam() << " " << scheme;
+    EXPECT_EQ(rv, 0);
+    EXPECT_EQ(nlohmann::json::parse(out)["stats"]["against"]["passthrough_modules"].get<std::uint64_t>(), passed)
+        << GetParam() << " " << scheme;
+  }
+}
+
+// plan assume=SCHEME on an FP8 release sizes what quantize writes from it: NVFP4A16 the same as on its bf16
+// expansion; FP8_BLOCK (FP8 weights passed through, their scales as stored) what the quantized output weighs.
 TEST_P(Fp8SourceE2E, PlanAssumeSizesTheQuantizedExpansion) {
+  TempDir tmp;
   for (const std::string scheme : {"nvfp4a16", "fp8-block"}) {
     std::uint64_t bytes[2] = {0, 0};
     int i = 0;
-    for (const auto& dir : {src(), ref()}) {
-      std::string out, err;
-      ASSERT_EQ(run_cli("plan --seat a=" + q(dir) + ":max_model_len=512,assume=" + scheme + " --gpu 0=80GiB --json", &out, &err), 0)
+    std::string out, err;
+    const auto dst = tmp.path / scheme;
+    ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(dst) + " --scheme " + scheme + " -j 2", &out, &err), 0) << err;
+    for (const auto& dir : {src(), scheme == "nvfp4a16" ? ref() : dst.string()}) {
+      const std::string assume = dir == dst.string() ? "" : ",assume=" + scheme;
+      ASSERT_EQ(run_cli("plan --seat a=" + q(dir) + ":max_model_len=512" + assume + " --gpu 0=80GiB --json", &out, &err), 0)
           << dir << ": " << err;
       const auto j = nlohmann::json::parse(out);
       bytes[i++] = j["seats"][0]["weights"]["bytes"].get<std::uint64_t>();

@@ -284,3 +284,45 @@ TEST(RecipePlanSeat, RecipeSizesWhatQuantizeWritesWithIt) {
 
 }  // namespace
 }  // namespace fp4forge
+
+namespace fp4forge {
+namespace {
+
+using namespace fp4forge::testutil;
+
+// Issue 30: a DeepSeek FP8 release to NVFP4A16 experts with its attention kept in FP8 (FP8_BLOCK): the attention's
+// payload and scales pass through untouched, the rest is quantized from the bf16 expansion; verify proves both.
+TEST(RecipeFp8Source, AttentionPassesThroughAndTheRestIsQuantized) {
+  TempDir tmp;
+  const std::string src = kData + "/fp8/native-deepseek_v3";
+  std::string out, err;
+  ASSERT_EQ(quantize_json(src, tmp.path / "q", "--scheme nvfp4a16 --scheme-for attention=fp8-block", &out, &err), 0)
+      << err;
+  const auto sum = nlohmann::json::parse(out);
+  ASSERT_EQ(run_cli("verify " + q(tmp.path / "q") + " --against " + q(src) + " --json", &out, &err), 0) << out;
+  EXPECT_EQ(failing_findings(out), "");
+  const auto vj = nlohmann::json::parse(out);
+  EXPECT_EQ(vj["scheme"], "FP8_BLOCK+NVFP4A16");
+  const auto passed = vj["stats"]["against"]["passthrough_modules"].get<std::uint64_t>();
+  EXPECT_GT(passed, 0u);
+  EXPECT_EQ(vj["stats"]["against"]["compared_quantized"], sum["quantized_weights"]);
+  // Every FP8_BLOCK module is a passthrough here (the release's 128 x 128 blocks), none of the NVFP4 ones.
+  std::uint64_t fp8_modules = 0;
+  for (const auto& t : vj["stats"]["against"]["per_tensor"])
+    if (t["module"].get<std::string>().find("self_attn") != std::string::npos) ++fp8_modules;
+  EXPECT_EQ(passed, fp8_modules);
+  EXPECT_EQ(run_cli("doctor " + q(tmp.path / "q") + " --json", &out, &err), 0) << out;
+  EXPECT_EQ(failing_findings(out), "");
+  // The plan says so before anything is written; --requantize-fp8 re-encodes them from the expansion instead
+  // (verify may still find a re-encoded module identical to the source: its block scales round-trip).
+  for (const auto& [flag, want] : {std::pair{std::string(), passed}, std::pair{std::string(" --requantize-fp8"), std::uint64_t{0}}}) {
+    ASSERT_EQ(run_cli("quantize " + q(src) + " --dry-run --json --scheme nvfp4a16 --scheme-for attention=fp8-block" + flag,
+                      &out, &err),
+              0)
+        << err;
+    EXPECT_EQ(nlohmann::json::parse(out)["plan"]["passthrough_weights"].get<std::uint64_t>(), want) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace fp4forge

@@ -57,6 +57,10 @@ struct PlanOptions {
    * the rest. Fused partners and a layer's routed experts must get one scheme (USAGE naming the rule). */
   std::vector<SchemeRule> scheme_for;
   ExpertLayoutOptions experts;              ///< settles an ambiguous fused-expert orientation
+  /** An FP8 source weight whose target is its own FP8 form (block 128x128 -> FP8_BLOCK; channel -> FP8_DYNAMIC;
+   * one scale per tensor -> either, the scale repeated) is passed through: payload bytes copied, the scale
+   * renamed (fp8_passthrough_form). false: re-encoded from its bf16 expansion like any other weight. */
+  bool fp8_passthrough = true;
   /** Plan a subset whose share may be nothing (the MTP splice plans the MTP tensors alone to learn their
    * ignore entries). A quantize run never sets it: "nothing quantized" is refused there. */
   bool allow_nothing_quantized = false;
@@ -139,7 +143,14 @@ struct QuantUnit {
   Role role = Role::OTHER;           ///< EXPERT_GATE/UP/DOWN for split experts
   std::size_t group = 0;             ///< index into QuantPlan::groups
   std::size_t scheme = 0;            ///< index into QuantPlan::schemes
-  bool forced = false;               ///< quantized through --force-quantize
+  bool forced = false;
+  /** An FP8 source weight written as it is stored (PlanOptions::fp8_passthrough): its payload copied, its scale
+   * in the source's dtype (`scale_dtype`), never re-encoded. */
+  bool passthrough = false;
+  DType scale_dtype = DType::BF16;   ///< dtype of the scale written for a passthrough unit
+  /** The dtype linear_tensors / linear_bytes take for the unit's outputs: a passthrough unit's scale dtype, else
+   * the weight's (FP8 and W4A16 store their scales in it). */
+  DType out_dtype() const noexcept { return passthrough ? scale_dtype : dtype; }               ///< quantized through --force-quantize
   /** Where the unit's output tensors start in its shard's data section (from the layout): the payload
    * (`weight_packed`, or FP8's `weight`), `weight_scale`, `weight_global_scale` (NVFP4A16) and
    * `weight_shape` (W4A16). */
@@ -213,6 +224,7 @@ struct QuantPlan {
   std::uint64_t source_bytes = 0;         ///< sum of source tensor bytes (as stored: FP8 payloads and their scales)
   std::uint64_t output_bytes = 0;         ///< sum of output tensor bytes (index total_size)
   std::uint64_t quantized_params = 0;     ///< weights quantized
+  std::uint64_t passthrough_units = 0;    ///< FP8 source weights passed through losslessly (QuantUnit::passthrough)
   std::uint64_t quantized_out_bytes = 0;  ///< bytes of the tensors written for quantized weights
   std::uint64_t total_params = 0;         ///< all source elements
   std::uint64_t text_params = 0;          ///< elements of Linear-like text-stack weights (2-D, fused experts)
@@ -229,6 +241,16 @@ struct QuantPlan {
   /** Bits per quantized weight (packed + scales + global scales). */
   double bits_per_weight() const noexcept;
 };
+
+/**
+ * Whether FP8 source weight `w` can be written as scheme `s` without touching its payload (lossless): an FP8
+ * scheme whose scale layout holds the source's (block 128x128 for FP8_BLOCK, one scale per row for FP8_DYNAMIC;
+ * one scale per tensor for either, repeated), a 2-D weight, and an F32 or BF16 scale (an F16 scale dequantizes
+ * through an F16 rounding vLLM's float32 scale parameters do not make). vLLM builds FP8 scale parameters in
+ * float32 (fp8_utils.py create_fp8_scale_parameter, read in the code index; release inferred), so the source's
+ * scale loads as it is.
+ */
+bool fp8_passthrough_form(const Fp8Weight& w, QuantScheme s) noexcept;
 
 /** Makes the plan. BAD_INPUT for refusals (unknown fused-expert family, split fused set, protected
  * role matched by a regex, NaN-free checks are in run()), USAGE for bad patterns / scheme,

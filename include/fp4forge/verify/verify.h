@@ -95,6 +95,9 @@ struct VerifyStats {
   double mean_minmax_rel_rms = 0;  ///< the same for min-max's encoding (the quality report's baseline)
   std::uint64_t reencoded_rows = 0;
   std::uint64_t reencode_mismatched_rows = 0;
+  /** FP8 modules whose payload is the FP8 source's own bytes and whose dequantized values equal the source's
+   * expansion element for element: a lossless passthrough (quantize's PlanOptions::fp8_passthrough). */
+  std::uint64_t passthrough_modules = 0;
   std::vector<TensorError> per_tensor;  ///< every compared quantized tensor, sorted by module
   std::vector<TensorError> worst;       ///< worst_n by rel_rms / ref_rel_rms, worst first
 };
