@@ -6,6 +6,8 @@
 #                             [--fp8-source] (quantize an FP8 release: the synthesized checkpoint is first
 #                                            written as compressed-tensors FP8_BLOCK, 128x128 block scales as
 #                                            DeepSeek-V3 / Qwen3-FP8 ship them, untimed; docs/fp8-sources.md)
+#                             [--flags "QUANTIZE FLAGS"] (e.g. a recipe: "--scheme nvfp4a16 --scheme-for
+#                                            attention=fp8-block"; named in the row's checkpoint column)
 #
 # 1. synthesizes a checkpoint (`fp4forge synth --arch llama --size 8b`, about 16 GB);
 # 2. measures the I/O floor: read every source file once (cat > /dev/null) + write the planned output
@@ -23,6 +25,7 @@ KEEP=0
 RECORD=1
 DROP=1
 FP8=0
+FLAGS=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --size) SIZE=$2; shift 2 ;;
@@ -31,7 +34,8 @@ while [[ $# -gt 0 ]]; do
     --no-record) RECORD=0; shift ;;
     --no-drop) DROP=0; shift ;;
     --fp8-source) FP8=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --flags) FLAGS=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "bench-e2e: unknown option '$1'" >&2; exit 2 ;;
     *) BUILD=$1; shift ;;
   esac
@@ -58,8 +62,10 @@ if [[ $FP8 == 1 ]]; then
   mv "$WORK/src-fp8" "$WORK/src"
   LABEL="$ARCH $SIZE, FP8_BLOCK source"
 fi
+[[ -n $FLAGS ]] && LABEL="$LABEL, $FLAGS"
+read -r -a QFLAGS <<< "$FLAGS"
 SRC_BYTES=$(du -sb --apparent-size "$WORK/src" | cut -f1)
-"$BIN" quantize "$WORK/src" --dry-run --json > "$WORK/plan.json"
+"$BIN" quantize "$WORK/src" --dry-run --json "${QFLAGS[@]}" > "$WORK/plan.json"
 OUT_BYTES=$(json_get "$WORK/plan.json" '["plan"]["output_bytes"]')
 
 echo "== I/O floor: read $(( SRC_BYTES / 1000000 )) MB + write $(( OUT_BYTES / 1000000 )) MB"
@@ -76,7 +82,7 @@ drop_caches
 TIMEV=()
 [[ -x /usr/bin/time ]] && TIMEV=(/usr/bin/time -v -o "$WORK/time.txt")
 t0=$(now)
-"${TIMEV[@]}" "$BIN" quantize "$WORK/src" "$WORK/q" --json > "$WORK/summary.json"
+"${TIMEV[@]}" "$BIN" quantize "$WORK/src" "$WORK/q" --json "${QFLAGS[@]}" > "$WORK/summary.json"
 t1=$(now)
 QWALL=$(python3 -c "print(f'{$t1 - $t0:.3f}')")
 RSS=$(json_get "$WORK/summary.json" '["peak_rss_bytes"]')

@@ -8,6 +8,7 @@
 
 #include "codec/nvfp4_internal.h"
 #include "fp4forge/codec/fp8.h"
+#include "fp4forge/codec/fp8_dequant.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/mxfp4.h"
 #include "fp4forge/codec/nvfp4.h"
@@ -165,6 +166,9 @@ constexpr SchemeTraits::CtArgs kNoArgs = ct(0, "", "", 0, false, "", false);
 
 constexpr std::uint8_t bit(Observer o) { return static_cast<std::uint8_t>(1u << static_cast<unsigned>(o)); }
 constexpr std::uint8_t kMinMaxOnly = bit(Observer::MINMAX);
+constexpr std::uint8_t layouts(fp8::ScaleLayout a, fp8::ScaleLayout b) {
+  return static_cast<std::uint8_t>((1u << static_cast<unsigned>(a)) | (1u << static_cast<unsigned>(b)));
+}
 
 // ---- the table ------------------------------------------------------------------------------------
 
@@ -197,7 +201,8 @@ const SchemeTraits kTable[] = {
      .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
      .tensors = fp8_channel_tensors, .encode_rows = fp8_channel_rows, .paths = fp8::available_paths,
      .encode_linear = rows_linear<fp8::encode_channel_rows, fp8::encode_channel_rows_with>, .decode_rows = fp8_channel_decode,
-     .search_cols = 0, .search_rows = nullptr},
+     .search_cols = 0, .search_rows = nullptr,
+     .passthrough_layouts = layouts(fp8::ScaleLayout::TENSOR, fp8::ScaleLayout::CHANNEL)},
     {.scheme = QuantScheme::FP8_BLOCK, .name = "fp8-block", .preset = "FP8_BLOCK", .format = "float-quantized",
      .word = "FP8_BLOCK", .bits = 8, .k_multiple = 1, .shape_k = 128, .shape_n = 128,
      .shape_why = "vLLM serves block FP8 in whole 128 x 128 blocks", .row_block = fp8::kBlock, .block_scales = true, .global_scale = false,
@@ -206,7 +211,8 @@ const SchemeTraits kTable[] = {
      .observers = kMinMaxOnly, .default_observer = Observer::MINMAX,
      .tensors = fp8_block_tensors, .encode_rows = fp8_block_rows, .paths = fp8::available_paths,
      .encode_linear = rows_linear<fp8::encode_block_rows, fp8::encode_block_rows_with>, .decode_rows = fp8_block_decode,
-     .search_cols = 0, .search_rows = nullptr},
+     .search_cols = 0, .search_rows = nullptr,
+     .passthrough_layouts = layouts(fp8::ScaleLayout::TENSOR, fp8::ScaleLayout::BLOCK)},
     {.scheme = QuantScheme::W4A16, .name = "w4a16", .preset = "W4A16", .format = "pack-quantized", .word = "W4A16",
      .bits = 4, .k_multiple = w4a16::kGroupSize, .shape_k = 128, .shape_n = 1, .shape_why = "W4A16 groups are 128 columns",
      .row_block = 1, .block_scales = false, .global_scale = false, .value_check = ValueCheck::FLOAT_SCALES,

@@ -35,6 +35,9 @@ Result<std::uint64_t> file_digest(const stdfs::path& path) {
 std::uint64_t plan_fingerprint(const Checkpoint& src, const QuantPlan& plan) {
   std::string s = plan.config_text + plan.index_text;
   for (const auto& sh : plan.shards) s += sh.name + "\n" + sh.layout.header_bytes;
+  // Which FP8 weights are passed through rather than re-encoded (--requantize-fp8) changes bytes, not headers.
+  for (const auto& u : plan.units)
+    if (u.passthrough) s += "passthrough:" + u.module + "\n";
   for (const auto& name : src.shard_names()) {
     const auto st = fs::file_stamp(src.dir() / name);
     s += fmt::format("{}:{}:{}\n", name, st ? st->size : 0, st ? st->mtime_ns : 0);

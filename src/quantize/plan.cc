@@ -1268,14 +1268,10 @@ Status PlanBuilder::make_targets() {
 bool fp8_passthrough_form(const Fp8Weight& w, QuantScheme s) noexcept {
   const fp8::ScaleGrid& g = w.grid;
   if (g.scale_dtype != DType::F32 && g.scale_dtype != DType::BF16) return false;
-  switch (s) {
-    case QuantScheme::FP8_BLOCK:
-      return g.layout == fp8::ScaleLayout::TENSOR ||
-             (g.layout == fp8::ScaleLayout::BLOCK && g.block_rows == fp8::kBlock && g.block_cols == fp8::kBlock);
-    case QuantScheme::FP8_DYNAMIC:
-      return g.layout == fp8::ScaleLayout::TENSOR || g.layout == fp8::ScaleLayout::CHANNEL;
-    default: return false;
-  }
+  const SchemeTraits& t = scheme_traits(s);
+  if (((t.passthrough_layouts >> static_cast<unsigned>(g.layout)) & 1u) == 0) return false;
+  // Blocks must be the scheme's own (vLLM's 128 x 128).
+  return g.layout != fp8::ScaleLayout::BLOCK || (g.block_rows == fp8::kBlock && g.block_cols == fp8::kBlock);
 }
 
 namespace {

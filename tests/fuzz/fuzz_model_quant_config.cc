@@ -1,5 +1,5 @@
-// Fuzzes the quantization_config readers (config.json text in): the compressed-tensors parser, and FP8
-// source detection (every dialect's config keys) over a fixed tensor table of each scale layout.
+// Fuzzes the quantization_config readers (config.json text in): the compressed-tensors parser and vLLM's group
+// lookup over what it parsed (GroupMatcher), and FP8 source detection (every dialect's config keys) over a fixed tensor table of each scale layout.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -26,6 +26,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto* qc = fp4forge::find_quant_config(*j);
   if (qc == nullptr) return 0;
   auto parsed = fp4forge::parse_quant_config(*qc);
-  (void)parsed;
+  if (!parsed.ok()) return 0;
+  // vLLM's group lookup over the parsed groups (issue 30): by name, by class, through fused shards, and the MoE
+  // probe; a group index it returns must be one of the config's.
+  auto gm = fp4forge::GroupMatcher::compile(*parsed);
+  auto ig = fp4forge::IgnoreMatcher::compile(parsed->ignore);
+  if (!gm.ok() || !ig.ok()) return 0;
+  const auto g = gm->match("model.layers.0.self_attn.qkv_proj", "QKVParallelLinear",
+                           {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj"});
+  if (g.group >= static_cast<long>(parsed->groups.size())) __builtin_trap();
+  if (auto m = gm->moe(*ig, "model.layers.1.mlp.experts"); m.ok() && m->group >= static_cast<long>(parsed->groups.size()))
+    __builtin_trap();
   return 0;
 }

@@ -395,7 +395,9 @@ TEST(KvplanSeatArg, HyphenatedKeysAreAccepted) {
 // The seat-key table is the one home of the keys: the parser takes each with a value of the kind the table
 // names, the help lists each, and docs/cli/plan.md documents each.
 TEST(KvplanSeatKeys, TheTableTheParserTheHelpAndTheDocsAgree) {
+  const std::string recipe = std::string(FP4FORGE_TEST_DATA) + "/../../examples/recipes/nvfp4-experts-fp8-attention.yaml";
   const std::map<std::string_view, std::string_view> sample{
+      {"recipe", recipe},
       {"max_model_len", "128k"}, {"kv_cache_dtype", "fp8"}, {"gpu_memory_utilization", "0.5"},
       {"max_num_batched_tokens", "8192"}, {"tp", "1"}, {"prefix_caching", "on"}, {"spec_tokens", "2"},
       {"mm", "off"}, {"assume", "nvfp4a16"}, {"weights", "1GiB"}, {"overhead", "1GiB"}, {"concurrency", "2"},

@@ -169,6 +169,9 @@ struct SchemeTraits {
    * search_cols is 0. */
   Status (*search_rows)(const nvfp4::WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0,
                         std::uint64_t r1, float* group_max_out, StepMask* improved, std::string_view name);
+  /** The FP8 source scale layouts this scheme holds without touching the payload: bit (1 << fp8::ScaleLayout)
+   * (FP8_BLOCK: one scale per tensor, or 128 x 128 blocks; FP8_DYNAMIC: per tensor or per channel). 0: none. */
+  std::uint8_t passthrough_layouts = 0;
 };
 
 /** The scheme table: one row per QuantScheme, in kQuantSchemes order. */

@@ -2,7 +2,8 @@
 /**
  * The resume manifest of a quantize run: `.fp4forge-resume.json` in the staging folder records, for
  * every output shard already written and committed, its size and XXH3-64 digest, under a fingerprint
- * of the plan and the source (config, index, output headers, source shard sizes and mtimes). `--resume`
+ * of the plan and the source (config, index, output headers, the FP8 weights passed through, source shard
+ * sizes and mtimes). `--resume`
  * reuses a staged shard only when the fingerprint matches and the shard's size, header and digest
  * still agree with the record; anything else is rewritten.
  */
