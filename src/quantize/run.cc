@@ -287,6 +287,11 @@ Status Runner::pass_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1)
   // The FP8 payload rows as stored, and the scale rows that cover them (FP8_BLOCK: r0 is a multiple of 128).
   const Fp8Weight& w = *fp8_of(u.decision);
   const QuantScheme scheme = scheme_of(u);
+  {  // R4 as for every quantized weight: the rows expanded (and dropped), so a NaN code or a non-finite product is
+     // refused naming the element, exactly as the re-encoding path refuses it.
+    std::vector<std::byte> scratch;
+    FP4FORGE_TRY(rows_view(u, r0, r1, scratch));
+  }
   FP4FORGE_TRY(write(u.shard, u.packed_begin + r0 * u.cols, ck_.data(*refs_[u.decision]).subspan(r0 * u.cols, (r1 - r0) * u.cols)));
   const TensorRef* st = ck_.find(w.scale);
   if (st == nullptr) return make_error(Errc::INTERNAL, "FP8 scale '{}' of '{}' not found", w.scale, w.tensor);

@@ -161,6 +161,9 @@ TEST_F(Fp8Defects, CorruptSourcesAreRefusedWithNoOutput) {
       {"NaN code, quantized", [&](const stdfs::path& d) { patch_tensor(d, W, 5, nan); }, "dequantizes to NaN"},
       {"NaN code, kept", [&](const stdfs::path& d) { patch_tensor(d, W, 5, nan); }, "dequantizes to NaN",
        " --ignore model.layers.0.mlp.down_proj"},
+      // Issue 30: a weight passed through (its own FP8 form, never re-encoded) is scanned all the same.
+      {"NaN code, passed through", [&](const stdfs::path& d) { patch_tensor(d, W, 5, nan); }, "dequantizes to NaN",
+       " --scheme fp8-dynamic"},
       {"orphan scale", [&](const stdfs::path& d) {
          add_tensor(d, "model.norm.weight", {"model.norm.weight_scale", DType::F32, {1}}, std::vector<std::byte>(4));
        }, "belongs to no FP8 weight"},
