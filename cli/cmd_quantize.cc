@@ -69,9 +69,15 @@ int run_quantize(const QuantizeOpts& o) {
   p.src = src->path;
   p.dst = o.dst;
   if (p.dst.empty() && !o.dry_run && src->hub) {  // quantize ORG/NAME: DST defaults to ./NAME-<preset>
-    auto scheme = parse_quant_scheme(p.plan.scheme);
-    if (!scheme) return report_error(scheme.error(), o.json);
-    p.dst = quant::default_destination(src->hub->name(), *scheme);
+    std::vector<std::string> names{p.plan.scheme};  // the default, then each rule's: ./NAME-NVFP4A16-FP8_BLOCK
+    for (const auto& r : p.plan.scheme_for) names.push_back(r.scheme);
+    std::vector<QuantScheme> schemes;
+    for (const std::string& s : names) {
+      auto scheme = parse_quant_scheme(s);
+      if (!scheme) return report_error(scheme.error(), o.json);
+      schemes.push_back(*scheme);
+    }
+    p.dst = quant::default_destination(src->hub->name(), schemes);
   }
   p.dry_run = o.dry_run;
   p.run.jobs = o.jobs;

@@ -5,8 +5,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -80,6 +82,18 @@ Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
     return make_error(Errc::IO, "the parent of destination '{}' does not exist; create '{}' first", dst.string(),
                       d.parent_path().string());
   return {};
+}
+
+stdfs::path default_destination(std::string_view repo_name, std::span<const QuantScheme> schemes) {
+  std::string name(repo_name);
+  std::vector<QuantScheme> seen;
+  for (QuantScheme s : schemes) {
+    if (std::find(seen.begin(), seen.end(), s) != seen.end()) continue;
+    seen.push_back(s);
+    name += '-';
+    name += quant_scheme_preset(s);
+  }
+  return stdfs::path(".") / name;
 }
 
 stdfs::path default_destination(std::string_view repo_name, QuantScheme scheme) {

@@ -76,6 +76,13 @@ TEST_F(HfCacheCli, EveryReadingCommandTakesARepoIdAndNeverWritesTheCache) {
   EXPECT_TRUE(sfs::is_regular_file(sfs::symlink_status(work_ / "tiny-llama-NVFP4A16" / "generation_config.json")));
   ASSERT_EQ(run("quantize acme/tiny-llama --dry-run --json", &out, &err), 0) << err;
   EXPECT_EQ(Json::parse(out)["source_hub"]["commit"], repo_.commit);
+  // With rules, every scheme asked for names the default DST (the default first, each once).
+  ASSERT_EQ(run("quantize acme/tiny-llama --json --no-progress --scheme-for attention=fp8-dynamic "
+                "--scheme-for dense_mlp=nvfp4a16",
+                &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(Json::parse(out)["destination"], (work_ / "tiny-llama-NVFP4A16-FP8_DYNAMIC").string());
   // A second run refuses the existing default DST, like any DST.
   EXPECT_EQ(run("quantize acme/tiny-llama", &out, &err), 3);
   EXPECT_TRUE(contains(err, "tiny-llama-NVFP4A16' already exists")) << err;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -48,6 +49,8 @@ Status check_destination(const std::filesystem::path& src, const std::filesystem
 /** The DST of `quantize ORG/NAME` without one: `./NAME-<preset>` in the current folder, the preset of the
  * scheme written (`./Qwen3-8B-NVFP4A16`). A folder source always needs an explicit DST. */
 std::filesystem::path default_destination(std::string_view repo_name, QuantScheme scheme);
+/** With a recipe: every scheme asked for, the default first, each preset once (`./Qwen3-30B-A3B-NVFP4A16-FP8_BLOCK`). */
+std::filesystem::path default_destination(std::string_view repo_name, std::span<const QuantScheme> schemes);
 
 /** An exclusive flock on a folder, held for a short critical section (staging set-up). */
 class FolderLock {
