@@ -1157,26 +1157,40 @@ void PlanBuilder::settle_schemes() {
 
 namespace {
 
-/** A module name as a `re:` target of every name of its form: digit-only components (layer and expert
- * indices) become \d+, the rest is literal, anchored at the end (re.match anchors the start). */
+/**
+ * A module name as a `re:` target of every name of its form: from the component before its first index (the
+ * `layers` of `model.layers.0...`) on, digit-only components (layer and expert indices) as \d+, the rest literal,
+ * anchored at the end; any prefix before it. vLLM renames the prefixes of targets with the model's
+ * hf_to_vllm_mapper (`apply_vllm_mapper`: target_scheme_map keys and ignore, read in the code index; release
+ * inferred), which rewrites exact names but not a pattern's text: the pattern therefore does not spell the prefix
+ * (`model.language_model.` on disk, `language_model.model.` in vLLM). "" for a name without an index (written
+ * exactly).
+ */
 std::string generalize(std::string_view name) {
-  std::string out;
-  std::size_t i = 0;
-  while (i <= name.size()) {
+  std::vector<std::string_view> parts;
+  for (std::size_t i = 0; i <= name.size();) {
     std::size_t j = name.find('.', i);
     if (j == std::string_view::npos) j = name.size();
-    const std::string_view part = name.substr(i, j - i);
-    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      out += "\\d+";
-    } else {
-      for (char c : part) {
-        if (std::string_view("\\.^$|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
-        out += c;
-      }
-    }
-    if (j == name.size()) break;
-    out += "\\.";
+    parts.push_back(name.substr(i, j - i));
     i = j + 1;
+  }
+  auto numeric = [](std::string_view p) {
+    return !p.empty() && std::all_of(p.begin(), p.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  std::size_t first = 0;
+  while (first < parts.size() && !numeric(parts[first])) ++first;
+  if (first == parts.size() || first == 0) return {};
+  std::string out = "(?:.*\\.)?";
+  for (std::size_t k = first - 1; k < parts.size(); ++k) {
+    if (k >= first) out += "\\.";
+    if (numeric(parts[k])) {
+      out += "\\d+";
+      continue;
+    }
+    for (char c : parts[k]) {
+      if (std::string_view("\\.^$|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
+      out += c;
+    }
   }
   return out + "$";
 }
@@ -1228,6 +1242,10 @@ Status PlanBuilder::make_targets() {
     for (const auto& [n, sc] : owner)
       if (sc == g) by_form[generalize(n)].push_back(n);
     for (auto& [form, names] : by_form) {
+      if (form.empty()) {  // no index to generalize: the names themselves
+        ps.targets.insert(ps.targets.end(), names.begin(), names.end());
+        continue;
+      }
       FP4FORGE_ASSIGN_OR_RETURN(const Regex re, Regex::compile(form));
       const bool clean = std::all_of(owner.begin(), owner.end(),
                                      [&](const auto& o) { return o.second == g || !re.match_prefix(o.first); });

@@ -197,11 +197,19 @@ TEST(RecipePlan, AttentionInFp8WithNvfp4ElsewhereIsTwoGroups) {
   EXPECT_EQ(p->schemes[1].scheme, QuantScheme::FP8_DYNAMIC);
   EXPECT_THAT(p->schemes[1].rules, ElementsAre("--scheme-for 'attention=fp8-dynamic'"));
   // One `re:` target per name form, the fused qkv_proj vLLM looks up included (a Linear target would take it).
+  // The prefix is not spelled: vLLM renames target prefixes with the model's mapper, which leaves patterns alone.
   EXPECT_THAT(p->schemes[1].targets,
-              ElementsAre("re:model\\.layers\\.\\d+\\.self_attn\\.k_proj$", "re:model\\.layers\\.\\d+\\.self_attn\\.o_proj$",
-                          "re:model\\.layers\\.\\d+\\.self_attn\\.q_proj$",
-                          "re:model\\.layers\\.\\d+\\.self_attn\\.qkv_proj$",
-                          "re:model\\.layers\\.\\d+\\.self_attn\\.v_proj$"));
+              ElementsAre("re:(?:.*\\.)?layers\\.\\d+\\.self_attn\\.k_proj$", "re:(?:.*\\.)?layers\\.\\d+\\.self_attn\\.o_proj$",
+                          "re:(?:.*\\.)?layers\\.\\d+\\.self_attn\\.q_proj$",
+                          "re:(?:.*\\.)?layers\\.\\d+\\.self_attn\\.qkv_proj$",
+                          "re:(?:.*\\.)?layers\\.\\d+\\.self_attn\\.v_proj$"));
+  // A multimodal prefix as vLLM renames it (Qwen3-VL: model.language_model. -> language_model.model.) is still selected.
+  {
+    const auto qc = parse_quant_config(p->config["quantization_config"]);
+    const auto gm = GroupMatcher::compile(*qc);
+    EXPECT_EQ(qc->groups[static_cast<std::size_t>(gm->match("language_model.model.layers.1.self_attn.q_proj", "Linear").group)].name,
+              "group_1");
+  }
   const auto& qc = p->config["quantization_config"];
   EXPECT_EQ(qc["format"], "mixed-precision");
   EXPECT_EQ(qc["config_groups"]["group_0"]["format"], "nvfp4-pack-quantized");
