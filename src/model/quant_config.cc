@@ -467,7 +467,6 @@ Result<GroupMatcher> GroupMatcher::compile(const QuantConfig& qc) {
   for (std::size_t g = 0; g < qc.groups.size(); ++g) {
     gm.names_.push_back(qc.groups[g].name);
     for (const std::string& t : qc.groups[g].targets) {
-      if (t == "Linear") gm.linear_ = static_cast<long>(g);
       if (t == "FusedMoE") gm.has_fused_moe_ = true;
       auto it = std::find_if(gm.targets_.begin(), gm.targets_.end(), [&](const Target& x) { return x.text == t; });
       if (it != gm.targets_.end()) {

@@ -157,6 +157,13 @@ namespace {
 /** MTP blocks are kept whatever role their tensors classify as (F7). */
 bool is_mtp(const TensorDecision& d) { return d.cls.role == Role::MTP || starts_with(d.name, "mtp."); }
 
+/** The config groups of the plan's schemes, as ct_quant_config writes them. */
+std::vector<CtGroupSpec> ct_groups(const QuantPlan& plan) {
+  std::vector<CtGroupSpec> groups;
+  for (const PlanScheme& ps : plan.schemes) groups.push_back({ps.group, ps.scheme, ps.observer, ps.targets});
+  return groups;
+}
+
 /** make_plan's state between its steps: each step reads what the earlier ones left and fills `plan`. */
 struct PlanBuilder {
   PlanBuilder(const PlanInput& input, const PlanOptions& options) : in(input), opts(options) {}
@@ -947,13 +954,8 @@ void PlanBuilder::write_index_and_config() {
   plan.index_name = in.index_file.value_or("model.safetensors.index.json");
   plan.index_text = st::index_text(weight_map, plan.output_bytes);  // a copy: check_invariants reads the map too
   plan.config = in.config;
-  if (plan.schemes.size() == 1) {
-    plan.config["quantization_config"] = ct_quant_config(plan.schemes[0].scheme, plan.ignore, plan.schemes[0].observer);
-  } else {
-    std::vector<CtGroupSpec> groups;
-    for (const PlanScheme& ps : plan.schemes) groups.push_back({ps.group, ps.scheme, ps.observer, ps.targets});
-    plan.config["quantization_config"] = ct_quant_config(groups, plan.ignore);
-  }
+  // One scheme is the one-group config ({"group_0", S, observer, ["Linear"]}: ct_quant_config(S, ...) byte for byte).
+  plan.config["quantization_config"] = ct_quant_config(ct_groups(plan), plan.ignore);
   plan.config_text = dump_config(plan.config);
 }
 
@@ -1255,9 +1257,7 @@ Status PlanBuilder::make_targets() {
   }
   // Proof: vLLM's own lookup (model/quant_config.h GroupMatcher) over the config as written gives every module,
   // fused layer and experts block the group the plan quantized it in.
-  std::vector<CtGroupSpec> groups;
-  for (const PlanScheme& ps : plan.schemes) groups.push_back({ps.group, ps.scheme, ps.observer, ps.targets});
-  FP4FORGE_ASSIGN_OR_RETURN(const QuantConfig qc, parse_quant_config(ct_quant_config(groups, plan.ignore)));
+  FP4FORGE_ASSIGN_OR_RETURN(const QuantConfig qc, parse_quant_config(ct_quant_config(ct_groups(plan), plan.ignore)));
   FP4FORGE_ASSIGN_OR_RETURN(const GroupMatcher gm, GroupMatcher::compile(qc));
   FP4FORGE_ASSIGN_OR_RETURN(const IgnoreMatcher ign_m, IgnoreMatcher::compile(plan.ignore));
   std::vector<std::size_t> of_file(qc.groups.size(), SIZE_MAX);  // file-order group -> plan.schemes index
