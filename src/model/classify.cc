@@ -369,7 +369,7 @@ TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape
   c.expert = b.expert;
   // DeepSeek-V3 / GLM-4.5 MTP: decoder layers [N, N + num_nextn_predict_layers) of the text stack.
   if (c.text_stack && c.layer >= 0 && info.num_layers > 0 && c.layer >= info.num_layers &&
-      info.spec().mtp == MtpForm::EXTRA_LAYERS) {
+      info.mtp_form == MtpForm::EXTRA_LAYERS) {
     c.role = Role::MTP;
     c.text_stack = false;
     const std::string_view leaf = parts[parts.n - 1] == "weight" && parts.n >= 2 ? parts[parts.n - 2] : parts[parts.n - 1];
@@ -398,8 +398,9 @@ std::vector<FusedSet> fused_sets(std::span<const std::string> weight_modules, co
       for (auto leaf : rule.members) s.members.push_back(parent + "." + std::string(leaf));
       out.push_back(std::move(s));
     }
-    // Gemma-4 full-attention layers with attention_k_eq_v: {q_proj, k_proj} (no v_proj on disk).
-    if (info.family == Family::GEMMA4 && info.attention_k_eq_v && kids.count("q_proj") > 0 &&
+    // Full-attention layers with attention_k_eq_v (Gemma-4, and any family whose config says keys are values):
+    // {q_proj, k_proj}, no v_proj on disk; vLLM's qkv_proj loads k as v, so q and k share one global scale.
+    if (info.attention_k_eq_v && kids.count("q_proj") > 0 &&
         kids.count("k_proj") > 0 && kids.count("v_proj") == 0) {
       const TensorClass tc = classify(parent + ".q_proj.weight", {}, info);
       if (tc.layer_type == "full_attention" && (tc.text_stack || tc.role == Role::MTP)) {

@@ -499,7 +499,7 @@ struct ShapeChecker {
       n.remove_prefix(lp.size());
       std::int64_t e = 0;
       auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), e);
-      const std::int64_t mtp = m.spec().mtp == MtpForm::EXTRA_LAYERS ? m.mtp_num_hidden_layers : 0;
+      const std::int64_t mtp = m.mtp_form == MtpForm::EXTRA_LAYERS ? m.mtp_num_hidden_layers : 0;
       if (ec == std::errc() && e >= N + mtp) extra.insert(e);
     }
     for (auto e : extra)
@@ -600,7 +600,7 @@ struct ShapeChecker {
    * full-attention decoder layer (vLLM builds it with the decoder layer class): attention, layer norms, and
    * the routed experts when it has them, the dense MLP in a dense family. */
   void mtp_layers() {
-    const MtpForm form = m.spec().mtp;
+    const MtpForm form = m.mtp_form;
     const std::int64_t n = m.mtp_num_hidden_layers;
     auto layer_body = [&](const std::string& base, std::size_t i) {
       attention(base, i, m.head_dim, m.num_kv_heads, true, false, "");
@@ -654,7 +654,7 @@ void check_config_shapes(const ShapeContext& ctx, std::vector<Finding>& out) {
 void check_mtp(const ShapeContext& ctx, std::vector<Finding>& out) {
   if (ctx.tensors.empty()) return;
   const std::int64_t n = ctx.info.mtp_num_hidden_layers;
-  if (ctx.info.spec().mtp == MtpForm::EXTRA_LAYERS) {
+  if (ctx.info.mtp_form == MtpForm::EXTRA_LAYERS) {
     // DeepSeek-V3 / GLM-4.5: MTP layers are decoder layers [N, N + n).
     std::vector<std::string> missing;
     for (std::int64_t k = 0; k < n; ++k) {

@@ -227,6 +227,7 @@ Result<ModelInfo> read_model_info(const nlohmann::ordered_json& config) {
                       : "model.";
 
   read_geometry(text, spec, m);
+  m.mtp_form = spec.mtp;
 
   // Tied embeddings: the text-level value is authoritative (architectures.md §1.1).
   const bool tie_default = spec.tie_default;

@@ -104,6 +104,13 @@ void apply_structure(ModelInfo& info, const StackLayout& s) {
     const LayerStack& t = s.stacks[static_cast<std::size_t>(s.text)];
     info.text_root = t.root;
     info.text_container = t.container;
+    // A family outside the registry: decoder layers past num_hidden_layers, with an MTP count declared
+    // (num_nextn_predict_layers), are multi-token-prediction layers stored DeepSeek-style (kept out of the
+    // text stack as the registry's EXTRA_LAYERS families are), not text layers the config forgot.
+    if (info.family == Family::UNKNOWN && info.mtp_form == MtpForm::NONE && info.mtp_num_hidden_layers > 0 &&
+        info.num_layers > 0 && info.stack_layers == 0 && t.layers > info.num_layers &&
+        t.layers <= info.num_layers + info.mtp_num_hidden_layers)
+      info.mtp_form = MtpForm::EXTRA_LAYERS;
   }
 }
 

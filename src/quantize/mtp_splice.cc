@@ -71,7 +71,7 @@ std::vector<MtpTensor> mtp_tensors_of(const Checkpoint& ck, const ModelInfo& inf
     if (c.role != Role::MTP) continue;
     MtpTensor m;
     m.ref = &t;
-    if (c.layer >= 0) m.layer = info.spec().mtp == MtpForm::EXTRA_LAYERS ? c.layer - info.num_layers : c.layer;
+    if (c.layer >= 0) m.layer = info.mtp_form == MtpForm::EXTRA_LAYERS ? c.layer - info.num_layers : c.layer;
     out.push_back(m);
   }
   return out;
@@ -230,7 +230,7 @@ Status open_both(Splice& sp) {
   sp.ti.emplace(std::move(tinfo_r).value());
   sp.si.emplace(std::move(sinfo_r).value());
   const ModelInfo& ti = *sp.ti;
-  const MtpForm form = sp.form = ti.spec().mtp;
+  const MtpForm form = sp.form = ti.mtp_form;
   rep.family = std::string(family_name(ti.family));
   rep.form = std::string(form_name(form));
   rep.layers = ti.mtp_num_hidden_layers;

@@ -728,6 +728,30 @@ Status PlanBuilder::check_expert_uniformity() {
                         "the whole block unquantized",
                         b.key, fmt::join(split, ", "), fmt::join(kept, ", "), b.key);
   }
+  // A family outside the registry: the order of a fused gate_up stack is an assumption (registry
+  // gate_up_order), and a fused expert bias stays 3-D beside the split weights. Said, not silent.
+  if (plan.info.family == Family::UNKNOWN) {
+    std::vector<std::string> assumed;
+    bool biased = false;
+    for (const ExpertBlock& b : blocks) {
+      if (b.storage != ExpertStorage::FUSED || b.mtp || b.gate_up.empty()) continue;
+      const std::size_t di = decision_index(b.gate_up);
+      if (di == plan.decisions.size()) continue;
+      const auto& ks = mods_of[di];
+      if (!std::any_of(ks.begin(), ks.end(), [&](std::size_t k) { return mods[k].quant; })) continue;
+      assumed.push_back(b.key);
+      biased = biased || decision_index(b.gate_up + "_bias") != plan.decisions.size();
+    }
+    if (!assumed.empty())
+      plan.warnings.push_back(fmt::format(
+          "experts-order-assumed: the fused gate_up experts of {} layer(s) (e.g. '{}') of a family outside the "
+          "registry were split as concatenated halves (gate = the first I rows, up = the next I), transformers' "
+          "layout for most families; a family that interleaves them (gpt-oss) needs its registry row{}; prove the "
+          "output against the model's own class (scripts/check_logits.py) before serving it",
+          assumed.size(), assumed.front(),
+          biased ? ", and the fused expert biases stay 3-D beside the split weights, which a per-expert vLLM "
+                   "loader does not map" : ""));
+  }
   // A 3-D stack beside quantized experts that fp4forge did not read as experts (an unknown storage form).
   {
     std::set<std::string> quant_keys;

@@ -580,3 +580,54 @@ TEST(Structure, TheGenericReadingAgreesWithTheRegistryOnEveryKnownFamily) {
   }
   EXPECT_GT(compared, 1000u);
 }
+
+// A family outside the registry (the config's names renamed) reads what the registry would add from the config
+// and the tensors: decoder layers past num_hidden_layers with num_nextn_predict_layers are MTP layers stored
+// DeepSeek-style (kept out of the text stack), and attention_k_eq_v fuses q and k where v_proj is absent.
+TEST(Structure, AFamilyOutsideTheRegistryReadsMtpLayersAndKeyValueSharingFromConfigAndTensors) {
+  auto renamed = [](const std::string& name) {
+    Json cfg = load(name + "/config.json");
+    cfg["model_type"] = "fp4forge_generic";
+    cfg["architectures"] = Json::array({"Fp4forgeGenericForCausalLM"});
+    if (cfg.contains("text_config")) cfg["text_config"]["model_type"] = "fp4forge_generic_text";
+    Fixture fx;
+    fx.info = read_model_info(cfg).value();
+    EXPECT_EQ(fx.info.family, Family::UNKNOWN);
+    const Json list = load(name + ".tensors.json");
+    std::vector<NamedShape> named;
+    for (const auto& [k, v] : list.items()) {
+      fx.tensors.emplace_back(k, v[2].get<std::vector<std::uint64_t>>());
+      named.push_back({k, fx.tensors.back().second});
+    }
+    read_structure_into(fx.info, named);
+    return fx;
+  };
+  const Fixture ds = renamed("deepseek_v3");
+  EXPECT_EQ(ds.info.mtp_form, MtpForm::EXTRA_LAYERS);
+  EXPECT_EQ(ds.info.mtp_form, fixture("deepseek_v3").info.mtp_form);
+  const TensorClass eh = role_of(ds, "model.layers.2.eh_proj.weight");
+  EXPECT_EQ(eh.role, Role::MTP);
+  EXPECT_FALSE(eh.text_stack);
+  EXPECT_EQ(role_of(ds, "model.layers.1.self_attn.o_proj.weight").role, Role::ATTN_O);
+  // Without the MTP count the extra layer is not called MTP (doctor reports it against num_hidden_layers).
+  Json cfg = load("deepseek_v3/config.json");
+  cfg["model_type"] = "fp4forge_generic";
+  cfg["architectures"] = Json::array({"Fp4forgeGenericForCausalLM"});
+  cfg["num_nextn_predict_layers"] = 0;
+  ModelInfo none = read_model_info(cfg).value();
+  std::vector<NamedShape> named;
+  for (const auto& [n, s] : ds.tensors) named.push_back({n, s});
+  read_structure_into(none, named);
+  EXPECT_EQ(none.mtp_form, MtpForm::NONE);
+  // Qwen3.5's mtp.* is read by name for every family; it is not the extra-layer form.
+  EXPECT_EQ(renamed("qwen3_5-dense").info.mtp_form, MtpForm::NONE);
+
+  const Fixture g4 = renamed("gemma4-moe-mm");
+  std::vector<std::string> mods;
+  for (const auto& [n, s] : g4.tensors)
+    if (n.size() > 7 && n.ends_with("_proj.weight") && n.find("self_attn") != std::string::npos)
+      mods.push_back(n.substr(0, n.size() - 7));
+  bool qk = false;
+  for (const auto& s : fused_sets(mods, g4.info)) qk = qk || s.kind == "qk";
+  EXPECT_TRUE(qk) << "attention_k_eq_v: q and k share one global scale whatever the family";
+}

@@ -47,6 +47,10 @@ struct ModelInfo {
   std::int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
   std::int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel_dim = 0;
   std::int64_t mtp_num_hidden_layers = 0;
+  /** How the MTP layers are stored: the registry row's form; for a family outside the registry, what the
+   * config and the tensors show (apply_structure: decoder layers past num_hidden_layers with an MTP count
+   * declared are DeepSeek-style extra layers; `mtp.*` is read by name for every family). */
+  MtpForm mtp_form = MtpForm::NONE;
   /** Decoder layers as the tensors index them when num_hidden_layers counts sublayers: the config's
    * `num_layers` when it divides num_hidden_layers into two or more (LongCat-Flash: two attention and two MLP
    * sublayers per layer, num_hidden_layers = 2 x num_layers); 0 otherwise (the stack has num_layers). */
