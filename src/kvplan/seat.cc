@@ -272,8 +272,9 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
   if (a.served_name.empty()) a.served_name = a.name;
   if (!a.recipe.empty() && !a.assume) a.assume = QuantScheme::NVFP4A16;  // quantize's default scheme
   if (a.weights && a.assume)
-    return seat_error(text, "weights=SIZE and assume= exclude each other (give the quantized size as weights=, "
-                      "or drop it to size the headers)");
+    return seat_error(text, fmt::format("weights=SIZE and {} exclude each other (give the quantized size as "
+                                        "weights=, or drop it to size the headers)",
+                                        a.recipe.empty() ? "assume=" : "recipe="));
   if (!a.gpus.empty() && static_cast<int>(a.gpus.size()) != a.kv.tp)
     return seat_error(text, fmt::format("gpu= pins {} GPU(s) but tp={}", a.gpus.size(), a.kv.tp));
   return a;

@@ -233,9 +233,9 @@ std::vector<ExpertBlock> find_expert_blocks(std::span<const NamedShape> tensors,
     const bool w = c.param == "weight" && t.shape.size() == 2;
     const bool packed = c.param == "weight_packed" && t.shape.size() == 2;
     if (!w && !packed) continue;
-    const auto pos = c.module.rfind(".experts.");
-    if (pos == std::string::npos) continue;
-    ExpertBlock& b = per[c.module.substr(0, pos + 8)];
+    const std::string_view key = experts_key_of(c.module);
+    if (key.empty()) continue;
+    ExpertBlock& b = per[std::string(key)];
     b.mtp = b.mtp || mtp;
     ExpertPart p;
     p.expert = c.expert;
@@ -313,6 +313,11 @@ std::vector<int> incomplete_experts(const ExpertBlock& b) {
   for (const auto& [e, m] : have)
     if (!shape_ok || m != all) out.push_back(e);
   return out;
+}
+
+std::string_view experts_key_of(std::string_view module) noexcept {
+  const std::size_t pos = module.rfind(".experts.");
+  return pos == std::string_view::npos ? std::string_view() : module.substr(0, pos + 8);
 }
 
 const ExpertBlock* block_of(std::span<const ExpertBlock> blocks, std::string_view module) noexcept {

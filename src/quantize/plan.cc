@@ -103,10 +103,10 @@ struct Mod {
   std::size_t scheme = 0;   ///< index into PlanBuilder::cands (the recipe's choice)
 };
 
-std::string experts_key_of(std::string_view module) {
-  const std::size_t p = module.find(".experts.");
-  if (p == std::string_view::npos) return {};
-  return std::string(module.substr(0, p + 9));  // "<...>.experts." (the trailing dot: as blk.key + ".")
+/** "<...>.experts." (the trailing dot: as blk.key + "."), "" for a name outside routed experts. */
+std::string experts_prefix_of(std::string_view module) {
+  const std::string_view key = experts_key_of(module);
+  return key.empty() ? std::string() : std::string(key) + ".";
 }
 
 struct PatternSet {
@@ -394,7 +394,7 @@ Status PlanBuilder::add_candidates() {
     if (!policy_quant && !mtp && d.cls.text_stack)
       if (std::string why = scheme_keep_reason(d.cls.role, plan.info.spec(), qs_of(m), leaf); !why.empty())
         m.reason = std::move(why);
-    if (policy_quant) m.experts_key = experts_key_of(m.module);
+    if (policy_quant) m.experts_key = experts_prefix_of(m.module);
     mods_of[di].push_back(mods.size());
     mods.push_back(std::move(m));
   }

@@ -80,6 +80,9 @@ class Runner {
     std::atomic<std::size_t> pending{0};
     // A searched observer: per unit of the group (in grp.units order), the searched max of every group of
     // 16 (the amax pass searches) and the steps at which some group of the unit improved (its patience).
+    // Allocated by the unit's first search task, not when the work is listed: every big group of the model
+    // is listed up front, and their maxima together are an eighth of the bf16 weights (1.75 GB on an 8B).
+    // Freed by the unit's last encode task, so only the groups in flight hold theirs.
     std::vector<std::shared_ptr<std::vector<float>>> maxima;
     std::vector<nvfp4::StepMask> improved;
   };
@@ -576,10 +579,7 @@ void Runner::list_group(Work& w, std::size_t g) const {
   // Two passes: amax over row ranges (BIG_AMAX items), then the encode tasks once the group is ready.
   w.big[g] = std::make_unique<BigGroup>();
   if (search(g)) {
-    for (auto u : grp.units) {
-      const auto& un = plan_.units[u];
-      w.big[g]->maxima.push_back(std::make_shared<std::vector<float>>(un.rows * (un.cols / search_cols(g))));
-    }
+    w.big[g]->maxima.resize(grp.units.size());
     w.big[g]->improved.resize(grp.units.size());
   }
   ++w.groups_pending;
@@ -658,7 +658,12 @@ Status Runner::run_big_amax(const Item& it, BigGroup& bg) {
   if (const auto spec = search(it.a)) {  // the search of these rows; their maxima stay for the encode pass
     const std::size_t k = unit_pos(plan_.groups[it.a], it.unit);
     const std::uint64_t cols = search_cols(it.a);
-    float* out = bg.maxima[k]->data() + it.r0 * (q.cols / cols);
+    float* out = nullptr;
+    {
+      std::lock_guard lk(bg.mu);
+      if (!bg.maxima[k]) bg.maxima[k] = std::make_shared<std::vector<float>>(q.rows * (q.cols / cols));
+      out = bg.maxima[k]->data() + it.r0 * (q.cols / cols);
+    }
     StepMask improved;
     FP4FORGE_TRY(scheme_traits(scheme_of(q))
                      .search_rows(v, *spec, spec->total_steps(), 0, it.r1 - it.r0, out, &improved, unit_name(q)));
@@ -714,6 +719,8 @@ void Runner::encode_ready_group(std::size_t g, const Work& w) {
   const ScaleGroup& grp = plan_.groups[g];
   BigGroup& bg = *w.big[g];
   if (const auto spec = search(g)) {
+    for (std::size_t k = 0; k < grp.units.size(); ++k)  // a unit no search task touched (no rows)
+      if (!bg.maxima[k]) bg.maxima[k] = std::make_shared<std::vector<float>>();
     // Patience: a unit whose search upstream would have stopped early is searched again up to that step
     // (only a unit in which no group improved for `patience` steps: tiny or degenerate tensors).
     for (std::size_t k = 0; k < grp.units.size(); ++k) {

@@ -537,9 +537,9 @@ void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, 
   for (const auto& [name, m] : s.modules) {
     if (m.cls.expert < 0) continue;
     if (!m.quantized() && !s.kept_linear.count(name)) continue;
-    const auto pos = name.find(".experts.");
-    if (pos == std::string::npos) continue;
-    auto& b = blocks[name.substr(0, pos + 8)];
+    const std::string_view key = experts_key_of(name);
+    if (key.empty()) continue;
+    auto& b = blocks[std::string(key)];
     (m.quantized() ? b.first : b.second)++;
   }
   for (const auto& [blk, c] : blocks) {

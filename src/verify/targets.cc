@@ -1,6 +1,7 @@
 // verify: the config groups' targets against what vLLM looks up (check_targets; issue 27 #11, issue 30).
 #include "verify/internal.h"
 
+#include "fp4forge/model/experts.h"
 #include "fp4forge/model/registry.h"
 
 namespace fp4forge::verify_internal {
@@ -64,9 +65,8 @@ void check_targets(const Structure& s, Sink& sink) {
   std::map<std::string, long> experts;  // "<...>.experts" -> the group of its first quantized expert module
   for (const auto& [name, m] : s.modules) {
     if (!m.quantized() || m.cls.expert < 0) continue;
-    const std::size_t p = name.find(".experts.");
-    if (p == std::string::npos) continue;
-    const std::string key = name.substr(0, p + 8);
+    const std::string key(experts_key_of(name));
+    if (key.empty()) continue;
     const long mg = s.matcher ? s.matcher->match(name, "Linear").group : -1;
     const auto [it, fresh] = experts.emplace(key, mg);
     if (!fresh && it->second != mg && s.qc->groups.size() >= 2) {

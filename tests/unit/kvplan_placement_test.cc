@@ -425,5 +425,16 @@ TEST(KvplanSeatKeys, TheTableTheParserTheHelpAndTheDocsAgree) {
   EXPECT_NE(unknown.error().message.find("allow_long_max_model_len"), std::string::npos) << unknown.error().message;
 }
 
+// weights= excludes a quantized size asked for in another way; the message names the key that was given.
+TEST(SeatArg, WeightsExcludesAssumeAndRecipeAndSaysWhich) {
+  const auto a = parse_seat_arg("s=./m:weights=10GiB:assume=nvfp4a16");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("weights=SIZE and assume="), std::string::npos) << a.error().message;
+  const std::string recipe = std::string(FP4FORGE_TEST_DATA) + "/../../examples/recipes/nvfp4-experts-fp8-attention.yaml";
+  const auto r = parse_seat_arg(fmt::format("s=./m:weights=10GiB:recipe={}", recipe));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("weights=SIZE and recipe="), std::string::npos) << r.error().message;
+}
+
 }  // namespace
 }  // namespace fp4forge::kvplan

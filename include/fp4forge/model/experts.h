@@ -105,6 +105,10 @@ std::vector<int> incomplete_experts(const ExpertBlock& b);
  */
 std::vector<int> drop_zero_experts(ExpertBlock& b, const ModelInfo& info);
 
+/** The routed-experts key of a per-expert name: "<...>.experts" for "<...>.experts.<e>.<leaf>" (the last
+ * ".experts." in it), "" for any other name. The one derivation of a block key from a name. */
+std::string_view experts_key_of(std::string_view module) noexcept;
+
 /** The block whose key prefixes `module` (`<key>.<e>.<proj>`), or nullptr. */
 const ExpertBlock* block_of(std::span<const ExpertBlock> blocks, std::string_view module) noexcept;
 
