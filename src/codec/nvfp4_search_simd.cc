@@ -14,7 +14,6 @@
 #include <cstring>
 
 #include "codec/nvfp4_search_internal.h"
-#include "fp4forge/codec/observer.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "codec/nvfp4_search_simd.cc"
@@ -102,106 +101,25 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> MagIndex(DF df, hn::Vec<DF> d) {
   }
 }
 
-// One block of Lanes(df) groups (xt transposed: xt[j * L + lane] = |x_j| of group `lane`), every step; the best
-// step per lane to besti, 1 to imp[i] for every step at which some lane improved. With kExact (BF16), the
-// threshold path takes flD(dq - |x|) = dq - |x| without rounding: dq is 0 (the difference is -|x|) or within a
-// factor two of |x| (the thresholds put |x| between the midpoints around dq, and at most 1.25 dq above the top
-// level), so the difference is exact in BF16 (Sterbenz). Its low 16 bits are then zero; a lane where they are not
-// (a case the argument missed) makes the block return false, and the caller runs it again without kExact.
-template <Src S, bool kExact, class DF>
-HWY_INLINE bool SearchBlock(DF df, const float* HWY_RESTRICT xt, const nvfp4::detail::SearchArgs* args,
-                            hn::Vec<DF> m0, hn::Vec<hn::RebindToSigned<DF>>& besti, std::uint8_t* imp) {
-  constexpr int kMant = S == Src::BF16 ? 7 : 10;
-  const float lo_s = S == Src::BF16 ? 0x1p-100f : 0x1p-12f, hi_s = S == Src::BF16 ? 0x1p100f : 0x1p13f;
-  const hn::RebindToSigned<DF> di;
-  const std::size_t L = hn::Lanes(df);
-  const auto six = hn::Set(df, 6.0f), two = hn::Set(df, 2.0f), four = hn::Set(df, 4.0f);
-  const auto zero = hn::Zero(df);
-  // Adding C and subtracting it again rounds y >= 0 to a multiple of ulp(C): 0.5, 1 and 2.
-  const auto c05 = hn::Set(df, 0x1.8p22f), c1 = hn::Set(df, 0x1.8p23f), c2 = hn::Set(df, 0x1.8p24f);
-  const auto eps = hn::Set(df, args->eps);
-  const float* table = args->pow_table;
-  auto low = hn::Zero(di);  // kExact: the OR of every difference's low 16 bits
-  auto best = hn::Set(df, args->max_d);
-  besti = hn::Zero(di);
-  for (int i = 0; i < args->steps; ++i) {
-    const auto m = RoundD<S>(df, hn::Mul(m0, hn::Set(df, args->ps[i])));  // flD(m0 * p)
-    auto s = RoundD<S>(df, hn::Div(m, six));                             // flD(m / 6)
-    s = hn::IfThenElse(hn::Eq(s, zero), eps, s);                         // 0 -> eps
-    auto acc = zero;
-    // The usual case: every scale of the block in [2^-100, 2^100]. Each element's E2M1 magnitude is decided
-    // by comparing its bits with the seven thresholds of its group's scale (args->thresholds: the exact
-    // bounds of the reference's decision for s = 1.m, shifted by s's exponent: every quantity in the chain
-    // scales exactly by powers of two in the normal range), and dq = flD(q * s) is one of eight values
-    // computed once per step: 0, s/2, s, 2s, 4s exactly, flD(1.5 s) and its doubles.
-    if (args->thresholds != nullptr &&
-        hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, lo_s)), hn::Le(s, hn::Set(df, hi_s))))) {
-      const auto sb = hn::BitCast(di, s);
-      const auto mant = hn::And(hn::ShiftRight<23 - kMant>(sb), hn::Set(di, (1 << kMant) - 1));
-      const auto eoff = hn::Sub(hn::And(sb, hn::Set(di, 0x7F800000)), hn::Set(di, 127 << 23));
-      hn::Vec<decltype(di)> t[7];
-      for (int k = 0; k < 7; ++k)
-        t[k] = hn::Add(hn::GatherIndex(di, args->thresholds + (std::size_t{1} << kMant) * static_cast<std::size_t>(k), mant), eoff);
-      const auto d15 = RoundD<S>(df, hn::Mul(s, hn::Set(df, 1.5f)));
-      const auto v05 = hn::Mul(s, hn::Set(df, 0.5f)), v2 = hn::Add(s, s), v4 = hn::Mul(s, four);
-      const auto v3 = hn::Add(d15, d15), v6 = hn::Mul(d15, four);
-      for (std::size_t j = 0; j < 16; ++j) {
-        const auto x = hn::Load(df, xt + j * L);
-        const auto xb = hn::BitCast(di, x);
-        auto dq = zero;
-        dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[0])), v05, dq);
-        dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[1])), s, dq);
-        dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[2])), d15, dq);
-        dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[3])), v2, dq);
-        dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[4])), v3, dq);
-        dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[5])), v4, dq);
-        dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[6])), v6, dq);
-        if constexpr (kExact) {
-          const auto db = hn::BitCast(di, hn::Sub(dq, x));  // exact: its BF16 magnitude bits are the index
-          low = hn::Or(low, hn::And(db, hn::Set(di, 0xFFFF)));
-          acc = hn::Add(acc, hn::GatherIndex(df, table, hn::And(hn::ShiftRight<16>(db), hn::Set(di, 0x7FFF))));
-        } else {
-          acc = hn::Add(acc, hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x))));
-        }
-      }
-    } else {
-      // The corrected reciprocal quotient needs a normal, finite s; a step with another (a subnormal or an
-      // infinite scale: groups of extreme magnitude) divides.
-      const bool divide = !hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, 0x1p-125f)), hn::Le(s, hn::Set(df, 0x1p125f))));
-      const auto r = hn::Div(hn::Set(df, 1.0f), s);
-      for (std::size_t j = 0; j < 16; ++j) {
-        const auto x = hn::Load(df, xt + j * L);
-        const auto z = divide ? hn::Div(x, s) : DivideExactly(x, s, r);  // fl32(|x| / s)
-        const auto y = RoundD<S>(df, hn::Min(z, six));                    // clamp(flD(|x| / s), 6)
-        // E2M1 RNE: spacing 0.5 below 2, 1 below 4, 2 above (cast_to_fp4's bounds are its ties to even),
-        // as (y + C) - C with ulp(C) the spacing: the float addition rounds to nearest even.
-        const auto c = hn::IfThenElse(hn::Lt(y, two), c05, hn::IfThenElse(hn::Lt(y, four), c1, c2));
-        const auto q = hn::Sub(hn::Add(y, c), c);
-        const auto dq = RoundD<S>(df, hn::Mul(q, s));  // flD(q * s)
-        acc = hn::Add(acc, hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x))));  // + flD(|flD(dq - |x|)|^norm)
-      }
-    }
-    const auto err = RoundD<S>(df, hn::Abs(acc));  // acc >= 0 (or NaN)
-    const auto better = hn::Lt(err, best);
-    best = hn::IfThenElse(better, err, best);
-    besti = hn::IfThenElse(hn::RebindMask(di, better), hn::Set(di, i), besti);
-    imp[i] = hn::AllFalse(df, better) ? 0 : 1;
-  }
-  return !kExact || hn::AllTrue(di, hn::Eq(low, hn::Zero(di)));
-}
-
 template <Src S>
 void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
              float* group_max, std::uint8_t* improved) {
+  // The threshold table's mantissa bits, and the scales for which it holds (every threshold and every
+  // dq normal and finite in D once shifted by the scale's exponent).
+  constexpr int kMant = S == Src::BF16 ? 7 : 10;
+  const float lo_s = S == Src::BF16 ? 0x1p-100f : 0x1p-12f, hi_s = S == Src::BF16 ? 0x1p100f : 0x1p13f;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   constexpr std::size_t kMax = hn::MaxLanes(df);
   const std::size_t L = hn::Lanes(df);
   HWY_ALIGN float xt[16 * kMax];  // xt[j * L + lane] = |x_j| of group `lane` of the block
   HWY_ALIGN float out[kMax];
-  std::uint8_t imp[kMaxSearchSteps];
+  const auto six = hn::Set(df, 6.0f), two = hn::Set(df, 2.0f), four = hn::Set(df, 4.0f);
   const auto zero = hn::Zero(df);
-  const auto expand = hn::Set(df, args->expand);
+  // Adding C and subtracting it again rounds y >= 0 to a multiple of ulp(C): 0.5, 1 and 2.
+  const auto c05 = hn::Set(df, 0x1.8p22f), c1 = hn::Set(df, 0x1.8p23f), c2 = hn::Set(df, 0x1.8p24f);
+  const auto eps = hn::Set(df, args->eps), expand = hn::Set(df, args->expand);
+  const float* table = args->pow_table;
   for (std::uint64_t g0 = 0; g0 < groups; g0 += L) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(L, groups - g0));
     for (std::size_t lane = 0; lane < L; ++lane)
@@ -212,13 +130,65 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
     auto a = zero;
     for (std::size_t j = 0; j < 16; ++j) a = hn::Max(a, hn::Load(df, xt + j * L));
     const auto m0 = RoundD<S>(df, hn::Mul(a, expand));  // flD(a * expand)
-    hn::Vec<decltype(di)> besti;
-    if constexpr (S == Src::BF16) {
-      if (!SearchBlock<S, true>(df, xt, args, m0, besti, imp)) SearchBlock<S, false>(df, xt, args, m0, besti, imp);
-    } else {
-      SearchBlock<S, false>(df, xt, args, m0, besti, imp);
+    auto best = hn::Set(df, args->max_d);
+    auto besti = hn::Zero(di);
+    for (int i = 0; i < args->steps; ++i) {
+      const auto m = RoundD<S>(df, hn::Mul(m0, hn::Set(df, args->ps[i])));  // flD(m0 * p)
+      auto s = RoundD<S>(df, hn::Div(m, six));                             // flD(m / 6)
+      s = hn::IfThenElse(hn::Eq(s, zero), eps, s);                                   // 0 -> eps
+      auto acc = zero;
+      // The usual case: every scale of the block in [2^-100, 2^100]. Each element's E2M1 magnitude is decided
+      // by comparing its bits with the seven thresholds of its group's scale (args->thresholds: the exact
+      // bounds of the reference's decision for s = 1.m, shifted by s's exponent: every quantity in the chain
+      // scales exactly by powers of two in the normal range), and dq = flD(q * s) is one of eight values
+      // computed once per step: 0, s/2, s, 2s, 4s exactly, flD(1.5 s) and its doubles.
+      if (args->thresholds != nullptr &&
+          hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, lo_s)), hn::Le(s, hn::Set(df, hi_s))))) {
+        const auto sb = hn::BitCast(di, s);
+        const auto mant = hn::And(hn::ShiftRight<23 - kMant>(sb), hn::Set(di, (1 << kMant) - 1));
+        const auto eoff = hn::Sub(hn::And(sb, hn::Set(di, 0x7F800000)), hn::Set(di, 127 << 23));
+        hn::Vec<decltype(di)> t[7];
+        for (int k = 0; k < 7; ++k)
+          t[k] = hn::Add(hn::GatherIndex(di, args->thresholds + (std::size_t{1} << kMant) * static_cast<std::size_t>(k), mant), eoff);
+        const auto d15 = RoundD<S>(df, hn::Mul(s, hn::Set(df, 1.5f)));
+        const auto v05 = hn::Mul(s, hn::Set(df, 0.5f)), v2 = hn::Add(s, s), v4 = hn::Mul(s, four);
+        const auto v3 = hn::Add(d15, d15), v6 = hn::Mul(d15, four);
+        for (std::size_t j = 0; j < 16; ++j) {
+          const auto x = hn::Load(df, xt + j * L);
+          const auto xb = hn::BitCast(di, x);
+          auto dq = zero;
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[0])), v05, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[1])), s, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[2])), d15, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[3])), v2, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[4])), v3, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[5])), v4, dq);
+          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[6])), v6, dq);
+          acc = hn::Add(acc, hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x))));
+        }
+      } else {
+      // The corrected reciprocal quotient needs a normal, finite s; a step with another (a subnormal or an
+      // infinite scale: groups of extreme magnitude) divides.
+      const bool divide = !hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, 0x1p-125f)), hn::Le(s, hn::Set(df, 0x1p125f))));
+      const auto r = hn::Div(hn::Set(df, 1.0f), s);
+      for (std::size_t j = 0; j < 16; ++j) {
+        const auto x = hn::Load(df, xt + j * L);
+        const auto z = divide ? hn::Div(x, s) : DivideExactly(x, s, r);            // fl32(|x| / s)
+        const auto y = RoundD<S>(df, hn::Min(z, six));                    // clamp(flD(|x| / s), 6)
+        // E2M1 RNE: spacing 0.5 below 2, 1 below 4, 2 above (cast_to_fp4's bounds are its ties to even),
+        // as (y + C) - C with ulp(C) the spacing: the float addition rounds to nearest even.
+        const auto c = hn::IfThenElse(hn::Lt(y, two), c05, hn::IfThenElse(hn::Lt(y, four), c1, c2));
+        const auto q = hn::Sub(hn::Add(y, c), c);
+        const auto dq = RoundD<S>(df, hn::Mul(q, s));  // flD(q * s)
+        acc = hn::Add(acc, hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x))));  // + flD(|flD(dq - |x|)|^norm)
+      }
+      }
+      const auto err = RoundD<S>(df, hn::Abs(acc));  // acc >= 0 (or NaN)
+      const auto imp = hn::Lt(err, best);
+      best = hn::IfThenElse(imp, err, best);
+      besti = hn::IfThenElse(hn::RebindMask(di, imp), hn::Set(di, i), besti);
+      if (!hn::AllFalse(df, imp)) improved[i] = 1;
     }
-    for (int i = 0; i < args->steps; ++i) improved[i] |= imp[i];
     // best_max_val: flD(m0 * p) of the best step (step 0, p = 1, when no step improved).
     const auto mb = RoundD<S>(df, hn::Mul(m0, hn::GatherIndex(df, args->ps, besti)));
     hn::Store(mb, df, out);
