@@ -25,6 +25,7 @@
 
 #include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/strings.h"
 #include "fp4forge/util/udiff.h"
 
 namespace fp4forge::gateway {
@@ -42,8 +43,7 @@ namespace {
 /** A LiteLLM parameter name whose whole value is secret: a secret name (util::is_secret_name), or a block that
  * holds headers or credentials (`extra_headers`, `vertex_credentials`: every scalar under it). */
 bool is_secret_key(std::string_view k) {
-  std::string l(k);
-  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string l = util::ascii_lower(k);
   return util::is_secret_name(k) || l.find("header") != std::string::npos || l.find("credential") != std::string::npos;
 }
 
@@ -315,9 +315,7 @@ std::string dump(const YAML::Node& n) {
 bool plain_safe(std::string_view v) {
   if (v.empty()) return false;
   static const std::set<std::string> kSpecial{"true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"};
-  std::string l(v);
-  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (kSpecial.count(l)) return false;
+  if (kSpecial.count(util::ascii_lower(v))) return false;
   if (!(std::isalpha(static_cast<unsigned char>(v[0])) || v[0] == '_' || v[0] == '/' || v[0] == '.')) return false;
   for (char c : v)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./:@+-=").find(c) != std::string_view::npos))
@@ -585,11 +583,10 @@ bool same_backend(std::string_view a, std::string_view b) {
       scheme = s.substr(0, p);
       s = s.substr(p + 3);
     }
-    for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    scheme = util::ascii_lower(scheme);
     const std::size_t slash = s.find('/');
-    std::string host = s.substr(0, slash);
+    std::string host = util::ascii_lower(s.substr(0, slash));
     const std::string rest = slash == std::string::npos ? "" : s.substr(slash);
-    for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (host.find(':') == std::string::npos || host.back() == ']') host += scheme == "https" ? ":443" : ":80";
     return scheme + "://" + host + rest;
   };

@@ -1,17 +1,13 @@
 // Secrets by shape (include/fp4forge/util/redact.h).
 #include "fp4forge/util/redact.h"
 
+#include "fp4forge/util/strings.h"
+
 #include <array>
 #include <cctype>
 
 namespace fp4forge::util {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string l(s);
-  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return l;
-}
 
 bool url_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || std::string_view("-._~:/?#[]@!$&'()*+,;=%").find(c) !=
@@ -24,7 +20,7 @@ bool is_secret_name(std::string_view name) {
   static constexpr std::array<std::string_view, 12> kWords{"key",     "token",   "secret",  "password",
                                                            "passwd",  "credential", "auth", "private",
                                                            "cookie",  "session", "signature", "sig"};
-  const std::string l = lower(name);
+  const std::string l = ascii_lower(name);
   for (auto w : kWords) {
     if (w == "sig") {
       if (l == "sig") return true;
