@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,14 @@ std::string changed_names(const std::map<std::string, V>& a, const std::map<std:
   for (const auto& [n, v] : b)
     if (!a.count(n)) s += " +" + n;
   return s;
+}
+
+/** `n` as a gtest parameter name: every character but [A-Za-z0-9] becomes '_' ("qwen3_5-moe-mm" ->
+ * "qwen3_5_moe_mm"). */
+inline std::string test_name(std::string n) {
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
 }
 
 /** Every fixture directory of tests/data that holds a config.json, sorted (found at run time, so a new fixture is

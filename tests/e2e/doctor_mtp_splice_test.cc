@@ -280,12 +280,7 @@ TEST_P(MtpSplice, QuantizedTargetsEqualQuantizingTheOriginal) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MtpSplice, ::testing::ValuesIn(kMtpFixtures),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& p) { return testutil::test_name(p.param); });
 
 // A single-file checkpoint (model.safetensors, no index): the splice creates the index.
 TEST(MtpSpliceE2E, SingleFileTargetGetsAnIndex) {

@@ -86,12 +86,7 @@ TEST_P(OwnOutput, MseOutputIsCleanAndOfLowerErrorThanMinMax) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFixtures, OwnOutput, ::testing::ValuesIn(fixtures()),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& p) { return testutil::test_name(p.param); });
 
 // Every registered family has a fixture written by the real writer (a family is a table row plus a fixture).
 TEST(OwnOutput, EveryRegisteredFamilyHasAFixture) {

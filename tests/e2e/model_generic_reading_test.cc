@@ -118,12 +118,7 @@ TEST_P(GenericReading, WritesTheRegistryReadingsBytesUnderFp8Dynamic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFixtures, GenericReading, ::testing::ValuesIn(fixture_names()),
-                         [](const ::testing::TestParamInfo<std::string>& i) {
-                           std::string n = i.param;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::string>& i) { return testutil::test_name(i.param); });
 
 }  // namespace
 }  // namespace fp4forge

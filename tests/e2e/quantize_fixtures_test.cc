@@ -204,11 +204,7 @@ TEST_P(QuantizeFixture, OutputIsCompleteCorrectAndDeterministic) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFixtures, QuantizeFixture, ::testing::ValuesIn(kFixtures),
-                         [](const auto& pinfo) {
-                           std::string n = pinfo.param;
-                           std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
-                           return n;
-                         });
+                         [](const auto& pinfo) { return testutil::test_name(pinfo.param); });
 
 // Every other scheme, end to end: each quantized Linear's tensors are byte for byte what the scheme's
 // reference encoder makes of the source slice (codec/scheme.h encode_linear), everything kept is copied bit for
@@ -303,9 +299,7 @@ const SchemeCase kSchemeCases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Schemes, QuantizeScheme, ::testing::ValuesIn(kSchemeCases), [](const auto& pinfo) {
-  std::string n = std::string(pinfo.param.fixture) + "_" + std::string(quant_scheme_name(pinfo.param.scheme));
-  std::replace_if(n.begin(), n.end(), [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '_');
-  return n;
+  return testutil::test_name(std::string(pinfo.param.fixture) + "_" + std::string(quant_scheme_name(pinfo.param.scheme)));
 });
 
 TEST(QuantizeE2E, NanInAWeightFailsNamingTheTensorAndLeavesNothing) {

@@ -49,12 +49,6 @@ std::vector<std::string> fp8_fixtures() {
   return out;
 }
 
-std::string test_name(std::string n) {
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
-}
-
 Checkpoint open_or_die(const std::string& dir) {
   auto ck = Checkpoint::open(dir);
   if (!ck) {

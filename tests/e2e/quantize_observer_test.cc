@@ -86,11 +86,8 @@ TEST_P(ObserverFixture, EveryTensorIsUpstreamsBytesAndTheConfigNamesTheObserver)
 }
 
 INSTANTIATE_TEST_SUITE_P(Upstream, ObserverFixture, ::testing::ValuesIn(kCases), [](const auto& p) {
-  std::string n = std::string(p.param.fixture) + "_" + (*p.param.scheme ? std::string(p.param.scheme) + "_" : "") +
-                  p.param.config_name;
-  for (char& ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
+  return testutil::test_name(std::string(p.param.fixture) + "_" +
+                             (*p.param.scheme ? std::string(p.param.scheme) + "_" : "") + p.param.config_name);
 });
 
 // Rewrites the weights' observer of a quantized folder's config.

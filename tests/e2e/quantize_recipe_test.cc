@@ -143,12 +143,7 @@ std::vector<std::tuple<std::string, std::size_t>> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFixtures, RecipeOwnOutput, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<std::tuple<std::string, std::size_t>>& p) {
-                           std::string n = std::get<0>(p.param) + "_" + kRecipes[std::get<1>(p.param)].name;
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, std::size_t>>& p) { return testutil::test_name(std::get<0>(p.param) + "_" + kRecipes[std::get<1>(p.param)].name); });
 
 TEST(Recipe, RecipeFileWritesTheSameBytesAsSchemeFor) {
   TempDir tmp;

@@ -106,12 +106,7 @@ std::vector<std::tuple<std::string, std::string>> fixture_schemes() {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFixtures, SchemeOwnOutput, ::testing::ValuesIn(fixture_schemes()),
-                         [](const ::testing::TestParamInfo<std::tuple<std::string, std::string>>& p) {
-                           std::string n = std::get<0>(p.param) + "_" + std::get<1>(p.param);
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, std::string>>& p) { return testutil::test_name(std::get<0>(p.param) + "_" + std::get<1>(p.param)); });
 
 // ---- corrupt inputs, per scheme ----------------------------------------------------------------------
 
