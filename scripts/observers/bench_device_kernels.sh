@@ -11,6 +11,7 @@ drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 lscpu | grep -E "Model name|^CPU\(s\)|Thread" | cut -c1-120
 for round in 1 2; do
   for b in build/devbins/codec_search_bench_*; do
+    [ -e "$b" ] || continue
     echo "$round $(basename $b) $(FP4FORGE_BENCH_SHAPES=4096x4096 FP4FORGE_BENCH_THREADS=1,16 $b --benchmark_filter='AVX3|threads' 2>&1 | grep -o '^search[^ ]*\|Melem_per_s=[0-9.]*' | paste -sd ' ')"
   done
 done

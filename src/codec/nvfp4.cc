@@ -2,6 +2,7 @@
 // fused-set helper. The arithmetic lives in nvfp4_ref.cc (scalar) and nvfp4_simd.cc (Highway).
 #include "fp4forge/codec/nvfp4.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -14,12 +15,12 @@ namespace {
 using detail::Kernels;
 
 const Kernels& scalar_kernels() {
-  static const Kernels k{"scalar", &detail::ref_amax_bits, &detail::ref_encode};
+  static const Kernels k{"scalar", &detail::ref_amax_bits, &detail::ref_encode, &detail::ref_encode_maxima};
   return k;
 }
 
 const Kernels& dispatched_kernels() {
-  static const Kernels k{"", &detail::simd_amax_bits, &detail::simd_encode};
+  static const Kernels k{"", &detail::simd_amax_bits, &detail::simd_encode, &detail::simd_encode_maxima};
   return k;
 }
 
@@ -158,8 +159,19 @@ Status encode_rows_with(std::string_view path, const WeightView& w, float gs, st
 }
 
 void decode_rows(const std::byte* packed, const std::byte* scales, float gs, std::uint64_t rows,
-                 std::uint64_t cols, float* out) {
+                 std::uint64_t cols, float* out, std::string_view path) {
   const std::uint64_t groups = rows * (cols / kGroupSize);
+  if (path != "scalar") {  // the Highway kernel, in blocks of groups (their effective scales computed here)
+    constexpr std::uint64_t kBlock = 256;
+    float eff[kBlock];
+    for (std::uint64_t g0 = 0; g0 < groups; g0 += kBlock) {
+      const std::uint64_t n = std::min(kBlock, groups - g0);
+      for (std::uint64_t i = 0; i < n; ++i)
+        eff[i] = e4m3_to_float(static_cast<std::uint8_t>(scales[g0 + i])) / gs;  // fl32(s / gs)
+      detail::simd_decode_groups(packed + g0 * (kGroupSize / 2), eff, n, out + g0 * kGroupSize);
+    }
+    return;
+  }
   for (std::uint64_t g = 0; g < groups; ++g) {
     const float eff = e4m3_to_float(static_cast<std::uint8_t>(scales[g])) / gs;  // fl32(s / gs)
     for (std::uint64_t j = 0; j < kGroupSize / 2; ++j) {

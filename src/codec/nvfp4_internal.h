@@ -52,16 +52,28 @@ using AmaxBitsFn = std::uint32_t (*)(const std::byte* data, DType dt, std::uint6
 using EncodeFn = bool (*)(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols,
                           float gs, std::byte* packed, std::byte* scale);
 
+/**
+ * Encodes as EncodeFn with each group's E4M3 scale from group_max[g] (rows * cols / 16 values: a searched
+ * max, a value of the source dtype) instead of its max|w|. The caller has checked the values finite. Returns
+ * false (outputs then unspecified) when some group_max is not exactly a non-negative value of the source
+ * dtype; the caller then runs the reference.
+ */
+using EncodeMaximaFn = bool (*)(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
+                                const float* group_max, std::byte* packed, std::byte* scale);
+
 struct Kernels {
   std::string name;
   AmaxBitsFn amax_bits;
   EncodeFn encode;
+  EncodeMaximaFn encode_maxima;
 };
 
 /** The scalar reference (a transcription of spec §2 / Appendix A). */
 std::uint32_t ref_amax_bits(const std::byte* data, DType dt, std::uint64_t count);
 bool ref_encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
                 std::byte* packed, std::byte* scale);
+bool ref_encode_maxima(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
+                       const float* group_max, std::byte* packed, std::byte* scale);
 std::uint8_t ref_group_scale_code(float group_amax, DType dt, float gs);
 float ref_global_scale(float amax, DType dt);
 
@@ -134,6 +146,11 @@ const std::vector<Kernels>& simd_kernels();
 std::uint32_t simd_amax_bits(const std::byte* data, DType dt, std::uint64_t count);
 bool simd_encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
                  std::byte* packed, std::byte* scale);
+bool simd_encode_maxima(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
+                        const float* group_max, std::byte* packed, std::byte* scale);
+/** decode_rows' Highway kernel: out[16 g + j] = fp4_to_float(code j of group g) * eff[g], bit for bit the
+ * reference's product. */
+void simd_decode_groups(const std::byte* packed, const float* eff, std::uint64_t groups, float* out);
 
 /** Element (row-major index i) of a source buffer, widened to float (exact). */
 float load_elem(const std::byte* data, DType dt, std::uint64_t i) noexcept;

@@ -118,4 +118,24 @@ bool ref_encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint64
   return true;
 }
 
+// ref_encode with each group's max|w| replaced by group_max[g] (calculate_qparams on the searched max).
+bool ref_encode_maxima(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
+                       const float* group_max, std::byte* packed, std::byte* scale) {
+  const std::uint64_t groups = rows * (cols / kGroupSize);
+  for (std::uint64_t g = 0; g < groups; ++g) {
+    const std::uint8_t c = ref_group_scale_code(group_max[g], dt, gs);
+    scale[g] = static_cast<std::byte>(c);
+    const float eff = e4m3_to_float(c) / gs;
+    std::uint8_t codes[kGroupSize];
+    for (std::uint64_t j = 0; j < kGroupSize; ++j) {
+      float q = load_elem(data, dt, g * kGroupSize + j) / eff;
+      q = std::min(std::max(q, -6.0f), 6.0f);
+      codes[j] = ref_fp4_code(q);
+    }
+    for (std::uint64_t j = 0; j < kGroupSize; j += 2)
+      packed[g * kGroupSize / 2 + j / 2] = static_cast<std::byte>(codes[j] | (codes[j + 1] << 4));
+  }
+  return true;
+}
+
 }  // namespace fp4forge::nvfp4::detail

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "codec/nvfp4_internal.h"
 #include "codec/nvfp4_search_internal.h"
@@ -248,26 +249,22 @@ Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec
 }
 
 Status encode_rows_maxima(const WeightView& w, float gs, const float* group_max, std::uint64_t r0, std::uint64_t r1,
-                          std::byte* packed_out, std::byte* scale_out, std::string_view name) {
+                          std::byte* packed_out, std::byte* scale_out, std::string_view name, std::string_view path) {
   FP4FORGE_TRY(check_rows(w, r0, r1, name, gs));
   if (r0 == r1 || w.cols == 0) return {};
-  const DType dt = w.dtype;
-  const std::byte* base = w.data + r0 * w.cols * detail::elem_size(dt);
-  const std::uint64_t groups = (r1 - r0) * (w.cols / kGroupSize);
-  for (std::uint64_t g = 0; g < groups; ++g) {
-    // calculate_qparams(best_min, best_max, args, global_scale): the min-max recipe on the searched max.
-    const std::uint8_t c = detail::ref_group_scale_code(group_max[g], dt, gs);
-    scale_out[g] = static_cast<std::byte>(c);
-    const float eff = e4m3_to_float(c) / gs;
-    std::uint8_t codes[16];
-    for (std::uint64_t j = 0; j < 16; ++j) {
-      float q = detail::load_elem(base, dt, g * 16 + j) / eff;
-      q = std::min(std::max(q, -6.0f), 6.0f);
-      codes[j] = detail::ref_fp4_code(q);
-    }
-    for (std::uint64_t j = 0; j < 16; j += 2)
-      packed_out[g * 8 + j / 2] = static_cast<std::byte>(codes[j] | (codes[j + 1] << 4));
-  }
+  const std::byte* base = w.data + r0 * w.cols * detail::elem_size(w.dtype);
+  // calculate_qparams(best_min, best_max, args, global_scale): the min-max recipe on the searched max. The
+  // Highway kernel (the best target, or the one named) where every max is a value of the source dtype, as a
+  // searched max is; the scalar reference otherwise and for "scalar".
+  detail::EncodeMaximaFn fn = path.empty() ? &detail::simd_encode_maxima : nullptr;
+  if (path == "scalar") fn = &detail::ref_encode_maxima;
+  for (const auto& k : detail::simd_kernels())
+    if (fn == nullptr && k.name == path) fn = k.encode_maxima;
+  if (fn == nullptr)
+    return make_error(Errc::USAGE, "codec path '{}' is not available on this CPU/build; expected one of: {}", path,
+                      fmt::join(available_paths(), ", "));
+  if (!fn(base, w.dtype, r1 - r0, w.cols, gs, group_max, packed_out, scale_out))
+    detail::ref_encode_maxima(base, w.dtype, r1 - r0, w.cols, gs, group_max, packed_out, scale_out);
   return {};
 }
 

@@ -23,6 +23,7 @@
 #endif
 
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -368,12 +369,94 @@ bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, floa
   return true;
 }
 
+// EncodeT with each group's max|w| replaced by group_max[] (searched maxima, float values of D): the same
+// scales and packing, so the same bytes as ref_encode_maxima wherever every maximum is a value of D (false
+// otherwise, and the caller runs the reference).
+template <Src S>
+bool EncodeMaximaT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, float gs, const float* group_max,
+                   std::byte* packed, std::byte* scale) {
+  constexpr std::size_t esz = S == Src::F32 ? 4 : 2;
+  HWY_ALIGN std::uint32_t gmax[kChunkGroups];
+  HWY_ALIGN std::uint8_t codes[kChunkGroups];
+  constexpr DType kDt = S == Src::F32 ? DType::F32 : S == Src::BF16 ? DType::BF16 : DType::F16;
+  ThresholdTable& tt = ThresholdTable::thread_table(kDt, gs);
+  const std::uint64_t groups_per_row = cols / kGroup;
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint64_t c0 = 0; c0 < groups_per_row; c0 += kChunkGroups) {
+      const std::size_t ng = static_cast<std::size_t>(
+          groups_per_row - c0 < kChunkGroups ? groups_per_row - c0 : kChunkGroups);
+      const std::uint64_t gbase = r * groups_per_row + c0;
+      for (std::size_t i = 0; i < ng; ++i) {  // the maxima as source-domain magnitude bits (GroupMaxima's form)
+        const float m = group_max[gbase + i];
+        if (!(m >= 0.0f) || !std::isfinite(m)) return false;
+        if constexpr (S == Src::F32) {
+          gmax[i] = std::bit_cast<std::uint32_t>(m) & 0x7FFFFFFFu;
+        } else if constexpr (S == Src::BF16) {
+          const std::uint16_t h = half::float_to_bf16(m);
+          if (half::bf16_to_float(h) != m) return false;
+          gmax[i] = h & 0x7FFFu;
+        } else {
+          const std::uint16_t h = half::float_to_f16(m);
+          if (half::f16_to_float(h) != m) return false;
+          gmax[i] = h & 0x7FFFu;
+        }
+      }
+      for (std::size_t i = ng; i < kChunkGroups; ++i) gmax[i] = 0;  // GroupScales reads whole vectors
+      std::uint8_t lo = 0, hi = 0;
+      GroupScales<S>(gmax, ng, gs, codes, lo, hi);
+      std::memcpy(scale + gbase, codes, ng);
+      tt.ensure_range(lo, hi);
+      PackGroups<S>(data + gbase * kGroup * esz, ng, codes, tt,
+                    reinterpret_cast<std::uint8_t*>(packed) + gbase * (kGroup / 2));
+    }
+  }
+  return true;
+}
+
+bool EncodeMaxima(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
+                  const float* group_max, std::byte* packed, std::byte* scale) {
+  switch (dt) {
+    case DType::BF16: return EncodeMaximaT<Src::BF16>(data, rows, cols, gs, group_max, packed, scale);
+    case DType::F16: return EncodeMaximaT<Src::F16>(data, rows, cols, gs, group_max, packed, scale);
+    default: return EncodeMaximaT<Src::F32>(data, rows, cols, gs, group_max, packed, scale);
+  }
+}
+
 bool Encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
             std::byte* packed, std::byte* scale) {
   switch (dt) {
     case DType::BF16: return EncodeT<Src::BF16>(data, rows, cols, gs, packed, scale);
     case DType::F16: return EncodeT<Src::F16>(data, rows, cols, gs, packed, scale);
     default: return EncodeT<Src::F32>(data, rows, cols, gs, packed, scale);
+  }
+}
+
+// decode_rows: out = fp4_to_float(code) * eff per element, eff = fl32(e4m3(scale) / gs) per group (the one
+// float product of the reference, so the same values bit for bit). Each group's 8 bytes are two 32-bit words;
+// lane e takes nibble e of them (word e / 8, bits 4 (e % 8) ..), and the E2M1 value is built from its bits:
+// magnitude codes 2..7 are 2^((m >> 1) - 1) x (1 + (m & 1) / 2), code 1 is 0.5, code 0 is 0, bit 3 the sign.
+void DecodeGroups(const std::byte* packed, const float* eff, std::uint64_t groups, float* out) {
+  const hn::CappedTag<float, kGroup> df;  // lanes divide the group (powers of two up to 16)
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const std::size_t N = hn::Lanes(df);
+  const auto fifteen = hn::Set(du, 15u), seven = hn::Set(du, 7u), one = hn::Set(du, 1u), two = hn::Set(du, 2u);
+  for (std::uint64_t g = 0; g < groups; ++g) {
+    std::uint32_t w[2];
+    std::memcpy(w, packed + g * 8, 8);
+    const auto e = hn::Set(df, eff[g]);
+    for (std::size_t e0 = 0; e0 < kGroup; e0 += N) {
+      const auto lane = hn::Iota(du, static_cast<std::uint32_t>(e0));  // element index
+      const auto word = N <= 8 ? hn::Set(du, w[e0 / 8])
+                               : hn::IfThenElse(hn::Lt(lane, hn::Set(du, 8u)), hn::Set(du, w[0]), hn::Set(du, w[1]));
+      const auto shift = hn::And(hn::ShiftLeft<2>(lane), hn::Set(du, 31u));
+      const auto code = hn::And(word >> shift, fifteen);
+      const auto m = hn::And(code, seven);
+      auto bits = hn::Or(hn::ShiftLeft<23>(hn::Add(hn::ShiftRight<1>(m), hn::Set(du, 126u))),
+                         hn::ShiftLeft<22>(hn::And(m, one)));
+      bits = hn::IfThenElse(hn::Lt(m, two), hn::IfThenElseZero(hn::Eq(m, one), hn::Set(du, 0x3F000000u)), bits);
+      bits = hn::Or(bits, hn::ShiftLeft<31>(hn::ShiftRight<3>(code)));
+      hn::StoreU(hn::Mul(hn::BitCast(df, bits), e), df, out + g * kGroup + e0);
+    }
   }
 }
 
@@ -423,6 +506,8 @@ namespace fp4forge::nvfp4::detail {
 
 HWY_EXPORT(AmaxBits);
 HWY_EXPORT(Encode);
+HWY_EXPORT(EncodeMaxima);
+HWY_EXPORT(DecodeGroups);
 
 std::uint32_t simd_amax_bits(const std::byte* data, DType dt, std::uint64_t count) {
   return HWY_DYNAMIC_DISPATCH(AmaxBits)(data, dt, count);
@@ -433,37 +518,46 @@ bool simd_encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint6
   return HWY_DYNAMIC_DISPATCH(Encode)(data, dt, rows, cols, gs, packed, scale);
 }
 
+bool simd_encode_maxima(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
+                        const float* group_max, std::byte* packed, std::byte* scale) {
+  return HWY_DYNAMIC_DISPATCH(EncodeMaxima)(data, dt, rows, cols, gs, group_max, packed, scale);
+}
+
+void simd_decode_groups(const std::byte* packed, const float* eff, std::uint64_t groups, float* out) {
+  HWY_DYNAMIC_DISPATCH(DecodeGroups)(packed, eff, groups, out);
+}
+
 const std::vector<Kernels>& simd_kernels() {
   static const std::vector<Kernels> kernels = [] {
     std::vector<Kernels> v;
     const std::int64_t supported = hwy::SupportedTargets();
-    const auto add = [&](std::int64_t target, AmaxBitsFn a, EncodeFn e) {
-      if (supported & target) v.push_back(Kernels{hwy::TargetName(target), a, e});
+    const auto add = [&](std::int64_t target, AmaxBitsFn a, EncodeFn e, EncodeMaximaFn em) {
+      if (supported & target) v.push_back(Kernels{hwy::TargetName(target), a, e, em});
     };
     // Best first (x86 target bits: lower = better).
 #if HWY_TARGETS & HWY_AVX3_DL
-    add(HWY_AVX3_DL, &N_AVX3_DL::AmaxBits, &N_AVX3_DL::Encode);
+    add(HWY_AVX3_DL, &N_AVX3_DL::AmaxBits, &N_AVX3_DL::Encode, &N_AVX3_DL::EncodeMaxima);
 #endif
 #if HWY_TARGETS & HWY_AVX3
-    add(HWY_AVX3, &N_AVX3::AmaxBits, &N_AVX3::Encode);
+    add(HWY_AVX3, &N_AVX3::AmaxBits, &N_AVX3::Encode, &N_AVX3::EncodeMaxima);
 #endif
 #if HWY_TARGETS & HWY_AVX2
-    add(HWY_AVX2, &N_AVX2::AmaxBits, &N_AVX2::Encode);
+    add(HWY_AVX2, &N_AVX2::AmaxBits, &N_AVX2::Encode, &N_AVX2::EncodeMaxima);
 #endif
 #if HWY_TARGETS & HWY_SSE4
-    add(HWY_SSE4, &N_SSE4::AmaxBits, &N_SSE4::Encode);
+    add(HWY_SSE4, &N_SSE4::AmaxBits, &N_SSE4::Encode, &N_SSE4::EncodeMaxima);
 #endif
 #if HWY_TARGETS & HWY_SSSE3
-    add(HWY_SSSE3, &N_SSSE3::AmaxBits, &N_SSSE3::Encode);
+    add(HWY_SSSE3, &N_SSSE3::AmaxBits, &N_SSSE3::Encode, &N_SSSE3::EncodeMaxima);
 #endif
 #if HWY_TARGETS & HWY_NEON
-    add(HWY_NEON, &N_NEON::AmaxBits, &N_NEON::Encode);
+    add(HWY_NEON, &N_NEON::AmaxBits, &N_NEON::Encode, &N_NEON::EncodeMaxima);
 #endif
 #if HWY_TARGETS & HWY_EMU128
-    add(HWY_EMU128, &N_EMU128::AmaxBits, &N_EMU128::Encode);
+    add(HWY_EMU128, &N_EMU128::AmaxBits, &N_EMU128::Encode, &N_EMU128::EncodeMaxima);
 #endif
 #if HWY_TARGETS & HWY_SCALAR
-    add(HWY_SCALAR, &N_SCALAR::AmaxBits, &N_SCALAR::Encode);
+    add(HWY_SCALAR, &N_SCALAR::AmaxBits, &N_SCALAR::Encode, &N_SCALAR::EncodeMaxima);
 #endif
     return v;
   }();

@@ -620,7 +620,7 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
     for (std::uint64_t i = 0; i < want; ++i) {
       const std::uint64_t r = want == 1 ? 0 : i * (n - 1) / (want - 1);
       const bool enc = maxima ? nvfp4::encode_rows_maxima(v, gs_q, maxima + r * (k / 16), r, r + 1, pk1.data(),
-                                                          sc1.data(), m.name).ok()
+                                                          sc1.data(), m.name, "scalar").ok()
                               : nvfp4::encode_rows_with("scalar", v, gs_q, r, r + 1, pk1.data(), sc1.data(), m.name).ok();
       if (!enc) break;
       ++st.reencoded_rows;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -204,6 +205,75 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnRandomGroupsAndPartialSteps) {
 // The table the kernels decide by, shifted by a scale's exponent, is the reference's decision for every
 // magnitude of D below 8 s, at scales across the range the kernels use it in (BF16 [2^-100, 2^100], F16
 // [2^-12, 2^13]).
+// The encode with searched maxima: every Highway path writes the scalar reference's bytes, on searched maxima,
+// on maxima below and above the groups' max|w| (clamped codes, tiny quotients), zero maxima and subnormal
+// ones, for BF16, F16 and F32 sources, with partial chunks (cols not a multiple of 4096); a maximum that is not
+// a value of the source dtype falls back to the reference.
+TEST(CodecSearch, EncodeWithMaximaEveryPathIsTheReference) {
+  const std::uint64_t rows = 9, cols = 4096 + 48;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 5);
+  for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    const std::size_t esz = dt == DType::F32 ? 4 : 2;
+    std::vector<std::byte> data(rows * cols * esz);
+    auto round = [dt](float x) {
+      return dt == DType::BF16 ? half::round_to_bf16(x) : dt == DType::F16 ? half::round_to_f16(x) : x;
+    };
+    for (std::uint64_t i = 0; i < rows * cols; ++i) {
+      const float x = nd(rng) * std::ldexp(1.0f, static_cast<int>(i / cols) - 4);
+      if (dt == DType::BF16) {
+        const std::uint16_t h = half::float_to_bf16(x);
+        std::memcpy(data.data() + 2 * i, &h, 2);
+      } else if (dt == DType::F16) {
+        const std::uint16_t h = half::float_to_f16(x);
+        std::memcpy(data.data() + 2 * i, &h, 2);
+      } else {
+        std::memcpy(data.data() + 4 * i, &x, 4);
+      }
+    }
+    const WeightView v{data.data(), dt, rows, cols};
+    auto searched = searched_maxima(v, *search_spec(Observer::NVFP4_EXPANDED_MSE), "w");
+    ASSERT_TRUE(searched.ok());
+    std::vector<float> maxima = *searched;
+    for (std::size_t g = 0; g < maxima.size(); ++g) {  // vary some: other values of D, zero, subnormal
+      switch (pick(rng)) {
+        case 0: maxima[g] = round(maxima[g] * 0.37f); break;
+        case 1: maxima[g] = round(maxima[g] * 3.1f); break;
+        case 2: if (g % 7 == 0) maxima[g] = 0.0f; break;
+        case 3: if (g % 11 == 0) maxima[g] = dt == DType::F16 ? 0x1p-20f : 0x1p-130f; break;
+        default: break;
+      }
+    }
+    const float gs = global_scale(*std::max_element(maxima.begin(), maxima.end()), dt);
+    std::vector<std::byte> pk_ref(rows * cols / 2), sc_ref(rows * cols / 16);
+    ASSERT_TRUE(encode_rows_maxima(v, gs, maxima.data(), 0, rows, pk_ref.data(), sc_ref.data(), "w", "scalar").ok());
+    std::vector<std::string> paths = available_paths();
+    paths.push_back("");  // the dispatched kernel
+    for (const auto& path : paths) {
+      std::vector<std::byte> pk(pk_ref.size()), sc(sc_ref.size());
+      ASSERT_TRUE(encode_rows_maxima(v, gs, maxima.data(), 0, rows, pk.data(), sc.data(), "w", path).ok()) << path;
+      EXPECT_TRUE(pk == pk_ref && sc == sc_ref) << dtype_name(dt) << " path '" << path << "'";
+      // Rows 3..7 alone: the same bytes as those rows of the whole.
+      std::vector<std::byte> pk2(5 * cols / 2), sc2(5 * cols / 16);
+      ASSERT_TRUE(encode_rows_maxima(v, gs, maxima.data() + 3 * cols / 16, 3, 8, pk2.data(), sc2.data(), "w", path).ok());
+      EXPECT_TRUE(std::equal(pk2.begin(), pk2.end(), pk_ref.begin() + 3 * cols / 2)) << path;
+      EXPECT_TRUE(std::equal(sc2.begin(), sc2.end(), sc_ref.begin() + 3 * cols / 16)) << path;
+    }
+    // A maximum that is no value of D (BF16 / F16): the reference's bytes still (the kernel declines).
+    if (dt != DType::F32) {
+      std::vector<float> odd = maxima;
+      odd[5] = std::nextafter(round(odd[5]) + 1.0f, 10.0f);
+      std::vector<std::byte> a(pk_ref.size()), b(pk_ref.size()), sa(sc_ref.size()), sb(sc_ref.size());
+      ASSERT_TRUE(encode_rows_maxima(v, gs, odd.data(), 0, rows, a.data(), sa.data(), "w", "scalar").ok());
+      ASSERT_TRUE(encode_rows_maxima(v, gs, odd.data(), 0, rows, b.data(), sb.data(), "w").ok());
+      EXPECT_TRUE(a == b && sa == sb) << dtype_name(dt);
+    }
+    EXPECT_EQ(encode_rows_maxima(v, gs, maxima.data(), 0, rows, pk_ref.data(), sc_ref.data(), "w", "NEON9").error().code,
+              Errc::USAGE);
+  }
+}
+
 TEST(CodecSearch, TheThresholdsAreTheReferencesDecisions) {
   for (DType dt : {DType::BF16, DType::F16}) {
     const bool bf = dt == DType::BF16;

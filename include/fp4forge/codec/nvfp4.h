@@ -83,10 +83,11 @@ Status encode_rows(const WeightView& w, float gs, std::uint64_t r0, std::uint64_
 
 /**
  * Decodes `rows` x `cols` codes to float32 the way the CT decompressor does: out = E2M1(code) *
- * fl32(s / gs) (no cast to the model dtype). `cols` must be a multiple of 16.
+ * fl32(s / gs) (no cast to the model dtype). `cols` must be a multiple of 16. `path` "scalar" runs the
+ * reference loop; any other value the best Highway target, which gives the same floats bit for bit.
  */
 void decode_rows(const std::byte* packed, const std::byte* scales, float gs, std::uint64_t rows,
-                 std::uint64_t cols, float* out);
+                 std::uint64_t cols, float* out, std::string_view path = {});
 
 /** Value of a float8_e4m3fn byte (0x7F / 0xFF -> NaN). */
 float e4m3_to_float(std::uint8_t code) noexcept;

@@ -57,10 +57,13 @@ Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec
 /**
  * Encodes rows [r0, r1) of `w` with global scale `gs`, each group's E4M3 scale from `group_max` (its
  * searched max; (r1-r0)*cols/16 values for these rows) instead of its max|w|; outputs as encode_rows.
- * With every group_max equal to the group's max|w| this is encode_rows' output byte for byte.
+ * With every group_max equal to the group's max|w| this is encode_rows' output byte for byte. `path` as
+ * encode_rows_with: "" the best Highway target, "scalar" the reference, or a target's name; every path writes
+ * the same bytes.
  */
 Status encode_rows_maxima(const WeightView& w, float gs, const float* group_max, std::uint64_t r0, std::uint64_t r1,
-                          std::byte* packed_out, std::byte* scale_out, std::string_view name);
+                          std::byte* packed_out, std::byte* scale_out, std::string_view name,
+                          std::string_view path = {});
 
 /**
  * encode_fused with an observer: MINMAX is encode_fused; a searched observer searches each member,
