@@ -343,9 +343,31 @@ HWY_INLINE void PackGroups(const std::byte* src, std::size_t ng, const std::uint
 #endif
 }
 
+// The searched maxima of groups [0, ng) of a chunk as source-domain magnitude bits (GroupMaxima's form, padded
+// with zeros); false when one is not a non-negative value of D (the caller then runs the reference).
 template <Src S>
-bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, float gs, std::byte* packed,
-             std::byte* scale) {
+HWY_INLINE bool GivenMaxima(const float* group_max, std::size_t ng, std::uint32_t* gmax) {
+  for (std::size_t i = 0; i < ng; ++i) {
+    const float m = group_max[i];
+    if (!(m >= 0.0f) || !std::isfinite(m)) return false;
+    if constexpr (S == Src::F32) {
+      gmax[i] = std::bit_cast<std::uint32_t>(m) & 0x7FFFFFFFu;
+    } else {
+      const std::uint16_t h = S == Src::BF16 ? half::float_to_bf16(m) : half::float_to_f16(m);
+      if ((S == Src::BF16 ? half::bf16_to_float(h) : half::f16_to_float(h)) != m) return false;
+      gmax[i] = h & 0x7FFFu;
+    }
+  }
+  for (std::size_t i = ng; i < kChunkGroups; ++i) gmax[i] = 0;  // GroupScales reads whole vectors
+  return true;
+}
+
+// With group_max == nullptr each group's scale comes from its max|w| (min-max); otherwise from group_max[]
+// (searched maxima, values of D): the same scales and packing, so ref_encode_maxima's bytes (false when a
+// maximum is not a value of D, and the caller runs the reference).
+template <Src S>
+bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, float gs, const float* group_max,
+             std::byte* packed, std::byte* scale) {
   constexpr std::size_t esz = S == Src::F32 ? 4 : 2;
   HWY_ALIGN std::uint32_t gmax[kChunkGroups];
   HWY_ALIGN std::uint8_t codes[kChunkGroups];
@@ -358,7 +380,8 @@ bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, floa
           groups_per_row - c0 < kChunkGroups ? groups_per_row - c0 : kChunkGroups);
       const std::uint64_t gbase = r * groups_per_row + c0;  // first group index of the chunk
       const std::byte* src = data + gbase * kGroup * esz;
-      if (!GroupMaxima<S>(src, ng, gmax)) return false;
+      if (group_max != nullptr ? !GivenMaxima<S>(group_max + gbase, ng, gmax) : !GroupMaxima<S>(src, ng, gmax))
+        return false;
       std::uint8_t lo = 0, hi = 0;
       GroupScales<S>(gmax, ng, gs, codes, lo, hi);
       std::memcpy(scale + gbase, codes, ng);
@@ -369,65 +392,21 @@ bool EncodeT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, floa
   return true;
 }
 
-// EncodeT with each group's max|w| replaced by group_max[] (searched maxima, float values of D): the same
-// scales and packing, so the same bytes as ref_encode_maxima wherever every maximum is a value of D (false
-// otherwise, and the caller runs the reference).
-template <Src S>
-bool EncodeMaximaT(const std::byte* data, std::uint64_t rows, std::uint64_t cols, float gs, const float* group_max,
-                   std::byte* packed, std::byte* scale) {
-  constexpr std::size_t esz = S == Src::F32 ? 4 : 2;
-  HWY_ALIGN std::uint32_t gmax[kChunkGroups];
-  HWY_ALIGN std::uint8_t codes[kChunkGroups];
-  constexpr DType kDt = S == Src::F32 ? DType::F32 : S == Src::BF16 ? DType::BF16 : DType::F16;
-  ThresholdTable& tt = ThresholdTable::thread_table(kDt, gs);
-  const std::uint64_t groups_per_row = cols / kGroup;
-  for (std::uint64_t r = 0; r < rows; ++r) {
-    for (std::uint64_t c0 = 0; c0 < groups_per_row; c0 += kChunkGroups) {
-      const std::size_t ng = static_cast<std::size_t>(
-          groups_per_row - c0 < kChunkGroups ? groups_per_row - c0 : kChunkGroups);
-      const std::uint64_t gbase = r * groups_per_row + c0;
-      for (std::size_t i = 0; i < ng; ++i) {  // the maxima as source-domain magnitude bits (GroupMaxima's form)
-        const float m = group_max[gbase + i];
-        if (!(m >= 0.0f) || !std::isfinite(m)) return false;
-        if constexpr (S == Src::F32) {
-          gmax[i] = std::bit_cast<std::uint32_t>(m) & 0x7FFFFFFFu;
-        } else if constexpr (S == Src::BF16) {
-          const std::uint16_t h = half::float_to_bf16(m);
-          if (half::bf16_to_float(h) != m) return false;
-          gmax[i] = h & 0x7FFFu;
-        } else {
-          const std::uint16_t h = half::float_to_f16(m);
-          if (half::f16_to_float(h) != m) return false;
-          gmax[i] = h & 0x7FFFu;
-        }
-      }
-      for (std::size_t i = ng; i < kChunkGroups; ++i) gmax[i] = 0;  // GroupScales reads whole vectors
-      std::uint8_t lo = 0, hi = 0;
-      GroupScales<S>(gmax, ng, gs, codes, lo, hi);
-      std::memcpy(scale + gbase, codes, ng);
-      tt.ensure_range(lo, hi);
-      PackGroups<S>(data + gbase * kGroup * esz, ng, codes, tt,
-                    reinterpret_cast<std::uint8_t*>(packed) + gbase * (kGroup / 2));
-    }
-  }
-  return true;
-}
-
 bool EncodeMaxima(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
                   const float* group_max, std::byte* packed, std::byte* scale) {
   switch (dt) {
-    case DType::BF16: return EncodeMaximaT<Src::BF16>(data, rows, cols, gs, group_max, packed, scale);
-    case DType::F16: return EncodeMaximaT<Src::F16>(data, rows, cols, gs, group_max, packed, scale);
-    default: return EncodeMaximaT<Src::F32>(data, rows, cols, gs, group_max, packed, scale);
+    case DType::BF16: return EncodeT<Src::BF16>(data, rows, cols, gs, group_max, packed, scale);
+    case DType::F16: return EncodeT<Src::F16>(data, rows, cols, gs, group_max, packed, scale);
+    default: return EncodeT<Src::F32>(data, rows, cols, gs, group_max, packed, scale);
   }
 }
 
 bool Encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
             std::byte* packed, std::byte* scale) {
   switch (dt) {
-    case DType::BF16: return EncodeT<Src::BF16>(data, rows, cols, gs, packed, scale);
-    case DType::F16: return EncodeT<Src::F16>(data, rows, cols, gs, packed, scale);
-    default: return EncodeT<Src::F32>(data, rows, cols, gs, packed, scale);
+    case DType::BF16: return EncodeT<Src::BF16>(data, rows, cols, gs, nullptr, packed, scale);
+    case DType::F16: return EncodeT<Src::F16>(data, rows, cols, gs, nullptr, packed, scale);
+    default: return EncodeT<Src::F32>(data, rows, cols, gs, nullptr, packed, scale);
   }
 }
 
