@@ -35,6 +35,15 @@ Result<const Kernels*> find_path(std::string_view path) {
                     path, names);
 }
 
+}  // namespace
+
+Result<const Kernels*> detail::kernels_for(std::string_view path) {
+  if (path.empty()) return &dispatched_kernels();
+  return find_path(path);
+}
+
+namespace {
+
 std::string value_text(float v) {
   if (std::isnan(v)) return "nan";
   return v < 0 ? "-inf" : "inf";

@@ -140,6 +140,10 @@ class ThresholdTable {
   alignas(64) unsigned char storage_[kCodes * kBounds * kLanes * 4];
 };
 
+/** The kernels of a codec path: "" the runtime-dispatched best target, "scalar" the reference, or a target's
+ * name (USAGE naming the paths this CPU runs for any other): encode_rows_maxima's lookup. */
+Result<const Kernels*> kernels_for(std::string_view path);
+
 /** Highway targets compiled in and supported by this CPU, best first. */
 const std::vector<Kernels>& simd_kernels();
 /** Runtime-dispatched (HWY_DYNAMIC_DISPATCH) kernels. */

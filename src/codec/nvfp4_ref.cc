@@ -89,9 +89,27 @@ std::uint8_t ref_group_scale_code(float a, DType dt, float gs) {
   return c;
 }
 
+namespace {
+
+// One group of 16 values (exact in D) under E4M3 scale code c: its scale byte and its 8 packed bytes.
+void ref_encode_group(const float* grp, std::uint8_t c, float gs, std::byte* packed, std::byte* scale) {
+  *scale = static_cast<std::byte>(c);
+  const float s = e4m3_to_float(c);
+  const float eff = s / gs;                        // eff = fl32(s / gs)
+  std::uint8_t codes[kGroupSize];
+  for (std::uint64_t k = 0; k < kGroupSize; ++k) {
+    float q = grp[k] / eff;                        // q = fl32(w / eff), IEEE division
+    q = std::min(std::max(q, -6.0f), 6.0f);        // clamp(q, -6, 6)
+    codes[k] = ref_fp4_code(q);
+  }
+  for (std::uint64_t j = 0; j < kGroupSize; j += 2)  // low nibble = even column
+    packed[j / 2] = static_cast<std::byte>(codes[j] | (codes[j + 1] << 4));
+}
+
+}  // namespace
+
 bool ref_encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint64_t cols, float gs,
                 std::byte* packed, std::byte* scale) {
-  std::uint8_t codes[kGroupSize];
   for (std::uint64_t r = 0; r < rows; ++r) {
     for (std::uint64_t g0 = 0; g0 < cols; g0 += kGroupSize) {
       const std::uint64_t base = r * cols + g0;
@@ -102,17 +120,7 @@ bool ref_encode(const std::byte* data, DType dt, std::uint64_t rows, std::uint64
         if (!std::isfinite(grp[k])) return false;      // R4: never encoded
         a = std::max(a, std::fabs(grp[k]));
       }
-      const std::uint8_t c = ref_group_scale_code(a, dt, gs);
-      scale[base / kGroupSize] = static_cast<std::byte>(c);
-      const float s = e4m3_to_float(c);
-      const float eff = s / gs;                        // eff = fl32(s / gs)
-      for (std::uint64_t k = 0; k < kGroupSize; ++k) {
-        float q = grp[k] / eff;                        // q = fl32(w / eff), IEEE division
-        q = std::min(std::max(q, -6.0f), 6.0f);        // clamp(q, -6, 6)
-        codes[k] = ref_fp4_code(q);
-      }
-      for (std::uint64_t j = 0; j < kGroupSize; j += 2)  // low nibble = even column
-        packed[(base + j) / 2] = static_cast<std::byte>(codes[j] | (codes[j + 1] << 4));
+      ref_encode_group(grp, ref_group_scale_code(a, dt, gs), gs, packed + base / 2, scale + base / kGroupSize);
     }
   }
   return true;
@@ -123,17 +131,9 @@ bool ref_encode_maxima(const std::byte* data, DType dt, std::uint64_t rows, std:
                        const float* group_max, std::byte* packed, std::byte* scale) {
   const std::uint64_t groups = rows * (cols / kGroupSize);
   for (std::uint64_t g = 0; g < groups; ++g) {
-    const std::uint8_t c = ref_group_scale_code(group_max[g], dt, gs);
-    scale[g] = static_cast<std::byte>(c);
-    const float eff = e4m3_to_float(c) / gs;
-    std::uint8_t codes[kGroupSize];
-    for (std::uint64_t j = 0; j < kGroupSize; ++j) {
-      float q = load_elem(data, dt, g * kGroupSize + j) / eff;
-      q = std::min(std::max(q, -6.0f), 6.0f);
-      codes[j] = ref_fp4_code(q);
-    }
-    for (std::uint64_t j = 0; j < kGroupSize; j += 2)
-      packed[g * kGroupSize / 2 + j / 2] = static_cast<std::byte>(codes[j] | (codes[j + 1] << 4));
+    float grp[kGroupSize];
+    for (std::uint64_t j = 0; j < kGroupSize; ++j) grp[j] = load_elem(data, dt, g * kGroupSize + j);
+    ref_encode_group(grp, ref_group_scale_code(group_max[g], dt, gs), gs, packed + g * kGroupSize / 2, scale + g);
   }
   return true;
 }

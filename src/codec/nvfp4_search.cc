@@ -13,7 +13,6 @@
 #include <optional>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "codec/nvfp4_internal.h"
 #include "codec/nvfp4_search_internal.h"
@@ -256,14 +255,8 @@ Status encode_rows_maxima(const WeightView& w, float gs, const float* group_max,
   // calculate_qparams(best_min, best_max, args, global_scale): the min-max recipe on the searched max. The
   // Highway kernel (the best target, or the one named) where every max is a value of the source dtype, as a
   // searched max is; the scalar reference otherwise and for "scalar".
-  detail::EncodeMaximaFn fn = path.empty() ? &detail::simd_encode_maxima : nullptr;
-  if (path == "scalar") fn = &detail::ref_encode_maxima;
-  for (const auto& k : detail::simd_kernels())
-    if (fn == nullptr && k.name == path) fn = k.encode_maxima;
-  if (fn == nullptr)
-    return make_error(Errc::USAGE, "codec path '{}' is not available on this CPU/build; expected one of: {}", path,
-                      fmt::join(available_paths(), ", "));
-  if (!fn(base, w.dtype, r1 - r0, w.cols, gs, group_max, packed_out, scale_out))
+  FP4FORGE_ASSIGN_OR_RETURN(const detail::Kernels* k, detail::kernels_for(path));
+  if (!k->encode_maxima(base, w.dtype, r1 - r0, w.cols, gs, group_max, packed_out, scale_out))
     detail::ref_encode_maxima(base, w.dtype, r1 - r0, w.cols, gs, group_max, packed_out, scale_out);
   return {};
 }

@@ -243,6 +243,10 @@ struct PlanBuilder {
   void count_text_share();
   /** Per-role quantized and kept counts. */
   void count_roles();
+  /** True when some module split from (or owning) decision `di` is quantized. */
+  bool any_quantized(std::size_t di) const {
+    return std::any_of(mods_of[di].begin(), mods_of[di].end(), [&](std::size_t k) { return mods[k].quant; });
+  }
   /** Index of the decision for tensor `name` (decisions are sorted by name); decisions.size() when absent. */
   std::size_t decision_index(std::string_view name) const {
     const auto it = std::lower_bound(plan.decisions.begin(), plan.decisions.end(), name,
@@ -717,9 +721,7 @@ Status PlanBuilder::check_expert_uniformity() {
     for (const std::string& t : b.stored()) {
       const std::size_t di = decision_index(t);
       if (di == plan.decisions.size()) continue;
-      const auto& ks = mods_of[di];
-      const bool q = std::any_of(ks.begin(), ks.end(), [&](std::size_t k) { return mods[k].quant; });
-      (q ? split : kept).push_back(t);
+      (any_quantized(di) ? split : kept).push_back(t);
     }
     if (!split.empty() && !kept.empty())
       return make_error(Errc::BAD_INPUT,
@@ -737,8 +739,7 @@ Status PlanBuilder::check_expert_uniformity() {
       if (b.storage != ExpertStorage::FUSED || b.mtp || b.gate_up.empty()) continue;
       const std::size_t di = decision_index(b.gate_up);
       if (di == plan.decisions.size()) continue;
-      const auto& ks = mods_of[di];
-      if (!std::any_of(ks.begin(), ks.end(), [&](std::size_t k) { return mods[k].quant; })) continue;
+      if (!any_quantized(di)) continue;
       assumed.push_back(b.key);
       biased = biased || decision_index(b.gate_up + "_bias") != plan.decisions.size();
     }
