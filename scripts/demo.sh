@@ -59,6 +59,8 @@ stage "verify it against its source (every expert slice compared)" \
   "$BIN" verify "$WORK/vlm" --against "$DATA/qwen3_vl_moe-hub"
 stage "DeepSeek-V3 (MLA, shared experts, an MTP layer): doctor, quantize, verify" \
   bash -c "\"$BIN\" doctor \"$DATA/deepseek_v3\" && \"$BIN\" quantize \"$DATA/deepseek_v3\" \"$WORK/ds\" && \"$BIN\" verify \"$WORK/ds\" --against \"$DATA/deepseek_v3\""
+stage "structure first: the same DeepSeek-V3 under family names no registry lists (model_type and architectures renamed): the generic reading finds the MTP layer from the config and the tensors, writes the registry reading's bytes, and verifies clean" \
+  bash -c 'cp -r "$1" "$2/ds-generic-src" && sed -i -e "s/\"deepseek_v3\"/\"fp4forge_generic\"/" -e "s/\"DeepseekV3ForCausalLM\"/\"Fp4forgeGenericForCausalLM\"/" "$2/ds-generic-src/config.json" && grep -q fp4forge_generic "$2/ds-generic-src/config.json" && "$0" quantize "$2/ds-generic-src" "$2/ds-generic" > /dev/null && for f in "$2"/ds/*.safetensors; do cmp "$f" "$2/ds-generic/${f##*/}" || exit 1; done && echo "every shard byte-identical to the registry reading" && "$0" verify "$2/ds-generic" --against "$2/ds-generic-src" | tail -1 && "$0" doctor "$2/ds-generic" | tail -1' "$BIN" "$DATA/deepseek_v3" "$WORK"
 FP8="$DATA/fp8"
 stage "FP8 releases as input: DeepSeek-V3 in its native FP8 form (128x128 weight_scale_inv blocks, written by transformers' FineGrainedFP8): inspect and doctor read it as a source" \
   bash -c "\"$BIN\" inspect \"$FP8/native-deepseek_v3\" | grep -E '^(quantization|fp8 source)' && \"$BIN\" doctor \"$FP8/native-deepseek_v3\""
