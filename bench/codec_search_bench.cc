@@ -71,14 +71,18 @@ nvfp4::WeightView view(const Shape& s, std::uint64_t rows) {
   return {reinterpret_cast<const std::byte*>(source(s).data()), DType::BF16, rows, s.cols};
 }
 
-void search_path(benchmark::State& st, Shape s, std::string path) {
+// `unpruned`: the caller needs the step mask (patience = the step count, which cannot stop a search whose first
+// step always improves: the same maxima), so every step of every group runs in full: the kernel before pruning.
+void search_path(benchmark::State& st, Shape s, std::string path, bool unpruned) {
   const bool slow = path == "scalar" || path == "table";
   const std::uint64_t rows = slow ? std::min(s.rows, kSlowRows) : s.rows;
   const auto w = view(s, rows);
-  const auto sp = spec();
+  auto sp = spec();
+  if (unpruned) sp.patience = sp.total_steps();
   std::vector<float> out(rows * s.cols / 16);
+  fp4forge::StepMask mask;
   for (auto _ : st) {
-    auto r = nvfp4::search_rows(w, sp, sp.total_steps(), 0, rows, out.data(), nullptr, "bench", path);
+    auto r = nvfp4::search_rows(w, sp, sp.total_steps(), 0, rows, out.data(), unpruned ? &mask : nullptr, "bench", path);
     if (!r) st.SkipWithError(r.error().message.c_str());
     benchmark::DoNotOptimize(out.data());
   }
@@ -99,10 +103,11 @@ void minmax_encode(benchmark::State& st, Shape s) {
                                                   benchmark::Counter::kIsRate);
 }
 
-void search_threads(benchmark::State& st, Shape s, unsigned threads) {
+void search_threads(benchmark::State& st, Shape s, unsigned threads, bool unpruned) {
   fp4forge::ThreadPool pool(threads);
   const auto w = view(s, s.rows);
-  const auto sp = spec();
+  auto sp = spec();
+  if (unpruned) sp.patience = sp.total_steps();  // as in search_path
   for (auto _ : st) {
     auto r = fp4forge::searched_group_maxima(fp4forge::QuantScheme::NVFP4A16, w, sp, "bench", &pool);
     if (!r) st.SkipWithError(r.error().message.c_str());
@@ -132,11 +137,16 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes()) {
     const std::string tag = std::to_string(s.rows) + "x" + std::to_string(s.cols) + "_bf16";
     for (const auto& p : nvfp4::search_paths())
-      benchmark::RegisterBenchmark(("search/" + tag + "/" + p).c_str(), search_path, s, p)->MinTime(0.2)->UseRealTime()->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("search/" + tag + "/" + p).c_str(), search_path, s, p, false)->MinTime(0.2)->UseRealTime()->Unit(benchmark::kMillisecond);
+    for (const auto& p : nvfp4::search_paths())
+      if (p != "scalar" && p != "table")
+        benchmark::RegisterBenchmark(("search_unpruned/" + tag + "/" + p).c_str(), search_path, s, p, true)->MinTime(0.2)->UseRealTime()->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("minmax_encode/" + tag).c_str(), minmax_encode, s)->MinTime(0.2)->Unit(benchmark::kMillisecond);
     for (unsigned t : thread_counts())
-      benchmark::RegisterBenchmark(("search_threads/" + tag + "/" + std::to_string(t)).c_str(), search_threads, s, t)
-          ->MinTime(0.2)->UseRealTime()->Unit(benchmark::kMillisecond);
+      for (const bool unpruned : {false, true})
+        benchmark::RegisterBenchmark(((unpruned ? "search_threads_unpruned/" : "search_threads/") + tag + "/" + std::to_string(t)).c_str(),
+                                     search_threads, s, t, unpruned)
+            ->MinTime(0.2)->UseRealTime()->Unit(benchmark::kMillisecond);
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

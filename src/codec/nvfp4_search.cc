@@ -219,10 +219,12 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
     else if (dispatched && detail::search_f16_native()) kernel = &detail::search_f16_dispatched;
   }
   if (kernel != nullptr && pt != nullptr) {
-    const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data(), detail::search_thresholds(dt)};
+    const bool need_mask = improved != nullptr && spec.patience <= steps;
+    const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data(), detail::search_thresholds(dt),
+                                  need_mask};
     std::array<std::uint8_t, kMaxSearchSteps> imp{};
     kernel(reinterpret_cast<const std::uint16_t*>(base), groups, &args, group_max_out, imp.data());
-    if (improved != nullptr)
+    if (need_mask)
       for (int i = 0; i < steps; ++i)
         if (imp[static_cast<std::size_t>(i)]) improved->set(static_cast<std::size_t>(i));
     return {};

@@ -20,6 +20,9 @@ struct SearchArgs {
   const float* pow_table = nullptr;   ///< flD(|d|^norm_D) for every 15-bit magnitude of D (0x8000 entries)
   /** E2M1 decision thresholds of D (search_thresholds()), or nullptr to divide every element. */
   const std::int32_t* thresholds = nullptr;
+  /** Whether the caller reads the step mask (`improved`): only then must every step of every group run in
+   * full. Without it the kernel may prune steps that cannot be a group's best (the same maxima). */
+  bool need_improved = true;
 };
 
 /** torch.finfo(D).max: best_error's initial value (torch.full_like(min_val, finfo.max)). */
@@ -41,8 +44,8 @@ const float* pow_table_values(DType dt, float nd);
 const std::int32_t* search_thresholds(DType dt);
 
 /** Searches `groups` groups of 16 BF16 values at `src` (contiguous): writes each group's searched max
- * (flD(flD(a * expand) * ps[best step])) to group_max[groups] and sets improved[i] = 1 for every step i
- * at which some group improved. */
+ * (flD(flD(a * expand) * ps[best step])) to group_max[groups]; with args->need_improved, sets improved[i] = 1
+ * for every step i at which some group improved (else leaves it alone). */
 using SearchKernel = void (*)(const std::uint16_t* src, std::uint64_t groups, const SearchArgs* args,
                               float* group_max, std::uint8_t* improved);
 

@@ -1,17 +1,21 @@
-// The NVFP4A16 searched observers' Highway kernel for BF16 sources (nvfp4_search.h), one compilation per
-// x86 target, chosen at run time. Lanes are groups: a block of Lanes(df) groups of 16 is transposed once
-// (vector j holds element j of every group), then every step runs the reference's arithmetic on all
-// lanes at once, so each lane sums its 16 powers in the reference's order (e0 + e1 + ... + e15).
+// The NVFP4A16 searched observers' Highway kernel for BF16 and F16 sources (nvfp4_search.h), one compilation
+// per x86 target, chosen at run time. Lanes are groups: a block of Lanes(df) groups of 16 is transposed once
+// (vector j holds element j of every group), then every step runs the reference's arithmetic on all lanes at
+// once, so each lane sums its 16 powers in the reference's order (e0 + e1 + ... + e15). Where the caller needs
+// no step mask (patience cannot stop the search), a block is searched pruned (SearchBlockPruned): a lower bound
+// of every step's error from its groups' largest elements, then only the (group, step) pairs the bound cannot
+// rule out run in full, packed into lanes.
 // Per element and step: the fl32 quotient (on FMA targets a reciprocal and one FMA correction, which gives
 // the correctly rounded quotient wherever it decides anything: DivideExactly below; IEEE division
-// elsewhere), flD rounding (RoundMag, the shared helper), E2M1 round-to-nearest-even as (y + C) - C with
-// ulp(C) the grid's spacing (cast_to_fp4's inclusive/exclusive bounds are exactly its ties to even), the
-// power looked up in the reference's own table. The only float product that feeds an add is the FMA
-// correction, written as one; GCC would otherwise contract a product and an add into an FMA that rounds once.
+// elsewhere) or, for scales in the usual range, exact threshold decisions; flD rounding (RoundMag, the shared
+// helper), E2M1 round-to-nearest-even, the power looked up in the reference's own table. The only float
+// product that feeds an add is the FMA correction, written as one; GCC would otherwise contract a product and
+// an add into an FMA that rounds once.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "codec/nvfp4_search_internal.h"
 
@@ -19,6 +23,7 @@
 #define HWY_TARGET_INCLUDE "codec/nvfp4_search_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
+#include <hwy/aligned_allocator.h>
 #include <hwy/highway.h>
 
 #include "codec/scheme_simd_inl.h"
@@ -101,12 +106,193 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> MagIndex(DF df, hn::Vec<DF> d) {
   }
 }
 
+// The error sum of one vector of lanes, each a group under its own scale s (normal, in the range the threshold
+// table holds for): each element's E2M1 magnitude is decided by comparing its bits with the seven thresholds of
+// its lane's scale (args->thresholds: the exact bounds of the reference's decision for s = 1.m, shifted by s's
+// exponent: every quantity in the chain scales exactly by powers of two in the normal range), and dq = flD(q * s)
+// is one of eight values computed once: 0, s/2, s, 2s, 4s exactly, flD(1.5 s) and its doubles. x_of(j) gives
+// element j (|x|) of every lane's group; the powers are summed in the reference's order.
+template <Src S, class DF, class XOf>
+HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, XOf&& x_of) {
+  constexpr int kMant = S == Src::BF16 ? 7 : 10;
+  const hn::RebindToSigned<DF> di;
+  const auto sb = hn::BitCast(di, s);
+  const auto mant = hn::And(hn::ShiftRight<23 - kMant>(sb), hn::Set(di, (1 << kMant) - 1));
+  const auto eoff = hn::Sub(hn::And(sb, hn::Set(di, 0x7F800000)), hn::Set(di, 127 << 23));
+  hn::Vec<decltype(di)> t[7];
+  for (int k = 0; k < 7; ++k)
+    t[k] = hn::Add(hn::GatherIndex(di, args->thresholds + (std::size_t{1} << kMant) * static_cast<std::size_t>(k), mant), eoff);
+  const auto d15 = RoundD<S>(df, hn::Mul(s, hn::Set(df, 1.5f)));
+  const auto v05 = hn::Mul(s, hn::Set(df, 0.5f)), v2 = hn::Add(s, s), v4 = hn::Mul(s, hn::Set(df, 4.0f));
+  const auto v3 = hn::Add(d15, d15), v6 = hn::Mul(d15, hn::Set(df, 4.0f));
+  auto acc = hn::Zero(df);
+  for (std::size_t j = 0; j < 16; ++j) {
+    const auto x = x_of(j);
+    const auto xb = hn::BitCast(di, x);
+    auto dq = hn::Zero(df);
+    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[0])), v05, dq);
+    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[1])), s, dq);
+    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[2])), d15, dq);
+    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[3])), v2, dq);
+    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[4])), v3, dq);
+    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[5])), v4, dq);
+    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[6])), v6, dq);
+    acc = hn::Add(acc, hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, hn::Sub(dq, x))));
+  }
+  return acc;
+}
+
+// One element's power flD(|flD(flD(q s) - |x|)|^norm) by the reference's own chain: the fl32 quotient (the
+// corrected reciprocal r = fl32(1 / s) for a normal finite s, IEEE division with `divide`), clamp and flD, E2M1
+// round-to-nearest-even as (y + C) - C with ulp(C) the grid's spacing (cast_to_fp4's inclusive/exclusive bounds
+// are exactly its ties to even: 0.5 below 2, 1 below 4, 2 above), dq = flD(q * s), the power from the table.
+template <Src S, class DF>
+HWY_INLINE hn::Vec<DF> TermByDivision(DF df, hn::Vec<DF> x, hn::Vec<DF> s, hn::Vec<DF> r, bool divide,
+                                      const float* table) {
+  const auto z = divide ? hn::Div(x, s) : DivideExactly(x, s, r);  // fl32(|x| / s)
+  const auto y = RoundD<S>(df, hn::Min(z, hn::Set(df, 6.0f)));      // clamp(flD(|x| / s), 6)
+  const auto c = hn::IfThenElse(hn::Lt(y, hn::Set(df, 2.0f)), hn::Set(df, 0x1.8p22f),
+                                hn::IfThenElse(hn::Lt(y, hn::Set(df, 4.0f)), hn::Set(df, 0x1.8p23f), hn::Set(df, 0x1.8p24f)));
+  const auto q = hn::Sub(hn::Add(y, c), c);
+  const auto dq = RoundD<S>(df, hn::Mul(q, s));  // flD(q * s)
+  return hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x)));
+}
+
+// flD(m0 * p_i / 6) with 0 -> eps: step i's scale (the reference's shrinked_max_val / (bit_range / 2)).
+template <Src S, class DF>
+HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::SearchArgs* args, int i) {
+  const auto m = RoundD<S>(df, hn::Mul(m0, hn::Set(df, args->ps[i])));  // flD(m0 * p)
+  const auto s = RoundD<S>(df, hn::Div(m, hn::Set(df, 6.0f)));         // flD(m / 6)
+  return hn::IfThenElse(hn::Eq(s, hn::Zero(df)), hn::Set(df, args->eps), s);  // 0 -> eps
+}
+
+// The pruned search of one block, for a caller that needs only the best step of each group (no step mask):
+// the same best step as every step run in full, with far fewer powers. For every step, a lower bound of the
+// group's error: the powers of its kPruneK largest magnitudes, exact (the reference's own terms), summed in any
+// order. Then the step with the least bound is run in full: its error E is one the group reaches. Every step
+// whose bound shows its error above E (fl32(bound * (1 - 2^-19)) >= nextD(E), see below) cannot be the group's
+// best, nor tie with it; the rest run in full, as (group, step) pairs packed into lanes. Then the reference's
+// strict-improvement scan over the errors run, the others counting as +inf: the first step of the least error.
+//
+// Why the bound holds: the reference's sum acc adds 16 terms t >= 0 in sequence, and the bound b adds a subset of
+// them; with u = 2^-24, acc >= (sum of all t)(1 - u)^15 >= (sum of the subset)(1 - u)^15 >= b (1 - u)^15 / (1 +
+// u)^(kPruneK - 1) > b (1 - 2^-19)(1 + u) >= fl32(b (1 - 2^-19)). So acc >= nextD(E), the next value of D above
+// E, and then flD(acc) >= nextD(E) > E: the step's error is strictly above one the group reaches.
+//
+// Returns false (nothing written) where a scale of the block lies outside the threshold table's range; the
+// caller then runs the block in full.
+constexpr int kPruneK = 6;
+
+template <Src S, class DF>
+HWY_INLINE bool SearchBlockPruned(DF df, const float* xt, hn::Vec<DF> m0, const nvfp4::detail::SearchArgs* args,
+                                  float lo_s, float hi_s, float* st, float* errt, std::int32_t* pairs, float* out) {
+  const hn::RebindToSigned<DF> di;
+  constexpr std::size_t kMax = hn::MaxLanes(df);
+  const std::size_t L = hn::Lanes(df);
+  const int steps = args->steps;
+  // The scale only shrinks along the steps (0 -> eps aside, which a block in range never meets): its two ends
+  // decide whether the whole block is in the table's range.
+  const auto in_range = [&](hn::Vec<DF> s) {
+    return hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, lo_s)), hn::Le(s, hn::Set(df, hi_s))));
+  };
+  if (steps == 0 || !in_range(StepScale<S>(df, m0, args, 0)) || !in_range(StepScale<S>(df, m0, args, steps - 1)))
+    return false;
+  // The kPruneK largest magnitudes of each group (any subset bounds; the largest bound best): Batcher's
+  // odd-even merge sort of the 16 element vectors, descending, lane by lane (63 compare-exchanges).
+  HWY_ALIGN float xs[16 * kMax];
+  {
+    hn::Vec<DF> v[16];
+    for (std::size_t j = 0; j < 16; ++j) v[j] = hn::Load(df, xt + j * L);
+    for (std::size_t p = 1; p < 16; p <<= 1)
+      for (std::size_t k = p; k >= 1; k >>= 1)
+        for (std::size_t j = k % p; j + k < 16; j += 2 * k)
+          for (std::size_t i = 0; i < k && i + j + k < 16; ++i)
+            if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
+              const auto hi = hn::Max(v[i + j], v[i + j + k]);
+              v[i + j + k] = hn::Min(v[i + j], v[i + j + k]);
+              v[i + j] = hi;
+            }
+    for (std::size_t k = 0; k < static_cast<std::size_t>(kPruneK); ++k) hn::Store(v[k], df, xs + k * L);
+  }
+  // Pass 1: every step's scale and bound (kept in errt for now); the step of the least bound.
+  auto lbmin = hn::Set(df, std::numeric_limits<float>::infinity());
+  auto istar = hn::Zero(di);
+  bool ok = true;
+  for (int i = 0; i < steps; ++i) {
+    const auto s = StepScale<S>(df, m0, args, i);
+    ok = ok && in_range(s);
+    const auto r = hn::Div(hn::Set(df, 1.0f), s);
+    auto lb = hn::Zero(df);
+    for (int k = 0; k < kPruneK; ++k)
+      lb = hn::Add(lb, TermByDivision<S>(df, hn::Load(df, xs + static_cast<std::size_t>(k) * L), s, r, false, args->pow_table));
+    hn::Store(s, df, st + static_cast<std::size_t>(i) * L);
+    hn::Store(lb, df, errt + static_cast<std::size_t>(i) * L);
+    const auto less = hn::Lt(lb, lbmin);
+    lbmin = hn::IfThenElse(less, lb, lbmin);
+    istar = hn::IfThenElse(hn::RebindMask(di, less), hn::Set(di, i), istar);
+  }
+  if (!ok) return false;
+  // E: the error of each group's least-bound step, in full.
+  const auto lanes = hn::Iota(di, 0);
+  const auto istar_flat = hn::Add(hn::Mul(istar, hn::Set(di, static_cast<std::int32_t>(L))), lanes);
+  const auto e = RoundD<S>(df, hn::Abs(SumByThresholds<S>(df, hn::GatherIndex(df, st, istar_flat), args,
+                                                          [&](std::size_t j) { return hn::Load(df, xt + j * L); })));
+  HWY_ALIGN float ev[kMax], enext[kMax];
+  HWY_ALIGN std::int32_t iv[kMax];
+  hn::Store(e, df, ev);
+  hn::Store(istar, di, iv);
+  for (std::size_t lane = 0; lane < L; ++lane) {
+    // nextD(E): the least value of D above E (+inf above max; NaN stays NaN, and every step then runs).
+    if constexpr (S == Src::BF16) {
+      enext[lane] = std::isinf(ev[lane]) ? ev[lane]
+                                         : half::bf16_to_float(static_cast<std::uint16_t>(half::float_to_bf16(ev[lane]) + 1));
+    } else {
+      enext[lane] = std::isinf(ev[lane]) ? ev[lane]
+                                         : half::f16_to_float(static_cast<std::uint16_t>(half::float_to_f16(ev[lane]) + 1));
+    }
+  }
+  // The steps the bound cannot rule out, as flat indices i * L + lane; errt becomes the errors run (+inf else).
+  const auto margin = hn::Set(df, 1.0f - 0x1p-19f);
+  const auto en = hn::Load(df, enext);
+  std::size_t np = 0;
+  for (int i = 0; i < steps; ++i) {
+    float* row = errt + static_cast<std::size_t>(i) * L;
+    const auto lb = hn::Load(df, row);
+    const auto keep = hn::And(hn::Not(hn::Ge(hn::Mul(lb, margin), en)), hn::RebindMask(df, hn::Ne(istar, hn::Set(di, i))));
+    np += hn::CompressStore(hn::Add(lanes, hn::Set(di, i * static_cast<std::int32_t>(L))), hn::RebindMask(di, keep), di, pairs + np);
+    hn::Store(hn::Set(df, std::numeric_limits<float>::infinity()), df, row);
+  }
+  for (std::size_t lane = 0; lane < L; ++lane) errt[static_cast<std::size_t>(iv[lane]) * L + lane] = ev[lane];
+  // Pass 2: the pairs in full, L at a time; each lane reads its group's elements by a lane permutation.
+  for (std::size_t t = 0; t < L; ++t) pairs[np + t] = pairs[0];  // padding: a pair run twice, written once
+  HWY_ALIGN float pe[kMax];
+  for (std::size_t p = 0; p < np; p += L) {
+    const auto flat = hn::LoadU(di, pairs + p);
+    const auto idx = hn::IndicesFromVec(df, hn::And(flat, hn::Set(di, static_cast<std::int32_t>(L - 1))));
+    const auto acc = SumByThresholds<S>(df, hn::GatherIndex(df, st, flat), args, [&](std::size_t j) {
+      return hn::TableLookupLanes(hn::Load(df, xt + j * L), idx);
+    });
+    hn::Store(RoundD<S>(df, hn::Abs(acc)), df, pe);
+    const std::size_t n = std::min(L, np - p);
+    for (std::size_t t = 0; t < n; ++t) errt[static_cast<std::size_t>(pairs[p + t])] = pe[t];
+  }
+  // The reference's scan: best_error from finfo.max, strict improvement.
+  auto best = hn::Set(df, args->max_d);
+  auto besti = hn::Zero(di);
+  for (int i = 0; i < steps; ++i) {
+    const auto imp = hn::Lt(hn::Load(df, errt + static_cast<std::size_t>(i) * L), best);
+    best = hn::IfThenElse(imp, hn::Load(df, errt + static_cast<std::size_t>(i) * L), best);
+    besti = hn::IfThenElse(hn::RebindMask(di, imp), hn::Set(di, i), besti);
+  }
+  hn::Store(RoundD<S>(df, hn::Mul(m0, hn::GatherIndex(df, args->ps, besti))), df, out);
+  return true;
+}
+
 template <Src S>
 void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
              float* group_max, std::uint8_t* improved) {
-  // The threshold table's mantissa bits, and the scales for which it holds (every threshold and every
-  // dq normal and finite in D once shifted by the scale's exponent).
-  constexpr int kMant = S == Src::BF16 ? 7 : 10;
+  // The scales for which the threshold table holds (every threshold and every dq normal and finite in D once
+  // shifted by the scale's exponent).
   const float lo_s = S == Src::BF16 ? 0x1p-100f : 0x1p-12f, hi_s = S == Src::BF16 ? 0x1p100f : 0x1p13f;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -114,12 +300,14 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
   const std::size_t L = hn::Lanes(df);
   HWY_ALIGN float xt[16 * kMax];  // xt[j * L + lane] = |x_j| of group `lane` of the block
   HWY_ALIGN float out[kMax];
-  const auto six = hn::Set(df, 6.0f), two = hn::Set(df, 2.0f), four = hn::Set(df, 4.0f);
   const auto zero = hn::Zero(df);
-  // Adding C and subtracting it again rounds y >= 0 to a multiple of ulp(C): 0.5, 1 and 2.
-  const auto c05 = hn::Set(df, 0x1.8p22f), c1 = hn::Set(df, 0x1.8p23f), c2 = hn::Set(df, 0x1.8p24f);
-  const auto eps = hn::Set(df, args->eps), expand = hn::Set(df, args->expand);
-  const float* table = args->pow_table;
+  const auto expand = hn::Set(df, args->expand);
+  // The pruned search's scratch, once per call: scales and errors per (step, lane), the pairs to run.
+  const bool prune = !args->need_improved && args->thresholds != nullptr;
+  const std::size_t cells = prune ? static_cast<std::size_t>(args->steps) * L : 0;
+  const auto st = hwy::AllocateAligned<float>(cells + L);  // aligned: whole vectors load and store at i * L
+  const auto errt = hwy::AllocateAligned<float>(cells + L);
+  const auto pairs = hwy::AllocateAligned<std::int32_t>(cells + L);
   for (std::uint64_t g0 = 0; g0 < groups; g0 += L) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(L, groups - g0));
     for (std::size_t lane = 0; lane < L; ++lane)
@@ -130,58 +318,28 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
     auto a = zero;
     for (std::size_t j = 0; j < 16; ++j) a = hn::Max(a, hn::Load(df, xt + j * L));
     const auto m0 = RoundD<S>(df, hn::Mul(a, expand));  // flD(a * expand)
+    if (prune && SearchBlockPruned<S>(df, xt, m0, args, lo_s, hi_s, st.get(), errt.get(), pairs.get(), out)) {
+      std::memcpy(group_max + g0, out, n * sizeof(float));
+      continue;
+    }
     auto best = hn::Set(df, args->max_d);
     auto besti = hn::Zero(di);
     for (int i = 0; i < args->steps; ++i) {
-      const auto m = RoundD<S>(df, hn::Mul(m0, hn::Set(df, args->ps[i])));  // flD(m0 * p)
-      auto s = RoundD<S>(df, hn::Div(m, six));                             // flD(m / 6)
-      s = hn::IfThenElse(hn::Eq(s, zero), eps, s);                                   // 0 -> eps
-      auto acc = zero;
-      // The usual case: every scale of the block in [2^-100, 2^100]. Each element's E2M1 magnitude is decided
-      // by comparing its bits with the seven thresholds of its group's scale (args->thresholds: the exact
-      // bounds of the reference's decision for s = 1.m, shifted by s's exponent: every quantity in the chain
-      // scales exactly by powers of two in the normal range), and dq = flD(q * s) is one of eight values
-      // computed once per step: 0, s/2, s, 2s, 4s exactly, flD(1.5 s) and its doubles.
+      const auto s = StepScale<S>(df, m0, args, i);
+      hn::Vec<decltype(df)> acc;
+      // The usual case, every scale of the block in the table's range: the threshold decisions.
       if (args->thresholds != nullptr &&
           hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, lo_s)), hn::Le(s, hn::Set(df, hi_s))))) {
-        const auto sb = hn::BitCast(di, s);
-        const auto mant = hn::And(hn::ShiftRight<23 - kMant>(sb), hn::Set(di, (1 << kMant) - 1));
-        const auto eoff = hn::Sub(hn::And(sb, hn::Set(di, 0x7F800000)), hn::Set(di, 127 << 23));
-        hn::Vec<decltype(di)> t[7];
-        for (int k = 0; k < 7; ++k)
-          t[k] = hn::Add(hn::GatherIndex(di, args->thresholds + (std::size_t{1} << kMant) * static_cast<std::size_t>(k), mant), eoff);
-        const auto d15 = RoundD<S>(df, hn::Mul(s, hn::Set(df, 1.5f)));
-        const auto v05 = hn::Mul(s, hn::Set(df, 0.5f)), v2 = hn::Add(s, s), v4 = hn::Mul(s, four);
-        const auto v3 = hn::Add(d15, d15), v6 = hn::Mul(d15, four);
-        for (std::size_t j = 0; j < 16; ++j) {
-          const auto x = hn::Load(df, xt + j * L);
-          const auto xb = hn::BitCast(di, x);
-          auto dq = zero;
-          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[0])), v05, dq);
-          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[1])), s, dq);
-          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[2])), d15, dq);
-          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[3])), v2, dq);
-          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[4])), v3, dq);
-          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[5])), v4, dq);
-          dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[6])), v6, dq);
-          acc = hn::Add(acc, hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x))));
-        }
+        acc = SumByThresholds<S>(df, s, args, [&](std::size_t j) { return hn::Load(df, xt + j * L); });
       } else {
-      // The corrected reciprocal quotient needs a normal, finite s; a step with another (a subnormal or an
-      // infinite scale: groups of extreme magnitude) divides.
-      const bool divide = !hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, 0x1p-125f)), hn::Le(s, hn::Set(df, 0x1p125f))));
-      const auto r = hn::Div(hn::Set(df, 1.0f), s);
-      for (std::size_t j = 0; j < 16; ++j) {
-        const auto x = hn::Load(df, xt + j * L);
-        const auto z = divide ? hn::Div(x, s) : DivideExactly(x, s, r);            // fl32(|x| / s)
-        const auto y = RoundD<S>(df, hn::Min(z, six));                    // clamp(flD(|x| / s), 6)
-        // E2M1 RNE: spacing 0.5 below 2, 1 below 4, 2 above (cast_to_fp4's bounds are its ties to even),
-        // as (y + C) - C with ulp(C) the spacing: the float addition rounds to nearest even.
-        const auto c = hn::IfThenElse(hn::Lt(y, two), c05, hn::IfThenElse(hn::Lt(y, four), c1, c2));
-        const auto q = hn::Sub(hn::Add(y, c), c);
-        const auto dq = RoundD<S>(df, hn::Mul(q, s));  // flD(q * s)
-        acc = hn::Add(acc, hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x))));  // + flD(|flD(dq - |x|)|^norm)
-      }
+        // The corrected reciprocal quotient needs a normal, finite s; a step with another (a subnormal or an
+        // infinite scale: groups of extreme magnitude) divides.
+        const bool divide =
+            !hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, 0x1p-125f)), hn::Le(s, hn::Set(df, 0x1p125f))));
+        const auto r = hn::Div(hn::Set(df, 1.0f), s);
+        acc = zero;
+        for (std::size_t j = 0; j < 16; ++j)
+          acc = hn::Add(acc, TermByDivision<S>(df, hn::Load(df, xt + j * L), s, r, divide, args->pow_table));
       }
       const auto err = RoundD<S>(df, hn::Abs(acc));  // acc >= 0 (or NaN)
       const auto imp = hn::Lt(err, best);

@@ -140,7 +140,9 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
       ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 0, rows, got.data(), &imp, "w", path).ok()) << path;
       for (std::size_t g = 0; g < ref.size(); ++g)
         EXPECT_EQ(std::bit_cast<std::uint32_t>(got[g]), std::bit_cast<std::uint32_t>(ref[g])) << path << " group " << g;
-      EXPECT_EQ(imp, ref_imp) << path;
+      // The mask is only filled where patience can stop the search (patience <= steps).
+      if (sp.patience <= sp.total_steps() || path == "scalar" || path == "table") EXPECT_EQ(imp, ref_imp) << path;
+      else EXPECT_TRUE(imp.none() || imp == ref_imp) << path;  // the table path under F16 fills it
       // A row range computes the same maxima as the whole.
       std::vector<float> part(ref.size());
       ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 5, 17, part.data(), nullptr, "w", path).ok());
@@ -195,7 +197,10 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnRandomGroupsAndPartialSteps) {
           for (std::size_t g = 0; g < ref.size(); ++g)
             diff += std::bit_cast<std::uint32_t>(got[g]) != std::bit_cast<std::uint32_t>(ref[g]) ? 1 : 0;
           EXPECT_EQ(diff, 0u) << path << " " << dtype_name(dt) << " steps " << steps;
-          EXPECT_EQ(imp, ref_imp) << path << " steps " << steps;
+          // The mask is only filled where patience can stop the search (patience <= steps), or by the
+          // reference paths.
+          if (sp.patience <= steps || path == "scalar" || path == "table") EXPECT_EQ(imp, ref_imp) << path << " steps " << steps;
+          else EXPECT_TRUE(imp.none() || imp == ref_imp) << path << " steps " << steps;  // ditto
         }
       }
     }

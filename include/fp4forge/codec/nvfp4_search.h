@@ -33,14 +33,18 @@ using fp4forge::kMaxSearchSteps;  // codec/observer.h: the search's scheme-indep
 using fp4forge::StepMask;
 using fp4forge::steps_run;
 
-/** The search paths: "table" (default) and "scalar" (the reference). */
+/** The search paths: "scalar" (the reference), "table" (the reference with its powers from a table), and the
+ * Highway targets of this CPU (BF16 and F16 sources; the default, an empty path, is the best of them). */
 std::vector<std::string> search_paths();
 
 /**
  * Searches every group of rows [r0, r1) of `w`, running `steps` steps (spec.total_steps() for a whole
  * search; fewer once the tensor's early stop is known, see steps_run). Writes each group's searched max
  * (exact in D, as float; groups row-major, cols/16 per row) to group_max_out[(r1-r0)*cols/16] and ORs
- * into `improved` the steps at which some group improved. Errors as amax_rows (BAD_INPUT: non-finite
+ * into `improved` the steps at which some group improved. The mask is only filled where it can matter, i.e.
+ * where spec.patience <= steps (steps_run can then stop the search early) or on the reference paths ("scalar",
+ * "table"); otherwise the Highway paths leave `improved` as it is and skip, per group, every step a lower bound of its error shows cannot be the
+ * group's best (the same maxima, far fewer powers). Errors as amax_rows (BAD_INPUT: non-finite
  * weight, dtype, row range, cols % 16 != 0); USAGE for an unknown path.
  */
 Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0, std::uint64_t r1,
