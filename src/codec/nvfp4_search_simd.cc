@@ -12,6 +12,7 @@
 // product that feeds an add is the FMA correction, written as one; GCC would otherwise contract a product and
 // an add into an FMA that rounds once.
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -242,13 +243,14 @@ HWY_INLINE bool SearchBlockPruned(DF df, const float* xt, hn::Vec<DF> m0, const 
   hn::Store(e, df, ev);
   hn::Store(istar, di, iv);
   for (std::size_t lane = 0; lane < L; ++lane) {
-    // nextD(E): the least value of D above E (+inf above max; NaN stays NaN, and every step then runs).
-    if constexpr (S == Src::BF16) {
-      enext[lane] = std::isinf(ev[lane]) ? ev[lane]
-                                         : half::bf16_to_float(static_cast<std::uint16_t>(half::float_to_bf16(ev[lane]) + 1));
+    // nextD(E): the least value of D above E (+inf above max and for +inf; a NaN E, which finite sources never
+    // give, stays NaN, and then every step runs: no comparison with NaN prunes).
+    if (std::isinf(ev[lane]) || std::isnan(ev[lane])) {
+      enext[lane] = ev[lane];
+    } else if constexpr (S == Src::BF16) {
+      enext[lane] = half::bf16_to_float(static_cast<std::uint16_t>(half::float_to_bf16(ev[lane]) + 1));
     } else {
-      enext[lane] = std::isinf(ev[lane]) ? ev[lane]
-                                         : half::f16_to_float(static_cast<std::uint16_t>(half::float_to_f16(ev[lane]) + 1));
+      enext[lane] = half::f16_to_float(static_cast<std::uint16_t>(half::float_to_f16(ev[lane]) + 1));
     }
   }
   // The steps the bound cannot rule out, as flat indices i * L + lane; errt becomes the errors run (+inf else).

@@ -1,0 +1,29 @@
+#!/bin/bash
+# Device A/B of two fp4forge builds on the synthesized llama 8b, in one run: quantize --observer mse and
+# verify --against (page caches dropped before each), wall, CPU time and peak RSS per build, the I/O floor
+# beside them. Run from the repo root with build/bin (the build under test), build/devlibs (the shared
+# libraries the device lacks) and build/devbins/fp4forge_base (the baseline build) carried.
+set -u
+export LD_LIBRARY_PATH=$PWD/build/devlibs
+W=/root/bench; mkdir -p $W
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+B=$PWD/build/bin/fp4forge
+[ -d $W/src ] || $B synth --arch llama --size 8b --out $W/src --seed 1 > /dev/null
+$B quantize $W/src --dry-run --json > $W/plan.json
+OUTB=$(python3 -c "import json;print(json.load(open('$W/plan.json'))['plan']['output_bytes'])")
+drop; t0=$(date +%s.%N); cat $W/src/*.safetensors > /dev/null; dd if=/dev/zero of=$W/floor.bin bs=4M count=$(( (OUTB + 4194303) / 4194304 )) conv=fsync status=none; t1=$(date +%s.%N); rm -f $W/floor.bin
+echo "FLOOR $(python3 -c "print(round($t1-$t0,2))") s"
+for round in 1 2; do
+  for name in base new; do
+    bin=$B; [ $name = base ] && bin=$PWD/build/devbins/fp4forge_base
+    rm -rf $W/mse_$name
+    drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $bin quantize $W/src $W/mse_$name --observer mse --no-progress --json > /dev/null
+    echo "$round $name quantize wall_s user_s maxrss_kb: $(cat $W/t.txt)"
+  done
+done
+cmp -s <(cat $W/mse_base/*.safetensors | md5sum) <(cat $W/mse_new/*.safetensors | md5sum) && echo "outputs identical" || echo "OUTPUTS DIFFER"
+for name in base new; do
+  bin=$B; [ $name = base ] && bin=$PWD/build/devbins/fp4forge_base
+  drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $bin verify $W/mse_new --against $W/src --no-progress --json > $W/v_$name.json
+  echo "$name verify wall_s user_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/v_$name.json'));a=d['stats']['against'];print(d['ok'], a['mean_rel_rms'], a['mean_minmax_rel_rms'], a['reencode_mismatched_rows'], a['reencoded_rows'])")"
+done
