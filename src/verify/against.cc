@@ -1,6 +1,9 @@
 // verify --against: every quantized module re-encoded from its source and compared (the proof), errors against the source and the min-max baseline, kept tensors compared.
 #include "verify/internal.h"
 
+#include <future>
+#include <system_error>
+
 namespace fp4forge::verify_internal {
 namespace {
 
@@ -103,6 +106,7 @@ struct Member {
   float amax = 0;              // max|w|
   float observed_amax = 0;     // max of the searched maxima (a searched observer), else amax
   std::vector<float> maxima;   // a searched observer: each group's searched max (nvfp4_search.h)
+  bool searched = false;       // maxima computed ahead (search_ahead), while the job before compared
   bool ok = false;
 };
 
@@ -488,7 +492,8 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
     mem.observed_amax = *a;
     set_amax = std::max(set_amax, *a);
     if (const auto search = r.search_of(*mem.mod)) {  // the observer's search, as quantize ran it
-      auto m = searched_group_maxima(s.layout(*mem.mod).qs, v, *search, mem.src.label, &pool);
+      auto m = mem.searched ? Result<std::vector<float>>(std::move(mem.maxima))
+                            : searched_group_maxima(s.layout(*mem.mod).qs, v, *search, mem.src.label, &pool);
       if (!m.ok()) {
         src_ok = false;
         break;
@@ -500,6 +505,23 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
     set_observed = std::max(set_observed, mem.observed_amax);
   }
   return src_ok;
+}
+
+/** The searches of a job's members, run ahead on the shared pool while the job before it compares (verify is
+ * otherwise one job at a time, and the search is most of its CPU). Only members whose source is in place (not
+ * an FP8 source still to expand) and only what load_sources would compute: it takes the maxima as they are.
+ * A search that fails (a non-finite source) leaves the member to load_sources, which reports it. Touches
+ * nothing but the job's members and the pool (parallel_for waits for its own tasks only): no findings. */
+void search_ahead(Against& r, Job& job) {
+  for (Member& mem : job.members) {
+    const auto search = r.search_of(*mem.mod);
+    if (!search || mem.src.data == nullptr || !nvfp4::is_source_dtype(mem.src.dtype)) continue;
+    const nvfp4::WeightView v{mem.src.data, mem.src.dtype, mem.src.rows, mem.src.cols};
+    auto m = searched_group_maxima(r.s.layout(*mem.mod).qs, v, *search, mem.src.label, &r.pool);
+    if (!m.ok()) return;  // load_sources stops at this member too, with its finding
+    mem.maxima = std::move(m).value();
+    mem.searched = true;
+  }
 }
 
 /** Step 3, per NVFP4 member: the global scale against the source statistics, the module dequantized and
@@ -750,6 +772,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       ++total_items;
     }
   ProgressScope progress(opts.progress, "verify", total_bytes, total_items);
+  std::future<void> ahead;  // the next job's searches (search_ahead); joined before that job loads
   for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
     Job& job = jobs[ji];
     // Read-ahead: the next job's source and quantized tensors load while this one computes.
@@ -765,7 +788,16 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       }
     } unexpand_at_end{job};
     float set_amax = 0, set_observed = 0;  // max|w| and the observer's max over the fused set
-    if (load_sources(r, job, set_amax, set_observed)) {
+    if (ahead.valid()) ahead.get();        // this job's searches, run while the job before compared
+    const bool loaded = load_sources(r, job, set_amax, set_observed);
+    if (ji + 1 < jobs.size() && r.pool.size() > 1) {  // -j 1 stays one thread of work
+      try {
+        ahead = std::async(std::launch::async, [&r, next = &jobs[ji + 1]] { search_ahead(r, *next); });
+      } catch (const std::system_error&) {
+        // No thread to spare (ulimit, memory): the next job searches in load_sources, as with -j 1.
+      }
+    }
+    if (loaded) {
       const DType dt = job.members[0].src.dtype;
       const float gs_set = nvfp4::global_scale(set_observed, dt);  // what the config's observer gives
       const float gs_minmax = nvfp4::global_scale(set_amax, dt);

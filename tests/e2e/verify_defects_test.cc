@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/codec/nvfp4.h"
@@ -541,6 +542,43 @@ TEST_F(VerifyDefects, QuantizeCliOutputVerifiesCleanAgainstSource) {
   ASSERT_EQ(run_cli(fmt::format("quantize {} {}{}", src.string(), bad.string(), force), &out), 0) << out;
   EXPECT_EQ(run_cli(fmt::format("verify {}", bad.string()), &out), 1) << out;
   EXPECT_NE(out.find("router-quantized"), std::string::npos) << out;
+}
+
+// verify --against runs the next job's searches while the current job compares (search_ahead). The report is the
+// same at any -j (findings and every statistic), and a non-finite value in a later job's source is still reported,
+// naming the tensor, with the modules around it still judged.
+TEST_F(VerifyDefects, SearchAheadGivesOneReportAtAnyJobsAndStillCatchesANonFiniteSource) {
+  const sfs::path src = kData / "llama", q = root_ / "q", src2 = root_ / "src2";
+  ASSERT_EQ(run_cli(fmt::format("quantize '{}' '{}' -j 2 --no-progress", src.string(), q.string())), 0);  // mse
+  auto verify_json = [&](const sfs::path& against, int jobs, int want_rc) {
+    std::string out;
+    EXPECT_EQ(run_cli(fmt::format("verify '{}' --against '{}' --json --no-progress -j {}", q.string(), against.string(), jobs),
+                      &out),
+              want_rc)
+        << out;
+    return nlohmann::json::parse(out, nullptr, false);
+  };
+  const auto one = verify_json(src, 1, 0), four = verify_json(src, 4, 0);
+  ASSERT_FALSE(one.is_discarded());
+  ASSERT_FALSE(four.is_discarded());
+  EXPECT_EQ(one.at("observer"), "nvfp4_expanded_mse");
+  EXPECT_EQ(one.at("findings"), four.at("findings"));
+  EXPECT_EQ(one.at("stats"), four.at("stats"));
+  EXPECT_EQ(one.at("stats").at("against").at("reencode_mismatched_rows"), 0);
+  // A NaN in the last layer's down_proj source (the last job): reported as the source's defect at any -j.
+  sfs::copy(src, src2, sfs::copy_options::recursive);
+  const std::array<std::byte, 2> nan{std::byte{0xC0}, std::byte{0x7F}};  // BF16 quiet NaN, little-endian
+  patch_tensor(src2, "model.layers.1.mlp.down_proj.weight", 2 * 37, nan);
+  for (int jobs : {1, 4}) {
+    const auto r = verify_json(src2, jobs, 1);
+    ASSERT_FALSE(r.is_discarded());
+    bool found = false;
+    for (const auto& f : r.at("findings"))
+      if (f.at("kind") == "nonfinite-kept-tensor" && f.at("tensors").dump().find("layers.1.mlp.down_proj") != std::string::npos)
+        found = true;
+    EXPECT_TRUE(found) << r.at("findings").dump(1);
+    EXPECT_GT(r.at("stats").at("against").at("compared_quantized").get<int>(), 0) << jobs;
+  }
 }
 
 }  // namespace
