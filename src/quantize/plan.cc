@@ -746,10 +746,9 @@ Status PlanBuilder::check_expert_uniformity() {
     if (!assumed.empty())
       plan.warnings.push_back(fmt::format(
           "experts-order-assumed: the fused gate_up experts of {} layer(s) (e.g. '{}') of a family outside the "
-          "registry were split as concatenated halves (gate = the first I rows, up = the next I), transformers' "
-          "layout for most families; a family that interleaves them (gpt-oss) needs its registry row{}; prove the "
-          "output against the model's own class (scripts/check_logits.py) before serving it",
-          assumed.size(), assumed.front(),
+          "registry were split as {}{}; prove the output against the model's own class (scripts/check_logits.py) "
+          "before serving it",
+          assumed.size(), assumed.front(), kAssumedGateUpOrder,
           biased ? ", and the fused expert biases stay 3-D beside the split weights, which a per-expert vLLM "
                    "loader does not map" : ""));
   }

@@ -446,6 +446,26 @@ std::vector<Job> plan_jobs(Against& r) {
     job.sort_key = job.members[0].src.label;
     jobs.push_back(std::move(job));
   }
+  // A family outside the registry: the fused gate_up order is the one quantize assumed, and reading the source
+  // the same way cannot tell it from another. Said, not passed silently.
+  if (info.family == Family::UNKNOWN) {
+    std::set<std::string> assumed;
+    for (const Job& j : jobs)
+      for (const Member& m : j.members) {
+        const ExpertBlock* b = block_of(src_blocks, m.mod->name);
+        if (b != nullptr && b->storage == ExpertStorage::FUSED && !b->gate_up.empty() && m.src.tensor != nullptr &&
+            m.src.tensor->name == b->gate_up)
+          assumed.insert(b->gate_up);
+      }
+    if (!assumed.empty())
+      sink.add({"experts-order-assumed", Severity::WARNING, "experts source",
+                fmt::format("the fused gate_up experts of {} layer(s) (e.g. '{}') of a family outside the registry "
+                            "were compared as {}: the comparison cannot tell that order from another, so it proves "
+                            "the bytes, not the gate/up assignment",
+                            assumed.size(), *assumed.begin(), kAssumedGateUpOrder),
+                {assumed.begin(), assumed.end()}, "", "a registry family's gate_up order", "assumed",
+                "prove the output against the model's own class (scripts/check_logits.py) before serving it"});
+  }
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.sort_key < b.sort_key; });
   return jobs;
 }

@@ -91,9 +91,13 @@ void compare_readings(const std::string& fx, const std::string& scheme_flags, bo
     EXPECT_EQ(rq, gq) << fx;
   }
 
-  // The generic output is clean: verify --against its (generic) source, doctor on it.
+  // The generic output is clean: verify --against its (generic) source, doctor on it. Where quantize assumed a
+  // fused gate_up order, verify, comparing by the same assumption, says so too.
   int rv = run_cli("verify " + q(gout) + " --against " + q(gsrc) + " --json", &out, &err);
   EXPECT_EQ(failing_findings(out), "") << fx << " verify";
+  EXPECT_EQ(gjson.find("experts-order-assumed") != std::string::npos,
+            out.find("\"experts-order-assumed\"") != std::string::npos)
+      << fx << ": quantize and verify disagree on the assumed expert order: " << out;
   EXPECT_EQ(rv, 0) << fx << " verify: " << err;
   rv = run_cli("doctor " + q(gout) + " --json", &out, &err);
   EXPECT_EQ(failing_findings(out), "") << fx << " doctor";

@@ -78,6 +78,13 @@ struct ExpertBlock {
   bool ambiguous = false;  ///< the problem is that both orientations fit (not that neither does)
 };
 
+/** What fp4forge assumes of a fused gate_up stack outside the registry (the registry row's gate_up_order
+ * decides it inside): quantize splits by it and verify --against compares by it, so both say so
+ * (`experts-order-assumed`). */
+inline constexpr std::string_view kAssumedGateUpOrder =
+    "concatenated halves (gate = the first I rows, up = the next I), transformers' layout for most families; a "
+    "family that interleaves them (gpt-oss) needs its registry row";
+
 struct ExpertLayoutOptions {
   /** Settles a fused orientation that the shapes leave ambiguous (`--expert-orientation`). */
   std::optional<FusedOrientation> orientation;
