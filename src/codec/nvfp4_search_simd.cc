@@ -159,6 +159,12 @@ HWY_INLINE hn::Vec<DF> TermByDivision(DF df, hn::Vec<DF> x, hn::Vec<DF> s, hn::V
   return hn::GatherIndex(df, table, MagIndex<S>(df, hn::Sub(dq, x)));
 }
 
+// Whether every lane of s lies in [lo, hi] (NaN lanes do not).
+template <class DF>
+HWY_INLINE bool AllWithin(DF df, hn::Vec<DF> s, float lo, float hi) {
+  return hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, lo)), hn::Le(s, hn::Set(df, hi))));
+}
+
 // flD(m0 * p_i / 6) with 0 -> eps: step i's scale (the reference's shrinked_max_val / (bit_range / 2)).
 template <Src S, class DF>
 HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::SearchArgs* args, int i) {
@@ -193,14 +199,12 @@ HWY_INLINE bool SearchBlockPruned(DF df, const float* xt, hn::Vec<DF> m0, const 
   const int steps = args->steps;
   // The scale only shrinks along the steps (0 -> eps aside, which a block in range never meets): its two ends
   // decide whether the whole block is in the table's range.
-  const auto in_range = [&](hn::Vec<DF> s) {
-    return hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, lo_s)), hn::Le(s, hn::Set(df, hi_s))));
-  };
-  if (steps == 0 || !in_range(StepScale<S>(df, m0, args, 0)) || !in_range(StepScale<S>(df, m0, args, steps - 1)))
+  if (steps == 0 || !AllWithin(df, StepScale<S>(df, m0, args, 0), lo_s, hi_s) ||
+      !AllWithin(df, StepScale<S>(df, m0, args, steps - 1), lo_s, hi_s))
     return false;
   // The kPruneK largest magnitudes of each group (any subset bounds; the largest bound best): Batcher's
   // odd-even merge sort of the 16 element vectors, descending, lane by lane (63 compare-exchanges).
-  HWY_ALIGN float xs[16 * kMax];
+  HWY_ALIGN float xs[kPruneK * kMax];
   {
     hn::Vec<DF> v[16];
     for (std::size_t j = 0; j < 16; ++j) v[j] = hn::Load(df, xt + j * L);
@@ -218,10 +222,8 @@ HWY_INLINE bool SearchBlockPruned(DF df, const float* xt, hn::Vec<DF> m0, const 
   // Pass 1: every step's scale and bound (kept in errt for now); the step of the least bound.
   auto lbmin = hn::Set(df, std::numeric_limits<float>::infinity());
   auto istar = hn::Zero(di);
-  bool ok = true;
   for (int i = 0; i < steps; ++i) {
     const auto s = StepScale<S>(df, m0, args, i);
-    ok = ok && in_range(s);
     const auto r = hn::Div(hn::Set(df, 1.0f), s);
     auto lb = hn::Zero(df);
     for (int k = 0; k < kPruneK; ++k)
@@ -232,7 +234,6 @@ HWY_INLINE bool SearchBlockPruned(DF df, const float* xt, hn::Vec<DF> m0, const 
     lbmin = hn::IfThenElse(less, lb, lbmin);
     istar = hn::IfThenElse(hn::RebindMask(di, less), hn::Set(di, i), istar);
   }
-  if (!ok) return false;
   // E: the error of each group's least-bound step, in full.
   const auto lanes = hn::Iota(di, 0);
   const auto istar_flat = hn::Add(hn::Mul(istar, hn::Set(di, static_cast<std::int32_t>(L))), lanes);
@@ -282,8 +283,9 @@ HWY_INLINE bool SearchBlockPruned(DF df, const float* xt, hn::Vec<DF> m0, const 
   auto best = hn::Set(df, args->max_d);
   auto besti = hn::Zero(di);
   for (int i = 0; i < steps; ++i) {
-    const auto imp = hn::Lt(hn::Load(df, errt + static_cast<std::size_t>(i) * L), best);
-    best = hn::IfThenElse(imp, hn::Load(df, errt + static_cast<std::size_t>(i) * L), best);
+    const auto err = hn::Load(df, errt + static_cast<std::size_t>(i) * L);
+    const auto imp = hn::Lt(err, best);
+    best = hn::IfThenElse(imp, err, best);
     besti = hn::IfThenElse(hn::RebindMask(di, imp), hn::Set(di, i), besti);
   }
   hn::Store(RoundD<S>(df, hn::Mul(m0, hn::GatherIndex(df, args->ps, besti))), df, out);
@@ -330,14 +332,12 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
       const auto s = StepScale<S>(df, m0, args, i);
       hn::Vec<decltype(df)> acc;
       // The usual case, every scale of the block in the table's range: the threshold decisions.
-      if (args->thresholds != nullptr &&
-          hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, lo_s)), hn::Le(s, hn::Set(df, hi_s))))) {
+      if (args->thresholds != nullptr && AllWithin(df, s, lo_s, hi_s)) {
         acc = SumByThresholds<S>(df, s, args, [&](std::size_t j) { return hn::Load(df, xt + j * L); });
       } else {
         // The corrected reciprocal quotient needs a normal, finite s; a step with another (a subnormal or an
         // infinite scale: groups of extreme magnitude) divides.
-        const bool divide =
-            !hn::AllTrue(df, hn::And(hn::Ge(s, hn::Set(df, 0x1p-125f)), hn::Le(s, hn::Set(df, 0x1p125f))));
+        const bool divide = !AllWithin(df, s, 0x1p-125f, 0x1p125f);
         const auto r = hn::Div(hn::Set(df, 1.0f), s);
         acc = zero;
         for (std::size_t j = 0; j < 16; ++j)
