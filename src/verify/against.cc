@@ -477,11 +477,16 @@ std::uint64_t member_bytes(const Member& m) {
 
 /** Step 2, per job: each member's source expanded and checked (finite, a source dtype), its amax, and with
  * a searched observer its searched maxima; false (with the finding) when a source cannot be judged. */
+/** A member's searched maxima with the observer `search` of its config group, as quantize ran it (the one place
+ * verify searches: load_sources, and search_ahead for the next job). */
+Result<std::vector<float>> search_member(Against& r, const Member& mem, const SearchSpec& search) {
+  const nvfp4::WeightView v{mem.src.data, mem.src.dtype, mem.src.rows, mem.src.cols};
+  return searched_group_maxima(r.s.layout(*mem.mod).qs, v, search, mem.src.label, &r.pool);
+}
+
 bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
   const Checkpoint& src = r.src;
-  const Structure& s = r.s;
   Sink& sink = r.sink;
-  auto& pool = r.pool;
   bool src_ok = true;
   // amax per member (R4 check on the source), then the set's expected gs.
   for (Member& mem : job.members) {
@@ -512,8 +517,7 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
     mem.observed_amax = *a;
     set_amax = std::max(set_amax, *a);
     if (const auto search = r.search_of(*mem.mod)) {  // the observer's search, as quantize ran it
-      auto m = mem.searched ? Result<std::vector<float>>(std::move(mem.maxima))
-                            : searched_group_maxima(s.layout(*mem.mod).qs, v, *search, mem.src.label, &pool);
+      auto m = mem.searched ? Result<std::vector<float>>(std::move(mem.maxima)) : search_member(r, mem, *search);
       if (!m.ok()) {
         src_ok = false;
         break;
@@ -536,8 +540,7 @@ void search_ahead(Against& r, Job& job) {
   for (Member& mem : job.members) {
     const auto search = r.search_of(*mem.mod);
     if (!search || mem.src.data == nullptr || !nvfp4::is_source_dtype(mem.src.dtype)) continue;
-    const nvfp4::WeightView v{mem.src.data, mem.src.dtype, mem.src.rows, mem.src.cols};
-    auto m = searched_group_maxima(r.s.layout(*mem.mod).qs, v, *search, mem.src.label, &r.pool);
+    auto m = search_member(r, mem, *search);
     if (!m.ok()) return;  // load_sources stops at this member too, with its finding
     mem.maxima = std::move(m).value();
     mem.searched = true;
