@@ -35,6 +35,9 @@ const std::array<float, 256>& e4m3_table() {
   return t;
 }
 
+constexpr std::array<float, 16> kE2M1{0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
 inline float product(float v, float s, DType sd) noexcept {
@@ -93,6 +96,11 @@ float scale_value(const std::byte* scales, std::uint64_t i, DType dtype) noexcep
       std::memcpy(&h, scales + i * 2, 2);
       return half::f16_to_float(h);
     }
+    case DType::F8_E8M0:
+    case DType::U8: {
+      const auto b = static_cast<std::uint8_t>(scales[i]);
+      return b == 0xFF ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, static_cast<int>(b) - 127);
+    }
     default: {
       float f;
       std::memcpy(&f, scales + i * 4, 4);
@@ -103,6 +111,12 @@ float scale_value(const std::byte* scales, std::uint64_t i, DType dtype) noexcep
 
 std::uint16_t dequant_bf16(std::uint8_t code, float scale, DType scale_dtype) noexcept {
   return half::float_to_bf16(product(e4m3_table()[code], scale, scale_dtype));
+}
+
+float e2m1_value(std::uint8_t nibble) noexcept { return kE2M1[nibble & 15u]; }
+
+std::uint16_t dequant_e2m1_bf16(std::uint8_t nibble, float scale) noexcept {
+  return half::float_to_bf16(kE2M1[nibble & 15u] * scale);
 }
 
 namespace {
@@ -152,6 +166,16 @@ std::uint64_t dequant_range_on(RunFn run_fn, const std::byte* payload, const std
     const float s = scale_value(scales, g.scale_index(i), g.scale_dtype);
     const DType sd = g.scale_dtype;
     bool finite = true;
+    if (g.payload == Payload::E2M1) {
+      for (std::uint64_t j = i; j < i + run; ++j) {
+        const std::uint8_t nib = (j & 1u) != 0 ? codes[j >> 1] >> 4 : codes[j >> 1] & 15u;
+        const float p = kE2M1[nib] * s;
+        if (!std::isfinite(p) && bad == kAllFinite) bad = j;
+        out[j - begin] = half::float_to_bf16(p);
+      }
+      i += run;
+      continue;
+    }
     if (sd != DType::F16) {
       finite = run_fn(codes + i, run, s, out + (i - begin));
     } else {

@@ -97,9 +97,10 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
       continue;
     }
     st::TensorInfo expanded;
-    if (fp8 && fp8->find(ref.name) != nullptr) {
+    if (const Fp8Weight* fw = fp8 ? fp8->find(ref.name) : nullptr) {
       expanded = *ref.info;
       expanded.dtype = DType::BF16;
+      expanded.shape = fw->shape;  // a packed FP4 payload expands to twice its stored width
       expanded.end = expanded.begin + expanded.numel() * 2;
     }
     const st::TensorInfo& t = expanded.end != 0 ? expanded : *ref.info;

@@ -44,6 +44,18 @@ bool is_payload(const Fp8TensorInfo& t) {
   return !(n.ends_with("_scale") || n.ends_with("_scale_inv") || n.ends_with("_scale_2"));
 }
 
+/** The scale tensor names tried for payload `name`, in order: `name` + each suffix, then DeepSeek's own
+ * `stem.scale` beside `stem.weight`. */
+std::vector<std::string> scale_names(std::string_view name, const std::vector<std::string>& suffixes) {
+  std::vector<std::string> out;
+  for (const auto& suf : suffixes) out.push_back(std::string(name) + suf);
+  if (name.ends_with(".weight")) out.push_back(std::string(name.substr(0, name.size() - 6)) + "scale");
+  return out;
+}
+
+/** A dtype that can hold E8M0 scales: F8_E8M0, U8 exponent bytes (where E8M0 is declared), F32 powers of two. */
+bool e8m0_capable(DType d, bool u8_ok) { return d == DType::F8_E8M0 || d == DType::F32 || (u8_ok && d == DType::U8); }
+
 /** config.json's quantization config as an object (find_quant_config; another type is refused by read_declared). */
 const ojson* quant_config_of(const ojson& config) {
   const ojson* qc = find_quant_config(config);
@@ -67,6 +79,7 @@ struct Declared {
   std::set<fp8::ScaleLayout> layouts;  // empty: any
   std::pair<std::uint64_t, std::uint64_t> block{128, 128};
   bool block_declared = false;
+  bool ue8m0 = false;        // scale_fmt "ue8m0": E8M0 scales (DeepSeek-V4)
   std::string what;  // for messages: "quant_method fp8, weight_block_size [128, 128]"
 };
 
@@ -188,6 +201,12 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
     d.dialect = Fp8Dialect::NATIVE;
     if (const std::string f = util::ascii_lower(str_of(*qc, "fmt")); !f.empty() && f != "e4m3")
       return already_quantized(fmt::format("config.json {}.fmt '{}': FP8 {} weights; E4M3 is read", key, capped(f), capped(f)));
+    const std::string sf = util::ascii_lower(str_of(*qc, "scale_fmt"));
+    if (!sf.empty() && sf != "ue8m0" && sf != "float")
+      return already_quantized(fmt::format("config.json {}.scale_fmt '{}': scales of a format fp4forge does not read; "
+                                           "float and ue8m0 are read",
+                                           key, capped(sf)));
+    d.ue8m0 = sf == "ue8m0";
     auto wb = qc->find("weight_block_size");
     if (wb != qc->end() && !wb->is_null()) {
       auto bs = block_of(*wb);
@@ -202,6 +221,7 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
       d.layouts = {fp8::ScaleLayout::TENSOR, fp8::ScaleLayout::CHANNEL};
       d.what = "no weight_block_size";
     }
+    if (d.ue8m0) d.what += ", scale_fmt ue8m0";
     return std::optional<Declared>(d);
   }
   if (method == "compressed-tensors" || method == "compressed_tensors") return read_compressed_tensors(*qc, key);
@@ -287,6 +307,10 @@ bool Fp8Source::consumed(std::string_view tensor) const noexcept {
       const Fp8Weight* w = find(tensor.substr(0, tensor.size() - suffix.size()));
       if (w != nullptr && w->scale == tensor) return true;
     }
+  if (tensor.ends_with(".scale")) {  // DeepSeek's own name: X.scale beside X.weight
+    const Fp8Weight* w = find(std::string(tensor.substr(0, tensor.size() - 5)) + "weight");
+    if (w != nullptr && w->scale == tensor) return true;
+  }
   return false;
 }
 
@@ -297,12 +321,43 @@ std::string Fp8Source::layouts() const {
     std::string l = g.layout == fp8::ScaleLayout::BLOCK
                         ? fmt::format("block {}x{}", g.block_rows, g.block_cols)
                         : std::string(fp8::scale_layout_name(g.layout));
+    if (g.payload == fp8::Payload::E2M1) l = "FP4 " + l;
     seen.insert(fmt::format("{} ({})", l, dtype_name(g.scale_dtype)));
   }
   std::string out;
   for (const auto& s : seen) out += (out.empty() ? "" : ", ") + s;
   return out;
 }
+
+namespace {
+
+/** config.json's `expert_dtype` (top level or under text_config) is "fp4": DeepSeek-V4's packed E2M1 experts. */
+bool declares_fp4_experts(const ojson& config) {
+  auto is_fp4 = [](const ojson& c) { return c.is_object() && util::ascii_lower(str_of(c, "expert_dtype")) == "fp4"; };
+  if (is_fp4(config)) return true;
+  auto t = config.is_object() ? config.find("text_config") : config.end();
+  return config.is_object() && t != config.end() && is_fp4(*t);
+}
+
+/** Packed E2M1 payload candidates: an I8 / U8 / F4 tensor with a scale beside it that can hold E8M0 (F8_E8M0 always;
+ * U8 or F32 where the config declares E8M0 scales or FP4 experts). Maps payload -> its scale. */
+std::map<std::string_view, const Fp8TensorInfo*> e2m1_payloads(std::span<const Fp8TensorInfo> tensors,
+                                                                const std::map<std::string_view, const Fp8TensorInfo*>& by,
+                                                                bool e8m0_declared) {
+  std::map<std::string_view, const Fp8TensorInfo*> out;
+  for (const auto& t : tensors) {
+    if (t.dtype != DType::I8 && t.dtype != DType::U8 && t.dtype != DType::F4) continue;
+    for (const auto& n : scale_names(t.name, {"_scale_inv", "_scale"}))
+      if (auto it = by.find(n); it != by.end()) {
+        const DType sd = it->second->dtype;
+        if (sd == DType::F8_E8M0 || (e8m0_declared && e8m0_capable(sd, true))) out.emplace(t.name, it->second);
+        break;
+      }
+  }
+  return out;
+}
+
+}  // namespace
 
 Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const ojson* hfq,
                                                    std::span<const Fp8TensorInfo> tensors) {
@@ -315,6 +370,15 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
       return already_quantized(fmt::format("tensor '{}' is {}; FP8 E4M3 (F8_E4M3) is read", t.name, dtype_name(t.dtype)));
     any_fp8 = any_fp8 || is_payload(t);
   }
+  const bool fp4_experts = declares_fp4_experts(config);
+  const bool e8m0_declared = fp4_experts || (declared && declared->ue8m0);
+  const auto e2m1 = e2m1_payloads(tensors, by_name, e8m0_declared);
+  if (!e2m1.empty() && declared && declared->dialect != Fp8Dialect::NATIVE)
+    return make_error(Errc::BAD_INPUT,
+                      "tensor '{}' is a packed FP4 (E2M1) payload with E8M0 scales, but the config declares {}; packed FP4 "
+                      "experts are read with quant_method fp8 (DeepSeek-V4)",
+                      e2m1.begin()->first, fp8_dialect_name(declared->dialect));
+  any_fp8 = any_fp8 || !e2m1.empty();
   if (!any_fp8 && !declared) return std::optional<Fp8Source>{};
   Fp8Source src;
   if (!declared) {
@@ -326,9 +390,9 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
         d.dialect = Fp8Dialect::COMPRESSED_TENSORS;
     declared = d;
     src.warnings.push_back(fmt::format(
-        "config.json declares no quantization, but the checkpoint holds F8_E4M3 tensors; read as FP8 by their scale "
+        "config.json declares no quantization, but the checkpoint holds {} tensors; read as FP8 by their scale "
         "tensors ({})",
-        d.dialect == Fp8Dialect::NATIVE ? "X_scale_inv" : "X_scale"));
+        e2m1.empty() ? "F8_E4M3" : "F8_E4M3 or packed FP4", d.dialect == Fp8Dialect::NATIVE ? "X_scale_inv" : "X_scale"));
   }
   const Declared& d = *declared;
   src.dialect = d.dialect;
@@ -338,30 +402,50 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
                       "config.json declares FP8 weights ({}) but no tensor is F8_E4M3; remove quantization_config if the "
                       "weights are unquantized",
                       decl);
+  if (fp4_experts && e2m1.empty())
+    src.warnings.push_back("config.json declares expert_dtype fp4, but no tensor is a packed FP4 payload with an E8M0 "
+                           "scale beside it; experts are read as they are stored");
   if (hfq != nullptr) src.side_files.push_back("hf_quant_config.json");
   const std::vector<std::string> suffixes = d.dialect == Fp8Dialect::NATIVE
                                                 ? std::vector<std::string>{"_scale_inv", "_scale"}
                                                 : std::vector<std::string>{"_scale", "_scale_inv"};
   std::set<std::string_view> scales;
   for (const auto& t : tensors) {
-    if (!is_payload(t)) continue;
+    const auto fp4 = e2m1.find(t.name);
+    const bool packed = fp4 != e2m1.end();
+    if (!is_payload(t) && !packed) continue;
+    const char* kind = packed ? "packed FP4" : "FP8";
     if (t.shape.size() < 2)
-      return make_error(Errc::BAD_INPUT, "FP8 tensor '{}' has shape {}; expected a weight matrix [.., N, K]", t.name,
+      return make_error(Errc::BAD_INPUT, "{} tensor '{}' has shape {}; expected a weight matrix [.., N, K]", kind, t.name,
                         format_shape(t.shape));
-    const Fp8TensorInfo* s = nullptr;
-    for (const auto& suf : suffixes)
-      if (auto it = by_name.find(t.name + suf); it != by_name.end()) {
-        s = it->second;
-        break;
-      }
+    const Fp8TensorInfo* s = packed ? fp4->second : nullptr;
+    if (!packed)
+      for (const auto& n : scale_names(t.name, suffixes))
+        if (auto it = by_name.find(n); it != by_name.end()) {
+          s = it->second;
+          break;
+        }
     if (s == nullptr)
       return make_error(Errc::BAD_INPUT,
                         "FP8 tensor '{}' has no scale: expected '{}{}' beside it ({}); the weights cannot be dequantized "
                         "without it",
                         t.name, t.name, suffixes[0], decl);
-    if (s->dtype != DType::F32 && s->dtype != DType::BF16 && s->dtype != DType::F16)
-      return make_error(Errc::BAD_INPUT, "FP8 scale '{}' is {}; expected F32, BF16 or F16", s->name, dtype_name(s->dtype));
-    const auto fits = fitting_layouts(t.shape, s->shape, d.block);
+    const bool float_scale = s->dtype == DType::F32 || s->dtype == DType::BF16 || s->dtype == DType::F16;
+    if (!float_scale && s->dtype != DType::F8_E8M0 && !(s->dtype == DType::U8 && e8m0_declared))
+      return make_error(Errc::BAD_INPUT, "{} scale '{}' is {}; expected F32, BF16, F16 or F8_E8M0{}", kind, s->name,
+                        dtype_name(s->dtype), e8m0_declared ? " (or U8 E8M0 exponents)" : "");
+    // The expansion: a packed E2M1 payload of I8 / U8 bytes holds two elements per byte (F4 counts elements).
+    std::vector<std::uint64_t> shape = t.shape;
+    if (packed && t.dtype != DType::F4) shape.back() *= 2;
+    // E2M1 scales cover 32 elements of a row (the MX block; transformers derives [1, 32] from the grid).
+    const std::pair<std::uint64_t, std::uint64_t> block = packed ? std::pair<std::uint64_t, std::uint64_t>{1, 32} : d.block;
+    auto fits = fitting_layouts(shape, s->shape, block);
+    if (packed) std::erase_if(fits, [](fp8::ScaleLayout l) { return l != fp8::ScaleLayout::BLOCK; });
+    if (fits.empty() && packed)
+      return make_error(Errc::BAD_INPUT,
+                        "packed FP4 scale '{}' has shape {} for weight {} (expanded {}, {}); expected one scale per 32 "
+                        "elements of a row, [.., N, ceil(K/32)]",
+                        s->name, format_shape(s->shape), format_shape(t.shape), format_shape(shape), decl);
     if (fits.empty())
       return make_error(Errc::BAD_INPUT,
                         "FP8 scale '{}' has shape {} for weight {} ({}); expected [1] per tensor, [N, 1] per channel or "
@@ -369,7 +453,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
                         s->name, format_shape(s->shape), format_shape(t.shape), decl, d.block.first, d.block.second);
     // Prefer a declared layout; shapes where several fit (a matrix within one block) dequantize alike.
     fp8::ScaleLayout layout = fits.front();
-    bool declared_fit = d.layouts.empty();
+    bool declared_fit = d.layouts.empty() || packed;
     for (auto l : fits)
       if (d.layouts.count(l)) {
         layout = l;
@@ -384,12 +468,15 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
     Fp8Weight w;
     w.tensor = t.name;
     w.scale = s->name;
-    w.shape = t.shape;
+    w.shape = shape;
+    w.stored_shape = t.shape;
+    w.stored_dtype = t.dtype;
     w.grid.layout = layout;
-    w.grid.rows = t.shape[t.shape.size() - 2];
-    w.grid.cols = t.shape.back();
-    w.grid.block_rows = d.block.first;
-    w.grid.block_cols = d.block.second;
+    w.grid.payload = packed ? fp8::Payload::E2M1 : fp8::Payload::E4M3;
+    w.grid.rows = shape[shape.size() - 2];
+    w.grid.cols = shape.back();
+    w.grid.block_rows = block.first;
+    w.grid.block_cols = block.second;
     w.grid.scale_dtype = s->dtype;
     scales.insert(s->name);
     src.weights.push_back(std::move(w));
@@ -400,15 +487,20 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
       src.dropped.push_back(t.name);
       continue;
     }
-    if (t.name.ends_with(".weight_scale") || t.name.ends_with("_scale_inv"))
+    if (t.name.ends_with(".weight_scale") || t.name.ends_with("_scale_inv") ||
+        (t.dtype == DType::F8_E8M0 && t.name.ends_with(".scale")))
       return make_error(Errc::BAD_INPUT,
-                        "scale tensor '{}' belongs to no FP8 weight (its weight is missing or not F8_E4M3); expected every "
-                        "scale beside an F8_E4M3 weight",
+                        "scale tensor '{}' belongs to no FP8 weight (its weight is missing or not F8_E4M3 / packed FP4); "
+                        "expected every scale beside its weight",
                         t.name);
   }
   std::sort(src.weights.begin(), src.weights.end(), [](const auto& a, const auto& b) { return a.tensor < b.tensor; });
   std::sort(src.dropped.begin(), src.dropped.end());
-  src.label = fmt::format("{} ({}): {} FP8 weights, scales {}", fp8_dialect_name(src.dialect), d.what, src.weights.size(),
+  const auto n_fp4 = static_cast<std::size_t>(std::count_if(src.weights.begin(), src.weights.end(), [](const Fp8Weight& w) {
+    return w.grid.payload == fp8::Payload::E2M1;
+  }));
+  src.label = fmt::format("{} ({}): {} FP8 weights{}, scales {}", fp8_dialect_name(src.dialect), d.what,
+                          src.weights.size() - n_fp4, n_fp4 ? fmt::format(" + {} packed FP4", n_fp4) : std::string(),
                           src.layouts());
   return std::optional<Fp8Source>(std::move(src));
 }
@@ -435,17 +527,22 @@ ojson fp8_source_json(const Fp8Source& s) {
   ojson j = ojson::object();
   j["dialect"] = std::string(fp8_dialect_name(s.dialect));
   j["label"] = s.label;
-  j["fp8_weights"] = s.weights.size();
-  std::map<std::tuple<int, std::uint64_t, std::uint64_t, int>, std::uint64_t> by;
+  std::map<std::tuple<int, int, std::uint64_t, std::uint64_t, int>, std::uint64_t> by;
+  std::uint64_t fp4 = 0;
   for (const auto& w : s.weights) {
     const auto& g = w.grid;
     const bool blk = g.layout == fp8::ScaleLayout::BLOCK;
-    ++by[{static_cast<int>(g.layout), blk ? g.block_rows : 0, blk ? g.block_cols : 0, static_cast<int>(g.scale_dtype)}];
+    fp4 += g.payload == fp8::Payload::E2M1 ? 1 : 0;
+    ++by[{static_cast<int>(g.payload), static_cast<int>(g.layout), blk ? g.block_rows : 0, blk ? g.block_cols : 0,
+          static_cast<int>(g.scale_dtype)}];
   }
+  j["fp8_weights"] = s.weights.size() - fp4;
+  j["fp4_weights"] = fp4;
   ojson layouts = ojson::array();
   for (const auto& [k, n] : by) {
-    const auto& [l, br, bc, sd] = k;
+    const auto& [pl, l, br, bc, sd] = k;
     ojson e = ojson::object();
+    e["payload"] = static_cast<fp8::Payload>(pl) == fp8::Payload::E2M1 ? "e2m1" : "e4m3";
     e["layout"] = fp8::scale_layout_name(static_cast<fp8::ScaleLayout>(l));
     e["block"] = br != 0 ? ojson::array({br, bc}) : ojson(nullptr);
     e["scale_dtype"] = std::string(dtype_name(static_cast<DType>(sd)));
@@ -464,7 +561,11 @@ ojson expanded_config(const ojson& config) {
   if (!c.is_object()) return c;
   c.erase("quantization_config");
   c.erase("compression_config");
-  if (auto t = c.find("text_config"); t != c.end() && t->is_object()) t->erase("quantization_config");
+  c.erase("expert_dtype");
+  if (auto t = c.find("text_config"); t != c.end() && t->is_object()) {
+    t->erase("quantization_config");
+    t->erase("expert_dtype");
+  }
   return c;
 }
 
@@ -480,7 +581,7 @@ struct Fp8Data {
 Result<Fp8Data> data_of(const Checkpoint& ck, const Fp8Weight& w) {
   const TensorRef* p = ck.find(w.tensor);
   const TensorRef* s = ck.find(w.scale);
-  if (p == nullptr || s == nullptr || p->info->dtype != DType::F8_E4M3 || p->info->shape != w.shape ||
+  if (p == nullptr || s == nullptr || p->info->dtype != w.stored_dtype || p->info->shape != w.stored_shape ||
       s->info->dtype != w.grid.scale_dtype || st::shape_numel(s->info->shape) != st::shape_numel(Shape(w.shape.begin(), w.shape.end() - 2)) * w.grid.scales_per_matrix())
     return make_error(Errc::INTERNAL, "FP8 weight '{}' does not match the checkpoint", w.tensor);
   return Fp8Data{ck.data(*p).data(), ck.data(*s).data()};
@@ -531,12 +632,15 @@ Status dequant_slice_rows(const Checkpoint& ck, const Fp8Weight& w, const Matrix
     return {};
   }
   const auto* codes = reinterpret_cast<const std::uint8_t*>(d.payload);
+  const bool e2m1 = w.grid.payload == fp8::Payload::E2M1;
   for (std::uint64_t r = r0; r < r1; ++r)
     for (std::uint64_t c = 0; c < s.cols; ++c) {
       const std::uint64_t at = s.offset + r * s.row_stride + c * s.col_stride;
       if (at >= total) return make_error(Errc::INTERNAL, "FP8 weight '{}': slice past the end", w.tensor);
       const float sc = fp8::scale_value(d.scales, w.grid.scale_index(at), w.grid.scale_dtype);
-      const std::uint16_t v = fp8::dequant_bf16(codes[at], sc, w.grid.scale_dtype);
+      const std::uint16_t v =
+          e2m1 ? fp8::dequant_e2m1_bf16((at & 1u) != 0 ? codes[at >> 1] >> 4 : codes[at >> 1] & 15u, sc)
+               : fp8::dequant_bf16(codes[at], sc, w.grid.scale_dtype);
       if ((v & 0x7F80u) == 0x7F80u) return non_finite(w, at);
       out[(r - r0) * s.cols + c] = v;
     }

@@ -290,6 +290,10 @@ Status collect_source_mtp(Splice& sp) {
   for (auto m : mtp_tensors_of(sck, si)) {
     if (sfp8 && sfp8->consumed(m.ref->name)) continue;  // its scales, activation scales
     if (sfp8) m.fp8 = sfp8->find(m.ref->name);
+    if (m.fp8 != nullptr && m.fp8->grid.payload != fp8::Payload::E4M3)
+      return refuse(fmt::format("--mtp-from '{}': MTP tensor '{}' is a packed FP4 payload; fp4forge splices FP8 and "
+                                "unquantized MTP weights; hint: splice from the release's bf16 expansion",
+                                source.string(), m.ref->name));
     if (m.layer >= ti.mtp_num_hidden_layers || m.layer < -1) {
       undeclared.push_back(m.ref->name);
       continue;

@@ -856,7 +856,7 @@ void PlanBuilder::mark_passthrough() {
     const Fp8Weight& w = plan.fp8_source->weights[wi];
     if (!fp8_passthrough_form(w, plan.schemes[u.scheme].scheme) || w.shape.size() != 2) continue;
     u.passthrough = true;
-    u.scale_dtype = w.grid.scale_dtype;
+    u.scale_dtype = fp8::is_e8m0_scale(w.grid.scale_dtype) ? DType::F32 : w.grid.scale_dtype;
     ++plan.passthrough_units;
   }
 }
@@ -1309,7 +1309,11 @@ Status PlanBuilder::make_targets() {
 
 bool fp8_passthrough_form(const Fp8Weight& w, QuantScheme s) noexcept {
   const fp8::ScaleGrid& g = w.grid;
-  if (g.scale_dtype != DType::F32 && g.scale_dtype != DType::BF16) return false;
+  if (g.payload != fp8::Payload::E4M3) return false;
+  // E8M0 scales (F8_E8M0, U8 exponents) are written as their exact F32 values.
+  if (g.scale_dtype != DType::F32 && g.scale_dtype != DType::BF16 && g.scale_dtype != DType::F8_E8M0 &&
+      g.scale_dtype != DType::U8)
+    return false;
   const SchemeTraits& t = scheme_traits(s);
   if (((t.passthrough_layouts >> static_cast<unsigned>(g.layout)) & 1u) == 0) return false;
   // Blocks must be the scheme's own (vLLM's 128 x 128).
@@ -1330,7 +1334,10 @@ PlanInput expanded_input(const PlanInput& in, const Fp8Source& fp8) {
   for (const auto& t : in.tensors) {
     if (fp8.consumed(t.name)) continue;
     SourceTensor e = t;
-    if (fp8.find(t.name) != nullptr) e.dtype = DType::BF16;
+    if (const Fp8Weight* w = fp8.find(t.name)) {
+      e.dtype = DType::BF16;
+      e.shape = w->shape;  // a packed FP4 payload expands to twice its stored width
+    }
     out.tensors.push_back(std::move(e));
   }
   return out;

@@ -116,9 +116,11 @@ class Runner {
     const std::size_t i = plan_.decisions[d].fp8;
     return i == TensorDecision::kNoFp8 ? nullptr : &plan_.fp8_source->weights[i];
   }
-  /** Bytes per stored source element of decision `d` (1 for an FP8 payload, else its dtype's). */
-  std::size_t stored_elem_bytes(std::size_t d) const {
-    return fp8_of(d) != nullptr ? 1 : dtype_bits(plan_.decisions[d].dtype) / 8;
+  /** Stored source bytes of `elems` planned elements of decision `d` (an FP8 payload: 1 per element; a packed FP4
+   * one: 1 per 2; else its dtype's). */
+  std::uint64_t stored_bytes(std::size_t d, std::uint64_t elems) const {
+    if (const Fp8Weight* f = fp8_of(d)) return f->grid.payload == fp8::Payload::E2M1 ? elems / 2 : elems;
+    return elems * (dtype_bits(plan_.decisions[d].dtype) / 8);
   }
   /** Rows [r0, r1) of unit `u` as a contiguous view: into the mapping when the unit's slice is contiguous,
    * else gathered into `buf` (a transposed or interleaved fused expert); an FP8 source weight is expanded
@@ -142,8 +144,8 @@ class Runner {
    * its pages with the other parts of the fused tensor). */
   void release_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1) const {
     if (!u.slice.contiguous()) return;
-    const std::size_t es = stored_elem_bytes(u.decision);
-    release(u.decision, (u.slice.offset + r0 * u.slice.row_stride) * es, (r1 - r0) * u.cols * es);
+    release(u.decision, stored_bytes(u.decision, u.slice.offset + r0 * u.slice.row_stride),
+            stored_bytes(u.decision, (r1 - r0) * u.cols));
   }
   std::string unit_name(const QuantUnit& u) const {
     const auto& d = plan_.decisions[u.decision];
@@ -160,7 +162,7 @@ class Runner {
   /** Bytes of one row of `u` as the codec reads it (an FP8 weight: its bf16 expansion): task sizes. */
   std::uint64_t row_bytes(const QuantUnit& u) const { return u.cols * (dtype_bits(u.dtype) / 8); }
   /** Bytes of one row of `u` as stored in the source (an FP8 weight: 1 per element): progress. */
-  std::uint64_t stored_row_bytes(const QuantUnit& u) const { return u.cols * stored_elem_bytes(u.decision); }
+  std::uint64_t stored_row_bytes(const QuantUnit& u) const { return stored_bytes(u.decision, u.cols); }
   /** The scheme of unit `u` (one config group of the plan) and of scale group `g` (its units share it). */
   QuantScheme scheme_of(const QuantUnit& u) const { return plan_.schemes[u.scheme].scheme; }
   const PlanScheme& group_scheme(std::size_t g) const { return plan_.schemes[plan_.groups[g].scheme]; }
@@ -302,7 +304,17 @@ Status Runner::pass_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1)
   const bool block = scheme_traits(scheme).block_scales;
   const std::uint64_t s0 = block ? r0 / fp8::kBlock : r0, s1 = block ? fp8::block_scale_rows(r1) : r1;
   const std::uint64_t per_row = (block ? fp8::block_scale_cols(u.cols) : 1) * es;  // output scale row bytes
-  const auto scales = ck_.data(*st);
+  std::span<const std::byte> scales = ck_.data(*st);
+  std::vector<std::byte> as_f32;
+  if (w.grid.scale_dtype != u.scale_dtype) {  // E8M0 exponents: written as their exact F32 values
+    const std::uint64_t n = scales.size() / (dtype_bits(w.grid.scale_dtype) / 8);
+    as_f32.resize(static_cast<std::size_t>(n * 4));
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const float f = fp8::scale_value(scales.data(), i, w.grid.scale_dtype);
+      std::memcpy(as_f32.data() + i * 4, &f, 4);
+    }
+    scales = as_f32;
+  }
   if (w.grid.layout == fp8::ScaleLayout::TENSOR) {  // one scale: repeated over every output scale element
     std::vector<std::byte> rep(static_cast<std::size_t>((s1 - s0) * per_row));
     for (std::uint64_t i = 0; i < rep.size(); i += es) std::memcpy(rep.data() + i, scales.data(), es);
@@ -375,7 +387,10 @@ Status Runner::match_checkpoint() {
   refs_.resize(plan_.decisions.size());
   for (std::size_t i = 0; i < plan_.decisions.size(); ++i) {
     refs_[i] = ck_.find(plan_.decisions[i].name);
-    if (!refs_[i] || refs_[i]->shard != plan_.decisions[i].shard || refs_[i]->info->shape != plan_.decisions[i].shape)
+    const Fp8Weight* f = fp8_of(i);  // an FP8 / packed FP4 payload is planned as its expansion
+    if (!refs_[i] || refs_[i]->shard != plan_.decisions[i].shard ||
+        (f != nullptr ? refs_[i]->info->shape != f->stored_shape || f->shape != plan_.decisions[i].shape
+                      : refs_[i]->info->shape != plan_.decisions[i].shape))
       return make_error(Errc::INTERNAL, "plan does not match the checkpoint at tensor '{}'", plan_.decisions[i].name);
   }
   return {};
@@ -509,7 +524,9 @@ void Runner::start_progress() {
     const auto& sh = plan_.shards[s];
     for (std::size_t i = 0; i < sh.layout.tensors.size(); ++i)
       if (sh.sources[i].kind == OutKind::PASSTHROUGH)
-        total_work += sh.layout.tensors[i].nbytes() / (fp8_of(sh.sources[i].index) != nullptr ? 2 : 1);
+        total_work += fp8_of(sh.sources[i].index) != nullptr  // a kept FP8 / FP4 weight: written as bf16
+                          ? stored_bytes(sh.sources[i].index, sh.layout.tensors[i].nbytes() / 2)
+                          : sh.layout.tensors[i].nbytes();
   }
   for (const QuantUnit& u : plan_.units)
     if (!slots_[u.shard]->resumed) total_work += u.rows * stored_row_bytes(u);
@@ -703,8 +720,8 @@ Status Runner::run_copy(const Item& it) {
     std::vector<std::uint16_t> out(static_cast<std::size_t>(it.len / 2));
     FP4FORGE_TRY(dequant_elements(ck_, *f, it.off / 2, it.len / 2, out.data()));
     FP4FORGE_TRY(write(it.shard, it.dst_off, std::as_bytes(std::span<const std::uint16_t>(out))));
-    release(it.a, it.off / 2, it.len / 2);
-    progress_->add(it.len / 2, it.off + it.len == refs_[it.a]->info->nbytes() * 2 ? 1 : 0);  // FP8 bytes read
+    release(it.a, stored_bytes(it.a, it.off / 2), stored_bytes(it.a, it.len / 2));
+    progress_->add(stored_bytes(it.a, it.len / 2), it.off + it.len == st::shape_numel(f->shape) * 2 ? 1 : 0);  // bytes read
     return {};
   }
   const auto data = ck_.data(*refs_[it.a]).subspan(it.off, it.len);

@@ -47,7 +47,8 @@ std::optional<std::string> resolve_source(const Checkpoint& src, const Fp8Source
                                           std::uint64_t n, std::uint64_t k, SourceView& out, bool& undecided) {
   undecided = false;
   if (const TensorRef* t = src.find(module + ".weight")) {
-    const auto& sh = t->info->shape;
+    const Fp8Weight* fw = fp8 ? fp8->find(t->name) : nullptr;
+    const auto& sh = fw != nullptr ? fw->shape : t->info->shape;  // a packed FP4 payload: its expansion's shape
     if (sh.size() != 2 || sh[0] != n || sh[1] != k)
       return fmt::format("source '{}' is {}, the quantized module is [{}, {}]", t->name, format_shape(sh), n, k);
     out.tensor = t;
@@ -55,8 +56,8 @@ std::optional<std::string> resolve_source(const Checkpoint& src, const Fp8Source
     out.dtype = t->info->dtype;
     out.rows = n;
     out.cols = k;
-    if (const Fp8Weight* w = fp8 ? fp8->find(t->name) : nullptr) {
-      out.fp8 = w;
+    if (fw != nullptr) {
+      out.fp8 = fw;
       out.dtype = DType::BF16;
       out.slice = {0, n, k, k, 1};
       return std::nullopt;
@@ -725,12 +726,12 @@ void compare_kept(Against& r, ProgressScope& progress) {
     ++st.compared_kept;
     std::string why;
     if (const Fp8Weight* w = fp8 ? fp8->find(o->name) : nullptr) {  // kept FP8 weight: its bf16 expansion
-      if (t.info->dtype != DType::BF16 || t.info->shape != o->info->shape) {
+      if (t.info->dtype != DType::BF16 || t.info->shape != w->shape) {
         why = fmt::format("{} {} where the FP8 source's expansion is BF16 {}", dtype_name(t.info->dtype),
-                          format_shape(t.info->shape), format_shape(o->info->shape));
+                          format_shape(t.info->shape), format_shape(w->shape));
       } else {
         const auto a = q.data(t);
-        const std::uint64_t n = o->info->numel(), chunk = 1u << 20;
+        const std::uint64_t n = st::shape_numel(w->shape), chunk = 1u << 20;
         std::vector<std::uint16_t> e(static_cast<std::size_t>(std::min(n, chunk)));
         for (std::uint64_t i = 0; i < n && why.empty(); i += chunk) {
           const std::uint64_t c = std::min(chunk, n - i);

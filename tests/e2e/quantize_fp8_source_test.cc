@@ -89,11 +89,13 @@ TEST_P(Fp8SourceE2E, ExpansionIsTheReferenceLibrarysBitForBit) {
     }
     const TensorRef* r = rk.find(t.name);
     ASSERT_NE(r, nullptr) << t.name << " missing from the reference expansion";
-    ASSERT_EQ(r->info->shape, t.info->shape) << t.name;
+    const Fp8Weight* w = (*fp8)->find(t.name);
+    // A packed FP4 payload expands to twice its stored width.
+    ASSERT_EQ(r->info->shape, w != nullptr ? w->shape : t.info->shape) << t.name;
     const auto want = rk.data(*r);
-    if (const Fp8Weight* w = (*fp8)->find(t.name)) {
+    if (w != nullptr) {
       ASSERT_EQ(r->info->dtype, DType::BF16) << t.name;
-      std::vector<std::uint16_t> got(t.info->numel());
+      std::vector<std::uint16_t> got(r->info->numel());
       ASSERT_TRUE(dequant_elements(ck, *w, 0, got.size(), got.data()).ok()) << t.name;
       std::uint64_t differ = 0, first = 0;
       for (std::uint64_t i = 0; i < got.size(); ++i) {
@@ -124,9 +126,10 @@ void write_expansion(const Checkpoint& ck, const Checkpoint& rk, const Fp8Source
     std::vector<std::pair<st::OutTensor, std::vector<std::byte>>> ts;
     for (const auto& t : ck.tensors()) {
       if (t.shard != s || fp8.consumed(t.name)) continue;
-      const bool is_fp8 = fp8.find(t.name) != nullptr;
+      const Fp8Weight* w = fp8.find(t.name);
+      const bool is_fp8 = w != nullptr;
       const auto bytes = is_fp8 ? rk.data(*rk.find(t.name)) : ck.data(t);
-      ts.push_back({{t.name, is_fp8 ? DType::BF16 : t.info->dtype, t.info->shape},
+      ts.push_back({{t.name, is_fp8 ? DType::BF16 : t.info->dtype, is_fp8 ? w->shape : t.info->shape},
                     std::vector<std::byte>(bytes.begin(), bytes.end())});
       weight_map[t.name] = ck.shard_names()[s];
       total += bytes.size();
@@ -271,12 +274,15 @@ TEST_P(Fp8SourceE2E, PassthroughIsTheSourcesOwnBytes) {
       ++passed;
       const auto a = oc.data(*ow), b = ck.data(*ck.find(w.tensor));
       EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << GetParam() << " " << scheme << ": " << w.tensor;
-      EXPECT_EQ(os->info->dtype, w.grid.scale_dtype) << w.tensor;
+      // E8M0 scales are written as their exact F32 values; others as stored.
+      const DType want_sd = fp8::is_e8m0_scale(w.grid.scale_dtype) ? DType::F32 : w.grid.scale_dtype;
+      EXPECT_EQ(os->info->dtype, want_sd) << w.tensor;
       const auto sa = oc.data(*os), sb = ck.data(*ck.find(w.scale));
-      const std::size_t es = dtype_bits(w.grid.scale_dtype) / 8;
-      for (std::size_t i = 0; i < sa.size(); i += es) {  // one scale per tensor: repeated
+      const std::size_t es = dtype_bits(want_sd) / 8;
+      for (std::size_t i = 0; i < sa.size() / es; ++i) {  // one scale per tensor: repeated
         const std::size_t j = w.grid.layout == fp8::ScaleLayout::TENSOR ? 0 : i;
-        ASSERT_EQ(std::memcmp(sa.data() + i, sb.data() + j, es), 0) << w.tensor << " scale element " << i / es;
+        const float va = fp8::scale_value(sa.data(), i, want_sd), vb = fp8::scale_value(sb.data(), j, w.grid.scale_dtype);
+        ASSERT_EQ(std::memcmp(&va, &vb, 4), 0) << w.tensor << " scale element " << i;
       }
     }
     const std::string lines = nlohmann::json::parse(out)["summary"].dump();
@@ -291,8 +297,18 @@ TEST_P(Fp8SourceE2E, PassthroughIsTheSourcesOwnBytes) {
 
 // plan assume=SCHEME on an FP8 release sizes what quantize writes from it: NVFP4A16 the same as on its bf16
 // expansion; FP8_BLOCK (FP8 weights passed through, their scales as stored) what the quantized output weighs.
+// DeepSeek-V4's compressed-attention layer types are not modelled by plan: it refuses them by name (exit 3), which
+// this test holds it to, instead of sizing the weights.
+const std::set<std::string> kPlanRefuses = {"dsv4-fp8-fp4", "dsv4-release-scales"};
+
 TEST_P(Fp8SourceE2E, PlanAssumeSizesTheQuantizedExpansion) {
   TempDir tmp;
+  if (kPlanRefuses.count(GetParam())) {
+    std::string out, err;
+    EXPECT_EQ(run_cli("plan --seat a=" + q(src()) + ":max_model_len=512,assume=nvfp4a16 --gpu 0=80GiB --json", &out, &err), 3);
+    EXPECT_NE(err.find("heavily_compressed_attention"), std::string::npos) << err;
+    return;
+  }
   for (const std::string scheme : {"nvfp4a16", "fp8-block"}) {
     std::uint64_t bytes[2] = {0, 0};
     int i = 0;

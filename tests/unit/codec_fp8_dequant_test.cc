@@ -214,5 +214,78 @@ TEST(Fp8Dequant, NanCodesAndNonFiniteProductsAreReported) {
   EXPECT_EQ(dequant_range(codes.data(), sc.data(), g, 4, 4, out.data()), kAllFinite);
 }
 
+// E8M0 scales (DeepSeek-V4's scale_fmt ue8m0, MX blocks): byte b is 2^(b - 127), 0xFF NaN; F8_E8M0 and U8 alike.
+TEST(Fp8Dequant, E8m0ScaleValues) {
+  for (DType d : {DType::F8_E8M0, DType::U8}) {
+    ASSERT_TRUE(is_e8m0_scale(d));
+    for (int b = 0; b < 255; ++b) {
+      const std::byte x = static_cast<std::byte>(b);
+      EXPECT_EQ(scale_value(&x, 0, d), std::ldexp(1.0f, b - 127)) << b;
+    }
+    const std::byte nan{0xFF};
+    EXPECT_TRUE(std::isnan(scale_value(&nan, 0, d)));
+  }
+  EXPECT_FALSE(is_e8m0_scale(DType::F32));
+}
+
+/** E2M1 magnitude from its bits, independently of the table: sign, 2 exponent bits (bias 1), 1 mantissa bit. */
+float e2m1_from_bits(unsigned n) {
+  const unsigned e = (n >> 1) & 3u, m = n & 1u;
+  const float v = e == 0 ? 0.5f * static_cast<float>(m) : std::ldexp(1.0f + 0.5f * static_cast<float>(m), static_cast<int>(e) - 1);
+  return (n & 8u) != 0 ? -v : v;
+}
+
+TEST(Fp8Dequant, PackedE2m1RangeIsLowNibbleFirstUnderE8m0Blocks) {
+  // [3, 64] expanded (two 32-blocks per row), one E8M0 scale per block, every byte value, every scale byte.
+  const std::uint64_t rows = 3, cols = 64;
+  std::vector<std::byte> packed(rows * cols / 2);
+  for (std::size_t i = 0; i < packed.size(); ++i) packed[i] = static_cast<std::byte>((i * 29 + 3) & 0xFF);
+  for (int e0 = 0; e0 < 256; e0 += 5) {
+    std::vector<std::byte> sc(rows * 2);
+    for (std::size_t i = 0; i < sc.size(); ++i) sc[i] = static_cast<std::byte>((e0 + static_cast<int>(i) * 40) % 255);
+    ScaleGrid g;
+    g.layout = ScaleLayout::BLOCK;
+    g.payload = Payload::E2M1;
+    g.rows = rows;
+    g.cols = cols;
+    g.block_rows = 1;
+    g.block_cols = 32;
+    g.scale_dtype = DType::F8_E8M0;
+    for (std::uint64_t begin : {0u, 1u, 31u, 33u}) {
+      const std::uint64_t count = rows * cols - begin - (begin % 3);
+      std::vector<std::uint16_t> got(count);
+      ASSERT_EQ(dequant_range(packed.data(), sc.data(), g, begin, count, got.data()), kAllFinite);
+      for (std::uint64_t i = 0; i < count; ++i) {
+        const std::uint64_t at = begin + i, r = at / cols, c = at % cols;
+        const auto byte = static_cast<unsigned>(packed[at / 2]);
+        const unsigned nib = at % 2 == 0 ? byte & 15u : byte >> 4;
+        const float s = std::ldexp(1.0f, static_cast<int>(sc[r * 2 + c / 32]) - 127);
+        ASSERT_EQ(got[i], half::float_to_bf16(e2m1_from_bits(nib) * s)) << "element " << at << " scale byte " << int(sc[r * 2 + c / 32]);
+        ASSERT_EQ(got[i], dequant_e2m1_bf16(static_cast<std::uint8_t>(nib), s));
+      }
+    }
+  }
+}
+
+TEST(Fp8Dequant, PackedE2m1NanScaleAndOverflowAreReported) {
+  std::vector<std::byte> packed(32, std::byte{0x77});  // 6.0 in both nibbles
+  ScaleGrid g;
+  g.layout = ScaleLayout::BLOCK;
+  g.payload = Payload::E2M1;
+  g.rows = 1;
+  g.cols = 64;
+  g.block_rows = 1;
+  g.block_cols = 32;
+  g.scale_dtype = DType::U8;
+  std::vector<std::uint16_t> out(64);
+  const std::byte ok_then_nan[2] = {std::byte{127}, std::byte{0xFF}};
+  EXPECT_EQ(dequant_range(packed.data(), ok_then_nan, g, 0, 64, out.data()), 32u);
+  const std::byte huge[2] = {std::byte{127}, std::byte{254}};  // 6 x 2^127 overflows float32
+  EXPECT_EQ(dequant_range(packed.data(), huge, g, 0, 64, out.data()), 32u);
+  const std::byte fine[2] = {std::byte{0}, std::byte{252}};  // 6 x 2^-127 (a bf16 subnormal) and 6 x 2^125
+  EXPECT_EQ(dequant_range(packed.data(), fine, g, 0, 64, out.data()), kAllFinite);
+  EXPECT_EQ(out[0], half::float_to_bf16(6.0f * 0x1p-127f));
+}
+
 }  // namespace
 }  // namespace fp4forge::fp8

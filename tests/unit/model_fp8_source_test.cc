@@ -219,5 +219,104 @@ TEST(Fp8Source, Refusals) {
   }
 }
 
+// DeepSeek-V4 (issue 30): quant_method fp8 with scale_fmt ue8m0 (E8M0 scales, DeepSeek's own `X.scale` name), and
+// routed experts as packed E2M1 (expert_dtype fp4): I8 [N, K/2] + an E8M0 scale per 32 elements of a row.
+Json dsv4_config() {
+  return Json::parse(R"({"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "expert_dtype": "fp4",
+    "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "scale_fmt": "ue8m0",
+                            "weight_block_size": [128, 128]}})");
+}
+
+TEST(Fp8Source, DeepSeekV4E8m0ScalesAndPackedFp4Experts) {
+  auto r = detect(dsv4_config(), {{"l.attn.wq_a.weight", DType::F8_E4M3, {256, 384}},
+                                  {"l.attn.wq_a.scale", DType::F8_E8M0, {2, 3}},
+                                  {"l.ffn.experts.0.w1.weight", DType::I8, {256, 192}},
+                                  {"l.ffn.experts.0.w1.weight_scale_inv", DType::F8_E8M0, {256, 12}},
+                                  {"l.ffn.experts.0.w2.weight", DType::I8, {384, 128}},
+                                  {"l.ffn.experts.0.w2.scale", DType::F32, {384, 8}},
+                                  {"l.ffn.gate.tid2eid", DType::I64, {128, 2}},
+                                  {"l.ffn.gate.weight", DType::BF16, {4, 384}}});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->has_value());
+  const Fp8Source& s = **r;
+  ASSERT_EQ(s.weights.size(), 3u);
+  const Fp8Weight* a = s.find("l.attn.wq_a.weight");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->scale, "l.attn.wq_a.scale");
+  EXPECT_EQ(a->grid.payload, fp8::Payload::E4M3);
+  EXPECT_EQ(a->grid.scale_dtype, DType::F8_E8M0);
+  EXPECT_EQ(a->shape, (std::vector<std::uint64_t>{256, 384}));
+  const Fp8Weight* w1 = s.find("l.ffn.experts.0.w1.weight");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_EQ(w1->grid.payload, fp8::Payload::E2M1);
+  EXPECT_EQ(w1->shape, (std::vector<std::uint64_t>{256, 384}));  // two codes per byte
+  EXPECT_EQ(w1->stored_shape, (std::vector<std::uint64_t>{256, 192}));
+  EXPECT_EQ(w1->stored_dtype, DType::I8);
+  EXPECT_EQ(w1->grid.layout, fp8::ScaleLayout::BLOCK);
+  EXPECT_EQ(w1->grid.block_rows, 1u);
+  EXPECT_EQ(w1->grid.block_cols, 32u);
+  const Fp8Weight* w2 = s.find("l.ffn.experts.0.w2.weight");
+  ASSERT_NE(w2, nullptr);
+  EXPECT_EQ(w2->scale, "l.ffn.experts.0.w2.scale");
+  EXPECT_EQ(w2->grid.scale_dtype, DType::F32);  // dsv4-flash-base: powers of two in a float32 container
+  EXPECT_TRUE(s.consumed("l.attn.wq_a.scale"));
+  EXPECT_TRUE(s.consumed("l.ffn.experts.0.w2.scale"));
+  EXPECT_FALSE(s.consumed("l.ffn.gate.tid2eid"));
+  EXPECT_NE(s.label.find("1 FP8 weights + 2 packed FP4"), std::string::npos) << s.label;
+  EXPECT_NE(s.label.find("scale_fmt ue8m0"), std::string::npos) << s.label;
+  const Json j = fp8_source_json(s);
+  EXPECT_EQ(j["fp8_weights"], 1);
+  EXPECT_EQ(j["fp4_weights"], 2);
+  bool e2m1 = false;
+  for (const auto& l : j["layouts"])
+    if (l["payload"] == "e2m1") {
+      e2m1 = true;
+      EXPECT_EQ(l["block"], Json::array({1, 32}));
+    }
+  EXPECT_TRUE(e2m1) << j.dump();
+  // The expansion's config describes bf16 experts.
+  const Json e = expanded_config(dsv4_config());
+  EXPECT_FALSE(e.contains("quantization_config"));
+  EXPECT_FALSE(e.contains("expert_dtype"));
+}
+
+TEST(Fp8Source, Int8TensorsWithoutAnE8m0ScaleAreNotPayloads) {
+  // An I8 tensor beside no scale, or beside an F32 scale where nothing declares E8M0, is left as it is.
+  auto r = detect(native_config(), {{"a.weight", DType::F8_E4M3, {256, 256}}, {"a.weight_scale_inv", DType::F32, {2, 2}},
+                                    {"b.idx", DType::I8, {4, 8}},
+                                    {"c.weight", DType::I8, {4, 16}}, {"c.weight_scale_inv", DType::F32, {1, 1}}});
+  ASSERT_FALSE(r.ok());  // c's F32 scale belongs to no FP8 weight: refused, not read as FP4
+  EXPECT_NE(r.error().message.find("belongs to no FP8 weight"), std::string::npos) << r.error().message;
+  auto r2 = detect(native_config(), {{"a.weight", DType::F8_E4M3, {256, 256}}, {"a.weight_scale_inv", DType::F32, {2, 2}},
+                                     {"b.idx", DType::I8, {4, 8}}});
+  ASSERT_TRUE(r2.ok()) << r2.error().message;
+  EXPECT_EQ((*r2)->weights.size(), 1u);
+}
+
+TEST(Fp8Source, PackedFp4Refusals) {
+  const std::vector<Refusal> cases{
+      {"fp4 scale shape", dsv4_config(),
+       {{"e.w1.weight", DType::I8, {256, 192}}, {"e.w1.scale", DType::F8_E8M0, {256, 6}}}, "one scale per 32"},
+      {"fp4 in compressed-tensors", ct_config("channel"),
+       {{"a.weight", DType::F8_E4M3, {4, 4}}, {"a.weight_scale", DType::F32, {4, 1}},
+        {"e.w1.weight", DType::I8, {4, 16}}, {"e.w1.weight_scale_inv", DType::F8_E8M0, {4, 1}}},
+       "packed FP4"},
+      {"orphan e8m0 scale", dsv4_config(),
+       {{"a.weight", DType::F8_E4M3, {256, 256}}, {"a.scale", DType::F8_E8M0, {2, 2}}, {"b.scale", DType::F8_E8M0, {1, 1}}},
+       "belongs to no FP8 weight"},
+      {"scale_fmt unknown", [] {
+         Json c = dsv4_config();
+         c["quantization_config"]["scale_fmt"] = "ue5m3";
+         return c;
+       }(), {}, "scale_fmt 'ue5m3'"},
+      {"u8 scale not declared", native_config(),
+       {{"a.weight", DType::F8_E4M3, {256, 256}}, {"a.weight_scale_inv", DType::U8, {2, 2}}}, "expected F32, BF16, F16 or F8_E8M0"},
+  };
+  for (const auto& c : cases) {
+    const std::string msg = error_of(c.config, c.tensors);
+    EXPECT_NE(msg.find(c.says), std::string::npos) << c.name << ": " << msg;
+  }
+}
+
 }  // namespace
 }  // namespace fp4forge

@@ -1,7 +1,7 @@
 #pragma once
 /**
- * FP8 E4M3 source weights expanded to bf16: the reference every FP8 source dialect is read with
- * (docs/fp8-sources.md).
+ * FP8 E4M3 and packed E2M1 (MXFP4) source weights expanded to bf16: the reference every low-bit source
+ * dialect is read with (docs/fp8-sources.md).
  *
  * A stored FP8 weight is [outer..., rows, cols] F8_E4M3 codes plus a scale tensor covering each
  * [rows, cols] matrix in one of three layouts (ScaleGrid). One element dequantizes as
@@ -15,6 +15,14 @@
  * `weight_scale_inv`, cast to bf16), compressed-tensors' `dequantize` (x_q.to(scale.dtype) * scale,
  * then .to(bf16)) and ModelOpt's per-tensor `weight.float() * weight_scale`. A NaN code (0x7F, 0xFF)
  * or a non-finite product is reported, never written silently.
+ *
+ * E2M1 payloads (DeepSeek-V4's FP4 experts: two codes per byte, the low nibble first) take E8M0 scales
+ * (F8_E8M0, or U8 exponent bytes: 2^(b - 127), 0xFF NaN) or F32 ones, one per 32 elements of a row:
+ *
+ *   out = bf16_rne(fl32(e2m1(nibble) * scale))
+ *
+ * transformers 5.17's `Fp8Dequantize._dequantize_one` (its FP4 path) and `convert_moe_packed_tensors`
+ * (gpt-oss) both compute exactly this (tests/data/mxfp4/golden_e8m0_e2m1.json holds their outputs).
  *
  * Speed: F32/BF16 scales go through a branch-free loop the compiler vectorizes, compiled for the
  * baseline and for AVX2 / AVX-512 (picked at run time); F16 scales take the table path.
@@ -38,11 +46,18 @@ enum class ScaleLayout : std::uint8_t {
 };
 const char* scale_layout_name(ScaleLayout l) noexcept;  ///< "tensor", "channel", "block"
 
+/** What one stored byte holds. */
+enum class Payload : std::uint8_t {
+  E4M3,  ///< one FP8 E4M3 (fn) code per byte
+  E2M1,  ///< two FP4 E2M1 codes per byte, element 2j in the low nibble (the expansion is twice as wide)
+};
+
 struct ScaleGrid {
   ScaleLayout layout = ScaleLayout::TENSOR;
+  Payload payload = Payload::E4M3;
   std::uint64_t rows = 0, cols = 0;                  ///< the weight's last two dimensions
   std::uint64_t block_rows = 128, block_cols = 128;  ///< BLOCK only
-  DType scale_dtype = DType::F32;                    ///< F32, BF16 or F16
+  DType scale_dtype = DType::F32;                    ///< F32, BF16, F16, F8_E8M0 or U8 (E8M0 exponent bytes)
 
   std::uint64_t scale_rows() const noexcept;  ///< 1, rows, ceil(rows / block_rows)
   std::uint64_t scale_cols() const noexcept;  ///< 1, 1, ceil(cols / block_cols)
@@ -52,20 +67,30 @@ struct ScaleGrid {
   std::uint64_t scale_index(std::uint64_t flat) const noexcept;
 };
 
+/** An E8M0 scale dtype: F8_E8M0, or U8 exponent bytes (where the source declares E8M0 scales). */
+inline bool is_e8m0_scale(DType d) noexcept { return d == DType::F8_E8M0 || d == DType::U8; }
+
 /** float32 of an E4M3 (fn) code; NaN for 0x7F / 0xFF. */
 float e4m3_value(std::uint8_t code) noexcept;
 
 /** One element: the formula above. */
 std::uint16_t dequant_bf16(std::uint8_t code, float scale, DType scale_dtype) noexcept;
 
-/** Scale element `i` of a scale tensor stored as `dtype`, as float (exact). */
+/** float32 of an E2M1 code (the low 4 bits of `nibble`). */
+float e2m1_value(std::uint8_t nibble) noexcept;
+/** One E2M1 element: bf16_rne(fl32(e2m1(nibble) * scale)). */
+std::uint16_t dequant_e2m1_bf16(std::uint8_t nibble, float scale) noexcept;
+
+/** Scale element `i` of a scale tensor stored as `dtype`, as float (exact; F8_E8M0 and U8 bytes b are 2^(b - 127),
+ * 0xFF NaN). */
 float scale_value(const std::byte* scales, std::uint64_t i, DType dtype) noexcept;
 
 /** No non-finite element found. */
 inline constexpr std::uint64_t kAllFinite = ~std::uint64_t{0};
 
 /**
- * Elements [begin, begin + count) of the weight (row-major) as bf16 bit patterns into `out`. Returns
+ * Elements [begin, begin + count) of the weight (row-major, in expanded elements: an E2M1 payload's element i is
+ * nibble i % 2 of byte i / 2) as bf16 bit patterns into `out`. Returns
  * the flat index of the first element whose code is NaN or whose product is not finite (the rest is
  * still written), or kAllFinite. Runs on the best path of dequant_paths().
  */

@@ -5,7 +5,10 @@
  *
  * Dialects (detected from config.json's `quantization_config`, `hf_quant_config.json`, then tensors):
  * - NATIVE: `quant_method: "fp8"` (DeepSeek-V3/R1, Qwen3 `-FP8`, transformers' FineGrainedFP8):
- *   `X` F8_E4M3 + `X_scale_inv` F32, blocks of `weight_block_size` (usually [128, 128]).
+ *   `X` F8_E4M3 + `X_scale_inv` F32, blocks of `weight_block_size` (usually [128, 128]). With
+ *   `scale_fmt: "ue8m0"` (DeepSeek-V4) the scales are E8M0 (F8_E8M0, or U8 exponent bytes, or powers of two in
+ *   F32), DeepSeek's own name `X.scale` beside `X.weight` is read too, and experts may be packed E2M1
+ *   (`expert_dtype: "fp4"`): `X` I8/U8 [.., N, K/2] + an E8M0 scale [.., N, K/32] (one per 32 of a row).
  * - COMPRESSED_TENSORS: `quant_method: "compressed-tensors"`, format `float-quantized`, 8-bit float
  *   weights: `X` F8_E4M3 + `X_scale` per tensor [1], per channel [N, 1] or per block
  *   [ceil(N/bn), ceil(K/bk)] (`block_structure`).
@@ -41,12 +44,14 @@ class Checkpoint;
 enum class Fp8Dialect : std::uint8_t { NATIVE, COMPRESSED_TENSORS, MODELOPT };
 std::string_view fp8_dialect_name(Fp8Dialect d) noexcept;  ///< "fp8", "compressed-tensors", "modelopt"
 
-/** One stored FP8 weight. */
+/** One stored low-bit weight (FP8 E4M3, or packed E2M1). */
 struct Fp8Weight {
-  std::string tensor;  ///< the F8_E4M3 payload, e.g. "model.layers.0.mlp.down_proj.weight"
+  std::string tensor;  ///< the payload, e.g. "model.layers.0.mlp.down_proj.weight"
   std::string scale;   ///< its scale tensor, e.g. "model.layers.0.mlp.down_proj.weight_scale_inv"
-  std::vector<std::uint64_t> shape;  ///< the payload's shape
-  fp8::ScaleGrid grid;               ///< how `scale` covers each [rows, cols] matrix
+  std::vector<std::uint64_t> shape;         ///< the expansion's shape (a packed E2M1 payload's last dimension x 2)
+  std::vector<std::uint64_t> stored_shape;  ///< the payload's shape on disk
+  DType stored_dtype = DType::F8_E4M3;      ///< the payload's dtype on disk (F8_E4M3; I8, U8 or F4 for E2M1)
+  fp8::ScaleGrid grid;                      ///< how `scale` covers each [rows, cols] matrix of the expansion
 };
 
 struct Fp8Source {
@@ -93,7 +98,7 @@ Result<std::optional<Fp8Source>> read_fp8_source(const Checkpoint& ckpt);
 nlohmann::ordered_json fp8_source_json(const Fp8Source& s);
 
 /** The config of the bf16 expansion: `quantization_config` / `compression_config` removed (also under
- * `text_config`). */
+ * `text_config`), and `expert_dtype` (DeepSeek-V4's word for how its experts are stored). */
 nlohmann::ordered_json expanded_config(const nlohmann::ordered_json& config);
 
 }  // namespace fp4forge
