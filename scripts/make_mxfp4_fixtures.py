@@ -113,7 +113,8 @@ def golden(out):
         v = t[:, 0:32:2].contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
         js[name] = ["".join(f"{int(x):04x}" for x in row) for row in v]
     with open(os.path.join(out, "golden_e8m0_e2m1.json"), "w") as f:
-        json.dump(js, f, indent=0)
+        json.dump(js, f, indent=2)
+        f.write("\n")
 
 
 def bits_equal_nan(a, b):

@@ -183,7 +183,7 @@ const SchemeTraits kTable[] = {
      .default_observer = Observer::NVFP4_EXPANDED_MSE,
      .tensors = nvfp4_tensors, .encode_rows = nvfp4_rows, .paths = nvfp4::available_paths,
      .encode_linear = nvfp4_linear, .decode_rows = nvfp4_decode, .search_cols = nvfp4::kGroupSize,
-     .search_rows = nvfp4_search},
+     .search_rows = nvfp4_search, .casts_e2m1 = true},
     {.scheme = QuantScheme::MXFP4A16, .name = "mxfp4a16", .preset = "MXFP4A16", .format = "mxfp4-pack-quantized",
      .word = "MXFP4A16", .bits = 4, .k_multiple = mxfp4::kGroupSize, .shape_k = 32, .shape_n = 1,
      .shape_why = "MXFP4 groups are 32 columns", .row_block = 1, .block_scales = false, .global_scale = false,

@@ -850,6 +850,7 @@ void PlanBuilder::make_units() {
 
 void PlanBuilder::mark_passthrough() {
   if (!opts.fp8_passthrough || !plan.fp8_source) return;
+  plan.lossless_casts = true;
   for (auto& u : plan.units) {
     const std::size_t wi = plan.decisions[u.decision].fp8;
     if (wi == TensorDecision::kNoFp8) continue;

@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 
 #include "fp4forge/codec/fp8.h"
+#include "fp4forge/codec/mxfp4_cast.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/codec/scheme_search.h"
@@ -195,7 +196,9 @@ class Runner {
   /** Columns per searched group of group `g`'s scheme (its scale group). */
   std::uint64_t search_cols(std::size_t g) const { return scheme_traits(group_scheme(g).scheme).search_cols; }
   /** Whole units pass through an amax / search pass before they are encoded: a global scale or a search. */
-  bool two_pass(std::size_t g) const { return has_global_scale(group_scheme(g).scheme) || search(g).has_value(); }
+  bool two_pass(std::size_t g) const {
+    return !cast_[g] && (has_global_scale(group_scheme(g).scheme) || search(g).has_value());
+  }
   /** Position of unit `ui` in its group's unit list. */
   std::size_t unit_pos(const ScaleGroup& grp, std::size_t ui) const {
     return static_cast<std::size_t>(std::find(grp.units.begin(), grp.units.end(), ui) - grp.units.begin());
@@ -203,6 +206,10 @@ class Runner {
   Status write_gs(std::size_t ui, float gs);
   /** Rows [r0, r1) of a passthrough unit: its FP8 payload and the scale rows covering them, as stored. */
   Status pass_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1);
+  /** Which groups of packed FP4 source weights cast losslessly (codec/mxfp4_cast.h), from their scales. */
+  void decide_casts();
+  /** Rows [r0, r1) of a unit of a cast group under shift m: its codes copied, its scales folded. */
+  Status cast_rows(const QuantUnit& u, int m, std::uint64_t r0, std::uint64_t r1);
   Status write_shape(std::size_t ui);
 
   // The steps of run(), in order.
@@ -248,6 +255,9 @@ class Runner {
   std::optional<ResumeManifest> manifest_;  // from the moment the staging folder is ours
   std::vector<std::string> warnings_;
   std::atomic<std::size_t> shards_written_{0};
+  std::vector<std::optional<int>> cast_;  // per group: the cast shift m of a group that casts (decide_casts)
+  std::uint64_t cast_units_ = 0;
+  std::vector<std::string> cast_refused_;  // groups of packed FP4 weights re-encoded instead, with why
 };
 
 Status Runner::write(std::size_t shard, std::uint64_t off, std::span<const std::byte> bytes) {
@@ -323,9 +333,66 @@ Status Runner::pass_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1)
   return write(u.shard, u.scale_begin + s0 * per_row, scales.subspan(s0 * per_row, (s1 - s0) * per_row));
 }
 
+void Runner::decide_casts() {
+  cast_.assign(plan_.groups.size(), std::nullopt);
+  if (!plan_.lossless_casts) return;
+  for (std::size_t g = 0; g < plan_.groups.size(); ++g) {
+    const ScaleGroup& grp = plan_.groups[g];
+    if (!scheme_traits(group_scheme(g).scheme).casts_e2m1 || grp.units.empty()) continue;
+    bool all = true, any = false;  // every unit a whole 2-D packed FP4 weight (any: at least one is packed FP4)
+    for (auto u : grp.units) {
+      const QuantUnit& un = plan_.units[u];
+      const Fp8Weight* f = fp8_of(un.decision);
+      const bool fp4 = f != nullptr && f->grid.payload == fp8::Payload::E2M1;
+      any = any || fp4;
+      all = all && fp4 && f->shape.size() == 2 && un.rows == f->shape[0] && un.cols == f->shape[1] &&
+            un.slice.offset == 0 && un.slice.contiguous();
+    }
+    if (!any) continue;
+    mxcast::Range r;
+    if (!all) r.why = "its members are not all whole packed FP4 weights";
+    for (auto u : grp.units) {
+      if (!r.why.empty()) break;
+      const Fp8Weight* f = fp8_of(plan_.units[u].decision);
+      const TensorRef* st = f != nullptr ? ck_.find(f->scale) : nullptr;
+      if (st == nullptr) {
+        r.why = "a member's scale is not in the checkpoint";
+        break;
+      }
+      mxcast::add_scales(r, ck_.data(*st).data(), st->info->numel(), f->grid.scale_dtype);
+    }
+    if (const auto m = mxcast::shift(r)) {
+      cast_[g] = m;
+      cast_units_ += grp.units.size();
+    } else {
+      cast_refused_.push_back(fmt::format("{}: {}", grp.name, r.why));
+    }
+  }
+  if (!cast_refused_.empty())
+    warnings_.push_back(fmt::format(
+        "{} fused set(s) of packed FP4 weights re-encoded from their bf16 expansion instead of cast losslessly "
+        "(first: {}); their error is the scheme's, not zero",
+        cast_refused_.size(), cast_refused_.front()));
+}
+
+Status Runner::cast_rows(const QuantUnit& u, int m, std::uint64_t r0, std::uint64_t r1) {
+  const Fp8Weight* wp = fp8_of(u.decision);
+  const TensorRef* st = wp != nullptr ? ck_.find(wp->scale) : nullptr;
+  if (st == nullptr) return make_error(Errc::INTERNAL, "the scale of cast unit '{}' is not in the checkpoint", u.module);
+  const Fp8Weight& w = *wp;
+  const std::uint64_t n = r1 - r0, src_cols = w.grid.scale_cols(), es = dtype_bits(w.grid.scale_dtype) / 8;
+  const auto packed = ck_.data(*refs_[u.decision]).subspan(r0 * u.cols / 2, n * u.cols / 2);
+  const auto scales = ck_.data(*st).subspan(r0 * src_cols * es, n * src_cols * es);
+  std::vector<std::byte> payload(static_cast<std::size_t>(n * u.cols / 2)), scale(static_cast<std::size_t>(n * u.cols / 16));
+  mxcast::cast_rows(packed.data(), scales.data(), w.grid.scale_dtype, n, u.cols, m, payload.data(), scale.data());
+  FP4FORGE_TRY(write(u.shard, u.packed_begin + r0 * (u.cols / 2), payload));
+  return write(u.shard, u.scale_begin + r0 * (u.cols / 16), scale);
+}
+
 Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima) {
   const QuantUnit& u = plan_.units[ui];
   if (u.passthrough) return pass_rows(u, r0, r1);
+  if (const auto& m = cast_[u.group]) return cast_rows(u, *m, r0, r1);
   const QuantScheme scheme = scheme_of(u);
   const std::uint64_t n = r1 - r0;
   // The rows' payload and scale, shaped as the scheme writes them for an [n, K] weight: rows [r0, r1) of
@@ -362,6 +429,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   warnings_ = plan_.warnings;
 
   FP4FORGE_TRY(match_checkpoint());
+  decide_casts();
   const std::vector<SourceStamp> stamps = source_stamps();
   FP4FORGE_TRY(take_staging(dst));
   if (Status st = check_free_space(dst); !st) return abort_run(std::move(st).error());
@@ -708,6 +776,7 @@ Status Runner::run_encode_rows(const Item& it) {
   const QuantUnit& un = plan_.units[it.unit];
   if (!slots_[un.shard]->resumed) {
     if (it.r0 == 0 && writes_shape(un)) FP4FORGE_TRY(write_shape(it.unit));
+    if (const auto& m = cast_[it.a]; m && it.r0 == 0) FP4FORGE_TRY(write_gs(it.unit, mxcast::global_scale(*m)));
     FP4FORGE_TRY(write_unit_rows(it.unit, 0.0f, it.r0, it.r1));
     progress_->add((it.r1 - it.r0) * stored_row_bytes(un), it.r1 == un.rows ? unit_tensors(un) : 0);
   }
@@ -866,6 +935,12 @@ void Runner::summarize(RunSummary& sum, double secs) const {
   sum.peak_rss_bytes = peak_rss_bytes();
   sum.peak_inflight_bytes = budget_.peak();
   sum.shards_written = shards_written_.load();
+  sum.cast_weights = cast_units_;
+  sum.cast_refused = cast_refused_;
+  if (cast_units_ > 0)
+    sum.summary.push_back(fmt::format("{} packed FP4 weight{} cast losslessly to NVFP4 (codes kept, E8M0 scales folded "
+                                      "into E4M3 block scales under a power-of-two global scale)",
+                                      cast_units_, cast_units_ == 1 ? "" : "s"));
 }
 
 }  // namespace
@@ -919,72 +994,6 @@ Result<QuantizeResult> quantize(const QuantizeParams& p) {
   FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(normalize_destination(p.dst)));
   out.summary = std::move(sum);
   return out;
-}
-
-nlohmann::ordered_json to_json(const RunSummary& s) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  j["ok"] = true;
-  j["source"] = s.source;
-  j["destination"] = s.destination;
-  j["scheme"] = s.scheme;
-  j["observer"] = s.observer;
-  j["jobs"] = s.jobs;
-  j["max_memory"] = s.max_memory;
-  j["quantized_weights"] = s.quantized_weights;
-  j["kept_tensors"] = s.kept_tensors;
-  j["ignore_entries"] = s.ignore_entries;
-  nlohmann::ordered_json roles = nlohmann::ordered_json::object();
-  for (std::size_t r = 0; r < s.counts.size(); ++r) {
-    const auto& c = s.counts[r];
-    if (c.quantized == 0 && c.kept == 0) continue;
-    roles[std::string(role_name(static_cast<Role>(r)))] = {{"quantized", c.quantized}, {"kept", c.kept}};
-  }
-  j["roles"] = std::move(roles);
-  j["summary"] = s.summary;
-  j["bytes_in"] = s.bytes_in;
-  j["bytes_out"] = s.bytes_out;
-  j["bits_per_weight"] = s.bits_per_weight;
-  j["seconds"] = s.seconds;
-  j["gb_per_s"] = s.gb_per_s;
-  j["peak_rss_bytes"] = s.peak_rss_bytes;
-  j["peak_inflight_bytes"] = s.peak_inflight_bytes;
-  j["bytes_read"] = s.bytes_read;
-  j["shards_written"] = s.shards_written;
-  j["shards_resumed"] = s.shards_resumed;
-  j["files_copied"] = s.files_copied;
-  j["warnings"] = s.warnings;
-  return j;
-}
-
-std::string to_text(const RunSummary& s) {
-  std::string out;
-  for (const auto& l : s.summary) out += fmt::format("  {}\n", l);
-  out += fmt::format("wrote {} ({}, observer {}): {} shard(s) ({} resumed), {} from {}, {:.3f} bits per quantized weight\n",
-                     s.destination, s.scheme, s.observer, s.shards_written + s.shards_resumed, s.shards_resumed,
-                     format_bytes(s.bytes_out), format_bytes(s.bytes_in), s.bits_per_weight);
-  out += fmt::format("  {:.2f} s, {:.2f} GB/s, -j {}, peak RSS {:.0f} MiB (in-flight budget {:.0f} MiB, peak {:.0f} MiB)\n",
-                     s.seconds, s.gb_per_s, s.jobs, static_cast<double>(s.peak_rss_bytes) / 1048576.0,
-                     static_cast<double>(s.max_memory) / 1048576.0, static_cast<double>(s.peak_inflight_bytes) / 1048576.0);
-  return out;
-}
-
-nlohmann::ordered_json to_json(const QuantizeResult& r) {
-  nlohmann::ordered_json j;
-  if (r.summary) {
-    j = to_json(*r.summary);
-  } else {
-    j["ok"] = true;
-    j["dry_run"] = true;
-    j["plan"] = to_json(r.plan);
-  }
-  if (r.mtp_splice) j["mtp_splice"] = to_json(*r.mtp_splice);
-  return j;
-}
-
-std::string to_text(const QuantizeResult& r, bool verbose) {
-  std::string s = r.summary ? to_text(*r.summary) : to_text(r.plan, verbose) + "dry run: nothing written\n";
-  if (r.mtp_splice) s += to_text(*r.mtp_splice);
-  return s;
 }
 
 }  // namespace fp4forge::quant

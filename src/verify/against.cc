@@ -300,20 +300,26 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
 
 
 /**
- * An FP8 module written from an FP8 source without re-encoding (quantize's lossless passthrough): its payload is
- * the source's payload byte for byte, and its dequantized values (the scheme's decoder with the stored scale,
+ * A module written from a low-bit source without re-encoding: an FP8 module passed through (quantize's lossless
+ * passthrough), or an NVFP4 module cast from a packed FP4 source (codec/mxfp4_cast.h). Its payload is the source's
+ * payload byte for byte, and its dequantized values (the scheme's decoder with the stored scales and global scale,
  * rounded to bf16 as the expansion is) equal the source's expansion element for element. The error against the
  * source is then zero; nullopt when it is not such a module (it is compared by re-encoding instead).
  */
-std::optional<TensorError> compare_passthrough(const Checkpoint& q, const Checkpoint& src, const Layout& L,
-                                               const Module& m, const SourceView& sv) {
-  if (sv.fp8 == nullptr || sv.data == nullptr || L.payload != "weight" || sv.fp8->shape.size() != 2) return std::nullopt;
+std::optional<TensorError> compare_lossless(const Checkpoint& q, const Checkpoint& src, const Layout& L,
+                                            const Module& m, const SourceView& sv) {
+  if (sv.fp8 == nullptr || sv.data == nullptr || sv.fp8->shape.size() != 2) return std::nullopt;
+  const bool cast = sv.fp8->grid.payload == fp8::Payload::E2M1 && scheme_traits(L.qs).casts_e2m1;
+  if (!cast && L.payload != "weight") return std::nullopt;
   const std::uint64_t n = m.n, k = m.k;
   const auto have = q.data(*m.payload), stored = src.data(*sv.tensor);
-  if (have.size() != n * k || stored.size() != have.size() ||
-      std::memcmp(have.data(), stored.data(), have.size()) != 0)
-    return std::nullopt;
-  const LinearData d{have.data(), q.data(*m.scale).data(), m.scale->info->dtype, 1.0f};
+  if (stored.size() != have.size() || std::memcmp(have.data(), stored.data(), have.size()) != 0) return std::nullopt;
+  float gs = 1.0f;
+  if (cast) {
+    gs = m.gs != nullptr ? read_f32_scalar(q, m.gs).value_or(0.0f) : 0.0f;
+    if (!(gs > 0.0f) || !std::isfinite(gs)) return std::nullopt;
+  }
+  const LinearData d{have.data(), q.data(*m.scale).data(), m.scale->info->dtype, gs};
   const std::uint64_t chunk = std::max<std::uint64_t>(fp8::kBlock, (std::uint64_t{1} << 20) / std::max<std::uint64_t>(k, 1) /
                                                                        fp8::kBlock * fp8::kBlock);
   std::vector<float> deq;
@@ -330,7 +336,7 @@ std::optional<TensorError> compare_passthrough(const Checkpoint& q, const Checkp
   te.source = sv.label;
   te.rows = n;
   te.cols = k;
-  te.global_scale = std::numeric_limits<float>::quiet_NaN();
+  te.global_scale = cast ? gs : std::numeric_limits<float>::quiet_NaN();
   te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
   return te;  // rel_rms, ref_rel_rms, minmax_rel_rms: 0 (the source's own values)
 }
@@ -826,8 +832,8 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       const float gs_set = nvfp4::global_scale(set_observed, dt);  // what the config's observer gives
       const float gs_minmax = nvfp4::global_scale(set_amax, dt);
       for (Member& mem : job.members) {
-        if (auto te = compare_passthrough(q, src, s.layout(*mem.mod), *mem.mod, mem.src)) {
-          ++st.passthrough_modules;
+        if (auto te = compare_lossless(q, src, s.layout(*mem.mod), *mem.mod, mem.src)) {
+          ++(mem.src.fp8->grid.payload == fp8::Payload::E2M1 ? st.cast_modules : st.passthrough_modules);
           r.record(std::move(*te));
           continue;
         }

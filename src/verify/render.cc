@@ -72,6 +72,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
     a["reencoded_rows"] = s.reencoded_rows;
     a["reencode_mismatched_rows"] = s.reencode_mismatched_rows;
     a["passthrough_modules"] = s.passthrough_modules;
+    a["cast_modules"] = s.cast_modules;
     Json w = Json::array();
     for (const auto& e : s.worst) w.push_back(tensor_error_json(e));
     a["worst"] = std::move(w);
@@ -113,6 +114,10 @@ std::string to_text(const VerifyReport& r) {
       out += fmt::format("  {} FP8 module(s) passed through losslessly: the source's payload bytes, dequantized values "
                          "equal to its expansion\n",
                          s.passthrough_modules);
+    if (s.cast_modules > 0)
+      out += fmt::format("  {} NVFP4 module(s) cast losslessly from packed FP4: the source's codes, dequantized values "
+                         "equal to its expansion\n",
+                         s.cast_modules);
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0)
       out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f} ({:+.1f}%)\n", s.observer,
                          s.mean_rel_rms, s.mean_minmax_rel_rms,

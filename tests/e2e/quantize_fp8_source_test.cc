@@ -295,6 +295,95 @@ TEST_P(Fp8SourceE2E, PassthroughIsTheSourcesOwnBytes) {
   }
 }
 
+/** Issue 30: packed FP4 source weights (DeepSeek-V4's experts) quantized to NVFP4A16 are cast, not re-encoded: the
+ * output's weight_packed is the source's bytes, a power-of-two global scale per fused set, and verify --against proves
+ * every one lossless (its dequantized values are the source's expansion); --requantize-fp8 re-encodes them instead. */
+TEST_P(Fp8SourceE2E, PackedFp4CastsLosslesslyToNvfp4) {
+  const Checkpoint ck = open_or_die(src());
+  auto fp8 = read_fp8_source(ck);
+  ASSERT_TRUE(fp8.ok() && fp8->has_value());
+  std::vector<const Fp8Weight*> fp4;
+  for (const Fp8Weight& w : (*fp8)->weights)
+    if (w.grid.payload == fp8::Payload::E2M1) fp4.push_back(&w);
+  if (fp4.empty()) GTEST_SKIP() << GetParam() << " has no packed FP4 weight";
+  TempDir tmp;
+  std::string out, err;
+  for (const bool cast : {true, false}) {
+    const auto dst = tmp.path / (cast ? "cast" : "requant");
+    ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(dst) + " --json -j 2 --max-memory 8K" +
+                          (cast ? "" : " --requantize-fp8"),
+                      &out, &err),
+              0)
+        << err;
+    const auto sum = nlohmann::json::parse(out);
+    EXPECT_EQ(sum["cast_weights"].get<std::size_t>(), cast ? fp4.size() : 0u) << GetParam();
+    EXPECT_TRUE(sum["cast_refused"].empty()) << sum["cast_refused"].dump();
+    const Checkpoint oc = open_or_die(dst.string());
+    std::size_t same_codes = 0;
+    for (const Fp8Weight* w : fp4) {
+      const std::string mod = w->tensor.substr(0, w->tensor.size() - 7);
+      const TensorRef* p = oc.find(mod + ".weight_packed");
+      ASSERT_NE(p, nullptr) << mod;
+      const auto a = oc.data(*p), b = ck.data(*ck.find(w->tensor));
+      same_codes += std::equal(a.begin(), a.end(), b.begin(), b.end()) ? 1 : 0;
+      if (cast) {  // a power-of-two global scale
+        float gs = 0;
+        std::memcpy(&gs, oc.data(*oc.find(mod + ".weight_global_scale")).data(), 4);
+        int e = 0;
+        EXPECT_EQ(std::frexp(gs, &e), 0.5f) << mod << " global scale " << gs;
+      }
+    }
+    if (cast) {
+      EXPECT_EQ(same_codes, fp4.size()) << GetParam();
+    }
+    const int rv = run_cli("verify " + q(dst) + " --against " + q(src()) + " --json", &out, &err);
+    EXPECT_EQ(failing_findings(out), "") << GetParam() << (cast ? " cast" : " re-encoded");
+    EXPECT_EQ(rv, 0);
+    EXPECT_EQ(nlohmann::json::parse(out)["stats"]["against"]["cast_modules"].get<std::size_t>(), cast ? fp4.size() : 0u);
+  }
+}
+
+/** A fused set whose block exponents span more than an E4M3 scale covers under one global scale is re-encoded from
+ * its expansion instead, with a warning naming it; the output still verifies clean. */
+TEST_P(Fp8SourceE2E, PackedFp4OutOfRangeFallsBackToReencoding) {
+  const Checkpoint ck = open_or_die(src());
+  auto fp8 = read_fp8_source(ck);
+  ASSERT_TRUE(fp8.ok() && fp8->has_value());
+  const Fp8Weight* victim = nullptr;
+  for (const Fp8Weight& w : (*fp8)->weights)
+    if (w.grid.payload == fp8::Payload::E2M1 && fp8::is_e8m0_scale(w.grid.scale_dtype)) victim = &w;
+  if (victim == nullptr) GTEST_SKIP() << GetParam() << " has no packed FP4 weight with E8M0 scales";
+  // A copy of the source with one scale byte of the victim 40 exponents below the rest.
+  TempDir tmp;
+  const auto copy = tmp.path / "src";
+  stdfs::create_directories(copy);
+  for (const auto& e : stdfs::directory_iterator(src())) stdfs::copy_file(e.path(), copy / e.path().filename());
+  {
+    const TensorRef* s = ck.find(victim->scale);
+    ASSERT_NE(s, nullptr);
+    const auto shard = copy / ck.shard_names()[s->shard];
+    std::string file = slurp(shard);
+    std::uint64_t header = 0;  // safetensors: an 8-byte little-endian header length, the header, then the data
+    std::memcpy(&header, file.data(), 8);
+    const std::size_t pos = static_cast<std::size_t>(8 + header + s->info->begin);
+    ASSERT_LT(pos, file.size());
+    file[pos] = static_cast<char>(static_cast<unsigned char>(file[pos]) - 40);
+    std::ofstream(shard, std::ios::binary | std::ios::trunc) << file;
+  }
+  std::string out, err;
+  const auto dst = tmp.path / "out";
+  ASSERT_EQ(run_cli("quantize " + q(copy) + " " + q(dst) + " --json -j 2", &out, &err), 0) << err;
+  const auto sum = nlohmann::json::parse(out);
+  ASSERT_EQ(sum["cast_refused"].size(), 1u) << out.substr(0, 2000);
+  EXPECT_NE(sum["cast_refused"][0].get<std::string>().find("span"), std::string::npos);
+  bool warned = false;
+  for (const auto& w : sum["warnings"]) warned = warned || w.get<std::string>().find("re-encoded from their bf16") != std::string::npos;
+  EXPECT_TRUE(warned) << sum["warnings"].dump();
+  const int rv = run_cli("verify " + q(dst) + " --against " + q(copy) + " --json", &out, &err);
+  EXPECT_EQ(failing_findings(out), "") << GetParam();
+  EXPECT_EQ(rv, 0);
+}
+
 // plan assume=SCHEME on an FP8 release sizes what quantize writes from it: NVFP4A16 the same as on its bf16
 // expansion; FP8_BLOCK (FP8 weights passed through, their scales as stored) what the quantized output weighs.
 // DeepSeek-V4's compressed-attention layer types are not modelled by plan: it refuses them by name (exit 3), which

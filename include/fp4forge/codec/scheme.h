@@ -172,6 +172,9 @@ struct SchemeTraits {
   /** The FP8 source scale layouts this scheme holds without touching the payload: bit (1 << fp8::ScaleLayout)
    * (FP8_BLOCK: one scale per tensor, or 128 x 128 blocks; FP8_DYNAMIC: per tensor or per channel). 0: none. */
   std::uint8_t passthrough_layouts = 0;
+  /** A packed E2M1 (MXFP4) source casts into this scheme without re-encoding: codes kept, E8M0 block scales folded
+   * into its own scales under a power-of-two global scale (codec/mxfp4_cast.h). */
+  bool casts_e2m1 = false;
 };
 
 /** The scheme table: one row per QuantScheme, in kQuantSchemes order. */

@@ -77,6 +77,8 @@ struct RunSummary {
   std::size_t shards_written = 0;
   std::size_t shards_resumed = 0;
   std::size_t files_copied = 0;
+  std::uint64_t cast_weights = 0;      ///< packed FP4 source weights cast losslessly (codec/mxfp4_cast.h)
+  std::vector<std::string> cast_refused;  ///< fused sets of packed FP4 weights re-encoded instead, with why
 };
 
 /**

@@ -98,6 +98,9 @@ struct VerifyStats {
   /** FP8 modules whose payload is the FP8 source's own bytes and whose dequantized values equal the source's
    * expansion element for element: a lossless passthrough (quantize's PlanOptions::fp8_passthrough). */
   std::uint64_t passthrough_modules = 0;
+  /** NVFP4 modules cast from a packed FP4 source (codec/mxfp4_cast.h): their codes are the source's own bytes and
+   * their dequantized values equal the source's expansion element for element. */
+  std::uint64_t cast_modules = 0;
   std::vector<TensorError> per_tensor;  ///< every compared quantized tensor, sorted by module
   std::vector<TensorError> worst;       ///< worst_n by rel_rms / ref_rel_rms, worst first
 };

@@ -1,0 +1,78 @@
+// The quantize run's report: its summary as JSON and as text (quantize/run.h), apart from the run itself.
+#include "fp4forge/quantize/run.h"
+
+#include <fmt/format.h>
+
+#include "fp4forge/util/format.h"
+
+namespace fp4forge::quant {
+
+nlohmann::ordered_json to_json(const RunSummary& s) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["ok"] = true;
+  j["source"] = s.source;
+  j["destination"] = s.destination;
+  j["scheme"] = s.scheme;
+  j["observer"] = s.observer;
+  j["jobs"] = s.jobs;
+  j["max_memory"] = s.max_memory;
+  j["quantized_weights"] = s.quantized_weights;
+  j["kept_tensors"] = s.kept_tensors;
+  j["ignore_entries"] = s.ignore_entries;
+  nlohmann::ordered_json roles = nlohmann::ordered_json::object();
+  for (std::size_t r = 0; r < s.counts.size(); ++r) {
+    const auto& c = s.counts[r];
+    if (c.quantized == 0 && c.kept == 0) continue;
+    roles[std::string(role_name(static_cast<Role>(r)))] = {{"quantized", c.quantized}, {"kept", c.kept}};
+  }
+  j["roles"] = std::move(roles);
+  j["summary"] = s.summary;
+  j["bytes_in"] = s.bytes_in;
+  j["bytes_out"] = s.bytes_out;
+  j["bits_per_weight"] = s.bits_per_weight;
+  j["seconds"] = s.seconds;
+  j["gb_per_s"] = s.gb_per_s;
+  j["peak_rss_bytes"] = s.peak_rss_bytes;
+  j["peak_inflight_bytes"] = s.peak_inflight_bytes;
+  j["bytes_read"] = s.bytes_read;
+  j["shards_written"] = s.shards_written;
+  j["shards_resumed"] = s.shards_resumed;
+  j["files_copied"] = s.files_copied;
+  j["cast_weights"] = s.cast_weights;
+  j["cast_refused"] = s.cast_refused;
+  j["warnings"] = s.warnings;
+  return j;
+}
+
+std::string to_text(const RunSummary& s) {
+  std::string out;
+  for (const auto& l : s.summary) out += fmt::format("  {}\n", l);
+  out += fmt::format("wrote {} ({}, observer {}): {} shard(s) ({} resumed), {} from {}, {:.3f} bits per quantized weight\n",
+                     s.destination, s.scheme, s.observer, s.shards_written + s.shards_resumed, s.shards_resumed,
+                     format_bytes(s.bytes_out), format_bytes(s.bytes_in), s.bits_per_weight);
+  out += fmt::format("  {:.2f} s, {:.2f} GB/s, -j {}, peak RSS {:.0f} MiB (in-flight budget {:.0f} MiB, peak {:.0f} MiB)\n",
+                     s.seconds, s.gb_per_s, s.jobs, static_cast<double>(s.peak_rss_bytes) / 1048576.0,
+                     static_cast<double>(s.max_memory) / 1048576.0, static_cast<double>(s.peak_inflight_bytes) / 1048576.0);
+  return out;
+}
+
+nlohmann::ordered_json to_json(const QuantizeResult& r) {
+  nlohmann::ordered_json j;
+  if (r.summary) {
+    j = to_json(*r.summary);
+  } else {
+    j["ok"] = true;
+    j["dry_run"] = true;
+    j["plan"] = to_json(r.plan);
+  }
+  if (r.mtp_splice) j["mtp_splice"] = to_json(*r.mtp_splice);
+  return j;
+}
+
+std::string to_text(const QuantizeResult& r, bool verbose) {
+  std::string s = r.summary ? to_text(*r.summary) : to_text(r.plan, verbose) + "dry run: nothing written\n";
+  if (r.mtp_splice) s += to_text(*r.mtp_splice);
+  return s;
+}
+
+}  // namespace fp4forge::quant
