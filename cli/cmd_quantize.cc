@@ -158,7 +158,8 @@ void add_quantize(CLI::App& sub, Action& action) {
                  "checkpoint folder (the original release) into DST's model-mtp.safetensors, listed in ignore");
   sub.add_flag("--requantize-fp8", o->requantize_fp8,
                "FP8 source weights whose target is their own FP8 form (fp8-block from 128x128 blocks, fp8-dynamic from "
-               "per-channel scales) are passed through losslessly by default; re-encode them from the bf16 expansion");
+               "per-channel scales) are passed through, and packed FP4 ones going to nvfp4a16 cast, losslessly by "
+               "default; re-encode them all from the bf16 expansion");
   sub.add_flag("--dry-run", o->dry_run, "print the plan and write nothing");
   sub.add_flag("--strict", o->plan.strict, "a weight with in_features % 16 != 0 is an error instead of kept");
   sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores; at most 1024)")

@@ -169,7 +169,7 @@ def dsv4(out):
         head_dim=128, q_lora_rank=128, o_groups=2, o_lora_rank=128, qk_rope_head_dim=32,
         partial_rotary_factor=0.25, moe_intermediate_size=256, n_routed_experts=4, n_shared_experts=1,
         num_experts_per_tok=2, index_head_dim=32, index_n_heads=2, index_topk=4, max_position_embeddings=512,
-        tie_word_embeddings=False, sliding_window=64,
+        tie_word_embeddings=False, sliding_window=64, num_nextn_predict_layers=0,
         layer_types=["heavily_compressed_attention", "heavily_compressed_attention"],
         mlp_layer_types=["hash_moe", "hash_moe"])
     torch.manual_seed(0)
