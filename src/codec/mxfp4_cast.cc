@@ -43,11 +43,18 @@ void add_scales(Range& r, const std::byte* scales, std::uint64_t count, DType dt
   }
 }
 
-std::optional<int> shift(Range& r) {
+std::optional<int> shift(Range& r, Target t) {
   if (!r.why.empty()) return std::nullopt;
   if (r.kmax < r.kmin) {
     r.why = "no scales";
     return std::nullopt;
+  }
+  if (t == Target::MXFP4) {
+    if (r.kmin < -127 || r.kmax > 127) {
+      r.why = fmt::format("block exponents 2^{} to 2^{} reach past E8M0's 2^-127 to 2^127", r.kmin, r.kmax);
+      return std::nullopt;
+    }
+    return 0;
   }
   if (r.kmax - r.kmin > 17) {
     r.why = fmt::format("block exponents span 2^{} to 2^{}, more than the 2^17 an E4M3 block scale covers under one "
@@ -71,10 +78,16 @@ std::uint8_t e4m3_pow2(int t) noexcept {
 }
 
 void cast_rows(const std::byte* packed, const std::byte* scales, DType dtype, std::uint64_t rows, std::uint64_t cols,
-               int m, std::byte* payload_out, std::byte* scales_out) noexcept {
+               Target t, int m, std::byte* payload_out, std::byte* scales_out) noexcept {
   std::memcpy(payload_out, packed, static_cast<std::size_t>(rows * cols / 2));
-  const std::uint64_t src_cols = (cols + 31) / 32, out_cols = cols / 16;
+  const std::uint64_t src_cols = (cols + 31) / 32;
   std::string why;
+  if (t == Target::MXFP4) {  // one E8M0 byte per 32, as the source's
+    for (std::uint64_t i = 0; i < rows * src_cols; ++i)
+      scales_out[i] = static_cast<std::byte>(exponent(scales, i, dtype, why).value_or(0) + 127);
+    return;
+  }
+  const std::uint64_t out_cols = cols / 16;
   for (std::uint64_t r = 0; r < rows; ++r)
     for (std::uint64_t b = 0; b < out_cols; ++b) {
       const int k = exponent(scales, r * src_cols + b / 2, dtype, why).value_or(m);

@@ -33,20 +33,6 @@
 
 namespace fp4forge::quant {
 namespace stdfs = std::filesystem;
-namespace {
-
-
-// ---- file helpers ---------------------------------------------------------------------------------
-
-std::uint64_t peak_rss_bytes() {
-  struct rusage ru{};
-  if (::getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-  return static_cast<std::uint64_t>(ru.ru_maxrss) * 1024;
-}
-
-// ---- side files ----
-
-}  // namespace
 
 std::string side_file_skip_reason(std::string_view name) {
   if (backup::is_backup_name(name))
@@ -59,6 +45,12 @@ std::string side_file_skip_reason(std::string_view name) {
 }
 
 namespace {
+
+std::uint64_t peak_rss_bytes() {
+  struct rusage ru{};
+  if (::getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  return static_cast<std::uint64_t>(ru.ru_maxrss) * 1024;
+}
 
 // ---- the run --------------------------------------------------------------------------------------
 
@@ -338,7 +330,8 @@ void Runner::decide_casts() {
   if (!plan_.lossless_casts) return;
   for (std::size_t g = 0; g < plan_.groups.size(); ++g) {
     const ScaleGroup& grp = plan_.groups[g];
-    if (!scheme_traits(group_scheme(g).scheme).casts_e2m1 || grp.units.empty()) continue;
+    const mxcast::Target target = scheme_traits(group_scheme(g).scheme).e2m1_cast;
+    if (target == mxcast::Target::NONE || grp.units.empty()) continue;
     bool all = true, any = false;  // every unit a whole 2-D packed FP4 weight (any: at least one is packed FP4)
     for (auto u : grp.units) {
       const QuantUnit& un = plan_.units[u];
@@ -361,7 +354,7 @@ void Runner::decide_casts() {
       }
       mxcast::add_scales(r, ck_.data(*st).data(), st->info->numel(), f->grid.scale_dtype);
     }
-    if (const auto m = mxcast::shift(r)) {
+    if (const auto m = mxcast::shift(r, target)) {
       cast_[g] = m;
       cast_units_ += grp.units.size();
     } else {
@@ -383,10 +376,13 @@ Status Runner::cast_rows(const QuantUnit& u, int m, std::uint64_t r0, std::uint6
   const std::uint64_t n = r1 - r0, src_cols = w.grid.scale_cols(), es = dtype_bits(w.grid.scale_dtype) / 8;
   const auto packed = ck_.data(*refs_[u.decision]).subspan(r0 * u.cols / 2, n * u.cols / 2);
   const auto scales = ck_.data(*st).subspan(r0 * src_cols * es, n * src_cols * es);
-  std::vector<std::byte> payload(static_cast<std::size_t>(n * u.cols / 2)), scale(static_cast<std::size_t>(n * u.cols / 16));
-  mxcast::cast_rows(packed.data(), scales.data(), w.grid.scale_dtype, n, u.cols, m, payload.data(), scale.data());
+  const mxcast::Target t = scheme_traits(scheme_of(u)).e2m1_cast;
+  const std::uint64_t per_scale = t == mxcast::Target::MXFP4 ? 32 : 16;  // the target's group
+  std::vector<std::byte> payload(static_cast<std::size_t>(n * u.cols / 2)),
+      scale(static_cast<std::size_t>(n * u.cols / per_scale));
+  mxcast::cast_rows(packed.data(), scales.data(), w.grid.scale_dtype, n, u.cols, t, m, payload.data(), scale.data());
   FP4FORGE_TRY(write(u.shard, u.packed_begin + r0 * (u.cols / 2), payload));
-  return write(u.shard, u.scale_begin + r0 * (u.cols / 16), scale);
+  return write(u.shard, u.scale_begin + r0 * (u.cols / per_scale), scale);
 }
 
 Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima) {
@@ -776,7 +772,8 @@ Status Runner::run_encode_rows(const Item& it) {
   const QuantUnit& un = plan_.units[it.unit];
   if (!slots_[un.shard]->resumed) {
     if (it.r0 == 0 && writes_shape(un)) FP4FORGE_TRY(write_shape(it.unit));
-    if (const auto& m = cast_[it.a]; m && it.r0 == 0) FP4FORGE_TRY(write_gs(it.unit, mxcast::global_scale(*m)));
+    if (const auto& m = cast_[it.a]; m && it.r0 == 0 && has_global_scale(group_scheme(it.a).scheme))
+      FP4FORGE_TRY(write_gs(it.unit, mxcast::global_scale(*m)));
     FP4FORGE_TRY(write_unit_rows(it.unit, 0.0f, it.r0, it.r1));
     progress_->add((it.r1 - it.r0) * stored_row_bytes(un), it.r1 == un.rows ? unit_tensors(un) : 0);
   }
@@ -938,8 +935,8 @@ void Runner::summarize(RunSummary& sum, double secs) const {
   sum.cast_weights = cast_units_;
   sum.cast_refused = cast_refused_;
   if (cast_units_ > 0)
-    sum.summary.push_back(fmt::format("{} packed FP4 weight{} cast losslessly to NVFP4 (codes kept, E8M0 scales folded "
-                                      "into E4M3 block scales under a power-of-two global scale)",
+    sum.summary.push_back(fmt::format("{} packed FP4 weight{} cast losslessly (codes kept; E8M0 scales folded into NVFP4's "
+                                      "E4M3 block scales under a power-of-two global scale, or kept for MXFP4A16)",
                                       cast_units_, cast_units_ == 1 ? "" : "s"));
 }
 

@@ -309,13 +309,13 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
 std::optional<TensorError> compare_lossless(const Checkpoint& q, const Checkpoint& src, const Layout& L,
                                             const Module& m, const SourceView& sv) {
   if (sv.fp8 == nullptr || sv.data == nullptr || sv.fp8->shape.size() != 2) return std::nullopt;
-  const bool cast = sv.fp8->grid.payload == fp8::Payload::E2M1 && scheme_traits(L.qs).casts_e2m1;
+  const bool cast = sv.fp8->grid.payload == fp8::Payload::E2M1 && scheme_traits(L.qs).e2m1_cast != mxcast::Target::NONE;
   if (!cast && L.payload != "weight") return std::nullopt;
   const std::uint64_t n = m.n, k = m.k;
   const auto have = q.data(*m.payload), stored = src.data(*sv.tensor);
   if (stored.size() != have.size() || std::memcmp(have.data(), stored.data(), have.size()) != 0) return std::nullopt;
   float gs = 1.0f;
-  if (cast) {
+  if (cast && scheme_traits(L.qs).global_scale) {
     gs = m.gs != nullptr ? read_f32_scalar(q, m.gs).value_or(0.0f) : 0.0f;
     if (!(gs > 0.0f) || !std::isfinite(gs)) return std::nullopt;
   }
@@ -336,7 +336,7 @@ std::optional<TensorError> compare_lossless(const Checkpoint& q, const Checkpoin
   te.source = sv.label;
   te.rows = n;
   te.cols = k;
-  te.global_scale = cast ? gs : std::numeric_limits<float>::quiet_NaN();
+  te.global_scale = cast && scheme_traits(L.qs).global_scale ? gs : std::numeric_limits<float>::quiet_NaN();
   te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
   return te;  // rel_rms, ref_rel_rms, minmax_rel_rms: 0 (the source's own values)
 }

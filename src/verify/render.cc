@@ -115,7 +115,7 @@ std::string to_text(const VerifyReport& r) {
                          "equal to its expansion\n",
                          s.passthrough_modules);
     if (s.cast_modules > 0)
-      out += fmt::format("  {} NVFP4 module(s) cast losslessly from packed FP4: the source's codes, dequantized values "
+      out += fmt::format("  {} module(s) cast losslessly from packed FP4: the source's codes, dequantized values "
                          "equal to its expansion\n",
                          s.cast_modules);
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0)

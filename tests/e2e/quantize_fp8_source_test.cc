@@ -295,10 +295,11 @@ TEST_P(Fp8SourceE2E, PassthroughIsTheSourcesOwnBytes) {
   }
 }
 
-/** Issue 30: packed FP4 source weights (DeepSeek-V4's experts) quantized to NVFP4A16 are cast, not re-encoded: the
- * output's weight_packed is the source's bytes, a power-of-two global scale per fused set, and verify --against proves
- * every one lossless (its dequantized values are the source's expansion); --requantize-fp8 re-encodes them instead. */
-TEST_P(Fp8SourceE2E, PackedFp4CastsLosslesslyToNvfp4) {
+/** Issue 30: packed FP4 source weights (DeepSeek-V4's experts) quantized to NVFP4A16 or MXFP4A16 are cast, not
+ * re-encoded: the output's weight_packed is the source's bytes (NVFP4: a power-of-two global scale per fused set;
+ * MXFP4: the source's E8M0 bytes as weight_scale), and verify --against proves every one lossless (its dequantized
+ * values are the source's expansion); --requantize-fp8 re-encodes them instead. */
+TEST_P(Fp8SourceE2E, PackedFp4CastsLosslesslyToNvfp4AndMxfp4) {
   const Checkpoint ck = open_or_die(src());
   auto fp8 = read_fp8_source(ck);
   ASSERT_TRUE(fp8.ok() && fp8->has_value());
@@ -308,39 +309,51 @@ TEST_P(Fp8SourceE2E, PackedFp4CastsLosslesslyToNvfp4) {
   if (fp4.empty()) GTEST_SKIP() << GetParam() << " has no packed FP4 weight";
   TempDir tmp;
   std::string out, err;
-  for (const bool cast : {true, false}) {
-    const auto dst = tmp.path / (cast ? "cast" : "requant");
-    ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(dst) + " --json -j 2 --max-memory 8K" +
-                          (cast ? "" : " --requantize-fp8"),
-                      &out, &err),
-              0)
-        << err;
-    const auto sum = nlohmann::json::parse(out);
-    EXPECT_EQ(sum["cast_weights"].get<std::size_t>(), cast ? fp4.size() : 0u) << GetParam();
-    EXPECT_TRUE(sum["cast_refused"].empty()) << sum["cast_refused"].dump();
-    const Checkpoint oc = open_or_die(dst.string());
-    std::size_t same_codes = 0;
-    for (const Fp8Weight* w : fp4) {
-      const std::string mod = w->tensor.substr(0, w->tensor.size() - 7);
-      const TensorRef* p = oc.find(mod + ".weight_packed");
-      ASSERT_NE(p, nullptr) << mod;
-      const auto a = oc.data(*p), b = ck.data(*ck.find(w->tensor));
-      same_codes += std::equal(a.begin(), a.end(), b.begin(), b.end()) ? 1 : 0;
-      if (cast) {  // a power-of-two global scale
-        float gs = 0;
-        std::memcpy(&gs, oc.data(*oc.find(mod + ".weight_global_scale")).data(), 4);
-        int e = 0;
-        EXPECT_EQ(std::frexp(gs, &e), 0.5f) << mod << " global scale " << gs;
+  for (const std::string scheme : {"nvfp4a16", "mxfp4a16"})
+    for (const bool cast : {true, false}) {
+      SCOPED_TRACE(scheme + (cast ? " cast" : " re-encoded"));
+      const bool nv = scheme == "nvfp4a16";
+      const auto dst = tmp.path / (scheme + (cast ? "-cast" : "-requant"));
+      ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(dst) + " --scheme " + scheme + " --json -j 2 --max-memory 8K" +
+                            (cast ? "" : " --requantize-fp8"),
+                        &out, &err),
+                0)
+          << err;
+      const auto sum = nlohmann::json::parse(out);
+      EXPECT_EQ(sum["cast_weights"].get<std::size_t>(), cast ? fp4.size() : 0u) << GetParam();
+      EXPECT_TRUE(sum["cast_refused"].empty()) << sum["cast_refused"].dump();
+      const Checkpoint oc = open_or_die(dst.string());
+      std::size_t same_codes = 0;
+      for (const Fp8Weight* w : fp4) {
+        const std::string mod = w->tensor.substr(0, w->tensor.size() - 7);
+        const TensorRef* p = oc.find(mod + ".weight_packed");
+        ASSERT_NE(p, nullptr) << mod;
+        const auto a = oc.data(*p), b = ck.data(*ck.find(w->tensor));
+        same_codes += std::equal(a.begin(), a.end(), b.begin(), b.end()) ? 1 : 0;
+        if (!cast) continue;
+        if (nv) {  // a power-of-two global scale
+          float gs = 0;
+          std::memcpy(&gs, oc.data(*oc.find(mod + ".weight_global_scale")).data(), 4);
+          int e = 0;
+          EXPECT_EQ(std::frexp(gs, &e), 0.5f) << mod << " global scale " << gs;
+        } else {  // the source's E8M0 exponents, one per 32
+          const auto os = oc.data(*oc.find(mod + ".weight_scale"));
+          const auto ss = ck.data(*ck.find(w->scale));
+          ASSERT_EQ(os.size() * (dtype_bits(w->grid.scale_dtype) / 8), ss.size()) << mod;
+          for (std::size_t i = 0; i < os.size(); ++i) {
+            const float want = fp8::scale_value(ss.data(), i, w->grid.scale_dtype);
+            ASSERT_EQ(std::ldexp(1.0f, static_cast<int>(os[i]) - 127), want) << mod << " scale " << i;
+          }
+        }
       }
+      if (cast) {
+        EXPECT_EQ(same_codes, fp4.size()) << GetParam();
+      }
+      const int rv = run_cli("verify " + q(dst) + " --against " + q(src()) + " --json", &out, &err);
+      EXPECT_EQ(failing_findings(out), "") << GetParam();
+      EXPECT_EQ(rv, 0);
+      EXPECT_EQ(nlohmann::json::parse(out)["stats"]["against"]["cast_modules"].get<std::size_t>(), cast ? fp4.size() : 0u);
     }
-    if (cast) {
-      EXPECT_EQ(same_codes, fp4.size()) << GetParam();
-    }
-    const int rv = run_cli("verify " + q(dst) + " --against " + q(src()) + " --json", &out, &err);
-    EXPECT_EQ(failing_findings(out), "") << GetParam() << (cast ? " cast" : " re-encoded");
-    EXPECT_EQ(rv, 0);
-    EXPECT_EQ(nlohmann::json::parse(out)["stats"]["against"]["cast_modules"].get<std::size_t>(), cast ? fp4.size() : 0u);
-  }
 }
 
 /** A fused set whose block exponents span more than an E4M3 scale covers under one global scale is re-encoded from

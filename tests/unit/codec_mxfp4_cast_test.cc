@@ -70,7 +70,7 @@ TEST(Mxfp4Cast, CastRowsDequantizeToTheSourceExpansionExactly) {
     const auto m = shift(r);
     ASSERT_TRUE(m) << r.why;
     std::vector<std::byte> payload(rows * cols / 2), nv(rows * cols / 16);
-    cast_rows(packed.data(), scales.data(), DType::F8_E8M0, rows, cols, *m, payload.data(), nv.data());
+    cast_rows(packed.data(), scales.data(), DType::F8_E8M0, rows, cols, Target::NVFP4, *m, payload.data(), nv.data());
     EXPECT_EQ(std::memcmp(payload.data(), packed.data(), payload.size()), 0);  // the codes are the source's
     std::vector<float> deq(rows * cols);
     nvfp4::decode_rows(payload.data(), nv.data(), global_scale(*m), rows, cols, deq.data());
@@ -87,6 +87,22 @@ TEST(Mxfp4Cast, CastRowsDequantizeToTheSourceExpansionExactly) {
     for (std::uint64_t i = 0; i < rows * cols; ++i)
       ASSERT_EQ(half::float_to_bf16(deq[i]), want[i]) << "trial " << trial << " element " << i;
   }
+}
+
+TEST(Mxfp4Cast, IntoMxfp4TheScaleBytesAreKept) {
+  const std::vector<float> f32{0x1p-127f, 0x1p127f, 0.5f};
+  Range r;
+  add_scales(r, reinterpret_cast<const std::byte*>(f32.data()), f32.size(), DType::F32);
+  ASSERT_EQ(shift(r, Target::MXFP4), std::optional<int>(0));
+  const std::vector<float> sub{0x1p-130f};  // no E8M0 byte holds it
+  Range s;
+  add_scales(s, reinterpret_cast<const std::byte*>(sub.data()), 1, DType::F32);
+  EXPECT_FALSE(shift(s, Target::MXFP4));
+  std::vector<std::byte> packed(3 * 16, std::byte{0x5A}), out(packed.size()), sc(3);
+  cast_rows(packed.data(), reinterpret_cast<const std::byte*>(f32.data()), DType::F32, 3, 32, Target::MXFP4, 0, out.data(),
+            sc.data());
+  EXPECT_EQ(out, packed);
+  EXPECT_EQ(sc, (std::vector<std::byte>{std::byte{0}, std::byte{254}, std::byte{126}}));
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
  * Dequantized, E2M1(code) x fl32(2^(k_j - m) / 2^-m) = E2M1(code) x 2^k_j exactly: the source's own expansion.
  * It exists when every k_j - m is a power of two E4M3 holds, 2^-9 (subnormal) to 2^8, i.e. k_max - k_j <= 17,
  * and 2^-m is a finite normal float32. Scales must be E8M0 (F8_E8M0, U8 exponents) or exact powers of two in F32.
+ *
+ * Into compressed-tensors' MXFP4A16 (`mxfp4-pack-quantized`: the same packing, a U8 biased exponent per 32) the cast
+ * is a copy: the codes, and each scale as its E8M0 byte (every exponent from 2^-127 to 2^127 is one).
  */
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +24,13 @@
 #include "fp4forge/core/dtype.h"
 
 namespace fp4forge::mxcast {
+
+/** What a scheme takes a packed E2M1 source as (SchemeTraits::e2m1_cast). */
+enum class Target : std::uint8_t {
+  NONE,   ///< re-encoded from the expansion
+  NVFP4,  ///< codes kept, scales folded into E4M3 under a power-of-two global scale
+  MXFP4,  ///< codes and E8M0 scale bytes kept
+};
 
 /** The exponents a fused set's scales span; `why` says what rules the cast out (empty: nothing yet). */
 struct Range {
@@ -32,8 +42,9 @@ struct Range {
  * a power of two, or another dtype sets `why`. */
 void add_scales(Range& r, const std::byte* scales, std::uint64_t count, DType dtype);
 
-/** m = k_max - 8 when the cast is exact for every block of the range; nullopt with `r.why` set otherwise. */
-std::optional<int> shift(Range& r);
+/** NVFP4: m = k_max - 8 when the cast is exact for every block of the range; MXFP4: 0 when every exponent is an E8M0
+ * byte; nullopt with `r.why` set otherwise. */
+std::optional<int> shift(Range& r, Target t = Target::NVFP4);
 
 /** The NVFP4 global scale of shift m: 2^-m (exact). */
 float global_scale(int m) noexcept;
@@ -43,10 +54,11 @@ std::uint8_t e4m3_pow2(int t) noexcept;
 
 /**
  * Rows [0, rows) of an [rows, cols] packed E2M1 source with its scales ([rows, ceil(cols / 32)] as `dtype`) cast
- * under shift m: the payload copied (rows * cols / 2 bytes) and the NVFP4 scales (rows * cols / 16 E4M3 bytes)
- * written. cols is a multiple of 16; the range of m covers every scale (shift() said so).
+ * into `t` under shift m: the payload copied (rows * cols / 2 bytes) and the scales written (NVFP4: rows * cols / 16
+ * E4M3 bytes; MXFP4: rows * cols / 32 E8M0 bytes). cols is a multiple of the target's group; shift() accepted the
+ * scales.
  */
 void cast_rows(const std::byte* packed, const std::byte* scales, DType dtype, std::uint64_t rows, std::uint64_t cols,
-               int m, std::byte* payload_out, std::byte* scales_out) noexcept;
+               Target t, int m, std::byte* payload_out, std::byte* scales_out) noexcept;
 
 }  // namespace fp4forge::mxcast

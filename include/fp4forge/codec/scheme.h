@@ -15,6 +15,7 @@
 
 #include <span>
 
+#include "fp4forge/codec/mxfp4_cast.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/observer.h"
 
@@ -172,9 +173,9 @@ struct SchemeTraits {
   /** The FP8 source scale layouts this scheme holds without touching the payload: bit (1 << fp8::ScaleLayout)
    * (FP8_BLOCK: one scale per tensor, or 128 x 128 blocks; FP8_DYNAMIC: per tensor or per channel). 0: none. */
   std::uint8_t passthrough_layouts = 0;
-  /** A packed E2M1 (MXFP4) source casts into this scheme without re-encoding: codes kept, E8M0 block scales folded
-   * into its own scales under a power-of-two global scale (codec/mxfp4_cast.h). */
-  bool casts_e2m1 = false;
+  /** How a packed E2M1 (MXFP4) source goes into this scheme without re-encoding (codec/mxfp4_cast.h): NVFP4A16 folds
+   * the E8M0 block scales into E4M3 ones under a power-of-two global scale, MXFP4A16 keeps them; NONE re-encodes. */
+  mxcast::Target e2m1_cast = mxcast::Target::NONE;
 };
 
 /** The scheme table: one row per QuantScheme, in kQuantSchemes order. */

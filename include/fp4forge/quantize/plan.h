@@ -225,7 +225,7 @@ struct QuantPlan {
   std::uint64_t output_bytes = 0;         ///< sum of output tensor bytes (index total_size)
   std::uint64_t quantized_params = 0;     ///< weights quantized
   std::uint64_t passthrough_units = 0;    ///< FP8 source weights passed through losslessly (QuantUnit::passthrough)
-  /** Packed FP4 source weights may be cast losslessly into a scheme that takes them (SchemeTraits::casts_e2m1;
+  /** Packed FP4 source weights may be cast losslessly into a scheme that takes them (SchemeTraits::e2m1_cast;
    * decided per fused set from its scales when written: quantize/run.h). PlanOptions::fp8_passthrough. */
   bool lossless_casts = false;
   std::uint64_t quantized_out_bytes = 0;  ///< bytes of the tensors written for quantized weights
