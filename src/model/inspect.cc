@@ -152,10 +152,16 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   std::set<int> text_layers;
   std::vector<std::string> other_examples;
   std::uint64_t other_count = 0;
+  // A low-bit source's weights count as their expansion (a packed FP4 byte holds two), its scales as none.
+  auto fp8 = read_fp8_source(ckpt);
+  const Fp8Source* src8 = fp8.ok() && *fp8 ? &**fp8 : nullptr;
   for (const auto& t : ckpt.tensors()) {
     const st::TensorInfo& ti = *t.info;
     const TensorClass c = classify(t.name, ti.shape, info);
-    const std::uint64_t params = tensor_params(ti, c);
+    const Fp8Weight* w8 = src8 != nullptr ? src8->find(t.name) : nullptr;
+    const std::uint64_t params = w8 != nullptr                                  ? st::shape_numel(w8->shape)
+                                 : src8 != nullptr && src8->consumed(t.name) ? 0
+                                                                             : tensor_params(ti, c);
     auto& rt = by_role[static_cast<std::size_t>(c.role)];
     ++rt.tensors;
     rt.params += params;
@@ -184,7 +190,7 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   r.num_shards = ckpt.shard_names().size();
   r.index_file = ckpt.index_file().value_or("");
   r.quant = read_quant_state(ckpt.config(), ckpt.tensors());
-  if (auto fp8 = read_fp8_source(ckpt); !fp8.ok()) {
+  if (!fp8.ok()) {
     if (r.quant.quant_method == "fp8" || r.quant.quant_method == "modelopt")
       r.warnings.push_back(fmt::format("FP8 source not readable: {}", fp8.error().message));
   } else if (*fp8) {

@@ -331,4 +331,20 @@ TEST(InspectCli, ConfigGroupsCountTheirModules) {
   EXPECT_TRUE(warned) << j["warnings"].dump();
 }
 
+
+// A low-bit source counts its weights as their expansion (a packed FP4 byte holds two values) and its scales as none:
+// every FP8 / FP4 source fixture has the parameters of its bf16 expansion.
+TEST(Inspect, LowBitSourcesCountTheParamsOfTheirExpansion) {
+  std::size_t seen = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kData + "/fp8")) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.ends_with(".bf16") || !std::filesystem::exists(e.path().string() + ".bf16")) continue;
+    SCOPED_TRACE(n);
+    EXPECT_EQ(inspect_json(e.path().string())["tensors"]["params"],
+              inspect_json(e.path().string() + ".bf16")["tensors"]["params"]);
+    ++seen;
+  }
+  EXPECT_GE(seen, 8u);
+}
+
 }  // namespace
