@@ -29,6 +29,7 @@ Fixtures (weights redrawn as N(0,0.02) x 2^U(-1,1) per row x 2^U(-1,1) per colum
                 values e = ceil(log2(amax / 6)) + 127, codes the nearest E2M1 value (ties to the even code).
   dsv4-release-scales  the same tensors with DeepSeek's own scale name `X.scale` and the experts' scales in a
                 float32 container (dsv4-flash-base's form, which transformers' quantizer renames and casts).
+  dsv4-release-names   dsv4-fp8-fp4 under DeepSeek's own top-level names (no `model.` prefix), headers rewritten.
   gpt_oss-mxfp4 GptOssConfig H 96, I 64 (gate_up [E, 96, 128] interleaved), 4 experts: experts as
                 `gate_up_proj_blocks` / `_scales` and `down_proj_blocks` / `_scales`, config quant_method mxfp4.
 """
@@ -278,6 +279,35 @@ def dsv4(out):
                                   if "layers.0." in k}}
 
 
+def release_names(out):
+    """dsv4-release-names (and .bf16): dsv4-fp8-fp4 under DeepSeek's own top-level names, as its releases ship them
+    (no `model.` prefix: `layers.L.*`, `embed.weight`, `norm.weight`, `hc_head_fn/base/scale`; the reverse of
+    transformers' conversion_mapping.py renames). Only the safetensors headers are rewritten; every byte of data is
+    dsv4-fp8-fp4's."""
+    import struct
+
+    def ren(k):
+        if k.startswith("model.layers."):
+            return k[len("model."):]
+        return {"model.embed_tokens.weight": "embed.weight", "model.norm.weight": "norm.weight",
+                "model.hc_head.hc_fn": "hc_head_fn", "model.hc_head.hc_base": "hc_head_base",
+                "model.hc_head.hc_scale": "hc_head_scale"}.get(k, k)
+
+    for suffix in ("", ".bf16"):
+        src, dst = os.path.join(out, "dsv4-fp8-fp4" + suffix), os.path.join(out, "dsv4-release-names" + suffix)
+        os.makedirs(dst, exist_ok=True)
+        for f in os.listdir(src):
+            if not f.endswith(".safetensors"):
+                shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
+                continue
+            b = open(os.path.join(src, f), "rb").read()
+            n = struct.unpack("<Q", b[:8])[0]
+            h = {(k if k == "__metadata__" else ren(k)): v for k, v in json.loads(b[8:8 + n]).items()}
+            hb = json.dumps(h, separators=(",", ":")).encode()
+            hb += b" " * ((8 - len(hb) % 8) % 8)
+            open(os.path.join(dst, f), "wb").write(struct.pack("<Q", len(hb)) + hb + b[8 + n:])
+
+
 # ------------------------------------------------------------------------------------------ gpt-oss
 def gpt_oss(out):
     from transformers import AutoModelForCausalLM, GptOssConfig
@@ -342,7 +372,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     import transformers
     SUMMARY["versions"] = {"transformers": transformers.__version__, "torch": torch.__version__}
-    for step in (golden, dsv4, gpt_oss):
+    for step in (golden, dsv4, release_names, gpt_oss):
         try:
             step(out)
         except Exception as ex:

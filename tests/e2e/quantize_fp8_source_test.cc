@@ -401,7 +401,7 @@ TEST_P(Fp8SourceE2E, PackedFp4OutOfRangeFallsBackToReencoding) {
 // expansion; FP8_BLOCK (FP8 weights passed through, their scales as stored) what the quantized output weighs.
 // DeepSeek-V4's compressed-attention layer types are not modelled by plan: it refuses them by name (exit 3), which
 // this test holds it to, instead of sizing the weights.
-const std::set<std::string> kPlanRefuses = {"dsv4-fp8-fp4", "dsv4-release-scales"};
+const std::set<std::string> kPlanRefuses = {"dsv4-fp8-fp4", "dsv4-release-scales", "dsv4-release-names"};
 
 TEST_P(Fp8SourceE2E, PlanAssumeSizesTheQuantizedExpansion) {
   TempDir tmp;
