@@ -237,7 +237,9 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
                       "compressed-tensors, modelopt", key);
   static const std::map<std::string, std::string> known{
       {"gptq", "GPTQ (integer weights)"}, {"awq", "AWQ (INT4 weights)"}, {"bitsandbytes", "bitsandbytes"},
-      {"mxfp4", "MXFP4 (gpt-oss release format)"}, {"fbgemm_fp8", "fbgemm FP8 (per-row, fbgemm kernels)"},
+      {"mxfp4", "MXFP4 (gpt-oss release format: vLLM serves it as it is, and its gpt-oss loader reads no "
+                "compressed-tensors experts, so a re-quantization would keep them in bf16; docs/mixed-precision.md)"},
+      {"fbgemm_fp8", "fbgemm FP8 (per-row, fbgemm kernels)"},
       {"hqq", "HQQ"}, {"quark", "AMD Quark"}, {"torchao", "torchao"}, {"eetq", "EETQ (INT8)"},
       {"aqlm", "AQLM"}, {"vptq", "VPTQ"}, {"higgs", "HIGGS"}, {"bitnet", "BitNet"}, {"fp_quant", "FP-Quant"},
       {"spqr", "SpQR"}, {"gguf", "GGUF"}, {"exl2", "EXL2"}, {"marlin", "Marlin (INT4)"}};
