@@ -30,6 +30,7 @@
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/thread_pool.h"
+#include "quantize/cast.h"
 
 namespace fp4forge::quant {
 namespace stdfs = std::filesystem;
@@ -326,41 +327,10 @@ Status Runner::pass_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1)
 }
 
 void Runner::decide_casts() {
-  cast_.assign(plan_.groups.size(), std::nullopt);
-  if (!plan_.lossless_casts) return;
-  for (std::size_t g = 0; g < plan_.groups.size(); ++g) {
-    const ScaleGroup& grp = plan_.groups[g];
-    const mxcast::Target target = scheme_traits(group_scheme(g).scheme).e2m1_cast;
-    if (target == mxcast::Target::NONE || grp.units.empty()) continue;
-    bool all = true, any = false;  // every unit a whole 2-D packed FP4 weight (any: at least one is packed FP4)
-    for (auto u : grp.units) {
-      const QuantUnit& un = plan_.units[u];
-      const Fp8Weight* f = fp8_of(un.decision);
-      const bool fp4 = f != nullptr && f->grid.payload == fp8::Payload::E2M1;
-      any = any || fp4;
-      all = all && fp4 && f->shape.size() == 2 && un.rows == f->shape[0] && un.cols == f->shape[1] &&
-            un.slice.offset == 0 && un.slice.contiguous();
-    }
-    if (!any) continue;
-    mxcast::Range r;
-    if (!all) r.why = "its members are not all whole packed FP4 weights";
-    for (auto u : grp.units) {
-      if (!r.why.empty()) break;
-      const Fp8Weight* f = fp8_of(plan_.units[u].decision);
-      const TensorRef* st = f != nullptr ? ck_.find(f->scale) : nullptr;
-      if (st == nullptr) {
-        r.why = "a member's scale is not in the checkpoint";
-        break;
-      }
-      mxcast::add_scales(r, ck_.data(*st).data(), st->info->numel(), f->grid.scale_dtype);
-    }
-    if (const auto m = mxcast::shift(r, target)) {
-      cast_[g] = m;
-      cast_units_ += grp.units.size();
-    } else {
-      cast_refused_.push_back(fmt::format("{}: {}", grp.name, r.why));
-    }
-  }
+  detail::CastDecision d = detail::decide_casts(ck_, plan_, pool_);
+  cast_ = std::move(d.shift);
+  cast_units_ = d.units;
+  cast_refused_ = std::move(d.refused);
   if (!cast_refused_.empty())
     warnings_.push_back(fmt::format(
         "{} fused set(s) of packed FP4 weights re-encoded from their bf16 expansion instead of cast losslessly "
@@ -369,20 +339,11 @@ void Runner::decide_casts() {
 }
 
 Status Runner::cast_rows(const QuantUnit& u, int m, std::uint64_t r0, std::uint64_t r1) {
-  const Fp8Weight* wp = fp8_of(u.decision);
-  const TensorRef* st = wp != nullptr ? ck_.find(wp->scale) : nullptr;
-  if (st == nullptr) return make_error(Errc::INTERNAL, "the scale of cast unit '{}' is not in the checkpoint", u.module);
-  const Fp8Weight& w = *wp;
-  const std::uint64_t n = r1 - r0, src_cols = w.grid.scale_cols(), es = dtype_bits(w.grid.scale_dtype) / 8;
-  const auto packed = ck_.data(*refs_[u.decision]).subspan(r0 * u.cols / 2, n * u.cols / 2);
-  const auto scales = ck_.data(*st).subspan(r0 * src_cols * es, n * src_cols * es);
-  const mxcast::Target t = scheme_traits(scheme_of(u)).e2m1_cast;
-  const std::uint64_t per_scale = t == mxcast::Target::MXFP4 ? 32 : 16;  // the target's group
-  std::vector<std::byte> payload(static_cast<std::size_t>(n * u.cols / 2)),
-      scale(static_cast<std::size_t>(n * u.cols / per_scale));
-  mxcast::cast_rows(packed.data(), scales.data(), w.grid.scale_dtype, n, u.cols, t, m, payload.data(), scale.data());
+  std::vector<std::byte> payload, scale;
+  std::uint64_t scale_row = 0;
+  FP4FORGE_TRY(detail::cast_unit_rows(ck_, plan_, u, m, r0, r1, payload, scale, scale_row));
   FP4FORGE_TRY(write(u.shard, u.packed_begin + r0 * (u.cols / 2), payload));
-  return write(u.shard, u.scale_begin + r0 * (u.cols / per_scale), scale);
+  return write(u.shard, u.scale_begin + r0 * scale_row, scale);
 }
 
 Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima) {

@@ -109,6 +109,7 @@ struct Member {
   std::vector<float> maxima;   // a searched observer: each group's searched max (nvfp4_search.h)
   bool searched = false;       // maxima computed ahead (search_ahead), while the job before compared
   bool ok = false;
+  std::optional<TensorError> lossless;  // written from a low-bit source without re-encoding (compare_lossless)
 };
 
 /** Differences between one stored member and its re-encoding, over the chunks compared so far. */
@@ -307,7 +308,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
  * source is then zero; nullopt when it is not such a module (it is compared by re-encoding instead).
  */
 std::optional<TensorError> compare_lossless(const Checkpoint& q, const Checkpoint& src, const Layout& L,
-                                            const Module& m, const SourceView& sv) {
+                                            const Module& m, const SourceView& sv, ThreadPool& pool) {
   if (sv.fp8 == nullptr || sv.data == nullptr || sv.fp8->shape.size() != 2) return std::nullopt;
   const bool cast = sv.fp8->grid.payload == fp8::Payload::E2M1 && scheme_traits(L.qs).e2m1_cast != mxcast::Target::NONE;
   if (!cast && L.payload != "weight") return std::nullopt;
@@ -322,15 +323,19 @@ std::optional<TensorError> compare_lossless(const Checkpoint& q, const Checkpoin
   const LinearData d{have.data(), q.data(*m.scale).data(), m.scale->info->dtype, gs};
   const std::uint64_t chunk = std::max<std::uint64_t>(fp8::kBlock, (std::uint64_t{1} << 20) / std::max<std::uint64_t>(k, 1) /
                                                                        fp8::kBlock * fp8::kBlock);
-  std::vector<float> deq;
   const auto* expansion = reinterpret_cast<const std::uint16_t*>(sv.data);
-  for (std::uint64_t r0 = 0; r0 < n; r0 += chunk) {
-    const std::uint64_t r1 = std::min(n, r0 + chunk);
+  const std::size_t nchunks = static_cast<std::size_t>((n + chunk - 1) / chunk);
+  std::vector<char> equal(nchunks, 0);  // row chunks in parallel; each says whether all its values are the source's
+  parallel_for(pool, nchunks, [&](std::size_t c) {
+    const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk);
+    thread_local std::vector<float> deq;
     deq.resize(static_cast<std::size_t>((r1 - r0) * k));
     decode_linear_rows(L.qs, d, n, k, r0, r1, deq.data());
     for (std::uint64_t i = 0; i < deq.size(); ++i)
-      if (half::float_to_bf16(deq[i]) != expansion[r0 * k + i]) return std::nullopt;
-  }
+      if (half::float_to_bf16(deq[i]) != expansion[r0 * k + i]) return;
+    equal[c] = 1;
+  });
+  if (std::find(equal.begin(), equal.end(), 0) != equal.end()) return std::nullopt;
   TensorError te;
   te.module = m.name;
   te.source = sv.label;
@@ -523,7 +528,10 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
     mem.amax = *a;
     mem.observed_amax = *a;
     set_amax = std::max(set_amax, *a);
-    if (const auto search = r.search_of(*mem.mod)) {  // the observer's search, as quantize ran it
+    // A module passed through or cast from a low-bit source is proven equal to it here, and needs no search.
+    if (mem.src.fp8 != nullptr)
+      mem.lossless = compare_lossless(r.q, src, r.s.layout(*mem.mod), *mem.mod, mem.src, r.pool);
+    if (const auto search = r.search_of(*mem.mod); search && !mem.lossless) {  // the observer's search, as quantize ran it
       auto m = mem.searched ? Result<std::vector<float>>(std::move(mem.maxima)) : search_member(r, mem, *search);
       if (!m.ok()) {
         src_ok = false;
@@ -832,9 +840,9 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       const float gs_set = nvfp4::global_scale(set_observed, dt);  // what the config's observer gives
       const float gs_minmax = nvfp4::global_scale(set_amax, dt);
       for (Member& mem : job.members) {
-        if (auto te = compare_lossless(q, src, s.layout(*mem.mod), *mem.mod, mem.src)) {
+        if (mem.lossless) {  // proven in load_sources
           ++(mem.src.fp8->grid.payload == fp8::Payload::E2M1 ? st.cast_modules : st.passthrough_modules);
-          r.record(std::move(*te));
+          r.record(std::move(*mem.lossless));
           continue;
         }
         if (!scheme_traits(s.layout(*mem.mod).qs).global_scale) {

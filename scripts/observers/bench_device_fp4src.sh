@@ -1,0 +1,32 @@
+#!/bin/bash
+# Device measure of quantize from a DeepSeek-V4-style low-bit source (issue 30): a synthesized release of
+# FP8 E4M3 attention / shared experts with E8M0 128x128 scales and packed E2M1 routed experts with one E8M0 scale
+# per 32 (scripts/observers/synth_fp4src.py; random codes, scale exponents within a 2^17 span so every expert casts),
+# quantized to NVFP4A16 three ways: the default (experts cast, attention re-encoded), --scheme-for attention=fp8-block
+# (attention passed through too) and --requantize-fp8 --observer minmax (everything re-encoded from the expansion).
+# Page caches dropped before each; the I/O floor is reading the source once plus writing the output's bytes.
+# Run from the repo root with build/bin and build/devlibs carried. LAYERS / EXPERTS size the source.
+set -u
+export LD_LIBRARY_PATH=$PWD/build/devlibs
+W=/root/bench_fp4; mkdir -p $W
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+B=$PWD/build/bin/fp4forge
+[ -d $W/src ] || python3 scripts/observers/synth_fp4src.py $W/src ${LAYERS:-6} ${EXPERTS:-64} || exit 1
+du -sb $W/src | awk '{printf "SOURCE %.2f GB\n", $1/1e9}'
+$B inspect $W/src | grep -E "fp8 source|tensors"
+run() {  # name, quantize options
+  local name=$1; shift
+  rm -rf $W/out_$name
+  $B quantize $W/src --dry-run --json "$@" > $W/plan.json || return 1
+  local outb=$(python3 -c "import json;print(json.load(open('$W/plan.json'))['plan']['output_bytes'])")
+  drop; local t0=$(date +%s.%N); cat $W/src/*.safetensors > /dev/null
+  dd if=/dev/zero of=$W/floor.bin bs=4M count=$(( (outb + 4194303) / 4194304 )) conv=fsync status=none
+  local t1=$(date +%s.%N); rm -f $W/floor.bin
+  drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $B quantize $W/src $W/out_$name --no-progress --json "$@" > $W/q_$name.json
+  echo "$name floor_s $(python3 -c "print(round($t1-$t0,2))") quantize wall_s user_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/q_$name.json'));print('cast', d['cast_weights'], 'refused', len(d['cast_refused']), 'GB_read', round(d['bytes_read']/1e9,2), 'GB_out', round(d['bytes_out']/1e9,2))")"
+}
+run cast
+run passthrough --scheme nvfp4a16 --scheme-for attention=fp8-block
+run requant --requantize-fp8 --observer minmax
+drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $B verify $W/out_passthrough --against $W/src --no-progress --json > $W/v.json
+echo "verify passthrough wall_s user_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/v.json'));a=d['stats']['against'];print(d['ok'], 'cast', a['cast_modules'], 'passthrough', a['passthrough_modules'])")"
