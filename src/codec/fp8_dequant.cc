@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/codec/half.h"
+#include "fp4forge/codec/nvfp4.h"
 
 namespace fp4forge::fp8 {
 namespace {
@@ -34,9 +35,6 @@ const std::array<float, 256>& e4m3_table() {
   }();
   return t;
 }
-
-constexpr std::array<float, 16> kE2M1{0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
@@ -113,10 +111,8 @@ std::uint16_t dequant_bf16(std::uint8_t code, float scale, DType scale_dtype) no
   return half::float_to_bf16(product(e4m3_table()[code], scale, scale_dtype));
 }
 
-float e2m1_value(std::uint8_t nibble) noexcept { return kE2M1[nibble & 15u]; }
-
 std::uint16_t dequant_e2m1_bf16(std::uint8_t nibble, float scale) noexcept {
-  return half::float_to_bf16(kE2M1[nibble & 15u] * scale);
+  return half::float_to_bf16(nvfp4::fp4_to_float(nibble & 15u) * scale);
 }
 
 namespace {
@@ -169,7 +165,7 @@ std::uint64_t dequant_range_on(RunFn run_fn, const std::byte* payload, const std
     if (g.payload == Payload::E2M1) {
       for (std::uint64_t j = i; j < i + run; ++j) {
         const std::uint8_t nib = (j & 1u) != 0 ? codes[j >> 1] >> 4 : codes[j >> 1] & 15u;
-        const float p = kE2M1[nib] * s;
+        const float p = nvfp4::fp4_to_float(nib) * s;  // dequant_e2m1_bf16, with the finite check
         if (!std::isfinite(p) && bad == kAllFinite) bad = j;
         out[j - begin] = half::float_to_bf16(p);
       }

@@ -76,9 +76,7 @@ float e4m3_value(std::uint8_t code) noexcept;
 /** One element: the formula above. */
 std::uint16_t dequant_bf16(std::uint8_t code, float scale, DType scale_dtype) noexcept;
 
-/** float32 of an E2M1 code (the low 4 bits of `nibble`). */
-float e2m1_value(std::uint8_t nibble) noexcept;
-/** One E2M1 element: bf16_rne(fl32(e2m1(nibble) * scale)). */
+/** One E2M1 element: bf16_rne(fl32(e2m1(nibble) * scale)), e2m1 being nvfp4::fp4_to_float. */
 std::uint16_t dequant_e2m1_bf16(std::uint8_t nibble, float scale) noexcept;
 
 /** Scale element `i` of a scale tensor stored as `dtype`, as float (exact; F8_E8M0 and U8 bytes b are 2^(b - 127),
