@@ -163,13 +163,43 @@ std::uint64_t dequant_range_on(RunFn run_fn, const std::byte* payload, const std
     const DType sd = g.scale_dtype;
     bool finite = true;
     if (g.payload == Payload::E2M1) {
-      for (std::uint64_t j = i; j < i + run; ++j) {
-        const std::uint8_t nib = (j & 1u) != 0 ? codes[j >> 1] >> 4 : codes[j >> 1] & 15u;
-        const float p = nvfp4::fp4_to_float(nib) * s;  // dequant_e2m1_bf16, with the finite check
-        if (!std::isfinite(p) && bad == kAllFinite) bad = j;
-        out[j - begin] = half::float_to_bf16(p);
+      // A run shares one scale, so it has only 16 distinct values: dequant_e2m1_bf16 of each code, made once
+      // per run and looked up per element (two per byte), with the codes whose product is not finite.
+      // Under a finite scale the negative codes are the positive ones with the sign bit set (RNE is odd); a
+      // NaN or infinite scale takes all 16 products (a NaN keeps its own sign through the product).
+      std::array<std::uint16_t, 16> val{};
+      unsigned nonfinite = 0;
+      const unsigned computed = std::isfinite(s) ? 8u : 16u;
+      for (unsigned code = 0; code < computed; ++code) {
+        const float p = nvfp4::fp4_to_float(static_cast<std::uint8_t>(code)) * s;
+        val[code] = half::float_to_bf16(p);
+        if (!std::isfinite(p)) nonfinite |= 1u << code;
       }
-      i += run;
+      for (unsigned code = computed; code < 16; ++code) {
+        val[code] = static_cast<std::uint16_t>(val[code - 8] ^ 0x8000u);
+        nonfinite |= ((nonfinite >> (code - 8)) & 1u) << code;
+      }
+      const std::uint64_t stop = i + run;
+      std::uint16_t* o = out + (i - begin);
+      std::uint64_t j = i;
+      if ((j & 1u) != 0) {  // a run starting on a byte's high nibble
+        *o++ = val[codes[j >> 1] >> 4];
+        ++j;
+      }
+      for (; j + 1 < stop; j += 2) {
+        const std::uint8_t b = codes[j >> 1];
+        o[0] = val[b & 15u];
+        o[1] = val[b >> 4];
+        o += 2;
+      }
+      if (j < stop) *o = val[codes[j >> 1] & 15u];
+      if (nonfinite != 0 && bad == kAllFinite)
+        for (std::uint64_t k = i; k < stop; ++k)
+          if ((nonfinite >> ((k & 1u) != 0 ? codes[k >> 1] >> 4 : codes[k >> 1] & 15u) & 1u) != 0) {
+            bad = k;
+            break;
+          }
+      i = stop;
       continue;
     }
     if (sd != DType::F16) {

@@ -21,20 +21,33 @@ struct SourceView {
   MatrixSlice slice;                // the module's matrix inside `fp8`
 };
 
-/** An FP8 source view's bf16 expansion, made just before its comparison (so memory holds one job's). */
-Status expand(const Checkpoint& src, SourceView& v) {
-  if (v.fp8 == nullptr || v.data != nullptr) return {};
-  v.owned.resize(static_cast<std::size_t>(v.rows * v.cols * 2));
-  FP4FORGE_TRY(dequant_slice_rows(src, *v.fp8, v.slice, 0, v.rows, reinterpret_cast<std::uint16_t*>(v.owned.data())));
-  v.data = v.owned.data();
-  return {};
-}
-
 /** Frees an expanded view. */
 void unexpand(SourceView& v) {
   if (v.fp8 == nullptr) return;
   v.data = nullptr;
   std::vector<std::byte>().swap(v.owned);
+}
+
+/** An FP8 source view's bf16 expansion, made just before its comparison (so memory holds one job's), in row
+ * chunks on the pool; the first chunk's error in row order is the one reported, as a serial expansion would. */
+Status expand(const Checkpoint& src, SourceView& v, ThreadPool& pool) {
+  if (v.fp8 == nullptr || v.data != nullptr) return {};
+  v.owned.resize(static_cast<std::size_t>(v.rows * v.cols * 2));
+  auto* out = reinterpret_cast<std::uint16_t*>(v.owned.data());
+  const std::uint64_t chunk = std::max<std::uint64_t>(1, (std::uint64_t{1} << 20) / std::max<std::uint64_t>(v.cols, 1));
+  const std::size_t nchunks = static_cast<std::size_t>((v.rows + chunk - 1) / chunk);
+  std::vector<Status> st(nchunks);
+  parallel_for(pool, nchunks, [&](std::size_t c) {
+    const std::uint64_t r0 = c * chunk, r1 = std::min(v.rows, r0 + chunk);
+    st[c] = dequant_slice_rows(src, *v.fp8, v.slice, r0, r1, out + r0 * v.cols);
+  });
+  for (Status& e : st)
+    if (!e) {
+      unexpand(v);
+      return e;
+    }
+  v.data = v.owned.data();
+  return {};
 }
 
 std::size_t elem_size(DType t) { return dtype_bits(t) / 8; }
@@ -502,7 +515,7 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
   bool src_ok = true;
   // amax per member (R4 check on the source), then the set's expected gs.
   for (Member& mem : job.members) {
-    if (Status e = expand(src, mem.src); !e) {
+    if (Status e = expand(src, mem.src, r.pool); !e) {
       sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(mem.src.tensor->name) + " (source)",
                 fmt::format("source: {}", e.error().message), {mem.src.tensor->name}, "", "finite source values",
                 "non-finite", "the source itself is corrupt (F17); the quantized tensor cannot be judged"});

@@ -285,6 +285,15 @@ TEST(Fp8Dequant, PackedE2m1NanScaleAndOverflowAreReported) {
   const std::byte fine[2] = {std::byte{0}, std::byte{252}};  // 6 x 2^-127 (a bf16 subnormal) and 6 x 2^125
   EXPECT_EQ(dequant_range(packed.data(), fine, g, 0, 64, out.data()), kAllFinite);
   EXPECT_EQ(out[0], half::float_to_bf16(6.0f * 0x1p-127f));
+  // Only some codes of a block overflow under its scale: the first such element is reported, from any start.
+  std::vector<std::byte> mixed(32, std::byte{0x11});  // 0.5 x 2^127 is finite
+  mixed[5] = std::byte{0x70};                          // element 10: 0, element 11: 6 x 2^127 = inf
+  mixed[20] = std::byte{0x07};                         // element 40: inf (second block)
+  const std::byte big[2] = {std::byte{254}, std::byte{254}};
+  EXPECT_EQ(dequant_range(mixed.data(), big, g, 0, 64, out.data()), 11u);
+  EXPECT_EQ(dequant_range(mixed.data(), big, g, 11, 53, out.data()), 11u);
+  EXPECT_EQ(dequant_range(mixed.data(), big, g, 12, 52, out.data()), 40u);
+  EXPECT_EQ(dequant_range(mixed.data(), big, g, 41, 23, out.data()), kAllFinite);
 }
 
 }  // namespace
