@@ -20,17 +20,10 @@
 namespace fp4forge::fp8 {
 namespace {
 
-const std::array<float, 256>& e4m3_table() {
+const std::array<float, 256>& e4m3_table() {  // nvfp4::e4m3_to_float of every code (the codec's one E4M3 decoding)
   static const std::array<float, 256> t = [] {
     std::array<float, 256> v{};
-    for (int c = 0; c < 256; ++c) {
-      const int e = (c >> 3) & 15, m = c & 7;
-      float x;
-      if (e == 15 && m == 7) x = std::numeric_limits<float>::quiet_NaN();
-      else if (e == 0) x = static_cast<float>(m) * 0x1p-9f;
-      else x = (1.0f + static_cast<float>(m) / 8.0f) * std::ldexp(1.0f, e - 7);
-      v[static_cast<std::size_t>(c)] = (c & 0x80) ? -x : x;
-    }
+    for (int c = 0; c < 256; ++c) v[static_cast<std::size_t>(c)] = nvfp4::e4m3_to_float(static_cast<std::uint8_t>(c));
     return v;
   }();
   return t;
@@ -79,8 +72,6 @@ std::uint64_t ScaleGrid::scale_index(std::uint64_t flat) const noexcept {
   }
   return 0;
 }
-
-float e4m3_value(std::uint8_t code) noexcept { return e4m3_table()[code]; }
 
 float scale_value(const std::byte* scales, std::uint64_t i, DType dtype) noexcept {
   switch (dtype) {
@@ -260,7 +251,7 @@ std::vector<DequantCheck> dequant_selfcheck() {
           if (want != got[i] && !both_nan && c.mismatches++ == 0)
             c.first = fmt::format("code 0x{:02x} x {} scale {}: 0x{:04x}, expected 0x{:04x}", code, dtype_name(sd), s,
                                   got[i], want);
-          if (want_bad == kAllFinite && !std::isfinite(product(e4m3_value(code), s, sd))) want_bad = i;
+          if (want_bad == kAllFinite && !std::isfinite(product(e4m3_table()[code], s, sd))) want_bad = i;
         }
         if (!bad || *bad != want_bad) {
           if (c.mismatches++ == 0)

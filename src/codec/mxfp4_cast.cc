@@ -87,11 +87,15 @@ void cast_rows(const std::byte* packed, const std::byte* scales, DType dtype, st
       scales_out[i] = static_cast<std::byte>(exponent(scales, i, dtype, why).value_or(0) + 127);
     return;
   }
+  // Each source scale covers two 16-blocks: its exponent is read once and written twice (the last block of a
+  // row whose width is an odd number of 16s stands alone).
   const std::uint64_t out_cols = cols / 16;
   for (std::uint64_t r = 0; r < rows; ++r)
-    for (std::uint64_t b = 0; b < out_cols; ++b) {
+    for (std::uint64_t b = 0; b < out_cols; b += 2) {
       const int k = exponent(scales, r * src_cols + b / 2, dtype, why).value_or(m);
-      scales_out[r * out_cols + b] = static_cast<std::byte>(e4m3_pow2(k - m));
+      const auto code = static_cast<std::byte>(e4m3_pow2(k - m));
+      scales_out[r * out_cols + b] = code;
+      if (b + 1 < out_cols) scales_out[r * out_cols + b + 1] = code;
     }
 }
 

@@ -9,11 +9,6 @@
 namespace fp4forge::quant::detail {
 namespace {
 
-const Fp8Weight* fp8_of(const QuantPlan& plan, std::size_t d) {
-  const std::size_t i = plan.decisions[d].fp8;
-  return i == TensorDecision::kNoFp8 || !plan.fp8_source ? nullptr : &plan.fp8_source->weights[i];
-}
-
 mxcast::Target target_of(const QuantPlan& plan, std::size_t scheme) {
   return scheme_traits(plan.schemes[scheme].scheme).e2m1_cast;
 }
@@ -32,7 +27,7 @@ CastDecision decide_casts(const Checkpoint& ck, const QuantPlan& plan, ThreadPoo
     bool all = true, any = false;  // every unit a whole 2-D packed FP4 weight (any: at least one is packed FP4)
     for (auto u : grp.units) {
       const QuantUnit& un = plan.units[u];
-      const Fp8Weight* f = fp8_of(plan, un.decision);
+      const Fp8Weight* f = plan.fp8_of(un.decision);
       const bool fp4 = f != nullptr && f->grid.payload == fp8::Payload::E2M1;
       any = any || fp4;
       all = all && fp4 && f->shape.size() == 2 && un.rows == f->shape[0] && un.cols == f->shape[1] &&
@@ -48,7 +43,7 @@ CastDecision decide_casts(const Checkpoint& ck, const QuantPlan& plan, ThreadPoo
     mxcast::Range& r = ranges[i];
     for (auto u : plan.groups[candidates[i]].units) {
       if (!r.why.empty()) break;
-      const Fp8Weight* f = fp8_of(plan, plan.units[u].decision);
+      const Fp8Weight* f = plan.fp8_of(plan.units[u].decision);
       const TensorRef* st = f != nullptr ? ck.find(f->scale) : nullptr;
       if (st == nullptr) {
         r.why = "a member's scale is not in the checkpoint";
@@ -72,7 +67,7 @@ CastDecision decide_casts(const Checkpoint& ck, const QuantPlan& plan, ThreadPoo
 Status cast_unit_rows(const Checkpoint& ck, const QuantPlan& plan, const QuantUnit& u, int m, std::uint64_t r0,
                       std::uint64_t r1, std::vector<std::byte>& payload, std::vector<std::byte>& scale,
                       std::uint64_t& scale_row_bytes) {
-  const Fp8Weight* w = fp8_of(plan, u.decision);
+  const Fp8Weight* w = plan.fp8_of(u.decision);
   const TensorRef* pt = ck.find(plan.decisions[u.decision].name);
   const TensorRef* st = w != nullptr ? ck.find(w->scale) : nullptr;
   if (pt == nullptr || st == nullptr)

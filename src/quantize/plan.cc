@@ -852,9 +852,9 @@ void PlanBuilder::mark_passthrough() {
   if (!opts.fp8_passthrough || !plan.fp8_source) return;
   plan.lossless_casts = true;
   for (auto& u : plan.units) {
-    const std::size_t wi = plan.decisions[u.decision].fp8;
-    if (wi == TensorDecision::kNoFp8) continue;
-    const Fp8Weight& w = plan.fp8_source->weights[wi];
+    const Fp8Weight* f = plan.fp8_of(u.decision);
+    if (f == nullptr) continue;
+    const Fp8Weight& w = *f;
     if (!fp8_passthrough_form(w, plan.schemes[u.scheme].scheme) || w.shape.size() != 2) continue;
     u.passthrough = true;
     u.scale_dtype = fp8::is_e8m0_scale(w.grid.scale_dtype) ? DType::F32 : w.grid.scale_dtype;

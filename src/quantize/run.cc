@@ -106,14 +106,10 @@ class Runner {
   bool stopped() const { return stop_.load(std::memory_order_relaxed); }
 
   /** The FP8 source weight behind decision `d`, or nullptr for a tensor stored as it is planned. */
-  const Fp8Weight* fp8_of(std::size_t d) const {
-    const std::size_t i = plan_.decisions[d].fp8;
-    return i == TensorDecision::kNoFp8 ? nullptr : &plan_.fp8_source->weights[i];
-  }
   /** Stored source bytes of `elems` planned elements of decision `d` (an FP8 payload: 1 per element; a packed FP4
    * one: 1 per 2; else its dtype's). */
   std::uint64_t stored_bytes(std::size_t d, std::uint64_t elems) const {
-    if (const Fp8Weight* f = fp8_of(d)) return f->grid.payload == fp8::Payload::E2M1 ? elems / 2 : elems;
+    if (const Fp8Weight* f = plan_.fp8_of(d)) return f->grid.payload == fp8::Payload::E2M1 ? elems / 2 : elems;
     return elems * (dtype_bits(plan_.decisions[d].dtype) / 8);
   }
   /** Rows [r0, r1) of unit `u` as a contiguous view: into the mapping when the unit's slice is contiguous,
@@ -123,7 +119,7 @@ class Runner {
                                       std::vector<std::byte>& buf) const {
     const TensorRef* t = refs_[u.decision];
     const std::size_t es = dtype_bits(u.dtype) / 8;
-    if (const Fp8Weight* f = fp8_of(u.decision)) {
+    if (const Fp8Weight* f = plan_.fp8_of(u.decision)) {
       buf.resize(static_cast<std::size_t>((r1 - r0) * u.cols * 2));
       FP4FORGE_TRY(dequant_slice_rows(ck_, *f, u.slice, r0, r1, reinterpret_cast<std::uint16_t*>(buf.data())));
       return nvfp4::WeightView{buf.data(), DType::BF16, r1 - r0, u.cols};
@@ -293,7 +289,9 @@ Status Runner::write_shape(std::size_t ui) {
 
 Status Runner::pass_rows(const QuantUnit& u, std::uint64_t r0, std::uint64_t r1) {
   // The FP8 payload rows as stored, and the scale rows that cover them (FP8_BLOCK: r0 is a multiple of 128).
-  const Fp8Weight& w = *fp8_of(u.decision);
+  const Fp8Weight* wp = plan_.fp8_of(u.decision);
+  if (wp == nullptr) return make_error(Errc::INTERNAL, "passthrough unit '{}' has no FP8 source weight", u.module);
+  const Fp8Weight& w = *wp;
   const QuantScheme scheme = scheme_of(u);
   {  // R4 as for every quantized weight: the rows expanded (and dropped), so a NaN code or a non-finite product is
      // refused naming the element, exactly as the re-encoding path refuses it.
@@ -412,7 +410,7 @@ Status Runner::match_checkpoint() {
   refs_.resize(plan_.decisions.size());
   for (std::size_t i = 0; i < plan_.decisions.size(); ++i) {
     refs_[i] = ck_.find(plan_.decisions[i].name);
-    const Fp8Weight* f = fp8_of(i);  // an FP8 / packed FP4 payload is planned as its expansion
+    const Fp8Weight* f = plan_.fp8_of(i);  // an FP8 / packed FP4 payload is planned as its expansion
     if (!refs_[i] || refs_[i]->shard != plan_.decisions[i].shard ||
         (f != nullptr ? refs_[i]->info->shape != f->stored_shape || f->shape != plan_.decisions[i].shape
                       : refs_[i]->info->shape != plan_.decisions[i].shape))
@@ -549,7 +547,7 @@ void Runner::start_progress() {
     const auto& sh = plan_.shards[s];
     for (std::size_t i = 0; i < sh.layout.tensors.size(); ++i)
       if (sh.sources[i].kind == OutKind::PASSTHROUGH)
-        total_work += fp8_of(sh.sources[i].index) != nullptr  // a kept FP8 / FP4 weight: written as bf16
+        total_work += plan_.fp8_of(sh.sources[i].index) != nullptr  // a kept FP8 / FP4 weight: written as bf16
                           ? stored_bytes(sh.sources[i].index, sh.layout.tensors[i].nbytes() / 2)
                           : sh.layout.tensors[i].nbytes();
   }
@@ -591,7 +589,7 @@ Runner::Work Runner::list_work() {
 
 void Runner::list_copy(Work& w, std::size_t decision, std::size_t shard, const st::TensorInfo& t) const {
   // An FP8 weight is expanded in whole bf16 elements.
-  const std::uint64_t step = fp8_of(decision) != nullptr ? std::max<std::uint64_t>(2, w.chunk & ~std::uint64_t{1}) : w.chunk;
+  const std::uint64_t step = plan_.fp8_of(decision) != nullptr ? std::max<std::uint64_t>(2, w.chunk & ~std::uint64_t{1}) : w.chunk;
   for (std::uint64_t o = 0; o < t.nbytes() || (o == 0 && t.nbytes() == 0); o += step) {
     const std::uint64_t len = std::min(step, t.nbytes() - o);
     w.items.push_back({Item::COPY, decision, shard, o, len, t.begin + o, 0, 0, 0, len});
@@ -743,7 +741,7 @@ Status Runner::run_encode_rows(const Item& it) {
 }
 
 Status Runner::run_copy(const Item& it) {
-  if (const Fp8Weight* f = fp8_of(it.a)) {  // a kept FP8 weight: written as its bf16 expansion
+  if (const Fp8Weight* f = plan_.fp8_of(it.a)) {  // a kept FP8 weight: written as its bf16 expansion
     std::vector<std::uint16_t> out(static_cast<std::size_t>(it.len / 2));
     FP4FORGE_TRY(dequant_elements(ck_, *f, it.off / 2, it.len / 2, out.data()));
     FP4FORGE_TRY(write(it.shard, it.dst_off, std::as_bytes(std::span<const std::uint16_t>(out))));

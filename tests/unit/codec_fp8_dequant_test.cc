@@ -21,15 +21,15 @@ std::vector<std::byte> f32_bytes(const std::vector<float>& v) {
 }
 
 TEST(Fp8Dequant, E4m3Values) {
-  EXPECT_EQ(e4m3_value(0x00), 0.0f);
-  EXPECT_TRUE(std::signbit(e4m3_value(0x80)));
-  EXPECT_EQ(e4m3_value(0x01), 0x1p-9f);  // smallest subnormal
-  EXPECT_EQ(e4m3_value(0x08), 0x1p-6f);  // smallest normal
-  EXPECT_EQ(e4m3_value(0x7E), 448.0f);
-  EXPECT_EQ(e4m3_value(0xFE), -448.0f);
-  EXPECT_TRUE(std::isnan(e4m3_value(0x7F)));
-  EXPECT_TRUE(std::isnan(e4m3_value(0xFF)));
-  EXPECT_EQ(e4m3_value(0x38), 1.0f);
+  EXPECT_EQ(nvfp4::e4m3_to_float(0x00), 0.0f);
+  EXPECT_TRUE(std::signbit(nvfp4::e4m3_to_float(0x80)));
+  EXPECT_EQ(nvfp4::e4m3_to_float(0x01), 0x1p-9f);  // smallest subnormal
+  EXPECT_EQ(nvfp4::e4m3_to_float(0x08), 0x1p-6f);  // smallest normal
+  EXPECT_EQ(nvfp4::e4m3_to_float(0x7E), 448.0f);
+  EXPECT_EQ(nvfp4::e4m3_to_float(0xFE), -448.0f);
+  EXPECT_TRUE(std::isnan(nvfp4::e4m3_to_float(0x7F)));
+  EXPECT_TRUE(std::isnan(nvfp4::e4m3_to_float(0xFF)));
+  EXPECT_EQ(nvfp4::e4m3_to_float(0x38), 1.0f);
 }
 
 TEST(Fp8Dequant, ElementIsFloat32ProductRoundedToBf16) {
@@ -39,11 +39,11 @@ TEST(Fp8Dequant, ElementIsFloat32ProductRoundedToBf16) {
     const float s = u(rng);
     const auto code = static_cast<std::uint8_t>(rng() & 0xFF);
     if ((code & 0x7F) == 0x7F) continue;
-    const float p = e4m3_value(code) * s;  // one float32 multiply
+    const float p = nvfp4::e4m3_to_float(code) * s;  // one float32 multiply
     EXPECT_EQ(dequant_bf16(code, s, DType::F32), half::float_to_bf16(p)) << int(code) << " " << s;
     // A BF16 scale: the product is exact in float32, so rounding once to bf16 is torch's bf16 multiply.
     const float sb = half::round_to_bf16(s);
-    EXPECT_EQ(dequant_bf16(code, sb, DType::BF16), half::float_to_bf16(e4m3_value(code) * sb));
+    EXPECT_EQ(dequant_bf16(code, sb, DType::BF16), half::float_to_bf16(nvfp4::e4m3_to_float(code) * sb));
   }
 }
 
@@ -82,7 +82,7 @@ TEST(Fp8Dequant, RangeMatchesTheElementFormulaForEveryCode) {
         } else {
           EXPECT_EQ(out[static_cast<std::size_t>(c)], want) << "code " << c << " scale " << s;
         }
-        float p = e4m3_value(code) * s;
+        float p = nvfp4::e4m3_to_float(code) * s;
         if (sd == DType::F16) p = half::round_to_f16(p);
         if (!std::isfinite(p) && want_bad == kAllFinite) want_bad = static_cast<std::uint64_t>(c);
       }
@@ -135,7 +135,7 @@ TEST(Fp8Dequant, F16ScaleRoundsToF16First) {
   for (int c = 1; c < 0x7F; ++c)
     for (std::uint16_t h = 0x1000; h < 0x3C00; h += 37) {
       const float s = half::f16_to_float(h);
-      const float v = e4m3_value(static_cast<std::uint8_t>(c));
+      const float v = nvfp4::e4m3_to_float(static_cast<std::uint8_t>(c));
       const std::uint16_t want = half::float_to_bf16(half::round_to_f16(v * s));
       ASSERT_EQ(dequant_bf16(static_cast<std::uint8_t>(c), s, DType::F16), want);
       differ += want != half::float_to_bf16(v * s);
@@ -166,7 +166,7 @@ TEST(Fp8Dequant, BlockGridWithPartialBlocksAnyRange) {
     for (std::uint64_t i = 0; i < n; ++i) {
       const std::uint64_t f = b + i, r = f / cols, c = f % cols;
       const float s = sc[(r / 128) * 2 + c / 128];
-      ASSERT_EQ(out[i], half::float_to_bf16(e4m3_value(static_cast<std::uint8_t>(codes[f])) * s)) << f;
+      ASSERT_EQ(out[i], half::float_to_bf16(nvfp4::e4m3_to_float(static_cast<std::uint8_t>(codes[f])) * s)) << f;
     }
   }
 }

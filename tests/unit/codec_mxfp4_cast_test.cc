@@ -16,7 +16,7 @@ namespace fp4forge::mxcast {
 namespace {
 
 TEST(Mxfp4Cast, E4m3PowersOfTwoFromSubnormalToTheTop) {
-  for (int t = -9; t <= 8; ++t) EXPECT_EQ(fp8::e4m3_value(e4m3_pow2(t)), std::ldexp(1.0f, t)) << t;
+  for (int t = -9; t <= 8; ++t) EXPECT_EQ(nvfp4::e4m3_to_float(e4m3_pow2(t)), std::ldexp(1.0f, t)) << t;
 }
 
 Range range_of(const std::vector<std::uint8_t>& bytes, DType d = DType::F8_E8M0) {

@@ -70,9 +70,6 @@ struct ScaleGrid {
 /** An E8M0 scale dtype: F8_E8M0, or U8 exponent bytes (where the source declares E8M0 scales). */
 inline bool is_e8m0_scale(DType d) noexcept { return d == DType::F8_E8M0 || d == DType::U8; }
 
-/** float32 of an E4M3 (fn) code; NaN for 0x7F / 0xFF. */
-float e4m3_value(std::uint8_t code) noexcept;
-
 /** One element: the formula above. */
 std::uint16_t dequant_bf16(std::uint8_t code, float scale, DType scale_dtype) noexcept;
 

@@ -243,6 +243,12 @@ struct QuantPlan {
 
   /** Bits per quantized weight (packed + scales + global scales). */
   double bits_per_weight() const noexcept;
+
+  /** The FP8 / packed FP4 source weight decision `d` is planned from, or nullptr for any other decision. */
+  const Fp8Weight* fp8_of(std::size_t d) const noexcept {
+    const std::size_t i = decisions[d].fp8;
+    return i == TensorDecision::kNoFp8 || !fp8_source ? nullptr : &fp8_source->weights[i];
+  }
 };
 
 /**
