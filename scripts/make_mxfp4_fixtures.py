@@ -30,6 +30,7 @@ Fixtures (weights redrawn as N(0,0.02) x 2^U(-1,1) per row x 2^U(-1,1) per colum
   dsv4-release-scales  the same tensors with DeepSeek's own scale name `X.scale` and the experts' scales in a
                 float32 container (dsv4-flash-base's form, which transformers' quantizer renames and casts).
   dsv4-release-names   dsv4-fp8-fp4 under DeepSeek's own top-level names (no `model.` prefix), headers rewritten.
+  dsv4-fp8-block32     dsv4-fp8-fp4's model with DeepSeek-V4.1's [32, 32] FP8 blocks (weight_block_size [32, 32]).
   gpt_oss-mxfp4 GptOssConfig H 96, I 64 (gate_up [E, 96, 128] interleaved), 4 experts: experts as
                 `gate_up_proj_blocks` / `_scales` and `down_proj_blocks` / `_scales`, config quant_method mxfp4.
 """
@@ -161,7 +162,7 @@ def pack(codes):
 
 
 # ------------------------------------------------------------------------------------------ dsv4
-def dsv4(out):
+def dsv4(out, block=128, name="dsv4-fp8-fp4", variants=True):
     from transformers import AutoModelForCausalLM, DeepseekV4Config
     from transformers.integrations.finegrained_fp8 import Fp8Dequantize, Fp8Quantize
     from safetensors.torch import save_file
@@ -183,7 +184,7 @@ def dsv4(out):
 
     class _QC:
         scale_fmt = "ue8m0"
-        weight_block_size = (128, 128)
+        weight_block_size = (block, block)
 
     class _HQ:
         quantization_config = _QC()
@@ -204,12 +205,11 @@ def dsv4(out):
             (notes["fp8"] if len(r) == 2 else notes["fp8_passed_through"]).append(k)
         else:
             outt[k] = v
-    name = "dsv4-fp8-fp4"
     fx = os.path.join(out, name)
     os.makedirs(fx, exist_ok=True)
     c = json.load(open(os.path.join(src, "config.json")))
     c["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
-                                "scale_fmt": "ue8m0", "weight_block_size": [128, 128]}
+                                "scale_fmt": "ue8m0", "weight_block_size": [block, block]}
     c["expert_dtype"] = "fp4"
     json.dump(c, open(os.path.join(fx, "config.json"), "w"), indent=2, sort_keys=True)
     for f in ("generation_config.json",):
@@ -260,6 +260,8 @@ def dsv4(out):
     SUMMARY[name] = {"notes": notes, "fp4_vs_rule": checks, "max_rel_err_vs_source": err,
                      "transformers_dequantize_load": load,
                      "tensors": {k: [st_dtype(v.dtype), list(v.shape)] for k, v in sorted(outt.items())}}
+    if not variants:
+        return
     # the release's names: X.scale, expert scales in a float32 container
     name2 = "dsv4-release-scales"
     fx2 = os.path.join(out, name2)
@@ -277,6 +279,12 @@ def dsv4(out):
     save_file(t2, os.path.join(fx2, "model.safetensors"), metadata={"format": "pt"})
     SUMMARY[name2] = {"tensors": {k: [st_dtype(v.dtype), list(v.shape)] for k, v in sorted(t2.items())
                                   if "layers.0." in k}}
+
+
+def dsv4_block32(out):
+    """dsv4-fp8-block32 (and .bf16): dsv4-fp8-fp4 with DeepSeek-V4.1's [32, 32] FP8 blocks (weight_block_size
+    [32, 32]: one E8M0 scale per 32x32 block of the FP8 weights, Fp8Quantize with that block size)."""
+    dsv4(out, block=32, name="dsv4-fp8-block32", variants=False)
 
 
 def release_names(out):
@@ -372,7 +380,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     import transformers
     SUMMARY["versions"] = {"transformers": transformers.__version__, "torch": torch.__version__}
-    for step in (golden, dsv4, release_names, gpt_oss):
+    for step in (golden, dsv4, dsv4_block32, release_names, gpt_oss):
         try:
             step(out)
         except Exception as ex:

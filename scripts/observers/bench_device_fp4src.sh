@@ -5,7 +5,8 @@
 # quantized to NVFP4A16 three ways: the default (experts cast, attention re-encoded), --scheme-for attention=fp8-block
 # (attention passed through too) and --requantize-fp8 --observer minmax (everything re-encoded from the expansion).
 # Page caches dropped before each; the I/O floor is reading the source once plus writing the output's bytes.
-# Run from the repo root with build/bin and build/devlibs carried. LAYERS / EXPERTS size the source.
+# Run from the repo root with build/bin and build/devlibs carried (and build/devbins/fp4forge_base for a verify A/B).
+# LAYERS / EXPERTS size the source.
 set -u
 export LD_LIBRARY_PATH=$PWD/build/devlibs
 W=/root/bench_fp4; mkdir -p $W
@@ -28,5 +29,12 @@ run() {  # name, quantize options
 run cast
 run passthrough --scheme nvfp4a16 --scheme-for attention=fp8-block
 run requant --requantize-fp8 --observer minmax
-drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $B verify $W/out_passthrough --against $W/src --no-progress --json > $W/v.json
-echo "verify passthrough wall_s user_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/v.json'));a=d['stats']['against'];print(d['ok'], 'cast', a['cast_modules'], 'passthrough', a['passthrough_modules'])")"
+# verify --against the passthrough output: the build under test, and the baseline build where one is carried
+# (build/devbins/fp4forge_base), alternated, so the two are compared on one machine.
+for name in ${VERIFY_NAMES:-new base}; do
+  bin=$B; [ $name = base ] && bin=$PWD/build/devbins/fp4forge_base
+  [ -x $bin ] || continue
+  drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $bin verify $W/out_passthrough --against $W/src --no-progress --json > $W/v.json
+  echo "verify passthrough ($name) wall_s user_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/v.json'));a=d['stats']['against'];print(d['ok'], 'cast', a['cast_modules'], 'passthrough', a['passthrough_modules'])")"
+  [ -x $PWD/build/devbins/fp4forge_base ] || break
+done
