@@ -4,7 +4,7 @@
 
 Run on the GPU host (torch 2.11, transformers 5.17.0, safetensors 0.8):
 
-    python3 scripts/make_mxfp4_fixtures.py OUTDIR
+    python3 scripts/make_mxfp4_fixtures.py OUTDIR [STEP,STEP...]   (default: every step)
 
 then copy OUTDIR/NAME, OUTDIR/NAME.bf16 and OUTDIR/golden_e8m0_e2m1.json into tests/data/mxfp4/.
 OUTDIR/_summary.json records every cross-check (each .bf16 weight against the rule below and against
@@ -380,7 +380,10 @@ def main():
     os.makedirs(out, exist_ok=True)
     import transformers
     SUMMARY["versions"] = {"transformers": transformers.__version__, "torch": torch.__version__}
-    for step in (golden, dsv4, dsv4_block32, release_names, gpt_oss):
+    steps = (golden, dsv4, dsv4_block32, release_names, gpt_oss)
+    if len(sys.argv) > 2:  # a comma-separated subset of the steps, by name
+        steps = tuple(s for s in steps if s.__name__ in sys.argv[2].split(","))
+    for step in steps:
         try:
             step(out)
         except Exception as ex:
