@@ -402,9 +402,7 @@ TEST_P(Fp8SourceE2E, PackedFp4OutOfRangeFallsBackToReencoding) {
 // DeepSeek-V4's compressed-attention layer types are not modelled by plan: it refuses them by name (exit 3), which
 // this test holds it to, instead of sizing the weights (any fixture whose config declares such a layer type).
 bool plan_refuses(const std::string& dir) {
-  std::ifstream f(dir + "/config.json");
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return text.find("compressed_attention") != std::string::npos;
+  return slurp(dir + "/config.json").find("compressed_attention") != std::string::npos;
 }
 
 TEST_P(Fp8SourceE2E, PlanAssumeSizesTheQuantizedExpansion) {
