@@ -118,7 +118,12 @@ void check_quantized(const Context& ctx, std::vector<Finding>& out) {
     }
   }
   if (ctx.ckpt == nullptr) return;
-  for (auto& f : verify_structure(*ctx.ckpt, ctx.info)) out.push_back(std::move(f));
+  // A format fp4forge neither reads nor writes is a warning here (doctor checks any checkpoint; verify, which
+  // cannot prove it, keeps it an error).
+  VerifyOptions vo;
+  vo.foreign_is_warning = true;
+  VerifyStats st;
+  for (auto& f : verify_structure(*ctx.ckpt, ctx.info, vo, &st)) out.push_back(std::move(f));
 }
 
 }  // namespace fp4forge::doctor

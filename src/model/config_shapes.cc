@@ -12,6 +12,7 @@
 #include "fp4forge/util/json_get.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
+#include "fp4forge/model/fp8_source.h"
 
 namespace fp4forge {
 namespace {
@@ -302,7 +303,14 @@ struct ShapeChecker {
       if (E > 0) linear(c.module, E, H, "router == [num_experts, hidden_size]", "num_experts");
     }
     if (mine.empty()) {
-      if (E > 0)
+      if (E <= 0) return;
+      // A format fp4forge does not read may store the experts as its own packed tensors (gpt-oss's MXFP4
+      // `gate_up_proj_blocks` / `_scales`): then they could not be found, which is not their absence.
+      if (const auto foreign = foreign_quantization(ctx.config, nullptr))
+        v.add("routed experts in a quantization format fp4forge does not read (not checked)", base,
+              fmt::format("{} experts", E), fmt::format("none in a form fp4forge reads ({})", *foreign), "num_experts",
+              "config-shape-unchecked", Severity::WARNING);
+      else
         v.add("every MoE layer has its routed experts", base, fmt::format("{} experts", E), "none", "num_experts");
       return;
     }

@@ -73,6 +73,21 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> block_of(const ojson& j) 
   return std::pair<std::uint64_t, std::uint64_t>{static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(b)};
 }
 
+/** quant_method values of formats fp4forge neither reads as a source nor writes, with what they are. */
+const std::map<std::string, std::string> kForeignMethods{
+    {"gptq", "GPTQ (integer weights)"}, {"awq", "AWQ (INT4 weights)"}, {"bitsandbytes", "bitsandbytes"},
+    {"mxfp4", "MXFP4 (gpt-oss release format: vLLM serves it as it is, and its gpt-oss loader reads no "
+              "compressed-tensors experts, so a re-quantization would keep them in bf16; docs/mixed-precision.md)"},
+    {"fbgemm_fp8", "fbgemm FP8 (per-row, fbgemm kernels)"},
+    {"hqq", "HQQ"}, {"quark", "AMD Quark"}, {"torchao", "torchao"}, {"eetq", "EETQ (INT8)"},
+    {"aqlm", "AQLM"}, {"vptq", "VPTQ"}, {"higgs", "HIGGS"}, {"bitnet", "BitNet"}, {"fp_quant", "FP-Quant"},
+    {"spqr", "SpQR"}, {"gguf", "GGUF"}, {"exl2", "EXL2"}, {"marlin", "Marlin (INT4)"}};
+
+/** ModelOpt quant_algo values that are FP8 weights fp4forge reads as a source. */
+bool modelopt_fp8_algo(const std::string& lower_algo) {
+  return lower_algo == "fp8" || lower_algo == "fp8_per_channel_per_token";
+}
+
 /** What the config says the weights are. */
 struct Declared {
   Fp8Dialect dialect = Fp8Dialect::NATIVE;
@@ -167,10 +182,8 @@ Result<std::optional<Declared>> read_modelopt(const std::string& algo, std::stri
   Declared d;
   d.dialect = Fp8Dialect::MODELOPT;
   const std::string a = util::ascii_lower(algo);
-  if (a == "fp8") {
-    d.layouts = {fp8::ScaleLayout::TENSOR};
-  } else if (a == "fp8_per_channel_per_token") {
-    d.layouts = {fp8::ScaleLayout::CHANNEL};
+  if (modelopt_fp8_algo(a)) {
+    d.layouts = {a == "fp8" ? fp8::ScaleLayout::TENSOR : fp8::ScaleLayout::CHANNEL};
   } else if (a.empty()) {
     return make_error(Errc::BAD_INPUT, "{}: ModelOpt quantization without quant_algo; expected \"FP8\"", where);
   } else {
@@ -235,15 +248,7 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
     return make_error(Errc::BAD_INPUT,
                       "config.json: {} has no quant_method; expected an unquantized checkpoint or one of fp8, "
                       "compressed-tensors, modelopt", key);
-  static const std::map<std::string, std::string> known{
-      {"gptq", "GPTQ (integer weights)"}, {"awq", "AWQ (INT4 weights)"}, {"bitsandbytes", "bitsandbytes"},
-      {"mxfp4", "MXFP4 (gpt-oss release format: vLLM serves it as it is, and its gpt-oss loader reads no "
-                "compressed-tensors experts, so a re-quantization would keep them in bf16; docs/mixed-precision.md)"},
-      {"fbgemm_fp8", "fbgemm FP8 (per-row, fbgemm kernels)"},
-      {"hqq", "HQQ"}, {"quark", "AMD Quark"}, {"torchao", "torchao"}, {"eetq", "EETQ (INT8)"},
-      {"aqlm", "AQLM"}, {"vptq", "VPTQ"}, {"higgs", "HIGGS"}, {"bitnet", "BitNet"}, {"fp_quant", "FP-Quant"},
-      {"spqr", "SpQR"}, {"gguf", "GGUF"}, {"exl2", "EXL2"}, {"marlin", "Marlin (INT4)"}};
-  if (auto k = known.find(method); k != known.end())
+  if (auto k = kForeignMethods.find(method); k != kForeignMethods.end())
     return already_quantized(fmt::format("config.json {}.quant_method '{}', {}", key, method, k->second));
   return already_quantized(
       fmt::format("config.json {}.quant_method '{}' (not a format fp4forge reads)", key, capped(method)));
@@ -505,6 +510,24 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
                           src.weights.size() - n_fp4, n_fp4 ? fmt::format(" + {} packed FP4", n_fp4) : std::string(),
                           src.layouts());
   return std::optional<Fp8Source>(std::move(src));
+}
+
+std::optional<std::string> foreign_quantization(const ojson& config, const ojson* hfq) {
+  const ojson* qc = quant_config_of(config);
+  std::string method = qc != nullptr ? util::ascii_lower(str_of(*qc, "quant_method")) : std::string();
+  std::string algo;
+  if (method == "modelopt" || (qc == nullptr && hfq != nullptr && hfq->is_object())) {
+    if (qc != nullptr) algo = str_of(*qc, "quant_algo");
+    if (algo.empty() && hfq != nullptr && hfq->is_object())
+      if (auto q = hfq->find("quantization"); q != hfq->end()) algo = str_of(*q, "quant_algo");
+    if (algo.empty() || modelopt_fp8_algo(util::ascii_lower(algo))) return std::nullopt;  // an FP8 release (or its own error)
+    return fmt::format("ModelOpt {} (quant_algo)", capped(algo));
+  }
+  if (method.empty() || method == "fp8" || method == "compressed-tensors" || method == "compressed_tensors")
+    return std::nullopt;
+  if (auto k = kForeignMethods.find(method); k != kForeignMethods.end())
+    return fmt::format("quant_method '{}': {}", method, k->second);
+  return fmt::format("quant_method '{}'", capped(method));
 }
 
 Result<std::optional<ojson>> read_hf_quant_config(const Checkpoint& ckpt) {

@@ -701,6 +701,24 @@ void check_vllm_names(const ModelInfo& info, const Structure& s, Sink& sink) {
  * compressed-tensors FP8 checkpoint, is a source, not one of the five schemes: what can be checked is that
  * its FP8 weights are readable (model/fp8_source.h). True when it is one (the scheme checks are then
  * skipped). */
+/** A checkpoint quantized in a format fp4forge neither reads nor writes (GPTQ, AWQ, gpt-oss's MXFP4 release,
+ * ModelOpt NVFP4, ...): one finding that says so and what was not checked, instead of compressed-tensors' structural
+ * checks, which would call its every module wrong. True when it is one. */
+bool foreign_format(const Checkpoint& q, Sink& sink, bool as_warning) {
+  auto hfq = read_hf_quant_config(q);
+  const auto foreign = foreign_quantization(q.config(), hfq.ok() && *hfq ? &**hfq : nullptr);
+  if (!foreign) return false;
+  sink.add({"quant-format-foreign", as_warning ? Severity::WARNING : Severity::ERROR, "quantization_config",
+            fmt::format("{}: not compressed-tensors, so fp4forge's checks of quantized tensors (packed shapes, scales, "
+                        "ignore list, coverage) do not apply and none of them ran",
+                        *foreign),
+            {}, "quantization_config.quant_method", "compressed-tensors (or an FP8 release fp4forge reads)",
+            *foreign,
+            "vLLM serves this format with its own loader for the method; to check or re-quantize, start from the "
+            "original BF16 weights (docs/fp8-sources.md#refused-sources)"});
+  return true;
+}
+
 bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
   auto src = read_fp8_source(q);
   if (!src.ok()) {
@@ -821,6 +839,7 @@ void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structu
 void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
                    VerifyStats& st) {
   st.tensors = q.tensors().size();
+  if (foreign_format(q, sink, opts.foreign_is_warning)) return;
   if (fp8_release(q, sink, opts.scan_values)) return;
   check_quant_config(q, s, sink, st);
   collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);

@@ -227,6 +227,32 @@ Json dsv4_config() {
                             "weight_block_size": [128, 128]}})");
 }
 
+// foreign_quantization: the formats fp4forge neither reads nor writes, named; its own output format, FP8 releases
+// and unquantized configs are not foreign (their checks are their own).
+TEST(Fp8Source, ForeignQuantizationIsNamedAndTheRestIsNot) {
+  auto cfg = [](Json qc) {
+    Json c = {{"architectures", {"LlamaForCausalLM"}}};
+    if (!qc.is_null()) c["quantization_config"] = std::move(qc);
+    return c;
+  };
+  const Json hfq_nvfp4 = {{"quantization", {{"quant_algo", "NVFP4"}}}};
+  const Json hfq_fp8 = {{"quantization", {{"quant_algo", "FP8"}}}};
+  auto named = [](const std::optional<std::string>& f, const std::string& part) {
+    return f.has_value() && f->find(part) != std::string::npos;
+  };
+  EXPECT_TRUE(named(foreign_quantization(cfg({{"quant_method", "mxfp4"}}), nullptr), "gpt-oss"));
+  EXPECT_TRUE(named(foreign_quantization(cfg({{"quant_method", "GPTQ"}}), nullptr), "GPTQ"));
+  EXPECT_TRUE(named(foreign_quantization(cfg({{"quant_method", "new_method"}}), nullptr), "'new_method'"));
+  EXPECT_TRUE(named(foreign_quantization(cfg({{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}}), nullptr), "NVFP4"));
+  EXPECT_TRUE(named(foreign_quantization(cfg(nullptr), &hfq_nvfp4), "ModelOpt NVFP4"));
+  EXPECT_TRUE(named(foreign_quantization(cfg({{"quant_method", "modelopt"}}), &hfq_nvfp4), "NVFP4"));
+  EXPECT_FALSE(foreign_quantization(cfg(nullptr), nullptr).has_value());
+  EXPECT_FALSE(foreign_quantization(cfg(nullptr), &hfq_fp8).has_value());
+  EXPECT_FALSE(foreign_quantization(cfg({{"quant_method", "modelopt"}, {"quant_algo", "FP8"}}), nullptr).has_value());
+  EXPECT_FALSE(foreign_quantization(cfg({{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}}), nullptr).has_value());
+  EXPECT_FALSE(foreign_quantization(cfg({{"quant_method", "compressed-tensors"}}), nullptr).has_value());
+}
+
 TEST(Fp8Source, DeepSeekV4E8m0ScalesAndPackedFp4Experts) {
   auto r = detect(dsv4_config(), {{"l.attn.wq_a.weight", DType::F8_E4M3, {256, 384}},
                                   {"l.attn.wq_a.scale", DType::F8_E8M0, {2, 3}},

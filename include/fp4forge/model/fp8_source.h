@@ -88,6 +88,14 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const nlohmann::ordered_json&
 
 /** The checkpoint's hf_quant_config.json (ModelOpt), parsed under the JSON bounds; nullopt when absent or a
  * link out of the checkpoint. */
+/**
+ * The declared quantization when it is a format fp4forge neither reads as a source nor writes (GPTQ, AWQ, gpt-oss's
+ * MXFP4 release, ModelOpt NVFP4, ...): what it is, for a message ("quant_method 'mxfp4': MXFP4 (gpt-oss ...)").
+ * nullopt for no quantization, compressed-tensors (fp4forge's own output format), and FP8 releases (quant_method fp8,
+ * ModelOpt FP8), whose checks are their own. `hfq`: hf_quant_config.json, or nullptr.
+ */
+std::optional<std::string> foreign_quantization(const nlohmann::ordered_json& config, const nlohmann::ordered_json* hfq);
+
 Result<std::optional<nlohmann::ordered_json>> read_hf_quant_config(const Checkpoint& ckpt);
 
 /** detect_fp8_source on an opened checkpoint (reads its hf_quant_config.json when present). */

@@ -49,6 +49,9 @@ struct VerifyOptions {
   ProgressSink* progress = nullptr;  ///< --against: reports source bytes compared (the CLI draws a bar)
   bool strict = false;               ///< --strict: a warning fails too (VerifyReport::strict)
   unsigned jobs = 0;                 ///< --against: worker threads for the search and the re-encode (0 = all cores)
+  /** A checkpoint in a quantization format fp4forge neither reads nor writes (foreign_quantization): an error for
+   * verify, which cannot prove it; doctor, a health check of any checkpoint, makes it a warning. */
+  bool foreign_is_warning = false;
 };
 
 /** Error of one quantized tensor against its source (with --against). */

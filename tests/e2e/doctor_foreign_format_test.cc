@@ -1,0 +1,104 @@
+// Checkpoints quantized in a format fp4forge neither reads nor writes (GPTQ, AWQ, gpt-oss's MXFP4 release,
+// ModelOpt NVFP4, an unknown quant_method): doctor names the format in one warning and says what it did not check;
+// verify, which cannot prove such a checkpoint, says so in one error. Neither applies compressed-tensors' structural
+// checks to it (they called every module of a gpt-oss release wrong: ten false errors from doctor), and doctor's
+// config-vs-shape check does not call experts stored in the format's own tensors missing.
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace fp4forge {
+namespace {
+
+using namespace fp4forge::testutil;
+using nlohmann::json;
+
+/** Finding kinds of a --json report with the given severity. */
+std::multiset<std::string> kinds(const std::string& text, const std::string& severity) {
+  std::multiset<std::string> k;
+  const auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.contains("findings")) return {"(unparseable: " + text.substr(0, 200) + ")"};
+  for (const auto& f : j["findings"])
+    if (str_field(f, "severity") == severity) k.insert(str_field(f, "kind"));
+  return k;
+}
+
+TEST(ForeignFormat, GptOssMxfp4ReleaseIsNamedNotMisread) {
+  const std::string rel = kData + "/mxfp4/gpt_oss-mxfp4";
+  std::string out, err;
+  EXPECT_EQ(run_cli("doctor " + q(rel) + " --json", &out, &err), 0) << err;
+  EXPECT_EQ(failing_findings(out), "");
+  const auto warns = kinds(out, "warning");
+  EXPECT_EQ(warns.count("quant-format-foreign"), 1u) << out;
+  EXPECT_EQ(warns.count("config-shape-unchecked"), 1u) << out;  // the experts are the *_blocks / *_scales tensors
+  EXPECT_NE(out.find("mxfp4"), std::string::npos);
+  EXPECT_EQ(run_cli("verify " + q(rel) + " --json", &out, &err), 1) << err;
+  EXPECT_EQ(kinds(out, "error"), std::multiset<std::string>{"quant-format-foreign"}) << out;
+}
+
+struct Case {
+  std::string name;
+  json quantization_config;  // null: none in config.json
+  json hf_quant_config;      // null: no hf_quant_config.json
+};
+
+class ForeignFormats : public ::testing::TestWithParam<Case> {};
+
+// A bf16 checkpoint declared quantized in each foreign format: whatever its tensors, doctor's result is the one
+// warning (no compressed-tensors error), verify's the one error.
+TEST_P(ForeignFormats, OneFindingInsteadOfTheCompressedTensorsChecks) {
+  TempDir tmp;
+  const stdfs::path dir = tmp.path / "ck";
+  stdfs::copy(kData + "/llama", dir, stdfs::copy_options::recursive);
+  auto cfg = json::parse(slurp(dir / "config.json"));
+  if (!GetParam().quantization_config.is_null()) cfg["quantization_config"] = GetParam().quantization_config;
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  if (!GetParam().hf_quant_config.is_null()) std::ofstream(dir / "hf_quant_config.json") << GetParam().hf_quant_config.dump(2);
+  std::string out, err;
+  EXPECT_EQ(run_cli("doctor " + q(dir) + " --json", &out, &err), 0) << err;
+  EXPECT_EQ(failing_findings(out), "") << GetParam().name;
+  EXPECT_EQ(kinds(out, "warning").count("quant-format-foreign"), 1u) << out;
+  EXPECT_EQ(run_cli("verify " + q(dir) + " --json", &out, &err), 1) << err;
+  EXPECT_EQ(kinds(out, "error"), std::multiset<std::string>{"quant-format-foreign"}) << out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Methods, ForeignFormats,
+    ::testing::Values(
+        Case{"gptq", json{{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}}, nullptr},
+        Case{"awq", json{{"quant_method", "awq"}, {"bits", 4}, {"zero_point", true}}, nullptr},
+        Case{"mxfp4", json{{"quant_method", "mxfp4"}}, nullptr},
+        Case{"bitsandbytes", json{{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}}, nullptr},
+        Case{"unknown_method", json{{"quant_method", "a_format_from_next_year"}}, nullptr},
+        Case{"upper_case_method", json{{"quant_method", "GPTQ"}}, nullptr},
+        Case{"modelopt_nvfp4", json{{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}}, nullptr},
+        Case{"modelopt_config_and_hf_quant_config", json{{"quant_method", "modelopt"}},
+             json{{"quantization", {{"quant_algo", "NVFP4"}, {"group_size", 16}}}}}),
+    [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// What is not foreign keeps its own checks: an FP8 release is still an FP8 source (`fp8-source`), and a
+// compressed-tensors config is still held to compressed-tensors' rules.
+TEST(ForeignFormat, Fp8ReleasesAndCompressedTensorsAreNotForeign) {
+  std::string out, err;
+  EXPECT_EQ(run_cli("doctor " + q(kData + "/fp8/native-qwen3") + " --json", &out, &err), 0) << err;
+  EXPECT_EQ(kinds(out, "warning").count("quant-format-foreign"), 0u) << out;
+  EXPECT_EQ(kinds(out, "info").count("fp8-source"), 1u) << out;
+  TempDir tmp;
+  const stdfs::path dir = tmp.path / "ck";
+  stdfs::copy(kData + "/llama", dir, stdfs::copy_options::recursive);
+  auto cfg = json::parse(slurp(dir / "config.json"));
+  cfg["quantization_config"] = json{{"quant_method", "compressed-tensors"}, {"config_groups", json::object()}};
+  std::ofstream(dir / "config.json") << cfg.dump(2);
+  EXPECT_EQ(run_cli("doctor " + q(dir) + " --json", &out, &err), 1) << err;
+  EXPECT_EQ(kinds(out, "warning").count("quant-format-foreign"), 0u);
+  EXPECT_EQ(kinds(out, "error").count("quant-config-invalid"), 1u) << out;
+}
+
+}  // namespace
+}  // namespace fp4forge
