@@ -103,6 +103,28 @@ double load_elem(const std::byte* p, DType t, std::uint64_t i) {
   }
 }
 
+void load_floats(const std::byte* p, DType t, std::uint64_t i, std::uint64_t n, float* out) {
+  switch (t) {
+    case DType::BF16:
+      for (std::uint64_t k = 0; k < n; ++k) {
+        std::uint16_t h;
+        std::memcpy(&h, p + 2 * (i + k), 2);
+        out[k] = half::bf16_to_float(h);
+      }
+      return;
+    case DType::F16:
+      for (std::uint64_t k = 0; k < n; ++k) {
+        std::uint16_t h;
+        std::memcpy(&h, p + 2 * (i + k), 2);
+        out[k] = half::f16_to_float(h);
+      }
+      return;
+    case DType::F32: std::memcpy(out, p + 4 * i, static_cast<std::size_t>(n) * 4); return;
+    default:  // not a source dtype of the 4-bit schemes (refused before any comparison)
+      for (std::uint64_t k = 0; k < n; ++k) out[k] = static_cast<float>(load_elem(p, t, i + k));
+  }
+}
+
 /** Count of non-finite elements and the first index (bit tests, no conversion). */
 std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byte> d, DType t) {
   std::uint64_t n = 0, first = 0;

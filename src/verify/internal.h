@@ -181,6 +181,8 @@ std::uint32_t f32_bits(float f);
 bool is_float_dtype(DType t);
 /** Element `i` of a BF16/F16/F32/F64 buffer as double. */
 double load_elem(const std::byte* p, DType t, std::uint64_t i);
+/** load_elem of elements [i, i + n) into out, the dtype decided once (BF16, F16 and F32 exact in float). */
+void load_floats(const std::byte* p, DType t, std::uint64_t i, std::uint64_t n, float* out);
 /** Count of non-finite elements and the first index (bit tests, no conversion). */
 std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byte> d, DType t);
 std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t flat);
