@@ -576,7 +576,10 @@ void search_ahead(Against& r, Job& job) {
 }
 
 /** Step 3, per NVFP4 member: the global scale against the source statistics, the module dequantized and
- * compared with the source and with the reference encoding (and min-max's), sampled rows re-encoded. */
+ * compared with the source and with the reference encoding (and min-max's), sampled rows re-encoded. The comparison
+ * runs in row chunks of about 32K elements, so a chunk's float buffers (decoded, reference, min-max, source) stay
+ * in a core's L2: at 1M elements they were 16 MB per thread, written and read back through memory, and the
+ * comparison cost more CPU than the search it follows on a large model. */
 std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_observed, float gs_set, float gs_minmax) {
   const Checkpoint& q = ar.q;
   const Structure& s = ar.s;
@@ -612,10 +615,7 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
                 "scaled wrongly"});
     }
   }
-  // Dequantize in row chunks and compare with the source and with the reference encoding. A chunk is about 32K
-  // elements, so its float buffers (decoded, reference, min-max, source) stay in a core's L2: at 1M elements they
-  // were 16 MB per thread, written and read back through memory, and the comparison cost more CPU than the search
-  // it follows on a large model.
+  // Dequantize in row chunks (about 32K elements: see above) and compare with the source and the reference encoding.
   const float gs_ref = gs_set;
   const std::uint64_t chunk = std::max<std::uint64_t>(1, (std::uint64_t{1} << 15) / std::max<std::uint64_t>(k, 1));
   const auto packed = q.data(*m.payload);
@@ -635,9 +635,7 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
     // Per-thread buffers, reused across chunks and modules (one allocation per worker, not per chunk).
     thread_local std::vector<float> deq, ref, mm, w32;
     thread_local std::vector<std::byte> pk, sc;
-    deq.resize(rows * k);
-    ref.resize(rows * k);
-    w32.resize(rows * k);
+    for (auto* b : {&deq, &ref, &w32}) b->resize(rows * k);
     pk.resize(rows * k / 2);
     sc.resize(rows * k / 16);
     ChunkSums& cs = sums[c];
