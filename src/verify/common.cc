@@ -104,21 +104,16 @@ double load_elem(const std::byte* p, DType t, std::uint64_t i) {
 }
 
 void load_floats(const std::byte* p, DType t, std::uint64_t i, std::uint64_t n, float* out) {
+  auto widen16 = [&](float (*conv)(std::uint16_t) noexcept) {  // the 16-bit dtypes: one conversion per element
+    for (std::uint64_t k = 0; k < n; ++k) {
+      std::uint16_t h;
+      std::memcpy(&h, p + 2 * (i + k), 2);
+      out[k] = conv(h);
+    }
+  };
   switch (t) {
-    case DType::BF16:
-      for (std::uint64_t k = 0; k < n; ++k) {
-        std::uint16_t h;
-        std::memcpy(&h, p + 2 * (i + k), 2);
-        out[k] = half::bf16_to_float(h);
-      }
-      return;
-    case DType::F16:
-      for (std::uint64_t k = 0; k < n; ++k) {
-        std::uint16_t h;
-        std::memcpy(&h, p + 2 * (i + k), 2);
-        out[k] = half::f16_to_float(h);
-      }
-      return;
+    case DType::BF16: widen16(half::bf16_to_float); return;
+    case DType::F16: widen16(half::f16_to_float); return;
     case DType::F32: std::memcpy(out, p + 4 * i, static_cast<std::size_t>(n) * 4); return;
     default:  // not a source dtype of the 4-bit schemes (refused before any comparison)
       for (std::uint64_t k = 0; k < n; ++k) out[k] = static_cast<float>(load_elem(p, t, i + k));
