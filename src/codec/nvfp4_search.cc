@@ -51,11 +51,14 @@ float fp4_value(float y) noexcept { return fp4_to_float(detail::ref_fp4_code(y))
 // flD(|d|^norm_D) for every 15-bit magnitude of a 16-bit D, computed with the reference's std::pow.
 struct PowTable {
   std::vector<float> v;
+  bool non_decreasing = true;  ///< in the magnitude bits (so in |d|): what the range bound needs
   PowTable(DType dt, float nd) : v(0x8000) {
     for (std::uint32_t b = 0; b < 0x8000; ++b) {
       const float d = dt == DType::BF16 ? half::bf16_to_float(static_cast<std::uint16_t>(b))
                                         : half::f16_to_float(static_cast<std::uint16_t>(b));
       v[b] = round_d(std::pow(d, nd), dt);
+      // NaN entries (magnitudes above infinity) are never looked up: flD(|d|) of finite values stays finite or inf.
+      if (b > 0 && !std::isnan(v[b]) && !std::isnan(v[b - 1]) && v[b] < v[b - 1]) non_decreasing = false;
     }
   }
   float at(float d, DType dt) const noexcept {
@@ -117,6 +120,13 @@ float search_group(const float* x, DType dt, const SearchSpec& sp, int steps, co
 }
 
 }  // namespace
+
+bool detail::steps_bound_ranges(const float* ps, int steps) noexcept {
+  for (int i = 0; i < steps; ++i)
+    if (!(ps[i] > 0.0f) || (i + 1 < steps && !(static_cast<double>(ps[i]) <= 1.1 * static_cast<double>(ps[i + 1]))))
+      return false;
+  return true;
+}
 
 namespace {
 std::vector<std::int32_t> build_thresholds(DType dt) {
@@ -221,7 +231,7 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
   if (kernel != nullptr && pt != nullptr) {
     const bool need_mask = improved != nullptr && spec.patience <= steps;
     const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data(), detail::search_thresholds(dt),
-                                  need_mask};
+                                  need_mask, pt->non_decreasing && detail::steps_bound_ranges(ps.data(), steps)};
     std::array<std::uint8_t, kMaxSearchSteps> imp{};
     kernel(reinterpret_cast<const std::uint16_t*>(base), groups, &args, group_max_out, imp.data());
     if (need_mask)

@@ -23,6 +23,9 @@ struct SearchArgs {
   /** Whether the caller reads the step mask (`improved`): only then must every step of every group run in
    * full. Without it the kernel may prune steps that cannot be a group's best (the same maxima). */
   bool need_improved = true;
+  /** Whether the pruned search may bound ranges of steps by their ends (SearchBlockRanges): consecutive steps at
+   * most 10 % apart (ps[i] <= 1.1 ps[i + 1], all positive) and the power table non-decreasing in |d|. */
+  bool ranges = false;
 };
 
 /** torch.finfo(D).max: best_error's initial value (torch.full_like(min_val, finfo.max)). */
@@ -33,6 +36,9 @@ float norm_d(double norm, DType dt) noexcept;
 /** flD(|d|^nd) for every 15-bit magnitude of a 16-bit D (0x8000 entries, computed once with std::pow), or
  * nullptr for F32 or an exponent other than the observers' 2.4 in D. Every searched observer reads it. */
 const float* pow_table_values(DType dt, float nd);
+/** Whether ps[0..steps) lets the pruned search bound ranges of steps by their ends (SearchArgs::ranges, less the
+ * table's part): every ps[i] > 0 and ps[i] <= 1.1 ps[i + 1]. */
+bool steps_bound_ranges(const float* ps, int steps) noexcept;
 
 /**
  * The seven E2M1 decision thresholds of the search for BF16 (M = 7) or F16 (M = 10) sources, per scale

@@ -12,6 +12,7 @@
 // product that feeds an add is the FMA correction, written as one; GCC would otherwise contract a product and
 // an add into an FMA that rounds once.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include <limits>
 
 #include "codec/nvfp4_search_internal.h"
+#include "fp4forge/codec/observer.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "codec/nvfp4_search_simd.cc"
@@ -113,8 +115,12 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> MagIndex(DF df, hn::Vec<DF> d) {
 // exponent: every quantity in the chain scales exactly by powers of two in the normal range), and dq = flD(q * s)
 // is one of eight values computed once: 0, s/2, s, 2s, 4s exactly, flD(1.5 s) and its doubles. x_of(j) gives
 // element j (|x|) of every lane's group; the powers are summed in the reference's order.
-template <Src S, class DF, class XOf>
-HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, XOf&& x_of) {
+// With kRecord, element j's record goes to rec[j * L + lane]: the power's bits (a value of D: the low 13 bits of
+// its float are zero) with P = k + [dq <= |x|] in the low four, k the E2M1 magnitude index (SearchBlockRanges
+// reads them). The chain then selects dq with k in its low three bits, cleared before use.
+template <Src S, bool kRecord = false, class DF, class XOf>
+HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, XOf&& x_of,
+                                       std::int32_t* rec = nullptr) {
   constexpr int kMant = S == Src::BF16 ? 7 : 10;
   const hn::RebindToSigned<DF> di;
   const auto sb = hn::BitCast(di, s);
@@ -126,19 +132,28 @@ HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail
   const auto d15 = RoundD<S>(df, hn::Mul(s, hn::Set(df, 1.5f)));
   const auto v05 = hn::Mul(s, hn::Set(df, 0.5f)), v2 = hn::Add(s, s), v4 = hn::Mul(s, hn::Set(df, 4.0f));
   const auto v3 = hn::Add(d15, d15), v6 = hn::Mul(d15, hn::Set(df, 4.0f));
+  // The candidates in index order (k = 1..7); with kRecord, k rides in the low bits of each.
+  hn::Vec<DF> cand[7] = {v05, s, d15, v2, v3, v4, v6};
+  if constexpr (kRecord)
+    for (int k = 0; k < 7; ++k) cand[k] = hn::BitCast(df, hn::Or(hn::BitCast(di, cand[k]), hn::Set(di, k + 1)));
+  [[maybe_unused]] const auto seven = hn::Set(di, 7);
+  [[maybe_unused]] const std::size_t L = hn::Lanes(df);
   auto acc = hn::Zero(df);
   for (std::size_t j = 0; j < 16; ++j) {
     const auto x = x_of(j);
     const auto xb = hn::BitCast(di, x);
     auto dq = hn::Zero(df);
-    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[0])), v05, dq);
-    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[1])), s, dq);
-    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[2])), d15, dq);
-    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[3])), v2, dq);
-    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[4])), v3, dq);
-    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[5])), v4, dq);
-    dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[6])), v6, dq);
-    acc = hn::Add(acc, hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, hn::Sub(dq, x))));
+    for (int k = 0; k < 7; ++k) dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[k])), cand[k], dq);
+    if constexpr (kRecord) {
+      const auto dqb = hn::BitCast(di, dq);
+      dq = hn::BitCast(df, hn::AndNot(seven, dqb));
+      const auto term = hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, hn::Sub(dq, x)));
+      const auto p = hn::Add(hn::And(dqb, seven), hn::IfThenElseZero(hn::RebindMask(di, hn::Le(dq, x)), hn::Set(di, 1)));
+      hn::Store(hn::Or(hn::BitCast(di, term), p), di, rec + j * L);
+      acc = hn::Add(acc, term);
+    } else {
+      acc = hn::Add(acc, hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, hn::Sub(dq, x))));
+    }
   }
   return acc;
 }
@@ -174,25 +189,38 @@ HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::Sea
 }
 
 // The pruned search of one block, for a caller that needs only the best step of each group (no step mask):
-// the same best step as every step run in full, with far fewer powers. For every step, a lower bound of the
-// group's error: the powers of its kPruneK largest magnitudes, exact (the reference's own terms), summed in any
-// order. Then the step with the least bound is run in full: its error E is one the group reaches. Every step
-// whose bound shows its error above E (fl32(bound * (1 - 2^-19)) >= nextD(E), see below) cannot be the group's
-// best, nor tie with it; the rest run in full, as (group, step) pairs packed into lanes. Then the reference's
-// strict-improvement scan over the errors run, the others counting as +inf: the first step of the least error.
+// the same best step as every step run in full, with far fewer powers.
 //
-// Why the bound holds: the reference's sum acc adds 16 terms t >= 0 in sequence, and the bound b adds a subset of
-// them; with u = 2^-24, acc >= (sum of all t)(1 - u)^15 >= (sum of the subset)(1 - u)^15 >= b (1 - u)^15 / (1 +
-// u)^(kPruneK - 1) > b (1 - 2^-19)(1 + u) >= fl32(b (1 - 2^-19)). So acc >= nextD(E), the next value of D above
-// E, and then flD(acc) >= nextD(E) > E: the step's error is strictly above one the group reaches.
+// Every kRangeStride-th step (and the last) runs in full for every group, recording each element's power t and
+// P = k + [dq <= |x|] (SumByThresholds<kRecord>). E, the least of these errors, is one the group reaches. Between
+// two such steps a and b, element j's power is at least min(t_a, t_b) wherever P_a = P_b, so the sum of those
+// minima bounds from below the error of every step strictly between them; where the bound shows it above E, the
+// steps of the range cannot be the group's best, nor tie with it, and are skipped. The rest run in full, as
+// (group, step) pairs packed into lanes. Then the reference's strict-improvement scan over the errors run, the
+// others counting as +inf: the first step of the least error.
+//
+// Why P_a = P_b bounds the element. Along the steps the scale only shrinks, so with k fixed dq = flD(v_k s) only
+// shrinks and d = flD(dq - |x|) only falls: |d| falls while d > 0 and rises once d <= 0. When k steps up (to
+// k + 1: the steps are at most 10 % apart, args->ranges, and E2M1's decision bounds at least 1/6 from the values
+// they separate), d goes from <= 0 (|x| is past v_k s) to > 0 (not yet at v_(k+1) s). So |d| has a minimum inside
+// a range only where d crosses from > 0 to <= 0, and with sigma = [d > 0] the number of such crossings is
+// sigma_a + (k_b - k_a) - sigma_b = P_b - P_a. Without one, |d|'s least value over the range is at an end, and
+// the power (flD of |d|, then the table, both non-decreasing: args->ranges) with it.
+//
+// Why the bound prunes safely: the reference adds 16 terms t >= 0 in sequence, acc >= (sum t)(1 - u)^15 with
+// u = 2^-24; the bound b adds at most 16 lower bounds in any order, b <= (sum t)(1 + u)^15. So acc >=
+// b (1 - u)^15 / (1 + u)^15 > b (1 - 2^-18)(1 + u) >= fl32(b (1 - 2^-18)) (additions that land below float's
+// normal range are exact, which only helps). A step is skipped when fl32(b (1 - 2^-18)) >= nextD(E), the next
+// value of D above E; then acc >= nextD(E), flD(acc) >= nextD(E) > E.
 //
 // Returns false (nothing written) where a scale of the block lies outside the threshold table's range; the
 // caller then runs the block in full.
-constexpr int kPruneK = 6;
+constexpr int kRangeStride = 4;
 
 template <Src S, class DF>
-HWY_INLINE bool SearchBlockPruned(DF df, const float* xt, hn::Vec<DF> m0, const nvfp4::detail::SearchArgs* args,
-                                  float lo_s, float hi_s, float* st, float* errt, std::int32_t* pairs, float* out) {
+HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const nvfp4::detail::SearchArgs* args,
+                                  float lo_s, float hi_s, float* st, float* errt, std::int32_t* recs, std::int32_t* pairs,
+                                  float* out) {
   const hn::RebindToSigned<DF> di;
   constexpr std::size_t kMax = hn::MaxLanes(df);
   const std::size_t L = hn::Lanes(df);
@@ -202,47 +230,27 @@ HWY_INLINE bool SearchBlockPruned(DF df, const float* xt, hn::Vec<DF> m0, const 
   if (steps == 0 || !AllWithin(df, StepScale<S>(df, m0, args, 0), lo_s, hi_s) ||
       !AllWithin(df, StepScale<S>(df, m0, args, steps - 1), lo_s, hi_s))
     return false;
-  // The kPruneK largest magnitudes of each group (any subset bounds; the largest bound best): Batcher's
-  // odd-even merge sort of the 16 element vectors, descending, lane by lane (63 compare-exchanges).
-  HWY_ALIGN float xs[kPruneK * kMax];
-  {
-    hn::Vec<DF> v[16];
-    for (std::size_t j = 0; j < 16; ++j) v[j] = hn::Load(df, xt + j * L);
-    for (std::size_t p = 1; p < 16; p <<= 1)
-      for (std::size_t k = p; k >= 1; k >>= 1)
-        for (std::size_t j = k % p; j + k < 16; j += 2 * k)
-          for (std::size_t i = 0; i < k && i + j + k < 16; ++i)
-            if ((i + j) / (2 * p) == (i + j + k) / (2 * p)) {
-              const auto hi = hn::Max(v[i + j], v[i + j + k]);
-              v[i + j + k] = hn::Min(v[i + j], v[i + j + k]);
-              v[i + j] = hi;
-            }
-    for (std::size_t k = 0; k < static_cast<std::size_t>(kPruneK); ++k) hn::Store(v[k], df, xs + k * L);
-  }
-  // Pass 1: every step's scale and bound (kept in errt for now); the step of the least bound.
-  auto lbmin = hn::Set(df, std::numeric_limits<float>::infinity());
-  auto istar = hn::Zero(di);
+  const auto inf = hn::Set(df, std::numeric_limits<float>::infinity());
   for (int i = 0; i < steps; ++i) {
-    const auto s = StepScale<S>(df, m0, args, i);
-    const auto r = hn::Div(hn::Set(df, 1.0f), s);
-    auto lb = hn::Zero(df);
-    for (int k = 0; k < kPruneK; ++k)
-      lb = hn::Add(lb, TermByDivision<S>(df, hn::Load(df, xs + static_cast<std::size_t>(k) * L), s, r, false, args->pow_table));
-    hn::Store(s, df, st + static_cast<std::size_t>(i) * L);
-    hn::Store(lb, df, errt + static_cast<std::size_t>(i) * L);
-    const auto less = hn::Lt(lb, lbmin);
-    lbmin = hn::IfThenElse(less, lb, lbmin);
-    istar = hn::IfThenElse(hn::RebindMask(di, less), hn::Set(di, i), istar);
+    hn::Store(StepScale<S>(df, m0, args, i), df, st + static_cast<std::size_t>(i) * L);
+    hn::Store(inf, df, errt + static_cast<std::size_t>(i) * L);
   }
-  // E: the error of each group's least-bound step, in full.
-  const auto lanes = hn::Iota(di, 0);
-  const auto istar_flat = hn::Add(hn::Mul(istar, hn::Set(di, static_cast<std::int32_t>(L))), lanes);
-  const auto e = RoundD<S>(df, hn::Abs(SumByThresholds<S>(df, hn::GatherIndex(df, st, istar_flat), args,
-                                                          [&](std::size_t j) { return hn::Load(df, xt + j * L); })));
+  const auto x_of = [&](std::size_t j) { return hn::Load(df, xt + j * L); };
+  // The base steps in full, with records; E per lane.
+  std::array<int, kMaxSearchSteps / kRangeStride + 2> base{};
+  int nb = 0;
+  auto e = inf;
+  for (int i = 0;; i += kRangeStride) {
+    const int b = std::min(i, steps - 1);
+    const auto s = hn::Load(df, st + static_cast<std::size_t>(b) * L);
+    const auto err = RoundD<S>(df, hn::Abs(SumByThresholds<S, true>(df, s, args, x_of, recs + static_cast<std::size_t>(nb) * 16 * L)));
+    hn::Store(err, df, errt + static_cast<std::size_t>(b) * L);
+    e = hn::Min(e, err);
+    base[static_cast<std::size_t>(nb++)] = b;
+    if (b == steps - 1) break;
+  }
   HWY_ALIGN float ev[kMax], enext[kMax];
-  HWY_ALIGN std::int32_t iv[kMax];
   hn::Store(e, df, ev);
-  hn::Store(istar, di, iv);
   for (std::size_t lane = 0; lane < L; ++lane) {
     // nextD(E): the least value of D above E (+inf above max and for +inf; a NaN E, which finite sources never
     // give, stays NaN, and then every step runs: no comparison with NaN prunes).
@@ -254,19 +262,29 @@ HWY_INLINE bool SearchBlockPruned(DF df, const float* xt, hn::Vec<DF> m0, const 
       enext[lane] = half::f16_to_float(static_cast<std::uint16_t>(half::float_to_f16(ev[lane]) + 1));
     }
   }
-  // The steps the bound cannot rule out, as flat indices i * L + lane; errt becomes the errors run (+inf else).
-  const auto margin = hn::Set(df, 1.0f - 0x1p-19f);
+  // Each range's bound; the steps inside the ranges it cannot rule out, as flat indices i * L + lane.
+  const auto margin = hn::Set(df, 1.0f - 0x1p-18f);
   const auto en = hn::Load(df, enext);
+  const auto lanes = hn::Iota(di, 0);
+  const auto low = hn::Set(di, 15), clear = hn::Set(di, ~15);
   std::size_t np = 0;
-  for (int i = 0; i < steps; ++i) {
-    float* row = errt + static_cast<std::size_t>(i) * L;
-    const auto lb = hn::Load(df, row);
-    const auto keep = hn::And(hn::Not(hn::Ge(hn::Mul(lb, margin), en)), hn::RebindMask(df, hn::Ne(istar, hn::Set(di, i))));
-    np += hn::CompressStore(hn::Add(lanes, hn::Set(di, i * static_cast<std::int32_t>(L))), hn::RebindMask(di, keep), di, pairs + np);
-    hn::Store(hn::Set(df, std::numeric_limits<float>::infinity()), df, row);
+  for (int q = 0; q + 1 < nb; ++q) {
+    const int a = base[static_cast<std::size_t>(q)], b = base[static_cast<std::size_t>(q) + 1];
+    if (b - a < 2) continue;
+    const std::int32_t* ra = recs + static_cast<std::size_t>(q) * 16 * L;
+    const std::int32_t* rb = ra + 16 * L;
+    auto lb = hn::Zero(df);
+    for (std::size_t j = 0; j < 16; ++j) {
+      const auto va = hn::Load(di, ra + j * L), vb = hn::Load(di, rb + j * L);
+      const auto same = hn::Eq(hn::And(hn::Xor(va, vb), low), hn::Zero(di));
+      lb = hn::Add(lb, hn::IfThenElseZero(hn::RebindMask(df, same), hn::BitCast(df, hn::And(hn::Min(va, vb), clear))));
+    }
+    const auto keep = hn::RebindMask(di, hn::Not(hn::Ge(hn::Mul(lb, margin), en)));
+    if (hn::AllFalse(di, keep)) continue;
+    for (int i = a + 1; i < b; ++i)
+      np += hn::CompressStore(hn::Add(lanes, hn::Set(di, i * static_cast<std::int32_t>(L))), keep, di, pairs + np);
   }
-  for (std::size_t lane = 0; lane < L; ++lane) errt[static_cast<std::size_t>(iv[lane]) * L + lane] = ev[lane];
-  // Pass 2: the pairs in full, L at a time; each lane reads its group's elements by a lane permutation.
+  // The pairs in full, L at a time; each lane reads its group's elements by a lane permutation.
   for (std::size_t t = 0; t < L; ++t) pairs[np + t] = pairs[0];  // padding: a pair run twice, written once
   HWY_ALIGN float pe[kMax];
   for (std::size_t p = 0; p < np; p += L) {
@@ -307,11 +325,12 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
   const auto zero = hn::Zero(df);
   const auto expand = hn::Set(df, args->expand);
   // The pruned search's scratch, once per call: scales and errors per (step, lane), the pairs to run.
-  const bool prune = !args->need_improved && args->thresholds != nullptr;
+  const bool prune = !args->need_improved && args->thresholds != nullptr && args->ranges;
   const std::size_t cells = prune ? static_cast<std::size_t>(args->steps) * L : 0;
   const auto st = hwy::AllocateAligned<float>(cells + L);  // aligned: whole vectors load and store at i * L
   const auto errt = hwy::AllocateAligned<float>(cells + L);
   const auto pairs = hwy::AllocateAligned<std::int32_t>(cells + L);
+  const auto recs = hwy::AllocateAligned<std::int32_t>(prune ? (static_cast<std::size_t>(args->steps) / kRangeStride + 2) * 16 * L : L);
   for (std::uint64_t g0 = 0; g0 < groups; g0 += L) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(L, groups - g0));
     for (std::size_t lane = 0; lane < L; ++lane)
@@ -322,7 +341,7 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
     auto a = zero;
     for (std::size_t j = 0; j < 16; ++j) a = hn::Max(a, hn::Load(df, xt + j * L));
     const auto m0 = RoundD<S>(df, hn::Mul(a, expand));  // flD(a * expand)
-    if (prune && SearchBlockPruned<S>(df, xt, m0, args, lo_s, hi_s, st.get(), errt.get(), pairs.get(), out)) {
+    if (prune && SearchBlockRanges<S>(df, xt, m0, args, lo_s, hi_s, st.get(), errt.get(), recs.get(), pairs.get(), out)) {
       std::memcpy(group_max + g0, out, n * sizeof(float));
       continue;
     }

@@ -319,6 +319,81 @@ TEST(CodecSearch, TheThresholdsAreTheReferencesDecisions) {
   }
 }
 
+// The pruned search bounds ranges of steps by their ends only under two conditions (SearchArgs::ranges): the
+// power tables are non-decreasing in |d| and the steps are at most 10 % apart. Both hold for the shipped
+// observers, so their searches take the pruned path; a coarse grid does not, and runs every step.
+TEST(CodecSearch, TheShippedObserversMeetTheRangeBoundsConditions) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const float* t = detail::pow_table_values(dt, detail::norm_d(2.4, dt));
+    ASSERT_NE(t, nullptr);
+    const std::uint32_t inf_bits = dt == DType::BF16 ? 0x7F80u : 0x7C00u;
+    for (std::uint32_t b = 1; b <= inf_bits; ++b) ASSERT_LE(t[b - 1], t[b]) << dtype_name(dt) << " bits " << b;
+  }
+  auto ps_of = [](const SearchSpec& sp) {
+    std::vector<float> ps(static_cast<std::size_t>(sp.total_steps()));
+    for (int i = 0; i < sp.total_steps(); ++i) ps[static_cast<std::size_t>(i)] = static_cast<float>(1.0 - i / sp.grid);
+    return ps;
+  };
+  for (Observer o : {Observer::NVFP4_EXPANDED_MSE, Observer::MEMORYLESS_MSE}) {
+    const auto ps = ps_of(*search_spec(o));
+    EXPECT_TRUE(detail::steps_bound_ranges(ps.data(), static_cast<int>(ps.size())));
+  }
+  const auto coarse = ps_of({.expand = 1.8, .maxshrink = 0.9, .grid = 10.0, .patience = 1000, .norm = 2.4});
+  EXPECT_FALSE(detail::steps_bound_ranges(coarse.data(), static_cast<int>(coarse.size())));
+  const auto to_zero = ps_of({.expand = 1.0, .maxshrink = 1.0, .grid = 100.0, .patience = 1000, .norm = 2.4});
+  EXPECT_FALSE(detail::steps_bound_ranges(to_zero.data(), 101));  // p reaches 0
+}
+
+// The pruned search against the table path (the reference's arithmetic with the same powers) on many groups:
+// shapes that put elements on E2M1 grid points, on decision bounds, on ties, repeated, tiny beside one outlier,
+// at many magnitudes; BF16 and F16. Every group's searched max must be the reference's.
+TEST(CodecSearch, ThePrunedSearchIsTheReferenceOnManyGroups) {
+  const std::uint64_t rows = 160, cols = 1024;  // 10,240 groups per dtype
+  std::mt19937 rng(23);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  std::exponential_distribution<float> ed(1.0f);
+  std::uniform_int_distribution<int> pick(0, 15);
+  std::vector<std::uint16_t> w(rows * cols), w16(rows * cols);
+  const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float bounds[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(r % 29) - 16);
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      float v = 0.0f;
+      const float sign = ud(rng) < 0 ? -1.0f : 1.0f;
+      switch (r % 8) {
+        case 0: v = nd(rng); break;
+        case 1: v = sign * ed(rng); break;                              // Laplacian
+        case 2: v = sign * grid[pick(rng) % 8] * (1.0f + 0.01f * nd(rng)); break;    // near grid points
+        case 3: v = sign * bounds[pick(rng) % 7] * (1.0f + 0.003f * nd(rng)); break;  // near decision bounds
+        case 4: v = static_cast<float>(pick(rng) % 4) * 0.37f; break;   // few distinct values, repeated
+        case 5: v = c % 16 == static_cast<std::uint64_t>(r % 16) ? 50.0f * nd(rng) : 0.001f * nd(rng); break;
+        case 6: v = nd(rng) * std::ldexp(1.0f, pick(rng) - 8); break;  // mixed magnitudes within a group
+        default: v = ud(rng); break;
+      }
+      w[r * cols + c] = half::float_to_bf16(v * scale);
+      w16[r * cols + c] = half::float_to_f16(std::clamp(v * scale, -60000.0f, 60000.0f));
+    }
+  }
+  const SearchSpec sp = *search_spec(Observer::NVFP4_EXPANDED_MSE);
+  for (const auto& [ptr, dt] : {std::pair{w.data(), DType::BF16}, std::pair{w16.data(), DType::F16}}) {
+    const WeightView v{reinterpret_cast<const std::byte*>(ptr), dt, rows, cols};
+    std::vector<float> ref(rows * cols / 16);
+    ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 0, rows, ref.data(), nullptr, "w", "table").ok());
+    for (const auto& path : search_paths()) {
+      if (path == "scalar" || path == "table") continue;
+      std::vector<float> got(ref.size());
+      ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 0, rows, got.data(), nullptr, "w", path).ok()) << path;
+      std::size_t diff = 0;
+      for (std::size_t g = 0; g < ref.size(); ++g)
+        if (std::bit_cast<std::uint32_t>(got[g]) != std::bit_cast<std::uint32_t>(ref[g]) && diff++ < 5)
+          ADD_FAILURE() << path << " " << dtype_name(dt) << " group " << g << ": " << got[g] << " vs " << ref[g];
+      EXPECT_EQ(diff, 0u) << path << " " << dtype_name(dt);
+    }
+  }
+}
+
 TEST(CodecSearch, RefusalsNameTheTensor) {
   std::vector<std::uint16_t> w(2 * 24, 0x3F80);
   const SearchSpec sp = *search_spec(Observer::NVFP4_EXPANDED_MSE);
