@@ -116,7 +116,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> MagIndex(DF df, hn::Vec<DF> d) {
 // is one of eight values computed once: 0, s/2, s, 2s, 4s exactly, flD(1.5 s) and its doubles. x_of(j) gives
 // element j (|x|) of every lane's group; the powers are summed in the reference's order.
 // With kRecord, element j's record goes to rec[j * L + lane]: the power's bits (a value of D: the low 13 bits of
-// its float are zero) with P = k + [dq <= |x|] in the low four, k the E2M1 magnitude index (SearchBlockRanges
+// its float are zero) with P = k + [dq < |x|] in the low four, k the E2M1 magnitude index (SearchBlockRanges
 // reads them). The chain then selects dq with k in its low three bits, cleared before use.
 template <Src S, bool kRecord = false, class DF, class XOf>
 HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, XOf&& x_of,
@@ -136,6 +136,7 @@ HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail
   hn::Vec<DF> cand[7] = {v05, s, d15, v2, v3, v4, v6};
   if constexpr (kRecord)
     for (int k = 0; k < 7; ++k) cand[k] = hn::BitCast(df, hn::Or(hn::BitCast(di, cand[k]), hn::Set(di, k + 1)));
+  [[maybe_unused]] const hn::RebindToUnsigned<DF> du;
   [[maybe_unused]] const auto seven = hn::Set(di, 7);
   [[maybe_unused]] const std::size_t L = hn::Lanes(df);
   auto acc = hn::Zero(df);
@@ -147,8 +148,10 @@ HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail
     if constexpr (kRecord) {
       const auto dqb = hn::BitCast(di, dq);
       dq = hn::BitCast(df, hn::AndNot(seven, dqb));
-      const auto term = hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, hn::Sub(dq, x)));
-      const auto p = hn::Add(hn::And(dqb, seven), hn::IfThenElseZero(hn::RebindMask(di, hn::Le(dq, x)), hn::Set(di, 1)));
+      const auto diff = hn::Sub(dq, x);
+      const auto term = hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, diff));
+      // P = k + [dq < |x|]: diff's sign bit (dq = |x| gives +0 and a power of 0, which bounds nothing either way).
+      const auto p = hn::Add(hn::And(dqb, seven), hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(du, diff))));
       hn::Store(hn::Or(hn::BitCast(di, term), p), di, rec + j * L);
       acc = hn::Add(acc, term);
     } else {
@@ -192,7 +195,7 @@ HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::Sea
 // the same best step as every step run in full, with far fewer powers.
 //
 // Every kRangeStride-th step (and the last) runs in full for every group, recording each element's power t and
-// P = k + [dq <= |x|] (SumByThresholds<kRecord>). E, the least of these errors, is one the group reaches. Between
+// P = k + [dq < |x|] (SumByThresholds<kRecord>). E, the least of these errors, is one the group reaches. Between
 // two such steps a and b, element j's power is at least min(t_a, t_b) wherever P_a = P_b, so the sum of those
 // minima bounds from below the error of every step strictly between them; where the bound shows it above E, the
 // steps of the range cannot be the group's best, nor tie with it, and are skipped. The rest run in full, as
@@ -200,12 +203,13 @@ HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::Sea
 // others counting as +inf: the first step of the least error.
 //
 // Why P_a = P_b bounds the element. Along the steps the scale only shrinks, so with k fixed dq = flD(v_k s) only
-// shrinks and d = flD(dq - |x|) only falls: |d| falls while d > 0 and rises once d <= 0. When k steps up (to
+// shrinks and d = flD(dq - |x|) only falls: |d| falls while d >= 0 and rises once d < 0. When k steps up (to
 // k + 1: the steps are at most 10 % apart, args->ranges, and E2M1's decision bounds at least 1/6 from the values
-// they separate), d goes from <= 0 (|x| is past v_k s) to > 0 (not yet at v_(k+1) s). So |d| has a minimum inside
-// a range only where d crosses from > 0 to <= 0, and with sigma = [d > 0] the number of such crossings is
+// they separate), d goes from < 0 (|x| is past v_k s) to > 0 (not yet at v_(k+1) s). So |d| has a minimum inside
+// a range only where d crosses from >= 0 to < 0, and with sigma = [d >= 0] the number of such crossings is
 // sigma_a + (k_b - k_a) - sigma_b = P_b - P_a. Without one, |d|'s least value over the range is at an end, and
-// the power (flD of |d|, then the table, both non-decreasing: args->ranges) with it.
+// the power (flD of |d|, then the table, both non-decreasing: args->ranges) with it. (An end with d = 0 has power
+// 0 and bounds nothing, whichever side of it sigma puts it.)
 //
 // Why the bound prunes safely: the reference adds 16 terms t >= 0 in sequence, acc >= (sum t)(1 - u)^15 with
 // u = 2^-24; the bound b adds at most 16 lower bounds in any order, b <= (sum t)(1 + u)^15. So acc >=
@@ -265,7 +269,6 @@ HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const 
   // Each range's bound; the steps inside the ranges it cannot rule out, as flat indices i * L + lane.
   const auto margin = hn::Set(df, 1.0f - 0x1p-18f);
   const auto en = hn::Load(df, enext);
-  const auto lanes = hn::Iota(di, 0);
   const auto low = hn::Set(di, 15), clear = hn::Set(di, ~15);
   std::size_t np = 0;
   for (int q = 0; q + 1 < nb; ++q) {
@@ -281,8 +284,12 @@ HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const 
     }
     const auto keep = hn::RebindMask(di, hn::Not(hn::Ge(hn::Mul(lb, margin), en)));
     if (hn::AllFalse(di, keep)) continue;
-    for (int i = a + 1; i < b; ++i)
-      np += hn::CompressStore(hn::Add(lanes, hn::Set(di, i * static_cast<std::int32_t>(L))), keep, di, pairs + np);
+    // Few lanes keep a range: a scalar loop (Highway's CompressStore on AVX2 copies a 1 KB table per call).
+    HWY_ALIGN std::int32_t kv[kMax];
+    hn::Store(hn::VecFromMask(di, keep), di, kv);
+    for (std::size_t lane = 0; lane < L; ++lane)
+      if (kv[lane] != 0)
+        for (int i = a + 1; i < b; ++i) pairs[np++] = i * static_cast<std::int32_t>(L) + static_cast<std::int32_t>(lane);
   }
   // The pairs in full, L at a time; each lane reads its group's elements by a lane permutation.
   for (std::size_t t = 0; t < L; ++t) pairs[np + t] = pairs[0];  // padding: a pair run twice, written once

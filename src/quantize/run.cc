@@ -55,6 +55,9 @@ std::uint64_t peak_rss_bytes() {
 
 // ---- the run --------------------------------------------------------------------------------------
 
+/** Source bytes per search task of a searched observer (2M BF16 weights: about a tenth of a second on one core). */
+constexpr std::uint64_t kSearchTaskBytes = std::uint64_t{4} << 20;
+
 class Runner {
  public:
   Runner(const Checkpoint& ck, const QuantPlan& plan, const RunOptions& opts)
@@ -601,7 +604,8 @@ void Runner::list_group(Work& w, std::size_t g) const {
   const ScaleGroup& grp = plan_.groups[g];
   std::uint64_t cost = 0;
   for (auto u : grp.units) cost += plan_.units[u].rows * (row_bytes(plan_.units[u]) + out_row_bytes(plan_.units[u]));
-  if (cost <= w.chunk) {  // one task: amax, global scale, encode
+  const bool searched = two_pass(g) && search(g).has_value();
+  if (cost <= (searched ? std::min(w.chunk, kSearchTaskBytes) : w.chunk)) {  // one task: amax, global scale, encode
     w.items.push_back({Item::SMALL_GROUP, g, 0, 0, 0, 0, 0, 0, 0, cost});
     return;
   }
@@ -624,9 +628,12 @@ void Runner::list_group(Work& w, std::size_t g) const {
   }
   ++w.groups_pending;
   std::size_t n = 0;
+  // A search task costs ~100x its bytes in CPU: smaller ones keep every core busy at the start (the first tasks
+  // wait for their reads) and at the end (a fused set's last searches gate its encode and the run's finish).
+  const std::uint64_t task_bytes = searched ? std::min(w.chunk, kSearchTaskBytes) : w.chunk;
   for (auto u : grp.units) {
     const auto& un = plan_.units[u];
-    const std::uint64_t rows_per = std::max<std::uint64_t>(1, w.chunk / row_bytes(un));
+    const std::uint64_t rows_per = std::max<std::uint64_t>(1, task_bytes / row_bytes(un));
     for (std::uint64_t r = 0; r < un.rows; r += rows_per) {
       const std::uint64_t r1 = std::min(un.rows, r + rows_per);
       w.items.push_back({Item::BIG_AMAX, g, 0, 0, 0, 0, u, r, r1, (r1 - r) * row_bytes(un)});
