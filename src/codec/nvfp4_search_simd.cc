@@ -2,9 +2,9 @@
 // per x86 target, chosen at run time. Lanes are groups: a block of Lanes(df) groups of 16 is transposed once
 // (vector j holds element j of every group), then every step runs the reference's arithmetic on all lanes at
 // once, so each lane sums its 16 powers in the reference's order (e0 + e1 + ... + e15). Where the caller needs
-// no step mask (patience cannot stop the search), a block is searched pruned (SearchBlockPruned): a lower bound
-// of every step's error from its groups' largest elements, then only the (group, step) pairs the bound cannot
-// rule out run in full, packed into lanes.
+// no step mask (patience cannot stop the search), a block is searched pruned (SearchBlockRanges): every fourth
+// step in full, a lower bound of the steps between two of them from their per-element records, then only the
+// (group, step) pairs the bounds cannot rule out run in full, packed into lanes.
 // Per element and step: the fl32 quotient (on FMA targets a reciprocal and one FMA correction, which gives
 // the correctly rounded quotient wherever it decides anything: DivideExactly below; IEEE division
 // elsewhere) or, for scales in the usual range, exact threshold decisions; flD rounding (RoundMag, the shared
