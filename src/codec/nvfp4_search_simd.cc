@@ -145,18 +145,16 @@ HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail
     const auto xb = hn::BitCast(di, x);
     auto dq = hn::Zero(df);
     for (int k = 0; k < 7; ++k) dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[k])), cand[k], dq);
+    [[maybe_unused]] const auto dqb = hn::BitCast(di, dq);
+    if constexpr (kRecord) dq = hn::BitCast(df, hn::AndNot(seven, dqb));
+    const auto diff = hn::Sub(dq, x);
+    const auto term = hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, diff));
     if constexpr (kRecord) {
-      const auto dqb = hn::BitCast(di, dq);
-      dq = hn::BitCast(df, hn::AndNot(seven, dqb));
-      const auto diff = hn::Sub(dq, x);
-      const auto term = hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, diff));
       // P = k + [dq < |x|]: diff's sign bit (dq = |x| gives +0 and a power of 0, which bounds nothing either way).
       const auto p = hn::Add(hn::And(dqb, seven), hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(du, diff))));
       hn::Store(hn::Or(hn::BitCast(di, term), p), di, rec + j * L);
-      acc = hn::Add(acc, term);
-    } else {
-      acc = hn::Add(acc, hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, hn::Sub(dq, x))));
     }
+    acc = hn::Add(acc, term);
   }
   return acc;
 }

@@ -604,8 +604,11 @@ void Runner::list_group(Work& w, std::size_t g) const {
   const ScaleGroup& grp = plan_.groups[g];
   std::uint64_t cost = 0;
   for (auto u : grp.units) cost += plan_.units[u].rows * (row_bytes(plan_.units[u]) + out_row_bytes(plan_.units[u]));
+  // A search task costs ~100x its bytes in CPU: smaller ones keep every core busy at the start (the first tasks
+  // wait for their reads) and at the end (a fused set's last searches gate its encode and the run's finish).
   const bool searched = two_pass(g) && search(g).has_value();
-  if (cost <= (searched ? std::min(w.chunk, kSearchTaskBytes) : w.chunk)) {  // one task: amax, global scale, encode
+  const std::uint64_t task_bytes = searched ? std::min(w.chunk, kSearchTaskBytes) : w.chunk;
+  if (cost <= task_bytes) {  // one task: amax, global scale, encode
     w.items.push_back({Item::SMALL_GROUP, g, 0, 0, 0, 0, 0, 0, 0, cost});
     return;
   }
@@ -628,9 +631,6 @@ void Runner::list_group(Work& w, std::size_t g) const {
   }
   ++w.groups_pending;
   std::size_t n = 0;
-  // A search task costs ~100x its bytes in CPU: smaller ones keep every core busy at the start (the first tasks
-  // wait for their reads) and at the end (a fused set's last searches gate its encode and the run's finish).
-  const std::uint64_t task_bytes = searched ? std::min(w.chunk, kSearchTaskBytes) : w.chunk;
   for (auto u : grp.units) {
     const auto& un = plan_.units[u];
     const std::uint64_t rows_per = std::max<std::uint64_t>(1, task_bytes / row_bytes(un));
