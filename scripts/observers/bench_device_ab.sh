@@ -2,7 +2,8 @@
 # Device A/B of two fp4forge builds on the synthesized llama 8b, in one run: quantize --observer mse and
 # verify --against (page caches dropped before each), wall, CPU time and peak RSS per build, the I/O floor
 # beside them. Run from the repo root with build/bin (the build under test), build/devlibs (the shared
-# libraries the device lacks) and build/devbins/fp4forge_base (the baseline build) carried.
+# libraries the device lacks) and build/devbins/fp4forge_base (the baseline build) carried. A name other than
+# "new" runs build/devbins/fp4forge_<name>; VERIFY_NAMES (default: NAMES) the builds whose verify is timed.
 set -u
 export LD_LIBRARY_PATH=$PWD/build/devlibs
 W=/root/bench; mkdir -p $W
@@ -17,17 +18,19 @@ echo "FLOOR $(python3 -c "print(round($t1-$t0,2))") s"
 NAMES=${NAMES:-base new}
 for round in $(seq 1 ${ROUNDS:-2}); do
   for name in $NAMES; do
-    bin=$B; [ $name = base ] && bin=$PWD/build/devbins/fp4forge_base
+    bin=$B; [ $name != new ] && bin=$PWD/build/devbins/fp4forge_$name
     rm -rf $W/mse_$name
     drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $bin quantize $W/src $W/mse_$name --observer mse --no-progress --json > /dev/null
     echo "$round $name quantize wall_s user_s maxrss_kb: $(cat $W/t.txt)"
   done
 done
 if [ -d $W/mse_base ] && [ -d $W/mse_new ]; then
-  cmp -s <(cat $W/mse_base/*.safetensors | md5sum) <(cat $W/mse_new/*.safetensors | md5sum) && echo "outputs identical" || echo "OUTPUTS DIFFER"
+  for name in $NAMES; do
+    cmp -s <(cat $W/mse_base/*.safetensors | md5sum) <(cat $W/mse_$name/*.safetensors | md5sum) && echo "$name output identical to base" || echo "$name OUTPUT DIFFERS"
+  done
 fi
-for name in $NAMES; do
-  bin=$B; [ $name = base ] && bin=$PWD/build/devbins/fp4forge_base
+for name in ${VERIFY_NAMES:-$NAMES}; do
+  bin=$B; [ $name != new ] && bin=$PWD/build/devbins/fp4forge_$name
   drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $bin verify $W/mse_new --against $W/src --no-progress --json > $W/v_$name.json
   echo "$name verify wall_s user_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/v_$name.json'));a=d['stats']['against'];print(d['ok'], a['mean_rel_rms'], a['mean_minmax_rel_rms'], a['reencode_mismatched_rows'], a['reencoded_rows'])")"
 done

@@ -128,6 +128,27 @@ bool detail::steps_bound_ranges(const float* ps, int steps) noexcept {
   return true;
 }
 
+bool detail::divide_by_six_exact(DType dt) {
+  auto check = [](DType d) {
+    const float inv6 = 1.0f / 6.0f;
+    for (std::uint32_t b = 0; b < 0x10000; ++b) {
+      const float m = d == DType::BF16 ? half::bf16_to_float(static_cast<std::uint16_t>(b))
+                                       : half::f16_to_float(static_cast<std::uint16_t>(b));
+      if (!std::isfinite(m)) continue;
+      if (std::bit_cast<std::uint32_t>(round_d(m * inv6, d)) != std::bit_cast<std::uint32_t>(round_d(m / 6.0f, d))) return false;
+    }
+    return true;
+  };
+  static const bool bf16 = check(DType::BF16), f16 = check(DType::F16);
+  return dt == DType::BF16 ? bf16 : dt == DType::F16 && f16;
+}
+
+bool detail::steps_diff_exact(float expand, const float* ps, int steps) noexcept {
+  for (int i = 0; i < steps; ++i)
+    if (!(static_cast<double>(expand) * static_cast<double>(ps[i]) >= 0.52)) return false;
+  return true;
+}
+
 namespace {
 std::vector<std::int32_t> build_thresholds(DType dt) {
   const int mant = dt == DType::BF16 ? 7 : 10;
@@ -164,6 +185,40 @@ const std::int32_t* detail::search_thresholds(DType dt) {
   static const std::vector<std::int32_t> bf16 = build_thresholds(DType::BF16);
   static const std::vector<std::int32_t> f16 = build_thresholds(DType::F16);
   return dt == DType::F16 ? f16.data() : bf16.data();
+}
+
+std::int32_t detail::threshold_base(std::int32_t s_bits, int k, int mant) noexcept {
+  static constexpr float kMid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  const auto b = std::bit_cast<std::int32_t>(std::bit_cast<float>(s_bits) * kMid[k]);  // exact: <= 3 + 11 bits
+  return static_cast<std::int32_t>(static_cast<std::uint32_t>(b) & ~((1u << (23 - mant)) - 1u));
+}
+
+namespace {
+// threshold = threshold_base + (delta - 2) D-ulps, delta in 2 bits at bit 2k of the mantissa's entry; empty when
+// some threshold lies outside that window (then the kernel gathers the thresholds themselves).
+std::vector<std::int32_t> build_threshold_deltas(DType dt) {
+  const int mant = dt == DType::BF16 ? 7 : 10;
+  const std::size_t n = std::size_t{1} << mant;
+  const std::int32_t* t = detail::search_thresholds(dt);
+  std::vector<std::int32_t> out(n, 0);
+  for (std::size_t m = 0; m < n; ++m) {
+    const auto s_bits = static_cast<std::int32_t>(0x3F800000u | (static_cast<std::uint32_t>(m) << (23 - mant)));
+    for (int k = 0; k < 7; ++k) {
+      const std::int32_t diff = t[n * static_cast<std::size_t>(k) + m] - detail::threshold_base(s_bits, k, mant);
+      const std::int32_t ulps = diff / (std::int32_t{1} << (23 - mant)) + 2;
+      if (diff % (std::int32_t{1} << (23 - mant)) != 0 || ulps < 0 || ulps > 3) return {};
+      out[m] |= ulps << (2 * k);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+const std::int32_t* detail::search_threshold_deltas(DType dt) {
+  static const std::vector<std::int32_t> bf16 = build_threshold_deltas(DType::BF16);
+  static const std::vector<std::int32_t> f16 = build_threshold_deltas(DType::F16);
+  const auto& v = dt == DType::F16 ? f16 : bf16;
+  return v.empty() ? nullptr : v.data();
 }
 
 namespace {
@@ -231,7 +286,9 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
   if (kernel != nullptr && pt != nullptr) {
     const bool need_mask = improved != nullptr && spec.patience <= steps;
     const detail::SearchArgs args{steps, expand, ps.data(), eps_d(dt), max_d(dt), pt->v.data(), detail::search_thresholds(dt),
-                                  need_mask, pt->non_decreasing && detail::steps_bound_ranges(ps.data(), steps)};
+                                  need_mask, pt->non_decreasing && detail::steps_bound_ranges(ps.data(), steps),
+                                  dt == DType::BF16 && detail::steps_diff_exact(expand, ps.data(), steps),
+                                  detail::search_threshold_deltas(dt), detail::divide_by_six_exact(dt)};
     std::array<std::uint8_t, kMaxSearchSteps> imp{};
     kernel(reinterpret_cast<const std::uint16_t*>(base), groups, &args, group_max_out, imp.data());
     if (need_mask)

@@ -26,6 +26,16 @@ struct SearchArgs {
   /** Whether the pruned search may bound ranges of steps by their ends (SearchBlockRanges): consecutive steps at
    * most 10 % apart (ps[i] <= 1.1 ps[i + 1], all positive) and the power table non-decreasing in |d|. */
   bool ranges = false;
+  /** Whether every difference flD(q s) - |x| the threshold path forms is a value of D (BF16 only): then the power
+   * table's index is the difference's own bits (no rounding). Sterbenz's lemma gives it where |x| / dq lies in
+   * [1/2, 2]; E2M1's decision bounds give that for every index but the last (6 s), and for 6 s it needs
+   * expand * p >= 1/2 at every step, less the roundings: steps_diff_exact. */
+  bool exact_diff = false;
+  /** search_threshold_deltas(D), or nullptr: the kernel then gathers the seven thresholds per step. */
+  const std::int32_t* threshold_deltas = nullptr;
+  /** Whether flD(m * fl32(1/6)) is flD(fl32(m / 6)) for every value m of D (divide_by_six_exact): the kernel then
+   * multiplies (a division costs about ten multiplications). */
+  bool sixth_by_product = false;
 };
 
 /** torch.finfo(D).max: best_error's initial value (torch.full_like(min_val, finfo.max)). */
@@ -39,6 +49,14 @@ const float* pow_table_values(DType dt, float nd);
 /** Whether ps[0..steps) lets the pruned search bound ranges of steps by their ends (SearchArgs::ranges, less the
  * table's part): every ps[i] > 0 and ps[i] <= 1.1 ps[i + 1]. */
 bool steps_bound_ranges(const float* ps, int steps) noexcept;
+/** Whether flD(m * fl32(1/6)) equals flD(fl32(m / 6)) for every finite value m of D, checked once over all of them
+ * (it holds for BF16 and F16: m / 6 is m / 3 halved, whose binary expansion repeats 01 below an exact quotient,
+ * so it is never within an fl32 ulp of a D tie or a D value unless exact). */
+bool divide_by_six_exact(DType dt);
+/** Whether the searched scales of `expand` and ps[0..steps) keep every threshold-path difference a value of D
+ * (SearchArgs::exact_diff): expand * ps[i] >= 0.52 for every step (1/2 with a margin for the five roundings between
+ * the group's max and the last candidate flD(6 s), each under 2^-8). */
+bool steps_diff_exact(float expand, const float* ps, int steps) noexcept;
 
 /**
  * The seven E2M1 decision thresholds of the search for BF16 (M = 7) or F16 (M = 10) sources, per scale
@@ -48,6 +66,14 @@ bool steps_bound_ranges(const float* ps, int steps) noexcept;
  * For a scale s * 2^e in D's normal range every threshold is the entry's value times 2^e.
  */
 const std::int32_t* search_thresholds(DType dt);
+/** The threshold of index k (0..6) under the scale with float bits s_bits, less its correction: fl32(s * mid_k)
+ * (exact), mid_k the E2M1 midpoint above index k (0.25, 0.75, ..., 5), truncated to D's precision (M = 7 or 10
+ * mantissa bits). */
+std::int32_t threshold_base(std::int32_t s_bits, int k, int mant) noexcept;
+/** Per scale mantissa m (2^M entries), the seven corrections packed two bits each: threshold k = threshold_base +
+ * (((entry >> 2k) & 3) - 2) D-ulps, for every normal scale (every term scales by the exponent). nullptr where some
+ * threshold lies outside that window (none does for BF16 and F16: a unit test checks every entry). */
+const std::int32_t* search_threshold_deltas(DType dt);
 
 /** Searches `groups` groups of 16 BF16 values at `src` (contiguous): writes each group's searched max
  * (flD(flD(a * expand) * ps[best step])) to group_max[groups]; with args->need_improved, sets improved[i] = 1

@@ -109,36 +109,71 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> MagIndex(DF df, hn::Vec<DF> d) {
   }
 }
 
-// The error sum of one vector of lanes, each a group under its own scale s (normal, in the range the threshold
-// table holds for): each element's E2M1 magnitude is decided by comparing its bits with the seven thresholds of
-// its lane's scale (args->thresholds: the exact bounds of the reference's decision for s = 1.m, shifted by s's
-// exponent: every quantity in the chain scales exactly by powers of two in the normal range), and dq = flD(q * s)
-// is one of eight values computed once: 0, s/2, s, 2s, 4s exactly, flD(1.5 s) and its doubles. x_of(j) gives
-// element j (|x|) of every lane's group; the powers are summed in the reference's order.
-// With kRecord, element j's record goes to rec[j * L + lane]: the power's bits (a value of D: the low 13 bits of
-// its float are zero) with P = k + [dq < |x|] in the low four, k the E2M1 magnitude index (SearchBlockRanges
-// reads them). The chain then selects dq with k in its low three bits, cleared before use.
-template <Src S, bool kRecord = false, class DF, class XOf>
-HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, XOf&& x_of,
-                                       std::int32_t* rec = nullptr) {
+// A step's constants for SumByConsts, one vector of lanes, each a group under its own scale s (normal, in the
+// range the threshold table holds for): the seven thresholds at tc[k * L] (args->thresholds: the exact bounds of
+// the reference's decision for s = 1.m, shifted by s's exponent: every quantity in the chain scales exactly by
+// powers of two in the normal range) and the seven nonzero dq = flD(q * s) at cc[k * L], computed once: s/2, s,
+// 2s, 4s exactly, flD(1.5 s) and its doubles. With kRecord each dq carries its index k + 1 in its low three bits
+// (a value of D as a float: its low 13 bits are zero), which SumByConsts clears before use.
+// Kept apart from the sum so that a caller can compute the next step's constants (seven gathers) before it sums
+// this one: the gathers' latency then overlaps the sums.
+template <Src S, bool kRecord, class DF>
+HWY_INLINE void StepConsts(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, std::int32_t* tc, float* cc) {
   constexpr int kMant = S == Src::BF16 ? 7 : 10;
   const hn::RebindToSigned<DF> di;
-  const auto sb = hn::BitCast(di, s);
-  const auto mant = hn::And(hn::ShiftRight<23 - kMant>(sb), hn::Set(di, (1 << kMant) - 1));
-  const auto eoff = hn::Sub(hn::And(sb, hn::Set(di, 0x7F800000)), hn::Set(di, 127 << 23));
-  hn::Vec<decltype(di)> t[7];
-  for (int k = 0; k < 7; ++k)
-    t[k] = hn::Add(hn::GatherIndex(di, args->thresholds + (std::size_t{1} << kMant) * static_cast<std::size_t>(k), mant), eoff);
+  const std::size_t L = hn::Lanes(df);
+  const auto mant = hn::And(hn::ShiftRight<23 - kMant>(hn::BitCast(di, s)), hn::Set(di, (1 << kMant) - 1));
+  if (args->threshold_deltas != nullptr) {
+    // One gather of the seven two-bit corrections, each threshold from fl32(s * mid_k) truncated to D
+    // (threshold_base: the exponent rides along).
+    static constexpr float kMid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+    constexpr int kUlp = 23 - kMant;
+    const auto dl = hn::GatherIndex(di, args->threshold_deltas, mant);
+    const auto trunc = hn::Set(di, ~((1 << kUlp) - 1)), field = hn::Set(di, 3 << kUlp), bias = hn::Set(di, 2 << kUlp);
+    for (int k = 0; k < 7; ++k) {
+      const auto base = hn::And(hn::BitCast(di, hn::Mul(s, hn::Set(df, kMid[k]))), trunc);
+      const auto delta = hn::And(hn::ShiftLeftSame(dl, kUlp - 2 * k), field);
+      hn::Store(hn::Sub(hn::Add(base, delta), bias), di, tc + static_cast<std::size_t>(k) * L);
+    }
+  } else {
+    const auto sb = hn::BitCast(di, s);
+    const auto eoff = hn::Sub(hn::And(sb, hn::Set(di, 0x7F800000)), hn::Set(di, 127 << 23));
+    for (int k = 0; k < 7; ++k)
+      hn::Store(hn::Add(hn::GatherIndex(di, args->thresholds + (std::size_t{1} << kMant) * static_cast<std::size_t>(k), mant), eoff),
+                di, tc + static_cast<std::size_t>(k) * L);
+  }
   const auto d15 = RoundD<S>(df, hn::Mul(s, hn::Set(df, 1.5f)));
   const auto v05 = hn::Mul(s, hn::Set(df, 0.5f)), v2 = hn::Add(s, s), v4 = hn::Mul(s, hn::Set(df, 4.0f));
   const auto v3 = hn::Add(d15, d15), v6 = hn::Mul(d15, hn::Set(df, 4.0f));
-  // The candidates in index order (k = 1..7); with kRecord, k rides in the low bits of each.
-  hn::Vec<DF> cand[7] = {v05, s, d15, v2, v3, v4, v6};
-  if constexpr (kRecord)
-    for (int k = 0; k < 7; ++k) cand[k] = hn::BitCast(df, hn::Or(hn::BitCast(di, cand[k]), hn::Set(di, k + 1)));
-  [[maybe_unused]] const hn::RebindToUnsigned<DF> du;
+  const hn::Vec<DF> cand[7] = {v05, s, d15, v2, v3, v4, v6};  // index order, k = 1..7
+  for (int k = 0; k < 7; ++k) {
+    auto c = cand[k];
+    if constexpr (kRecord) c = hn::BitCast(df, hn::Or(hn::BitCast(di, c), hn::Set(di, k + 1)));
+    hn::Store(c, df, cc + static_cast<std::size_t>(k) * L);
+  }
+}
+
+// The error sum of one vector of lanes under the constants StepConsts wrote: each element's E2M1 magnitude is
+// decided by comparing its bits with its lane's seven thresholds, dq is the matching constant (0 below the
+// first). x_of(j) gives element j (|x|) of every lane's group; the powers are summed in the reference's order.
+// With kExact (SearchArgs::exact_diff) the difference dq - |x| is a value of D, so the power table's index is its
+// magnitude's top 16 bits; otherwise the difference is rounded to D first (MagIndex).
+// With kRecord, element j's record goes to rec[j * L + lane]: the power's bits (a value of D: the low 13 bits of
+// its float are zero) with P = k + [dq < |x|] in the low four, k the E2M1 magnitude index (SearchBlockRanges
+// reads them).
+template <Src S, bool kRecord, bool kExact, class DF, class XOf>
+HWY_INLINE hn::Vec<DF> SumByConsts(DF df, const std::int32_t* tc, const float* cc, const float* pow_table, XOf&& x_of,
+                                   std::int32_t* rec = nullptr) {
+  const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
+  const std::size_t L = hn::Lanes(df);
+  hn::Vec<decltype(di)> t[7];
+  hn::Vec<DF> cand[7];
+  for (std::size_t k = 0; k < 7; ++k) {
+    t[k] = hn::Load(di, tc + k * L);
+    cand[k] = hn::Load(df, cc + k * L);
+  }
   [[maybe_unused]] const auto seven = hn::Set(di, 7);
-  [[maybe_unused]] const std::size_t L = hn::Lanes(df);
   auto acc = hn::Zero(df);
   for (std::size_t j = 0; j < 16; ++j) {
     const auto x = x_of(j);
@@ -148,15 +183,31 @@ HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail
     [[maybe_unused]] const auto dqb = hn::BitCast(di, dq);
     if constexpr (kRecord) dq = hn::BitCast(df, hn::AndNot(seven, dqb));
     const auto diff = hn::Sub(dq, x);
-    const auto term = hn::GatherIndex(df, args->pow_table, MagIndex<S>(df, diff));
+    hn::Vec<decltype(di)> index;
+    if constexpr (kExact) {
+      index = hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, hn::Abs(diff))));
+    } else {
+      index = MagIndex<S>(df, diff);
+    }
+    const auto term = hn::GatherIndex(df, pow_table, index);
     if constexpr (kRecord) {
       // P = k + [dq < |x|]: diff's sign bit (dq = |x| gives +0 and a power of 0, which bounds nothing either way).
-      const auto p = hn::Add(hn::And(dqb, seven), hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(du, diff))));
-      hn::Store(hn::Or(hn::BitCast(di, term), p), di, rec + j * L);
+      hn::Store(hn::Add(hn::OrAnd(hn::BitCast(di, term), dqb, seven), hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(du, diff)))),
+                di, rec + j * L);
     }
     acc = hn::Add(acc, term);
   }
   return acc;
+}
+
+// Both at once, for a caller with nothing to overlap.
+template <Src S, class DF, class XOf>
+HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, XOf&& x_of) {
+  constexpr std::size_t kMax = hn::MaxLanes(df);
+  HWY_ALIGN std::int32_t tc[7 * kMax];
+  HWY_ALIGN float cc[7 * kMax];
+  StepConsts<S, false>(df, s, args, tc, cc);
+  return SumByConsts<S, false, false>(df, tc, cc, args->pow_table, x_of);
 }
 
 // One element's power flD(|flD(flD(q s) - |x|)|^norm) by the reference's own chain: the fl32 quotient (the
@@ -185,7 +236,8 @@ HWY_INLINE bool AllWithin(DF df, hn::Vec<DF> s, float lo, float hi) {
 template <Src S, class DF>
 HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::SearchArgs* args, int i) {
   const auto m = RoundD<S>(df, hn::Mul(m0, hn::Set(df, args->ps[i])));  // flD(m0 * p)
-  const auto s = RoundD<S>(df, hn::Div(m, hn::Set(df, 6.0f)));         // flD(m / 6)
+  const auto s = RoundD<S>(df, args->sixth_by_product ? hn::Mul(m, hn::Set(df, 1.0f / 6.0f))  // flD(m / 6)
+                                                       : hn::Div(m, hn::Set(df, 6.0f)));
   return hn::IfThenElse(hn::Eq(s, hn::Zero(df)), hn::Set(df, args->eps), s);  // 0 -> eps
 }
 
@@ -193,7 +245,7 @@ HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::Sea
 // the same best step as every step run in full, with far fewer powers.
 //
 // Every kRangeStride-th step (and the last) runs in full for every group, recording each element's power t and
-// P = k + [dq < |x|] (SumByThresholds<kRecord>). E, the least of these errors, is one the group reaches. Between
+// P = k + [dq < |x|] (SumByConsts<kRecord>). E, the least of these errors, is one the group reaches. Between
 // two such steps a and b, element j's power is at least min(t_a, t_b) wherever P_a = P_b, so the sum of those
 // minima bounds from below the error of every step strictly between them; where the bound shows it above E, the
 // steps of the range cannot be the group's best, nor tie with it, and are skipped. The rest run in full, as
@@ -219,7 +271,7 @@ HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::Sea
 // caller then runs the block in full.
 constexpr int kRangeStride = 4;
 
-template <Src S, class DF>
+template <Src S, bool kExact, class DF>
 HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const nvfp4::detail::SearchArgs* args,
                                   float lo_s, float hi_s, float* st, float* errt, std::int32_t* recs, std::int32_t* pairs,
                                   float* out) {
@@ -238,18 +290,27 @@ HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const 
     hn::Store(inf, df, errt + static_cast<std::size_t>(i) * L);
   }
   const auto x_of = [&](std::size_t j) { return hn::Load(df, xt + j * L); };
-  // The base steps in full, with records; E per lane.
+  // The base steps in full, with records; E per lane. Each step's constants are computed one step ahead.
   std::array<int, kMaxSearchSteps / kRangeStride + 2> base{};
   int nb = 0;
-  auto e = inf;
   for (int i = 0;; i += kRangeStride) {
-    const int b = std::min(i, steps - 1);
-    const auto s = hn::Load(df, st + static_cast<std::size_t>(b) * L);
-    const auto err = RoundD<S>(df, hn::Abs(SumByThresholds<S, true>(df, s, args, x_of, recs + static_cast<std::size_t>(nb) * 16 * L)));
-    hn::Store(err, df, errt + static_cast<std::size_t>(b) * L);
+    base[static_cast<std::size_t>(nb++)] = std::min(i, steps - 1);
+    if (i >= steps - 1) break;
+  }
+  HWY_ALIGN std::int32_t tc[2][7 * kMax];
+  HWY_ALIGN float cc[2][7 * kMax];
+  const auto consts_at = [&](int step, std::size_t slot) {
+    StepConsts<S, true>(df, hn::Load(df, st + static_cast<std::size_t>(step) * L), args, tc[slot], cc[slot]);
+  };
+  consts_at(base[0], 0);
+  auto e = inf;
+  for (int q = 0; q < nb; ++q) {
+    const std::size_t slot = static_cast<std::size_t>(q) & 1;
+    if (q + 1 < nb) consts_at(base[static_cast<std::size_t>(q) + 1], slot ^ 1);
+    const auto err = RoundD<S>(df, hn::Abs(SumByConsts<S, true, kExact>(df, tc[slot], cc[slot], args->pow_table, x_of,
+                                                                         recs + static_cast<std::size_t>(q) * 16 * L)));
+    hn::Store(err, df, errt + static_cast<std::size_t>(base[static_cast<std::size_t>(q)]) * L);
     e = hn::Min(e, err);
-    base[static_cast<std::size_t>(nb++)] = b;
-    if (b == steps - 1) break;
   }
   HWY_ALIGN float ev[kMax], enext[kMax];
   hn::Store(e, df, ev);
@@ -287,15 +348,26 @@ HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const 
     hn::Store(hn::VecFromMask(di, keep), di, kv);
     for (std::size_t lane = 0; lane < L; ++lane)
       if (kv[lane] != 0)
-        for (int i = a + 1; i < b; ++i) pairs[np++] = i * static_cast<std::int32_t>(L) + static_cast<std::int32_t>(lane);
+        for (int i = a + 1; i < b; ++i) {
+          // A step whose scale repeats the step before's has its error too, which cannot strictly improve on it.
+          const std::size_t cell = static_cast<std::size_t>(i) * L + lane;
+          if (st[cell] != st[cell - L]) pairs[np++] = static_cast<std::int32_t>(cell);
+        }
   }
-  // The pairs in full, L at a time; each lane reads its group's elements by a lane permutation.
-  for (std::size_t t = 0; t < L; ++t) pairs[np + t] = pairs[0];  // padding: a pair run twice, written once
+  // The pairs in full, L at a time; each lane reads its group's elements by a lane permutation. Each vector's
+  // constants are computed one vector ahead.
+  if (np > 0)
+    for (std::size_t t = 0; t < L; ++t) pairs[np + t] = pairs[0];  // padding: a pair run twice, written once
   HWY_ALIGN float pe[kMax];
-  for (std::size_t p = 0; p < np; p += L) {
-    const auto flat = hn::LoadU(di, pairs + p);
-    const auto idx = hn::IndicesFromVec(df, hn::And(flat, hn::Set(di, static_cast<std::int32_t>(L - 1))));
-    const auto acc = SumByThresholds<S>(df, hn::GatherIndex(df, st, flat), args, [&](std::size_t j) {
+  const auto pair_consts = [&](std::size_t p, std::size_t slot) {
+    StepConsts<S, false>(df, hn::GatherIndex(df, st, hn::LoadU(di, pairs + p)), args, tc[slot], cc[slot]);
+  };
+  if (np > 0) pair_consts(0, 0);
+  for (std::size_t p = 0, v = 0; p < np; p += L, ++v) {
+    const std::size_t slot = v & 1;
+    if (p + L < np) pair_consts(p + L, slot ^ 1);
+    const auto idx = hn::IndicesFromVec(df, hn::And(hn::LoadU(di, pairs + p), hn::Set(di, static_cast<std::int32_t>(L - 1))));
+    const auto acc = SumByConsts<S, false, kExact>(df, tc[slot], cc[slot], args->pow_table, [&](std::size_t j) {
       return hn::TableLookupLanes(hn::Load(df, xt + j * L), idx);
     });
     hn::Store(RoundD<S>(df, hn::Abs(acc)), df, pe);
@@ -346,7 +418,10 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
     auto a = zero;
     for (std::size_t j = 0; j < 16; ++j) a = hn::Max(a, hn::Load(df, xt + j * L));
     const auto m0 = RoundD<S>(df, hn::Mul(a, expand));  // flD(a * expand)
-    if (prune && SearchBlockRanges<S>(df, xt, m0, args, lo_s, hi_s, st.get(), errt.get(), recs.get(), pairs.get(), out)) {
+    const bool pruned = prune && (S == Src::BF16 && args->exact_diff
+                                      ? SearchBlockRanges<S, true>(df, xt, m0, args, lo_s, hi_s, st.get(), errt.get(), recs.get(), pairs.get(), out)
+                                      : SearchBlockRanges<S, false>(df, xt, m0, args, lo_s, hi_s, st.get(), errt.get(), recs.get(), pairs.get(), out));
+    if (pruned) {
       std::memcpy(group_max + g0, out, n * sizeof(float));
       continue;
     }

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "codec/nvfp4_internal.h"
 #include "codec/nvfp4_search_internal.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4_search.h"
@@ -317,6 +318,71 @@ TEST(CodecSearch, TheThresholdsAreTheReferencesDecisions) {
     EXPECT_EQ(bad, 0u) << dtype_name(dt);
     EXPECT_GT(checked, 200000u) << dtype_name(dt);
   }
+}
+
+// The kernel rebuilds each threshold from fl32(s * midpoint) truncated to D and a two-bit correction per scale
+// mantissa (search_threshold_deltas): every threshold of the table, at several scale exponents, is rebuilt.
+TEST(CodecSearch, TheThresholdCorrectionsRebuildEveryThreshold) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const bool bf = dt == DType::BF16;
+    const int mant = bf ? 7 : 10;
+    const std::size_t n = std::size_t{1} << mant;
+    const std::int32_t* t = detail::search_thresholds(dt);
+    const std::int32_t* dl = detail::search_threshold_deltas(dt);
+    ASSERT_NE(dl, nullptr) << dtype_name(dt);
+    for (int e : bf ? std::vector<int>{-100, -3, 0, 41, 99} : std::vector<int>{-12, 0, 12})
+      for (std::size_t m = 0; m < n; ++m) {
+        const auto s_bits = static_cast<std::int32_t>((static_cast<std::uint32_t>(127 + e) << 23) | (m << (23 - mant)));
+        for (int k = 0; k < 7; ++k) {
+          const std::int32_t rebuilt = detail::threshold_base(s_bits, k, mant) + (((dl[m] >> (2 * k)) & 3) - 2) * (1 << (23 - mant));
+          ASSERT_EQ(rebuilt, t[n * static_cast<std::size_t>(k) + m] + e * (1 << 23)) << dtype_name(dt) << " m " << m << " k " << k << " e " << e;
+        }
+      }
+  }
+}
+
+// SearchArgs::exact_diff: under the shipped observers every difference dq - |x| the threshold path forms is a
+// BF16 value, so the power's index needs no rounding. Checked exhaustively for one scale binade (all else scales
+// by the exponent): (1) for every scale mantissa and every |x| in [0, 16 s), dq - |x| is exact wherever |x| is at
+// most 2 dq (Sterbenz; below index 7 always); (2) for every group max mantissa and every step of each observer,
+// the max is at most twice the last candidate flD(6 s), so (1) covers every element; (3) a spec that shrinks the
+// range below half fails steps_diff_exact.
+TEST(CodecSearch, EveryThresholdDifferenceIsAValueOfBf16) {
+  auto rd = [](float v) { return detail::round_d(v, DType::BF16); };
+  std::size_t checked = 0;
+  for (std::uint32_t m = 0; m < 128; ++m) {
+    const float s = half::bf16_to_float(static_cast<std::uint16_t>(0x3F80u | m));
+    for (std::uint32_t b = 0; b < 0x4180u; ++b) {  // every magnitude below 16
+      const float x = half::bf16_to_float(static_cast<std::uint16_t>(b));
+      const float y = std::min(rd(x / s), 6.0f);
+      const int k = detail::ref_fp4_code(y) & 7;
+      const float dq = rd(fp4_to_float(static_cast<std::uint8_t>(k)) * s);
+      if (k == 7 && x > 2 * dq) continue;
+      ASSERT_EQ(rd(dq - x), dq - x) << "s " << s << " x " << x;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 128u * 0x3000u);
+  for (Observer o : {Observer::NVFP4_EXPANDED_MSE, Observer::MEMORYLESS_MSE}) {
+    const SearchSpec sp = *search_spec(o);
+    std::vector<float> ps(static_cast<std::size_t>(sp.total_steps()));
+    for (int i = 0; i < sp.total_steps(); ++i) ps[static_cast<std::size_t>(i)] = static_cast<float>(1.0 - i / sp.grid);
+    const auto expand = static_cast<float>(sp.expand);
+    ASSERT_TRUE(detail::steps_diff_exact(expand, ps.data(), sp.total_steps()));
+    for (std::uint32_t m = 0; m < 128; ++m) {
+      const float a = half::bf16_to_float(static_cast<std::uint16_t>(0x3F80u | m));
+      const float m0 = rd(a * expand);
+      for (float p : ps) {
+        const float sc = rd(rd(m0 * p) / 6.0f);
+        ASSERT_LE(a, 2 * rd(rd(1.5f * sc) * 4.0f)) << "a " << a << " p " << p;
+      }
+    }
+  }
+  // The kernel's scale flD(m / 6) as a product with fl32(1/6): equal for every BF16 and F16 m (checked over all).
+  EXPECT_TRUE(detail::divide_by_six_exact(DType::BF16));
+  EXPECT_TRUE(detail::divide_by_six_exact(DType::F16));
+  const std::vector<float> half_range = {1.0f, 0.5f, 0.28f};
+  EXPECT_FALSE(detail::steps_diff_exact(1.8f, half_range.data(), 3));
 }
 
 // The pruned search bounds ranges of steps by their ends only under two conditions (SearchArgs::ranges): the
