@@ -11,6 +11,9 @@
 namespace fp4forge::st {
 namespace {
 
+/** Writes of at least this many bytes start their writeback at once (File::start_writeback). */
+constexpr std::size_t kWritebackBytes = std::size_t{1} << 20;
+
 // JSON string literal exactly as serde_json writes it (UTF-8 kept, controls escaped).
 Result<std::string> json_quote(const std::string& s, std::string_view what) {
   try {
@@ -186,6 +189,8 @@ Status ShardWriter::write_at(std::uint64_t offset, std::span<const std::byte> by
                  file_.final_path().string(),
                  {}};
   FP4FORGE_TRY(file_.file().pwrite_all(bytes, layout_.header_bytes.size() + offset));
+  // Large writes start their writeback at once (a shard is written in any order, by many threads).
+  if (bytes.size() >= kWritebackBytes) file_.file().start_writeback(layout_.header_bytes.size() + offset, bytes.size());
   written_->fetch_add(bytes.size(), std::memory_order_relaxed);
   return {};
 }

@@ -220,6 +220,16 @@ Status File::fsync() {
   return {};
 }
 
+void File::start_writeback(std::uint64_t offset, std::uint64_t len) noexcept {
+#ifdef __linux__
+  if (fd_ >= 0 && len > 0 && offset <= static_cast<std::uint64_t>(std::numeric_limits<off_t>::max()) &&
+      len <= static_cast<std::uint64_t>(std::numeric_limits<off_t>::max()))
+    (void)::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(len), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)offset, (void)len;
+#endif
+}
+
 Status File::close() {
   if (fd_ < 0) return {};
   int fd = std::exchange(fd_, -1);

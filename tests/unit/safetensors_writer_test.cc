@@ -170,10 +170,9 @@ TEST(SafetensorsWriter, RoundTripThroughTheReader) {
   EXPECT_EQ(disk.substr(0, l->header_bytes.size()), l->header_bytes);
 }
 
-TEST(SafetensorsWriter, ConcurrentOutOfOrderWritesGiveIdenticalBytes) {
+// Writes `ts` in order on one thread and out of order on four; both files must hold the same bytes.
+void expect_concurrent_writes_identical(const std::vector<OutTensor>& ts) {
   testutil::TempDir dir;
-  std::vector<OutTensor> ts;
-  for (int i = 0; i < 16; ++i) ts.push_back({"t" + std::to_string(i), i % 2 ? DType::BF16 : DType::U8, {257}});
   auto make = [&](const std::filesystem::path& p, bool threaded) {
     auto l = layout_shard(ts);
     ASSERT_TRUE(l.ok());
@@ -202,6 +201,19 @@ TEST(SafetensorsWriter, ConcurrentOutOfOrderWritesGiveIdenticalBytes) {
   make(dir / "b.safetensors", true);
   EXPECT_EQ(testutil::read_text(dir / "a.safetensors"), testutil::read_text(dir / "b.safetensors"));
   EXPECT_EQ(testutil::list_dir(dir.path()), (std::vector<std::string>{"a.safetensors", "b.safetensors"}));
+}
+
+TEST(SafetensorsWriter, ConcurrentOutOfOrderWritesGiveIdenticalBytes) {
+  std::vector<OutTensor> ts;
+  for (int i = 0; i < 16; ++i) ts.push_back({"t" + std::to_string(i), i % 2 ? DType::BF16 : DType::U8, {257}});
+  expect_concurrent_writes_identical(ts);
+}
+
+// Writes of 1 MB and more start their writeback as they land (File::start_writeback): the bytes are the same.
+TEST(SafetensorsWriter, LargeWritesStartingTheirWritebackGiveIdenticalBytes) {
+  std::vector<OutTensor> ts;
+  for (int i = 0; i < 6; ++i) ts.push_back({"w" + std::to_string(i), i % 2 ? DType::BF16 : DType::U8, {(1u << 20) + 77u * static_cast<unsigned>(i)}});
+  expect_concurrent_writes_identical(ts);
 }
 
 TEST(SafetensorsWriter, IncompleteOrAbandonedWritesLeaveNothing) {

@@ -91,6 +91,11 @@ class File {
   /** Reads exactly data.size() bytes at offset (EIO or EOF is an error). */
   Status pread_all(std::span<std::byte> data, std::uint64_t offset);
   Status fsync();
+  /** Starts writeback of [offset, offset + len) without waiting for it (Linux sync_file_range with
+   * SYNC_FILE_RANGE_WRITE; nothing elsewhere). A hint: its errors are ignored, the later fsync() reports any. It
+   * keeps a long streaming write from piling up dirty pages, which the kernel would otherwise make the writing
+   * threads flush (stalling them) and leave to the final fsync. */
+  void start_writeback(std::uint64_t offset, std::uint64_t len) noexcept;
   Status close();  ///< explicit close with error report
 
  private:
