@@ -156,8 +156,8 @@ bool simd_encode_maxima(const std::byte* data, DType dt, std::uint64_t rows, std
  * reference's product. */
 void simd_decode_groups(const std::byte* packed, const float* eff, std::uint64_t groups, float* out);
 
-/** Element (row-major index i) of a source buffer, widened to float (exact). */
-float load_elem(const std::byte* data, DType dt, std::uint64_t i) noexcept;
+/** Element (row-major index i) of a source buffer, widened to float (exact): load_source_elem. */
+inline float load_elem(const std::byte* data, DType dt, std::uint64_t i) noexcept { return load_source_elem(data, dt, i); }
 
 /** The end of every fused-set encode: sizes each member's outputs in `set` and encodes member i with
  * fn(i, w, packed, scale) (set.global_scale is set). */

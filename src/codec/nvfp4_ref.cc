@@ -49,17 +49,6 @@ std::uint8_t ref_fp4_code(float q) noexcept {
   return static_cast<std::uint8_t>(i | (q < 0.0f ? 8 : 0));  // q < 0 tiny -> 0x8; q == -0.0 -> 0x0
 }
 
-float load_elem(const std::byte* data, DType dt, std::uint64_t i) noexcept {
-  if (dt == DType::F32) {
-    float f;
-    std::memcpy(&f, data + 4 * i, 4);
-    return f;
-  }
-  std::uint16_t h;
-  std::memcpy(&h, data + 2 * i, 2);
-  return dt == DType::BF16 ? half::bf16_to_float(h) : half::f16_to_float(h);
-}
-
 std::uint32_t ref_amax_bits(const std::byte* data, DType dt, std::uint64_t count) {
   std::uint32_t m = 0;
   for (std::uint64_t i = 0; i < count; ++i) {
@@ -139,3 +128,18 @@ bool ref_encode_maxima(const std::byte* data, DType dt, std::uint64_t rows, std:
 }
 
 }  // namespace fp4forge::nvfp4::detail
+
+namespace fp4forge::nvfp4 {
+
+float load_source_elem(const std::byte* data, DType dt, std::uint64_t i) noexcept {
+  if (dt == DType::F32) {
+    float f;
+    std::memcpy(&f, data + 4 * i, 4);
+    return f;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, data + 2 * i, 2);
+  return dt == DType::BF16 ? half::bf16_to_float(h) : half::f16_to_float(h);
+}
+
+}  // namespace fp4forge::nvfp4

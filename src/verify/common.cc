@@ -76,31 +76,14 @@ bool is_float_dtype(DType t) {
   return t == DType::BF16 || t == DType::F16 || t == DType::F32 || t == DType::F64;
 }
 
-/** Element `i` of a BF16/F16/F32/F64 buffer as double. */
+/** Element `i` of a BF16/F16/F32/F64 buffer as double: the codec's source reader, and F64. */
 double load_elem(const std::byte* p, DType t, std::uint64_t i) {
-  switch (t) {
-    case DType::BF16: {
-      std::uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      return half::bf16_to_float(h);
-    }
-    case DType::F16: {
-      std::uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      return half::f16_to_float(h);
-    }
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, p + 4 * i, 4);
-      return f;
-    }
-    case DType::F64: {
-      double d;
-      std::memcpy(&d, p + 8 * i, 8);
-      return d;
-    }
-    default: return 0;
+  if (t == DType::F64) {
+    double d;
+    std::memcpy(&d, p + 8 * i, 8);
+    return d;
   }
+  return nvfp4::is_source_dtype(t) ? nvfp4::load_source_elem(p, t, i) : 0.0;
 }
 
 void load_floats(const std::byte* p, DType t, std::uint64_t i, std::uint64_t n, float* out) {
