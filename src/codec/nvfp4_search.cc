@@ -188,8 +188,7 @@ const std::int32_t* detail::search_thresholds(DType dt) {
 }
 
 std::int32_t detail::threshold_base(std::int32_t s_bits, int k, int mant) noexcept {
-  static constexpr float kMid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-  const auto b = std::bit_cast<std::int32_t>(std::bit_cast<float>(s_bits) * kMid[k]);  // exact: <= 3 + 11 bits
+  const auto b = std::bit_cast<std::int32_t>(std::bit_cast<float>(s_bits) * kE2M1Midpoints[k]);  // exact: <= 3 + 11 bits
   return static_cast<std::int32_t>(static_cast<std::uint32_t>(b) & ~((1u << (23 - mant)) - 1u));
 }
 

@@ -66,6 +66,9 @@ bool steps_diff_exact(float expand, const float* ps, int steps) noexcept;
  * For a scale s * 2^e in D's normal range every threshold is the entry's value times 2^e.
  */
 const std::int32_t* search_thresholds(DType dt);
+/** The E2M1 midpoints: mid_k lies between the magnitudes of index k and k + 1 (cast_to_fp4's decision bounds for
+ * a scale of 1; threshold_base and the kernel's thresholds start from them). */
+inline constexpr float kE2M1Midpoints[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
 /** The threshold of index k (0..6) under the scale with float bits s_bits, less its correction: fl32(s * mid_k)
  * (exact), mid_k the E2M1 midpoint above index k (0.25, 0.75, ..., 5), truncated to D's precision (M = 7 or 10
  * mantissa bits). */

@@ -115,7 +115,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> MagIndex(DF df, hn::Vec<DF> d) {
 // powers of two in the normal range) and the seven nonzero dq = flD(q * s) at cc[k * L], computed once: s/2, s,
 // 2s, 4s exactly, flD(1.5 s) and its doubles. With kRecord each dq carries its index k + 1 in its low three bits
 // (a value of D as a float: its low 13 bits are zero), which SumByConsts clears before use.
-// Kept apart from the sum so that a caller can compute the next step's constants (seven gathers) before it sums
+// Kept apart from the sum so that a caller can compute the next step's constants (their gathers) before it sums
 // this one: the gathers' latency then overlaps the sums.
 template <Src S, bool kRecord, class DF>
 HWY_INLINE void StepConsts(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, std::int32_t* tc, float* cc) {
@@ -126,12 +126,11 @@ HWY_INLINE void StepConsts(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs
   if (args->threshold_deltas != nullptr) {
     // One gather of the seven two-bit corrections, each threshold from fl32(s * mid_k) truncated to D
     // (threshold_base: the exponent rides along).
-    static constexpr float kMid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
     constexpr int kUlp = 23 - kMant;
     const auto dl = hn::GatherIndex(di, args->threshold_deltas, mant);
     const auto trunc = hn::Set(di, ~((1 << kUlp) - 1)), field = hn::Set(di, 3 << kUlp), bias = hn::Set(di, 2 << kUlp);
     for (int k = 0; k < 7; ++k) {
-      const auto base = hn::And(hn::BitCast(di, hn::Mul(s, hn::Set(df, kMid[k]))), trunc);
+      const auto base = hn::And(hn::BitCast(di, hn::Mul(s, hn::Set(df, nvfp4::detail::kE2M1Midpoints[k]))), trunc);
       const auto delta = hn::And(hn::ShiftLeftSame(dl, kUlp - 2 * k), field);
       hn::Store(hn::Sub(hn::Add(base, delta), bias), di, tc + static_cast<std::size_t>(k) * L);
     }

@@ -188,9 +188,10 @@ Status ShardWriter::write_at(std::uint64_t offset, std::span<const std::byte> by
                              file_.final_path().string(), offset, offset + bytes.size(), data_size),
                  file_.final_path().string(),
                  {}};
-  FP4FORGE_TRY(file_.file().pwrite_all(bytes, layout_.header_bytes.size() + offset));
+  const std::uint64_t at = layout_.header_bytes.size() + offset;
+  FP4FORGE_TRY(file_.file().pwrite_all(bytes, at));
   // Large writes start their writeback at once (a shard is written in any order, by many threads).
-  if (bytes.size() >= kWritebackBytes) file_.file().start_writeback(layout_.header_bytes.size() + offset, bytes.size());
+  if (bytes.size() >= kWritebackBytes) file_.file().start_writeback(at, bytes.size());
   written_->fetch_add(bytes.size(), std::memory_order_relaxed);
   return {};
 }
