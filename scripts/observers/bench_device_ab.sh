@@ -2,7 +2,8 @@
 # Device A/B of two fp4forge builds on the synthesized llama 8b, in one run: quantize --observer mse and
 # verify --against (page caches dropped before each), wall, CPU time and peak RSS per build, the I/O floor
 # beside them. Run from the repo root with build/bin (the build under test), build/devlibs (the shared
-# libraries the device lacks) and build/devbins/fp4forge_base (the baseline build) carried. A name other than
+# libraries the device lacks) and build/devbins/fp4forge_<name> (the other builds) carried; outputs are compared
+# with the first name's. A name other than
 # "new" runs build/devbins/fp4forge_<name>; VERIFY_NAMES (default: NAMES) the builds whose verify is timed.
 set -u
 export LD_LIBRARY_PATH=$PWD/build/devlibs
@@ -24,11 +25,11 @@ for round in $(seq 1 ${ROUNDS:-2}); do
     echo "$round $name quantize wall_s user_s maxrss_kb: $(cat $W/t.txt)"
   done
 done
-if [ -d $W/mse_base ] && [ -d $W/mse_new ]; then
-  for name in $NAMES; do
-    cmp -s <(cat $W/mse_base/*.safetensors | md5sum) <(cat $W/mse_$name/*.safetensors | md5sum) && echo "$name output identical to base" || echo "$name OUTPUT DIFFERS"
-  done
-fi
+# Every build's output against the first name's.
+REF=${NAMES%% *}
+for name in $NAMES; do
+  cmp -s <(cat $W/mse_$REF/*.safetensors | md5sum) <(cat $W/mse_$name/*.safetensors | md5sum) && echo "$name output identical to $REF" || echo "$name OUTPUT DIFFERS from $REF"
+done
 for name in ${VERIFY_NAMES:-$NAMES}; do
   bin=$B; [ $name != new ] && bin=$PWD/build/devbins/fp4forge_$name
   drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $bin verify $W/mse_new --against $W/src --no-progress --json > $W/v_$name.json

@@ -2,9 +2,10 @@
 // per x86 target, chosen at run time. Lanes are groups: a block of Lanes(df) groups of 16 is transposed once
 // (vector j holds element j of every group), then every step runs the reference's arithmetic on all lanes at
 // once, so each lane sums its 16 powers in the reference's order (e0 + e1 + ... + e15). Where the caller needs
-// no step mask (patience cannot stop the search), a block is searched pruned (SearchBlockRanges): every fourth
-// step in full, a lower bound of the steps between two of them from their per-element records, then only the
-// (group, step) pairs the bounds cannot rule out run in full, packed into lanes.
+// no step mask (patience cannot stop the search), a block is searched pruned (SearchBlockRanges): every eighth
+// step in full, a lower bound of the steps between two of them from their per-element records, the middle step
+// of the ranges many lanes keep (splitting them), then only the (group, step) pairs the bounds cannot rule out
+// run in full, packed into lanes.
 // Per element and step: the fl32 quotient (on FMA targets a reciprocal and one FMA correction, which gives
 // the correctly rounded quotient wherever it decides anything: DivideExactly below; IEEE division
 // elsewhere) or, for scales in the usual range, exact threshold decisions; flD rounding (RoundMag, the shared
@@ -245,11 +246,13 @@ HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::Sea
 //
 // Every kRangeStride-th step (and the last) runs in full for every group, recording each element's power t and
 // P = k + [dq < |x|] (SumByConsts<kRecord>). E, the least of these errors, is one the group reaches. Between
-// two such steps a and b, element j's power is at least min(t_a, t_b) wherever P_a = P_b, so the sum of those
-// minima bounds from below the error of every step strictly between them; where the bound shows it above E, the
-// steps of the range cannot be the group's best, nor tie with it, and are skipped. The rest run in full, as
-// (group, step) pairs packed into lanes. Then the reference's strict-improvement scan over the errors run, the
-// others counting as +inf: the first step of the least error.
+// two recorded steps a and b, element j's power is at least min(t_a, t_b) wherever P_a = P_b, so the sum of those
+// minima bounds from below the error of every step strictly between them (RangeBound); where the bound shows it
+// above E, the steps of the range cannot be the group's best, nor tie with it, and are skipped. Where a quarter of
+// the block's lanes or more keep a range, its middle step runs in full too, recorded, for every lane: it splits the
+// range in two, each bounded by its own ends (tighter), and its error may lower E. The steps of the ranges then
+// still kept run in full, as (group, step) pairs packed into lanes. Then the reference's strict-improvement scan
+// over the errors run, the others counting as +inf: the first step of the least error.
 //
 // Why P_a = P_b bounds the element. Along the steps the scale only shrinks, so with k fixed dq = flD(v_k s) only
 // shrinks and d = flD(dq - |x|) only falls: |d| falls while d >= 0 and rises once d < 0. When k steps up (to
@@ -258,7 +261,8 @@ HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::Sea
 // a range only where d crosses from >= 0 to < 0, and with sigma = [d >= 0] the number of such crossings is
 // sigma_a + (k_b - k_a) - sigma_b = P_b - P_a. Without one, |d|'s least value over the range is at an end, and
 // the power (flD of |d|, then the table, both non-decreasing: args->ranges) with it. (An end with d = 0 has power
-// 0 and bounds nothing, whichever side of it sigma puts it.)
+// 0 and bounds nothing, whichever side of it sigma puts it.) This holds for any two recorded steps, so for the
+// halves of a split range as for the whole.
 //
 // Why the bound prunes safely: the reference adds 16 terms t >= 0 in sequence, acc >= (sum t)(1 - u)^15 with
 // u = 2^-24; the bound b adds at most 16 lower bounds in any order, b <= (sum t)(1 + u)^15. So acc >=
@@ -268,7 +272,73 @@ HWY_INLINE hn::Vec<DF> StepScale(DF df, hn::Vec<DF> m0, const nvfp4::detail::Sea
 //
 // Returns false (nothing written) where a scale of the block lies outside the threshold table's range; the
 // caller then runs the block in full.
-constexpr int kRangeStride = 4;
+constexpr int kRangeStride = 8;
+// Record sets a block's pruned search may hold: its base steps and one middle step per range between them.
+constexpr std::size_t RecordSets(int steps) { return 2 * (static_cast<std::size_t>(steps) / kRangeStride + 2); }
+
+// RangeBound's sum of min(t_a, t_b) over the elements whose P agrees at both ends, per lane; ra and rb are two
+// record sets (element j of every lane at r[j * L]).
+template <class DF>
+HWY_INLINE hn::Vec<DF> RangeBound(DF df, const std::int32_t* ra, const std::int32_t* rb) {
+  const hn::RebindToSigned<DF> di;
+  const std::size_t L = hn::Lanes(df);
+  const auto low = hn::Set(di, 15), clear = hn::Set(di, ~15);
+  auto lb = hn::Zero(df);
+  for (std::size_t j = 0; j < 16; ++j) {
+    const auto va = hn::Load(di, ra + j * L), vb = hn::Load(di, rb + j * L);
+    const auto same = hn::Eq(hn::And(hn::Xor(va, vb), low), hn::Zero(di));
+    lb = hn::Add(lb, hn::IfThenElseZero(hn::RebindMask(df, same), hn::BitCast(df, hn::And(hn::Min(va, vb), clear))));
+  }
+  return lb;
+}
+
+// The lane indices of an 8-bit mask's set bits, four bits each, lowest first (the rest 0).
+constexpr std::array<std::uint32_t, 256> CompressNibbles() {
+  std::array<std::uint32_t, 256> t{};
+  for (std::uint32_t m = 0; m < 256; ++m)
+    for (std::uint32_t lane = 0, n = 0; lane < 8; ++lane)
+      if ((m >> lane) & 1) t[m] |= lane << (4 * n++);
+  return t;
+}
+static constexpr std::array<std::uint32_t, 256> kCompressNibbles = CompressNibbles();
+
+// Stores the lanes of v that m selects at out[0..count) (out has room for a whole vector) and returns count.
+// Branch-free: AVX-512's compress, elsewhere a permutation from kCompressNibbles (Highway 1.0.3's Compress for
+// 8 lanes builds its 1 KB table on the stack at every call).
+template <class DI>
+HWY_INLINE std::size_t AppendSelected(DI di, hn::Vec<DI> v, hn::Mask<DI> m, std::int32_t* out) {
+#if HWY_TARGET <= HWY_AVX3
+  hn::StoreU(hn::Compress(v, m), di, out);
+  return hn::CountTrue(di, m);
+#else
+  static_assert(hn::MaxLanes(DI()) <= 8, "8-bit masks");
+  const hn::RebindToUnsigned<DI> du;
+  std::uint8_t bits[8] = {};
+  hn::StoreMaskBits(di, m, bits);
+  const auto shifts = hn::ShiftLeft<2>(hn::Iota(du, 0));  // 4 * lane
+  const auto idx = hn::And(hn::Set(du, kCompressNibbles[bits[0]]) >> shifts, hn::Set(du, 7u));
+  hn::StoreU(hn::TableLookupLanes(v, hn::IndicesFromVec(di, hn::BitCast(di, idx))), di, out);
+  return static_cast<std::size_t>(__builtin_popcount(bits[0]));
+#endif
+}
+
+// nextD(E) per lane: the least value of D above E (+inf above max and for +inf; a NaN E, which finite sources
+// never give, stays NaN, and then every step runs: no comparison with NaN prunes).
+template <Src S, class DF>
+HWY_INLINE hn::Vec<DF> NextUpD(DF df, hn::Vec<DF> e) {
+  constexpr std::size_t kMax = hn::MaxLanes(df);
+  HWY_ALIGN float ev[kMax];
+  hn::Store(e, df, ev);
+  for (std::size_t lane = 0; lane < hn::Lanes(df); ++lane) {
+    if (std::isinf(ev[lane]) || std::isnan(ev[lane])) continue;
+    if constexpr (S == Src::BF16) {
+      ev[lane] = half::bf16_to_float(static_cast<std::uint16_t>(half::float_to_bf16(ev[lane]) + 1));
+    } else {
+      ev[lane] = half::f16_to_float(static_cast<std::uint16_t>(half::float_to_f16(ev[lane]) + 1));
+    }
+  }
+  return hn::Load(df, ev);
+}
 
 template <Src S, bool kExact, class DF>
 HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const nvfp4::detail::SearchArgs* args,
@@ -289,69 +359,84 @@ HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const 
     hn::Store(inf, df, errt + static_cast<std::size_t>(i) * L);
   }
   const auto x_of = [&](std::size_t j) { return hn::Load(df, xt + j * L); };
-  // The base steps in full, with records; E per lane. Each step's constants are computed one step ahead.
-  std::array<int, kMaxSearchSteps / kRangeStride + 2> base{};
+  const auto rec = [&](std::size_t set) { return recs + set * 16 * L; };
+  // Steps in full for every lane, recorded: run[n] into record set set0 + n, its error into errt, E per lane.
+  // Each step's constants are computed one step ahead.
+  HWY_ALIGN std::int32_t tc[2][7 * kMax];
+  HWY_ALIGN float cc[2][7 * kMax];
+  auto e = inf;
+  const auto run_recorded = [&](const int* run, int n, std::size_t set0) {
+    const auto consts_at = [&](int step, std::size_t slot) {
+      StepConsts<S, true>(df, hn::Load(df, st + static_cast<std::size_t>(step) * L), args, tc[slot], cc[slot]);
+    };
+    if (n > 0) consts_at(run[0], 0);
+    for (int q = 0; q < n; ++q) {
+      const std::size_t slot = static_cast<std::size_t>(q) & 1;
+      if (q + 1 < n) consts_at(run[q + 1], slot ^ 1);
+      const auto err = RoundD<S>(df, hn::Abs(SumByConsts<S, true, kExact>(df, tc[slot], cc[slot], args->pow_table, x_of,
+                                                                           rec(set0 + static_cast<std::size_t>(q)))));
+      hn::Store(err, df, errt + static_cast<std::size_t>(run[q]) * L);
+      e = hn::Min(e, err);
+    }
+  };
+  std::array<int, kMaxSearchSteps / kRangeStride + 2> base{}, mid{}, mids{};
   int nb = 0;
   for (int i = 0;; i += kRangeStride) {
     base[static_cast<std::size_t>(nb++)] = std::min(i, steps - 1);
     if (i >= steps - 1) break;
   }
-  HWY_ALIGN std::int32_t tc[2][7 * kMax];
-  HWY_ALIGN float cc[2][7 * kMax];
-  const auto consts_at = [&](int step, std::size_t slot) {
-    StepConsts<S, true>(df, hn::Load(df, st + static_cast<std::size_t>(step) * L), args, tc[slot], cc[slot]);
-  };
-  consts_at(base[0], 0);
-  auto e = inf;
-  for (int q = 0; q < nb; ++q) {
-    const std::size_t slot = static_cast<std::size_t>(q) & 1;
-    if (q + 1 < nb) consts_at(base[static_cast<std::size_t>(q) + 1], slot ^ 1);
-    const auto err = RoundD<S>(df, hn::Abs(SumByConsts<S, true, kExact>(df, tc[slot], cc[slot], args->pow_table, x_of,
-                                                                         recs + static_cast<std::size_t>(q) * 16 * L)));
-    hn::Store(err, df, errt + static_cast<std::size_t>(base[static_cast<std::size_t>(q)]) * L);
-    e = hn::Min(e, err);
-  }
-  HWY_ALIGN float ev[kMax], enext[kMax];
-  hn::Store(e, df, ev);
-  for (std::size_t lane = 0; lane < L; ++lane) {
-    // nextD(E): the least value of D above E (+inf above max and for +inf; a NaN E, which finite sources never
-    // give, stays NaN, and then every step runs: no comparison with NaN prunes).
-    if (std::isinf(ev[lane]) || std::isnan(ev[lane])) {
-      enext[lane] = ev[lane];
-    } else if constexpr (S == Src::BF16) {
-      enext[lane] = half::bf16_to_float(static_cast<std::uint16_t>(half::float_to_bf16(ev[lane]) + 1));
-    } else {
-      enext[lane] = half::f16_to_float(static_cast<std::uint16_t>(half::float_to_f16(ev[lane]) + 1));
-    }
-  }
-  // Each range's bound; the steps inside the ranges it cannot rule out, as flat indices i * L + lane.
+  run_recorded(base.data(), nb, 0);
+  // Level one: each range's bound under the base steps' E; a range a quarter of the lanes keep or more, and long
+  // enough to split, has its middle step run (record set nb + q), which may lower E.
   const auto margin = hn::Set(df, 1.0f - 0x1p-18f);
-  const auto en = hn::Load(df, enext);
-  const auto low = hn::Set(di, 15), clear = hn::Set(di, ~15);
-  std::size_t np = 0;
+  const auto kept = [&](hn::Vec<DF> lb, hn::Vec<DF> en) { return hn::Not(hn::Ge(hn::Mul(lb, margin), en)); };
+  auto en = NextUpD<S>(df, e);
+  HWY_ALIGN float lbs[(kMaxSearchSteps / kRangeStride + 2) * kMax];
+  const std::size_t split_lanes = std::max<std::size_t>(1, L / 4);
+  int nm = 0;
   for (int q = 0; q + 1 < nb; ++q) {
-    const int a = base[static_cast<std::size_t>(q)], b = base[static_cast<std::size_t>(q) + 1];
+    const std::size_t uq = static_cast<std::size_t>(q);
+    const int a = base[uq], b = base[uq + 1];
+    mid[uq] = 0;
     if (b - a < 2) continue;
-    const std::int32_t* ra = recs + static_cast<std::size_t>(q) * 16 * L;
-    const std::int32_t* rb = ra + 16 * L;
-    auto lb = hn::Zero(df);
-    for (std::size_t j = 0; j < 16; ++j) {
-      const auto va = hn::Load(di, ra + j * L), vb = hn::Load(di, rb + j * L);
-      const auto same = hn::Eq(hn::And(hn::Xor(va, vb), low), hn::Zero(di));
-      lb = hn::Add(lb, hn::IfThenElseZero(hn::RebindMask(df, same), hn::BitCast(df, hn::And(hn::Min(va, vb), clear))));
+    const auto lb = RangeBound(df, rec(uq), rec(uq + 1));
+    hn::Store(lb, df, lbs + uq * L);
+    if (b - a >= 4 && hn::CountTrue(df, kept(lb, en)) >= split_lanes) {
+      mid[uq] = (a + b) / 2;
+      mids[static_cast<std::size_t>(nm++)] = mid[uq];
     }
-    const auto keep = hn::RebindMask(di, hn::Not(hn::Ge(hn::Mul(lb, margin), en)));
-    if (hn::AllFalse(di, keep)) continue;
-    // Few lanes keep a range: a scalar loop (Highway's CompressStore on AVX2 copies a 1 KB table per call).
-    HWY_ALIGN std::int32_t kv[kMax];
-    hn::Store(hn::VecFromMask(di, keep), di, kv);
-    for (std::size_t lane = 0; lane < L; ++lane)
-      if (kv[lane] != 0)
-        for (int i = a + 1; i < b; ++i) {
-          // A step whose scale repeats the step before's has its error too, which cannot strictly improve on it.
-          const std::size_t cell = static_cast<std::size_t>(i) * L + lane;
-          if (st[cell] != st[cell - L]) pairs[np++] = static_cast<std::int32_t>(cell);
-        }
+  }
+  if (nm > 0) {
+    run_recorded(mids.data(), nm, static_cast<std::size_t>(nb));
+    en = NextUpD<S>(df, e);
+  }
+  // Level two: the steps inside the ranges (or halves) no bound rules out, as flat indices i * L + lane.
+  std::size_t np = 0;
+  const auto collect = [&](int a, int b, hn::Mask<DF> keep) {
+    if (b - a < 2 || hn::AllFalse(df, keep)) return;
+    const auto keep_i = hn::RebindMask(di, keep);
+    auto prev = hn::Load(df, st + static_cast<std::size_t>(a) * L);
+    for (int i = a + 1; i < b; ++i) {
+      // A step whose scale repeats the step before's has its error too, which cannot strictly improve on it.
+      const auto cur = hn::Load(df, st + static_cast<std::size_t>(i) * L);
+      const auto run = hn::And(keep_i, hn::RebindMask(di, hn::Ne(cur, prev)));
+      prev = cur;
+      const auto cells = hn::Add(hn::Iota(di, 0), hn::Set(di, i * static_cast<std::int32_t>(L)));
+      np += AppendSelected(di, cells, run, pairs + np);
+    }
+  };
+  for (int q = 0, m = 0; q + 1 < nb; ++q) {
+    const std::size_t uq = static_cast<std::size_t>(q);
+    const int a = base[uq], b = base[uq + 1];
+    if (b - a < 2) continue;
+    const auto whole = kept(hn::Load(df, lbs + uq * L), en);
+    if (mid[uq] == 0) {
+      collect(a, b, whole);
+      continue;
+    }
+    const std::size_t sm = static_cast<std::size_t>(nb + m++);
+    collect(a, mid[uq], hn::And(whole, kept(RangeBound(df, rec(uq), rec(sm)), en)));
+    collect(mid[uq], b, hn::And(whole, kept(RangeBound(df, rec(sm), rec(uq + 1)), en)));
   }
   // The pairs in full, L at a time; each lane reads its group's elements by a lane permutation. Each vector's
   // constants are computed one vector ahead.
@@ -406,7 +491,7 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
   const auto st = hwy::AllocateAligned<float>(cells + L);  // aligned: whole vectors load and store at i * L
   const auto errt = hwy::AllocateAligned<float>(cells + L);
   const auto pairs = hwy::AllocateAligned<std::int32_t>(cells + L);
-  const auto recs = hwy::AllocateAligned<std::int32_t>(prune ? (static_cast<std::size_t>(args->steps) / kRangeStride + 2) * 16 * L : L);
+  const auto recs = hwy::AllocateAligned<std::int32_t>(prune ? RecordSets(args->steps) * 16 * L : L);
   for (std::uint64_t g0 = 0; g0 < groups; g0 += L) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(L, groups - g0));
     for (std::size_t lane = 0; lane < L; ++lane)
