@@ -84,10 +84,18 @@ const std::int32_t* search_threshold_deltas(DType dt);
 using SearchKernel = void (*)(const std::uint16_t* src, std::uint64_t groups, const SearchArgs* args,
                               float* group_max, std::uint8_t* improved);
 
+/** One step of the pruned search's recorded steps on `groups` groups (a multiple of 16) of BF16 magnitudes
+ * x[g * 16 + j] under scales s[g] (normal, in the threshold table's range): element j's record (its power's float
+ * bits plus b + [dq < |x|], b its E2M1 magnitude index) at rec[g * 16 + j], the sum of the group's powers in
+ * element order at sums[g]. For the test of the records the range bounds read. */
+using RecordsKernel = void (*)(const float* x, const float* s, std::size_t groups, const SearchArgs* args,
+                               std::int32_t* rec, float* sums);
+
 struct SearchPath {
-  std::string name;   ///< hwy::TargetName of the target
-  SearchKernel fn;    ///< BF16 sources
-  SearchKernel f16;   ///< F16 sources, or nullptr on a target without an exact F16 conversion (table path)
+  std::string name;       ///< hwy::TargetName of the target
+  SearchKernel fn;        ///< BF16 sources
+  SearchKernel f16;       ///< F16 sources, or nullptr on a target without an exact F16 conversion (table path)
+  RecordsKernel records;  ///< the BF16 recorded step, for its test
 };
 
 /** The Highway targets of the BF16 search compiled in and supported by this CPU, best first. */

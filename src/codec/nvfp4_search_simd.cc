@@ -153,17 +153,41 @@ HWY_INLINE void StepConsts(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs
   }
 }
 
-// The error sum of one vector of lanes under the constants StepConsts wrote: each element's E2M1 magnitude is
-// decided by comparing its bits with its lane's seven thresholds, dq is the matching constant (0 below the
-// first). x_of(j) gives element j (|x|) of every lane's group; the powers are summed in the reference's order.
+// Whether the search decides BF16 elements two at a time in 16-bit lanes (SumByConsts): BF16 values, thresholds
+// and candidates are all values of BF16, so their top 16 bits order and select them exactly. Not on HWY_SCALAR
+// (one lane), nor for F16 (an F16 value's float keeps bits below the top 16).
+#undef FP4FORGE_SEARCH_PAIRS16
+#if HWY_TARGET == HWY_SCALAR
+#define FP4FORGE_SEARCH_PAIRS16 0
+#else
+#define FP4FORGE_SEARCH_PAIRS16 1
+#endif
+template <Src S>
+inline constexpr bool kPairs16 = FP4FORGE_SEARCH_PAIRS16 && S == Src::BF16;
+
+#if FP4FORGE_SEARCH_PAIRS16
+// The top 16 bits of a's and b's lanes (BF16 values as floats: non-negative, so no saturation), in one vector of
+// 16-bit lanes, in the order ReorderDemote2To gives and ZipLower / ZipUpper undo (a's lanes back by ZipLower).
+template <class D16, class VI>
+HWY_INLINE hn::Vec<D16> Pack16(D16 d16, VI a, VI b) {
+  return hn::ReorderDemote2To(d16, hn::ShiftRight<16>(a), hn::ShiftRight<16>(b));
+}
+#endif
+
+// The error sum of one vector of lanes under the constants StepConsts wrote: each element's E2M1 magnitude index
+// b = #{k : |x| > t_k} is found by binary search over its lane's seven (increasing) thresholds, three comparisons,
+// and dq, index b's constant (0 for b = 0), is narrowed down alongside. (Seven comparisons and a chain of seven
+// selections cost about 1.5x as much on AVX-512, where comparisons into mask registers share one port.) For BF16
+// (kPairs16) two elements are decided at once in 16-bit lanes, half the comparisons and selections; x16 holds
+// them packed (Pack16 of elements 2i and 2i + 1 at x16[i * 2L]), or nullptr to pack them here.
+// x_of(j) gives element j (|x|) of every lane's group; the powers are summed in the reference's order.
 // With kExact (SearchArgs::exact_diff) the difference dq - |x| is a value of D, so the power table's index is its
 // magnitude's top 16 bits; otherwise the difference is rounded to D first (MagIndex).
 // With kRecord, element j's record goes to rec[j * L + lane]: the power's bits (a value of D: the low 13 bits of
-// its float are zero) with P = k + [dq < |x|] in the low four, k the E2M1 magnitude index (SearchBlockRanges
-// reads them).
+// its float are zero) with P = b + [dq < |x|] in the low four (SearchBlockRanges reads them).
 template <Src S, bool kRecord, bool kExact, class DF, class XOf>
 HWY_INLINE hn::Vec<DF> SumByConsts(DF df, const std::int32_t* tc, const float* cc, const float* pow_table, XOf&& x_of,
-                                   std::int32_t* rec = nullptr) {
+                                   std::int32_t* rec = nullptr, const std::int16_t* x16 = nullptr) {
   const hn::RebindToSigned<DF> di;
   const hn::RebindToUnsigned<DF> du;
   const std::size_t L = hn::Lanes(df);
@@ -175,13 +199,8 @@ HWY_INLINE hn::Vec<DF> SumByConsts(DF df, const std::int32_t* tc, const float* c
   }
   [[maybe_unused]] const auto seven = hn::Set(di, 7);
   auto acc = hn::Zero(df);
-  for (std::size_t j = 0; j < 16; ++j) {
-    const auto x = x_of(j);
-    const auto xb = hn::BitCast(di, x);
-    auto dq = hn::Zero(df);
-    for (int k = 0; k < 7; ++k) dq = hn::IfThenElse(hn::RebindMask(df, hn::Gt(xb, t[k])), cand[k], dq);
-    [[maybe_unused]] const auto dqb = hn::BitCast(di, dq);
-    if constexpr (kRecord) dq = hn::BitCast(df, hn::AndNot(seven, dqb));
+  // Element j's power from dq (index b in b_bits' low bits, for the record).
+  const auto add_term = [&](std::size_t j, hn::Vec<DF> x, hn::Vec<DF> dq, [[maybe_unused]] hn::Vec<decltype(di)> b_bits) {
     const auto diff = hn::Sub(dq, x);
     hn::Vec<decltype(di)> index;
     if constexpr (kExact) {
@@ -191,23 +210,74 @@ HWY_INLINE hn::Vec<DF> SumByConsts(DF df, const std::int32_t* tc, const float* c
     }
     const auto term = hn::GatherIndex(df, pow_table, index);
     if constexpr (kRecord) {
-      // P = k + [dq < |x|]: diff's sign bit (dq = |x| gives +0 and a power of 0, which bounds nothing either way).
-      hn::Store(hn::Add(hn::OrAnd(hn::BitCast(di, term), dqb, seven), hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(du, diff)))),
+      // P = b + [dq < |x|]: diff's sign bit (dq = |x| gives +0 and a power of 0, which bounds nothing either way).
+      hn::Store(hn::Add(hn::Or(hn::BitCast(di, term), b_bits), hn::BitCast(di, hn::ShiftRight<31>(hn::BitCast(du, diff)))),
                 di, rec + j * L);
     }
     acc = hn::Add(acc, term);
+  };
+#if FP4FORGE_SEARCH_PAIRS16
+  if constexpr (kPairs16<S>) {
+    const hn::Repartition<std::int16_t, DF> d16;
+    hn::Vec<decltype(d16)> t16[7], c16[7];
+    for (std::size_t k = 0; k < 7; ++k) {
+      t16[k] = Pack16(d16, t[k], t[k]);
+      c16[k] = Pack16(d16, hn::BitCast(di, cand[k]), hn::BitCast(di, cand[k]));  // the record's index bits drop out
+    }
+    const auto z16 = hn::Zero(d16);
+    [[maybe_unused]] const auto four = hn::Set(d16, 4), two = hn::Set(d16, 2), one = hn::Set(d16, 1);
+    for (std::size_t i = 0; i < 8; ++i) {
+      const auto xa = x_of(2 * i), xb = x_of(2 * i + 1);
+      const auto xh = x16 != nullptr ? hn::Load(d16, x16 + i * 2 * L) : Pack16(d16, hn::BitCast(di, xa), hn::BitCast(di, xb));
+      const auto m4 = hn::Gt(xh, t16[3]);  // b >= 4
+      const auto lo_t = hn::IfThenElse(m4, t16[4], t16[0]), hi_t = hn::IfThenElse(m4, t16[6], t16[2]);
+      const auto c0 = hn::IfThenElseZero(m4, c16[3]), c1 = hn::IfThenElse(m4, c16[4], c16[0]);
+      const auto c2 = hn::IfThenElse(m4, c16[5], c16[1]), c3 = hn::IfThenElse(m4, c16[6], c16[2]);
+      const auto m2 = hn::Gt(xh, hn::IfThenElse(m4, t16[5], t16[1]));  // b >= 4 + 2 or b >= 2
+      const auto m1 = hn::Gt(xh, hn::IfThenElse(m2, hi_t, lo_t));      // b's last bit
+      const auto dq = hn::IfThenElse(m1, hn::IfThenElse(m2, c3, c1), hn::IfThenElse(m2, c2, c0));
+      auto b16 = z16;
+      if constexpr (kRecord) b16 = hn::Or(hn::Or(hn::IfThenElseZero(m4, four), hn::IfThenElseZero(m2, two)), hn::IfThenElseZero(m1, one));
+      add_term(2 * i, xa, hn::BitCast(df, hn::ZipLower(di, z16, dq)), hn::ZipLower(di, b16, z16));
+      add_term(2 * i + 1, xb, hn::BitCast(df, hn::ZipUpper(di, z16, dq)), hn::ZipUpper(di, b16, z16));
+    }
+  } else
+#endif
+  {
+    (void)x16;
+    for (std::size_t j = 0; j < 16; ++j) {
+      const auto x = x_of(j);
+      const auto xb = hn::BitCast(di, x);
+      const auto m4 = hn::Gt(xb, t[3]);  // b >= 4
+      const auto f4 = hn::RebindMask(df, m4);
+      const auto lo_t = hn::IfThenElse(m4, t[4], t[0]), hi_t = hn::IfThenElse(m4, t[6], t[2]);
+      const auto c0 = hn::IfThenElseZero(f4, cand[3]), c1 = hn::IfThenElse(f4, cand[4], cand[0]);
+      const auto c2 = hn::IfThenElse(f4, cand[5], cand[1]), c3 = hn::IfThenElse(f4, cand[6], cand[2]);
+      const auto m2 = hn::Gt(xb, hn::IfThenElse(m4, t[5], t[1]));  // b >= 4 + 2 or b >= 2
+      const auto f2 = hn::RebindMask(df, m2);
+      const auto m1 = hn::Gt(xb, hn::IfThenElse(m2, hi_t, lo_t));  // b's last bit
+      const auto dq = hn::IfThenElse(hn::RebindMask(df, m1), hn::IfThenElse(f2, c3, c1), hn::IfThenElse(f2, c2, c0));
+      // With kRecord each candidate carries its index b in its low three bits.
+      const auto dqb = hn::BitCast(di, dq);
+      if constexpr (kRecord) {
+        add_term(j, x, hn::BitCast(df, hn::AndNot(seven, dqb)), hn::And(dqb, seven));
+      } else {
+        add_term(j, x, dq, dqb);
+      }
+    }
   }
   return acc;
 }
 
 // Both at once, for a caller with nothing to overlap.
 template <Src S, class DF, class XOf>
-HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, XOf&& x_of) {
+HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, XOf&& x_of,
+                                       const std::int16_t* x16) {
   constexpr std::size_t kMax = hn::MaxLanes(df);
   HWY_ALIGN std::int32_t tc[7 * kMax];
   HWY_ALIGN float cc[7 * kMax];
   StepConsts<S, false>(df, s, args, tc, cc);
-  return SumByConsts<S, false, false>(df, tc, cc, args->pow_table, x_of);
+  return SumByConsts<S, false, false>(df, tc, cc, args->pow_table, x_of, nullptr, x16);
 }
 
 // One element's power flD(|flD(flD(q s) - |x|)|^norm) by the reference's own chain: the fl32 quotient (the
@@ -341,9 +411,9 @@ HWY_INLINE hn::Vec<DF> NextUpD(DF df, hn::Vec<DF> e) {
 }
 
 template <Src S, bool kExact, class DF>
-HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const nvfp4::detail::SearchArgs* args,
-                                  float lo_s, float hi_s, float* st, float* errt, std::int32_t* recs, std::int32_t* pairs,
-                                  float* out) {
+HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, const std::int16_t* x16, hn::Vec<DF> m0,
+                                  const nvfp4::detail::SearchArgs* args, float lo_s, float hi_s, float* st, float* errt,
+                                  std::int32_t* recs, std::int32_t* pairs, float* out) {
   const hn::RebindToSigned<DF> di;
   constexpr std::size_t kMax = hn::MaxLanes(df);
   const std::size_t L = hn::Lanes(df);
@@ -374,7 +444,7 @@ HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const 
       const std::size_t slot = static_cast<std::size_t>(q) & 1;
       if (q + 1 < n) consts_at(run[q + 1], slot ^ 1);
       const auto err = RoundD<S>(df, hn::Abs(SumByConsts<S, true, kExact>(df, tc[slot], cc[slot], args->pow_table, x_of,
-                                                                           rec(set0 + static_cast<std::size_t>(q)))));
+                                                                           rec(set0 + static_cast<std::size_t>(q)), x16)));
       hn::Store(err, df, errt + static_cast<std::size_t>(run[q]) * L);
       e = hn::Min(e, err);
     }
@@ -471,6 +541,51 @@ HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, hn::Vec<DF> m0, const 
   return true;
 }
 
+// A block's elements in pairs for SumByConsts (kPairs16): Pack16 of xt's rows 2i and 2i + 1 at x16[i * 2L].
+template <class DF>
+HWY_INLINE void PackBlock16(DF df, const float* xt, std::int16_t* x16) {
+#if FP4FORGE_SEARCH_PAIRS16
+  const hn::RebindToSigned<DF> di;
+  const hn::Repartition<std::int16_t, DF> d16;
+  const std::size_t L = hn::Lanes(df);
+  for (std::size_t i = 0; i < 8; ++i)
+    hn::Store(Pack16(d16, hn::BitCast(di, hn::Load(df, xt + 2 * i * L)), hn::BitCast(di, hn::Load(df, xt + (2 * i + 1) * L))), d16,
+              x16 + i * 2 * L);
+#else
+  (void)df, (void)xt, (void)x16;
+#endif
+}
+
+// Exposed for the test of the records (SearchPath::records): groups of BF16 magnitudes (as floats) at x[g * 16 + j]
+// under scales s[g] (normal, in the threshold table's range; `groups` a multiple of 16), one step as the pruned
+// search runs its recorded steps: element j's record at rec[g * 16 + j], the group's sum of powers at sums[g].
+void SearchRecordsBf16(const float* x, const float* s, std::size_t groups, const nvfp4::detail::SearchArgs* args,
+                       std::int32_t* rec, float* sums) {
+  const hn::ScalableTag<float> df;
+  constexpr std::size_t kMax = hn::MaxLanes(df);
+  const std::size_t L = hn::Lanes(df);
+  HWY_ALIGN float xt[16 * kMax];
+  HWY_ALIGN std::int16_t x16[16 * kMax];
+  HWY_ALIGN std::int32_t tc[7 * kMax];
+  HWY_ALIGN float cc[7 * kMax];
+  HWY_ALIGN std::int32_t rb[16 * kMax];
+  HWY_ALIGN float sv[kMax];
+  for (std::size_t g0 = 0; g0 < groups; g0 += L) {
+    for (std::size_t lane = 0; lane < L; ++lane)
+      for (std::size_t j = 0; j < 16; ++j) xt[j * L + lane] = x[(g0 + lane) * 16 + j];
+    PackBlock16(df, xt, x16);
+    StepConsts<Src::BF16, true>(df, hn::LoadU(df, s + g0), args, tc, cc);
+    const auto x_of = [&](std::size_t j) { return hn::Load(df, xt + j * L); };
+    hn::Store(args->exact_diff ? SumByConsts<Src::BF16, true, true>(df, tc, cc, args->pow_table, x_of, rb, x16)
+                               : SumByConsts<Src::BF16, true, false>(df, tc, cc, args->pow_table, x_of, rb, x16),
+              df, sv);
+    for (std::size_t lane = 0; lane < L; ++lane) {
+      sums[g0 + lane] = sv[lane];
+      for (std::size_t j = 0; j < 16; ++j) rec[(g0 + lane) * 16 + j] = rb[j * L + lane];
+    }
+  }
+}
+
 template <Src S>
 void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail::SearchArgs* args,
              float* group_max, std::uint8_t* improved) {
@@ -482,6 +597,7 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
   constexpr std::size_t kMax = hn::MaxLanes(df);
   const std::size_t L = hn::Lanes(df);
   HWY_ALIGN float xt[16 * kMax];  // xt[j * L + lane] = |x_j| of group `lane` of the block
+  HWY_ALIGN std::int16_t x16[16 * kMax];  // with kPairs16: Pack16 of elements 2i and 2i + 1 at x16[i * 2L]
   HWY_ALIGN float out[kMax];
   const auto zero = hn::Zero(df);
   const auto expand = hn::Set(df, args->expand);
@@ -499,12 +615,13 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
         const std::uint16_t b = lane < n ? static_cast<std::uint16_t>(src[(g0 + lane) * 16 + j] & 0x7FFF) : 0;
         xt[j * L + lane] = S == Src::BF16 ? half::bf16_to_float(b) : half::f16_to_float(b);
       }
+    if constexpr (kPairs16<S>) PackBlock16(df, xt, x16);
     auto a = zero;
     for (std::size_t j = 0; j < 16; ++j) a = hn::Max(a, hn::Load(df, xt + j * L));
     const auto m0 = RoundD<S>(df, hn::Mul(a, expand));  // flD(a * expand)
     const bool pruned = prune && (S == Src::BF16 && args->exact_diff
-                                      ? SearchBlockRanges<S, true>(df, xt, m0, args, lo_s, hi_s, st.get(), errt.get(), recs.get(), pairs.get(), out)
-                                      : SearchBlockRanges<S, false>(df, xt, m0, args, lo_s, hi_s, st.get(), errt.get(), recs.get(), pairs.get(), out));
+                                      ? SearchBlockRanges<S, true>(df, xt, x16, m0, args, lo_s, hi_s, st.get(), errt.get(), recs.get(), pairs.get(), out)
+                                      : SearchBlockRanges<S, false>(df, xt, x16, m0, args, lo_s, hi_s, st.get(), errt.get(), recs.get(), pairs.get(), out));
     if (pruned) {
       std::memcpy(group_max + g0, out, n * sizeof(float));
       continue;
@@ -516,7 +633,7 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
       hn::Vec<decltype(df)> acc;
       // The usual case, every scale of the block in the table's range: the threshold decisions.
       if (args->thresholds != nullptr && AllWithin(df, s, lo_s, hi_s)) {
-        acc = SumByThresholds<S>(df, s, args, [&](std::size_t j) { return hn::Load(df, xt + j * L); });
+        acc = SumByThresholds<S>(df, s, args, [&](std::size_t j) { return hn::Load(df, xt + j * L); }, x16);
       } else {
         // The corrected reciprocal quotient needs a normal, finite s; a step with another (a subnormal or an
         // infinite scale: groups of extreme magnitude) divides.
@@ -574,6 +691,10 @@ struct NativeEntry {
   std::int64_t target;
   bool (*fn)();
 };
+struct RecordsEntry {
+  std::int64_t target;
+  nvfp4::detail::RecordsKernel fn;
+};
 }  // namespace
 
 HWY_EXPORT(SearchBf16);
@@ -601,14 +722,16 @@ std::vector<nvfp4::detail::SearchPath> search_bf16_paths() {
   const std::initializer_list<SearchEntry> bf16 = {FP4FORGE_SCHEME_TARGETS(SearchBf16)};
   const std::initializer_list<SearchEntry> f16 = {FP4FORGE_SCHEME_TARGETS(SearchF16)};
   const std::initializer_list<NativeEntry> native = {FP4FORGE_SCHEME_TARGETS(SearchF16Native)};
+  const std::initializer_list<RecordsEntry> records = {FP4FORGE_SCHEME_TARGETS(SearchRecordsBf16)};
   std::vector<nvfp4::detail::SearchPath> out;
   const std::int64_t have = hwy::SupportedTargets();
   auto b = bf16.begin();
   auto f = f16.begin();
   auto n = native.begin();
-  for (; b != bf16.end(); ++b, ++f, ++n)
+  auto r = records.begin();
+  for (; b != bf16.end(); ++b, ++f, ++n, ++r)
     if (have & b->target)
-      out.push_back(nvfp4::detail::SearchPath{hwy::TargetName(b->target), b->fn, n->fn() ? f->fn : nullptr});
+      out.push_back(nvfp4::detail::SearchPath{hwy::TargetName(b->target), b->fn, n->fn() ? f->fn : nullptr, r->fn});
   return out;
 }
 

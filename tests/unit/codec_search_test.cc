@@ -460,6 +460,77 @@ TEST(CodecSearch, ThePrunedSearchIsTheReferenceOnManyGroups) {
   }
 }
 
+// The records the range bounds read (SearchBlockRanges), on every Highway path: each element's power and
+// P = b + [dq < |x|] (b its E2M1 magnitude index) as the reference computes them, with and without the exact
+// difference, on elements at random, on the E2M1 grid and on every decision threshold and its BF16 neighbours,
+// under scales across 80 binades. A wrong index or sign here only shows in the search when a bound decides a step,
+// which random data rarely makes it do.
+TEST(CodecSearch, EveryPathRecordsTheReferencesPowersAndIndices) {
+  const DType dt = DType::BF16;
+  const float* table = detail::pow_table_values(dt, detail::norm_d(2.4, dt));
+  const std::int32_t* thr = detail::search_thresholds(dt);
+  ASSERT_NE(table, nullptr);
+  ASSERT_NE(thr, nullptr);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> ud(0.0f, 8.0f);
+  const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const std::size_t groups = 16 * 256;
+  std::vector<float> x, s;
+  for (std::size_t g = 0; g < groups; ++g) {
+    const int e = static_cast<int>(rng() % 80) - 40;
+    const std::uint32_t ms = rng() % 128;
+    const float sc = std::ldexp(half::bf16_to_float(static_cast<std::uint16_t>(0x3F80 | ms)), e);
+    s.push_back(sc);
+    for (std::size_t j = 0; j < 16; ++j) {
+      float v = 0.0f;
+      switch ((g + j) % 3) {
+        case 0: v = ud(rng) * sc; break;
+        case 1: {  // threshold k of this scale (its bits shifted by the exponent), or a BF16 neighbour
+          const std::int32_t bits = thr[(rng() % 7) * 128 + ms] + (e << 23) + (static_cast<std::int32_t>(rng() % 3) - 1) * (1 << 16);
+          v = std::bit_cast<float>(bits);
+          break;
+        }
+        default: v = grid[rng() % 8] * sc; break;
+      }
+      x.push_back(half::round_to_bf16(v));
+    }
+  }
+  // The reference's chain per element (search_group), and the float sum in element order.
+  std::vector<std::int32_t> want(groups * 16);
+  std::vector<float> want_sum(groups, 0.0f);
+  for (std::size_t g = 0; g < groups; ++g)
+    for (std::size_t j = 0; j < 16; ++j) {
+      const float xv = x[g * 16 + j];
+      const float y = std::min(half::round_to_bf16(xv / s[g]), 6.0f);
+      const std::uint8_t b = detail::ref_fp4_code(y) & 7;
+      const float dq = half::round_to_bf16(fp4_to_float(b) * s[g]);
+      const float term = table[half::float_to_bf16(half::round_to_bf16(dq - xv)) & 0x7FFF];
+      want[g * 16 + j] = std::bit_cast<std::int32_t>(term) + b + (dq < xv ? 1 : 0);
+      want_sum[g] += term;
+    }
+  for (const bool exact : {true, false}) {
+    detail::SearchArgs args;
+    args.pow_table = table;
+    args.thresholds = thr;
+    args.threshold_deltas = detail::search_threshold_deltas(dt);
+    args.exact_diff = exact;
+    for (const auto& path : detail::search_simd_paths()) {
+      std::vector<std::int32_t> rec(groups * 16);
+      std::vector<float> sums(groups);
+      path.records(x.data(), s.data(), groups, &args, rec.data(), sums.data());
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < rec.size(); ++i)
+        if (rec[i] != want[i] && bad++ < 5)
+          ADD_FAILURE() << path.name << (exact ? " exact" : "") << ": x " << x[i] << " s " << s[i / 16] << " record " << rec[i]
+                        << " want " << want[i];
+      for (std::size_t g = 0; g < groups; ++g)
+        if (std::bit_cast<std::uint32_t>(sums[g]) != std::bit_cast<std::uint32_t>(want_sum[g]) && bad++ < 10)
+          ADD_FAILURE() << path.name << ": group " << g << " sum " << sums[g] << " want " << want_sum[g];
+      EXPECT_EQ(bad, 0u) << path.name;
+    }
+  }
+}
+
 TEST(CodecSearch, RefusalsNameTheTensor) {
   std::vector<std::uint16_t> w(2 * 24, 0x3F80);
   const SearchSpec sp = *search_spec(Observer::NVFP4_EXPANDED_MSE);
