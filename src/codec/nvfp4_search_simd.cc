@@ -114,11 +114,10 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> MagIndex(DF df, hn::Vec<DF> d) {
 // range the threshold table holds for): the seven thresholds at tc[k * L] (args->thresholds: the exact bounds of
 // the reference's decision for s = 1.m, shifted by s's exponent: every quantity in the chain scales exactly by
 // powers of two in the normal range) and the seven nonzero dq = flD(q * s) at cc[k * L], computed once: s/2, s,
-// 2s, 4s exactly, flD(1.5 s) and its doubles. With kRecord each dq carries its index k + 1 in its low three bits
-// (a value of D as a float: its low 13 bits are zero), which SumByConsts clears before use.
+// 2s, 4s exactly, flD(1.5 s) and its doubles.
 // Kept apart from the sum so that a caller can compute the next step's constants (their gathers) before it sums
 // this one: the gathers' latency then overlaps the sums.
-template <Src S, bool kRecord, class DF>
+template <Src S, class DF>
 HWY_INLINE void StepConsts(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs* args, std::int32_t* tc, float* cc) {
   constexpr int kMant = S == Src::BF16 ? 7 : 10;
   const hn::RebindToSigned<DF> di;
@@ -146,11 +145,7 @@ HWY_INLINE void StepConsts(DF df, hn::Vec<DF> s, const nvfp4::detail::SearchArgs
   const auto v05 = hn::Mul(s, hn::Set(df, 0.5f)), v2 = hn::Add(s, s), v4 = hn::Mul(s, hn::Set(df, 4.0f));
   const auto v3 = hn::Add(d15, d15), v6 = hn::Mul(d15, hn::Set(df, 4.0f));
   const hn::Vec<DF> cand[7] = {v05, s, d15, v2, v3, v4, v6};  // index order, k = 1..7
-  for (int k = 0; k < 7; ++k) {
-    auto c = cand[k];
-    if constexpr (kRecord) c = hn::BitCast(df, hn::Or(hn::BitCast(di, c), hn::Set(di, k + 1)));
-    hn::Store(c, df, cc + static_cast<std::size_t>(k) * L);
-  }
+  for (int k = 0; k < 7; ++k) hn::Store(cand[k], df, cc + static_cast<std::size_t>(k) * L);
 }
 
 // Whether the search decides BF16 elements two at a time in 16-bit lanes (SumByConsts): BF16 values, thresholds
@@ -174,12 +169,30 @@ HWY_INLINE hn::Vec<D16> Pack16(D16 d16, VI a, VI b) {
 }
 #endif
 
+// One element per lane (as integer bits: 32-bit floats, or 16-bit BF16 tops) against its lane's seven increasing
+// thresholds t[0..6]: the E2M1 index b = #{k : x > t_k} by binary search, three comparisons, with index b's
+// candidate (c[b - 1], 0 for b = 0) narrowed down alongside. Returns the candidate; *b_out gets b where the caller
+// asks (the records). Seven comparisons and a chain of seven selections cost about 1.5x as much on AVX-512, where
+// comparisons into mask registers share one port.
+template <class DI>
+HWY_INLINE hn::Vec<DI> PickByThresholds(DI di, hn::Vec<DI> x, const hn::Vec<DI>* t, const hn::Vec<DI>* c,
+                                        hn::Vec<DI>* b_out) {
+  const auto m4 = hn::Gt(x, t[3]);  // b >= 4
+  const auto lo_t = hn::IfThenElse(m4, t[4], t[0]), hi_t = hn::IfThenElse(m4, t[6], t[2]);
+  const auto c0 = hn::IfThenElseZero(m4, c[3]), c1 = hn::IfThenElse(m4, c[4], c[0]);
+  const auto c2 = hn::IfThenElse(m4, c[5], c[1]), c3 = hn::IfThenElse(m4, c[6], c[2]);
+  const auto m2 = hn::Gt(x, hn::IfThenElse(m4, t[5], t[1]));  // b >= 4 + 2 or b >= 2
+  const auto m1 = hn::Gt(x, hn::IfThenElse(m2, hi_t, lo_t));  // b's last bit
+  if (b_out != nullptr)
+    *b_out = hn::Or(hn::Or(hn::IfThenElseZero(m4, hn::Set(di, 4)), hn::IfThenElseZero(m2, hn::Set(di, 2))),
+                    hn::IfThenElseZero(m1, hn::Set(di, 1)));
+  return hn::IfThenElse(m1, hn::IfThenElse(m2, c3, c1), hn::IfThenElse(m2, c2, c0));
+}
+
 // The error sum of one vector of lanes under the constants StepConsts wrote: each element's E2M1 magnitude index
-// b = #{k : |x| > t_k} is found by binary search over its lane's seven (increasing) thresholds, three comparisons,
-// and dq, index b's constant (0 for b = 0), is narrowed down alongside. (Seven comparisons and a chain of seven
-// selections cost about 1.5x as much on AVX-512, where comparisons into mask registers share one port.) For BF16
-// (kPairs16) two elements are decided at once in 16-bit lanes, half the comparisons and selections; x16 holds
-// them packed (Pack16 of elements 2i and 2i + 1 at x16[i * 2L]), or nullptr to pack them here.
+// b and its dq come from PickByThresholds. For BF16 (kPairs16) two elements are decided at once in 16-bit lanes,
+// half the comparisons and selections; x16 holds them packed (Pack16 of elements 2i and 2i + 1 at x16[i * 2L]),
+// or nullptr to pack them here.
 // x_of(j) gives element j (|x|) of every lane's group; the powers are summed in the reference's order.
 // With kExact (SearchArgs::exact_diff) the difference dq - |x| is a value of D, so the power table's index is its
 // magnitude's top 16 bits; otherwise the difference is rounded to D first (MagIndex).
@@ -191,13 +204,11 @@ HWY_INLINE hn::Vec<DF> SumByConsts(DF df, const std::int32_t* tc, const float* c
   const hn::RebindToSigned<DF> di;
   const hn::RebindToUnsigned<DF> du;
   const std::size_t L = hn::Lanes(df);
-  hn::Vec<decltype(di)> t[7];
-  hn::Vec<DF> cand[7];
+  hn::Vec<decltype(di)> t[7], cand[7];  // the candidates as bits: selected like the thresholds
   for (std::size_t k = 0; k < 7; ++k) {
     t[k] = hn::Load(di, tc + k * L);
-    cand[k] = hn::Load(df, cc + k * L);
+    cand[k] = hn::BitCast(di, hn::Load(df, cc + k * L));
   }
-  [[maybe_unused]] const auto seven = hn::Set(di, 7);
   auto acc = hn::Zero(df);
   // Element j's power from dq (index b in b_bits' low bits, for the record).
   const auto add_term = [&](std::size_t j, hn::Vec<DF> x, hn::Vec<DF> dq, [[maybe_unused]] hn::Vec<decltype(di)> b_bits) {
@@ -222,22 +233,14 @@ HWY_INLINE hn::Vec<DF> SumByConsts(DF df, const std::int32_t* tc, const float* c
     hn::Vec<decltype(d16)> t16[7], c16[7];
     for (std::size_t k = 0; k < 7; ++k) {
       t16[k] = Pack16(d16, t[k], t[k]);
-      c16[k] = Pack16(d16, hn::BitCast(di, cand[k]), hn::BitCast(di, cand[k]));  // the record's index bits drop out
+      c16[k] = Pack16(d16, cand[k], cand[k]);
     }
     const auto z16 = hn::Zero(d16);
-    [[maybe_unused]] const auto four = hn::Set(d16, 4), two = hn::Set(d16, 2), one = hn::Set(d16, 1);
     for (std::size_t i = 0; i < 8; ++i) {
       const auto xa = x_of(2 * i), xb = x_of(2 * i + 1);
       const auto xh = x16 != nullptr ? hn::Load(d16, x16 + i * 2 * L) : Pack16(d16, hn::BitCast(di, xa), hn::BitCast(di, xb));
-      const auto m4 = hn::Gt(xh, t16[3]);  // b >= 4
-      const auto lo_t = hn::IfThenElse(m4, t16[4], t16[0]), hi_t = hn::IfThenElse(m4, t16[6], t16[2]);
-      const auto c0 = hn::IfThenElseZero(m4, c16[3]), c1 = hn::IfThenElse(m4, c16[4], c16[0]);
-      const auto c2 = hn::IfThenElse(m4, c16[5], c16[1]), c3 = hn::IfThenElse(m4, c16[6], c16[2]);
-      const auto m2 = hn::Gt(xh, hn::IfThenElse(m4, t16[5], t16[1]));  // b >= 4 + 2 or b >= 2
-      const auto m1 = hn::Gt(xh, hn::IfThenElse(m2, hi_t, lo_t));      // b's last bit
-      const auto dq = hn::IfThenElse(m1, hn::IfThenElse(m2, c3, c1), hn::IfThenElse(m2, c2, c0));
       auto b16 = z16;
-      if constexpr (kRecord) b16 = hn::Or(hn::Or(hn::IfThenElseZero(m4, four), hn::IfThenElseZero(m2, two)), hn::IfThenElseZero(m1, one));
+      const auto dq = PickByThresholds(d16, xh, t16, c16, kRecord ? &b16 : nullptr);
       add_term(2 * i, xa, hn::BitCast(df, hn::ZipLower(di, z16, dq)), hn::ZipLower(di, b16, z16));
       add_term(2 * i + 1, xb, hn::BitCast(df, hn::ZipUpper(di, z16, dq)), hn::ZipUpper(di, b16, z16));
     }
@@ -247,23 +250,9 @@ HWY_INLINE hn::Vec<DF> SumByConsts(DF df, const std::int32_t* tc, const float* c
     (void)x16;
     for (std::size_t j = 0; j < 16; ++j) {
       const auto x = x_of(j);
-      const auto xb = hn::BitCast(di, x);
-      const auto m4 = hn::Gt(xb, t[3]);  // b >= 4
-      const auto f4 = hn::RebindMask(df, m4);
-      const auto lo_t = hn::IfThenElse(m4, t[4], t[0]), hi_t = hn::IfThenElse(m4, t[6], t[2]);
-      const auto c0 = hn::IfThenElseZero(f4, cand[3]), c1 = hn::IfThenElse(f4, cand[4], cand[0]);
-      const auto c2 = hn::IfThenElse(f4, cand[5], cand[1]), c3 = hn::IfThenElse(f4, cand[6], cand[2]);
-      const auto m2 = hn::Gt(xb, hn::IfThenElse(m4, t[5], t[1]));  // b >= 4 + 2 or b >= 2
-      const auto f2 = hn::RebindMask(df, m2);
-      const auto m1 = hn::Gt(xb, hn::IfThenElse(m2, hi_t, lo_t));  // b's last bit
-      const auto dq = hn::IfThenElse(hn::RebindMask(df, m1), hn::IfThenElse(f2, c3, c1), hn::IfThenElse(f2, c2, c0));
-      // With kRecord each candidate carries its index b in its low three bits.
-      const auto dqb = hn::BitCast(di, dq);
-      if constexpr (kRecord) {
-        add_term(j, x, hn::BitCast(df, hn::AndNot(seven, dqb)), hn::And(dqb, seven));
-      } else {
-        add_term(j, x, dq, dqb);
-      }
+      auto b = hn::Zero(di);
+      const auto dq = PickByThresholds(di, hn::BitCast(di, x), t, cand, kRecord ? &b : nullptr);
+      add_term(j, x, hn::BitCast(df, dq), b);
     }
   }
   return acc;
@@ -276,7 +265,7 @@ HWY_INLINE hn::Vec<DF> SumByThresholds(DF df, hn::Vec<DF> s, const nvfp4::detail
   constexpr std::size_t kMax = hn::MaxLanes(df);
   HWY_ALIGN std::int32_t tc[7 * kMax];
   HWY_ALIGN float cc[7 * kMax];
-  StepConsts<S, false>(df, s, args, tc, cc);
+  StepConsts<S>(df, s, args, tc, cc);
   return SumByConsts<S, false, false>(df, tc, cc, args->pow_table, x_of, nullptr, x16);
 }
 
@@ -437,7 +426,7 @@ HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, const std::int16_t* x1
   auto e = inf;
   const auto run_recorded = [&](const int* run, int n, std::size_t set0) {
     const auto consts_at = [&](int step, std::size_t slot) {
-      StepConsts<S, true>(df, hn::Load(df, st + static_cast<std::size_t>(step) * L), args, tc[slot], cc[slot]);
+      StepConsts<S>(df, hn::Load(df, st + static_cast<std::size_t>(step) * L), args, tc[slot], cc[slot]);
     };
     if (n > 0) consts_at(run[0], 0);
     for (int q = 0; q < n; ++q) {
@@ -514,7 +503,7 @@ HWY_INLINE bool SearchBlockRanges(DF df, const float* xt, const std::int16_t* x1
     for (std::size_t t = 0; t < L; ++t) pairs[np + t] = pairs[0];  // padding: a pair run twice, written once
   HWY_ALIGN float pe[kMax];
   const auto pair_consts = [&](std::size_t p, std::size_t slot) {
-    StepConsts<S, false>(df, hn::GatherIndex(df, st, hn::LoadU(di, pairs + p)), args, tc[slot], cc[slot]);
+    StepConsts<S>(df, hn::GatherIndex(df, st, hn::LoadU(di, pairs + p)), args, tc[slot], cc[slot]);
   };
   if (np > 0) pair_consts(0, 0);
   for (std::size_t p = 0, v = 0; p < np; p += L, ++v) {
@@ -574,7 +563,7 @@ void SearchRecordsBf16(const float* x, const float* s, std::size_t groups, const
     for (std::size_t lane = 0; lane < L; ++lane)
       for (std::size_t j = 0; j < 16; ++j) xt[j * L + lane] = x[(g0 + lane) * 16 + j];
     PackBlock16(df, xt, x16);
-    StepConsts<Src::BF16, true>(df, hn::LoadU(df, s + g0), args, tc, cc);
+    StepConsts<Src::BF16>(df, hn::LoadU(df, s + g0), args, tc, cc);
     const auto x_of = [&](std::size_t j) { return hn::Load(df, xt + j * L); };
     hn::Store(args->exact_diff ? SumByConsts<Src::BF16, true, true>(df, tc, cc, args->pow_table, x_of, rb, x16)
                                : SumByConsts<Src::BF16, true, false>(df, tc, cc, args->pow_table, x_of, rb, x16),
