@@ -120,6 +120,9 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
   if (b[li] == "linear" && li > from) --li;
   const std::string_view last = b[li];
   if (last.empty()) return r;  // malformed name ("a..weight", "....")
+  // Routing biases, stored beside the router or the experts (DeepSeek-V3 / GLM / dots1 gate.e_score_correction_bias,
+  // AFMoE and Hunyuan expert_bias, Step moe.router_bias): added to the router's scores, never quantized.
+  if (last == "e_score_correction_bias" || last == "expert_bias" || last == "router_bias") return {Role::ROUTER_AUX, -1};
 
   // Routed experts.
   for (std::size_t j = from; j < li; ++j) {
@@ -139,6 +142,9 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
         r.role = Role::OTHER;
       return r;
     }
+    // experts.<proj>_bias : a fused projection's biases, one row per expert (gpt-oss gate_up_proj_bias [E, 2I],
+    // down_proj_bias [E, H]).
+    if (j + 1 == li && last.size() > 9 && last.substr(last.size() - 9) == "proj_bias") return {Role::EXPERT_PROJ_BIAS, -1};
     if (j + 1 == li) {  // experts.<proj> : fused 3-D over all experts
       if (last == "gate_up_proj" || last == "w13" || last == "w13_weight")
         r.role = Role::EXPERT_GATE_UP_FUSED;
@@ -180,6 +186,7 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
     return {Role::ROUTER, -1};  // router.proj
   }
   if (last == "router") return {Role::ROUTER, -1};
+  if (last == "wg" && li > from && b[li - 1] == "gate") return {Role::ROUTER, -1};  // Hunyuan MoE mlp.gate.wg
   if (last == "gate") {
     const bool mlp_ctx = has_any_component(b, from, li, kMlpContexts);
     const bool structural =
@@ -204,10 +211,15 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
     if (last == "in_proj" || last == "out_proj" || last == "x_proj" || last == "dt_proj") return {Role::MAMBA, -1};
   }
   if (is_norm_name(last)) return {Role::NORM, -1};
+  // Numbered norms (LongCat-Flash input_layernorm.0 / .1: one per sub-block of a layer).
+  if (parse_index(last) >= 0 && li > from && is_norm_name(b[li - 1])) return {Role::NORM, -1};
   // Attention.
   const bool attn_ctx = has_component(b, from, li, "self_attn") || has_component(b, from, li, "attn") ||
                         has_component(b, from, li, "attention") || has_component(b, from, li, "cross_attn") ||
                         has_component(b, from, li, "self_attention");
+  // Attention sinks: one learned logit per head (gpt-oss and Granite self_attn.sinks, DeepSeek-V4 attn.attn_sink,
+  // MiMo self_attn.attention_sink_bias).
+  if (attn_ctx && (last == "sinks" || last == "attn_sink" || last == "attention_sink_bias")) return {Role::ATTN_SINK, -1};
   // Multi-head latent attention (DeepSeek-V2/V3 and the wq_a / wkv_a naming of their reference code).
   if (last == "q_a_proj" || last == "wq_a") return {Role::ATTN_Q_A, -1};
   if (last == "q_b_proj" || last == "wq_b") return {Role::ATTN_Q_B, -1};
@@ -239,6 +251,8 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
       last == "per_layer_model_projection")
     return {Role::PLE, -1};
   if (one_of(last, kEmbeddings)) return {Role::EMBEDDING, -1};
+  // LLaVA-NeXT / OneVision: the learned vector between rows of image features (the multimodal part).
+  if (last == "image_newline" && li == from) return {Role::PROJECTOR, -1};
   if (last == "lm_head") return {Role::LM_HEAD, -1};
   if (last == "layer_scalar" || last == "layer_scale") return {Role::SCALAR, -1};
   // Other 0-d / [1] parameters.

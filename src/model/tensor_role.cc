@@ -15,6 +15,7 @@ constexpr std::array<std::string_view, kRoleCount> kRoleNames{{
     "attn_q_b",
     "attn_kv_a",
     "attn_kv_b",
+    "attn_sink",
     "mlp_gate",
     "mlp_up",
     "mlp_down",
@@ -24,6 +25,7 @@ constexpr std::array<std::string_view, kRoleCount> kRoleNames{{
     "expert_down",
     "expert_gate_up_fused",
     "expert_down_fused",
+    "expert_proj_bias",
     "shared_expert_gate",
     "shared_expert_up",
     "shared_expert_down",
@@ -86,6 +88,8 @@ bool role_is_protected(Role r) noexcept {
   switch (r) {
     case Role::ROUTER:
     case Role::ROUTER_AUX:
+    case Role::ATTN_SINK:
+    case Role::EXPERT_PROJ_BIAS:
     case Role::EMBEDDING:
     case Role::LM_HEAD:
     case Role::NORM:

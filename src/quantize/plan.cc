@@ -48,6 +48,8 @@ std::string keep_reason(Role r, bool mtp, bool outside_text) {
     case Role::EMBEDDING: return "embedding: never quantized";
     case Role::ROUTER: return "router/gate: never quantized (vLLM builds it unquantized; F1)";
     case Role::ROUTER_AUX: return "router parameter: not a Linear";
+    case Role::ATTN_SINK: return "attention sink: not a Linear";
+    case Role::EXPERT_PROJ_BIAS: return "expert projection bias: kept in 16 bits (vLLM adds it unquantized)";
     case Role::NORM: return "norm: not a Linear";
     case Role::LINEAR_ATTN: return "linear attention: kept at 4 bits (architectures.md 5.3)";
     case Role::LINEAR_ATTN_CONV: return "linear-attention conv1d: not a Linear";
@@ -70,6 +72,8 @@ std::pair<std::string_view, std::string_view> role_noun(Role r) {
   switch (r) {
     case Role::ROUTER: return {"router", "routers"};
     case Role::ROUTER_AUX: return {"router parameter", "router parameters"};
+    case Role::ATTN_SINK: return {"attention sink", "attention sinks"};
+    case Role::EXPERT_PROJ_BIAS: return {"expert projection bias", "expert projection biases"};
     case Role::EMBEDDING: return {"embedding", "embeddings"};
     case Role::LM_HEAD: return {"lm_head", "lm_heads"};
     case Role::NORM: return {"norm", "norms"};

@@ -47,6 +47,21 @@ void expect_totals(const Json& j, const std::string& name) {
 
 }  // namespace
 
+// gpt-oss's attention sinks and its fused experts' biases, and the routing bias of DeepSeek-V3-style MoEs, have roles:
+// inspect names every tensor of these checkpoints without a "no known role" warning.
+TEST(InspectCli, SinksAndBiasesHaveRoles) {
+  const Json g = inspect_json(kData + "/gpt_oss");
+  expect_totals(g, "gpt_oss");
+  EXPECT_EQ(role_tensors(g, "attn_sink"), 2u);
+  EXPECT_EQ(role_tensors(g, "expert_proj_bias"), 4u);
+  EXPECT_EQ(role_tensors(g, "other"), 0u);
+  for (const auto& w : g["warnings"]) EXPECT_EQ(w.get<std::string>().find("no known role"), std::string::npos) << w;
+  const Json d = inspect_json(kData + "/deepseek_v3");
+  EXPECT_EQ(role_tensors(d, "router_aux"), 1u);
+  EXPECT_EQ(role_tensors(d, "other"), 0u);
+  for (const auto& w : d["warnings"]) EXPECT_EQ(w.get<std::string>().find("no known role"), std::string::npos) << w;
+}
+
 TEST(InspectCli, Gemma4MoeFixture) {
   const Json j = inspect_json(kData + "/gemma4-moe-mm");
   expect_totals(j, "gemma4-moe-mm");

@@ -8,14 +8,16 @@ enum class Role {
   ATTN_Q, ATTN_K, ATTN_V, ATTN_O,          // text-stack attention projections
   ATTN_QKV,                                // pre-fused q/k/v (qkv_proj [(A+2kv)·d, H], Phi-3)
   ATTN_Q_A, ATTN_Q_B, ATTN_KV_A, ATTN_KV_B,  // multi-head latent attention (DeepSeek q_a/q_b/kv_a/kv_b)
+  ATTN_SINK,                               // per-head attention sinks (gpt-oss sinks, attn_sink, attention_sink_bias)
   MLP_GATE, MLP_UP, MLP_DOWN,              // dense MLP (also w1/w3/w2 naming)
   MLP_GATE_UP,                             // pre-fused dense gate/up ([2I, H], Phi-3 gate_up_proj)
   EXPERT_GATE, EXPERT_UP, EXPERT_DOWN,     // routed expert, per-expert 2-D
   EXPERT_GATE_UP_FUSED, EXPERT_DOWN_FUSED, // routed experts, fused 3-D [E, ., .]
+  EXPERT_PROJ_BIAS,                        // fused experts' projection biases [E, N] (gpt-oss gate_up_proj_bias)
   SHARED_EXPERT_GATE, SHARED_EXPERT_UP, SHARED_EXPERT_DOWN,
   SHARED_EXPERT_GATE_UP,  // pre-fused shared-expert gate/up (Granite shared_mlp.input_linear [2Is, H])
   ROUTER,            // router.proj, mlp.gate, shared_expert_gate (never quantized)
-  ROUTER_AUX,        // router.scale, router.per_expert_scale
+  ROUTER_AUX,        // router.scale, per_expert_scale, e_score_correction_bias, expert_bias, router_bias
   EMBEDDING,         // embed_tokens, embed_tokens_per_layer
   LM_HEAD,
   NORM,              // any norm weight/bias
