@@ -52,6 +52,7 @@ using names::one_of;
 using names::parse_index;
 
 bool contains(std::string_view s, std::string_view sub) { return s.find(sub) != std::string_view::npos; }
+using util::ends_with;
 using util::starts_with;
 
 // Final components that are parameters of the module named by the previous component.
@@ -142,10 +143,10 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
         r.role = Role::OTHER;
       return r;
     }
-    // experts.<proj>_bias : a fused projection's biases, one row per expert (gpt-oss gate_up_proj_bias [E, 2I],
-    // down_proj_bias [E, H]).
-    if (j + 1 == li && last.size() > 9 && last.substr(last.size() - 9) == "proj_bias") return {Role::EXPERT_PROJ_BIAS, -1};
     if (j + 1 == li) {  // experts.<proj> : fused 3-D over all experts
+      // experts.<proj>_bias : a fused projection's biases, one row per expert (gpt-oss gate_up_proj_bias [E, 2I],
+      // down_proj_bias [E, H]).
+      if (last != "proj_bias" && ends_with(last, "proj_bias")) return {Role::EXPERT_PROJ_BIAS, -1};
       if (last == "gate_up_proj" || last == "w13" || last == "w13_weight")
         r.role = Role::EXPERT_GATE_UP_FUSED;
       else if (last == "down_proj" || last == "w2" || last == "w2_weight")

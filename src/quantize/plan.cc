@@ -49,7 +49,7 @@ std::string keep_reason(Role r, bool mtp, bool outside_text) {
     case Role::ROUTER: return "router/gate: never quantized (vLLM builds it unquantized; F1)";
     case Role::ROUTER_AUX: return "router parameter: not a Linear";
     case Role::ATTN_SINK: return "attention sink: not a Linear";
-    case Role::EXPERT_PROJ_BIAS: return "expert projection bias: kept in 16 bits (vLLM adds it unquantized)";
+    case Role::EXPERT_PROJ_BIAS: return "expert projection bias: not a Linear's weight";
     case Role::NORM: return "norm: not a Linear";
     case Role::LINEAR_ATTN: return "linear attention: kept at 4 bits (architectures.md 5.3)";
     case Role::LINEAR_ATTN_CONV: return "linear-attention conv1d: not a Linear";
