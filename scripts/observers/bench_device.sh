@@ -3,20 +3,19 @@
 # the I/O floor, the codec search bench; then upstream's observer end to end on the H200.
 set -u
 cd "$(dirname "$0")"
+. ./io_floor.sh
 D=$(pwd)/dist
 run() { "$D/lib/ld-linux-x86-64.so.2" --library-path "$D/lib" "$@"; }
 W=/root/bench; mkdir -p $W
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 tm() { local t0=$(date +%s.%N); "$@"; local rc=$?; local t1=$(date +%s.%N); echo "TIME $(python3 -c "print(round($t1-$t0,2))") rc=$rc :: ${*: -3}"; }
 lscpu | grep -E "Model name|^CPU\(s\)|Flags" | cut -c1-200
 if [ "${STAGE:-1}" = 1 ]; then
   FP4FORGE_BENCH_SHAPES=4096x4096 FP4FORGE_BENCH_THREADS=1,16 run $D/codec_search_bench --benchmark_filter='AVX|minmax|threads' 2>&1 | grep -v WARNING | tail -8
   [ -d $W/src ] || run $D/fp4forge synth --arch llama --size 8b --out $W/src --seed 1 > /dev/null
   run $D/fp4forge quantize $W/src --dry-run --json > $W/plan.json
-  OUTB=$(python3 -c "import json;print(json.load(open('$W/plan.json'))['plan']['output_bytes'])")
-  drop; t0=$(date +%s.%N); cat $W/src/*.safetensors > /dev/null; dd if=/dev/zero of=$W/floor.bin bs=4M count=$(( (OUTB + 4194303) / 4194304 )) conv=fsync status=none; t1=$(date +%s.%N); rm -f $W/floor.bin
-  echo "FLOOR $(python3 -c "print(round($t1-$t0,2))") s (read $(du -sb $W/src | cut -f1) + write $OUTB)"
-  drop; t0=$(date +%s.%N); cat $W/src/*.safetensors > /dev/null; t1=$(date +%s.%N); echo "READ $(python3 -c "print(round($t1-$t0,2))")"
+  OUTB=$(plan_output_bytes $W/plan.json)
+  echo "FLOOR $(serial_floor $W/src $OUTB $W/floor.bin) s (read $(du -sb $W/src | cut -f1) + write $OUTB)"
+  drop; t0=$(date +%s.%N); read_source $W/src; t1=$(date +%s.%N); echo "READ $(elapsed $t0 $t1)"
   rm -rf $W/mm $W/mse
   drop; tm run $D/fp4forge quantize $W/src $W/mm --no-progress --json > $W/mm.json; python3 -c "import json;d=json.load(open('$W/mm.json'));print('minmax', d['seconds'], d['peak_rss_bytes']/2**30)"
   drop; tm run $D/fp4forge quantize $W/src $W/mse --observer mse --no-progress --json > $W/mse.json; python3 -c "import json;d=json.load(open('$W/mse.json'));print('mse', d['seconds'], d['peak_rss_bytes']/2**30)"

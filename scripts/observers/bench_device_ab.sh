@@ -6,15 +6,13 @@
 # with the first name's. A name other than
 # "new" runs build/devbins/fp4forge_<name>; VERIFY_NAMES (default: NAMES) the builds whose verify is timed.
 set -u
+. "$(dirname "$0")/io_floor.sh"
 export LD_LIBRARY_PATH=$PWD/build/devlibs
 W=/root/bench; mkdir -p $W
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 B=$PWD/build/bin/fp4forge
 [ -d $W/src ] || $B synth --arch llama --size 8b --out $W/src --seed 1 > /dev/null
 $B quantize $W/src --dry-run --json > $W/plan.json
-OUTB=$(python3 -c "import json;print(json.load(open('$W/plan.json'))['plan']['output_bytes'])")
-drop; t0=$(date +%s.%N); cat $W/src/*.safetensors > /dev/null; dd if=/dev/zero of=$W/floor.bin bs=4M count=$(( (OUTB + 4194303) / 4194304 )) conv=fsync status=none; t1=$(date +%s.%N); rm -f $W/floor.bin
-echo "FLOOR $(python3 -c "print(round($t1-$t0,2))") s"
+echo "FLOOR $(serial_floor $W/src $(plan_output_bytes $W/plan.json) $W/floor.bin) s"
 # NAMES="new" runs the build under test alone; ROUNDS the quantize rounds.
 NAMES=${NAMES:-base new}
 for round in $(seq 1 ${ROUNDS:-2}); do

@@ -8,9 +8,9 @@
 # Run from the repo root with build/bin and build/devlibs carried (and build/devbins/fp4forge_base for a verify A/B).
 # LAYERS / EXPERTS size the source.
 set -u
+. "$(dirname "$0")/io_floor.sh"
 export LD_LIBRARY_PATH=$PWD/build/devlibs
 W=/root/bench_fp4; mkdir -p $W
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 B=$PWD/build/bin/fp4forge
 [ -d $W/src ] || python3 scripts/observers/synth_fp4src.py $W/src ${LAYERS:-6} ${EXPERTS:-64} || exit 1
 du -sb $W/src | awk '{printf "SOURCE %.2f GB\n", $1/1e9}'
@@ -19,12 +19,9 @@ run() {  # name, quantize options
   local name=$1; shift
   rm -rf $W/out_$name
   $B quantize $W/src --dry-run --json "$@" > $W/plan.json || return 1
-  local outb=$(python3 -c "import json;print(json.load(open('$W/plan.json'))['plan']['output_bytes'])")
-  drop; local t0=$(date +%s.%N); cat $W/src/*.safetensors > /dev/null
-  dd if=/dev/zero of=$W/floor.bin bs=4M count=$(( (outb + 4194303) / 4194304 )) conv=fsync status=none
-  local t1=$(date +%s.%N); rm -f $W/floor.bin
+  local floor; floor=$(serial_floor $W/src $(plan_output_bytes $W/plan.json) $W/floor.bin)
   drop; /usr/bin/time -f "%e %U %M" -o $W/t.txt $B quantize $W/src $W/out_$name --no-progress --json "$@" > $W/q_$name.json
-  echo "$name floor_s $(python3 -c "print(round($t1-$t0,2))") quantize wall_s user_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/q_$name.json'));print('cast', d['cast_weights'], 'refused', len(d['cast_refused']), 'GB_read', round(d['bytes_read']/1e9,2), 'GB_out', round(d['bytes_out']/1e9,2))")"
+  echo "$name floor_s $floor quantize wall_s user_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/q_$name.json'));print('cast', d['cast_weights'], 'refused', len(d['cast_refused']), 'GB_read', round(d['bytes_read']/1e9,2), 'GB_out', round(d['bytes_out']/1e9,2))")"
 }
 run cast
 run passthrough --scheme nvfp4a16 --scheme-for attention=fp8-block

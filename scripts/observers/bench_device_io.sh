@@ -8,26 +8,30 @@
 # "RUN <observer> <round> env=... wall_s user_s sys_s maxrss_kb: ... <md5 prefix of the output>" lines.
 # IOROUNDS repeats the plain-tool part. Run from the repo root with build/bin and build/devlibs carried.
 set -u
+. "$(dirname "$0")/io_floor.sh"
 export LD_LIBRARY_PATH=$PWD/build/devlibs
 B=${B:-$PWD/build/bin/fp4forge}
 W=${W:-/root/bench}; mkdir -p $W
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2> /dev/null; }
-now() { date +%s.%N; }
-el() { python3 -c "print(round($2 - $1, 2))"; }
 [ -d $W/src ] || $B synth --arch llama --size 8b --out $W/src --seed 1 > /dev/null
 $B quantize $W/src --dry-run --json > $W/plan.json
-OUTB=$(python3 -c "import json;print(json.load(open('$W/plan.json'))['plan']['output_bytes'])")
-CNT=$(( (OUTB + 4194303) / 4194304 ))
-rd() { cat $W/src/*.safetensors > /dev/null; }
-wr() { dd if=/dev/zero of=$W/floor.bin bs=4M count=$CNT conv=fsync status=none; }
+OUTB=$(plan_output_bytes $W/plan.json)
+rd() { read_source $W/src; }
+rd4() { ls $W/src/*.safetensors | xargs -P 4 -n 1 cat > /dev/null; }
+wr() { write_bytes $W/floor.bin $OUTB; }
+timed() {  # name, command...: caches dropped, the command timed, the scratch output removed
+  local name=$1 t0 t1; shift
+  drop; t0=$(date +%s.%N); "$@"; t1=$(date +%s.%N); rm -f $W/floor.bin
+  echo "IO $name $(elapsed $t0 $t1)"
+}
+at_once() { "$1" & "$2" & wait; }
 echo "IO source_GB $(du -sb $W/src | awk '{print $1/1e9}') output_GB $(python3 -c "print($OUTB/1e9)")"
 for round in $(seq 1 ${IOROUNDS:-1}); do
-  drop; t0=$(now); rd; t1=$(now); echo "IO read $(el $t0 $t1)"
-  drop; t0=$(now); wr; t1=$(now); echo "IO write $(el $t0 $t1)"; rm -f $W/floor.bin
-  drop; t0=$(now); rd; wr; t1=$(now); echo "IO serial_floor $(el $t0 $t1)"; rm -f $W/floor.bin
-  drop; t0=$(now); rd & wr & wait; t1=$(now); echo "IO read_and_write_at_once $(el $t0 $t1)"; rm -f $W/floor.bin
-  drop; t0=$(now); ls $W/src/*.safetensors | xargs -P 4 -n 1 cat > /dev/null; t1=$(now); echo "IO read_4_readers $(el $t0 $t1)"
-  drop; t0=$(now); (ls $W/src/*.safetensors | xargs -P 4 -n 1 cat > /dev/null) & wr & wait; t1=$(now); echo "IO read_4_readers_and_write_at_once $(el $t0 $t1)"; rm -f $W/floor.bin
+  timed read rd
+  timed write wr
+  echo "IO serial_floor $(serial_floor $W/src $OUTB $W/floor.bin)"
+  timed read_and_write_at_once at_once rd wr
+  timed read_4_readers rd4
+  timed read_4_readers_and_write_at_once at_once rd4 wr
 done
 obs="minmax"; [ "${MSE:-0}" = 1 ] && obs="minmax mse"
 # ENVS: ';'-separated environment settings, one quantize per entry and observer per round (default: none).

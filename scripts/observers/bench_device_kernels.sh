@@ -4,10 +4,10 @@
 # build carried (build/bin, build/devlibs with the shared libraries the device lacks, build/devbins with the
 # codec_search_bench_<variant> binaries to compare). Prints one line per measurement.
 set -u
+. "$(dirname "$0")/io_floor.sh"
 export LD_LIBRARY_PATH=$PWD/build/devlibs
 B=$PWD/build/bin/fp4forge
 W=/root/bench; mkdir -p $W
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 lscpu | grep -E "Model name|^CPU\(s\)|Thread" | cut -c1-120
 for round in 1 2; do
   for b in build/devbins/codec_search_bench_*; do
@@ -17,9 +17,7 @@ for round in 1 2; do
 done
 [ -d $W/src ] || $B synth --arch llama --size 8b --out $W/src --seed 1 > /dev/null
 $B quantize $W/src --dry-run --json > $W/plan.json
-OUTB=$(python3 -c "import json;print(json.load(open('$W/plan.json'))['plan']['output_bytes'])")
-drop; t0=$(date +%s.%N); cat $W/src/*.safetensors > /dev/null; dd if=/dev/zero of=$W/floor.bin bs=4M count=$(( (OUTB + 4194303) / 4194304 )) conv=fsync status=none; t1=$(date +%s.%N); rm -f $W/floor.bin
-echo "FLOOR $(python3 -c "print(round($t1-$t0,2))") s"
+echo "FLOOR $(serial_floor $W/src $(plan_output_bytes $W/plan.json) $W/floor.bin) s"
 rm -rf $W/mse
 drop; /usr/bin/time -v -o $W/tq.txt $B quantize $W/src $W/mse --observer mse --no-progress --json > $W/mse.json
 grep -E "Elapsed|Maximum resident" $W/tq.txt; python3 -c "import json;d=json.load(open('$W/mse.json'));print('mse', d['seconds'], d['peak_rss_bytes']/2**30)"

@@ -6,10 +6,12 @@
 # Prints "TL <run> <t_s> <cores> <read_GB> <written_GB> <disk_read_GB> <disk_written_GB>" lines and a summary per
 # run. Run from the repo root with build/bin and build/devlibs carried.
 set -u
+. "$(dirname "$0")/io_floor.sh"
 export LD_LIBRARY_PATH=$PWD/build/devlibs
 B=${B:-$PWD/build/bin/fp4forge}
 W=${W:-/root/bench}; mkdir -p $W
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2> /dev/null; }
+# The disk's bytes read and written so far (sectors of 512 bytes in /proc/diskstats).
+disk() { awk -v d=${DISK:-vda} '$3 == d {printf "%.0f %.0f\n", $6 * 512, $10 * 512}' /proc/diskstats; }
 [ -d $W/src ] || $B synth --arch llama --size ${SIZE:-8b} --out $W/src --seed 1 > /dev/null
 TCK=$(getconf CLK_TCK)
 IFS=';' read -ra runs <<< "${RUNS:-}"
@@ -18,7 +20,6 @@ n=0
 for flags in "${runs[@]}"; do
   n=$((n + 1)); rm -rf $W/tl; drop
   t0=$(date +%s.%N)
-  disk() { awk -v d=${DISK:-vda} '$3 == d {print $6 * 512, $10 * 512}' /proc/diskstats; }
   d0=$(disk)
   $B quantize $W/src $W/tl --observer ${OBSERVER:-mse} --no-progress $flags > /dev/null &
   pid=$!
@@ -30,7 +31,7 @@ for flags in "${runs[@]}"; do
   done > $W/tl.txt
   wait $pid; rc=$?
   t1=$(date +%s.%N)
-  echo "RUN $n flags='$flags' rc=$rc wall_s=$(python3 -c "print(round($t1-$t0,2))")"
+  echo "RUN $n flags='$flags' rc=$rc wall_s=$(elapsed $t0 $t1)"
   echo "DISK $n after: $(python3 -c "a='$d0'.split(); b='$(disk)'.split(); print(round((int(b[0])-int(a[0]))/1e9,2), round((int(b[1])-int(a[1]))/1e9,2))") GB read, written"
   python3 - "$W/tl.txt" "$t0" "$TCK" "$n" "$d0" <<'PY'
 import sys
