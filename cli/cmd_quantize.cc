@@ -162,7 +162,7 @@ void add_quantize(CLI::App& sub, Action& action) {
                "default; re-encode them all from the bf16 expansion");
   sub.add_flag("--dry-run", o->dry_run, "print the plan and write nothing");
   sub.add_flag("--strict", o->plan.strict, "a weight with in_features % 16 != 0 is an error instead of kept");
-  sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores; at most 1024)")
+  sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores, twice that with a searched observer; at most 1024)")
       ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--max-memory", o->max_memory, "in-flight byte budget, e.g. 2G, 512M")->capture_default_str();
   sub.add_flag("--no-progress", o->no_progress, "no progress bar (drawn on stderr when it is a terminal)");

@@ -58,10 +58,21 @@ std::uint64_t peak_rss_bytes() {
 /** Source bytes per search task of a searched observer (2M BF16 weights: about a tenth of a second on one core). */
 constexpr std::uint64_t kSearchTaskBytes = std::uint64_t{4} << 20;
 
+}  // namespace
+
+unsigned default_jobs(const QuantPlan& plan) noexcept {
+  const unsigned cores = ThreadPool::default_threads();
+  for (const PlanScheme& ps : plan.schemes)
+    if (ps.units > 0 && search_spec(ps.observer)) return std::min(2 * cores, ThreadPool::kMaxThreads);
+  return cores;
+}
+
+namespace {
+
 class Runner {
  public:
   Runner(const Checkpoint& ck, const QuantPlan& plan, const RunOptions& opts)
-      : ck_(ck), plan_(plan), opts_(opts), pool_(opts.jobs), budget_(opts.max_memory) {}
+      : ck_(ck), plan_(plan), opts_(opts), pool_(opts.jobs != 0 ? opts.jobs : default_jobs(plan)), budget_(opts.max_memory) {}
 
   Result<RunSummary> run(const stdfs::path& dst);
 

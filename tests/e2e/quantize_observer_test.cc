@@ -4,9 +4,11 @@
 // scripts/observers/fixture_upstream.py as docs/schemes.md#observers tells), the config records the observer, verify
 // --against re-encodes with the observer the config names (and so catches a config that lies about it),
 // determinism across -j / --max-memory, and the refusals.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -214,6 +216,26 @@ TEST(QuantizeObserver, TheDefaultIsTheSearchForNvfp4AndMinMaxElsewhere) {
                 ["weights"]["observer"], "memoryless_minmax");
   ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run --json", &out, &err), 0) << err;
   EXPECT_EQ(nlohmann::json::parse(out)["plan"]["observer"], "mse");
+}
+
+TEST(QuantizeObserver, WithoutJobsASearchRunsTwiceTheCoresOfWorkers) {
+  // A searched run is CPU-bound with workers blocked in I/O part of the time: twice the cores by default
+  // (quantize/run.h default_jobs); min-max, bound by the disk, all cores; -j always wins.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  TempDir tmp;
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / "s") + " --json", &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["jobs"], 2 * cores);
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / "m") + " --observer minmax --json", &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["jobs"], cores);
+  // A recipe that searches only some modules still counts as a searched run.
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / "r") +
+                        " --observer minmax --scheme-for attention=nvfp4a16:mse --json", &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["jobs"], 2 * cores);
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " " + q(tmp.path / "j") + " -j 3 --json", &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["jobs"], 3);
+  // The worker count never changes the bytes.
+  EXPECT_EQ(file_contents(tmp.path / "s"), file_contents(tmp.path / "j"));
 }
 
 TEST(QuantizeObserver, RefusesAnObserverTheSchemeDoesNotTake) {

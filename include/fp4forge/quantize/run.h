@@ -4,7 +4,7 @@
  * the destination, then renames it into place (atomic: an interrupted or failed run leaves no DST).
  *
  * - Staging: `<parent of DST>/.<DST name>.fp4forge-staging`, marked and locked (flock) for the run.
- * - One persistent thread pool (`jobs`, 0 = all cores). Tasks are admitted against an in-flight byte
+ * - One persistent thread pool (`jobs`, 0 = default_jobs()). Tasks are admitted against an in-flight byte
  *   budget (`max_memory`): source bytes a task touches plus the output it buffers. A fused set that
  *   does not fit one task is processed in row ranges after a first amax pass over all its members.
  * - Every output byte goes to its planned offset (ShardWriter::write_at), so output bytes do not depend
@@ -41,8 +41,14 @@ namespace fp4forge::quant {
 inline constexpr std::uint64_t kDefaultMaxMemory = std::uint64_t{2} << 30;  ///< 2 GiB
 inline constexpr std::uint64_t kMinMaxMemory = 4096;  ///< smallest accepted --max-memory
 
+/** The worker count of a run without `-j`: all cores, or twice that (at most ThreadPool::kMaxThreads) when the plan
+ * quantizes anything under a searched observer. A searched run is bound by its CPU, and its workers block in page
+ * faults and writes for part of it; the extra workers use those cores (docs/performance.md, "Searched observer:
+ * twice the workers"). A min-max run is bound by the disk and gains nothing from more. */
+unsigned default_jobs(const QuantPlan& plan) noexcept;
+
 struct RunOptions {
-  unsigned jobs = 0;                          ///< worker threads; 0 = all cores
+  unsigned jobs = 0;                          ///< worker threads; 0 = default_jobs(plan)
   std::uint64_t max_memory = kDefaultMaxMemory;  ///< in-flight byte budget
   bool resume = false;                        ///< reuse verified shards of an interrupted run
   bool restart = false;                       ///< discard an interrupted run's finished shards (else refused)
