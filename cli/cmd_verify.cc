@@ -91,7 +91,8 @@ void add_verify(CLI::App& sub, Action& action) {
                          "with --against: how the source's fused 3-D experts are stored when their shapes "
                          "read both ways (out-in | in-out)");
   sub.add_option("-j,--jobs", opts->lib.jobs,
-                 "--against: worker threads for the observer's search and the re-encode (default: all cores)")
+                 "--against: worker threads for the observer's search and the re-encode (default: all cores, twice that "
+                 "with a searched observer)")
       ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--svg", opts->svg,
                  "FILE: with --against, draw the quality report (error per module kind and layer, gain over min-max)");

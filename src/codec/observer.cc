@@ -1,8 +1,10 @@
 #include "fp4forge/codec/observer.h"
 
+#include <algorithm>
 #include <string>
 
 #include "fp4forge/codec/scheme.h"
+#include "fp4forge/util/thread_pool.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge {
@@ -87,6 +89,11 @@ std::optional<SearchSpec> search_spec(Observer o) noexcept {
       return SearchSpec{.expand = 1.8, .maxshrink = 1.0 - 0.8 / 1.8, .grid = 200.0, .patience = 1000, .norm = 2.4};
   }
   return std::nullopt;
+}
+
+unsigned default_workers(bool searched) noexcept {
+  const unsigned cores = ThreadPool::default_threads();
+  return searched ? std::min(2 * cores, ThreadPool::kMaxThreads) : cores;
 }
 
 }  // namespace fp4forge

@@ -61,10 +61,9 @@ constexpr std::uint64_t kSearchTaskBytes = std::uint64_t{4} << 20;
 }  // namespace
 
 unsigned default_jobs(const QuantPlan& plan) noexcept {
-  const unsigned cores = ThreadPool::default_threads();
-  for (const PlanScheme& ps : plan.schemes)
-    if (ps.units > 0 && search_spec(ps.observer)) return std::min(2 * cores, ThreadPool::kMaxThreads);
-  return cores;
+  bool searched = false;
+  for (const PlanScheme& ps : plan.schemes) searched = searched || (ps.units > 0 && search_spec(ps.observer));
+  return default_workers(searched);
 }
 
 namespace {

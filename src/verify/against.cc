@@ -359,11 +359,24 @@ std::optional<TensorError> compare_lossless(const Checkpoint& q, const Checkpoin
   return te;  // rel_rms, ref_rel_rms, minmax_rel_rms: 0 (the source's own values)
 }
 
+/** True when some module to compare re-encodes through a searched observer (its group's, when fp4forge knows it). */
+bool searches(const Structure& s) {
+  for (const auto& [name, m] : s.modules) {
+    if (!m.quantized() || !m.valid) continue;
+    const SchemeGroup& g = s.group(m);
+    if (g.observer_known && search_spec(g.observer)) return true;
+  }
+  return false;
+}
+
 /** One comparison run: what every step reads, and the sums and sets they fill. */
 struct Against {
   Against(const Checkpoint& q_, const Checkpoint& src_, const Fp8Source* fp8_, const ModelInfo& info_, const Structure& s_,
           const VerifyOptions& opts_, Sink& sink_, VerifyStats& st_)
-      : q(q_), src(src_), fp8(fp8_), info(info_), s(s_), opts(opts_), sink(sink_), st(st_), pool(opts_.jobs) {}
+      : q(q_), src(src_), fp8(fp8_), info(info_), s(s_), opts(opts_), sink(sink_), st(st_),
+        pool(opts_.jobs != 0 ? opts_.jobs : default_workers(searches(s_))) {
+    st.jobs = pool.size();
+  }
   const Checkpoint& q;
   const Checkpoint& src;
   const Fp8Source* fp8;

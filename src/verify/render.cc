@@ -73,6 +73,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
     a["reencode_mismatched_rows"] = s.reencode_mismatched_rows;
     a["passthrough_modules"] = s.passthrough_modules;
     a["cast_modules"] = s.cast_modules;
+    a["jobs"] = s.jobs;
     Json w = Json::array();
     for (const auto& e : s.worst) w.push_back(tensor_error_json(e));
     a["worst"] = std::move(w);

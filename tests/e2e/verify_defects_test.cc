@@ -18,6 +18,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -558,11 +560,16 @@ TEST_F(VerifyDefects, SearchAheadGivesOneReportAtAnyJobsAndStillCatchesANonFinit
         << out;
     return nlohmann::json::parse(out, nullptr, false);
   };
-  const auto one = verify_json(src, 1, 0), four = verify_json(src, 4, 0);
+  auto one = verify_json(src, 1, 0), four = verify_json(src, 4, 0);
   ASSERT_FALSE(one.is_discarded());
   ASSERT_FALSE(four.is_discarded());
   EXPECT_EQ(one.at("observer"), "nvfp4_expanded_mse");
   EXPECT_EQ(one.at("findings"), four.at("findings"));
+  // Every statistic but the worker count itself.
+  EXPECT_EQ(one["stats"]["against"]["jobs"], 1);
+  EXPECT_EQ(four["stats"]["against"]["jobs"], 4);
+  one["stats"]["against"].erase("jobs");
+  four["stats"]["against"].erase("jobs");
   EXPECT_EQ(one.at("stats"), four.at("stats"));
   EXPECT_EQ(one.at("stats").at("against").at("reencode_mismatched_rows"), 0);
   // A NaN in the last layer's down_proj source (the last job): reported as the source's defect at any -j.
@@ -578,6 +585,22 @@ TEST_F(VerifyDefects, SearchAheadGivesOneReportAtAnyJobsAndStillCatchesANonFinit
         found = true;
     EXPECT_TRUE(found) << r.at("findings").dump(1);
     EXPECT_GT(r.at("stats").at("against").at("compared_quantized").get<int>(), 0) << jobs;
+  }
+}
+
+// Without -j, verify --against starts the workers quantize would: twice the cores when a compared module's observer
+// searches (its re-encode runs the search), one per core for min-max (codec/observer.h default_workers).
+TEST_F(VerifyDefects, WithoutJobsASearchedReencodeRunsTwiceTheCoresOfWorkers) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const sfs::path src = kData / "llama", mse = root_ / "mse", mm = root_ / "mm";
+  ASSERT_EQ(run_cli(fmt::format("quantize '{}' '{}' -j 2 --no-progress", src.string(), mse.string())), 0);
+  ASSERT_EQ(run_cli(fmt::format("quantize '{}' '{}' --observer minmax -j 2 --no-progress", src.string(), mm.string())), 0);
+  for (const auto& [q, want] : {std::pair{mse, 2 * cores}, std::pair{mm, cores}}) {
+    std::string out;
+    EXPECT_EQ(run_cli(fmt::format("verify '{}' --against '{}' --json --no-progress", q.string(), src.string()), &out), 0) << out;
+    const auto r = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(r.is_discarded()) << out;
+    EXPECT_EQ(r["stats"]["against"]["jobs"], want) << q;
   }
 }
 

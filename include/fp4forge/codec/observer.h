@@ -76,4 +76,11 @@ int steps_run(const SearchSpec& spec, const StepMask& improved) noexcept;
 /** The search of a searched observer; nullopt for MINMAX. */
 std::optional<SearchSpec> search_spec(Observer o) noexcept;
 
+/** The worker count of a run without `-j` (quantize and verify --against): one per core, or twice that (at most
+ * ThreadPool::kMaxThreads) when the run searches (`searched`: some module's weights go through a searched
+ * observer). A search is bound by the CPU, and its workers block in page faults and writes for part of it; the
+ * extra workers use those cores (docs/performance.md, "Searched observer: twice the workers"). A min-max run is
+ * bound by the disk and gains nothing from more. */
+unsigned default_workers(bool searched) noexcept;
+
 }  // namespace fp4forge

@@ -41,10 +41,8 @@ namespace fp4forge::quant {
 inline constexpr std::uint64_t kDefaultMaxMemory = std::uint64_t{2} << 30;  ///< 2 GiB
 inline constexpr std::uint64_t kMinMaxMemory = 4096;  ///< smallest accepted --max-memory
 
-/** The worker count of a run without `-j`: all cores, or twice that (at most ThreadPool::kMaxThreads) when the plan
- * quantizes anything under a searched observer. A searched run is bound by its CPU, and its workers block in page
- * faults and writes for part of it; the extra workers use those cores (docs/performance.md, "Searched observer:
- * twice the workers"). A min-max run is bound by the disk and gains nothing from more. */
+/** The worker count of a run without `-j`: default_workers (codec/observer.h) of whether the plan quantizes
+ * anything under a searched observer. */
 unsigned default_jobs(const QuantPlan& plan) noexcept;
 
 struct RunOptions {

@@ -48,7 +48,7 @@ struct VerifyOptions {
   ExpertLayoutOptions experts;     ///< settles an ambiguous fused-expert orientation of the source
   ProgressSink* progress = nullptr;  ///< --against: reports source bytes compared (the CLI draws a bar)
   bool strict = false;               ///< --strict: a warning fails too (VerifyReport::strict)
-  unsigned jobs = 0;                 ///< --against: worker threads for the search and the re-encode (0 = all cores)
+  unsigned jobs = 0;                 ///< --against: worker threads for the search and the re-encode (0 = default_workers)
   /** A checkpoint in a quantization format fp4forge neither reads nor writes (foreign_quantization): an error for
    * verify, which cannot prove it; doctor, a health check of any checkpoint, makes it a warning. */
   bool foreign_is_warning = false;
@@ -98,6 +98,7 @@ struct VerifyStats {
   double mean_minmax_rel_rms = 0;  ///< the same for min-max's encoding (the quality report's baseline)
   std::uint64_t reencoded_rows = 0;
   std::uint64_t reencode_mismatched_rows = 0;
+  unsigned jobs = 0;  ///< worker threads the comparison ran on (-j, else codec/observer.h default_workers)
   /** FP8 modules whose payload is the FP8 source's own bytes and whose dequantized values equal the source's
    * expansion element for element: a lossless passthrough (quantize's PlanOptions::fp8_passthrough). */
   std::uint64_t passthrough_modules = 0;
