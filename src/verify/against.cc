@@ -359,13 +359,16 @@ std::optional<TensorError> compare_lossless(const Checkpoint& q, const Checkpoin
   return te;  // rel_rms, ref_rel_rms, minmax_rel_rms: 0 (the source's own values)
 }
 
-/** True when some module to compare re-encodes through a searched observer (its group's, when fp4forge knows it). */
+/** The observer of the module's config group decides its reference encoding (a searched one: its search). */
+std::optional<SearchSpec> search_of(const Structure& s, const Module& m) {
+  const SchemeGroup& g = s.group(m);
+  return g.observer_known ? search_spec(g.observer) : std::nullopt;
+}
+
+/** True when some module to compare re-encodes through a searched observer. */
 bool searches(const Structure& s) {
-  for (const auto& [name, m] : s.modules) {
-    if (!m.quantized() || !m.valid) continue;
-    const SchemeGroup& g = s.group(m);
-    if (g.observer_known && search_spec(g.observer)) return true;
-  }
+  for (const auto& [name, m] : s.modules)
+    if (m.quantized() && m.valid && search_of(s, m)) return true;
   return false;
 }
 
@@ -385,11 +388,7 @@ struct Against {
   const VerifyOptions& opts;
   Sink& sink;
   VerifyStats& st;
-  /** The observer of the module's config group decides its reference encoding (a searched one: its search). */
-  std::optional<SearchSpec> search_of(const Module& m) const {
-    const SchemeGroup& g = s.group(m);
-    return g.observer_known ? search_spec(g.observer) : std::nullopt;
-  }
+  std::optional<SearchSpec> search_of(const Module& m) const { return verify_internal::search_of(s, m); }
   ThreadPool pool;                  // the search and the row chunks of each module
   std::set<std::string> src_used;   // source tensors accounted for
   std::set<const TensorRef*> q_used;
