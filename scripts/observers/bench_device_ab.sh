@@ -5,7 +5,9 @@
 # (the build under test), build/devlibs (the shared libraries the device lacks) and build/devbins/fp4forge_<name>
 # (the other builds) carried; outputs are compared with the first name's. A name other than "new" runs
 # build/devbins/fp4forge_<name>; a name LABEL:BUILD:FLAGS runs build BUILD with quantize FLAGS (commas for spaces,
-# e.g. j24:base:-j,24). VERIFY_NAMES (default: NAMES; "" for none) the builds whose verify is timed.
+# e.g. j24:base:-j,24). VERIFY_NAMES (default: NAMES; "" for none) the specs whose verify is timed, in the same
+# LABEL:BUILD:FLAGS form (the flags go to verify: e.g. v16:new:-j,16), each VERIFY_ROUNDS times (default 1), the
+# specs alternated within a round; verify always reads the mse output of the name "new".
 set -u
 . "$(dirname "$0")/io_floor.sh"
 export LD_LIBRARY_PATH=$PWD/build/devlibs
@@ -42,8 +44,11 @@ for obs in $OBSERVERS; do
   done
 done
 case " $OBSERVERS " in *" mse "*) ;; *) exit 0 ;; esac
-for spec in ${VERIFY_NAMES-$NAMES}; do
-  name=$(label_of $spec)
-  drop; /usr/bin/time -f "%e %U %S %M" -o $W/t.txt $(bin_of $spec) verify $W/mse_new --against $W/src --no-progress --json > $W/v_$name.json
-  echo "$name verify wall_s user_s sys_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/v_$name.json'));a=d['stats']['against'];print(d['ok'], a['mean_rel_rms'], a['mean_minmax_rel_rms'], a['reencode_mismatched_rows'], a['reencoded_rows'])")"
+for vround in $(seq 1 ${VERIFY_ROUNDS:-1}); do
+  for spec in ${VERIFY_NAMES-$NAMES}; do
+    name=$(label_of $spec)
+    # shellcheck disable=SC2046
+    drop; /usr/bin/time -f "%e %U %S %M" -o $W/t.txt $(bin_of $spec) verify $W/mse_new --against $W/src --no-progress --json $(flags_of $spec) > $W/v_$name.json
+    echo "$vround $name verify wall_s user_s sys_s maxrss_kb: $(cat $W/t.txt) $(python3 -c "import json;d=json.load(open('$W/v_$name.json'));a=d['stats']['against'];print(d['ok'], a.get('jobs'), a['mean_rel_rms'], a['mean_minmax_rel_rms'], a['reencode_mismatched_rows'], a['reencoded_rows'])")"
+  done
 done

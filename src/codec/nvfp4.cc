@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "codec/nvfp4_internal.h"
+#include "fp4forge/util/thread_pool.h"
 
 namespace fp4forge::nvfp4 {
 namespace {
@@ -148,6 +149,28 @@ Result<float> amax_rows(const WeightView& w, std::uint64_t r0, std::uint64_t r1,
 }
 
 Result<float> amax(const WeightView& w, std::string_view name) { return amax_rows(w, 0, w.rows, name); }
+
+Result<float> amax(const WeightView& w, std::string_view name, ThreadPool* pool) {
+  if (pool == nullptr || pool->size() <= 1 || w.rows < 2) return amax(w, name);
+  // Ranges of about 1M elements (a fraction of a millisecond each), at most one row less than a worker each.
+  const std::uint64_t per = std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>((w.rows + pool->size() - 1) / pool->size(),
+                                 (std::uint64_t{1} << 20) / std::max<std::uint64_t>(w.cols, 1)));
+  const std::size_t tasks = static_cast<std::size_t>((w.rows + per - 1) / per);
+  std::vector<Result<float>> parts(tasks, 0.0f);
+  parallel_for(*pool, tasks, [&](std::size_t k) {
+    const std::uint64_t r0 = k * per;
+    parts[k] = amax_rows(w, r0, std::min(w.rows, r0 + per), name);
+  });
+  // The first range in row order that fails holds the tensor's first non-finite element: its error is the
+  // serial one.
+  float a = 0.0f;
+  for (auto& p : parts) {
+    if (!p.ok()) return std::move(p).error();
+    a = std::max(a, *p);
+  }
+  return a;
+}
 
 Result<float> amax_rows_with(std::string_view path, const WeightView& w, std::uint64_t r0,
                              std::uint64_t r1, std::string_view name) {

@@ -4,6 +4,8 @@
 #include <future>
 #include <system_error>
 
+#include "fp4forge/util/first_difference.h"
+
 namespace fp4forge::verify_internal {
 namespace {
 
@@ -542,7 +544,7 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
       src_ok = false;
       break;
     }
-    auto a = nvfp4::amax(v, mem.src.label);
+    auto a = nvfp4::amax(v, mem.src.label, &r.pool);  // the pool is idle here: the job before is done
     if (!a.ok()) {
       sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(mem.src.tensor->name) + " (source)",
                 fmt::format("source: {}", a.error().message), {mem.src.tensor->name}, "", "finite source values",
@@ -574,17 +576,30 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
 /** The searches of a job's members, run ahead on the shared pool while the job before it compares (verify is
  * otherwise one job at a time, and the search is most of its CPU). Only members whose source is in place (not
  * an FP8 source still to expand) and only what load_sources would compute: it takes the maxima as they are.
- * A search that fails (a non-finite source) leaves the member to load_sources, which reports it. Touches
- * nothing but the job's members and the pool (parallel_for waits for its own tasks only): no findings. */
+ * A search that fails (a non-finite source) leaves the member to load_sources, which reports it. The members
+ * search at once, each from its own thread; each touches nothing but its member and the pool (parallel_for
+ * waits for its own tasks only): no findings. */
 void search_ahead(Against& r, Job& job) {
-  for (Member& mem : job.members) {
+  auto one = [&r](Member& mem) {
     const auto search = r.search_of(*mem.mod);
-    if (!search || mem.src.data == nullptr || !nvfp4::is_source_dtype(mem.src.dtype)) continue;
+    if (!search || mem.src.data == nullptr || !nvfp4::is_source_dtype(mem.src.dtype)) return;
     auto m = search_member(r, mem, *search);
-    if (!m.ok()) return;  // load_sources stops at this member too, with its finding
+    if (!m.ok()) return;  // load_sources stops at this member, with its finding
     mem.maxima = std::move(m).value();
     mem.searched = true;
+  };
+  // The members' searches at once (each waits for its own tasks), so the pool's queue holds the whole job
+  // and one member's last tasks overlap the next one's instead of idling workers.
+  std::vector<std::future<void>> rest;
+  for (std::size_t i = 1; i < job.members.size(); ++i) {
+    try {
+      rest.push_back(std::async(std::launch::async, one, std::ref(job.members[i])));
+    } catch (const std::system_error&) {
+      one(job.members[i]);  // no thread to spare: this member in turn
+    }
   }
+  if (!job.members.empty()) one(job.members[0]);
+  for (auto& f : rest) f.get();
 }
 
 /** Step 3, per NVFP4 member: the global scale against the source statistics, the module dequantized and
@@ -795,11 +810,8 @@ void compare_kept(Against& r, ProgressScope& progress) {
                         dtype_name(o->info->dtype), format_shape(o->info->shape));
     } else {
       const auto a = q.data(t), b = src.data(*o);
-      if (a.size() != b.size() || std::memcmp(a.data(), b.data(), a.size()) != 0) {
-        std::uint64_t i = 0;
-        while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-        why = fmt::format("bytes differ from offset {} of {}", i, a.size());
-      }
+      if (const auto i = first_difference(a, b, &r.pool))  // on the pool: a cold embedding reads at once
+        why = fmt::format("bytes differ from offset {} of {}", *i, a.size());
       q.shards()[t.shard].release(*t.info);
       src.shards()[o->shard].release(*o->info);
     }

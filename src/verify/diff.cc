@@ -2,13 +2,13 @@
 #include "fp4forge/model/structure.h"
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "fp4forge/model/arch_class.h"
+#include "fp4forge/util/first_difference.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/util/format.h"
@@ -216,7 +216,7 @@ void compare_values(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {
     const TensorRef* tb = b.find(ta.name);
     if (tb == nullptr || tb->info->dtype != ta.info->dtype || tb->info->shape != ta.info->shape) continue;
     const auto da = a.data(ta), db = b.data(*tb);
-    const bool same = da.size() == db.size() && std::memcmp(da.data(), db.data(), da.size()) == 0;
+    const bool same = !first_difference(da, db).has_value();
     auto& [differ, compared] = per_family[family_of(ta.name)];
     ++compared;
     if (same) {

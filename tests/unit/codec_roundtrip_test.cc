@@ -11,6 +11,7 @@
 
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/util/thread_pool.h"
 
 namespace fp4forge::nvfp4 {
 namespace {
@@ -150,6 +151,50 @@ TEST(CodecRefusal, NonFiniteWeightsAreRefusedWithRowAndColumn) {
     ASSERT_FALSE(e.ok());
     EXPECT_EQ(e.error().message, want);
   }
+}
+
+TEST(CodecAmax, OnAPoolIsTheSerialAmaxAndError) {
+  // 301 rows (no pool size divides them evenly) of mixed magnitudes; the largest in the last row.
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<float> v(301 * 48);
+  for (auto& x : v) x = nd(rng);
+  v[300 * 48 + 47] = -3.5f;
+  for (const DType dt : {DType::BF16, DType::F16, DType::F32}) {
+    auto bytes = to_bytes(v, dt);
+    const WeightView w{bytes.data(), dt, 301, 48};
+    const auto serial = amax(w, "w");
+    ASSERT_TRUE(serial.ok());
+    EXPECT_EQ(*serial, 3.5f);
+    EXPECT_EQ(*amax(w, "w", nullptr), *serial);
+    for (unsigned threads : {1u, 2u, 3u, 7u, 16u}) {
+      ThreadPool pool(threads);
+      const auto a = amax(w, "w", &pool);
+      ASSERT_TRUE(a.ok()) << threads;
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(*a), std::bit_cast<std::uint32_t>(*serial)) << threads;
+    }
+    // Two non-finite values in different ranges: the error names the first, as the serial amax does.
+    std::vector<float> bad = v;
+    bad[250 * 48 + 5] = NAN;
+    bad[90 * 48 + 40] = INFINITY;
+    bytes = to_bytes(bad, dt);
+    const WeightView wb{bytes.data(), dt, 301, 48};
+    const auto want = amax(wb, "model.layers.3.mlp.down_proj.weight");
+    ASSERT_FALSE(want.ok());
+    EXPECT_NE(want.error().message.find("at row 90, column 40"), std::string::npos) << want.error().message;
+    for (unsigned threads : {2u, 3u, 7u, 16u}) {
+      ThreadPool pool(threads);
+      const auto a = amax(wb, "model.layers.3.mlp.down_proj.weight", &pool);
+      ASSERT_FALSE(a.ok()) << threads;
+      EXPECT_EQ(a.error().code, Errc::BAD_INPUT);
+      EXPECT_EQ(a.error().message, want.error().message) << threads;
+    }
+  }
+  // An empty tensor and a single row.
+  ThreadPool pool(4);
+  EXPECT_EQ(*amax(WeightView{nullptr, DType::BF16, 0, 48}, "w", &pool), 0.0f);
+  const auto one = to_bytes(std::vector<float>(48, -0.25f), DType::BF16);
+  EXPECT_EQ(*amax(WeightView{one.data(), DType::BF16, 1, 48}, "w", &pool), 0.25f);
 }
 
 TEST(CodecRefusal, KNotAMultipleOf16IsRefused) {

@@ -30,6 +30,10 @@
 #include "fp4forge/core/dtype.h"
 #include "fp4forge/core/error.h"
 
+namespace fp4forge {
+class ThreadPool;
+}
+
 namespace fp4forge::nvfp4 {
 
 inline constexpr std::uint64_t kGroupSize = 16;  ///< columns per E4M3 scale
@@ -60,6 +64,10 @@ float load_source_elem(const std::byte* data, DType dt, std::uint64_t i) noexcep
 Result<float> amax_rows(const WeightView& w, std::uint64_t r0, std::uint64_t r1, std::string_view name);
 /** amax_rows over the whole tensor. */
 Result<float> amax(const WeightView& w, std::string_view name);
+/** amax over the whole tensor in row ranges on `pool` (none, or one worker: amax): the same value and, for a
+ * non-finite element, the same error (the first offending element's), for any pool size. Call it from outside
+ * the pool's workers. */
+Result<float> amax(const WeightView& w, std::string_view name, ThreadPool* pool);
 
 /**
  * Global scale `gs` (§2.2), computed in the source dtype: m = max(amax, tiny_D); r = flD(1/m);
