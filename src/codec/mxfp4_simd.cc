@@ -124,7 +124,7 @@ HWY_INLINE hn::Vec<D> Mx4Codes(D d, const Mx4LaneT<S>* p, const Mx4LaneT<S>* thr
 #if HWY_TARGET != HWY_SCALAR
 // Bytes of Lanes(d) int16 codes: one byte per pair of lanes, low nibble = even lane.
 template <class D16>
-HWY_INLINE void Mx4StorePacked16(D16 d16, hn::Vec<D16> c, std::uint8_t* out) {
+HWY_INLINE void Mx4StorePacked16(D16 /*d16: the lane type only*/, hn::Vec<D16> c, std::uint8_t* out) {
   const hn::Repartition<std::uint32_t, D16> du32;
   const hn::RebindToSigned<decltype(du32)> di32;
   const hn::Rebind<std::uint8_t, decltype(du32)> du8;
