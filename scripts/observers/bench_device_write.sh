@@ -2,8 +2,8 @@
 # Device microbenchmark of the output's write path (write_paths.cc): THREADS threads write MB megabytes in chunks
 # of CHUNK megabytes into one file by pwrite with writeback per chunk (as quantize does), into a file sized with
 # ftruncate or reserved with fallocate first (measured and not kept), into one file per thread, and by memcpy into a
-# shared mapping; page caches dropped before each, ROUNDS rounds. Run from the repo root with build/devbins/write_paths carried (built with
-# the command at the top of write_paths.cc).
+# shared mapping; page caches dropped before each, ROUNDS rounds. Run from the repo root with
+# build/devbins/write_paths carried (built with the command at the top of write_paths.cc).
 set -u
 . "$(dirname "$0")/io_floor.sh"
 W=/root/bench; mkdir -p $W

@@ -152,10 +152,8 @@ Result<float> amax(const WeightView& w, std::string_view name) { return amax_row
 
 Result<float> amax(const WeightView& w, std::string_view name, ThreadPool* pool) {
   if (pool == nullptr || pool->size() <= 1 || w.rows < 2) return amax(w, name);
-  // Ranges of about 1M elements (a fraction of a millisecond each), at most one row less than a worker each.
-  const std::uint64_t per = std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>((w.rows + pool->size() - 1) / pool->size(),
-                                 (std::uint64_t{1} << 20) / std::max<std::uint64_t>(w.cols, 1)));
+  // Row ranges of about 1M elements (a fraction of a millisecond each), at least one per worker.
+  const std::uint64_t per = rows_per_task(w.rows, w.cols, pool->size(), std::uint64_t{1} << 20);
   const std::size_t tasks = static_cast<std::size_t>((w.rows + per - 1) / per);
   std::vector<Result<float>> parts(tasks, 0.0f);
   parallel_for(*pool, tasks, [&](std::size_t k) {

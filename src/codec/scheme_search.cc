@@ -243,9 +243,7 @@ Result<std::vector<float>> searched_group_maxima(QuantScheme s, const nvfp4::Wei
     return out;
   }
   // Row ranges of about 64K values (a few ms of search each), at least one per worker.
-  const std::uint64_t per = std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>((w.rows + pool->size() - 1) / pool->size(),
-                                 (std::uint64_t{1} << 16) / std::max<std::uint64_t>(w.cols, 1)));
+  const std::uint64_t per = rows_per_task(w.rows, w.cols, pool->size(), std::uint64_t{1} << 16);
   const std::size_t tasks = static_cast<std::size_t>((w.rows + per - 1) / per);
   std::mutex mu;
   StepMask improved;

@@ -1,7 +1,6 @@
 #include "fp4forge/util/first_difference.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -33,16 +32,9 @@ std::optional<std::uint64_t> first_difference(std::span<const std::byte> a, std:
   } else {
     const std::size_t tasks = static_cast<std::size_t>((n + kRange - 1) / kRange);
     std::vector<std::optional<std::uint64_t>> found(tasks);
-    std::atomic<std::size_t> lowest{tasks};  // the lowest range known to differ: later ranges skip their scan
     parallel_for(*pool, tasks, [&](std::size_t k) {
-      if (k > lowest.load(std::memory_order_relaxed)) return;
       const std::uint64_t lo = k * kRange;
       found[k] = scan(a.data(), b.data(), lo, std::min(n, lo + kRange));
-      if (found[k]) {
-        std::size_t cur = lowest.load(std::memory_order_relaxed);
-        while (k < cur && !lowest.compare_exchange_weak(cur, k, std::memory_order_relaxed)) {
-        }
-      }
     });
     for (const auto& f : found)
       if (f) {

@@ -108,6 +108,12 @@ std::uint64_t ByteBudget::peak() const {
   return peak_;
 }
 
+std::uint64_t rows_per_task(std::uint64_t rows, std::uint64_t cols, unsigned workers, std::uint64_t elements) {
+  const std::uint64_t w = std::max(workers, 1u);
+  return std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>((rows + w - 1) / w, elements / std::max<std::uint64_t>(cols, 1)));
+}
+
 void parallel_for(ThreadPool& pool, std::size_t n, const std::function<void(std::size_t)>& fn) {
   std::mutex mu;
   std::condition_variable cv;

@@ -60,6 +60,10 @@ class ThreadPool {
  * Call it from outside the pool's workers (a worker waiting on its own pool can deadlock it). */
 void parallel_for(ThreadPool& pool, std::size_t n, const std::function<void(std::size_t)>& fn);
 
+/** Rows per task when `rows` rows of `cols` elements are split over `workers`: about `elements` elements a
+ * task, but no fewer tasks than workers (when there are rows enough), and at least one row. */
+std::uint64_t rows_per_task(std::uint64_t rows, std::uint64_t cols, unsigned workers, std::uint64_t elements);
+
 /** A counting budget of bytes shared by the producer (acquire) and the tasks (release). */
 class ByteBudget {
  public:
