@@ -19,7 +19,7 @@ namespace {
 struct PlanOpts {
   std::vector<std::string> seats, gpus;
   bool nvidia_smi = false, json = false, force = false;
-  std::string overhead, svg, compose_dir;
+  std::string overhead, headroom, svg, compose_dir;
   kvplan::ComposeOptions compose;
 };
 
@@ -33,6 +33,11 @@ int run_plan(const PlanOpts& o) {
     if (!s) return report_error(s.error(), o.json);
     p.overhead = *s;
   }
+  if (!o.headroom.empty()) {
+    auto s = parse_size(o.headroom);
+    if (!s) return report_error(s.error(), o.json);
+    p.headroom = *s;
+  }
   p.svg = o.svg;
   p.compose_dir = o.compose_dir;
   p.compose = o.compose;
@@ -40,6 +45,7 @@ int run_plan(const PlanOpts& o) {
   auto r = kvplan::plan_seats(p);
   if (!r) return report_error(r.error(), o.json);
   for (const auto& w : r->warnings) warn(w);
+  for (const auto& e : kvplan::compose_refusal_lines(*r)) error_line(e);
   if (!o.json)  // seats read from the Hugging Face cache (their "hub" key with --json)
     for (const auto& m : r->plan.seats)
       if (m.hub) note(fmt::format("seat '{}': {}", m.arg.name, hf_cache::to_text(*m.hub)));
@@ -60,17 +66,23 @@ void add_plan(CLI::App& sub, Action& action) {
                  "Hugging Face cache); keys: " + kvplan::seat_keys_help() + " (docs/cli/plan.md)")
       ->required()
       ->take_all();
-  sub.add_option("--gpu", o->gpus, "ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE] a GPU (TOTAL as nvidia-smi "
-                 "prints it), e.g. 0=96GiB:used=41GiB")->take_all();
+  sub.add_option("--gpu", o->gpus, "ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE] a GPU "
+                 "(TOTAL as nvidia-smi prints it), e.g. 0=96GiB:used=41GiB")->take_all();
   sub.add_flag("--gpus-from-nvidia-smi", o->nvidia_smi, "read the GPUs (total, used) from nvidia-smi");
   sub.add_option("--overhead", o->overhead,
                  "SIZE per seat and GPU for activations, non-torch memory and CUDA graphs "
                  "(replaces the estimate; see docs/plan-overheads.md)");
+  sub.add_option("--headroom", o->headroom,
+                 "SIZE of free memory kept on every GPU (default 1GiB; the GPU key headroom= beats it)");
   sub.add_flag("--json", o->json, "print the plan as JSON (schema: docs/cli/plan.md)");
   sub.add_option("--svg", o->svg, "FILE: draw each GPU's memory as stacked bars");
   sub.add_option("--emit-compose", o->compose_dir, "DIR: write a docker compose stack and LiteLLM entry per seat");
   sub.add_flag("--force", o->force, "with --emit-compose: overwrite existing files");
-  sub.add_option("--image", o->compose.image, "with --emit-compose: vLLM OpenAI server image")
+  sub.add_option("--image", o->compose.image,
+                 "with --emit-compose: the vLLM OpenAI server image of every stack (default: IMAGE_REPO:vX.Y.Z of each "
+                 "seat's vllm_version)");
+  sub.add_option("--image-repo", o->compose.image_repo,
+                 "with --emit-compose: the repository of the pinned images (a mirror of vllm/vllm-openai)")
       ->capture_default_str();
   sub.add_option("--api-host", o->compose.api_host, "with --emit-compose: host in the LiteLLM api_base")
       ->capture_default_str();
@@ -80,7 +92,8 @@ void add_plan(CLI::App& sub, Action& action) {
       "  fp4forge plan --seat big=./Qwen3.5-27B:max_model_len=131072,kv_cache_dtype=fp8 \\\n"
       "      --seat small=./cfg-only:weights=16GiB --gpu 0=80GiB --gpu 1=48GiB:name=L40S --svg gpus.svg\n"
       "  fp4forge plan --seat chat=./q:assume=nvfp4a16 --gpus-from-nvidia-smi --emit-compose ./deploy\n"
-      "Exit codes: 0 every seat fits (or no GPU given), 1 a seat does not fit, 2 usage, 3 bad config, 4 I/O.");
+      "Exit codes: 0 every seat fits (or no GPU given), 1 a seat does not fit or --emit-compose refused a seat vLLM\n"
+      "could not start, 2 usage, 3 bad config, 4 I/O.");
   sub.callback([&action, o] { action = [o] { return run_plan(*o); }; });
 }
 

@@ -28,6 +28,14 @@ stage "today's seats under vLLM 0.33 rules: a Gemma-4 31B (sliding + global laye
   --gpu "0=97887MiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
 stage "a busy card: 76 GiB held by others, utilization 0.20 asked; vLLM would refuse at start-up, and plan says so first with the utilization that passes (exit 1 expected)" \
   bash -c '"$0" plan --seat "g26=$1/gemma-4-26b-a4b:weights=16GiB,gpu_memory_utilization=0.20,max_model_len=32k" --gpu "0=97887MiB:used=76GiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition"; test $? -eq 1' "$BIN" "$EX"
+# A Qwen3 seat whose chat template renders JSON tool calls and can think (enable_thinking), as Qwen3's does.
+QWEN="$WORK/qwen3-chat"
+cp -r "$(dirname "$0")/../tests/data/qwen3" "$QWEN"
+printf '%s' '{%- if tools %}<tools>{{ tools }}</tools>{%- endif %}{% for m in messages %}<|im_start|>{{ m.role }} {{ m.content }}<|im_end|>{% endfor %}{%- if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}<tool_call>' > "$QWEN/chat_template.jinja"
+stage "a pinned stack: --emit-compose writes the image of the planned vLLM release (never latest), the family's tool-call and reasoning parsers chosen by its chat template and version (so probe's tools check passes), and extra flags from vllm_args=" \
+  bash -c '"$0" plan --seat "chat=$1:vllm_version=0.28,vllm_args=--enable-chunked-prefill" --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3:headroom=2GiB" --emit-compose "$2/deploy" --api-host gpu-host-1 | grep -E "^  serving|HEADROOM|^0 " && grep -E "image:|tool-call-parser|reasoning-parser|enable-auto-tool-choice|enable-chunked-prefill" -A1 "$2/deploy/chat/compose.yaml" | grep -v "^--"' "$BIN" "$QWEN" "$WORK"
+stage "a stack vLLM could not start is refused with the reason and the fix (a config-only seat sized by weights=; exit 1, nothing written)" \
+  bash -c '"$0" plan --seat "chat=$1" --seat "cfg=$2/gemma-4-31b:weights=19GiB" --gpu "0=97887MiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition" --emit-compose "$3/deploy2" > /dev/null; test $? -eq 1 && test ! -e "$3/deploy2"' "$BIN" "$QWEN" "$EX" "$WORK"
 stage "size the seat's weights under each scheme fp4forge knows (assume=SCHEME)" \
   "$BIN" plan --seat nvfp4="$WORK/src:assume=nvfp4a16" --seat mxfp4="$WORK/src:assume=mxfp4a16" \
   --seat fp8="$WORK/src:assume=fp8-dynamic" --seat fp8b="$WORK/src:assume=fp8-block" --seat int4="$WORK/src:assume=w4a16"

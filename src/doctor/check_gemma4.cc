@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "checks.h"
+#include "fp4forge/model/vllm_config_forms.h"
 
 namespace fp4forge::doctor {
 namespace {
@@ -275,12 +276,14 @@ void check_both_forms(const Context& ctx, const Json& tc, const Json* plc, bool 
     f.severity = Severity::INFO;
     f.key = key_path(ctx, "per_layer_config");
     f.actual = "per_layer_config without the flat global_head_dim / num_global_key_value_heads";
-    f.message = "the full-attention geometry is only in per_layer_config (transformers ≥5.15 form); "
-                "vLLM ≤0.27 with transformers ≤5.14 reads num_global_key_value_heads as None and fails to "
-                "build the full-attention layers, vLLM 0.27.x with transformers ≥5.15 crashes in "
-                "get_head_size (vllm #51744)";
-    f.hint = "serve with vLLM ≥0.28, or add the flat keys (then doctor --fix removes the now redundant "
-             "per_layer_config: transformers ≥5.15 re-synthesizes it from the flat keys on load)";
+    // The release boundary has one home (model/vllm_config_forms.h), which plan --emit-compose refuses by.
+    constexpr int kMin = kGemma4PerLayerConfigOnlyMinVllmMinor;
+    f.message = fmt::format("the full-attention geometry is only in per_layer_config (transformers ≥5.15 form); "
+                            "vLLM ≤0.{} with transformers ≤5.14 reads num_global_key_value_heads as None and fails to "
+                            "build the full-attention layers, vLLM 0.{}.x with transformers ≥5.15 crashes in "
+                            "get_head_size (vllm #51744)", kMin - 1, kMin - 1);
+    f.hint = fmt::format("serve with vLLM ≥0.{}, or add the flat keys (then doctor --fix removes the now redundant "
+                         "per_layer_config: transformers ≥5.15 re-synthesizes it from the flat keys on load)", kMin);
     out.push_back(std::move(f));
     return;
   }

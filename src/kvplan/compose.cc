@@ -8,6 +8,8 @@
 #include "fp4forge/util/size.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
+#include "fp4forge/util/strings.h"
+#include "fp4forge/util/yaml_scalar.h"
 
 namespace fp4forge::kvplan {
 namespace {
@@ -38,6 +40,15 @@ ModelMount model_mount(const SeatArg& a) {
   return {absolute_dir(a.dir), container, container};
 }
 
+/** A string scalar: plain when no YAML 1.1 / 1.2 reader retypes it, else double-quoted (util/yaml_scalar.h). */
+struct Str {
+  std::string_view v;
+};
+YAML::Emitter& operator<<(YAML::Emitter& e, Str s) {
+  if (util::yaml_plain_safe(s.v)) return e << std::string(s.v);
+  return e << YAML::DoubleQuoted << std::string(s.v);
+}
+
 /** vLLM's spelling of a mamba state dtype. */
 std::string vllm_state_dtype(const std::string& d) {
   if (d == "bf16") return "bfloat16";
@@ -47,6 +58,17 @@ std::string vllm_state_dtype(const std::string& d) {
 }
 
 }  // namespace
+
+std::string seat_image(const Plan& plan, std::size_t seat, const ComposeOptions& opts) {
+  if (!opts.image.empty()) return opts.image;
+  return opts.image_repo + ":" + vllm_image_tag(plan.seats[seat].rules);
+}
+
+bool loopback_host(std::string_view host) {
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string h = util::ascii_lower(host);
+  return h == "localhost" || h.ends_with(".localhost") || h == "::1" || h.starts_with("127.");
+}
 
 int seat_port(const Plan& plan, std::size_t seat, const ComposeOptions& opts) {
   const auto& a = plan.seats[seat].arg;
@@ -90,6 +112,8 @@ std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
   if (a.kv.mamba_cache_dtype != "auto")
     v.insert(v.end(), {"--mamba-cache-dtype", vllm_state_dtype(a.kv.mamba_cache_dtype)});
   if (!a.kv.hybrid_kv_cache_manager) v.push_back("--disable-hybrid-kv-cache-manager");
+  // Parsers (the family's, chosen by the chat template and the planned version) and the seat's vllm_args.
+  for (auto& w : serving_args(m.serving)) v.push_back(std::move(w));
   return v;
 }
 
@@ -106,17 +130,17 @@ std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOption
       m.max_model_len));
   e << YAML::Newline;
   e << YAML::BeginMap;
-  e << YAML::Key << "name" << YAML::Value << compose_project_name(a.name);
+  e << YAML::Key << "name" << YAML::Value << Str{compose_project_name(a.name)};
   e << YAML::Key << "services" << YAML::Value << YAML::BeginMap;
-  e << YAML::Key << a.name << YAML::Value << YAML::BeginMap;
-  e << YAML::Key << "image" << YAML::Value << opts.image;
-  e << YAML::Key << "container_name" << YAML::Value << ("vllm-" + a.name);
+  e << YAML::Key << Str{a.name} << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "image" << YAML::Value << Str{seat_image(plan, seat, opts)};
+  e << YAML::Key << "container_name" << YAML::Value << Str{"vllm-" + a.name};
   e << YAML::Key << "restart" << YAML::Value << "unless-stopped";
   e << YAML::Key << "ipc" << YAML::Value << "host";
   e << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq
-    << fmt::format("{}:{}", seat_port(plan, seat, opts), kContainerPort) << YAML::EndSeq;
+    << Str{fmt::format("{}:{}", seat_port(plan, seat, opts), kContainerPort)} << YAML::EndSeq;
   e << YAML::Key << "volumes" << YAML::Value << YAML::BeginSeq
-    << (model_mount(a).host + ":" + model_mount(a).container + ":ro") << YAML::EndSeq;
+    << Str{model_mount(a).host + ":" + model_mount(a).container + ":ro"} << YAML::EndSeq;
   e << YAML::Key << "environment" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "HF_HUB_OFFLINE" << YAML::Value << YAML::DoubleQuoted << "1";
   if (a.allow_long_max_model_len)  // vllm/envs.py: max_model_len above the model's limit is a warning, not an error
@@ -159,11 +183,11 @@ std::string litellm_yaml(const Plan& plan, const std::vector<std::size_t>& seats
   for (std::size_t s : seats) {
     const SeatModel& m = plan.seats[s];
     e << YAML::BeginMap;
-    e << YAML::Key << "model_name" << YAML::Value << m.arg.served_name;
+    e << YAML::Key << "model_name" << YAML::Value << Str{m.arg.served_name};
     e << YAML::Key << "litellm_params" << YAML::Value << YAML::BeginMap;
-    e << YAML::Key << "model" << YAML::Value << ("hosted_vllm/" + m.arg.served_name);
+    e << YAML::Key << "model" << YAML::Value << Str{"hosted_vllm/" + m.arg.served_name};
     e << YAML::Key << "api_base" << YAML::Value
-      << fmt::format("http://{}:{}/v1", opts.api_host, seat_port(plan, s, opts));
+      << Str{fmt::format("http://{}:{}/v1", opts.api_host, seat_port(plan, s, opts))};
     e << YAML::EndMap;
     e << YAML::Key << "model_info" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "max_input_tokens" << YAML::Value << m.max_model_len;
@@ -186,6 +210,10 @@ Result<EmittedFiles> emit_compose(const Plan& plan, const std::filesystem::path&
   if (seats.empty())
     return make_error(Errc::BAD_INPUT, "--emit-compose: no seat is placed on a GPU, nothing to write; hint: "
                       "add --gpu ID=TOTAL or make the seats fit");
+  // A stack is the product, not the folder: a seat vLLM could not start refuses the whole set (issue 51 #3).
+  for (std::size_t s : seats)
+    for (const auto& b : plan.seats[s].serving.blockers) out.refused.push_back({plan.seats[s].arg.name, b});
+  if (!out.refused.empty()) return out;
   std::vector<std::pair<std::filesystem::path, std::string>> files;
   for (std::size_t s : seats) {
     const auto sub = dir / plan.seats[s].arg.name;

@@ -20,7 +20,7 @@ using util::trim;
 
 Error gpu_error(std::string_view text, std::string_view why) {
   return make_error(Errc::USAGE, "invalid --gpu '{}': {}; expected ID=TOTAL[:used=SIZE][:name=NAME]"
-                    "[:reserved=SIZE|:torch_total=SIZE], e.g. --gpu 0=96GiB:used=41GiB", text, why);
+                    "[:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE], e.g. --gpu 0=96GiB:used=41GiB", text, why);
 }
 
 /** A card whose torch total is known: nvidia-smi's memory.total (MiB) and the total torch prints. */
@@ -93,13 +93,18 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
     } else if (key == "name" && !seen_name) {
       g.name = std::string(val);
       seen_name = true;
+    } else if (key == "headroom" && !g.headroom_given) {
+      auto h = parse_size(val);
+      if (!h.ok()) return gpu_error(text, h.error().message);
+      g.headroom_bytes = *h;
+      g.headroom_given = true;
     } else if ((key == "reserved" || key == "torch_total") && !reserved && !torch_total) {
       auto v = parse_size(val);
       if (!v.ok()) return gpu_error(text, v.error().message);
       (key == "reserved" ? reserved : torch_total) = *v;
     } else {
       return gpu_error(text, fmt::format("unknown or repeated key '{}' (known: used, name, reserved or "
-                                         "torch_total)", key));
+                                         "torch_total, headroom)", key));
     }
   }
   if (torch_total) {
@@ -121,6 +126,9 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
     return gpu_error(text, fmt::format("used ({}) exceeds the total torch sees ({} = TOTAL - reserved {})",
                                        format_bytes(g.used_bytes), format_bytes(g.torch_total()),
                                        format_bytes(g.reserved_bytes)));
+  if (g.headroom_given && g.headroom_bytes >= g.torch_total())
+    return gpu_error(text, fmt::format("headroom ({}) must be below the total torch sees ({})",
+                                       format_bytes(g.headroom_bytes), format_bytes(g.torch_total())));
   return g;
 }
 

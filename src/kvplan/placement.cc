@@ -86,6 +86,13 @@ std::string gpu_list(const std::vector<GpuSpec>& gpus, const std::vector<std::si
   return s;
 }
 
+/** ", keeping its headroom of H" for the reasons of a seat that does not fit ("" without headroom). */
+std::string headroom_text(const std::vector<GpuSpec>& gpus, const std::vector<std::size_t>& set) {
+  std::uint64_t h = 0;
+  for (std::size_t g : set) h = std::max(h, gpus[g].headroom_bytes);
+  return h == 0 ? std::string() : fmt::format(" and its headroom of {} (headroom=)", format_bytes(h));
+}
+
 struct Placer {
   const std::vector<SeatModel>& seats;
   const std::vector<GpuSpec>& gpus;
@@ -318,7 +325,9 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
   if (!set.empty() && p.util_explicit && m.rules.startup_check) {
     const std::uint64_t own = e.terms.cuda_context + e.terms.nccl;  // created before vLLM's snapshot
     for (std::size_t g : set) {
-      const std::uint64_t free_start = spare[g] > own ? spare[g] - own : 0;
+      // vLLM sees the headroom as free: its check is against everything free.
+      const std::uint64_t actual = std::min(spare[g] + gpus[g].headroom_bytes, gpus[g].torch_free());
+      const std::uint64_t free_start = actual > own ? actual - own : 0;
       const std::uint64_t req = util_bytes(*m.arg.gpu_memory_utilization, gpus[g], m.rules);
       if (req <= free_start) continue;
       double pass = std::floor(static_cast<double>(free_start) / static_cast<double>(gpus[g].torch_total()) * 1000.0) / 1000.0;
@@ -360,17 +369,18 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
     std::uint64_t free_now = UINT64_MAX;
     for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
     p.reason = fmt::format("does not fit: gpu_memory_utilization {} asks {} on GPU {}, which has {} free "
-                           "after other tenants and seats: short by {}", *m.arg.gpu_memory_utilization,
+                           "after other tenants and seats{}: short by {}", *m.arg.gpu_memory_utilization,
                            format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
-                           gpu_list(gpus, set), format_bytes(free_now), format_bytes(p.short_by_bytes));
+                           gpu_list(gpus, set), format_bytes(free_now), headroom_text(gpus, set),
+                           format_bytes(p.short_by_bytes));
   } else {
     std::uint64_t free_now = UINT64_MAX;
     for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
     p.reason = fmt::format("does not fit: needs {} per GPU (weights {} + overhead {} + KV {} for {} x "
-                           "{} tokens); GPU {} has {} free after the other seats: short by {}",
+                           "{} tokens); GPU {} has {} free after the other seats{}: short by {}",
                            format_bytes(e.need), format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
                            format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len, gpu_list(gpus, set),
-                           format_bytes(free_now), format_bytes(p.short_by_bytes));
+                           format_bytes(free_now), headroom_text(gpus, set), format_bytes(p.short_by_bytes));
   }
   if (!set.empty() && p.largest_max_model_len > 0)
     p.reason += fmt::format("; in the room left, max_model_len={} would fit", p.largest_max_model_len);
@@ -544,7 +554,9 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
 
   // Order: pinned seats first (as given), then heaviest KV demand first on the roomiest GPU.
   std::vector<std::uint64_t> remaining(gpus.size());
-  for (std::size_t g = 0; g < gpus.size(); ++g) remaining[g] = gpus[g].torch_free();
+  // The headroom is never given to a seat: placement works in what is free above it.
+  for (std::size_t g = 0; g < gpus.size(); ++g)
+    remaining[g] = gpus[g].torch_free() > gpus[g].headroom_bytes ? gpus[g].torch_free() - gpus[g].headroom_bytes : 0;
   placer.initial = remaining;
   const std::size_t roomiest = static_cast<std::size_t>(
       std::max_element(remaining.begin(), remaining.end()) - remaining.begin());

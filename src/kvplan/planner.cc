@@ -7,6 +7,7 @@
 #include "fp4forge/kvplan/report.h"
 #include "fp4forge/kvplan/seat.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/size.h"
 
 namespace fp4forge::kvplan {
 
@@ -20,6 +21,15 @@ Result<std::vector<GpuSpec>> read_gpus(const PlanParams& p) {
   if (p.gpus_from_nvidia_smi) {
     FP4FORGE_ASSIGN_OR_RETURN(std::vector<GpuSpec> smi, query_nvidia_smi());
     gpus.insert(gpus.end(), smi.begin(), smi.end());
+  }
+  // --headroom for every GPU without its own headroom= key.
+  for (auto& g : gpus) {
+    if (g.headroom_given || !p.headroom) continue;
+    if (*p.headroom >= g.torch_total())
+      return make_error(Errc::USAGE, "--headroom {} is not below GPU {}'s torch total {}; hint: a headroom is the "
+                        "free memory kept on each GPU, e.g. --headroom 1GiB", format_bytes(*p.headroom), g.id,
+                        format_bytes(g.torch_total()));
+    g.headroom_bytes = *p.headroom;
   }
   return gpus;
 }
@@ -59,8 +69,15 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
     FP4FORGE_ASSIGN_OR_RETURN(EmittedFiles files, emit_compose(r.plan, p.compose_dir, p.compose));
     r.compose_files = std::move(files.files);
     r.compose_skipped = std::move(files.skipped_seats);
+    r.compose_refused = std::move(files.refused);
     for (const auto& s : r.compose_skipped)
       r.warnings.push_back(fmt::format("--emit-compose: seat '{}' does not fit, no stack written for it", s));
+    if (r.compose_refused.empty() && loopback_host(p.compose.api_host))
+      r.plan.notes.push_back(fmt::format(
+          "--emit-compose: the LiteLLM entries reach the seats at http://{}:PORT/v1; a LiteLLM proxy in another "
+          "container or on another host cannot reach {} (it is that container or host itself): pass --api-host with "
+          "the name or address of this host as LiteLLM sees it (e.g. --api-host gpu-host-1)",
+          p.compose.api_host, p.compose.api_host));
   }
   return {};
 }
@@ -81,10 +98,25 @@ nlohmann::ordered_json to_json(const PlanResult& r) {
   auto j = to_json(r.plan);
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   for (const auto& f : r.compose_files) files.push_back(f.string());
+  nlohmann::ordered_json refused = nlohmann::ordered_json::array();
+  for (const auto& x : r.compose_refused)
+    refused.push_back({{"seat", x.seat}, {"kind", x.blocker.kind}, {"reason", x.blocker.reason}, {"fix", x.blocker.fix}});
   j["outputs"] = {{"svg", r.svg.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.svg.string())},
                   {"compose_files", std::move(files)},
-                  {"compose_skipped", r.compose_skipped}};
+                  {"compose_skipped", r.compose_skipped},
+                  {"compose_refused", std::move(refused)}};
   return j;
+}
+
+std::vector<std::string> compose_refusal_lines(const PlanResult& r) {
+  std::vector<std::string> out;
+  for (const auto& x : r.compose_refused)
+    out.push_back(fmt::format("--emit-compose: seat '{}' cannot start: {}; fix: {}", x.seat, x.blocker.reason,
+                              x.blocker.fix));
+  if (!out.empty())
+    out.push_back(fmt::format("--emit-compose: nothing written: vLLM could not start {} of the stacks (a stack must "
+                              "start and pass fp4forge probe, or is not written)", out.size() == 1 ? "one" : "some"));
+  return out;
 }
 
 std::string to_text(const PlanResult& r) {
@@ -94,6 +126,8 @@ std::string to_text(const PlanResult& r) {
   return out;
 }
 
-int exit_code(const PlanResult& r) { return (!r.plan.gpus.empty() && !r.plan.all_fit) ? 1 : 0; }
+int exit_code(const PlanResult& r) {
+  return ((!r.plan.gpus.empty() && !r.plan.all_fit) || !r.compose_refused.empty()) ? 1 : 0;
+}
 
 }  // namespace fp4forge::kvplan

@@ -203,6 +203,7 @@ Json to_json(const Plan& plan) {
     js["kv"] = kv_json(m.layout, p);
     js["placement"] = placement_json(plan, p);
     js["notes"] = m.notes;
+    js["serving"] = to_json(m.serving);  // image, parsers, vllm_args, why vLLM could not start it (serving.h)
     js["hub"] = hf_cache::to_json(m.hub);
     seats.push_back(js);
   }
@@ -218,6 +219,7 @@ Json to_json(const Plan& plan) {
     jg["torch_total_bytes"] = g.gpu.torch_total();
     jg["used_bytes"] = g.gpu.used_bytes;
     jg["free_bytes"] = g.free_bytes;
+    jg["headroom_bytes"] = g.gpu.headroom_bytes;
     Json sh = Json::array();
     for (const auto& s : g.shares)
       sh.push_back({{"seat", plan.seats[s.seat].arg.name}, {"budget_bytes", s.budget},
@@ -305,6 +307,7 @@ std::string to_text(const Plan& plan) {
                                         : format_util(p.min_util));
     o += fmt::format("  {}  {}\n", p.fits ? "fits " : (have_gpus ? "NO FIT" : "why  "), p.reason);
     for (const auto& n : m.notes) o += fmt::format("  note: {}\n", n);
+    o += to_text(m.serving);  // image, parsers, vllm_args, why vLLM could not start it (serving.h)
     o += "\n";
   }
   // Summary table.
@@ -326,8 +329,8 @@ std::string to_text(const Plan& plan) {
                                           : "NO, short by " + format_bytes(p.short_by_bytes));
   }
   if (have_gpus) {
-    o += fmt::format("\n{:<8} {:<24} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", "GPU", "NAME", "TOTAL", "TORCH TOTAL",
-                     "OTHERS", "SEATS", "FREE", "SEATS ON IT");
+    o += fmt::format("\n{:<8} {:<24} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", "GPU", "NAME", "TOTAL",
+                     "TORCH TOTAL", "OTHERS", "SEATS", "FREE", "HEADROOM", "SEATS ON IT");
     for (const auto& g : plan.gpus) {
       std::uint64_t seats = 0;
       std::string names;
@@ -336,10 +339,10 @@ std::string to_text(const Plan& plan) {
         if (!names.empty()) names += ", ";
         names += plan.seats[sh.seat].arg.name;
       }
-      o += fmt::format("{:<8} {:<24} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", g.gpu.id,
+      o += fmt::format("{:<8} {:<24} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", g.gpu.id,
                        g.gpu.name.empty() ? "-" : g.gpu.name, format_bytes(g.gpu.total_bytes),
                        format_bytes(g.gpu.torch_total()), format_bytes(g.gpu.used_bytes), format_bytes(seats),
-                       format_bytes(g.free_bytes), names.empty() ? "-" : names);
+                       format_bytes(g.free_bytes), format_bytes(g.gpu.headroom_bytes), names.empty() ? "-" : names);
     }
   }
   o += "\n";

@@ -1,4 +1,5 @@
 #include "fp4forge/kvplan/seat.h"
+#include "fp4forge/kvplan/vllm_args.h"
 #include "fp4forge/model/structure.h"
 
 #include <algorithm>
@@ -144,35 +145,57 @@ bool parse_bool(std::string_view v, bool& out) {
 
 std::string seat_keys_help() { return seat_key_list(true); }
 
-Result<SeatArg> parse_seat_arg(std::string_view text) {
-  const std::size_t eq = text.find('=');
-  if (eq == std::string_view::npos || eq == 0) return seat_error(text, "missing 'NAME='");
-  SeatArg a;
-  a.name = std::string(text.substr(0, eq));
-  if (!std::isalnum(static_cast<unsigned char>(a.name[0])))
-    return seat_error(text, "NAME must start with a letter or digit");
-  for (char c : a.name)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'))
-      return seat_error(text, "NAME may hold letters, digits, '.', '_' and '-' only");
-  std::string_view rest = text.substr(eq + 1);
-  // DIR ends at the first ':' after which everything is key=value pieces; the pieces are separated by ','
-  // (documented) or ':' (as --gpu separates its keys), so both spellings work.
-  std::string_view opts;
-  for (std::size_t colon = rest.find(':'); colon != std::string_view::npos; colon = rest.find(':', colon + 1))
-    if (all_options(rest.substr(colon + 1))) {
-      opts = rest.substr(colon + 1);
-      rest = rest.substr(0, colon);
-      break;
+namespace {
+
+/** `rest` (DIR[:keys]) split before a `vllm_args=` key (after ',' or ':'), and that key's value: the rest of the
+ * text, commas and colons included. */
+std::pair<std::string_view, std::optional<std::string_view>> split_vllm_args_tail(std::string_view rest) {
+  std::size_t best = std::string_view::npos;
+  for (std::string_view key : {"vllm_args=", "vllm-args="})
+    for (std::size_t p = rest.find(key); p != std::string_view::npos; p = rest.find(key, p + 1))
+      if (p > 0 && (rest[p - 1] == ',' || rest[p - 1] == ':')) {
+        best = std::min(best, p);
+        break;
+      }
+  if (best == std::string_view::npos) return {rest, std::nullopt};
+  return {rest.substr(0, best - 1), rest.substr(best + std::string_view("vllm_args=").size())};
+}
+
+Status apply_options(std::string_view text, std::string_view opts, SeatArg& a);
+
+/** Round 4, R4-B20: when no ':' of DIR[:keys] starts a key list that parses, DIR is the whole text. Unless that is
+ * a path, a key list that fails to parse after a folder (or that starts with a seat key) is the error to report,
+ * not "cannot open checkpoint 'DIR:tp'". */
+Status check_unread_key_list(std::string_view text, std::string_view rest) {
+  std::error_code ec;
+  if (rest.find(':') == std::string_view::npos || std::filesystem::exists(std::string(rest), ec)) return {};
+  for (std::size_t colon = rest.find(':'); colon != std::string_view::npos; colon = rest.find(':', colon + 1)) {
+    const std::string_view dir = rest.substr(0, colon), tail = rest.substr(colon + 1);
+    std::string first(tail.substr(0, tail.find_first_of("=,:")));
+    std::replace(first.begin(), first.end(), '-', '_');
+    if (!(std::filesystem::is_directory(std::string(dir), ec) || is_known_key(first))) continue;
+    SeatArg scratch;
+    if (tail.empty()) return seat_error(text, fmt::format("nothing follows the ':' after DIR '{}'", dir));
+    auto st = apply_options(text, tail, scratch);
+    if (!st.ok()) {
+      Error e = std::move(st).error();
+      e.message += fmt::format(" (the key list after DIR '{}')", util::printable(dir, 120));
+      return e;
     }
-  if (rest.empty()) return seat_error(text, "DIR is empty");
-  a.dir = std::filesystem::path(std::string(rest));
+  }
+  return {};
+}
+
+/** Reads the key list `opts` (',' or ':' separated key=value pieces) into `a`; `text` is the whole --seat value
+ * for messages. */
+Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
   std::vector<std::string> seen;
   std::vector<std::string_view> pieces;
-  for (std::string_view part : (opts.empty() ? std::vector<std::string_view>{} : split(opts, ',')))
+  for (std::string_view part : split(opts, ','))
     for (std::string_view kv : split(part, ':')) pieces.push_back(kv);
   for (std::string_view kv : pieces) {
     const std::size_t e = kv.find('=');
-    if (e == std::string_view::npos) return seat_error(text, fmt::format("'{}' is not key=value", kv));
+    if (e == std::string_view::npos || e == 0) return seat_error(text, fmt::format("'{}' is not key=value", kv));
     std::string key(kv.substr(0, e));
     std::replace(key.begin(), key.end(), '-', '_');  // vLLM's spelling (max-model-len) is accepted too
     const std::string_view v = kv.substr(e + 1);
@@ -182,6 +205,9 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     if (std::find(seen.begin(), seen.end(), key) != seen.end())
       return seat_error(text, fmt::format("key '{}' given twice", key));
     seen.push_back(key);
+    if (std::any_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+      return seat_error(text, fmt::format("{}='{}' holds a control character; expected printable text", key,
+                                          util::printable(v, 60)));
     auto bad = [&](std::string_view expected) {
       return seat_error(text, fmt::format("{}='{}' is invalid, expected {}", key, v, expected));
     };
@@ -269,6 +295,44 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       if (!parse_bool(v, a.allow_long_max_model_len)) return bad("on or off");
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Result<SeatArg> parse_seat_arg(std::string_view text) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) return seat_error(text, "missing 'NAME='");
+  SeatArg a;
+  a.name = std::string(text.substr(0, eq));
+  if (!std::isalnum(static_cast<unsigned char>(a.name[0])))
+    return seat_error(text, "NAME must start with a letter or digit");
+  for (char c : a.name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'))
+      return seat_error(text, "NAME may hold letters, digits, '.', '_' and '-' only");
+  std::string_view rest = text.substr(eq + 1);
+  // vllm_args= is the last key: its value (flags with spaces, commas and colons) is the rest of the text.
+  const auto [head, args_text] = split_vllm_args_tail(rest);
+  rest = head;
+  if (args_text) {
+    auto words = parse_vllm_args(*args_text);
+    if (!words.ok()) return seat_error(text, words.error().message);
+    a.vllm_args = std::move(*words);
+    a.vllm_args_given = true;
+  }
+  // DIR ends at the first ':' after which everything is key=value pieces; the pieces are separated by ','
+  // (documented) or ':' (as --gpu separates its keys), so both spellings work.
+  std::string_view opts;
+  for (std::size_t colon = rest.find(':'); colon != std::string_view::npos; colon = rest.find(':', colon + 1))
+    if (all_options(rest.substr(colon + 1))) {
+      opts = rest.substr(colon + 1);
+      rest = rest.substr(0, colon);
+      break;
+    }
+  if (opts.empty()) FP4FORGE_TRY(check_unread_key_list(text, rest));
+  if (rest.empty()) return seat_error(text, "DIR is empty");
+  a.dir = std::filesystem::path(std::string(rest));
+  if (!opts.empty()) FP4FORGE_TRY(apply_options(text, opts, a));
   if (a.served_name.empty()) a.served_name = a.name;
   if (!a.recipe.empty() && !a.assume) a.assume = QuantScheme::NVFP4A16;  // quantize's default scheme
   if (a.weights && a.assume)
@@ -386,6 +450,7 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
                                   "embeddings padding ignored)", arg.kv.tp, arg.kv.tp));
   m.overhead = arg.overhead ? arg.overhead : global_overhead;
   for (auto& n : m.layout.notes) m.notes.push_back(n);
+  m.serving = plan_serving(m, *ck);
   return m;
 }
 

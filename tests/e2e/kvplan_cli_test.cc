@@ -156,7 +156,8 @@ TEST_F(KvplanCli, ExitCodes) {
   EXPECT_EQ(run(seat + " --gpu 0=96GiB:used=200GiB").rc, 2);
   EXPECT_EQ(run(seat + ":tp=0 --gpu 0=96GiB").rc, 2);       // bad seat option
   EXPECT_EQ(run(seat + " --gpu 0=1GiB").rc, 1);             // does not fit (6 GiB default overhead)
-  EXPECT_EQ(run(seat + " --gpu 0=1GiB --overhead 1MiB").rc, 0);
+  EXPECT_EQ(run(seat + " --gpu 0=1GiB --overhead 1MiB").rc, 1);  // the default 1 GiB headroom leaves no room
+  EXPECT_EQ(run(seat + " --gpu 0=1GiB:headroom=0 --overhead 1MiB").rc, 0);
   EXPECT_EQ(run(seat).rc, 0);                               // no GPU: sizing only
   EXPECT_EQ(run("--gpu 0=96GiB").rc, 2);                    // --seat is required
   EXPECT_EQ(run("--seat x=" + tmp_.string() + "/missing --gpu 0=96GiB").rc, 4);  // no such directory
@@ -212,8 +213,9 @@ TEST_F(KvplanCli, OperatorSpellingsAndVllmRefusals) {
   EXPECT_EQ(j2["seats"][0]["placement"]["placed"], false);
   EXPECT_EQ(j2["seats"][1]["placement"]["fits"], true);
   EXPECT_GT(j2["seats"][1]["placement"]["gpu_memory_utilization"].get<double>(), 0.9);
-  // ... unless allowed, and then the stack sets the variable vLLM reads.
-  auto d = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=300k,allow_long_max_model_len=on'" + gpu +
+  // ... unless allowed, and then the stack sets the variable vLLM reads (on a checkpoint vLLM can start: a
+  // config-only seat's stack is refused, kvplan_compose_test).
+  auto d = run("--seat 'g=" + kData + "/llama:max_model_len=8k,allow_long_max_model_len=on'" + gpu +
                " --emit-compose " + (tmp_ / "c").string());
   EXPECT_EQ(d.rc, 0) << d.out;
   EXPECT_NE(slurp((tmp_ / "c" / "g" / "compose.yaml").string()).find("VLLM_ALLOW_LONG_MAX_MODEL_LEN: \"1\""), std::string::npos);

@@ -1,6 +1,6 @@
 #pragma once
 /**
- * GPUs a plan places seats on: `--gpu ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE]`
+ * GPUs a plan places seats on: `--gpu ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE]`
  * or nvidia-smi's CSV. TOTAL is nvidia-smi's memory.total; vLLM sees less: torch's total
  * (cudaMemGetInfo) leaves out what the driver reserves, and util * that total is the seat's budget.
  */
@@ -13,6 +13,9 @@
 
 namespace fp4forge::kvplan {
 
+/** Free memory plan keeps on each GPU unless told otherwise (docs/cli/plan.md, "Placement"). */
+inline constexpr std::uint64_t kDefaultHeadroom = 1ull << 30;
+
 struct GpuSpec {
   std::string id;               ///< as given ("0", "1", a UUID...); used for docker device_ids
   std::string name;             ///< product name when known ("NVIDIA H200"); decides the A100 rule
@@ -20,6 +23,10 @@ struct GpuSpec {
   std::uint64_t used_bytes = 0;  ///< held by other tenants (other processes)
   std::uint64_t reserved_bytes = 0;  ///< driver-reserved: TOTAL - torch's total
   std::string reserved_source;       ///< "given", "torch_total given", "measured on <card>", "default estimate"
+  /** Free memory placement keeps on this GPU (the key headroom=, else --headroom, else kDefaultHeadroom): no seat is
+   * placed into it, and chosen utilizations leave it free. */
+  std::uint64_t headroom_bytes = kDefaultHeadroom;
+  bool headroom_given = false;       ///< the key headroom= (else --headroom or the default applies)
   /** The total vLLM multiplies gpu_memory_utilization by. */
   std::uint64_t torch_total() const noexcept { return total_bytes - reserved_bytes; }
   /** What cudaMemGetInfo calls free before any seat starts. */
@@ -34,7 +41,8 @@ std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view 
 inline constexpr std::uint64_t kDefaultDriverReserve = 614ull << 20;
 
 /**
- * Parses `ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE]`, e.g. `0=96GiB:used=41GiB`.
+ * Parses `ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE]`, e.g.
+ * `0=96GiB:used=41GiB`.
  * Without reserved= / torch_total= the reserve is driver_reserved_bytes(TOTAL, NAME). USAGE error (exit 2)
  * on bad syntax, an unknown key, used > torch total, a reserve >= TOTAL or a zero total.
  */

@@ -15,6 +15,7 @@
 #include "fp4forge/core/error.h"
 #include "fp4forge/quantize/recipe.h"
 #include "fp4forge/kvplan/kv_cache.h"
+#include "fp4forge/kvplan/serving.h"
 #include "fp4forge/kvplan/vllm_version.h"
 #include "fp4forge/kvplan/weights.h"
 #include "fp4forge/model/model_info.h"
@@ -36,7 +37,8 @@ inline constexpr SeatKey kSeatKeys[] = {
     {"recipe", "FILE"}, {"weights", "SIZE"}, {"overhead", "SIZE"}, {"concurrency", "REQUESTS"}, {"gpu", "ID[+ID]"},
     {"port", "PORT"}, {"block_size", "TOKENS"}, {"mamba_ssm_dtype", "DTYPE"}, {"mamba_cache_dtype", "DTYPE"},
     {"hybrid_manager", "on|off"}, {"served_name", "NAME"}, {"vllm_version", "X.Y"}, {"max_num_seqs", "N"},
-    {"enforce_eager", "on|off"}, {"dtype", "auto|bfloat16|float16|float32"}, {"allow_long_max_model_len", "on|off"}};
+    {"enforce_eager", "on|off"}, {"dtype", "auto|bfloat16|float16|float32"}, {"allow_long_max_model_len", "on|off"},
+    {"vllm_args", "'--FLAG VALUE ...' (last key)"}};
 
 /** "max_model_len=TOKENS, kv_cache_dtype=auto|bf16|..., ...": every key of kSeatKeys with its values. */
 std::string seat_keys_help();
@@ -71,6 +73,10 @@ struct SeatArg {
   std::optional<std::int64_t> max_num_seqs;             ///< default: vLLM's rule for the GPU
   bool enforce_eager = false;                           ///< no CUDA graphs (--enforce-eager)
   bool allow_long_max_model_len = false;                ///< VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the stack
+  // --- how the stack serves it (serving.h) ---
+  /** vllm_args=: extra vLLM flags, split into words (vllm_args.h); the last key of a seat. */
+  std::vector<std::string> vllm_args;
+  bool vllm_args_given = false;
 };
 
 /** Parses `NAME=DIR[:key=value,...]` (keys: kSeatKeys; sizes as parse_size). USAGE errors. */
@@ -96,6 +102,8 @@ struct SeatModel {
   /** Why vLLM refuses this seat whatever the memory (a max_model_len above the derived limit without
    * allow_long_max_model_len); "" when it does not. */
   std::string refusal;
+  /** Image, parser flags, extra flags and what keeps vLLM from starting the seat (serving.h). */
+  SeatServing serving;
 };
 
 /**

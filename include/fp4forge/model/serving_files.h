@@ -8,6 +8,7 @@
  * name one). quantize warns before writing an output that would lack them.
  */
 #include <filesystem>
+#include <cstddef>
 #include <string>
 
 namespace fp4forge {
@@ -17,7 +18,14 @@ struct ServingFiles {
   std::string tokenizer_file;  ///< the first one found
   bool chat_template = false;  ///< chat_template.jinja / chat_template.json, or tokenizer_config.json:chat_template
   std::string chat_template_source;
+  /** The template's text (the jinja file, chat_template.json's "chat_template", tokenizer_config.json's string or
+   * the templates of its list, joined), at most kChatTemplateTextCap bytes; plan reads which tool-call and
+   * reasoning format it renders (model/vllm_parsers.h). */
+  std::string chat_template_text;
 };
+
+/** The most of a chat template's text ServingFiles keeps. */
+inline constexpr std::size_t kChatTemplateTextCap = 4u << 20;
 
 /** Looks at `dir` (reads tokenizer_config.json, capped like every JSON file; a broken one counts as no template). */
 ServingFiles serving_files(const std::filesystem::path& dir);

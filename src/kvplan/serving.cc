@@ -1,0 +1,208 @@
+// How a planned seat is served: image, parsers, extra flags, and why vLLM could not start it (serving.h).
+#include "fp4forge/kvplan/serving.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "fp4forge/core/dtype.h"
+#include "fp4forge/kvplan/seat.h"
+#include "fp4forge/kvplan/vllm_args.h"
+#include "fp4forge/model/serving_files.h"
+#include "fp4forge/model/shape_rules.h"
+#include "fp4forge/model/vllm_config_forms.h"
+#include "fp4forge/safetensors/checkpoint.h"
+
+namespace fp4forge::kvplan {
+namespace {
+
+std::string version_text(const VllmParser& p) {
+  return fmt::format("{}.{}.{}", p.first_major, p.first_minor, p.first_patch);
+}
+
+bool template_matches(const VllmParser& p, std::string_view text) {
+  bool any = false;
+  for (std::string_view m : p.markers) {
+    if (m.empty()) continue;
+    any = true;
+    if (text.find(m) != std::string_view::npos) return true;
+  }
+  return !any;
+}
+
+std::string markers_text(const VllmParser& p) {
+  std::string s;
+  for (std::string_view m : p.markers)
+    if (!m.empty()) s += (s.empty() ? "'" : " or '") + std::string(m) + "'";
+  return s;
+}
+
+constexpr std::string_view kToolsFail =
+    "probe's tools check fails (tools-not-enabled) and gateway swap, which runs it, refuses the seat";
+
+/** The blockers a seat's folder and config give (see serving.h). */
+void find_blockers(const SeatModel& m, const Checkpoint& ck, const ServingFiles& sf, SeatServing& s) {
+  const std::string dir = m.arg.dir.string();
+  if (ck.tensors().empty())
+    s.blockers.push_back({"config-only", "DIR holds no safetensors weights (a config-only folder, sized by weights=): "
+                          "vLLM has nothing to load",
+                          fmt::format("point the seat at the checkpoint itself (fp4forge quantize SRC {} writes one), "
+                                      "or plan without --emit-compose", dir)});
+  if (!sf.tokenizer && !has_vllm_flag(m.arg.vllm_args, "tokenizer"))
+    s.blockers.push_back({"no-tokenizer", "DIR holds no tokenizer file (tokenizer.json, tokenizer.model, vocab.json, "
+                          "...): vLLM's --tokenizer defaults to the model folder and start-up fails",
+                          fmt::format("fp4forge quantize SRC {} --tokenizer-from REF writes the release's tokenizer "
+                                      "beside the weights (or copy its tokenizer files into DIR)", dir)});
+  if (!sf.chat_template && !has_vllm_flag(m.arg.vllm_args, "chat-template"))
+    s.blockers.push_back({"no-chat-template", "DIR holds no chat template (chat_template.jinja, chat_template.json or "
+                          "tokenizer_config.json:chat_template): vLLM refuses /v1/chat/completions and probe's chat "
+                          "checks fail",
+                          "copy the release's chat template into DIR (fp4forge quantize SRC DIR --tokenizer-from REF "
+                          "copies it), or vllm_args=--chat-template PATH with a path inside the container"});
+  if (m.arg.kv.spec_tokens > 0 && !ck.tensors().empty()) {
+    ShapeContext ctx;
+    ctx.dir = ck.dir();
+    ctx.config = ck.config();
+    for (const auto& t : ck.tensors())
+      ctx.tensors.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
+    std::vector<Finding> found;
+    if (init_shape_context(ctx).ok()) check_mtp(ctx, found);
+    for (const auto& f : found)
+      if (f.kind == "mtp-declared-missing")
+        s.blockers.push_back({"mtp-missing", fmt::format("spec_tokens={} asks for MTP speculative decoding, but {} "
+                                                         "(doctor: mtp-declared-missing)", m.arg.kv.spec_tokens,
+                                                         f.actual),
+                              fmt::format("fp4forge doctor {} --fix --mtp-from RELEASE splices the MTP layers back from "
+                                          "the original release, or drop spec_tokens", dir)});
+  }
+  if (const auto form = vllm_config_form(m.info)) {
+    const bool builds = form->min_minor >= 0 && (m.rules.major > 0 || m.rules.minor >= form->min_minor);
+    if (!builds)
+      s.blockers.push_back({"config-form",
+                            form->min_minor < 0
+                                ? fmt::format("{}: no vLLM release builds it (doctor: {})", form->what, form->kind)
+                                : fmt::format("{}: vLLM {} cannot build it, 0.{} and newer can (doctor: {})", form->what,
+                                              m.rules.version, form->min_minor, form->kind),
+                            std::string(form->fix)});
+  }
+}
+
+}  // namespace
+
+std::string vllm_image_tag(const VllmRules& r) { return fmt::format("v{}.{}.{}", r.major, r.minor, r.patch); }
+
+ParserChoice choose_parser(Family family, ParserKind kind, const VllmRules& rules, std::string_view chat_template,
+                           std::vector<std::string>& notes) {
+  const std::string_view what = parser_kind_name(kind);
+  const VllmParser* too_new = nullptr;
+  bool any_row = false, any_marker = false;
+  for (const VllmParser& p : vllm_parsers()) {
+    if (p.family != family || p.kind != kind) continue;
+    any_row = true;
+    if (!template_matches(p, chat_template)) continue;
+    // Below a preferred parser's first release, only an older name of the same format stands in for it (GLM's
+    // glm4_moe for glm45); hermes never parses Qwen's XML tool calls.
+    if (too_new != nullptr && p.markers != too_new->markers) continue;
+    any_marker = true;
+    if (!at_least(rules, p.first_major, p.first_minor, p.first_patch)) {
+      if (too_new == nullptr) too_new = &p;
+      continue;
+    }
+    return ParserChoice{std::string(p.name), version_text(p), p.inferred, false};
+  }
+  const std::string family_text(family_name(family));
+  if (too_new != nullptr) {
+    notes.push_back(fmt::format("vLLM {} has no '{}' {} parser (first in {}{}): the stack passes no {} flag{}; plan "
+                                "with vllm_version={}.{} or newer for it", rules.version, too_new->name, what,
+                                version_text(*too_new), too_new->inferred ? ", inferred" : "", what,
+                                kind == ParserKind::TOOL ? fmt::format(", so {}", kToolsFail) : std::string(),
+                                too_new->first_major, too_new->first_minor));
+  } else if (kind == ParserKind::TOOL && !any_row) {
+    notes.push_back(fmt::format("no vLLM tool-call parser is recorded for family {}: the stack has no "
+                                "--enable-auto-tool-choice, so {}; if your vLLM has one for this model, add "
+                                "vllm_args=--enable-auto-tool-choice --tool-call-parser NAME", family_text, kToolsFail));
+  } else if (kind == ParserKind::TOOL && !any_marker) {
+    std::string markers;
+    for (const VllmParser& p : vllm_parsers())
+      if (p.family == family && p.kind == kind) markers += (markers.empty() ? "" : ", ") + markers_text(p);
+    notes.push_back(fmt::format("the chat template renders no tool calls (none of {} in it): the stack passes no "
+                                "tool-call parser, so {}; serve a template that renders tools "
+                                "(vllm_args=--chat-template PATH) with vllm_args=--enable-auto-tool-choice "
+                                "--tool-call-parser NAME", markers, kToolsFail));
+  }
+  return {};
+}
+
+SeatServing plan_serving(const SeatModel& m, const Checkpoint& ck) {
+  SeatServing s;
+  s.image = fmt::format("{}:{}", kVllmImageRepo, vllm_image_tag(m.rules));
+  s.extra_args = m.arg.vllm_args;
+  const ServingFiles sf = serving_files(m.arg.dir);
+  s.chat_template_source = sf.chat_template_source;
+  find_blockers(m, ck, sf, s);
+  s.tool.from_vllm_args = has_vllm_flag(s.extra_args, "tool-call-parser");
+  s.reasoning.from_vllm_args = has_vllm_flag(s.extra_args, "reasoning-parser");
+  if (has_vllm_flag(s.extra_args, "chat-template")) {
+    // The template is a path inside the container: which formats it renders is unknown here.
+    if (!s.tool.from_vllm_args || !s.reasoning.from_vllm_args)
+      s.notes.push_back("the chat template comes from vllm_args, so its tool-call and thinking formats are not read "
+                        "here: plan passes no parser flags; add vllm_args=--enable-auto-tool-choice "
+                        "--tool-call-parser NAME (and --reasoning-parser NAME for a thinking model)");
+    return s;
+  }
+  if (!s.tool.from_vllm_args)
+    s.tool = choose_parser(m.info.family, ParserKind::TOOL, m.rules, sf.chat_template_text, s.notes);
+  if (!s.reasoning.from_vllm_args)
+    s.reasoning = choose_parser(m.info.family, ParserKind::REASONING, m.rules, sf.chat_template_text, s.notes);
+  return s;
+}
+
+std::vector<std::string> serving_args(const SeatServing& s) {
+  std::vector<std::string> v;
+  const bool tools = !s.tool.name.empty() || s.tool.from_vllm_args;
+  if (tools && !has_vllm_flag(s.extra_args, "enable-auto-tool-choice")) v.push_back("--enable-auto-tool-choice");
+  if (!s.tool.name.empty()) v.insert(v.end(), {"--tool-call-parser", s.tool.name});
+  if (!s.reasoning.name.empty()) v.insert(v.end(), {"--reasoning-parser", s.reasoning.name});
+  v.insert(v.end(), s.extra_args.begin(), s.extra_args.end());
+  return v;
+}
+
+}  // namespace fp4forge::kvplan
+
+namespace fp4forge::kvplan {
+
+nlohmann::ordered_json to_json(const SeatServing& s) {
+  auto parser = [](const ParserChoice& p) {
+    if (p.from_vllm_args) return nlohmann::ordered_json{{"name", nullptr}, {"from_vllm_args", true}};
+    if (p.name.empty()) return nlohmann::ordered_json(nullptr);
+    return nlohmann::ordered_json{{"name", p.name}, {"first_vllm", p.first_version}, {"inferred", p.inferred},
+                                  {"from_vllm_args", false}};
+  };
+  nlohmann::ordered_json blockers = nlohmann::ordered_json::array();
+  for (const auto& b : s.blockers) blockers.push_back({{"kind", b.kind}, {"reason", b.reason}, {"fix", b.fix}});
+  return {{"image", s.image},
+          {"can_start", s.blockers.empty()},
+          {"blockers", std::move(blockers)},
+          {"tool_call_parser", parser(s.tool)},
+          {"reasoning_parser", parser(s.reasoning)},
+          {"vllm_args", s.extra_args},
+          {"chat_template", s.chat_template_source.empty() ? nlohmann::ordered_json(nullptr)
+                                                           : nlohmann::ordered_json(s.chat_template_source)},
+          {"notes", s.notes}};
+}
+
+std::string to_text(const SeatServing& s) {
+  auto parser = [](const ParserChoice& p, std::string_view flag) {
+    if (p.from_vllm_args) return fmt::format("{} from vllm_args", flag);
+    if (p.name.empty()) return fmt::format("no {}", flag);
+    return fmt::format("{} {} (vLLM >= {}{})", flag, p.name, p.first_version, p.inferred ? ", inferred" : "");
+  };
+  std::string o = fmt::format("  serving          {}; {}; {}", s.image, parser(s.tool, "--tool-call-parser"),
+                              parser(s.reasoning, "--reasoning-parser"));
+  if (!s.extra_args.empty()) o += fmt::format("; vllm_args {}", fmt::join(s.extra_args, " "));
+  o += "\n";
+  for (const auto& b : s.blockers) o += fmt::format("  cannot start     {}; fix: {}\n", b.reason, b.fix);
+  for (const auto& n : s.notes) o += fmt::format("  note: {}\n", n);
+  return o;
+}
+
+}  // namespace fp4forge::kvplan

@@ -1,0 +1,299 @@
+// `plan --emit-compose` writes stacks vLLM can start (issue 51 #3): the image of the planned version, the family's
+// parser flags by chat template and version, vllm_args=, the refusal of every seat vLLM could not start (config-only,
+// no tokenizer, no chat template, MTP gone under spec_tokens, a config form the version cannot build), the
+// headroom, the --api-host note; and round 4's R4-B12 (YAML scalars LiteLLM would retype) and R4-B20 (a malformed
+// key list is a usage error).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "test_util.h"
+
+namespace {
+
+namespace stdfs = std::filesystem;
+using fp4forge::testutil::kData;
+using fp4forge::testutil::q;
+using fp4forge::testutil::run_cli;
+using fp4forge::testutil::slurp;
+
+constexpr const char* kGpu = " --gpu '0=80GiB:name=NVIDIA H100 80GB HBM3'";
+// A Qwen3 template that renders JSON tool calls and can think (the markers of model/vllm_parsers.cc).
+constexpr const char* kQwenTemplate =
+    "{%- if tools %}<tools>{{ tools }}</tools>{%- endif %}{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+    "{{ m['content'] }}<|im_end|>{% endfor %}{%- if enable_thinking is defined and not enable_thinking %}<think>\n\n"
+    "</think>{% endif %}<tool_call>";
+
+class KvplanCompose : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (fp4forge::testutil::kCli.empty()) GTEST_SKIP() << "CLI not built";
+    tmp_ = stdfs::temp_directory_path() / ("fp4forge-compose-e2e-" + std::to_string(::getpid()) + "-" +
+                                           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    stdfs::remove_all(tmp_);
+    stdfs::create_directories(tmp_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!tmp_.empty()) stdfs::remove_all(tmp_, ec);
+  }
+  /** tests/data/NAME copied to tmp/AS (the fixtures are small; a shard linked from outside the folder is refused),
+   * `drop` left out. */
+  stdfs::path copy(const std::string& name, const std::string& as, const std::vector<std::string>& drop = {}) {
+    const stdfs::path d = tmp_ / as;
+    stdfs::create_directories(d);
+    for (const auto& e : stdfs::directory_iterator(kData + "/" + name)) {
+      const std::string f = e.path().filename().string();
+      if (std::find(drop.begin(), drop.end(), f) != drop.end()) continue;
+      stdfs::copy_file(e.path(), d / f);
+    }
+    return d;
+  }
+  void write(const stdfs::path& p, const std::string& text) { std::ofstream(p) << text; }
+  /** Runs plan; `err` gets stderr. */
+  int plan(const std::string& args, std::string* out, std::string* err = nullptr) {
+    std::string e;
+    const int rc = run_cli("plan " + args, out, &e);
+    if (err) *err = e;
+    return rc;
+  }
+  static std::vector<std::string> command(const stdfs::path& compose, const std::string& service) {
+    std::vector<std::string> v;
+    for (const auto& n : YAML::LoadFile(compose.string())["services"][service]["command"]) v.push_back(n.as<std::string>());
+    return v;
+  }
+  static bool has(const std::vector<std::string>& v, const std::string& w) {
+    return std::find(v.begin(), v.end(), w) != v.end();
+  }
+  static std::string after(const std::vector<std::string>& v, const std::string& w) {
+    auto it = std::find(v.begin(), v.end(), w);
+    return (it == v.end() || it + 1 == v.end()) ? "<none>" : *(it + 1);
+  }
+  stdfs::path tmp_;
+};
+
+TEST_F(KvplanCompose, TheImageIsThePlannedReleaseAndTheParsersTheFamilys) {
+  const stdfs::path q3 = copy("qwen3", "q3");
+  write(q3 / "chat_template.jinja", kQwenTemplate);
+  std::string out, err;
+  const stdfs::path d = tmp_ / "deploy";
+  ASSERT_EQ(plan("--seat q=" + q(q3) + kGpu + " --emit-compose " + q(d) + " --json", &out, &err), 0) << err << out;
+  const auto cmd = command(d / "q" / "compose.yaml", "q");
+  EXPECT_EQ(YAML::LoadFile((d / "q" / "compose.yaml").string())["services"]["q"]["image"].as<std::string>(),
+            "vllm/vllm-openai:v0.33.0");
+  EXPECT_TRUE(has(cmd, "--enable-auto-tool-choice"));
+  EXPECT_EQ(after(cmd, "--tool-call-parser"), "hermes");
+  EXPECT_EQ(after(cmd, "--reasoning-parser"), "qwen3");
+  const auto j = nlohmann::json::parse(out);
+  const auto& sv = j["seats"][0]["serving"];
+  EXPECT_EQ(sv["image"], "vllm/vllm-openai:v0.33.0");
+  EXPECT_EQ(sv["can_start"], true);
+  EXPECT_EQ(sv["tool_call_parser"]["name"], "hermes");
+  EXPECT_EQ(sv["tool_call_parser"]["first_vllm"], "0.6.0");
+  EXPECT_EQ(sv["reasoning_parser"]["name"], "qwen3");
+  EXPECT_EQ(sv["reasoning_parser"]["inferred"], true);
+  EXPECT_EQ(sv["chat_template"], "chat_template.jinja");
+
+  // The version pins the tag; a patch release is its own tag; a mirror keeps the tags; --image replaces them.
+  const stdfs::path d2 = tmp_ / "d2";
+  ASSERT_EQ(plan("--seat 'q=" + q3.string() + ":vllm_version=0.28' --seat 'p=" + q3.string() +
+                 ":vllm_version=0.9.1'" + kGpu + " --emit-compose " + q(d2) + " --image-repo registry.local/vllm-openai",
+                 &out, &err), 0) << err << out;
+  EXPECT_EQ(YAML::LoadFile((d2 / "q" / "compose.yaml").string())["services"]["q"]["image"].as<std::string>(),
+            "registry.local/vllm-openai:v0.28.0");
+  EXPECT_EQ(YAML::LoadFile((d2 / "p" / "compose.yaml").string())["services"]["p"]["image"].as<std::string>(),
+            "registry.local/vllm-openai:v0.9.1");
+  const stdfs::path d3 = tmp_ / "d3";
+  ASSERT_EQ(plan("--seat q=" + q(q3) + kGpu + " --emit-compose " + q(d3) + " --image my/vllm:patched", &out, &err), 0);
+  EXPECT_EQ(YAML::LoadFile((d3 / "q" / "compose.yaml").string())["services"]["q"]["image"].as<std::string>(),
+            "my/vllm:patched");
+}
+
+TEST_F(KvplanCompose, AVersionBeforeTheParserGetsNoFlagAndANote) {
+  const stdfs::path q3 = copy("qwen3", "q3");
+  write(q3 / "chat_template.jinja", kQwenTemplate);
+  std::string out, err;
+  const stdfs::path d = tmp_ / "deploy";
+  ASSERT_EQ(plan("--seat 'q=" + q3.string() + ":vllm_version=0.8'" + kGpu + " --emit-compose " + q(d), &out, &err), 0)
+      << err;
+  const auto cmd = command(d / "q" / "compose.yaml", "q");
+  EXPECT_FALSE(has(cmd, "--reasoning-parser"));
+  EXPECT_EQ(after(cmd, "--tool-call-parser"), "hermes");  // hermes is older than 0.8
+  EXPECT_NE(out.find("vLLM 0.8 has no 'qwen3' reasoning parser (first in 0.9.0, inferred)"), std::string::npos) << out;
+}
+
+TEST_F(KvplanCompose, AFamilyWithoutAParserOrATemplateWithoutToolsSaysProbeWillFail) {
+  std::string out, err;
+  const stdfs::path d = tmp_ / "deploy";
+  ASSERT_EQ(plan("--seat g=" + q(kData + "/gemma3") + " --seat l=" + q(kData + "/llama") + kGpu + " --emit-compose " +
+                     q(d) + " --json",
+                 &out, &err), 0) << err << out;
+  EXPECT_FALSE(has(command(d / "g" / "compose.yaml", "g"), "--enable-auto-tool-choice"));
+  EXPECT_FALSE(has(command(d / "l" / "compose.yaml", "l"), "--tool-call-parser"));
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_TRUE(j["seats"][0]["serving"]["tool_call_parser"].is_null());
+  const std::string gn = j["seats"][0]["serving"]["notes"].dump(), ln = j["seats"][1]["serving"]["notes"].dump();
+  EXPECT_NE(gn.find("no vLLM tool-call parser is recorded for family gemma3"), std::string::npos) << gn;
+  EXPECT_NE(gn.find("probe's tools check fails"), std::string::npos) << gn;
+  EXPECT_NE(ln.find("the chat template renders no tool calls"), std::string::npos) << ln;
+}
+
+TEST_F(KvplanCompose, VllmArgsPassThroughAfterPlansFlagsAndContradictionsAreRefused) {
+  const stdfs::path q3 = copy("qwen3", "q3");
+  write(q3 / "chat_template.jinja", kQwenTemplate);
+  std::string out, err;
+  const stdfs::path d = tmp_ / "deploy";
+  ASSERT_EQ(plan("--seat 'q=" + q3.string() + ":tp=1,vllm_args=--enable-chunked-prefill --override-generation-config "
+                 "{\"temperature\":0.6,\"top_p\":0.95} --reasoning-parser deepseek_r1'" + kGpu + " --emit-compose " +
+                     q(d),
+                 &out, &err), 0) << err;
+  const auto cmd = command(d / "q" / "compose.yaml", "q");
+  EXPECT_EQ(after(cmd, "--override-generation-config"), "{\"temperature\":0.6,\"top_p\":0.95}");
+  EXPECT_TRUE(has(cmd, "--enable-chunked-prefill"));
+  EXPECT_EQ(after(cmd, "--reasoning-parser"), "deepseek_r1");  // the user's parser wins
+  EXPECT_EQ(std::count(cmd.begin(), cmd.end(), "--reasoning-parser"), 1);
+  EXPECT_EQ(after(cmd, "--tool-call-parser"), "hermes");
+  EXPECT_LT(std::find(cmd.begin(), cmd.end(), "--max-model-len"), std::find(cmd.begin(), cmd.end(), "--enable-chunked-prefill"));
+  EXPECT_EQ(plan("--seat 'q=" + q3.string() + ":vllm_args=--max-model-len 4096'" + kGpu, &out, &err), 2);
+  EXPECT_NE(err.find("--max-model-len is set by plan, not passed through; hint: use the seat key max_model_len="),
+            std::string::npos) << err;
+  EXPECT_EQ(plan("--seat 'q=" + q3.string() + ":vllm_args=--x \"unterminated'" + kGpu, &out, &err), 2);
+  EXPECT_NE(err.find("unterminated double quote"), std::string::npos) << err;
+}
+
+// Each seat vLLM could not start: exit 1, one error line with the reason and the fix, nothing written.
+TEST_F(KvplanCompose, ASeatThatCannotStartRefusesTheWholeStack) {
+  const stdfs::path cfg = tmp_ / "cfg-only";
+  stdfs::create_directories(cfg);
+  for (const char* f : {"config.json", "tokenizer.json", "chat_template.jinja"})  // weights are all it lacks
+    stdfs::copy_file(kData + "/llama/" + f, cfg / f);
+  const stdfs::path notok = copy("llama", "no-tokenizer", {"tokenizer.json"});
+  const stdfs::path notpl = copy("llama", "no-template", {"chat_template.jinja"});
+  const stdfs::path mtp = copy("qwen3_5-dense", "mtp-gone");
+  auto c = nlohmann::json::parse(slurp(mtp / "config.json"));
+  c["mtp_num_hidden_layers"] = 2;  // the fixture holds mtp.layers.0 only
+  write(mtp / "config.json", c.dump());
+  struct Case {
+    std::string seat, kind, reason, fix;
+  };
+  const std::vector<Case> cases = {
+      {"c=" + cfg.string() + ":weights=2GiB", "config-only", "DIR holds no safetensors weights", "fp4forge quantize SRC"},
+      {"t=" + notok.string(), "no-tokenizer", "DIR holds no tokenizer file", "--tokenizer-from REF"},
+      {"p=" + notpl.string(), "no-chat-template", "DIR holds no chat template", "--chat-template PATH"},
+      {"m=" + mtp.string() + ":spec_tokens=1", "mtp-missing", "spec_tokens=1 asks for MTP speculative decoding",
+       "--fix --mtp-from RELEASE"},
+      {"g=" + kData + "/gemma4-dense-mm:vllm_version=0.27", "config-form",
+       "Gemma-4's full-attention geometry only in per_layer_config (transformers >= 5.15 form): vLLM 0.27 cannot "
+       "build it, 0.28 and newer can",
+       "vllm_version=0.28 or newer"},
+  };
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k.kind);
+    std::string out, err;
+    const stdfs::path d = tmp_ / ("d-" + k.kind);
+    // A good seat beside it: all or nothing.
+    EXPECT_EQ(plan("--seat '" + k.seat + "' --seat ok=" + q(kData + "/llama") + kGpu + " --emit-compose " + q(d) + " --json",
+                   &out, &err), 1) << err << out;
+    EXPECT_FALSE(stdfs::exists(d)) << "a refused stack wrote files";
+    EXPECT_NE(err.find("cannot start: " + k.reason), std::string::npos) << err;
+    EXPECT_NE(err.find(k.fix), std::string::npos) << err;
+    EXPECT_NE(err.find("nothing written"), std::string::npos) << err;
+    const auto j = nlohmann::json::parse(out);
+    ASSERT_EQ(j["outputs"]["compose_refused"].size(), 1u) << out;
+    EXPECT_EQ(j["outputs"]["compose_refused"][0]["kind"], k.kind);
+    EXPECT_TRUE(j["outputs"]["compose_files"].empty());
+    EXPECT_EQ(j["seats"][0]["serving"]["can_start"], false);
+    EXPECT_EQ(j["seats"][1]["serving"]["can_start"], true);
+    // Without --emit-compose the plan still says why (text), and its exit code is the fit's.
+    EXPECT_EQ(plan("--seat '" + k.seat + "'" + kGpu, &out, &err), 0) << err;
+    EXPECT_NE(out.find("cannot start     " + k.reason.substr(0, 20)), std::string::npos) << out;
+  }
+  // The fix works: a planned version that builds the form, vllm_args naming a tokenizer or a template.
+  std::string out, err;
+  EXPECT_EQ(plan("--seat 'g=" + kData + "/gemma4-dense-mm:vllm_version=0.28'" + kGpu + " --emit-compose " +
+                     q(tmp_ / "ok-g"), &out, &err), 0) << err;
+  EXPECT_EQ(plan("--seat 't=" + notok.string() + ":vllm_args=--tokenizer /models/tok' --seat 'p=" + notpl.string() +
+                     ":vllm_args=--chat-template /models/p/t.jinja'" + kGpu + " --emit-compose " + q(tmp_ / "ok-t"),
+                 &out, &err), 0) << err;
+  EXPECT_TRUE(stdfs::exists(tmp_ / "ok-t" / "t" / "compose.yaml"));
+}
+
+TEST_F(KvplanCompose, HeadroomIsKeptFreeOnEveryGpu) {
+  std::string out, err;
+  const std::string seat = " --seat 'a=" + kData + "/llama:max_model_len=2048'";
+  ASSERT_EQ(plan(seat + " --gpu 0=24GiB:reserved=0 --json", &out, &err), 0) << err;
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["gpus"][0]["headroom_bytes"], 1ull << 30);  // the default
+  EXPECT_GE(j["gpus"][0]["free_bytes"].get<std::uint64_t>(), 1ull << 30);
+  ASSERT_EQ(plan(seat + " --gpu 0=24GiB:reserved=0:headroom=5GiB --gpu 1=24GiB:reserved=0 --headroom 3GiB --json", &out,
+                 &err), 0) << err;
+  j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["gpus"][0]["headroom_bytes"], 5ull << 30);  // the GPU key beats --headroom
+  EXPECT_EQ(j["gpus"][1]["headroom_bytes"], 3ull << 30);
+  for (const auto& g : j["gpus"]) EXPECT_GE(g["free_bytes"].get<std::uint64_t>(), g["headroom_bytes"].get<std::uint64_t>());
+  // A seat that needs all but the headroom does not fit, and says the headroom is why.
+  ASSERT_EQ(plan(seat + ",gpu_memory_utilization=0.9 --gpu 0=24GiB:reserved=0:headroom=4GiB --json", &out, &err), 1);
+  j = nlohmann::json::parse(out);
+  EXPECT_NE(j["seats"][0]["placement"]["reason"].get<std::string>().find("headroom of 4.00 GiB"), std::string::npos)
+      << j["seats"][0]["placement"]["reason"];
+  EXPECT_EQ(plan(seat + ",gpu_memory_utilization=0.9 --gpu 0=24GiB:reserved=0:headroom=0", &out, &err), 0) << err;
+  EXPECT_EQ(plan(seat + " --gpu 0=24GiB --headroom 30GiB", &out, &err), 2);
+  EXPECT_EQ(plan(seat + " --gpu 0=24GiB:headroom=lots", &out, &err), 2);
+}
+
+TEST_F(KvplanCompose, ALoopbackApiHostIsANote) {
+  std::string out, err;
+  ASSERT_EQ(plan("--seat a=" + q(kData + "/llama") + kGpu + " --emit-compose " + q(tmp_ / "a") + " --json", &out, &err), 0);
+  EXPECT_NE(nlohmann::json::parse(out)["notes"].dump().find("cannot reach localhost"), std::string::npos) << out;
+  ASSERT_EQ(plan("--seat a=" + q(kData + "/llama") + kGpu + " --emit-compose " + q(tmp_ / "b"), &out, &err), 0);
+  EXPECT_NE(out.find("pass --api-host"), std::string::npos) << out;
+  ASSERT_EQ(plan("--seat a=" + q(kData + "/llama") + kGpu + " --emit-compose " + q(tmp_ / "c") +
+                     " --api-host gpu-host-1 --json", &out, &err), 0);
+  EXPECT_EQ(nlohmann::json::parse(out)["notes"].dump().find("cannot reach"), std::string::npos) << out;
+  EXPECT_EQ(YAML::LoadFile((tmp_ / "c" / "litellm.yaml").string())["model_list"][0]["litellm_params"]["api_base"]
+                .as<std::string>(), "http://gpu-host-1:8000/v1");
+}
+
+// R4-B12: a served name a YAML 1.1 reader would retype is quoted in both files; one yaml-cpp reads as a string.
+TEST_F(KvplanCompose, ServedNamesAYamlReaderWouldRetypeAreQuoted) {
+  int i = 0;
+  for (const std::string name : {"yes", "Off", "y", "1.5", "0x1F", "012", "1_000", ".inf", "2024-01-01", "null", "~", "7"}) {
+    SCOPED_TRACE(name);
+    std::string out, err;
+    const stdfs::path d = tmp_ / "d" / std::to_string(i++);
+    ASSERT_EQ(plan("--seat 'a=" + kData + "/llama:served_name=" + name + "'" + kGpu + " --emit-compose " + q(d), &out,
+                   &err), 0) << err;
+    for (const stdfs::path& f : {d / "litellm.yaml", d / "a" / "litellm.yaml"}) {
+      const YAML::Node n = YAML::LoadFile(f.string())["model_list"][0]["model_name"];
+      EXPECT_EQ(n.Tag(), "!") << f << ": written plain:\n" << slurp(f);
+      EXPECT_EQ(n.as<std::string>(), name);
+    }
+    EXPECT_EQ(after(command(d / "a" / "compose.yaml", "a"), "--served-model-name"), name);
+  }
+}
+
+// R4-B20: a key list that does not parse is a usage error about the key list (exit 2), not a path (exit 4).
+TEST_F(KvplanCompose, AMalformedKeyListIsAUsageError) {
+  const std::string dir = kData + "/llama";
+  for (const auto& [spec, want] : std::vector<std::pair<std::string, std::string>>{
+           {"a=" + dir + ":tp", "'tp' is not key=value"},
+           {"a=" + dir + ":=4", "'=4' is not key=value"},
+           {"a=" + dir + ":util=0,5", "gpu_memory_utilization='0' is invalid"},
+           {"a=" + dir + ":served_name=a: b", "' b' is not key=value"}}) {
+    std::string out, err;
+    EXPECT_EQ(plan("--seat '" + spec + "'" + kGpu, &out, &err), 2) << spec;
+    EXPECT_NE(err.find(want), std::string::npos) << err;
+    EXPECT_EQ(err.find("cannot open"), std::string::npos) << err;
+  }
+}
+
+}  // namespace
