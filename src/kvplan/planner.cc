@@ -1,7 +1,10 @@
 // plan_seats: the `plan` command's flow (arguments -> seats -> placement -> files), and its rendering.
 #include "fp4forge/kvplan/planner.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "fp4forge/kvplan/gpu.h"
 #include "fp4forge/kvplan/report.h"
@@ -113,9 +116,12 @@ std::vector<std::string> compose_refusal_lines(const PlanResult& r) {
   for (const auto& x : r.compose_refused)
     out.push_back(fmt::format("--emit-compose: seat '{}' cannot start: {}; fix: {}", x.seat, x.blocker.reason,
                               x.blocker.fix));
+  std::vector<std::string> seats;
+  for (const auto& x : r.compose_refused)
+    if (std::find(seats.begin(), seats.end(), x.seat) == seats.end()) seats.push_back(x.seat);
   if (!out.empty())
-    out.push_back(fmt::format("--emit-compose: nothing written: vLLM could not start {} of the stacks (a stack must "
-                              "start and pass fp4forge probe, or is not written)", out.size() == 1 ? "one" : "some"));
+    out.push_back(fmt::format("--emit-compose: nothing written: vLLM could not start the stack of seat(s) '{}' (a "
+                              "stack must start and pass fp4forge probe, or is not written)", fmt::join(seats, "', '")));
   return out;
 }
 

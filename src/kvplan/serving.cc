@@ -56,8 +56,9 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, const ServingFiles&
     s.blockers.push_back({"no-chat-template", "DIR holds no chat template (chat_template.jinja, chat_template.json or "
                           "tokenizer_config.json:chat_template): vLLM refuses /v1/chat/completions and probe's chat "
                           "checks fail",
-                          "copy the release's chat template into DIR (fp4forge quantize SRC DIR --tokenizer-from REF "
-                          "copies it), or vllm_args=--chat-template PATH with a path inside the container"});
+                          fmt::format("copy the release's chat template into DIR (fp4forge quantize SRC {} "
+                                      "--tokenizer-from REF copies it), or vllm_args=--chat-template PATH with a path "
+                                      "inside the container", dir)});
   if (m.arg.kv.spec_tokens > 0 && !ck.tensors().empty()) {
     ShapeContext ctx;
     ctx.dir = ck.dir();
@@ -149,6 +150,7 @@ SeatServing plan_serving(const SeatModel& m, const Checkpoint& ck) {
                         "--tool-call-parser NAME (and --reasoning-parser NAME for a thinking model)");
     return s;
   }
+  if (!sf.chat_template) return s;  // a blocker already: no template, no format to read
   if (!s.tool.from_vllm_args)
     s.tool = choose_parser(m.info.family, ParserKind::TOOL, m.rules, sf.chat_template_text, s.notes);
   if (!s.reasoning.from_vllm_args)
