@@ -19,7 +19,7 @@ namespace {
 struct PlanOpts {
   std::vector<std::string> seats, gpus;
   bool nvidia_smi = false, json = false, force = false;
-  std::string overhead, headroom, svg, compose_dir;
+  std::string overhead, headroom, svg, compose_dir, from_log;
   kvplan::ComposeOptions compose;
 };
 
@@ -28,6 +28,10 @@ int run_plan(const PlanOpts& o) {
   p.seats = o.seats;
   p.gpus = o.gpus;
   p.gpus_from_nvidia_smi = o.nvidia_smi;
+  p.from_log = o.from_log;
+  if (o.seats.empty() && o.from_log.empty())
+    return report_error(make_error(Errc::USAGE, "plan needs a seat: --seat NAME=DIR[:key=value,...] or --from-log "
+                                   "FILE; hint: fp4forge plan --help"), o.json);
   if (!o.overhead.empty()) {
     auto s = parse_size(o.overhead);
     if (!s) return report_error(s.error(), o.json);
@@ -64,9 +68,11 @@ void add_plan(CLI::App& sub, Action& action) {
   sub.add_option("--seat", o->seats,
                  "NAME=DIR[:key=value,...] a vLLM seat (DIR: a folder, or a repo id ORG/NAME[@REVISION] in the "
                  "Hugging Face cache); keys: " + kvplan::seat_keys_help() + " (docs/cli/plan.md)")
-      ->required()
       ->take_all();
-  sub.add_option("--gpu", o->gpus, "ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE] a GPU "
+  sub.add_option("--from-log", o->from_log,
+                 "FILE: plan the seat a vLLM start-up log describes (its model, served name and non-default args), "
+                 "calibrated by the log (seat key log=)");
+  sub.add_option("--gpu", o->gpus, "ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE][:unified][:free=SIZE] a GPU "
                  "(TOTAL as nvidia-smi prints it), e.g. 0=96GiB:used=41GiB")->take_all();
   sub.add_flag("--gpus-from-nvidia-smi", o->nvidia_smi, "read the GPUs (total, used) from nvidia-smi");
   sub.add_option("--overhead", o->overhead,
@@ -92,6 +98,8 @@ void add_plan(CLI::App& sub, Action& action) {
       "  fp4forge plan --seat big=./Qwen3.5-27B:max_model_len=131072,kv_cache_dtype=fp8 \\\n"
       "      --seat small=./cfg-only:weights=16GiB --gpu 0=80GiB --gpu 1=48GiB:name=L40S --svg gpus.svg\n"
       "  fp4forge plan --seat chat=./q:assume=nvfp4a16 --gpus-from-nvidia-smi --emit-compose ./deploy\n"
+      "  fp4forge plan --seat chat=./gemma-4-31B-it:log=chat.log,gpu_memory_utilization=0.6 --gpu 0=97887MiB\n"
+      "  fp4forge plan --from-log chat.log\n"
       "Exit codes: 0 every seat fits (or no GPU given), 1 a seat does not fit or --emit-compose refused a seat vLLM\n"
       "could not start, 2 usage, 3 bad config, 4 I/O.");
   sub.callback([&action, o] { action = [o] { return run_plan(*o); }; });

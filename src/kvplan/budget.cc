@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "fp4forge/util/checked.h"
 #include "fp4forge/util/size.h"
 #include "fp4forge/kvplan/kv_cache.h"
 
@@ -21,13 +22,16 @@ constexpr std::uint64_t kGraphBase = 450ull << 20;   // CUDA graphs at 51 captur
 constexpr std::uint64_t kGraphPerLayer = 16ull << 20;  // ... plus this per decoder layer
 constexpr int kGraphSizesMeasured = 51;
 
+using util::sat_add;
+using util::sat_mul;
+
 std::uint64_t u(std::int64_t v) { return v > 0 ? static_cast<std::uint64_t>(v) : 0; }
-std::uint64_t scale(std::uint64_t v, double f) { return static_cast<std::uint64_t>(static_cast<double>(v) * f); }
+std::uint64_t scale(std::uint64_t v, double f) { return util::sat_from_double(static_cast<double>(v) * f); }
 
 /** Peak of a dense decoder layer at `tokens`: input, gate_up [2I] and the activation [I] (fitted factor). */
 std::uint64_t dense_forward(const ModelInfo& m, std::int64_t tokens, int tp) {
   const std::uint64_t inter = u(m.intermediate_size) / u(std::max(1, tp));
-  return scale(u(tokens) * (u(m.hidden_size) + 3 * inter), kForwardFactor);
+  return scale(sat_mul(u(tokens), sat_add(u(m.hidden_size), sat_mul(3, inter))), kForwardFactor);
 }
 
 /** fused_moe's caches: intermediate_cache1 [T, k, 2I], cache2 [T*k, I], cache3 [T, k, H] (model dtype). */
@@ -36,7 +40,7 @@ std::uint64_t moe_workspace(const ModelInfo& m, std::int64_t tokens, int tp) {
   const std::uint64_t t = u(std::min(tokens, kFusedMoeChunk)), k = u(m.experts_per_tok);
   const std::uint64_t mi = u(m.moe_intermediate_size > 0 ? m.moe_intermediate_size : m.intermediate_size) /
                            u(std::max(1, tp));
-  return t * k * (3 * mi + u(m.hidden_size)) * kActBytes;
+  return sat_mul({t, k, sat_add(sat_mul(3, mi), u(m.hidden_size)), kActBytes});
 }
 
 }  // namespace
@@ -72,10 +76,11 @@ OverheadTerms estimate_overhead(const ModelInfo& m, const ProfileShape& p, const
   // The sampler runs on the gathered full vocabulary on every rank, beside the hidden states of the
   // forward pass and (MoE) the fused-MoE workspace the forward left allocated.
   const double per_logit = at_least(r, 0, 19) ? kLogitBytes : kLogitBytesOld;
-  o.sampler = scale(u(rows) * u(m.vocab_size), per_logit) + scale(u(p.batched_tokens) * u(m.hidden_size), kHiddenFactor) +
-              moe_workspace(m, p.batched_tokens, p.tp);
+  o.sampler = sat_add(sat_add(scale(sat_mul(u(rows), u(m.vocab_size)), per_logit),
+                              scale(sat_mul(u(p.batched_tokens), u(m.hidden_size)), kHiddenFactor)),
+                      moe_workspace(m, p.batched_tokens, p.tp));
   o.profile_peak = std::max(o.activation, o.sampler);
-  if (p.multimodal) o.encoder = u(p.batched_tokens) * u(m.hidden_size) * kActBytes;
+  if (p.multimodal) o.encoder = sat_mul({u(p.batched_tokens), u(m.hidden_size), kActBytes});
   const bool new_buffers = at_least(r, 0, 19);  // 0.19: custom all-reduce buffers after the snapshot
   o.non_torch = p.tp > 1 ? (new_buffers ? 2150ull << 20 : 560ull << 20) : (new_buffers ? 256ull << 20 : 144ull << 20);
   o.cuda_graph_sizes = cuda_graph_size_count(r, p);

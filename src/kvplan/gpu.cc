@@ -20,7 +20,8 @@ using util::trim;
 
 Error gpu_error(std::string_view text, std::string_view why) {
   return make_error(Errc::USAGE, "invalid --gpu '{}': {}; expected ID=TOTAL[:used=SIZE][:name=NAME]"
-                    "[:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE], e.g. --gpu 0=96GiB:used=41GiB", text, why);
+                    "[:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE][:unified][:free=SIZE], e.g. --gpu "
+                    "0=96GiB:used=41GiB", text, why);
 }
 
 /** A card whose torch total is known: nvidia-smi's memory.total (MiB) and the total torch prints. */
@@ -78,11 +79,18 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
                                        parts[0]));
   g.total_bytes = *total;
   if (g.total_bytes == 0) return gpu_error(text, "TOTAL is 0");
-  bool seen_used = false, seen_name = false;
+  bool seen_used = false, seen_name = false, seen_unified = false;
   std::optional<std::uint64_t> reserved, torch_total;
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::size_t e = parts[i].find('=');
     const std::string_view key = parts[i].substr(0, e);
+    if (key == "unified" && !seen_unified) {  // a bare flag, or unified=on|off
+      const std::string_view v = e == std::string_view::npos ? "on" : parts[i].substr(e + 1);
+      if (v != "on" && v != "off") return gpu_error(text, fmt::format("unified='{}': expected on or off", v));
+      g.unified = v == "on";
+      seen_unified = true;
+      continue;
+    }
     if (e == std::string_view::npos) return gpu_error(text, fmt::format("'{}' is not key=value", parts[i]));
     const std::string_view val = parts[i].substr(e + 1);
     if (key == "used" && !seen_used) {
@@ -98,13 +106,17 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
       if (!h.ok()) return gpu_error(text, h.error().message);
       g.headroom_bytes = *h;
       g.headroom_given = true;
+    } else if (key == "free" && !g.free_given) {
+      auto f = parse_size(val);
+      if (!f.ok()) return gpu_error(text, f.error().message);
+      g.free_given = *f;
     } else if ((key == "reserved" || key == "torch_total") && !reserved && !torch_total) {
       auto v = parse_size(val);
       if (!v.ok()) return gpu_error(text, v.error().message);
       (key == "reserved" ? reserved : torch_total) = *v;
     } else {
       return gpu_error(text, fmt::format("unknown or repeated key '{}' (known: used, name, reserved or "
-                                         "torch_total, headroom)", key));
+                                         "torch_total, headroom, unified, free)", key));
     }
   }
   if (torch_total) {
@@ -119,9 +131,15 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
                                          format_bytes(g.total_bytes)));
     g.reserved_bytes = *reserved;
     g.reserved_source = "given";
+  } else if (g.unified) {
+    g.reserved_bytes = 0;  // no dedicated memory for a driver to hold back; TOTAL is what torch reports
+    g.reserved_source = "unified memory: TOTAL taken as torch's total";
   } else {
     g.reserved_bytes = driver_reserved_bytes(g.total_bytes, g.name, &g.reserved_source);
   }
+  if (g.free_given && *g.free_given > g.torch_total())
+    return gpu_error(text, fmt::format("free ({}) exceeds the total torch sees ({})", format_bytes(*g.free_given),
+                                       format_bytes(g.torch_total())));
   if (g.used_bytes > g.torch_total())
     return gpu_error(text, fmt::format("used ({}) exceeds the total torch sees ({} = TOTAL - reserved {})",
                                        format_bytes(g.used_bytes), format_bytes(g.torch_total()),

@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "fp4forge/util/checked.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge::kvplan {
@@ -14,7 +15,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t cdiv(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // no a + b overflow
 std::uint64_t cdivu(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
 /** Equality key of a spec after unification (vLLM groups layers whose specs compare equal). */
@@ -458,8 +459,8 @@ KvDemand kv_demand(const KvLayout& layout, std::int64_t max_model_len, std::int6
     d.blocks_per_group.push_back(blocks);
     d.blocks_per_request += blocks;
   }
-  d.bytes_per_request = static_cast<std::uint64_t>(layout.group_size) * layout.page_bytes *
-                        static_cast<std::uint64_t>(d.blocks_per_request);
+  d.bytes_per_request = util::sat_mul({static_cast<std::uint64_t>(layout.group_size), layout.page_bytes,
+                                       static_cast<std::uint64_t>(d.blocks_per_request)});
   return d;
 }
 
@@ -500,8 +501,8 @@ KvReport kv_report(const KvLayout& layout, const KvDemand& demand, std::int64_t 
 
 std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& demand, double target) {
   const double need = std::ceil(target * static_cast<double>(demand.blocks_per_request) - 1e-9);
-  const auto blocks = static_cast<std::uint64_t>(std::max(0.0, need));
-  return blocks * layout.page_bytes * static_cast<std::uint64_t>(std::max<std::int64_t>(0, layout.group_size));
+  const std::uint64_t blocks = util::sat_from_double(need);
+  return util::sat_mul({blocks, layout.page_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(0, layout.group_size))});
 }
 
 std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes,

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "fp4forge/util/checked.h"
 #include "fp4forge/util/size.h"
 
 namespace fp4forge::kvplan {
@@ -25,6 +26,8 @@ struct Eval {
   KvDemand demand;
   std::uint64_t kv_need = 0;
   std::uint64_t need = 0;  // per GPU, inside the budget
+  bool async = true;       // async scheduling (the sliding-window reserve counts two batches from 0.26)
+  std::optional<CalibratedOverhead> calibration;  // log=FILE: the measured overhead, carried
 };
 
 Eval evaluate(const SeatModel& s, const GpuSpec* rank0) {
@@ -46,30 +49,61 @@ Eval evaluate(const SeatModel& s, const GpuSpec* rank0) {
   } else {
     e.seqs = default_max_num_seqs(total, name);
   }
-  ProfileShape shape;
-  shape.batched_tokens = e.batched;
-  shape.max_num_seqs = e.seqs;
-  shape.tp = s.arg.kv.tp;
-  shape.spec_tokens = s.arg.kv.spec_tokens;
-  shape.multimodal = s.arg.mm && (s.info.has_vision_config || s.info.has_audio_config);
-  shape.enforce_eager = s.arg.enforce_eager;
-  shape.v2_runner = v2_model_runner(r, s.info.architecture,
-                                    s.info.text_model_type.empty() ? s.info.model_type : s.info.text_model_type,
-                                    s.info.num_experts > 0, s.layout.has_state_layers());
-  shape.sm100 = sm100_family(name);
+  const ProfileShape shape = seat_profile_shape(s, e.batched, e.seqs, name);
   e.terms = estimate_overhead(s.info, shape, r);
   e.outside = e.terms.outside_budget();
   if (s.overhead) {
     e.overhead = *s.overhead;
     e.overhead_default = false;
+  } else if (s.logged) {  // the seat's own log: its measured overhead, carried to these settings
+    CalibrationInput in;
+    in.logged = &*s.logged;
+    in.info = &s.info;
+    in.layout = &s.layout;
+    in.planned = shape;
+    in.planned_rules = &r;
+    in.planned_terms = e.terms;
+    in.gpu_torch_total = rank0 ? rank0->torch_total() : 0;
+    in.gpu_id = rank0 ? rank0->id : std::string();
+    const std::uint64_t logged_total =
+        s.logged->log.torch_total_bytes ? s.logged->log.torch_total_bytes->value : total;
+    in.default_batched = s.logged->batched.value_or(default_max_num_batched_tokens(logged_total, name));
+    in.default_seqs = default_max_num_seqs(logged_total, name);
+    const auto tp = static_cast<std::uint64_t>(std::max(1, s.arg.kv.tp));
+    in.weights_estimate = s.weights_from_log ? (s.weights.bytes + tp - 1) / tp : s.weight_bytes_per_rank;
+    in.weights_from_log = s.weights_from_log;
+    in.has_tower = s.info.has_vision_config || s.info.has_audio_config;
+    e.calibration = calibrate_overhead(in);
+    e.overhead = e.calibration->bytes;
+    e.overhead_default = !e.calibration->measured;
   } else {
     e.overhead = e.terms.in_budget();
   }
-  e.demand = kv_demand(s.layout, s.max_model_len, e.batched * r.sliding_in_flight_factor);
+  e.async = s.arg.async_scheduling.value_or(true);
+  e.demand = kv_demand(s.layout, s.max_model_len, sliding_in_flight_tokens(r, e.batched, e.async));
   e.kv_need = kv_bytes_for_concurrency(s.layout, e.demand, s.arg.concurrency);
-  e.need = s.weight_bytes_per_rank + e.overhead + e.kv_need;
+  e.need = util::sat_add(util::sat_add(s.weight_bytes_per_rank, e.overhead), e.kv_need);
   return e;
 }
+
+}  // namespace
+
+ProfileShape seat_profile_shape(const SeatModel& s, std::int64_t batched, std::int64_t seqs, std::string_view gpu_name) {
+  ProfileShape shape;
+  shape.batched_tokens = batched;
+  shape.max_num_seqs = seqs;
+  shape.tp = s.arg.kv.tp;
+  shape.spec_tokens = s.arg.kv.spec_tokens;
+  shape.multimodal = s.arg.mm && (s.info.has_vision_config || s.info.has_audio_config);
+  shape.enforce_eager = s.arg.enforce_eager;
+  shape.v2_runner = v2_model_runner(s.rules, s.info.architecture,
+                                    s.info.text_model_type.empty() ? s.info.model_type : s.info.text_model_type,
+                                    s.info.num_experts > 0, s.layout.has_state_layers());
+  shape.sm100 = sm100_family(gpu_name);
+  return shape;
+}
+
+namespace {
 
 /** vLLM's requested memory: util * torch total, rounded up since 0.14 (the float's floor before). */
 std::uint64_t util_bytes(double util, const GpuSpec& g, const VllmRules& r) {
@@ -98,12 +132,14 @@ struct Placer {
   const std::vector<GpuSpec>& gpus;
   std::vector<std::vector<std::size_t>> pins;  // per seat: pinned GPU indices (empty = free)
   std::vector<std::uint64_t> initial;           // per GPU: free memory before any seat (a GPU below it holds one)
+  std::vector<bool> stops;                      // per seat: replaced (replaces=), so not placed
+  bool out(std::size_t s) const { return !seats[s].refusal.empty() || (s < stops.size() && stops[s]); }
 
   /** What seat s holds on GPU g: its budget (util * torch total, or just what it needs when the planner
    * chooses the utilization) plus what it holds beside the budget. */
   std::uint64_t reserve_on(std::size_t s, std::size_t g, const Eval& e) const {
     const auto& u = seats[s].arg.gpu_memory_utilization;
-    return (u ? util_bytes(*u, gpus[g], seats[s].rules) : e.need) + e.outside;
+    return util::sat_add(u ? util_bytes(*u, gpus[g], seats[s].rules) : e.need, e.outside);
   }
   std::uint64_t budget_on(std::size_t s, std::size_t g, const Eval& e) const { return reserve_on(s, g, e) - e.outside; }
 
@@ -166,7 +202,7 @@ struct Placer {
               std::vector<std::vector<std::size_t>>& assign, std::size_t& nodes) const {
     if (pos == order.size()) return true;
     const std::size_t s = order[pos];
-    if (!seats[s].refusal.empty()) return search(order, pos + 1, remaining, assign, nodes);  // takes no room
+    if (out(s)) return search(order, pos + 1, remaining, assign, nodes);  // takes no room
     for (const auto& set : candidates(s, remaining)) {
       if (++nodes > kSearchNodeLimit) return false;
       if (shortfall(s, set, remaining) != 0) continue;
@@ -186,8 +222,8 @@ double ceil_to(double x, double step) { return std::ceil(x / step - 1e-12) * ste
 /** KV memory of a seat on one GPU with budget b: b - weights - overhead. Before 0.9.1 vLLM also charged
  * everything already on the GPU (its CUDA context, other tenants) against the budget. */
 std::uint64_t kv_memory(const SeatModel& m, const Eval& e, const GpuSpec& g, std::uint64_t b) {
-  std::uint64_t fixed = m.weight_bytes_per_rank + e.overhead;
-  if (!m.rules.budget_from_snapshot) fixed += e.outside + g.used_bytes;
+  std::uint64_t fixed = util::sat_add(m.weight_bytes_per_rank, e.overhead);
+  if (!m.rules.budget_from_snapshot) fixed = util::sat_add(fixed, util::sat_add(e.outside, g.used_bytes));
   return b > fixed ? b - fixed : 0;
 }
 
@@ -204,6 +240,8 @@ void record(SeatPlacement& p, const Eval& e) {
   p.demand = e.demand;
   p.kv_needed_bytes = e.kv_need;
   p.need_bytes = e.need;
+  p.async_scheduling = e.async;
+  p.calibration = e.calibration;
 }
 
 
@@ -242,7 +280,7 @@ void place_seats(Placing& pl) {
   {
     std::vector<std::uint64_t> rem = remaining;
     for (std::size_t s : order) {
-      if (!plan.seats[s].refusal.empty()) continue;  // vLLM refuses it whatever the memory: it takes no room
+      if (placer.out(s)) continue;  // refused whatever the memory, or replaced: it takes no room
       const auto cands = placer.candidates(s, rem);
       if (cands.empty()) continue;
       std::uint64_t best_short = UINT64_MAX;
@@ -267,7 +305,7 @@ void place_seats(Placing& pl) {
   }
   bool greedy_ok = true;
   for (std::size_t s = 0; s < ns; ++s)
-    if (assign[s].empty() && plan.seats[s].refusal.empty()) greedy_ok = false;
+    if (assign[s].empty() && !placer.out(s)) greedy_ok = false;
   if (!greedy_ok) {
     std::vector<std::vector<std::size_t>> alt(ns);
     std::vector<std::uint64_t> rem = remaining;
@@ -433,6 +471,20 @@ void settle_placed(Placing& pl, std::size_t s, const Eval& e) {
     budget = std::min(budget, b);
     avail = std::min(avail, kv_memory(m, e, gpus[g], b));
   }
+  if (m.rules.kv_from_free_memory && e.terms.v2_runner) {  // >= 0.34, Model Runner V2 (inferred): the margin
+    for (std::size_t g : set) {
+      const std::uint64_t before = util::sat_add(spare[g], placer.reserve_on(s, g, e));
+      const std::uint64_t non_kv = util::sat_add(util::sat_add(e.outside, m.weight_bytes_per_rank), e.overhead);
+      const std::uint64_t headroom = before > non_kv ? before - non_kv : 0;
+      const auto margin = std::max(m.rules.kv_margin_floor, static_cast<std::uint64_t>(
+                                                                static_cast<double>(headroom) * m.rules.kv_margin_fraction));
+      const std::uint64_t cap = headroom > margin ? headroom - margin : 0;
+      if (cap < avail) {
+        p.kv_margin_bytes = std::max(p.kv_margin_bytes, avail - cap);
+        avail = cap;
+      }
+    }
+  }
   p.budget_bytes = budget;
   p.available_kv_bytes = avail;
   p.num_blocks = kv_num_blocks(m.layout, avail);
@@ -481,10 +533,11 @@ void finish_plan(Plan& plan) {
   for (std::size_t s = 0; s < ns; ++s) {
     SeatPlacement& p = plan.placements[s];
     const SeatModel& m = plan.seats[s];
+    if (!p.replaced_by.empty()) continue;  // it stops: its port and memory go to the seat that replaces it
     std::string why = m.refusal;
     if (why.empty() && m.arg.port)
       for (std::size_t k = 0; k < ns; ++k)
-        if (k != s && plan.seats[k].arg.port == m.arg.port)
+        if (k != s && plan.seats[k].arg.port == m.arg.port && plan.placements[k].replaced_by.empty())
           why = fmt::format("port {} is also seat '{}''s host port; give each seat its own port=", *m.arg.port,
                             plan.seats[k].arg.name);
     if (why.empty()) continue;
@@ -493,9 +546,10 @@ void finish_plan(Plan& plan) {
     p.reason = "does not fit: " + why + (p.reason.empty() ? "" : " (memory: " + p.reason + ")");
   }
   for (auto& g : plan.gpus) {
-    std::uint64_t used = g.gpu.used_bytes;
-    for (const auto& sh : g.shares) used += sh.budget + sh.outside;
-    g.free_bytes = g.gpu.torch_total() > used ? g.gpu.torch_total() - used : 0;
+    std::uint64_t seats = 0;
+    for (const auto& sh : g.shares) seats = util::sat_add(seats, util::sat_add(sh.budget, sh.outside));
+    const std::uint64_t free_before = g.gpu.torch_free();  // less other tenants, or free= when given
+    g.free_bytes = free_before > seats ? free_before - seats : 0;
   }
   plan.all_fit = ns > 0 && std::all_of(plan.placements.begin(), plan.placements.end(),
                                        [](const SeatPlacement& p) { return p.fits; });
@@ -506,6 +560,62 @@ void finish_plan(Plan& plan) {
                                            ? "short by " + format_bytes(plan.placements[s].short_by_bytes)
                                            : plan.placements[s].blocker));
   if (plan.all_fit) plan.notes.push_back(plan.searched ? "all seats fit (placement found by search)" : "all seats fit");
+}
+
+/** replaces= and frees=: the memory a seat frees before it starts comes off its GPUs' other tenants (used=).
+ * replaces=OLD: OLD is another --seat, pinned (gpu=) at the utilization it runs with; its budget and CUDA
+ * context are part of used= now and are freed, and OLD itself is not placed. frees=SIZE: that much of a
+ * pinned seat's GPUs' used= is freed. */
+Status free_replaced(Plan& plan, std::vector<GpuSpec>& gpus, Placer& placer) {
+  const std::size_t ns = plan.seats.size();
+  placer.stops.assign(ns, false);
+  for (std::size_t s = 0; s < ns; ++s) {
+    const SeatModel& m = plan.seats[s];
+    std::vector<std::pair<std::size_t, std::uint64_t>> frees;  // GPU, bytes
+    std::string what;
+    if (!m.arg.replaces.empty()) {
+      const auto it = std::find_if(plan.seats.begin(), plan.seats.end(),
+                                   [&](const SeatModel& o) { return o.arg.name == m.arg.replaces; });
+      if (it == plan.seats.end())
+        return make_error(Errc::USAGE, "seat '{}': replaces={} names no --seat; hint: describe the running seat too, as "
+                          "--seat {}=DIR:gpu=ID,gpu_memory_utilization=U", m.arg.name, m.arg.replaces, m.arg.replaces);
+      const auto old = static_cast<std::size_t>(it - plan.seats.begin());
+      if (placer.pins[old].empty() || !it->arg.gpu_memory_utilization)
+        return make_error(Errc::USAGE, "seat '{}': replaces={}, but seat '{}' has no gpu= and gpu_memory_utilization=; "
+                          "hint: give the GPU and utilization it runs with now", m.arg.name, m.arg.replaces,
+                          m.arg.replaces);
+      if (placer.stops[old])
+        return make_error(Errc::USAGE, "seat '{}' is replaced twice (replaces={} on two seats)", it->arg.name,
+                          it->arg.name);
+      placer.stops[old] = true;
+      const Eval e = evaluate(*it, &gpus[placer.pins[old].front()]);
+      for (std::size_t g : placer.pins[old])
+        frees.push_back({g, util::sat_add(util_bytes(*it->arg.gpu_memory_utilization, gpus[g], it->rules), e.outside)});
+      plan.placements[old].replaced_by = m.arg.name;
+      what = fmt::format("seat '{}' stops (replaces=)", it->arg.name);
+    }
+    if (m.arg.frees) {
+      if (placer.pins[s].empty())
+        return make_error(Errc::USAGE, "seat '{}': frees={} needs gpu= (which GPU's tenants it frees)", m.arg.name,
+                          format_bytes(*m.arg.frees));
+      for (std::size_t g : placer.pins[s]) frees.push_back({g, *m.arg.frees});
+      what += (what.empty() ? "" : " and ") + fmt::format("frees={}", format_bytes(*m.arg.frees));
+    }
+    for (const auto& [g, bytes] : frees) {
+      GpuSpec& gpu = gpus[g];
+      if (bytes > gpu.used_bytes)
+        return make_error(Errc::USAGE, "seat '{}': {} frees {} on GPU {}, but its used= is {}; hint: used= must hold "
+                          "what runs there now, the replaced seat included", m.arg.name, what, format_bytes(bytes),
+                          gpu.id, format_bytes(gpu.used_bytes));
+      plan.notes.push_back(fmt::format("GPU {}: {} frees {} before seat '{}' starts: others {} -> {}", gpu.id, what,
+                                       format_bytes(bytes), m.arg.name, format_bytes(gpu.used_bytes),
+                                       format_bytes(gpu.used_bytes - bytes)));
+      gpu.used_bytes -= bytes;
+      if (gpu.free_given) gpu.free_given = std::min(gpu.torch_total(), util::sat_add(*gpu.free_given, bytes));
+      plan.placements[s].freed_bytes += bytes;
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -525,7 +635,7 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
       if (plan.seats[i].arg.name == plan.seats[j].arg.name)
         return make_error(Errc::USAGE, "seat name '{}' is given twice", plan.seats[i].arg.name);
 
-  Placer placer{plan.seats, gpus, std::vector<std::vector<std::size_t>>(ns), {}};
+  Placer placer{plan.seats, gpus, std::vector<std::vector<std::size_t>>(ns), {}, {}};
   for (std::size_t s = 0; s < ns; ++s) {
     for (const auto& id : plan.seats[s].arg.gpus) {
       auto it = std::find_if(gpus.begin(), gpus.end(), [&](const GpuSpec& g) { return g.id == id; });
@@ -539,6 +649,8 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     }
   }
 
+  FP4FORGE_TRY(free_replaced(plan, gpus, placer));
+  for (std::size_t g = 0; g < gpus.size(); ++g) plan.gpus[g].gpu = gpus[g];
   if (gpus.empty()) {
     for (std::size_t s = 0; s < ns; ++s) {
       const Eval e = evaluate(plan.seats[s], nullptr);
@@ -598,6 +710,15 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     auto& p = plan.placements[s];
     const SeatModel& m = plan.seats[s];
     const bool placed = !assign[s].empty();
+    if (placer.stops[s]) {  // replaced: it stops when the seat that replaces it starts
+      p.fits = true;
+      p.gpus = placer.pins[s];
+      p.util_explicit = true;
+      p.util = *m.arg.gpu_memory_utilization;
+      p.reason = fmt::format("stops for seat '{}' (replaces=): its memory on GPU {} is freed first", p.replaced_by,
+                             gpu_list(gpus, p.gpus));
+      continue;
+    }
     if (!placed) {  // the best GPU set given what the placed seats hold
       std::uint64_t best = UINT64_MAX;
       for (const auto& c : placer.candidates(s, spare))
@@ -615,10 +736,12 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
     p.util_explicit = m.arg.gpu_memory_utilization.has_value();
     const double mu = min_utilization(pl, m, e, set);
     p.min_util = mu;
-    if (placed)
+    if (placed) {
       settle_placed(pl, s, e);
-    else
+      p.sensitivity = seat_sensitivity(m, p, gpus[assign[s].front()]);
+    } else {
       explain_unplaced(pl, s, e, mu);
+    }
   }
   finish_plan(plan);
   return plan;

@@ -2,6 +2,7 @@
 #include "fp4forge/kvplan/planner.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,6 +10,7 @@
 #include "fp4forge/kvplan/gpu.h"
 #include "fp4forge/kvplan/report.h"
 #include "fp4forge/kvplan/seat.h"
+#include "fp4forge/util/checked.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/size.h"
 
@@ -37,10 +39,35 @@ Result<std::vector<GpuSpec>> read_gpus(const PlanParams& p) {
   return gpus;
 }
 
+/** --from-log FILE: the seat the log describes, as --seat NAME=MODEL:log=FILE (the log's args fill the rest). */
+Result<SeatArg> seat_from_log(const std::string& file) {
+  FP4FORGE_ASSIGN_OR_RETURN(const StartupLog log, read_startup_log(file));
+  const LoggedOptions o = logged_options(log);
+  if (o.model.empty())
+    return make_error(Errc::BAD_INPUT, "--from-log {}: the log has no non-default args naming the model; hint: give "
+                      "the checkpoint, --seat NAME=DIR:log={}", file, file);
+  std::string name = o.served_name.empty() ? std::filesystem::path(o.model).filename().string() : o.served_name;
+  if (name.empty()) name = "seat";
+  for (char& c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '-';
+  if (!std::isalnum(static_cast<unsigned char>(name[0]))) name.insert(name.begin(), 's');
+  auto a = parse_seat_arg(fmt::format("{}={}:log={}", name, o.model, file));
+  if (!a.ok()) {
+    Error e = std::move(a).error();
+    e.message = fmt::format("--from-log {}: {}", file, e.message);
+    return e;
+  }
+  return a;
+}
+
 Result<std::vector<SeatArg>> parse_seats(const PlanParams& p) {
   std::vector<SeatArg> args;
   for (const auto& s : p.seats) {
     FP4FORGE_ASSIGN_OR_RETURN(SeatArg a, parse_seat_arg(s));
+    args.push_back(std::move(a));
+  }
+  if (!p.from_log.empty()) {
+    FP4FORGE_ASSIGN_OR_RETURN(SeatArg a, seat_from_log(p.from_log));
     args.push_back(std::move(a));
   }
   return args;
@@ -49,10 +76,44 @@ Result<std::vector<SeatArg>> parse_seats(const PlanParams& p) {
 Result<std::vector<SeatModel>> load_seats(const std::vector<SeatArg>& args, const PlanParams& p) {
   std::vector<SeatModel> seats;
   for (const auto& a : args) {
-    FP4FORGE_ASSIGN_OR_RETURN(SeatModel m, load_seat(a, p.overhead));
-    seats.push_back(std::move(m));
+    auto m = load_seat(a, p.overhead);
+    if (!m.ok() && !a.log.empty() && a.log == p.from_log && m.error().code == Errc::IO) {
+      Error e = std::move(m).error();
+      e.message += fmt::format("; hint: the log's model is a path in its container; give the checkpoint here, "
+                               "--seat {}=DIR:log={}", a.name, a.log);
+      return e;
+    }
+    if (!m.ok()) return std::move(m).error();
+    seats.push_back(std::move(*m));
   }
   return seats;
+}
+
+/** Without --gpu, a seat planned from its log runs on the card the log describes (its total, and the other
+ * tenants its free memory shows): one GPU per rank. Nothing when no log prints the total. */
+std::vector<GpuSpec> gpus_from_logs(const std::vector<SeatModel>& seats, std::vector<std::string>& notes) {
+  for (const auto& m : seats) {
+    if (!m.logged || !m.logged->log.torch_total_bytes) continue;
+    const StartupLog& log = m.logged->log;
+    GpuSpec g;
+    g.total_bytes = log.torch_total_bytes->value;
+    g.reserved_source = "torch_total from the log";
+    if (log.free_at_start_bytes) {  // printed after the seat's own CUDA context
+      const std::uint64_t own = util::sat_add(log.free_at_start_bytes->value, kCudaContextBytes);
+      g.used_bytes = g.total_bytes > own ? g.total_bytes - own : 0;
+    }
+    std::vector<GpuSpec> out;
+    for (int r = 0; r < std::max(1, m.arg.kv.tp); ++r) {
+      g.id = std::to_string(r);
+      out.push_back(g);
+    }
+    notes.push_back(fmt::format("no --gpu given: seat '{}' is planned on the card its log describes (torch total {}, "
+                                "line {}{}); add --gpu to plan it elsewhere", m.arg.name, format_bytes(g.total_bytes),
+                                log.torch_total_bytes->line,
+                                log.free_at_start_bytes ? fmt::format(", others {}", format_bytes(g.used_bytes)) : ""));
+    return out;
+  }
+  return {};
 }
 
 Status write_outputs(const PlanParams& p, PlanResult& r) {
@@ -91,8 +152,11 @@ Result<PlanResult> plan_seats(const PlanParams& params) {
   FP4FORGE_ASSIGN_OR_RETURN(std::vector<SeatArg> args, parse_seats(params));
   FP4FORGE_ASSIGN_OR_RETURN(std::vector<GpuSpec> gpus, read_gpus(params));
   FP4FORGE_ASSIGN_OR_RETURN(std::vector<SeatModel> seats, load_seats(args, params));
+  std::vector<std::string> notes;
+  if (gpus.empty()) gpus = gpus_from_logs(seats, notes);
   PlanResult r;
   FP4FORGE_ASSIGN_OR_RETURN(r.plan, make_plan(std::move(seats), std::move(gpus)));
+  r.plan.notes.insert(r.plan.notes.begin(), notes.begin(), notes.end());
   FP4FORGE_TRY(write_outputs(params, r));
   return r;
 }

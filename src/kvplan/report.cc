@@ -120,6 +120,9 @@ Json placement_json(const Plan& plan, const SeatPlacement& p) {
   pl["startup_free_bytes"] = p.startup_refused ? Json(p.startup_free_bytes) : Json(nullptr);
   pl["startup_max_gpu_memory_utilization"] = p.startup_refused ? Json(round4(p.startup_max_util)) : Json(nullptr);
   pl["reason"] = p.reason;
+  pl["kv_margin_bytes"] = p.kv_margin_bytes;
+  pl["replaced_by"] = p.replaced_by.empty() ? Json(nullptr) : Json(p.replaced_by);
+  pl["freed_bytes"] = p.freed_bytes;
   return pl;
 }
 
@@ -167,7 +170,8 @@ Json to_json(const Plan& plan) {
     Json w;
     w["bytes"] = m.weight_bytes;
     w["per_gpu_bytes"] = m.weight_bytes_per_rank;
-    w["source"] = m.weights_given ? std::string("given")
+    w["source"] = m.weights_from_log ? std::string("log")
+                  : m.weights_given ? std::string("given")
                   : a.assume      ? "safetensors+" + std::string(quant_scheme_name(*a.assume))
                                   : std::string("safetensors");
     w["stored_bytes"] = m.weights_given ? Json(nullptr) : Json(m.weights.stored_bytes);
@@ -185,9 +189,12 @@ Json to_json(const Plan& plan) {
                   {"default_gpu_memory_utilization", m.rules.default_util},
                   {"sliding_in_flight_tokens", p.demand.in_flight_tokens},
                   {"cuda_graphs_in_budget", m.rules.cuda_graphs_in_budget},
-                  {"startup_check", m.rules.startup_check}};
+                  {"startup_check", m.rules.startup_check},
+                  {"async_scheduling", p.async_scheduling},
+                  {"kv_from_free_memory", m.rules.kv_from_free_memory && t.v2_runner}};
     js["overhead"] = {{"bytes", p.overhead_bytes},
-                      {"source", p.overhead_default ? "estimate" : "explicit"},
+                      {"source", p.overhead_default ? "estimate" : (p.calibration && p.calibration->measured) ? "log"
+                                                                                                              : "explicit"},
                       {"estimate_bytes", t.in_budget()},
                       {"terms", {{"activation_bytes", t.activation},
                                  {"sampler_bytes", t.sampler},
@@ -202,6 +209,8 @@ Json to_json(const Plan& plan) {
                       {"outside_budget_bytes", p.outside_bytes}};
     js["kv"] = kv_json(m.layout, p);
     js["placement"] = placement_json(plan, p);
+    js["calibration"] = m.logged ? to_json(*m.logged, p.calibration ? &*p.calibration : nullptr) : Json(nullptr);
+    js["sensitivity"] = to_json(p.sensitivity);
     js["notes"] = m.notes;
     js["serving"] = to_json(m.serving);  // image, parsers, vllm_args, why vLLM could not start it (serving.h)
     js["hub"] = hf_cache::to_json(m.hub);
@@ -218,6 +227,8 @@ Json to_json(const Plan& plan) {
     jg["reserved_source"] = g.gpu.reserved_source;
     jg["torch_total_bytes"] = g.gpu.torch_total();
     jg["used_bytes"] = g.gpu.used_bytes;
+    jg["unified"] = g.gpu.unified;
+    jg["free_given_bytes"] = g.gpu.free_given ? Json(*g.gpu.free_given) : Json(nullptr);
     jg["free_bytes"] = g.free_bytes;
     jg["headroom_bytes"] = g.gpu.headroom_bytes;
     Json sh = Json::array();
@@ -257,19 +268,27 @@ std::string to_text(const Plan& plan) {
     o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
     if (m.arg.kv.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp);
     o += "\n";
-    o += fmt::format("  vLLM             {} rules (vllm_version=; GPU KV cache size as {})\n", m.rules.version,
-                     tokens_report_name(m.rules.tokens));
+    o += fmt::format("  vLLM             {} rules (vllm_version=; GPU KV cache size as {}){}\n", m.rules.version,
+                     tokens_report_name(m.rules.tokens),
+                     m.rules.sliding_in_flight_factor > 1 && std::any_of(l.groups.begin(), l.groups.end(), [](const KvGroup& g) {
+                       return g.kind == LayerKind::SLIDING;
+                     }) ? fmt::format("; async scheduling {}: sliding layers keep window - 1 + {} tokens",
+                                      p.async_scheduling ? "on" : "off", p.demand.in_flight_tokens)
+                        : std::string());
     o += fmt::format("  overhead         {} per GPU ({}): activations {}, sampler {}{}, non-torch {}, CUDA graphs {} "
                      "({} sizes{})\n",
                      format_bytes(p.overhead_bytes),
                      p.overhead_default ? "estimate, docs/plan-overheads.md"
-                                        : fmt::format("given; the estimate is {}", format_bytes(p.terms.in_budget())),
+                     : (p.calibration && p.calibration->measured)
+                         ? fmt::format("measured by the seat's log; the estimate is {}", format_bytes(p.terms.in_budget()))
+                         : fmt::format("given; the estimate is {}", format_bytes(p.terms.in_budget())),
                      format_bytes(p.terms.activation), format_bytes(p.terms.sampler),
                      p.terms.encoder ? ", encoder " + format_bytes(p.terms.encoder) : std::string(),
                      format_bytes(p.terms.non_torch), format_bytes(p.terms.cuda_graphs), p.terms.cuda_graph_sizes,
                      p.terms.cuda_graphs_in_budget ? ""
                                                    : ", beside the budget: captured after the KV cache (before 0.21, "
                                                      "and Model Runner V2 before 0.29)");
+    if (m.logged) o += to_text(*m.logged, p.calibration ? &*p.calibration : nullptr);
     o += fmt::format("  beside budget    {} per GPU (CUDA context{}{}): must be free at start-up too\n",
                      format_bytes(p.outside_bytes), p.terms.nccl ? ", NCCL" : "",
                      p.terms.cuda_graphs_in_budget ? "" : ", CUDA graphs");
@@ -299,6 +318,10 @@ std::string to_text(const Plan& plan) {
                        format_count(static_cast<std::uint64_t>(p.kv_cache_tokens)));
       o += fmt::format("  largest max_model_len that fits  {}\n",
                        format_count(static_cast<std::uint64_t>(p.largest_max_model_len)));
+      if (p.kv_margin_bytes)
+        o += fmt::format("  KV margin        {} less KV: vLLM {} sizes the cache from the memory free after warm-up, "
+                         "less a margin (inferred)\n", format_bytes(p.kv_margin_bytes), m.rules.version);
+      o += to_text(p.sensitivity, p.max_concurrency);
     }
     if (have_gpus)
       o += fmt::format("  smallest utilization for {} x {} tokens  {}\n", m.arg.concurrency,

@@ -127,6 +127,14 @@ std::int64_t derived_max_model_len(const nlohmann::ordered_json& cfg, const Mode
   return max_pos;
 }
 
+// The most tokens a seat key takes (R4-B9): 2^40 is far beyond any model's context or batch, and keeps plan's
+// block counts and byte products exact (util/checked.h saturates what could still overflow).
+constexpr std::int64_t kMaxSeatTokens = std::int64_t{1} << 40;
+std::string too_many_tokens() {
+  return fmt::format("at most {} tokens (2^40; no model's context or batch comes near it)",
+                     format_count(static_cast<std::uint64_t>(kMaxSeatTokens)));
+}
+
 bool parse_double(std::string_view v, double& out) {
   if (v.empty()) return false;
   std::string s(v);
@@ -208,12 +216,14 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
     if (std::any_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
       return seat_error(text, fmt::format("{}='{}' holds a control character; expected printable text", key,
                                           util::printable(v, 60)));
+    a.given.push_back(key + "=" + std::string(v));
     auto bad = [&](std::string_view expected) {
       return seat_error(text, fmt::format("{}='{}' is invalid, expected {}", key, v, expected));
     };
     if (key == "max_model_len") {
       std::int64_t x = 0;
       if (!parse_human_int(v, x) || x < 1) return bad("a positive integer (tokens; 128k = 128000, 128K = 131072)");
+      if (x > kMaxSeatTokens) return bad(too_many_tokens());
       a.max_model_len = x;
     } else if (key == "kv_cache_dtype") {
       if (!kv_cache_dtype_bytes(v).ok())
@@ -226,6 +236,7 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
     } else if (key == "max_num_batched_tokens") {
       std::int64_t x = 0;
       if (!parse_human_int(v, x) || x < 1) return bad("a positive integer (8k = 8000, 8K = 8192)");
+      if (x > kMaxSeatTokens) return bad(too_many_tokens());
       a.max_num_batched_tokens = x;
     } else if (key == "tp") {
       if (!parse_int(v, a.kv.tp) || a.kv.tp < 1 || a.kv.tp > 64) return bad("an integer in 1..64");
@@ -282,9 +293,10 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
       auto r = vllm_rules(v);
       if (!r.ok()) return seat_error(text, r.error().message);
       a.vllm_version = r->version;
+      a.vllm_version_given = true;
     } else if (key == "max_num_seqs") {
       std::int64_t x = 0;
-      if (!parse_int(v, x) || x < 1) return bad("a positive integer");
+      if (!parse_int(v, x) || x < 1 || x > 2147483647) return bad("a positive integer below 2^31");
       a.max_num_seqs = x;
     } else if (key == "dtype") {
       if (v != "auto" && v != "bfloat16" && v != "float16" && v != "float32") return bad("auto, bfloat16, float16 or float32");
@@ -293,6 +305,17 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
       if (!parse_bool(v, a.enforce_eager)) return bad("on or off");
     } else if (key == "allow_long_max_model_len") {
       if (!parse_bool(v, a.allow_long_max_model_len)) return bad("on or off");
+    } else if (key == "async_scheduling") {
+      bool on = true;
+      if (!parse_bool(v, on)) return bad("on or off");
+      a.async_scheduling = on;
+    } else if (key == "log" || key == "replaces") {
+      if (v.empty()) return bad(key == "log" ? "a vLLM start-up log file" : "the name of another --seat");
+      (key == "log" ? a.log : a.replaces) = std::string(v);
+    } else if (key == "frees") {
+      auto sz = parse_size(v);
+      if (!sz.ok()) return bad("a size such as 40GiB");
+      a.frees = *sz;
     }
   }
   return {};
@@ -339,12 +362,20 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
     return seat_error(text, fmt::format("weights=SIZE and {} exclude each other (give the quantized size as "
                                         "weights=, or drop it to size the headers)",
                                         a.recipe.empty() ? "assume=" : "recipe="));
+  if (!a.replaces.empty() && a.replaces == a.name) return seat_error(text, "replaces= names the seat itself");
   if (!a.gpus.empty() && static_cast<int>(a.gpus.size()) != a.kv.tp)
     return seat_error(text, fmt::format("gpu= pins {} GPU(s) but tp={}", a.gpus.size(), a.kv.tp));
   return a;
 }
 
-Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> global_overhead) {
+Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> global_overhead) {
+  SeatArg arg = given;
+  std::optional<LoggedSeat> logged;
+  if (!given.log.empty()) {  // the seat's own start-up log: its options fill the keys not given (seat_log.cc)
+    FP4FORGE_ASSIGN_OR_RETURN(StartupLog log, read_startup_log(given.log));
+    FP4FORGE_ASSIGN_OR_RETURN(arg, merge_logged_options(given, log));
+    logged = read_logged_seat(log);
+  }
   SeatModel m;
   m.arg = arg;
   // DIR may be a Hugging Face repo id in the cache (util/hf_cache.h): the seat reads its snapshot.
@@ -450,6 +481,7 @@ Result<SeatModel> load_seat(const SeatArg& arg, std::optional<std::uint64_t> glo
                                   "embeddings padding ignored)", arg.kv.tp, arg.kv.tp));
   m.overhead = arg.overhead ? arg.overhead : global_overhead;
   for (auto& n : m.layout.notes) m.notes.push_back(n);
+  if (logged) apply_logged_seat(m, std::move(*logged));
   m.serving = plan_serving(m, *ck);
   return m;
 }

@@ -42,9 +42,11 @@ Result<VllmRules> vllm_rules(std::string_view version) {
   r.version = n == 2 ? fmt::format("{}.{}", r.major, r.minor) : fmt::format("{}.{}.{}", r.major, r.minor, r.patch);
   if (r.major != 0 || r.minor < kOldestVllmMinor || r.minor > kNewestVllmMinor)
     return make_error(Errc::USAGE,
-                      "vllm_version {}: fp4forge models vLLM {} to {}; hint: give the nearest modelled version, "
-                      "or overhead=SIZE from the seat's log (docs/plan-overheads.md)",
-                      r.version, kOldestVllm, kNewestVllm);
+                      "vllm_version {}: fp4forge models vLLM {} to {} and does not guess the rules of others; hint: "
+                      "the nearest modelled version is {}, and log=FILE (the seat's start-up log) measures what a "
+                      "version changes (docs/plan-overheads.md)",
+                      r.version, kOldestVllm, kNewestVllm,
+                      (r.major == 0 && r.minor < kOldestVllmMinor) ? kOldestVllm : kNewestVllm);
   r.startup_check = at_least(r, 0, 9, 1);
   r.budget_from_snapshot = at_least(r, 0, 9, 1);
   r.requested_ceil = at_least(r, 0, 14);
@@ -60,6 +62,7 @@ Result<VllmRules> vllm_rules(std::string_view version) {
   r.cuda_graph_cap = 512;
   r.sm100_graph_cap_1024 = at_least(r, 0, 28);                 // #49390 (2026-08-07)
   r.v2_runner_reserves_graphs = at_least(r, 0, 29);            // #53306 (~2026-08-24), inferred
+  r.kv_from_free_memory = at_least(r, 0, 34);                  // measure_kv_cache_blocks, inferred
   return r;
 }
 
@@ -79,6 +82,11 @@ bool v2_model_runner(const VllmRules& r, std::string_view architecture, std::str
                              "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM"})
     if (architecture == a) return true;
   return false;
+}
+
+std::int64_t sliding_in_flight_tokens(const VllmRules& r, std::int64_t max_num_batched_tokens,
+                                      bool async_scheduling) noexcept {
+  return max_num_batched_tokens * (async_scheduling ? r.sliding_in_flight_factor : 1);
 }
 
 bool graphs_in_budget(const VllmRules& r, bool v2_runner) noexcept {

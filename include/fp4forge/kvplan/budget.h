@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "fp4forge/kvplan/vllm_version.h"
+#include "fp4forge/util/checked.h"
 #include "fp4forge/model/model_info.h"
 
 namespace fp4forge::kvplan {
@@ -52,7 +53,8 @@ struct OverheadTerms {
 
   /** What vLLM takes out of util * total besides the weights (the "overhead"). */
   std::uint64_t in_budget() const noexcept {
-    return profile_peak + encoder + non_torch + (cuda_graphs_in_budget ? cuda_graphs : 0);
+    return util::sat_add(util::sat_add(util::sat_add(profile_peak, encoder), non_torch),
+                         cuda_graphs_in_budget ? cuda_graphs : 0);
   }
   /** What the seat holds on the GPU outside util * total. */
   std::uint64_t outside_budget() const noexcept {

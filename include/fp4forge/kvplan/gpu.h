@@ -4,7 +4,9 @@
  * or nvidia-smi's CSV. TOTAL is nvidia-smi's memory.total; vLLM sees less: torch's total
  * (cudaMemGetInfo) leaves out what the driver reserves, and util * that total is the seat's budget.
  */
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,10 +29,18 @@ struct GpuSpec {
    * placed into it, and chosen utilizations leave it free. */
   std::uint64_t headroom_bytes = kDefaultHeadroom;
   bool headroom_given = false;       ///< the key headroom= (else --headroom or the default applies)
+  /** unified: memory shared with the host (DGX Spark / GB10, Jetson Thor): no driver reserve by default, and
+   * the free memory vLLM sees at boot (free=) stays well below the total. */
+  bool unified = false;
+  /** free=SIZE: what cudaMemGetInfo calls free before any seat starts (torch.cuda.mem_get_info()[0]). */
+  std::optional<std::uint64_t> free_given;
   /** The total vLLM multiplies gpu_memory_utilization by. */
   std::uint64_t torch_total() const noexcept { return total_bytes - reserved_bytes; }
-  /** What cudaMemGetInfo calls free before any seat starts. */
-  std::uint64_t torch_free() const noexcept { return torch_total() > used_bytes ? torch_total() - used_bytes : 0; }
+  /** What cudaMemGetInfo calls free before any seat starts: the torch total less other tenants, or free=. */
+  std::uint64_t torch_free() const noexcept {
+    const std::uint64_t f = torch_total() > used_bytes ? torch_total() - used_bytes : 0;
+    return free_given ? std::min(f, *free_given) : f;
+  }
 };
 
 /** The driver reserve fp4forge assumes for a card: TOTAL minus the total torch reports, from the totals
@@ -41,8 +51,8 @@ std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view 
 inline constexpr std::uint64_t kDefaultDriverReserve = 614ull << 20;
 
 /**
- * Parses `ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE]`, e.g.
- * `0=96GiB:used=41GiB`.
+ * Parses `ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE][:unified][:free=SIZE]`,
+ * e.g. `0=96GiB:used=41GiB` or `spark=119.7GiB:unified:free=80GiB`.
  * Without reserved= / torch_total= the reserve is driver_reserved_bytes(TOTAL, NAME). USAGE error (exit 2)
  * on bad syntax, an unknown key, used > torch total, a reserve >= TOTAL or a zero total.
  */

@@ -21,9 +21,11 @@
 #include <vector>
 
 #include "fp4forge/kvplan/budget.h"
+#include "fp4forge/kvplan/calibration.h"
 #include "fp4forge/kvplan/gpu.h"
 #include "fp4forge/kvplan/kv_cache.h"
 #include "fp4forge/kvplan/seat.h"
+#include "fp4forge/kvplan/sensitivity.h"
 
 namespace fp4forge::kvplan {
 
@@ -59,6 +61,14 @@ struct SeatPlacement {
   std::uint64_t startup_free_bytes = 0;  ///< that free memory on the tightest GPU (when refused)
   double startup_max_util = 0.0;    ///< the largest utilization that passes the check there (when refused)
   std::string reason;               ///< why here / why it does not fit
+  bool async_scheduling = true;     ///< as planned (the sliding-window reserve counts 2 batches from 0.26 when on)
+  std::optional<CalibratedOverhead> calibration;  ///< log=FILE: the measured overhead and how it was carried
+  /** vLLM >= 0.34 on Model Runner V2 (inferred): the KV memory the margin after warm-up takes away from what the
+   * budget would give (0 when the budget binds); see VllmRules::kv_from_free_memory. */
+  std::uint64_t kv_margin_bytes = 0;
+  std::string replaced_by;          ///< replaces=: this seat stops when that seat starts (not placed)
+  std::uint64_t freed_bytes = 0;    ///< replaces= / frees=: memory freed on its GPU(s) before it starts
+  Sensitivity sensitivity;          ///< the flag-dependent terms and the concurrency they span (placed seats)
 };
 
 /** One seat's share of one GPU. */
@@ -82,6 +92,9 @@ struct Plan {
   bool searched = false;  ///< the greedy order failed and the search found the placement
   std::vector<std::string> notes;
 };
+
+/** The profile run vLLM makes for the seat with these scheduler limits on a GPU named `gpu_name`. */
+ProfileShape seat_profile_shape(const SeatModel& s, std::int64_t batched, std::int64_t seqs, std::string_view gpu_name);
 
 /** Places the seats. USAGE error for pins naming unknown GPUs or not matching tp. */
 Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus);

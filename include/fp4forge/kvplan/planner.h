@@ -24,6 +24,9 @@ struct PlanParams {
   bool gpus_from_nvidia_smi = false;      ///< append the GPUs nvidia-smi lists
   std::optional<std::uint64_t> overhead;  ///< --overhead (seat key overhead= beats it)
   std::optional<std::uint64_t> headroom;  ///< --headroom: free memory kept per GPU (GPU key headroom= beats it)
+  /** --from-log FILE: one more seat, recovered from a vLLM start-up log: its checkpoint (the `model` arg), name
+   * (served name) and options (non-default args), calibrated by the log (seat key log=). */
+  std::string from_log;
   std::filesystem::path svg;              ///< write the SVG here ("" = none)
   std::filesystem::path compose_dir;      ///< write compose stacks here ("" = none)
   ComposeOptions compose;

@@ -14,6 +14,7 @@
 
 #include "fp4forge/core/error.h"
 #include "fp4forge/quantize/recipe.h"
+#include "fp4forge/kvplan/calibration.h"
 #include "fp4forge/kvplan/kv_cache.h"
 #include "fp4forge/kvplan/serving.h"
 #include "fp4forge/kvplan/vllm_version.h"
@@ -38,6 +39,8 @@ inline constexpr SeatKey kSeatKeys[] = {
     {"port", "PORT"}, {"block_size", "TOKENS"}, {"mamba_ssm_dtype", "DTYPE"}, {"mamba_cache_dtype", "DTYPE"},
     {"hybrid_manager", "on|off"}, {"served_name", "NAME"}, {"vllm_version", "X.Y"}, {"max_num_seqs", "N"},
     {"enforce_eager", "on|off"}, {"dtype", "auto|bfloat16|float16|float32"}, {"allow_long_max_model_len", "on|off"},
+    // calibration and replacement (docs/cli/plan.md "Calibration from the seat's log", "A seat that replaces another")
+    {"async_scheduling", "on|off"}, {"log", "FILE"}, {"replaces", "SEAT"}, {"frees", "SIZE"},
     {"vllm_args", "'--FLAG VALUE ...' (last key)"}};
 
 /** "max_model_len=TOKENS, kv_cache_dtype=auto|bf16|..., ...": every key of kSeatKeys with its values. */
@@ -77,6 +80,14 @@ struct SeatArg {
   /** vllm_args=: extra vLLM flags, split into words (vllm_args.h); the last key of a seat. */
   std::vector<std::string> vllm_args;
   bool vllm_args_given = false;
+  bool vllm_version_given = false;                      ///< vllm_version= was given (else the log's, or the newest)
+  /** async_scheduling=on|off (--async-scheduling / --no-async-scheduling): from 0.26 a sliding-window layer
+   * reserves two batches in flight with it on (vllm_version.h sliding_in_flight_tokens); default on, vLLM's. */
+  std::optional<bool> async_scheduling;
+  std::string log;                                      ///< log=FILE: the seat's vLLM start-up log (calibration.h)
+  std::string replaces;                                 ///< replaces=SEAT: the running seat this one replaces
+  std::optional<std::uint64_t> frees;                   ///< frees=SIZE: memory of other tenants this seat frees
+  std::vector<std::string> given;                       ///< the key=value pieces as given (keys normalised)
 };
 
 /** Parses `NAME=DIR[:key=value,...]` (keys: kSeatKeys; sizes as parse_size). USAGE errors. */
@@ -104,7 +115,16 @@ struct SeatModel {
   std::string refusal;
   /** Image, parser flags, extra flags and what keeps vLLM from starting the seat (serving.h). */
   SeatServing serving;
+  std::optional<LoggedSeat> logged;  ///< log=FILE read (its settings, and the sliding-window reserve it shows)
+  bool weights_from_log = false;     ///< weights per rank are the log's "Model loading took"
 };
+
+/** The seat with the options its log states for every key the seat did not give (its args, and its vLLM
+ * version when modelled). USAGE when the log names a vLLM version plan does not model and none is given. */
+Result<SeatArg> merge_logged_options(const SeatArg& arg, const StartupLog& log);
+/** Attaches the log to a loaded seat: the sliding-window reserve its concurrency shows, and its weights per GPU
+ * ("Model loading took") when the seat runs at the logged tp and no weights= is given. */
+void apply_logged_seat(SeatModel& m, LoggedSeat logged);
 
 /**
  * Resolves DIR (a folder, or a repo id in the Hugging Face cache: hf_cache::resolve), opens the seat's

@@ -7,7 +7,10 @@
  * only those were known (marked "inferred" in the docs). The code read last is vLLM main at 2026-08-17
  * (017e9f4448), the commit 0.28.0 was cut from; 0.29 - 0.33 differ from it by what their pull requests
  * (dated, release membership from release notes) changed, each marked inferred in docs/plan-overheads.md.
+ * 0.34 adds Model Runner V2's sizing from the memory measured after warm-up with a margin
+ * (measure_kv_cache_blocks of the stored extensible-KV-cache code; its release in 0.34 inferred).
  */
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -39,20 +42,30 @@ struct VllmRules {
   double default_util = 0.92;           ///< 0.90 before 0.21
   TokensReport tokens = TokensReport::CONCURRENCY;
   bool concurrency_from_tokens = false; ///< <= 0.9.0: concurrency = tokens / max_model_len (not block-rounded)
-  int sliding_in_flight_factor = 2;     ///< >= 0.26 (inferred): a sliding layer holds W-1 + 2*batched tokens
-                                        ///< (async scheduling keeps two batches in flight); 1 before
+  /** Batches a sliding-window layer's reserve counts with async scheduling on: >= 0.26 (#47728; the 0.26.0
+   * rename of max_num_batched_tokens to max_in_flight_tokens, tt-xla #5908) vLLM reserves W - 1 +
+   * max_concurrent_batches x max_num_batched_tokens, and max_concurrent_batches is 2 under async scheduling
+   * (1 without, pipeline parallelism not modelled); before 0.26, W - 1 + max_num_batched_tokens. Use
+   * sliding_in_flight_tokens(), which takes the seat's async scheduling. */
+  int sliding_in_flight_factor = 2;
   bool hybrid_prefix_caching = true;    ///< >= 0.28 (#50991; 0.27 undecided, inferred): hybrid models default to
                                         ///< prefix caching (state layers in "align" mode); off before
   bool big_gpu_batched_16k = true;      ///< >= 0.28: GPUs >= 160 GiB default max_num_batched_tokens 16384
   int cuda_graph_cap = 512;             ///< the largest default capture size
   bool sm100_graph_cap_1024 = true;     ///< >= 0.28 (#49390): 1024 on data-center Blackwell (SM100: B200, B300, GB200)
+  /** >= 0.34 (inferred), Model Runner V2 only: the KV cache is sized from the memory measured after warm-up,
+   * min(requested - non-KV use, headroom - margin) with headroom the device's free memory plus the KV
+   * prefix and margin = max(kv_margin_floor, kv_margin_fraction x headroom) (measure_kv_cache_blocks). */
+  bool kv_from_free_memory = false;
+  std::uint64_t kv_margin_floor = 256ull << 20;  ///< KV_CACHE_MARGIN_FLOOR_BYTES
+  double kv_margin_fraction = 0.02;              ///< KV_CACHE_MARGIN_FRACTION
 };
 
 /** The newest version fp4forge models (the default of the seat key vllm_version). */
-inline constexpr std::string_view kNewestVllm = "0.33";
+inline constexpr std::string_view kNewestVllm = "0.34";
 /** The oldest version fp4forge models (the V1 engine's first memory rules). */
 inline constexpr std::string_view kOldestVllm = "0.8";
-inline constexpr int kOldestVllmMinor = 8, kNewestVllmMinor = 33;  ///< the same, as 0.MINOR
+inline constexpr int kOldestVllmMinor = 8, kNewestVllmMinor = 34;  ///< the same, as 0.MINOR
 
 /** Rules of `version` ("0.24", "0.9.1", "v0.11.2", "newest"). USAGE for a malformed version, one older
  * than kOldestVllm, or one newer than kNewestVllm (the rules of a version not read are not guessed). */
@@ -72,6 +85,11 @@ bool graphs_in_budget(const VllmRules& r, bool v2_runner) noexcept;
 /** True for a GPU of the SM100 family by its product name (B200, B300, GB200, GB300): vLLM's
  * is_device_capability_family(100). The RTX PRO 6000 / RTX 50 Blackwell cards are SM120 and are not. */
 bool sm100_family(std::string_view gpu_name) noexcept;
+
+/** The tokens a sliding-window layer keeps beyond its window, as vLLM reserves them per request:
+ * max_num_batched_tokens, times 2 from 0.26 when async scheduling is on (sliding_in_flight_factor). */
+std::int64_t sliding_in_flight_tokens(const VllmRules& r, std::int64_t max_num_batched_tokens,
+                                      bool async_scheduling) noexcept;
 
 /** True when the rules are those of version >= major.minor.patch. */
 bool at_least(const VllmRules& r, int major, int minor, int patch = 0) noexcept;
