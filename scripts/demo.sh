@@ -22,10 +22,16 @@ stage "the same seat as vLLM 0.19 and as 0.28 would size it, on a known card (it
   "$BIN" plan --seat v019="$WORK/src:assume=nvfp4a16,vllm_version=0.19" --seat v028="$WORK/src:assume=nvfp4a16,vllm_version=0.28" \
   --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3:used=30GiB"
 EX=$(cd "$(dirname "$0")/.." && pwd)/examples/plan
-stage "today's seats under vLLM 0.33 rules: a Gemma-4 31B (sliding + global layers, k_eq_v) and a Qwen3.6-27B (GatedDeltaNet hybrid), NVFP4-sized weights, fp8 KV at 256K tokens, on one 96 GB RTX PRO 6000 (the model runner decides whether CUDA graphs come out of the budget)" \
+stage "today's seats under vLLM 0.34 rules (the newest modelled; each seat says how far its flags move it): a Gemma-4 31B (sliding + global layers, k_eq_v) and a Qwen3.6-27B (GatedDeltaNet hybrid), NVFP4-sized weights, fp8 KV at 256K tokens, on one 96 GB RTX PRO 6000 (the model runner decides whether CUDA graphs come out of the budget)" \
   "$BIN" plan --seat "gemma4-31b=$EX/gemma-4-31b:weights=19GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.52" \
   --seat "qwen36-27b=$EX/qwen3.6-27b:weights=17GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.44" \
   --gpu "0=97887MiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+stage "calibration from the seat's own start-up log (log=): vLLM 0.19's Gemma-2 9B seat on an H100, its pool reproduced, and the same seat at utilization 0.85 with the measured overhead carried" \
+  bash -c '"$0" plan --seat "g2=$1/gemma-2-9b:log=$1/gemma-2-9b/vllm-startup.log" --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3" | sed -n "1,30p" && "$0" plan --seat "g2=$1/gemma-2-9b:log=$1/gemma-2-9b/vllm-startup.log,gpu_memory_utilization=0.85" --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3" | grep -E "KV memory|re-estimated|carried"' "$BIN" "$EX"
+stage "plan --from-log: the seat recovered from its log alone (model, name, args, the card it ran on)" \
+  bash -c 'sed "s#'"'"'model'"'"': '"'"'google/gemma-2-9b-it'"'"'#'"'"'model'"'"': '"'"'$1/gemma-2-9b'"'"'#" "$1/gemma-2-9b/vllm-startup.log" > "$2/seat.log" && "$0" plan --from-log "$2/seat.log" | grep -E "^seat|measured|KV memory|^all"' "$BIN" "$EX" "$WORK"
+stage "a unified-memory card (DGX Spark): the start-up check uses the free memory at boot, and a new seat replaces a running one on a busy card" \
+  bash -c '"$0" plan --seat "g26=$1/gemma-4-26b-a4b:weights=16GiB,max_model_len=32k,gpu_memory_utilization=0.45" --gpu "spark=119.7GiB:name=NVIDIA GB10:unified:free=70GiB" | tail -4 && "$0" plan --seat "old=$1/qwen3.6-27b:weights=17GiB,max_model_len=64k,gpu=0,gpu_memory_utilization=0.5" --seat "new=$1/gemma-4-26b-a4b:weights=16GiB,max_model_len=64k,gpu=0,gpu_memory_utilization=0.5,replaces=old" --gpu "0=97887MiB:used=60GiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition" | tail -6' "$BIN" "$EX"
 stage "a busy card: 76 GiB held by others, utilization 0.20 asked; vLLM would refuse at start-up, and plan says so first with the utilization that passes (exit 1 expected)" \
   bash -c '"$0" plan --seat "g26=$1/gemma-4-26b-a4b:weights=16GiB,gpu_memory_utilization=0.20,max_model_len=32k" --gpu "0=97887MiB:used=76GiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition"; test $? -eq 1' "$BIN" "$EX"
 # A Qwen3 seat whose chat template renders JSON tool calls and can think (enable_thinking), as Qwen3's does.

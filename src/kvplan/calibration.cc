@@ -79,10 +79,13 @@ LoggedSeat read_logged_seat(const StartupLog& log) {
   else if (log.util)
     s.util = log.util->value;
   s.batched = int_arg(a, "max_num_batched_tokens");
+  if (!s.batched && log.batched) s.batched = log.batched->value;
   s.max_num_seqs = int_arg(a, "max_num_seqs");
+  if (!s.max_num_seqs && log.max_num_seqs) s.max_num_seqs = log.max_num_seqs->value;
   if (auto tp = int_arg(a, "tensor_parallel_size")) s.tp = static_cast<int>(*tp);
   s.enforce_eager = bool_arg(a, "enforce_eager");
   s.async_scheduling = bool_arg(a, "async_scheduling");
+  if (!s.async_scheduling && log.async_scheduling) s.async_scheduling = log.async_scheduling->value;
   s.max_model_len = int_arg(a, "max_model_len");
   if (!s.max_model_len && log.concurrency_tokens) s.max_model_len = log.concurrency_tokens->value;
   if (auto lm = bool_arg(a, "language_model_only"); lm && *lm) s.mm = false;
@@ -104,15 +107,13 @@ void measure_sliding_reserve(LoggedSeat& seat, const KvLayout& layout, const Vll
                                    [](const KvGroup& g) { return g.kind == LayerKind::SLIDING; });
   if (!sliding || rules.sliding_in_flight_factor < 2) return;
   const StartupLog& log = seat.log;
-  const std::optional<std::uint64_t> kv = log.kv_fit_bytes ? std::optional(log.kv_fit_bytes->value)
-                                          : log.available_kv_bytes ? std::optional(log.available_kv_bytes->value)
-                                                                   : std::nullopt;
-  if (!kv || !log.max_concurrency || !seat.max_model_len || !seat.batched) {
+  if ((!log.num_gpu_blocks && !log.available_kv_bytes) || !log.max_concurrency || !seat.max_model_len || !seat.batched) {
     seat.sliding_note = "the log lacks the KV memory, the concurrency or max_num_batched_tokens: the sliding-window "
                         "reserve is not measured";
     return;
   }
-  const std::int64_t blocks = kv_num_blocks(layout, *kv);
+  const std::int64_t blocks = log.num_gpu_blocks ? log.num_gpu_blocks->value
+                                                 : kv_num_blocks(layout, log.available_kv_bytes->value);
   const KvDemand one = kv_demand(layout, *seat.max_model_len, *seat.batched);
   const KvDemand two = kv_demand(layout, *seat.max_model_len, 2 * *seat.batched);
   if (one.blocks_per_request == two.blocks_per_request) {
@@ -201,8 +202,9 @@ void add_rows(const CalibrationInput& in, const OverheadTerms& est, std::uint64_
   auto row = [&](std::string term, std::optional<double> e, std::optional<double> l, std::string unit, std::string line) {
     c.rows.push_back(CalibrationRow{std::move(term), e, l, std::move(unit), std::move(line)});
   };
-  row("weights (per GPU)", static_cast<double>(in.weights_estimate), as_double(log.weights_bytes), "bytes",
-      where(log.weights_bytes, "no 'Model loading took' line"));
+  // A config-only folder has no weight estimate of its own (the log's weights stand in for the KV row).
+  row("weights (per GPU)", in.weights_estimate ? std::optional<double>(static_cast<double>(in.weights_estimate)) : std::nullopt,
+      as_double(log.weights_bytes), "bytes", where(log.weights_bytes, "no 'Model loading took' line"));
   std::optional<double> non_torch = as_double(log.non_torch_bytes);
   if (!non_torch && log.consumed_bytes && log.weights_bytes && log.consumed_bytes->value >= log.weights_bytes->value)
     non_torch = static_cast<double>(log.consumed_bytes->value - log.weights_bytes->value);
@@ -221,10 +223,12 @@ void add_rows(const CalibrationInput& in, const OverheadTerms& est, std::uint64_
       c.measured ? std::optional<double>(static_cast<double>(c.measured_bytes)) : std::nullopt, "bytes",
       c.measured ? "measured" : "not measurable");
   if (requested == 0 || in.layout == nullptr) return;
-  const std::uint64_t fixed = util::sat_add(in.weights_estimate, est.in_budget());
+  const std::uint64_t weights = in.weights_estimate ? in.weights_estimate
+                                : log.weights_bytes ? log.weights_bytes->value : 0;
+  const std::uint64_t fixed = util::sat_add(weights, est.in_budget());
   const std::uint64_t kv_est = requested > fixed ? requested - fixed : 0;
   row("KV memory", static_cast<double>(kv_est), kv_logged ? std::optional<double>(static_cast<double>(kv_logged)) : std::nullopt,
-      "bytes", log.kv_fit_bytes ? line_of(log.kv_fit_bytes->line) : where(log.available_kv_bytes, "no 'Available KV cache memory' line"));
+      "bytes", where(log.available_kv_bytes, "no 'Available KV cache memory' line"));
   const std::int64_t len = in.logged->max_model_len.value_or(0);
   if (len <= 0) {
     c.gaps.push_back("the log states no max_model_len: tokens and concurrency are not compared");
@@ -254,12 +258,10 @@ CalibratedOverhead calibrate_overhead(const CalibrationInput& in) {
   const ProfileShape shape = logged_shape(in);
   const OverheadTerms est = estimate_overhead(*in.info, shape, rules);
   const std::uint64_t requested = logged_request(in, rules, c);
-  const std::uint64_t kv = log.kv_fit_bytes ? log.kv_fit_bytes->value
-                           : log.available_kv_bytes ? log.available_kv_bytes->value : 0;
-  if (!log.kv_fit_bytes && !log.available_kv_bytes)
-    c.gaps.push_back("no 'Available KV cache memory' line: the overhead stays an estimate");
+  const std::uint64_t kv = log.available_kv_bytes ? log.available_kv_bytes->value : 0;
+  if (!log.available_kv_bytes) c.gaps.push_back("no 'Available KV cache memory' line: the overhead stays an estimate");
   const std::uint64_t weights = log.weights_bytes ? log.weights_bytes->value : in.weights_estimate;
-  c.measured = requested > 0 && (log.kv_fit_bytes || log.available_kv_bytes);
+  c.measured = requested > 0 && log.available_kv_bytes;
   if (c.measured) {
     const std::uint64_t used = util::sat_add(weights, kv);
     c.measured_bytes = requested > used ? requested - used : 0;

@@ -392,7 +392,8 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
   const std::string where = dir.string();
   CheckpointOptions co;
   co.require_config = true;
-  co.require_weights = !arg.weights.has_value();
+  // A seat with its start-up log needs no shards: the log's "Model loading took" gives its weights.
+  co.require_weights = !arg.weights.has_value() && !(logged && logged->log.weights_bytes);
   auto ck = Checkpoint::open(dir, co);
   if (!ck.ok()) {
     Error e = std::move(ck).error();

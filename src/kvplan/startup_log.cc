@@ -83,12 +83,19 @@ struct Patterns {
   Pattern free_mem{with(R"(Free memory on device[^(]*\(NUM/NUMUNIT\) on startup(\s+is less than)?[^(]*\(NUM,\s*NUMUNIT\))")};
   Pattern total_x_util{with(R"(total_gpu_memory \(NUMUNIT\) x gpu_memory_utilization \(NUM\) = NUMUNIT)")};
   Pattern v0_summary{with(
-      R"(model weights take NUMUNIT; non_torch_memory takes NUMUNIT; PyTorch activation peak memory takes NUMUNIT)")};
+      R"(model weights take NUMUNIT; non_torch_memory takes NUMUNIT; PyTorch activation peak memory takes NUMUNIT(?:; the rest of the memory reserved for KV Cache is NUMUNIT)?)")};
   Pattern kv_eq{with(R"(\b(total_gpu_memory|non_torch_memory|kv_cache_size)=NUMUNIT)")};
   Pattern util_eq{R"(\bgpu_memory_utilization=([0-9.]+))"};
   Pattern usage_item{with(R"(NUMUNIT for (consumed memory|weights?|peak activation|non-torch memory|CUDAGraph memory))")};
   Pattern kv_fit{R"(--kv-cache-memory=([0-9]+)`?\s*(?:\([^)]*\))?\s*to fit into requested memory)"};
   Pattern util_equiv{R"(The current --gpu-memory-utilization=([0-9.]+) is equivalent to)"};
+  Pattern kv_in_use{with(R"(Current kv cache memory in use is NUMUNIT)")};
+  Pattern snapshot{with(R"(memory snapshot:.*\bfree_memory=NUMUNIT, total_memory=NUMUNIT)")};
+  Pattern requested{with(R"(worker requested memory:\s*NUMUNIT)")};
+  Pattern blocks{R"(num_gpu_blocks is:\s*([0-9]+))"};
+  Pattern batched{R"((?:Chunked prefill is enabled with max_num_batched_tokens=|Defaulting max_num_batched_tokens to )([0-9]+))"};
+  Pattern seqs{R"(Defaulting max_num_seqs to ([0-9]+))"};
+  Pattern async{R"(Asynchronous scheduling is (enabled|disabled))"};
 };
 
 const Patterns& patterns() {
@@ -220,17 +227,22 @@ void read_memory_summary(std::string_view line, std::size_t n, StartupLog& log) 
     keep(log.requested_bytes, bytes_of(m[4], m[5]), n, false, "requested memory", log);
   }
   if (auto m = P.v0_summary.match(line); !m.empty()) {
+    keep(log.weights_bytes, bytes_of(m[1], m[2]), n, true, "weights", log);
+    if (!m[7].empty()) keep(log.available_kv_bytes, bytes_of(m[7], m[8]), n, false, "KV memory", log);
     keep(log.non_torch_bytes, bytes_of(m[3], m[4]), n, true, "non-torch memory", log);
     keep(log.activation_peak_bytes, bytes_of(m[5], m[6]), n, true, "activation peaks", log);
   }
-  for (const auto& mm : P.kv_eq.re.find_all(line)) {  // V0 "Memory profiling results: total_gpu_memory=..."
+  const bool v0_results = line.find("Memory profiling results") != std::string_view::npos;
+  for (const auto& mm : v0_results ? P.kv_eq.re.find_all(line) : std::vector<Regex::Match>{}) {
+    // V0 "Memory profiling results: total_gpu_memory=... non_torch_memory=... kv_cache_size=..." (the 0.19+
+    // start-up snapshot prints non_torch_memory= too: there it is the CUDA context, so only this line counts)
     auto g = [&](std::size_t k) { return line.substr(mm.begin[k], mm.end[k] - mm.begin[k]); };
     const std::uint64_t b = bytes_of(g(2), g(3));
     if (g(1) == "total_gpu_memory") keep(log.torch_total_bytes, b, n, false, "totals", log);
     else if (g(1) == "non_torch_memory") keep(log.non_torch_bytes, b, n, true, "non-torch memory", log);
     else keep(log.available_kv_bytes, b, n, false, "KV memory", log);
   }
-  if (line.find("total_gpu_memory=") != std::string_view::npos)
+  if (v0_results)
     if (auto m = P.util_eq.match(line); !m.empty()) keep(log.util, number(m[1]), n, false, "utilizations", log);
   if (line.find("Actual usage") != std::string_view::npos) {
     for (const auto& mm : P.usage_item.re.find_all(line)) {
@@ -240,7 +252,7 @@ void read_memory_summary(std::string_view line, std::size_t n, StartupLog& log) 
       if (what == "consumed memory") keep(log.consumed_bytes, b, n, true, "consumed memory", log);
       else if (what == "peak activation") keep(log.activation_peak_bytes, b, n, true, "activation peaks", log);
       else if (what == "non-torch memory") keep(log.non_torch_bytes, b, n, true, "non-torch memory", log);
-      else if (what == "CUDAGraph memory") keep(log.graph_estimate_bytes, b, n, true, "CUDA graph memory", log);
+      else if (what == "CUDAGraph memory") keep(log.graph_captured_bytes, b, n, true, "CUDA graph memory", log);
       else keep(log.weights_bytes, b, n, true, "weights", log);
     }
   }
@@ -287,6 +299,21 @@ void read_line(std::string_view line, std::size_t n, StartupLog& log) {
     }
   }
   if (auto m = P.util_equiv.match(line); !m.empty()) keep(log.util, number(m[1]), n, false, "utilizations", log);
+  if (auto m = P.kv_in_use.match(line); !m.empty())
+    keep(log.available_kv_bytes, bytes_of(m[1], m[2]), n, false, "KV memory", log);
+  if (auto m = P.snapshot.match(line); !m.empty()) {
+    keep(log.free_at_start_bytes, bytes_of(m[1], m[2]), n, false, "free memory", log);
+    keep(log.torch_total_bytes, bytes_of(m[3], m[4]), n, false, "totals", log);
+  }
+  if (auto m = P.requested.match(line); !m.empty())
+    keep(log.requested_bytes, bytes_of(m[1], m[2]), n, false, "requested memory", log);
+  if (auto m = P.blocks.match(line); !m.empty())
+    keep(log.num_gpu_blocks, static_cast<std::int64_t>(number(m[1])), n, false, "block counts", log);
+  if (auto m = P.batched.match(line); !m.empty())
+    keep(log.batched, static_cast<std::int64_t>(number(m[1])), n, false, "max_num_batched_tokens", log);
+  if (auto m = P.seqs.match(line); !m.empty())
+    keep(log.max_num_seqs, static_cast<std::int64_t>(number(m[1])), n, false, "max_num_seqs", log);
+  if (auto m = P.async.match(line); !m.empty()) keep(log.async_scheduling, m[1] == "enabled", n, false, "async scheduling", log);
   read_memory_summary(line, n, log);
 }
 
@@ -295,7 +322,7 @@ void read_line(std::string_view line, std::size_t n, StartupLog& log) {
 bool StartupLog::empty() const noexcept {
   return !version && args.is_null() && !weights_bytes && !available_kv_bytes && !kv_fit_bytes && !kv_cache_tokens &&
          !max_concurrency && !graph_estimate_bytes && !graph_captured_bytes && !torch_total_bytes && !util &&
-         !non_torch_bytes && !activation_peak_bytes && !consumed_bytes && !refused;
+         !non_torch_bytes && !activation_peak_bytes && !consumed_bytes && !refused && !num_gpu_blocks;
 }
 
 std::optional<Json> parse_python_repr(std::string_view text) {

@@ -112,7 +112,7 @@ TEST_F(KvplanCli, JsonOnLlamaFixture) {
                 t["encoder_bytes"].get<std::uint64_t>() + t["non_torch_bytes"].get<std::uint64_t>() +
                 t["cuda_graphs_bytes"].get<std::uint64_t>());  // in the budget: 0.21+ V1 runner, 0.29+ also V2
   EXPECT_EQ(o["outside_budget_bytes"], t["cuda_context_bytes"]);
-  EXPECT_EQ(s["vllm"]["version"], "0.33");  // the newest modelled by default
+  EXPECT_EQ(s["vllm"]["version"], "0.34");  // the newest modelled by default
   EXPECT_EQ(s["vllm"]["tokens_report"], "max_concurrency x max_model_len");
   EXPECT_EQ(s["placement"]["startup_free_needed_bytes"].get<std::uint64_t>(),
             s["placement"]["budget_bytes"].get<std::uint64_t>() + o["outside_budget_bytes"].get<std::uint64_t>());
@@ -198,9 +198,9 @@ TEST_F(KvplanCli, OperatorSpellingsAndVllmRefusals) {
   EXPECT_NE(slurp(err).find("has no unit"), std::string::npos) << slurp(err);
   EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB' --gpu '0=96GiB,used=10GiB'").rc, 0);
   // Today's vLLM is modelled; a version past the newest is refused with the newest named.
-  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,vllm_version=0.33'" + gpu).rc, 0);
-  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,vllm_version=0.34'" + gpu, err).rc, 2);
-  EXPECT_NE(slurp(err).find("0.33"), std::string::npos) << slurp(err);
+  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,vllm_version=0.34'" + gpu).rc, 0);
+  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,vllm_version=0.35'" + gpu, err).rc, 2);
+  EXPECT_NE(slurp(err).find("nearest modelled version is 0.34"), std::string::npos) << slurp(err);
   // max_model_len above the model's limit: vLLM refuses it, so the seat does not fit (exit 1) ...
   auto c = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=300k'" + gpu);
   EXPECT_EQ(c.rc, 1) << c.out;

@@ -429,6 +429,7 @@ TEST(KvplanSeatKeys, TheTableTheParserTheHelpAndTheDocsAgree) {
       {"gpu", "0"}, {"port", "8000"}, {"block_size", "16"}, {"mamba_ssm_dtype", "float32"},
       {"mamba_cache_dtype", "bfloat16"}, {"hybrid_manager", "on"}, {"served_name", "m"}, {"vllm_version", "0.33"},
       {"max_num_seqs", "64"}, {"enforce_eager", "on"}, {"dtype", "bfloat16"}, {"allow_long_max_model_len", "on"},
+      {"async_scheduling", "off"}, {"log", "seat.log"}, {"replaces", "old"}, {"frees", "10GiB"},
       {"vllm_args", "--enable-chunked-prefill"}};
   std::ifstream in(std::string(FP4FORGE_TEST_DATA) + "/../../docs/cli/plan.md");
   std::stringstream ss;

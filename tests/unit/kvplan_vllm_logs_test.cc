@@ -296,12 +296,12 @@ TEST(KvplanVllmLogs, VersionRules) {
   EXPECT_EQ(newest->sliding_in_flight_factor, 2);
   EXPECT_DOUBLE_EQ(newest->default_util, 0.92);
   // 0.29 - 0.33: modelled (the rules of 0.28's code plus what their pull requests changed).
-  for (const char* v : {"0.29", "0.30.1", "0.33", "v0.33.0"}) EXPECT_TRUE(vllm_rules(v).ok()) << v;
+  for (const char* v : {"0.29", "0.30.1", "0.33", "v0.33.0", "0.34", "0.34.1"}) EXPECT_TRUE(vllm_rules(v).ok()) << v;
   EXPECT_FALSE(vllm_rules("0.27")->hybrid_prefix_caching);  // #50991: certain from 0.28
   EXPECT_TRUE(vllm_rules("0.28")->hybrid_prefix_caching);
   EXPECT_EQ(vllm_rules("0.25")->sliding_in_flight_factor, 1);
   EXPECT_EQ(vllm_rules("0.26")->sliding_in_flight_factor, 2);
-  for (const char* bad : {"0.7", "0.34", "1.0", "x", "0.", "0.24.x"}) {
+  for (const char* bad : {"0.7", "0.35", "1.0", "x", "0.", "0.24.x"}) {
     SCOPED_TRACE(bad);
     auto r = vllm_rules(bad);
     ASSERT_FALSE(r.ok());

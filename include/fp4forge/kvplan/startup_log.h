@@ -37,14 +37,18 @@ struct StartupLog {
   std::size_t args_line = 0;
   std::optional<LoggedValue<std::uint64_t>> weights_bytes;         ///< "Model loading took X GiB" (per rank)
   std::optional<LoggedValue<std::uint64_t>> available_kv_bytes;    ///< "Available KV cache memory: X GiB"
-  std::optional<LoggedValue<std::uint64_t>> kv_fit_bytes;          ///< "--kv-cache-memory=N ... to fit into
-                                                                   ///< requested memory": the KV bytes, exact
+  /** "--kv-cache-memory=N ... to fit into requested memory" (0.11+): what util x total leaves after weights,
+   * peak, non-torch and the captured graphs; not the KV memory when graphs sit beside the budget (< 0.21). */
+  std::optional<LoggedValue<std::uint64_t>> kv_fit_bytes;
+  std::optional<LoggedValue<std::int64_t>> num_gpu_blocks;         ///< "num_gpu_blocks is: N" (the pool, exact)
   std::optional<LoggedValue<std::int64_t>> kv_cache_tokens;        ///< "GPU KV cache size: N tokens"
   std::optional<LoggedValue<double>> max_concurrency;              ///< "Maximum concurrency for L tokens ...: Cx"
   std::optional<LoggedValue<std::int64_t>> concurrency_tokens;     ///< its L
-  std::optional<LoggedValue<std::uint64_t>> graph_estimate_bytes;  ///< "Estimated CUDA graph memory" / "... for
-                                                                   ///< CUDAGraph memory" (what the budget lost)
-  std::optional<LoggedValue<std::uint64_t>> graph_captured_bytes;  ///< "Graph capturing finished ... took X GiB"
+  std::optional<LoggedValue<std::uint64_t>> graph_estimate_bytes;  ///< "Estimated CUDA graph memory" (what the
+                                                                   ///< budget lost, >= 0.21)
+  std::optional<LoggedValue<std::uint64_t>> graph_captured_bytes;  ///< "Graph capturing finished ... took X GiB",
+                                                                   ///< "CUDA graph pool memory: X (actual)", "... for
+                                                                   ///< CUDAGraph memory"
   std::optional<LoggedValue<std::uint64_t>> torch_total_bytes;     ///< total_gpu_memory / "(free/total GiB)"
   std::optional<LoggedValue<std::uint64_t>> free_at_start_bytes;   ///< "Free memory on device (free/total GiB)"
   std::optional<LoggedValue<double>> util;                         ///< the utilization the profiling lines print
@@ -52,6 +56,10 @@ struct StartupLog {
   std::optional<LoggedValue<std::uint64_t>> non_torch_bytes;       ///< non_torch_memory / "... for non-torch memory"
   std::optional<LoggedValue<std::uint64_t>> activation_peak_bytes; ///< activation peak / "... for peak activation"
   std::optional<LoggedValue<std::uint64_t>> consumed_bytes;        ///< "... for consumed memory (weights + non-torch)"
+  std::optional<LoggedValue<std::int64_t>> batched;                ///< "Chunked prefill is enabled with
+                                                                   ///< max_num_batched_tokens=N" / "Defaulting ... to N"
+  std::optional<LoggedValue<std::int64_t>> max_num_seqs;           ///< "Defaulting max_num_seqs to N"
+  std::optional<LoggedValue<bool>> async_scheduling;               ///< "Asynchronous scheduling is enabled|disabled"
   bool refused = false;  ///< "Free memory on device ... is less than desired GPU memory utilization"
   std::size_t refused_line = 0;
   std::vector<std::string> notes;  ///< what the reader noticed (ranks that differ, lines it could not read)
