@@ -149,6 +149,26 @@ bool parse_bool(std::string_view v, bool& out) {
   return false;
 }
 
+/** The keys of calibration and replacement (async_scheduling, log, replaces, frees): nullopt for another key,
+ * "" when read, else what was expected. */
+std::optional<std::string> calibration_key(std::string_view key, std::string_view v, SeatArg& a) {
+  if (key == "async_scheduling") {
+    bool on = true;
+    if (!parse_bool(v, on)) return "on or off";
+    a.async_scheduling = on;
+  } else if (key == "log" || key == "replaces") {
+    if (v.empty()) return key == "log" ? "a vLLM start-up log file" : "the name of another --seat";
+    (key == "log" ? a.log : a.replaces) = std::string(v);
+  } else if (key == "frees") {
+    auto sz = parse_size(v);
+    if (!sz.ok()) return "a size such as 40GiB";
+    a.frees = *sz;
+  } else {
+    return std::nullopt;
+  }
+  return std::string();
+}
+
 }  // namespace
 
 std::string seat_keys_help() { return seat_key_list(true); }
@@ -305,17 +325,8 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
       if (!parse_bool(v, a.enforce_eager)) return bad("on or off");
     } else if (key == "allow_long_max_model_len") {
       if (!parse_bool(v, a.allow_long_max_model_len)) return bad("on or off");
-    } else if (key == "async_scheduling") {
-      bool on = true;
-      if (!parse_bool(v, on)) return bad("on or off");
-      a.async_scheduling = on;
-    } else if (key == "log" || key == "replaces") {
-      if (v.empty()) return bad(key == "log" ? "a vLLM start-up log file" : "the name of another --seat");
-      (key == "log" ? a.log : a.replaces) = std::string(v);
-    } else if (key == "frees") {
-      auto sz = parse_size(v);
-      if (!sz.ok()) return bad("a size such as 40GiB");
-      a.frees = *sz;
+    } else if (auto expected = calibration_key(key, v, a)) {
+      if (!expected->empty()) return bad(*expected);
     }
   }
   return {};
