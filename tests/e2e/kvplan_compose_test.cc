@@ -89,13 +89,13 @@ TEST_F(KvplanCompose, TheImageIsThePlannedReleaseAndTheParsersTheFamilys) {
   ASSERT_EQ(plan("--seat q=" + q(q3) + kGpu + " --emit-compose " + q(d) + " --json", &out, &err), 0) << err << out;
   const auto cmd = command(d / "q" / "compose.yaml", "q");
   EXPECT_EQ(YAML::LoadFile((d / "q" / "compose.yaml").string())["services"]["q"]["image"].as<std::string>(),
-            "vllm/vllm-openai:v0.33.0");
+            "vllm/vllm-openai:v0.34.0");
   EXPECT_TRUE(has(cmd, "--enable-auto-tool-choice"));
   EXPECT_EQ(after(cmd, "--tool-call-parser"), "hermes");
   EXPECT_EQ(after(cmd, "--reasoning-parser"), "qwen3");
   const auto j = nlohmann::json::parse(out);
   const auto& sv = j["seats"][0]["serving"];
-  EXPECT_EQ(sv["image"], "vllm/vllm-openai:v0.33.0");
+  EXPECT_EQ(sv["image"], "vllm/vllm-openai:v0.34.0");
   EXPECT_EQ(sv["can_start"], true);
   EXPECT_EQ(sv["tool_call_parser"]["name"], "hermes");
   EXPECT_EQ(sv["tool_call_parser"]["first_vllm"], "0.6.0");

@@ -189,12 +189,12 @@ TEST(KvplanCalibration, Version034IsModelledAndNewerRefusedWithTheNearest) {
   // On Model Runner V2, 0.34 keeps a margin of the memory free after warm-up: it binds near a full card.
   auto full = plan_of({fmt::format("g={}:weights=17GiB,max_model_len=8192,gpu_memory_utilization=0.99,vllm_version=0.34",
                                    kGemma2)},
-                      {kH100});
+                      {kH100 + ":headroom=0"});
   ASSERT_TRUE(full.ok()) << full.error().message;
   EXPECT_GT(full->placements[0].kv_margin_bytes, 0u);
   auto old = plan_of({fmt::format("g={}:weights=17GiB,max_model_len=8192,gpu_memory_utilization=0.99,vllm_version=0.33",
                                   kGemma2)},
-                     {kH100});
+                     {kH100 + ":headroom=0"});
   ASSERT_TRUE(old.ok());
   EXPECT_EQ(old->placements[0].kv_margin_bytes, 0u);
 }

@@ -297,7 +297,7 @@ TEST_F(KvplanTwoSeats, EmitComposeWritesValidYamlAndRefusesToOverwrite) {
   const YAML::Node c = YAML::LoadFile((out.path() / "big" / "compose.yaml").string());
   const YAML::Node svc = c["services"]["big"];
   ASSERT_TRUE(svc.IsMap());
-  EXPECT_EQ(svc["image"].as<std::string>(), "vllm/vllm-openai:v0.33.0");  // the planned release, never latest
+  EXPECT_EQ(svc["image"].as<std::string>(), "vllm/vllm-openai:v0.34.0");  // the planned release, never latest
   EXPECT_EQ(svc["restart"].as<std::string>(), "unless-stopped");
   EXPECT_EQ(svc["ports"][0].as<std::string>(), "9001:8000");
   EXPECT_EQ(svc["volumes"][0].as<std::string>(), big_dir.string() + ":/models/big:ro");
