@@ -1,94 +1,177 @@
-// The plan drawn as an SVG (kvplan/report.h `to_svg`): each GPU's memory as a stacked bar.
-#include "fp4forge/kvplan/report.h"
-
+// The plan drawn as an SVG (kvplan/report.h `to_svg`; docs/cli/plan.md "The picture"): each GPU's memory as a
+// stacked bar to one scale, every seat's span bracketed and numbered under it, its KV block labelled with the
+// seat, one caption line per seat, a legend (`<g id="legend">`) of every kind of segment the bars can hold. The
+// canvas (util/svg.h) grows to whatever the captions need.
 #include <algorithm>
+#include <string>
+#include <vector>
 
-#include "fp4forge/util/size.h"
-#include "fp4forge/util/strings.h"
+#include <fmt/format.h>
+
+#include "fp4forge/kvplan/report.h"
+#include "fp4forge/util/format.h"
+#include "fp4forge/util/svg.h"
 
 namespace fp4forge::kvplan {
+namespace {
+
+using util::SvgCanvas;
+using Anchor = SvgCanvas::Anchor;
+
+constexpr double kMargin = 12, kBarW = 760, kBarH = 34, kSegPx = 11;
+
+/** One kind of segment: the class on each rect, the legend's words, its fill. */
+struct SegKind {
+  const char* id;
+  const char* legend;
+  const char* fill;
+};
+constexpr SegKind kReserve{"reserve", "driver reserve", "#616161"};
+constexpr SegKind kOthers{"others", "other tenants", "#9e9e9e"};
+constexpr SegKind kWeights{"weights", "seat weights", "#4e79a7"};
+constexpr SegKind kKv{"kv", "seat KV cache", "#59a14f"};
+constexpr SegKind kOverhead{"overhead", "seat overhead (in the budget)", "#f28e2b"};
+constexpr SegKind kOutside{"outside", "beside the budget (CUDA context, NCCL)", "#b07aa1"};
+constexpr SegKind kFree{"free", "free", "#f4f4f4"};
+constexpr SegKind kHeadroom{"headroom", "headroom (kept free by placement)", "url(#headroom)"};
+constexpr const SegKind* kKinds[] = {&kReserve, &kOthers, &kWeights, &kKv, &kOverhead, &kOutside, &kFree, &kHeadroom};
+
+std::string seat_tag(std::size_t s) { return fmt::format("#{}", s + 1); }
+
+/** Wrapped lines from y (baseline) at x; returns the next baseline. */
+double lines(SvgCanvas& cv, double x, double y, std::string_view text, std::string_view attrs = {}) {
+  const auto cells = static_cast<std::size_t>((kBarW + 120) / (util::kSvgCharEm * cv.font_px()));
+  for (const auto& l : util::wrap_cells(text, cells)) {
+    cv.text(x, y, l, attrs);
+    y += 16;
+  }
+  return y;
+}
+
+double draw_legend(SvgCanvas& cv, double y) {
+  cv.open_group(" id=\"legend\"");
+  double x = kMargin;
+  for (const SegKind* k : kKinds) {
+    const double w = 22 + util::text_width(k->legend, 12) + 18;
+    if (x > kMargin && x + w > kMargin + kBarW + 120) {  // wrap to the next row of the legend
+      x = kMargin;
+      y += 20;
+    }
+    cv.rect(x, y, 14, 14, fmt::format(" data-legend=\"{}\" fill=\"{}\" stroke=\"#555555\" stroke-width=\"0.5\"", k->id, k->fill),
+            {}, 0.5);
+    cv.text(x + 20, y + 11, k->legend);
+    x += w;
+  }
+  cv.close_group();
+  return y + 34;
+}
+
+/** One GPU: its header, its bar, the seats bracketed under it, a caption line per seat; returns the next y. */
+double draw_gpu(SvgCanvas& cv, const Plan& plan, const GpuPlan& g, double scale, double y) {
+  std::string header = fmt::format("GPU {} · {}", g.gpu.id, format_bytes(g.gpu.total_bytes));
+  if (!g.gpu.name.empty()) header += " · " + g.gpu.name;
+  const std::string shown = util::fit_cells(header, 100);  // the tooltip has it whole
+  cv.text(kMargin, y, shown, " font-weight=\"bold\"", 0, Anchor::START, shown != header ? header : std::string());
+  y += 8;
+  const double top = y;
+  double x = kMargin;
+  auto seg = [&](std::uint64_t bytes, const SegKind& k, const std::string& title, const std::string& label) {
+    const double w = static_cast<double>(bytes) * scale;
+    if (w <= 0.0) return;
+    cv.rect(x, top, w, kBarH, fmt::format(" class=\"seg-{}\" fill=\"{}\" stroke=\"#ffffff\" stroke-width=\"0.5\"", k.id, k.fill),
+            title);
+    if (!label.empty() && w >= util::text_width(label, kSegPx) + 6)
+      cv.text(x + w / 2, top + kBarH / 2 + 4, label, " fill=\"#ffffff\"", kSegPx, Anchor::MIDDLE);
+    x += w;
+  };
+  seg(g.gpu.reserved_bytes, kReserve, "driver reserve: " + format_bytes(g.gpu.reserved_bytes), "");
+  seg(g.gpu.used_bytes, kOthers, "other tenants: " + format_bytes(g.gpu.used_bytes), "others");
+  struct Span {
+    std::size_t seat;
+    double from, to;
+  };
+  std::vector<Span> spans;
+  for (const auto& sh : g.shares) {
+    const std::string& n = plan.seats[sh.seat].arg.name;
+    const std::string tag = seat_tag(sh.seat);
+    const double from = x;
+    const double ww = static_cast<double>(sh.weights) * scale;
+    seg(sh.weights, kWeights, tag + " " + n + " weights: " + format_bytes(sh.weights),
+        ww >= util::text_width(tag + " " + n, kSegPx) + 6 ? tag + " " + n : tag);
+    const double kw = static_cast<double>(sh.kv) * scale;
+    seg(sh.kv, kKv, tag + " " + n + " KV cache: " + format_bytes(sh.kv),
+        kw >= util::text_width("KV " + tag + " " + n, kSegPx) + 6 ? "KV " + tag + " " + n : "KV " + tag);
+    seg(sh.overhead, kOverhead, tag + " " + n + " overhead: " + format_bytes(sh.overhead), "");
+    seg(sh.outside, kOutside, tag + " " + n + " beside the budget (CUDA context): " + format_bytes(sh.outside), "");
+    spans.push_back({sh.seat, from, x});
+  }
+  const double free_x = x;
+  const double free_w = static_cast<double>(g.free_bytes) * scale;
+  cv.rect(x, top, free_w, kBarH, " class=\"seg-free\" fill=\"#f4f4f4\" stroke=\"#bbbbbb\" stroke-width=\"0.5\"",
+          "free: " + format_bytes(g.free_bytes), 0.5);
+  const double head_w = static_cast<double>(std::min(g.gpu.headroom_bytes, g.free_bytes)) * scale;
+  if (head_w > 0)
+    cv.rect(free_x + free_w - head_w, top, head_w, kBarH,
+            " class=\"seg-headroom\" fill=\"url(#headroom)\" stroke=\"#bbbbbb\" stroke-width=\"0.5\"",
+            "headroom kept free: " + format_bytes(g.gpu.headroom_bytes), 0.5);
+  y = top + kBarH;
+  // Each seat's span bracketed under the bar, with its number (and name where it fits).
+  for (const Span& sp : spans) {
+    cv.raw(fmt::format("<path class=\"seat-span\" d=\"M{0:.2f},{1:.2f} v5 H{2:.2f} v-5\" fill=\"none\" stroke=\"#333333\"/>",
+                       sp.from + 1, y + 2, sp.to - 1),
+           sp.to, y + 8);
+    const std::string tag = seat_tag(sp.seat), full = tag + " " + plan.seats[sp.seat].arg.name;
+    const std::string label = sp.to - sp.from >= util::text_width(full, kSegPx) + 4 ? full
+                              : sp.to - sp.from >= util::text_width(tag, kSegPx) + 2 ? tag
+                                                                                   : std::string();
+    if (!label.empty()) cv.text((sp.from + sp.to) / 2, y + 19, label, " class=\"seat-label\"", kSegPx, Anchor::MIDDLE);
+  }
+  y += spans.empty() ? 18 : 38;
+  std::string free_line = "free " + format_bytes(g.free_bytes);
+  if (g.gpu.headroom_bytes > 0) free_line += ", of which headroom kept free " + format_bytes(g.gpu.headroom_bytes);
+  if (g.gpu.used_bytes > 0) free_line += "; other tenants " + format_bytes(g.gpu.used_bytes);
+  free_line += "; driver reserve " + format_bytes(g.gpu.reserved_bytes);
+  y = lines(cv, kMargin, y, free_line, " fill=\"#333333\"");
+  for (const auto& sh : g.shares) {
+    const auto& p = plan.placements[sh.seat];
+    y = lines(cv, kMargin, y,
+              fmt::format("{} {}: weights {} · KV cache {} · overhead {} · beside the budget {} · "
+                          "gpu_memory_utilization {}",
+                          seat_tag(sh.seat), plan.seats[sh.seat].arg.name, format_bytes(sh.weights), format_bytes(sh.kv),
+                          format_bytes(sh.overhead), format_bytes(sh.outside), format_util(p.util)),
+              " class=\"seat-caption\" fill=\"#333333\"");
+  }
+  return y + 18;
+}
+
+}  // namespace
 
 std::string to_svg(const Plan& plan) {
-  constexpr int kLeft = 170, kBarW = 760, kBarH = 34, kGap = 46, kTop = 70;
-  std::vector<std::size_t> unplaced;  // seats that fit nowhere: listed under the bars, not left out
-  for (std::size_t s = 0; s < plan.placements.size(); ++s)
-    if (!plan.placements[s].placed) unplaced.push_back(s);
-  const int height = kTop + static_cast<int>(plan.gpus.size()) * (kBarH + kGap) + 20 +
-                     (unplaced.empty() ? 0 : 20 + 18 * static_cast<int>(unplaced.size()));
-  const int width = kLeft + kBarW + 40;
+  SvgCanvas cv(12);
+  cv.raw("<defs><pattern id=\"headroom\" patternUnits=\"userSpaceOnUse\" width=\"6\" height=\"6\"><rect width=\"6\" "
+         "height=\"6\" fill=\"#f4f4f4\"/><path d=\"M0,6 L6,0 M-1,1 L1,-1 M5,7 L7,5\" stroke=\"#7f7f7f\" "
+         "stroke-width=\"1\"/></pattern></defs>");
+  double y = 24;
+  cv.text(kMargin, y, "fp4forge plan: GPU memory", " font-weight=\"bold\"", 15);
+  y = lines(cv, kMargin, y + 20,
+            "each bar is one GPU's memory, all to one scale; under it each seat's span, numbered as in the lines below "
+            "the bar", " fill=\"#333333\"");
+  y = draw_legend(cv, y - 8);
   std::uint64_t max_total = 1;
   for (const auto& g : plan.gpus) max_total = std::max(max_total, g.gpu.total_bytes);
-  const double scale = static_cast<double>(kBarW) / static_cast<double>(max_total);
-  std::string o;
-  o += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
-                   "font-family=\"sans-serif\" font-size=\"12\">\n", width, height, width, height);
-  o += fmt::format("<rect width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n", width, height);
-  o += "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">fp4forge plan: GPU memory</text>\n";
-  struct Legend {
-    const char* name;
-    const char* color;
-  };
-  constexpr Legend kLegend[] = {{"other tenants", "#9e9e9e"}, {"weights", "#4e79a7"}, {"KV cache", "#59a14f"},
-                                {"overhead", "#f28e2b"}, {"free", "#f4f4f4"}};
-  int lx = 10;
-  for (const auto& lg : kLegend) {
-    o += fmt::format("<rect x=\"{}\" y=\"34\" width=\"12\" height=\"12\" fill=\"{}\" stroke=\"#555555\" "
-                     "stroke-width=\"0.5\"/><text x=\"{}\" y=\"45\">{}</text>\n", lx, lg.color, lx + 16, lg.name);
-    lx += 40 + static_cast<int>(std::string_view(lg.name).size()) * 7;
+  const double scale = kBarW / static_cast<double>(max_total);
+  for (const auto& g : plan.gpus) y = draw_gpu(cv, plan, g, scale, y);
+  bool any_unplaced = false;
+  for (std::size_t s = 0; s < plan.placements.size(); ++s) {
+    if (plan.placements[s].placed) continue;
+    if (!any_unplaced) cv.text(kMargin, y, "not placed", " font-weight=\"bold\" fill=\"#b00020\"");
+    any_unplaced = true;
+    y = lines(cv, kMargin, y + 18,
+              fmt::format("{} {}: {}", seat_tag(s), plan.seats[s].arg.name, plan.placements[s].reason),
+              " fill=\"#b00020\"") - 18;
   }
-  int y = kTop;
-  for (const auto& g : plan.gpus) {
-    // Id and total on the first line (always visible), the name below it, cut to the label column (about
-    // 24 characters at 12 px) with the full name as a tooltip.
-    o += fmt::format("<text x=\"10\" y=\"{}\" font-weight=\"bold\">GPU {} · {}</text>\n", y + 14,
-                     util::xml_escape(g.gpu.id), util::xml_escape(format_bytes(g.gpu.total_bytes)));
-    if (!g.gpu.name.empty()) {
-      const std::string shown = g.gpu.name.size() > 24 ? g.gpu.name.substr(0, 23) + "…" : g.gpu.name;
-      o += fmt::format("<text x=\"10\" y=\"{}\"><title>{}</title>{}</text>\n", y + 29, util::xml_escape(g.gpu.name),
-                       util::xml_escape(shown));
-    }
-    double x = kLeft;
-    auto seg = [&](std::uint64_t bytes, const char* color, const std::string& title, const std::string& label) {
-      const double w = static_cast<double>(bytes) * scale;
-      if (w <= 0.0) return;
-      o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" stroke=\"#ffffff\" "
-                       "stroke-width=\"0.5\"><title>{}</title></rect>\n", x, y, w, kBarH, color, util::xml_escape(title));
-      if (!label.empty() && w > 7.0 * static_cast<double>(label.size()))
-        o += fmt::format("<text x=\"{:.2f}\" y=\"{}\" fill=\"#ffffff\" text-anchor=\"middle\">{}</text>\n",
-                         x + w / 2, y + kBarH / 2 + 4, util::xml_escape(label));
-      x += w;
-    };
-    seg(g.gpu.reserved_bytes, "#616161", "driver reserve: " + format_bytes(g.gpu.reserved_bytes), "");
-    seg(g.gpu.used_bytes, "#9e9e9e", "other tenants: " + format_bytes(g.gpu.used_bytes), "others");
-    for (const auto& sh : g.shares) {
-      const std::string& n = plan.seats[sh.seat].arg.name;
-      seg(sh.weights, "#4e79a7", n + " weights: " + format_bytes(sh.weights), n);
-      seg(sh.kv, "#59a14f", n + " KV cache: " + format_bytes(sh.kv), "KV");
-      seg(sh.overhead, "#f28e2b", n + " overhead: " + format_bytes(sh.overhead), "");
-      seg(sh.outside, "#b07aa1", n + " CUDA context (beside the budget): " + format_bytes(sh.outside), "");
-    }
-    const double free_w = static_cast<double>(g.free_bytes) * scale;
-    o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"#f4f4f4\" stroke=\"#bbbbbb\" "
-                     "stroke-width=\"0.5\"><title>free: {}</title></rect>\n", x, y, free_w, kBarH,
-                     util::xml_escape(format_bytes(g.free_bytes)));
-    std::string caption = "free " + format_bytes(g.free_bytes);
-    for (const auto& sh : g.shares)
-      caption += " | " + plan.seats[sh.seat].arg.name + ": weights " + format_bytes(sh.weights) + ", KV " +
-                 format_bytes(sh.kv) + ", overhead " + format_bytes(sh.overhead);
-    o += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#333333\">{}</text>\n", kLeft, y + kBarH + 15,
-                     util::xml_escape(caption));
-    y += kBarH + kGap;
-  }
-  if (!unplaced.empty()) {
-    o += fmt::format("<text x=\"10\" y=\"{}\" font-weight=\"bold\" fill=\"#b00020\">not placed</text>\n", y + 4);
-    for (std::size_t s : unplaced) {
-      y += 18;
-      o += fmt::format("<text x=\"10\" y=\"{}\" fill=\"#b00020\">{}: {}</text>\n", y + 4,
-                       util::xml_escape(plan.seats[s].arg.name), util::xml_escape(plan.placements[s].reason));
-    }
-  }
-  o += "</svg>\n";
-  return o;
+  cv.reserve(0, y);
+  return cv.finish(kMargin);
 }
 
 }  // namespace fp4forge::kvplan
