@@ -29,14 +29,16 @@ struct VerifyOpts {
 };
 
 int run_verify(const VerifyOpts& o) {
+  if (!o.svg.empty() && o.against.empty())
+    return report_error(make_error(Errc::USAGE, "--svg draws the quality report of --against; give --against SRC"), o.json);
+  if (!o.svg.empty())  // before the comparison, so that a path it cannot write does not lose the work (issue 55)
+    if (Status st = fs::check_user_file(o.svg); !st) return report_error(st.error(), o.json);
   auto qsrc = checkpoint_source(o.qdir, o.json);
   if (!qsrc) return report_error(qsrc.error(), o.json);
   auto q = Checkpoint::open(qsrc->path);
   if (!q) return report_error(q.error(), o.json);
   std::optional<Checkpoint> src;
   std::optional<hf_cache::HubSnapshot> against_hub;
-  if (!o.svg.empty() && o.against.empty())
-    return report_error(make_error(Errc::USAGE, "--svg draws the quality report of --against; give --against SRC"), o.json);
   if (!o.against.empty()) {
     auto asrc = checkpoint_source(o.against, o.json);
     if (!asrc) return report_error(asrc.error(), o.json);

@@ -40,7 +40,7 @@ std::string seat_tag(std::size_t s) { return fmt::format("#{}", s + 1); }
 
 /** Wrapped lines from y (baseline) at x; returns the next baseline. */
 double lines(SvgCanvas& cv, double x, double y, std::string_view text, std::string_view attrs = {}) {
-  const auto cells = static_cast<std::size_t>((kBarW + 120) / (util::kSvgCharEm * cv.font_px()));
+  const auto cells = static_cast<std::size_t>((kBarW + 220) / (util::kSvgCharEm * cv.font_px()));
   for (const auto& l : util::wrap_cells(text, cells)) {
     cv.text(x, y, l, attrs);
     y += 16;

@@ -209,15 +209,20 @@ double draw_legend(SvgCanvas& cv, const QualityReport& r, const Grid& g, double 
   }
   const double bar_y = y;
   y = draw_scale(cv, y, "error-scale", "error-ramp", "relative RMS error", ticks);
-  // The reference: a marker on the error scale per scheme, and a line saying what it is.
+  // The reference: a numbered marker on the error scale per scheme, and a line saying what it is.
+  double label_end = 0;  // numbers of markers close together move right, never onto each other
   for (std::size_t i = 0; i < r.references.size(); ++i) {
     const auto& ref = r.references[i];
     const double x = kMargin + 200 + 300 * std::min(ref.gaussian_minmax_rel_rms / g.top_error, 1.0);
     cv.raw(fmt::format("<path id=\"reference-{}\" d=\"M{:.2f},{:.2f} l-5,-7 h10 z\" fill=\"#000000\"/>", i, x, bar_y),
            x + 5, bar_y);
     cv.line(x, bar_y, x, bar_y + 12, " stroke=\"#000000\" stroke-width=\"1.5\"");
+    const std::string num = std::to_string(i + 1);
+    const double lx = std::max(x + 6, label_end + 2);
+    cv.text(lx, bar_y - 1, num, {}, kSmallPx);
+    label_end = lx + util::text_width(num, kSmallPx);
     y = paragraph(cv, g, y,
-                  fmt::format("▼ reference {}: min-max gives {:.4f} on Gaussian N(0, 1) weights under {} (fp4forge's "
+                  fmt::format("▼{} reference: min-max gives {:.4f} on Gaussian N(0, 1) weights under {} (fp4forge's "
                               "encoder on a fixed seeded sample): a yardstick for well-behaved weights, not a pass "
                               "mark; weights with outliers inside their groups sit above it",
                               i + 1, ref.gaussian_minmax_rel_rms, quant_scheme_preset(ref.scheme)));
