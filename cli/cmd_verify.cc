@@ -97,7 +97,7 @@ void add_verify(CLI::App& sub, Action& action) {
                  "with a searched observer)")
       ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--svg", opts->svg,
-                 "FILE: with --against, draw the quality report (error per module kind and layer, gain over min-max)");
+                 "FILE: with --against, draw the quality report (error per module kind and layer, error vs min-max, legend)");
   sub.add_option("--worst", opts->lib.worst_n, "tensors listed as worst by error")->default_val(10);
   sub.add_option("--reencode-rows", opts->lib.reencode_rows,
                  "NVFP4A16: rows per quantized tensor re-encoded by the scalar reference codec (0: off); other schemes re-encode every row")

@@ -22,10 +22,10 @@ stage "the same seat as vLLM 0.19 and as 0.28 would size it, on a known card (it
   "$BIN" plan --seat v019="$WORK/src:assume=nvfp4a16,vllm_version=0.19" --seat v028="$WORK/src:assume=nvfp4a16,vllm_version=0.28" \
   --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3:used=30GiB"
 EX=$(cd "$(dirname "$0")/.." && pwd)/examples/plan
-stage "today's seats under vLLM 0.33 rules: a Gemma-4 31B (sliding + global layers, k_eq_v) and a Qwen3.6-27B (GatedDeltaNet hybrid), NVFP4-sized weights, fp8 KV at 256K tokens, on one 96 GB RTX PRO 6000 (the model runner decides whether CUDA graphs come out of the budget)" \
+stage "today's seats under vLLM 0.33 rules (and their picture, --svg: each seat numbered on the bar, a legend of every part): a Gemma-4 31B (sliding + global layers, k_eq_v) and a Qwen3.6-27B (GatedDeltaNet hybrid), NVFP4-sized weights, fp8 KV at 256K tokens, on one 96 GB RTX PRO 6000 (the model runner decides whether CUDA graphs come out of the budget)" \
   "$BIN" plan --seat "gemma4-31b=$EX/gemma-4-31b:weights=19GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.52" \
   --seat "qwen36-27b=$EX/qwen3.6-27b:weights=17GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.44" \
-  --gpu "0=97887MiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+  --gpu "0=97887MiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition" --svg "$WORK/gpus.svg"
 stage "a busy card: 76 GiB held by others, utilization 0.20 asked; vLLM would refuse at start-up, and plan says so first with the utilization that passes (exit 1 expected)" \
   bash -c '"$0" plan --seat "g26=$1/gemma-4-26b-a4b:weights=16GiB,gpu_memory_utilization=0.20,max_model_len=32k" --gpu "0=97887MiB:used=76GiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition"; test $? -eq 1' "$BIN" "$EX"
 # A Qwen3 seat whose chat template renders JSON tool calls and can think (enable_thinking), as Qwen3's does.
@@ -43,8 +43,8 @@ stage "plan the NVFP4A16 quantization (dry run: nothing written)" "$BIN" quantiz
 stage "quantize it (streaming, atomic; NVFP4A16 with llm-compressor's recommended nvfp4_expanded_mse search, byte-exact to it)" "$BIN" quantize "$WORK/src" "$WORK/q"
 stage "the same with the preset's min-max observer (one flag away, byte-exact to llm-compressor's default recipe)" \
   "$BIN" quantize "$WORK/src" "$WORK/q-minmax" --observer minmax
-stage "min-max vs the search side by side: verify each against the source; the quality report (error per module kind and layer, gain over min-max) and its SVG" \
-  bash -c '"$0" verify "$2/q-minmax" --against "$1" | grep -E "observer|rel RMS" && "$0" verify "$2/q" --against "$1" --svg "$2/quality.svg" | sed -n "1,20p" && test -s "$2/quality.svg"' "$BIN" "$WORK/src" "$WORK"
+stage "min-max vs the search side by side: verify each against the source; the quality report (error per module kind and layer, error vs min-max, the scheme's reference) and its SVG, rendered to PNG where rsvg-convert is installed" \
+  bash -c '"$0" verify "$2/q-minmax" --against "$1" | grep -E "observer|rel RMS" && "$0" verify "$2/q" --against "$1" --svg "$2/quality.svg" | sed -n "1,22p" && test -s "$2/quality.svg" && if command -v rsvg-convert > /dev/null; then rsvg-convert "$2/quality.svg" -o "$2/quality.png" && echo "rendered quality.png ($(wc -c < "$2/quality.png") bytes)"; fi' "$BIN" "$WORK/src" "$WORK"
 stage "quantize it again, single-threaded (an independent second run)" \
   "$BIN" quantize "$WORK/src" "$WORK/q2" -j1
 stage "verify the quantization against its source (structure, policy, values, error vs source)" \
