@@ -55,7 +55,7 @@ stage "the other data-free schemes, each byte-exact to compressed-tensors: MXFP4
   bash -c 'for s in mxfp4a16 fp8-dynamic fp8-block w4a16; do "$0" quantize "$1" "$2/q-$s" --scheme $s && "$0" inspect "$2/q-$s" | grep quantization || exit 1; done' "$BIN" "$WORK/src" "$WORK"
 stage "prove each of them: verify --against the source (every quantized Linear re-encoded and compared byte for byte; on this narrow example W4A16 and FP8_BLOCK keep most Linears, which verify warns about), doctor without errors" \
   bash -c 'for s in mxfp4a16 fp8-dynamic fp8-block w4a16; do v=$("$0" verify "$2/q-$s" --against "$1") || { echo "$v"; exit 1; }; echo "$s: ${v##*$'"'"'\n'"'"'}"; d=$("$0" doctor "$2/q-$s") || { echo "$d"; exit 1; }; done' "$BIN" "$WORK/src" "$WORK"
-stage "searched scales for the group schemes too: W4A16 and MXFP4A16 with llm-compressor's memoryless_mse (byte-exact to it), verified against the source with the gain over min-max" \
+stage "searched scales for the group schemes too: W4A16 and MXFP4A16 with llm-compressor's memoryless_mse (byte-exact to it), verified against the source with the error vs min-max" \
   bash -c 'for s in w4a16 mxfp4a16; do "$0" quantize "$1" "$2/mse-$s" --scheme $s --observer memoryless-mse > /dev/null && "$0" verify "$2/mse-$s" --against "$1" | grep -E "observer memoryless_mse|result"; done' "$BIN" "$DATA/llama" "$WORK"
 stage "a wider Qwen3.5-MoE (widths multiples of 128): FP8_BLOCK quantizes experts and 8-bit GatedDeltaNet projections, verified byte for byte" \
   bash -c "\"$BIN\" quantize \"$DATA/qwen3_5-moe-mm-wide\" \"$WORK/wide-fp8b\" --scheme fp8-block && \"$BIN\" verify \"$WORK/wide-fp8b\" --against \"$DATA/qwen3_5-moe-mm-wide\" --strict"
