@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "fp4forge/kvplan/planner.h"
+#include "fp4forge/util/fs.h"
 #include "fp4forge/util/size.h"
 #include "render.h"
 
@@ -42,6 +43,8 @@ int run_plan(const PlanOpts& o) {
     if (!s) return report_error(s.error(), o.json);
     p.headroom = *s;
   }
+  if (!o.svg.empty())  // before the planning, as verify --svg does (issue 55)
+    if (Status st = fs::check_user_file(o.svg); !st) return report_error(st.error(), o.json);
   p.svg = o.svg;
   p.compose_dir = o.compose_dir;
   p.compose = o.compose;

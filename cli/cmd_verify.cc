@@ -29,14 +29,16 @@ struct VerifyOpts {
 };
 
 int run_verify(const VerifyOpts& o) {
+  if (!o.svg.empty() && o.against.empty())
+    return report_error(make_error(Errc::USAGE, "--svg draws the quality report of --against; give --against SRC"), o.json);
+  if (!o.svg.empty())  // before the comparison, so that a path it cannot write does not lose the work (issue 55)
+    if (Status st = fs::check_user_file(o.svg); !st) return report_error(st.error(), o.json);
   auto qsrc = checkpoint_source(o.qdir, o.json);
   if (!qsrc) return report_error(qsrc.error(), o.json);
   auto q = Checkpoint::open(qsrc->path);
   if (!q) return report_error(q.error(), o.json);
   std::optional<Checkpoint> src;
   std::optional<hf_cache::HubSnapshot> against_hub;
-  if (!o.svg.empty() && o.against.empty())
-    return report_error(make_error(Errc::USAGE, "--svg draws the quality report of --against; give --against SRC"), o.json);
   if (!o.against.empty()) {
     auto asrc = checkpoint_source(o.against, o.json);
     if (!asrc) return report_error(asrc.error(), o.json);
@@ -95,7 +97,7 @@ void add_verify(CLI::App& sub, Action& action) {
                  "with a searched observer)")
       ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--svg", opts->svg,
-                 "FILE: with --against, draw the quality report (error per module kind and layer, gain over min-max)");
+                 "FILE: with --against, draw the quality report (error per module kind and layer, error vs min-max, legend)");
   sub.add_option("--worst", opts->lib.worst_n, "tensors listed as worst by error")->default_val(10);
   sub.add_option("--reencode-rows", opts->lib.reencode_rows,
                  "NVFP4A16: rows per quantized tensor re-encoded by the scalar reference codec (0: off); other schemes re-encode every row")

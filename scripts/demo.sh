@@ -22,10 +22,10 @@ stage "the same seat as vLLM 0.19 and as 0.28 would size it, on a known card (it
   "$BIN" plan --seat v019="$WORK/src:assume=nvfp4a16,vllm_version=0.19" --seat v028="$WORK/src:assume=nvfp4a16,vllm_version=0.28" \
   --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3:used=30GiB"
 EX=$(cd "$(dirname "$0")/.." && pwd)/examples/plan
-stage "today's seats under vLLM 0.34 rules (the newest modelled; each seat says how far its flags move it): a Gemma-4 31B (sliding + global layers, k_eq_v) and a Qwen3.6-27B (GatedDeltaNet hybrid), NVFP4-sized weights, fp8 KV at 256K tokens, on one 96 GB RTX PRO 6000 (the model runner decides whether CUDA graphs come out of the budget)" \
+stage "today's seats under vLLM 0.34 rules (the newest modelled; each seat says how far its flags move it) and their picture (--svg: each seat numbered on the bar, a legend of every part): a Gemma-4 31B (sliding + global layers, k_eq_v) and a Qwen3.6-27B (GatedDeltaNet hybrid), NVFP4-sized weights, fp8 KV at 256K tokens, on one 96 GB RTX PRO 6000 (the model runner decides whether CUDA graphs come out of the budget)" \
   "$BIN" plan --seat "gemma4-31b=$EX/gemma-4-31b:weights=19GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.52" \
   --seat "qwen36-27b=$EX/qwen3.6-27b:weights=17GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.44" \
-  --gpu "0=97887MiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+  --gpu "0=97887MiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition" --svg "$WORK/gpus.svg"
 stage "calibration from the seat's own start-up log (log=): vLLM 0.19's Gemma-2 9B seat on an H100, its pool reproduced, and the same seat at utilization 0.85 with the measured overhead carried" \
   bash -c '"$0" plan --seat "g2=$1/gemma-2-9b:log=$1/gemma-2-9b/vllm-startup.log" --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3" | sed -n "1,30p" && "$0" plan --seat "g2=$1/gemma-2-9b:log=$1/gemma-2-9b/vllm-startup.log,gpu_memory_utilization=0.85" --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3" | grep -E "KV memory|re-estimated|carried"' "$BIN" "$EX"
 stage "plan --from-log: the seat recovered from its log alone (model, name, args, the card it ran on)" \
@@ -49,8 +49,8 @@ stage "plan the NVFP4A16 quantization (dry run: nothing written)" "$BIN" quantiz
 stage "quantize it (streaming, atomic; NVFP4A16 with llm-compressor's recommended nvfp4_expanded_mse search, byte-exact to it)" "$BIN" quantize "$WORK/src" "$WORK/q"
 stage "the same with the preset's min-max observer (one flag away, byte-exact to llm-compressor's default recipe)" \
   "$BIN" quantize "$WORK/src" "$WORK/q-minmax" --observer minmax
-stage "min-max vs the search side by side: verify each against the source; the quality report (error per module kind and layer, gain over min-max) and its SVG" \
-  bash -c '"$0" verify "$2/q-minmax" --against "$1" | grep -E "observer|rel RMS" && "$0" verify "$2/q" --against "$1" --svg "$2/quality.svg" | sed -n "1,20p" && test -s "$2/quality.svg"' "$BIN" "$WORK/src" "$WORK"
+stage "min-max vs the search side by side: verify each against the source; the quality report (error per module kind and layer, error vs min-max, the scheme's reference) and its SVG, rendered to PNG where rsvg-convert is installed" \
+  bash -c '"$0" verify "$2/q-minmax" --against "$1" | grep -E "observer|rel RMS" && "$0" verify "$2/q" --against "$1" --svg "$2/quality.svg" | sed -n "1,22p" && test -s "$2/quality.svg" && if command -v rsvg-convert > /dev/null; then rsvg-convert "$2/quality.svg" -o "$2/quality.png" && echo "rendered quality.png ($(wc -c < "$2/quality.png") bytes)"; fi' "$BIN" "$WORK/src" "$WORK"
 stage "quantize it again, single-threaded (an independent second run)" \
   "$BIN" quantize "$WORK/src" "$WORK/q2" -j1
 stage "verify the quantization against its source (structure, policy, values, error vs source)" \
@@ -61,7 +61,7 @@ stage "the other data-free schemes, each byte-exact to compressed-tensors: MXFP4
   bash -c 'for s in mxfp4a16 fp8-dynamic fp8-block w4a16; do "$0" quantize "$1" "$2/q-$s" --scheme $s && "$0" inspect "$2/q-$s" | grep quantization || exit 1; done' "$BIN" "$WORK/src" "$WORK"
 stage "prove each of them: verify --against the source (every quantized Linear re-encoded and compared byte for byte; on this narrow example W4A16 and FP8_BLOCK keep most Linears, which verify warns about), doctor without errors" \
   bash -c 'for s in mxfp4a16 fp8-dynamic fp8-block w4a16; do v=$("$0" verify "$2/q-$s" --against "$1") || { echo "$v"; exit 1; }; echo "$s: ${v##*$'"'"'\n'"'"'}"; d=$("$0" doctor "$2/q-$s") || { echo "$d"; exit 1; }; done' "$BIN" "$WORK/src" "$WORK"
-stage "searched scales for the group schemes too: W4A16 and MXFP4A16 with llm-compressor's memoryless_mse (byte-exact to it), verified against the source with the gain over min-max" \
+stage "searched scales for the group schemes too: W4A16 and MXFP4A16 with llm-compressor's memoryless_mse (byte-exact to it), verified against the source with the error vs min-max" \
   bash -c 'for s in w4a16 mxfp4a16; do "$0" quantize "$1" "$2/mse-$s" --scheme $s --observer memoryless-mse > /dev/null && "$0" verify "$2/mse-$s" --against "$1" | grep -E "observer memoryless_mse|result"; done' "$BIN" "$DATA/llama" "$WORK"
 stage "a wider Qwen3.5-MoE (widths multiples of 128): FP8_BLOCK quantizes experts and 8-bit GatedDeltaNet projections, verified byte for byte" \
   bash -c "\"$BIN\" quantize \"$DATA/qwen3_5-moe-mm-wide\" \"$WORK/wide-fp8b\" --scheme fp8-block && \"$BIN\" verify \"$WORK/wide-fp8b\" --against \"$DATA/qwen3_5-moe-mm-wide\" --strict"

@@ -4,7 +4,8 @@
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libhwy-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcurl4-openssl-dev libyaml-cpp-dev
-      libxxhash-dev libre2-dev)
+      libxxhash-dev libre2-dev
+      librsvg2-bin)  # tests only: rsvg-convert renders the --svg pictures (tests/e2e/util_svg_render_test.cc)
 if [[ "${FP4FORGE_WITH_FUZZ:-0}" == "1" ]]; then PKGS+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${PKGS[@]}"; do

@@ -357,6 +357,14 @@ Status edit_file_atomic(const std::filesystem::path& path, std::string_view cont
   return write_atomic_as(path, content, nullptr);
 }
 
+namespace {
+// What write_user_file and check_user_file say of a path they will not write through.
+Error refuse_user_file(const std::string& p, mode_t mode) {
+  return make_error(Errc::BAD_INPUT, "refusing to write '{}': it is {}; name a regular file (or a new path)", p,
+                    S_ISLNK(mode) ? "a symbolic link" : S_ISDIR(mode) ? "a directory" : "a socket or other special file");
+}
+}  // namespace
+
 Status write_user_file(const std::filesystem::path& path, std::string_view content) {
   const std::string p = path.string();
   struct stat st {};
@@ -386,9 +394,28 @@ Status write_user_file(const std::filesystem::path& path, std::string_view conte
     ::close(fd);
     return {};
   }
-  return make_error(Errc::BAD_INPUT, "refusing to write '{}': it is {}; name a regular file (or a new path)", p,
-                    S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a socket or other "
-                                                                                           "special file");
+  return refuse_user_file(p, st.st_mode);
+}
+
+Status check_user_file(const std::filesystem::path& path) {
+  const std::string p = path.string();
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) == 0) {
+    if (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return {};
+    return refuse_user_file(p, st.st_mode);
+  }
+  if (errno != ENOENT) return io_error("stat", p, errno);
+  const std::filesystem::path parent = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+  const std::string d = parent.string();
+  if (::stat(d.c_str(), &st) != 0)
+    return make_error(Errc::IO, "cannot write '{}': its folder '{}' {}; hint: create the folder or name another path", p,
+                      d, errno == ENOENT ? "does not exist" : errno_text(errno));
+  if (!S_ISDIR(st.st_mode))
+    return make_error(Errc::IO, "cannot write '{}': '{}' is not a folder; hint: name a path in a folder", p, d);
+  if (::access(d.c_str(), W_OK | X_OK) != 0)
+    return make_error(Errc::IO, "cannot write '{}': folder '{}': {}; hint: name a path in a folder you can write", p,
+                      d, errno_text(errno));
+  return {};
 }
 
 Status edit_file_atomic(const std::filesystem::path& path, std::string_view content,

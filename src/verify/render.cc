@@ -120,7 +120,7 @@ std::string to_text(const VerifyReport& r) {
                          "equal to its expansion\n",
                          s.cast_modules);
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0)
-      out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f} ({:+.1f}%)\n", s.observer,
+      out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs min-max\n", s.observer,
                          s.mean_rel_rms, s.mean_minmax_rel_rms,
                          100.0 * (s.mean_rel_rms - s.mean_minmax_rel_rms) / s.mean_minmax_rel_rms);
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0) out += to_text(quality_report(s));

@@ -369,22 +369,29 @@ TEST_F(KvplanTwoSeats, SvgHasOneBarPerGpu) {
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_NE(svg.find(">GPU 0 · 96.00 GiB<"), std::string::npos) << svg;
-  EXPECT_NE(svg.find(">GPU 1 · 48.00 GiB<"), std::string::npos);
+  EXPECT_NE(svg.find(">GPU 1 · 48.00 GiB · NVIDIA L40S<"), std::string::npos);
   EXPECT_NE(svg.find("other tenants: 41.00 GiB"), std::string::npos);
-  EXPECT_NE(svg.find("big weights: 30.00 GiB"), std::string::npos);
-  EXPECT_NE(svg.find("small KV cache:"), std::string::npos);
+  EXPECT_NE(svg.find("#2 big weights: 30.00 GiB"), std::string::npos) << svg;  // seats numbered in --seat order
+  EXPECT_NE(svg.find("#1 small KV cache:"), std::string::npos);
+  // Issue 55: every kind of segment the bars hold has its legend entry; each seat a span and a caption line.
+  EXPECT_NE(svg.find("<g id=\"legend\">"), std::string::npos);
+  for (const char* k : {"reserve", "others", "weights", "kv", "overhead", "outside", "free", "headroom"})
+    EXPECT_NE(svg.find(std::string("data-legend=\"") + k + "\""), std::string::npos) << k;
+  std::size_t spans = 0;
+  for (std::size_t at = svg.find("class=\"seat-span\""); at != std::string::npos; at = svg.find("class=\"seat-span\"", at + 1))
+    ++spans;
+  EXPECT_EQ(spans, 2u);
+  EXPECT_NE(svg.find("class=\"seat-caption\" fill=\"#333333\">#2 big: weights 30.00 GiB"), std::string::npos) << svg;
 }
 
-// Issue 16 (also found): a long GPU name no longer hides the total (id and total come first, the name is
-// cut with a tooltip), and seats that fit nowhere are listed under the bars instead of missing.
+// Issue 16 (also found): a long GPU name no longer hides the total (id and total come first, then the whole name on
+// the header line: the canvas grows to it), and seats that fit nowhere are listed under the bars instead of missing.
 TEST_F(KvplanTwoSeats, SvgShowsTotalsAndUnplacedSeats) {
   std::vector<GpuSpec> g = {gpu("0=96GiB:name=NVIDIA RTX PRO 6000 Blackwell Workstation Edition")};
   auto plan = make_plan({seat(small()), seat(big(",tp=2"))}, g);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   const std::string svg = to_svg(*plan);
-  EXPECT_NE(svg.find(">GPU 0 · 96.00 GiB<"), std::string::npos) << svg;
-  EXPECT_NE(svg.find("<title>NVIDIA RTX PRO 6000 Blackwell Workstation Edition</title>NVIDIA RTX PRO 6000 Bla…"),
-            std::string::npos)
+  EXPECT_NE(svg.find(">GPU 0 · 96.00 GiB · NVIDIA RTX PRO 6000 Blackwell Workstation Edition<"), std::string::npos)
       << svg;
   EXPECT_NE(svg.find(">not placed<"), std::string::npos) << svg;
   EXPECT_NE(svg.find("big: does not fit: tp=2 needs 2 GPUs, 1 given"), std::string::npos) << svg;

@@ -158,6 +158,13 @@ Status edit_file_atomic(const std::filesystem::path& path, std::string_view cont
  * a pipe the user set up): written into, never renamed over; a FIFO without a reader is an error, not a hang.
  */
 Status write_user_file(const std::filesystem::path& path, std::string_view content);
+/**
+ * Before the work whose result goes to `path` (`verify --against --svg`, `plan --svg`): what write_user_file would
+ * refuse, and a folder it could not write into. A symbolic link, directory or socket: BAD_INPUT (write_user_file's
+ * message). An absent `path` whose folder does not exist, is not a folder or is not writable: IO, naming the folder.
+ * Nothing is created. (The write itself can still fail later, e.g. a full disk: write_user_file says so.)
+ */
+Status check_user_file(const std::filesystem::path& path);
 
 /** Copies `from` to a new file `to` in a folder fp4forge owns (AtomicFile: `to.partial`, then rename). */
 Status copy_file_atomic(const std::filesystem::path& from, const std::filesystem::path& to);
