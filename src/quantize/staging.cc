@@ -136,6 +136,18 @@ StagedShards staged_shards(const stdfs::path& dir) {
   return s;
 }
 
+Status remove_staged_temporaries(const stdfs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (fs::is_partial_name(name) && name != std::string(kStagingMarker) + ".partial")
+      if (fs::ops().unlink(e.path().c_str()) != 0 && errno != ENOENT)
+        return make_error(Errc::IO, "cannot remove the stale temporary '{}': {}", e.path().string(),
+                          std::strerror(errno));
+  }
+  return {};
+}
+
 Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume, bool restart,
                      std::vector<std::string>& warnings) {
   dir_ = dir;
@@ -170,14 +182,7 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
     if (resume) {
       // Temporaries of the killed run (a shard's NAME.partial, the MTP splice's NAME.partial-XXXXXXXX) are never
       // output: removed before resuming, or they would end up in DST (issue 27 #9). We hold the lock.
-      for (const auto& e : stdfs::directory_iterator(dir, ec)) {
-        const std::string name = e.path().filename().string();
-        if (fs::is_partial_name(name) && name != std::string(kStagingMarker) + ".partial")
-          if (fs::ops().unlink(e.path().c_str()) != 0 && errno != ENOENT)
-            return make_error(Errc::IO, "cannot remove the stale temporary '{}': {}", e.path().string(),
-                              std::strerror(errno));
-      }
-      return {};
+      return remove_staged_temporaries(dir);
     }
     // Finished shards are reusable work (verified by digest on --resume): never deleted without being asked.
     const auto [shards, bytes] = staged_shards(dir);
@@ -228,6 +233,21 @@ void Staging::unlock() noexcept {
 void Staging::remove() noexcept {
   if (!finished_) (void)fs::remove_tree(dir_);
   unlock();
+}
+
+StagedShards Staging::keep_finished() noexcept {
+  if (finished_ || dir_.empty()) {
+    unlock();
+    return {};
+  }
+  const StagedShards kept = staged_shards(dir_);
+  if (kept.count == 0) {
+    remove();
+    return {};
+  }
+  (void)remove_staged_temporaries(dir_);  // still locked: a failed removal leaves a temporary --resume removes
+  unlock();
+  return kept;
 }
 
 Status Staging::lock(const stdfs::path& dst) {
