@@ -275,10 +275,14 @@ void Runner::shard_finished(std::size_t shard) {
   const std::string& name = plan_.shards[shard].name;
   if (stopped()) return;
   if (Status st = s.writer->commit(); !st) return fail(std::move(st).error());
+  // A finished shard in the staging folder is one the manifest records (R4-B2: a failed run keeps them for --resume
+  // and says how many): one it could not record is removed again.
   auto dg = file_digest(staging_.dir() / name);
-  if (!dg) return fail(std::move(dg).error());
-  if (Status st = manifest_->record(name, {plan_.shards[shard].layout.file_size, *dg}); !st)
-    return fail(std::move(st).error());
+  Status rec = dg ? manifest_->record(name, {plan_.shards[shard].layout.file_size, *dg}) : Status(dg.error());
+  if (!rec) {
+    (void)fs::ops().unlink((staging_.dir() / name).c_str());
+    return fail(std::move(rec).error());
+  }
   shards_written_.fetch_add(1);
   if (progress_) progress_->set_detail(name);
 }
@@ -903,8 +907,9 @@ Status Runner::commit(const stdfs::path& dst, const std::vector<SourceStamp>& st
                         "source file '{}' changed during the run (size or mtime); the output was discarded; rerun "
                         "on a stable source",
                         p.string());
-  FP4FORGE_TRY(manifest_->remove());
-  return staging_.finish(dst);
+  // The manifest stays until the rename succeeded (a failed rename keeps every shard resumable, R4-B2), and goes
+  // before the marker, so a kill in between leaves the marker that names the unfinished clean-up.
+  return staging_.finish(dst, {ResumeManifest::kFileName});
 }
 
 void Runner::summarize(RunSummary& sum, double secs) const {

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/quantize/manifest.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
@@ -71,10 +72,15 @@ Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
                         dst.string(), cache.string());
   }
   if (stdfs::exists(stdfs::symlink_status(dst, ec))) {
-    if (stdfs::is_regular_file(stdfs::symlink_status(d / kStagingMarker, ec)))
+    if (stdfs::is_regular_file(stdfs::symlink_status(d / kStagingMarker, ec))) {
+      // The resume manifest goes just before the marker (Staging::finish): name it when it is still there.
+      const stdfs::path manifest = d / ResumeManifest::kFileName;
+      const bool both = stdfs::is_regular_file(stdfs::symlink_status(manifest, ec));
       return make_error(Errc::BAD_INPUT, "destination '{}' already exists: a run was stopped just after its final "
-                                         "rename, so the output is complete; remove '{}' to finish it",
-                        dst.string(), (d / kStagingMarker).string());
+                                         "rename, so the output is complete; remove '{}'{} to finish it",
+                        dst.string(), (d / kStagingMarker).string(),
+                        both ? fmt::format(" and '{}'", manifest.string()) : std::string());
+    }
     return make_error(Errc::BAD_INPUT, "destination '{}' already exists; choose a new directory or remove it first",
                       dst.string());
   }
@@ -209,11 +215,17 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
   return lock(dst);
 }
 
-Status Staging::finish(const stdfs::path& dst) {
+Status Staging::finish(const stdfs::path& dst, const std::vector<std::string>& drop) {
   FP4FORGE_TRY(fs::fsync_dir(dir_));
   FP4FORGE_TRY(fs::rename_durable(dir_, dst));
   dir_ = dst;  // from here on nothing is "staging": a failure below must not remove DST
   finished_ = true;
+  for (const auto& n : drop)
+    if (fs::ops().unlink((dst / n).c_str()) != 0 && errno != ENOENT) {
+      const int e = errno;
+      unlock();
+      return make_error(Errc::IO, "cannot remove '{}': {}", (dst / n).string(), std::strerror(e));
+    }
   const std::string m = (dst / kStagingMarker).string();
   const int r = fs::ops().unlink(m.c_str());
   const int e = errno;

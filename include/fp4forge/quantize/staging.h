@@ -85,8 +85,9 @@ class Staging {
    */
   Status open(const std::filesystem::path& dir, const std::filesystem::path& dst, bool resume, bool restart,
               std::vector<std::string>& warnings);
-  /** Renames the finished staging folder to `dst`, then drops the marker (and the lock) there. */
-  Status finish(const std::filesystem::path& dst);
+  /** Renames the finished staging folder to `dst`, then removes the files named in `drop` (the resume manifest)
+   * and the marker (and the lock) there. */
+  Status finish(const std::filesystem::path& dst, const std::vector<std::string>& drop = {});
   void unlock() noexcept;
   /** Removes the staging folder (never a finished DST), then unlocks. */
   void remove() noexcept;
