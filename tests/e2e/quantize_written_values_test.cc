@@ -5,7 +5,8 @@
 //  - what quantize writes, verify accepts: a mixed-dtype source (one F16 or F32 Linear among BF16) under every
 //    scheme with float scales (R4-B10), and the searched observer's refusal of weights it cannot quantize, named with
 //    the fix that works (R4-B21).
-// Each row reproduces a case of /work/shared/reliability/round4.md with the C++ editors of e2e/verify_test_util.h.
+// Each row reproduces a case of the round-4 adversarial report (docs/reliability.md) with the C++ editors of
+// e2e/verify_test_util.h.
 #include <cstddef>
 #include <filesystem>
 #include <functional>
