@@ -365,6 +365,24 @@ std::map<std::string_view, const Fp8TensorInfo*> e2m1_payloads(std::span<const F
   return out;
 }
 
+/** R4-B7: in a packed FP4 release (`e2m1` non-empty), an I8 / U8 / F4 weight matrix without its E8M0 scale is a
+ * payload whose scale was dropped: refused (quantize, verify and doctor all detect through detect_fp8_source), not
+ * read as an I8 tensor. */
+Status refuse_unscaled_packed(std::span<const Fp8TensorInfo> tensors,
+                              const std::map<std::string_view, const Fp8TensorInfo*>& e2m1, const std::string& decl) {
+  if (e2m1.empty()) return {};
+  for (const auto& t : tensors)
+    if ((t.dtype == DType::I8 || t.dtype == DType::U8 || t.dtype == DType::F4) && t.shape.size() >= 2 &&
+        t.name.ends_with(".weight") && !e2m1.count(t.name))
+      return make_error(Errc::BAD_INPUT,
+                        "packed FP4 tensor '{}' ({} {}) has no scale: expected '{}_scale_inv' (or '{}scale') beside "
+                        "it, one E8M0 scale per 32 elements of a row as the other {} packed FP4 weights have ({}); "
+                        "it cannot be dequantized without it (a dropped or renamed scale)",
+                        t.name, dtype_name(t.dtype), format_shape(t.shape), t.name,
+                        t.name.substr(0, t.name.size() - 6), e2m1.size(), decl);
+  return {};
+}
+
 }  // namespace
 
 Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const ojson* hfq,
@@ -413,18 +431,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
   if (fp4_experts && e2m1.empty())
     src.warnings.push_back("config.json declares expert_dtype fp4, but no tensor is a packed FP4 payload with an E8M0 "
                            "scale beside it; experts are read as they are stored");
-  // R4-B7: in a packed FP4 release, an I8 / U8 / F4 weight matrix without its E8M0 scale is a payload whose scale was
-  // dropped: refused here (quantize, verify and doctor all detect through this function), not read as an I8 tensor.
-  if (!e2m1.empty())
-    for (const auto& t : tensors)
-      if ((t.dtype == DType::I8 || t.dtype == DType::U8 || t.dtype == DType::F4) && t.shape.size() >= 2 &&
-          t.name.ends_with(".weight") && !e2m1.count(t.name))
-        return make_error(Errc::BAD_INPUT,
-                          "packed FP4 tensor '{}' ({} {}) has no scale: expected '{}_scale_inv' (or '{}scale') beside "
-                          "it, one E8M0 scale per 32 elements of a row as the other {} packed FP4 weights have ({}); "
-                          "it cannot be dequantized without it (a dropped or renamed scale)",
-                          t.name, dtype_name(t.dtype), format_shape(t.shape), t.name,
-                          t.name.substr(0, t.name.size() - 6), e2m1.size(), decl);
+  FP4FORGE_TRY(refuse_unscaled_packed(tensors, e2m1, decl));
   if (hfq != nullptr) src.side_files.push_back("hf_quant_config.json");
   const std::vector<std::string> suffixes = d.dialect == Fp8Dialect::NATIVE
                                                 ? std::vector<std::string>{"_scale_inv", "_scale"}

@@ -207,9 +207,10 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
                                   format_shape(specs[i].shape));
     // R4-B10: compressed-tensors writes each module's scale in its own weight's dtype (initialize_qparams:
     // scale_dtype = observed_dtype, the module's weight dtype; docs/schemes.md "Scale dtype"), which quantize does:
-    // with the source at hand that is exact, where the structural pass can only compare with the model's dtype.
+    // with the source at hand that is exact, where the structural pass can only compare with the model's dtype. An FP8
+    // source's module passed through keeps its source scale's dtype instead (compare_lossless proves those).
     if (stored[i] && specs[i].part == LinearPart::SCALE && stored[i]->info->dtype != specs[i].dtype &&
-        nvfp4::is_source_dtype(specs[i].dtype))
+        nvfp4::is_source_dtype(specs[i].dtype) && src.fp8 == nullptr)
       sink.add({"scale-dtype-mismatch", Severity::ERROR, family_of(m.name),
                 fmt::format("'{}' is {} but its source weight '{}' is {}: compressed-tensors writes a module's scale in "
                             "its own weight's dtype",
