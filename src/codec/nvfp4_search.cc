@@ -277,6 +277,14 @@ std::vector<std::string> search_paths() {
 
 Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0, std::uint64_t r1,
                    float* group_max_out, StepMask* improved, std::string_view name, std::string_view path) {
+  FP4FORGE_TRY(detail::search_rows_raw(w, spec, steps, r0, r1, group_max_out, improved, name, path));
+  if (r0 == r1 || w.cols == 0) return {};
+  return check_searched_maxima(w, spec, r0, r1, group_max_out, name);
+}
+
+Status detail::search_rows_raw(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0,
+                               std::uint64_t r1, float* group_max_out, StepMask* improved, std::string_view name,
+                               std::string_view path) {
   const bool ref = path == "scalar";
   // A Highway path (BF16 sources; F16 and F32 run the table path), the dispatched best for an empty path.
   detail::SearchKernel simd = nullptr, simd_f16 = nullptr;
@@ -327,7 +335,7 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
     if (need_mask)
       for (int i = 0; i < steps; ++i)
         if (imp[static_cast<std::size_t>(i)]) improved->set(static_cast<std::size_t>(i));
-    return check_searched_maxima(w, spec, r0, r1, group_max_out, name);
+    return {};
   }
   for (std::uint64_t g = 0; g < groups; ++g) {
     float x[16];
@@ -335,7 +343,7 @@ Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::
     group_max_out[g] = search_group(x, dt, spec, steps, ref ? nullptr : pt, &local);
   }
   if (improved != nullptr) *improved |= local;
-  return check_searched_maxima(w, spec, r0, r1, group_max_out, name);
+  return {};
 }
 
 Result<std::vector<float>> searched_maxima(const WeightView& w, const SearchSpec& spec, std::string_view name,

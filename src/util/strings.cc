@@ -59,16 +59,17 @@ void escape_byte(std::string& out, unsigned char c) { out += fmt::format("\\x{:0
 
 }  // namespace
 
-std::string printable(std::string_view s, std::size_t max_bytes) {
-  // Keeps well-formed UTF-8; control bytes, DEL and ill-formed bytes become \xNN (one line, valid UTF-8).
-  // A name from a hostile file can be megabytes long: only its first max_bytes bytes are shown (cut at a
-  // character boundary), then "...(N bytes)", so an error message stays one readable line.
+namespace {
+
+/** printable() and printable_text(): controls, DEL and ill-formed bytes as \xNN; `lines` keeps newline and tab. */
+std::string escape_controls(std::string_view s, std::size_t max_bytes, bool lines) {
   std::string out;
   out.reserve(std::min(s.size(), max_bytes) + 24);
   const std::size_t done = walk_utf8(
       s, max_bytes,
       [&](std::uint32_t cp, std::string_view bytes) {
-        if (cp < 0x20 || cp == 0x7f) escape_byte(out, static_cast<unsigned char>(cp));
+        const bool kept_space = lines && (cp == '\n' || cp == '\t');
+        if ((cp < 0x20 && !kept_space) || cp == 0x7f) escape_byte(out, static_cast<unsigned char>(cp));
         else out.append(bytes);
       },
       [&](unsigned char c) { escape_byte(out, c); });
@@ -76,18 +77,16 @@ std::string printable(std::string_view s, std::size_t max_bytes) {
   return out;
 }
 
-std::string printable_text(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  walk_utf8(
-      s, std::string_view::npos,
-      [&](std::uint32_t cp, std::string_view bytes) {
-        if ((cp < 0x20 && cp != '\n' && cp != '\t') || cp == 0x7f) escape_byte(out, static_cast<unsigned char>(cp));
-        else out.append(bytes);
-      },
-      [&](unsigned char c) { escape_byte(out, c); });
-  return out;
+}  // namespace
+
+std::string printable(std::string_view s, std::size_t max_bytes) {
+  // Keeps well-formed UTF-8; control bytes, DEL and ill-formed bytes become \xNN (one line, valid UTF-8).
+  // A name from a hostile file can be megabytes long: only its first max_bytes bytes are shown (cut at a
+  // character boundary), then "...(N bytes)", so an error message stays one readable line.
+  return escape_controls(s, max_bytes, false);
 }
+
+std::string printable_text(std::string_view s) { return escape_controls(s, std::string_view::npos, true); }
 
 std::string xml_escape(std::string_view s) {
   std::string o;
