@@ -39,7 +39,7 @@ int run_diff(const DiffOpts& o) {
     j["b_hub"] = hf_cache::to_json(bsrc->hub);
     print_json(j);
   } else {
-    fmt::print("{}", to_text(*rep, o.all));
+    print_report(to_text(*rep, o.all));
     std::fflush(stdout);
   }
   return exit_code(*rep);

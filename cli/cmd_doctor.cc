@@ -43,7 +43,7 @@ int run_doctor_cmd(const DoctorOpts& o) {
     j["hub"] = hf_cache::to_json(src->hub);
     print_json(j);
   } else {
-    fmt::print("{}", doctor::to_text(*rep));
+    print_report(doctor::to_text(*rep));
     std::fflush(stdout);
   }
   return doctor::exit_code(*rep);

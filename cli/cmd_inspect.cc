@@ -42,7 +42,7 @@ int run_inspect(const InspectOpts& o) {
     j["hub"] = hf_cache::to_json(src->hub);
     print_json(j);
   } else {
-    fmt::print("{}", to_text(*rep));
+    print_report(to_text(*rep));
     std::fflush(stdout);
   }
   return 0;

@@ -114,7 +114,7 @@ int run_quantize(const QuantizeOpts& o) {
   }
   if (res->summary)  // the run's own warnings (the plan's were printed before the run started)
     for (std::size_t i = plan_warnings; i < res->summary->warnings.size(); ++i) warn(res->summary->warnings[i]);
-  fmt::print("{}", quant::to_text(*res, o.verbose));
+  print_report(quant::to_text(*res, o.verbose));
   std::fflush(stdout);
   return 0;
 }

@@ -64,7 +64,7 @@ int run_verify(const VerifyOpts& o) {
     j["svg"] = o.svg.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.svg);
     print_json(j);
   } else {
-    fmt::print("{}", to_text(*rep));
+    print_report(to_text(*rep));
     if (!o.svg.empty()) fmt::print("wrote {}\n", o.svg);
     std::fflush(stdout);
   }

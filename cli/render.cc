@@ -38,6 +38,11 @@ void print_json(const nlohmann::ordered_json& j) {
   std::fflush(stdout);
 }
 
+void print_report(const std::string& text) {
+  fmt::print("{}", util::printable_text(text));
+  std::fflush(stdout);
+}
+
 // Untrusted text (a repo id, a tensor name, a server's message) reaches the terminal escaped (util::printable).
 void error_line(const std::string& message) { fmt::print(stderr, "fp4forge: error: {}\n", util::printable(message, 16384)); }
 

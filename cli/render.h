@@ -24,6 +24,10 @@ nlohmann::ordered_json error_json(const Error& e);
 /** Pretty-prints a JSON document to stdout (indent 2, trailing newline). */
 void print_json(const nlohmann::ordered_json& j);
 
+/** Prints a command's text report (`to_text` of its result) to stdout through util::printable_text (R4-B5): whatever
+ * a file's names hold, no control byte but newline and tab reaches the terminal. */
+void print_report(const std::string& text);
+
 /** Prints an error line to stderr: `fp4forge: error: ...` (a refusal the report itself explains). */
 void error_line(const std::string& message);
 

@@ -39,6 +39,40 @@ float detail::max_d(DType dt) noexcept {
 
 float detail::norm_d(double norm, DType dt) noexcept { return round_d(static_cast<float>(norm), dt); }
 
+std::string detail::searched_range_overflow(DType dt, double expand, float value, std::uint64_t row, std::uint64_t col) {
+  return fmt::format("element [{}, {}] = {:g} is too large for the searched observer: its search starts from max|w| x {} "
+                     "rounded to {} ({:g} at most), which is infinite here, so upstream's searched maximum is infinite "
+                     "and its global scale 0 (llm-compressor cannot quantize this weight with it either); expected "
+                     "|w| < {:.4g} under --observer mse; hint: --observer minmax quantizes it (or --ignore the module)",
+                     row, col, value, expand, dtype_name(dt), max_d(dt), static_cast<double>(max_d(dt)) / expand);
+}
+
+namespace {
+
+/** The first group of rows [r0, r1) whose searched maximum is not finite (an overflowed expanded range), refused with
+ * its largest element; every path (reference, table, Highway) returns the reference's maxima, infinity included. */
+Status check_searched_maxima(const WeightView& w, const SearchSpec& spec, std::uint64_t r0, std::uint64_t r1,
+                             const float* group_max, std::string_view name) {
+  const std::uint64_t gpr = w.cols / kGroupSize, groups = (r1 - r0) * gpr;
+  for (std::uint64_t g = 0; g < groups; ++g) {
+    if (std::isfinite(group_max[g])) continue;
+    const std::uint64_t row = r0 + g / gpr, c0 = (g % gpr) * kGroupSize;
+    float v = 0.0f;
+    std::uint64_t col = c0;
+    for (std::uint64_t j = 0; j < kGroupSize; ++j) {
+      const float x = detail::load_elem(w.data, w.dtype, row * w.cols + c0 + j);
+      if (std::fabs(x) > std::fabs(v)) {
+        v = x;
+        col = c0 + j;
+      }
+    }
+    return tensor_error(Errc::BAD_INPUT, name, detail::searched_range_overflow(w.dtype, spec.expand, v, row, col));
+  }
+  return {};
+}
+
+}  // namespace
+
 namespace {
 
 using detail::max_d;
@@ -243,6 +277,14 @@ std::vector<std::string> search_paths() {
 
 Status search_rows(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0, std::uint64_t r1,
                    float* group_max_out, StepMask* improved, std::string_view name, std::string_view path) {
+  FP4FORGE_TRY(detail::search_rows_raw(w, spec, steps, r0, r1, group_max_out, improved, name, path));
+  if (r0 == r1 || w.cols == 0) return {};
+  return check_searched_maxima(w, spec, r0, r1, group_max_out, name);
+}
+
+Status detail::search_rows_raw(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0,
+                               std::uint64_t r1, float* group_max_out, StepMask* improved, std::string_view name,
+                               std::string_view path) {
   const bool ref = path == "scalar";
   // A Highway path (BF16 sources; F16 and F32 run the table path), the dispatched best for an empty path.
   detail::SearchKernel simd = nullptr, simd_f16 = nullptr;

@@ -4,8 +4,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/core/dtype.h"
 
 namespace fp4forge::nvfp4::detail {
@@ -40,6 +42,17 @@ struct SearchArgs {
 
 /** torch.finfo(D).max: best_error's initial value (torch.full_like(min_val, finfo.max)). */
 float max_d(DType dt) noexcept;
+/**
+ * R4-B21: a group whose expanded range flD(max|w| * expand) is not finite. Upstream's search then keeps the infinite
+ * candidate (every error is NaN, none improves), so its searched maximum is infinite and the global scale 0: the
+ * observer cannot quantize the weight. BAD_INPUT naming the tensor, the element and the value, with the limit and the
+ * fix (--observer minmax). `row`, `col`: the largest element of the group.
+ */
+std::string searched_range_overflow(DType dt, double expand, float value, std::uint64_t row, std::uint64_t col);
+/** search_rows without the refusal of an overflowed expanded range (its maxima then hold the reference's infinity):
+ * what every path computes, compared path against path by the search tests. */
+Status search_rows_raw(const WeightView& w, const SearchSpec& spec, int steps, std::uint64_t r0, std::uint64_t r1,
+                       float* group_max_out, StepMask* improved, std::string_view name, std::string_view path);
 /** `.pow(norm)` on a D tensor: the CPU kernel takes the exponent as a D scalar (exp_scalar.to<scalar_t>()),
  * computes in float and rounds to D. */
 float norm_d(double norm, DType dt) noexcept;

@@ -203,6 +203,16 @@ Status search_rows_rule(const GroupRule& rule, const nvfp4::WeightView& w, const
       float s = 1.0f;
       float a = 0.0f;
       for (float v : x) a = std::max(a, std::fabs(v));
+      if (const float m0 = round_d(a * static_cast<float>(spec.expand), dt); !std::isfinite(m0)) {
+        std::uint64_t col = g * rule.cols;
+        for (std::uint64_t j = 0; j < rule.cols; ++j)
+          if (std::fabs(x[j]) == a) {
+            col = g * rule.cols + j;
+            break;
+          }
+        return scheme_ref::tensor_error(
+            name, nvfp4::detail::searched_range_overflow(dt, spec.expand, x[col - g * rule.cols], r0 + r, col));
+      }
       if (!rule.scale(round_d(a * static_cast<float>(spec.expand), dt), dt, &s))
         return scheme_ref::tensor_error(
             name, fmt::format("row {}, group {} (columns {}..{}): max |w| = {} has no {} scale (it rounds past the "

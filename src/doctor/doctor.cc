@@ -446,24 +446,27 @@ nlohmann::ordered_json to_json(const DoctorReport& r) {
 }
 
 namespace {
+/** Text from files (names, config values, the messages that quote them), escaped for a report line (R4-B5). */
+std::string esc(std::string_view x) { return util::printable(x, util::kReportLine); }
+
 void append_findings(std::string& s, const std::vector<Finding>& fs) {
   for (const auto& f : fs) {
-    s += fmt::format("{:<8} {}: {}\n", severity_name(f.severity), f.kind, f.message);
-    if (!f.key.empty()) s += fmt::format("         key: {}\n", f.key);
+    s += fmt::format("{:<8} {}: {}\n", severity_name(f.severity), esc(f.kind), esc(f.message));
+    if (!f.key.empty()) s += fmt::format("         key: {}\n", esc(f.key));
     if (!f.expected.empty() && !f.actual.empty())
-      s += fmt::format("         expected: {}; actual: {}\n", f.expected, f.actual);
+      s += fmt::format("         expected: {}; actual: {}\n", esc(f.expected), esc(f.actual));
     else if (!f.actual.empty())
-      s += fmt::format("         actual: {}\n", f.actual);
+      s += fmt::format("         actual: {}\n", esc(f.actual));
     else if (!f.expected.empty())
-      s += fmt::format("         expected: {}\n", f.expected);
+      s += fmt::format("         expected: {}\n", esc(f.expected));
     if (!f.tensors.empty()) {
       std::string t;
-      for (std::size_t i = 0; i < f.tensors.size() && i < 5; ++i) t += (i ? ", " : "") + f.tensors[i];
+      for (std::size_t i = 0; i < f.tensors.size() && i < 5; ++i) t += (i ? ", " : "") + esc(f.tensors[i]);
       if (f.tensors.size() > 5) t += fmt::format(", ... ({} listed)", f.tensors.size());
       s += fmt::format("         tensors: {}\n", t);
     }
-    if (f.fix) s += fmt::format("         fix: {}\n", *f.fix);
-    if (!f.hint.empty()) s += fmt::format("         hint: {}\n", f.hint);
+    if (f.fix) s += fmt::format("         fix: {}\n", esc(*f.fix));
+    if (!f.hint.empty()) s += fmt::format("         hint: {}\n", esc(f.hint));
   }
 }
 std::string counts(const std::vector<Finding>& fs) {
@@ -474,19 +477,20 @@ std::string counts(const std::vector<Finding>& fs) {
 }  // namespace
 
 std::string to_text(const DoctorReport& r) {
-  std::string s = fmt::format("doctor {}: {} ({}){}\n", r.dir, r.family, r.architecture.empty() ? "no architectures" : r.architecture,
+  std::string s = fmt::format("doctor {}: {} ({}){}\n", esc(r.dir), esc(r.family),
+                              r.architecture.empty() ? "no architectures" : esc(r.architecture),
                               r.quantized ? ", quantized" : "");
   if (r.findings.empty()) s += "no findings\n";
   append_findings(s, r.findings);
   if (r.fix || r.dry_run) {
     if (r.changes.empty()) s += r.refused.empty() ? "nothing to fix\n" : "";
     for (const auto& c : r.changes) {
-      s += fmt::format("\n{} {}{} ({})\n", r.dry_run ? "would change" : "changed", c.file, c.created ? " (new file)" : "",
-                       fmt::join(c.kinds, ", "));
-      if (!c.backup.empty()) s += fmt::format("backup: {}\n", c.backup);
+      s += fmt::format("\n{} {}{} ({})\n", r.dry_run ? "would change" : "changed", esc(c.file),
+                       c.created ? " (new file)" : "", fmt::join(c.kinds, ", "));
+      if (!c.backup.empty()) s += fmt::format("backup: {}\n", esc(c.backup));
       s += c.diff;
     }
-    for (const auto& x : r.refused) s += fmt::format("refused {}: {}\n", x.kind, x.reason);
+    for (const auto& x : r.refused) s += fmt::format("refused {}: {}\n", x.kind, esc(x.reason));
     if (r.mtp_splice) s += "\n" + quant::to_text(*r.mtp_splice);
     if (r.fix && !r.dry_run && !r.changes.empty()) {
       s += fmt::format("\nafter fixes: {}\n", counts(r.remaining));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -364,6 +365,24 @@ std::map<std::string_view, const Fp8TensorInfo*> e2m1_payloads(std::span<const F
   return out;
 }
 
+/** R4-B7: in a packed FP4 release (`e2m1` non-empty), an I8 / U8 / F4 weight matrix without its E8M0 scale is a
+ * payload whose scale was dropped: refused (quantize, verify and doctor all detect through detect_fp8_source), not
+ * read as an I8 tensor. */
+Status refuse_unscaled_packed(std::span<const Fp8TensorInfo> tensors,
+                              const std::map<std::string_view, const Fp8TensorInfo*>& e2m1, const std::string& decl) {
+  if (e2m1.empty()) return {};
+  for (const auto& t : tensors)
+    if ((t.dtype == DType::I8 || t.dtype == DType::U8 || t.dtype == DType::F4) && t.shape.size() >= 2 &&
+        t.name.ends_with(".weight") && !e2m1.count(t.name))
+      return make_error(Errc::BAD_INPUT,
+                        "packed FP4 tensor '{}' ({} {}) has no scale: expected '{}_scale_inv' (or '{}scale') beside "
+                        "it, one E8M0 scale per 32 elements of a row as the other {} packed FP4 weights have ({}); "
+                        "it cannot be dequantized without it (a dropped or renamed scale)",
+                        t.name, dtype_name(t.dtype), format_shape(t.shape), t.name,
+                        t.name.substr(0, t.name.size() - 6), e2m1.size(), decl);
+  return {};
+}
+
 }  // namespace
 
 Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const ojson* hfq,
@@ -412,6 +431,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
   if (fp4_experts && e2m1.empty())
     src.warnings.push_back("config.json declares expert_dtype fp4, but no tensor is a packed FP4 payload with an E8M0 "
                            "scale beside it; experts are read as they are stored");
+  FP4FORGE_TRY(refuse_unscaled_packed(tensors, e2m1, decl));
   if (hfq != nullptr) src.side_files.push_back("hf_quant_config.json");
   const std::vector<std::string> suffixes = d.dialect == Fp8Dialect::NATIVE
                                                 ? std::vector<std::string>{"_scale_inv", "_scale"}
@@ -640,6 +660,75 @@ Status scan_fp8_values(const Checkpoint& ck, const Fp8Source& src) {
     for (std::uint64_t at = 0; at < n; at += kChunk)
       FP4FORGE_TRY(dequant_elements(ck, w, at, std::min(kChunk, n - at), buf.data()));
   }
+  return {};
+}
+
+namespace {
+
+/** R4-B11: every scale finite and > 0. compressed-tensors replaces a zero scale by eps and never writes a negative
+ * one; transformers' FineGrainedFP8 clamps the amax first; fp4forge's verify rejects such a scale in an output. */
+Status check_scale_values(const Checkpoint& ck, const Fp8Weight& w) {
+  const TensorRef* t = ck.find(w.scale);
+  if (t == nullptr || t->info->dtype != w.grid.scale_dtype)
+    return make_error(Errc::INTERNAL, "FP8 scale '{}' does not match the checkpoint", w.scale);
+  const std::span<const std::byte> d = ck.data(*t);
+  const std::uint64_t n = t->info->numel();
+  if (d.size() < n * (dtype_bits(t->info->dtype) / 8))
+    return make_error(Errc::INTERNAL, "FP8 scale '{}' is shorter than its shape", w.scale);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const float v = fp8::scale_value(d.data(), i, t->info->dtype);
+    if (std::isfinite(v) && v > 0.0f) continue;
+    const char* what = std::isnan(v) ? "NaN" : std::isinf(v) ? "infinite" : v == 0.0f ? "zero" : "negative";
+    return make_error(Errc::BAD_INPUT,
+                      "FP8 scale '{}' element {} is {} ({}); expected finite scales > 0: every weight of its {} "
+                      "dequantizes to {} (compressed-tensors replaces a zero scale by eps and never writes a negative "
+                      "one); a corrupt or hand-edited scale, re-export the release",
+                      w.scale, format_index(t->info->shape, i), what, v,
+                      w.grid.layout == fp8::ScaleLayout::TENSOR    ? "tensor"
+                      : w.grid.layout == fp8::ScaleLayout::CHANNEL ? "row"
+                                                                   : "block",
+                      std::isnan(v) || std::isinf(v) ? "NaN or infinity" : v == 0.0f ? "zero" : "its negation");
+  }
+  return {};
+}
+
+/** R4-B7: a payload with leading dimensions beside routed experts must be a fused expert tensor fp4forge reads (the
+ * storage rule quantize's planner refuses otherwise: "not a storage form fp4forge reads as experts"). */
+Status check_storage(const Checkpoint& ck, const Fp8Source& src, const ModelInfo& info) {
+  std::vector<std::vector<std::uint64_t>> shapes;  // the expansion's shapes, kept alive for the NamedShape spans
+  std::vector<std::string_view> names;
+  for (const auto& t : ck.tensors()) {
+    if (src.consumed(t.name)) continue;
+    const Fp8Weight* w = src.find(t.name);
+    names.push_back(t.name);
+    shapes.push_back(w != nullptr ? w->shape : t.info->shape);
+  }
+  std::vector<NamedShape> ts;
+  for (std::size_t i = 0; i < names.size(); ++i) ts.push_back({names[i], shapes[i]});
+  const std::vector<ExpertBlock> blocks = find_expert_blocks(ts, info);
+  std::set<std::string> fused;
+  for (const auto& b : blocks)
+    for (const auto& n : b.stored()) fused.insert(n);
+  for (const Fp8Weight& w : src.weights) {
+    if (w.shape.size() <= 2 || fused.count(w.tensor)) continue;
+    for (const auto& b : blocks)
+      if (w.tensor.starts_with(b.key + "."))
+        return make_error(Errc::BAD_INPUT,
+                          "{} tensor '{}' {} sits beside the experts of '{}' but is not a storage form fp4forge reads "
+                          "as experts (the block's experts are {}); expected [N, K] per expert or a fused experts "
+                          "stack: a damaged or hand-edited export",
+                          w.grid.payload == fp8::Payload::E2M1 ? "packed FP4" : "FP8", w.tensor,
+                          format_shape(w.stored_shape), b.key,
+                          b.storage == ExpertStorage::PER_EXPERT ? "stored per expert" : "fused");
+  }
+  return {};
+}
+
+}  // namespace
+
+Status check_fp8_source(const Checkpoint& ck, const Fp8Source& src, const ModelInfo& info) {
+  FP4FORGE_TRY(check_storage(ck, src, info));
+  for (const Fp8Weight& w : src.weights) FP4FORGE_TRY(check_scale_values(ck, w));
   return {};
 }
 

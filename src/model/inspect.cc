@@ -16,6 +16,7 @@
 #include "fp4forge/model/arch_class.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/util/format.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge {
 namespace {
@@ -343,8 +344,11 @@ nlohmann::ordered_json to_json(const InspectReport& r) {
 std::string to_text(const InspectReport& r) {
   const ModelInfo& m = r.info;
   std::string s;
-  auto line = [&s](std::string_view key, const std::string& value) {
-    s += fmt::format("{:<13}{}\n", key, value);
+  // Every value holds file data (paths, config values, names): written escaped, so a control byte or a newline in a
+  // name never reaches the terminal raw or forges a line (R4-B5).
+  const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };
+  auto line = [&s, &esc](std::string_view key, const std::string& value) {
+    s += fmt::format("{:<13}{}\n", key, esc(value));
   };
   line("checkpoint", r.dir);
   line("architecture", fmt::format("{} (family {}, {} layout, text prefix '{}')",
@@ -392,7 +396,7 @@ std::string to_text(const InspectReport& r) {
                    format_bytes(r.total_bytes));
   if (!r.warnings.empty()) {
     s += "\nwarnings:\n";
-    for (const auto& w : r.warnings) s += fmt::format("  - {}\n", w);
+    for (const auto& w : r.warnings) s += fmt::format("  - {}\n", esc(w));
   }
   return s;
 }

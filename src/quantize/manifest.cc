@@ -102,6 +102,5 @@ Status ResumeManifest::record(const std::string& shard, ManifestEntry e) {
   return fs::write_file_atomic(dir_ / kFileName, j.dump(1));
 }
 
-Status ResumeManifest::remove() const { return fs::remove_tree(dir_ / kFileName); }
 
 }  // namespace fp4forge::quant

@@ -26,6 +26,7 @@
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/udiff.h"
 #include "fp4forge/safetensors/header.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::quant {
 
@@ -826,17 +827,18 @@ nlohmann::ordered_json to_json(const MtpSpliceReport& r) {
 }
 
 std::string to_text(const MtpSpliceReport& r) {
-  std::string s = fmt::format("mtp splice ({}, {} MTP layer(s), {}): {}\n", r.family, r.layers, r.form, r.message);
+  const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };  // R4-B5
+  std::string s = fmt::format("mtp splice ({}, {} MTP layer(s), {}): {}\n", r.family, r.layers, r.form, esc(r.message));
   if (!r.ignore_added.empty()) {
-    std::vector<std::string> shown(r.ignore_added.begin(),
-                                   r.ignore_added.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(r.ignore_added.size(), 5)));
+    std::vector<std::string> shown;
+    for (std::size_t i = 0; i < std::min<std::size_t>(r.ignore_added.size(), 5); ++i) shown.push_back(esc(r.ignore_added[i]));
     s += fmt::format("  ignore += {}{}\n", fmt::join(shown, ", "),
                      r.ignore_added.size() > shown.size() ? fmt::format(", ... ({} in all)", r.ignore_added.size()) : "");
   }
   if (r.index_created) s += "  created the index\n";
   for (const auto& c : r.changes)
-    if (!c.backup.empty()) s += fmt::format("  backup: {}\n", c.backup);
-  for (const auto& w : r.warnings) s += fmt::format("  warning: {}\n", w);
+    if (!c.backup.empty()) s += fmt::format("  backup: {}\n", esc(c.backup));
+  for (const auto& w : r.warnings) s += fmt::format("  warning: {}\n", esc(w));
   return s;
 }
 

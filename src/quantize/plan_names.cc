@@ -106,6 +106,9 @@ Result<PlanInput> read_plan_input(const Checkpoint& ckpt) {
 Result<QuantPlan> make_plan(const Checkpoint& ckpt, const PlanOptions& opts) {
   FP4FORGE_ASSIGN_OR_RETURN(PlanInput in, read_plan_input(ckpt));
   FP4FORGE_ASSIGN_OR_RETURN(QuantPlan plan, make_plan(in, opts));
+  // An FP8 / packed FP4 source's checks that read no payload (zero / negative scales, storage beside experts): the
+  // ones verify and doctor run (model/fp8_source.h), before anything is written (a dry run refuses too).
+  if (plan.fp8_source) FP4FORGE_TRY(check_fp8_source(ckpt, *plan.fp8_source, plan.info));
   // Servable means servable (issue 29): said before anything is written, since the output copies the source's files.
   const ServingFiles sf = serving_files(ckpt.dir());
   if (!sf.tokenizer)

@@ -41,8 +41,10 @@ std::size_t global_scale_groups(const QuantPlan& plan) {
 // ---------------------------------------------------------------------------------------------------
 
 std::string to_text(const QuantPlan& plan, bool verbose) {
+  // Names, config values, rules and warnings come from files and arguments: each written escaped (R4-B5).
+  const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };
   std::string s;
-  s += fmt::format("plan: {} ({}), scheme {}, observer {}\n", plan.info.architecture.empty() ? "?" : plan.info.architecture,
+  s += fmt::format("plan: {} ({}), scheme {}, observer {}\n", plan.info.architecture.empty() ? "?" : esc(plan.info.architecture),
                    family_name(plan.info.family), plan.scheme, observer_option(plan.observer));
   const std::size_t gs_groups = global_scale_groups(plan);
   s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights{}\n", format_count(plan.decisions.size()),
@@ -53,11 +55,11 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
       s += fmt::format("  {} {} (observer {}): {} weights, {} parameters; {}; {} target(s)\n", ps.group,
                        quant_scheme_preset(ps.scheme), observer_option(ps.observer), format_count(ps.units),
                        format_count(ps.params),
-                       ps.rules.empty() ? std::string("the default scheme") : fmt::format("{}", fmt::join(ps.rules, ", ")),
+                       ps.rules.empty() ? std::string("the default scheme") : esc(fmt::format("{}", fmt::join(ps.rules, ", "))),
                        ps.targets.size());
   if (plan.fp8_source)
-    s += fmt::format("  source: {}; read as its bf16 expansion (docs/fp8-sources.md)\n", plan.fp8_source->label);
-  for (const auto& l : plan.summary) s += "  " + l + "\n";
+    s += fmt::format("  source: {}; read as its bf16 expansion (docs/fp8-sources.md)\n", esc(plan.fp8_source->label));
+  for (const auto& l : plan.summary) s += "  " + esc(l) + "\n";
   s += fmt::format("  size: {} -> {} ({:.3f} bits per quantized weight)\n", format_bytes(plan.source_bytes),
                    format_bytes(plan.output_bytes), plan.bits_per_weight());
   s += fmt::format("  ignore: {} Linear-like module(s) left unquantized\n", plan.ignore.size());
@@ -69,7 +71,7 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
     if (e.first++ == 0) e.second = d.name;
   }
   s += "  kept (count, reason, example):\n";
-  for (const auto& [reason, e] : by_reason) s += fmt::format("    {:>6}  {}  e.g. {}\n", e.first, reason, e.second);
+  for (const auto& [reason, e] : by_reason) s += fmt::format("    {:>6}  {}  e.g. {}\n", e.first, esc(reason), esc(e.second));
   if (verbose) {
     s += "  decisions:\n";
     // Per tensor, like llama-quantize: dtype, shape and bytes (a quantized weight: source -> what the
@@ -81,11 +83,11 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
               ? fmt::format("{} -> {}", format_bytes(in),
                             format_bytes(linear_bytes(d.scheme, d.shape[0], d.shape[1], d.dtype)))
               : format_bytes(in);
-      s += fmt::format("    {:<8} {:<22} {}  {} {}  {}  ({})\n", action_name(d.action), role_name(d.cls.role), d.name,
-                       dtype_name(d.dtype), format_shape(d.shape), bytes, d.reason);
+      s += fmt::format("    {:<8} {:<22} {}  {} {}  {}  ({})\n", action_name(d.action), role_name(d.cls.role), esc(d.name),
+                       dtype_name(d.dtype), format_shape(d.shape), bytes, esc(d.reason));
     }
   }
-  for (const auto& w : plan.warnings) s += "  warning: " + w + "\n";
+  for (const auto& w : plan.warnings) s += "  warning: " + esc(w) + "\n";
   return s;
 }
 

@@ -275,10 +275,14 @@ void Runner::shard_finished(std::size_t shard) {
   const std::string& name = plan_.shards[shard].name;
   if (stopped()) return;
   if (Status st = s.writer->commit(); !st) return fail(std::move(st).error());
+  // A finished shard in the staging folder is one the manifest records (R4-B2: a failed run keeps them for --resume
+  // and says how many): one it could not record is removed again.
   auto dg = file_digest(staging_.dir() / name);
-  if (!dg) return fail(std::move(dg).error());
-  if (Status st = manifest_->record(name, {plan_.shards[shard].layout.file_size, *dg}); !st)
-    return fail(std::move(st).error());
+  Status rec = dg ? manifest_->record(name, {plan_.shards[shard].layout.file_size, *dg}) : Status(dg.error());
+  if (!rec) {
+    (void)fs::ops().unlink((staging_.dir() / name).c_str());
+    return fail(std::move(rec).error());
+  }
   shards_written_.fetch_add(1);
   if (progress_) progress_->set_detail(name);
 }
@@ -350,6 +354,11 @@ void Runner::decide_casts() {
 }
 
 Status Runner::cast_rows(const QuantUnit& u, int m, std::uint64_t r0, std::uint64_t r1) {
+  {  // R4-B3: every path that writes values scans them. The cast copies codes and scales, so a block whose expansion
+     // is infinite (E8M0 0xFE / 0xFD with codes of +-6) is refused naming the element, as every re-encoding path does.
+    std::vector<std::byte> scratch;
+    FP4FORGE_TRY(rows_view(u, r0, r1, scratch));
+  }
   std::vector<std::byte> payload, scale;
   std::uint64_t scale_row = 0;
   FP4FORGE_TRY(detail::cast_unit_rows(ck_, plan_, u, m, r0, r1, payload, scale, scale_row));
@@ -477,7 +486,16 @@ Result<RunSummary> Runner::abort_run(Error e) {
   for (auto& s : slots_)
     if (s && s->writer) s->writer->abort();
   if (progress_) progress_->finish();
-  staging_.remove();
+  // R4-B2: an error never deletes finished work. An I/O (or internal) failure keeps the finished shards for
+  // --resume (an earlier run's too); bad input means the source must change, and the resume fingerprint covers
+  // every source shard's size and mtime, so no staged shard could be reused: the folder goes.
+  if (e.code == Errc::BAD_INPUT) {
+    staging_.remove();
+  } else if (const StagedShards kept = staging_.keep_finished(); kept.count > 0) {
+    e.message += fmt::format("; {} of {} shard(s) finished ({}), kept in '{}' for the next --resume (run the same "
+                             "command again with --resume once the cause is fixed; --restart discards them)",
+                             kept.count, plan_.shards.size(), format_bytes(kept.bytes), staging_.dir().string());
+  }
   return e;
 }
 
@@ -889,8 +907,9 @@ Status Runner::commit(const stdfs::path& dst, const std::vector<SourceStamp>& st
                         "source file '{}' changed during the run (size or mtime); the output was discarded; rerun "
                         "on a stable source",
                         p.string());
-  FP4FORGE_TRY(manifest_->remove());
-  return staging_.finish(dst);
+  // The manifest stays until the rename succeeded (a failed rename keeps every shard resumable, R4-B2), and goes
+  // before the marker, so a kill in between leaves the marker that names the unfinished clean-up.
+  return staging_.finish(dst, {ResumeManifest::kFileName});
 }
 
 void Runner::summarize(RunSummary& sum, double secs) const {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/util/format.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::quant {
 
@@ -45,10 +46,11 @@ nlohmann::ordered_json to_json(const RunSummary& s) {
 }
 
 std::string to_text(const RunSummary& s) {
+  const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };  // R4-B5
   std::string out;
-  for (const auto& l : s.summary) out += fmt::format("  {}\n", l);
+  for (const auto& l : s.summary) out += fmt::format("  {}\n", esc(l));
   out += fmt::format("wrote {} ({}, observer {}): {} shard(s) ({} resumed), {} from {}, {:.3f} bits per quantized weight\n",
-                     s.destination, s.scheme, s.observer, s.shards_written + s.shards_resumed, s.shards_resumed,
+                     esc(s.destination), s.scheme, s.observer, s.shards_written + s.shards_resumed, s.shards_resumed,
                      format_bytes(s.bytes_out), format_bytes(s.bytes_in), s.bits_per_weight);
   out += fmt::format("  {:.2f} s, {:.2f} GB/s, -j {}, peak RSS {:.0f} MiB (in-flight budget {:.0f} MiB, peak {:.0f} MiB)\n",
                      s.seconds, s.gb_per_s, s.jobs, static_cast<double>(s.peak_rss_bytes) / 1048576.0,

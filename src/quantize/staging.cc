@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/quantize/manifest.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
@@ -71,10 +72,15 @@ Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
                         dst.string(), cache.string());
   }
   if (stdfs::exists(stdfs::symlink_status(dst, ec))) {
-    if (stdfs::is_regular_file(stdfs::symlink_status(d / kStagingMarker, ec)))
+    if (stdfs::is_regular_file(stdfs::symlink_status(d / kStagingMarker, ec))) {
+      // The resume manifest goes just before the marker (Staging::finish): name it when it is still there.
+      const stdfs::path manifest = d / ResumeManifest::kFileName;
+      const bool both = stdfs::is_regular_file(stdfs::symlink_status(manifest, ec));
       return make_error(Errc::BAD_INPUT, "destination '{}' already exists: a run was stopped just after its final "
-                                         "rename, so the output is complete; remove '{}' to finish it",
-                        dst.string(), (d / kStagingMarker).string());
+                                         "rename, so the output is complete; remove '{}'{} to finish it",
+                        dst.string(), (d / kStagingMarker).string(),
+                        both ? fmt::format(" and '{}'", manifest.string()) : std::string());
+    }
     return make_error(Errc::BAD_INPUT, "destination '{}' already exists; choose a new directory or remove it first",
                       dst.string());
   }
@@ -136,6 +142,18 @@ StagedShards staged_shards(const stdfs::path& dir) {
   return s;
 }
 
+Status remove_staged_temporaries(const stdfs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : stdfs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (fs::is_partial_name(name) && name != std::string(kStagingMarker) + ".partial")
+      if (fs::ops().unlink(e.path().c_str()) != 0 && errno != ENOENT)
+        return make_error(Errc::IO, "cannot remove the stale temporary '{}': {}", e.path().string(),
+                          std::strerror(errno));
+  }
+  return {};
+}
+
 Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume, bool restart,
                      std::vector<std::string>& warnings) {
   dir_ = dir;
@@ -170,14 +188,7 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
     if (resume) {
       // Temporaries of the killed run (a shard's NAME.partial, the MTP splice's NAME.partial-XXXXXXXX) are never
       // output: removed before resuming, or they would end up in DST (issue 27 #9). We hold the lock.
-      for (const auto& e : stdfs::directory_iterator(dir, ec)) {
-        const std::string name = e.path().filename().string();
-        if (fs::is_partial_name(name) && name != std::string(kStagingMarker) + ".partial")
-          if (fs::ops().unlink(e.path().c_str()) != 0 && errno != ENOENT)
-            return make_error(Errc::IO, "cannot remove the stale temporary '{}': {}", e.path().string(),
-                              std::strerror(errno));
-      }
-      return {};
+      return remove_staged_temporaries(dir);
     }
     // Finished shards are reusable work (verified by digest on --resume): never deleted without being asked.
     const auto [shards, bytes] = staged_shards(dir);
@@ -204,11 +215,17 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
   return lock(dst);
 }
 
-Status Staging::finish(const stdfs::path& dst) {
+Status Staging::finish(const stdfs::path& dst, const std::vector<std::string>& drop) {
   FP4FORGE_TRY(fs::fsync_dir(dir_));
   FP4FORGE_TRY(fs::rename_durable(dir_, dst));
   dir_ = dst;  // from here on nothing is "staging": a failure below must not remove DST
   finished_ = true;
+  for (const auto& n : drop)
+    if (fs::ops().unlink((dst / n).c_str()) != 0 && errno != ENOENT) {
+      const int e = errno;
+      unlock();
+      return make_error(Errc::IO, "cannot remove '{}': {}", (dst / n).string(), std::strerror(e));
+    }
   const std::string m = (dst / kStagingMarker).string();
   const int r = fs::ops().unlink(m.c_str());
   const int e = errno;
@@ -228,6 +245,21 @@ void Staging::unlock() noexcept {
 void Staging::remove() noexcept {
   if (!finished_) (void)fs::remove_tree(dir_);
   unlock();
+}
+
+StagedShards Staging::keep_finished() noexcept {
+  if (finished_ || dir_.empty()) {
+    unlock();
+    return {};
+  }
+  const StagedShards kept = staged_shards(dir_);
+  if (kept.count == 0) {
+    remove();
+    return {};
+  }
+  (void)remove_staged_temporaries(dir_);  // still locked: a failed removal leaves a temporary --resume removes
+  unlock();
+  return kept;
 }
 
 Status Staging::lock(const stdfs::path& dst) {

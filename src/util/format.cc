@@ -1,5 +1,7 @@
 #include "fp4forge/util/format.h"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace fp4forge {
@@ -23,6 +25,17 @@ std::string format_count(std::uint64_t n) {
     out += d[k];
   }
   return out;
+}
+
+std::string format_index(std::span<const std::uint64_t> shape, std::uint64_t flat) {
+  if (shape.empty()) return "[]";
+  std::vector<std::uint64_t> idx(shape.size());
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    const std::uint64_t s = shape[i] ? shape[i] : 1;
+    idx[i] = flat % s;
+    flat /= s;
+  }
+  return format_shape(idx);
 }
 
 std::string format_shape(std::span<const std::uint64_t> shape, std::string_view sep) {

@@ -205,6 +205,19 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
       diffs[i].what = fmt::format("{} {} where the encoding of the {} source is {} {}", dtype_name(stored[i]->info->dtype),
                                   format_shape(stored[i]->info->shape), dtype_name(dt), dtype_name(specs[i].dtype),
                                   format_shape(specs[i].shape));
+    // R4-B10: compressed-tensors writes each module's scale in its own weight's dtype (initialize_qparams:
+    // scale_dtype = observed_dtype, the module's weight dtype; docs/schemes.md "Scale dtype"), which quantize does:
+    // with the source at hand that is exact, where the structural pass can only compare with the model's dtype. An FP8
+    // source's module passed through keeps its source scale's dtype instead (compare_lossless proves those).
+    if (stored[i] && specs[i].part == LinearPart::SCALE && stored[i]->info->dtype != specs[i].dtype &&
+        nvfp4::is_source_dtype(specs[i].dtype) && src.fp8 == nullptr)
+      sink.add({"scale-dtype-mismatch", Severity::ERROR, family_of(m.name),
+                fmt::format("'{}' is {} but its source weight '{}' is {}: compressed-tensors writes a module's scale in "
+                            "its own weight's dtype",
+                            stored[i]->name, dtype_name(stored[i]->info->dtype), src.label, dtype_name(dt)),
+                {stored[i]->name}, "", std::string(dtype_name(specs[i].dtype)),
+                std::string(dtype_name(stored[i]->info->dtype)),
+                "a re-save or an edit changed the scale's dtype; " + std::string(kHintRequant)});
   }
   const TensorRef* scale_t = m.scale;
   LinearData have{q.data(*m.payload).data(), q.data(*scale_t).data(), scale_t->info->dtype, 1.0f};

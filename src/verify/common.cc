@@ -135,16 +135,7 @@ std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byt
   return {n, first};
 }
 
-std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t flat) {
-  if (shape.empty()) return "[]";
-  std::vector<std::uint64_t> idx(shape.size());
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    const std::uint64_t s = shape[i] ? shape[i] : 1;
-    idx[i] = flat % s;
-    flat /= s;
-  }
-  return format_shape(idx);
-}
+std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t flat) { return format_index(shape, flat); }
 
 
 /** Whether config.json states the geometry of module `c` (verify's shape rules apply): routed experts, and

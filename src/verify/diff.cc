@@ -12,6 +12,7 @@
 #include "fp4forge/util/fs.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/util/format.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge {
 namespace {
@@ -346,17 +347,19 @@ nlohmann::ordered_json to_json(const DiffReport& r) {
 }
 
 std::string to_text(const DiffReport& r, bool all) {
-  const std::string& a_dir = r.a_dir;
-  const std::string& b_dir = r.b_dir;
+  // Paths, names, config keys and values come from the two checkpoints: escaped (R4-B5).
+  const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };
+  const std::string a_dir = esc(r.a_dir);
+  const std::string b_dir = esc(r.b_dir);
   std::string out;
   out += fmt::format("diff  A = {}\n      B = {}\n", a_dir, b_dir);
   if (r.class_mismatch) {
     out += "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n";
-    out += "!! " + r.class_message + "\n";
+    out += "!! " + esc(r.class_message) + "\n";
     out += "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n";
   } else {
-    out += fmt::format("class: A {} ({}) · B {} ({}) — same class\n", r.class_a.describe(), r.family_a,
-                       r.class_b.describe(), r.family_b);
+    out += fmt::format("class: A {} ({}) · B {} ({}) — same class\n", r.class_a.describe(), esc(r.family_a),
+                       r.class_b.describe(), esc(r.family_b));
   }
   if (r.refused) {
     out += "result: REFUSED (architecture class mismatch)\n";
@@ -365,9 +368,9 @@ std::string to_text(const DiffReport& r, bool all) {
   if (r.scheme_mismatch())
     out += fmt::format("scheme: A {} · B {} — DIFFERENT SCHEMES: their quantized tensors differ by construction "
                        "(names, dtypes, shapes); compare quantizations of one scheme\n",
-                       r.scheme_a, r.scheme_b);
+                       esc(r.scheme_a), esc(r.scheme_b));
   else
-    out += fmt::format("scheme: {} on both sides\n", r.scheme_a);
+    out += fmt::format("scheme: {} on both sides\n", esc(r.scheme_a));
   std::size_t ndiff = 0;
   for (const auto& f : r.families) ndiff += f.differs() ? 1 : 0;
   out += fmt::format("tensors: A {} · B {}; families: {} total, {} differ\n", r.tensors_a, r.tensors_b,
@@ -376,8 +379,8 @@ std::string to_text(const DiffReport& r, bool all) {
   for (const auto& f : r.families) {
     const std::string w = f.what();
     if (w.empty() && !all) continue;
-    rows.push_back({f.family, truncate(side_text(f.a, f.in_a), 40), truncate(side_text(f.b, f.in_b), 40),
-                    w.empty() ? "=" : w});
+    rows.push_back({esc(f.family), esc(truncate(side_text(f.a, f.in_a), 40)), esc(truncate(side_text(f.b, f.in_b), 40)),
+                    w.empty() ? "=" : esc(w)});
   }
   if (!rows.empty()) {
     std::array<std::size_t, 4> width{6, 1, 1, 4};
@@ -391,9 +394,9 @@ std::string to_text(const DiffReport& r, bool all) {
   for (const auto& i : r.items) {
     if (i.area != area) {
       area = i.area;
-      out += area + ":\n";
+      out += esc(area) + ":\n";
     }
-    out += fmt::format("  {}\n      A: {}\n      B: {}\n", i.key, truncate(i.a, 200), truncate(i.b, 200));
+    out += fmt::format("  {}\n      A: {}\n      B: {}\n", esc(i.key), esc(truncate(i.a, 200)), esc(truncate(i.b, 200)));
   }
   if (r.values_compared)
     out += fmt::format("values: {} tensors compared byte for byte, {} differ\n", r.values_same + r.values_differ,

@@ -195,15 +195,16 @@ nlohmann::ordered_json to_json(const QualityReport& r) {
 
 std::string to_text(const QualityReport& r) {
   if (r.rows.empty()) return {};
+  const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };  // R4-B5
   std::size_t w = 4;
-  for (const auto& row : r.rows) w = std::max(w, row.kind.size());
+  for (const auto& row : r.rows) w = std::max(w, esc(row.kind).size());
   std::string out =
-      fmt::format("  quality by module kind (observer {}; rel RMS vs source, min-max's, error vs min-max):\n", r.observer);
+      fmt::format("  quality by module kind (observer {}; rel RMS vs source, min-max's, error vs min-max):\n", esc(r.observer));
   for (const auto& row : r.rows) {
     const QualityCell* worst = nullptr;
     for (const auto& c : row.cells)
       if (!worst || c.rel_rms > worst->rel_rms) worst = &c;
-    out += fmt::format("    {:<{}}  {:.4f}  {:.4f}  {:+6.1f} %", row.kind, w, row.total.rel_rms, row.total.minmax_rel_rms,
+    out += fmt::format("    {:<{}}  {:.4f}  {:.4f}  {:+6.1f} %", esc(row.kind), w, row.total.rel_rms, row.total.minmax_rel_rms,
                        100.0 * row.total.vs_minmax());
     if (worst && worst->layer >= 0 && row.cells.size() > 1) out += fmt::format("  worst layer {} ({:.4f})", worst->layer, worst->rel_rms);
     out += "\n";
@@ -211,7 +212,7 @@ std::string to_text(const QualityReport& r) {
   for (const auto& x : r.references)
     out += fmt::format("    reference: min-max gives {:.4f} on Gaussian weights under {} (a yardstick, not a pass mark)\n",
                        x.gaussian_minmax_rel_rms, quant_scheme_preset(x.scheme));
-  for (const auto& o : r.outliers) out += "    outlier: " + o + "\n";
+  for (const auto& o : r.outliers) out += "    outlier: " + esc(o) + "\n";
   return out;
 }
 

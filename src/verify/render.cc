@@ -1,6 +1,8 @@
 // verify's report as text and JSON (verify.h to_json / to_text).
 #include "verify/internal.h"
 
+#include "fp4forge/util/strings.h"
+
 namespace fp4forge {
 using verify_internal::Json;
 
@@ -90,17 +92,19 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
 }
 
 std::string to_text(const VerifyReport& r) {
-  const std::string& qdir = r.qdir;
-  const std::string& against = r.against;
+  // Paths, config values, module names and the findings that quote them come from files: escaped (R4-B5).
+  const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };
+  const std::string qdir = esc(r.qdir);
+  const std::string against = esc(r.against);
   std::string out;
   const VerifyStats& s = r.stats;
   out += fmt::format("verify {}{}\n", qdir, against.empty() ? std::string() : "  (against " + against + ")");
   if (r.against_format.is_object())
     out += fmt::format("  against an FP8 source, compared as its bf16 expansion: {}\n",
-                       r.against_format.value("label", std::string()));
+                       esc(r.against_format.value("label", std::string())));
   out += fmt::format("  scheme {}{} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
                      "quantized share {:.1f}% of {} parameters · {} fused sets\n",
-                     s.scheme, s.observer.empty() ? std::string() : " (observer " + s.observer + ")", s.tensors,
+                     esc(s.scheme), s.observer.empty() ? std::string() : " (observer " + esc(s.observer) + ")", s.tensors,
                      s.quantized_modules, s.kept_tensors, s.kept_linear,
                      100.0 * s.quantized_share(), s.total_params, s.fused_sets);
   if (s.text_linear_params > 0)
@@ -120,25 +124,26 @@ std::string to_text(const VerifyReport& r) {
                          "equal to its expansion\n",
                          s.cast_modules);
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0)
-      out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs min-max\n", s.observer,
+      out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs min-max\n", esc(s.observer),
                          s.mean_rel_rms, s.mean_minmax_rel_rms,
                          100.0 * (s.mean_rel_rms - s.mean_minmax_rel_rms) / s.mean_minmax_rel_rms);
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0) out += to_text(quality_report(s));
     if (!s.worst.empty()) {
       out += "  worst tensors (rel RMS / reference):\n";
       for (const auto& e : s.worst)
-        out += fmt::format("    {:.4f} / {:.4f}  {}\n", e.rel_rms, e.ref_rel_rms, e.module);
+        out += fmt::format("    {:.4f} / {:.4f}  {}\n", e.rel_rms, e.ref_rel_rms, esc(e.module));
     }
   }
   for (const auto& f : r.findings) {
-    out += fmt::format("{:<7} {}: {}\n", severity_name(f.severity), f.kind, f.message);
+    out += fmt::format("{:<7} {}: {}\n", severity_name(f.severity), esc(f.kind), esc(f.message));
     if (!f.tensors.empty()) {
       const std::size_t show = std::min<std::size_t>(f.tensors.size(), 5);
-      out += fmt::format("        tensors: {}{}\n",
-                         fmt::join(f.tensors.begin(), f.tensors.begin() + static_cast<std::ptrdiff_t>(show), ", "),
+      std::vector<std::string> shown;
+      for (std::size_t i = 0; i < show; ++i) shown.push_back(esc(f.tensors[i]));
+      out += fmt::format("        tensors: {}{}\n", fmt::join(shown, ", "),
                          f.tensors.size() > show ? fmt::format(" (+{} more)", f.tensors.size() - show) : "");
     }
-    if (!f.hint.empty()) out += fmt::format("        hint: {}\n", f.hint);
+    if (!f.hint.empty()) out += fmt::format("        hint: {}\n", esc(f.hint));
   }
   const auto c = severity_counts(r.findings);
   out += fmt::format("result: {} ({} error(s), {} warning(s), {} info)\n", r.ok() ? "OK" : "FAILED", c[0], c[1], c[2]);

@@ -719,7 +719,7 @@ bool foreign_format(const Checkpoint& q, Sink& sink, bool as_warning) {
   return true;
 }
 
-bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
+bool fp8_release(const Checkpoint& q, const ModelInfo& info, Sink& sink, bool scan_values) {
   auto src = read_fp8_source(q);
   if (!src.ok()) {
     // A source detection refuses: a CT checkpoint of another scheme is left to the structural checks.
@@ -738,7 +738,14 @@ bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
       std::none_of((*src)->weights.begin(), (*src)->weights.end(),
                    [](const Fp8Weight& w) { return w.grid.layout == fp8::ScaleLayout::TENSOR; }))
     return false;
-  // Values too (issue 27 #8: NaN / Inf scales and NaN codes were called consistent): the scan quantize runs.
+  // What quantize checks before writing (R4-B7, R4-B11: storage beside experts, zero / negative scales), then the
+  // values (issue 27 #8: NaN / Inf scales and NaN codes were called consistent): the scan quantize runs.
+  if (Status c = check_fp8_source(q, **src, info); !c) {
+    sink.add({"fp8-source-invalid", Severity::ERROR, "quantization_config", c.error().message, {}, "",
+              "FP8 weights with their scales (docs/fp8-sources.md)", "refused by fp4forge quantize",
+              "the release is damaged or inconsistent; fp4forge quantize refuses the folder for the same reason"});
+    return true;
+  }
   if (scan_values)
     if (Status v = scan_fp8_values(q, **src); !v) {
       sink.add({"fp8-source-invalid", Severity::ERROR, "values", v.error().message, {}, "",
@@ -755,9 +762,9 @@ bool fp8_release(const Checkpoint& q, Sink& sink, bool scan_values) {
   return true;
 }
 
-/** Issue 27 #11: schemes whose scales are stored in the weight's dtype (FP8, W4A16): compressed-tensors writes
- * them in the model's dtype, which the text embedding carries. An F16 scale in a bf16 model is a re-save or an
- * edit: loaders cast or refuse it, and the values it holds were rounded twice. Checked without --against. */
+/** Issue 27 #11, R4-B10: schemes whose scales are stored in the weight's dtype (FP8, W4A16): compressed-tensors writes
+ * each in its own weight's dtype, usually the model's (the text embedding's). An F16 scale in a bf16 model is a
+ * re-save or an edit, or an F16 weight of a mixed-dtype source: a warning here, exact with --against. */
 void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structure& s, Sink& sink) {
   // Issue 27 #11: the config's weights.scale_dtype against what the stored scales are. compressed-tensors builds
   // the scale parameters in that dtype when it loads the checkpoint, so a changed field loads every scale cast.
@@ -824,14 +831,21 @@ void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structu
         // release inferred), so an F32 scale (an FP8 source passed through) loads as it is, nothing rounded.
         !(m.scale->info->dtype == DType::F32 && scheme_traits(s.layout(m).qs).value_check == ValueCheck::FP8_PAYLOAD))
       off.push_back(m.scale->name);
-  if (off.empty()) return;
+  // R4-B10: compressed-tensors writes each module's scale in its own weight's dtype (initialize_qparams: scale_dtype =
+  // observed_dtype), so a scale in another dtype than the model's is right for a weight that was that dtype in the
+  // source (one F16 or F32 Linear among BF16 ones) and wrong after a re-save; without the source that cannot be told:
+  // a warning. With --against the against room checks each scale against its source weight's dtype (an error).
+  if (off.empty() || s.source_given) return;
   const TensorRef* first = q.find(off.front());
-  sink.add({"scale-dtype-mismatch", Severity::ERROR, "scales",
-            fmt::format("{} weight_scale tensor(s) are {} in a {} model (e.g. '{}'): the scheme stores its scales in "
-                        "the model's dtype",
-                        off.size(), dtype_name(first->info->dtype), dtype_name(*model), off.front()),
+  sink.add({"scale-dtype-mismatch", Severity::WARNING, "scales",
+            fmt::format("{} weight_scale tensor(s) are {} in a {} model (e.g. '{}'): compressed-tensors writes a "
+                        "module's scale in its own weight's dtype, so this is right only if those weights were {} in "
+                        "the source (a mixed-dtype model); not checked without it",
+                        off.size(), dtype_name(first->info->dtype), dtype_name(*model), off.front(),
+                        dtype_name(first->info->dtype)),
             off, "", std::string(dtype_name(*model)), std::string(dtype_name(first->info->dtype)),
-            "a re-save or an edit changed the scales' dtype; " + std::string(kHintRequant)});
+            "verify --against the unquantized source checks each scale against its weight's dtype; a re-save or an "
+            "edit that changed the scales' dtype is an error there"});
 }
 
 }  // namespace
@@ -840,7 +854,7 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
                    VerifyStats& st) {
   st.tensors = q.tensors().size();
   if (foreign_format(q, sink, opts.foreign_is_warning)) return;
-  if (fp8_release(q, sink, opts.scan_values)) return;
+  if (fp8_release(q, info, sink, opts.scan_values)) return;
   check_quant_config(q, s, sink, st);
   collect_modules(q, info, s, sink, st, s.qc && s.qc->kv_cache_scheme);
   check_scale_dtype(q, info, s, sink);

@@ -33,6 +33,7 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
       for (const auto& n : ck->notes())
         sink.add({n.kind, Severity::WARNING, ck == &q ? "q" : "source", n.message, {}, "", "", "",
                   "transformers and vLLM ignore the field; 'fp4forge doctor --fix' rewrites it"});
+  s.source_given = against != nullptr;
   run_structure(q, info, opts, s, sink, rep.stats);
   if (against) {
     // A source of another model first, loudly (as diff does): every comparison after it would be noise.

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "fp4forge/codec/half.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/safetensors/shard_writer.h"
 #include "fp4forge/verify/verify.h"
@@ -125,6 +126,67 @@ inline void rewrite_tensor(const sfs::path& dir, const std::string& name,
 inline void add_tensor(const sfs::path& dir, const std::string& beside, st::OutTensor t, std::vector<std::byte> bytes) {
   const std::string name = t.name;
   rewrite_tensor(dir, name, std::make_pair(std::move(t), std::move(bytes)), beside);
+}
+
+/** Renames tensor `from` to `to` (same shard, dtype, shape and bytes; index updated): st2.py rename. */
+inline void rename_tensor(const sfs::path& dir, const std::string& from, const std::string& to) {
+  st::OutTensor t;
+  std::vector<std::byte> bytes;
+  std::string beside;  // another tensor of its shard: the renamed one goes back there
+  {
+    Checkpoint c = open_ok(dir);
+    const TensorRef* r = c.find(from);
+    ASSERT_NE(r, nullptr) << from;
+    t = {to, r->info->dtype, r->info->shape};
+    bytes = bytes_of(c.data(*r));
+    for (const auto& o : c.tensors())
+      if (o.shard == r->shard && o.name != from) beside = o.name;
+  }
+  ASSERT_FALSE(beside.empty()) << from << " is alone in its shard";
+  rewrite_tensor(dir, from, std::nullopt);
+  add_tensor(dir, beside, std::move(t), std::move(bytes));
+}
+
+/** Tensor `name` rewritten as `dtype` (F32, F16 or BF16) holding `values` repeated to fill its shape: st2.py vals. */
+inline void write_values(const sfs::path& dir, const std::string& name, DType dtype, const std::vector<double>& values) {
+  std::vector<std::uint64_t> shape;
+  {
+    Checkpoint c = open_ok(dir);
+    const TensorRef* r = c.find(name);
+    ASSERT_NE(r, nullptr) << name;
+    shape = r->info->shape;
+  }
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= d;
+  const std::size_t es = dtype == DType::F32 ? 4 : 2;
+  std::vector<std::byte> b(static_cast<std::size_t>(n) * es);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const float v = static_cast<float>(values[i % values.size()]);
+    if (dtype == DType::F32) {
+      std::memcpy(b.data() + i * 4, &v, 4);
+    } else {
+      const std::uint16_t h = dtype == DType::BF16 ? half::float_to_bf16(v) : half::float_to_f16(v);
+      std::memcpy(b.data() + i * 2, &h, 2);
+    }
+  }
+  rewrite_tensor(dir, name, std::make_pair(st::OutTensor{name, dtype, shape}, std::move(b)));
+}
+
+/** Tensor `name` relabelled with `shape` (its bytes cut or zero-padded to fit): st2.py meta shape=. */
+inline void relabel_tensor(const sfs::path& dir, const std::string& name, std::vector<std::uint64_t> shape) {
+  st::OutTensor t;
+  std::vector<std::byte> bytes;
+  {
+    Checkpoint c = open_ok(dir);
+    const TensorRef* r = c.find(name);
+    ASSERT_NE(r, nullptr) << name;
+    bytes = bytes_of(c.data(*r));
+    t = {name, r->info->dtype, shape};
+  }
+  std::uint64_t n = dtype_bits(t.dtype) / 8;
+  for (auto d : shape) n *= d;
+  bytes.resize(static_cast<std::size_t>(n));
+  rewrite_tensor(dir, name, std::make_pair(std::move(t), std::move(bytes)));
 }
 
 inline void edit_config(const sfs::path& dir, const std::function<void(Json&)>& fn) {

@@ -26,6 +26,7 @@
 #include "fp4forge/codec/half.h"
 #include "fp4forge/quantize/plan.h"
 #include "fp4forge/quantize/run.h"
+#include "fp4forge/quantize/staging.h"
 #include "fp4forge/safetensors/shard_writer.h"
 #include "fp4forge/util/fs.h"
 
@@ -243,9 +244,13 @@ TEST(QuantizeInterrupt, KilledAroundTheFinalRename) {
         EXPECT_FALSE(stdfs::exists(staging_path(dst)));
         auto got = dir_contents(dst);
         EXPECT_EQ(got.erase(".fp4forge-staging"), 1u);
+        // R4-B2: the resume manifest stays until the rename succeeded (a failed rename keeps every shard), so a kill
+        // just after it leaves the manifest too; the rerun names both.
+        EXPECT_EQ(got.erase(".fp4forge-resume.json"), 1u);
         EXPECT_TRUE(got == want);
         EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + (resume ? " --resume" : ""), nullptr, &err), 3);
         EXPECT_THAT(err, HasSubstr("the output is complete"));
+        EXPECT_THAT(err, HasSubstr(".fp4forge-resume.json' to finish it"));
       }
     }
   }
@@ -397,13 +402,59 @@ struct OpsGuard {
   ~OpsGuard() { fs::set_ops(prev); }
 };
 
+/** The llama fixture's plan and the bytes of a clean run of it (made once). */
+struct LlamaRun {
+  Checkpoint ck;
+  QuantPlan plan;
+  std::map<std::string, std::string> clean;
+};
+const LlamaRun& llama_run() {
+  static const LlamaRun* r = [] {
+    auto ck = Checkpoint::open(kData + "/llama");
+    EXPECT_TRUE(ck.ok());
+    auto plan = make_plan(*ck, {});
+    EXPECT_TRUE(plan.ok());
+    auto* out = new LlamaRun{std::move(*ck), std::move(*plan), {}};
+    TempDir tmp;
+    EXPECT_TRUE(run_plan(out->ck, out->plan, tmp.path / "clean", RunOptions{}).ok());
+    out->clean = dir_contents(tmp.path / "clean");
+    return out;
+  }();
+  return *r;
+}
+
+/** R4-B2: after a failed run, what DST's parent holds: nothing, or a staging folder of finished shards only (no
+ * temporary), which the error names and a --resume without the fault turns into the bytes of a clean run. */
+void expect_kept_or_nothing(const stdfs::path& parent, const stdfs::path& dst, const Error& e) {
+  const LlamaRun& L = llama_run();
+  EXPECT_FALSE(stdfs::exists(dst));
+  const stdfs::path staging = staging_path(dst);
+  if (!stdfs::exists(staging)) {
+    EXPECT_TRUE(stdfs::is_empty(parent));
+    EXPECT_THAT(e.message, ::testing::Not(HasSubstr("kept in")));
+    return;
+  }
+  std::size_t shards = 0;
+  for (const auto& f : stdfs::directory_iterator(staging)) {
+    const std::string n = f.path().filename().string();
+    EXPECT_FALSE(fs::is_partial_name(n) && n != ".fp4forge-staging.partial") << "temporary left: " << n;
+    shards += n.ends_with(".safetensors") ? 1 : 0;
+  }
+  EXPECT_GT(shards, 0u) << "a staging folder without finished shards is removed";
+  EXPECT_THAT(e.message, HasSubstr(fmt::format("{} of {} shard(s) finished", shards, L.plan.shards.size())));
+  EXPECT_THAT(e.message, HasSubstr("kept in '" + staging.string() + "' for the next --resume"));
+  RunOptions ro;
+  ro.resume = true;
+  auto r = run_plan(L.ck, L.plan, dst, ro);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->shards_resumed, shards);
+  EXPECT_TRUE(dir_contents(dst) == L.clean) << "resumed output differs from a clean run";
+}
+
 void expect_io_failure(FaultOps& ops, const char* what) {
   SCOPED_TRACE(what);
   TempDir tmp;
-  auto ck = Checkpoint::open(kData + "/llama");
-  ASSERT_TRUE(ck.ok());
-  auto plan = make_plan(*ck, {});
-  ASSERT_TRUE(plan.ok());
+  const LlamaRun& L = llama_run();
   const auto before = dir_contents(kData + "/llama");
   const stdfs::path dst = tmp.path / "out";
   RunOptions ro;
@@ -412,15 +463,74 @@ void expect_io_failure(FaultOps& ops, const char* what) {
   Result<RunSummary> r = Error{};
   {
     OpsGuard g(&ops);
-    r = run_plan(*ck, *plan, dst, ro);
+    r = run_plan(L.ck, L.plan, dst, ro);
   }
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::IO) << r.error().message;
   EXPECT_GT(ops.failures.load(), 0);
-  EXPECT_FALSE(stdfs::exists(dst));
-  EXPECT_FALSE(stdfs::exists(staging_path(dst))) << "staging left behind";
-  EXPECT_TRUE(stdfs::is_empty(tmp.path));
+  expect_kept_or_nothing(tmp.path, dst, r.error());
   EXPECT_EQ(dir_contents(kData + "/llama"), before);
+}
+
+// R4-B2: a --resume that fails (its free-space check, ENOSPC midway) keeps the finished shards it was asked to reuse
+// (they were deleted with the staging folder, so freeing space and resuming started from zero), says so, and the
+// next --resume reuses them.
+TEST(QuantizeFaults, AFailedResumeKeepsTheFinishedShards) {
+  const LlamaRun& L = llama_run();
+  ASSERT_GT(L.plan.shards.size(), 2u);
+  TempDir tmp;
+  const stdfs::path dst = tmp.path / "out";
+  // A fresh run that finishes some shards, then meets ENOSPC (one worker: shards finish in order).
+  FaultOps enospc;
+  enospc.write_budget = static_cast<long>(L.plan.shards[0].layout.file_size + L.plan.shards[1].layout.file_size + 32768);
+  RunOptions one;
+  one.jobs = 1;
+  Result<RunSummary> r = Error{};
+  {
+    OpsGuard g(&enospc);
+    r = run_plan(L.ck, L.plan, dst, one);
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::IO);
+  EXPECT_THAT(r.error().message, HasSubstr("kept in '" + staging_path(dst).string() + "' for the next --resume"));
+  const auto staged = staged_shards(staging_path(dst));
+  ASSERT_GE(staged.count, 2u);
+  // Without --resume the kept shards are refused, never deleted unannounced (as after an interrupt).
+  r = run_plan(L.ck, L.plan, dst, RunOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("--resume"));
+  // --resume on a disk that filled meanwhile: its free-space check fails; the shards stay, and the message says so.
+  struct Full : fs::Ops {
+    int statvfs(const char* path, struct statvfs* st) override {
+      const int rc = fs::Ops::statvfs(path, st);
+      st->f_bavail = 0;
+      return rc;
+    }
+  } full;
+  RunOptions resume;
+  resume.resume = true;
+  resume.jobs = 1;
+  {
+    OpsGuard g(&full);
+    r = run_plan(L.ck, L.plan, dst, resume);
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::IO);
+  EXPECT_THAT(r.error().message, HasSubstr("not enough free space"));
+  EXPECT_THAT(r.error().message, HasSubstr(fmt::format("{} of {} shard(s) finished", staged.count, L.plan.shards.size())));
+  EXPECT_EQ(staged_shards(staging_path(dst)).count, staged.count);
+  // --resume with ENOSPC midway (after the reused shards): still kept, more of them or as many.
+  FaultOps again;
+  again.write_budget = 8192;
+  {
+    OpsGuard g(&again);
+    r = run_plan(L.ck, L.plan, dst, resume);
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::IO) << r.error().message;
+  EXPECT_GE(staged_shards(staging_path(dst)).count, staged.count);
+  // Space back: the resume reuses them and writes the bytes of a clean run.
+  expect_kept_or_nothing(tmp.path, dst, r.error());
 }
 
 // The source changes while quantize runs (another process rewrites or touches a file): the size/mtime
@@ -598,7 +708,7 @@ TEST(QuantizeFaults, FinalRenameFailure) {
   }
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::IO);
-  EXPECT_TRUE(stdfs::is_empty(tmp2.path));
+  expect_kept_or_nothing(tmp2.path, tmp2.path / "out", r.error());  // every shard kept: the resume reuses all
 }
 
 // The staging locks go through the seam: a file system without flock (ENOLCK) is an IO error that

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "codec/nvfp4_internal.h"
@@ -134,11 +135,13 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
     const SearchSpec sp = *search_spec(o);
     std::vector<float> ref(rows * cols / 16);
     StepMask ref_imp;
-    ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 0, rows, ref.data(), &ref_imp, "w", "scalar").ok());
+    // The raw search (overflowing rows keep the reference's infinite maxima, which the public search refuses: see
+    // TheExpandedRangeOverflowIsRefusedOnEveryPath) so that every path is compared on them too.
+    ASSERT_TRUE(detail::search_rows_raw(v, sp, sp.total_steps(), 0, rows, ref.data(), &ref_imp, "w", "scalar").ok());
     for (const auto& path : search_paths()) {
       std::vector<float> got(ref.size());
       StepMask imp;
-      ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 0, rows, got.data(), &imp, "w", path).ok()) << path;
+      ASSERT_TRUE(detail::search_rows_raw(v, sp, sp.total_steps(), 0, rows, got.data(), &imp, "w", path).ok()) << path;
       for (std::size_t g = 0; g < ref.size(); ++g)
         EXPECT_EQ(std::bit_cast<std::uint32_t>(got[g]), std::bit_cast<std::uint32_t>(ref[g])) << path << " group " << g;
       // The mask is only filled where patience can stop the search (patience <= steps).
@@ -146,7 +149,7 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnEdgeData) {
       else EXPECT_TRUE(imp.none() || imp == ref_imp) << path;  // the table path under F16 fills it
       // A row range computes the same maxima as the whole.
       std::vector<float> part(ref.size());
-      ASSERT_TRUE(search_rows(v, sp, sp.total_steps(), 5, 17, part.data(), nullptr, "w", path).ok());
+      ASSERT_TRUE(detail::search_rows_raw(v, sp, sp.total_steps(), 5, 17, part.data(), nullptr, "w", path).ok());
       for (std::size_t g = 0; g < 12 * cols / 16; ++g) EXPECT_EQ(part[g], ref[5 * cols / 16 + g]) << path;
     }
   }
@@ -175,7 +178,8 @@ TEST(CodecSearch, EveryPathMatchesTheReferenceOnRandomGroupsAndPartialSteps) {
         default: v = c % 16 == 3 ? 8.0f * nd(rng) : 0.01f * nd(rng); break;  // one large value per group
       }
       w[r * cols + c] = half::float_to_bf16(v * scale);
-      w16[r * cols + c] = half::float_to_f16(std::clamp(v * scale, -60000.0f, 60000.0f));
+      // Within F16 and below 65504 / 1.8, where the expanded range overflows (refused since R4-B21).
+      w16[r * cols + c] = half::float_to_f16(std::clamp(v * scale, -36000.0f, 36000.0f));
     }
   }
   for (const auto& [ptr, dt] : {std::pair{w.data(), DType::BF16}, std::pair{w16.data(), DType::F16}}) {
@@ -439,7 +443,8 @@ TEST(CodecSearch, ThePrunedSearchIsTheReferenceOnManyGroups) {
         default: v = ud(rng); break;
       }
       w[r * cols + c] = half::float_to_bf16(v * scale);
-      w16[r * cols + c] = half::float_to_f16(std::clamp(v * scale, -60000.0f, 60000.0f));
+      // Within F16 and below 65504 / 1.8, where the expanded range overflows (refused since R4-B21).
+      w16[r * cols + c] = half::float_to_f16(std::clamp(v * scale, -36000.0f, 36000.0f));
     }
   }
   const SearchSpec sp = *search_spec(Observer::NVFP4_EXPANDED_MSE);
@@ -527,6 +532,36 @@ TEST(CodecSearch, EveryPathRecordsTheReferencesPowersAndIndices) {
         if (std::bit_cast<std::uint32_t>(sums[g]) != std::bit_cast<std::uint32_t>(want_sum[g]) && bad++ < 10)
           ADD_FAILURE() << path.name << ": group " << g << " sum " << sums[g] << " want " << want_sum[g];
       EXPECT_EQ(bad, 0u) << path.name;
+    }
+  }
+}
+
+// R4-B21: a group whose expanded range flD(max|w| x 1.8) overflows gets upstream's infinite maximum (its global scale
+// then 0): every path refuses it naming the tensor, the group's largest element and its value, never "global scale 0
+// is invalid".
+TEST(CodecSearch, TheExpandedRangeOverflowIsRefusedOnEveryPath) {
+  const SearchSpec mse = *search_spec(Observer::NVFP4_EXPANDED_MSE), mless = *search_spec(Observer::MEMORYLESS_MSE);
+  for (const DType dt : {DType::BF16, DType::F16}) {
+    const float big = dt == DType::BF16 ? 2.0e38f : 40000.0f, fine = dt == DType::BF16 ? 1.8e38f : 36000.0f;
+    std::vector<std::uint16_t> w(4 * 32);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const float v = i == 2 * 32 + 21 ? -big : (i == 5 ? fine : 0.01f * static_cast<float>(i % 7));
+      w[i] = dt == DType::BF16 ? half::float_to_bf16(v) : half::float_to_f16(v);
+    }
+    const WeightView v{reinterpret_cast<const std::byte*>(w.data()), dt, 4, 32};
+    std::vector<float> out(8);
+    for (const auto& path : search_paths()) {
+      SCOPED_TRACE(fmt::format("{} {}", dtype_name(dt), path));
+      auto st = search_rows(v, mse, mse.total_steps(), 0, 4, out.data(), nullptr, "m.w", path);
+      ASSERT_FALSE(st.ok());
+      EXPECT_EQ(st.error().code, Errc::BAD_INPUT);
+      EXPECT_NE(st.error().message.find("'m.w'"), std::string::npos) << st.error().message;
+      EXPECT_NE(st.error().message.find("element [2, 21] = -"), std::string::npos) << st.error().message;
+      EXPECT_NE(st.error().message.find("--observer minmax"), std::string::npos) << st.error().message;
+      EXPECT_EQ(st.error().message.find("global scale 0 is invalid"), std::string::npos) << st.error().message;
+      // Rows without it, and the memoryless search (expand 1.0), take the same data.
+      EXPECT_TRUE(search_rows(v, mse, mse.total_steps(), 0, 2, out.data(), nullptr, "m.w", path).ok());
+      EXPECT_TRUE(search_rows(v, mless, mless.total_steps(), 0, 4, out.data(), nullptr, "m.w", path).ok());
     }
   }
 }

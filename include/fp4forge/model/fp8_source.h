@@ -124,6 +124,15 @@ namespace fp4forge {
  */
 Status scan_fp8_values(const Checkpoint& ck, const Fp8Source& src);
 
+/**
+ * The checks of an FP8 / packed FP4 release beyond detection that read no weight payload (quantize runs them before
+ * writing anything, verify and doctor report a failure as `fp8-source-invalid`; R4-B7, R4-B11): every scale finite
+ * and > 0 (a zero or negative scale is corrupt: compressed-tensors writes eps for a zero group and never a negative
+ * one, and fp4forge's verify rejects it in an output), and a payload with leading dimensions beside routed experts is a
+ * fused expert tensor (quantize refuses any other storage form there). BAD_INPUT naming the tensor. Reads the scales.
+ */
+Status check_fp8_source(const Checkpoint& ck, const Fp8Source& src, const ModelInfo& info);
+
 Status dequant_elements(const Checkpoint& ck, const Fp8Weight& w, std::uint64_t begin, std::uint64_t count,
                         std::uint16_t* out);
 /** Rows [r0, r1) of `slice` (a matrix inside FP8 weight `w`, in elements) expanded to bf16, row-major. */

@@ -48,8 +48,6 @@ class ResumeManifest {
   void keep(const std::string& shard, ManifestEntry e);
   /** Records a committed shard and rewrites the manifest atomically. Thread-safe. */
   Status record(const std::string& shard, ManifestEntry e);
-  /** Removes the manifest (the run is complete). */
-  Status remove() const;
 
  private:
   std::filesystem::path dir_;

@@ -37,6 +37,9 @@ struct StagedShards {
   std::uint64_t bytes = 0;
 };
 StagedShards staged_shards(const std::filesystem::path& dir);
+/** Removes the temporaries of a run from its staging folder (`fs::is_partial_name`: a shard's `NAME.partial`, an
+ * atomic write's `NAME.partial-XXXXXXXX`), never the marker's: they are never output. The caller holds the lock. */
+Status remove_staged_temporaries(const std::filesystem::path& dir);
 
 /**
  * Refuses a DST that is empty, the source, inside the source, inside the Hugging Face cache a source
@@ -82,11 +85,19 @@ class Staging {
    */
   Status open(const std::filesystem::path& dir, const std::filesystem::path& dst, bool resume, bool restart,
               std::vector<std::string>& warnings);
-  /** Renames the finished staging folder to `dst`, then drops the marker (and the lock) there. */
-  Status finish(const std::filesystem::path& dst);
+  /** Renames the finished staging folder to `dst`, then removes the files named in `drop` (the resume manifest)
+   * and the marker (and the lock) there. */
+  Status finish(const std::filesystem::path& dst, const std::vector<std::string>& drop = {});
   void unlock() noexcept;
   /** Removes the staging folder (never a finished DST), then unlocks. */
   void remove() noexcept;
+  /**
+   * After a failed run (R4-B2: an error never deletes finished work): a staging folder that holds finished shards
+   * (this run's or an earlier run's, reusable by --resume after their digest check) is kept with only its
+   * temporaries (`*.partial`, `*.partial-XXXXXXXX`) removed, and unlocked; one without is removed. Returns the
+   * shards kept (count 0: nothing kept). Never touches a finished DST.
+   */
+  StagedShards keep_finished() noexcept;
   const std::filesystem::path& dir() const { return dir_; }
   bool created() const { return created_; }
   bool finished() const { return finished_; }

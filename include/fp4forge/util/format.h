@@ -12,6 +12,9 @@ std::string format_bytes(std::uint64_t bytes);
 
 /** A tensor shape: "[2048, 1024]" (sep ", "), or as the file spells it "[2048,1024]" (sep ","). */
 std::string format_shape(std::span<const std::uint64_t> shape, std::string_view sep = ", ");
+/** The multi-index of row-major element `flat` of a tensor of `shape`, formatted as format_shape does ("[3, 7]";
+ * "[]" for a scalar). */
+std::string format_index(std::span<const std::uint64_t> shape, std::uint64_t flat);
 
 /** 17366515712 -> "17,366,515,712". */
 std::string format_count(std::uint64_t n);

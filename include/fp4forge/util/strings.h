@@ -47,21 +47,25 @@ inline std::string ascii_lower(std::string_view s) {
  */
 std::string printable(std::string_view s, std::size_t max_bytes = 256);
 
-/** s with the five XML special characters escaped (SVG text and attributes). */
-inline std::string xml_escape(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+/** printable()'s cut for a whole line of a text report (a finding's message, a warning, a table cell): text
+ * renderers write every string that holds file data (names, config values, messages that quote them) as
+ * printable(s, kReportLine), so a newline in a name is `\x0a`, not a forged line (R4-B5). */
+inline constexpr std::size_t kReportLine = 16384;
+
+/**
+ * A whole multi-line report made safe for a terminal (R4-B5): printable() line by line, keeping newlines and tabs
+ * and no length cap. The CLI prints every text report through it, so a name a renderer forgot to escape can forge a
+ * line at most, never reach the terminal as ESC, CR or another control byte. Renderers still escape each name from a
+ * file with printable(), which also escapes a newline.
+ */
+std::string printable_text(std::string_view s);
+
+/**
+ * `s` as XML 1.0 character data or an attribute value (SVG text, titles): the five special characters escaped, CR as
+ * `&#13;`, and every character XML 1.0 forbids (C0 controls other than tab and LF, DEL, U+FFFE/U+FFFF, ill-formed
+ * UTF-8) written as `\xNN` text, as printable() writes it: the document stays well-formed whatever a name holds.
+ */
+std::string xml_escape(std::string_view s);
 
 /** The key an option value is matched by: ASCII lower case, '_' read as '-' ("FP8_BLOCK" == "fp8-block"). */
 inline std::string option_key(std::string_view s) {
