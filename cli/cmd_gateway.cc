@@ -1,4 +1,4 @@
-// fp4forge gateway show|swap|rollback|retire: LiteLLM proxy config.yaml edits (docs/cli/gateway.md).
+// fp4forge gateway show|swap|add|rollback|retire|check: LiteLLM proxy config.yaml edits (docs/cli/gateway.md).
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -14,17 +14,50 @@ namespace {
 struct GwOpts {
   std::string config, backend, alias, backend_model, api_base, to, checks = "all", api_key_env, probe_model, deployment,
       url;
-  std::vector<std::string> params;
+  std::vector<std::string> params, model_info;
   double timeout = 60.0;
-  bool no_probe = false, probe = false, dry_run = false, json = false, weak_gate = false, all_deployments = false;
+  bool no_probe = false, probe = false, dry_run = false, json = false, weak_gate = false, all_deployments = false,
+       keep_api_key = false, multimodal = false, text_only = false, replica = false;
 };
 
-// The probe settings swap and check share: --checks, --api-key-env, --timeout.
+// The probe settings swap, add and check share: --checks, --api-key-env, --timeout, --multimodal / --text-only.
 Status probe_settings(const GwOpts& o, std::vector<probe::Check>& checks, probe::ProbeOptions& po) {
   FP4FORGE_ASSIGN_OR_RETURN(checks, probe::parse_checks(o.checks));
   FP4FORGE_ASSIGN_OR_RETURN(po.api_key, api_key_from_env(o.api_key_env));
   po.timeout_s = o.timeout;
+  if (o.multimodal && o.text_only)
+    return make_error(Errc::USAGE, "--text-only and --multimodal contradict each other; pick one");
+  po.vision = o.text_only ? probe::VisionMode::TEXT_ONLY
+                          : o.multimodal ? probe::VisionMode::MULTIMODAL : probe::VisionMode::AUTO;
   return {};
+}
+
+// KEY=VALUE arguments (--param, --model-info) as pairs; USAGE for one without '='.
+Status key_values(const std::vector<std::string>& in, const char* option,
+                  std::vector<std::pair<std::string, std::string>>& out) {
+  for (const auto& kv : in) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return make_error(Errc::USAGE, "{} '{}': expected KEY=VALUE", option, kv);
+    out.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return {};
+}
+
+// The new deployment's options swap and add share.
+Status seat_settings(const GwOpts& o, gateway::SeatOptions& so) {
+  if (o.probe && o.no_probe) return make_error(Errc::USAGE, "--probe and --no-probe contradict each other; pick one");
+  so.alias = o.alias;
+  so.backend_model = o.backend_model;
+  so.api_base = o.api_base;
+  so.probe = !o.no_probe;
+  so.weak_gate = o.weak_gate;
+  so.probe_model = o.probe_model;
+  so.dry_run = o.dry_run;
+  so.api_key_env = o.api_key_env;
+  so.keep_api_key = o.keep_api_key;
+  FP4FORGE_TRY(key_values(o.params, "--param", so.params));
+  return probe_settings(o, so.checks, so.probe_options);
 }
 
 // A gateway result's warnings, then its JSON document or its text; its exit code.
@@ -48,22 +81,36 @@ int finish_edit(const GwOpts& o, Result<gateway::EditResult> r) {
 
 int run_swap(const GwOpts& o) {
   gateway::SwapOptions so;
-  so.alias = o.alias;
-  so.backend_model = o.backend_model;
-  so.api_base = o.api_base;
-  so.probe = !o.no_probe;
-  so.weak_gate = o.weak_gate;
-  so.probe_model = o.probe_model;
-  so.dry_run = o.dry_run;
-  for (const auto& kv : o.params) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return report_error(make_error(Errc::USAGE, "--param '{}': expected KEY=VALUE", kv), o.json);
-    so.params.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  if (Status st = probe_settings(o, so.checks, so.probe_options); !st) return report_error(st.error(), o.json);
+  if (Status st = seat_settings(o, so); !st) return report_error(st.error(), o.json);
   so.deployment = o.deployment;
   return finish_edit(o, gateway::gateway_swap(o.config, so));
+}
+
+int run_add(const GwOpts& o) {
+  gateway::AddOptions ao;
+  if (Status st = seat_settings(o, ao); !st) return report_error(st.error(), o.json);
+  if (Status st = key_values(o.model_info, "--model-info", ao.model_info); !st) return report_error(st.error(), o.json);
+  ao.replica = o.replica;
+  return finish_edit(o, gateway::gateway_add(o.config, ao));
+}
+
+// The options of a new deployment (swap, add).
+void add_seat_options(CLI::App* s, GwOpts& o) {
+  s->add_option("--backend-model", o.backend_model, "litellm_params.model, e.g. hosted_vllm/org/m")->required();
+  s->add_option("--api-base", o.api_base, "litellm_params.api_base, e.g. http://gpu7:8000/v1")->required();
+  s->add_option("--param", o.params, "extra litellm_params KEY=VALUE (VALUE is YAML, one line); repeatable");
+  s->add_flag("--probe", o.probe, "probe the backend first (the default)");
+  s->add_flag("--no-probe", o.no_probe, "skip the probe (not recommended: F44)");
+  s->add_option("--probe-model", o.probe_model, "model name at the backend (default: --backend-model without its "
+                                                "provider prefix)");
+  s->add_option("--checks", o.checks, "probe checks (default all; must keep prose and logprobs)");
+  s->add_flag("--weak-gate", o.weak_gate, "allow --checks without prose or logprobs (the F1 checks)");
+  s->add_option("--api-key-env", o.api_key_env, "environment variable with the backend's API key: the probe sends "
+                                                "it, the deployment gets api_key: os.environ/NAME");
+  s->add_flag("--multimodal", o.multimodal, "the alias takes images: the vision check must pass");
+  s->add_flag("--text-only", o.text_only, "the alias takes no images: skip the vision check (warns for a vision alias)");
+  s->add_option("--timeout", o.timeout, "deadline of each probe check in seconds")->check(CLI::Range(0.1, 3600.0));
+  s->add_flag("--dry-run", o.dry_run, "probe and show the diff, write nothing");
 }
 
 int run_check(const GwOpts& o) {
@@ -90,20 +137,16 @@ void add_gateway(CLI::App& sub, Action& action) {
   CLI::App* swap = sub.add_subcommand("swap", "probe a backend, then repoint one alias to it (backup + diff)");
   common(swap);
   swap->add_option("--alias", o->alias, "model_name to repoint")->required();
-  swap->add_option("--backend-model", o->backend_model, "new litellm_params.model, e.g. hosted_vllm/org/m")->required();
   swap->add_option("--deployment", o->deployment, "which deployment of a load-balanced alias: N (1-based), its "
-                                                  "api_base or its model");
-  swap->add_option("--api-base", o->api_base, "new litellm_params.api_base, e.g. http://gpu7:8000/v1")->required();
-  swap->add_option("--param", o->params, "extra litellm_params KEY=VALUE (VALUE is YAML, one line); repeatable");
-  swap->add_flag("--probe", o->probe, "probe the backend first (the default)");
-  swap->add_flag("--no-probe", o->no_probe, "skip the probe (not recommended: F44)");
-  swap->add_option("--probe-model", o->probe_model, "model name at the backend (default: --backend-model without "
-                                                    "its provider prefix)");
-  swap->add_option("--checks", o->checks, "probe checks (default all; must keep prose and logprobs)");
-  swap->add_flag("--weak-gate", o->weak_gate, "allow --checks without prose or logprobs (the F1 checks)");
-  swap->add_option("--api-key-env", o->api_key_env, "environment variable with the backend's API key");
-  swap->add_option("--timeout", o->timeout, "deadline of each probe check in seconds")->check(CLI::Range(0.1, 3600.0));
-  swap->add_flag("--dry-run", o->dry_run, "probe and show the diff, write nothing");
+                                                  "model_info.id, its api_base or its model");
+  add_seat_options(swap, *o);
+  swap->add_flag("--keep-api-key", o->keep_api_key, "keep the deployment's api_key (the probe still uses --api-key-env)");
+  CLI::App* add = sub.add_subcommand("add", "probe a backend, then create an alias for it (backup + diff)");
+  common(add);
+  add->add_option("--alias", o->alias, "model_name to create")->required();
+  add_seat_options(add, *o);
+  add->add_option("--model-info", o->model_info, "model_info KEY=VALUE (VALUE is YAML), e.g. id=chat-gpu9; repeatable");
+  add->add_flag("--replica", o->replica, "the alias exists: add one more deployment LiteLLM load-balances with it");
   CLI::App* rollback = sub.add_subcommand("rollback", "restore a backup byte for byte (default: the newest)");
   common(rollback);
   rollback->add_option("--to", o->to, "backup file to restore");
@@ -121,6 +164,8 @@ void add_gateway(CLI::App& sub, Action& action) {
   check->add_option("--api-key-env", o->api_key_env, "environment variable with a gateway key (default: the config's "
                                                      "general_settings.master_key)");
   check->add_option("--timeout", o->timeout, "deadline of each probe check in seconds")->check(CLI::Range(0.1, 3600.0));
+  check->add_flag("--multimodal", o->multimodal, "the alias takes images: a rejected image fails");
+  check->add_flag("--text-only", o->text_only, "the alias takes no images: skip the vision check");
   sub.footer(
       "Exit: 0 ok, 1 probe failed (file untouched), 2 usage, 3 bad config, 4 I/O or backend/gateway unreachable.\n"
       "Examples:\n"
@@ -128,7 +173,9 @@ void add_gateway(CLI::App& sub, Action& action) {
       "  fp4forge gateway swap --config litellm.yaml --alias chat --backend-model hosted_vllm/org/m-NVFP4A16 \\\n"
       "      --api-base http://gpu7:8000/v1 --param 'extra_body={chat_template_kwargs: {enable_thinking: false}}'\n"
       "  fp4forge gateway swap --config litellm.yaml --alias chat --deployment 2 --backend-model hosted_vllm/org/m \\\n"
-      "      --api-base http://gpu8:8000/v1\n"
+      "      --api-base http://gpu8:8000/v1 --api-key-env GPU8_KEY\n"
+      "  fp4forge gateway add --config litellm.yaml --alias char-rp-fast --backend-model hosted_vllm/org/m \\\n"
+      "      --api-base http://gpu9:8000/v1 --api-key-env GPU9_KEY --model-info id=char-rp-fast-gpu9\n"
       "  fp4forge gateway check --config litellm.yaml --alias chat --url http://litellm:4000\n"
       "  fp4forge gateway rollback --config litellm.yaml");
   show->callback([&action, o] {
@@ -144,13 +191,8 @@ void add_gateway(CLI::App& sub, Action& action) {
       return 0;
     };
   });
-  swap->callback([&action, o] {
-    action = [o]() -> int {
-      if (o->probe && o->no_probe)
-        return report_error(make_error(Errc::USAGE, "--probe and --no-probe contradict each other; pick one"), o->json);
-      return run_swap(*o);
-    };
-  });
+  swap->callback([&action, o] { action = [o]() -> int { return run_swap(*o); }; });
+  add->callback([&action, o] { action = [o]() -> int { return run_add(*o); }; });
   rollback->callback([&action, o] {
     action = [o]() -> int { return finish_edit(*o, gateway::gateway_rollback(o->config, o->to)); };
   });

@@ -1,21 +1,46 @@
 // fp4forge probe URL --model NAME: prove a served OpenAI-compatible endpoint (docs/cli/probe.md).
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/probe/kv_pool.h"
 #include "fp4forge/probe/probe.h"
 #include "fp4forge/probe/report.h"
 #include "render.h"
 
 namespace fp4forge::cli {
 
+namespace {
+
+// --expect-kv-tokens N, or the pool of a plan --json seat (--expect-kv-from FILE [--seat NAME]).
+template <class Opts>
+Status expected_kv(const Opts& o, probe::ProbeOptions& po) {
+  if (!o.seat.empty() && o.expect_kv_from.empty())
+    return make_error(Errc::USAGE, "--seat names a seat of --expect-kv-from PLAN.json, which is not given");
+  if (o.expect_kv_from.empty()) {
+    po.expect_kv_tokens = o.expect_kv_tokens;
+    return {};
+  }
+  if (o.expect_kv_tokens > 0)
+    return make_error(Errc::USAGE, "--expect-kv-tokens and --expect-kv-from both give the expected pool; pick one");
+  FP4FORGE_ASSIGN_OR_RETURN(probe::PlanKv kv, probe::kv_from_plan(o.expect_kv_from, o.seat, o.model));
+  po.expect_kv_tokens = kv.tokens;
+  po.expect_kv_from = fmt::format("{} seat '{}': {} blocks x {}", o.expect_kv_from, kv.seat, kv.num_blocks, kv.block_size);
+  return {};
+}
+
+}  // namespace
+
 void add_probe(CLI::App& sub, Action& action) {
   struct Opts {
-    std::string url, model, api_key_env, checks = "all";
+    std::string url, model, api_key_env, checks = "all", expect_kv_from, seat;
     double timeout = 60.0, deadline = 0.0;
-    int max_tokens = 1024, concurrency = 8;
+    int max_tokens = 1024, concurrency = 8, context_tokens = 0;
+    std::int64_t expect_kv_tokens = 0;
+    std::uint64_t seed = 0;
     bool text_only = false, multimodal = false, json = false, json_lines = false;
   };
   auto o = std::make_shared<Opts>();
@@ -23,7 +48,8 @@ void add_probe(CLI::App& sub, Action& action) {
   sub.add_option("--model", o->model, "served model name (as listed by /v1/models)")->required();
   sub.add_option("--api-key-env", o->api_key_env, "environment variable holding the API key (never printed)");
   sub.add_option("--checks", o->checks,
-                 "comma-separated: models,prose,long,logprobs,vision,tools,multiturn,completions,reasoning (default all)");
+                 "comma-separated: models,prose,long,logprobs,vision,tools,multiturn,completions,reasoning,context,kv "
+                 "(default all)");
   sub.add_option("--timeout", o->timeout, "deadline of each check in seconds (default 60)")->check(CLI::Range(0.1, 3600.0));
   sub.add_option("--max-tokens", o->max_tokens, "max_tokens a client would send (prose, vision, tools, reasoning; default 1024)")
       ->check(CLI::Range(16, 1 << 20));
@@ -33,6 +59,15 @@ void add_probe(CLI::App& sub, Action& action) {
       ->check(CLI::Range(0.1, 36000.0));
   sub.add_option("--concurrency", o->concurrency, "checks sent at once after the first (default 8; 1 = one by one)")
       ->check(CLI::Range(1, 64));
+  sub.add_option("--context-tokens", o->context_tokens, "context: the long prompt's size in tokens (default 16384, or "
+                 "less to fit the served max_model_len)")->check(CLI::Range(256, 1 << 24));
+  CLI::Option* seed = sub.add_option("--seed", o->seed, "context: the seed of the hidden code and its depth (default: random, reported)");
+  sub.add_option("--expect-kv-tokens", o->expect_kv_tokens, "kv: the KV pool expected in tokens (num_gpu_blocks x "
+                 "block_size); a difference over 2 % fails")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 50));
+  sub.add_option("--expect-kv-from", o->expect_kv_from, "kv: take the expected pool from this 'fp4forge plan --json' "
+                 "file (placement.num_blocks x kv.attention_block_size)");
+  sub.add_option("--seat", o->seat, "with --expect-kv-from: the plan's seat (default: the only one, or the one whose "
+                 "served name is --model)");
   sub.add_flag("--json", o->json, "print the report as JSON (schema in docs/cli/probe.md)");
   sub.add_flag("--json-lines", o->json_lines, "one JSON line per check as it finishes, then the report as a last line");
   sub.footer(
@@ -40,9 +75,10 @@ void add_probe(CLI::App& sub, Action& action) {
       "Examples:\n"
       "  fp4forge probe http://127.0.0.1:8000 --model org/model-NVFP4A16\n"
       "  VLLM_KEY=... fp4forge probe http://gpu7:8000/v1 --model m --api-key-env VLLM_KEY --checks prose,logprobs\n"
-      "  fp4forge probe http://127.0.0.1:8000 --model m --text-only --json > report.json");
-  sub.callback([&action, o] {
-    action = [o]() -> int {
+      "  fp4forge probe http://127.0.0.1:8000 --model m --text-only --json > report.json\n"
+      "  fp4forge probe http://127.0.0.1:8000 --model m --checks context,kv --expect-kv-from plan.json --seat m");
+  sub.callback([&action, o, seed] {
+    action = [o, seed]() -> int {
       auto checks = probe::parse_checks(o->checks);
       if (!checks.ok()) return report_error(checks.error(), o->json);
       if (o->text_only && o->multimodal)
@@ -61,6 +97,9 @@ void add_probe(CLI::App& sub, Action& action) {
       if (Status st = probe::check_base_url(o->url); !st) return report_error(std::move(st).error(), o->json || o->json_lines);
       po.total_timeout_s = o->deadline;
       po.concurrency = o->concurrency;
+      po.context_tokens = o->context_tokens;
+      if (seed->count() > 0) po.seed = o->seed;
+      if (Status st = expected_kv(*o, po); !st) return report_error(std::move(st).error(), o->json || o->json_lines);
       // Results stream as each check finishes: a text line, or a JSON line ("event": "check").
       if (!o->json) {
         if (!o->json_lines) {

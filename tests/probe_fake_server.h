@@ -37,6 +37,8 @@ enum class Fault {
   REASONING,             // a healthy thinking model (reasoning_content, then content)
   REASONING_NO_CONTENT,  // thinking never ends: reasoning_content only, content null, finish length
   AUTH_ECHO,             // HTTP 401 whose message echoes the received API key (as some gateways do)
+  CONTEXT_COLLAPSE,      // prompts over 2,000 characters are answered without recalling anything
+  OVERRUN_STREAM,        // streams run 40 chunks past max_tokens (usage says so too)
 };
 
 struct FakeServerOptions {
@@ -46,7 +48,14 @@ struct FakeServerOptions {
   double slow_s = 3.0;
   int max_requests = 64;
   double max_lifetime_s = 30.0;
-  std::string expect_api_key;      // when set, requests without "Bearer <key>" get 401
+  std::string expect_api_key;      // when set, requests without "Bearer <key>" get auth_status
+  int auth_status = 401;           // 401 or 403
+  int max_model_len = 8192;        // listed in /v1/models; longer prompts (4 chars a token) are refused as vLLM does
+  std::int64_t kv_blocks = 2048;   // vllm:cache_config_info num_gpu_blocks in /metrics (0: no metrics, 404)
+  int block_size = 16;
+  // LiteLLM proxy headers on every chat/completions answer (x-litellm-model-api-base, -model-id, -model-group);
+  // none when empty: a fake gateway in front of a seat
+  std::string litellm_api_base, litellm_model_id, litellm_model_group;
 };
 
 class FakeServer {
@@ -94,6 +103,11 @@ class FakeServer {
     std::lock_guard<std::mutex> g(mu_);
     return auth_;
   }
+  /** The bodies of the requests handled so far (in the order of requests()). */
+  std::vector<std::string> bodies() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return bodies_;
+  }
 
   /** A port on 127.0.0.1 where nothing listens (bound, then closed). */
   static int free_port() {
@@ -130,6 +144,7 @@ class FakeServer {
           std::lock_guard<std::mutex> g(mu_);
           log_.push_back(req.method + " " + req.path);
           auth_.push_back(req.auth);
+          bodies_.push_back(req.body);
         }
         handle(c, req);
         ++handled;
@@ -186,13 +201,38 @@ class FakeServer {
     }
   }
 
-  static void respond(int c, int status, const std::string& body, const char* type = "application/json",
-                      std::size_t declared = 0) {
+  void respond(int c, int status, const std::string& body, const char* type = "application/json",
+               std::size_t declared = 0) {
     const char* reason = status == 200 ? "OK" : status == 400 ? "Bad Request" : status == 401 ? "Unauthorized"
-                         : status == 404 ? "Not Found" : "Internal Server Error";
-    send_all(c, fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                            status, reason, type, declared ? declared : body.size()));
+                         : status == 403 ? "Forbidden" : status == 404 ? "Not Found" : "Internal Server Error";
+    send_all(c, fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n",
+                            status, reason, type, declared ? declared : body.size(), litellm_headers()));
     send_all(c, body);
+  }
+
+  // The LiteLLM proxy's response headers naming the deployment that answered (when configured).
+  std::string litellm_headers() const {
+    std::string h;
+    if (!opts_.litellm_api_base.empty()) h += "x-litellm-model-api-base: " + opts_.litellm_api_base + "\r\n";
+    if (!opts_.litellm_model_id.empty()) h += "x-litellm-model-id: " + opts_.litellm_model_id + "\r\n";
+    if (!opts_.litellm_model_group.empty()) h += "X-LiteLLM-Model-Group: " + opts_.litellm_model_group + "\r\n";
+    return h;
+  }
+
+  // vLLM's Prometheus text: a comment, another metric, then vllm:cache_config_info with escaped label values.
+  std::string metrics_text() const {
+    return fmt::format(
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.\n"
+        "# TYPE vllm:num_requests_running gauge\n"
+        "vllm:num_requests_running{{engine=\"0\",model_name=\"{0}\"}} 0.0\n"
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+        "# TYPE vllm:cache_config_info gauge\n"
+        "vllm:cache_config_info{{block_size=\"{1}\",cache_dtype=\"auto\",calculate_kv_scales=\"False\","
+        "cpu_offload_gb=\"0\",enable_prefix_caching=\"True\",engine=\"0\",gpu_memory_utilization=\"0.9\","
+        "is_attention_free=\"False\",num_cpu_blocks=\"None\",num_gpu_blocks=\"{2}\","
+        "num_gpu_blocks_override=\"None\",prefix_caching_hash_algo=\"builtin\",sliding_window=\"None\","
+        "swap_space=\"4\",note=\"a \\\"quoted\\\" value, a \\\\ and a\\nline\"}} 1.0\n",
+        opts_.model, opts_.block_size, opts_.kv_blocks);
   }
 
   static std::string error_body(int code, const std::string& msg, const char* type) {
@@ -271,8 +311,13 @@ class FakeServer {
 
   void handle(int c, const Request& req) {
     const Fault f = opts_.fault;
+    if (req.method == "GET" && req.path == "/metrics") {  // vLLM serves it without the API key
+      if (opts_.kv_blocks <= 0) return respond(c, 404, json{{"detail", "Not Found"}}.dump());
+      return respond(c, 200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+    }
     if (!opts_.expect_api_key.empty() && req.auth != "Bearer " + opts_.expect_api_key) {
-      return respond(c, 401, json{{"error", json{{"message", "Unauthorized"}, {"code", "401"}}}}.dump());
+      return respond(c, opts_.auth_status,
+                     json{{"error", json{{"message", "Unauthorized"}, {"code", std::to_string(opts_.auth_status)}}}}.dump());
     }
     if (f == Fault::AUTH_ECHO) {
       return respond(c, 401, json{{"error", json{{"message", "Authentication Error, Invalid proxy server token passed. "
@@ -284,7 +329,7 @@ class FakeServer {
       return respond(c, 200, json{{"object", "list"},
                                   {"data", json::array({json{{"id", id}, {"object", "model"}, {"created", 1700000000},
                                                              {"owned_by", "vllm"}, {"root", id}, {"parent", nullptr},
-                                                             {"max_model_len", 8192}}})}}.dump());
+                                                             {"max_model_len", opts_.max_model_len}}})}}.dump());
     }
     if (req.method != "POST" || (req.path != "/v1/chat/completions" && req.path != "/v1/completions"))
       return respond(c, 404, json{{"detail", "Not Found"}}.dump());
@@ -315,6 +360,14 @@ class FakeServer {
       return respond(c, 400, error_body(400, "Out of range float values are not JSON compliant: nan", "BadRequestError"));
     if (has_image(body) && f == Fault::TEXT_ONLY)
       return respond(c, 400, error_body(400, "Qwen3ForCausalLM is not a multimodal model", "BadRequestError"));
+    // vLLM's refusal of a prompt longer than max_model_len (4 characters a token here).
+    const int prompt_tokens = static_cast<int>(req.body.size() / 4);
+    if (prompt_tokens + max_tokens > opts_.max_model_len)
+      return respond(c, 400, error_body(400, fmt::format("This model's maximum context length is {} tokens. However, "
+                                                         "you requested {} tokens ({} in the messages, {} in the "
+                                                         "completion). Please reduce the length of the messages or "
+                                                         "completion.", opts_.max_model_len, prompt_tokens + max_tokens,
+                                                         prompt_tokens, max_tokens), "BadRequestError"));
 
     // What a healthy model would say.
     const std::string q = last_user_text(body);
@@ -332,6 +385,11 @@ class FakeServer {
         if (m["content"].is_string() && m["content"].get<std::string>().find("locker code is 4817") != std::string::npos)
           answer = "4817";
     } else if (q.find("train") != std::string::npos) answer = "The train arrives at 6:15 pm.";
+    if (std::size_t at = q.find("The secret code is "); at != std::string::npos) {
+      const std::size_t b = at + 19, e = q.find('.', b);
+      answer = f == Fault::CONTEXT_COLLAPSE && q.size() > 2000 ? "I am not sure what you mean."
+                                                               : q.substr(b, e == std::string::npos ? 0 : e - b);
+    }
     if (has_image(body)) answer = "A red circle on a white background.";
     if (body.contains("tools")) {
       answer = "";
@@ -364,7 +422,12 @@ class FakeServer {
       tokens = max_tokens;
       extra.erase("tool_calls");
     }
-    json out = completion(answer, extra, finish, tokens);
+    if (f == Fault::OVERRUN_STREAM && body.value("stream", false)) {
+      answer = essay(max_tokens + 40 + 20);
+      tokens = max_tokens + 40;
+      finish = "length";
+    }
+    json out = completion(answer, extra, finish, tokens, std::max(24, prompt_tokens));
     if (body.value("logprobs", false)) {
       json content = json::array();
       for (const char* t : {"Red", ",", " green", " and", " blue", "."}) {
@@ -378,6 +441,7 @@ class FakeServer {
   }
 
   void send_body(int c, const std::string& s) {
+    if (opts_.fault != Fault::CUT_OFF) return respond(c, 200, s);
     if (opts_.fault == Fault::CUT_OFF) {
       // Declare the full length, send half, close.
       send_all(c, fmt::format("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
@@ -390,8 +454,8 @@ class FakeServer {
 
   // vLLM-style SSE over chunked transfer encoding: one chunk per word, a usage chunk, then [DONE].
   void send_stream(int c, const json& full, bool cut) {
-    send_all(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n"
-                "Connection: close\r\n\r\n");
+    send_all(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n" +
+                    litellm_headers() + "Connection: close\r\n\r\n");
     auto chunk = [&](const std::string& data) {
       const std::string ev = "data: " + data + "\n\n";
       send_all(c, fmt::format("{:x}\r\n", ev.size()));
@@ -401,7 +465,8 @@ class FakeServer {
     const json& msg = full["choices"][0]["message"];
     auto emit = [&](const char* key) {
       if (!msg.contains(key) || !msg[key].is_string()) return;
-      const std::string text = msg[key].get<std::string>();
+      std::string text = msg[key].get<std::string>();
+      while (!text.empty() && text.back() == ' ') text.pop_back();  // no whitespace-only last chunk: a chunk is a token
       std::size_t pos = 0;
       while (pos < text.size()) {
         std::size_t next = text.find(' ', pos + 1);
@@ -432,6 +497,7 @@ class FakeServer {
   mutable std::mutex mu_;
   std::vector<std::string> log_;
   std::vector<std::string> auth_;
+  std::vector<std::string> bodies_;
 };
 
 }  // namespace fp4forge::testing

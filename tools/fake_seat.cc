@@ -3,6 +3,12 @@
 // requests, then exits. It serves nothing real: every answer is canned (tests/probe_fake_server.h).
 //
 //   fp4forge-fake-seat --model NAME [--api-key-env VAR] [--lifetime S] [--max-requests N] [--url-file F]
+//                      [--max-model-len N] [--kv-blocks N] [--block-size N] [--text-only]
+//                      [--litellm-api-base URL] [--litellm-model-id ID]
+//
+// As a seat it serves vLLM's /metrics (vllm:cache_config_info with --kv-blocks x --block-size) and refuses prompts
+// longer than --max-model-len; as a stand-in for a LiteLLM proxy (--litellm-api-base / --litellm-model-id) it names
+// the deployment that answered in LiteLLM's x-litellm-* response headers.
 //
 // Prints its base URL (http://127.0.0.1:PORT) on stdout, and to F when given, then serves until the lifetime or
 // the request budget is spent.
@@ -24,9 +30,19 @@ int main(int argc, char** argv) {
   app.add_option("--lifetime", o.max_lifetime_s, "seconds to serve (default 60)")->check(CLI::Range(0.1, 3600.0));
   app.add_option("--max-requests", o.max_requests, "requests to serve (default 200)")->check(CLI::Range(1, 100000));
   app.add_option("--url-file", url_file, "also write the base URL to this file");
+  app.add_option("--max-model-len", o.max_model_len, "max_model_len listed in /v1/models (default 8192)")
+      ->check(CLI::Range(256, 1 << 24));
+  app.add_option("--kv-blocks", o.kv_blocks, "num_gpu_blocks in /metrics (default 2048; 0 = no /metrics)");
+  app.add_option("--block-size", o.block_size, "block_size in /metrics (default 16)")->check(CLI::Range(1, 4096));
+  bool text_only = false;
+  app.add_flag("--text-only", text_only, "refuse images as a text-only model does");
+  app.add_option("--litellm-api-base", o.litellm_api_base, "answer as a LiteLLM proxy routing to this api_base");
+  app.add_option("--litellm-model-id", o.litellm_model_id, "answer as a LiteLLM proxy naming this deployment id");
   o.max_lifetime_s = 60.0;
   o.max_requests = 200;
   CLI11_PARSE(app, argc, argv);
+  if (text_only) o.fault = fp4forge::testing::Fault::TEXT_ONLY;
+  if (!o.litellm_api_base.empty() || !o.litellm_model_id.empty()) o.litellm_model_group = o.model;
   if (!key_env.empty()) {
     const char* v = std::getenv(key_env.c_str());
     if (v == nullptr || *v == '\0') {

@@ -68,11 +68,18 @@ oj to_json(const EditResult& e) {
 
 oj to_json(const CheckReport& c) {
   oj j;
-  j["ok"] = !c.probe.any_failed();
+  j["ok"] = c.ok();
   j["command"] = "check";
   j["config"] = c.config;
   j["alias"] = c.alias;
   j["warnings"] = c.warnings;
+  oj served = oj::array();
+  for (const ServedBackend& b : c.served)
+    served.push_back(oj{{"api_base", str_or_null(b.by.api_base)}, {"model_id", str_or_null(b.by.model_id)},
+                        {"model_group", str_or_null(b.by.model_group)}, {"checks", b.checks},
+                        {"deployment", str_or_null(b.deployment)}});
+  j["served"] = std::move(served);
+  j["stale"] = str_or_null(c.stale);
   j["probe"] = probe::to_json(c.probe);
   return j;
 }
@@ -80,12 +87,20 @@ oj to_json(const CheckReport& c) {
 std::string to_text(const CheckReport& c) {
   std::string out = fmt::format("through the gateway {} for alias '{}' ({}):\n", c.probe.url, c.alias, c.config);
   out += probe::to_text(c.probe);
+  for (const ServedBackend& b : c.served) {
+    std::string checks;
+    for (const auto& x : b.checks) checks += (checks.empty() ? "" : ",") + x;
+    out += fmt::format("answered by {}{} ({}): {}\n", b.by.api_base.empty() ? "-" : b.by.api_base,
+                       b.by.model_id.empty() ? "" : " id " + b.by.model_id, checks,
+                       b.deployment.empty() ? "NOT a live deployment of the alias" : "deployment " + b.deployment);
+  }
+  if (!c.stale.empty()) out += fmt::format("FAILED: {}\n", c.stale);
   return out;
 }
 
 int exit_code(const CheckReport& c) {
   if (c.probe.unreachable) return 4;
-  return c.probe.any_failed() ? 1 : 0;
+  return c.ok() ? 0 : 1;
 }
 
 std::string to_text(const EditResult& e) {

@@ -1,7 +1,9 @@
 // The libcurl HttpClient: one easy handle per request, hard deadlines, capped body, classified errors.
 #include <curl/curl.h>
 
+#include <cctype>
 #include <cerrno>
+#include <string_view>
 #include <chrono>
 #include <mutex>
 
@@ -44,6 +46,35 @@ size_t write_cb(char* ptr, size_t size, size_t nmemb, void* user) {
   return n;
 }
 
+// The final response's headers: a status line ("HTTP/1.1 100 Continue", a redirect's) starts them over.
+struct HeaderSink {
+  std::vector<std::pair<std::string, std::string>>* headers;
+  std::size_t bytes = 0;
+};
+
+size_t header_cb(char* ptr, size_t size, size_t nmemb, void* user) {
+  auto* s = static_cast<HeaderSink*>(user);
+  const size_t n = size * nmemb;
+  std::string_view line(ptr, n);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+  if (line.rfind("HTTP/", 0) == 0) {
+    s->headers->clear();
+    s->bytes = 0;
+    return n;
+  }
+  const std::size_t colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0 || s->headers->size() >= 100 || s->bytes + line.size() > (64u << 10))
+    return n;  // not a header line, or past the caps: ignored, the transfer goes on
+  std::string name(line.substr(0, colon));
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string_view value = line.substr(colon + 1);
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  s->bytes += line.size();
+  s->headers->emplace_back(std::move(name), std::string(value));
+  return n;
+}
+
 class CurlClient final : public HttpClient {
  public:
   CurlClient() {
@@ -61,6 +92,7 @@ class CurlClient final : public HttpClient {
     }
     char errbuf[CURL_ERROR_SIZE] = {0};
     Sink sink{&resp.body, req.max_response_bytes};
+    HeaderSink header_sink{&resp.headers};
     curl_slist* headers = nullptr;
     for (const auto& [k, v] : req.headers) headers = curl_slist_append(headers, (k + ": " + v).c_str());
     const long total_ms = std::max(1L, static_cast<long>(req.timeout_s * 1000.0));
@@ -73,6 +105,8 @@ class CurlClient final : public HttpClient {
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &header_sink);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");  // never file://, ftp://, ... (issue 27 #15)
     curl_easy_setopt(h, CURLOPT_NOPROXY, "localhost,127.0.0.1,::1");

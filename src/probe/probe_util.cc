@@ -22,6 +22,8 @@ const char* check_name(Check c) noexcept {
     case Check::MULTITURN: return "multiturn";
     case Check::COMPLETIONS: return "completions";
     case Check::REASONING: return "reasoning";
+    case Check::CONTEXT: return "context";
+    case Check::KV: return "kv";
   }
   return "?";
 }
@@ -36,8 +38,8 @@ const char* status_name(CheckStatus s) noexcept {
 }
 
 std::vector<Check> all_checks() {
-  return {Check::MODELS, Check::PROSE, Check::LONG, Check::LOGPROBS, Check::VISION,
-          Check::TOOLS, Check::MULTITURN, Check::COMPLETIONS, Check::REASONING};
+  return {Check::MODELS, Check::PROSE,      Check::LONG,        Check::LOGPROBS,  Check::VISION, Check::TOOLS,
+          Check::MULTITURN, Check::COMPLETIONS, Check::REASONING, Check::CONTEXT, Check::KV};
 }
 
 Result<std::vector<Check>> parse_checks(std::string_view list) {

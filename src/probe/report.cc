@@ -29,6 +29,22 @@ oj to_json(const CheckResult& c) {
   x["content"] = str_or_null(c.content);
   x["reasoning"] = str_or_null(c.reasoning);
   x["metric"] = c.metric < 0 ? oj(nullptr) : oj(std::round(c.metric * 1000.0) / 1000.0);
+  x["served_by"] = c.served_by.any() ? oj{{"api_base", str_or_null(c.served_by.api_base)},
+                                          {"model_id", str_or_null(c.served_by.model_id)},
+                                          {"model_group", str_or_null(c.served_by.model_group)}}
+                                     : oj(nullptr);
+  auto n64 = [](std::int64_t v) { return v < 0 ? oj(nullptr) : oj(v); };
+  x["kv"] = c.kv ? oj{{"num_gpu_blocks", n64(c.kv->num_gpu_blocks)}, {"block_size", n64(c.kv->block_size)},
+                      {"tokens", n64(c.kv->tokens)}, {"expected_tokens", n64(c.kv->expected_tokens)},
+                      {"kv_cache_size_tokens", n64(c.kv->kv_cache_size_tokens)}, {"engines", c.kv->engines}}
+                 : oj(nullptr);
+  x["context"] = c.context ? oj{{"max_model_len", n64(c.context->max_model_len)},
+                                {"target_tokens", n64(c.context->target_tokens)},
+                                {"estimated_tokens", n64(c.context->estimated_tokens)},
+                                {"depth", c.context->depth < 0 ? oj(nullptr)
+                                                               : oj(std::round(c.context->depth * 1000.0) / 1000.0)},
+                                {"seed", c.context->seed}, {"code", str_or_null(c.context->code)}}
+                           : oj(nullptr);
   return x;
 }
 
@@ -45,12 +61,16 @@ oj to_json(const ProbeReport& r) {
   j["model"] = r.model;
   j["unreachable"] = r.unreachable;
   j["summary"] = oj{{"pass", pass}, {"fail", fail}, {"skip", skip}};
+  j["request_extras"] = r.request_extras;
   j["checks"] = std::move(checks);
   return j;
 }
 
 std::string header_line(const ProbeReport& r) {
-  return fmt::format("probe {} model '{}'\n", util::redact_url(r.url), r.model);
+  std::string extras;
+  for (const auto& k : r.request_extras) extras += (extras.empty() ? "" : ", ") + k;
+  return fmt::format("probe {} model '{}'{}\n", util::redact_url(r.url), r.model,
+                     extras.empty() ? "" : fmt::format(" (with the alias's {})", extras));
 }
 
 std::string check_line(const CheckResult& c) {

@@ -56,7 +56,7 @@ TEST(ProbeCli, HealthyServerExitsZeroAndJsonParses) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["ok"].get<bool>());
   EXPECT_EQ(j["url"], srv.url());
-  EXPECT_EQ(j["checks"].size(), 9u);
+  EXPECT_EQ(j["checks"].size(), 11u);
   EXPECT_EQ(j["summary"]["fail"], 0);
   EXPECT_EQ(j["checks"][1]["check"], "prose");
   EXPECT_EQ(j["checks"][1]["status"], "pass");

@@ -346,8 +346,9 @@ TEST_F(Gateway, SwapErrorsLeaveTheFileAlone) {
   auto d = gateway_swap(cfg_, o);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error().code, Errc::USAGE);
+  // model_info.id is LiteLLM's own name of a deployment: listed, and --deployment accepts it (issue 51 #4).
   EXPECT_NE(d.error().message.find("has 2 deployments, which LiteLLM load-balances: 1) hosted_vllm/org/old-model-nvfp4 "
-                                   "@ http://10.0.0.5:8000/v1 (line 6); 2) hosted_vllm/org/small @ "
+                                   "@ http://10.0.0.5:8000/v1 (line 6, id chat-seat-1); 2) hosted_vllm/org/small @ "
                                    "http://10.0.0.7:8000/v1 (line 16)"),
             std::string::npos) << d.error().message;
   EXPECT_NE(d.error().message.find("pass --deployment N"), std::string::npos) << d.error().message;

@@ -57,23 +57,43 @@ Result<GatewayShow> gateway_show(const std::filesystem::path& config, const std:
 /** True when two base URLs name the same server (scheme, host, port; a trailing "/v1" or "/" ignored). */
 bool same_backend(std::string_view a, std::string_view b);
 
-struct SwapOptions {
+/** A deployment to write (gateway swap, gateway add) and the probe it must pass first. */
+struct SeatOptions {
   std::string alias;
-  /** Which deployment of a load-balanced alias (several `model_list` entries with one `model_name`) to
-   * repoint: its number N (1-based, file order), its `api_base` (same server) or its `litellm_params.model`
-   * (with or without the provider prefix); "" when the alias has exactly one deployment. */
-  std::string deployment;
   std::string backend_model;  ///< new litellm_params.model
   std::string api_base;       ///< new litellm_params.api_base
   std::vector<std::pair<std::string, std::string>> params;  ///< extra litellm_params KEY=VALUE (YAML)
+  /** The environment variable holding the backend's key: the probe sends its value, and the deployment gets
+   * `api_key: os.environ/NAME` (the secret itself is never written) unless keep_api_key. */
+  std::string api_key_env;
+  bool keep_api_key = false;  ///< swap: leave the deployment's api_key as it is (the probe still uses api_key_env)
   bool probe = true;          ///< probe the new backend first; refuse on any failed check
   std::string probe_model;    ///< model name at the backend (default: backend_model minus a provider
                               ///< prefix such as "hosted_vllm/" or "openai/")
   std::vector<probe::Check> checks;  ///< empty = all; without prose and logprobs refused unless weak_gate
   bool weak_gate = false;     ///< allow a probe without the checks that catch F1 (prose, logprobs)
+  /** api_key: set = the key the probe sends (else api_key_env's value, else the deployment's own api_key);
+   * vision: MULTIMODAL (--multimodal) requires the vision check, TEXT_ONLY (--text-only) skips it even for a
+   * vision alias (with a warning), AUTO decides from the alias (model_info.supports_vision, or the backend it
+   * replaces answering an image). */
   probe::ProbeOptions probe_options;
   probe::HttpClient* client = nullptr;  ///< nullptr = libcurl
   bool dry_run = false;       ///< compute and validate the edit (and probe), write nothing
+};
+
+struct SwapOptions : SeatOptions {
+  /** Which deployment of a load-balanced alias (several `model_list` entries with one `model_name`) to
+   * repoint: its number N (1-based, file order), its `model_info.id`, its `api_base` (same server) or its
+   * `litellm_params.model` (with or without the provider prefix); "" when the alias has exactly one deployment. */
+  std::string deployment;
+};
+
+/** gateway add: a new alias (or, with `replica`, one more deployment of an existing one). */
+struct AddOptions : SeatOptions {
+  std::vector<std::pair<std::string, std::string>> model_info;  ///< model_info KEY=VALUE (YAML), e.g. id=...
+  /** Add a deployment to an alias that exists (LiteLLM load-balances them); without it an existing alias is
+   * refused, so that a typo cannot turn a new alias into a second replica of an old one. */
+  bool replica = false;
 };
 
 /** The LiteLLM providers that send the OpenAI API to an `api_base` (what swap's probe proves), e.g.
@@ -81,7 +101,7 @@ struct SwapOptions {
 const std::vector<std::string>& openai_compatible_providers();
 
 struct EditResult {
-  std::string command;         ///< "swap", "rollback" or "retire"
+  std::string command;         ///< "swap", "add", "rollback" or "retire"
   std::string config;          ///< the config file edited
   bool changed = false;
   std::string backup;          ///< path of the backup taken ("" when none)
@@ -94,6 +114,10 @@ struct EditResult {
 
 /** Probe the backend, then repoint `alias`. On a failed probe: `refused` is set, nothing is written. */
 Result<EditResult> gateway_swap(const std::filesystem::path& config, const SwapOptions& opts);
+
+/** Probe the backend, then append a `model_list` entry for `alias` (after the alias's last deployment with
+ * `replica`, else at the end of model_list), with a backup. USAGE for an alias that exists without `replica`. */
+Result<EditResult> gateway_add(const std::filesystem::path& config, const AddOptions& opts);
 
 /** Restores `to` (default: the newest FILE.bak-fp4forge-*) byte for byte. The current content is saved
  * first as FILE.rollback-fp4forge-YYYYMMDD-HHMMSS (never picked as a default rollback source). */
@@ -113,16 +137,29 @@ struct CheckOptions {
   /** The gateway's base URL; "" = http://127.0.0.1:4000 (LiteLLM's default port). */
   std::string gateway_url;
   std::vector<probe::Check> checks;  ///< empty = all
-  /** api_key: "" = the config's `general_settings.master_key` (os.environ/NAME resolved as LiteLLM does). */
+  /** api_key: "" = the config's `general_settings.master_key` (os.environ/NAME resolved as LiteLLM does);
+   * vision: AUTO becomes MULTIMODAL for a vision alias (model_info.supports_vision). */
   probe::ProbeOptions probe_options;
   probe::HttpClient* client = nullptr;  ///< nullptr = libcurl
+};
+
+/** A backend that answered through the gateway, as LiteLLM's response headers name it. */
+struct ServedBackend {
+  probe::ServedBy by;
+  std::vector<std::string> checks;  ///< the checks it answered
+  std::string deployment;           ///< the live deployment of the alias it matches ("" = none)
 };
 
 struct CheckReport {
   std::string config;
   std::string alias;
   probe::ProbeReport probe;           ///< model = the alias, url = the gateway
-  std::vector<std::string> warnings;  ///< e.g. a master key named but not set here
+  std::vector<std::string> warnings;  ///< e.g. a master key named but not set here, models kept in the database
+  std::vector<ServedBackend> served;  ///< who answered (empty when the gateway sent no x-litellm-* headers)
+  /** Non-empty when the alias answered from a backend no live deployment of it names (the proxy has not
+   * reloaded the edited file, or serves the alias from its database): a failure. */
+  std::string stale;
+  bool ok() const { return !probe.any_failed() && stale.empty(); }
 };
 
 /** Refuses (BAD_INPUT) an alias the config does not route by name (absent, retired, or only matched by a

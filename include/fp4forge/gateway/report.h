@@ -21,11 +21,12 @@ nlohmann::ordered_json to_json(const EditResult& e);
 std::string to_text(const EditResult& e);
 /** 0 written (or nothing to do), 1 refused by a check, 4 refused because the backend was unreachable. */
 int exit_code(const EditResult& e);
-/** {"ok", "command": "check", "config", "alias", "warnings", "probe"} */
+/** {"ok", "command": "check", "config", "alias", "warnings", "served", "stale", "probe"} */
 nlohmann::ordered_json to_json(const CheckReport& c);
 /** The gateway and alias, then the probe's lines. */
 std::string to_text(const CheckReport& c);
-/** 0 every check passed, 1 a check failed, 4 the gateway was unreachable. */
+/** 0 every check passed, 1 a check failed or the alias answered from a backend the file does not name, 4 the
+ * gateway was unreachable. */
 int exit_code(const CheckReport& c);
 
 }  // namespace fp4forge::gateway

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,14 @@ struct HttpResponse {
   std::string content_type;   ///< Content-Type header value, if any
   std::string error;          ///< one-line transport error (never contains request headers)
   double elapsed_s = 0.0;     ///< wall time of the exchange
+  /** The final response's headers, names lower-cased, values trimmed; at most 100 of them, 64 KiB in all. */
+  std::vector<std::pair<std::string, std::string>> headers;
+  /** The value of header `lower_name` ("" when absent; the first of repeated ones). */
+  std::string header(std::string_view lower_name) const {
+    for (const auto& [k, v] : headers)
+      if (k == lower_name) return v;
+    return {};
+  }
 };
 
 /** The seam. Implementations must be usable from one thread at a time. */

@@ -42,8 +42,15 @@
  *   recall-failed          the fact from turn one was not recalled in turn three
  *   empty-completion       /v1/completions returned no text
  *   not-reasoning          (skip) the model emits no reasoning field
- *   not-run                (skip) an earlier check showed the server is unreachable
+ *   unauthorized           HTTP 401/403: the key is missing or wrong; the checks not yet started are not sent
+ *   not-run                (skip) not sent because an earlier request was refused as unauthorized
+ *   exceeds-max-tokens     a streamed answer ran past the max_tokens asked (usage, or the chunks counted)
+ *   context-recall-failed  the code hidden in a long prompt was not recalled (long-context collapse)
+ *   context-refused        the server refused the long prompt for its length (max_model_len)
+ *   kv-mismatch            the served KV pool differs from the expected one by more than the tolerance
+ *   no-kv-metrics          (skip) /metrics has no vllm:cache_config_info with num_gpu_blocks: not checked
  */
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -59,8 +66,8 @@
 namespace fp4forge::probe {
 
 /** The checks, in the order they run. Names: models, prose, long, logprobs, vision, tools, multiturn,
- * completions, reasoning. */
-enum class Check { MODELS, PROSE, LONG, LOGPROBS, VISION, TOOLS, MULTITURN, COMPLETIONS, REASONING };
+ * completions, reasoning, context, kv. */
+enum class Check { MODELS, PROSE, LONG, LOGPROBS, VISION, TOOLS, MULTITURN, COMPLETIONS, REASONING, CONTEXT, KV };
 
 const char* check_name(Check c) noexcept;
 /** Every check, in run order. */
@@ -97,6 +104,46 @@ struct ProbeOptions {
   /** Called as each check finishes (completion order), one call at a time; the report keeps the requested
    * order. Details are already masked. */
   std::function<void(const CheckResult&)> on_result;
+  /** context: the prompt's size in tokens; 0 = 16,384, or less where the served max_model_len is smaller. */
+  int context_tokens = 0;
+  /** context: the seed of the hidden code and its depth; empty = a random seed (reported, to repeat a run). */
+  std::optional<std::uint64_t> seed;
+  /** kv: the KV pool expected, in tokens (num_gpu_blocks x block_size); 0 = report the served pool only. */
+  std::int64_t expect_kv_tokens = 0;
+  std::string expect_kv_from;        ///< where expect_kv_tokens came from, for the report ("plan.json seat 'a'")
+  double kv_tolerance = 0.02;        ///< kv: the largest relative difference that passes
+  /** Keys every POST body carries unless the probe sets them itself, and keys merged over it: what LiteLLM adds
+   * to a request from the alias's litellm_params (gateway's litellm_request_extras). Empty objects by default. */
+  nlohmann::json request_defaults = nlohmann::json::object();
+  nlohmann::json request_overrides = nlohmann::json::object();
+};
+
+/** LiteLLM's response headers: which deployment answered (empty strings when the header was absent). */
+struct ServedBy {
+  std::string api_base;     ///< x-litellm-model-api-base (query string dropped by LiteLLM; redacted here)
+  std::string model_id;     ///< x-litellm-model-id: the deployment's model_info.id (or LiteLLM's hash of it)
+  std::string model_group;  ///< x-litellm-model-group: the alias that was asked for
+  bool any() const { return !api_base.empty() || !model_id.empty() || !model_group.empty(); }
+};
+
+/** kv: the served KV pool read from vLLM's `vllm:cache_config_info` (-1 where unknown). */
+struct KvPool {
+  std::int64_t num_gpu_blocks = -1;
+  std::int64_t block_size = -1;
+  std::int64_t tokens = -1;                ///< num_gpu_blocks x block_size
+  std::int64_t expected_tokens = -1;       ///< ProbeOptions::expect_kv_tokens, when given
+  std::int64_t kv_cache_size_tokens = -1;  ///< the label newer vLLM adds ("GPU KV cache size" as it logs it)
+  int engines = 0;                         ///< cache_config_info samples (one per engine)
+};
+
+/** context: how the long prompt was built (-1 where unknown). */
+struct ContextProbe {
+  std::int64_t max_model_len = -1;     ///< served, from /v1/models
+  std::int64_t target_tokens = -1;     ///< the size aimed at
+  std::int64_t estimated_tokens = -1;  ///< our upper estimate of the prompt (no tokenizer: see docs/cli/probe.md)
+  double depth = -1.0;                 ///< where the code sits, 0 = start, 1 = end
+  std::uint64_t seed = 0;
+  std::string code;                    ///< the code hidden (not a secret: a random word and number)
 };
 
 struct CheckResult {
@@ -114,6 +161,9 @@ struct CheckResult {
   std::string reasoning;             ///< excerpt (<= 200 chars) of reasoning_content / reasoning
   double metric = -1.0;              ///< check-specific number: repeat ratio (long), reasoning/content
                                      ///< token ratio (reasoning); -1 when not applicable
+  ServedBy served_by;                ///< LiteLLM's headers of the last answer (through a gateway)
+  std::optional<KvPool> kv;          ///< the kv check's reading
+  std::optional<ContextProbe> context;  ///< the context check's prompt
 };
 
 struct ProbeReport {
@@ -122,6 +172,8 @@ struct ProbeReport {
   std::vector<CheckResult> checks;
   /** True when no request reached an HTTP server (every one refused / unreachable). */
   bool unreachable = false;
+  /** The keys of ProbeOptions::request_defaults / request_overrides sent with every POST (values not shown). */
+  std::vector<std::string> request_extras;
   bool all_passed() const;  ///< every check PASS (a SKIP counts as not failed: see any_failed)
   bool any_failed() const;  ///< at least one FAIL
 };

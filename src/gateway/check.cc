@@ -1,0 +1,153 @@
+// gateway check: the probe sent through the LiteLLM proxy itself, with the alias as the model name: what the
+// alias's clients get after the proxy reloaded the config; and which backend answered, from LiteLLM's response
+// headers, against the deployments the file names (an old backend still answering means the edit is not live).
+#include "fp4forge/gateway/gateway.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "config_text.h"
+#include "fp4forge/util/backup.h"
+#include "fp4forge/util/redact.h"
+#include "seat_gate.h"
+
+namespace fp4forge::gateway {
+
+using probe::all_checks;
+using probe::run_probe;
+namespace stdfs = std::filesystem;
+using namespace detail;
+
+namespace {
+
+/** scheme://host:port of a URL (the path left out: LiteLLM may report the api_base with or without /v1). */
+std::string server_of(std::string_view url) {
+  const std::size_t s = url.find("://");
+  const std::size_t end = url.find_first_of("/?#", s == std::string_view::npos ? 0 : s + 3);
+  return std::string(url.substr(0, end));
+}
+
+/** The live deployment of the alias a served-by names: by model_info.id, else by server. "" when none. */
+std::string matching_deployment(const std::vector<const Entry*>& entries, const probe::ServedBy& by) {
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const std::string id = scalar_or(entries[i]->node["model_info"], "id");
+    const std::string base = scalar_or(entries[i]->node["litellm_params"], "api_base");
+    const bool by_id = !by.model_id.empty() && !id.empty() && by.model_id == id;
+    const bool by_base = !by.api_base.empty() && !base.empty() &&
+                         same_backend(server_of(util::redact_url(base)), server_of(by.api_base));
+    if (by_id || by_base) return std::to_string(i + 1) + list_deployments({entries[i]}).substr(1);
+  }
+  return {};
+}
+
+/** Where the newest backup routed the alias to a served-by's backend ("" when it did not): the old backend. */
+std::string in_newest_backup(const stdfs::path& config, const std::string& alias, const probe::ServedBy& by) {
+  const auto baks = list_backups(config);
+  if (baks.empty()) return {};
+  auto text = read_config(baks.back());
+  if (!text.ok()) return {};
+  const auto lines = split_keep(*text);
+  auto p = parse(*text, baks.back().string(), lines);
+  if (!p.ok()) return {};
+  auto old = deployments_of(*p, baks.back().string(), alias, {});
+  if (!old.ok()) return {};
+  return matching_deployment(*old, by).empty() ? std::string() : baks.back().string();
+}
+
+/** Who answered each check (LiteLLM's x-litellm-* headers), matched with the alias's live deployments. */
+void verify_served(const stdfs::path& config, const std::vector<const Entry*>& entries, CheckReport& rep) {
+  bool any_id = false;
+  for (const Entry* e : entries) any_id |= !scalar_or(e->node["model_info"], "id").empty();
+  bool answered = false;
+  for (const auto& c : rep.probe.checks) {
+    answered |= c.http_status >= 200 && c.http_status < 300;
+    if (!c.served_by.any()) continue;
+    auto it = std::find_if(rep.served.begin(), rep.served.end(), [&](const ServedBackend& b) {
+      return b.by.api_base == c.served_by.api_base && b.by.model_id == c.served_by.model_id;
+    });
+    if (it == rep.served.end()) {
+      rep.served.push_back({c.served_by, {}, matching_deployment(entries, c.served_by)});
+      it = rep.served.end() - 1;
+    }
+    it->checks.push_back(probe::check_name(c.check));
+  }
+  if (rep.served.empty() && answered)
+    rep.warnings.push_back("the gateway sent no x-litellm-model-api-base / x-litellm-model-id headers: which backend "
+                           "answered could not be checked (a LiteLLM without them, or a proxy in front that drops them)");
+  for (const ServedBackend& b : rep.served) {
+    if (!b.by.model_group.empty() && b.by.model_group != rep.alias)
+      rep.warnings.push_back(fmt::format("checks {} were answered by model group '{}', not '{}' (a fallback?)",
+                                         fmt::join(b.checks, ","), b.by.model_group, rep.alias));
+    // A model id alone tells nothing when the file gives no ids (LiteLLM then names deployments by a hash).
+    if (!b.deployment.empty() || (b.by.api_base.empty() && !any_id)) continue;
+    const std::string backend = !b.by.api_base.empty() ? b.by.api_base : "model id " + b.by.model_id;
+    const std::string old = in_newest_backup(config, rep.alias, b.by);
+    rep.stale = fmt::format("alias '{}' still answers from {} ({}: checks {}), which no live deployment of it in {} "
+                            "names{}; the proxy has not reloaded the edited file (restart it), or keeps the alias in "
+                            "its database",
+                            rep.alias, backend, b.by.api_base.empty() ? "x-litellm-model-id" : "x-litellm-model-api-base",
+                            fmt::join(b.checks, ","), rep.config,
+                            old.empty() ? "" : fmt::format(" (the backup {} routed it there: the old backend)", old));
+    return;
+  }
+}
+
+}  // namespace
+
+Result<CheckReport> gateway_check(const stdfs::path& config, const CheckOptions& o) {
+  const std::string path = config.string();
+  const std::string url = o.gateway_url.empty() ? std::string("http://127.0.0.1:4000") : o.gateway_url;
+  FP4FORGE_TRY(probe::check_base_url(url));
+  if (o.alias.empty()) return make_error(Errc::USAGE, "gateway check: --alias is required");
+  CheckReport rep;
+  rep.config = path;
+  rep.alias = o.alias;
+  probe::ProbeOptions po = o.probe_options;
+  try {
+    FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
+    const auto lines = split_keep(text);
+    FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
+    GatewayShow s;
+    describe_routes(p, lines, s);
+    const bool routed = std::any_of(s.routes.begin(), s.routes.end(),
+                                    [&](const GatewayRoute& r) { return !r.wildcard && r.alias == o.alias; });
+    if (!routed) {
+      std::string wild;
+      for (const GatewayRoute& r : s.routes)
+        if (r.wildcard && glob_match(r.alias, o.alias)) wild = r.alias;
+      const bool retired = std::any_of(s.retired.begin(), s.retired.end(),
+                                       [&](const RetiredAlias& r) { return r.alias == o.alias; });
+      return make_error(Errc::BAD_INPUT, "{}: no live route names alias '{}'{}{}; a probe through the gateway would "
+                        "prove {}; expected the alias in model_list",
+                        path, o.alias, retired ? " (it is retired)" : "",
+                        wild.empty() ? "" : fmt::format(" (wildcard route '{}' matches it)", wild),
+                        wild.empty() ? "nothing" : "the wildcard's backend instead");
+    }
+    if (po.api_key.empty()) {
+      const YAML::Node gs = p.root["general_settings"];
+      const std::string mk = scalar_or(gs, "master_key");
+      if (!mk.empty()) po.api_key = resolve_secret(mk, "general_settings.master_key", rep.warnings);
+    }
+    FP4FORGE_ASSIGN_OR_RETURN(auto entries, deployments_of(p, path, o.alias, {}));
+    if (po.vision == probe::VisionMode::AUTO)
+      for (const Entry* e : entries)
+        if (yaml_to_json(child(child(e->node, "model_info"), "supports_vision")) == true) {
+          po.vision = probe::VisionMode::MULTIMODAL;
+          rep.warnings.push_back(fmt::format("alias '{}' takes images (model_info.supports_vision at line {}): a "
+                                             "rejected image fails the vision check (--text-only overrides)",
+                                             o.alias, e->dash_line + 1));
+          break;
+        }
+    warn_store_model_in_db(p, o.alias, rep.warnings);
+    const auto checks = o.checks.empty() ? all_checks() : o.checks;
+    rep.probe = o.client != nullptr ? run_probe(*o.client, url, o.alias, checks, po) : run_probe(url, o.alias, checks, po);
+    verify_served(config, entries, rep);
+  } catch (const YAML::Exception& e) {
+    return make_error(Errc::BAD_INPUT, "{}: cannot read the config: {}", path, e.what());
+  }
+  return rep;
+}
+
+}  // namespace fp4forge::gateway
