@@ -213,6 +213,7 @@ class FakeServer {
   // The LiteLLM proxy's response headers naming the deployment that answered (when configured).
   std::string litellm_headers() const {
     std::string h;
+    if (!llm_answer_) return h;  // LiteLLM names the deployment on model calls, not on /v1/models
     if (!opts_.litellm_api_base.empty()) h += "x-litellm-model-api-base: " + opts_.litellm_api_base + "\r\n";
     if (!opts_.litellm_model_id.empty()) h += "x-litellm-model-id: " + opts_.litellm_model_id + "\r\n";
     if (!opts_.litellm_model_group.empty()) h += "X-LiteLLM-Model-Group: " + opts_.litellm_model_group + "\r\n";
@@ -311,6 +312,7 @@ class FakeServer {
 
   void handle(int c, const Request& req) {
     const Fault f = opts_.fault;
+    llm_answer_ = req.method == "POST";
     if (req.method == "GET" && req.path == "/metrics") {  // vLLM serves it without the API key
       if (opts_.kv_blocks <= 0) return respond(c, 404, json{{"detail", "Not Found"}}.dump());
       return respond(c, 200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
@@ -498,6 +500,7 @@ class FakeServer {
   std::vector<std::string> log_;
   std::vector<std::string> auth_;
   std::vector<std::string> bodies_;
+  bool llm_answer_ = false;  // the request being answered is a model call (server thread only)
 };
 
 }  // namespace fp4forge::testing

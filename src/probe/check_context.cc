@@ -56,9 +56,12 @@ Prompt build_prompt(std::int64_t tokens, std::uint64_t seed) {
   p.facts.depth = 0.1 + 0.8 * static_cast<double>(rng.below(1001)) / 1000.0;
   const auto target_chars = static_cast<std::size_t>(static_cast<double>(tokens) * kTypicalCharsPerToken);
   const std::size_t code_at = static_cast<std::size_t>(p.facts.depth * static_cast<double>(target_chars));
+  static constexpr std::string_view kQuestion =
+      "\n\nWhat is the secret code given in the text above? Reply with the code only.";
   p.text = "Read the following text carefully. One sentence in it gives a secret code.\n\n";
   bool placed = false;
-  while (p.text.size() < target_chars) {
+  // Whole prompt within target_chars: room left for the longest sentence (15 words), the code's and the question.
+  while (p.text.size() + kQuestion.size() + 256 < target_chars) {
     if (!placed && p.text.size() >= code_at) {
       p.text += fmt::format("The secret code is {}. ", p.facts.code);
       placed = true;
@@ -73,7 +76,7 @@ Prompt build_prompt(std::int64_t tokens, std::uint64_t seed) {
     if (rng.below(6) == 0) p.text += "\n\n";
   }
   if (!placed) p.text += fmt::format("The secret code is {}. ", p.facts.code);
-  p.text += "\n\nWhat is the secret code given in the text above? Reply with the code only.";
+  p.text += kQuestion;
   p.facts.target_tokens = tokens;
   p.facts.estimated_tokens =
       static_cast<std::int64_t>(std::ceil(static_cast<double>(p.text.size()) / kMinCharsPerToken));

@@ -1,0 +1,298 @@
+// probe, issue 51 #4 and #5: a 401/403 is 'unauthorized' and stops the probe; a stream past max_tokens fails;
+// the context check (a code at a random depth of a long prompt) and the kv check (the served pool from
+// vllm:cache_config_info) against the canned seat; the alias's request extras reach the body; LiteLLM's
+// response headers are recorded; Prometheus text read as hostile input; the plan --json expectation.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/probe/kv_pool.h"
+#include "fp4forge/probe/probe.h"
+#include "fp4forge/probe/report.h"
+#include "probe_fake_server.h"
+
+namespace fp4forge::probe {
+namespace {
+
+using testing::FakeServer;
+using testing::FakeServerOptions;
+using testing::Fault;
+
+ProbeOptions fast_opts() {
+  ProbeOptions o;
+  o.timeout_s = 5.0;
+  o.connect_timeout_s = 2.0;
+  return o;
+}
+
+const CheckResult& find(const ProbeReport& r, Check c) {
+  for (const auto& x : r.checks)
+    if (x.check == c) return x;
+  throw std::runtime_error("check not in report");
+}
+
+TEST(ProbeUnauthorized, A401StopsTheProbeWithAHint) {
+  for (const int status : {401, 403}) {
+    SCOPED_TRACE(status);
+    FakeServerOptions o;
+    o.expect_api_key = "sk-right";
+    o.auth_status = status;
+    FakeServer srv(o);
+    ProbeOptions po = fast_opts();
+    const ProbeReport rep = run_probe(srv.url(), o.model, all_checks(), po);
+    ASSERT_EQ(rep.checks.size(), 11u);
+    const CheckResult& first = find(rep, Check::MODELS);
+    EXPECT_EQ(first.status, CheckStatus::FAIL);
+    EXPECT_EQ(first.classification, "unauthorized");
+    EXPECT_EQ(first.http_status, status);
+    EXPECT_NE(first.detail.find("no API key was sent: pass --api-key-env"), std::string::npos) << first.detail;
+    for (const auto& c : rep.checks) {
+      if (c.check == Check::MODELS) continue;
+      EXPECT_EQ(c.status, CheckStatus::SKIP) << check_name(c.check);
+      EXPECT_EQ(c.classification, "not-run") << check_name(c.check);
+      EXPECT_NE(c.detail.find(fmt::format("refused as unauthorized (HTTP {} from GET /v1/models)", status)),
+                std::string::npos) << c.detail;
+    }
+    EXPECT_EQ(srv.requests().size(), 1u);  // nothing else was sent
+    EXPECT_EQ(exit_code(rep), 1);
+  }
+  FakeServerOptions o;
+  o.expect_api_key = "sk-right";
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.api_key = "sk-wrong-key-77";
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::PROSE, Check::LOGPROBS}, po);
+  EXPECT_EQ(rep.checks[0].classification, "unauthorized");
+  EXPECT_NE(rep.checks[0].detail.find("the key sent was refused"), std::string::npos) << rep.checks[0].detail;
+  EXPECT_EQ(rep.checks[1].classification, "not-run");
+  EXPECT_EQ(to_json(rep).dump().find("sk-wrong-key-77"), std::string::npos);
+}
+
+TEST(ProbeLong, AStreamPastMaxTokensFails) {
+  FakeServerOptions o;
+  o.fault = Fault::OVERRUN_STREAM;
+  FakeServer srv(o);
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::LONG}, fast_opts());
+  const CheckResult& r = rep.checks[0];
+  EXPECT_EQ(r.classification, "exceeds-max-tokens") << r.detail;
+  EXPECT_NE(r.detail.find("ran past max_tokens 512: 552 completion tokens"), std::string::npos) << r.detail;
+}
+
+TEST(ProbeContext, RecallsTheCodeHiddenInALongPrompt) {
+  FakeServer srv(FakeServerOptions{});
+  ProbeOptions po = fast_opts();
+  po.seed = 42;
+  const ProbeReport rep = run_probe(srv.url(), "fake-org/fake-model-nvfp4", {Check::CONTEXT}, po);
+  const CheckResult& r = rep.checks[0];
+  ASSERT_EQ(r.status, CheckStatus::PASS) << r.classification << ": " << r.detail;
+  ASSERT_TRUE(r.context.has_value());
+  EXPECT_EQ(r.context->max_model_len, 8192);
+  EXPECT_EQ(r.context->seed, 42u);
+  // Sized under the served max_model_len: (8192 - 1024 answer - 64 template) x 2.5 / 4 typical tokens.
+  EXPECT_EQ(r.context->target_tokens, 4440);
+  EXPECT_LE(r.context->estimated_tokens + 1024 + 64, 8192);  // within max_model_len by the conservative bound
+  EXPECT_GE(r.context->depth, 0.1);
+  EXPECT_LE(r.context->depth, 0.9);
+  EXPECT_NE(r.detail.find("recalled '" + r.context->code + "'"), std::string::npos) << r.detail;
+  EXPECT_GT(r.prompt_tokens, 3000);  // the server's count (here 4 characters a token)
+  // The same seed builds the same prompt: the same code at the same depth.
+  const ProbeReport again = run_probe(srv.url(), "fake-org/fake-model-nvfp4", {Check::CONTEXT}, po);
+  EXPECT_EQ(again.checks[0].context->code, r.context->code);
+  EXPECT_EQ(again.checks[0].context->depth, r.context->depth);
+  po.seed = 43;
+  const ProbeReport other = run_probe(srv.url(), "fake-org/fake-model-nvfp4", {Check::CONTEXT}, po);
+  EXPECT_NE(other.checks[0].context->seed, r.context->seed);
+  const auto j = to_json(r);
+  EXPECT_EQ(j["context"]["code"], r.context->code);
+  EXPECT_EQ(j["context"]["max_model_len"], 8192);
+}
+
+TEST(ProbeContext, LongContextCollapseFails) {
+  FakeServerOptions o;
+  o.fault = Fault::CONTEXT_COLLAPSE;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.seed = 7;
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::PROSE, Check::CONTEXT}, po);
+  EXPECT_EQ(rep.checks[0].status, CheckStatus::PASS);  // short prompts are fine
+  const CheckResult& r = rep.checks[1];
+  EXPECT_EQ(r.classification, "context-recall-failed") << r.detail;
+  EXPECT_NE(r.detail.find("--seed 7 repeats this prompt"), std::string::npos) << r.detail;
+}
+
+TEST(ProbeContext, ALengthRefusalIsAFindingNotATransportError) {
+  FakeServer srv(FakeServerOptions{});
+  ProbeOptions po = fast_opts();
+  po.context_tokens = 20000;  // asked for: more than the seat's 8192
+  const ProbeReport rep = run_probe(srv.url(), "fake-org/fake-model-nvfp4", {Check::CONTEXT}, po);
+  const CheckResult& r = rep.checks[0];
+  EXPECT_EQ(r.classification, "context-refused") << r.detail;
+  EXPECT_EQ(r.http_status, 400);
+  EXPECT_NE(r.detail.find("maximum context length is 8192 tokens"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("lower --context-tokens"), std::string::npos) << r.detail;
+}
+
+TEST(ProbeContext, WithoutAListedLimitTheRefusalSizesTheRetry) {
+  // /v1/models lists another id (as a gateway might): no max_model_len; the default 16K prompt is refused, the
+  // refusal names 6000, and the prompt is rebuilt once to fit it.
+  FakeServerOptions o;
+  o.listed_model = "someone/else";
+  o.max_model_len = 6000;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.seed = 1;
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::CONTEXT}, po);
+  const CheckResult& r = rep.checks[0];
+  EXPECT_EQ(r.status, CheckStatus::PASS) << r.classification << ": " << r.detail;
+  ASSERT_TRUE(r.context.has_value());
+  EXPECT_EQ(r.context->max_model_len, 6000);
+  EXPECT_EQ(r.context->target_tokens, (6000 - 1024 - 64) * 5 / 8);
+}
+
+TEST(ProbeKv, ReportsTheServedPoolAndComparesIt) {
+  FakeServer srv(FakeServerOptions{});  // 2048 blocks x 16
+  ProbeOptions po = fast_opts();
+  const ProbeReport plain = run_probe(srv.url(), "fake-org/fake-model-nvfp4", {Check::KV}, po);
+  const CheckResult& r = plain.checks[0];
+  ASSERT_EQ(r.status, CheckStatus::PASS) << r.detail;
+  ASSERT_TRUE(r.kv.has_value());
+  EXPECT_EQ(r.kv->num_gpu_blocks, 2048);
+  EXPECT_EQ(r.kv->block_size, 16);
+  EXPECT_EQ(r.kv->tokens, 32768);
+  EXPECT_NE(r.detail.find("served KV pool 32768 tokens (2048 blocks x 16, cache_dtype auto)"), std::string::npos)
+      << r.detail;
+  for (const auto& [expect, cls] : std::vector<std::pair<std::int64_t, std::string>>{
+           {32768, "ok"}, {33300, "ok"}, {32200, "ok"}, {33500, "kv-mismatch"}, {30000, "kv-mismatch"}}) {
+    SCOPED_TRACE(expect);
+    po.expect_kv_tokens = expect;
+    po.expect_kv_from = "plan.json seat 'a'";
+    const ProbeReport rep = run_probe(srv.url(), "fake-org/fake-model-nvfp4", {Check::KV}, po);
+    EXPECT_EQ(rep.checks[0].classification, cls) << rep.checks[0].detail;
+    EXPECT_EQ(rep.checks[0].kv->expected_tokens, expect);
+    if (cls != "ok") {
+      EXPECT_NE(rep.checks[0].detail.find("(plan.json seat 'a')"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(to_json(plain.checks[0])["kv"]["tokens"], 32768);
+}
+
+TEST(ProbeKv, NoMetricsIsAWarningNotAFailure) {
+  FakeServerOptions o;
+  o.kv_blocks = 0;  // /metrics: 404
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.expect_kv_tokens = 1000;
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::KV}, po);
+  EXPECT_EQ(rep.checks[0].status, CheckStatus::SKIP);
+  EXPECT_EQ(rep.checks[0].classification, "no-kv-metrics");
+  EXPECT_NE(rep.checks[0].detail.find("the expected pool of 1000 tokens was not compared"), std::string::npos)
+      << rep.checks[0].detail;
+  EXPECT_FALSE(rep.any_failed());
+}
+
+TEST(ProbeKv, PrometheusTextIsReadAsHostileInput) {
+  const std::string text =
+      "# HELP vllm:cache_config_info Information\n"
+      "vllm:cache_config_info_total{block_size=\"99\"} 1\n"   // another metric with this prefix
+      "vllm:cache_config_info{block_size=\"16\",note=\"a \\\"q\\\" \\\\ b\\nc\",num_gpu_blocks=\"10\"} 1.0\r\n"
+      "vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"cut\n"     // cut mid-value: skipped
+      "vllm:cache_config_info{block_size=\"32\", num_gpu_blocks = \"5\",} NaN 1700000000\n"
+      "vllm:cache_config_info{block_size=16} 1\n"              // unquoted value: skipped
+      "vllm:cache_config_info 2\n"
+      "vllm:cache_config_info{block_size=\"1\"} not-a-number\n";
+  const auto s = prometheus_samples(text, "vllm:cache_config_info");
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].label("block_size"), "16");
+  EXPECT_EQ(s[0].label("note"), "a \"q\" \\ b\nc");
+  EXPECT_EQ(s[0].label("num_gpu_blocks"), "10");
+  EXPECT_EQ(s[0].value, 1.0);
+  EXPECT_EQ(s[1].label("num_gpu_blocks"), "5");
+  EXPECT_TRUE(std::isnan(s[1].value));
+  EXPECT_TRUE(s[2].labels.empty());
+  EXPECT_EQ(s[2].value, 2.0);
+  EXPECT_EQ(prometheus_samples(text, "vllm:cache_config_info", 1).size(), 1u);
+  EXPECT_TRUE(prometheus_samples("", "vllm:cache_config_info").empty());
+  const std::string huge = "vllm:cache_config_info{a=\"" + std::string(70000, 'x') + "\"} 1\n";
+  EXPECT_TRUE(prometheus_samples(huge, "vllm:cache_config_info").empty());
+  const std::string open_brace = "vllm:cache_config_info{" + std::string(1000, '{');
+  EXPECT_TRUE(prometheus_samples(open_brace, "vllm:cache_config_info").empty());
+}
+
+TEST(ProbeKv, ThePoolAPlanExpects) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fp4forge-plankv-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto plan = dir / "plan.json";
+  auto seat = [](const char* name, const char* served, nlohmann::json blocks) {
+    return nlohmann::json{{"name", name}, {"served_name", served},
+                          {"kv", {{"attention_block_size", 16}, {"min_block_size", 16}}},
+                          {"placement", {{"num_blocks", blocks}}}};
+  };
+  std::ofstream(plan) << nlohmann::json{{"ok", true}, {"schema", "fp4forge.plan/1"},
+                                        {"seats", {seat("a", "org/a", 1000), seat("b", "org/b", nullptr)}}}.dump();
+  auto a = kv_from_plan(plan, "a", "");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->tokens, 16000);
+  EXPECT_EQ(a->seat, "a");
+  auto by_model = kv_from_plan(plan, "", "org/a");
+  ASSERT_TRUE(by_model.ok()) << by_model.error().message;
+  EXPECT_EQ(by_model->tokens, 16000);
+  auto b = kv_from_plan(plan, "b", "");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, Errc::BAD_INPUT);
+  EXPECT_NE(b.error().message.find("seat 'b' has no placement.num_blocks"), std::string::npos) << b.error().message;
+  auto none = kv_from_plan(plan, "", "org/zzz");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("seats: [a, b]"), std::string::npos) << none.error().message;
+  std::ofstream(plan, std::ios::trunc) << R"({"schema": "something/else"})";
+  EXPECT_EQ(kv_from_plan(plan, "a", "").error().code, Errc::BAD_INPUT);
+  std::ofstream(plan, std::ios::trunc) << std::string(100000, '[');
+  EXPECT_EQ(kv_from_plan(plan, "a", "").error().code, Errc::BAD_INPUT);
+  EXPECT_EQ(kv_from_plan(dir / "missing.json", "a", "").error().code, Errc::IO);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ProbeExtras, TheAliasExtrasReachTheBodyAndTheProbeKeepsItsOwnKeys) {
+  FakeServer srv(FakeServerOptions{});
+  ProbeOptions po = fast_opts();
+  po.request_defaults = {{"chat_template_kwargs", {{"enable_thinking", false}}}, {"temperature", 0.9}, {"top_k", 20}};
+  po.request_overrides = {{"repetition_penalty", 1.05}};
+  const ProbeReport rep = run_probe(srv.url(), "fake-org/fake-model-nvfp4", {Check::MODELS, Check::PROSE}, po);
+  EXPECT_TRUE(rep.all_passed());
+  EXPECT_EQ(rep.request_extras, (std::vector<std::string>{"chat_template_kwargs", "temperature", "top_k",
+                                                          "repetition_penalty"}));
+  const auto bodies = srv.bodies();
+  ASSERT_EQ(bodies.size(), 2u);
+  EXPECT_TRUE(bodies[0].empty());  // the GET
+  const auto body = nlohmann::json::parse(bodies[1]);
+  EXPECT_EQ(body["chat_template_kwargs"]["enable_thinking"], false);
+  EXPECT_EQ(body["top_k"], 20);
+  EXPECT_EQ(body["repetition_penalty"], 1.05);
+  EXPECT_EQ(body["temperature"], 0);  // the probe's own value: LiteLLM spreads the request over the alias's params
+  EXPECT_NE(header_line(rep).find("(with the alias's chat_template_kwargs, temperature, top_k, repetition_penalty)"),
+            std::string::npos) << header_line(rep);
+}
+
+TEST(ProbeServedBy, LiteLLMHeadersAreRecorded) {
+  FakeServerOptions o;
+  o.litellm_api_base = "http://user:pw@10.0.0.9:8000/v1";
+  o.litellm_model_id = "chat-gpu9";
+  o.litellm_model_group = "chat";
+  FakeServer srv(o);
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::PROSE, Check::LONG}, fast_opts());
+  for (const auto& c : rep.checks) {
+    EXPECT_EQ(c.served_by.api_base, "http://user:***@10.0.0.9:8000/v1") << check_name(c.check);
+    EXPECT_EQ(c.served_by.model_id, "chat-gpu9");
+    EXPECT_EQ(c.served_by.model_group, "chat");  // sent as X-LiteLLM-Model-Group: names are case-insensitive
+  }
+  EXPECT_EQ(to_json(rep.checks[0])["served_by"]["model_id"], "chat-gpu9");
+  FakeServer plain(FakeServerOptions{});
+  const ProbeReport none = run_probe(plain.url(), "fake-org/fake-model-nvfp4", {Check::PROSE}, fast_opts());
+  EXPECT_FALSE(none.checks[0].served_by.any());
+  EXPECT_TRUE(to_json(none.checks[0])["served_by"].is_null());
+}
+
+}  // namespace
+}  // namespace fp4forge::probe
