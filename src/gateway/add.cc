@@ -196,23 +196,14 @@ Result<EditResult> gateway_add(const stdfs::path& config, const AddOptions& o) {
     describe_takeover(p, lines, o, !live.empty(), out.warnings);
     warn_store_model_in_db(p, o.alias, out.warnings);
     seat_warnings(o, out.warnings);
-    if (o.probe) {
-      Gate g;
-      g.path = path;
-      g.alias = o.alias;
-      const YAML::Node item = YAML::Load(new_text)["model_list"][static_cast<std::size_t>(at)];
-      g.new_params = child(item, "litellm_params");
-      g.new_model_info = child(item, "model_info");
-      g.alias_entries = live;
-      FP4FORGE_TRY(run_gate(g, o, out));
-      if (!out.refused.empty()) return out;
-    }
-    if (o.dry_run) return out;
-    FP4FORGE_ASSIGN_OR_RETURN(std::string again, read_config(config));
-    if (again != text)
-      return make_error(Errc::IO, "{}: the file changed while the probe ran; expected it unchanged; re-run the add", path);
-    FP4FORGE_TRY(backup_and_write(config, text, new_text, out));
-    out.next_steps = next_steps_after_edit(path, o.alias, false);
+    Gate g;
+    g.path = path;
+    g.alias = o.alias;
+    const YAML::Node item = YAML::Load(new_text)["model_list"][static_cast<std::size_t>(at)];
+    g.new_params = child(item, "litellm_params");
+    g.new_model_info = child(item, "model_info");
+    g.alias_entries = live;
+    FP4FORGE_TRY(gate_and_write(g, o, config, text, new_text, out));
     return out;
   } catch (const YAML::Exception& e) {
     return make_error(Errc::BAD_INPUT, "{}: cannot edit the config: {}", path, e.what());

@@ -113,4 +113,9 @@ std::vector<std::string> next_steps_after_edit(const std::string& path, const st
 Status backup_and_write(const stdfs::path& config, const std::string& old_text, const std::string& new_text,
                         EditResult& out);
 
+/** The end of swap and add after their gate: nothing on a dry run; IO when the file changed since `text` was read
+ * (re-run out.command); else backup, atomic write of `new_text`, next steps. */
+Status write_edit(const stdfs::path& config, const std::string& text, const std::string& new_text,
+                  const std::string& alias, bool dry_run, EditResult& out);
+
 }  // namespace fp4forge::gateway::detail

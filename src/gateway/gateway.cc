@@ -153,6 +153,19 @@ Status backup_and_write(const stdfs::path& config, const std::string& old_text, 
   return {};
 }
 
+Status write_edit(const stdfs::path& config, const std::string& text, const std::string& new_text,
+                  const std::string& alias, bool dry_run, EditResult& out) {
+  if (dry_run) return {};
+  // The file must not have changed while the probe ran.
+  FP4FORGE_ASSIGN_OR_RETURN(std::string again, read_config(config));
+  if (again != text)
+    return make_error(Errc::IO, "{}: the file changed while the probe ran; expected it unchanged; re-run the {}",
+                      config.string(), out.command);
+  FP4FORGE_TRY(backup_and_write(config, text, new_text, out));
+  out.next_steps = next_steps_after_edit(config.string(), alias, false);
+  return {};
+}
+
 }  // namespace detail
 
 using namespace detail;

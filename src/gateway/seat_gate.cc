@@ -264,6 +264,15 @@ Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out) {
   return {};
 }
 
+Status gate_and_write(const Gate& g, const SeatOptions& o, const stdfs::path& config, const std::string& text,
+                      const std::string& new_text, EditResult& out) {
+  if (o.probe) {
+    FP4FORGE_TRY(run_gate(g, o, out));
+    if (!out.refused.empty()) return {};
+  }
+  return write_edit(config, text, new_text, o.alias, o.dry_run, out);
+}
+
 void warn_store_model_in_db(const Parsed& p, const std::string& alias, std::vector<std::string>& warnings) {
   std::string where;
   if (truthy(child(child(p.root, "general_settings"), "store_model_in_db"))) where = "general_settings.store_model_in_db is true";

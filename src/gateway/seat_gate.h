@@ -48,6 +48,10 @@ void seat_warnings(const SeatOptions& o, std::vector<std::string>& warnings);
  * USAGE when the alias takes images and the checks leave vision out (without --text-only). */
 Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out);
 
+/** The end of swap and add: the gate (unless --no-probe), then, when it passed, write_edit (config_text.h). */
+Status gate_and_write(const Gate& g, const SeatOptions& o, const stdfs::path& config, const std::string& text,
+                      const std::string& new_text, EditResult& out);
+
 /** Warns when the proxy keeps its models in a database (general_settings.store_model_in_db, or STORE_MODEL_IN_DB
  * in the config's environment_variables or in this environment): a deployment added there does not change when
  * the file does. */

@@ -195,24 +195,13 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
                                          o.api_key_env,
                                          old_key.empty() ? "none" : old_key.rfind("os.environ/", 0) == 0 ? old_key : "***",
                                          o.api_key_env, o.alias));
-    if (o.probe) {
-      Gate g;
-      g.path = path;
-      g.alias = o.alias;
-      g.new_params = YAML::Load(new_text)["model_list"][static_cast<std::size_t>(idx)]["litellm_params"];
-      FP4FORGE_ASSIGN_OR_RETURN(g.alias_entries, deployments_of(p, path, o.alias, {}));
-      g.replaced = &entry;
-      FP4FORGE_TRY(run_gate(g, o, out));
-      if (!out.refused.empty()) return out;
-    }
-    if (o.dry_run) return out;
-    // The file must not have changed while we probed.
-    FP4FORGE_ASSIGN_OR_RETURN(std::string again, read_config(config));
-    if (again != text)
-      return make_error(Errc::IO, "{}: the file changed while the probe ran; expected it unchanged; re-run the swap",
-                        path);
-    FP4FORGE_TRY(backup_and_write(config, text, new_text, out));
-    out.next_steps = next_steps_after_edit(path, o.alias, false);
+    Gate g;
+    g.path = path;
+    g.alias = o.alias;
+    g.new_params = YAML::Load(new_text)["model_list"][static_cast<std::size_t>(idx)]["litellm_params"];
+    FP4FORGE_ASSIGN_OR_RETURN(g.alias_entries, deployments_of(p, path, o.alias, {}));
+    g.replaced = &entry;
+    FP4FORGE_TRY(gate_and_write(g, o, config, text, new_text, out));
     return out;
   } catch (const YAML::Exception& e) {
     return make_error(Errc::BAD_INPUT, "{}: cannot edit the config: {}", path, e.what());

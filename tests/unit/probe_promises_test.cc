@@ -13,6 +13,7 @@
 #include "fp4forge/probe/probe.h"
 #include "fp4forge/probe/report.h"
 #include "probe_fake_server.h"
+#include "unit/probe_test_util.h"
 
 namespace fp4forge::probe {
 namespace {
@@ -21,18 +22,8 @@ using testing::FakeServer;
 using testing::FakeServerOptions;
 using testing::Fault;
 
-ProbeOptions fast_opts() {
-  ProbeOptions o;
-  o.timeout_s = 5.0;
-  o.connect_timeout_s = 2.0;
-  return o;
-}
-
-const CheckResult& find(const ProbeReport& r, Check c) {
-  for (const auto& x : r.checks)
-    if (x.check == c) return x;
-  throw std::runtime_error("check not in report");
-}
+using testutil::fast_opts;
+using testutil::find;
 
 TEST(ProbeUnauthorized, A401StopsTheProbeWithAHint) {
   for (const int status : {401, 403}) {
