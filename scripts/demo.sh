@@ -156,19 +156,36 @@ stage "show the aliases of an example LiteLLM gateway config (and who routes to 
 # for the LiteLLM proxy after its restart.
 FAKE="$(dirname "$BIN")/fp4forge-fake-seat"
 cp "$(dirname "$0")/../examples/litellm-replicas.yaml" "$WORK/litellm.yaml"
-export VLLM_API_KEY=demo-seat-key LITELLM_MASTER_KEY=demo-master-key
-"$FAKE" --model org/Qwen3-8B-NVFP4A16 --api-key-env VLLM_API_KEY --lifetime 120 --url-file "$WORK/seat.url" >/dev/null &
+# The new seat takes its own key (NVFP4_SEAT_KEY), not the one the alias's deployments name today (VLLM_API_KEY).
+export VLLM_API_KEY=demo-seat-key NVFP4_SEAT_KEY=demo-nvfp4-seat-key LITELLM_MASTER_KEY=demo-master-key
+"$FAKE" --model org/Qwen3-8B-NVFP4A16 --api-key-env NVFP4_SEAT_KEY --kv-blocks 2048 --block-size 16 --lifetime 120 \
+  --url-file "$WORK/seat.url" >/dev/null &
 PIDS+=($!)
-"$FAKE" --model chat --api-key-env LITELLM_MASTER_KEY --lifetime 120 --url-file "$WORK/gw.url" >/dev/null &
+for _ in $(seq 100); do [ -s "$WORK/seat.url" ] && break; sleep 0.1; done
+SEAT=$(cat "$WORK/seat.url")
+# The LiteLLM proxy after its restart: it names the deployment that answered in its x-litellm-* headers.
+"$FAKE" --model chat --api-key-env LITELLM_MASTER_KEY --litellm-api-base "$SEAT/v1" --litellm-model-id chat-gpu8 \
+  --lifetime 120 --url-file "$WORK/gw.url" >/dev/null &
 PIDS+=($!)
-for _ in $(seq 100); do [ -s "$WORK/seat.url" ] && [ -s "$WORK/gw.url" ] && break; sleep 0.1; done
-SEAT=$(cat "$WORK/seat.url") GW=$(cat "$WORK/gw.url")
+for _ in $(seq 100); do [ -s "$WORK/gw.url" ] && break; sleep 0.1; done
+GW=$(cat "$WORK/gw.url")
 stage "gateway swap on a load-balanced alias: without --deployment it lists the replicas and refuses (exit 2)" \
   bash -c '"$0" gateway swap --config "$1" --alias chat --backend-model hosted_vllm/org/Qwen3-8B-NVFP4A16 --api-base "$2/v1"; test $? -eq 2' "$BIN" "$WORK/litellm.yaml" "$SEAT"
-stage "swap replica 2 only: the new seat is probed first with the alias's own key (api_key: os.environ/VLLM_API_KEY), then the backup, the diff and the next steps" \
-  "$BIN" gateway swap --config "$WORK/litellm.yaml" --alias chat --deployment 2 \
-  --backend-model hosted_vllm/org/Qwen3-8B-NVFP4A16 --api-base "$SEAT/v1"
-stage "gateway check: the probe through the gateway for the alias, as its clients see it (key: general_settings.master_key)" \
-  "$BIN" gateway check --config "$WORK/litellm.yaml" --alias chat --url "$GW"
+stage "swap replica 2 (by its model_info.id) to the NVFP4A16 seat with the seat's own key: the probe sends NVFP4_SEAT_KEY's key, the swap writes api_key: os.environ/NVFP4_SEAT_KEY (never the key), then the backup, the diff and the next steps" \
+  "$BIN" gateway swap --config "$WORK/litellm.yaml" --alias chat --deployment chat-gpu8 --text-only \
+  --backend-model hosted_vllm/org/Qwen3-8B-NVFP4A16 --api-base "$SEAT/v1" --api-key-env NVFP4_SEAT_KEY
+stage "the swapped replica names the key it was probed with" \
+  bash -c 'grep -n "os.environ/NVFP4_SEAT_KEY" "$0" && ! grep -q demo-nvfp4-seat-key "$0"' "$WORK/litellm.yaml"
+stage "gateway check: the probe through the gateway for the alias, as its clients see it (key: general_settings.master_key); LiteLLM's x-litellm-model-api-base / -model-id headers must name a deployment the file has" \
+  "$BIN" gateway check --config "$WORK/litellm.yaml" --alias chat --url "$GW" --text-only
+stage "gateway add: a new alias 'char-rp-fast' on the same seat, probed first (key and extra_body as written), backup, diff" \
+  "$BIN" gateway add --config "$WORK/litellm.yaml" --alias char-rp-fast --backend-model hosted_vllm/org/Qwen3-8B-NVFP4A16 \
+  --api-base "$SEAT/v1" --api-key-env NVFP4_SEAT_KEY --model-info id=char-rp-fast-1 --text-only \
+  --param 'extra_body={chat_template_kwargs: {enable_thinking: false}}' --checks models,prose,logprobs,long
+stage "probe context and kv on the seat: a code hidden at a random depth of a long prompt (seeded), and the served KV pool (vllm:cache_config_info, 2048 blocks x 16) against the expected 32768 tokens" \
+  "$BIN" probe "$SEAT" --model org/Qwen3-8B-NVFP4A16 --api-key-env NVFP4_SEAT_KEY --checks context,kv --seed 7 \
+  --expect-kv-tokens 32768
+stage "the same seat with another KV pool than expected (a re-pulled image, another flag): kv fails (exit 1)" \
+  bash -c '"$0" probe "$1" --model org/Qwen3-8B-NVFP4A16 --api-key-env NVFP4_SEAT_KEY --checks kv --expect-kv-tokens 40000; test $? -eq 1' "$BIN" "$SEAT"
 echo
 echo "demo finished: all stages passed"
