@@ -51,6 +51,15 @@ bool consumed_by_litellm(const std::string& k) {
   return is_secret_key(k);
 }
 
+/** Keys that change the answer's shape, which the probe's checks read: left to the probe (a deployment that streams
+ * every answer would fail the checks that read one JSON body; what LiteLLM makes of them is not modelled). */
+bool shapes_the_answer(const std::string& k) {
+  static const std::set<std::string> kShape{"stream", "stream_options", "n", "response_format", "tools", "tool_choice",
+                                            "functions", "function_call", "logprobs", "top_logprobs", "messages",
+                                            "prompt", "echo"};
+  return kShape.count(k) > 0;
+}
+
 bool truthy(const YAML::Node& n) {
   if (!n || !n.IsScalar()) return false;
   const nlohmann::json j = yaml_to_json(n);
@@ -156,10 +165,10 @@ RequestExtras litellm_request_extras(const YAML::Node& lp) {
     if (k == "extra_body") {
       if (it->second.IsMap())
         for (auto e = it->second.begin(); e != it->second.end(); ++e)
-          x.overrides[e->first.Scalar()] = yaml_to_json(e->second);
+          if (!shapes_the_answer(e->first.Scalar())) x.overrides[e->first.Scalar()] = yaml_to_json(e->second);
       continue;
     }
-    if (!consumed_by_litellm(k)) x.defaults[k] = yaml_to_json(it->second);
+    if (!consumed_by_litellm(k) && !shapes_the_answer(k)) x.defaults[k] = yaml_to_json(it->second);
   }
   return x;
 }
@@ -186,7 +195,11 @@ Status check_seat_options(const SeatOptions& o, const char* command) {
   if (o.keep_api_key && o.api_key_env.empty())
     return make_error(Errc::USAGE, "--keep-api-key needs --api-key-env: it keeps the deployment's api_key while the "
                       "probe sends another variable's key");
-  if (!o.api_key_env.empty() && (!plain_safe(o.api_key_env) || o.api_key_env.find('/') != std::string::npos))
+  const bool env_name = !o.api_key_env.empty() && !std::isdigit(static_cast<unsigned char>(o.api_key_env[0])) &&
+                        std::all_of(o.api_key_env.begin(), o.api_key_env.end(), [](char c) {
+                          return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+                        });
+  if (!o.api_key_env.empty() && !env_name)
     return make_error(Errc::USAGE, "--api-key-env '{}' is not an environment variable name; expected letters, digits "
                       "and '_'", util::printable(o.api_key_env, 80));
   if (o.probe && !o.weak_gate && !o.checks.empty()) {

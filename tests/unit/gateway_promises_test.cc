@@ -182,7 +182,7 @@ TEST_F(Promises, DeploymentByModelInfoIdAndTheAliasExtrasInTheBody) {
         "/v1\n    model_info:\n      id: chat-gpu7\n"
         "  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/x\n      api_base: " + dead_base() + "/v1\n"
         "      extra_body: {chat_template_kwargs: {enable_thinking: false}}\n      top_k: 20\n      rpm: 100\n"
-        "      timeout: 600\n      input_cost_per_token: 0.1\n      stream_timeout: 60\n"
+        "      timeout: 600\n      input_cost_per_token: 0.1\n      stream_timeout: 60\n      n: 3\n"
         "    model_info:\n      id: chat-gpu8\n");
   FakeServer srv(FakeServerOptions{});
   auto o = seat<SwapOptions>(srv);
@@ -204,7 +204,7 @@ TEST_F(Promises, DeploymentByModelInfoIdAndTheAliasExtrasInTheBody) {
     ++posts;
     EXPECT_EQ(j["chat_template_kwargs"]["enable_thinking"], false) << b.substr(0, 200);
     EXPECT_EQ(j["top_k"], 20);
-    for (const char* consumed : {"rpm", "timeout", "input_cost_per_token", "stream_timeout", "api_base", "extra_body"})
+    for (const char* consumed : {"rpm", "timeout", "input_cost_per_token", "stream_timeout", "api_base", "extra_body", "n"})
       EXPECT_FALSE(j.contains(consumed)) << consumed;
   }
   EXPECT_GT(posts, 5);
