@@ -16,6 +16,7 @@
 #include "fp4forge/util/redact.h"
 #include "fp4forge/util/regex.h"
 #include "fp4forge/util/strings.h"
+#include "fp4forge/util/yaml_scalar.h"
 
 namespace fp4forge::gateway::detail {
 
@@ -298,16 +299,7 @@ std::string dump(const YAML::Node& n) {
 // ---------------------------------------------------------------------------------------------
 // scalar text
 
-bool plain_safe(std::string_view v) {
-  if (v.empty()) return false;
-  static const std::set<std::string> kSpecial{"true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"};
-  if (kSpecial.count(util::ascii_lower(v))) return false;
-  if (!(std::isalpha(static_cast<unsigned char>(v[0])) || v[0] == '_' || v[0] == '/' || v[0] == '.')) return false;
-  for (char c : v)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_./:@+-=").find(c) != std::string_view::npos))
-      return false;
-  return v.back() != ':';
-}
+bool plain_safe(std::string_view v) { return util::yaml_plain_safe(v); }  // the one rule (util/yaml_scalar.h)
 
 std::string double_quoted(std::string_view v) {
   std::string o = "\"";

@@ -71,7 +71,7 @@ Status write_like(const stdfs::path& path, const std::string& content, const std
 stdfs::path write_target(const stdfs::path& config);
 
 // ---- scalar text
-bool plain_safe(std::string_view v);  ///< writable as a plain YAML scalar that reads back as the same string
+bool plain_safe(std::string_view v);  ///< util::yaml_plain_safe: plain when no YAML 1.1 / 1.2 reader retypes it
 std::string double_quoted(std::string_view v);
 /** Text for a string scalar: in `quote` style ('\'', '"' or 0 = plain when safe). */
 std::string scalar_text(std::string_view v, char quote);
