@@ -67,7 +67,7 @@ int print_result(const GwOpts& o, const R& r) {
   if (o.json) {
     print_json(gateway::to_json(r));
   } else {
-    fmt::print("{}", gateway::to_text(r));
+    print_report(gateway::to_text(r));
   }
   return gateway::exit_code(r);
 }
@@ -186,7 +186,7 @@ void add_gateway(CLI::App& sub, Action& action) {
       if (o->json) {
         print_json(gateway::to_json(*s));
       } else {
-        fmt::print("{}", gateway::to_text(*s));
+        print_report(gateway::to_text(*s));
       }
       return 0;
     };

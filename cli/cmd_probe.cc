@@ -106,16 +106,15 @@ void add_probe(CLI::App& sub, Action& action) {
           probe::ProbeReport head;
           head.url = probe::normalize_base_url(o->url);
           head.model = o->model;
-          fmt::print("{}", probe::header_line(head));
-          std::fflush(stdout);
+          print_report(probe::header_line(head));
         }
         po.on_result = [json_lines = o->json_lines](const probe::CheckResult& c) {
           if (json_lines) {
             auto j = probe::to_json(c);
             j["event"] = "check";
-            fmt::print("{}\n", j.dump());
+            fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
           } else {
-            fmt::print("{}", probe::check_line(c));
+            print_report(probe::check_line(c));
           }
           std::fflush(stdout);
         };
@@ -126,9 +125,9 @@ void add_probe(CLI::App& sub, Action& action) {
       } else if (o->json_lines) {
         auto j = probe::to_json(rep);
         j["event"] = "report";
-        fmt::print("{}\n", j.dump());
+        fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
       } else {
-        fmt::print("{}", probe::summary_line(rep));
+        print_report(probe::summary_line(rep));
       }
       return probe::exit_code(rep);
     };
