@@ -4,12 +4,15 @@
 #include <fmt/format.h>
 
 #include "fp4forge/probe/report.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::gateway {
 
 namespace {
 using oj = nlohmann::ordered_json;
 oj str_or_null(const std::string& s) { return s.empty() ? oj(nullptr) : oj(s); }
+/** A name or value from the config or a server's header, one line of a text report (R4-B5). */
+std::string p(std::string_view s) { return util::printable(s, util::kReportLine); }
 }  // namespace
 
 oj to_json(const GatewayShow& s) {
@@ -34,18 +37,19 @@ oj to_json(const GatewayShow& s) {
 }
 
 std::string to_text(const GatewayShow& s) {
-  std::string out = fmt::format("{}: {} route(s)\n", s.path, s.routes.size());
+  std::string out = fmt::format("{}: {} route(s)\n", p(s.path), s.routes.size());
   for (const GatewayRoute& r : s.routes)
-    out += fmt::format("  {:<24} -> {}  @ {}  (line {}){}\n", r.alias, r.model, r.api_base.empty() ? "-" : util::redact_url(r.api_base),
-                       r.line, r.wildcard ? "  [wildcard]" : "");
-  for (const RetiredAlias& r : s.retired) out += fmt::format("  retired: {} (line {})\n", r.alias, r.line);
+    out += fmt::format("  {:<24} -> {}  @ {}  (line {}){}\n", p(r.alias), p(r.model),
+                       r.api_base.empty() ? "-" : p(util::redact_url(r.api_base)), r.line,
+                       r.wildcard ? "  [wildcard]" : "");
+  for (const RetiredAlias& r : s.retired) out += fmt::format("  retired: {} (line {})\n", p(r.alias), r.line);
   if (!s.backend.empty()) {
     if (s.backend_aliases.empty()) {
-      out += fmt::format("no alias routes to {} (a seat can be proven there without user traffic)\n", s.backend);
+      out += fmt::format("no alias routes to {} (a seat can be proven there without user traffic)\n", p(s.backend));
     } else {
       std::string a;
-      for (const auto& x : s.backend_aliases) a += (a.empty() ? "" : ", ") + x;
-      out += fmt::format("aliases routing to {}: {}\n", s.backend, a);
+      for (const auto& x : s.backend_aliases) a += (a.empty() ? "" : ", ") + p(x);
+      out += fmt::format("aliases routing to {}: {}\n", p(s.backend), a);
     }
   }
   return out;
@@ -85,16 +89,17 @@ oj to_json(const CheckReport& c) {
 }
 
 std::string to_text(const CheckReport& c) {
-  std::string out = fmt::format("through the gateway {} for alias '{}' ({}):\n", c.probe.url, c.alias, c.config);
+  std::string out = fmt::format("through the gateway {} for alias '{}' ({}):\n", p(c.probe.url), p(c.alias),
+                                p(c.config));
   out += probe::to_text(c.probe);
   for (const ServedBackend& b : c.served) {
     std::string checks;
     for (const auto& x : b.checks) checks += (checks.empty() ? "" : ",") + x;
-    out += fmt::format("answered by {}{} ({}): {}\n", b.by.api_base.empty() ? "-" : b.by.api_base,
-                       b.by.model_id.empty() ? "" : " id " + b.by.model_id, checks,
-                       b.deployment.empty() ? "NOT a live deployment of the alias" : "deployment " + b.deployment);
+    out += fmt::format("answered by {}{} ({}): {}\n", b.by.api_base.empty() ? "-" : p(b.by.api_base),
+                       b.by.model_id.empty() ? "" : " id " + p(b.by.model_id), checks,
+                       b.deployment.empty() ? "NOT a live deployment of the alias" : "deployment " + p(b.deployment));
   }
-  if (!c.stale.empty()) out += fmt::format("FAILED: {}\n", c.stale);
+  if (!c.stale.empty()) out += fmt::format("FAILED: {}\n", p(c.stale));
   return out;
 }
 
@@ -108,7 +113,7 @@ std::string to_text(const EditResult& e) {
   const std::string& config = e.config;
   std::string out;
   if (e.probe) out += probe::to_text(*e.probe);
-  if (!e.refused.empty()) return out + fmt::format("{} refused: {}\n", command, e.refused);
+  if (!e.refused.empty()) return out + fmt::format("{} refused: {}\n", command, p(e.refused));
   out += e.diff;
   if (command == "rollback") {
     out += e.changed ? fmt::format("restored {} from {}\n", config, e.backup)
@@ -119,7 +124,7 @@ std::string to_text(const EditResult& e) {
     out += fmt::format("{}: dry run, {} not written\n", command, config);
   }
   for (std::size_t i = 0; i < e.next_steps.size(); ++i)
-    out += fmt::format("{} {}. {}\n", i == 0 ? "next:" : "     ", i + 1, e.next_steps[i]);
+    out += fmt::format("{} {}. {}\n", i == 0 ? "next:" : "     ", i + 1, p(e.next_steps[i]));
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "fp4forge/probe/report.h"
 #include "fp4forge/util/redact.h"
+#include "fp4forge/util/strings.h"
 
 #include <cmath>
 
@@ -68,15 +69,16 @@ oj to_json(const ProbeReport& r) {
 
 std::string header_line(const ProbeReport& r) {
   std::string extras;
-  for (const auto& k : r.request_extras) extras += (extras.empty() ? "" : ", ") + k;
-  return fmt::format("probe {} model '{}'{}\n", util::redact_url(r.url), r.model,
+  for (const auto& k : r.request_extras) extras += (extras.empty() ? "" : ", ") + util::printable(k, 200);
+  return fmt::format("probe {} model '{}'{}\n", util::printable(util::redact_url(r.url), util::kReportLine),
+                     util::printable(r.model, util::kReportLine),
                      extras.empty() ? "" : fmt::format(" (with the alias's {})", extras));
 }
 
 std::string check_line(const CheckResult& c) {
   const char* tag = c.status == CheckStatus::PASS ? "PASS" : c.status == CheckStatus::FAIL ? "FAIL" : "SKIP";
   return fmt::format("  {}  {:<11} {:<22} {:>6.2f}s  {}\n", tag, check_name(c.check), c.classification, c.latency_s,
-                     c.detail);
+                     util::printable(c.detail, util::kReportLine));
 }
 
 std::string summary_line(const ProbeReport& r) {

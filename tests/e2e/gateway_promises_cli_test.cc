@@ -1,7 +1,10 @@
 // gateway and probe through the CLI, issue 51 #4 and #5: swap --api-key-env writes its key, gateway add creates
 // an alias (exit 2 for an existing one), gateway check exits 1 when the alias answers from a backend the file does
 // not name, probe exits 1 on a 401 with the other checks not sent, and probe --checks context,kv compares the
-// served pool with the one `plan --json` computed for the seat.
+// served pool with the one `plan --json` computed for the seat. A vision alias's swap to a text-only seat is
+// refused unless --text-only; --deployment takes a model_info.id and the probe sends that deployment's extras;
+// STORE_MODEL_IN_DB warns; a 403 stops the probe; a stream past max_tokens fails 'long'; the text report is
+// escaped.
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -17,6 +20,7 @@ namespace {
 namespace stdfs = std::filesystem;
 using fp4forge::testing::FakeServer;
 using fp4forge::testing::FakeServerOptions;
+using fp4forge::testing::Fault;
 using fp4forge::testutil::TempDir;
 
 const std::string kModel = "fake-org/fake-model-nvfp4";
@@ -126,6 +130,79 @@ TEST(GatewayPromisesCli, ProbeUnauthorizedStopsAndKvComparesWithThePlan) {
   CliRun bad = cli("probe http://127.0.0.1:1 --model m --expect-kv-from '" + plan.string() + "' --seat nope");
   EXPECT_EQ(bad.rc, 3) << bad.err;
   EXPECT_EQ(cli("probe http://127.0.0.1:1 --model m --seat demo").rc, 2);
+}
+
+TEST(GatewayPromisesCli, VisionAliasDeploymentByIdExtrasAndTheDatabase) {
+  TempDir dir;
+  const stdfs::path cfg = dir.path / "litellm.yaml";
+  const std::string dead = "http://127.0.0.1:" + std::to_string(FakeServer::free_port()) + "/v1";
+  std::ofstream(cfg, std::ios::binary)
+      << "model_list:\n"
+         "  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/x\n      api_base: " << dead
+      << "\n    model_info:\n      id: chat-gpu7\n"
+         "  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/x\n      api_base: " << dead
+      << "\n      top_k: 20\n      rpm: 100\n      extra_body: {chat_template_kwargs: {enable_thinking: false}}\n"
+         "    model_info:\n      id: chat-gpu8\n      supports_vision: true\n"
+         "general_settings:\n  store_model_in_db: true\n";
+  const std::string before = slurp(cfg);
+  FakeServerOptions to;
+  to.fault = Fault::TEXT_ONLY;
+  FakeServer text_seat(to);
+  const std::string swap = "gateway swap --config '" + cfg.string() + "' --alias chat --deployment chat-gpu8 "
+                           "--backend-model hosted_vllm/" + kModel + " --api-base " + text_seat.url() +
+                           "/v1 --timeout 5";
+  CliRun refused = cli(swap + " --json");
+  EXPECT_EQ(refused.rc, 1) << refused.out << refused.err;
+  EXPECT_NE(refused.out.find("vision: image-rejected"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.err.find("takes images (model_info.supports_vision"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("keeps models in its database"), std::string::npos) << refused.err;
+  EXPECT_EQ(slurp(cfg), before);
+  EXPECT_EQ(cli(swap + " --checks models,prose,logprobs").rc, 2);  // a vision alias keeps its vision check
+
+  CliRun forced = cli(swap + " --text-only --json");
+  ASSERT_EQ(forced.rc, 0) << forced.out << forced.err;
+  EXPECT_NE(forced.err.find("--text-only: the vision check is skipped"), std::string::npos) << forced.err;
+  const std::string now = slurp(cfg);
+  EXPECT_NE(now.find("api_base: " + dead + "\n    model_info:\n      id: chat-gpu7"), std::string::npos) << now;
+  EXPECT_LT(now.find(text_seat.url()), now.find("id: chat-gpu8")) << now;  // the second deployment moved
+  int posts = 0;
+  for (const std::string& b : text_seat.bodies()) {
+    if (b.empty()) continue;
+    const auto j = nlohmann::json::parse(b);
+    ++posts;
+    EXPECT_EQ(j["top_k"], 20) << b.substr(0, 200);
+    EXPECT_EQ(j["chat_template_kwargs"]["enable_thinking"], false) << b.substr(0, 200);
+    EXPECT_FALSE(j.contains("rpm"));
+  }
+  EXPECT_GT(posts, 3);
+}
+
+TEST(GatewayPromisesCli, ForbiddenStopsLongPastMaxTokensFailsAndTheTextIsEscaped) {
+  FakeServerOptions locked;
+  locked.expect_api_key = "sk-x";
+  locked.auth_status = 403;
+  FakeServer guarded(locked);
+  CliRun f = cli("probe " + guarded.url() + " --model " + kModel + " --timeout 5 --api-key-env FP4FORGE_E2E_K",
+                 "FP4FORGE_E2E_K=sk-wrong");
+  EXPECT_EQ(f.rc, 1) << f.out << f.err;
+  EXPECT_NE(f.out.find("unauthorized"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("not-run"), std::string::npos) << f.out;
+  EXPECT_EQ((f.out + f.err).find("sk-wrong"), std::string::npos);
+  EXPECT_EQ(guarded.requests().size(), 1u);
+
+  FakeServerOptions over;
+  over.fault = Fault::OVERRUN_STREAM;
+  FakeServer srv(over);
+  CliRun l = cli("probe " + srv.url() + " --model " + kModel + " --checks long --timeout 5 --json");
+  EXPECT_EQ(l.rc, 1) << l.out << l.err;
+  EXPECT_EQ(nlohmann::json::parse(l.out)["checks"][0]["classification"], "exceeds-max-tokens") << l.out;
+
+  // A model name with terminal escapes: the text report writes them as \xNN, never the bytes.
+  // A newline in it forges no report line.
+  CliRun e = cli("probe " + srv.url() + " --model \"$(printf 'm\\033[31mX\\n  PASS')\" --checks models --timeout 5");
+  EXPECT_EQ(e.rc, 1) << e.out << e.err;
+  EXPECT_EQ(e.out.find('\x1b'), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("m\\x1b[31mX\\x0a  PASS"), std::string::npos) << e.out;
 }
 
 }  // namespace
