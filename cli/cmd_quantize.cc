@@ -26,6 +26,8 @@ namespace {
 struct QuantizeOpts {
   std::string src, dst, max_memory = "2G";
   std::string mtp_from;  ///< a checkpoint folder, taken like `src`
+  std::string tokenizer_from, processor_from;  ///< reference releases: folders or cached repo ids, taken like `src`
+  bool no_preflight = false;
   std::vector<std::string> scheme_for;  ///< --scheme-for SELECTOR=SCHEME[:OBSERVER]
   std::string recipe;                   ///< --recipe FILE
   bool scheme_given = false, observer_given = false, requantize_fp8 = false;
@@ -104,8 +106,35 @@ int run_quantize(const QuantizeOpts& o) {
     if (!from) return report_error(from.error(), o.json);
     p.mtp_from = from->path;
   }
+  // The serving files' references resolve like every checkpoint argument (a folder or a cached repo id).
+  for (auto [arg, into] : {std::pair{&o.tokenizer_from, &p.preflight.tokenizer_from},
+                           std::pair{&o.processor_from, &p.preflight.processor_from}}) {
+    if (arg->empty()) continue;
+    auto from = checkpoint_source(*arg, o.json);
+    if (!from) return report_error(from.error(), o.json);
+    *into = from->path;
+  }
+  p.preflight.checks = !o.no_preflight;
+  std::optional<quant::Preflight> pre;
+  p.on_preflight = [&](const quant::Preflight& r) {
+    pre = r;
+    for (const auto& f : r.findings)  // warnings never refuse: said before anything is written
+      if (f.severity == Severity::WARNING) warn(fmt::format("preflight: {}: {}", f.kind, f.message));
+    for (const auto& line : quant::refusal_lines(r)) error_line(line);
+  };
   auto res = quant::quantize(p);
-  if (!res) return report_error(res.error(), o.json);
+  if (!res) {
+    if (!pre || !pre->refused()) return report_error(res.error(), o.json);
+    error_line(res.error().describe());  // the refusal: one line per finding above, then what it means
+    if (o.json) {
+      nlohmann::ordered_json j;
+      j["ok"] = false;
+      j["error"] = error_json(res.error());
+      j["preflight"] = quant::to_json(*pre);
+      print_json(j);
+    }
+    return res.error().exit_code();
+  }
   if (o.json) {
     auto j = quant::to_json(*res);
     j["source_hub"] = hf_cache::to_json(src->hub);
@@ -156,6 +185,17 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_option("--mtp-from", o->mtp_from,
                  "SRC lacks its MTP tensors (a transformers re-save): splice them, unquantized, from this "
                  "checkpoint folder (the original release) into DST's model-mtp.safetensors, listed in ignore");
+  sub.add_option("--tokenizer-from", o->tokenizer_from,
+                 "REF: a reference release (folder or cached repo id ORG/NAME) whose tokenizer files the output takes "
+                 "where SRC has none (or only its chat template, where SRC has a tokenizer but no template); checked "
+                 "like doctor checks a tokenizer (vocabulary vs embeddings, truncation, max length)");
+  sub.add_option("--processor-from", o->processor_from,
+                 "REF: a reference release (folder or cached repo id) whose processor files (processor_config.json, "
+                 "preprocessor_config.json, ...) a multimodal output takes where SRC lacks them; checked against "
+                 "vision_config as doctor checks them");
+  sub.add_flag("--no-preflight", o->no_preflight,
+               "skip the preflight: doctor's checks on SRC, whose errors otherwise refuse the run (exit 3) before "
+               "anything is written");
   sub.add_flag("--requantize-fp8", o->requantize_fp8,
                "FP8 source weights whose target is their own FP8 form (fp8-block from 128x128 blocks, fp8-dynamic from "
                "per-channel scales) are passed through, and packed FP4 ones going to nvfp4a16 cast, losslessly by "

@@ -81,6 +81,9 @@ void add_verify(CLI::App& sub, Action& action) {
   sub.add_option("--against", opts->against,
                  "the unquantized source checkpoint (a folder or a cached repo id): dequantize and compare every "
                  "tensor, re-encode and byte-compare, bit-compare kept ones");
+  sub.add_option("--tokenizer", opts->lib.tokenizer,
+                 "where vLLM will load the tokenizer and chat template from, as vllm serve --tokenizer takes it (a "
+                 "folder or a repo id in the Hugging Face cache); default: QDIR itself");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/verify.md)");
   sub.add_flag("--strict", opts->strict, "a warning fails too (exit 1), for CI gates");
   sub.add_flag("--no-progress", opts->no_progress, "no progress bar for --against (drawn on a terminal)");

@@ -10,7 +10,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "checks.h"
+#include "fp4forge/diagnose/diagnose.h"
+#include "fp4forge/diagnose/serving_fixes.h"
 #include "fp4forge/util/strings.h"
 #include "fp4forge/util/json_edit.h"
 #include "fp4forge/util/backup.h"
@@ -22,7 +23,7 @@
 namespace fp4forge::doctor {
 namespace {
 
-constexpr std::array<KindInfo, 31> kKinds{{
+constexpr std::array<KindInfo, 32> kKinds{{
     {"unknown-architecture", Severity::ERROR, false, "F31",
      "an MTP architecture named as the main model (error); a class the family table does not list, an absent "
      "or multiple `architectures`, or a family outside fp4forge's table (warnings)"},
@@ -81,6 +82,9 @@ constexpr std::array<KindInfo, 31> kKinds{{
      "a tokenizer but no chat template: /v1/chat/completions refuses requests without --chat-template"},
     {"tokenizer-truncation", Severity::WARNING, true, "F35",
      "tokenizer.json with non-null truncation or padding"},
+    {"tokenizer-vocab-size", Severity::ERROR, false, "",
+     "the tokenizer produces token ids at or above the model's vocab_size (warning for a multimodal model, whose "
+     "placeholder tokens may lie there)"},
     {"tokenizer-max-length", Severity::ERROR, false, "F35, F36",
      "tokenizer_config.json model_max_length / max_length below max_position_embeddings"},
     {"invalid-json-file", Severity::ERROR, false, "",
@@ -94,69 +98,6 @@ constexpr std::array<KindInfo, 31> kKinds{{
     {"no-weights", Severity::INFO, false, "",
      "the directory has no safetensors: config-vs-tensor checks were skipped"},
 }};
-
-struct Diagnosis {
-  std::unique_ptr<Checkpoint> ckpt;
-  Context ctx;
-  std::vector<Finding> findings;
-};
-
-/** Where doctor reads the tokenizer from: the model folder, the --tokenizer folder, or the cached snapshot of the
- * --tokenizer repo id. An id not in the cache leaves the path empty (`tokenizer-unchecked`); a name that is
- * neither a folder nor a repo id is a usage error. */
-Result<std::filesystem::path> tokenizer_source(const std::filesystem::path& dir, const std::string& from) {
-  if (from.empty()) return dir;
-  std::error_code ec;
-  const std::filesystem::path p(from);
-  if (std::filesystem::is_directory(p, ec)) return p;
-  if (std::filesystem::exists(p, ec))
-    return make_error(Errc::USAGE, "--tokenizer '{}' is a file; expected the folder that holds the tokenizer files "
-                                   "(what vllm serve --tokenizer takes)", from);
-  if (const std::string why = hf_cache::repo_id_problem(from); !why.empty())
-    return make_error(Errc::USAGE, "--tokenizer '{}': no such folder, and not a Hub repo id ({}); expected a folder "
-                                   "or ORG/NAME as vllm serve --tokenizer takes", from, why);
-  auto src = hf_cache::resolve(from);
-  if (!src.ok()) return std::filesystem::path{};  // a repo not in the cache: reported as not checked
-  return src->path;
-}
-
-Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, const std::string& tokenizer) {
-  auto d = std::make_unique<Diagnosis>();
-  CheckpointOptions co;
-  co.require_config = true;
-  co.require_weights = false;
-  FP4FORGE_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir, co));
-  d->ckpt = std::make_unique<Checkpoint>(std::move(ck));
-  Context& ctx = d->ctx;
-  FP4FORGE_TRY(fill_context(ctx, *d->ckpt));
-  ctx.tokenizer_from = tokenizer;
-  FP4FORGE_ASSIGN_OR_RETURN(ctx.tokenizer_dir, tokenizer_source(ctx.dir, tokenizer));
-  if (ctx.tensors.empty()) {
-    Finding f;
-    f.kind = "no-weights";
-    f.severity = Severity::INFO;
-    f.message = "no *.safetensors in the directory: only config, processor and tokenizer files were checked";
-    d->findings.push_back(std::move(f));
-  }
-  for (const auto& n : d->ckpt->notes()) {
-    Finding f;
-    f.kind = n.kind;
-    f.severity = Severity::WARNING;
-    f.message = n.message;
-    f.key = d->ckpt->index_file().value_or("") + ":metadata.total_size";
-    f.expected = std::to_string(d->ckpt->total_tensor_bytes());
-    f.hint = "transformers and vLLM do not read this field; a tool that trusts it (a download-size check, a "
-             "mirror) is misled";
-    f.fix = fmt::format("set metadata.total_size to {}", d->ckpt->total_tensor_bytes());
-    d->findings.push_back(std::move(f));
-  }
-  auto found = run_checks(ctx);
-  d->findings.insert(d->findings.end(), found.begin(), found.end());
-  // Stable order: errors, warnings, info; check order within a severity.
-  std::stable_sort(d->findings.begin(), d->findings.end(),
-                   [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
-  return d;
-}
 
 /** A file being edited by the fixes. */
 struct Pending {
@@ -238,14 +179,14 @@ class Fixer {
       return {};
     }
     FP4FORGE_ASSIGN_OR_RETURN(Pending * src, open("processor_config.json"));
-    auto ip = src->doc->get({"image_processor"});
-    if (!ip || !ip->is_object()) {
+    std::optional<std::string> derived = derive_preprocessor_config(*src->doc);
+    if (!derived) {
       refuse(kind, "processor_config.json has no image_processor object any more");
       return {};
     }
     Pending p;
     p.existed = false;
-    p.created = *src->doc->dump_styled({"image_processor"});
+    p.created = std::move(*derived);
     p.kinds.push_back(kind);
     files_.emplace("preprocessor_config.json", std::move(p));
     return {};
@@ -275,14 +216,7 @@ class Fixer {
   Status tokenizer() {
     const std::string kind = "tokenizer-truncation";
     FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("tokenizer.json"));
-    bool changed = false;
-    for (const char* k : {"truncation", "padding"}) {
-      auto v = p->doc->get({k});
-      if (v && !v->is_null()) {
-        FP4FORGE_TRY(p->doc->set({k}, nullptr));
-        changed = true;
-      }
-    }
+    FP4FORGE_ASSIGN_OR_RETURN(const bool changed, clear_tokenizer_truncation(*p->doc));
     if (changed) p->kinds.push_back(kind);
     return {};
   }
@@ -355,7 +289,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
                         "doctor './{}' --fix",
                         dir.string(), repo->string(), dir.string(), name, name);
     }
-  FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir, opts.tokenizer));
+  FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}}));
   rep.family = std::string(family_name(d->ctx.info.family));
   rep.architecture = d->ctx.info.architecture;
   rep.quantized = d->ctx.quantized;
@@ -402,7 +336,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   }
   if (opts.dry_run || rep.changes.empty()) return rep;
   d.reset();  // release the mappings before re-reading
-  FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir, opts.tokenizer));
+  FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}}));
   rep.remaining = again->findings;
   return rep;
 }
@@ -491,7 +425,10 @@ std::string to_text(const DoctorReport& r) {
       s += c.diff;
     }
     for (const auto& x : r.refused) s += fmt::format("refused {}: {}\n", x.kind, esc(x.reason));
-    if (r.mtp_splice) s += "\n" + quant::to_text(*r.mtp_splice);
+    if (r.mtp_splice) {  // two appends: GCC 12's -Wrestrict misfires on "\n" + to_text(...) here
+      s += '\n';
+      s += quant::to_text(*r.mtp_splice);
+    }
     if (r.fix && !r.dry_run && !r.changes.empty()) {
       s += fmt::format("\nafter fixes: {}\n", counts(r.remaining));
       append_findings(s, r.remaining);

@@ -15,6 +15,7 @@
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/arch_class.h"
 #include "fp4forge/model/classify.h"
+#include "fp4forge/model/serving_files.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/strings.h"
 
@@ -22,19 +23,6 @@ namespace fp4forge {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-constexpr std::array<std::string_view, 4> kProcessorFiles{"processor_config.json", "preprocessor_config.json",
-                                                          "video_preprocessor_config.json",
-                                                          "feature_extractor_config.json"};
-constexpr std::array<std::string_view, 9> kTokenizerFiles{"tokenizer.json",
-                                                          "tokenizer_config.json",
-                                                          "special_tokens_map.json",
-                                                          "chat_template.jinja",
-                                                          "chat_template.json",
-                                                          "tokenizer.model",
-                                                          "vocab.json",
-                                                          "merges.txt",
-                                                          "added_tokens.json"};
 
 std::string json_str(const Json& j, std::string_view key) {
   if (!j.is_object()) return {};
@@ -199,10 +187,8 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   }
 
   for (const auto& f : ckpt.other_files()) {
-    if (std::find(kProcessorFiles.begin(), kProcessorFiles.end(), f) != kProcessorFiles.end())
-      r.processor_files.push_back(f);
-    if (std::find(kTokenizerFiles.begin(), kTokenizerFiles.end(), f) != kTokenizerFiles.end())
-      r.tokenizer_files.push_back(f);
+    if (is_processor_file(f)) r.processor_files.push_back(f);
+    if (is_tokenizer_group_file(f)) r.tokenizer_files.push_back(f);
     if (f == "generation_config.json") r.has_generation_config = true;
   }
 
@@ -242,6 +228,8 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   if (other_count > 0)
     r.warnings.push_back(fmt::format("{} tensor(s) have no known role, e.g. '{}'", other_count,
                                      fmt::join(other_examples, "', '")));
+  // Servable means servable: doctor's serving-file findings (one home, model/serving_files.h), as doctor words them.
+  check_serving_files(ckpt.dir(), "", r.findings);
   return r;
 }
 
@@ -338,6 +326,9 @@ nlohmann::ordered_json to_json(const InspectReport& r) {
   files["generation_config"] = r.has_generation_config;
   j["files"] = files;
   j["warnings"] = r.warnings;
+  Json fs = Json::array();
+  for (const auto& f : r.findings) fs.push_back(to_json(f));
+  j["findings"] = std::move(fs);
   return j;
 }
 
@@ -397,6 +388,13 @@ std::string to_text(const InspectReport& r) {
   if (!r.warnings.empty()) {
     s += "\nwarnings:\n";
     for (const auto& w : r.warnings) s += fmt::format("  - {}\n", esc(w));
+  }
+  if (!r.findings.empty()) {
+    s += "\nserving files:\n";
+    for (const auto& f : r.findings) {
+      s += fmt::format("  {:<8} {}: {}\n", severity_name(f.severity), f.kind, f.message);
+      if (!f.hint.empty()) s += fmt::format("           hint: {}\n", f.hint);
+    }
   }
   return s;
 }

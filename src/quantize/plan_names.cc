@@ -2,7 +2,6 @@
 // the planner's input read from a checkpoint; make_plan itself is in plan.cc.
 #include "fp4forge/quantize/plan.h"
 
-#include "fp4forge/model/serving_files.h"
 #include "fp4forge/model/structure.h"
 
 #include <algorithm>
@@ -109,16 +108,6 @@ Result<QuantPlan> make_plan(const Checkpoint& ckpt, const PlanOptions& opts) {
   // An FP8 / packed FP4 source's checks that read no payload (zero / negative scales, storage beside experts): the
   // ones verify and doctor run (model/fp8_source.h), before anything is written (a dry run refuses too).
   if (plan.fp8_source) FP4FORGE_TRY(check_fp8_source(ckpt, *plan.fp8_source, plan.info));
-  // Servable means servable (issue 29): said before anything is written, since the output copies the source's files.
-  const ServingFiles sf = serving_files(ckpt.dir());
-  if (!sf.tokenizer)
-    plan.warnings.push_back("the source has no tokenizer file (tokenizer.json, tokenizer.model, vocab.json ...): the "
-                            "output will not be servable by vLLM from its folder unless --tokenizer names one; copy "
-                            "the tokenizer files from the original release into the output");
-  else if (!sf.chat_template)
-    plan.warnings.push_back("the source has a tokenizer but no chat template: vLLM's /v1/chat/completions will refuse "
-                            "requests to the output unless --chat-template names one (fine for a base model served "
-                            "for completions)");
   return plan;
 }
 

@@ -961,7 +961,16 @@ Result<QuantizeResult> quantize(const QuantizeParams& p) {
     return make_error(Errc::USAGE, "missing DST; give an output directory (or use --dry-run)");
   if (!p.dst.empty()) FP4FORGE_TRY(check_destination(p.src, p.dst));
   QuantizeResult out;
+  // Preflight (issue 51): doctor's checks on SRC before any work; nothing is written when they find an error.
+  FP4FORGE_ASSIGN_OR_RETURN(out.preflight, preflight(p.src, p.preflight));
+  if (p.on_preflight) p.on_preflight(out.preflight);
+  if (out.preflight.refused()) return refusal(out.preflight);
   RunOptions run = p.run;
+  if (!out.preflight.serving.empty())  // the output's serving files, written with the rest before the rename
+    run.before_commit = [&out, then = run.before_commit](const std::filesystem::path& staging) -> Status {
+      FP4FORGE_TRY(write_serving_files(out.preflight, staging));
+      return then ? then(staging) : Status{};
+    };
   if (!p.mtp_from.empty()) {
     // Proven against SRC before any work (every refusal), then done on the staging folder before the commit
     // rename, so DST appears with its MTP or not at all.
@@ -969,7 +978,7 @@ Result<QuantizeResult> quantize(const QuantizeParams& p) {
     pre.dry_run = true;
     FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport proof, splice_mtp(p.src, p.mtp_from, pre));
     if (p.dry_run) out.mtp_splice = std::move(proof);
-    run.before_commit = [&p, &out, then = p.run.before_commit](const std::filesystem::path& staging) -> Status {
+    run.before_commit = [&p, &out, then = run.before_commit](const std::filesystem::path& staging) -> Status {
       MtpSpliceOptions so;
       so.owned_target = true;
       FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport done, splice_mtp(staging, p.mtp_from, so));

@@ -68,12 +68,14 @@ nlohmann::ordered_json to_json(const QuantizeResult& r) {
     j["plan"] = to_json(r.plan);
   }
   if (r.mtp_splice) j["mtp_splice"] = to_json(*r.mtp_splice);
+  j["preflight"] = to_json(r.preflight);
   return j;
 }
 
 std::string to_text(const QuantizeResult& r, bool verbose) {
   std::string s = r.summary ? to_text(*r.summary) : to_text(r.plan, verbose) + "dry run: nothing written\n";
   if (r.mtp_splice) s += to_text(*r.mtp_splice);
+  s += to_text(r.preflight, !r.summary);
   return s;
 }
 

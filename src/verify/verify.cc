@@ -1,6 +1,10 @@
 // verify's entry points (verify.h); the checks live in the rooms listed in verify/internal.h.
 #include "verify/internal.h"
 
+#include <algorithm>
+
+#include "fp4forge/model/serving_files.h"
+
 namespace fp4forge {
 
 using namespace verify_internal;
@@ -22,6 +26,7 @@ std::vector<Finding> verify_structure(const Checkpoint& q, const ModelInfo& info
 
 Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* against, const VerifyOptions& opts) {
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo info, read_checkpoint_info(q));
+  FP4FORGE_ASSIGN_OR_RETURN(const std::filesystem::path tokenizer_dir, tokenizer_source(q.dir(), opts.tokenizer));
   VerifyReport rep;
   rep.qdir = q.dir().string();
   rep.strict = opts.strict;
@@ -63,6 +68,10 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
   FP4FORGE_TRY(q.check_unchanged());
   if (against) FP4FORGE_TRY(against->check_unchanged());
   rep.findings = sink.take();
+  // Servable means servable: the tokenizer and chat template vLLM reads beside the weights, as doctor checks them.
+  check_serving_files(tokenizer_dir, opts.tokenizer, rep.findings, nullptr, "verify");
+  std::stable_sort(rep.findings.begin(), rep.findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
   return rep;
 }
 

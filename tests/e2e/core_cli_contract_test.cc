@@ -85,9 +85,10 @@ TEST(CliContract, UnknownCommandIsAUsageError) {
   EXPECT_EQ(err.rfind("fp4forge: error: unknown command 'frobnicate'", 0), 0u) << err;
 }
 
-// Issue 29: servable means servable: quantize says before writing anything that the source has no tokenizer (the
-// fixtures' tokenizer files removed here), and that a tokenizer without a chat template leaves the chat endpoint
-// refusing. doctor on that folder is an error, and names --tokenizer for a tokenizer served from elsewhere.
+// Issue 29 / 51: servable means servable: quantize refuses before writing anything a source without a tokenizer (the
+// fixtures' tokenizer files removed here: doctor's missing-tokenizer, naming --tokenizer-from), and warns that a
+// tokenizer without a chat template leaves the chat endpoint refusing. doctor on that folder is an error, and names
+// --tokenizer for a tokenizer served from elsewhere.
 TEST(CliContract, QuantizeWarnsBeforeWritingWhenTheSourceIsNotServable) {
   testutil::TempDir t;
   const auto src = t.path / "m";
@@ -99,11 +100,12 @@ TEST(CliContract, QuantizeWarnsBeforeWritingWhenTheSourceIsNotServable) {
   EXPECT_NE(out.find("--tokenizer SRC"), std::string::npos) << out;
   EXPECT_EQ(run_cli("doctor " + testutil::q(src) + " --tokenizer " + testutil::q(testutil::kData + "/llama"), &out,
                     &err), 0) << out << err;
-  ASSERT_EQ(run_cli("quantize " + testutil::q(src) + " --dry-run --json", &out, &err), 0) << err;
-  EXPECT_NE(out.find("the source has no tokenizer file"), std::string::npos) << out.substr(0, 400);
+  ASSERT_EQ(run_cli("quantize " + testutil::q(src) + " --dry-run --json", &out, &err), 3) << err;
+  EXPECT_NE(out.find("missing-tokenizer"), std::string::npos) << out.substr(0, 400);
+  EXPECT_NE(err.find("--tokenizer-from REF"), std::string::npos) << err;
   std::ofstream(src / "tokenizer.json") << R"({"version": "1.0", "model": {}})";
   ASSERT_EQ(run_cli("quantize " + testutil::q(src) + " " + testutil::q(t.path / "q"), &out, &err), 0) << err;
-  EXPECT_NE(err.find("the source has a tokenizer but no chat template"), std::string::npos) << err;
+  EXPECT_NE(err.find("preflight: missing-chat-template: no chat template"), std::string::npos) << err;
   EXPECT_EQ(err.find("no tokenizer file"), std::string::npos) << err;
 }
 

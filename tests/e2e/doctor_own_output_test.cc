@@ -1,6 +1,6 @@
 // The invariant over every fixture in tests/data (found at run time, so a new fixture is covered by adding
-// it): doctor on the clean source raises no error; quantize -> verify --against (every row re-encoded by the
-// scalar reference) -> doctor on the output are clean. A family whose experts vLLM cannot load quantized
+// it): doctor on the clean source raises no error (so quantize's preflight passes it); quantize -> verify --against
+// (every row re-encoded by the scalar reference) -> doctor on the output are clean. A family whose experts vLLM cannot load quantized
 // (registry experts_refusal) must be refused with that reason, and quantize cleanly with the experts kept.
 #include <algorithm>
 #include <cctype>
@@ -54,10 +54,15 @@ TEST_P(OwnOutput, DoctorQuantizeVerifyDoctorAreClean) {
   ASSERT_FALSE(vj.is_discarded());
   EXPECT_GT(vj["stats"]["text_quantized_share"].get<double>(), 0.0) << fx;
 
-  // 3. doctor on the output.
+  // 3. doctor on the output: no error, and no warning whose fix quantize writes into its output (issue 51: the
+  // preprocessor_config.json of a processor_config.json, a tokenizer without truncation).
   const int dq = run_cli("doctor " + q(dst) + " --json", &out, &err);
   EXPECT_EQ(errors_of(out), "") << fx << " output";
   EXPECT_EQ(dq, 0) << fx << " output: " << err;
+  const auto dj = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(dj.is_discarded());
+  for (const char* fixed : {"missing-preprocessor-config", "tokenizer-truncation"})
+    EXPECT_EQ(warning_kinds(dj).count(fixed), 0u) << fx << " output: " << fixed;
 }
 
 // The same with llm-compressor's recommended observer (--observer mse): clean, proven row by row with the

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "doctor/checks.h"
+#include "diagnose/checks.h"
 #include "fp4forge/doctor/doctor.h"
 #include "unit/doctor_test_util.h"
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/core/error.h"
+#include "fp4forge/core/finding.h"
 #include "fp4forge/model/model_info.h"
 #include "fp4forge/model/tensor_role.h"
 
@@ -74,6 +75,9 @@ struct InspectReport {
       tokenizer_files;  ///< tokenizer.json, tokenizer_config.json, chat_template.jinja, ...
   bool has_generation_config = false;
   std::vector<std::string> warnings;
+  /** doctor's serving-file findings (model/serving_files.h): `missing-tokenizer` (error), `missing-chat-template`
+   * (warning). inspect is informational: they do not change its exit code. */
+  std::vector<Finding> findings;
 
   /** The tally of one role (zeros when absent). */
   TensorTally role(Role r) const;

@@ -33,6 +33,7 @@
 #include "fp4forge/quantize/manifest.h"
 #include "fp4forge/quantize/mtp_splice.h"
 #include "fp4forge/quantize/plan.h"
+#include "fp4forge/quantize/preflight.h"
 #include "fp4forge/quantize/staging.h"
 #include "fp4forge/util/progress_sink.h"
 
@@ -111,11 +112,18 @@ struct QuantizeParams {
    * proven against SRC before anything is written (every refusal of quantize/mtp_splice.h), then done on the
    * staging folder before the commit rename, so DST appears with its MTP or not at all. Empty: none. */
   std::filesystem::path mtp_from;
+  /** The preflight (quantize/preflight.h): doctor's checks on SRC before any work (an error refuses the run, nothing
+   * written; `preflight.checks = false` is --no-preflight), and the serving files the output gets
+   * (--tokenizer-from / --processor-from, doctor's serving-file fixes). */
+  PreflightOptions preflight;
+  /** Called once with the preflight, before a refusal and before anything is planned (the CLI prints it there). */
+  std::function<void(const Preflight&)> on_preflight;
   /** Called once with the plan, before anything is written (the CLI prints its warnings there). */
   std::function<void(const QuantPlan&)> on_plan;
 };
 
 struct QuantizeResult {
+  Preflight preflight;                ///< doctor's findings on SRC and the serving files the output gets
   QuantPlan plan;
   std::optional<RunSummary> summary;  ///< absent for a dry run
   std::optional<MtpSpliceReport> mtp_splice;  ///< with mtp_from: what the splice did (a dry run: would do)
@@ -123,8 +131,9 @@ struct QuantizeResult {
 
 /**
  * The whole `fp4forge quantize`, in this order: options (max_memory, DST given unless dry run), DST
- * (check_destination, once), the MTP splice proven against SRC (with mtp_from), open SRC, plan, then (not dry
- * run) run, the splice done on the staging folder just before the commit. Errors as run_plan and splice_mtp.
+ * (check_destination, once), the preflight (a doctor error refuses: refusal(), BAD_INPUT; a dry run too), the MTP
+ * splice proven against SRC (with mtp_from), open SRC, plan, then (not dry run) run, the serving files and the
+ * splice written into the staging folder just before the commit. Errors as run_plan and splice_mtp.
  */
 Result<QuantizeResult> quantize(const QuantizeParams& params);
 

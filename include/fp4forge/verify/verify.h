@@ -52,6 +52,10 @@ struct VerifyOptions {
   /** A checkpoint in a quantization format fp4forge neither reads nor writes (foreign_quantization): an error for
    * verify, which cannot prove it; doctor, a health check of any checkpoint, makes it a warning. */
   bool foreign_is_warning = false;
+  /** verify --tokenizer: where `vllm serve --tokenizer` will load the tokenizer from (a folder or a cached repo id;
+   * "" = the checkpoint folder, vLLM's default). verify_checkpoint reports doctor's serving-file findings for it
+   * (model/serving_files.h: `missing-tokenizer` error, `missing-chat-template` warning). */
+  std::string tokenizer;
 };
 
 /** Error of one quantized tensor against its source (with --against). */

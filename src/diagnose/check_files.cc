@@ -1,5 +1,7 @@
 // Processor and tokenizer files (architectures.md §6; F33, F34, F35, F36).
 #include <algorithm>
+#include <charconv>
+#include <map>
 #include <cmath>
 #include <set>
 
@@ -118,13 +120,110 @@ void check_image_processor(const Context& ctx, const std::string& label, const J
   }
 }
 
+
+/** Token ids a tokenizer can produce at or above the model's vocab_size, each with its text (for messages). */
+struct IdsBeyond {
+  std::int64_t max_id = -1;                                  ///< highest id seen (-1: none counted)
+  std::map<std::int64_t, std::string> beyond;                ///< id >= vocab_size -> token
+  std::set<std::string> files;                               ///< where the ids were read
+};
+
+void ids_of_map(const Json& m, std::int64_t v, IdsBeyond& r, const std::string& file) {
+  if (!m.is_object()) return;
+  r.files.insert(file);
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    if (!it->is_number_integer()) continue;
+    const std::int64_t id = it->get<std::int64_t>();
+    r.max_id = std::max(r.max_id, id);
+    if (id >= v) r.beyond.emplace(id, it.key());
+  }
+}
+
+/** `tokenizer-vocab-size`: a tokenizer that produces ids the model's embedding has no row for. vLLM accepts a
+ * prompt id up to max(tokenizer.max_token_id, vocab_size - 1) (vllm/v1/engine/input_processor.py,
+ * _validate_model_input, commit 009daae) and embeds it through the [vocab_size, H] table; fewer tokenizer ids than
+ * rows is common (padded vocabularies, Qwen3) and fine. Ids the config names as its multimodal placeholders
+ * (`image_token_id`, ...) may lie beyond the table (the same vLLM comment). */
+void check_vocabulary(const Context& ctx, const std::optional<Json>& vocab, const std::optional<Json>& added,
+                      const std::optional<Json>& tokenizer_config, std::vector<Finding>& out) {
+  const std::int64_t v = ctx.info.vocab_size;
+  if (v <= 0) return;  // the config states no vocabulary size: nothing to compare with
+  IdsBeyond r;
+  if (vocab && vocab->is_object()) {
+    ids_of_map(*vocab, v, r, "tokenizer.json");
+  } else if (vocab && vocab->is_array()) {  // Unigram: [piece, score] pairs, the id is the position
+    r.files.insert("tokenizer.json");
+    const auto n = static_cast<std::int64_t>(vocab->size());
+    r.max_id = std::max(r.max_id, n - 1);
+    for (std::int64_t id = v; id < n; ++id) {
+      const Json& e = (*vocab)[static_cast<std::size_t>(id)];
+      r.beyond.emplace(id, e.is_array() && !e.empty() && e[0].is_string() ? e[0].get<std::string>() : "");
+    }
+  } else if (!vocab) {
+    auto vj = read_json_file(serving_path(ctx.tokenizer_dir, "vocab.json", &ctx.overlay));  // GPT-2 style
+    if (vj.ok() && *vj) ids_of_map(**vj, v, r, "vocab.json");
+    auto aj = read_json_file(serving_path(ctx.tokenizer_dir, "added_tokens.json", &ctx.overlay));
+    if (aj.ok() && *aj) ids_of_map(**aj, v, r, "added_tokens.json");
+  }
+  if (added && added->is_array()) {
+    for (const auto& t : *added) {
+      const auto id = int_of(t, "id");
+      if (!id) continue;
+      r.max_id = std::max(r.max_id, *id);
+      if (*id >= v) r.beyond.emplace(*id, t.is_object() && t.contains("content") && t["content"].is_string()
+                                              ? t["content"].get<std::string>() : "");
+    }
+  }
+  if (tokenizer_config && tokenizer_config->is_object())
+    if (auto it = tokenizer_config->find("added_tokens_decoder"); it != tokenizer_config->end() && it->is_object())
+      for (auto t = it->begin(); t != it->end(); ++t) {
+        std::int64_t id = 0;
+        const std::string& k = t.key();
+        if (k.empty() || std::from_chars(k.data(), k.data() + k.size(), id).ec != std::errc() || id < 0) continue;
+        r.files.insert("tokenizer_config.json");
+        r.max_id = std::max(r.max_id, id);
+        if (id >= v) r.beyond.emplace(id, t->is_object() && t->contains("content") && (*t)["content"].is_string()
+                                               ? (*t)["content"].get<std::string>() : "");
+      }
+  // The config's own special ids (image_token_id, video_token_index, ...) are the model's placeholders.
+  std::set<std::int64_t> named;
+  for (const Json* j : {&ctx.config, &ctx.text()})
+    if (j->is_object())
+      for (auto it = j->begin(); it != j->end(); ++it)
+        if ((it.key().ends_with("_token_id") || it.key().ends_with("_token_index")) && it->is_number_integer())
+          named.insert(it->get<std::int64_t>());
+  for (auto it = r.beyond.begin(); it != r.beyond.end();) it = named.count(it->first) ? r.beyond.erase(it) : std::next(it);
+  if (r.beyond.empty()) return;
+  const bool multimodal = ctx.info.has_vision_config || ctx.info.has_audio_config;
+  std::vector<std::string> examples;
+  for (const auto& [id, tok] : r.beyond) {
+    if (examples.size() == 3) break;
+    examples.push_back(fmt::format("{} '{}'", id, tok));
+  }
+  Finding f;
+  f.kind = "tokenizer-vocab-size";
+  // A multimodal model may keep placeholder tokens outside its text table under names fp4forge does not know:
+  // it cannot be sure there, and warns.
+  f.severity = multimodal ? Severity::WARNING : Severity::ERROR;
+  f.key = fmt::format("{}", fmt::join(r.files, ", "));
+  f.expected = fmt::format("token ids below vocab_size {} (the embedding's rows)", v);
+  f.actual = fmt::format("{} id(s) at or above it, highest {}", r.beyond.size(), r.max_id);
+  f.message = fmt::format("the tokenizer produces {} token id(s) at or above the model's vocab_size {} (e.g. {}): "
+                          "vLLM accepts such an id in a prompt and looks it up in a table of {} rows{}",
+                          r.beyond.size(), v, fmt::join(examples, ", "), v,
+                          multimodal ? "; a multimodal model may place image or audio tokens there (the config names "
+                                       "none of these ids), so this could not be proven wrong"
+                                     : "");
+  f.hint = "the tokenizer belongs to another model (or a resized vocabulary): use the release's own tokenizer files";
+  out.push_back(std::move(f));
+}
 }  // namespace
 
 void check_processor(const Context& ctx, std::vector<Finding>& out) {
   const bool vision_tensors = ctx.any_with_prefix("model.vision_tower.") || ctx.any_with_prefix("model.visual.");
   const bool multimodal = ctx.info.has_vision_config || vision_tensors;
-  auto pc_r = read_json_file(ctx.dir / "processor_config.json");
-  auto pp_r = read_json_file(ctx.dir / "preprocessor_config.json");
+  auto pc_r = read_json_file(serving_path(ctx.dir, "processor_config.json", &ctx.overlay));
+  auto pp_r = read_json_file(serving_path(ctx.dir, "preprocessor_config.json", &ctx.overlay));
   if (!pc_r.ok()) out.push_back(invalid_json("processor_config.json", pc_r.error()));
   if (!pp_r.ok()) out.push_back(invalid_json("preprocessor_config.json", pp_r.error()));
   const std::optional<Json> pc = pc_r.ok() ? *pc_r : std::nullopt;
@@ -188,57 +287,11 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
   const bool elsewhere = !ctx.tokenizer_from.empty();
   const std::string where = elsewhere ? fmt::format("the tokenizer source '{}' (doctor --tokenizer)", ctx.tokenizer_from)
                                       : std::string("the folder");
-  if (dir.empty()) {  // --tokenizer names what cannot be read here: say so, never guess
-    Finding f;
-    f.kind = "tokenizer-unchecked";
-    f.severity = Severity::WARNING;
-    f.key = "--tokenizer";
-    f.expected = "a local folder, or a repo id in the Hugging Face cache";
-    f.actual = ctx.tokenizer_from;
-    f.message = fmt::format("the tokenizer comes from '{}', which is neither a local folder nor a repo in the Hugging "
-                            "Face cache: its tokenizer files and chat template were not checked",
-                            ctx.tokenizer_from);
-    f.hint = fmt::format("download it first (hf download {}) or name a local copy", ctx.tokenizer_from);
-    out.push_back(std::move(f));
-    return;
-  }
-  // Issue 29: a folder without any tokenizer passed every check, yet vLLM cannot serve it. vLLM's `--tokenizer`
-  // defaults to the model folder, and start-up fails when nothing there loads as a tokenizer: an error, unless
-  // doctor --tokenizer says where vLLM will be pointed instead.
-  {
-    const ServingFiles sf = serving_files(dir);
-    if (sf.tokenizer && !sf.chat_template) {
-      Finding f;
-      f.kind = "missing-chat-template";
-      f.severity = Severity::WARNING;
-      f.expected = "chat_template.jinja, chat_template.json or tokenizer_config.json:chat_template";
-      f.actual = "none";
-      f.message = fmt::format("no chat template in {}: vLLM's /v1/chat/completions refuses requests (transformers "
-                              "supplies no default template); a base model served for /v1/completions needs none",
-                              where);
-      f.hint = "copy chat_template.jinja (or tokenizer_config.json) from the original release, or serve with "
-               "--chat-template";
-      out.push_back(std::move(f));
-    }
-    if (!sf.tokenizer) {
-      Finding f;
-      f.kind = "missing-tokenizer";
-      f.severity = Severity::ERROR;
-      f.key = elsewhere ? "--tokenizer" : "";
-      f.expected = "tokenizer.json (or tokenizer.model, vocab.json + merges.txt, a tiktoken file)";
-      f.actual = "none";
-      f.message = elsewhere
-                      ? fmt::format("no tokenizer file in {}: vLLM started with --tokenizer {} fails to load one",
-                                    where, ctx.tokenizer_from)
-                      : "no tokenizer file: vLLM cannot serve the folder as it is (its --tokenizer defaults to the "
-                        "model folder, and start-up fails when no tokenizer loads from it)";
-      f.hint = elsewhere ? "name the folder (or cached repo) that holds the release's tokenizer files"
-                         : "copy the tokenizer files (and chat template) from the original release; if vLLM will be "
-                           "started with --tokenizer SRC, say so: fp4forge doctor DIR --tokenizer SRC";
-      out.push_back(std::move(f));
-    }
-  }
-  const auto tj = dir / "tokenizer.json";
+  // The serving-file check has one home (model/serving_files.h): verify and inspect report the same findings.
+  check_serving_files(dir, ctx.tokenizer_from, out, &ctx.overlay);
+  if (dir.empty()) return;  // tokenizer-unchecked: nothing more can be read
+  const auto tj = serving_path(dir, "tokenizer.json", &ctx.overlay);
+  std::optional<Json> vocab, added;  // tokenizer.json's model.vocab and added_tokens, for the vocabulary check
   if (std::filesystem::exists(tj, ec)) {
     auto text = fs::read_file(tj);  // the JSON-file cap (256 MiB), as for every JSON file
     if (!text.ok()) {
@@ -248,6 +301,8 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
       if (!doc.ok()) {
         out.push_back(invalid_json("tokenizer.json", doc.error()));
       } else {
+        vocab = doc->get({"model", "vocab"});
+        added = doc->get({"added_tokens"});
         const auto trunc = doc->get({"truncation"});
         const auto pad = doc->get({"padding"});
         std::vector<std::string> set;
@@ -282,11 +337,12 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
       }
     }
   }
-  auto tc_r = read_json_file(dir / "tokenizer_config.json");
+  auto tc_r = read_json_file(serving_path(dir, "tokenizer_config.json", &ctx.overlay));
   if (!tc_r.ok()) {
     out.push_back(invalid_json("tokenizer_config.json", tc_r.error()));
     return;
   }
+  check_vocabulary(ctx, vocab, added, *tc_r, out);
   if (!*tc_r || mpe <= 0) return;
   const Json& tc = **tc_r;
   for (const char* key : {"model_max_length", "max_length"}) {

@@ -1,0 +1,92 @@
+#pragma once
+/**
+ * doctor's diagnosis of a checkpoint directory: every check of `fp4forge doctor` (config vs tensor shapes,
+ * architecture strings and layout, Gemma-4 global fields, declared modalities, MTP, processor and tokenizer files,
+ * FP8 claims, and verify's structural checks for a quantized checkpoint), read-only. Its findings are doctor's
+ * kinds (docs/cli/doctor.md).
+ *
+ * Why its own module, below `quantize`: quantize runs these checks on its source before any work (the
+ * preflight, quantize/preflight.h) and refuses on an error, so `quant::quantize` cannot be called without them;
+ * doctor itself sits above quantize (its `--fix --mtp-from` uses quantize's MTP splice). The fixes stay in
+ * `doctor`; the derivations both doctor --fix and quantize's output use live here (serving_fixes.h).
+ *
+ * It reads config.json, the safetensors headers and the small JSON files beside them, never tensor data (the
+ * tied-embedding rule aside, which compares two tensors' bytes).
+ */
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/core/error.h"
+#include "fp4forge/core/finding.h"
+#include "fp4forge/model/serving_files.h"
+#include "fp4forge/model/shape_rules.h"
+#include "fp4forge/safetensors/checkpoint.h"
+
+namespace fp4forge::doctor {
+
+using Json = nlohmann::ordered_json;
+
+/** What the checks look at: the shape rules' context (model/shape_rules.h) and doctor's own inputs. Built by
+ * fill_context() from a checkpoint, or by init_context() from a config and a tensor list. */
+struct Context : ShapeContext {
+  bool quantized = false;               ///< quantization_config present or packed weights on disk
+  /** Where the tokenizer and chat template are read from: `dir` unless doctor --tokenizer names another. */
+  std::filesystem::path tokenizer_dir;
+  /** doctor --tokenizer as given ("" = the model folder); with an empty tokenizer_dir, a source not readable
+   * here (`tokenizer-unchecked`). */
+  std::string tokenizer_from;
+  /** Processor and tokenizer files read from elsewhere than `dir` / `tokenizer_dir` (quantize's preflight: the
+   * files --tokenizer-from / --processor-from will put into the output). Empty for doctor. */
+  FileOverlay overlay;
+};
+
+/** Completes a Context whose dir, config and tensors are set: init_shape_context, and whether the checkpoint is
+ * quantized. */
+Status init_context(Context& ctx);
+/** A Context for an opened checkpoint (`ckpt` must outlive it; ctx.ckpt is null when it has no tensors). */
+Status fill_context(Context& ctx, const Checkpoint& ckpt);
+
+struct DiagnoseOptions {
+  /** doctor --tokenizer: where vLLM will load the tokenizer from (model/serving_files.h tokenizer_source). */
+  std::string tokenizer;
+  /** Files the checks read from elsewhere (Context::overlay). */
+  FileOverlay overlay;
+};
+
+/** The checkpoint opened, the context the checks saw, and their findings (errors, warnings, info; check order
+ * within a severity). */
+struct Diagnosis {
+  std::unique_ptr<Checkpoint> ckpt;
+  Context ctx;
+  std::vector<Finding> findings;
+};
+
+/** Opens `dir` (config.json required, weights not) and runs every check. Errors: BAD_INPUT for a missing or
+ * malformed config.json / shard / index, USAGE for a bad `tokenizer`, IO. */
+Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, const DiagnoseOptions& opts = {});
+
+// --- Gemma-4 global KV fields / per_layer_config (architectures.md §3.2, §3.3): doctor's fixes re-prove them --
+
+/** The values derived from the checkpoint's tensors for the flat Gemma-4 global fields. */
+struct GlobalKvDerivation {
+  std::int64_t global_head_dim = 0;
+  std::int64_t num_global_kv_heads = 0;  ///< 0 when attention_k_eq_v is false (not needed)
+  std::vector<std::string> evidence;     ///< tensors used
+  std::string problem;                   ///< non-empty: the derivation failed its cross-checks
+};
+/** Derives global_head_dim / num_global_key_value_heads from full-attention k_proj / q_proj / q_norm
+ * shapes and cross-checks sliding layers against head_dim / num_key_value_heads. `config` is the
+ * (possibly re-read) config.json. */
+GlobalKvDerivation derive_global_kv(const Context& ctx, const Json& config);
+
+/** Whether per_layer_config is provably redundant with the flat fields in `config`; `why_not` says why
+ * not. */
+bool prove_per_layer_config_redundant(const Json& config, const std::vector<std::string>& layer_types,
+                                      std::string* why_not);
+
+}  // namespace fp4forge::doctor

@@ -1,0 +1,353 @@
+// Issue 51: quantize runs doctor's checks on its source before any work (a doctor error refuses, exit 3, nothing
+// written; --no-preflight is the escape hatch), and its output is servable as written: what doctor --fix would
+// derive (preprocessor_config.json, a tokenizer without truncation), and the tokenizer / processor files a source
+// lacks taken from a reference release (--tokenizer-from / --processor-from), checked as doctor checks them. verify
+// and inspect report a missing tokenizer (error) and chat template (warning) as doctor does.
+// Every variant is a real fixture of tests/data changed in a temporary folder.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/quantize/run.h"
+#include "test_util.h"
+
+namespace fp4forge {
+namespace {
+
+using namespace fp4forge::testutil;
+namespace fsys = std::filesystem;
+using Json = nlohmann::json;
+
+/** A copy of tests/data/<name> at `dst`. */
+fsys::path copy_fixture(const std::string& name, const fsys::path& dst) {
+  fsys::copy(kData + "/" + name, dst, fsys::copy_options::recursive);
+  return dst;
+}
+
+void edit_json(const fsys::path& p, const std::function<void(Json&)>& fn) {
+  Json j = Json::parse(slurp(p));
+  fn(j);
+  std::ofstream(p, std::ios::trunc) << j.dump(2) << "\n";
+}
+
+/** gemma4-moe-mm as a transformers re-save that lost the flat global-KV fields (F27): no per_layer_config either. */
+fsys::path gemma4_without_globals(const fsys::path& dst) {
+  copy_fixture("gemma4-moe-mm", dst);
+  edit_json(dst / "config.json", [](Json& c) {
+    for (const char* k : {"per_layer_config", "global_head_dim", "num_global_key_value_heads"}) c["text_config"].erase(k);
+  });
+  return dst;
+}
+
+void remove_tokenizer(const fsys::path& dir) {
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) fsys::remove(dir / f);
+}
+
+/** Lines of `err` that contain `needle`. */
+std::size_t lines_with(const std::string& err, const std::string& needle) {
+  std::size_t n = 0, at = 0;
+  while ((at = err.find(needle, at)) != std::string::npos) {
+    ++n;
+    at += needle.size();
+  }
+  return n;
+}
+
+void expect_nothing_written(const fsys::path& dst) {
+  EXPECT_FALSE(fsys::exists(dst)) << dst;
+  const fsys::path staging = dst.parent_path() / ("." + dst.filename().string() + ".fp4forge-staging");
+  EXPECT_FALSE(fsys::exists(staging)) << staging;
+}
+
+TEST(QuantizePreflight, GemmaConfigMissingGlobalKvFieldsIsRefusedWithTheFix) {
+  TempDir t;
+  const auto src = gemma4_without_globals(t.path / "g");
+  const auto before = file_contents(src);
+  std::string out, err;
+  ASSERT_EQ(run_cli("doctor " + q(src), &out, &err), 1) << out;  // doctor calls it an error
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2", &out, &err), 3) << err;
+  expect_nothing_written(t.path / "q");
+  // One line per finding: what, where, the fix, the escape hatch.
+  EXPECT_EQ(lines_with(err, "fp4forge: error: preflight: gemma4-missing-global-kv-fields in "), 1u) << err;
+  EXPECT_NE(err.find("fix: fp4forge doctor " + q(src.string()) + " --fix"), std::string::npos) << err;
+  EXPECT_NE(err.find("--no-preflight quantizes anyway"), std::string::npos) << err;
+  EXPECT_NE(err.find("quantize refused by its preflight: doctor finds 1 error(s)"), std::string::npos) << err;
+  // --json: the error object and the preflight that refused.
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --json", &out, &err), 3);
+  const auto j = Json::parse(out);
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_EQ(j["error"]["exit_code"], 3);
+  EXPECT_TRUE(j["preflight"]["refused"].get<bool>());
+  EXPECT_EQ(j["preflight"]["errors"], 1);
+  EXPECT_EQ(j["preflight"]["findings"][0]["kind"], "gemma4-missing-global-kv-fields");
+  // A dry run refuses as the run would; --resume runs the preflight again.
+  EXPECT_EQ(run_cli("quantize " + q(src) + " --dry-run", &out, &err), 3) << err;
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " --resume -j 2", &out, &err), 3) << err;
+  expect_nothing_written(t.path / "q");
+  EXPECT_EQ(file_contents(src), before);  // the source is never written
+  // doctor --fix names the derived fields; the fixed copy then quantizes.
+  ASSERT_EQ(run_cli("doctor " + q(src) + " --fix", &out, &err), 0) << out << err;
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2", &out, &err), 0) << err;
+}
+
+TEST(QuantizePreflight, NoPreflightIsTheEscapeHatch) {
+  TempDir t;
+  const auto src = gemma4_without_globals(t.path / "g");
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --no-preflight --json", &out, &err), 0)
+      << err;
+  const auto j = Json::parse(out);
+  EXPECT_FALSE(j["preflight"]["ran"].get<bool>());
+  EXPECT_TRUE(j["preflight"]["findings"].empty());
+  EXPECT_EQ(err.find("preflight:"), std::string::npos) << err;
+  // The serving files are still derived without the checks.
+  EXPECT_TRUE(fsys::exists(t.path / "q" / "preprocessor_config.json"));
+}
+
+// F30: a multimodal class named over flat text-only tensors (a Qwen3.5 text checkpoint labelled as the wrapper).
+TEST(QuantizePreflight, WrapperArchitectureOverFlatTextTensorsIsRefused) {
+  TempDir t;
+  const auto src = copy_fixture("qwen3_5-dense", t.path / "m");
+  edit_json(src / "config.json", [](Json& c) { c["architectures"] = {"Qwen3_5ForConditionalGeneration"}; });
+  std::string out, err;
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2", &out, &err), 3) << err;
+  EXPECT_NE(err.find("preflight: wrapper-flat-mismatch in "), std::string::npos) << err;
+  expect_nothing_written(t.path / "q");
+}
+
+TEST(QuantizePreflight, MissingProcessorIsRefusedThenTakenFromAReference) {
+  TempDir t;
+  const auto src = copy_fixture("gemma4-moe-mm", t.path / "g");
+  fsys::remove(src / "processor_config.json");
+  const auto before = file_contents(src);
+  std::string out, err;
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2", &out, &err), 3) << err;
+  EXPECT_NE(err.find("preflight: missing-processor in "), std::string::npos) << err;
+  EXPECT_NE(err.find("fix: --processor-from REF"), std::string::npos) << err;
+  expect_nothing_written(t.path / "q");
+
+  const std::string ref = kData + "/gemma4-moe-mm";
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --processor-from " + q(ref) + " --json", &out,
+                    &err), 0) << err;
+  const auto j = Json::parse(out);
+  const auto& sv = j["preflight"]["serving_files"];
+  ASSERT_EQ(sv.size(), 2u) << sv.dump(1);
+  EXPECT_EQ(sv[0]["file"], "processor_config.json");
+  EXPECT_EQ(sv[0]["action"], "taken");
+  EXPECT_EQ(sv[0]["option"], "--processor-from");
+  EXPECT_EQ(sv[1]["file"], "preprocessor_config.json");
+  EXPECT_EQ(sv[1]["action"], "derived");
+  EXPECT_EQ(slurp(t.path / "q" / "processor_config.json"), slurp(ref + "/processor_config.json"));
+  EXPECT_EQ(file_contents(src), before);
+  // Servable as written: doctor and verify --against find no error, and no warning doctor --fix would fix.
+  ASSERT_EQ(run_cli("doctor " + q(t.path / "q") + " --json", &out, &err), 0) << out;
+  EXPECT_EQ(failing_findings(out), "");
+  EXPECT_EQ(warning_kinds(Json::parse(out)).count("missing-preprocessor-config"), 0u) << out;
+  EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(src), &out, &err), 0) << out;
+  // A text-only source takes no processor (a note), and a reference without one is refused.
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(t.path / "l") + " -j 2 --processor-from " + q(ref) +
+                        " --json", &out, &err), 0) << err;
+  EXPECT_TRUE(Json::parse(out)["preflight"]["serving_files"].empty());
+  EXPECT_NE(out.find("the source is not multimodal"), std::string::npos);
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q2") + " --processor-from " + q(kData + "/llama"), &out,
+                    &err), 3);
+  EXPECT_NE(err.find("--processor-from '"), std::string::npos) << err;
+  EXPECT_NE(err.find("holds no processor file"), std::string::npos) << err;
+  expect_nothing_written(t.path / "q2");
+}
+
+// A processor taken from a reference is checked against the source's vision_config like doctor checks one.
+TEST(QuantizePreflight, AProcessorOfAnotherModelIsRefused) {
+  TempDir t;
+  const auto src = copy_fixture("gemma4-moe-mm", t.path / "g");
+  fsys::remove(src / "processor_config.json");
+  const auto ref = copy_fixture("gemma4-moe-mm", t.path / "ref");
+  edit_json(ref / "processor_config.json", [](Json& p) { p["image_processor"]["patch_size"] = 14; });
+  std::string out, err;
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " --processor-from " + q(ref), &out, &err), 3);
+  EXPECT_NE(err.find("preflight: processor-mismatch in "), std::string::npos) << err;
+  expect_nothing_written(t.path / "q");
+}
+
+TEST(QuantizePreflight, MissingTokenizerIsRefusedThenTakenFromAReference) {
+  TempDir t;
+  const auto src = copy_fixture("llama", t.path / "m");
+  remove_tokenizer(src);
+  std::string out, err;
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2", &out, &err), 3) << err;
+  EXPECT_NE(err.find("preflight: missing-tokenizer in "), std::string::npos) << err;
+  EXPECT_NE(err.find("fix: --tokenizer-from REF"), std::string::npos) << err;
+  expect_nothing_written(t.path / "q");
+
+  const std::string ref = kData + "/tokenizer";  // a tokenizer-only folder (transformers' save_pretrained)
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --tokenizer-from " + q(ref), &out, &err), 0)
+      << err;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) {
+    EXPECT_EQ(slurp(t.path / "q" / f), slurp(ref + "/" + f)) << f;
+    EXPECT_NE(out.find(std::string("took ") + f + " from "), std::string::npos) << out;
+  }
+  EXPECT_FALSE(fsys::exists(t.path / "q" / "made.json"));  // only tokenizer files are taken
+  EXPECT_EQ(run_cli("doctor " + q(t.path / "q"), &out, &err), 0) << out;
+  EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(src), &out, &err), 0) << out;
+  // A reference with no tokenizer is refused before anything is written.
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q2") + " --tokenizer-from " + q(t.path / "q2-none"), &out,
+                    &err), 4) << err;  // no such folder: an I/O error like any missing checkpoint argument
+  fsys::create_directories(t.path / "empty");
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q2") + " --tokenizer-from " + q(t.path / "empty"), &out,
+                    &err), 3) << err;
+  EXPECT_NE(err.find("holds no tokenizer file"), std::string::npos) << err;
+  expect_nothing_written(t.path / "q2");
+}
+
+// A source with its own tokenizer takes only a missing chat template: vocabularies are never mixed.
+TEST(QuantizePreflight, ASourceWithItsOwnTokenizerTakesOnlyTheChatTemplate) {
+  TempDir t;
+  const auto src = copy_fixture("llama", t.path / "m");
+  fsys::remove(src / "chat_template.jinja");
+  const auto ref = copy_fixture("tokenizer", t.path / "ref");
+  std::ofstream(ref / "tokenizer.json", std::ios::app) << " ";  // a different file: it must not be taken
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --tokenizer-from " + q(ref) + " --json", &out,
+                    &err), 0) << err;
+  const auto sv = Json::parse(out)["preflight"]["serving_files"];
+  ASSERT_EQ(sv.size(), 1u) << sv.dump(1);
+  EXPECT_EQ(sv[0]["file"], "chat_template.jinja");
+  EXPECT_EQ(slurp(t.path / "q" / "tokenizer.json"), slurp(src / "tokenizer.json"));
+  // Nothing to take: said in a note.
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(t.path / "q3") + " -j 2 --tokenizer-from " + q(ref) +
+                        " --json", &out, &err), 0) << err;
+  EXPECT_NE(out.find("nothing taken: the source has its own tokenizer"), std::string::npos) << out;
+}
+
+// A tokenizer whose ids the embedding has no row for is refused (doctor's tokenizer-vocab-size); fewer ids than
+// rows (the fixtures: 48 ids, vocab_size 512) is fine.
+TEST(QuantizePreflight, ATokenizerLargerThanTheEmbeddingIsRefused) {
+  TempDir t;
+  const auto src = copy_fixture("llama", t.path / "m");
+  remove_tokenizer(src);
+  const auto ref = copy_fixture("tokenizer", t.path / "ref");
+  edit_json(ref / "tokenizer.json", [](Json& tj) {
+    tj["added_tokens"].push_back({{"id", 700}, {"content", "<|extra|>"}, {"single_word", false}, {"lstrip", false},
+                                  {"rstrip", false}, {"normalized", false}, {"special", true}});
+  });
+  std::string out, err;
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " --tokenizer-from " + q(ref), &out, &err), 3) << err;
+  EXPECT_NE(err.find("preflight: tokenizer-vocab-size in "), std::string::npos) << err;
+  EXPECT_NE(err.find("700 '<|extra|>'"), std::string::npos) << err;
+  expect_nothing_written(t.path / "q");
+  // doctor says the same of a folder holding that tokenizer.
+  fsys::copy(ref / "tokenizer.json", src / "tokenizer.json");
+  EXPECT_EQ(run_cli("doctor " + q(src), &out, &err), 1) << out;
+  EXPECT_NE(out.find("tokenizer-vocab-size"), std::string::npos) << out;
+  // The config's own multimodal placeholder id is not counted.
+  edit_json(src / "config.json", [](Json& c) { c["image_token_id"] = 700; });
+  EXPECT_EQ(run_cli("doctor " + q(src), &out, &err), 0) << out;
+}
+
+// A tokenizer that truncates (F35) is taken with doctor's fix applied in the output: truncation and padding null.
+TEST(QuantizePreflight, TheOutputsTokenizerHasDoctorsTruncationFix) {
+  TempDir t;
+  const auto src = copy_fixture("llama", t.path / "m");
+  edit_json(src / "tokenizer.json", [](Json& tj) {
+    tj["truncation"] = {{"direction", "Right"}, {"max_length", 16}, {"strategy", "LongestFirst"}, {"stride", 0}};
+  });
+  const auto before = slurp(src / "tokenizer.json");
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --json", &out, &err), 0) << err;
+  const auto sv = Json::parse(out)["preflight"]["serving_files"];
+  ASSERT_EQ(sv.size(), 1u);
+  EXPECT_EQ(sv[0]["action"], "fixed");
+  EXPECT_EQ(sv[0]["kinds"][0], "tokenizer-truncation");
+  EXPECT_NE(sv[0]["diff"].get<std::string>().find("+  \"truncation\": null"), std::string::npos) << sv[0]["diff"];
+  EXPECT_TRUE(Json::parse(slurp(t.path / "q" / "tokenizer.json"))["truncation"].is_null());
+  EXPECT_EQ(slurp(src / "tokenizer.json"), before);  // the source is never written
+  // The warning whose fix the output gets is not printed as a preflight warning.
+  EXPECT_EQ(err.find("preflight: tokenizer-truncation"), std::string::npos) << err;
+  ASSERT_EQ(run_cli("doctor " + q(t.path / "q") + " --json", &out, &err), 0);
+  EXPECT_EQ(warning_kinds(Json::parse(out)).count("tokenizer-truncation"), 0u) << out;
+}
+
+// Gemma-4's processor lives in processor_config.json; the output gets the preprocessor_config.json doctor --fix
+// derives, byte for byte, and the text says so.
+TEST(QuantizePreflight, PreprocessorConfigIsDerivedAsDoctorFixDerivesIt) {
+  TempDir t;
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/gemma4-moe-mm") + " " + q(t.path / "q") + " -j 2", &out, &err), 0) << err;
+  EXPECT_NE(out.find("wrote preprocessor_config.json (new, derived from "), std::string::npos) << out;
+  const auto fixed = copy_fixture("gemma4-moe-mm", t.path / "fixed");
+  ASSERT_EQ(run_cli("doctor " + q(fixed) + " --fix", &out, &err), 0) << out;
+  const std::string derived = slurp(t.path / "q" / "preprocessor_config.json");
+  EXPECT_EQ(derived, slurp(fixed / "preprocessor_config.json"));
+  EXPECT_EQ(derived.back(), '\n');
+  // A dry run shows what it would write.
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/gemma4-moe-mm") + " --dry-run", &out, &err), 0) << err;
+  EXPECT_NE(out.find("would write preprocessor_config.json"), std::string::npos) << out;
+  EXPECT_NE(out.find("preflight: doctor's checks on the source: 0 error(s)"), std::string::npos) << out;
+}
+
+// Warnings never refuse: a tokenizer without a chat template quantizes, with the warning printed first.
+TEST(QuantizePreflight, WarningsDoNotRefuse) {
+  TempDir t;
+  const auto src = copy_fixture("llama", t.path / "m");
+  fsys::remove(src / "chat_template.jinja");
+  edit_json(src / "tokenizer_config.json", [](Json& c) { c.erase("chat_template"); });
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --json", &out, &err), 0) << err;
+  EXPECT_NE(err.find("fp4forge: warning: preflight: missing-chat-template: "), std::string::npos) << err;
+  const auto j = Json::parse(out);
+  EXPECT_EQ(j["preflight"]["warnings"], 1);
+  EXPECT_FALSE(j["preflight"]["refused"].get<bool>());
+}
+
+// The library enforces the preflight: quant::quantize refuses without the CLI, and says so through on_preflight.
+TEST(QuantizePreflight, TheLibraryRefusesWithoutTheCli) {
+  TempDir t;
+  const auto src = gemma4_without_globals(t.path / "g");
+  quant::QuantizeParams p;
+  p.src = src;
+  p.dst = t.path / "q";
+  p.run.jobs = 2;
+  std::size_t seen = 0;
+  p.on_preflight = [&](const quant::Preflight& pre) { seen = pre.findings.size(); };
+  auto r = quant::quantize(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+  EXPECT_NE(r.error().message.find("--no-preflight"), std::string::npos) << r.error().message;
+  EXPECT_GT(seen, 0u);
+  expect_nothing_written(t.path / "q");
+  p.preflight.checks = false;
+  ASSERT_TRUE(quant::quantize(p).ok());
+}
+
+// verify and inspect report a folder without a tokenizer as doctor does (one check); verify --tokenizer names where
+// vLLM will read it from.
+TEST(QuantizePreflight, VerifyAndInspectReportAMissingTokenizer) {
+  TempDir t;
+  std::string out, err;
+  const auto qd = t.path / "q";
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(qd) + " -j 2", &out, &err), 0) << err;
+  fsys::remove(qd / "chat_template.jinja");
+  edit_json(qd / "tokenizer_config.json", [](Json& c) { c.erase("chat_template"); });
+  ASSERT_EQ(run_cli("verify " + q(qd) + " --json", &out, &err), 0) << out;  // a warning does not fail
+  EXPECT_EQ(warning_kinds(Json::parse(out)).count("missing-chat-template"), 1u) << out;
+  remove_tokenizer(qd);
+  EXPECT_EQ(run_cli("verify " + q(qd) + " --json", &out, &err), 1) << out;
+  EXPECT_NE(failing_findings(out).find("missing-tokenizer: no tokenizer file"), std::string::npos) << out;
+  EXPECT_EQ(run_cli("verify " + q(qd) + " --tokenizer " + q(kData + "/tokenizer"), &out, &err), 0) << out;
+  EXPECT_EQ(run_cli("verify " + q(qd) + " --tokenizer " + q(qd / "config.json"), &out, &err), 2) << err;
+  // inspect: informational (exit 0), the same finding in its report.
+  ASSERT_EQ(run_cli("inspect " + q(qd) + " --json", &out, &err), 0);
+  const auto j = Json::parse(out);
+  ASSERT_EQ(j["findings"].size(), 1u) << j["findings"].dump(1);
+  EXPECT_EQ(j["findings"][0]["kind"], "missing-tokenizer");
+  EXPECT_EQ(j["findings"][0]["severity"], "error");
+  ASSERT_EQ(run_cli("inspect " + q(qd), &out, &err), 0);
+  EXPECT_NE(out.find("error    missing-tokenizer: "), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace fp4forge
