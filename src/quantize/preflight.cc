@@ -133,8 +133,9 @@ Status derive_fixes(const stdfs::path& src, const FileOverlay& overlay, Prefligh
   FP4FORGE_ASSIGN_OR_RETURN(const bool changed, doctor::clear_tokenizer_truncation(*doc));
   if (!changed) return {};
   auto taken = std::find_if(p.serving.begin(), p.serving.end(), [](const ServingChange& c) { return c.file == "tokenizer.json"; });
-  ServingChange& c = taken != p.serving.end() ? *taken : p.serving.emplace_back();
-  if (taken == p.serving.end()) {
+  const bool was_taken = taken != p.serving.end();
+  ServingChange& c = was_taken ? *taken : p.serving.emplace_back();
+  if (!was_taken) {
     c.file = "tokenizer.json";
     c.action = "fixed";
     c.from = tj.string();

@@ -172,6 +172,38 @@ TEST(DoctorChecks, MissingTokenizerIsAnError) {
   EXPECT_NO_KIND(check(fx), "missing-chat-template");
 }
 
+// Issue 51: a tokenizer that produces ids the embedding has no row for (vLLM looks a prompt id up in the
+// [vocab_size, H] table). Fewer ids than rows is fine (the fixtures: 48 ids, vocab_size 512); ids the config names as
+// its multimodal tokens are not counted; a multimodal model gets a warning (its placeholders may lie there).
+TEST(DoctorChecks, TokenizerVocabularyAgainstTheEmbedding) {
+  Fixture fx("llama");
+  EXPECT_NO_KIND(check(fx), "tokenizer-vocab-size");
+  fx.edit_json("tokenizer.json", [](Json& t) { t["added_tokens"].push_back({{"id", 512}, {"content", "<x>"}}); });
+  EXPECT_KIND(check(fx), "tokenizer-vocab-size", Severity::ERROR);
+  EXPECT_NE(find(check(fx), "tokenizer-vocab-size")->message.find("512 '<x>'"), std::string::npos);
+  fx.edit_config([](Json& c) { c["image_token_index"] = 512; });
+  EXPECT_NO_KIND(check(fx), "tokenizer-vocab-size");
+  // A Unigram vocabulary is a list: its length is the id count.
+  fx.edit_json("tokenizer.json", [](Json& t) {
+    t["added_tokens"] = Json::array();
+    t["model"] = {{"type", "Unigram"}, {"vocab", Json::array()}};
+    for (int i = 0; i < 514; ++i) {
+      std::string piece = "p";  // appended, not "p" + to_string: GCC 12's -Wrestrict misfires on the latter here
+      piece += std::to_string(i);
+      t["model"]["vocab"].push_back({piece, -1.0});
+    }
+  });
+  EXPECT_KIND(check(fx), "tokenizer-vocab-size", Severity::ERROR);
+  // added_tokens_decoder of tokenizer_config.json counts too.
+  Fixture dec("llama");
+  dec.edit_json("tokenizer_config.json", [](Json& c) { c["added_tokens_decoder"] = {{"600", {{"content", "<y>"}}}}; });
+  EXPECT_KIND(check(dec), "tokenizer-vocab-size", Severity::ERROR);
+  // A multimodal model: a warning.
+  Fixture mm("gemma4-moe-mm");
+  mm.edit_json("tokenizer.json", [](Json& t) { t["added_tokens"].push_back({{"id", 9000}, {"content", "<img>"}}); });
+  EXPECT_KIND(check(mm), "tokenizer-vocab-size", Severity::WARNING);
+}
+
 // doctor --tokenizer: where `vllm serve --tokenizer` will read the tokenizer from. A folder is checked; a repo id
 // in the Hugging Face cache is checked in its snapshot; one that is not there is a warning that says what was not
 // checked; a name that is neither is a usage error. A finding there is never fixed (doctor writes DIR only).
