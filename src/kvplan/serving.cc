@@ -40,25 +40,32 @@ constexpr std::string_view kToolsFail =
     "probe's tools check fails (tools-not-enabled) and gateway swap, which runs it, refuses the seat";
 
 /** The blockers a seat's folder and config give (see serving.h). */
-void find_blockers(const SeatModel& m, const Checkpoint& ck, const ServingFiles& sf, SeatServing& s) {
+void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
   const std::string dir = m.arg.dir.string();
   if (ck.tensors().empty())
     s.blockers.push_back({"config-only", "DIR holds no safetensors weights (a config-only folder, sized by weights=): "
                           "vLLM has nothing to load",
                           fmt::format("point the seat at the checkpoint itself (fp4forge quantize SRC {} writes one), "
                                       "or plan without --emit-compose", dir)});
-  if (!sf.tokenizer && !has_vllm_flag(m.arg.vllm_args, "tokenizer"))
-    s.blockers.push_back({"no-tokenizer", "DIR holds no tokenizer file (tokenizer.json, tokenizer.model, vocab.json, "
-                          "...): vLLM's --tokenizer defaults to the model folder and start-up fails",
-                          fmt::format("fp4forge quantize SRC {} --tokenizer-from REF writes the release's tokenizer "
-                                      "beside the weights (or copy its tokenizer files into DIR)", dir)});
-  if (!sf.chat_template && !has_vllm_flag(m.arg.vllm_args, "chat-template"))
-    s.blockers.push_back({"no-chat-template", "DIR holds no chat template (chat_template.jinja, chat_template.json or "
-                          "tokenizer_config.json:chat_template): vLLM refuses /v1/chat/completions and probe's chat "
-                          "checks fail",
-                          fmt::format("copy the release's chat template into DIR (fp4forge quantize SRC {} "
-                                      "--tokenizer-from REF copies it), or vllm_args=--chat-template PATH with a path "
-                                      "inside the container", dir)});
+  // Which serving files are missing is doctor's check (model/serving_files.h, the one home verify, inspect and
+  // quantize's preflight call too); what the stack does about them is said here.
+  std::vector<Finding> files;
+  check_serving_files(m.arg.dir, "", files);
+  for (const Finding& f : files) {
+    if (f.kind == "missing-tokenizer" && !has_vllm_flag(m.arg.vllm_args, "tokenizer"))
+      s.blockers.push_back({"no-tokenizer", "DIR holds no tokenizer file (tokenizer.json, tokenizer.model, vocab.json, "
+                            "...): vLLM's --tokenizer defaults to the model folder and start-up fails (doctor: "
+                            "missing-tokenizer)",
+                            fmt::format("fp4forge quantize SRC {} --tokenizer-from REF writes the release's tokenizer "
+                                        "beside the weights (or copy its tokenizer files into DIR)", dir)});
+    if (f.kind == "missing-chat-template" && !has_vllm_flag(m.arg.vllm_args, "chat-template"))
+      s.blockers.push_back({"no-chat-template", "DIR holds no chat template (chat_template.jinja, chat_template.json "
+                            "or tokenizer_config.json:chat_template): vLLM refuses /v1/chat/completions and probe's "
+                            "chat checks fail (doctor: missing-chat-template)",
+                            fmt::format("copy the release's chat template into DIR (fp4forge quantize SRC {} "
+                                        "--tokenizer-from REF copies it), or vllm_args=--chat-template PATH with a "
+                                        "path inside the container", dir)});
+  }
   if (m.arg.kv.spec_tokens > 0 && !ck.tensors().empty()) {
     ShapeContext ctx;
     ctx.dir = ck.dir();
@@ -139,7 +146,7 @@ SeatServing plan_serving(const SeatModel& m, const Checkpoint& ck) {
   s.extra_args = m.arg.vllm_args;
   const ServingFiles sf = serving_files(m.arg.dir);
   s.chat_template_source = sf.chat_template_source;
-  find_blockers(m, ck, sf, s);
+  find_blockers(m, ck, s);
   s.tool.from_vllm_args = has_vllm_flag(s.extra_args, "tool-call-parser");
   s.reasoning.from_vllm_args = has_vllm_flag(s.extra_args, "reasoning-parser");
   if (has_vllm_flag(s.extra_args, "chat-template")) {

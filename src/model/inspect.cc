@@ -392,8 +392,8 @@ std::string to_text(const InspectReport& r) {
   if (!r.findings.empty()) {
     s += "\nserving files:\n";
     for (const auto& f : r.findings) {
-      s += fmt::format("  {:<8} {}: {}\n", severity_name(f.severity), f.kind, f.message);
-      if (!f.hint.empty()) s += fmt::format("           hint: {}\n", f.hint);
+      s += fmt::format("  {:<8} {}: {}\n", severity_name(f.severity), esc(f.kind), esc(f.message));
+      if (!f.hint.empty()) s += fmt::format("           hint: {}\n", esc(f.hint));
     }
   }
   return s;

@@ -16,6 +16,7 @@
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
 #include "fp4forge/util/json_edit.h"
+#include "fp4forge/util/strings.h"
 #include "fp4forge/util/udiff.h"
 
 namespace fp4forge::quant {
@@ -255,6 +256,8 @@ nlohmann::ordered_json to_json(const Preflight& p) {
 }
 
 std::string to_text(const Preflight& p, bool dry_run) {
+  // Paths and names come from the user's folders: escaped for a report line (R4-B5).
+  const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };
   std::string s;
   if (!p.ran) {
     s += "preflight: skipped (--no-preflight): doctor's checks did not run on the source\n";
@@ -272,13 +275,13 @@ std::string to_text(const Preflight& p, bool dry_run) {
   for (const auto& c : p.serving) {
     const std::string fixes = c.kinds.empty() ? "" : fmt::format(", doctor's fix of {}", fmt::join(c.kinds, ", "));
     if (c.action == "taken")
-      s += fmt::format("  {} {} from {} ({}{})\n", dry_run ? "would take" : "took", c.file, c.from, c.option, fixes);
+      s += fmt::format("  {} {} from {} ({}{})\n", dry_run ? "would take" : "took", c.file, esc(c.from), c.option, fixes);
     else if (c.action == "derived")
-      s += fmt::format("  {} {} (new, derived from {}{})\n", dry_run ? "would write" : "wrote", c.file, c.from, fixes);
+      s += fmt::format("  {} {} (new, derived from {}{})\n", dry_run ? "would write" : "wrote", c.file, esc(c.from), fixes);
     else
       s += fmt::format("  {} {} ({}{})\n", dry_run ? "would change" : "changed", c.file, "the source's file", fixes);
   }
-  for (const auto& n : p.notes) s += fmt::format("  note: {}\n", n);
+  for (const auto& n : p.notes) s += fmt::format("  note: {}\n", esc(n));
   return s;
 }
 

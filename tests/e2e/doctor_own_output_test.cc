@@ -98,9 +98,9 @@ TEST(OwnOutput, EveryRegisteredFamilyHasAFixture) {
   std::vector<std::string> have;
   for (const auto& fx : fixtures()) {
     const auto j = nlohmann::json::parse(slurp(kData + "/" + fx + "/config.json"));
-    std::string mt = j.value("model_type", "");
+    std::string mt = str_field(j, "model_type");
     std::string arch = j.contains("architectures") ? j["architectures"][0].get<std::string>() : "";
-    std::string tmt = j.contains("text_config") ? j["text_config"].value("model_type", "") : "";
+    std::string tmt = j.contains("text_config") ? str_field(j["text_config"], "model_type") : "";
     have.emplace_back(family_name(detect_family(mt, tmt, arch)));
   }
   for (const auto& spec : families())

@@ -36,7 +36,8 @@ namespace {
 using namespace fp4forge::qtest;
 using ::testing::HasSubstr;
 
-/** A llama-layout checkpoint big enough (~90 MB, 8 shards) that a kill can land mid-run. */
+/** A llama-layout checkpoint big enough (~90 MB, 8 shards) that a kill can land mid-run, with the tokenizer of
+ * tests/data/tokenizer (48 ids under vocab_size 8192), so quantize's preflight (doctor's checks) passes it. */
 void make_llama(const stdfs::path& dir) {
   const std::uint64_t H = 1024, I = 2048, V = 8192, L = 4;
   stdfs::create_directories(dir);
@@ -45,7 +46,8 @@ void make_llama(const stdfs::path& dir) {
                                 {"num_attention_heads", 8}, {"num_key_value_heads", 8}, {"head_dim", 128},
                                 {"vocab_size", V}, {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}};
   std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
-  std::ofstream(dir / "tokenizer_config.json") << "{\"model_max_length\": 4096}\n";
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"})
+    stdfs::copy_file(kData + "/tokenizer/" + f, dir / f);
   std::uint64_t x = 0x9E3779B97F4A7C15ULL;
   auto tensor = [&](const std::string& name, std::vector<std::uint64_t> shape) {
     std::uint64_t n = 1;
