@@ -117,6 +117,8 @@ cache_state() { find "$WORK/hub" -printf '%p %y %s %T@ %l\n' | sort | sha1sum; }
 before=$(cache_state)
 stage "Hugging Face cache repo ids: inspect, quantize (DST defaults to ./NAME-NVFP4A16) and verify read demo-org/tiny-gemma4 from HF_HUB_CACHE, offline; the cache is never written" \
   bash -c "cd \"$WORK/cwd\" && export HF_HUB_CACHE=\"$WORK/hub\" && \"$BIN\" inspect demo-org/tiny-gemma4 && \"$BIN\" quantize demo-org/tiny-gemma4 && \"$BIN\" verify tiny-gemma4-NVFP4A16 --against demo-org/tiny-gemma4"
+stage "--tokenizer-from / --processor-from a cached repo id: the re-save without its tokenizer and processor takes them from demo-org/tiny-gemma4 in HF_HUB_CACHE (copied as bytes, never links into the cache), vocabulary checked against the embeddings; doctor clean" \
+  bash -c "export HF_HUB_CACHE=\"$WORK/hub\" && \"$BIN\" quantize \"$WORK/broken\" \"$WORK/q-from-cache\" --tokenizer-from demo-org/tiny-gemma4 --processor-from demo-org/tiny-gemma4 | grep -E '^preflight|^  (took|wrote)' | sed \"s|$WORK/hub/||\" && test ! -L \"$WORK/q-from-cache/tokenizer.json\" && \"$BIN\" doctor \"$WORK/q-from-cache\" | tail -1"
 [ "$(cache_state)" = "$before" ] || { echo "demo: the Hugging Face cache changed" >&2; exit 1; }
 # A transformers re-save drops the MTP tensors (F8): strip them as it does (the MTP shard and its index
 # entries), then splice them back from the release.

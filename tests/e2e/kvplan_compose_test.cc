@@ -25,6 +25,7 @@ using fp4forge::testutil::kData;
 using fp4forge::testutil::q;
 using fp4forge::testutil::run_cli;
 using fp4forge::testutil::slurp;
+using fp4forge::testutil::warning_kinds;
 
 constexpr const char* kGpu = " --gpu '0=80GiB:name=NVIDIA H100 80GB HBM3'";
 // A Qwen3 template that renders JSON tool calls and can think (the markers of model/vllm_parsers.cc).
@@ -225,6 +226,31 @@ TEST_F(KvplanCompose, ASeatThatCannotStartRefusesTheWholeStack) {
                      ":vllm_args=--chat-template /models/p/t.jinja'" + kGpu + " --emit-compose " + q(tmp_ / "ok-t"),
                  &out, &err), 0) << err;
   EXPECT_TRUE(stdfs::exists(tmp_ / "ok-t" / "t" / "compose.yaml"));
+}
+
+// The serving-file blockers are doctor's check (model/serving_files.h): a folder without a tokenizer or a template is
+// refused as no-tokenizer alone, as doctor reports it (missing-tokenizer, no missing-chat-template: vLLM reads the
+// template with the tokenizer), and the reasons name doctor's kinds.
+TEST_F(KvplanCompose, TheServingFileBlockersAreDoctorsCheck) {
+  const stdfs::path bare = copy("llama", "bare", {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"});
+  std::string out, err;
+  ASSERT_EQ(run_cli("doctor " + q(bare) + " --json", &out, &err), 1) << out;
+  EXPECT_EQ(warning_kinds(nlohmann::json::parse(out)).count("missing-chat-template"), 0u) << out;
+  EXPECT_EQ(plan("--seat 'b=" + bare.string() + "'" + kGpu + " --emit-compose " + q(tmp_ / "d") + " --json", &out, &err),
+            1) << err;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["seats"][0]["serving"]["blockers"].size(), 1u) << out;
+  EXPECT_EQ(j["seats"][0]["serving"]["blockers"][0]["kind"], "no-tokenizer");
+  EXPECT_NE(j["seats"][0]["serving"]["blockers"][0]["reason"].get<std::string>().find("(doctor: missing-tokenizer)"),
+            std::string::npos);
+  const stdfs::path notpl = copy("llama", "no-template", {"chat_template.jinja"});
+  std::ofstream(notpl / "tokenizer_config.json", std::ios::trunc) << "{}\n";  // its chat_template gone too
+  ASSERT_EQ(run_cli("doctor " + q(notpl) + " --json", &out, &err), 0) << out;
+  EXPECT_EQ(warning_kinds(nlohmann::json::parse(out)).count("missing-chat-template"), 1u) << out;
+  EXPECT_EQ(plan("--seat 'p=" + notpl.string() + "'" + kGpu + " --emit-compose " + q(tmp_ / "d") + " --json", &out,
+                 &err), 1) << err;
+  EXPECT_NE(err.find("(doctor: missing-chat-template)"), std::string::npos) << err;
+  EXPECT_FALSE(stdfs::exists(tmp_ / "d"));
 }
 
 TEST_F(KvplanCompose, HeadroomIsKeptFreeOnEveryGpu) {

@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/quantize/run.h"
+#include "hf_cache_fake.h"
 #include "test_util.h"
 
 namespace fp4forge {
@@ -347,6 +349,125 @@ TEST(QuantizePreflight, VerifyAndInspectReportAMissingTokenizer) {
   EXPECT_EQ(j["findings"][0]["severity"], "error");
   ASSERT_EQ(run_cli("inspect " + q(qd), &out, &err), 0);
   EXPECT_NE(out.find("error    missing-tokenizer: "), std::string::npos) << out;
+}
+
+// inspect reports a tokenizer without a chat template as doctor does: a warning, exit 0.
+TEST(QuantizePreflight, InspectWarnsOfAMissingChatTemplate) {
+  TempDir t;
+  const auto src = copy_fixture("llama", t.path / "m");
+  fsys::remove(src / "chat_template.jinja");
+  std::string out, err;
+  ASSERT_EQ(run_cli("inspect " + q(src) + " --json", &out, &err), 0) << err;
+  const auto j = Json::parse(out);
+  ASSERT_EQ(j["findings"].size(), 1u) << j["findings"].dump(1);
+  EXPECT_EQ(j["findings"][0]["kind"], "missing-chat-template");
+  EXPECT_EQ(j["findings"][0]["severity"], "warning");
+  ASSERT_EQ(run_cli("inspect " + q(src), &out, &err), 0);
+  EXPECT_NE(out.find("warning  missing-chat-template: no chat template in the folder"), std::string::npos) << out;
+  ASSERT_EQ(run_cli("inspect " + q(kData + "/llama") + " --json", &out, &err), 0);
+  EXPECT_TRUE(Json::parse(out)["findings"].empty()) << out;  // a servable folder: nothing said
+}
+
+/** The CLI in `work` with HF_HUB_CACHE=`cache` (no other cache variable from the caller). */
+int run_cli_cached(const fsys::path& cache, const std::string& args, std::string* out, std::string* err) {
+  return run_cli_with("env -u HUGGINGFACE_HUB_CACHE -u HF_HOME HF_HUB_CACHE=" + q(cache), args, out, err);
+}
+
+// --tokenizer-from / --processor-from take a repo id of the Hugging Face cache (resolved offline like every checkpoint
+// argument): the files land in the output as bytes (never links into the cache), the cache is never written, the
+// vocabulary check runs on the cached tokenizer, and a repo the cache lacks is refused before anything is written.
+TEST(QuantizePreflight, ReferencesAreTakenFromCachedRepoIds) {
+  TempDir t;
+  const fsys::path cache = t.path / "hub";
+  const auto tok = make_fake_hub_repo(cache, "acme", "release-tok", kData + "/tokenizer", fake_commit(3));
+  const auto rel = make_fake_hub_repo(cache, "acme", "gemma-release", kData + "/gemma4-moe-mm", fake_commit(4));
+  const auto src = copy_fixture("gemma4-moe-mm", t.path / "g");
+  fsys::remove(src / "processor_config.json");
+  remove_tokenizer(src);
+  const auto before = tree_state(cache);
+  std::string out, err;
+  EXPECT_EQ(run_cli_cached(cache, "quantize " + q(src) + " " + q(t.path / "q") + " -j 2", &out, &err), 3) << err;
+  EXPECT_NE(err.find("preflight: missing-processor in "), std::string::npos) << err;
+  EXPECT_NE(err.find("preflight: missing-tokenizer in "), std::string::npos) << err;
+  expect_nothing_written(t.path / "q");
+  ASSERT_EQ(run_cli_cached(cache, "quantize " + q(src) + " " + q(t.path / "q") +
+                                      " -j 2 --tokenizer-from acme/release-tok --processor-from acme/gemma-release --json",
+                           &out, &err), 0) << err;
+  const auto j = Json::parse(out)["preflight"];
+  EXPECT_EQ(j["tokenizer_from"], tok.snapshot.string());
+  EXPECT_EQ(j["processor_from"], rel.snapshot.string());
+  std::set<std::string> taken;
+  for (const auto& c : j["serving_files"])
+    if (c["action"] == "taken") taken.insert(c["file"].get<std::string>() + " " + c["option"].get<std::string>());
+  EXPECT_EQ(taken, (std::set<std::string>{"tokenizer.json --tokenizer-from", "tokenizer_config.json --tokenizer-from",
+                                           "chat_template.jinja --tokenizer-from",
+                                           "processor_config.json --processor-from"})) << j.dump(1);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"}) {
+    EXPECT_FALSE(fsys::is_symlink(t.path / "q" / f)) << f;
+    EXPECT_EQ(slurp(t.path / "q" / f), slurp(kData + "/tokenizer/" + f)) << f;
+  }
+  EXPECT_FALSE(fsys::is_symlink(t.path / "q" / "processor_config.json"));
+  EXPECT_EQ(slurp(t.path / "q" / "processor_config.json"), slurp(kData + "/gemma4-moe-mm/processor_config.json"));
+  EXPECT_TRUE(fsys::exists(t.path / "q" / "preprocessor_config.json"));  // derived from the taken processor
+  EXPECT_EQ(tree_state(cache), before);  // the cache is only read
+  ASSERT_EQ(run_cli("doctor " + q(t.path / "q") + " --json", &out, &err), 0) << out;
+  EXPECT_EQ(failing_findings(out), "");
+  // The vocabulary check on a cached tokenizer with an id the embedding has no row for (a text-only source: for a
+  // multimodal one the finding is a warning, its placeholders may sit there).
+  const auto big = copy_fixture("tokenizer", t.path / "big");
+  edit_json(big / "tokenizer.json", [](Json& tj) {
+    tj["added_tokens"].push_back({{"id", 700}, {"content", "<|far|>"}, {"single_word", false}, {"lstrip", false},
+                                  {"rstrip", false}, {"normalized", false}, {"special", true}});
+  });
+  make_fake_hub_repo(cache, "acme", "other-tok", big, fake_commit(5));
+  const auto text = copy_fixture("llama", t.path / "l");
+  remove_tokenizer(text);
+  EXPECT_EQ(run_cli_cached(cache, "quantize " + q(text) + " " + q(t.path / "q2") + " --tokenizer-from acme/other-tok",
+                           &out, &err), 3) << err;
+  EXPECT_NE(err.find("preflight: tokenizer-vocab-size in "), std::string::npos) << err;
+  EXPECT_NE(err.find("700 '<|far|>'"), std::string::npos) << err;
+  expect_nothing_written(t.path / "q2");
+  // A repo the cache does not hold: refused like any checkpoint argument (nothing downloaded, nothing written).
+  EXPECT_EQ(run_cli_cached(cache, "quantize " + q(src) + " " + q(t.path / "q3") + " --tokenizer-from acme/absent", &out,
+                           &err), 4);  // I/O, as for any checkpoint argument the cache lacks (docs/errors.md)
+  EXPECT_NE(err.find("acme/absent"), std::string::npos) << err;
+  expect_nothing_written(t.path / "q3");
+  EXPECT_EQ(tree_state(cache).count("models--acme--absent"), 0u);
+}
+
+// --resume after a failed run: the preflight runs again, the kept shards are reused, and the serving files are
+// written (again) before the commit: the output is a clean run's, byte for byte.
+TEST(QuantizePreflight, ResumeAfterAFailedRunWritesTheServingFiles) {
+  TempDir t;
+  const auto src = copy_fixture("gemma4-moe-mm", t.path / "g");
+  fsys::remove(src / "processor_config.json");
+  quant::QuantizeParams p;
+  p.src = src;
+  p.run.jobs = 2;
+  p.preflight.processor_from = kData + "/gemma4-moe-mm";
+  p.dst = t.path / "clean";
+  ASSERT_TRUE(quant::quantize(p).ok());
+  const auto clean = file_contents(t.path / "clean");
+  ASSERT_EQ(clean.count("preprocessor_config.json"), 1u);
+  ASSERT_EQ(clean.count("processor_config.json"), 1u);
+  // A run that fails at the commit, after every shard (and the serving files) reached the staging folder.
+  p.dst = t.path / "q";
+  p.run.before_commit = [](const fsys::path&) -> Status { return make_error(Errc::IO, "injected failure at commit"); };
+  auto r = quant::quantize(p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("injected failure at commit"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(fsys::exists(t.path / "q"));
+  const fsys::path staging = t.path / ".q.fp4forge-staging";
+  ASSERT_TRUE(fsys::exists(staging)) << "the finished shards are kept for --resume";
+  // The CLI's --resume (the preflight with it) finishes it.
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --resume --processor-from " +
+                        q(kData + "/gemma4-moe-mm") + " --json", &out, &err), 0) << err;
+  const auto j = Json::parse(out);
+  EXPECT_GT(j["shards_resumed"].get<int>(), 0) << out.substr(0, 600);
+  EXPECT_EQ(j["preflight"]["serving_files"].size(), 2u);
+  EXPECT_TRUE(file_contents(t.path / "q") == clean) << "the resumed output differs from a clean run";
+  EXPECT_FALSE(fsys::exists(staging));
 }
 
 }  // namespace
