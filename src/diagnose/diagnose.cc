@@ -19,6 +19,7 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, co
   FP4FORGE_TRY(fill_context(ctx, *d->ckpt));
   ctx.tokenizer_from = opts.tokenizer;
   ctx.overlay = opts.overlay;
+  ctx.as_source = opts.as_source;
   FP4FORGE_ASSIGN_OR_RETURN(ctx.tokenizer_dir, tokenizer_source(ctx.dir, opts.tokenizer));
   if (ctx.tensors.empty()) {
     Finding f;

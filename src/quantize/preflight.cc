@@ -181,6 +181,7 @@ Result<Preflight> preflight(const stdfs::path& src, const PreflightOptions& opts
   if (!opts.checks) return p;
   doctor::DiagnoseOptions d;
   d.overlay = overlay;
+  d.as_source = true;
   FP4FORGE_ASSIGN_OR_RETURN(auto diag, doctor::diagnose(src, d));
   std::set<std::string> applied;  // kinds whose fix the output gets
   for (const auto& c : p.serving) applied.insert(c.kinds.begin(), c.kinds.end());
@@ -190,30 +191,46 @@ Result<Preflight> preflight(const stdfs::path& src, const PreflightOptions& opts
   return p;
 }
 
+namespace {
+
+/** An error finding as a refusal names it: what, where, the fix. */
+std::string finding_text(const Finding& f, const std::string& src) {
+  return fmt::format("{} in '{}'{}: {}; fix: {}", f.kind, src, f.key.empty() ? "" : fmt::format(" ({})", f.key),
+                     f.message, fix_of(f, src));
+}
+
+std::size_t error_count(const Preflight& p) {
+  return static_cast<std::size_t>(std::count_if(p.findings.begin(), p.findings.end(),
+                                                [](const Finding& f) { return f.severity == Severity::ERROR; }));
+}
+
+}  // namespace
+
 std::vector<std::string> refusal_lines(const Preflight& p) {
   std::vector<std::string> lines;
-  for (const auto& f : p.findings) {
-    if (f.severity != Severity::ERROR) continue;
-    lines.push_back(fmt::format("preflight: {} in '{}'{}: {}; fix: {}; --no-preflight quantizes anyway", f.kind,
-                                p.source, f.key.empty() ? "" : fmt::format(" ({})", f.key), f.message,
-                                fix_of(f, p.source)));
-  }
+  if (error_count(p) < 2) return lines;  // one error: the refusal itself names it (one line)
+  for (const auto& f : p.findings)
+    if (f.severity == Severity::ERROR)
+      lines.push_back(fmt::format("preflight: {}; --no-preflight quantizes anyway", finding_text(f, p.source)));
   return lines;
 }
 
 Error refusal(const Preflight& p) {
   std::set<std::string> kinds;
-  std::size_t n = 0;
+  const Finding* first = nullptr;
   for (const auto& f : p.findings)
     if (f.severity == Severity::ERROR) {
       kinds.insert(f.kind);
-      ++n;
+      if (first == nullptr) first = &f;
     }
-  Error e = make_error(Errc::BAD_INPUT,
-                       "quantize refused by its preflight: doctor finds {} error(s) in '{}' ({}); nothing written; "
-                       "expected a source doctor passes: fix each as listed (fp4forge doctor '{}' shows them), or pass "
-                       "--no-preflight to quantize anyway",
-                       n, p.source, fmt::join(kinds, ", "), p.source);
+  const std::size_t n = error_count(p);
+  Error e = n == 1 ? make_error(Errc::BAD_INPUT, "quantize refused by its preflight: {}; nothing written; "
+                                                 "--no-preflight quantizes anyway", finding_text(*first, p.source))
+                   : make_error(Errc::BAD_INPUT,
+                                "quantize refused by its preflight: doctor finds {} error(s) in '{}' ({}); nothing "
+                                "written; expected a source doctor passes: fix each as listed (fp4forge doctor '{}' "
+                                "shows them), or pass --no-preflight to quantize anyway",
+                                n, p.source, fmt::join(kinds, ", "), p.source);
   e.file = p.source;
   return e;
 }

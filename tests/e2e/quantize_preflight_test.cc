@@ -73,11 +73,12 @@ TEST(QuantizePreflight, GemmaConfigMissingGlobalKvFieldsIsRefusedWithTheFix) {
   ASSERT_EQ(run_cli("doctor " + q(src), &out, &err), 1) << out;  // doctor calls it an error
   EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2", &out, &err), 3) << err;
   expect_nothing_written(t.path / "q");
-  // One line per finding: what, where, the fix, the escape hatch.
-  EXPECT_EQ(lines_with(err, "fp4forge: error: preflight: gemma4-missing-global-kv-fields in "), 1u) << err;
+  // One error, one line: what, where, the fix, the escape hatch.
+  EXPECT_EQ(lines_with(err, "\n"), 1u) << err;
+  EXPECT_EQ(err.rfind("fp4forge: error: quantize refused by its preflight: gemma4-missing-global-kv-fields in ", 0), 0u)
+      << err;
   EXPECT_NE(err.find("fix: fp4forge doctor " + q(src.string()) + " --fix"), std::string::npos) << err;
-  EXPECT_NE(err.find("--no-preflight quantizes anyway"), std::string::npos) << err;
-  EXPECT_NE(err.find("quantize refused by its preflight: doctor finds 1 error(s)"), std::string::npos) << err;
+  EXPECT_NE(err.find("; nothing written; --no-preflight quantizes anyway\n"), std::string::npos) << err;
   // --json: the error object and the preflight that refused.
   EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --json", &out, &err), 3);
   const auto j = Json::parse(out);
@@ -108,6 +109,21 @@ TEST(QuantizePreflight, NoPreflightIsTheEscapeHatch) {
   EXPECT_EQ(err.find("preflight:"), std::string::npos) << err;
   // The serving files are still derived without the checks.
   EXPECT_TRUE(fsys::exists(t.path / "q" / "preprocessor_config.json"));
+}
+
+// A quantized release is read as a source: doctor's structural checks of serving it as it is (an FP8 block scheme
+// over K = 320, not whole 128-blocks) do not refuse quantize, which expands and re-encodes it.
+TEST(QuantizePreflight, AQuantizedSourceIsNotHeldToServingItsOwnScheme) {
+  TempDir t;
+  const std::string src = kData + "/fp8/ct-fp8-block";
+  std::string out, err;
+  ASSERT_EQ(run_cli("doctor " + q(src) + " --json", &out, &err), 1) << out;
+  EXPECT_NE(failing_findings(out).find("k-not-multiple"), std::string::npos) << out;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --json", &out, &err), 0) << err;
+  const auto j = Json::parse(out)["preflight"];
+  EXPECT_TRUE(j["ran"].get<bool>());
+  EXPECT_EQ(j["errors"], 0);
+  EXPECT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(src), &out, &err), 0) << out;
 }
 
 // F30: a multimodal class named over flat text-only tensors (a Qwen3.5 text checkpoint labelled as the wrapper).
@@ -387,8 +403,12 @@ TEST(QuantizePreflight, ReferencesAreTakenFromCachedRepoIds) {
   const auto before = tree_state(cache);
   std::string out, err;
   EXPECT_EQ(run_cli_cached(cache, "quantize " + q(src) + " " + q(t.path / "q") + " -j 2", &out, &err), 3) << err;
-  EXPECT_NE(err.find("preflight: missing-processor in "), std::string::npos) << err;
-  EXPECT_NE(err.find("preflight: missing-tokenizer in "), std::string::npos) << err;
+  // Two errors: one line each, then the refusal with their count.
+  EXPECT_EQ(lines_with(err, "\n"), 3u) << err;
+  EXPECT_EQ(lines_with(err, "fp4forge: error: preflight: missing-processor in "), 1u) << err;
+  EXPECT_EQ(lines_with(err, "fp4forge: error: preflight: missing-tokenizer in "), 1u) << err;
+  EXPECT_NE(err.find("fp4forge: error: quantize refused by its preflight: doctor finds 2 error(s) in "),
+            std::string::npos) << err;
   expect_nothing_written(t.path / "q");
   ASSERT_EQ(run_cli_cached(cache, "quantize " + q(src) + " " + q(t.path / "q") +
                                       " -j 2 --tokenizer-from acme/release-tok --processor-from acme/gemma-release --json",

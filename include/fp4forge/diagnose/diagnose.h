@@ -43,6 +43,8 @@ struct Context : ShapeContext {
   /** Processor and tokenizer files read from elsewhere than `dir` / `tokenizer_dir` (quantize's preflight: the
    * files --tokenizer-from / --processor-from will put into the output). Empty for doctor. */
   FileOverlay overlay;
+  /** The folder is read as quantize's source, not served as it is (DiagnoseOptions::as_source). */
+  bool as_source = false;
 };
 
 /** Completes a Context whose dir, config and tensors are set: init_shape_context, and whether the checkpoint is
@@ -56,6 +58,11 @@ struct DiagnoseOptions {
   std::string tokenizer;
   /** Files the checks read from elsewhere (Context::overlay). */
   FileOverlay overlay;
+  /** quantize's preflight: the folder is a source to re-encode, not a checkpoint to serve as it is. A quantized
+   * source's structural checks as a served checkpoint (verify_structure: whole FP8 blocks, protected modules left
+   * quantized, ...) are left out: quantize expands such a source and writes its own scheme, and it checks an FP8 /
+   * packed FP4 source's payload itself (model/fp8_source.h) before writing. Every other check runs. */
+  bool as_source = false;
 };
 
 /** The checkpoint opened, the context the checks saw, and their findings (errors, warnings, info; check order

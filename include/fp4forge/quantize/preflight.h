@@ -63,10 +63,12 @@ struct Preflight {
  * takes, and what opening the source or a reference fails with. A refusal is not an error here: see refusal(). */
 Result<Preflight> preflight(const std::filesystem::path& src, const PreflightOptions& opts);
 
-/** One line per error finding: what, where, the fix (`fp4forge doctor SRC --fix`, `--processor-from REF`, ...), and
- * that --no-preflight quantizes anyway. */
+/** With two or more error findings, one line each: what, where, the fix (`fp4forge doctor SRC --fix`,
+ * `--processor-from REF`, ...), and that --no-preflight quantizes anyway. With one, none: refusal() names it, so a
+ * bad source gets one line, as every bad input does. */
 std::vector<std::string> refusal_lines(const Preflight& p);
-/** The error a refused run returns (BAD_INPUT): the count and kinds of the errors, nothing written, --no-preflight. */
+/** The error a refused run returns (BAD_INPUT): the one error finding with its fix, or the count and kinds of the
+ * errors (listed by refusal_lines), nothing written, --no-preflight. */
 Error refusal(const Preflight& p);
 
 /** Writes the serving changes into `dir` (quantize's staging folder), each atomically. */
