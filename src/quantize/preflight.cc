@@ -67,7 +67,8 @@ Status take_tokenizer(const stdfs::path& src, const stdfs::path& from, FileOverl
   const ServingFiles theirs = serving_files(ref.dir());
   if (!theirs.tokenizer)
     return make_error(Errc::BAD_INPUT, "--tokenizer-from '{}' holds no tokenizer file; expected the folder of the "
-                                       "release's tokenizer ({}, ...)", from.string(), kTokenizerFiles[0]);
+                                       "release's tokenizer ({}, ...); hint: name the release SRC was made from (its folder or "
+                                       "its repo id in the Hugging Face cache)", from.string(), kTokenizerFiles[0]);
   const ServingFiles ours = serving_files(src);
   std::vector<std::string> names;
   if (!ours.tokenizer) {
@@ -95,7 +96,8 @@ Status take_processor(const stdfs::path& src, const stdfs::path& from, FileOverl
   const auto& files = ref.other_files();
   if (std::none_of(files.begin(), files.end(), [](const std::string& f) { return is_processor_file(f); }))
     return make_error(Errc::BAD_INPUT, "--processor-from '{}' holds no processor file; expected the folder of the "
-                                       "release's processor ({}, ...)", from.string(), kProcessorFiles[0]);
+                                       "release's processor ({}, ...); hint: name the release SRC was made from (its folder or "
+                                       "its repo id in the Hugging Face cache)", from.string(), kProcessorFiles[0]);
   FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(src / "config.json"));
   FP4FORGE_ASSIGN_OR_RETURN(nlohmann::ordered_json cfg, parse_json_bounded(text, "config.json"));
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo info, read_model_info(cfg));
