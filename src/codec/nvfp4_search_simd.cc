@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "codec/nvfp4_search_internal.h"
 #include "fp4forge/codec/observer.h"
@@ -597,6 +598,8 @@ void SearchT(const std::uint16_t* src, std::uint64_t groups, const nvfp4::detail
   const auto errt = hwy::AllocateAligned<float>(cells + L);
   const auto pairs = hwy::AllocateAligned<std::int32_t>(cells + L);
   const auto recs = hwy::AllocateAligned<std::int32_t>(prune ? RecordSets(args->steps) * 16 * L : L);
+  // Highway answers a failed allocation with null where new throws: throw as new does (util::run_guarded reports it).
+  if (!st || !errt || !pairs || !recs) throw std::bad_alloc();
   for (std::uint64_t g0 = 0; g0 < groups; g0 += L) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(L, groups - g0));
     for (std::size_t lane = 0; lane < L; ++lane)

@@ -675,7 +675,7 @@ void Runner::submit(std::uint64_t cost, std::function<Status()> fn) {
   budget_.acquire(cost);
   pool_.submit([this, cost, fn = std::move(fn)] {
     if (!stopped()) {
-      if (Status st = fn(); !st) fail(std::move(st).error());
+      if (Status st = run_guarded(fn, "quantize"); !st) fail(std::move(st).error());
     }
     budget_.release(cost);
   });

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <new>
 #include <utility>
 
 namespace fp4forge {
@@ -42,6 +43,16 @@ void ThreadPool::submit(std::function<void()> task) {
     queue_.push_back(std::move(task));
   }
   cv_work_.notify_one();
+}
+
+Status run_guarded(const std::function<Status()>& body, std::string_view what) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return make_error(Errc::INTERNAL, "out of memory in {} (an allocation on a worker thread failed); expected the "
+                                      "memory its workers need; hint: fewer workers (-j), a lower --max-memory, or a "
+                                      "higher ulimit -v", what);
+  }
 }
 
 void ThreadPool::wait_idle() {

@@ -5,7 +5,8 @@
  *
  * - `ThreadPool::submit` never blocks; tasks run in FIFO order on the workers.
  * - `wait_idle()` returns once every submitted task has finished.
- * - Tasks must not throw (a throwing task terminates the process; fp4forge code returns Result).
+ * - Tasks must not throw (a throwing task terminates the process; fp4forge code returns Result): a task whose
+ *   body may meet std::bad_alloc runs it through `run_guarded`.
  * - `ByteBudget::acquire(n)` blocks until `n` bytes fit under the limit. A request larger than the
  *   limit is admitted alone (when nothing else is held), so a single oversized task cannot deadlock.
  */
@@ -15,8 +16,11 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
+
+#include "fp4forge/core/error.h"
 
 namespace fp4forge {
 
@@ -59,6 +63,12 @@ class ThreadPool {
 /** Runs fn(0) .. fn(n - 1) as tasks on `pool` and waits for those n (not for the pool's other tasks).
  * Call it from outside the pool's workers (a worker waiting on its own pool can deadlock it). */
 void parallel_for(ThreadPool& pool, std::size_t n, const std::function<void(std::size_t)>& fn);
+
+/** Runs a task's body on a worker: its Status, or, when it throws std::bad_alloc (the one exception fp4forge code
+ * lets through, core/error.h), an INTERNAL error (exit 5, "out of memory", as the CLI's main reports one on the
+ * main thread) naming `what` and the hint (fewer workers, a lower --max-memory), instead of std::terminate taking
+ * the process down with its staging folder (a worker's allocation fails first under `ulimit -v`). */
+Status run_guarded(const std::function<Status()>& body, std::string_view what);
 
 /** Rows per task when `rows` rows of `cols` elements are split over `workers`: about `elements` elements a
  * task, but no fewer tasks than workers (when there are rows enough), and at least one row. */
