@@ -31,11 +31,12 @@ Status check_unused_patterns(const PatternSet& ps, const std::vector<TensorDecis
                              const std::function<bool(const NamePattern&)>& selects_candidate,
                              std::vector<std::string>& warnings) {
   const bool ignore = std::string_view(ps.flag) == "--ignore";
+  std::vector<std::string> idle;  // re: patterns that match nothing: one warning for them all (R4-B19)
   for (std::size_t i = 0; i < ps.pats.size(); ++i) {
     const NamePattern& p = ps.pats[i];
     if (ps.used[i] || selects_candidate(p)) continue;
     if (p.is_regex()) {
-      warnings.push_back(fmt::format("{} '{}' matches no module", ps.flag, p.text()));
+      idle.push_back(fmt::format("'{}'", p.text()));
       continue;
     }
     // `--ignore lm_head` on a model whose lm_head is tied to embed_tokens (no lm_head tensor): the
@@ -62,6 +63,10 @@ Status check_unused_patterns(const PatternSet& ps, const std::vector<TensorDecis
                                    "is nothing to ignore",
                                    ps.flag, p.text(), d->name, format_shape(d->shape)));
   }
+  if (idle.size() == 1) warnings.push_back(fmt::format("{} {} matches no module", ps.flag, idle[0]));
+  if (idle.size() > 1)
+    warnings.push_back(fmt::format("{} {} patterns match no module: {}", format_count(idle.size()), ps.flag,
+                                   format_list(idle)));
   return {};
 }
 

@@ -24,9 +24,10 @@ struct PatternSet {
 
 /**
  * The patterns that decided nothing (R4-B15). One whose modules an earlier pattern took (`selects_candidate`: a name
- * given twice, beside a recipe's ignore, or under an earlier re:) changed nothing and is no mistake. Otherwise: a
- * `re:` is a warning; an exact name of no tensor is USAGE; `--ignore` of a tensor no Linear holds (a norm, a bias,
- * lm_head tied to the embeddings) is a warning, as it stays unquantized anyway; `--force-quantize` of one is USAGE.
+ * given twice, beside a recipe's ignore, or under an earlier re:) changed nothing and is no mistake. Otherwise: the
+ * `re:` patterns are one warning (naming the first few, R4-B19); an exact name of no tensor is USAGE; `--ignore` of
+ * a tensor no Linear holds (a norm, a bias, lm_head tied to the embeddings) is a warning, as it stays unquantized
+ * anyway; `--force-quantize` of one is USAGE.
  */
 Status check_unused_patterns(const PatternSet& ps, const std::vector<TensorDecision>& decisions, bool tied_lm_head,
                              const std::function<bool(const NamePattern&)>& selects_candidate,
