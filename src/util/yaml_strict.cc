@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include "fp4forge/util/regex.h"
 #include "fp4forge/util/strings.h"
@@ -179,6 +181,20 @@ std::optional<std::string> float_key(std::string_view s) {
   return fmt::format("float:{}", v);
 }
 
+/** An event handler that keeps only where the last document started (its parse position). */
+struct DocumentStart : YAML::EventHandler {
+  int pos = -1;
+  void OnDocumentStart(const YAML::Mark& m) override { pos = m.pos; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 /** Walks one document: keys, tags. Each anchored collection is checked once (aliases share the node). */
 class Walker {
  public:
@@ -296,26 +312,33 @@ class Walker {
 
 Result<YAML::Node> load_yaml_strict(std::string_view text, std::string_view where, Errc errc) {
   FP4FORGE_TRY(check_characters(text, where, errc));
-  std::vector<YAML::Node> docs;
+  const std::string owned(text);
+  YAML::Node doc;
+  int second = -2;  // the parse position of a second document's start; -2: none
   try {
-    docs = YAML::LoadAll(std::string(text));
+    doc = YAML::Load(owned);
+    // A second document, asked of the event parser twice at most: yaml-cpp 0.7's LoadAll never ends on a stray
+    // flow indicator (`, a: 1}`: every HandleNextDocument reports a document and consumes nothing).
+    std::istringstream in(owned);
+    YAML::Parser parser(in);
+    DocumentStart start;
+    if (parser.HandleNextDocument(start) && parser.HandleNextDocument(start)) second = start.pos;
   } catch (const YAML::Exception& e) {
     return make_error(errc, "{}: line {}, column {}: invalid YAML ({})", where, e.mark.line + 1, e.mark.column + 1,
                       printable(e.msg, 200));
   }
-  if (docs.size() > 1)
+  if (second != -2)
     return make_error(errc, "{}: line {}: a second YAML document; expected one document (PyYAML's safe_load refuses "
                       "several, yaml-cpp would read the first only)",
-                      where, document_line(text, docs[1].Mark().pos));
-  if (docs.empty()) return YAML::Node();
+                      where, document_line(text, second));
   Walker w(where, errc);
   try {
-    FP4FORGE_TRY(w.check(docs[0]));
+    FP4FORGE_TRY(w.check(doc));
   } catch (const YAML::Exception& e) {
     return make_error(errc, "{}: line {}, column {}: invalid YAML ({})", where, e.mark.line + 1, e.mark.column + 1,
                       printable(e.msg, 200));
   }
-  return docs[0];
+  return doc;
 }
 
 }  // namespace fp4forge::util

@@ -70,6 +70,9 @@ std::vector<Case> cases() {
       // malformed
       {"unclosed_flow", "a: [1, 2\n", "invalid YAML"},
       {"deep_nesting", std::string(100000, '['), "invalid YAML"},
+      // yaml-cpp 0.7's LoadAll never returned on these (the fuzzer's first finding): a document each time, no token eaten
+      {"stray_flow_entry", ", \"scheme\": \"fp8-block\"}], \"ignore\": [\"re:.*a:b: 2\n", "a second YAML document"},
+      {"stray_flow_entry_short", ", a: 1}]", "a second YAML document"},
   };
 }
 
