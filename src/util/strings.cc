@@ -115,4 +115,20 @@ std::string xml_escape(std::string_view s) {
   return o;
 }
 
+std::optional<Utf8Stop> find_utf8(std::string_view s, bool (*stop)(std::uint32_t cp)) {
+  std::optional<Utf8Stop> found;
+  std::size_t at = 0;
+  walk_utf8(
+      s, s.size(),
+      [&](std::uint32_t cp, std::string_view bytes) {
+        if (!found && stop(cp)) found = Utf8Stop{at, cp, false};
+        at += bytes.size();
+      },
+      [&](unsigned char c) {
+        if (!found) found = Utf8Stop{at, c, true};
+        ++at;
+      });
+  return found;
+}
+
 }  // namespace fp4forge::util

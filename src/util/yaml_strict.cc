@@ -44,33 +44,16 @@ bool pyyaml_printable(std::uint32_t cp) {
 
 /** The first character PyYAML's reader refuses: ill-formed UTF-8 or a character outside its printable set. */
 Status check_characters(std::string_view text, std::string_view where, Errc errc) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    std::uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
-    bool ok = len != 0 && i + len <= text.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(text[i + k]);
-      ok = (cc & 0xc0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3fu);
-    }
-    // Overlong forms, surrogates and code points beyond U+10FFFF are ill-formed.
-    ok = ok && !((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-                 (cp >= 0xd800 && cp <= 0xdfff));
-    if (!ok || !pyyaml_printable(cp)) {
-      const auto [line, col] = line_col(text, i);
-      if (!ok)
-        return make_error(errc, "{}: line {}, column {}: byte 0x{:02x} is not valid UTF-8; expected UTF-8 text "
-                          "(PyYAML refuses it)",
-                          where, line, col, c);
-      return make_error(errc, "{}: line {}, column {}: character U+{:04X} is not allowed in YAML; expected tabs, line "
-                        "breaks and printable characters only (PyYAML refuses it)",
-                        where, line, col, cp);
-    }
-    i += len;
-  }
-  return {};
+  const auto bad = find_utf8(text, [](std::uint32_t cp) { return !pyyaml_printable(cp); });
+  if (!bad) return {};
+  const auto [line, col] = line_col(text, bad->offset);
+  if (bad->ill_formed)
+    return make_error(errc, "{}: line {}, column {}: byte 0x{:02x} is not valid UTF-8; expected UTF-8 text (PyYAML "
+                      "refuses it)",
+                      where, line, col, bad->cp);
+  return make_error(errc, "{}: line {}, column {}: character U+{:04X} is not allowed in YAML; expected tabs, line "
+                    "breaks and printable characters only (PyYAML refuses it)",
+                    where, line, col, bad->cp);
 }
 
 /** The line (1-based) of the `---` that starts the document whose content begins at `pos` (-1: the text's end). */
