@@ -22,20 +22,6 @@ namespace {
 
 constexpr std::string_view kCoreTag = "tag:yaml.org,2002:";
 
-/** 1-based line and byte column of offset `at` in `text`. */
-std::pair<std::size_t, std::size_t> line_col(std::string_view text, std::size_t at) {
-  std::size_t line = 1, col = 1;
-  for (std::size_t i = 0; i < at && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-
 /** Whether PyYAML's reader takes code point `cp` (its NON_PRINTABLE set, inverted). */
 bool pyyaml_printable(std::uint32_t cp) {
   return cp == 0x09 || cp == 0x0a || cp == 0x0d || (cp >= 0x20 && cp <= 0x7e) || cp == 0x85 ||
@@ -46,7 +32,7 @@ bool pyyaml_printable(std::uint32_t cp) {
 Status check_characters(std::string_view text, std::string_view where, Errc errc) {
   const auto bad = find_utf8(text, [](std::uint32_t cp) { return !pyyaml_printable(cp); });
   if (!bad) return {};
-  const auto [line, col] = line_col(text, bad->offset);
+  const auto [line, col] = line_column(text, bad->offset);
   if (bad->ill_formed)
     return make_error(errc, "{}: line {}, column {}: byte 0x{:02x} is not valid UTF-8; expected UTF-8 text (PyYAML "
                       "refuses it)",
@@ -60,9 +46,9 @@ Status check_characters(std::string_view text, std::string_view where, Errc errc
 std::size_t document_line(std::string_view text, int pos) {
   std::size_t end = pos < 0 || static_cast<std::size_t>(pos) > text.size() ? text.size() : static_cast<std::size_t>(pos);
   for (std::size_t at = end; at-- > 0;) {
-    if ((at == 0 || text[at - 1] == '\n') && text.substr(at).starts_with("---")) return line_col(text, at).first;
+    if ((at == 0 || text[at - 1] == '\n') && text.substr(at).starts_with("---")) return line_column(text, at).first;
   }
-  return line_col(text, end).first;
+  return line_column(text, end).first;
 }
 
 /** Whether `tag` is YAML's core tag `name` ("tag:yaml.org,2002:int"). */

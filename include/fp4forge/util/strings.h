@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fp4forge::util {
@@ -68,6 +69,9 @@ std::string printable_text(std::string_view s);
  * UTF-8) written as `\xNN` text, as printable() writes it: the document stays well-formed whatever a name holds.
  */
 std::string xml_escape(std::string_view s);
+
+/** The 1-based line and byte column of offset `at` in `text` (a position for a parse error's message). */
+std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size_t at);
 
 /** Where find_utf8 stopped: the byte offset, and the character there (or the ill-formed byte). */
 struct Utf8Stop {
