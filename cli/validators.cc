@@ -1,7 +1,6 @@
 // The argument rules every command shares (validators.h).
 #include "validators.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -25,9 +24,8 @@ const CLI::Validator& finite() {
   static const CLI::Validator v(
       [](std::string& s) {
         char* end = nullptr;
-        errno = 0;
         const double d = std::strtod(s.c_str(), &end);
-        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(d) || errno == ERANGE)
+        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(d))
           return fmt::format("'{}' is not a finite number; expected a finite number", util::printable(s, 40));
         return std::string();
       },

@@ -53,10 +53,35 @@ std::vector<Arg> args_of(const std::string& cmd) {
   return args;
 }
 
-/** The command paths: every command, and each gateway subcommand. */
+/** The subcommands `cmd --help` lists ("" for the top level), `help` left out. */
+std::vector<std::string> subcommands_of(const std::string& cmd) {
+  std::string out, err;
+  EXPECT_EQ(run_cli((cmd.empty() ? "" : cmd + " ") + "--help", &out, &err), 0) << err;
+  std::vector<std::string> subs;
+  std::istringstream in(out);
+  std::string line;
+  bool in_block = false;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] != ' ') {
+      in_block = line == "Subcommands:";
+      continue;
+    }
+    static const std::regex re(R"(^  ([a-z][a-z0-9-]*)  )");
+    std::smatch m;
+    if (in_block && std::regex_search(line, m, re) && m[1] != "help") subs.push_back(m[1]);
+  }
+  return subs;
+}
+
+/** The command paths, from the help: every command, and each subcommand of one that has them ("gateway swap"), so a
+ * command added later is walked too. */
 std::vector<std::string> command_paths() {
-  std::vector<std::string> out = {"inspect", "doctor", "quantize", "verify", "diff", "plan", "probe", "synth", "selftest"};
-  for (const char* sub : {"show", "swap", "rollback", "retire", "check"}) out.push_back(std::string("gateway ") + sub);
+  std::vector<std::string> out;
+  for (const std::string& cmd : subcommands_of("")) {
+    const auto subs = subcommands_of(cmd);
+    if (subs.empty()) out.push_back(cmd);
+    for (const std::string& sub : subs) out.push_back(cmd + " " + sub);
+  }
   return out;
 }
 
@@ -70,6 +95,14 @@ std::string with_value(const std::string& cmd, const std::vector<Arg>& all, cons
     line += " x";
   }
   return line;
+}
+
+TEST(ArgumentRules, TheWalkReadsEveryCommandFromTheHelp) {
+  const auto paths = command_paths();
+  for (const char* c : {"inspect", "doctor", "quantize", "verify", "diff", "plan", "probe", "synth", "selftest",
+                        "gateway show", "gateway swap", "gateway add", "gateway rollback", "gateway retire",
+                        "gateway check"})
+    EXPECT_NE(std::find(paths.begin(), paths.end(), c), paths.end()) << c;
 }
 
 TEST(ArgumentRules, AnEmptyValueIsAUsageErrorForEveryOptionOfEveryCommand) {
@@ -104,10 +137,10 @@ TEST(ArgumentRules, EveryFloatOptionTakesFiniteNumbersOnly) {
       }
     }
   }
-  // probe --timeout / --deadline, gateway swap and check --timeout, verify --outlier-factor at least.
-  EXPECT_GE(floats.size(), 5u);
-  for (const char* f : {"probe --timeout", "probe --deadline", "gateway swap --timeout", "gateway check --timeout",
-                        "verify --outlier-factor"})
+  // probe --timeout / --deadline, gateway swap, add and check --timeout, verify --outlier-factor at least.
+  EXPECT_GE(floats.size(), 6u);
+  for (const char* f : {"probe --timeout", "probe --deadline", "gateway swap --timeout", "gateway add --timeout",
+                        "gateway check --timeout", "verify --outlier-factor"})
     EXPECT_NE(std::find(floats.begin(), floats.end(), f), floats.end()) << f;
 }
 
@@ -116,7 +149,11 @@ TEST(ArgumentRules, EveryFloatOptionTakesFiniteNumbersOnly) {
 TEST(ArgumentRules, TimeoutNanNeverReachesTheNetwork) {
   for (const std::string args : {"probe http://127.0.0.1:9 --model m --checks models --timeout nan",
                                  "probe http://127.0.0.1:9 --model m --checks models --deadline NaN --json",
-                                 "gateway check --config c.yaml --alias a --timeout -nan"}) {
+                                 "gateway check --config c.yaml --alias a --timeout -nan",
+                                 "gateway swap --config c.yaml --alias a --backend-model m --api-base http://127.0.0.1:9/v1 "
+                                 "--timeout nan",
+                                 "gateway add --config c.yaml --alias a --backend-model m --api-base http://127.0.0.1:9/v1 "
+                                 "--timeout nan"}) {
     std::string out, err;
     EXPECT_EQ(run_cli(args, &out, &err), 2) << args << ": " << err;
   }

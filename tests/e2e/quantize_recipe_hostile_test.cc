@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct Row {
   int exit_code;
   std::string says;  ///< part of stderr ("" = nothing asked)
 };
+void PrintTo(const Row& c, std::ostream* os) { *os << c.name; }  // ctest lines name the row
 
 std::string expand(std::string s, const std::string& dir) {
   for (std::size_t p; (p = s.find("$R")) != std::string::npos;) s.replace(p, 2, dir);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ using testutil::TempDir;
 struct ParseCase {
   std::string name, text, says;
 };
+void PrintTo(const ParseCase& c, std::ostream* os) { *os << c.name; }  // ctest lines name the row
 
 class RecipeParserPolicy : public ::testing::TestWithParam<ParseCase> {};
 
@@ -126,6 +128,7 @@ struct PatternCase {
   std::string says;  ///< "" = planned; "warning:..." = planned with that warning; else the USAGE error's part
   std::string orientation = {};
 };
+void PrintTo(const PatternCase& c, std::ostream* os) { *os << c.name; }  // ctest lines name the row
 
 class UserPatterns : public ::testing::TestWithParam<PatternCase> {};
 
@@ -190,6 +193,7 @@ TEST(UserPatternsPlan, AnExpertsBlockKeepsThatLayersExperts) {
 struct SplitCase {
   std::string name, fixture, rule, set;
 };
+void PrintTo(const SplitCase& c, std::ostream* os) { *os << c.name; }  // ctest lines name the row
 
 class FusedSetSplit : public ::testing::TestWithParam<SplitCase> {};
 

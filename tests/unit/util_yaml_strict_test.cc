@@ -2,6 +2,7 @@
 // per format, as strict as the strictest consumer). One table of texts: accepted (with what they read as) or
 // refused (with the line the message names). The expectations of the refused rows were checked against PyYAML 6.0
 // (safe_load raises) and yaml-cpp 0.7 (Load reads something else, silently).
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct Case {
   std::string text;
   std::string error;  ///< "" = accepted; else a part of the message
 };
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // ctest lines name the row
 
 std::vector<Case> cases() {
   using namespace std::string_literals;
