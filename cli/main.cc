@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "render.h"
+#include "validators.h"
 
 namespace {
 
@@ -60,6 +61,7 @@ int run(int argc, char** argv) {
   std::string help_topic;
   CLI::App* help = app.add_subcommand("help", "show help for fp4forge or one command");
   help->add_option("command", help_topic, "command to describe");
+  fp4forge::cli::apply_argument_rules(app);  // no empty value, no NaN or infinity, for every option of every command (R4-B13, R4-B22)
 
   try {
     app.parse(argc, argv);

@@ -27,6 +27,9 @@ seeds_for() {
     fuzz_safetensors_index) ls tests/data/*/model.safetensors.index.json ;;
     fuzz_model_config|fuzz_model_quant_config|fuzz_doctor_config) ls tests/data/*/config.json tests/data/fp8/*/config.json ;;
     fuzz_gateway_config) ls examples/*.yaml 2>/dev/null || true ;;
+    fuzz_gateway_show) ls examples/*.yaml tests/fuzz/seeds/fuzz_gateway_config/* 2>/dev/null || true ;;
+    fuzz_util_yaml_strict) ls examples/*.yaml examples/recipes/* tests/fuzz/seeds/fuzz_gateway_config/* \
+                             tests/fuzz/seeds/fuzz_quantize_recipe/* 2>/dev/null || true ;;
   esac
 }
 status=0

@@ -24,6 +24,7 @@
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/strings.h"
+#include "user_patterns.h"
 #include "fp4forge/safetensors/header.h"
 
 namespace fp4forge::quant {
@@ -113,26 +114,6 @@ std::string experts_prefix_of(std::string_view module) {
   return key.empty() ? std::string() : std::string(key) + ".";
 }
 
-struct PatternSet {
-  std::vector<NamePattern> pats;
-  std::vector<bool> used;
-  const char* flag;
-  /** Index of the first matching pattern over any of `names`, or -1. */
-  int match(const std::vector<std::string>& names) {
-    for (std::size_t i = 0; i < pats.size(); ++i)
-      for (const auto& n : names)
-        if (pats[i].matches(n)) {
-          used[i] = true;
-          return static_cast<int>(i);
-        }
-    return -1;
-  }
-  /** Whether any pattern matches `name` (a test, not a use: `used` is left as it is). */
-  bool any(std::string_view name) const {
-    return std::any_of(pats.begin(), pats.end(), [&](const NamePattern& p) { return p.matches(name); });
-  }
-};
-
 /** The last component of a module name ("in_proj_a" of "model.layers.0.linear_attn.in_proj_a"). */
 std::string_view leaf_of(std::string_view module) {
   if (module.ends_with(".weight")) module.remove_suffix(7);
@@ -221,7 +202,16 @@ struct PlanBuilder {
   Result<bool> add_expert_parts(std::size_t di, const ExpertBlock& blk, bool mtp);
   /** Applies --ignore and --force-quantize to the candidates. */
   Status apply_user_patterns();
-  /** Exact patterns that name a tensor that is not a 2-D weight, or nothing at all. */
+  /** The names a user pattern selects candidate `m` of decision `di` by: its module, the fused tensor it is split
+   * from, and a routed expert's block ("<...>.experts": one layer's experts, what the R3 hint names). */
+  std::vector<std::string> pattern_names(std::size_t di, const Mod& m) const {
+    std::vector<std::string> names{m.module};
+    const auto& d = plan.decisions[di];
+    if (mods_of[di].size() > 1 || m.module + ".weight" != d.name) names.push_back(d.name);
+    if (const std::string_view key = experts_key_of(m.module); !key.empty()) names.emplace_back(key);
+    return names;
+  }
+  /** Patterns that decided nothing (check_unused_patterns), asked after every step that consults them. */
   Status check_unused(PatternSet& ps);
   /** Families whose routed experts vLLM cannot serve quantized. */
   Status refuse_unservable_experts();
@@ -412,7 +402,7 @@ Status PlanBuilder::add_candidates() {
 Result<bool> PlanBuilder::add_expert_parts(std::size_t di, const ExpertBlock& blk, bool mtp) {
   const ModelInfo& info = plan.info;
   const auto& d = plan.decisions[di];
-  const bool user_kept = ign.any(d.name) || ign.any(blk.key);
+  const bool user_kept = ign.take({d.name, blk.key});
   if (!blk.problem.empty() && !user_kept)
     return make_error(Errc::BAD_INPUT, "{}; or pass --ignore '{}' to keep these experts unquantized (R3)",
                       blk.problem, blk.key);
@@ -456,9 +446,7 @@ Status PlanBuilder::apply_user_patterns() {
     auto& d = plan.decisions[di];
     for (std::size_t k : mods_of[di]) {
       Mod& m = mods[k];
-      const std::vector<std::string> names = mods_of[di].size() > 1 || m.module + ".weight" != d.name
-                                                 ? std::vector<std::string>{m.module, d.name}
-                                                 : std::vector<std::string>{m.module};
+      const std::vector<std::string> names = pattern_names(di, m);
       const int gi = ign.match(names);
       const int fi = frc.match(names);
       if (gi >= 0 && fi >= 0)
@@ -495,33 +483,13 @@ Status PlanBuilder::apply_user_patterns() {
 }
 
 Status PlanBuilder::check_unused(PatternSet& ps) {
-  for (std::size_t i = 0; i < ps.pats.size(); ++i) {
-    if (ps.used[i]) continue;
-    const auto& p = ps.pats[i];
-    if (!p.is_regex()) {
-      // `--ignore lm_head` on a model whose lm_head is tied to embed_tokens (no lm_head tensor): the
-      // user's intent (keep the head in 16 bits) already holds; a note, not an error.
-      const std::string_view t = p.text();
-      if (ps.flag[2] == 'i' && plan.info.tie_word_embeddings && (t == "lm_head" || t.ends_with(".lm_head"))) {
-        plan.warnings.push_back(fmt::format("{} '{}': the model ties lm_head to embed_tokens (no lm_head tensor); "
-                                            "nothing to ignore, the head stays unquantized",
-                                            ps.flag, p.text()));
-        continue;
-      }
-      for (const auto& d : plan.decisions)
-        if (d.name == p.text() || d.cls.module == p.text())
-          return make_error(Errc::USAGE, "{} '{}': '{}' is not a 2-D weight (shape {}); only Linear "
-                                         "modules can be {}",
-                            ps.flag, p.text(), d.name, format_shape(d.shape),
-                            ps.flag[2] == 'i' ? "ignored" : "quantized");
-      return make_error(Errc::USAGE,
-                        "{} '{}' matches no module of the checkpoint; give a module name as on disk "
-                        "(without '.weight') or re:REGEX",
-                        ps.flag, p.text());
-    }
-    plan.warnings.push_back(fmt::format("{} '{}' matches no module", ps.flag, p.text()));
-  }
-  return {};
+  return check_unused_patterns(ps, plan.decisions, plan.info.tie_word_embeddings, [&](const NamePattern& p) {
+    for (std::size_t di = 0; di < plan.decisions.size(); ++di)
+      for (std::size_t k : mods_of[di])
+        for (const std::string& n : pattern_names(di, mods[k]))
+          if (p.matches(n)) return true;
+    return false;
+  }, plan.warnings);
 }
 
 Status PlanBuilder::refuse_unservable_experts() {
@@ -551,8 +519,7 @@ Status PlanBuilder::apply_shape_rules() {
                         "layer's experts with one scheme (F10); select all of them or none ({})",
                         m.experts_key.substr(0, m.experts_key.size() - 1), quant_scheme_preset(qs_of(*it->second)),
                         it->second->module, quant_scheme_preset(qs_of(m)), m.module,
-                        fmt::join(cands[m.scheme].rules.empty() ? cands[it->second->scheme].rules : cands[m.scheme].rules,
-                                  ", "));
+                        format_list(cands[m.scheme].rules.empty() ? cands[it->second->scheme].rules : cands[m.scheme].rules));
     }
   }
   std::vector<std::string> misaligned;
@@ -624,11 +591,8 @@ Status PlanBuilder::apply_shape_rules() {
     if (opts.strict)
       return make_error(Errc::BAD_INPUT, "{} weight(s) have {} ({}, --strict): {}", misaligned.size(), need, preset,
                         fmt::join(misaligned, ", "));
-    const std::size_t shown = std::min<std::size_t>(misaligned.size(), 8);
-    plan.warnings.push_back(fmt::format("{} weight(s) kept unquantized because of {} ({}): {}{}", misaligned.size(),
-                                        need, preset, fmt::join(misaligned.begin(), misaligned.begin() + shown, ", "),
-                                        shown < misaligned.size() ? fmt::format(", ... ({} more)", misaligned.size() - shown)
-                                                                  : std::string()));
+    plan.warnings.push_back(fmt::format("{} weight(s) kept unquantized because of {} ({}): {}", misaligned.size(), need,
+                                        preset, format_list(misaligned)));
   }
   return {};
 }
@@ -653,17 +617,20 @@ Status PlanBuilder::settle_fused_sets() {
     bool any_q = false, any_k = false;
     for (auto k : ks) (mods[k].quant ? any_q : any_k) = true;
     // vLLM loads a fused layer with the scheme of its first shard (docs/mixed-precision.md §2): members of two
-    // schemes would be served as one, so a rule that splits a set is refused here.
+    // schemes would be served as one, so a rule that splits a set is refused here, for every fused set alike,
+    // also where one member's scheme keeps it (GatedDeltaNet's in_proj_a at 8 bits, in_proj_b at NVFP4: R4-B17).
     for (auto k : ks) {
       const Mod& a = mods[ks.front()];
       const Mod& b = mods[k];
-      if (!a.quant || !b.quant || a.scheme == b.scheme) continue;
+      if ((!a.quant && !b.quant) || a.scheme == b.scheme) continue;
       const auto& why = cands[b.scheme].rules.empty() ? cands[a.scheme].rules : cands[b.scheme].rules;
+      const auto as = [&](const Mod& m) {
+        return fmt::format("{} for '{}'{}", quant_scheme_preset(qs_of(m)), m.module, m.quant ? "" : ", which keeps it");
+      };
       return make_error(Errc::USAGE,
-                        "fused set {} of '{}' would get two schemes ({} for '{}', {} for '{}'); vLLM loads a fused "
-                        "layer with one scheme; select every member or none ({})",
-                        s.kind, s.parent, quant_scheme_preset(qs_of(a)), a.module, quant_scheme_preset(qs_of(b)),
-                        b.module, fmt::join(why, ", "));
+                        "fused set {} of '{}' would get two schemes ({}, {}); vLLM loads a fused layer with one "
+                        "scheme; select every member or none ({})",
+                        s.kind, s.parent, as(a), as(b), format_list(why));
     }
     if (any_q && any_k) {
       const Mod* user = nullptr;
@@ -680,9 +647,13 @@ Status PlanBuilder::settle_fused_sets() {
                           user->rule == Rule::USER_IGNORE ? "--ignore" : "--force-quantize", user->pattern, desc);
       bool misalign = false;
       for (auto k : ks) misalign = misalign || mods[k].rule == Rule::K_NOT_ALIGNED || mods[k].rule == Rule::N_NOT_ALIGNED;
-      if (!misalign)
-        return make_error(Errc::BAD_INPUT, "policy splits the {}; its members have different roles",
-                          desc);
+      if (!misalign) {  // one scheme, one policy, two answers: each member's own reason, as the policy gave it
+        const auto q_it = std::find_if(ks.begin(), ks.end(), [&](std::size_t k) { return mods[k].quant; });
+        const auto k_it = std::find_if(ks.begin(), ks.end(), [&](std::size_t k) { return !mods[k].quant; });
+        return make_error(Errc::BAD_INPUT, "the keep policy splits the {}: '{}' {}, '{}' {}; its members share one "
+                          "global scale and must be all quantized or all kept (R1)",
+                          desc, mods[*q_it].module, mods[*q_it].reason, mods[*k_it].module, mods[*k_it].reason);
+      }
       for (auto k : ks)
         if (mods[k].quant) {
           mods[k].quant = false;
@@ -769,7 +740,7 @@ Status PlanBuilder::check_expert_uniformity() {
       for (const auto& k : quant_keys) {
         const std::string kparent = k.substr(0, k.rfind('.') == std::string::npos ? 0 : k.rfind('.'));
         if (parent == k || parent == kparent || parent.rfind(k + ".", 0) == 0) {
-          if (ign.any(d.name)) break;
+          if (ign.take({d.name})) break;
           return make_error(Errc::BAD_INPUT,
                             "3-D tensor '{}' {} sits beside the quantized experts of '{}' but is not a storage form "
                             "fp4forge reads as experts; quantizing the rest would write a half-quantized MoE layer, "
@@ -1141,6 +1112,7 @@ Status PlanBuilder::check_invariants() {
 
 
 Status PlanBuilder::check_rules() {
+  std::vector<std::string> idle;  // one warning for them all: a recipe of 10,000 rules is not 10,000 lines (R4-B19)
   for (std::size_t i = 0; i < rules.size(); ++i) {
     if (rule_hits[i] > 0) continue;
     for (const Selector& sel : rules[i].selectors) {
@@ -1154,8 +1126,13 @@ Status PlanBuilder::check_rules() {
                           "'.weight'), a role ({}) or re:REGEX",
                           rules[i].origin, sel.text(), fmt::join(selector_roles(), ", "));
     }
-    plan.warnings.push_back(fmt::format("{} selects no module (an earlier rule or nothing matched)", rules[i].origin));
+    idle.push_back(rules[i].origin);
   }
+  if (idle.size() == 1)
+    plan.warnings.push_back(fmt::format("{} selects no module (an earlier rule or nothing matched)", idle[0]));
+  else if (!idle.empty())
+    plan.warnings.push_back(fmt::format("{} rules select no module (an earlier rule or nothing matched): {}",
+                                        format_count(idle.size()), format_list(idle)));
   return {};
 }
 
@@ -1167,22 +1144,24 @@ void PlanBuilder::settle_schemes() {
   for (std::size_t k = 1; k < cands.size(); ++k)
     if (cands[k].units == 0)
       plan.warnings.push_back(fmt::format("{}: no quantized module takes {} (the modules it selects are kept)",
-                                          fmt::join(cands[k].rules, ", "), quant_scheme_preset(cands[k].scheme)));
+                                          format_list(cands[k].rules), quant_scheme_preset(cands[k].scheme)));
   std::vector<std::size_t> remap(cands.size(), SIZE_MAX);
   for (std::size_t k = 0; k < cands.size(); ++k) {
     if (cands[k].units == 0 && !(k == 0 && plan.units.empty())) continue;  // nothing quantized: the default stays
     remap[k] = plan.schemes.size();
     plan.schemes.push_back(cands[k]);
   }
-  std::vector<std::string> names;
+  std::vector<std::string_view> names, observers;
   for (std::size_t i = 0; i < plan.schemes.size(); ++i) {
     PlanScheme& ps = plan.schemes[i];
     ps.group = fmt::format("group_{}", i);
     // The default scheme's group targets Linear (what no rule selects); every other group names its modules.
     if (plan.schemes.size() == 1 || (i == 0 && remap[0] == 0)) ps.targets = {"Linear"};
-    names.emplace_back(quant_scheme_name(ps.scheme));
+    names.push_back(quant_scheme_name(ps.scheme));
+    observers.push_back(observer_option(ps.observer));
   }
   plan.scheme = fmt::format("{}", fmt::join(names, "+"));
+  plan.observers = fmt::format("{}", fmt::join(observers, "+"));
   for (auto& u : plan.units) u.scheme = remap[u.scheme];
 }
 
@@ -1381,12 +1360,12 @@ Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
   b.find_fused_experts();
   FP4FORGE_TRY(b.add_candidates());
   FP4FORGE_TRY(b.apply_user_patterns());
-  FP4FORGE_TRY(b.check_unused(b.ign));
-  FP4FORGE_TRY(b.check_unused(b.frc));
   FP4FORGE_TRY(b.refuse_unservable_experts());
   FP4FORGE_TRY(b.apply_shape_rules());
   FP4FORGE_TRY(b.settle_fused_sets());
   FP4FORGE_TRY(b.check_expert_uniformity());
+  FP4FORGE_TRY(b.check_unused(b.ign));  // after every step that asks the patterns
+  FP4FORGE_TRY(b.check_unused(b.frc));
   b.finalize_decisions();
   b.make_units();
   FP4FORGE_TRY(b.check_rules());

@@ -45,7 +45,7 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
   const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };
   std::string s;
   s += fmt::format("plan: {} ({}), scheme {}, observer {}\n", plan.info.architecture.empty() ? "?" : esc(plan.info.architecture),
-                   family_name(plan.info.family), plan.scheme, observer_option(plan.observer));
+                   family_name(plan.info.family), plan.scheme, plan.observers);
   const std::size_t gs_groups = global_scale_groups(plan);
   s += fmt::format("  {} source tensors in {} shard(s): {} quantized weights{}\n", format_count(plan.decisions.size()),
                    plan.shards.size(), format_count(plan.units.size()),
@@ -94,7 +94,7 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
 nlohmann::ordered_json to_json(const QuantPlan& plan) {
   ojson j = ojson::object();
   j["scheme"] = plan.scheme;
-  j["observer"] = std::string(observer_option(plan.observer));
+  j["observer"] = plan.observers;
   j["architecture"] = plan.info.architecture;
   j["family"] = std::string(family_name(plan.info.family));
   j["source_tensors"] = plan.decisions.size();

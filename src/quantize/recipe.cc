@@ -12,7 +12,10 @@
 #include <yaml-cpp/yaml.h>
 
 #include "fp4forge/quantize/plan.h"
+#include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/strings.h"
+#include "fp4forge/util/yaml_strict.h"
 
 namespace fp4forge::quant {
 namespace {
@@ -41,6 +44,19 @@ std::string known_selectors() {
   std::vector<std::string_view> names;
   for (const auto& r : role_selectors()) names.push_back(r.name);
   return fmt::format("{}, last_n_layers=K, first_n_layers=K, a module name or re:REGEX", fmt::join(names, ", "));
+}
+
+/** A recipe's size and entries (R4-B19): a real recipe is a few KB; yaml-cpp's tree takes about 60 times the text,
+ * and every rule and ignore entry is matched against every module. */
+constexpr std::uint64_t kMaxRecipeBytes = 1u << 20;
+constexpr std::size_t kMaxRecipeEntries = 10000;
+
+/** USAGE naming a key the recipe does not know; a merge key (`<<: *base`) gets its own hint. */
+Error unknown_key(const std::string& at, const std::string& key, std::string_view expected) {
+  if (key == "<<")
+    return make_error(Errc::USAGE, "{}: merge key '<<' is not read in recipes; write the keys out (expected {})", at,
+                      expected);
+  return make_error(Errc::USAGE, "{}: unknown key '{}'; expected {}", at, util::printable(key, 80), expected);
 }
 
 /** A YAML scalar as a string; USAGE naming `where` when the node is not one. */
@@ -146,13 +162,12 @@ Result<SchemeRule> parse_scheme_for(std::string_view arg) {
 }
 
 Result<Recipe> parse_recipe(std::string_view text, std::string_view where) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return make_error(Errc::USAGE, "{}: not valid YAML or JSON: {} (line {}, column {})", where, e.msg,
-                      e.mark.line + 1, e.mark.column + 1);
-  }
+  if (text.size() > kMaxRecipeBytes)
+    return make_error(Errc::USAGE, "{}: {} bytes, over the {}-byte limit of a recipe; expected a recipe file "
+                      "(docs/recipes.md)",
+                      where, format_count(text.size()), format_count(kMaxRecipeBytes));
+  // JSON is YAML's flow style: one strict reader for both (duplicate keys, documents, tags; util/yaml_strict.h).
+  FP4FORGE_ASSIGN_OR_RETURN(const YAML::Node root, util::load_yaml_strict(text, where, Errc::USAGE));
   if (!root.IsMap())
     return make_error(Errc::USAGE, "{}: expected a mapping with scheme, observer, rules and ignore", where);
   Recipe out;
@@ -160,8 +175,7 @@ Result<Recipe> parse_recipe(std::string_view text, std::string_view where) {
   try {
     for (const auto& kv : root) {
       FP4FORGE_ASSIGN_OR_RETURN(const std::string key, scalar(kv.first, fmt::format("{}: a key", where)));
-      if (!top_keys.count(key))
-        return make_error(Errc::USAGE, "{}: unknown key '{}'; expected scheme, observer, rules or ignore", where, key);
+      if (!top_keys.count(key)) return unknown_key(std::string(where), key, "scheme, observer, rules or ignore");
     }
     if (root["scheme"]) {
       FP4FORGE_ASSIGN_OR_RETURN(out.scheme, scalar(root["scheme"], fmt::format("{} scheme", where)));
@@ -185,6 +199,7 @@ Result<Recipe> parse_recipe(std::string_view text, std::string_view where) {
     if (root["ignore"]) {
       FP4FORGE_ASSIGN_OR_RETURN(out.ignore, strings(root["ignore"], fmt::format("{} ignore", where)));
     }
+    std::size_t entries = out.ignore.size();  // ignore entries and match selectors, each tried on every module
     if (const YAML::Node rules = root["rules"]) {
       if (!rules.IsSequence()) return make_error(Errc::USAGE, "{} rules: expected a list of rules", where);
       static const std::set<std::string> rule_keys{"match", "scheme", "observer"};
@@ -194,13 +209,13 @@ Result<Recipe> parse_recipe(std::string_view text, std::string_view where) {
         if (!r.IsMap()) return make_error(Errc::USAGE, "{}: expected a mapping with match and scheme", at);
         for (const auto& kv : r) {
           FP4FORGE_ASSIGN_OR_RETURN(const std::string key, scalar(kv.first, at + ": a key"));
-          if (!rule_keys.count(key))
-            return make_error(Errc::USAGE, "{}: unknown key '{}'; expected match, scheme or observer", at, key);
+          if (!rule_keys.count(key)) return unknown_key(at, key, "match, scheme or observer");
         }
         if (!r["match"] || !r["scheme"]) return make_error(Errc::USAGE, "{}: needs both match and scheme", at);
         SchemeRule sr;
         sr.origin = at;
         FP4FORGE_ASSIGN_OR_RETURN(sr.match, strings(r["match"], at + " match"));
+        if ((entries += sr.match.size()) > kMaxRecipeEntries) break;
         FP4FORGE_ASSIGN_OR_RETURN(sr.scheme, scalar(r["scheme"], at + " scheme"));
         if (r["observer"]) {
           FP4FORGE_ASSIGN_OR_RETURN(sr.observer, scalar(r["observer"], at + " observer"));
@@ -209,6 +224,10 @@ Result<Recipe> parse_recipe(std::string_view text, std::string_view where) {
         out.rules.push_back(std::move(sr));
       }
     }
+    if (entries > kMaxRecipeEntries)
+      return make_error(Errc::USAGE, "{}: more than {} selectors and ignore entries; expected a recipe of roles, "
+                        "layer ranges and re: patterns (docs/recipes.md)",
+                        where, format_count(kMaxRecipeEntries));
   } catch (const YAML::Exception& e) {
     return make_error(Errc::USAGE, "{}: {}", where, e.what());
   }
@@ -223,7 +242,7 @@ void apply_recipe(const Recipe& r, PlanOptions& opts, bool scheme_given, bool ob
 }
 
 Result<Recipe> read_recipe(const std::filesystem::path& file) {
-  FP4FORGE_ASSIGN_OR_RETURN(const std::string text, fs::read_file(file));
+  FP4FORGE_ASSIGN_OR_RETURN(const std::string text, fs::read_file(file, kMaxRecipeBytes));
   return parse_recipe(text, file.string());
 }
 

@@ -395,12 +395,7 @@ Result<RunSummary> Runner::run(const stdfs::path& dst) {
   sum.source = ck_.dir().string();
   sum.destination = dst.string();
   sum.scheme = plan_.scheme;
-  sum.observer = std::string(observer_option(plan_.observer));
-  if (plan_.schemes.size() > 1) {  // one per config group, as the scheme names them: "mse+minmax"
-    std::vector<std::string_view> obs;
-    for (const PlanScheme& ps : plan_.schemes) obs.push_back(observer_option(ps.observer));
-    sum.observer = fmt::format("{}", fmt::join(obs, "+"));
-  }
+  sum.observer = plan_.observers;  // one per config group, as the scheme names them: "mse+minmax"
   sum.jobs = pool_.size();
   sum.max_memory = budget_.limit();
   warnings_ = plan_.warnings;

@@ -38,6 +38,13 @@ std::string format_index(std::span<const std::uint64_t> shape, std::uint64_t fla
   return format_shape(idx);
 }
 
+std::string format_list(std::span<const std::string> items, std::size_t shown) {
+  std::string s;
+  for (std::size_t i = 0; i < items.size() && i < shown; ++i) s += (i > 0 ? ", " : "") + items[i];
+  if (items.size() > shown) s += fmt::format("{}... ({} more)", s.empty() ? "" : ", ", format_count(items.size() - shown));
+  return s;
+}
+
 std::string format_shape(std::span<const std::uint64_t> shape, std::string_view sep) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/util/strings.h"
+
 namespace fp4forge {
 
 using Json = nlohmann::ordered_json;
@@ -60,15 +62,7 @@ struct Scanner {
   std::optional<Error> err;
 
   Error fail(std::size_t pos, std::string_view what) {
-    std::size_t line = 1, col = 1;
-    for (std::size_t i = 0; i < pos && i < t.size(); ++i) {
-      if (t[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
-    }
+    const auto [line, col] = util::line_column(t, pos);
     Error e = make_error(Errc::BAD_INPUT, "{}: invalid JSON at line {}, column {}: {}; hint: the file "
                          "must be strict JSON (RFC 8259)", source, line, col, what);
     e.file = std::string(source);

@@ -115,4 +115,33 @@ std::string xml_escape(std::string_view s) {
   return o;
 }
 
+std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size_t at) {
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+
+std::optional<Utf8Stop> find_utf8(std::string_view s, bool (*stop)(std::uint32_t cp)) {
+  std::optional<Utf8Stop> found;
+  std::size_t at = 0;
+  walk_utf8(
+      s, s.size(),
+      [&](std::uint32_t cp, std::string_view bytes) {
+        if (!found && stop(cp)) found = Utf8Stop{at, cp, false};
+        at += bytes.size();
+      },
+      [&](unsigned char c) {
+        if (!found) found = Utf8Stop{at, c, true};
+        ++at;
+      });
+  return found;
+}
+
 }  // namespace fp4forge::util

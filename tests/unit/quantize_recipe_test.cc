@@ -129,7 +129,7 @@ TEST(Recipe, MalformedRecipesAreUsageErrorsNamingTheRule) {
     std::string text, says;
   };
   for (const Case& c : std::vector<Case>{
-           {"scheme: [a", "not valid YAML or JSON"},
+           {"scheme: [a", "invalid YAML"},
            {"- a\n- b\n", "expected a mapping"},
            {"schem: nvfp4a16\n", "unknown key 'schem'"},
            {"rules: attention\n", "expected a list of rules"},

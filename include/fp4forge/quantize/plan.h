@@ -205,6 +205,9 @@ struct QuantPlan {
   std::string scheme = "nvfp4a16";        ///< quant_scheme_name(quant_scheme); "mixed" with several schemes
   QuantScheme quant_scheme = QuantScheme::NVFP4A16;  ///< the default scheme (--scheme)
   Observer observer = Observer::MINMAX;   ///< the default scheme's observer (written as the weights' observer)
+  /** observer_option of each config group's observer, in group order, joined by '+' as `scheme` joins the schemes
+   * ("minmax+mse"): the one summary the plan's report and the run's both print (R4-B23). */
+  std::string observers = "minmax";
   /** Every scheme with quantized weights, one config group each, in group order (a single entry without
    * rules; the default first when it has weights). Units and scale groups index it. */
   std::vector<PlanScheme> schemes;

@@ -19,4 +19,8 @@ std::string format_index(std::span<const std::uint64_t> shape, std::uint64_t fla
 /** 17366515712 -> "17,366,515,712". */
 std::string format_count(std::uint64_t n);
 
+/** The first `shown` items joined by ", ", then ", ... (N more)" for the rest: a list in a one-line message whose
+ * length does not grow with the input ("a, b, c, ... (1,204 more)"). */
+std::string format_list(std::span<const std::string> items, std::size_t shown = 8);
+
 }  // namespace fp4forge

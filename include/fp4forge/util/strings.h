@@ -1,8 +1,11 @@
 #pragma once
 // The string helpers of the project (one home): trim, split, prefix/suffix tests, ASCII lower-casing.
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fp4forge::util {
@@ -66,6 +69,20 @@ std::string printable_text(std::string_view s);
  * UTF-8) written as `\xNN` text, as printable() writes it: the document stays well-formed whatever a name holds.
  */
 std::string xml_escape(std::string_view s);
+
+/** The 1-based line and byte column of offset `at` in `text` (a position for a parse error's message). */
+std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size_t at);
+
+/** Where find_utf8 stopped: the byte offset, and the character there (or the ill-formed byte). */
+struct Utf8Stop {
+  std::size_t offset = 0;
+  std::uint32_t cp = 0;     ///< the code point, or the first byte of an ill-formed sequence
+  bool ill_formed = false;  ///< not UTF-8 there (overlong, surrogate, beyond U+10FFFF, truncated)
+};
+
+/** The first ill-formed UTF-8 sequence of `s`, or the first character `stop(cp)` is true for; nullopt when neither
+ * (the escapers' own decoder: util/yaml_strict.h checks YAML's characters with it). */
+std::optional<Utf8Stop> find_utf8(std::string_view s, bool (*stop)(std::uint32_t cp));
 
 /** The key an option value is matched by: ASCII lower case, '_' read as '-' ("FP8_BLOCK" == "fp8-block"). */
 inline std::string option_key(std::string_view s) {

@@ -1,0 +1,73 @@
+// The user's module patterns in the planner (user_patterns.h).
+#include "user_patterns.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "fp4forge/util/format.h"
+
+namespace fp4forge::quant {
+
+int PatternSet::match(const std::vector<std::string>& names) {
+  for (std::size_t i = 0; i < pats.size(); ++i)
+    for (const auto& n : names)
+      if (pats[i].matches(n)) {
+        used[i] = true;
+        return static_cast<int>(i);
+      }
+  return -1;
+}
+
+bool PatternSet::take(const std::vector<std::string>& names) {
+  bool any = false;
+  for (std::size_t i = 0; i < pats.size(); ++i)
+    if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return pats[i].matches(n); }))
+      any = used[i] = true;
+  return any;
+}
+
+Status check_unused_patterns(const PatternSet& ps, const std::vector<TensorDecision>& decisions, bool tied_lm_head,
+                             const std::function<bool(const NamePattern&)>& selects_candidate,
+                             std::vector<std::string>& warnings) {
+  const bool ignore = std::string_view(ps.flag) == "--ignore";
+  std::vector<std::string> idle;  // re: patterns that match nothing: one warning for them all (R4-B19)
+  for (std::size_t i = 0; i < ps.pats.size(); ++i) {
+    const NamePattern& p = ps.pats[i];
+    if (ps.used[i] || selects_candidate(p)) continue;
+    if (p.is_regex()) {
+      idle.push_back(fmt::format("'{}'", p.text()));
+      continue;
+    }
+    // `--ignore lm_head` on a model whose lm_head is tied to embed_tokens (no lm_head tensor): the
+    // user's intent (keep the head in 16 bits) already holds; a note, not an error.
+    const std::string_view t = p.text();
+    if (ignore && tied_lm_head && (t == "lm_head" || t.ends_with(".lm_head"))) {
+      warnings.push_back(fmt::format("{} '{}': the model ties lm_head to embed_tokens (no lm_head tensor); "
+                                     "nothing to ignore, the head stays unquantized",
+                                     ps.flag, p.text()));
+      continue;
+    }
+    const auto d = std::find_if(decisions.begin(), decisions.end(),
+                                [&](const TensorDecision& x) { return x.name == t || x.cls.module == t; });
+    if (d == decisions.end())
+      return make_error(Errc::USAGE,
+                        "{} '{}' matches no module of the checkpoint; give a module name as on disk "
+                        "(without '.weight') or re:REGEX",
+                        ps.flag, p.text());
+    if (!ignore)
+      return make_error(Errc::USAGE, "{} '{}': '{}' (shape {}) is not a Linear weight; only Linear modules can be "
+                        "quantized",
+                        ps.flag, p.text(), d->name, format_shape(d->shape));
+    warnings.push_back(fmt::format("{} '{}': '{}' (shape {}) is not a Linear weight; it is never quantized, so there "
+                                   "is nothing to ignore",
+                                   ps.flag, p.text(), d->name, format_shape(d->shape)));
+  }
+  if (idle.size() == 1) warnings.push_back(fmt::format("{} {} matches no module", ps.flag, idle[0]));
+  if (idle.size() > 1)
+    warnings.push_back(fmt::format("{} {} patterns match no module: {}", format_count(idle.size()), ps.flag,
+                                   format_list(idle)));
+  return {};
+}
+
+}  // namespace fp4forge::quant
