@@ -60,6 +60,17 @@ std::vector<std::string> partials(const stdfs::path& dir) {
   return v;
 }
 
+/** A deployment written without the probe (--no-probe): what is tested is the write. */
+template <class Options>
+Options unprobed(const char* alias, const char* model) {
+  Options o;
+  o.alias = alias;
+  o.backend_model = model;
+  o.api_base = "http://127.0.0.1:9/v1";
+  o.probe = false;
+  return o;
+}
+
 const char* kConfig =
     "model_list:\n  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/org/a\n      api_base: "
     "http://127.0.0.1:1/v1\n  - model_name: other\n    litellm_params:\n      model: hosted_vllm/org/b\n";
@@ -70,25 +81,12 @@ TEST(GatewayEditFault, AKillAtAnyRenameIsFinishedAndCleanedByTheRerun) {
     std::function<Result<gateway::EditResult>(const stdfs::path&)> edit;
     const char* expect;  // in the config after the rerun
   };
-  auto swap = [](const stdfs::path& c) {
-    gateway::SwapOptions o;
-    o.alias = "chat";
-    o.backend_model = "hosted_vllm/new";
-    o.api_base = "http://127.0.0.1:9/v1";
-    o.probe = false;
-    return gateway::gateway_swap(c, o);
-  };
   const std::vector<Case> cases{
-      {"swap", swap, "model: hosted_vllm/new"},
+      {"swap",
+       [](const stdfs::path& c) { return gateway::gateway_swap(c, unprobed<gateway::SwapOptions>("chat", "hosted_vllm/new")); },
+       "model: hosted_vllm/new"},
       {"add",
-       [](const stdfs::path& c) {
-         gateway::AddOptions o;
-         o.alias = "third";
-         o.backend_model = "hosted_vllm/third";
-         o.api_base = "http://127.0.0.1:9/v1";
-         o.probe = false;
-         return gateway::gateway_add(c, o);
-       },
+       [](const stdfs::path& c) { return gateway::gateway_add(c, unprobed<gateway::AddOptions>("third", "hosted_vllm/third")); },
        "model_name: third"},
       {"retire", [](const stdfs::path& c) { return gateway::gateway_retire(c, "chat"); }, "fp4forge-retired"},
       {"rollback", [](const stdfs::path& c) { return gateway::gateway_rollback(c); }, "hosted_vllm/org/backup"},
