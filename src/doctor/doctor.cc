@@ -17,6 +17,7 @@
 #include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
+#include "fp4forge/util/path_lock.h"
 #include "fp4forge/util/udiff.h"
 #include "fp4forge/model/quant_config.h"
 
@@ -234,6 +235,8 @@ class Fixer {
       c.diff = util::unified_diff(p.existed ? p.original : std::string(), next,
                                   p.existed ? "a/" + file : "/dev/null", "b/" + file);
       if (!dry_run) {
+        // Under the folder's edit lock: a temporary of this file is a killed run's, never a live one (R4-B16).
+        FP4FORGE_TRY(backup::remove_stale_temporaries(ctx_.dir / file));
         if (p.existed) {
           FP4FORGE_ASSIGN_OR_RETURN(std::filesystem::path bak,
                                     backup::write_backup(ctx_.dir / file, p.original, backup::kBackupInfix, stamp));
@@ -289,6 +292,11 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
                         "doctor './{}' --fix",
                         dir.string(), repo->string(), dir.string(), name, name);
     }
+  // Every fix is a read-modify-replace of files in `dir`: one doctor --fix of a folder at a time (R4-B1's rule),
+  // from the first read to the last rename.
+  fs::PathLock lock;
+  std::error_code ec;
+  if (opts.fix && !opts.dry_run && std::filesystem::is_directory(dir, ec)) FP4FORGE_TRY(lock.acquire(dir));
   FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}}));
   rep.family = std::string(family_name(d->ctx.info.family));
   rep.architecture = d->ctx.info.architecture;

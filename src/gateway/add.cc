@@ -178,6 +178,7 @@ Result<EditResult> gateway_add(const stdfs::path& config, const AddOptions& o) {
   FP4FORGE_TRY(check_seat_options(o, "add"));
   FP4FORGE_TRY(check_model_info(o));
   try {
+    FP4FORGE_ASSIGN_OR_RETURN(EditLock lock, lock_for_edit(config, o.dry_run));  // from the read to the rename
     FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
     const auto lines = split_keep(text);
     FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
@@ -203,6 +204,7 @@ Result<EditResult> gateway_add(const stdfs::path& config, const AddOptions& o) {
     g.new_params = child(item, "litellm_params");
     g.new_model_info = child(item, "model_info");
     g.alias_entries = live;
+    out.warnings.insert(out.warnings.end(), lock.notes.begin(), lock.notes.end());
     FP4FORGE_TRY(gate_and_write(g, o, config, text, new_text, out));
     return out;
   } catch (const YAML::Exception& e) {

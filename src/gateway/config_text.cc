@@ -37,7 +37,69 @@ std::size_t content_start(std::string_view line) {
   return i;
 }
 
+/** The end (exclusive) of the flow collection opening at `open` ('[' or '{'), or npos when `s` ends first. */
+std::size_t flow_end(std::string_view s, std::size_t open) {
+  int depth = 0;
+  char quote = 0;
+  for (std::size_t i = open; i < s.size(); ++i) {
+    const char c = s[i];
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if ((c == ']' || c == '}') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+/** The value of a secret-named key in flow style (`fallback_keys: [SECRET]`, `api_key: {k: SECRET}`: R4-B4)
+ * masked on `line`; `open_to_end` is set when the collection goes on past the line. */
+std::string mask_flow_values(const std::string& line, bool& open_to_end) {
+  static const Regex flow = *Regex::compile(R"(["']?([A-Za-z0-9_\-]+)["']?\s*:\s*([\[{]))");
+  std::string out;
+  std::size_t last = 0;
+  open_to_end = false;
+  for (const auto& m : flow.find_all(line)) {
+    if (m.begin[0] < last || !is_secret_key(line.substr(m.begin[1], m.end[1] - m.begin[1]))) continue;
+    const std::size_t end = flow_end(line, m.begin[2]);
+    out += line.substr(last, m.end[2] - last) + "***";
+    if (end == std::string::npos) {
+      open_to_end = true;
+      return out;
+    }
+    out += line[end - 1];
+    last = end;
+  }
+  return out + line.substr(last);
+}
+
 }  // namespace
+
+std::string mask_inline(std::string_view s) {
+  static const Regex key = *Regex::compile(R"(([A-Za-z0-9_\-]+)["']?\s*[:=]\s*)");
+  std::string out;
+  std::size_t last = 0;
+  for (const auto& m : key.find_all(s)) {
+    if (m.begin[0] < last || !is_secret_key(s.substr(m.begin[1], m.end[1] - m.begin[1]))) continue;
+    const std::size_t v = m.end[0];
+    if (v >= s.size() || s.substr(v).rfind("os.environ/", 0) == 0) continue;
+    std::size_t end = s.size();  // a plain value may hold spaces: masked to the end
+    if (s[v] == '"' || s[v] == '\'') {
+      const std::size_t q = s.find(s[v], v + 1);
+      end = q == std::string_view::npos ? s.size() : q + 1;
+    } else if (s[v] == '[' || s[v] == '{') {
+      end = std::min(flow_end(s, v), s.size());
+    }
+    out += std::string(s.substr(last, v - last)) + "***";
+    last = end;
+  }
+  out += s.substr(std::min(last, s.size()));
+  return util::redact_line(out);
+}
 
 /** `text` with every secret masked, by name and by shape: the value of every secret-named `key: value` (block
  * or flow style, quoted keys too), every line of a block value under such a key (`api_key: |`,
@@ -55,14 +117,16 @@ std::string mask_secret_values(const std::string& text) {
   std::size_t block_indent = std::string::npos;  // inside a secret block value: lines indented deeper are masked
   while (start <= text.size()) {
     const std::size_t nl = text.find('\n', start);
-    const std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    const std::string raw = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
     std::string masked;
-    const std::size_t ind = content_start(line);
-    const bool blank = ind == line.size();
+    const std::size_t ind = content_start(raw);
+    const bool blank = ind == raw.size();
     if (block_indent != std::string::npos && !blank && ind <= block_indent) block_indent = std::string::npos;
     if (block_indent != std::string::npos && !blank) {
-      masked = line.substr(0, ind) + "***";
+      masked = raw.substr(0, ind) + "***";
     } else {
+      bool flow_open = false;
+      const std::string line = mask_flow_values(raw, flow_open);
       std::size_t last = 0;
       for (const auto& m : kv.find_all(line)) {
         std::string v = line.substr(m.begin[3], m.end[3] - m.begin[3]);
@@ -73,7 +137,7 @@ std::string mask_secret_values(const std::string& text) {
       }
       masked += line.substr(last);
       const auto open = opener.find_all(line);
-      if (!open.empty() && is_secret_key(line.substr(open[0].begin[1], open[0].end[1] - open[0].begin[1])))
+      if (flow_open || (!open.empty() && is_secret_key(line.substr(open[0].begin[1], open[0].end[1] - open[0].begin[1]))))
         block_indent = ind + (line.find('-', ind) == ind ? 2 : 0);  // a list item's key sits after "- "
       masked = util::redact_line(masked);
     }

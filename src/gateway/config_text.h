@@ -18,6 +18,7 @@
 
 #include "fp4forge/core/error.h"
 #include "fp4forge/gateway/gateway.h"
+#include "fp4forge/util/path_lock.h"
 
 namespace fp4forge::gateway::detail {
 
@@ -83,6 +84,11 @@ std::size_t scalar_end(const std::string& b, std::size_t col);
 bool is_secret_key(std::string_view k);
 /** `text` with every secret value masked by name and by shape; line count and layout unchanged. */
 std::string mask_secret_values(const std::string& text);
+/** A scalar from the config (or a message quoting one) as it may be shown: the value after every secret-named
+ * `key:` / `key=` inside it masked (to its closing quote or bracket, else to the end: a plain value may hold
+ * spaces), then util::redact_line. For text a quote left open swallowed from the following lines (round-3 B3:
+ * `model_name: "chat` takes the entry's `api_key:` line into the alias); a no-op on an ordinary name. */
+std::string mask_inline(std::string_view s);
 /** A LiteLLM secret value as LiteLLM reads it: `os.environ/NAME` is the environment variable NAME. "" (and a
  * warning naming `what`) when NAME is not set here. */
 std::string resolve_secret(const std::string& v, const std::string& what, std::vector<std::string>& warnings);
@@ -112,6 +118,17 @@ std::vector<std::string> next_steps_after_edit(const std::string& path, const st
 /** Backup of `old_text`, then `new_text` written atomically; fills out.backup and out.changed. */
 Status backup_and_write(const stdfs::path& config, const std::string& old_text, const std::string& new_text,
                         EditResult& out);
+
+/** The edit lock of a config (R4-B1) and what taking it cleaned up (R4-B16). */
+struct EditLock {
+  fs::PathLock lock;
+  std::vector<std::string> notes;  ///< one warning per stale temporary of a killed edit removed
+};
+/** Every edit (swap, add, retire, rollback) calls this before it reads the config and keeps the lock until its
+ * rename: the lock of the file the config names (its target when a link), then the temporaries a killed edit of
+ * it left (its own and its backups', backup::stale_temporaries) removed. Nothing on a dry run, nor when the
+ * config cannot be opened (the read says why). */
+Result<EditLock> lock_for_edit(const stdfs::path& config, bool dry_run);
 
 /** The end of swap and add after their gate: nothing on a dry run; IO when the file changed since `text` was read
  * (re-run out.command); else backup, atomic write of `new_text`, next steps. */

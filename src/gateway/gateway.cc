@@ -12,6 +12,7 @@
 
 #include "config_text.h"
 #include "fp4forge/util/backup.h"
+#include "fp4forge/util/fs.h"
 #include "fp4forge/util/redact.h"
 #include "fp4forge/util/strings.h"
 #include "fp4forge/util/udiff.h"
@@ -32,22 +33,22 @@ void describe_routes(const Parsed& p, const std::vector<std::string>& lines, Gat
   std::map<std::string, std::vector<int>> by_alias;
   for (const Entry& e : p.entries) {
     GatewayRoute r;
-    r.alias = e.alias;
+    r.alias = mask_inline(e.alias);  // a quote left open can swallow the entry's api_key line into the name
     r.line = e.dash_line + 1;
     r.wildcard = e.alias.find('*') != std::string::npos;
     // An entry without litellm_params (or with a scalar there) routes nowhere: said, not a parse failure.
     const YAML::Node lp = e.node.IsMap() && e.node["litellm_params"] ? e.node["litellm_params"] : YAML::Node();
     if (!lp || !lp.IsMap())
       s.warnings.push_back(fmt::format("line {}: entry '{}' has no litellm_params mapping: LiteLLM cannot route it",
-                                       e.dash_line + 1, e.alias));
-    r.model = scalar_or(lp, "model");
+                                       e.dash_line + 1, r.alias));
+    r.model = mask_inline(scalar_or(lp, "model"));
     r.api_base = scalar_or(lp, "api_base");
     if (lp && lp.IsMap()) {
       for (auto it = lp.begin(); it != lp.end(); ++it) {
         const std::string k = it->first.Scalar();
         if (k == "model" || k == "api_base") continue;
         std::string v = it->second.IsScalar() ? it->second.Scalar() : dump(it->second);
-        if (is_secret_key(k) && v.rfind("os.environ/", 0) != 0) v = "***";
+        v = is_secret_key(k) && v.rfind("os.environ/", 0) != 0 ? "***" : mask_inline(v);
         r.params.emplace_back(k, v);
       }
     }
@@ -61,7 +62,7 @@ void describe_routes(const Parsed& p, const std::vector<std::string>& lines, Gat
     const std::size_t start = at + std::char_traits<char>::length(kRetiredMarker);
     const std::size_t end = b.find('\'', start);
     if (end == std::string::npos) continue;
-    s.retired.push_back({b.substr(start, end - start), static_cast<int>(i) + 1});
+    s.retired.push_back({mask_inline(b.substr(start, end - start)), static_cast<int>(i) + 1});
   }
   for (const GatewayRoute& r : s.routes) {
     if (!r.wildcard) continue;
@@ -90,9 +91,9 @@ std::string list_deployments(const std::vector<const Entry*>& ds) {
     const YAML::Node lp = ds[i]->node["litellm_params"];
     const std::string base = scalar_or(lp, "api_base");
     const std::string id = scalar_or(ds[i]->node["model_info"], "id");
-    out += fmt::format("{}{}) {} @ {} (line {}{})", i == 0 ? "" : "; ", i + 1, scalar_or(lp, "model"),
+    out += fmt::format("{}{}) {} @ {} (line {}{})", i == 0 ? "" : "; ", i + 1, mask_inline(scalar_or(lp, "model")),
                        base.empty() ? "-" : util::redact_url(base), ds[i]->dash_line + 1,
-                       id.empty() ? "" : ", id " + util::printable(id.substr(0, 80)));
+                       id.empty() ? "" : ", id " + util::printable(mask_inline(id).substr(0, 80)));
   }
   return out;
 }
@@ -103,7 +104,7 @@ Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::str
   std::string all;
   for (const Entry& e : p.entries) {
     if (e.alias == alias) all_of.push_back(&e);
-    all += (all.empty() ? "" : ", ") + e.alias;
+    all += (all.empty() ? "" : ", ") + mask_inline(e.alias);
   }
   if (all_of.empty()) return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found; aliases: [{}]", path, alias, all);
   if (deployment.empty()) return all_of;
@@ -151,6 +152,20 @@ Status backup_and_write(const stdfs::path& config, const std::string& old_text, 
   FP4FORGE_TRY(write_like(write_target(config), new_text, config));
   out.changed = true;
   return {};
+}
+
+Result<EditLock> lock_for_edit(const stdfs::path& config, bool dry_run) {
+  EditLock l;
+  std::error_code ec;
+  if (dry_run || !stdfs::exists(config, ec)) return l;
+  const stdfs::path target = write_target(config);
+  FP4FORGE_TRY(l.lock.acquire(target));
+  for (const stdfs::path& f : target == config ? std::vector<stdfs::path>{config} : std::vector<stdfs::path>{config, target})
+    for (const stdfs::path& t : backup::stale_temporaries(f)) {
+      FP4FORGE_TRY(fs::remove_tree(t));
+      l.notes.push_back(fmt::format("removed {}, left by an fp4forge edit that was killed before it finished", t.string()));
+    }
+  return l;
 }
 
 Status write_edit(const stdfs::path& config, const std::string& text, const std::string& new_text,
@@ -235,19 +250,27 @@ std::vector<stdfs::path> list_backups(const stdfs::path& config) { return backup
 
 Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path& to) {
   const std::string path = config.string();
+  FP4FORGE_ASSIGN_OR_RETURN(EditLock lock, lock_for_edit(config, false));  // from the read to the rename
   stdfs::path src = to;
+  std::string hint = "; hint: name a backup that gateway show reads with --to";
   if (src.empty()) {
     const auto baks = list_backups(config);
     if (baks.empty())
-      return make_error(Errc::BAD_INPUT, "{}: no backups ({}*) to roll back to; pass --to FILE", path,
+      return make_error(Errc::BAD_INPUT, "{}: no backups ({}YYYYMMDD-HHMMSS) to roll back to; pass --to FILE", path,
                         config.filename().string() + std::string(kBackupInfix));
     src = baks.back();
+    if (baks.size() > 1) hint = fmt::format("; hint: roll back to the one before it: --to {}", baks[baks.size() - 2].string());
   }
   FP4FORGE_ASSIGN_OR_RETURN(std::string restored, read_config(src));
+  // R4-B8: what is restored must be a config LiteLLM and every gateway command read (the checks swap runs),
+  // whether the default picked it or --to named it.
+  if (auto readable = gateway_show_text(restored, src.string()); !readable.ok())
+    return make_error(Errc::BAD_INPUT, "{}; nothing restored to {}{}", readable.error().message, path, hint);
   FP4FORGE_ASSIGN_OR_RETURN(std::string current, read_config(config));
   EditResult out;
   out.command = "rollback";
   out.config = path;
+  out.warnings = lock.notes;
   out.backup = src.string();  // the source of the restore
   if (restored == current) return out;
   out.diff = util::unified_diff(mask_secret_values(current), mask_secret_values(restored), path, src.string());
@@ -269,6 +292,7 @@ Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& 
                                   bool all_deployments) {
   const std::string path = config.string();
   try {
+    FP4FORGE_ASSIGN_OR_RETURN(EditLock lock, lock_for_edit(config, false));  // from the read to the rename
     FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
     const auto lines = split_keep(text);
     FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
@@ -317,8 +341,9 @@ Result<EditResult> gateway_retire(const stdfs::path& config, const std::string& 
     const std::string new_text = join(out_lines);
     FP4FORGE_TRY(validate_edit(p, new_text, path, {}, removed));
     EditResult out;
-  out.command = "retire";
-  out.config = path;
+    out.command = "retire";
+    out.config = path;
+    out.warnings = lock.notes;
     out.diff = util::unified_diff(mask_secret_values(text), mask_secret_values(new_text), path, path + " (retired)");
     auto shown = gateway_show_text(new_text, path);
     if (shown.ok()) {

@@ -154,8 +154,8 @@ Status check_swapped(const std::string& new_text, const std::string& path, const
     for (const auto& [k, v] : expect)
       if (got[k] != v)
         return make_error(Errc::BAD_INPUT, "{}: after the edit litellm_params.{} of '{}' reads '{}', expected '{}'; file "
-                          "left untouched; {}", path, k, o.alias, is_secret_key(k) ? "***" : got[k],
-                          is_secret_key(k) ? "***" : v, kUnsafe);
+                          "left untouched; {}", path, k, o.alias, is_secret_key(k) ? "***" : mask_inline(got[k]),
+                          is_secret_key(k) ? "***" : mask_inline(v), kUnsafe);
     return make_error(Errc::BAD_INPUT, "{}: the edit added unexpected keys to '{}'; file left untouched; {}", path, o.alias,
                       kUnsafe);
   }
@@ -168,6 +168,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
   const std::string path = config.string();
   FP4FORGE_TRY(check_seat_options(o, "swap"));
   try {
+    FP4FORGE_ASSIGN_OR_RETURN(EditLock lock, lock_for_edit(config, o.dry_run));  // from the read to the rename
     FP4FORGE_ASSIGN_OR_RETURN(std::string text, read_config(config));
     const auto lines = split_keep(text);
     FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
@@ -201,6 +202,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     g.new_params = YAML::Load(new_text)["model_list"][static_cast<std::size_t>(idx)]["litellm_params"];
     FP4FORGE_ASSIGN_OR_RETURN(g.alias_entries, deployments_of(p, path, o.alias, {}));
     g.replaced = &entry;
+    out.warnings.insert(out.warnings.end(), lock.notes.begin(), lock.notes.end());
     FP4FORGE_TRY(gate_and_write(g, o, config, text, new_text, out));
     return out;
   } catch (const YAML::Exception& e) {

@@ -8,6 +8,7 @@
 
 #include "fp4forge/probe/probe.h"
 #include "fp4forge/util/redact.h"
+#include "fp4forge/util/strings.h"
 
 namespace fp4forge::probe {
 
@@ -184,8 +185,42 @@ Status check_base_url(std::string_view url) {
     return make_error(Errc::USAGE, "'{}' is not an http:// or https:// URL; the probe talks HTTP only; hint: "
                       "http://HOST:PORT (a trailing /v1 is fine)",
                       util::redact_url(url.substr(0, std::min<std::size_t>(url.size(), 200))));
-  if (url.size() == s + 3 || url[s + 3] == '/')
-    return make_error(Errc::USAGE, "'{}' has no host; hint: http://HOST:PORT", util::redact_url(url));
+  // What a client would otherwise send or print raw (R4-B18, round-3 B14): a space, a control byte (a CR/LF
+  // forges a header line), a raw non-ASCII byte (an IDN host curl resolves as its own bytes).
+  const auto shown = [&] { return util::printable(util::redact_url(url), 200); };
+  for (std::size_t i = 0; i < url.size(); ++i) {
+    const auto c = static_cast<unsigned char>(url[i]);
+    if (c > 0x20 && c < 0x7f) continue;
+    return make_error(Errc::USAGE, "'{}' holds {} at byte {}; expected a URL of printable ASCII; hint: {}", shown(),
+                      c == ' ' ? "a space" : c >= 0x80 ? "a non-ASCII byte" : fmt::format("control byte 0x{:02x}", c), i,
+                      c >= 0x80 ? "write an international host name in its ASCII form (xn--...) and percent-encode "
+                                  "the rest"
+                                : "percent-encode it (%20 for a space)");
+  }
+  const std::string_view rest = url.substr(s + 3);
+  std::string_view auth = rest.substr(0, rest.find_first_of("/?#"));
+  if (const std::size_t at = auth.rfind('@'); at != std::string_view::npos) auth = auth.substr(at + 1);
+  std::string_view port;
+  std::string_view host = auth;
+  if (!auth.empty() && auth.front() == '[') {  // an IPv6 literal
+    const std::size_t close = auth.find(']');
+    host = auth.substr(0, close == std::string_view::npos ? auth.size() : close + 1);
+    if (close == std::string_view::npos || (close + 1 < auth.size() && auth[close + 1] != ':'))
+      return make_error(Errc::USAGE, "'{}': the IPv6 host is not '[ADDRESS]' or '[ADDRESS]:PORT'; hint: "
+                        "http://[::1]:8000", shown());
+    if (close + 1 < auth.size()) port = auth.substr(close + 2);
+  } else if (const std::size_t colon = auth.find(':'); colon != std::string_view::npos) {
+    host = auth.substr(0, colon);
+    port = auth.substr(colon + 1);
+    if (port.empty())
+      return make_error(Errc::USAGE, "'{}' has a ':' without a port; expected HOST:PORT with PORT 1-65535; hint: "
+                        "http://HOST:8000", shown());
+  }
+  if (host.empty()) return make_error(Errc::USAGE, "'{}' has no host; hint: http://HOST:PORT", shown());
+  if (!port.empty() && (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos ||
+                        std::stoul(std::string(port)) == 0 || std::stoul(std::string(port)) > 65535))
+    return make_error(Errc::USAGE, "'{}': port '{}' is not a TCP port; expected 1-65535; hint: http://HOST:8000",
+                      shown(), util::printable(port, 40));
   return {};
 }
 

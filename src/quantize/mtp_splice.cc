@@ -660,6 +660,11 @@ Status write_splice(Splice& sp, std::optional<FileChange>& cfg_change, std::opti
     }
     return e;
   };
+  // The caller holds the target's edit lock (doctor --fix: the folder; quantize: its staging folder), so a
+  // temporary of config.json or the index (or of their backups) is a killed run's (R4-B16).
+  for (const auto* e : {&plan.config, &plan.index})
+    if (*e)
+      if (auto removed = backup::remove_stale_temporaries(target / (*e)->file); !removed) return std::move(removed).error();
   if (!opts.owned_target) {
     for (auto [e, c] : {std::pair{&plan.config, &cfg_change}, std::pair{&plan.index, &idx_change}}) {
       if (!*e || !(*e)->existed) continue;

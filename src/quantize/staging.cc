@@ -16,6 +16,7 @@
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
+#include "fp4forge/util/path_lock.h"
 
 namespace fp4forge::quant {
 namespace stdfs = std::filesystem;
@@ -106,29 +107,6 @@ stdfs::path default_destination(std::string_view repo_name, QuantScheme scheme) 
   return stdfs::path(".") / fmt::format("{}-{}", repo_name, quant_scheme_preset(scheme));
 }
 
-Status FolderLock::acquire(const stdfs::path& dir) {
-  const std::string d = dir.empty() ? std::string(".") : dir.string();
-  do fd_ = fs::ops().open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-  while (fd_ < 0 && errno == EINTR);
-  if (fd_ < 0) return make_error(Errc::IO, "cannot open folder '{}': {}", d, std::strerror(errno));
-  int r;
-  do r = fs::ops().flock(fd_, LOCK_EX);
-  while (r != 0 && errno == EINTR);
-  if (r != 0) {
-    const int e = errno;
-    release();
-    return make_error(Errc::IO, "cannot lock folder '{}': {}", d, std::strerror(e));
-  }
-  return {};
-}
-
-void FolderLock::release() noexcept {
-  if (fd_ < 0) return;
-  fs::ops().flock(fd_, LOCK_UN);
-  fs::ops().close(fd_);
-  fd_ = -1;
-}
-
 StagedShards staged_shards(const stdfs::path& dir) {
   StagedShards s;
   std::error_code ec;
@@ -157,8 +135,8 @@ Status remove_staged_temporaries(const stdfs::path& dir) {
 Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume, bool restart,
                      std::vector<std::string>& warnings) {
   dir_ = dir;
-  FolderLock parent;
-  FP4FORGE_TRY(parent.acquire(dir.parent_path()));
+  fs::PathLock parent;  // held for the set-up only: wait as long as another run's set-up takes
+  FP4FORGE_TRY(parent.acquire(dir.parent_path(), fs::PathLock::kForever));
   std::error_code ec;
   if (stdfs::exists(stdfs::symlink_status(dst, ec)))
     return make_error(Errc::BAD_INPUT, "destination '{}' already exists (another run finished it first); choose "

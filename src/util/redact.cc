@@ -35,8 +35,18 @@ std::string redact_url(std::string_view url) {
   std::string out(url);
   const std::size_t scheme = out.find("://");
   const std::size_t auth_start = scheme == std::string::npos ? 0 : scheme + 3;
-  const std::size_t path_start = out.find_first_of("/?#", auth_start);
-  const std::size_t at = out.rfind('@', path_start == std::string::npos ? std::string::npos : path_start);
+  // The userinfo ends at the last '@' before the path. A password may hold an unencoded '#' or '?' (R4-B4:
+  // `http://admin:p#SECRET@host` printed whole when they were taken for the fragment or the query) or even a
+  // '/': a ':' followed by something other than a port before the first '/' starts a password, which runs to
+  // the next '@'.
+  const std::size_t path_start = out.find('/', auth_start);
+  std::size_t at = out.rfind('@', path_start == std::string::npos ? std::string::npos : path_start);
+  if (scheme != std::string::npos && (at == std::string::npos || at < auth_start)) {
+    const std::size_t colon = out.find(':', auth_start);
+    const std::size_t port_end = colon == std::string::npos ? colon : out.find_first_not_of("0123456789", colon + 1);
+    if (colon != std::string::npos && colon < path_start && port_end != std::string::npos && port_end != path_start)
+      at = out.find('@', colon);
+  }
   if (scheme != std::string::npos && at != std::string::npos && at >= auth_start) {
     const std::size_t colon = out.find(':', auth_start);
     if (colon != std::string::npos && colon < at)

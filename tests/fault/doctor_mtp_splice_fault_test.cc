@@ -187,6 +187,8 @@ TEST(MtpSpliceFault, AKillAtAnyRenameIsCompletedByARerun) {
     auto r = quant::splice_mtp(d, source());
     ASSERT_TRUE(r.ok()) << r.error().describe();
     EXPECT_EQ(files(d, true), files(t.quantized_full()));
+    for (const auto& [name, bytes] : files(d))  // round-3 B9, R4-B16: the kill's temporaries are gone
+      EXPECT_TRUE(name.find(".partial") == std::string::npos) << name << " left after the rerun";
     doctor::DoctorOptions o;
     auto rep = doctor::run_doctor(d, o);
     ASSERT_TRUE(rep.ok());

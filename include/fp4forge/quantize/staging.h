@@ -4,7 +4,7 @@
  * DST, its marker and lock, and the checks on DST that come before anything is written.
  *
  * Life of a run (issue 14 #9, #10 in docs/reliability.md): set-up happens under an flock on DST's
- * parent folder (FolderLock), so two runs never both decide a staging folder is stale or both create
+ * parent folder (fs::PathLock), so two runs never both decide a staging folder is stale or both create
  * one; the marker file `.fp4forge-staging` inside the staging folder is flock'ed for as long as the run
  * owns it and stays through the final rename, so a run killed at any point leaves either a recognisable
  * staging folder (resumable with --resume) or a finished DST.
@@ -54,20 +54,6 @@ Status check_destination(const std::filesystem::path& src, const std::filesystem
 std::filesystem::path default_destination(std::string_view repo_name, QuantScheme scheme);
 /** With a recipe: every scheme asked for, the default first, each preset once (`./Qwen3-30B-A3B-NVFP4A16-FP8_BLOCK`). */
 std::filesystem::path default_destination(std::string_view repo_name, std::span<const QuantScheme> schemes);
-
-/** An exclusive flock on a folder, held for a short critical section (staging set-up). */
-class FolderLock {
- public:
-  FolderLock() = default;
-  FolderLock(const FolderLock&) = delete;
-  FolderLock& operator=(const FolderLock&) = delete;
-  ~FolderLock() { release(); }
-  Status acquire(const std::filesystem::path& dir);
-  void release() noexcept;
-
- private:
-  int fd_ = -1;
-};
 
 /** The staging folder of one run, locked through its marker while the run owns it. */
 class Staging {
