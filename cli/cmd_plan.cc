@@ -76,7 +76,8 @@ void add_plan(CLI::App& sub, Action& action) {
                  "FILE: plan the seat a vLLM start-up log describes (its model, served name and non-default args), "
                  "calibrated by the log (seat key log=)");
   sub.add_option("--gpu", o->gpus, "ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE][:unified][:free=SIZE] a GPU "
-                 "(TOTAL as nvidia-smi prints it), e.g. 0=96GiB:used=41GiB")->take_all();
+                 "(TOTAL with its unit: nvidia-smi's memory.total is MiB, e.g. 0=97887MiB or 0=96GiB:used=41GiB)")
+      ->take_all();
   sub.add_flag("--gpus-from-nvidia-smi", o->nvidia_smi, "read the GPUs (total, used) from nvidia-smi");
   sub.add_option("--overhead", o->overhead,
                  "SIZE per seat and GPU for activations, non-torch memory and CUDA graphs "
@@ -100,7 +101,7 @@ void add_plan(CLI::App& sub, Action& action) {
       "  fp4forge plan --seat chat=./gemma-4-31B-it --gpu 0=96GiB:used=41GiB\n"
       "  fp4forge plan --seat big=./Qwen3.5-27B:max_model_len=131072,kv_cache_dtype=fp8 \\\n"
       "      --seat small=./cfg-only:weights=16GiB --gpu 0=80GiB --gpu 1=48GiB:name=L40S --svg gpus.svg\n"
-      "  fp4forge plan --seat chat=./q:assume=nvfp4a16 --gpus-from-nvidia-smi --emit-compose ./deploy\n"
+      "  fp4forge plan --seat chat=./q-nvfp4a16 --gpus-from-nvidia-smi --emit-compose ./deploy\n"
       "  fp4forge plan --seat chat=./gemma-4-31B-it:log=chat.log,gpu_memory_utilization=0.6 --gpu 0=97887MiB\n"
       "  fp4forge plan --from-log chat.log\n"
       "Exit codes: 0 every seat fits (or no GPU given), 1 a seat does not fit or --emit-compose refused a seat vLLM\n"

@@ -70,11 +70,6 @@ bool loopback_host(std::string_view host) {
   return h == "localhost" || h.ends_with(".localhost") || h == "::1" || h.starts_with("127.");
 }
 
-int seat_port(const Plan& plan, std::size_t seat, const ComposeOptions& opts) {
-  const auto& a = plan.seats[seat].arg;
-  return a.port ? *a.port : opts.base_port + static_cast<int>(seat);
-}
-
 std::string compose_project_name(std::string_view seat) {
   std::string out = "fp4forge-";
   for (char c : seat) {
@@ -138,7 +133,7 @@ std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOption
   e << YAML::Key << "restart" << YAML::Value << "unless-stopped";
   e << YAML::Key << "ipc" << YAML::Value << "host";
   e << YAML::Key << "ports" << YAML::Value << YAML::BeginSeq
-    << Str{fmt::format("{}:{}", seat_port(plan, seat, opts), kContainerPort)} << YAML::EndSeq;
+    << Str{fmt::format("{}:{}", host_port(plan.seats[seat].arg, seat), kContainerPort)} << YAML::EndSeq;
   e << YAML::Key << "volumes" << YAML::Value << YAML::BeginSeq
     << Str{model_mount(a).host + ":" + model_mount(a).container + ":ro"} << YAML::EndSeq;
   e << YAML::Key << "environment" << YAML::Value << YAML::BeginMap;
@@ -187,7 +182,7 @@ std::string litellm_yaml(const Plan& plan, const std::vector<std::size_t>& seats
     e << YAML::Key << "litellm_params" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "model" << YAML::Value << Str{"hosted_vllm/" + m.arg.served_name};
     e << YAML::Key << "api_base" << YAML::Value
-      << Str{fmt::format("http://{}:{}/v1", opts.api_host, seat_port(plan, s, opts))};
+      << Str{fmt::format("http://{}:{}/v1", opts.api_host, host_port(plan.seats[s].arg, s))};
     e << YAML::EndMap;
     e << YAML::Key << "model_info" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "max_input_tokens" << YAML::Value << m.max_model_len;
@@ -207,9 +202,10 @@ Result<EmittedFiles> emit_compose(const Plan& plan, const std::filesystem::path&
     else
       out.skipped_seats.push_back(plan.seats[s].arg.name);
   }
-  if (seats.empty())
-    return make_error(Errc::BAD_INPUT, "--emit-compose: no seat is placed on a GPU, nothing to write; hint: "
-                      "add --gpu ID=TOTAL or make the seats fit");
+  if (plan.gpus.empty())
+    return make_error(Errc::USAGE, "--emit-compose: no GPU is given, so no seat is placed and there is nothing to "
+                      "write; hint: add --gpu ID=TOTAL or --gpus-from-nvidia-smi");
+  if (seats.empty()) return out;  // no seat fits: nothing written; the plan says why of each (exit 1)
   // A stack is the product, not the folder: a seat vLLM could not start refuses the whole set (issue 51 #3).
   for (std::size_t s : seats)
     for (const auto& b : plan.seats[s].serving.blockers) out.refused.push_back({plan.seats[s].arg.name, b});

@@ -18,10 +18,28 @@ namespace {
 using util::split;
 using util::trim;
 
+/** A --gpu error about one value: what and where, the expectation in `why`. */
 Error gpu_error(std::string_view text, std::string_view why) {
+  return make_error(Errc::USAGE, "invalid --gpu '{}': {}", text, why);
+}
+
+/** A --gpu whose shape is wrong (no ID=, a piece that is not key=value, an unknown key): the syntax is the hint. */
+Error gpu_syntax_error(std::string_view text, std::string_view why) {
   return make_error(Errc::USAGE, "invalid --gpu '{}': {}; expected ID=TOTAL[:used=SIZE][:name=NAME]"
                     "[:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE][:unified][:free=SIZE], e.g. --gpu "
                     "0=96GiB:used=41GiB", text, why);
+}
+
+/** The hint for a TOTAL written without a unit (below 1 GiB as bytes): a figure of 1024 or more is nvidia-smi's
+ * MiB (memory.total), a smaller one GiB or GB. */
+std::string unitless_total_hint(std::string_view digits) {
+  std::uint64_t n = 0;
+  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (r.ec == std::errc() && r.ptr == digits.data() + digits.size() && n >= 1024)
+    return fmt::format("if it is nvidia-smi's memory.total, that is MiB: write {}MiB ({})", digits,
+                       format_bytes(n * kMiB));
+  return fmt::format("write the unit, e.g. {}GiB or {}GB, or nvidia-smi's figure in MiB such as 97887MiB", digits,
+                     digits);
 }
 
 /** A card whose torch total is known: nvidia-smi's memory.total (MiB) and the total torch prints. */
@@ -54,18 +72,18 @@ std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view 
                                       c.torch_gib);
     return smi > torch ? smi - torch : 0;
   }
-  if (source) *source = "default estimate";
+  if (source) *source = std::string(kReserveDefaultEstimate);
   return std::min(kDefaultDriverReserve, total_bytes / 10);
 }
 
 Result<GpuSpec> parse_gpu_arg(std::string_view text) {
   const std::size_t eq = text.find('=');
-  if (eq == std::string_view::npos || eq == 0) return gpu_error(text, "missing 'ID='");
+  if (eq == std::string_view::npos || eq == 0) return gpu_syntax_error(text, "missing 'ID='");
   GpuSpec g;
   g.id = std::string(text.substr(0, eq));
   for (char c : g.id)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
-      return gpu_error(text, "the ID may hold letters, digits, '-' and '_' only");
+      return gpu_syntax_error(text, "the ID may hold letters, digits, '-' and '_' only");
   // Keys after ':' (documented) or ',' (as --seat separates its keys).
   std::vector<std::string_view> parts;
   for (std::string_view p : split(text.substr(eq + 1), ':'))
@@ -74,9 +92,8 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
   if (!total.ok()) return gpu_error(text, total.error().message);
   // A bare number is bytes (exact totals stay possible), but below 1 GiB it is a missing unit, not a GPU.
   if (!parts[0].empty() && std::isdigit(static_cast<unsigned char>(parts[0].back())) && *total < kGiB)
-    return gpu_error(text, fmt::format("TOTAL '{}' has no unit, so it is {} bytes; write the unit, e.g. {}GiB or "
-                                       "{}GB, or nvidia-smi's figure such as 97887MiB", parts[0], parts[0], parts[0],
-                                       parts[0]));
+    return gpu_error(text, fmt::format("TOTAL '{}' has no unit, so it is {} bytes, below any GPU; hint: {}", parts[0],
+                                       parts[0], unitless_total_hint(parts[0])));
   g.total_bytes = *total;
   if (g.total_bytes == 0) return gpu_error(text, "TOTAL is 0");
   bool seen_used = false, seen_name = false, seen_unified = false;
@@ -91,7 +108,7 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
       seen_unified = true;
       continue;
     }
-    if (e == std::string_view::npos) return gpu_error(text, fmt::format("'{}' is not key=value", parts[i]));
+    if (e == std::string_view::npos) return gpu_syntax_error(text, fmt::format("'{}' is not key=value", parts[i]));
     const std::string_view val = parts[i].substr(e + 1);
     if (key == "used" && !seen_used) {
       auto u = parse_size(val);
@@ -115,7 +132,7 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
       if (!v.ok()) return gpu_error(text, v.error().message);
       (key == "reserved" ? reserved : torch_total) = *v;
     } else {
-      return gpu_error(text, fmt::format("unknown or repeated key '{}' (known: used, name, reserved or "
+      return gpu_syntax_error(text, fmt::format("unknown or repeated key '{}' (known: used, name, reserved or "
                                          "torch_total, headroom, unified, free)", key));
     }
   }

@@ -535,11 +535,18 @@ void finish_plan(Plan& plan) {
     const SeatModel& m = plan.seats[s];
     if (!p.replaced_by.empty()) continue;  // it stops: its port and memory go to the seat that replaces it
     std::string why = m.refusal;
-    if (why.empty() && m.arg.port)
-      for (std::size_t k = 0; k < ns; ++k)
-        if (k != s && plan.seats[k].arg.port == m.arg.port && plan.placements[k].replaced_by.empty())
-          why = fmt::format("port {} is also seat '{}''s host port; give each seat its own port=", *m.arg.port,
-                            plan.seats[k].arg.name);
+    // Each seat's compose stack binds its host port (port=, else 8000 + its index): two on one port clash.
+    const int port = host_port(m.arg, s);
+    for (std::size_t k = 0; k < ns && why.empty(); ++k)
+      if (k != s && host_port(plan.seats[k].arg, k) == port && plan.placements[k].replaced_by.empty()) {
+        const auto origin = [&](std::size_t i) {
+          return plan.seats[i].arg.port ? fmt::format("port={}", port)
+                                        : fmt::format("the default, {} + its index {}", kBasePort, i);
+        };
+        const std::size_t a = std::min(s, k), b = std::max(s, k);
+        why = fmt::format("host port {} clash: seats '{}' ({}) and '{}' ({}) both bind it; give each seat its own "
+                          "port=", port, plan.seats[a].arg.name, origin(a), plan.seats[b].arg.name, origin(b));
+      }
     if (why.empty()) continue;
     p.fits = false;
     p.blocker = why;

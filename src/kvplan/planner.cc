@@ -124,7 +124,12 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
   if (!p.compose_dir.empty()) {
     // A stack serves the folder it mounts: one planned with assume= would serve the unquantized source.
     for (const auto& m : r.plan.seats)
-      if (m.arg.assume)
+      if (m.arg.assume && !m.arg.recipe.empty())  // recipe=: what `quantize --recipe FILE` writes, mixed schemes
+        return make_error(Errc::USAGE, "--emit-compose: seat '{}' is planned with recipe={} (sized as `quantize "
+                          "--recipe` writes it) but its stack would serve {} as it is; quantize it first (fp4forge "
+                          "quantize {} OUT --recipe {}) and plan OUT, or drop --emit-compose", m.arg.name, m.arg.recipe,
+                          m.arg.dir.string(), m.arg.dir.string(), m.arg.recipe);
+      else if (m.arg.assume)
         return make_error(Errc::USAGE, "--emit-compose: seat '{}' is planned with assume={} but its stack would "
                           "serve {} as it is (not {}); quantize it first (fp4forge quantize {} OUT --scheme {}) and "
                           "plan OUT, or drop --emit-compose", m.arg.name, quant_scheme_name(*m.arg.assume),
@@ -134,8 +139,17 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
     r.compose_files = std::move(files.files);
     r.compose_skipped = std::move(files.skipped_seats);
     r.compose_refused = std::move(files.refused);
-    for (const auto& s : r.compose_skipped)
-      r.warnings.push_back(fmt::format("--emit-compose: seat '{}' does not fit, no stack written for it", s));
+    for (std::size_t s = 0; s < r.plan.seats.size(); ++s) {
+      const SeatPlacement& pl = r.plan.placements[s];
+      if (std::find(r.compose_skipped.begin(), r.compose_skipped.end(), r.plan.seats[s].arg.name) ==
+          r.compose_skipped.end())
+        continue;
+      r.warnings.push_back(fmt::format("--emit-compose: seat '{}' does not fit ({}), no stack written for it",
+                                       r.plan.seats[s].arg.name,
+                                       !pl.blocker.empty() ? pl.blocker : "short by " + format_bytes(pl.short_by_bytes)));
+    }
+    if (!r.compose_skipped.empty() && r.compose_skipped.size() == r.plan.seats.size())
+      r.warnings.push_back("--emit-compose: no seat fits, nothing written");
     if (r.compose_refused.empty() && loopback_host(p.compose.api_host))
       r.plan.notes.push_back(fmt::format(
           "--emit-compose: the LiteLLM entries reach the seats at http://{}:PORT/v1; a LiteLLM proxy in another "

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "fp4forge/util/size.h"
+#include "fp4forge/util/strings.h"
+#include "fp4forge/util/svg.h"
 
 namespace fp4forge::kvplan {
 namespace {
@@ -174,6 +176,7 @@ Json to_json(const Plan& plan) {
                   : a.assume      ? "safetensors+" + std::string(quant_scheme_name(*a.assume))
                                   : std::string("safetensors");
     w["stored_bytes"] = m.weights_given ? Json(nullptr) : Json(m.weights.stored_bytes);
+    w["quantization"] = m.quantization.empty() ? Json(nullptr) : Json(m.quantization);  // as stored (issue 55)
     w["duplicated_v_bytes"] = m.weights.duplicated_v_bytes;
     w["mtp_bytes"] = m.weights.mtp_bytes;
     w["mtp_included"] = a.kv.spec_tokens > 0 && !m.weights_given;
@@ -243,6 +246,80 @@ Json to_json(const Plan& plan) {
   return j;
 }
 
+namespace {
+
+/** The width plan's text report keeps its prose lines to (issue 55: lines ran to 326 columns). The tables are not
+ * wrapped: their columns are as wide as their content. */
+constexpr std::size_t kTextWidth = 100;
+
+/** `line` (no newline) wrapped at kTextWidth: continuation lines start under the first word of its value (after the
+ * label and its run of two or more spaces, e.g. "  weights          "), else four columns in. */
+std::string wrap_line(std::string_view line) {
+  if (util::text_cells(line) <= kTextWidth) return std::string(line) + "\n";
+  const std::size_t lead = std::min(line.find_first_not_of(' '), line.size());
+  std::size_t col = line.substr(lead).starts_with("note: ") ? lead + 6 : lead + 4;
+  std::size_t head = lead;  // what the first line keeps before the wrapped text: the indent, or the label too
+  if (const std::size_t gap = line.find("  ", lead); gap != std::string_view::npos && gap < 40) {
+    head = col = std::min(line.find_first_not_of(' ', gap), line.size());
+  }
+  const std::size_t width = kTextWidth > col + 20 ? kTextWidth - col : 20;
+  std::string out;
+  const auto pieces = util::wrap_cells(line.substr(head), width);
+  for (std::size_t i = 0; i < pieces.size(); ++i)
+    out += (i == 0 ? std::string(line.substr(0, head)) : std::string(col, ' ')) + pieces[i] + "\n";
+  return out;
+}
+
+/** Every line of `text` through wrap_line. */
+std::string wrap_text(std::string_view text) {
+  std::string out;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t nl = text.find('\n', at);
+    const std::string_view line = text.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+    out += line.empty() ? std::string("\n") : wrap_line(line);
+    if (nl == std::string_view::npos) break;
+    at = nl + 1;
+  }
+  return out;
+}
+
+/** A memory figure in a table cell: GiB with two decimals, so a column reads in one unit (a figure below 0.01 GiB
+ * keeps its own binary unit rather than show as 0.00). */
+std::string gib_cell(std::uint64_t bytes) {
+  if (bytes != 0 && bytes < kGiB / 100) return format_bytes(bytes);
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / static_cast<double>(kGiB));
+}
+
+/** A text table whose columns are as wide as their widest cell (issue 55: names over 16 characters pushed the
+ * rest out of line). `right[i]`: column i is right-aligned. The last column is not padded. */
+std::string table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
+  std::vector<std::size_t> w(right.size(), 0);
+  for (const auto& r : rows)
+    for (std::size_t c = 0; c < r.size() && c < w.size(); ++c) w[c] = std::max(w[c], util::text_cells(r[c]));
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < r.size() && c < w.size(); ++c) {
+      const std::string pad(w[c] - util::text_cells(r[c]), ' ');
+      if (c > 0) line += c + 1 == r.size() ? "  " : " ";
+      line += right[c] ? pad + r[c] : (c + 1 == r.size() ? r[c] : r[c] + pad);
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+/** Where the seat's vLLM version comes from: given, its log's, or the default (the newest modelled). */
+std::string version_origin(const SeatModel& m) {
+  const bool given = std::any_of(m.arg.given.begin(), m.arg.given.end(),
+                                 [](const std::string& g) { return g.starts_with("vllm_version="); });
+  if (given) return fmt::format("given: vllm_version={}", m.arg.vllm_version);
+  if (m.logged && m.arg.vllm_version_given) return fmt::format("the version log={} prints", m.arg.log);
+  return fmt::format("the default, the newest modelled; vllm_version= sets it");
+}
+
+}  // namespace
+
 std::string to_text(const Plan& plan) {
   std::string o;
   const bool have_gpus = !plan.gpus.empty();
@@ -264,11 +341,13 @@ std::string to_text(const Plan& plan) {
                                  m.weights.quantized_linears)
                    : fmt::format(", recipe {} (default {}) assumed for {} Linears", m.arg.recipe,
                                  quant_scheme_preset(*m.arg.assume), m.weights.quantized_linears);
+    if (!m.quantization.empty() && !m.weights_given && !m.weights_from_log)
+      wnote += fmt::format(", stored {}", util::printable(m.quantization, util::kReportLine));
     o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
     if (m.arg.kv.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp);
     o += "\n";
-    o += fmt::format("  vLLM             {} rules (vllm_version=; GPU KV cache size as {}){}\n", m.rules.version,
-                     tokens_report_name(m.rules.tokens),
+    o += fmt::format("  vLLM             {} rules ({}; GPU KV cache size as {}){}\n", m.rules.version,
+                     version_origin(m), tokens_report_name(m.rules.tokens),
                      m.rules.sliding_in_flight_factor > 1 && std::any_of(l.groups.begin(), l.groups.end(), [](const KvGroup& g) {
                        return g.kind == LayerKind::SLIDING;
                      }) ? fmt::format("; async scheduling {}: sliding layers keep window - 1 + {} tokens",
@@ -300,9 +379,9 @@ std::string to_text(const Plan& plan) {
     if (!l.kv_shared_layers.empty()) layout += fmt::format("; {} KV-shared layers", l.kv_shared_layers.size());
     o += fmt::format("  KV layout        {}\n", layout);
     o += fmt::format("  groups           {}\n", group_summary(l));
-    o += fmt::format("  per request      {} ({} B) = {} blocks at max_model_len {}, max_num_batched_tokens {}{}, "
+    o += fmt::format("  per request      {} = {} blocks at max_model_len {}, max_num_batched_tokens {}{}, "
                      "max_num_seqs {}{}\n",
-                     format_bytes(p.demand.bytes_per_request), format_count(p.demand.bytes_per_request),
+                     format_bytes(p.demand.bytes_per_request),
                      format_count(static_cast<std::uint64_t>(p.demand.blocks_per_request)),
                      format_count(static_cast<std::uint64_t>(m.max_model_len)), p.max_num_batched_tokens,
                      p.batched_default ? " (vLLM default for the GPU)" : "", p.max_num_seqs,
@@ -332,27 +411,32 @@ std::string to_text(const Plan& plan) {
     o += to_text(m.serving);  // image, parsers, vllm_args, why vLLM could not start it (serving.h)
     o += "\n";
   }
-  // Summary table.
-  o += fmt::format("{:<16} {:<7} {:>6} {:>11} {:>11} {:>11} {:>11} {:>9} {:>7} {:>11}  {}\n", "SEAT", "GPU", "UTIL",
-                   "WEIGHTS", "OVERHEAD", "KV/REQUEST", "KV MEMORY", "BLOCKS", "CONC", "MAX LEN", "FITS");
+  o = wrap_text(o);
+  // Summary table: columns as wide as their content, memory in GiB.
+  std::vector<std::vector<std::string>> rows{
+      {"SEAT", "GPU", "UTIL", "WEIGHTS", "OVERHEAD", "KV/REQUEST", "KV MEMORY", "BLOCKS", "CONC", "MAX LEN", "FITS"}};
   for (std::size_t s = 0; s < plan.seats.size(); ++s) {
     const SeatModel& m = plan.seats[s];
     const SeatPlacement& p = plan.placements[s];
-    o += fmt::format("{:<16} {:<7} {:>6} {:>11} {:>11} {:>11} {:>11} {:>9} {:>7} {:>11}  {}\n", m.arg.name,
-                     p.placed ? gpu_ids(plan, p.gpus) : "-", p.placed ? format_util(p.util) : "-",
-                     format_bytes(m.weight_bytes_per_rank), format_bytes(p.overhead_bytes),
-                     format_bytes(p.demand.bytes_per_request), p.placed ? format_bytes(p.available_kv_bytes) : "-",
-                     p.placed ? format_count(static_cast<std::uint64_t>(p.num_blocks)) : "-",
-                     p.placed ? fmt::format("{:.2f}x", p.max_concurrency) : "-",
-                     p.placed ? format_count(static_cast<std::uint64_t>(p.largest_max_model_len)) : "-",
-                     !have_gpus ? "n/a"
-                     : p.fits ? "yes"
-                     : !p.blocker.empty() ? "NO, " + p.blocker
-                                          : "NO, short by " + format_bytes(p.short_by_bytes));
+    rows.push_back({m.arg.name, p.placed ? gpu_ids(plan, p.gpus) : "-", p.placed ? format_util(p.util) : "-",
+                    gib_cell(m.weight_bytes_per_rank), gib_cell(p.overhead_bytes),
+                    gib_cell(p.demand.bytes_per_request), p.placed ? gib_cell(p.available_kv_bytes) : "-",
+                    p.placed ? format_count(static_cast<std::uint64_t>(p.num_blocks)) : "-",
+                    p.placed ? fmt::format("{:.2f}x", p.max_concurrency) : "-",
+                    p.placed ? format_count(static_cast<std::uint64_t>(p.largest_max_model_len)) : "-",
+                    !have_gpus ? "n/a"
+                    : p.fits   ? "yes"
+                    // a long reason is cut here: the seat's lines and the notes below give it whole
+                    : !p.blocker.empty() ? "NO, " + util::fit_cells(util::printable(p.blocker, util::kReportLine), 40)
+                                         : "NO, short by " + format_bytes(p.short_by_bytes)});
   }
+  o += table(rows, {false, false, true, true, true, true, true, true, true, true, false});
   if (have_gpus) {
-    o += fmt::format("\n{:<8} {:<24} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", "GPU", "NAME", "TOTAL",
-                     "TORCH TOTAL", "OTHERS", "SEATS", "FREE", "HEADROOM", "SEATS ON IT");
+    // The GPU table (a long product name is cut: the reserve lines below give it whole), then the driver reserve
+    // each GPU's torch total leaves out and where that figure comes from.
+    std::vector<std::vector<std::string>> gr{
+        {"GPU", "NAME", "TOTAL", "RESERVE", "TORCH TOTAL", "OTHERS", "SEATS", "FREE", "HEADROOM", "SEATS ON IT"}};
+    std::string reserves;
     for (const auto& g : plan.gpus) {
       std::uint64_t seats = 0;
       std::string names;
@@ -361,14 +445,26 @@ std::string to_text(const Plan& plan) {
         if (!names.empty()) names += ", ";
         names += plan.seats[sh.seat].arg.name;
       }
-      o += fmt::format("{:<8} {:<24} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}  {}\n", g.gpu.id,
-                       g.gpu.name.empty() ? "-" : g.gpu.name, format_bytes(g.gpu.total_bytes),
-                       format_bytes(g.gpu.torch_total()), format_bytes(g.gpu.used_bytes), format_bytes(seats),
-                       format_bytes(g.free_bytes), format_bytes(g.gpu.headroom_bytes), names.empty() ? "-" : names);
+      const std::string name = g.gpu.name.empty() ? "-" : util::printable(g.gpu.name, util::kReportLine);
+      gr.push_back({util::printable(g.gpu.id, 64), util::fit_cells(name, 28), gib_cell(g.gpu.total_bytes),
+                    gib_cell(g.gpu.reserved_bytes), gib_cell(g.gpu.torch_total()), gib_cell(g.gpu.used_bytes),
+                    gib_cell(seats), gib_cell(g.free_bytes), gib_cell(g.gpu.headroom_bytes),
+                    names.empty() ? "-" : names});
+      const bool estimated = g.gpu.reserved_source == kReserveDefaultEstimate;
+      reserves += fmt::format(
+          "GPU {}: driver reserve {}, {}{}\n", util::printable(g.gpu.id, 64), format_bytes(g.gpu.reserved_bytes),
+          util::printable(g.gpu.reserved_source, util::kReportLine),
+          estimated ? fmt::format(" ({}: torch's total may differ); give reserved= or torch_total= (as torch "
+                                  "prints it) when you know the card's",
+                                  g.gpu.name.empty() ? std::string("no name= to match a measured card")
+                                                     : fmt::format("no card measured matches '{}'", name))
+                    : "");
     }
+    o += "\n" + table(gr, {false, false, true, true, true, true, true, true, true, false});
+    o += wrap_text(reserves);
   }
   o += "\n";
-  for (const auto& n : plan.notes) o += n + "\n";
+  for (const auto& n : plan.notes) o += wrap_line(n);
   return o;
 }
 

@@ -1,5 +1,6 @@
 #include "fp4forge/kvplan/seat.h"
 #include "fp4forge/kvplan/vllm_args.h"
+#include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/structure.h"
 
 #include <algorithm>
@@ -48,8 +49,24 @@ std::string seat_key_list(bool values) {
   return s;
 }
 
+/** A --seat error about one key's value: what and where; the value's expectation is in `why` (issue 55: the
+ * syntax line only where the error is about the syntax, seat_syntax_error). */
 Error seat_error(std::string_view text, const std::string& why) {
+  return make_error(Errc::USAGE, "invalid --seat '{}': {}", text, why);
+}
+
+/** A --seat whose shape is wrong (no NAME=, a piece that is not key=value, no DIR): the syntax is the hint. */
+Error seat_syntax_error(std::string_view text, const std::string& why) {
   return make_error(Errc::USAGE, "invalid --seat '{}': {}; expected NAME=DIR[:key=value,...]", text, why);
+}
+
+/** The empty value of `key`: the key named, what it takes, and what leaving it out gives. */
+Error empty_value_error(std::string_view text, std::string_view key) {
+  const auto it = std::find_if(std::begin(kSeatKeys), std::end(kSeatKeys), [&](const SeatKey& k) { return k.key == key; });
+  std::string dflt(it->dflt);
+  if (key == "vllm_version") dflt = fmt::format("{}, {}", kNewestVllm, dflt);
+  return seat_error(text, fmt::format("{}= has no value; expected {}={}; hint: leave the key out for its default ({})",
+                                      key, key, it->values.empty() ? "VALUE" : it->values, dflt));
 }
 
 template <typename T>
@@ -203,7 +220,7 @@ Status check_unread_key_list(std::string_view text, std::string_view rest) {
     std::replace(first.begin(), first.end(), '-', '_');
     if (!(std::filesystem::is_directory(std::string(dir), ec) || is_known_key(first))) continue;
     SeatArg scratch;
-    if (tail.empty()) return seat_error(text, fmt::format("nothing follows the ':' after DIR '{}'", dir));
+    if (tail.empty()) return seat_syntax_error(text, fmt::format("nothing follows the ':' after DIR '{}'", dir));
     auto st = apply_options(text, tail, scratch);
     if (!st.ok()) {
       Error e = std::move(st).error();
@@ -223,7 +240,7 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
     for (std::string_view kv : split(part, ':')) pieces.push_back(kv);
   for (std::string_view kv : pieces) {
     const std::size_t e = kv.find('=');
-    if (e == std::string_view::npos || e == 0) return seat_error(text, fmt::format("'{}' is not key=value", kv));
+    if (e == std::string_view::npos || e == 0) return seat_syntax_error(text, fmt::format("'{}' is not key=value", kv));
     std::string key(kv.substr(0, e));
     std::replace(key.begin(), key.end(), '-', '_');  // vLLM's spelling (max-model-len) is accepted too
     const std::string_view v = kv.substr(e + 1);
@@ -233,6 +250,7 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
     if (std::find(seen.begin(), seen.end(), key) != seen.end())
       return seat_error(text, fmt::format("key '{}' given twice", key));
     seen.push_back(key);
+    if (v.empty()) return empty_value_error(text, key);
     if (std::any_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
       return seat_error(text, fmt::format("{}='{}' holds a control character; expected printable text", key,
                                           util::printable(v, 60)));
@@ -336,14 +354,14 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
 
 Result<SeatArg> parse_seat_arg(std::string_view text) {
   const std::size_t eq = text.find('=');
-  if (eq == std::string_view::npos || eq == 0) return seat_error(text, "missing 'NAME='");
+  if (eq == std::string_view::npos || eq == 0) return seat_syntax_error(text, "missing 'NAME='");
   SeatArg a;
   a.name = std::string(text.substr(0, eq));
   if (!std::isalnum(static_cast<unsigned char>(a.name[0])))
-    return seat_error(text, "NAME must start with a letter or digit");
+    return seat_syntax_error(text, "NAME must start with a letter or digit");
   for (char c : a.name)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'))
-      return seat_error(text, "NAME may hold letters, digits, '.', '_' and '-' only");
+      return seat_syntax_error(text, "NAME may hold letters, digits, '.', '_' and '-' only");
   std::string_view rest = text.substr(eq + 1);
   // vllm_args= is the last key: its value (flags with spaces, commas and colons) is the rest of the text.
   const auto [head, args_text] = split_vllm_args_tail(rest);
@@ -364,7 +382,7 @@ Result<SeatArg> parse_seat_arg(std::string_view text) {
       break;
     }
   if (opts.empty()) FP4FORGE_TRY(check_unread_key_list(text, rest));
-  if (rest.empty()) return seat_error(text, "DIR is empty");
+  if (rest.empty()) return seat_syntax_error(text, "DIR is empty");
   a.dir = std::filesystem::path(std::string(rest));
   if (!opts.empty()) FP4FORGE_TRY(apply_options(text, opts, a));
   if (a.served_name.empty()) a.served_name = a.name;
@@ -470,21 +488,35 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
                       "max_model_len=TOKENS", arg.name);
   }
 
+  m.quantization = stored_quantization(*ck);
+  if (m.arg.assume && !m.quantization.empty() && !read_fp8_source(*ck).ok()) {
+    // Already quantized (fp4forge's own output, a recipe's mixed groups, GPTQ, ...): vLLM serves it as stored, and
+    // assume= / recipe= size what quantize writes from a BF16 or FP8 source, which this is not (issue 55).
+    m.notes.push_back(fmt::format(
+        "{} does not apply: DIR is already quantized ({}) and vLLM serves it as stored; planned from its own "
+        "weights (assume= and recipe= size what quantize writes from a BF16 or FP8 source)",
+        m.arg.recipe.empty() ? "assume=" + std::string(quant_scheme_name(*m.arg.assume)) : "recipe=" + m.arg.recipe,
+        m.quantization));
+    m.arg.assume.reset();
+    m.arg.recipe.clear();
+    m.arg.assume_rules.clear();
+    m.arg.assume_ignore.clear();
+  }
   if (arg.weights) {
     m.weights_given = true;
     m.weight_bytes = *arg.weights;
   } else {
     WeightOptions wo;
     wo.include_mtp = arg.kv.spec_tokens > 0;
-    wo.assume = arg.assume;
-    wo.rules = arg.assume_rules;
-    wo.ignore = arg.assume_ignore;
+    wo.assume = m.arg.assume;
+    wo.rules = m.arg.assume_rules;
+    wo.ignore = m.arg.assume_ignore;
     m.weights = estimate_weights(*ck, m.info, wo);
     m.weight_bytes = m.weights.bytes;
     if (!m.weights.planner_note.empty()) m.notes.push_back(m.weights.planner_note);
-    if (arg.assume && m.weights.quantized_linears == 0)
-      m.notes.push_back(fmt::format("assume={} found no Linear to quantize (already quantized, or none eligible)",
-                                    quant_scheme_name(*arg.assume)));
+    if (m.arg.assume && m.weights.quantized_linears == 0)
+      m.notes.push_back(fmt::format("assume={} found no Linear to quantize (none eligible)",
+                                    quant_scheme_name(*m.arg.assume)));
   }
   m.weight_bytes_per_rank = (m.weight_bytes + static_cast<std::uint64_t>(arg.kv.tp) - 1) /
                             static_cast<std::uint64_t>(arg.kv.tp);

@@ -7,6 +7,7 @@
 
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/fp8_source.h"
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/scheme_policy.h"
 #include "fp4forge/quantize/plan.h"
 
@@ -51,6 +52,20 @@ std::uint64_t quantized_bytes(QuantScheme scheme, const FamilySpec& family, cons
 }
 
 }  // namespace
+
+std::string stored_quantization(const Checkpoint& ckpt) {
+  const nlohmann::ordered_json* qc = find_quant_config(ckpt.config());
+  if (qc != nullptr && qc->is_object()) {
+    const auto m = qc->find("quant_method");
+    if (m != qc->end() && m->is_string() && m->get<std::string>() == "compressed-tensors")
+      if (auto parsed = parse_quant_config(*qc); parsed.ok()) return "compressed-tensors " + scheme_labels(*parsed);
+  }
+  const auto hfq = read_hf_quant_config(ckpt);
+  if (auto foreign = foreign_quantization(ckpt.config(), hfq.ok() && *hfq ? &**hfq : nullptr)) return *foreign;
+  if (auto fp8 = read_fp8_source(ckpt); fp8.ok() && *fp8) return (*fp8)->label;
+  if (qc != nullptr || (hfq.ok() && *hfq)) return "a quantization config fp4forge cannot name";
+  return {};
+}
 
 WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, const WeightOptions& opts) {
   WeightEstimate w;

@@ -223,7 +223,7 @@ TEST_F(KvplanCli, OperatorSpellingsAndVllmRefusals) {
   auto e = run("--seat 'a=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=8k,port=9000' --seat 'b=" + ex +
                "qwen3.6-27b:weights=20GiB,max_model_len=8k,port=9000'" + gpu);
   EXPECT_EQ(e.rc, 1);
-  EXPECT_NE(e.out.find("port 9000 is also seat 'a''s host port"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("host port 9000 clash: seats 'a' (port=9000) and 'b' (port=9000)"), std::string::npos) << e.out;
   // A stack never serves weights other than the planned ones: assume= with --emit-compose is refused.
   EXPECT_EQ(run("--seat 'a=" + kData + "/llama:assume=nvfp4a16'" + gpu + " --emit-compose " + (tmp_ / "x").string(), err).rc, 2);
   EXPECT_NE(slurp(err).find("quantize it first"), std::string::npos) << slurp(err);

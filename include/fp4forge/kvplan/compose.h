@@ -26,7 +26,6 @@ struct ComposeOptions {
   std::string image;                                    ///< --image: every seat's image ("" = the planned version's)
   std::string image_repo{kVllmImageRepo};               ///< --image-repo: repository of the planned versions' tags
   std::string api_host = "localhost";                   ///< host LiteLLM reaches the seats on
-  int base_port = 8000;                                 ///< host port of seat i is base_port + i unless port=
   bool force = false;                                   ///< overwrite existing files
 };
 
@@ -44,8 +43,6 @@ std::string compose_project_name(std::string_view seat);
 
 /** The vLLM server arguments that realise the seat's plan (after the image's `vllm serve`). */
 std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat);
-/** Host port of a seat: port= or base_port + index. */
-int seat_port(const Plan& plan, std::size_t seat, const ComposeOptions& opts);
 /** The compose document of one placed seat. */
 std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOptions& opts);
 /** A LiteLLM config fragment `model_list:` with one entry per listed seat. */
@@ -59,12 +56,13 @@ struct ComposeRefusal {
 
 struct EmittedFiles {
   std::vector<std::filesystem::path> files;  ///< written, in order
-  std::vector<std::string> skipped_seats;    ///< not placed: no stack written
+  std::vector<std::string> skipped_seats;    ///< not fitting: no stack written
   std::vector<ComposeRefusal> refused;       ///< non-empty: nothing was written (every blocker of every seat)
 };
 
 /** Writes the files (see above), or none when a seat that fits cannot start (`refused`: every blocker of every
- * such seat). USAGE when a file exists and !force; IO on write failures; BAD_INPUT when no seat is placed. */
+ * such seat); none either when no seat fits (each is in `skipped_seats`). USAGE when a file exists and !force or no
+ * GPU is given; IO on write failures. */
 Result<EmittedFiles> emit_compose(const Plan& plan, const std::filesystem::path& dir, const ComposeOptions& opts);
 
 }  // namespace fp4forge::kvplan

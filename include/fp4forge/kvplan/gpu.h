@@ -49,6 +49,8 @@ struct GpuSpec {
 std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view name, std::string* source = nullptr);
 /** The reserve assumed for a card not in the table (about 0.6 GiB on 96 and 141 GB cards). */
 inline constexpr std::uint64_t kDefaultDriverReserve = 614ull << 20;
+/** GpuSpec::reserved_source of that assumption (--json `reserved_source`). */
+inline constexpr std::string_view kReserveDefaultEstimate = "default estimate";
 
 /**
  * Parses `ID=TOTAL[:used=SIZE][:name=NAME][:reserved=SIZE|:torch_total=SIZE][:headroom=SIZE][:unified][:free=SIZE]`,

@@ -24,24 +24,46 @@
 
 namespace fp4forge::kvplan {
 
-/** One per-seat key and the values it takes (what `--seat` help and the unknown-key error show). */
+/** One per-seat key, the values it takes and its default (what `--seat` help and the key errors show). */
 struct SeatKey {
   std::string_view key;
   std::string_view values;  ///< "" for a key whose values the key names (a count, a name)
+  std::string_view dflt;    ///< what applies when the key is left out (docs/cli/plan.md, "Seat keys")
 };
 
 /** The per-seat keys, in documentation order: parse_seat_arg reads exactly these, the CLI help lists them. */
 inline constexpr SeatKey kSeatKeys[] = {
-    {"max_model_len", "TOKENS"},  {"kv_cache_dtype", "auto|bf16|fp8|fp8_e5m2|int8_per_token_head|..."},
-    {"gpu_memory_utilization", "FRACTION"}, {"max_num_batched_tokens", "TOKENS"}, {"tp", "N"},
-    {"prefix_caching", "on|off"}, {"spec_tokens", "N"}, {"mm", "on|off"}, {"assume", "SCHEME"},
-    {"recipe", "FILE"}, {"weights", "SIZE"}, {"overhead", "SIZE"}, {"concurrency", "REQUESTS"}, {"gpu", "ID[+ID]"},
-    {"port", "PORT"}, {"block_size", "TOKENS"}, {"mamba_ssm_dtype", "DTYPE"}, {"mamba_cache_dtype", "DTYPE"},
-    {"hybrid_manager", "on|off"}, {"served_name", "NAME"}, {"vllm_version", "X.Y"}, {"max_num_seqs", "N"},
-    {"enforce_eager", "on|off"}, {"dtype", "auto|bfloat16|float16|float32"}, {"allow_long_max_model_len", "on|off"},
+    {"max_model_len", "TOKENS", "max_position_embeddings"},
+    {"kv_cache_dtype", "auto|bf16|fp8|fp8_e5m2|int8_per_token_head|...", "auto"},
+    {"gpu_memory_utilization", "FRACTION", "chosen by plan"},
+    {"max_num_batched_tokens", "TOKENS", "vLLM's rule for the GPU"},
+    {"tp", "N", "1"},
+    {"prefix_caching", "on|off", "on"},
+    {"spec_tokens", "N", "0"},
+    {"mm", "on|off", "on"},
+    {"assume", "SCHEME", "none: the weights as stored"},
+    {"recipe", "FILE", "none: the weights as stored"},
+    {"weights", "SIZE", "the safetensors headers"},
+    {"overhead", "SIZE", "--overhead, else the estimate"},
+    {"concurrency", "REQUESTS", "1"},
+    {"gpu", "ID[+ID]", "placed by plan"},
+    {"port", "PORT", "8000 + the seat's index"},
+    {"block_size", "TOKENS", "vLLM's choice"},
+    {"mamba_ssm_dtype", "DTYPE", "config.json's mamba_ssm_dtype, else the model dtype"},
+    {"mamba_cache_dtype", "DTYPE", "the model dtype"},
+    {"hybrid_manager", "on|off", "on"},
+    {"served_name", "NAME", "the seat's NAME"},
+    {"vllm_version", "X.Y", "the newest modelled, or the log's"},
+    {"max_num_seqs", "N", "vLLM's rule for the GPU"},
+    {"enforce_eager", "on|off", "off"},
+    {"dtype", "auto|bfloat16|float16|float32", "auto"},
+    {"allow_long_max_model_len", "on|off", "off"},
     // calibration and replacement (docs/cli/plan.md "Calibration from the seat's log", "A seat that replaces another")
-    {"async_scheduling", "on|off"}, {"log", "FILE"}, {"replaces", "SEAT"}, {"frees", "SIZE"},
-    {"vllm_args", "'--FLAG VALUE ...' (last key)"}};
+    {"async_scheduling", "on|off", "on (vLLM's default), or what the log shows"},
+    {"log", "FILE", "none"},
+    {"replaces", "SEAT", "none"},
+    {"frees", "SIZE", "none"},
+    {"vllm_args", "'--FLAG VALUE ...' (last key)", "none"}};
 
 /** "max_model_len=TOKENS, kv_cache_dtype=auto|bf16|..., ...": every key of kSeatKeys with its values. */
 std::string seat_keys_help();
@@ -69,7 +91,7 @@ struct SeatArg {
   std::optional<std::uint64_t> overhead;                ///< overhead=SIZE (beats --overhead)
   double concurrency = 1.0;                             ///< target requests at max_model_len
   std::vector<std::string> gpus;                        ///< gpu=ID[+ID...]: pinned placement
-  std::optional<int> port;                              ///< host port (default 8000 + seat index)
+  std::optional<int> port;                              ///< host port (default: host_port())
   std::string served_name;                              ///< default: name
   bool prefix_caching_given = false;                    ///< prefix_caching= was given (else vLLM's default)
   std::string vllm_version{kNewestVllm};                ///< the version whose rules apply
@@ -90,6 +112,13 @@ struct SeatArg {
   std::vector<std::string> given;                       ///< the key=value pieces as given (keys normalised)
 };
 
+/** The host port of a seat that gives no port=: kBasePort + its index in --seat order. */
+inline constexpr int kBasePort = 8000;
+/** The host port seat `index` (its place in --seat order) binds in its compose stack: port=, else kBasePort + index. */
+inline int host_port(const SeatArg& a, std::size_t index) {
+  return a.port ? *a.port : kBasePort + static_cast<int>(index);
+}
+
 /** Parses `NAME=DIR[:key=value,...]` (keys: kSeatKeys; sizes as parse_size). USAGE errors. */
 Result<SeatArg> parse_seat_arg(std::string_view text);
 
@@ -101,6 +130,10 @@ struct SeatModel {
   KvLayout layout;
   WeightEstimate weights;        ///< from headers (empty when weights=SIZE)
   bool weights_given = false;    ///< weights=SIZE
+  /** The quantization the checkpoint is stored in (stored_quantization: "compressed-tensors FP8_BLOCK+NVFP4A16");
+   * "" for an unquantized one. A checkpoint quantize does not read as a source is planned as stored: assume= and
+   * recipe= are dropped from `arg` with a note (they size what quantize writes from a BF16 or FP8 source). */
+  std::string quantization;
   std::uint64_t weight_bytes = 0;           ///< all ranks
   std::uint64_t weight_bytes_per_rank = 0;  ///< ceil(weight_bytes / tp)
   std::optional<std::uint64_t> overhead;    ///< explicit (seat key or --overhead); else the estimate

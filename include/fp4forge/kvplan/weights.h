@@ -51,6 +51,11 @@ struct WeightEstimate {
   std::string planner_note;
 };
 
+/** The quantization the checkpoint is stored in, for reports: "compressed-tensors FP8_BLOCK+NVFP4A16" (scheme_labels,
+ * the spelling verify and diff print), an FP8 release's label, a foreign format ("quant_method 'gptq': ..."); ""
+ * when it declares none. */
+std::string stored_quantization(const Checkpoint& ckpt);
+
 /** Sizes the checkpoint's weights (see the file comment). Pure over the headers. */
 WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, const WeightOptions& opts);
 

@@ -1,0 +1,184 @@
+// Issue 55, `fp4forge plan` as an operator reads it: a port clash said as one and naming both seats, a recipe's
+// output planned from its own weights, DeepSeek-V4's refusal with a hint, where the vLLM version comes from, one
+// unit family, tables as wide as their content, the driver reserve said per GPU, prose within 100 columns.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace {
+
+namespace stdfs = std::filesystem;
+using fp4forge::testutil::kData;
+using fp4forge::testutil::q;
+using fp4forge::testutil::run_cli;
+using fp4forge::testutil::TempDir;
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string l; std::getline(ss, l);) out.push_back(l);
+  return out;
+}
+
+/** The lines of the table whose header line starts with `header` (up to the first line that is empty or starts
+ * with "GPU N: driver reserve"). */
+std::vector<std::string> table_of(const std::vector<std::string>& lines, const std::string& header) {
+  std::vector<std::string> t;
+  bool in = false;
+  for (const auto& l : lines) {
+    if (!in && l.rfind(header, 0) == 0) in = true;
+    else if (in && (l.empty() || std::regex_search(l, std::regex("^GPU \\S+: driver reserve")))) break;
+    if (in) t.push_back(l);
+  }
+  return t;
+}
+
+class KvplanOperator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(FP4FORGE_CLI).empty()) GTEST_SKIP() << "CLI not built";
+  }
+  TempDir tmp_;
+};
+
+// Two seats on one host port: the clash is the reason, naming both seats, also when one port is the default
+// 8000 + index (it went unnoticed), and --emit-compose writes nothing and says why (it said "no seat is placed on
+// a GPU", exit 3, with no plan printed).
+TEST_F(KvplanOperator, APortClashIsSaidAsOneNamingBothSeats) {
+  const std::string seats = "--seat a=" + q(kData + "/llama") + " --seat b=" + q(kData + "/llama") + ":port=8000";
+  std::string out, err;
+  const std::string clash = "host port 8000 clash: seats 'a' (the default, 8000 + its index 0) and 'b' (port=8000) "
+                            "both bind it; give each seat its own port=";
+  EXPECT_EQ(run_cli("plan " + seats + " --gpu 0=80GiB --json", &out, &err), 1) << out << err;
+  const auto j = nlohmann::json::parse(out);
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(j["seats"][s]["placement"]["blocker"], clash);
+  EXPECT_EQ(run_cli("plan " + seats + " --gpu 0=80GiB", &out, &err), 1) << out << err;
+  EXPECT_NE(std::regex_replace(out, std::regex("\\s+"), " ").find("seat 'b' does not fit: " + clash), std::string::npos)
+      << out;
+  const stdfs::path deploy = tmp_.path / "deploy";
+  EXPECT_EQ(run_cli("plan " + seats + " --gpu 0=80GiB --emit-compose " + q(deploy), &out, &err), 1) << out << err;
+  EXPECT_EQ(err.find("no seat is placed"), std::string::npos) << err;
+  EXPECT_NE(err.find("seat 'a' does not fit (host port 8000 clash"), std::string::npos) << err;
+  EXPECT_NE(err.find("no seat fits, nothing written"), std::string::npos) << err;
+  EXPECT_NE(out.find("SEAT"), std::string::npos) << out;  // the plan is printed
+  EXPECT_FALSE(stdfs::exists(deploy));
+  // Distinct ports (a's default 8000, b's own 8001, which is also its default): no clash, both stacks written.
+  EXPECT_EQ(run_cli("plan --seat a=" + q(kData + "/llama") + " --seat b=" + q(kData + "/llama") +
+                        ":port=8001 --gpu 0=80GiB --emit-compose " + q(deploy), &out, &err), 0)
+      << out << err;
+  EXPECT_TRUE(stdfs::exists(deploy / "b" / "compose.yaml"));
+}
+
+// A checkpoint quantized with a recipe (mixed FP8_BLOCK + NVFP4A16 groups) is planned from its own weights as
+// stored: recipe= / assume= on it do not re-size it (they sized it as if its packed weights were a source) and
+// --emit-compose serves it (it was refused as "assume=nvfp4a16"). recipe= on a source names recipe= in its refusal.
+TEST_F(KvplanOperator, ARecipeOutputIsPlannedAsStoredAndARecipeSeatIsNamedAsOne) {
+  const stdfs::path recipe = tmp_.path / "mixed.yaml";
+  std::ofstream(recipe) << "scheme: nvfp4a16\nrules:\n  - match: attention\n    scheme: fp8-block\n";
+  const stdfs::path out_dir = tmp_.path / "q";
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(out_dir) + " --recipe " + q(recipe), &out, &err), 0)
+      << err;
+  ASSERT_EQ(run_cli("plan --seat s=" + q(out_dir) + " --json", &out, &err), 0) << err;
+  const auto plain = nlohmann::json::parse(out)["seats"][0]["weights"];
+  EXPECT_EQ(plain["quantization"], "compressed-tensors FP8_BLOCK+NVFP4A16");
+  EXPECT_EQ(plain["bytes"], plain["stored_bytes"]);
+  const std::string keyed = "plan --seat 's=" + out_dir.string() + ":recipe=" + recipe.string() + "' --gpu 0=80GiB";
+  ASSERT_EQ(run_cli(keyed + " --json", &out, &err), 0) << err;
+  const auto j = nlohmann::json::parse(out)["seats"][0];
+  EXPECT_EQ(j["weights"]["bytes"], plain["bytes"]);
+  EXPECT_EQ(j["weights"]["source"], "safetensors");
+  EXPECT_TRUE(j["options"]["recipe"].is_null());
+  EXPECT_NE(j["notes"].dump().find("does not apply: DIR is already quantized (compressed-tensors FP8_BLOCK+NVFP4A16)"),
+            std::string::npos)
+      << j["notes"].dump();
+  ASSERT_EQ(run_cli(keyed, &out, &err), 0) << err;
+  EXPECT_NE(out.find("stored compressed-tensors FP8_BLOCK+NVFP4A16"), std::string::npos) << out;
+  const stdfs::path deploy = tmp_.path / "deploy";
+  EXPECT_EQ(run_cli(keyed + " --emit-compose " + q(deploy), &out, &err), 0) << err;
+  EXPECT_TRUE(stdfs::exists(deploy / "s" / "compose.yaml"));
+  // recipe= on the BF16 source: the refusal names recipe= and the quantize command that writes it.
+  EXPECT_EQ(run_cli("plan --seat 's=" + kData + "/llama:recipe=" + recipe.string() + "' --gpu 0=80GiB --emit-compose " +
+                        q(tmp_.path / "d2"), &out, &err), 2);
+  EXPECT_NE(err.find("planned with recipe="), std::string::npos) << err;
+  EXPECT_NE(err.find("--recipe " + recipe.string()), std::string::npos) << err;
+  EXPECT_EQ(err.find("assume="), std::string::npos) << err;
+}
+
+// DeepSeek-V4's compressed attention has no KV formula: refused (never a false number), saying what and what to do.
+TEST_F(KvplanOperator, DeepSeekV4IsRefusedWithWhatIsMissingAndAHint) {
+  std::string out, err;
+  EXPECT_EQ(run_cli("plan --seat d=" + q(kData + "/deepseek_v4") + " --gpu 0=80GiB", &out, &err), 3);
+  EXPECT_NE(err.find("DeepSeek-V4's compressed attention"), std::string::npos) << err;
+  EXPECT_NE(err.find("refuses the rest rather than guess; hint:"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("plan --seat l=" + q(kData + "/llama4-mm"), &out, &err), 3);
+  EXPECT_NE(err.find("Llama-4's chunked local attention"), std::string::npos) << err;
+}
+
+// The text report: the vLLM line says where the version comes from (it printed "vllm_version=;"), memory in binary
+// units with no raw byte counts, tables as wide as their content (seat names over 16 characters and long GPU
+// names pushed them out of line), the driver reserve per GPU with its source, prose within 100 columns.
+TEST_F(KvplanOperator, TheTextReportReadsInOneUnitWithAlignedTablesAndShortLines) {
+  const std::string seat_name = "a-seat-name-longer-than-sixteen";
+  const std::string gpu_name = "NVIDIA H200 NVL with a product name longer than the column";
+  std::string out, err;
+  ASSERT_EQ(run_cli("plan --seat " + seat_name + "=" + q(kData + "/llama") + " --seat g=" +
+                        q(kData + "/gemma4-dense-mm") + " --gpu '0=143771MiB:name=" + gpu_name + "' --gpu 1=80GiB",
+                    &out, &err), 0)
+      << out << err;
+  EXPECT_EQ(out.find("vllm_version=;"), std::string::npos) << out;
+  EXPECT_NE(out.find("0.34 rules (the default, the newest modelled; vllm_version= sets it;"), std::string::npos) << out;
+  EXPECT_FALSE(std::regex_search(out, std::regex("\\d,\\d{3} B\\b"))) << out;  // "(35,748,577,280 B)"
+  EXPECT_EQ(out.find(" GB"), std::string::npos) << out;
+  const auto lines = lines_of(out);
+  // The summary: every row's second column starts where the header's GPU does, the last ends with FITS.
+  const auto summary = table_of(lines, "SEAT ");
+  ASSERT_EQ(summary.size(), 3u) << out;
+  const std::size_t gpu_col = summary[0].find(" GPU ") + 1;
+  for (std::size_t i = 1; i < summary.size(); ++i)
+    EXPECT_EQ(summary[i].find_first_not_of(' ', summary[i].find(' ')), gpu_col) << summary[i];
+  EXPECT_EQ(summary[1].rfind(seat_name, 0), 0u);
+  // The GPU table: "SEATS ON IT" starts where each row's seat list does; memory in GiB.
+  const auto gpus = table_of(lines, "GPU ");
+  ASSERT_EQ(gpus.size(), 3u) << out;
+  const std::size_t on_it = gpus[0].find("SEATS ON IT");
+  // (the cut name ends in "…", one cell of three bytes: columns are counted in cells)
+  const auto cells = [](const std::string& x) {
+    return static_cast<std::size_t>(std::count_if(x.begin(), x.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  };
+  ASSERT_GE(gpus[1].size(), 2u);
+  EXPECT_EQ(gpus[1].substr(gpus[1].size() - 3), "  g") << gpus[1];
+  EXPECT_EQ(cells(gpus[1].substr(0, gpus[1].size() - 1)), on_it) << gpus[1];
+  EXPECT_EQ(gpus[2].substr(on_it), seat_name);
+  EXPECT_NE(gpus[1].find("140.40 GiB"), std::string::npos) << gpus[1];
+  EXPECT_NE(gpus[0].find("RESERVE"), std::string::npos) << gpus[0];
+  // The reserve each GPU's torch total leaves out, and where it comes from.
+  EXPECT_NE(out.find("GPU 0: driver reserve 697.72 MiB, measured on NVIDIA"), std::string::npos) << out;
+  EXPECT_NE(out.find("GPU 1: driver reserve 614.00 MiB, default estimate (no name= to match a measured card"),
+            std::string::npos)
+      << out;
+  // Prose lines (all but the two tables) fit 100 columns.
+  bool in_table = false;
+  for (const auto& l : lines) {
+    if (l.rfind("SEAT ", 0) == 0 || l.rfind("GPU ", 0) == 0) in_table = l.find(": driver reserve") == std::string::npos;
+    if (l.empty()) in_table = false;
+    if (!in_table) {
+      EXPECT_LE(l.size(), 100u) << l;
+    }
+  }
+  // Given, and the log's, are said as such.
+  ASSERT_EQ(run_cli("plan --seat s=" + q(kData + "/llama") + ":vllm_version=0.28", &out, &err), 0) << err;
+  EXPECT_NE(out.find("0.28 rules (given: vllm_version=0.28;"), std::string::npos) << out;
+}
+
+}  // namespace
