@@ -118,10 +118,6 @@ Status encode_impl(const Kernels& k, const WeightView& w, float gs, std::uint64_
 
 }  // namespace
 
-bool is_source_dtype(DType t) noexcept {
-  return t == DType::BF16 || t == DType::F16 || t == DType::F32;
-}
-
 float e4m3_to_float(std::uint8_t code) noexcept {
   const int e = (code >> 3) & 15, m = code & 7;
   if (e == 15 && m == 7) return std::numeric_limits<float>::quiet_NaN();

@@ -105,7 +105,7 @@ Status w4a16_linear(const nvfp4::WeightView& w, std::string_view name, std::stri
 
 /** Element `i` of a BF16 / F16 / F32 scale tensor as float (anything else: NaN). */
 float scale_at(const std::byte* p, DType t, std::uint64_t i) {
-  return nvfp4::is_source_dtype(t) ? nvfp4::detail::load_elem(p, t, i) : std::nanf("");
+  return is_source_dtype(t) ? nvfp4::detail::load_elem(p, t, i) : std::nanf("");
 }
 
 std::uint8_t u8(const std::byte* p, std::uint64_t i) { return static_cast<std::uint8_t>(p[i]); }

@@ -66,7 +66,7 @@ Status run_rows(const SchemeSpec& spec, EncodeKernel k, const nvfp4::WeightView&
                 std::uint64_t r1, std::byte* out0, std::byte* out1, std::string_view name) {
   // The references' order (scheme_ref::check_weight, then the K multiple, then the outputs); the NaN
   // scan covers the row range only.
-  if (!nvfp4::is_source_dtype(w.dtype))
+  if (!is_source_dtype(w.dtype))
     return tensor_error(name, fmt::format("dtype {} cannot be {}-encoded; expected BF16, F16 or F32",
                                           dtype_name(w.dtype), spec.preset));
   if (w.rows == 0 || w.cols == 0)

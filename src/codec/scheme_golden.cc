@@ -82,7 +82,7 @@ Result<SchemeGoldenSet> parse_cases(QuantScheme scheme, const json& cases, Ctx& 
     if (!jc.contains("inputs") || !jc.at("inputs").is_array() || jc.at("inputs").size() != 1)
       return ctx.fail("\"inputs\" must hold one tensor");
     FP4FORGE_ASSIGN_OR_RETURN(c.input, parse_tensor(jc.at("inputs").at(0), false, ctx));
-    if (c.input.shape.size() != 2 || !nvfp4::is_source_dtype(c.input.dtype))
+    if (c.input.shape.size() != 2 || !is_source_dtype(c.input.dtype))
       return ctx.fail("the input must be a BF16, F16 or F32 matrix [N, K]");
     if (c.ok) {
       if (!jc.contains("saved") || !jc.at("saved").is_array() || jc.at("saved").empty())

@@ -57,7 +57,7 @@ inline void store_elem(std::byte* out, DType dt, std::uint64_t i, float v) noexc
 // Upstream has no answer for NaN/Inf (the scales become NaN/Inf and the codes garbage), so fp4forge
 // refuses them, as NVFP4 does (R4).
 inline Status check_weight(const nvfp4::WeightView& w, std::string_view name, std::string_view scheme) {
-  if (!nvfp4::is_source_dtype(w.dtype))
+  if (!is_source_dtype(w.dtype))
     return tensor_error(name, fmt::format("dtype {} cannot be {}-encoded; expected BF16, F16 or F32",
                                           dtype_name(w.dtype), scheme));
   if (w.rows == 0 || w.cols == 0)

@@ -9,6 +9,7 @@
 #include "checks.h"
 #include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/tensor_names.h"
 #include "fp4forge/verify/verify.h"
 
 namespace fp4forge::doctor {
@@ -67,10 +68,8 @@ void check_quantized(const Context& ctx, std::vector<Finding>& out) {
     if (qc.ok()) {
       // Module names on disk (tensor name without its last component).
       std::set<std::string> modules;
-      for (const auto& [name, meta] : ctx.tensors) {
-        const auto dot = name.rfind('.');
-        if (dot != std::string::npos) modules.insert(name.substr(0, dot));
-      }
+      for (const auto& [name, meta] : ctx.tensors)
+        if (name.find('.') != std::string::npos) modules.insert(std::string(names::module_of(name)));
       auto matcher = IgnoreMatcher::compile(qc->ignore);
       if (!matcher.ok()) {
         Finding f;

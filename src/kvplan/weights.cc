@@ -9,12 +9,11 @@
 #include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/scheme_policy.h"
+#include "fp4forge/model/tensor_names.h"
 #include "fp4forge/quantize/plan.h"
 
 namespace fp4forge::kvplan {
 namespace {
-
-bool is_float_weight(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
 
 /** Bytes vLLM holds for a stored tensor (fp32/fp64 non-quantization tensors load as bf16). */
 std::uint64_t loaded_bytes(const st::TensorInfo& t, const TensorClass& c) {
@@ -27,9 +26,8 @@ std::uint64_t loaded_bytes(const st::TensorInfo& t, const TensorClass& c) {
  * modelled). */
 std::uint64_t quantized_bytes(QuantScheme scheme, const FamilySpec& family, const st::TensorInfo& t,
                               const TensorClass& c, std::size_t* linears) {
-  std::string_view leaf = c.module;
-  if (const auto p = leaf.rfind('.'); p != std::string_view::npos) leaf = leaf.substr(p + 1);
-  if (!policy_quantizes(c.role, family, scheme, leaf) || !c.text_stack || c.quant_param || !is_float_weight(t.dtype))
+  const std::string_view leaf = names::leaf_of(c.module);
+  if (!policy_quantizes(c.role, family, scheme, leaf) || !c.text_stack || c.quant_param || !is_source_dtype(t.dtype))
     return 0;
   const auto& s = t.shape;
   const ShapeRule rule = shape_rule(scheme);

@@ -1,8 +1,9 @@
 // Tensor classification by name components (no regex), plus structural router recognition, and the
 // fused global-scale sets of rule R1 (nvfp4a16-format.md §5).
 #include "fp4forge/model/classify.h"
+#include "fp4forge/model/tensor_param.h"
 #include "fp4forge/util/strings.h"
-#include "model/names_internal.h"
+#include "fp4forge/model/tensor_names.h"
 
 #include <algorithm>
 #include <array>
@@ -55,30 +56,7 @@ bool contains(std::string_view s, std::string_view sub) { return s.find(sub) != 
 using util::ends_with;
 using util::starts_with;
 
-// Final components that are parameters of the module named by the previous component.
-constexpr std::array<std::string_view, 13> kWeightParams{"weight",
-                                                         "bias",
-                                                         "weight_packed",
-                                                         "weight_scale",
-                                                         "weight_global_scale",
-                                                         "input_global_scale",
-                                                         "weight_zero_point",
-                                                         "weight_shape",
-                                                         "weight_g_idx",
-                                                         "input_scale",
-                                                         "output_scale",
-                                                         "weight_scale_inv",
-                                                         "weight_scale_2"};
-constexpr std::array<std::string_view, 9> kQuantParams{
-    "weight_packed", "weight_scale", "weight_global_scale", "input_global_scale", "weight_zero_point",
-    "weight_shape",  "weight_g_idx", "input_scale",         "weight_scale_inv"};
-
 }  // namespace
-
-bool is_quant_metadata(std::string_view param) {
-  return param != "weight_packed" && param != "weight" && param != "bias" &&
-         std::find(kWeightParams.begin(), kWeightParams.end(), param) != kWeightParams.end();
-}
 
 namespace {
 
@@ -116,7 +94,7 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
   if (b.n <= from) return r;
   const std::string_view leaf = b[b.n - 1];
   std::size_t li = b.n - 1;  // index of the deciding component
-  if (one_of(leaf, kWeightParams) && b.n - 1 > from) li = b.n - 2;
+  if (const LeafTraits* lt = leaf_traits(leaf); lt && lt->module_param && b.n - 1 > from) li = b.n - 2;
   // Gemma-4 vision-style wrapped linears (`q_proj.linear.weight`) in a text-like stack.
   if (b[li] == "linear" && li > from) --li;
   const std::string_view last = b[li];
@@ -173,8 +151,7 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
   }
   if (last == "per_expert_scale") return {Role::ROUTER_AUX, -1};
   // Shared experts.
-  if (has_component(b, from, li, "shared_expert") || has_component(b, from, li, "shared_experts") ||
-      has_component(b, from, li, "shared_mlp")) {
+  if (has_any_component(b, from, li, names::kSharedExpertContexts)) {
     if (last == "gate_proj" || last == "w1") return {Role::SHARED_EXPERT_GATE, -1};
     if (last == "up_proj" || last == "w3") return {Role::SHARED_EXPERT_UP, -1};
     if (last == "down_proj" || last == "w2" || last == "output_linear") return {Role::SHARED_EXPERT_DOWN, -1};
@@ -204,7 +181,7 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
     return {Role::LINEAR_ATTN, -1};
   }
   // Mamba-2 mixer (Granite-4 hybrid).
-  if (has_component(b, from, li, "mamba") || has_component(b, from, li, "mixer")) {
+  if (has_any_component(b, from, li, names::kMambaContexts)) {
     if (last == "conv1d") return {Role::LINEAR_ATTN_CONV, -1};
     if (last == "A_log" || last == "dt_bias" || last == "D") return {Role::LINEAR_ATTN_PARAM, -1};
     if (is_norm_name(last)) return {Role::NORM, -1};
@@ -215,9 +192,7 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
   // Numbered norms (LongCat-Flash input_layernorm.0 / .1: one per sub-block of a layer).
   if (parse_index(last) >= 0 && li > from && is_norm_name(b[li - 1])) return {Role::NORM, -1};
   // Attention.
-  const bool attn_ctx = has_component(b, from, li, "self_attn") || has_component(b, from, li, "attn") ||
-                        has_component(b, from, li, "attention") || has_component(b, from, li, "cross_attn") ||
-                        has_component(b, from, li, "self_attention");
+  const bool attn_ctx = has_any_component(b, from, li, names::kAttentionContexts);
   // Attention sinks: one learned logit per head (gpt-oss and Granite self_attn.sinks, DeepSeek-V4 attn.attn_sink,
   // MiMo self_attn.attention_sink_bias).
   if (attn_ctx && (last == "sinks" || last == "attn_sink" || last == "attention_sink_bias")) return {Role::ATTN_SINK, -1};
@@ -236,8 +211,7 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
   if (last == "o_proj" || (attn_ctx && (last == "wo" || last == "out_proj" || last == "dense" ||
                                         last == "c_proj" || last == "proj")))
     return {Role::ATTN_O, -1};
-  if (attn_ctx && (last == "k_scale" || last == "v_scale" || last == "q_scale" || last == "prob_scale"))
-    return {Role::SCALAR, -1};
+  if (const LeafTraits* lt = leaf_traits(last); attn_ctx && lt && lt->attention_scale) return {Role::SCALAR, -1};
   // Dense MLP.
   if (last == "gate_up_proj") return {Role::MLP_GATE_UP, -1};
   if (last == "gate_proj" || last == "w1") return {Role::MLP_GATE, -1};
@@ -263,17 +237,15 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
 
 }  // namespace
 
-TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape, const ModelInfo& info) {
+namespace {
+
+/** classify() without the columns the tables add (param_kind, group, quant_param). */
+TensorClass classify_name(std::string_view name, std::span<const std::uint64_t> shape, const ModelInfo& info) {
   TensorClass c;
   const Parts parts = split(name);
-  const std::size_t dot = name.rfind('.');
-  if (dot == std::string_view::npos) {
-    c.param = std::string(name);
-  } else {
-    c.module = std::string(name.substr(0, dot));
-    c.param = std::string(name.substr(dot + 1));
-  }
-  c.quant_param = one_of(std::string_view(c.param), kQuantParams);
+  const auto [module_part, leaf_part] = names::split_leaf(name);
+  c.module = std::string(module_part);
+  c.param = std::string(leaf_part);
   if (parts.n == 0 || name.empty()) return c;
 
   // MTP block (top level).
@@ -394,12 +366,23 @@ TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape
   return c;
 }
 
+}  // namespace
+
+TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape, const ModelInfo& info) {
+  TensorClass c = classify_name(name, shape, info);
+  const LeafTraits* lt = leaf_traits(c.param);
+  c.param_kind = lt ? lt->kind : ParamKind::OTHER;
+  c.quant_param = lt && lt->quant_param;
+  c.group = role_traits(c.role).group;
+  return c;
+}
+
 std::vector<FusedSet> fused_sets(std::span<const std::string> weight_modules, const ModelInfo& info) {
   std::map<std::string, std::set<std::string>, std::less<>> children;
   for (const auto& m : weight_modules) {
-    const std::size_t dot = m.rfind('.');
-    if (dot == std::string::npos) continue;
-    children[m.substr(0, dot)].insert(m.substr(dot + 1));
+    const auto [parent, leaf] = names::split_leaf(m);
+    if (m.find('.') == std::string::npos) continue;
+    children[std::string(parent)].insert(std::string(leaf));
   }
   std::vector<FusedSet> out;
   for (const auto& [parent, kids] : children) {

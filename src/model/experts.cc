@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "fp4forge/model/classify.h"
+#include "fp4forge/model/tensor_names.h"
 
 namespace fp4forge {
 namespace {
@@ -17,6 +18,14 @@ namespace {
 std::string shape_text(std::span<const std::uint64_t> s) { return fmt::format("[{}]", fmt::join(s, ", ")); }
 
 bool is_part_role(Role r) { return r == Role::EXPERT_GATE || r == Role::EXPERT_UP || r == Role::EXPERT_DOWN; }
+
+/** The block key of a 3-D expert stack: `<key>.gate_up_proj` (the leaf is the projection: its module), or
+ * `<block>.input_linear.weight` (Granite: the module's parent, then `experts`). */
+std::string fused_key(const TensorClass& c) {
+  if (c.param_kind != ParamKind::WEIGHT) return c.module;
+  const std::string_view parent = names::module_of(c.module);
+  return parent.empty() ? std::string("experts") : std::string(parent) + ".experts";
+}
 
 int role_rank(Role r) { return r == Role::EXPERT_GATE ? 0 : r == Role::EXPERT_UP ? 1 : 2; }
 
@@ -206,11 +215,7 @@ std::vector<ExpertBlock> find_expert_blocks(std::span<const NamedShape> tensors,
     const Role r = mtp ? c.base_role : c.role;
     if ((r == Role::EXPERT_GATE_UP_FUSED || r == Role::EXPERT_DOWN_FUSED) && c.expert < 0 && t.shape.size() == 3) {
       // `<key>.gate_up_proj` (the parameter is the projection) or `<block>.input_linear.weight` (Granite).
-      std::string key = c.module;
-      if (c.param == "weight") {
-        const auto dot = key.rfind('.');
-        key = (dot == std::string::npos ? std::string() : key.substr(0, dot + 1)) + "experts";
-      }
+      const std::string key = fused_key(c);
       FusedPair& f = fused[key];
       (r == Role::EXPERT_GATE_UP_FUSED ? f.gate_up : f.down) = &t;
       f.mtp = f.mtp || mtp;
@@ -219,11 +224,7 @@ std::vector<ExpertBlock> find_expert_blocks(std::span<const NamedShape> tensors,
     if ((r == Role::EXPERT_GATE || r == Role::EXPERT_UP || r == Role::EXPERT_DOWN) && c.expert < 0 &&
         t.shape.size() == 3) {
       // Separate 3-D projections: `<key>.gate_proj` (parameter) or `<block>.gate_proj.weight`.
-      std::string key = c.module;
-      if (c.param == "weight") {
-        const auto dot = key.rfind('.');
-        key = (dot == std::string::npos ? std::string() : key.substr(0, dot + 1)) + "experts";
-      }
+      const std::string key = fused_key(c);
       FusedPair& f = fused[key];
       (r == Role::EXPERT_GATE ? f.gate : r == Role::EXPERT_UP ? f.up : f.down) = &t;
       f.mtp = f.mtp || mtp;

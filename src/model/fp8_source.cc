@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/tensor_names.h"
+#include "fp4forge/model/tensor_param.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/json_get.h"
@@ -99,16 +101,10 @@ struct Declared {
   std::string what;  // for messages: "quant_method fp8, weight_block_size [128, 128]"
 };
 
-const std::set<std::string>& dropped_leaves() {
-  static const std::set<std::string> s{"input_scale", "k_scale",        "v_scale",           "q_scale",
-                                       "kv_scale",    "prob_scale",     "output_scale",      "input_zero_point",
-                                       "weight_zero_point", "input_scale_ub", "output_zero_point"};
-  return s;
-}
-
-std::string_view leaf(std::string_view name) {
-  const auto p = name.rfind('.');
-  return p == std::string_view::npos ? name : name.substr(p + 1);
+/** Activation and KV-cache calibration: the leaf table's fp8_dropped column (model/tensor_param.h). */
+bool dropped_leaf(std::string_view name) {
+  const LeafTraits* t = leaf_traits(names::leaf_of(name));
+  return t != nullptr && t->fp8_dropped;
 }
 
 Result<std::optional<Declared>> read_compressed_tensors(const ojson& qc, const std::string& key) {
@@ -457,7 +453,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
                         "FP8 tensor '{}' has no scale: expected '{}{}' beside it ({}); the weights cannot be dequantized "
                         "without it",
                         t.name, t.name, suffixes[0], decl);
-    const bool float_scale = s->dtype == DType::F32 || s->dtype == DType::BF16 || s->dtype == DType::F16;
+    const bool float_scale = is_source_dtype(s->dtype);
     if (!float_scale && s->dtype != DType::F8_E8M0 && !(s->dtype == DType::U8 && e8m0_declared))
       return make_error(Errc::BAD_INPUT, "{} scale '{}' is {}; expected F32, BF16, F16 or F8_E8M0{}", kind, s->name,
                         dtype_name(s->dtype), e8m0_declared ? " (or U8 E8M0 exponents)" : "");
@@ -510,7 +506,7 @@ Result<std::optional<Fp8Source>> detect_fp8_source(const ojson& config, const oj
   }
   for (const auto& t : tensors) {
     if (scales.count(t.name)) continue;
-    if (dropped_leaves().count(std::string(leaf(t.name)))) {
+    if (dropped_leaf(t.name)) {
       src.dropped.push_back(t.name);
       continue;
     }

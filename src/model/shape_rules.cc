@@ -131,15 +131,7 @@ LinearShape expected_linear_shape(const ModelInfo& info, const nlohmann::ordered
         (info.use_double_wide_mlp || bool_of(text, "use_double_wide_mlp")))
       I *= 2;
   }
-  if (info.spec().mla || info.kv_lora_rank > 0) switch (base) {
-      case Role::ATTN_Q:
-      case Role::ATTN_Q_A:
-      case Role::ATTN_Q_B:
-      case Role::ATTN_KV_A:
-      case Role::ATTN_KV_B:
-      case Role::ATTN_O: return mla_shape(base, info);
-      default: break;
-    }
+  if ((info.spec().mla || info.kv_lora_rank > 0) && role_traits(base).mla) return mla_shape(base, info);
   if (auto s = attention_shape(base, H, A, d, kv, info.attn_output_gate ? 2 : 1)) return s;
   switch (base) {
     case Role::EXPERT_GATE:

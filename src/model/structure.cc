@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "fp4forge/safetensors/checkpoint.h"
-#include "model/names_internal.h"
+#include "fp4forge/model/tensor_names.h"
 
 namespace fp4forge {
 namespace {

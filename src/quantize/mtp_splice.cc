@@ -109,7 +109,6 @@ std::string config_mismatch(const ModelInfo& t, const ModelInfo& s) {
   return fmt::format("{}", fmt::join(bad, ", "));
 }
 
-bool is_float_dtype(DType d) { return d == DType::BF16 || d == DType::F16 || d == DType::F32; }
 
 /** True when `path` exists as a symbolic link (never followed). */
 bool is_link(const stdfs::path& p) {
@@ -320,7 +319,7 @@ Status collect_source_mtp(Splice& sp) {
   }
   for (const auto& m : src_mtp) {
     const TensorClass c = classify(m.ref->name, m.ref->info->shape, si);
-    if (m.fp8 == nullptr && (c.quant_param || !is_float_dtype(m.ref->info->dtype)))
+    if (m.fp8 == nullptr && (c.quant_param || !is_source_dtype(m.ref->info->dtype)))
       return Error{Errc::BAD_INPUT,
                    fmt::format("--mtp-from '{}': MTP tensor '{}' is {} ({}); fp4forge splices unquantized MTP "
                                "(BF16, F16 or F32) or the E4M3 weights of an FP8 release only; hint: use a bf16 release of the model",

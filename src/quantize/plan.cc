@@ -21,6 +21,7 @@
 #include "fp4forge/model/quant_config.h"
 #include "fp4forge/model/registry.h"
 #include "fp4forge/model/scheme_policy.h"
+#include "fp4forge/model/tensor_names.h"
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/strings.h"
@@ -39,7 +40,6 @@ using util::starts_with;
 
 std::uint64_t elem_bytes(DType t) { return dtype_bits(t) / 8; }
 
-bool is_source_dtype(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
 
 /** Why the policy keeps a tensor of this role. */
 std::string keep_reason(Role r, bool mtp, bool outside_text) {
@@ -117,8 +117,7 @@ std::string experts_prefix_of(std::string_view module) {
 /** The last component of a module name ("in_proj_a" of "model.layers.0.linear_attn.in_proj_a"). */
 std::string_view leaf_of(std::string_view module) {
   if (module.ends_with(".weight")) module.remove_suffix(7);
-  const std::size_t p = module.rfind('.');
-  return p == std::string_view::npos ? module : module.substr(p + 1);
+  return names::leaf_of(module);
 }
 
 OutKind out_kind(LinearPart p) {
@@ -738,7 +737,7 @@ Status PlanBuilder::check_expert_uniformity() {
       if (fused_block.count(d.name) != 0) continue;
       const std::string parent = d.cls.module;
       for (const auto& k : quant_keys) {
-        const std::string kparent = k.substr(0, k.rfind('.') == std::string::npos ? 0 : k.rfind('.'));
+        const std::string kparent(names::module_of(k));
         if (parent == k || parent == kparent || parent.rfind(k + ".", 0) == 0) {
           if (ign.take({d.name})) break;
           return make_error(Errc::BAD_INPUT,
@@ -1022,14 +1021,14 @@ void PlanBuilder::summarize() {
         plan.info.mtp_num_hidden_layers));
   std::uint64_t attn = 0, mlp = 0, expert = 0, shared = 0, linear_attn = 0, other = 0;
   for (const auto& u : plan.units) {
-    switch (u.role) {
-      case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: case Role::ATTN_QKV:
-      case Role::ATTN_Q_A: case Role::ATTN_Q_B: case Role::ATTN_KV_A: case Role::ATTN_KV_B: ++attn; break;
-      case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN: case Role::MLP_GATE_UP: ++mlp; break;
-      case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN: ++expert; break;
-      case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN:
-      case Role::SHARED_EXPERT_GATE_UP: ++shared; break;
-      case Role::LINEAR_ATTN: ++(u.forced ? other : linear_attn); break;
+    // Counted by the group of its role when that role is a per-module Linear (role table); the rest was forced.
+    const RoleTraits& rt = role_traits(u.role);
+    switch (rt.linear && !rt.expert_stack ? rt.group : RoleGroup::OTHER) {
+      case RoleGroup::ATTENTION: ++attn; break;
+      case RoleGroup::DENSE_MLP: ++mlp; break;
+      case RoleGroup::EXPERTS: ++expert; break;
+      case RoleGroup::SHARED_EXPERTS: ++shared; break;
+      case RoleGroup::LINEAR_ATTENTION: ++(u.forced ? other : linear_attn); break;
       default: ++other; break;
     }
   }

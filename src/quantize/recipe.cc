@@ -25,18 +25,20 @@ struct RoleSelector {
   std::vector<Role> roles;
 };
 
+/** A selector per role group a recipe may name, picking the group's Linears (the role table,
+ * model/tensor_role.h). */
 const std::vector<RoleSelector>& role_selectors() {
-  static const std::vector<RoleSelector> t{
-      {"attention",
-       {Role::ATTN_Q, Role::ATTN_K, Role::ATTN_V, Role::ATTN_O, Role::ATTN_QKV, Role::ATTN_Q_A, Role::ATTN_Q_B,
-        Role::ATTN_KV_A, Role::ATTN_KV_B}},
-      {"dense_mlp", {Role::MLP_GATE, Role::MLP_UP, Role::MLP_DOWN, Role::MLP_GATE_UP}},
-      {"experts",
-       {Role::EXPERT_GATE, Role::EXPERT_UP, Role::EXPERT_DOWN, Role::EXPERT_GATE_UP_FUSED, Role::EXPERT_DOWN_FUSED}},
-      {"shared_experts",
-       {Role::SHARED_EXPERT_GATE, Role::SHARED_EXPERT_UP, Role::SHARED_EXPERT_DOWN, Role::SHARED_EXPERT_GATE_UP}},
-      {"linear_attention", {Role::LINEAR_ATTN}},
-  };
+  static const std::vector<RoleSelector> t = [] {
+    std::vector<RoleSelector> out;
+    for (RoleGroup g : {RoleGroup::ATTENTION, RoleGroup::DENSE_MLP, RoleGroup::EXPERTS, RoleGroup::SHARED_EXPERTS,
+                        RoleGroup::LINEAR_ATTENTION}) {
+      RoleSelector sel{role_group_name(g), {}};
+      for (const RoleTraits& r : role_table())
+        if (role_is_linear_of(r.role, g)) sel.roles.push_back(r.role);
+      out.push_back(std::move(sel));
+    }
+    return out;
+  }();
   return t;
 }
 

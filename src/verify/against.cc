@@ -210,7 +210,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
     // with the source at hand that is exact, where the structural pass can only compare with the model's dtype. An FP8
     // source's module passed through keeps its source scale's dtype instead (compare_lossless proves those).
     if (stored[i] && specs[i].part == LinearPart::SCALE && stored[i]->info->dtype != specs[i].dtype &&
-        nvfp4::is_source_dtype(specs[i].dtype) && src.fp8 == nullptr)
+        is_source_dtype(specs[i].dtype) && src.fp8 == nullptr)
       sink.add({"scale-dtype-mismatch", Severity::ERROR, family_of(m.name),
                 fmt::format("'{}' is {} but its source weight '{}' is {}: compressed-tensors writes a module's scale in "
                             "its own weight's dtype",
@@ -550,7 +550,7 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
       break;
     }
     nvfp4::WeightView v{mem.src.data, mem.src.dtype, mem.src.rows, mem.src.cols};
-    if (!nvfp4::is_source_dtype(mem.src.dtype)) {
+    if (!is_source_dtype(mem.src.dtype)) {
       sink.add({"extra-tensor", Severity::ERROR, family_of(mem.mod->name) + " source-dtype",
                 fmt::format("source '{}' has dtype {}, not BF16/F16/F32", mem.src.label, dtype_name(mem.src.dtype)),
                 {mem.src.tensor->name}, "", "BF16, F16 or F32", std::string(dtype_name(mem.src.dtype)), ""});
@@ -595,7 +595,7 @@ bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
 void search_ahead(Against& r, Job& job) {
   auto one = [&r](Member& mem) {
     const auto search = r.search_of(*mem.mod);
-    if (!search || mem.src.data == nullptr || !nvfp4::is_source_dtype(mem.src.dtype)) return;
+    if (!search || mem.src.data == nullptr || !is_source_dtype(mem.src.dtype)) return;
     auto m = search_member(r, mem, *search);
     if (!m.ok()) return;  // load_sources stops at this member, with its finding
     mem.maxima = std::move(m).value();

@@ -53,9 +53,8 @@ std::string Layout::describe() const {
 }
 
 std::pair<std::string, std::string> split_name(std::string_view name) {
-  const auto dot = name.rfind('.');
-  if (dot == std::string_view::npos) return {std::string(), std::string(name)};
-  return {std::string(name.substr(0, dot)), std::string(name.substr(dot + 1))};
+  const auto [module, leaf] = names::split_leaf(name);
+  return {std::string(module), std::string(leaf)};
 }
 
 std::optional<float> read_f32_scalar(const Checkpoint& q, const TensorRef* t) {
@@ -83,7 +82,7 @@ double load_elem(const std::byte* p, DType t, std::uint64_t i) {
     std::memcpy(&d, p + 8 * i, 8);
     return d;
   }
-  return nvfp4::is_source_dtype(t) ? nvfp4::load_source_elem(p, t, i) : 0.0;
+  return is_source_dtype(t) ? nvfp4::load_source_elem(p, t, i) : 0.0;
 }
 
 void load_floats(const std::byte* p, DType t, std::uint64_t i, std::uint64_t n, float* out) {
@@ -146,37 +145,17 @@ bool geometry_stated(const TensorClass& c) {
     case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN: return true;
     default: break;
   }
-  const std::string_view mod = c.module;
-  const std::size_t dot = mod.rfind('.');
-  if (dot == std::string_view::npos) return false;
-  const std::string_view head = mod.substr(0, dot);
-  const std::string_view parent = head.substr(head.rfind('.') == std::string_view::npos ? 0 : head.rfind('.') + 1);
+  // The block the module sits in: `self_attn` of `model.layers.0.self_attn.q_proj`.
+  if (c.module.find('.') == std::string::npos) return false;
+  const std::string_view parent = names::leaf_of(names::module_of(c.module));
   // An attention module under an attention block, an MLP module under an MLP block: a `gate_proj` under
   // `self_attn` (AFMoE's attention output gate) is not the MLP gate the config's intermediate size describes.
-  static constexpr std::array<std::string_view, 6> kAttn{"self_attn", "attn",       "attention",
-                                                         "self_attention", "cross_attn", "mixer"};
-  static constexpr std::array<std::string_view, 11> kMlp{"mlp",         "block_sparse_moe", "moe",           "feed_forward",
-                                                         "ffn",         "sparse_moe",       "shared_expert", "shared_experts",
-                                                         "shared_mlp",  "mixer",            "linear_attn"};
-  const bool attn_role = c.base_role == Role::ATTN_Q || c.base_role == Role::ATTN_K || c.base_role == Role::ATTN_V ||
-                         c.base_role == Role::ATTN_O || c.base_role == Role::ATTN_QKV || c.base_role == Role::ATTN_Q_A ||
-                         c.base_role == Role::ATTN_Q_B || c.base_role == Role::ATTN_KV_A ||
-                         c.base_role == Role::ATTN_KV_B;
-  return attn_role ? std::find(kAttn.begin(), kAttn.end(), parent) != kAttn.end()
-                   : std::find(kMlp.begin(), kMlp.end(), parent) != kMlp.end();
-}
-
-bool is_attention_or_mlp(Role r) {
-  switch (r) {
-    case Role::ATTN_Q: case Role::ATTN_K: case Role::ATTN_V: case Role::ATTN_O: case Role::ATTN_QKV:
-    case Role::ATTN_Q_A: case Role::ATTN_Q_B: case Role::ATTN_KV_A: case Role::ATTN_KV_B:
-    case Role::MLP_GATE: case Role::MLP_UP: case Role::MLP_DOWN: case Role::MLP_GATE_UP:
-    case Role::SHARED_EXPERT_GATE_UP:
-    case Role::EXPERT_GATE: case Role::EXPERT_UP: case Role::EXPERT_DOWN:
-    case Role::SHARED_EXPERT_GATE: case Role::SHARED_EXPERT_UP: case Role::SHARED_EXPERT_DOWN:
-      return true;
-    default: return false;
-  }
+  // Beside the block names classify reads (model/tensor_names.h), verify accepts a `mixer` block for either and
+  // a `linear_attn` block for an MLP module.
+  if (role_is_linear_of(c.base_role, RoleGroup::ATTENTION))
+    return names::one_of(parent, names::kAttentionContexts) || parent == "mixer";
+  return names::one_of(parent, names::kMlpContexts) || names::one_of(parent, names::kSharedExpertContexts) ||
+         parent == "mixer" || parent == "linear_attn";
 }
 
 }  // namespace fp4forge::verify_internal

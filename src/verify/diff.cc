@@ -11,6 +11,7 @@
 #include "fp4forge/util/first_difference.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/tensor_names.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/strings.h"
 
@@ -22,10 +23,7 @@ using Json = nlohmann::ordered_json;
 constexpr std::uint64_t kMaxCompareFile = 64ull << 20;
 
 
-std::string module_of(std::string_view name) {
-  const auto dot = name.rfind('.');
-  return dot == std::string_view::npos ? std::string() : std::string(name.substr(0, dot));
-}
+std::string module_of(std::string_view name) { return std::string(names::module_of(name)); }
 
 std::map<std::string, FamilySide> families(const Checkpoint& c) {
   std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> sets;

@@ -32,6 +32,8 @@
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
 #include "fp4forge/model/fp8_source.h"
+#include "fp4forge/model/tensor_names.h"
+#include "fp4forge/model/tensor_param.h"
 #include "fp4forge/model/tensor_role.h"
 #include "fp4forge/verify/diff.h"
 #include "fp4forge/verify/quality.h"
@@ -44,11 +46,6 @@
 namespace fp4forge::verify_internal {
 
 using Json = nlohmann::ordered_json;
-
-inline constexpr std::array<std::string_view, 8> kExtraQuantParams{
-    "weight_zero_point", "weight_shape", "weight_g_idx", "input_scale",
-    "weight_scale_inv",  "weight_scale_2", "output_scale", "input_zero_point"};
-inline constexpr std::array<std::string_view, 4> kKvScales{"k_scale", "v_scale", "q_scale", "prob_scale"};
 
 template <std::size_t N>
 bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
@@ -123,14 +120,9 @@ class Sink {
 
 // ---- modules -------------------------------------------------------------------------------------
 
-/** Every module parameter verify looks at: what any scheme writes, the plain weight, and the other
- * compressed-tensors parameters (extras unless the scheme writes them). */
-inline constexpr std::array<std::string_view, 6> kSchemeParams{"weight_packed", "weight_scale", "weight_global_scale",
-                                                        "weight", "input_global_scale", "weight_shape"};
-
 struct Module {
   std::string name;
-  std::map<std::string, const TensorRef*, std::less<>> params;  // by suffix: kSchemeParams and kExtraQuantParams
+  std::map<std::string, const TensorRef*, std::less<>> params;  // by suffix: the leaf table's verify members (model/tensor_param.h)
   const TensorRef* payload = nullptr;   // the scheme's quantized values: weight_packed, or FP8's F8_E4M3 weight
   const TensorRef* scale = nullptr;     // weight_scale
   const TensorRef* gs = nullptr;        // weight_global_scale
@@ -191,7 +183,6 @@ std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t fla
 
 /** Whether config.json states the geometry of module `c` (verify's shape rules apply). */
 bool geometry_stated(const TensorClass& c);
-bool is_attention_or_mlp(Role r);
 
 // ---- the structural pass -------------------------------------------------------------------------
 

@@ -149,7 +149,7 @@ bool check_members(const Layout& L, Module& m, const std::string& name, const st
     m.k = ps[1] * L.per_payload_col;
   }
   // The other members, against linear_tensors for this [N, K] (scales in the weight's dtype: any source dtype).
-  const DType sdt = m.scale && nvfp4::is_source_dtype(m.scale->info->dtype) ? m.scale->info->dtype : DType::BF16;
+  const DType sdt = m.scale && is_source_dtype(m.scale->info->dtype) ? m.scale->info->dtype : DType::BF16;
   for (const LinearTensorSpec& spec : linear_tensors(L.qs, m.n, m.k, sdt)) {
     if (spec.part == LinearPart::PAYLOAD) continue;
     const TensorRef* t = m.param(spec.suffix);
@@ -161,7 +161,7 @@ bool check_members(const Layout& L, Module& m, const std::string& name, const st
     const bool fixed = spec.part == LinearPart::GLOBAL_SCALE || spec.part == LinearPart::SHAPE;
     if (!ok && !fixed) continue;  // its shape follows the payload's
     const bool src = L.follows_source(spec.suffix);
-    const bool dtype_ok = src ? nvfp4::is_source_dtype(t->info->dtype) : t->info->dtype == spec.dtype;
+    const bool dtype_ok = src ? is_source_dtype(t->info->dtype) : t->info->dtype == spec.dtype;
     if (!dtype_ok || t->info->shape != spec.shape) {
       problems.push_back(fmt::format("{} is {} {}, expected {} {}", spec.suffix, dtype_name(t->info->dtype),
                                      format_shape(t->info->shape),
@@ -189,11 +189,12 @@ void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, S
                      bool kv_cache_scheme) {
   for (const TensorRef& t : q.tensors()) {
     auto [mod, param] = split_name(t.name);
-    if (one_of(std::string_view(param), kSchemeParams) || one_of(std::string_view(param), kExtraQuantParams)) {
+    const LeafTraits* leaf = leaf_traits(param);
+    if (leaf && leaf->verify_member) {
       Module& m = s.modules[mod];
       m.name = mod;
       m.params[param] = &t;
-    } else if (one_of(std::string_view(param), kKvScales) && !kv_cache_scheme) {
+    } else if (leaf && leaf->attention_scale && !kv_cache_scheme) {
       sink.add({"orphan-scale", Severity::WARNING, family_of(t.name),
                 fmt::format("'{}' is a KV-cache scale but quantization_config has no kv_cache_scheme", t.name),
                 {t.name}, "quantization_config.kv_cache_scheme", "a kv_cache_scheme", "(none)",
@@ -629,7 +630,7 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
   for (const auto& [name, m] : s.modules) {
     if (!(m.quantized() ? m.valid : s.kept_linear.count(name) > 0)) continue;
     const TensorClass& c = m.cls;
-    if (!(c.text_stack || c.role == Role::MTP) || !is_attention_or_mlp(c.base_role)) continue;
+    if (!(c.text_stack || c.role == Role::MTP) || !role_has_config_geometry(c.base_role)) continue;
     // A family outside the registry: its class may transform the config's widths (LFM2 rescales its MLP
     // width, AFMoE gates its attention), so the config does not state the shapes for sure.
     if (info.family == Family::UNKNOWN || !geometry_stated(c)) {
@@ -817,7 +818,7 @@ void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structu
   std::optional<DType> model;
   for (const TensorRef& t : q.tensors()) {
     const TensorClass c = classify(t.name, t.info->shape, info);
-    if (c.role == Role::EMBEDDING && c.text_stack && nvfp4::is_source_dtype(t.info->dtype)) {
+    if (c.role == Role::EMBEDDING && c.text_stack && is_source_dtype(t.info->dtype)) {
       model = t.info->dtype;
       break;
     }
@@ -825,7 +826,7 @@ void check_scale_dtype(const Checkpoint& q, const ModelInfo& info, const Structu
   if (!model) return;  // no text embedding to tell the model's dtype: not checked
   std::vector<std::string> off;
   for (const auto& [name, m] : s.modules)
-    if (m.quantized() && float_scales(m) && m.scale && nvfp4::is_source_dtype(m.scale->info->dtype) &&
+    if (m.quantized() && float_scales(m) && m.scale && is_source_dtype(m.scale->info->dtype) &&
         m.scale->info->dtype != *model &&
         // FP8: vLLM builds the scale parameters in float32 (fp8_utils.py create_fp8_scale_parameter; code index,
         // release inferred), so an F32 scale (an FP8 source passed through) loads as it is, nothing rounded.

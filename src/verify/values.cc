@@ -87,7 +87,7 @@ void check_e8m0_scales(const Checkpoint& q, const Module& m, const std::string& 
 
 /** A weight_scale in the weight's dtype (FP8, W4A16): finite and > 0 (upstream writes eps for a zero group). */
 void check_float_scales(const Checkpoint& q, const Module& m, const std::string& fam, Sink& sink, VerifyStats& st) {
-  if (!nvfp4::is_source_dtype(m.scale->info->dtype)) return;  // quantized-module-incomplete already
+  if (!is_source_dtype(m.scale->info->dtype)) return;  // quantized-module-incomplete already
   auto d = q.data(*m.scale);
   const ScaleScan r = scan_scales(d, m.scale->info->dtype);
   st.scale_bytes_scanned += d.size();

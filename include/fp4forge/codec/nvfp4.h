@@ -49,8 +49,6 @@ struct WeightView {
   std::uint64_t cols = 0;
 };
 
-/** True for the dtypes the codec accepts as source (BF16, F16, F32). */
-bool is_source_dtype(DType t) noexcept;
 /** Element i (row-major) of a BF16, F16 or F32 buffer, widened to float (exact): the one reader of source
  * elements (verify's double reader adds F64 on top of it). */
 float load_source_elem(const std::byte* data, DType dt, std::uint64_t i) noexcept;

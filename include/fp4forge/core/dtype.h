@@ -27,6 +27,10 @@ std::optional<DType> parse_dtype(std::string_view s) noexcept;
 unsigned dtype_bits(DType t) noexcept;
 /** True for floating-point dtypes (F4 ... F64, C64 excluded). */
 bool dtype_is_float(DType t) noexcept;
+/** True for the float dtypes fp4forge reads as source values (BF16, F16, F32): the unquantized weights every
+ * scheme's encoder takes (and an MTP splice, the KV planner's quantizable weights), a float scale of an FP8
+ * source. Scheme-neutral: the one home of this set. */
+constexpr bool is_source_dtype(DType t) noexcept { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
 /** Position in the safetensors write order: lower sorts first (U64 first, BOOL last). */
 inline int dtype_write_rank(DType t) noexcept { return kDTypeCount - 1 - static_cast<int>(t); }
 

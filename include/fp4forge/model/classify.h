@@ -3,7 +3,8 @@
  * classify(): a pure function from (tensor name, shape, ModelInfo) to a role, with layer index, expert
  * index and layer type where they exist. Never depends on iteration order. Quantized-checkpoint names
  * (`X.weight_packed`, `X.weight_scale`, `X.weight_global_scale`, `X.input_global_scale`) classify by
- * their module X.
+ * their module X. The role's traits come from the role table (tensor_role.h), the leaf's from the leaf table
+ * (tensor_param.h); the name components it reads are those of tensor_names.h.
  */
 #include <cstdint>
 #include <span>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "fp4forge/model/model_info.h"
+#include "fp4forge/model/tensor_param.h"
 #include "fp4forge/model/tensor_role.h"
 
 namespace fp4forge {
@@ -21,22 +23,20 @@ struct TensorClass {
   int layer = -1;           ///< decoder layer index (text stack or mtp.layers.k), -1 if none
   int expert = -1;          ///< routed expert index for per-expert tensors, -1 otherwise
   std::string layer_type;   ///< "full_attention", "sliding_attention", "linear_attention" or ""
-  std::string module;       ///< module path (name without the final parameter component)
-  std::string param;        ///< final component: "weight", "bias", "weight_packed", "gate_up_proj", ...
+  std::string module;       ///< module path (name without the final parameter component; names::split_leaf)
+  std::string param;        ///< the leaf, the final component: "weight", "bias", "weight_packed", "gate_up_proj", ...
+  ParamKind param_kind = ParamKind::OTHER;  ///< the leaf's kind (leaf table; OTHER for a leaf outside it)
+  RoleGroup group = RoleGroup::OTHER;       ///< the group of `role` (role table)
   bool text_stack = false;  ///< under the text prefix (not tower, not mtp)
   // --- additions (model engineer) ---
   /** For MTP tensors (role MTP): the role the tensor would have in a text-stack layer (ATTN_Q for
    * `mtp.layers.0.self_attn.q_proj.weight`, NORM for `mtp.norm.weight`, OTHER for `mtp.fc`).
    * Equal to `role` for every other tensor. */
   Role base_role = Role::OTHER;
-  bool quant_param = false;  ///< param is a compressed-tensors tensor (weight_packed, weight_scale, ...)
+  bool quant_param = false;  ///< the leaf table's quant_param: a compressed-tensors / FP8 parameter (weight_packed, ...)
 };
 
 TensorClass classify(std::string_view name, std::span<const std::uint64_t> shape, const ModelInfo& info);
-
-/** True for the parameter names a quantization adds beside its payload (scales, global scales, zero points,
- * `weight_shape`, `g_idx`, FP8's `weight_scale_inv`): metadata, not model parameters. */
-bool is_quant_metadata(std::string_view param);
 
 /** A fused global-scale set (R1): members share one global scale; all quantized or all kept. */
 struct FusedSet {

@@ -1,5 +1,7 @@
 #pragma once
 /** The role of a tensor in a checkpoint, as classify() decides it. */
+#include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace fp4forge {
@@ -35,13 +37,64 @@ enum class Role {
 };
 inline constexpr int kRoleCount = static_cast<int>(Role::OTHER) + 1;
 
+/** What a role belongs to: the unit the recipe selectors, the plan summary and verify's geometry speak of. */
+enum class RoleGroup : std::uint8_t {
+  ATTENTION,         // q/k/v/o, fused qkv, multi-head latent attention, attention sinks
+  DENSE_MLP,         // gate/up/down of a dense MLP
+  EXPERTS,           // routed experts: per-expert, fused 3-D stacks, their projection biases
+  SHARED_EXPERTS,    // shared experts beside the routed ones
+  LINEAR_ATTENTION,  // GatedDeltaNet projections, its conv1d and state parameters (also Mamba's A_log / dt_bias)
+  STATE_SPACE,       // Mamba mixer projections
+  ROUTING,           // routers and what is added to their scores
+  EMBEDDING,         // token / position / per-layer embeddings and their projections
+  HEAD,              // lm_head
+  NORM,
+  MULTIMODAL,        // vision and audio towers, projectors
+  MTP,               // multi-token prediction layers
+  OTHER,             // scalars and unknown tensors
+};
+inline constexpr int kRoleGroupCount = static_cast<int>(RoleGroup::OTHER) + 1;
+
+/**
+ * One row per role (issue 54, modelled on llama.cpp's LLM_TENSOR_INFOS): everything fp4forge decides from
+ * a role alone. A new role is one enumerator above plus one row in tensor_role.cc; a test checks that every
+ * role has its row.
+ */
+struct RoleTraits {
+  Role role;
+  std::string_view name;  ///< stable snake_case id used in --json ("attn_q", "expert_gate_up_fused", ...)
+  RoleGroup group;
+  bool quantizable;       ///< quantized by default (attention, dense MLP, experts, shared experts)
+  bool is_protected;      ///< never quantized without --force-quantize by exact name (router, embedding, ...)
+  bool linear;            ///< the weight of a Linear (a matmul): [out, in], or a 3-D stack of them over the experts
+  bool expert_stack;      ///< fused over the routed experts: one 3-D tensor [E, ., .] holds every expert's Linear
+  bool mla;               ///< a projection of multi-head latent attention (its shape follows the LoRA ranks)
+};
+
+/** The row of `r` (the OTHER row for a value outside the enum). */
+const RoleTraits& role_traits(Role r) noexcept;
+/** Every row, in enum order. */
+std::span<const RoleTraits> role_table() noexcept;
+
 /** Stable snake_case id used in --json ("attn_q", "expert_gate_up_fused", "router", ...). */
-std::string_view role_name(Role r) noexcept;
+inline std::string_view role_name(Role r) noexcept { return role_traits(r).name; }
+/** The group's snake_case id ("attention", "dense_mlp", "experts", ...): the recipe selector names. */
+std::string_view role_group_name(RoleGroup g) noexcept;
 
 /** True for the roles fp4forge quantizes by default (attention, dense MLP, experts, shared experts). */
-bool role_is_quantizable(Role r) noexcept;
+inline bool role_is_quantizable(Role r) noexcept { return role_traits(r).quantizable; }
 
 /** True for roles that must never be quantized (router, embedding, lm_head, norm, towers, MTP, ...). */
-bool role_is_protected(Role r) noexcept;
+inline bool role_is_protected(Role r) noexcept { return role_traits(r).is_protected; }
+
+/** A Linear of `g` (the roles a recipe selector of that group picks, and the plan summary counts). */
+inline bool role_is_linear_of(Role r, RoleGroup g) noexcept {
+  const RoleTraits& t = role_traits(r);
+  return t.group == g && t.linear;
+}
+
+/** A per-module 2-D Linear of attention, dense MLP, routed or shared experts: the shapes config.json states
+ * (fused 3-D expert stacks excluded). */
+bool role_has_config_geometry(Role r) noexcept;
 
 }  // namespace fp4forge

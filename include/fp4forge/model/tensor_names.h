@@ -1,9 +1,13 @@
 #pragma once
-// Name components that decide towers, embeddings and layer stacks: shared by classify() and the structural
-// reading (structure.cc), so that both read a name the same way.
+/**
+ * The name components of the tensor vocabulary (issue 54): what decides towers, embeddings, layer stacks and
+ * the blocks a module sits in, read by classify(), the structural reading (structure.cc) and verify's geometry,
+ * so that all read a name the same way; and the one split of a tensor name into module and leaf.
+ */
 #include <algorithm>
 #include <array>
 #include <string_view>
+#include <utility>
 
 namespace fp4forge::names {
 
@@ -26,8 +30,29 @@ inline constexpr std::array<std::string_view, 3> kLmHeads{"lm_head", "embed_out"
 inline constexpr std::array<std::string_view, 4> kLayerContainers{"layers", "h", "blocks", "layer"};
 inline constexpr std::array<std::string_view, 6> kMlpContexts{"mlp", "block_sparse_moe", "moe", "feed_forward",
                                                        "ffn", "sparse_moe"};
+// Blocks that hold the attention projections (`model.layers.0.self_attn.q_proj`).
+inline constexpr std::array<std::string_view, 5> kAttentionContexts{"self_attn", "attn", "attention", "cross_attn",
+                                                             "self_attention"};
+// Blocks that hold the shared experts beside the routed ones (Qwen2-MoE shared_expert, DeepSeek shared_experts,
+// Granite shared_mlp).
+inline constexpr std::array<std::string_view, 3> kSharedExpertContexts{"shared_expert", "shared_experts",
+                                                                "shared_mlp"};
+// Blocks of a Mamba mixer (Granite-4 hybrid, Jamba, Falcon-Mamba).
+inline constexpr std::array<std::string_view, 2> kMambaContexts{"mamba", "mixer"};
 
 // clang-format on
+
+/** A tensor name split at its last '.': {module, leaf} ("a.b.weight" -> {"a.b", "weight"}; a name without a dot
+ * is all leaf: {"", name}). The one place a name is split into module and parameter. */
+inline std::pair<std::string_view, std::string_view> split_leaf(std::string_view name) {
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos) return {std::string_view(), name};
+  return {name.substr(0, dot), name.substr(dot + 1)};
+}
+/** The module part of a tensor name ("" when it has no dot). */
+inline std::string_view module_of(std::string_view name) { return split_leaf(name).first; }
+/** The last component of a name ("weight" of "a.b.weight"; the name itself when it has no dot). */
+inline std::string_view leaf_of(std::string_view name) { return split_leaf(name).second; }
 
 /** Parses a non-negative decimal index of at most 9 digits (a layer or expert number); -1 otherwise. */
 inline int parse_index(std::string_view s) {
