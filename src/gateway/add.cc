@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "config_text.h"
+#include "fp4forge/util/yaml_strict.h"
 #include "fp4forge/gateway/gateway.h"
 #include "fp4forge/util/redact.h"
 #include "fp4forge/util/strings.h"
@@ -30,11 +31,9 @@ Status check_model_info(const AddOptions& o) {
   for (const auto& [k, v] : o.model_info) {
     if (k.empty() || v.find('\n') != std::string::npos)
       return make_error(Errc::USAGE, "--model-info '{}={}': expected KEY=VALUE with a one-line YAML value", k, v);
-    try {
-      (void)YAML::Load(v);
-    } catch (const YAML::Exception& e) {
-      return make_error(Errc::USAGE, "--model-info {}={}: not a YAML value ({})", k, v, e.msg);
-    }
+    // The value is written into the file LiteLLM reads with PyYAML's safe_load: only what that reader takes as
+    // yaml-cpp does (no `!!python/...` or other non-core tag, no control byte; util/yaml_strict.h, R4-B14).
+    FP4FORGE_TRY(util::load_yaml_strict(v, fmt::format("--model-info {}={}", k, v), Errc::USAGE));
   }
   return {};
 }

@@ -17,6 +17,7 @@
 #include "fp4forge/util/regex.h"
 #include "fp4forge/util/strings.h"
 #include "fp4forge/util/yaml_scalar.h"
+#include "fp4forge/util/yaml_strict.h"
 
 namespace fp4forge::gateway::detail {
 
@@ -217,54 +218,15 @@ std::string scalar_or(const YAML::Node& n, const char* key) {
   return (v && v.IsScalar()) ? v.Scalar() : std::string();
 }
 
-namespace {
-
-/** The first key that a mapping under `n` repeats: (key, its line, the first occurrence's line), 0-based.
- * `budget` bounds the nodes visited: aliases can make the node graph cyclic (`&d` ... `<<: *d`). */
-std::optional<std::tuple<std::string, int, int>> duplicate_key(const YAML::Node& n, std::size_t& budget,
-                                                               std::set<int>& visited, int depth = 0) {
-  if (depth > 64 || budget == 0) return std::nullopt;  // deeper or larger than any LiteLLM config
-  --budget;
-  // A collection reached again through an alias (`<<: *d` inside `&d`: a cycle) was checked the first time; its
-  // parse position names it (yaml-cpp resolves an alias to the anchored node itself). Without this a cyclic
-  // anchor walked the whole budget: seconds for an 83-byte file.
-  if ((n.IsMap() || n.IsSequence()) && n.Mark().pos >= 0 && !visited.insert(n.Mark().pos).second) return std::nullopt;
-  if (n.IsMap()) {
-    std::map<std::string, int> seen;
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      if (it->first.IsScalar()) {
-        auto [at, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark().line);
-        if (!fresh) return std::make_tuple(it->first.Scalar(), it->first.Mark().line, at->second);
-      }
-      if (auto d = duplicate_key(it->second, budget, visited, depth + 1)) return d;
-    }
-  } else if (n.IsSequence()) {
-    for (const auto& e : n)
-      if (auto d = duplicate_key(e, budget, visited, depth + 1)) return d;
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 Result<Parsed> parse(const std::string& text, const std::string& path, const std::vector<std::string>& lines) {
   Parsed p;
-  try {
-    p.root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return make_error(Errc::BAD_INPUT, "{}: line {}, column {}: invalid YAML ({}); expected a LiteLLM proxy config.yaml",
-                      path, e.mark.line + 1, e.mark.column + 1, e.msg);
-  }
+  // LiteLLM loads the file with PyYAML's safe_load: read it only where that reader and yaml-cpp agree (one document,
+  // no NUL or control bytes, no repeated key, core tags only; util/yaml_strict.h, R4-B14), so an edit is checked
+  // against what the proxy will read.
+  FP4FORGE_ASSIGN_OR_RETURN(p.root, util::load_yaml_strict(text, path, Errc::BAD_INPUT));
   if (!p.root.IsMap())
     return make_error(Errc::BAD_INPUT, "{}: top level is not a mapping; expected a LiteLLM proxy config with 'model_list:'",
                       path);
-  // A repeated key: LiteLLM keeps the last, an editor the first, so an edit would not change the route.
-  std::size_t budget = 100000;
-  std::set<int> visited;
-  if (auto d = duplicate_key(p.root, budget, visited))
-    return make_error(Errc::BAD_INPUT, "{}: line {}: duplicate key '{}' (first at line {}); expected each key once in a "
-                      "mapping (LiteLLM uses the last one, so an edit of the first would change nothing)",
-                      path, std::get<1>(*d) + 1, std::get<0>(*d).substr(0, 80), std::get<2>(*d) + 1);
   for (auto it = p.root.begin(); it != p.root.end(); ++it) {
     p.root_key_lines.push_back(it->first.Mark().line);
     if (it->first.Scalar() == "model_list") p.model_list_line = it->first.Mark().line;

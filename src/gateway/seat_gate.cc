@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fp4forge/util/yaml_strict.h"
 #include "fp4forge/util/redact.h"
 #include "fp4forge/util/strings.h"
 
@@ -153,7 +155,9 @@ nlohmann::json yaml_to_json(const YAML::Node& n, int depth) {
   const double d = std::strtod(v.c_str(), &end);
   const bool number = end == v.c_str() + v.size() && v.find_first_of("0123456789") != std::string::npos &&
                       v.find_first_not_of("+-.0123456789eE") == std::string::npos;
-  if (number) return d;
+  // Out of a double's range (`1e999`): JSON has no infinity and nlohmann would write null; the text is sent as a
+  // string, never a silently different value.
+  if (number && std::isfinite(d)) return d;
   return v;
 }
 
@@ -186,11 +190,9 @@ Status check_seat_options(const SeatOptions& o, const char* command) {
                         "(--api-key-env writes api_key: os.environ/{})", o.api_key_env, o.api_key_env);
     if (v.find('\n') != std::string::npos)
       return make_error(Errc::USAGE, "--param {}: the value must be one line (use YAML flow style: {{a: 1}})", k);
-    try {
-      (void)YAML::Load(v);
-    } catch (const YAML::Exception& e) {
-      return make_error(Errc::USAGE, "--param {}={}: not a YAML value ({})", k, v, e.msg);
-    }
+    // The value is written into the file LiteLLM reads with PyYAML's safe_load: only what that reader takes as
+    // yaml-cpp does (no `!!python/...` or other non-core tag, no control byte; util/yaml_strict.h, R4-B14).
+    FP4FORGE_TRY(util::load_yaml_strict(v, fmt::format("--param {}={}", k, is_secret_key(k) ? "***" : v), Errc::USAGE));
   }
   if (o.keep_api_key && o.api_key_env.empty())
     return make_error(Errc::USAGE, "--keep-api-key needs --api-key-env: it keeps the deployment's api_key while the "

@@ -31,7 +31,9 @@ std::optional<std::int64_t> int_arg(const Json& args, const char* key) {
     if (mult != 1) num.pop_back();
     char* end = nullptr;
     const double x = std::strtod(num.c_str(), &end);
-    if (end == num.c_str() || *end != '\0' || !(x > 0)) return std::nullopt;
+    // `inf`, `nan` and values past any real flag (2^53) are not integers vLLM would take: not read (casting them
+    // would be undefined).
+    if (end == num.c_str() || *end != '\0' || !(x > 0) || !(x * mult <= 9007199254740992.0)) return std::nullopt;
     return static_cast<std::int64_t>(x * mult);
   }
   return std::nullopt;
@@ -82,7 +84,7 @@ LoggedSeat read_logged_seat(const StartupLog& log) {
   if (!s.batched && log.batched) s.batched = log.batched->value;
   s.max_num_seqs = int_arg(a, "max_num_seqs");
   if (!s.max_num_seqs && log.max_num_seqs) s.max_num_seqs = log.max_num_seqs->value;
-  if (auto tp = int_arg(a, "tensor_parallel_size")) s.tp = static_cast<int>(*tp);
+  if (auto tp = int_arg(a, "tensor_parallel_size"); tp && *tp >= 1 && *tp <= 4096) s.tp = static_cast<int>(*tp);
   s.enforce_eager = bool_arg(a, "enforce_eager");
   s.async_scheduling = bool_arg(a, "async_scheduling");
   if (!s.async_scheduling && log.async_scheduling) s.async_scheduling = log.async_scheduling->value;

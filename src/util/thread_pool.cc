@@ -126,17 +126,51 @@ std::uint64_t rows_per_task(std::uint64_t rows, std::uint64_t cols, unsigned wor
 }
 
 void parallel_for(ThreadPool& pool, std::size_t n, const std::function<void(std::size_t)>& fn) {
+  // An exception of fn (std::bad_alloc under `ulimit -v`: the one fp4forge lets through) must not reach a worker's
+  // loop (std::terminate, the staging folder left behind): the first is kept, the tasks not yet started are
+  // skipped, and it is rethrown here once every submitted task has finished, on the calling thread, where
+  // run_guarded or the CLI's main turns it into exit 5. A submit that throws (the queue's allocation) is the same.
   std::mutex mu;
   std::condition_variable cv;
-  std::size_t pending = n;
-  for (std::size_t i = 0; i < n; ++i)
-    pool.submit([&, i] {
-      fn(i);
-      std::lock_guard lk(mu);
-      if (--pending == 0) cv.notify_all();
-    });
+  std::size_t pending = 0;  // submitted and not finished
+  std::exception_ptr first;
+  try {
+    for (std::size_t i = 0; i < n; ++i) {
+      {
+        std::lock_guard lk(mu);
+        if (first) break;
+        ++pending;
+      }
+      try {
+        pool.submit([&, i] {
+          bool skip = false;
+          {
+            std::lock_guard lk(mu);
+            skip = first != nullptr;
+          }
+          std::exception_ptr e;
+          if (!skip) {
+            try {
+              fn(i);
+            } catch (...) {
+              e = std::current_exception();
+            }
+          }
+          std::lock_guard lk(mu);
+          if (e && !first) first = e;
+          if (--pending == 0) cv.notify_all();
+        });
+      } catch (...) {
+        std::lock_guard lk(mu);
+        --pending;
+        throw;
+      }
+    }
+  } catch (...) {
+    std::lock_guard lk(mu);
+    if (!first) first = std::current_exception();
+  }
   std::unique_lock lk(mu);
   cv.wait(lk, [&] { return pending == 0; });
+  if (first) std::rethrow_exception(first);
 }
-
-}  // namespace fp4forge

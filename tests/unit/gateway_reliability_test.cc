@@ -2,7 +2,8 @@
 // rename, so concurrent edits never lose one (R4-B1); an edit removes what a killed edit left beside the config
 // and nothing else (R4-B16); rollback restores only fp4forge's own timestamped backups and only what parses
 // (R4-B8); no secret reaches show, a diff or an error, whatever its YAML shape (R4-B4, round-3 B3); URLs with a
-// space, a control byte, a raw non-ASCII host or a bad port are usage errors (R4-B18, round-3 B14).
+// space, a control byte, a raw non-ASCII host or a bad port are usage errors (R4-B18, round-3 B14); the config and
+// every value written into it are read as LiteLLM's PyYAML safe_load reads them (R4-B14).
 #include <unistd.h>
 
 #include <algorithm>
@@ -360,6 +361,92 @@ TEST(GatewayUrls, WhatCurlWouldMisreadIsAUsageErrorOnOneLine) {
     EXPECT_EQ(r.error().code, Errc::USAGE);
     EXPECT_EQ(slurp(t.path / "c.yaml"), kTwo);
   }
+}
+
+// ---- R4-B14: the config read as LiteLLM reads it --------------------------------------------------------
+
+// A value fp4forge writes must load in PyYAML's safe_load (a `!!python/...` tag breaks the proxy); a config
+// PyYAML refuses (several documents, a NUL, a non-core tag) is not shown or edited. Values PyYAML takes pass.
+TEST(GatewayStrictYaml, ParamValuesAreWhatSafeLoadTakes) {
+  const std::vector<std::pair<std::string, bool>> cases{
+      {"!!python/object:os.system 1", false},
+      {"!!python/object/apply:os.system [\"id\"]", false},
+      {"!local 1", false},
+      {"!<tag:yaml.org,2002:python/none> x", false},
+      {"{a: 1, a: 2}", false},
+      {std::string("a\0b", 3), false},
+      {"\x01x", false},
+      {"1", true},
+      {"!!str 1", true},
+      {"{enable_thinking: false}", true},
+      {"[a, b]", true},
+      {"'quoted: text'", true},
+  };
+  for (const auto& [v, ok] : cases) {
+    SCOPED_TRACE(util::printable(v));
+    TempDir t;
+    put(t.path / "c.yaml", kTwo);
+    SwapOptions o = unprobed("chat", "hosted_vllm/x");
+    o.params = {{"x", v}};
+    auto r = gateway_swap(t.path / "c.yaml", o);
+    EXPECT_EQ(r.ok(), ok) << (r.ok() ? "" : r.error().message);
+    AddOptions a;
+    a.alias = "new";
+    a.backend_model = "hosted_vllm/y";
+    a.api_base = "http://127.0.0.1:9/v1";
+    a.probe = false;
+    a.model_info = {{"x", v}};
+    TempDir t2;
+    put(t2.path / "c.yaml", kTwo);
+    auto ra = gateway_add(t2.path / "c.yaml", a);
+    EXPECT_EQ(ra.ok(), ok) << (ra.ok() ? "" : ra.error().message);
+    if (ok) {
+      EXPECT_TRUE(gateway_show(t.path / "c.yaml").ok());  // what was written reads back
+      EXPECT_TRUE(gateway_show(t2.path / "c.yaml").ok());
+      continue;
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::USAGE);
+    EXPECT_EQ(slurp(t.path / "c.yaml"), kTwo);
+    ASSERT_FALSE(ra.ok());
+    EXPECT_EQ(ra.error().code, Errc::USAGE);
+    EXPECT_EQ(slurp(t2.path / "c.yaml"), kTwo);
+    for (const char c : r.error().message) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20) << r.error().message;
+  }
+}
+
+TEST(GatewayStrictYaml, AConfigSafeLoadRefusesIsNeitherShownNorEdited) {
+  const std::string base(kTwo);
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"two documents", base + "---\nmodel_list: []\n"},
+      {"a NUL byte", base + std::string("# x\0y\n", 6)},
+      {"a python tag", base + "general_settings: !!python/object:os.system 1\n"},
+      {"a local tag", base + "general_settings: !env X\n"},
+      {"a duplicate nested key", "model_list:\n  - model_name: chat\n    litellm_params:\n      model: a/b\n      "
+                                 "model: a/c\n"},
+      {"yes and true as one key", base + "x:\n  yes: 1\n  true: 2\n"},
+  };
+  for (const auto& [what, text] : cases) {
+    SCOPED_TRACE(what);
+    TempDir t;
+    put(t.path / "c.yaml", text);
+    auto s = gateway_show(t.path / "c.yaml");
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.error().code, Errc::BAD_INPUT);
+    EXPECT_NE(s.error().message.find("c.yaml"), std::string::npos) << s.error().message;
+    EXPECT_NE(s.error().message.find("line "), std::string::npos) << s.error().message;
+    auto r = gateway_swap(t.path / "c.yaml", unprobed("chat", "hosted_vllm/x"));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+    EXPECT_EQ(slurp(t.path / "c.yaml"), text);
+    EXPECT_FALSE(gateway_retire(t.path / "c.yaml", "other").ok());
+    EXPECT_EQ(slurp(t.path / "c.yaml"), text);
+  }
+  // What PyYAML and yaml-cpp read alike still works: core tags, anchors, comments, a document start.
+  TempDir t;
+  put(t.path / "c.yaml", "---\n# gateway\n" + base + "general_settings: !!map {master_key: !!str 1}\n");
+  EXPECT_TRUE(gateway_show(t.path / "c.yaml").ok());
+  EXPECT_TRUE(gateway_swap(t.path / "c.yaml", unprobed("chat", "hosted_vllm/x")).ok());
 }
 
 }  // namespace

@@ -61,7 +61,9 @@ class ThreadPool {
 };
 
 /** Runs fn(0) .. fn(n - 1) as tasks on `pool` and waits for those n (not for the pool's other tasks).
- * Call it from outside the pool's workers (a worker waiting on its own pool can deadlock it). */
+ * Call it from outside the pool's workers (a worker waiting on its own pool can deadlock it). An exception of fn
+ * (std::bad_alloc) never reaches a worker: the first is rethrown here after the started tasks finished, and the
+ * tasks not yet started are skipped. */
 void parallel_for(ThreadPool& pool, std::size_t n, const std::function<void(std::size_t)>& fn);
 
 /** Runs a task's body on a worker: its Status, or, when it throws std::bad_alloc (the one exception fp4forge code
