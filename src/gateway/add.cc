@@ -33,7 +33,8 @@ Status check_model_info(const AddOptions& o) {
       return make_error(Errc::USAGE, "--model-info '{}={}': expected KEY=VALUE with a one-line YAML value", k, v);
     // The value is written into the file LiteLLM reads with PyYAML's safe_load: only what that reader takes as
     // yaml-cpp does (no `!!python/...` or other non-core tag, no control byte; util/yaml_strict.h, R4-B14).
-    FP4FORGE_TRY(util::load_yaml_strict(v, fmt::format("--model-info {}={}", k, v), Errc::USAGE));
+    FP4FORGE_TRY(util::load_yaml_strict(v, fmt::format("--model-info {}={}", util::printable(k, 80), util::printable(v, 120)),
+                                        Errc::USAGE));
   }
   return {};
 }

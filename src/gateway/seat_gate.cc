@@ -192,7 +192,8 @@ Status check_seat_options(const SeatOptions& o, const char* command) {
       return make_error(Errc::USAGE, "--param {}: the value must be one line (use YAML flow style: {{a: 1}})", k);
     // The value is written into the file LiteLLM reads with PyYAML's safe_load: only what that reader takes as
     // yaml-cpp does (no `!!python/...` or other non-core tag, no control byte; util/yaml_strict.h, R4-B14).
-    FP4FORGE_TRY(util::load_yaml_strict(v, fmt::format("--param {}={}", k, is_secret_key(k) ? "***" : v), Errc::USAGE));
+    const std::string shown = is_secret_key(k) ? std::string("***") : util::printable(v, 120);
+    FP4FORGE_TRY(util::load_yaml_strict(v, fmt::format("--param {}={}", util::printable(k, 80), shown), Errc::USAGE));
   }
   if (o.keep_api_key && o.api_key_env.empty())
     return make_error(Errc::USAGE, "--keep-api-key needs --api-key-env: it keeps the deployment's api_key while the "

@@ -174,3 +174,4 @@ void parallel_for(ThreadPool& pool, std::size_t n, const std::function<void(std:
   cv.wait(lk, [&] { return pending == 0; });
   if (first) std::rethrow_exception(first);
 }
+}  // namespace fp4forge
