@@ -262,10 +262,7 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
     call.cls = transport_name(r.transport);
     call.detail = (r.error.empty() ? fmt::format("{} {}: {}", method, util::redact_url(req.url), call.cls) : r.error) +
                   "; is the server up, and is this its host and port?";
-    if (!ctx.any_response && ctx.dead_cls.empty()) {
-      ctx.dead_cls = call.cls;
-      ctx.dead_detail = call.detail;
-    }
+    if (!ctx.any_response && ctx.dead_cls.empty()) ctx.dead_cls = call.cls;
     return call;
   }
   if (r.status > 0) ctx.any_response = true;

@@ -51,7 +51,6 @@ struct Ctx {
   const ProbeOptions& opts;
   Shared& shared;
   std::string dead_cls;     // set once a request found nothing listening
-  std::string dead_detail;
   bool any_response = false;
   ServedBy served_by;       // LiteLLM's x-litellm-* headers of the last answer of the running check
 };

@@ -177,6 +177,12 @@ TEST(ProbeChecks, ConnectionRefusedSendsOneRequestOnly) {
     EXPECT_EQ(c.classification, "connection-refused") << c.detail;
   }
   EXPECT_NE(rep.checks[1].detail.find("not sent"), std::string::npos);
+  // The transport error is said once: the later checks point at it (issue 55).
+  EXPECT_NE(rep.checks[0].detail.find("is the server up"), std::string::npos) << rep.checks[0].detail;
+  for (std::size_t i = 1; i < rep.checks.size(); ++i) {
+    EXPECT_EQ(rep.checks[i].detail.find("is the server up"), std::string::npos) << rep.checks[i].detail;
+    EXPECT_LT(rep.checks[i].detail.size(), 120u) << rep.checks[i].detail;
+  }
 }
 
 TEST(ProbeChecks, ApiKeyIsSentAndNeverEchoed) {
