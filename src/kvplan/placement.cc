@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "fp4forge/util/checked.h"
+#include "fp4forge/util/format.h"
 #include "fp4forge/util/size.h"
 
 namespace fp4forge::kvplan {
@@ -417,7 +418,8 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
     p.reason = fmt::format("does not fit: needs {} per GPU (weights {} + overhead {} + KV {} for {} x "
                            "{} tokens); GPU {} has {} free after the other seats{}: short by {}",
                            format_bytes(e.need), format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
-                           format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len, gpu_list(gpus, set),
+                           format_bytes(e.kv_need), m.arg.concurrency,
+                           format_count(static_cast<std::uint64_t>(m.max_model_len)), gpu_list(gpus, set),
                            format_bytes(free_now), headroom_text(gpus, set), format_bytes(p.short_by_bytes));
   }
   if (!set.empty() && p.largest_max_model_len > 0)
@@ -512,7 +514,8 @@ void settle_placed(Placing& pl, std::size_t s, const Eval& e) {
     p.reason = fmt::format("KV demand {} of {} ({} for {} x {} tokens): {} {}", free_rank + 1,
                            std::count_if(placer.pins.begin(), placer.pins.end(),
                                          [](const auto& v) { return v.empty(); }),
-                           format_bytes(e.kv_need), m.arg.concurrency, m.max_model_len,
+                           format_bytes(e.kv_need), m.arg.concurrency,
+                           format_count(static_cast<std::uint64_t>(m.max_model_len)),
                            set.size() > 1 ? fmt::format("tp={} spread over GPUs", m.arg.kv.tp) : std::string("on GPU"),
                            gpu_list(gpus, set));
     if (plan.searched)

@@ -432,12 +432,15 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
     e.message = fmt::format("seat '{}': {}", arg.name, e.message);
     return with_file(std::move(e), where);
   }
-  auto info = read_checkpoint_info(*ck);
-  if (!info.ok()) {
-    Error e = std::move(info).error();
+  // An error about config.json is said once: the path in front, the message without its own "config.json: ".
+  auto config_error = [&](Error e) {
+    constexpr std::string_view kCfg = "config.json: ";
+    if (std::string_view(e.message).substr(0, kCfg.size()) == kCfg) e.message.erase(0, kCfg.size());
     e.message = fmt::format("seat '{}': {}", arg.name, e.message);
     return with_file(std::move(e), (dir / "config.json").string());
-  }
+  };
+  auto info = read_checkpoint_info(*ck);
+  if (!info.ok()) return config_error(std::move(info).error());
   m.info = std::move(*info);
   if (m.info.family == Family::UNKNOWN)
     m.notes.push_back(fmt::format("model_type '{}' is not a known family; sized as plain attention layers",
@@ -458,11 +461,7 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
                                   "page per request", m.rules.version));
     layout = build_kv_layout(m.info, ck->config(), ko);
   }
-  if (!layout.ok()) {
-    Error e = std::move(layout).error();
-    e.message = fmt::format("seat '{}': {}", arg.name, e.message);
-    return with_file(std::move(e), (dir / "config.json").string());
-  }
+  if (!layout.ok()) return config_error(std::move(layout).error());
   m.layout = std::move(*layout);
 
   m.max_position_embeddings = m.info.max_position_embeddings;

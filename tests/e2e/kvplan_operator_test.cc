@@ -121,6 +121,9 @@ TEST_F(KvplanOperator, DeepSeekV4IsRefusedWithWhatIsMissingAndAHint) {
   EXPECT_EQ(run_cli("plan --seat d=" + q(kData + "/deepseek_v4") + " --gpu 0=80GiB", &out, &err), 3);
   EXPECT_NE(err.find("DeepSeek-V4's compressed attention"), std::string::npos) << err;
   EXPECT_NE(err.find("refuses the rest rather than guess; hint:"), std::string::npos) << err;
+  // The file is named once, in front ("DIR/config.json: seat 'd': layer 0 ..."), not again in the message.
+  EXPECT_NE(err.find("deepseek_v4/config.json: seat 'd': layer 0 of 2"), std::string::npos) << err;
+  EXPECT_EQ(err.find("config.json"), err.rfind("config.json")) << err;
   EXPECT_EQ(run_cli("plan --seat l=" + q(kData + "/llama4-mm"), &out, &err), 3);
   EXPECT_NE(err.find("Llama-4's chunked local attention"), std::string::npos) << err;
 }
