@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/util/strings.h"
 #include "render.h"
 #include "validators.h"
 
@@ -139,7 +140,7 @@ int run(int argc, char** argv) {
         json);
   }
   if (help->parsed()) {
-    if (help_topic.empty()) {
+    if (help_topic.empty() || help_topic == "help") {  // `help help`: the help is the command list (issue 55)
       fmt::print("{}", app.get_formatter()->make_help(&app, "fp4forge", CLI::AppFormatMode::Normal));
       return 0;
     }
@@ -149,8 +150,10 @@ int run(int argc, char** argv) {
         return 0;
       }
     }
-    fmt::print(stderr, "fp4forge: error: unknown command '{}'; run 'fp4forge help' for the list\n",
-               help_topic);
+    std::vector<std::string> names;
+    for (const auto& spec : kCommands) names.emplace_back(spec.name);
+    fmt::print(stderr, "fp4forge: error: unknown command '{}'{}; run 'fp4forge help' for the list\n",
+               fp4forge::util::printable(help_topic, 80), fp4forge::cli::did_you_mean(help_topic, names));
     return 2;
   }
   if (!action) {

@@ -244,10 +244,45 @@ std::string quant_scheme_names() {
   return names;
 }
 
+namespace {
+
+/** Names operators type for a scheme fp4forge does not make, each with the nearest one it does and why (issue 55:
+ * `nvfp4` got only the list). Keys are compared as util::option_key spells them. */
+struct SchemeAlias {
+  std::string_view typed;
+  std::string_view suggest;
+};
+constexpr SchemeAlias kSchemeAliases[] = {
+    {"nvfp4", "did you mean nvfp4a16 (NVFP4 weights, 16-bit activations)? NVFP4 W4A4 also quantizes activations, "
+              "whose scales need calibration data, which fp4forge (data-free) does not take"},
+    {"nvfp4a4", "NVFP4 W4A4 quantizes activations too, whose scales need calibration data, which fp4forge "
+                "(data-free) does not take; nvfp4a16 is the same weights with 16-bit activations"},
+    {"w4a4", "W4A4 quantizes activations too, whose scales need calibration data, which fp4forge (data-free) does "
+             "not take; nvfp4a16 or w4a16 keep 16-bit activations"},
+    {"fp4", "did you mean nvfp4a16 (NVFP4 weights, groups of 16) or mxfp4a16 (MXFP4, groups of 32)?"},
+    {"mxfp4", "did you mean mxfp4a16 (MXFP4 weights, 16-bit activations)?"},
+    {"fp8", "did you mean fp8-dynamic (per-channel weights, per-token activation scales at run time) or fp8-block "
+            "(128x128 weight blocks)?"},
+    {"w8a8", "did you mean fp8-dynamic (FP8 W8A8 with per-token activation scales at run time, no calibration)?"},
+    {"fp8-static", "static FP8 activation scales need calibration data, which fp4forge (data-free) does not take; "
+                   "fp8-dynamic computes them at run time"},
+    {"int4", "did you mean w4a16 (INT4 weights, groups of 128, 16-bit activations)?"},
+    {"gptq", "GPTQ needs calibration data, which fp4forge (data-free) does not take; w4a16 writes the same format "
+             "from min-max or searched scales"},
+    {"awq", "AWQ needs calibration data, which fp4forge (data-free) does not take; w4a16 writes the same format from "
+            "min-max or searched scales"},
+};
+
+}  // namespace
+
 Result<QuantScheme> parse_quant_scheme(std::string_view text) {
   const std::string t = util::option_key(text);
   for (const SchemeTraits& r : kTable)
     if (t == r.name || t == util::option_key(r.preset)) return r.scheme;
+  for (const SchemeAlias& a : kSchemeAliases)
+    if (t == util::option_key(a.typed))
+      return make_error(Errc::USAGE, "unknown scheme '{}': {}; expected one of: {}", text, a.suggest,
+                        quant_scheme_names());
   return make_error(Errc::USAGE, "unknown scheme '{}'; expected one of: {}", text, quant_scheme_names());
 }
 

@@ -83,6 +83,22 @@ TEST(CliContract, UnknownCommandIsAUsageError) {
   EXPECT_EQ(nlohmann::json::parse(out, nullptr, false).value("ok", true), false) << out;
   EXPECT_EQ(run_cli("help frobnicate", &out, &err), 2);
   EXPECT_EQ(err.rfind("fp4forge: error: unknown command 'frobnicate'", 0), 0u) << err;
+  // A typo of a command gets the nearest name, in `help TOPIC` as on the command line (issue 55); `help help` is
+  // the command list, exit 0.
+  EXPECT_EQ(run_cli("help quantise", &out, &err), 2);
+  EXPECT_NE(err.find("unknown command 'quantise' (did you mean 'quantize'?)"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("quantise", &out, &err), 2);
+  EXPECT_NE(err.find("(did you mean 'quantize'?)"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("help help", &out, &err), 0) << err;
+  EXPECT_NE(out.find("Usage: fp4forge"), std::string::npos) << out.substr(0, 200);
+  // A scheme typed as operators type it names the nearest one fp4forge makes, and why W4A4 is not one.
+  testutil::TempDir t;
+  const std::string src = testutil::q(testutil::kData + "/llama"), dst = testutil::q(t.path / "q");
+  EXPECT_EQ(run_cli("quantize " + src + " " + dst + " --scheme nvfp4", &out, &err), 2);
+  EXPECT_NE(err.find("did you mean nvfp4a16"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("quantize " + src + " " + dst + " --scheme w4a4", &out, &err), 2);
+  EXPECT_NE(err.find("calibration data"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(t.path / "q"));
 }
 
 // Issue 29 / 51: servable means servable: quantize refuses before writing anything a source without a tokenizer (the

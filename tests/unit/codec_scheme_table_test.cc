@@ -83,6 +83,32 @@ TEST(CodecSchemeTable, RowEncoderAndDecoderAreWhatTheByNameApiGives) {
 
 // The table is the one home of scheme facts: no switch on a scheme, and no comparison with one, outside the
 // table's own file (src/codec/scheme.cc), bar the NVFP4A16 golden loaders that keep NVFP4's vectors apart.
+// A scheme fp4forge does not make, typed as operators type it, gets the nearest one it makes and why (issue 55):
+// W4A4 and static FP8 need calibration, which a data-free tool has not; every suggestion names a real scheme.
+TEST(CodecSchemeTable, OtherSchemeNamesGetTheNearestOneAndWhy) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"nvfp4", "did you mean nvfp4a16"}, {"NVFP4", "did you mean nvfp4a16"}, {"nvfp4a4", "calibration data"},
+      {"W4A4", "calibration data"},       {"fp4", "mxfp4a16"},               {"mxfp4", "did you mean mxfp4a16"},
+      {"FP8", "fp8-dynamic"},             {"w8a8", "fp8-dynamic"},           {"fp8_static", "calibration data"},
+      {"int4", "did you mean w4a16"},     {"GPTQ", "calibration data"},      {"awq", "w4a16"},
+  };
+  for (const auto& [typed, want] : cases) {
+    SCOPED_TRACE(typed);
+    auto r = parse_quant_scheme(typed);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::USAGE);
+    EXPECT_NE(r.error().message.find("unknown scheme '" + typed + "': "), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(want), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("expected one of: " + quant_scheme_names()), std::string::npos);
+  }
+  // A name with no known meaning keeps the plain message; the real names and presets parse.
+  auto r = parse_quant_scheme("int3");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "unknown scheme 'int3'; expected one of: " + quant_scheme_names());
+  EXPECT_TRUE(parse_quant_scheme("NVFP4A16").ok());
+  EXPECT_TRUE(parse_quant_scheme("fp8_block").ok());
+}
+
 TEST(CodecSchemeTable, NoSchemeSwitchOutsideTheTable) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(FP4FORGE_TEST_DATA).parent_path().parent_path();
