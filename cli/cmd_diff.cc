@@ -31,8 +31,10 @@ int run_diff(const DiffOpts& o) {
   if (!b) return report_error(b.error(), o.json);
   auto rep = diff_checkpoints(*a, *b, o.lib);
   if (!rep) return report_error(rep.error(), o.json);
-  if (rep->refused) error_line(rep->class_message);
-  else if (rep->class_mismatch) warn(rep->class_message);
+  // The text report says the mismatch itself (its "!!" line); stderr carries it only beside --json, so a terminal
+  // shows it once (issue 55).
+  if (o.json && rep->refused) error_line(rep->class_message);
+  else if (o.json && rep->class_mismatch) warn(rep->class_message);
   if (o.json) {
     auto j = to_json(*rep);
     j["a_hub"] = hf_cache::to_json(asrc->hub);

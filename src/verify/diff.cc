@@ -234,6 +234,32 @@ void compare_values(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {
 }
 }  // namespace
 
+namespace {
+
+/** What a control of class `x` hides about a candidate of class `y` (or the reverse): one clause per way the two
+ * classes differ, the MoE one first (issue 55: a MoE-vs-MoE or multimodal-vs-text pair was told about routers). */
+std::string class_gap(const ArchClass& x, const ArchClass& y) {
+  std::vector<std::string> why;
+  if (x.moe != y.moe)
+    why.emplace_back("a dense control has no routers or experts, so quantized routers never appear as a difference "
+                     "(F2)");
+  else if (x.moe && x.num_experts != y.num_experts)
+    why.push_back(fmt::format("the two MoE sides have {} and {} experts, so their expert and router tensors cannot be "
+                              "paired one to one", x.num_experts, y.num_experts));
+  if (x.hybrid != y.hybrid)
+    why.emplace_back("only one side has linear-attention (GatedDeltaNet) layers, whose projections and state "
+                     "parameters the other cannot show kept or quantized");
+  if (x.multimodal != y.multimodal)
+    why.emplace_back("only one side has a vision / audio tower, so a tower quantized (or dropped) never appears as "
+                     "a difference");
+  if (why.empty()) why.emplace_back("their module sets differ");
+  std::string out;
+  for (std::size_t i = 0; i < why.size(); ++i) out += (i == 0 ? "" : "; ") + why[i];
+  return out;
+}
+
+}  // namespace
+
 Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, const DiffOptions& opts) {
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ia, read_checkpoint_info(a));
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo ib, read_checkpoint_info(b));
@@ -250,9 +276,8 @@ Result<DiffReport> diff_checkpoints(const Checkpoint& a, const Checkpoint& b, co
     r.class_mismatch = true;
     r.class_message = fmt::format(
         "ARCHITECTURE CLASS MISMATCH: A is {} ({}), B is {} ({}). A control of another class cannot show what the "
-        "candidate lacks: a dense control has no routers, so quantized routers never appear as a difference (F2). "
-        "{}",
-        r.class_a.describe(), r.family_a, r.class_b.describe(), r.family_b,
+        "candidate lacks: {}. {}",
+        r.class_a.describe(), r.family_a, r.class_b.describe(), r.family_b, class_gap(r.class_a, r.class_b),
         opts.allow_class_mismatch ? "Comparing anyway (--allow-class-mismatch)."
                                   : "Refusing; use a control of the same class, or pass --allow-class-mismatch.");
     if (!opts.allow_class_mismatch) {

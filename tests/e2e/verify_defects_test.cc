@@ -504,6 +504,34 @@ TEST_F(VerifyDefects, DiffOfRouterQuantizedMoeShowsExactlyTheRouterFamily) {
   EXPECT_EQ(run_cli(fmt::format("diff {} {}", good.string(), good.string()), &out), 0) << out;
 }
 
+// The refusal says what the other class hides, by the way the two classes differ (issue 55: a MoE-vs-MoE or a
+// multimodal-vs-text pair was told about routers), and a terminal sees it once (stdout's "!!" line; stderr only
+// beside --json).
+TEST_F(VerifyDefects, DiffSaysWhatTheOtherClassHides) {
+  struct Case {
+    const char* a;
+    const char* b;
+    const char* says;
+    const char* not_says;
+  };
+  for (const Case& c : {Case{"qwen3_moe", "gemma4-moe-mm", "4 and 8 experts", "a dense control"},
+                        Case{"qwen3_5-dense-mm", "qwen3_5-dense", "vision / audio tower", "routers"},
+                        Case{"llama", "qwen3_5-dense", "linear-attention (GatedDeltaNet)", "routers"},
+                        Case{"llama", "qwen3_moe", "a dense control has no routers", "tower"}}) {
+    SCOPED_TRACE(std::string(c.a) + " vs " + c.b);
+    Checkpoint a = open_ok(kData / c.a), b = open_ok(kData / c.b);
+    auto r = diff_checkpoints(a, b);
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r->refused);
+    EXPECT_NE(r->class_message.find(c.says), std::string::npos) << r->class_message;
+    EXPECT_EQ(r->class_message.find(c.not_says), std::string::npos) << r->class_message;
+  }
+  std::string out;  // stdout and stderr together
+  EXPECT_EQ(run_cli(fmt::format("diff {} {}", (kData / "llama").string(), (kData / "qwen3_moe").string()), &out), 3);
+  EXPECT_NE(out.find("ARCHITECTURE CLASS MISMATCH"), std::string::npos) << out;
+  EXPECT_EQ(out.find("ARCHITECTURE CLASS MISMATCH"), out.rfind("ARCHITECTURE CLASS MISMATCH")) << out;
+}
+
 TEST_F(VerifyDefects, DiffRefusesMoeAgainstDenseControl) {
   const sfs::path moe = root_ / "moe", dense = root_ / "dense";
   quantize_reference(kData / "gemma4-moe-mm", moe);
