@@ -32,12 +32,17 @@ constexpr const char* kReads =
 /** A config value in a message: at most 64 characters. */
 std::string capped(const std::string& v) { return v.size() <= 64 ? v : v.substr(0, 64) + "..."; }
 
+/** What to do with a quantized release fp4forge does not read: quantize its BF16 original, or, for a format vLLM
+ * serves as it is (gpt-oss's MXFP4 release), serve it (issue 55: "quantize the original BF16 weights" was the
+ * wrong answer there). */
+constexpr const char* kRequantize = "quantize the original BF16 weights instead (docs/fp8-sources.md)";
+constexpr const char* kServeAsIs =
+    "serve it as it is: vLLM reads gpt-oss's MXFP4 release natively, and that is the 4-bit seat this release already "
+    "is (fp4forge doctor names the format; docs/mixed-precision.md)";
+
 /** Refusal of a source already quantized in a format fp4forge does not read; `what` names where it says so. */
-Error already_quantized(const std::string& what) {
-  return make_error(Errc::BAD_INPUT,
-                    "source is already quantized: {}; {}; quantize the original BF16 weights instead "
-                    "(docs/fp8-sources.md)",
-                    what, kReads);
+Error already_quantized(const std::string& what, const char* advice = kRequantize) {
+  return make_error(Errc::BAD_INPUT, "source is already quantized: {}; {}; {}", what, kReads, advice);
 }
 
 /** A stored FP8 weight: an F8_E4M3 tensor that is not itself a scale (NVFP4's block scales are F8_E4M3). */
@@ -246,7 +251,8 @@ Result<std::optional<Declared>> read_declared(const ojson& config, const ojson* 
                       "config.json: {} has no quant_method; expected an unquantized checkpoint or one of fp8, "
                       "compressed-tensors, modelopt", key);
   if (auto k = kForeignMethods.find(method); k != kForeignMethods.end())
-    return already_quantized(fmt::format("config.json {}.quant_method '{}', {}", key, method, k->second));
+    return already_quantized(fmt::format("config.json {}.quant_method '{}', {}", key, method, k->second),
+                             method == "mxfp4" ? kServeAsIs : kRequantize);
   return already_quantized(
       fmt::format("config.json {}.quant_method '{}' (not a format fp4forge reads)", key, capped(method)));
 }

@@ -179,6 +179,10 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   r.num_shards = ckpt.shard_names().size();
   r.index_file = ckpt.index_file().value_or("");
   r.quant = read_quant_state(ckpt.config(), ckpt.tensors());
+  {
+    auto hfq = read_hf_quant_config(ckpt);
+    r.quant.foreign = foreign_quantization(ckpt.config(), hfq.ok() && *hfq ? &**hfq : nullptr).value_or("");
+  }
   if (!fp8.ok()) {
     if (r.quant.quant_method == "fp8" || r.quant.quant_method == "modelopt")
       r.warnings.push_back(fmt::format("FP8 source not readable: {}", fp8.error().message));
@@ -310,6 +314,7 @@ nlohmann::ordered_json to_json(const InspectReport& r) {
   q["quantized_modules"] = r.quant.quantized_modules;
   q["uncovered_modules"] = r.quant.uncovered_count;
   q["fp8_source"] = r.quant.fp8_source;
+  q["foreign"] = r.quant.foreign.empty() ? Json(nullptr) : Json(r.quant.foreign);
   j["quantization"] = q;
   Json mtp;
   mtp["config_layers"] = m.mtp_num_hidden_layers;
@@ -365,6 +370,8 @@ std::string to_text(const InspectReport& r) {
     qs += fmt::format(" ({}{})", fmt::join(names, ", "), r.quant.format.empty() ? "" : ", " + r.quant.format);
   }
   if (r.quant.quantized_modules > 0) qs += fmt::format(", {} quantized modules", r.quant.quantized_modules);
+  // A format fp4forge does not read is named as doctor names it (issue 55: "unknown:mxfp4" alone).
+  if (!r.quant.foreign.empty()) qs += fmt::format(" ({}; fp4forge does not read it)", r.quant.foreign);
   line("quantization", qs);
   if (r.quant.fp8_source.is_object())
     line("fp8 source", fmt::format("{}; quantize reads it as its bf16 expansion",

@@ -40,6 +40,21 @@ TEST(ForeignFormat, GptOssMxfp4ReleaseIsNamedNotMisread) {
   EXPECT_NE(out.find("mxfp4"), std::string::npos);
   EXPECT_EQ(run_cli("verify " + q(rel) + " --json", &out, &err), 1) << err;
   EXPECT_EQ(kinds(out, "error"), std::multiset<std::string>{"quant-format-foreign"}) << out;
+  // inspect names the format as doctor does (it said "unknown:mxfp4" alone), and quantize's refusal says to serve
+  // the release as it is, not to quantize "the original BF16 weights" (issue 55).
+  EXPECT_EQ(run_cli("inspect " + q(rel), &out, &err), 0) << err;
+  EXPECT_NE(out.find("quantization unknown:mxfp4 (quant_method 'mxfp4': MXFP4 (gpt-oss release format"),
+            std::string::npos) << out;
+  EXPECT_EQ(run_cli("inspect " + q(rel) + " --json", &out, &err), 0) << err;
+  EXPECT_NE(json::parse(out)["quantization"]["foreign"].get<std::string>().find("gpt-oss release format"),
+            std::string::npos) << out;
+  EXPECT_EQ(run_cli("inspect " + q(kData + "/llama") + " --json", &out, &err), 0) << err;
+  EXPECT_TRUE(json::parse(out)["quantization"]["foreign"].is_null()) << out;
+  TempDir t;
+  EXPECT_EQ(run_cli("quantize " + q(rel) + " " + q(t.path / "o") + " --no-progress", &out, &err), 3);
+  EXPECT_NE(err.find("serve it as it is: vLLM reads gpt-oss's MXFP4 release natively"), std::string::npos) << err;
+  EXPECT_EQ(err.find("quantize the original BF16 weights"), std::string::npos) << err;
+  EXPECT_FALSE(stdfs::exists(t.path / "o"));
 }
 
 struct Case {

@@ -53,6 +53,9 @@ struct QuantState {
   std::uint64_t uncovered_count = 0;
   /** An FP8 source (model/fp8_source.h): fp8_source_json of it, null otherwise. */
   nlohmann::ordered_json fp8_source;
+  /** A format fp4forge neither reads nor writes (model/fp8_source.h foreign_quantization): what it is, e.g.
+   * "quant_method 'mxfp4': MXFP4 (gpt-oss release format: ...)"; "" otherwise. */
+  std::string foreign;
 };
 
 struct InspectReport {
