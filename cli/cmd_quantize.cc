@@ -172,8 +172,8 @@ void add_quantize(CLI::App& sub, Action& action) {
                  "YAML or JSON file of scheme rules (scheme, observer, rules: [{match, scheme, observer}], ignore); "
                  "--scheme-for rules come first, --scheme / --observer override its defaults (docs/recipes.md)");
   CLI::Option* observer_opt = sub.add_option("--observer", o->plan.observer,
-                 "how each group's range is chosen: mse (llm-compressor's recommended nvfp4_expanded_mse search; the "
-                 "nvfp4a16 default), minmax (compressed-tensors' preset default; the default of the other schemes, "
+                 "how each group's range is chosen: mse, also expanded-mse (llm-compressor's recommended "
+                 "nvfp4_expanded_mse search, not its generic 'mse'; the nvfp4a16 default), minmax (compressed-tensors' preset default; the default of the other schemes, "
                  "the only one of the fp8 schemes) or memoryless-mse (nvfp4a16, mxfp4a16, w4a16; "
                  "docs/schemes.md#observers)");
   sub.add_option("--ignore", o->plan.ignore, "keep this module unquantized: exact name or re:REGEX (repeatable)");

@@ -23,6 +23,10 @@ namespace {
 TEST(CodecSearch, ObserverNamesSpecsAndSchemes) {
   EXPECT_EQ(*parse_observer("mse"), Observer::NVFP4_EXPANDED_MSE);
   EXPECT_EQ(*parse_observer("NVFP4_EXPANDED_MSE"), Observer::NVFP4_EXPANDED_MSE);
+  // The unambiguous name (llm-compressor's own `mse` is the generic search, issue 55), named in the refusal too.
+  EXPECT_EQ(*parse_observer("expanded-mse"), Observer::NVFP4_EXPANDED_MSE);
+  EXPECT_EQ(*parse_observer("Expanded_MSE"), Observer::NVFP4_EXPANDED_MSE);
+  EXPECT_NE(parse_observer("msee").error().message.find("expanded-mse (= mse)"), std::string::npos);
   EXPECT_EQ(*parse_observer("memoryless_mse"), Observer::MEMORYLESS_MSE);
   EXPECT_EQ(*parse_observer("static_minmax"), Observer::MINMAX);
   EXPECT_EQ(parse_observer("imatrix_mse").error().code, Errc::USAGE);
