@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -21,6 +22,7 @@ struct DoctorOpts {
   bool dry_run = false;
   bool json = false;
   bool strict = false;
+  std::vector<std::string> allow;  ///< --allow KIND: warnings of these kinds do not fail --strict
 };
 
 int run_doctor_cmd(const DoctorOpts& o) {
@@ -38,6 +40,8 @@ int run_doctor_cmd(const DoctorOpts& o) {
   }
   auto rep = doctor::run_doctor(src->path, opts);
   if (!rep) return report_error(rep.error(), o.json);
+  (void)allow_warnings(rep->findings, o.allow);  // the first pass, as the report shows it
+  for (const std::string& n : allow_warnings(rep->remaining, o.allow)) note(n);
   if (o.json) {
     auto j = doctor::to_json(*rep);
     j["hub"] = hf_cache::to_json(src->hub);
@@ -69,6 +73,9 @@ void add_doctor(CLI::App& sub, Action& action) {
                  "folder, or ORG/NAME read from the Hugging Face cache); default: DIR itself, vLLM's default");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/doctor.md)");
   sub.add_flag("--strict", opts->strict, "a remaining warning fails too (exit 1), for CI gates");
+  sub.add_option("--allow", opts->allow,
+                 "a warning kind this run accepts (repeatable): reported as info, so --strict passes it; an error is "
+                 "never allowed");
   sub.footer(
       "Exit: 0 no error-severity finding remains (after fixes; with --strict no warning either), 1 errors\n"
       "remain, 2 usage, 3 bad input (also every --mtp-from refusal), 4 I/O.\n"

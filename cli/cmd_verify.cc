@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -23,6 +24,7 @@ struct VerifyOpts {
   bool json = false;
   bool no_values = false;
   bool strict = false;
+  std::vector<std::string> allow;  ///< --allow KIND: warnings of these kinds do not fail --strict
   bool no_progress = false;
   std::string svg;
   VerifyOptions lib;
@@ -54,6 +56,7 @@ int run_verify(const VerifyOpts& o) {
   lib.progress = bar.get();
   auto rep = verify_checkpoint(*q, src ? &*src : nullptr, lib);
   if (!rep) return report_error(rep.error(), o.json);
+  for (const std::string& n : allow_warnings(rep->findings, o.allow)) note(n);
   if (!o.svg.empty())  // the quality report as strips per module kind (verify/quality.h)
     if (Status st = fs::write_user_file(o.svg, to_svg(quality_report(rep->stats))); !st)
       return report_error(st.error(), o.json);
@@ -86,6 +89,9 @@ void add_verify(CLI::App& sub, Action& action) {
                  "folder or a repo id in the Hugging Face cache); default: QDIR itself");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/verify.md)");
   sub.add_flag("--strict", opts->strict, "a warning fails too (exit 1), for CI gates");
+  sub.add_option("--allow", opts->allow,
+                 "a warning kind this run accepts (repeatable): reported as info, so --strict passes it (e.g. a "
+                 "recipe output's multi-group-scheme); an error is never allowed");
   sub.add_flag("--no-progress", opts->no_progress, "no progress bar for --against (drawn on a terminal)");
   sub.add_option("--outlier-factor", opts->lib.outlier_factor,
                  "error-outlier when a tensor's relative RMS error exceeds this many times the reference "

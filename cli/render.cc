@@ -106,4 +106,26 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
   return pick.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", pick);
 }
 
+std::vector<std::string> allow_warnings(std::vector<Finding>& findings, const std::vector<std::string>& kinds) {
+  std::vector<std::string> notes;
+  for (const std::string& kind : kinds) {
+    std::size_t allowed = 0, errors = 0;
+    for (Finding& f : findings) {
+      if (f.kind != kind) continue;
+      if (f.severity == Severity::ERROR) ++errors;
+      if (f.severity != Severity::WARNING) continue;
+      f.severity = Severity::INFO;
+      f.message += fmt::format(" (a warning, allowed by --allow {})", kind);
+      ++allowed;
+    }
+    if (allowed > 0) continue;
+    notes.push_back(errors > 0 ? fmt::format("--allow {}: {} error finding(s) of that kind stay errors (an error is never "
+                                             "allowed)", util::printable(kind, 80), errors)
+                               : fmt::format("--allow {}: no warning of that kind to allow", util::printable(kind, 80)));
+  }
+  std::stable_sort(findings.begin(), findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
+  return notes;
+}
+
 }  // namespace fp4forge::cli

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/core/error.h"
+#include "fp4forge/core/finding.h"
 #include "fp4forge/util/hf_cache.h"
 #include "fp4forge/util/progress.h"
 
@@ -53,6 +54,12 @@ std::unique_ptr<Progress> progress_bar(bool json, bool no_progress);
 
 /** The value of `--api-key-env VAR` ("" when `var` is empty); USAGE when VAR is unset or empty. */
 Result<std::string> api_key_from_env(const std::string& var);
+
+/** --allow KIND (verify, doctor): each warning of a listed kind becomes an info finding whose message says it was
+ * allowed, so --strict passes it (a mixed-precision output's known multi-group warning, issue 55); an error is never
+ * allowed. Findings stay ordered errors, warnings, info. Returns one note per listed kind that allowed nothing (no
+ * warning of that kind; or only errors, which stay). */
+std::vector<std::string> allow_warnings(std::vector<Finding>& findings, const std::vector<std::string>& kinds);
 
 /** " (did you mean 'X'?)" for the candidate nearest `word` (edit distance at most a third of its length, at
  * least 1; ties: the first), else "". */

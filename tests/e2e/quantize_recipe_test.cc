@@ -5,6 +5,7 @@
 // - --recipe FILE writes the same bytes as the same rules given as --scheme-for;
 // - verify catches a mixed config whose targets give a module or a fused layer another group than its tensors.
 #include <cctype>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -320,6 +321,49 @@ TEST(RecipeFp8Source, AttentionPassesThroughAndTheRestIsQuantized) {
         << err;
     EXPECT_EQ(nlohmann::json::parse(out)["plan"]["passthrough_weights"].get<std::uint64_t>(), want) << flag;
   }
+}
+
+// verify --strict of a mixed output fails on its one documented warning; --allow KIND accepts that kind (reported as
+// info, said so in the message) and nothing else: an error kind stays an error, a kind with nothing to allow is a
+// note (issue 55). doctor takes --allow the same way.
+TEST(RecipeStrictGate, AllowAcceptsAKnownWarningKindAndNeverAnError) {
+  TempDir tmp;
+  const sfs::path dst = tmp.path / "mixed";
+  std::string out, err;
+  ASSERT_EQ(quantize(kData + "/llama", dst, "--scheme nvfp4a16 --scheme-for attention=fp8-dynamic", &out, &err), 0)
+      << err;
+  const std::string v = "verify " + q(dst) + " --against " + q(kData + "/llama") + " --strict";
+  EXPECT_EQ(run_cli(v + " --json", &out, &err), 1) << err;
+  EXPECT_EQ(run_cli(v + " --allow quant-config-multi-group --json", &out, &err), 0) << out << err;
+  const auto j = nlohmann::json::parse(out);
+  bool seen = false;
+  for (const auto& f : j["findings"])
+    if (f["kind"] == "quant-config-multi-group") {
+      seen = true;
+      EXPECT_EQ(f["severity"], "info");
+      EXPECT_NE(f["message"].get<std::string>().find("allowed by --allow quant-config-multi-group"), std::string::npos);
+    }
+  EXPECT_TRUE(seen) << out;
+  EXPECT_EQ(run_cli(v + " --allow quant-config-multi-group --allow no-such-kind", &out, &err), 0) << err;
+  EXPECT_NE(err.find("--allow no-such-kind: no warning of that kind to allow"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("doctor " + q(dst) + " --strict --allow quant-config-multi-group", &out, &err), 0) << out << err;
+  // An error is never allowed: a mixed output whose source is another model fails whatever --allow says.
+  ASSERT_EQ(run_cli("verify " + q(dst) + " --json", &out, &err), 0) << out << err;
+  const sfs::path broken = tmp.path / "broken";
+  sfs::copy(dst, broken, sfs::copy_options::recursive);
+  {
+    auto cfg = nlohmann::json::parse(slurp(broken / "config.json"));
+    cfg["quantization_config"]["config_groups"]["group_0"]["targets"] = nlohmann::json::array();
+    std::ofstream(broken / "config.json") << cfg.dump(2);
+  }
+  EXPECT_EQ(run_cli("verify " + q(broken) + " --json", &out, &err), 1) << out;
+  std::string kind;
+  for (const auto& f : nlohmann::json::parse(out)["findings"])
+    if (f["severity"] == "error" && kind.empty()) kind = f["kind"];
+  ASSERT_FALSE(kind.empty()) << out;
+  EXPECT_EQ(run_cli("verify " + q(broken) + " --allow " + kind, &out, &err), 1) << out;
+  EXPECT_NE(err.find("--allow " + kind + ": "), std::string::npos) << err;
+  EXPECT_NE(err.find("stay errors (an error is never allowed)"), std::string::npos) << err;
 }
 
 }  // namespace
