@@ -107,6 +107,8 @@ std::string to_text(const VerifyReport& r) {
                      esc(s.scheme), s.observer.empty() ? std::string() : " (observer " + esc(s.observer) + ")", s.tensors,
                      s.quantized_modules, s.kept_tensors, s.kept_linear,
                      100.0 * s.quantized_share(), s.total_params, s.fused_sets);
+  if (s.groups.size() > 1)  // one line per config group: its scheme and observer paired, with quantize's spellings
+    for (const std::string& g : s.groups) out += fmt::format("    {}\n", esc(g));
   if (s.text_linear_params > 0)
     out += fmt::format("  text stack: {:.1f}% of {} Linear-like parameters quantized\n", 100.0 * s.text_quantized_share(),
                        s.text_linear_params);
@@ -124,7 +126,8 @@ std::string to_text(const VerifyReport& r) {
                          "equal to its expansion\n",
                          s.cast_modules);
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0)
-      out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs min-max\n", esc(s.observer),
+      out += fmt::format("  observer {}{}: rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs min-max\n",
+                         esc(s.observer), s.groups.size() > 1 ? ", every group's modules together" : "",
                          s.mean_rel_rms, s.mean_minmax_rel_rms,
                          100.0 * (s.mean_rel_rms - s.mean_minmax_rel_rms) / s.mean_minmax_rel_rms);
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0) out += to_text(quality_report(s));

@@ -99,12 +99,31 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
     }
   }
   if (s.groups.empty()) s.groups.emplace_back();
-  st.scheme = scheme_labels(c);
-  {  // the observers named, one per distinct name in group order: "nvfp4_expanded_mse+memoryless_minmax"
-    std::vector<std::string> names;
-    for (std::size_t i = 0; i < c.groups.size(); ++i)
-      if (s.groups[i].preset && c.groups[i].weights && std::find(names.begin(), names.end(), s.groups[i].observer_name) == names.end())
-        names.push_back(s.groups[i].observer_name);
+  {
+    // Scheme and observer as pairs, one per distinct (scheme, observer) in scheme order, so that the i-th observer
+    // is the i-th scheme's ("FP8_DYNAMIC+NVFP4A16" with "memoryless_minmax+nvfp4_expanded_mse"; issue 55: they were
+    // joined in two orders). Each group's line says its name and the option spellings quantize takes.
+    std::set<std::pair<std::string, std::string>> pairs;
+    st.groups.clear();
+    for (std::size_t i = 0; i < c.groups.size(); ++i) {
+      const std::string label = scheme_label(c.groups[i], c.format);
+      const bool named = s.groups[i].preset && c.groups[i].weights;
+      pairs.emplace(label, named ? s.groups[i].observer_name : std::string());
+      std::string line = fmt::format("{} {}", c.groups[i].name, label);
+      if (const auto qs = quant_scheme_of(c.groups[i], c.format); qs && s.groups[i].preset)
+        line += fmt::format(" (--scheme {})", quant_scheme_name(*qs));
+      if (named) {
+        line += fmt::format(", observer {}", s.groups[i].observer_name);
+        if (s.groups[i].observer_known) line += fmt::format(" (--observer {})", observer_option(s.groups[i].observer));
+      }
+      st.groups.push_back(std::move(line));
+    }
+    std::vector<std::string> labels, names;
+    for (const auto& [label, obs] : pairs) {
+      labels.push_back(label);
+      if (!obs.empty()) names.push_back(obs);
+    }
+    st.scheme = labels.empty() ? std::string("none") : fmt::format("{}", fmt::join(labels, "+"));
     st.observer = fmt::format("{}", fmt::join(names, "+"));
   }
   if (auto gm = GroupMatcher::compile(c); gm.ok()) s.matcher = std::move(*gm);  // else check_targets reports it

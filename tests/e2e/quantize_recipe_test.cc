@@ -334,6 +334,14 @@ TEST(RecipeStrictGate, AllowAcceptsAKnownWarningKindAndNeverAnError) {
       << err;
   const std::string v = "verify " + q(dst) + " --against " + q(kData + "/llama") + " --strict";
   EXPECT_EQ(run_cli(v + " --json", &out, &err), 1) << err;
+  // Scheme and observer pair up (issue 55: they were joined in two orders), one line per group in the text.
+  EXPECT_EQ(nlohmann::json::parse(out)["scheme"], "FP8_DYNAMIC+NVFP4A16");
+  EXPECT_EQ(nlohmann::json::parse(out)["observer"], "memoryless_minmax+nvfp4_expanded_mse");
+  EXPECT_EQ(run_cli(v, &out, &err), 1) << err;
+  EXPECT_NE(out.find("group_0 NVFP4A16 (--scheme nvfp4a16), observer nvfp4_expanded_mse (--observer mse)"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("(--scheme fp8-dynamic), observer memoryless_minmax (--observer minmax)"), std::string::npos)
+      << out;
   EXPECT_EQ(run_cli(v + " --allow quant-config-multi-group --json", &out, &err), 0) << out << err;
   const auto j = nlohmann::json::parse(out);
   bool seen = false;

@@ -72,7 +72,11 @@ struct TensorError {
 
 struct VerifyStats {
   std::string scheme;  ///< scheme_labels of the config ("NVFP4A16", "FP8_BLOCK", ..., "none" without quantization_config)
-  std::string observer;  ///< the weights' observer the config names ("memoryless_minmax", "nvfp4_expanded_mse", ...)
+  std::string observer;  ///< the weights' observer the config names ("memoryless_minmax", "nvfp4_expanded_mse", ...),
+                         ///< one per scheme above, in its order
+  /** One line per config group, file order: "group_0 NVFP4A16 (--scheme nvfp4a16), observer nvfp4_expanded_mse
+   * (--observer mse)": the config's names beside the spellings quantize takes. */
+  std::vector<std::string> groups;
   std::uint64_t tensors = 0;
   std::uint64_t quantized_modules = 0;
   std::uint64_t kept_tensors = 0;
