@@ -336,6 +336,7 @@ nlohmann::ordered_json to_json(const DiffReport& r) {
   const std::string& a_dir = r.a_dir;
   const std::string& b_dir = r.b_dir;
   Json j;
+  j["ok"] = exit_code(r) == 0;  // every command's --json leads with it (issue 55): identical and compared
   j["identical"] = !r.differs();
   j["refused"] = r.refused;
   j["a"] = a_dir;

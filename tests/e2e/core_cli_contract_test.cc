@@ -76,6 +76,32 @@ TEST(CliContract, EveryCommandFollowsOnePattern) {
   }
 }
 
+// Every command's successful --json report has "ok" (issue 55: diff's had none), true exactly when it exits 0.
+TEST(CliContract, EveryJsonReportSaysOk) {
+  testutil::TempDir t;
+  const std::string llama = testutil::q(testutil::kData + "/llama");
+  const std::vector<std::pair<std::string, int>> cases{
+      {"inspect " + llama, 0},
+      {"doctor " + llama, 0},
+      {"diff " + llama + " " + llama, 0},
+      {"diff " + llama + " " + testutil::q(testutil::kData + "/qwen3_moe"), 3},
+      {"plan --seat a=" + llama + " --gpu 0=80GiB", 0},
+      {"quantize " + llama + " " + testutil::q(t.path / "q") + " --no-progress", 0},
+      {"verify " + testutil::q(t.path / "q") + " --against " + llama + " --no-progress", 0},
+      {"synth --arch llama --size tiny --out " + testutil::q(t.path / "s"), 0},
+      {"selftest", 0},
+  };
+  for (const auto& [args, code] : cases) {
+    SCOPED_TRACE(args);
+    std::string out, err;
+    ASSERT_EQ(run_cli(args + " --json", &out, &err), code) << err;
+    const auto j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << out.substr(0, 300);
+    ASSERT_TRUE(j.contains("ok")) << out.substr(0, 300);
+    EXPECT_EQ(j["ok"].get<bool>(), code == 0);
+  }
+}
+
 TEST(CliContract, UnknownCommandIsAUsageError) {
   std::string out, err;
   EXPECT_EQ(run_cli("frobnicate --json", &out, &err), 2);
