@@ -3,7 +3,9 @@
 
 #include "fp4forge/util/strings.h"
 
+#include <algorithm>
 #include <array>
+#include <vector>
 #include <cctype>
 
 namespace fp4forge::util {
@@ -17,16 +19,37 @@ bool url_char(char c) {
 }  // namespace
 
 bool is_secret_name(std::string_view name) {
+  // A name is read word by word (split at anything but a letter or a digit, and at a lower-to-upper case step:
+  // `x-api-key`, `apiKey`, `AWS_SECRET`): a word holding a secret word is a secret, unless it is an ordinary word
+  // that merely contains one (issue 55: `max_tokens`, `keyboard`, `author` were masked). Unknown compounds
+  // (`apikey`, `mykey`) stay secrets: a masked ordinary word costs a line, a shown secret costs the key.
   static constexpr std::array<std::string_view, 12> kWords{"key",     "token",   "secret",  "password",
                                                            "passwd",  "credential", "auth", "private",
                                                            "cookie",  "session", "signature", "sig"};
-  const std::string l = ascii_lower(name);
-  for (auto w : kWords) {
-    if (w == "sig") {
-      if (l == "sig") return true;
-      continue;
+  static constexpr std::array<std::string_view, 27> kOrdinary{
+      "tokens",   "tokenizer", "tokenizers", "tokenize",  "tokenized", "tokenization", "detokenize",
+      "keyboard", "keyword",   "keywords",   "keynote",   "keyframe",  "keyframes",    "keystone",
+      "monkey",   "donkey",    "turkey",     "hockey",    "jockey",    "whiskey",      "author",
+      "authors",  "authored",  "authoring",  "authority", "secretary", "secretaries"};
+  std::vector<std::string> words;
+  std::string cur;
+  char prev = '\0';
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool alnum = std::isalnum(u) != 0;
+    if (!alnum || (std::isupper(u) != 0 && std::islower(static_cast<unsigned char>(prev)) != 0)) {
+      if (!cur.empty()) words.push_back(std::move(cur));
+      cur.clear();
     }
-    if (l.find(w) != std::string::npos) return true;
+    if (alnum) cur += static_cast<char>(std::tolower(u));
+    prev = c;
+  }
+  if (!cur.empty()) words.push_back(std::move(cur));
+  for (const std::string& w : words) {
+    if (std::find(kOrdinary.begin(), kOrdinary.end(), w) != kOrdinary.end()) continue;
+    for (auto s : kWords) {
+      if (s == "sig" ? w == "sig" : w.find(s) != std::string::npos) return true;
+    }
   }
   return false;
 }

@@ -104,6 +104,14 @@ TEST(Redact, SecretNamesAndShapes) {
   for (const char* n : {"api_key", "vertex_credentials", "Authorization", "x-api-token", "AWS_SECRET", "private_key"})
     EXPECT_TRUE(util::is_secret_name(n)) << n;
   for (const char* n : {"model", "api_base", "timeout", "rpm", "design"}) EXPECT_FALSE(util::is_secret_name(n)) << n;
+  // Word by word (issue 55: secrets were masked inside ordinary words): a secret word in any word of the name,
+  // camelCase and compounds included, but not an ordinary word that merely contains one.
+  for (const char* n : {"apiKey", "x-api-key", "apikey", "master_key", "aws_secret_access_key", "AccessToken",
+                        "refresh_token", "vertex_credentials", "passwordFile", "sig", "x_sig", "mykey", "auth_header"})
+    EXPECT_TRUE(util::is_secret_name(n)) << n;
+  for (const char* n : {"max_tokens", "maxTokens", "num_tokens", "tokenizer", "tokenizer_mode", "keyboard_layout",
+                        "keywords", "author", "monkey_patch", "signal", "design_signature_count_x"})
+    EXPECT_EQ(util::is_secret_name(n), std::string_view(n) == "design_signature_count_x") << n;
   EXPECT_EQ(util::redact_url("http://u:K3Y@10.0.0.5:8000/v1?key=Q&alt=1"), "http://u:***@10.0.0.5:8000/v1?key=***&alt=1");
 }
 

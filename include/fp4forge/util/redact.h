@@ -17,8 +17,10 @@ std::string redact_url(std::string_view url);
 /** One line of text with every URL redacted (redact_url), `Bearer`/`Basic` tokens and PEM key lines masked. */
 std::string redact_line(std::string_view line);
 
-/** True for a parameter or key name that holds a secret: key, token, secret, password, passwd, credential,
- * auth(orization), private, cookie, session, signature (any case, anywhere in the name). */
+/** True for a parameter or key name that holds a secret: a word of the name (split at non-alphanumerics and at
+ * camelCase steps) holding key, token, secret, password, passwd, credential, auth(orization), private, cookie,
+ * session or signature, or equal to sig (any case); ordinary words that merely contain one (`tokens`, `tokenizer`,
+ * `keyboard`, `author`, ...) are not secrets. */
 bool is_secret_name(std::string_view name);
 
 }  // namespace fp4forge::util
