@@ -1,6 +1,8 @@
 // fp4forge doctor DIR [--fix] [--dry-run] [--mtp-from SRC] [--json]: config defects vs tensors, processor
 // and tokenizer files; safe fixes with backups (library: doctor/doctor.h, quantize/mtp_splice.h).
 #include <cstdio>
+#include <string_view>
+#include <cctype>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 
 #include "commands.h"
 #include "fp4forge/doctor/doctor.h"
+#include "fp4forge/util/strings.h"
 #include "render.h"
 
 namespace fp4forge::cli {
@@ -23,7 +26,28 @@ struct DoctorOpts {
   bool json = false;
   bool strict = false;
   std::vector<std::string> allow;  ///< --allow KIND: warnings of these kinds do not fail --strict
+  std::string vllm_version;        ///< --vllm-version: the release the checkpoint will be served on
 };
+
+/** --vllm-version as the minor of vLLM 0.MINOR[.PATCH] (a leading 'v' allowed): the typed option the library takes. */
+Result<int> vllm_minor_of(const std::string& v) {
+  if (v.empty()) return -1;
+  std::string_view t = v;
+  if (t.front() == 'v' || t.front() == 'V') t.remove_prefix(1);
+  int minor = -1;
+  if (t.substr(0, 2) == "0.") {
+    t.remove_prefix(2);
+    std::size_t n = 0;
+    while (n < t.size() && n < 4 && std::isdigit(static_cast<unsigned char>(t[n])) != 0) ++n;
+    const bool rest_ok = n == t.size() || (t[n] == '.' && t.size() > n + 1 &&
+                                           t.find_first_not_of("0123456789", n + 1) == std::string_view::npos);
+    if (n > 0 && rest_ok) minor = std::stoi(std::string(t.substr(0, n)));
+  }
+  if (minor < 0)
+    return make_error(Errc::USAGE, "--vllm-version '{}': expected a vLLM release 0.MINOR or 0.MINOR.PATCH, e.g. 0.26 "
+                      "or v0.26.1", util::printable(v, 40));
+  return minor;
+}
 
 int run_doctor_cmd(const DoctorOpts& o) {
   doctor::DoctorOptions opts;
@@ -31,6 +55,9 @@ int run_doctor_cmd(const DoctorOpts& o) {
   opts.dry_run = o.dry_run;
   opts.tokenizer = o.tokenizer;
   opts.strict = o.strict;
+  auto minor = vllm_minor_of(o.vllm_version);
+  if (!minor) return report_error(minor.error(), o.json);
+  opts.vllm_minor = *minor;
   auto src = checkpoint_source(o.dir, o.json);
   if (!src) return report_error(src.error(), o.json);
   if (!o.mtp_from.empty()) {  // a folder or a repo id in the Hugging Face cache, like DIR
@@ -73,6 +100,9 @@ void add_doctor(CLI::App& sub, Action& action) {
                  "folder, or ORG/NAME read from the Hugging Face cache); default: DIR itself, vLLM's default");
   sub.add_flag("--json", opts->json, "print the report as JSON (schema: docs/cli/doctor.md)");
   sub.add_flag("--strict", opts->strict, "a remaining warning fails too (exit 1), for CI gates");
+  sub.add_option("--vllm-version", opts->vllm_version,
+                 "the vLLM release the checkpoint will be served on (0.MINOR[.PATCH]): what that release cannot build "
+                 "is an error, and --fix writes what makes it build (e.g. Gemma-4's flat global keys)");
   sub.add_option("--allow", opts->allow,
                  "a warning kind this run accepts (repeatable): reported as info, so --strict passes it; an error is "
                  "never allowed");

@@ -282,8 +282,27 @@ void check_both_forms(const Context& ctx, const Json& tc, const Json* plc, bool 
                             "vLLM ≤0.{} with transformers ≤5.14 reads num_global_key_value_heads as None and fails to "
                             "build the full-attention layers, vLLM 0.{}.x with transformers ≥5.15 crashes in "
                             "get_head_size (vllm #51744)", kMin - 1, kMin - 1);
-    f.hint = fmt::format("serve with vLLM ≥0.{}, or add the flat keys (then doctor --fix removes the now redundant "
-                         "per_layer_config: transformers ≥5.15 re-synthesizes it from the flat keys on load)", kMin);
+    f.hint = fmt::format("serve with vLLM ≥0.{}, or let doctor --vllm-version 0.N --fix (N < {}) write the flat keys "
+                         "from the tensors and remove the then redundant per_layer_config (transformers ≥5.15 "
+                         "re-synthesizes it from the flat keys on load)", kMin, kMin);
+    // With a target release that cannot build the form (doctor --vllm-version, issue 55): an error, fixed by the flat
+    // keys the tensors prove (the fix re-proves, on the file, that per_layer_config then only repeats them).
+    if (ctx.vllm_minor >= 0 && ctx.vllm_minor < kMin) {
+      f.severity = Severity::ERROR;
+      f.message += fmt::format("; the target, vLLM 0.{}, is one of those", ctx.vllm_minor);
+      const GlobalKvDerivation der = derive_global_kv(ctx, ctx.config);
+      if (der.problem.empty()) {
+        f.tensors = der.evidence;
+        f.expected = fmt::format("global_head_dim = {}{}", der.global_head_dim,
+                                 k_eq_v ? fmt::format(", num_global_key_value_heads = {}", der.num_global_kv_heads)
+                                        : std::string());
+        f.fix = fmt::format("write {} into {} (derived from the full-attention tensors), then remove per_layer_config "
+                            "once it is proven to repeat them", f.expected,
+                            ctx.info.wrapper ? "text_config" : "config.json");
+      } else {
+        f.hint = fmt::format("serve with vLLM ≥0.{}; the flat keys cannot be derived safely: {}", kMin, der.problem);
+      }
+    }
     out.push_back(std::move(f));
     return;
   }

@@ -79,7 +79,9 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
         if (a == "Qwen3_5ForCausalLM" || a == "Qwen3_5MoeForCausalLM") {
           Finding f;
           f.kind = "architecture-needs-recent-vllm";
-          f.severity = Severity::WARNING;
+          // With a target release (doctor --vllm-version) below the first that registers it: an error.
+          const bool too_old = ctx.vllm_minor >= 0 && ctx.vllm_minor < 28;
+          f.severity = too_old ? Severity::ERROR : Severity::WARNING;
           f.key = "architectures";
           f.actual = a;
           f.expected = "vLLM ≥ 0.28";
@@ -87,6 +89,7 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
                                   "picks {}, which builds an empty vision tower and crashes in the startup "
                                   "dummy-image profile run",
                                   a, wrapper_arch_of(fam));
+          if (too_old) f.message += fmt::format(" (the target, vLLM 0.{}, is below it)", ctx.vllm_minor);
           f.hint = "serve with vLLM ≥ 0.28, or keep the original *ForConditionalGeneration checkpoint";
           out.push_back(std::move(f));
         }

@@ -20,6 +20,7 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, co
   ctx.tokenizer_from = opts.tokenizer;
   ctx.overlay = opts.overlay;
   ctx.as_source = opts.as_source;
+  ctx.vllm_minor = opts.vllm_minor;
   FP4FORGE_ASSIGN_OR_RETURN(ctx.tokenizer_dir, tokenizer_source(ctx.dir, opts.tokenizer));
   if (ctx.tensors.empty()) {
     Finding f;

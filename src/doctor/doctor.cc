@@ -29,15 +29,17 @@ constexpr std::array<KindInfo, 32> kKinds{{
      "an MTP architecture named as the main model (error); a class the family table does not list, an absent "
      "or multiple `architectures`, or a family outside fp4forge's table (warnings)"},
     {"architecture-needs-recent-vllm", Severity::WARNING, false, "F31",
-     "Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM: registered in vLLM only from about 0.28"},
+     "Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM: registered in vLLM only from about 0.28 (an error with "
+     "--vllm-version below it)"},
     {"wrapper-flat-mismatch", Severity::ERROR, false, "F30",
      "`architectures`, config nesting and tensor prefixes disagree (wrapper vs flat); says what vLLM and "
      "transformers will do"},
     {"gemma4-missing-global-kv-fields", Severity::ERROR, true, "F27",
      "Gemma-4 without global_head_dim / num_global_key_value_heads and no per_layer_config; the values are "
      "derived from the tensor shapes"},
-    {"gemma4-per-layer-config-only", Severity::INFO, false, "F28",
-     "full-attention geometry only in per_layer_config (transformers >= 5.15 form): needs vLLM >= 0.28"},
+    {"gemma4-per-layer-config-only", Severity::INFO, true, "F28",
+     "full-attention geometry only in per_layer_config (transformers >= 5.15 form): needs vLLM >= 0.28; an error "
+     "with --vllm-version below it, whose fix writes the flat keys the tensors prove"},
     {"per-layer-config-redundant", Severity::WARNING, true, "F29",
      "per_layer_config repeats the flat global fields exactly"},
     {"per-layer-config-conflict", Severity::ERROR, false, "F28",
@@ -148,6 +150,42 @@ class Fixer {
     };
     if (!has_gd) FP4FORGE_TRY(p->doc->set(path("global_head_dim"), der.global_head_dim));
     if (k_eq_v && !has_gkv) FP4FORGE_TRY(p->doc->set(path("num_global_key_value_heads"), der.num_global_kv_heads));
+    p->kinds.push_back(kind);
+    return {};
+  }
+
+  /** gemma4-per-layer-config-only under a target vLLM that cannot build it: the flat keys from the tensors, then
+   * per_layer_config removed, both only when per_layer_config is proven (on the edited file) to repeat them. */
+  Status plc_only() {
+    const std::string kind = "gemma4-per-layer-config-only";
+    FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("config.json"));
+    const Json cfg = *p->doc->get({});
+    const Json& tc = text_config(cfg);
+    if (has_non_null(tc, "global_head_dim") || has_non_null(tc, "num_global_key_value_heads")) {
+      refuse(kind, "config.json has flat global fields now");
+      return {};
+    }
+    const GlobalKvDerivation der = derive_global_kv(ctx_, cfg);
+    if (!der.problem.empty()) {
+      refuse(kind, fmt::format("the values cannot be derived safely: {}", der.problem));
+      return {};
+    }
+    const bool k_eq_v = bool_of(tc, "attention_k_eq_v");
+    Json next = cfg;
+    Json& ntc = ctx_.info.wrapper ? next["text_config"] : next;
+    ntc["global_head_dim"] = der.global_head_dim;
+    if (k_eq_v) ntc["num_global_key_value_heads"] = der.num_global_kv_heads;
+    std::string why;
+    if (!prove_per_layer_config_redundant(next, ctx_.info.layer_types, &why)) {
+      refuse(kind, fmt::format("per_layer_config does not repeat what the tensors prove ({}); edit it by hand", why));
+      return {};
+    }
+    auto path = [&](const char* k) {
+      return ctx_.info.wrapper ? JsonDocument::Path{"text_config", k} : JsonDocument::Path{k};
+    };
+    FP4FORGE_TRY(p->doc->set(path("global_head_dim"), der.global_head_dim));
+    if (k_eq_v) FP4FORGE_TRY(p->doc->set(path("num_global_key_value_heads"), der.num_global_kv_heads));
+    p->doc->erase(path("per_layer_config"));
     p->kinds.push_back(kind);
     return {};
   }
@@ -297,7 +335,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   fs::PathLock lock;
   std::error_code ec;
   if (opts.fix && !opts.dry_run && std::filesystem::is_directory(dir, ec)) FP4FORGE_TRY(lock.acquire(dir));
-  FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}}));
+  FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}, false, opts.vllm_minor}));
   rep.family = std::string(family_name(d->ctx.info.family));
   rep.architecture = d->ctx.info.architecture;
   rep.quantized = d->ctx.quantized;
@@ -327,6 +365,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   Fixer fx(d->ctx, rep);
   // Fixed order: config.json edits compose (globals first, then redundancy is re-proven on the result).
   if (due.count("gemma4-missing-global-kv-fields")) FP4FORGE_TRY(fx.gemma4_globals());
+  if (due.count("gemma4-per-layer-config-only")) FP4FORGE_TRY(fx.plc_only());
   if (due.count("per-layer-config-redundant")) FP4FORGE_TRY(fx.redundant_plc());
   if (due.count("missing-preprocessor-config")) FP4FORGE_TRY(fx.preprocessor());
   if (due.count("tokenizer-truncation")) FP4FORGE_TRY(fx.tokenizer());
@@ -344,7 +383,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   }
   if (opts.dry_run || rep.changes.empty()) return rep;
   d.reset();  // release the mappings before re-reading
-  FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}}));
+  FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}, false, opts.vllm_minor}));
   rep.remaining = again->findings;
   return rep;
 }

@@ -61,6 +61,7 @@ struct FixCase {
   std::function<void(Fixture&)> setup;
   int rc_before, rc_after;
   std::function<void(const Fixture&, const std::string& before, const std::string& after)> verify;
+  std::string flags = {};  // given to every doctor run (e.g. --vllm-version 0.26)
 };
 
 void exercise(const FixCase& c) {
@@ -73,7 +74,7 @@ void exercise(const FixCase& c) {
 
   // check: reports the kind with a fix, writes nothing
   int rc = 0;
-  Json j = run_json(fx, "", &rc);
+  Json j = run_json(fx, c.flags, &rc);
   EXPECT_EQ(rc, c.rc_before);
   EXPECT_EQ(j["mode"], "check");
   ASSERT_TRUE(has_kind(j["findings"], c.kind)) << j.dump(2);
@@ -85,7 +86,7 @@ void exercise(const FixCase& c) {
   EXPECT_EQ(fx.snapshot(), s0);
 
   // dry run: the diff, nothing written
-  Json d = run_json(fx, "--fix --dry-run", &rc);
+  Json d = run_json(fx, "--fix --dry-run " + c.flags, &rc);
   EXPECT_EQ(rc, c.rc_before);
   EXPECT_EQ(d["mode"], "dry-run");
   bool seen = false;
@@ -99,10 +100,10 @@ void exercise(const FixCase& c) {
   }
   EXPECT_TRUE(seen) << d.dump(2);
   EXPECT_EQ(fx.snapshot(), s0) << "--dry-run wrote something";
-  EXPECT_EQ(run_json(fx, "--dry-run")["changes"], d["changes"]);  // --dry-run alone is the same
+  EXPECT_EQ(run_json(fx, "--dry-run " + c.flags)["changes"], d["changes"]);  // --dry-run alone is the same
 
   // fix
-  Json f = run_json(fx, "--fix", &rc);
+  Json f = run_json(fx, "--fix " + c.flags, &rc);
   EXPECT_EQ(rc, c.rc_after) << f.dump(2);
   EXPECT_EQ(f["mode"], "fix");
   EXPECT_FALSE(has_kind(f["remaining"], c.kind)) << f.dump(2);
@@ -135,12 +136,12 @@ void exercise(const FixCase& c) {
   c.verify(fx, existed ? s0.at(c.file) : std::string(), s1.at(c.file));
 
   // re-run: gone
-  Json again = run_json(fx, "", &rc);
+  Json again = run_json(fx, c.flags, &rc);
   EXPECT_FALSE(has_kind(again["findings"], c.kind)) << again.dump(2);
   EXPECT_EQ(rc, c.rc_after);
 
   // second --fix: no-op
-  Json f2 = run_json(fx, "--fix", &rc);
+  Json f2 = run_json(fx, "--fix " + c.flags, &rc);
   EXPECT_EQ(f2["changes"].size(), 0u) << f2.dump(2);
   EXPECT_EQ(fx.snapshot(), s1) << "second --fix changed files";
 }
@@ -161,6 +162,57 @@ TEST(DoctorFixE2E, Gemma4MissingGlobalKvFields) {
               EXPECT_EQ(st.removed, 0u);
               EXPECT_NE(after.find("\n    \"global_head_dim\": 64,\n"), std::string::npos) << after;
             }});
+}
+
+// doctor --vllm-version below the first release that builds Gemma-4's per_layer_config-only form (issue 55): an error
+// whose fix writes the flat keys the tensors prove and removes per_layer_config, proven to repeat them; without a
+// target, or with one that builds it, an info without a fix, nothing written.
+TEST(DoctorFixE2E, PerLayerConfigOnlyUnderAnOldVllmTarget) {
+  exercise({"per_layer_config only, vLLM 0.26", "gemma4-dense-mm", "gemma4-per-layer-config-only", "config.json",
+            [](Fixture&) {}, 1, 0,
+            [](const Fixture&, const std::string& before, const std::string& after) {
+              Json a = Json::parse(after), b = Json::parse(before);
+              EXPECT_EQ(a["text_config"]["global_head_dim"], 64);
+              EXPECT_EQ(a["text_config"]["num_global_key_value_heads"], 1);
+              EXPECT_FALSE(a["text_config"].contains("per_layer_config"));
+              a["text_config"].erase("global_head_dim");
+              a["text_config"].erase("num_global_key_value_heads");
+              b["text_config"].erase("per_layer_config");
+              EXPECT_EQ(a, b);
+            },
+            "--vllm-version 0.26"});
+  for (const char* flags : {"", "--vllm-version 0.28", "--vllm-version v0.34.1"}) {
+    SCOPED_TRACE(flags);
+    Fixture fx("gemma4-dense-mm");
+    const auto s0 = fx.snapshot();
+    int rc = 0;
+    Json j = run_json(fx, std::string("--fix ") + flags, &rc);
+    EXPECT_EQ(rc, 0) << j.dump(2);
+    for (const auto& f : j["findings"])
+      if (f["kind"] == "gemma4-per-layer-config-only") {
+        EXPECT_EQ(f["severity"], "info");
+        EXPECT_TRUE(f["fix"].is_null());
+      }
+    for (const auto& ch : j["changes"]) EXPECT_NE(ch["file"], "config.json") << j.dump(2);
+  }
+  // Qwen3_5ForCausalLM is registered from about 0.28: an error under an older target, a warning otherwise.
+  Fixture q("qwen3_5-dense");
+  int rc = 0;
+  Json old = run_json(q, "--vllm-version 0.26", &rc);
+  EXPECT_EQ(rc, 1);
+  bool seen = false;
+  for (const auto& f : old["findings"])
+    if (f["kind"] == "architecture-needs-recent-vllm") {
+      seen = true;
+      EXPECT_EQ(f["severity"], "error");
+    }
+  EXPECT_TRUE(seen) << old.dump(2);
+  EXPECT_EQ(run_json(q, "--vllm-version 0.30", &rc)["ok"], true);
+  EXPECT_EQ(rc, 0);
+  for (const char* bad : {"1.0", "0.", "0.x", "latest", "0.26.", "0.26.1rc"}) {
+    CliRun r = run_cli("doctor " + q.dir().string() + " --vllm-version " + bad);
+    EXPECT_EQ(r.rc, 2) << bad;
+  }
 }
 
 TEST(DoctorFixE2E, PerLayerConfigRedundant) {

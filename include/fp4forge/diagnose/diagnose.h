@@ -45,6 +45,8 @@ struct Context : ShapeContext {
   FileOverlay overlay;
   /** The folder is read as quantize's source, not served as it is (DiagnoseOptions::as_source). */
   bool as_source = false;
+  /** doctor --vllm-version 0.MINOR: the release the checkpoint will be served on; -1 = not said. */
+  int vllm_minor = -1;
 };
 
 /** Completes a Context whose dir, config and tensors are set: init_shape_context, and whether the checkpoint is
@@ -63,6 +65,10 @@ struct DiagnoseOptions {
    * quantized, ...) are left out: quantize expands such a source and writes its own scheme, and it checks an FP8 /
    * packed FP4 source's payload itself (model/fp8_source.h) before writing. Every other check runs. */
   bool as_source = false;
+  /** doctor --vllm-version: the vLLM 0.MINOR the checkpoint will be served on (-1: not said). A config form or
+   * architecture that release cannot build is then an error instead of a note about newer releases
+   * (`architecture-needs-recent-vllm`, `gemma4-per-layer-config-only`, whose fix then writes the flat keys). */
+  int vllm_minor = -1;
 };
 
 /** The checkpoint opened, the context the checks saw, and their findings (errors, warnings, info; check order

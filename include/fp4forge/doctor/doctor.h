@@ -65,6 +65,9 @@ struct DoctorOptions {
    * repo id (read from the Hugging Face cache when it is there). Empty: the model folder itself, vLLM's
    * default. A source that cannot be read here is a warning (`tokenizer-unchecked`), never a guess. */
   std::string tokenizer;
+  /** --vllm-version 0.MINOR: the release the checkpoint will be served on (-1: not said); what it cannot build is an
+   * error (DiagnoseOptions::vllm_minor). */
+  int vllm_minor = -1;
 };
 
 /** A fix that was due but refused because its precondition did not hold at fix time. */
