@@ -918,7 +918,9 @@ void Runner::summarize(RunSummary& sum, double secs) const {
   sum.bytes_read = progress_->bytes_done();
   sum.bits_per_weight = plan_.bits_per_weight();
   sum.seconds = secs;
-  sum.gb_per_s = secs > 0 ? static_cast<double>(plan_.source_bytes) / secs / 1e9 : 0.0;
+  // The rate of this run's work: the bytes it read (a --resume's reused shards are not read again; issue 55: they
+  // were counted, so a resume reported a speed it never had).
+  sum.gb_per_s = secs > 0 ? static_cast<double>(sum.bytes_read) / secs / 1e9 : 0.0;
   sum.peak_rss_bytes = peak_rss_bytes();
   sum.peak_inflight_bytes = budget_.peak();
   sum.shards_written = shards_written_.load();

@@ -485,6 +485,10 @@ TEST(QuantizePreflight, ResumeAfterAFailedRunWritesTheServingFiles) {
                         q(kData + "/gemma4-moe-mm") + " --json", &out, &err), 0) << err;
   const auto j = Json::parse(out);
   EXPECT_GT(j["shards_resumed"].get<int>(), 0) << out.substr(0, 600);
+  // Its rate counts what it read, not the reused shards (issue 55).
+  EXPECT_LT(j["bytes_read"].get<double>(), j["bytes_in"].get<double>()) << out.substr(0, 600);
+  EXPECT_NEAR(j["gb_per_s"].get<double>(), j["bytes_read"].get<double>() / j["seconds"].get<double>() / 1e9,
+              1e-9 + 1e-6 * j["gb_per_s"].get<double>());
   EXPECT_EQ(j["preflight"]["serving_files"].size(), 2u);
   EXPECT_TRUE(file_contents(t.path / "q") == clean) << "the resumed output differs from a clean run";
   EXPECT_FALSE(fsys::exists(staging));
