@@ -1,6 +1,7 @@
 // The quantize plan as text and JSON (quantize/plan.h to_text / to_json).
 #include "fp4forge/quantize/plan.h"
 
+#include "fp4forge/codec/observer.h"
 #include "fp4forge/model/serving_files.h"
 #include "fp4forge/model/structure.h"
 
@@ -40,6 +41,26 @@ std::size_t global_scale_groups(const QuantPlan& plan) {
 
 // ---------------------------------------------------------------------------------------------------
 
+namespace {
+
+/** Element encodes the searched observers run: each searched group's parameters times its search's steps (the
+ * full count: `memoryless_mse` may stop early). 0 when no group searches. */
+std::uint64_t search_trials(const QuantPlan& plan) {
+  std::uint64_t n = 0;
+  for (const PlanScheme& ps : plan.schemes)
+    if (const auto spec = search_spec(ps.observer)) n += ps.params * static_cast<std::uint64_t>(spec->total_steps());
+  return n;
+}
+
+int max_search_steps(const QuantPlan& plan) {
+  int steps = 0;
+  for (const PlanScheme& ps : plan.schemes)
+    if (const auto spec = search_spec(ps.observer); spec && ps.params > 0) steps = std::max(steps, spec->total_steps());
+  return steps;
+}
+
+}  // namespace
+
 std::string to_text(const QuantPlan& plan, bool verbose) {
   // Names, config values, rules and warnings come from files and arguments: each written escaped (R4-B5).
   const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };
@@ -63,6 +84,11 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
   s += fmt::format("  size: {} -> {} ({:.3f} bits per quantized weight)\n", format_bytes(plan.source_bytes),
                    format_bytes(plan.output_bytes), plan.bits_per_weight());
   s += fmt::format("  ignore: {} Linear-like module(s) left unquantized\n", plan.ignore.size());
+  if (const std::uint64_t trials = search_trials(plan); trials > 0)  // issue 55: the search's cost was not said
+    s += fmt::format("  cost: the searched observer tries up to {} scales per group: {} element encodes against min-max's "
+                     "{}, compute-bound (an 8B NVFP4A16: about 62 s on 16 cores against 10 s with min-max, "
+                     "docs/performance.md); --observer minmax for a quick run\n",
+                     max_search_steps(plan), format_count(trials), format_count(plan.quantized_params));
   // Kept-with-reason table: reasons grouped, with counts and an example.
   std::map<std::string, std::pair<std::size_t, std::string>> by_reason;
   for (const auto& d : plan.decisions) {
@@ -95,6 +121,7 @@ nlohmann::ordered_json to_json(const QuantPlan& plan) {
   ojson j = ojson::object();
   j["scheme"] = plan.scheme;
   j["observer"] = plan.observers;
+  j["search_element_encodes"] = search_trials(plan);  // 0: no group searches
   j["architecture"] = plan.info.architecture;
   j["family"] = std::string(family_name(plan.info.family));
   j["source_tensors"] = plan.decisions.size();

@@ -215,7 +215,16 @@ TEST(QuantizeObserver, TheDefaultIsTheSearchForNvfp4AndMinMaxElsewhere) {
   EXPECT_EQ(nlohmann::json::parse(slurp(tmp.path / "w" / "config.json"))["quantization_config"]["config_groups"]["group_0"]
                 ["weights"]["observer"], "memoryless_minmax");
   ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run --json", &out, &err), 0) << err;
-  EXPECT_EQ(nlohmann::json::parse(out)["plan"]["observer"], "mse");
+  const auto plan = nlohmann::json::parse(out)["plan"];
+  EXPECT_EQ(plan["observer"], "mse");
+  // The dry run says what the search costs (issue 55): 111 trial encodes of every quantized element.
+  EXPECT_EQ(plan["search_element_encodes"].get<std::uint64_t>(), 111 * plan["quantized_params"].get<std::uint64_t>());
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run", &out, &err), 0) << err;
+  EXPECT_NE(out.find("cost: the searched observer tries up to 111 scales per group"), std::string::npos) << out;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run --observer minmax --json", &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["plan"]["search_element_encodes"], 0);
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run --observer minmax", &out, &err), 0) << err;
+  EXPECT_EQ(out.find("cost:"), std::string::npos) << out;
 }
 
 TEST(QuantizeObserver, WithoutJobsASearchRunsTwiceTheCoresOfWorkers) {
