@@ -90,7 +90,7 @@ ProbeReport probe_impl(HttpClient& client, const std::function<std::unique_ptr<H
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_partition(order.begin(), order.end(), [&](std::size_t i) { return checks[i] == Check::MODELS; });
   Shared shared;
-  Ctx first{client, base, rep.model, opts, shared, {}, {}, false, {}};
+  Ctx first{client, base, rep.model, opts, shared, {}, false, {}};
   std::size_t next = 0;
   if (!order.empty()) {
     done(order[0], run_one(first, checks[order[0]], overall, password));
@@ -112,7 +112,7 @@ ProbeReport probe_impl(HttpClient& client, const std::function<std::unique_ptr<H
     for (std::size_t w = 0; w < workers; ++w)
       pool.emplace_back([&] {
         std::unique_ptr<HttpClient> own = (*make_client)();
-        Ctx ctx{*own, base, rep.model, opts, shared, {}, {}, false, {}};
+        Ctx ctx{*own, base, rep.model, opts, shared, {}, false, {}};
         for (std::size_t k = cursor++; k < order.size(); k = cursor++)
           done(order[k], run_one(ctx, checks[order[k]], overall, password));
         if (ctx.any_response) answered = true;
