@@ -908,9 +908,12 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
         if (auto te = compare_nvfp4(r, mem, set_observed, gs_set, gs_minmax)) r.record(std::move(*te));
       }
     }
-    for (Member& mem : job.members) {
+    if (job.members.empty()) progress.add(0, 1);
+    for (std::size_t mi = 0; mi < job.members.size(); ++mi) {
+      Member& mem = job.members[mi];
       const Module& m = *mem.mod;
-      progress.add(member_bytes(mem));
+      // The job counts as one item when its last member is done (issue 55: every job's item came at the end).
+      progress.add(member_bytes(mem), mi + 1 == job.members.size() ? 1 : 0);
       for (const TensorRef* t : m.members()) q.shards()[t->shard].release(*t->info);
       if (--r.src_refs[mem.src.tensor] == 0) src.shards()[mem.src.tensor->shard].release(*mem.src.tensor->info);
       std::vector<float>().swap(mem.maxima);  // the job's searched maxima: 1/8 of its BF16 bytes, freed now
@@ -930,7 +933,6 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
 
 
   // Kept tensors: bit-identical to the source.
-  if (!jobs.empty()) progress.add(0, jobs.size());
   compare_kept(r, progress);
   for (const TensorRef& t : src.tensors()) {
     if (r.src_used.count(t.name)) continue;

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -31,6 +32,7 @@
 #include "fp4forge/model/model_info.h"
 #include "fp4forge/safetensors/shard_writer.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/progress_sink.h"
 #include "fp4forge/verify/diff.h"
 #include "fp4forge/verify/verify.h"
 #include "verify_test_util.h"
@@ -507,6 +509,40 @@ TEST_F(VerifyDefects, DiffOfRouterQuantizedMoeShowsExactlyTheRouterFamily) {
 // The refusal says what the other class hides, by the way the two classes differ (issue 55: a MoE-vs-MoE or a
 // multimodal-vs-text pair was told about routers), and a terminal sees it once (stdout's "!!" line; stderr only
 // beside --json).
+// verify --against reports its items as it finishes each job, not all at the end (issue 55: the bar's item counter
+// stood at 0 until the comparison was over); the counts reach the totals it began with.
+TEST_F(VerifyDefects, VerifyCountsItemsAsItGoes) {
+  struct Recorder : ProgressSink {
+    std::mutex mu;
+    std::uint64_t total_bytes = 0, total_items = 0, bytes = 0, items = 0;
+    std::uint64_t items_before_last_bytes = 0;  // items counted when the last byte-carrying add came
+    void begin(std::string_view, std::uint64_t b, std::uint64_t i) override {
+      total_bytes = b;
+      total_items = i;
+    }
+    void add(std::uint64_t b, std::uint64_t i) override {
+      std::lock_guard lk(mu);
+      if (b > 0 && bytes + b < total_bytes) items_before_last_bytes = items;
+      bytes += b;
+      items += i;
+    }
+    void set_detail(std::string_view) override {}
+    void finish() override {}
+  };
+  const sfs::path q = root_ / "q-progress";
+  quantize_reference(kData / "llama", q);
+  Checkpoint qc = open_ok(q), src = open_ok(kData / "llama");
+  Recorder rec;
+  VerifyOptions o;
+  o.progress = &rec;
+  auto r = verify_checkpoint(qc, &src, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(rec.bytes, rec.total_bytes);
+  EXPECT_EQ(rec.items, rec.total_items);
+  EXPECT_GT(rec.total_items, 2u);
+  EXPECT_GT(rec.items_before_last_bytes, 0u) << "no item was counted before the comparison's last step";
+}
+
 TEST_F(VerifyDefects, DiffSaysWhatTheOtherClassHides) {
   struct Case {
     const char* a;
