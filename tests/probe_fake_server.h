@@ -39,6 +39,7 @@ enum class Fault {
   AUTH_ECHO,             // HTTP 401 whose message echoes the received API key (as some gateways do)
   CONTEXT_COLLAPSE,      // prompts over 2,000 characters are answered without recalling anything
   OVERRUN_STREAM,        // streams run 40 chunks past max_tokens (usage says so too)
+  NAN_BODY,              // POSTs: HTTP 200 whose body carries a bare NaN (Python's json.dumps of a NaN logprob)
 };
 
 struct FakeServerOptions {
@@ -340,6 +341,10 @@ class FakeServer {
       return respond(c, 500, error_body(500, "EngineCore encountered an issue. See stack trace for the root cause.",
                                         "InternalServerError"));
     if (f == Fault::MALFORMED_JSON) return respond(c, 200, R"({"id": "chatcmpl-1", "object": "chat.completion", "choices": [{)");
+    if (f == Fault::NAN_BODY)
+      return respond(c, 200, R"({"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, )"
+                             R"("message": {"role": "assistant", "content": "x"}, "logprobs": {"content": [{"token": "x", )"
+                             R"("logprob": NaN}]}, "finish_reason": "stop"}]})");
     const json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded() || !body.is_object())
       return respond(c, 400, error_body(400, "request body is not JSON", "BadRequestError"));

@@ -155,7 +155,11 @@ void parse_stream(const std::string& text, Call& call) {
     json ev = parse_server_json(payload);
     if (ev.is_discarded()) {
       call.cls = has_nan_literal(payload) ? "nan-logits" : "malformed-json";
-      call.detail = fmt::format("stream event is not valid JSON: '{}'", excerpt(payload, 120));
+      // The detail says what the class says (issue 55: "not valid JSON" under nan-logits read as a contradiction).
+      call.detail = call.cls == "nan-logits"
+                        ? fmt::format("stream event carries a bare NaN / Infinity (no JSON number: the server wrote a "
+                                      "non-finite value, the NaN-logits signature): '{}'", excerpt(payload, 120))
+                        : fmt::format("stream event is not valid JSON: '{}'", excerpt(payload, 120));
       return;
     }
     if (const json* err = field(ev, "error")) {
@@ -312,8 +316,12 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
   call.body = parse_server_json(r.body);
   if (call.body.is_discarded() || !call.body.is_object()) {
     call.cls = has_nan_literal(r.body) ? "nan-logits" : "malformed-json";
-    call.detail = fmt::format("{} {}: HTTP {} body is not a JSON object: '{}'", method, path, r.status,
-                              excerpt(trim(r.body), 120));
+    call.detail = call.cls == "nan-logits"
+                      ? fmt::format("{} {}: HTTP {} body carries a bare NaN / Infinity (no JSON number: the server "
+                                    "wrote a non-finite value, the NaN-logits signature): '{}'", method, path, r.status,
+                                    excerpt(trim(r.body), 120))
+                      : fmt::format("{} {}: HTTP {} body is not a JSON object: '{}'", method, path, r.status,
+                                    excerpt(trim(r.body), 120));
     call.body = json();
     return call;
   }

@@ -120,6 +120,18 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"healthy_vision", Fault::NONE, Check::VISION, CheckStatus::PASS, "ok"}),
     [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
 
+// A body with a bare NaN is nan-logits, and its detail says so (issue 55: "not a JSON object" under nan-logits).
+TEST(ProbeChecks, ABareNanBodyIsDescribedAsWhatItIs) {
+  FakeServerOptions o;
+  o.fault = Fault::NAN_BODY;
+  FakeServer srv(o);
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::PROSE}, fast_opts());
+  ASSERT_EQ(rep.checks.size(), 1u);
+  EXPECT_EQ(rep.checks[0].classification, "nan-logits") << rep.checks[0].detail;
+  EXPECT_NE(rep.checks[0].detail.find("bare NaN / Infinity"), std::string::npos) << rep.checks[0].detail;
+  EXPECT_EQ(rep.checks[0].detail.find("not a JSON object"), std::string::npos) << rep.checks[0].detail;
+}
+
 TEST(ProbeChecks, NanLogitsDetailQuotesTheServer) {
   FakeServerOptions o;
   o.fault = Fault::NAN_LOGPROBS;
