@@ -366,8 +366,9 @@ TEST(RecipeStrictGate, AllowAcceptsAKnownWarningKindAndNeverAnError) {
   }
   EXPECT_EQ(run_cli("verify " + q(broken) + " --json", &out, &err), 1) << out;
   std::string kind;
-  for (const auto& f : nlohmann::json::parse(out)["findings"])
-    if (f["severity"] == "error" && kind.empty()) kind = f["kind"];
+  const auto broken_report = nlohmann::json::parse(out);  // kept alive: a range-for over a temporary's member dangles
+  for (const auto& f : broken_report["findings"])
+    if (f["severity"] == "error" && kind.empty()) kind = f["kind"].get<std::string>();
   ASSERT_FALSE(kind.empty()) << out;
   EXPECT_EQ(run_cli("verify " + q(broken) + " --allow " + kind, &out, &err), 1) << out;
   EXPECT_NE(err.find("--allow " + kind + ": "), std::string::npos) << err;
