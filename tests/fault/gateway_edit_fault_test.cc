@@ -18,6 +18,7 @@
 #include "fp4forge/gateway/gateway.h"
 #include "fp4forge/util/fs.h"
 #include "test_util.h"
+#include "unit/gateway_test_util.h"
 
 namespace fp4forge {
 namespace {
@@ -60,16 +61,7 @@ std::vector<std::string> partials(const stdfs::path& dir) {
   return v;
 }
 
-/** A deployment written without the probe (--no-probe): what is tested is the write. */
-template <class Options>
-Options unprobed(const char* alias, const char* model) {
-  Options o;
-  o.alias = alias;
-  o.backend_model = model;
-  o.api_base = "http://127.0.0.1:9/v1";
-  o.probe = false;
-  return o;
-}
+using gateway::gtest_util::unprobed;
 
 const char* kConfig =
     "model_list:\n  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/org/a\n      api_base: "

@@ -25,6 +25,7 @@
 #include "fp4forge/util/path_lock.h"
 #include "fp4forge/util/strings.h"
 #include "test_util.h"
+#include "unit/gateway_test_util.h"
 
 namespace fp4forge::gateway {
 namespace {
@@ -41,12 +42,7 @@ const char* kTwo =
 void put(const stdfs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
 SwapOptions unprobed(const std::string& alias, const std::string& model) {
-  SwapOptions o;
-  o.alias = alias;
-  o.backend_model = model;
-  o.api_base = "http://127.0.0.1:9/v1";
-  o.probe = false;
-  return o;
+  return gtest_util::unprobed<SwapOptions>(alias, model);
 }
 
 std::vector<std::string> names_in(const stdfs::path& dir) {
