@@ -6,6 +6,10 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/util/fs.h"
+#include "fp4forge/util/hf_cache.h"
+#include "interrupt.h"
 #include "fp4forge/model/synth.h"
 #include "render.h"
 
@@ -13,10 +17,23 @@ namespace fp4forge::cli {
 
 namespace {
 struct SynthOpts {
-  std::string arch, size = "tiny", out;
+  std::string arch, size = "tiny", out, config;
   std::uint64_t seed = 0;
-  bool force = false, json = false, no_progress = false;
+  bool force = false, json = false, no_progress = false, header_only = false;
 };
+
+/** --config: a config.json file, a checkpoint folder, or a cached repo id (its config.json). */
+Result<nlohmann::ordered_json> read_config_arg(const std::string& arg, std::string& source) {
+  std::error_code ec;
+  std::filesystem::path file = arg;
+  if (!std::filesystem::is_regular_file(file, ec)) {
+    FP4FORGE_ASSIGN_OR_RETURN(hf_cache::Source src, hf_cache::resolve(arg));
+    file = src.path / "config.json";
+  }
+  source = file.string();
+  FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(file, 16u << 20));
+  return parse_json_bounded(text, source);
+}
 
 int run_synth(const SynthOpts& o) {
   SynthOptions so;
@@ -25,10 +42,31 @@ int run_synth(const SynthOpts& o) {
   so.out = o.out;
   so.seed = o.seed;
   so.force = o.force;
+  so.header_only = o.header_only;
+  if (o.arch.empty() && o.config.empty())
+    return report_error(Error{Errc::USAGE, "synth needs --arch (a built-in layout) or --config (a real config's "
+                              "geometry); hint: fp4forge synth --arch llama --out DIR", {}, {}}, o.json);
+  if (!o.config.empty()) {
+    auto cfg = read_config_arg(o.config, so.config_source);
+    if (!cfg) return report_error(cfg.error(), o.json);
+    so.config = std::move(*cfg);
+  }
+  // An interrupted synth leaves nothing: not the shard being written, not the folder it created.
+  const SynthCleanup cleanup = SynthCleanup::before(o.out);
+  InterruptNotice notice([&cleanup, out = o.out](const char* sig) {
+    const std::size_t n = cleanup.clean();
+    return fmt::format("interrupted ({}): removed the partial checkpoint ({} file(s)){}; nothing kept", sig, n,
+                       cleanup.created().empty() ? std::string()
+                                                 : fmt::format(" and the folder {} it created", out));
+  });
   const auto bar = progress_bar(o.json, o.no_progress);
   so.progress = bar.get();
   auto rep = synth_checkpoint(so);
-  if (!rep) return report_error(rep.error(), o.json);
+  if (!rep) {
+    // A failed run (disk full, a write error) leaves nothing either.
+    cleanup.clean();
+    return report_error(rep.error(), o.json);
+  }
   if (o.json) {
     print_json(to_json(*rep));
   } else {
@@ -44,8 +82,15 @@ void add_synth(CLI::App& sub, Action& action) {
   std::string archs, sizes;
   for (auto a : synth_archs()) archs += (archs.empty() ? "" : ", ") + std::string(a);
   for (auto s : synth_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::string(s);
-  sub.add_option("--arch", opts->arch, "family layout: " + archs)->required();
-  sub.add_option("--size", opts->size, "geometry: " + sizes + " (default tiny; 8b is ~16 GB)");
+  sub.add_option("--arch", opts->arch, "family layout: " + archs + " (with --config: read from the config)");
+  auto* size = sub.add_option("--size", opts->size, "geometry: " + sizes + " (default tiny; 8b is ~16 GB)");
+  sub.add_option("--config", opts->config,
+                 "geometry of a real config.json (file, checkpoint folder or cached repo id): the model at its "
+                 "own size, 5 GB shards")
+      ->excludes(size);
+  sub.add_flag("--header-only", opts->header_only,
+               "write shard headers and sparse (zero) data: a 671B layout in megabytes, for inspect, doctor and "
+               "plan (not for quantize)");
   sub.add_option("--out", opts->out, "output directory (must not exist or be empty, unless --force)")
       ->required();
   sub.add_option("--seed", opts->seed, "random seed (same seed, same bytes)");
@@ -56,7 +101,9 @@ void add_synth(CLI::App& sub, Action& action) {
       "Examples:\n"
       "  fp4forge synth --arch gemma4-moe --size tiny --out /tmp/g4moe --seed 7\n"
       "  fp4forge synth --arch qwen3_5-dense --size small --out /tmp/q35 --json\n"
-      "  fp4forge synth --arch llama --size 8b --out /data/llama8b   # ~16 GB, streams");
+      "  fp4forge synth --arch llama --size 8b --out /data/llama8b   # ~16 GB, streams\n"
+      "  fp4forge synth --config Qwen/Qwen3-235B-A22B --header-only --out /tmp/q235   # real geometry, ~MBs\n"
+      "Interrupted (Ctrl-C) or failed, synth removes what it wrote: no .partial, no empty folder.");
   sub.callback([&action, opts] { action = [opts] { return run_synth(*opts); }; });
 }
 

@@ -3,8 +3,10 @@
 
 
 #include "fp4forge/model/registry.h"
+#include "synth_geometry.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -19,6 +21,7 @@
 
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/safetensors/shard_writer.h"
+#include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/safetensors/header.h"
 
@@ -32,105 +35,12 @@ namespace {
 
 using Json = nlohmann::json;  // sorted keys, as transformers writes (sort_keys=True)
 using Shape = std::vector<std::uint64_t>;
+using synth_detail::Geo;
+using synth_detail::Vision;
 
 constexpr std::array<std::string_view, 6> kArchs{"llama",      "qwen3-moe",     "gemma4-dense",
                                                  "gemma4-moe", "qwen3_5-dense", "qwen3_5-moe"};
 constexpr std::array<std::string_view, 3> kSizes{"tiny", "small", "8b"};
-
-// ---------------------------------------------------------------------------------------------
-// Geometry per (arch, size)
-
-struct Vision {
-  std::uint64_t H = 0, I = 0, N = 0, heads = 0, hd = 0, pos = 0, patch = 16;
-};
-
-struct Geo {
-  std::uint64_t H = 0, N = 0, A = 0, KV = 0, d = 0, I = 0, V = 0, max_pos = 4096;
-  std::uint64_t E = 0, Im = 0, topk = 0, Is = 0;
-  std::uint64_t dg = 0, KVg = 0, sliding_window = 0, pattern = 6;               // Gemma-4
-  std::uint64_t Hk = 0, Hv = 0, Dk = 0, Dv = 0, Kc = 4, interval = 4, mtp = 0;  // Qwen3.5
-  bool tie = false;
-  Vision vis;
-  std::uint64_t shard_bytes = 0;
-};
-
-constexpr std::uint64_t kKiB = 1024, kMiB = 1024 * 1024;
-
-Geo geometry(std::string_view arch, std::string_view size) {
-  Geo g;
-  const int s = size == "tiny" ? 0 : size == "small" ? 1 : 2;
-  g.shard_bytes = s == 0 ? 256 * kKiB : s == 1 ? 64 * kMiB : 5'000'000'000ULL;
-  if (arch == "llama" || arch == "qwen3-moe") {
-    const bool moe = arch == "qwen3-moe";
-    if (s == 0)
-      g = Geo{128, 2, 4, 2, 32, 256, 512, 4096, 0, 0, 0,     0,  0,
-              0,   0, 6, 0, 0,  0,   0,   4,    4, 0, false, {}, g.shard_bytes};
-    if (s == 1)
-      g = Geo{768, 6, 12, 4, 64, 2048, 32000, 8192, 0, 0, 0,     0,  0,
-              0,   0, 6,  0, 0,  0,    0,     4,    4, 0, false, {}, g.shard_bytes};
-    if (s == 2)
-      g = Geo{4096, 32, 32, 8, 128, 14336, 128256, 8192, 0, 0, 0,     0,  0,
-              0,    0,  6,  0, 0,   0,     0,      4,    4, 0, false, {}, g.shard_bytes};
-    if (moe) {
-      const std::array<std::uint64_t, 3> e{8, 8, 16}, im{64, 512, 1024}, k{2, 2, 4};
-      g.E = e[s];
-      g.Im = im[s];
-      g.topk = k[s];
-      if (s == 2) {
-        g.KV = 4;
-        g.V = 151936;
-        g.max_pos = 40960;
-      }
-    }
-    return g;
-  }
-  if (arch == "gemma4-dense" || arch == "gemma4-moe") {
-    const bool moe = arch == "gemma4-moe";
-    g.tie = true;
-    g.pattern = 6;
-    if (s == 0) {
-      g.H = 128, g.N = 6, g.A = 4, g.KV = 2, g.d = 32, g.dg = 64, g.KVg = 1, g.I = moe ? 96 : 256, g.V = 512;
-      g.sliding_window = 64, g.max_pos = 4096;
-      g.vis = {64, 112, 2, 2, 32, 64, 16};
-      if (moe) g.E = 8, g.Im = 64, g.topk = 2;
-    } else if (s == 1) {
-      g.H = 768, g.N = 6, g.A = 8, g.KV = 4, g.d = 64, g.dg = 128, g.KVg = 2, g.I = moe ? 512 : 2048,
-      g.V = 32000;
-      g.sliding_window = 512, g.max_pos = 8192;
-      g.vis = {256, 512, 2, 4, 64, 1024, 16};
-      if (moe) g.E = 8, g.Im = 256, g.topk = 2;
-    } else {
-      g.H = moe ? 2816 : 4096, g.N = moe ? 30 : 32, g.A = 16, g.KV = 8, g.d = 256, g.dg = 512;
-      g.KVg = moe ? 2 : 4, g.I = moe ? 2112 : 14336, g.V = 262144;
-      g.sliding_window = 1024, g.max_pos = 262144;
-      g.vis = {1152, 4304, 27, 16, 72, 10240, 16};
-      if (moe) g.E = 32, g.Im = 704, g.topk = 8;
-    }
-    return g;
-  }
-  // qwen3_5-dense / qwen3_5-moe
-  const bool moe = arch == "qwen3_5-moe";
-  g.mtp = 1;
-  g.interval = 4;
-  if (s == 0) {
-    g.H = 128, g.N = 8, g.A = 4, g.KV = 2, g.d = 32, g.I = 256, g.V = 512, g.max_pos = 8192;
-    g.Hk = 2, g.Hv = 4, g.Dk = 32, g.Dv = 32;
-    g.vis = {64, 128, 2, 2, 32, 64, 16};
-    if (moe) g.E = 8, g.Im = 64, g.Is = 64, g.topk = 2;
-  } else if (s == 1) {
-    g.H = 768, g.N = 8, g.A = 8, g.KV = 2, g.d = 64, g.I = 2048, g.V = 32000, g.max_pos = 32768;
-    g.Hk = 4, g.Hv = 8, g.Dk = 64, g.Dv = 64;
-    g.vis = {256, 512, 2, 4, 64, 256, 16};
-    if (moe) g.E = 8, g.Im = 512, g.Is = 512, g.topk = 2;
-  } else {
-    g.H = moe ? 2048 : 4096, g.N = moe ? 40 : 32, g.A = 16, g.KV = moe ? 2 : 4, g.d = 256;
-    g.I = 11008, g.V = 248320, g.max_pos = 262144;
-    g.Hk = 16, g.Hv = 32, g.Dk = 128, g.Dv = 128;
-    g.vis = {1152, 4304, 27, 16, 72, 2304, 16};
-    if (moe) g.E = 48, g.Im = 512, g.Is = 512, g.topk = 8;
-  }
-  return g;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Tensor lists
@@ -168,6 +78,7 @@ void gemma4_vision(Builder& b, const Geo& g) {
 }
 
 std::vector<std::string> gemma4_layer_types(const Geo& g) {
+  if (!g.layer_types.empty()) return g.layer_types;
   std::vector<std::string> lt;
   for (std::uint64_t i = 0; i < g.N; ++i)
     lt.emplace_back((i + 1) % g.pattern == 0 || i + 1 == g.N ? "full_attention" : "sliding_attention");
@@ -184,7 +95,7 @@ void gemma4_text(Builder& b, const Geo& g, bool moe) {
     const std::string l = fmt::format("{}layers.{}.", P, i);
     b.add(l + "self_attn.q_proj.weight", {g.A * d, g.H});
     b.add(l + "self_attn.k_proj.weight", {kv * d, g.H});
-    if (!full) b.add(l + "self_attn.v_proj.weight", {kv * d, g.H});  // attention_k_eq_v
+    if (!full || !g.k_eq_v) b.add(l + "self_attn.v_proj.weight", {kv * d, g.H});  // attention_k_eq_v
     b.add(l + "self_attn.o_proj.weight", {g.H, g.A * d});
     b.add(l + "self_attn.q_norm.weight", {d});
     b.add(l + "self_attn.k_norm.weight", {d});
@@ -212,6 +123,7 @@ void gemma4_text(Builder& b, const Geo& g, bool moe) {
 }
 
 std::vector<std::string> qwen_layer_types(const Geo& g) {
+  if (!g.layer_types.empty()) return g.layer_types;
   std::vector<std::string> lt;
   for (std::uint64_t i = 0; i < g.N; ++i)
     lt.emplace_back((i + 1) % g.interval == 0 ? "full_attention" : "linear_attention");
@@ -296,9 +208,10 @@ void qwen3_5(Builder& b, const Geo& g, bool moe) {
     b.add(l + "post_attention_layernorm.weight", {g.H});
   }
   b.add(P + "norm.weight", {g.H});
-  b.add("lm_head.weight", {g.V, g.H});
+  if (!g.tie) b.add("lm_head.weight", {g.V, g.H});
   // MTP block in its own shard, as llm-compressor saves it.
   const std::string mtp = "mtp";
+  if (g.mtp == 0) return;
   b.add("mtp.fc.weight", {g.H, 2 * g.H}, mtp);
   for (std::uint64_t k = 0; k < g.mtp; ++k) {
     const std::string l = fmt::format("mtp.layers.{}.", k);
@@ -349,7 +262,7 @@ Json gemma4_config(const Geo& g, bool moe) {
   Json t;
   t["attention_bias"] = false;
   t["attention_dropout"] = 0.0;
-  t["attention_k_eq_v"] = true;
+  t["attention_k_eq_v"] = g.k_eq_v;
   t["bos_token_id"] = 2;
   t["enable_moe_block"] = moe;
   t["eos_token_id"] = 1;
@@ -480,7 +393,7 @@ Json qwen3_5_config(const Geo& g, bool moe) {
   t["partial_rotary_factor"] = 0.25;
   t["rms_norm_eps"] = 1e-06;
   t["rope_parameters"] = {{"partial_rotary_factor", 0.25}, {"rope_theta", 10000.0}, {"rope_type", "default"}};
-  t["tie_word_embeddings"] = false;
+  t["tie_word_embeddings"] = g.tie;
   t["use_cache"] = true;
   t["vocab_size"] = g.V;
 
@@ -507,7 +420,7 @@ Json qwen3_5_config(const Geo& g, bool moe) {
   c["image_token_id"] = 248056;
   c["model_type"] = family_spec(moe ? Family::QWEN3_5_MOE : Family::QWEN3_5).model_types.front();
   c["text_config"] = t;
-  c["tie_word_embeddings"] = false;
+  c["tie_word_embeddings"] = g.tie;
   c["transformers_version"] = "5.17.0";
   c["video_token_id"] = 248057;
   c["vision_config"] = vc;
@@ -539,7 +452,7 @@ Json llama_config(const Geo& g) {
   c["pretraining_tp"] = 1;
   c["rms_norm_eps"] = 1e-06;
   c["rope_parameters"] = {{"rope_theta", g.H >= 4096 ? 500000.0 : 10000.0}, {"rope_type", "default"}};
-  c["tie_word_embeddings"] = false;
+  c["tie_word_embeddings"] = g.tie;
   c["transformers_version"] = "5.17.0";
   c["use_cache"] = true;
   c["vocab_size"] = g.V;
@@ -577,7 +490,7 @@ Json qwen3_moe_config(const Geo& g) {
   c["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
   c["router_aux_loss_coef"] = 0.001;
   c["sliding_window"] = nullptr;
-  c["tie_word_embeddings"] = false;
+  c["tie_word_embeddings"] = g.tie;
   c["transformers_version"] = "5.17.0";
   c["use_cache"] = true;
   c["use_sliding_window"] = false;
@@ -688,7 +601,7 @@ bool is_checkpoint_file(const std::string& n) {
   auto ends = [&n](std::string_view s) {
     return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
   };
-  return ends(".safetensors") || ends(".safetensors.index.json") || ends(".partial") || n == "config.json" ||
+  return ends(".safetensors") || ends(".safetensors.index.json") || fs::is_partial_name(n) || n == "config.json" ||
          n == "generation_config.json" || n == "processor_config.json" || n == "preprocessor_config.json" ||
          n == "tokenizer.json" || n == "tokenizer_config.json" || n == "chat_template.jinja";
 }
@@ -713,12 +626,10 @@ void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t fi
   }
 }
 
-Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::uint64_t max_shard_bytes) {
-  if (std::find(kArchs.begin(), kArchs.end(), arch) == kArchs.end())
-    return make_error(Errc::USAGE, "unknown --arch '{}'; expected one of: {}", arch, fmt::join(kArchs, ", "));
-  if (std::find(kSizes.begin(), kSizes.end(), size) == kSizes.end())
-    return make_error(Errc::USAGE, "unknown --size '{}'; expected one of: {}", size, fmt::join(kSizes, ", "));
-  const Geo g = geometry(arch, size);
+namespace {
+
+/** The checkpoint of `arch` at geometry `g`: tensors, configs and shard assignment (no I/O). */
+SynthPlan plan_geometry(std::string_view arch, std::string_view size, const Geo& g, std::uint64_t max_shard_bytes) {
   SynthPlan p;
   p.arch = std::string(arch);
   p.size = std::string(size);
@@ -778,9 +689,38 @@ Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::
   return p;
 }
 
+Status check_arch(std::string_view arch) {
+  if (std::find(kArchs.begin(), kArchs.end(), arch) == kArchs.end())
+    return make_error(Errc::USAGE, "unknown --arch '{}'; expected one of: {}", arch, fmt::join(kArchs, ", "));
+  return {};
+}
+
+}  // namespace
+
+Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::uint64_t max_shard_bytes) {
+  FP4FORGE_TRY(check_arch(arch));
+  if (std::find(kSizes.begin(), kSizes.end(), size) == kSizes.end())
+    return make_error(Errc::USAGE, "unknown --size '{}'; expected one of: {}, or --config FILE for a real "
+                      "config's geometry", size, fmt::join(kSizes, ", "));
+  return plan_geometry(arch, size, synth_detail::geometry(arch, size), max_shard_bytes);
+}
+
+Result<SynthPlan> plan_synth_from_config(const nlohmann::ordered_json& config, std::string_view arch,
+                                         std::uint64_t max_shard_bytes) {
+  std::string a(arch);
+  if (a.empty()) {
+    FP4FORGE_ASSIGN_OR_RETURN(a, synth_detail::arch_of_config(config));
+  }
+  FP4FORGE_TRY(check_arch(a));
+  FP4FORGE_ASSIGN_OR_RETURN(Geo g, synth_detail::geometry_from_config(a, config));
+  return plan_geometry(a, "config", g, max_shard_bytes);
+}
+
 Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
-  FP4FORGE_ASSIGN_OR_RETURN(SynthPlan plan, plan_synth(opts.arch, opts.size, opts.max_shard_bytes));
+  FP4FORGE_ASSIGN_OR_RETURN(SynthPlan plan, opts.config
+                                                ? plan_synth_from_config(*opts.config, opts.arch, opts.max_shard_bytes)
+                                                : plan_synth(opts.arch, opts.size, opts.max_shard_bytes));
   if (opts.out.empty()) return make_error(Errc::USAGE, "--out is required");
   const std::filesystem::path out = opts.out;
   std::error_code ec;
@@ -819,11 +759,25 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   } else {
     FP4FORGE_TRY(make_dirs(out));
   }
+  // Lay every shard out first (the headers decide what a header-only checkpoint takes on disk).
+  std::vector<std::pair<std::string, std::string>> metadata{{"format", "pt"}};
+  if (opts.header_only) metadata.emplace_back("fp4forge_synth", "header-only");
+  std::vector<st::ShardLayout> layouts;
+  std::uint64_t header_bytes = 0;
+  for (const auto& shard : plan.shards) {
+    std::vector<st::OutTensor> outs;
+    for (const auto& t : plan.tensors)
+      if (t.shard == shard) outs.push_back({t.name, DType::BF16, t.shape});
+    FP4FORGE_ASSIGN_OR_RETURN(st::ShardLayout layout, st::layout_shard(std::move(outs), metadata));
+    header_bytes += layout.header_bytes.size();
+    layouts.push_back(std::move(layout));
+  }
   // Free space check (the data, plus headers and small files).
-  if (auto avail = fs::available_bytes(out); avail && *avail < plan.total_bytes + (1u << 20))
+  const std::uint64_t need = (opts.header_only ? header_bytes : plan.total_bytes + header_bytes) + (1u << 20);
+  if (auto avail = fs::available_bytes(out); avail && *avail < need)
     return Error{Errc::IO,
-                 fmt::format("not enough free space in '{}': need {} bytes, {} available", out.string(),
-                             plan.total_bytes + (1u << 20), *avail),
+                 fmt::format("not enough free space in '{}': need {}, {} available", out.string(),
+                             format_bytes(need), format_bytes(*avail)),
                  out.string(),
                  {}};
 
@@ -836,20 +790,24 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   rep.total_params = plan.total_params;
   rep.total_bytes = plan.total_bytes;
   rep.shards = plan.shards;
+  rep.header_only = opts.header_only;
+  rep.config_source = opts.config ? opts.config_source : std::string();
+  rep.bytes_on_disk = opts.header_only ? header_bytes : plan.total_bytes + header_bytes;
 
   ProgressScope progress(opts.progress, fmt::format("synth {} {}", plan.arch, plan.size), plan.total_bytes,
                          plan.shards.size());
   constexpr std::size_t kChunk = 1 << 20;  // elements per chunk (2 MiB of BF16)
   std::vector<std::uint16_t> buf;
-  const std::vector<std::pair<std::string, std::string>> metadata{{"format", "pt"}};
-  for (const auto& shard : plan.shards) {
-    std::vector<st::OutTensor> outs;
-    for (const auto& t : plan.tensors)
-      if (t.shard == shard) outs.push_back({t.name, DType::BF16, t.shape});
-    FP4FORGE_ASSIGN_OR_RETURN(st::ShardLayout layout, st::layout_shard(std::move(outs), metadata));
-    FP4FORGE_ASSIGN_OR_RETURN(st::ShardWriter w, st::ShardWriter::create(out / shard, std::move(layout)));
+  for (std::size_t si = 0; si < plan.shards.size(); ++si) {
+    const std::string& shard = plan.shards[si];
+    FP4FORGE_ASSIGN_OR_RETURN(st::ShardWriter w, st::ShardWriter::create(out / shard, std::move(layouts[si])));
     progress.set_detail(shard);
+    if (opts.header_only) {
+      FP4FORGE_TRY(w.leave_data_sparse());
+      progress.add(w.layout().file_size - w.layout().header_bytes.size());
+    }
     for (const auto& ti : w.layout().tensors) {
+      if (opts.header_only) break;
       const std::uint64_t n = ti.numel();
       for (std::uint64_t first = 0; first < n; first += kChunk) {
         const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, n - first));
@@ -895,6 +853,35 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   return rep;
 }
 
+SynthCleanup SynthCleanup::before(const std::filesystem::path& out) {
+  SynthCleanup c;
+  c.out_ = out;
+  std::error_code ec;
+  for (std::filesystem::path p = out; !p.empty() && p != p.root_path(); p = p.parent_path()) {
+    if (std::filesystem::exists(std::filesystem::symlink_status(p, ec))) break;
+    c.top_created_ = p;
+    if (p == p.parent_path()) break;
+  }
+  return c;
+}
+
+std::size_t SynthCleanup::clean() const noexcept {
+  std::size_t removed = 0;
+  std::error_code ec;
+  std::vector<std::filesystem::path> files;
+  for (auto it = std::filesystem::directory_iterator(out_, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    if (is_checkpoint_file(it->path().filename().string())) files.push_back(it->path());
+  for (const auto& f : files)
+    if (fs::ops().unlink(f.c_str()) == 0) ++removed;
+  if (top_created_.empty()) return removed;
+  // The folders synth created, innermost first, while empty (rmdir never removes what is not).
+  for (std::filesystem::path p = out_;; p = p.parent_path()) {
+    if (::rmdir(p.c_str()) != 0 || p == top_created_ || p == p.parent_path()) break;
+  }
+  return removed;
+}
+
 nlohmann::ordered_json to_json(const SynthReport& r) {
   nlohmann::ordered_json j;
   j["ok"] = true;
@@ -909,12 +896,24 @@ nlohmann::ordered_json to_json(const SynthReport& r) {
   j["shards"] = r.shards;
   j["files"] = r.files;
   j["seconds"] = r.seconds;
+  j["header_only"] = r.header_only;
+  j["config"] = r.config_source.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.config_source);
+  j["bytes_on_disk"] = r.bytes_on_disk;
   return j;
 }
 
 std::string to_text(const SynthReport& r) {
-  return fmt::format("wrote {} {} checkpoint to {}: {} tensors, {} params, {} bytes in {} shard(s) ({:.1f} s)\n", r.arch,
-                     r.size, r.out.string(), r.num_tensors, r.total_params, r.total_bytes, r.shards.size(), r.seconds);
+  const std::string what = r.config_source.empty() ? fmt::format("{} {}", r.arch, r.size)
+                                                    : fmt::format("{} (the geometry of {})", r.arch, r.config_source);
+  std::string s = fmt::format("wrote {} checkpoint to {}: {} tensors, {} params, {} ({} bytes) in {} shard(s) "
+                              "({:.1f} s)\n",
+                              what, r.out.string(), r.num_tensors, r.total_params, format_bytes(r.total_bytes),
+                              r.total_bytes, r.shards.size(), r.seconds);
+  if (r.header_only)
+    s += fmt::format("  header-only: {} on disk; tensor data is sparse and reads as zeros (for inspect, doctor and "
+                     "plan; not for quantize or serving)\n",
+                     format_bytes(r.bytes_on_disk));
+  return s;
 }
 
 }  // namespace fp4forge

@@ -1,6 +1,8 @@
 #include "fp4forge/safetensors/shard_writer.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <limits>
 #include <tuple>
 
@@ -193,6 +195,21 @@ Status ShardWriter::write_at(std::uint64_t offset, std::span<const std::byte> by
   // Large writes start their writeback at once (a shard is written in any order, by many threads).
   if (bytes.size() >= kWritebackBytes) file_.file().start_writeback(at, bytes.size());
   written_->fetch_add(bytes.size(), std::memory_order_relaxed);
+  return {};
+}
+
+Status ShardWriter::leave_data_sparse() {
+  const std::uint64_t data_size = layout_.file_size - layout_.header_bytes.size();
+  if (!written_ || written_->load() != 0)
+    return make_error(Errc::INTERNAL, "cannot leave '{}' sparse: data was already written",
+                      file_.final_path().string());
+  if (fs::ops().ftruncate(file_.file().fd(), static_cast<off_t>(layout_.file_size)) != 0)
+    return Error{Errc::IO,
+                 fmt::format("cannot extend '{}' to {} bytes: {}", file_.partial_path().string(), layout_.file_size,
+                             std::strerror(errno)),
+                 file_.final_path().string(),
+                 {}};
+  written_->store(data_size);
   return {};
 }
 

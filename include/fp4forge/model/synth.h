@@ -11,9 +11,16 @@
  * - `tiny` geometries copy the fixtures in tests/data (same names and shapes); `small` is ~100-300 MB;
  *   `8b` has Llama-3-8B-class geometry (llama: H 4096, 32 layers, 32 heads, 8 kv, I 14336, V 128256)
  *   with ~5 GB shards.
+ * - `config`: any config.json of a synth family read back into the layout (27B, 235B, ...: the release's own
+ *   widths, layers, experts, layer types and vision tower), with ~5 GB shards. A feature the layout does not
+ *   write (Gemma-4 per-layer inputs, dense layers in a MoE) is refused by name, never approximated.
+ * - `header_only`: every shard is written as its header and a sparse data section (ftruncate: no data on disk,
+ *   reads as zeros), so a 671B-class layout costs megabytes and seconds. Its safetensors metadata says so
+ *   (`fp4forge_synth: header-only`). For inspect, doctor and plan; not for quantize or serving.
  */
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,7 +45,11 @@ struct SynthOptions {
   std::uint64_t seed = 0;
   bool force = false;  ///< write into an existing non-empty directory (old checkpoint files are removed)
   ProgressSink* progress = nullptr;  ///< reports bytes written and shards (the CLI draws a bar)
-  std::uint64_t max_shard_bytes = 0;  ///< 0: by size (tiny 256 KiB, small 64 MiB, 8b 5 GB)
+  std::uint64_t max_shard_bytes = 0;  ///< 0: by size (tiny 256 KiB, small 64 MiB, 8b and config 5 GB)
+  /** --config: the geometry of this config.json (size is then "config"; arch may be empty: read from it). */
+  std::optional<nlohmann::ordered_json> config;
+  std::string config_source;  ///< where `config` was read (reported)
+  bool header_only = false;   ///< sparse data sections: headers only on disk (see above)
 };
 
 /** One planned tensor. */
@@ -61,6 +72,11 @@ struct SynthPlan {
 
 /** Plans a checkpoint (no I/O). USAGE for an unknown arch or size. */
 Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::uint64_t max_shard_bytes = 0);
+/** Plans a checkpoint at a config's own geometry (size "config"). `arch` empty: the config's family decides.
+ * USAGE when `arch` disagrees with the config; BAD_INPUT for a family synth does not lay out or a config
+ * feature its layout does not write. */
+Result<SynthPlan> plan_synth_from_config(const nlohmann::ordered_json& config, std::string_view arch = {},
+                                         std::uint64_t max_shard_bytes = 0);
 
 struct SynthReport {
   std::filesystem::path out;
@@ -70,6 +86,26 @@ struct SynthReport {
   std::vector<std::string> shards;
   std::vector<std::string> files;  ///< every file written (basenames)
   double seconds = 0;
+  bool header_only = false;
+  std::string config_source;        ///< --config (empty for a built-in size)
+  std::uint64_t bytes_on_disk = 0;  ///< what the shards take (headers only when header_only)
+};
+
+/**
+ * What an interrupted synth leaves behind, removed: taken before synth_checkpoint runs (it notes which folders of
+ * OUT do not exist yet), `clean()` removes the files synth writes (shards, their `.partial` temporaries, index,
+ * configs, tokenizer) from OUT and then the folders synth created, when empty. Anything else in OUT is kept. Safe
+ * to call from the CLI's interrupt watcher while synth runs. Returns how many files it removed.
+ */
+class SynthCleanup {
+ public:
+  static SynthCleanup before(const std::filesystem::path& out);
+  std::size_t clean() const noexcept;
+  /** The topmost folder synth will create ("" when OUT exists). */
+  const std::filesystem::path& created() const noexcept { return top_created_; }
+
+ private:
+  std::filesystem::path out_, top_created_;
 };
 
 /**

@@ -55,6 +55,9 @@ class ShardWriter {
   Status write_tensor(const TensorInfo& t, std::span<const std::byte> bytes);
   /** Writes part of the data section at `offset` (relative to the data section). Thread-safe. */
   Status write_at(std::uint64_t offset, std::span<const std::byte> bytes);
+  /** Extends the file to its full size without writing data (a sparse data section that reads as zeros) and
+   * counts it as written: the header-only checkpoints of `synth --header-only`. Call before any write_at. */
+  Status leave_data_sparse();
   Status commit();
   void abort() noexcept;
 

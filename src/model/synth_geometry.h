@@ -1,0 +1,48 @@
+#pragma once
+// The geometry `fp4forge synth` lays a family out at: the built-in sizes (tiny, small, 8b) and any config.json of
+// a synth family read back into the same record (--config). Internal to the model module (synth.cc and
+// synth_geometry.cc).
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fp4forge/core/error.h"
+
+namespace fp4forge::synth_detail {
+
+struct Vision {
+  std::uint64_t H = 0, I = 0, N = 0, heads = 0, hd = 0, pos = 0, patch = 16;
+};
+
+struct Geo {
+  std::uint64_t H = 0, N = 0, A = 0, KV = 0, d = 0, I = 0, V = 0, max_pos = 4096;
+  std::uint64_t E = 0, Im = 0, topk = 0, Is = 0;
+  std::uint64_t dg = 0, KVg = 0, sliding_window = 0, pattern = 6;               // Gemma-4
+  std::uint64_t Hk = 0, Hv = 0, Dk = 0, Dv = 0, Kc = 4, interval = 4, mtp = 0;  // Qwen3.5
+  bool tie = false;
+  Vision vis;
+  std::uint64_t shard_bytes = 0;
+  std::vector<std::string> layer_types;  ///< from a config (--config); empty: by pattern / interval
+  bool k_eq_v = true;                    ///< Gemma-4 attention_k_eq_v: full-attention layers have no v_proj
+};
+
+
+/** The built-in geometry of (arch, size); both already checked against synth_archs() / synth_sizes(). */
+Geo geometry(std::string_view arch, std::string_view size);
+
+/** The synth arch of a config (by its family): llama, qwen3-moe, gemma4-dense/-moe, qwen3_5-dense/-moe.
+ * BAD_INPUT for another family, naming the ones synth lays out. */
+Result<std::string> arch_of_config(const nlohmann::ordered_json& config);
+
+/**
+ * The geometry of a real config.json of `arch` (layer counts, widths, heads, experts, vocabulary, layer types,
+ * vision tower): a checkpoint at the config's own size. BAD_INPUT for a config synth cannot lay out faithfully
+ * (a feature of the family the layout does not write, e.g. Gemma-4 per-layer inputs or KV-shared layers),
+ * naming the key; never a silent approximation.
+ */
+Result<Geo> geometry_from_config(std::string_view arch, const nlohmann::ordered_json& config);
+
+}  // namespace fp4forge::synth_detail
