@@ -6,7 +6,6 @@
 #include "synth_geometry.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -877,7 +876,7 @@ std::size_t SynthCleanup::clean() const noexcept {
   if (top_created_.empty()) return removed;
   // The folders synth created, innermost first, while empty (rmdir never removes what is not).
   for (std::filesystem::path p = out_;; p = p.parent_path()) {
-    if (::rmdir(p.c_str()) != 0 || p == top_created_ || p == p.parent_path()) break;
+    if (fs::ops().rmdir(p.c_str()) != 0 || p == top_created_ || p == p.parent_path()) break;
   }
   return removed;
 }
