@@ -101,21 +101,82 @@ std::uint64_t Progress::items_done() const {
   return items_;
 }
 
+namespace {
+
+/** The fields of one bar line, each kept or dropped whole. */
+struct BarLine {
+  std::string label, pct, bytes, items, rate, tail, detail;  // tail: "ETA mm:ss" or "done in ..."
+  double frac = 0;
+  enum Drop : unsigned { DETAIL = 1, RATE = 2, ITEMS = 4, BYTES = 8, BAR = 16, LABEL = 32 };
+
+  std::string text(int width, unsigned drop) const {
+    std::string s;
+    auto add = [&s](std::string_view f) {
+      if (f.empty()) return;
+      if (!s.empty()) s += ' ';
+      s += f;
+    };
+    if (!(drop & LABEL)) add(label);
+    if (!(drop & BAR)) {
+      const int w = std::max(width, 0);
+      std::string bar(static_cast<std::size_t>(static_cast<int>(frac * w)), '#');
+      bar.resize(static_cast<std::size_t>(w), '.');
+      add("[" + bar + "]");
+    }
+    add(s.empty() ? std::string_view(pct).substr(pct.find_first_not_of(' ')) : std::string_view(pct));
+    if (!(drop & BYTES)) add(bytes);
+    if (!(drop & ITEMS)) add(items);
+    if (!(drop & RATE)) add(rate);
+    add(tail);
+    if (!(drop & DETAIL)) add(detail);
+    return s;
+  }
+};
+
+BarLine bar_line(std::string_view label, std::uint64_t done, std::uint64_t total, std::uint64_t items,
+                 std::uint64_t total_items, double seconds, std::string_view detail) {
+  BarLine b;
+  b.frac = total > 0 ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 0.0;
+  const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
+  const double eta = (rate > 0 && total >= done) ? static_cast<double>(total - done) / rate : -1.0;
+  b.label = std::string(label);
+  b.pct = fmt::format("{:3.0f}%", b.frac * 100.0);
+  b.bytes = fmt::format("{}/{}", fmt_bytes(static_cast<double>(done)), fmt_bytes(static_cast<double>(total)));
+  if (total_items > 0) b.items = fmt::format("{}/{}", items, total_items);
+  b.rate = fmt::format("{}/s", fmt_bytes(rate));
+  b.tail = fmt::format("ETA {}", done >= total ? "00:00" : fmt_duration(eta));
+  b.detail = std::string(detail);
+  return b;
+}
+
+/** `b` made to fit `columns` (0: no limit): a narrower bar (down to 8), then whole fields dropped in this order:
+ * the detail, the rate, the item count, the byte counts, the bar, the label. The percentage and the ETA (or
+ * "done in") go last; below that the line is the percentage alone, and never `columns` characters or more. */
+std::string fit(const BarLine& b, int columns) {
+  std::string line = b.text(28, 0);
+  if (columns <= 0) return line;
+  const auto room = static_cast<std::size_t>(columns - 1);  // the last column would wrap on some terminals
+  if (line.size() <= room) return line;
+  const int shrink = static_cast<int>(line.size() - room);
+  line = b.text(std::max(8, 28 - shrink), 0);
+  unsigned drop = 0;
+  for (unsigned next : {BarLine::DETAIL, BarLine::RATE, BarLine::ITEMS, BarLine::BYTES, BarLine::BAR, BarLine::LABEL}) {
+    if (line.size() <= room) return line;
+    drop |= next;
+    line = b.text(8, drop);
+  }
+  if (line.size() <= room) return line;
+  line = b.pct.substr(b.pct.find_first_not_of(' '));
+  if (line.size() > room) line.clear();
+  return line;
+}
+
+}  // namespace
+
 std::string Progress::render(std::string_view label, std::uint64_t done, std::uint64_t total,
                              std::uint64_t items, std::uint64_t total_items, double seconds,
                              std::string_view detail, int width) {
-  const double frac = total > 0 ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 0.0;
-  const int filled = static_cast<int>(frac * width);
-  std::string bar(static_cast<std::size_t>(filled), '#');
-  bar.resize(static_cast<std::size_t>(std::max(width, 0)), '.');
-  const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
-  const double eta = (rate > 0 && total >= done) ? static_cast<double>(total - done) / rate : -1.0;
-  std::string s = fmt::format("{} [{}] {:3.0f}% {}/{}", label, bar, frac * 100.0,
-                              fmt_bytes(static_cast<double>(done)), fmt_bytes(static_cast<double>(total)));
-  if (total_items > 0) s += fmt::format(" {}/{}", items, total_items);
-  s += fmt::format(" {}/s ETA {}", fmt_bytes(rate), done >= total ? "00:00" : fmt_duration(eta));
-  if (!detail.empty()) s += fmt::format(" {}", detail);
-  return s;
+  return bar_line(label, done, total, items, total_items, seconds, detail).text(width, 0);
 }
 
 int Progress::columns_of(std::FILE* f) noexcept {
@@ -129,39 +190,24 @@ int Progress::columns_of(std::FILE* f) noexcept {
 }
 
 std::string Progress::render_fit(std::string_view label, std::uint64_t done, std::uint64_t total, std::uint64_t items,
-                                 std::uint64_t total_items, double seconds, std::string_view detail, int columns) {
-  std::string line = render(label, done, total, items, total_items, seconds, detail);
-  if (columns <= 0) return line;
-  const auto room = static_cast<std::size_t>(columns - 1);  // the last column would wrap on some terminals
-  if (line.size() > room) {
-    const int shrink = static_cast<int>(line.size() - room);
-    line = render(label, done, total, items, total_items, seconds, detail, std::max(8, 28 - shrink));
-  }
-  if (line.size() > room) line = render(label, done, total, items, total_items, seconds, {}, 8);
-  if (line.size() > room) line.resize(room);
-  return line;
+                                 std::uint64_t total_items, double seconds, std::string_view detail, int columns,
+                                 bool final) {
+  BarLine b = bar_line(label, done, total, items, total_items, seconds, final ? std::string_view() : detail);
+  if (final) b.tail = fmt::format("done in {}", fmt_duration(seconds));
+  return fit(b, columns);
 }
 
 void Progress::draw_locked(bool final) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (lines_) {  // a log: whole lines, no carriage return, no padding
-    std::string line = render(label_, bytes_, total_bytes_, items_, total_items_, secs, final ? "" : detail_);
-    if (final) {
-      if (auto eta = line.rfind(" ETA "); eta != std::string::npos) line.resize(eta);
-      line += fmt::format(" done in {}", fmt_duration(secs));
-    }
+    std::string line = render_fit(label_, bytes_, total_bytes_, items_, total_items_, secs, detail_, 0, final);
     fmt::print(out_, "{}\n", line);
     std::fflush(out_);
     printed_ = true;
     return;
   }
   const int cols = columns_of(out_);
-  std::string line = render_fit(label_, bytes_, total_bytes_, items_, total_items_, secs, final ? "" : detail_, cols);
-  if (final) {
-    if (auto eta = line.rfind(" ETA "); eta != std::string::npos) line.resize(eta);
-    line += fmt::format(" done in {}", fmt_duration(secs));
-    if (cols > 0 && line.size() >= static_cast<std::size_t>(cols)) line.resize(static_cast<std::size_t>(cols - 1));
-  }
+  std::string line = render_fit(label_, bytes_, total_bytes_, items_, total_items_, secs, detail_, cols, final);
   const std::size_t len = line.size();
   const std::size_t pad_to = cols > 0 ? std::min(last_len_, static_cast<std::size_t>(cols - 1)) : last_len_;
   if (len < pad_to) line.append(pad_to - len, ' ');

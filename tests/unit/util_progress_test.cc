@@ -1,9 +1,11 @@
 // Progress that tells the truth everywhere (issue 29): the bar never reaches the terminal's width (a redraw that
 // wraps leaves lines behind), and off a terminal a status line appears at the interval, whole lines only.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -34,6 +36,53 @@ TEST(Progress, RenderFitNeverReachesTheWidth) {
   const std::string at60 = Progress::render_fit("quantize", 3ull << 30, 16ull << 30, 0, 0, 12.5, "", 60);
   EXPECT_NE(at60.find("ETA"), std::string::npos) << at60;
   EXPECT_EQ(Progress::render_fit("q", 1, 2, 0, 0, 1.0, "d", 0), Progress::render("q", 1, 2, 0, 0, 1.0, "d"));
+}
+
+// Narrow terminals (issue 55): fields go whole, never cut mid-word, in a stated order; the ETA goes last.
+TEST(Progress, NarrowTerminalsDropWholeFieldsEtaLast) {
+  const std::string detail = "model-00003-of-00017.safetensors";
+  const std::string full = Progress::render("quantize", 3ull << 30, 16ull << 30, 57, 291, 12.5, detail, 8);
+  auto words = [](const std::string& s) {
+    std::vector<std::string> w;
+    std::string cur;
+    for (char c : s + " ") {
+      if (c == ' ') {
+        if (!cur.empty()) w.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    return w;
+  };
+  const auto all = words(full);
+  for (int cols = 1; cols <= 160; ++cols) {
+    const std::string line = Progress::render_fit("quantize", 3ull << 30, 16ull << 30, 57, 291, 12.5, detail, cols);
+    EXPECT_LT(line.size(), static_cast<std::size_t>(cols)) << cols;
+    // Every word of the fitted line is a whole word of the full line, bar aside (it narrows).
+    for (const auto& w : words(line)) {
+      if (w.front() == '[') continue;
+      EXPECT_NE(std::find(all.begin(), all.end(), w), all.end()) << cols << ": '" << w << "' in " << line;
+    }
+    // The ETA stays as long as "19% ETA 00:53" fits; then the percentage alone.
+    if (cols > 14) {
+      EXPECT_NE(line.find("ETA "), std::string::npos) << cols << ": " << line;
+    }
+    if (cols > 4) {
+      EXPECT_NE(line.find("19%"), std::string::npos) << cols << ": " << line;
+    }
+  }
+  // The order fields go in: the detail before the rate, the rate before the counts, the label before the ETA.
+  EXPECT_EQ(Progress::render_fit("quantize", 3ull << 30, 16ull << 30, 57, 291, 12.5, detail, 60),
+            "quantize [#.......]  19% 3.0 GiB/16.0 GiB 57/291 ETA 00:54");
+  EXPECT_EQ(Progress::render_fit("quantize", 3ull << 30, 16ull << 30, 57, 291, 12.5, detail, 40),
+            "quantize [#.......]  19% ETA 00:54");
+  EXPECT_EQ(Progress::render_fit("quantize", 3ull << 30, 16ull << 30, 57, 291, 12.5, detail, 22), "19% ETA 00:54");
+  EXPECT_EQ(Progress::render_fit("quantize", 3ull << 30, 16ull << 30, 57, 291, 12.5, detail, 14), "19% ETA 00:54");
+  EXPECT_EQ(Progress::render_fit("quantize", 3ull << 30, 16ull << 30, 57, 291, 12.5, detail, 6), "19%");
+  // The closing line: "done in" where the ETA was, fitted the same way.
+  EXPECT_EQ(Progress::render_fit("quantize", 16ull << 30, 16ull << 30, 291, 291, 60, detail, 30, true),
+            "quantize 100% done in 01:00");
 }
 
 TEST(Progress, BarRedrawsStayWithinColumns) {

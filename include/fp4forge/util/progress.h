@@ -54,10 +54,13 @@ class Progress final : public ProgressSink {
   static std::string render(std::string_view label, std::uint64_t done, std::uint64_t total,
                             std::uint64_t items, std::uint64_t total_items, double seconds,
                             std::string_view detail, int width = 28);
-  /** render() made to fit `columns` (0: no limit): a narrower bar (down to 8), then without the detail, then
-   * cut; never `columns` characters or more, so a redraw never wraps and leaves lines behind. */
+  /** render() made to fit `columns` (0: no limit): a narrower bar (down to 8), then whole fields dropped, never
+   * cut mid-word: the detail, the rate, the item count, the byte counts, the bar, the label; the percentage and the
+   * ETA go last. Never `columns` characters or more, so a redraw never wraps and leaves lines behind. `final`: the
+   * closing line, "done in TIME" where the ETA was and no detail. */
   static std::string render_fit(std::string_view label, std::uint64_t done, std::uint64_t total, std::uint64_t items,
-                                std::uint64_t total_items, double seconds, std::string_view detail, int columns);
+                                std::uint64_t total_items, double seconds, std::string_view detail, int columns,
+                                bool final = false);
   /** The width of the terminal `f` writes to (TIOCGWINSZ), else $COLUMNS, else 0 (unknown). */
   static int columns_of(std::FILE* f) noexcept;
   /** True when stderr is a terminal. */
