@@ -83,10 +83,10 @@ void add_synth(CLI::App& sub, Action& action) {
   for (auto a : synth_archs()) archs += (archs.empty() ? "" : ", ") + std::string(a);
   for (auto s : synth_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::string(s);
   sub.add_option("--arch", opts->arch, "family layout: " + archs + " (with --config: read from the config)");
-  auto* size = sub.add_option("--size", opts->size, "geometry: " + sizes + " (default tiny; 8b is ~16 GB)");
+  auto* size = sub.add_option("--size", opts->size, "geometry: " + sizes + " (default tiny; 8b is ~15 GiB)");
   sub.add_option("--config", opts->config,
                  "geometry of a real config.json (file, checkpoint folder or cached repo id): the model at its "
-                 "own size, 5 GB shards")
+                 "own size, shards of at most 5 GB as transformers writes them")
       ->excludes(size);
   sub.add_flag("--header-only", opts->header_only,
                "write shard headers and sparse (zero) data: a 671B layout in megabytes, for inspect, doctor and "
@@ -101,7 +101,7 @@ void add_synth(CLI::App& sub, Action& action) {
       "Examples:\n"
       "  fp4forge synth --arch gemma4-moe --size tiny --out /tmp/g4moe --seed 7\n"
       "  fp4forge synth --arch qwen3_5-dense --size small --out /tmp/q35 --json\n"
-      "  fp4forge synth --arch llama --size 8b --out /data/llama8b   # ~16 GB, streams\n"
+      "  fp4forge synth --arch llama --size 8b --out /data/llama8b   # ~15 GiB, streams\n"
       "  fp4forge synth --config Qwen/Qwen3-235B-A22B --header-only --out /tmp/q235   # real geometry, ~MBs\n"
       "Interrupted (Ctrl-C) or failed, synth removes what it wrote: no .partial, no empty folder.");
   sub.callback([&action, opts] { action = [opts] { return run_synth(*opts); }; });

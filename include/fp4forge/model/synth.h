@@ -7,7 +7,7 @@
  * - Deterministic: the bytes of every tensor depend only on (seed, tensor name); values are
  *   normal-ish (Irwin-Hall of 4 uniforms), std 0.02, from a splitmix64 stream.
  * - Streaming: tensors are generated in fixed-size chunks straight into st::ShardWriter::write_at,
- *   so memory stays bounded (a few MiB) even for `--size 8b` (~16 GB).
+ *   so memory stays bounded (a few MiB) even for `--size 8b` (~15 GiB).
  * - `tiny` geometries copy the fixtures in tests/data (same names and shapes); `small` is ~100-300 MB;
  *   `8b` has Llama-3-8B-class geometry (llama: H 4096, 32 layers, 32 heads, 8 kv, I 14336, V 128256)
  *   with ~5 GB shards.
