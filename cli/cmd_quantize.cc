@@ -79,7 +79,8 @@ int run_quantize(const QuantizeOpts& o) {
       if (!scheme) return report_error(scheme.error(), o.json);
       schemes.push_back(*scheme);
     }
-    p.dst = quant::default_destination(src->hub->name(), schemes);
+    // A path fp4forge chose is reported absolute (one the user gave is echoed as given: docs/cli/README.md).
+    p.dst = std::filesystem::absolute(quant::default_destination(src->hub->name(), schemes)).lexically_normal();
   }
   p.dry_run = o.dry_run;
   p.run.jobs = o.jobs;

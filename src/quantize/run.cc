@@ -939,7 +939,8 @@ void Runner::summarize(RunSummary& sum, double secs) const {
 namespace {
 Status check_run_options(const RunOptions& opts) {
   if (opts.max_memory < kMinMaxMemory)
-    return make_error(Errc::USAGE, "--max-memory {} is too small; at least {} bytes", opts.max_memory, kMinMaxMemory);
+    return make_error(Errc::USAGE, "--max-memory {} is too small; expected at least {}", format_bytes(opts.max_memory),
+                      format_bytes(kMinMaxMemory));
   return {};
 }
 }  // namespace
@@ -949,7 +950,9 @@ Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const 
   FP4FORGE_TRY(check_run_options(opts));
   FP4FORGE_TRY(check_destination(src.dir(), dst));
   Runner r(src, plan, opts);
-  return r.run(normalize_destination(dst));
+  FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(normalize_destination(dst)));
+  sum.destination = dst.string();  // as given, like the source (issue 55: one absolute path among relative ones)
+  return sum;
 }
 
 Result<QuantizeResult> quantize(const QuantizeParams& p) {
@@ -990,6 +993,7 @@ Result<QuantizeResult> quantize(const QuantizeParams& p) {
   if (p.dry_run) return out;
   Runner r(ck, out.plan, run);
   FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(normalize_destination(p.dst)));
+  sum.destination = p.dst.string();  // as given, like the source
   out.summary = std::move(sum);
   return out;
 }

@@ -83,6 +83,10 @@ TEST_F(HfCacheCli, EveryReadingCommandTakesARepoIdAndNeverWritesTheCache) {
             0)
       << err;
   EXPECT_EQ(Json::parse(out)["destination"], (work_ / "tiny-llama-NVFP4A16-FP8_DYNAMIC").string());
+  // A DST the user gives is echoed as given, relative like the argument (docs/cli/README.md "Paths").
+  ASSERT_EQ(run("quantize acme/tiny-llama rel-out --json --no-progress", &out, &err), 0) << err;
+  EXPECT_EQ(Json::parse(out)["destination"], "rel-out");
+  EXPECT_TRUE(sfs::is_regular_file(work_ / "rel-out" / "config.json"));
   // A second run refuses the existing default DST, like any DST.
   EXPECT_EQ(run("quantize acme/tiny-llama", &out, &err), 3);
   EXPECT_TRUE(contains(err, "tiny-llama-NVFP4A16' already exists")) << err;
