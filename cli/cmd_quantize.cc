@@ -202,7 +202,7 @@ void add_quantize(CLI::App& sub, Action& action) {
                "per-channel scales) are passed through, and packed FP4 ones going to nvfp4a16 cast, losslessly by "
                "default; re-encode them all from the bf16 expansion");
   sub.add_flag("--dry-run", o->dry_run, "print the plan and write nothing");
-  sub.add_flag("--strict", o->plan.strict, "a weight with in_features % 16 != 0 is an error instead of kept");
+  sub.add_flag("--strict", o->plan.strict, "a weight whose shape does not fit its scheme (in_features a multiple of 16 for nvfp4a16, 32 for mxfp4a16, ...; docs/schemes.md) is an error instead of kept");
   sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores, twice that with a searched observer; at most 1024)")
       ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--max-memory", o->max_memory, "in-flight byte budget, e.g. 2G, 512M")->capture_default_str();

@@ -1,6 +1,7 @@
-// fp4forge selftest [--golden FILE] [--path NAME]... [--json]: golden NVFP4A16 vectors through every
-// codec path this CPU runs (library: codec/golden.h), and the FP8-source expansion on each of its paths. Exit 0 all byte-exact, 1 a mismatch, 3 a
-// malformed golden file, 2 an unknown --path.
+// fp4forge selftest [--golden FILE] [--scheme-golden FILE]... [--path NAME]... [--json]: the golden vectors of
+// every scheme (NVFP4A16: codec/golden.h; the others: codec/scheme_golden.h) and of NVFP4A16's searched
+// observers through every codec path this CPU runs, and the FP8-source expansion on each of its paths. Exit 0
+// all byte-exact, 1 a mismatch, 3 a malformed golden file, 2 an unknown --path.
 #include <algorithm>
 #include <cstdio>
 #include <memory>

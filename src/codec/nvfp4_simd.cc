@@ -1,5 +1,6 @@
 // Highway kernels for the NVFP4 codec, compiled once per x86 target (AVX3_DL, AVX3, AVX2, SSE4, SSSE3,
-// and the EMU128 baseline) and chosen at run time (HWY_EXPORT / HWY_DYNAMIC_DISPATCH). Every target
+// and the EMU128 baseline) and chosen at run time (HWY_EXPORT / HWY_DYNAMIC_DISPATCH; the paths' target list
+// from scheme_simd_table.h, the one every scheme's kernels are listed with). Every target
 // produces the bytes of the scalar reference (nvfp4_ref.cc): the group scale follows spec §2.3 exactly
 // (flD(a/6), fl32(gs*sD), clamp, E4M3 round-to-nearest-even, zero -> 0x20), and the FP4 code of each
 // weight is the reference's decision on q = fl32(w / fl32(s/gs)), obtained without dividing: the
@@ -27,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <type_traits>
 #include <vector>
 
@@ -481,6 +483,8 @@ std::uint32_t AmaxBits(const std::byte* data, DType dt, std::uint64_t count) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "codec/scheme_simd_table.h"
+
 namespace fp4forge::nvfp4::detail {
 
 HWY_EXPORT(AmaxBits);
@@ -506,38 +510,27 @@ void simd_decode_groups(const std::byte* packed, const float* eff, std::uint64_t
   HWY_DYNAMIC_DISPATCH(DecodeGroups)(packed, eff, groups, out);
 }
 
+/** One compiled target's kernel of one kind (FP4FORGE_SCHEME_TARGETS' entries: target bit, kernel). */
+template <class Fn>
+struct TargetEntry {
+  std::int64_t target;
+  Fn fn;
+};
+
 const std::vector<Kernels>& simd_kernels() {
   static const std::vector<Kernels> kernels = [] {
+    // The compiled targets of each kernel, best first, from the table every scheme's kernels use
+    // (scheme_simd_table.h); the three lists are in the same target order.
+    const std::initializer_list<TargetEntry<AmaxBitsFn>> amax = {FP4FORGE_SCHEME_TARGETS(AmaxBits)};
+    const std::initializer_list<TargetEntry<EncodeFn>> encode = {FP4FORGE_SCHEME_TARGETS(Encode)};
+    const std::initializer_list<TargetEntry<EncodeMaximaFn>> maxima = {FP4FORGE_SCHEME_TARGETS(EncodeMaxima)};
     std::vector<Kernels> v;
     const std::int64_t supported = hwy::SupportedTargets();
-    const auto add = [&](std::int64_t target, AmaxBitsFn a, EncodeFn e, EncodeMaximaFn em) {
-      if (supported & target) v.push_back(Kernels{hwy::TargetName(target), a, e, em});
-    };
-    // Best first (x86 target bits: lower = better).
-#if HWY_TARGETS & HWY_AVX3_DL
-    add(HWY_AVX3_DL, &N_AVX3_DL::AmaxBits, &N_AVX3_DL::Encode, &N_AVX3_DL::EncodeMaxima);
-#endif
-#if HWY_TARGETS & HWY_AVX3
-    add(HWY_AVX3, &N_AVX3::AmaxBits, &N_AVX3::Encode, &N_AVX3::EncodeMaxima);
-#endif
-#if HWY_TARGETS & HWY_AVX2
-    add(HWY_AVX2, &N_AVX2::AmaxBits, &N_AVX2::Encode, &N_AVX2::EncodeMaxima);
-#endif
-#if HWY_TARGETS & HWY_SSE4
-    add(HWY_SSE4, &N_SSE4::AmaxBits, &N_SSE4::Encode, &N_SSE4::EncodeMaxima);
-#endif
-#if HWY_TARGETS & HWY_SSSE3
-    add(HWY_SSSE3, &N_SSSE3::AmaxBits, &N_SSSE3::Encode, &N_SSSE3::EncodeMaxima);
-#endif
-#if HWY_TARGETS & HWY_NEON
-    add(HWY_NEON, &N_NEON::AmaxBits, &N_NEON::Encode, &N_NEON::EncodeMaxima);
-#endif
-#if HWY_TARGETS & HWY_EMU128
-    add(HWY_EMU128, &N_EMU128::AmaxBits, &N_EMU128::Encode, &N_EMU128::EncodeMaxima);
-#endif
-#if HWY_TARGETS & HWY_SCALAR
-    add(HWY_SCALAR, &N_SCALAR::AmaxBits, &N_SCALAR::Encode, &N_SCALAR::EncodeMaxima);
-#endif
+    auto a = amax.begin();
+    auto e = encode.begin();
+    auto m = maxima.begin();
+    for (; a != amax.end(); ++a, ++e, ++m)
+      if (supported & a->target) v.push_back(Kernels{hwy::TargetName(a->target), a->fn, e->fn, m->fn});
     return v;
   }();
   return kernels;

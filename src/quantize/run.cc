@@ -184,8 +184,8 @@ class Runner {
 
   Status write(std::size_t shard, std::uint64_t off, std::span<const std::byte> bytes);
   void shard_finished(std::size_t shard);
-  /** Encodes rows [r0, r1) of unit `ui`; `maxima` (a searched observer) holds the searched max of each group
-   * of 16 of these rows, else each group's max|w| is used. */
+  /** Encodes rows [r0, r1) of unit `ui`; `maxima` (a searched observer) holds the searched max of each of the
+   * scheme's groups of these rows (16 columns for NVFP4A16), else each group's max|w| is used. */
   Status write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::uint64_t r1, const float* maxima = nullptr);
   /** True when the unit's scheme writes a `weight_shape` tensor per Linear (W4A16). */
   bool writes_shape(const QuantUnit& u) const {

@@ -411,6 +411,12 @@ struct Against {
   double sum_w = 0, sum_rel = 0, sum_ref = 0, sum_mm = 0;
   std::vector<std::byte> pk1, sc1;  // one row of the sampled re-encode
 
+  /** Step 3 for an NVFP4 member (below): its global scale, errors and sampled re-encode. */
+  std::optional<TensorError> compare_nvfp4(Member& mem, float set_observed, float gs_set, float gs_minmax);
+  void check_global_scale(const Member& mem, float gs_q, float set_observed, float gs_set);
+  bool compare_chunks(const Member& mem, float gs_deq, float gs_ref, float gs_minmax, TensorError& te);
+  void reencode_sample(const Member& mem, float gs_q);
+
   void record(TensorError te) {
     ++st.compared_quantized;
     const double w = static_cast<double>(te.rows) * static_cast<double>(te.cols);
@@ -620,47 +626,65 @@ void search_ahead(Against& r, Job& job) {
  * runs in row chunks of about 32K elements, so a chunk's float buffers (decoded, reference, min-max, source) stay
  * in a core's L2: at 1M elements they were 16 MB per thread, written and read back through memory, and the
  * comparison cost more CPU than the search it follows on a large model. */
-std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_observed, float gs_set, float gs_minmax) {
-  const Checkpoint& q = ar.q;
-  const Structure& s = ar.s;
-  const VerifyOptions& opts = ar.opts;
-  Sink& sink = ar.sink;
-  VerifyStats& st = ar.st;
-  auto& pool = ar.pool;
-  auto &pk1 = ar.pk1, &sc1 = ar.sc1;
+std::optional<TensorError> Against::compare_nvfp4(Member& mem, float set_observed, float gs_set, float gs_minmax) {
   const Module& m = *mem.mod;
-  const auto search = ar.search_of(m);
   const SchemeGroup& grp = s.group(m);
-  const std::uint64_t n = m.n, k = m.k;
   const float gs_q = read_f32_scalar(q, m.gs).value_or(std::numeric_limits<float>::quiet_NaN());
-  const float gs_own = nvfp4::global_scale(mem.observed_amax, mem.src.dtype);
   TensorError te;
   te.module = m.name;
   te.source = mem.src.label;
-  te.rows = n;
-  te.cols = k;
+  te.rows = m.n;
+  te.cols = m.k;
   te.global_scale = gs_q;
   te.expected_global_scale = gs_set;
-  // Global scale vs the source statistics.
-  if (grp.observer_known && std::isfinite(gs_q) && gs_q > 0 && f32_bits(gs_q) != f32_bits(gs_set) &&
-      f32_bits(gs_q) != f32_bits(gs_own)) {
-    auto dev = [&](float e) { return e > 0 ? std::max(gs_q / e, e / gs_q) : 1e30f; };
-    const float d = std::min(dev(gs_set), dev(gs_own));
-    if (d > 1.01f) {
-      sink.add({"global-scale-wrong", d > 2.0f ? Severity::ERROR : Severity::WARNING, family_of(m.name),
-                fmt::format("'{}' weight_global_scale is {}, the source {} {} gives {} (off by {:.3g}x)",
-                            m.name, gs_q, search ? "searched max" : "amax", set_observed, gs_set, d),
-                {m.gs->name}, "", fmt::format("{} (2688/amax, §2.2)", gs_set), fmt::format("{}", gs_q),
-                "a divisor/multiplier mix-up (F19) or a scale from other data; dequantized values are "
-                "scaled wrongly"});
-    }
+  if (grp.observer_known) check_global_scale(mem, gs_q, set_observed, gs_set);
+  const bool gs_usable = std::isfinite(gs_q) && gs_q > 0;
+  if (!compare_chunks(mem, gs_usable ? gs_q : 1.0f, gs_set, gs_minmax, te)) return std::nullopt;
+  if (!gs_usable) te.rel_rms = std::numeric_limits<double>::infinity();
+  // Sampled rows re-encoded by the scalar reference codec with the checkpoint's own gs (F18).
+  if (gs_usable && opts.reencode_rows > 0 && grp.observer_known) reencode_sample(mem, gs_q);
+  const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
+  if (!(te.rel_rms <= limit)) {
+    sink.add({"error-outlier", Severity::ERROR, family_of(m.name),
+              fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference NVFP4 encoding of the same "
+                          "source gives {:.4g} (limit {:.4g})",
+                          m.name, te.rel_rms, te.ref_rel_rms, limit),
+              {m.payload->name, m.scale->name, m.gs->name}, "", fmt::format("<= {:.4g}", limit),
+              fmt::format("{:.4g}", te.rel_rms),
+              "wrong global scale (F19), corrupt scales or codes, or a tensor quantized from other data"});
   }
-  // Dequantize in row chunks (about 32K elements: see above) and compare with the source and the reference encoding.
-  const float gs_ref = gs_set;
+  return te;
+}
+
+/** compare_nvfp4's global scale `gs_q` against the source statistics: the set's (`gs_set`, from `set_observed`)
+ * or the member's own. */
+void Against::check_global_scale(const Member& mem, float gs_q, float set_observed, float gs_set) {
+  const Module& m = *mem.mod;
+  const float gs_own = nvfp4::global_scale(mem.observed_amax, mem.src.dtype);
+  if (!std::isfinite(gs_q) || gs_q <= 0 || f32_bits(gs_q) == f32_bits(gs_set) || f32_bits(gs_q) == f32_bits(gs_own))
+    return;
+  auto dev = [&](float e) { return e > 0 ? std::max(gs_q / e, e / gs_q) : 1e30f; };
+  const float d = std::min(dev(gs_set), dev(gs_own));
+  if (d > 1.01f) {
+    sink.add({"global-scale-wrong", d > 2.0f ? Severity::ERROR : Severity::WARNING, family_of(m.name),
+              fmt::format("'{}' weight_global_scale is {}, the source {} {} gives {} (off by {:.3g}x)",
+                          m.name, gs_q, search_of(m) ? "searched max" : "amax", set_observed, gs_set, d),
+              {m.gs->name}, "", fmt::format("{} (2688/amax, §2.2)", gs_set), fmt::format("{}", gs_q),
+              "a divisor/multiplier mix-up (F19) or a scale from other data; dequantized values are "
+              "scaled wrongly"});
+  }
+}
+
+/** compare_nvfp4's errors: the module dequantized with `gs_deq` (the checkpoint's global scale, 1 when unusable),
+ * the reference encoding with `gs_ref` (and min-max's with `gs_minmax`, for a searched observer), each against
+ * the source, in row chunks (about 32K elements: see compare_nvfp4). Fills te's relative RMS errors; false when
+ * the reference encoding fails (no TensorError for the member). */
+bool Against::compare_chunks(const Member& mem, float gs_deq, float gs_ref, float gs_minmax, TensorError& te) {
+  const Module& m = *mem.mod;
+  const std::uint64_t n = m.n, k = m.k;
   const std::uint64_t chunk = std::max<std::uint64_t>(1, (std::uint64_t{1} << 15) / std::max<std::uint64_t>(k, 1));
   const auto packed = q.data(*m.payload);
   const auto scales = q.data(*m.scale);
-  const bool gs_usable = std::isfinite(gs_q) && gs_q > 0;
   nvfp4::WeightView v{mem.src.data, mem.src.dtype, n, k};
   const float* maxima = mem.maxima.empty() ? nullptr : mem.maxima.data();
   // Row chunks in parallel; each chunk's sums kept apart and added in order (the same total for any -j).
@@ -679,8 +703,7 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
     pk.resize(rows * k / 2);
     sc.resize(rows * k / 16);
     ChunkSums& cs = sums[c];
-    nvfp4::decode_rows(packed.data() + r0 * k / 2, scales.data() + r0 * k / 16, gs_usable ? gs_q : 1.0f, rows,
-                       k, deq.data());
+    nvfp4::decode_rows(packed.data() + r0 * k / 2, scales.data() + r0 * k / 16, gs_deq, rows, k, deq.data());
     // The reference encoding with the config's observer (a searched one: its maxima).
     auto e = maxima ? nvfp4::encode_rows_maxima(v, gs_ref, maxima + r0 * (k / 16), r0, r1, pk.data(), sc.data(), m.name)
                     : nvfp4::encode_rows(v, gs_ref, r0, r1, pk.data(), sc.data(), m.name);
@@ -718,7 +741,7 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
     mm2 += cs.mm2;
     src2 += cs.src2;
   }
-  if (!enc_ok) return std::nullopt;
+  if (!enc_ok) return false;
   auto rel = [&](double e2) {
     if (src2 > 0) return std::sqrt(e2 / src2);
     return e2 > 0 || std::isnan(e2) ? std::numeric_limits<double>::infinity() : 0.0;
@@ -726,49 +749,47 @@ std::optional<TensorError> compare_nvfp4(Against& ar, Member& mem, float set_obs
   te.rel_rms = rel(err2);
   te.ref_rel_rms = rel(ref2);
   te.minmax_rel_rms = rel(mm2);
-  if (!gs_usable) te.rel_rms = std::numeric_limits<double>::infinity();
-  // Sampled rows re-encoded by the scalar reference codec with the checkpoint's own gs (F18).
-  if (gs_usable && opts.reencode_rows > 0 && grp.observer_known) {
-    const std::uint64_t want = std::min<std::uint64_t>(opts.reencode_rows, n);
-    std::uint64_t bad = 0, first_bad = 0;
-    pk1.resize(k / 2);
-    sc1.resize(k / 16);
-    for (std::uint64_t i = 0; i < want; ++i) {
-      const std::uint64_t r = want == 1 ? 0 : i * (n - 1) / (want - 1);
-      const bool enc = maxima ? nvfp4::encode_rows_maxima(v, gs_q, maxima + r * (k / 16), r, r + 1, pk1.data(),
-                                                          sc1.data(), m.name, "scalar").ok()
-                              : nvfp4::encode_rows_with("scalar", v, gs_q, r, r + 1, pk1.data(), sc1.data(), m.name).ok();
-      if (!enc) break;
-      ++st.reencoded_rows;
-      if (std::memcmp(pk1.data(), packed.data() + r * k / 2, k / 2) != 0 ||
-          std::memcmp(sc1.data(), scales.data() + r * k / 16, k / 16) != 0) {
-        if (bad++ == 0) first_bad = r;
-      }
-    }
-    st.reencode_mismatched_rows += bad;
-    if (bad) {
-      sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
-                fmt::format("'{}': {} of {} sampled rows differ from the scalar reference encoding of the source "
-                            "with the checkpoint's own global scale and observer {} (first row {})",
-                            m.name, bad, want, grp.observer_name, first_bad),
-                {m.payload->name}, "",
-                fmt::format("byte-identical to compressed-tensors' RTN with observer {} (nvfp4a16-format.md §2)",
-                            grp.observer_name),
-                fmt::format("{} rows differ", bad),
-                "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
+  return true;
+}
+
+/** compare_nvfp4's re-encode proof: opts.reencode_rows rows, spread over the module, re-encoded by the scalar
+ * reference codec with the checkpoint's own global scale `gs_q` and compared byte for byte (F18). */
+void Against::reencode_sample(const Member& mem, float gs_q) {
+  const Module& m = *mem.mod;
+  const SchemeGroup& grp = s.group(m);
+  const std::uint64_t n = m.n, k = m.k;
+  const auto packed = q.data(*m.payload);
+  const auto scales = q.data(*m.scale);
+  nvfp4::WeightView v{mem.src.data, mem.src.dtype, n, k};
+  const float* maxima = mem.maxima.empty() ? nullptr : mem.maxima.data();
+  const std::uint64_t want = std::min<std::uint64_t>(opts.reencode_rows, n);
+  std::uint64_t bad = 0, first_bad = 0;
+  pk1.resize(k / 2);
+  sc1.resize(k / 16);
+  for (std::uint64_t i = 0; i < want; ++i) {
+    const std::uint64_t r = want == 1 ? 0 : i * (n - 1) / (want - 1);
+    const bool enc = maxima ? nvfp4::encode_rows_maxima(v, gs_q, maxima + r * (k / 16), r, r + 1, pk1.data(),
+                                                        sc1.data(), m.name, "scalar").ok()
+                            : nvfp4::encode_rows_with("scalar", v, gs_q, r, r + 1, pk1.data(), sc1.data(), m.name).ok();
+    if (!enc) break;
+    ++st.reencoded_rows;
+    if (std::memcmp(pk1.data(), packed.data() + r * k / 2, k / 2) != 0 ||
+        std::memcmp(sc1.data(), scales.data() + r * k / 16, k / 16) != 0) {
+      if (bad++ == 0) first_bad = r;
     }
   }
-  const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
-  if (!(te.rel_rms <= limit)) {
-    sink.add({"error-outlier", Severity::ERROR, family_of(m.name),
-              fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference NVFP4 encoding of the same "
-                          "source gives {:.4g} (limit {:.4g})",
-                          m.name, te.rel_rms, te.ref_rel_rms, limit),
-              {m.payload->name, m.scale->name, m.gs->name}, "", fmt::format("<= {:.4g}", limit),
-              fmt::format("{:.4g}", te.rel_rms),
-              "wrong global scale (F19), corrupt scales or codes, or a tensor quantized from other data"});
+  st.reencode_mismatched_rows += bad;
+  if (bad) {
+    sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
+              fmt::format("'{}': {} of {} sampled rows differ from the scalar reference encoding of the source "
+                          "with the checkpoint's own global scale and observer {} (first row {})",
+                          m.name, bad, want, grp.observer_name, first_bad),
+              {m.payload->name}, "",
+              fmt::format("byte-identical to compressed-tensors' RTN with observer {} (nvfp4a16-format.md §2)",
+                          grp.observer_name),
+              fmt::format("{} rows differ", bad),
+              "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
   }
-  return te;
 }
 
 /** Step 4: every tensor the quantized checkpoint keeps is bit-identical to the source (an FP8 source: its
@@ -905,7 +926,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
             r.record(std::move(*te));
           continue;
         }
-        if (auto te = compare_nvfp4(r, mem, set_observed, gs_set, gs_minmax)) r.record(std::move(*te));
+        if (auto te = r.compare_nvfp4(mem, set_observed, gs_set, gs_minmax)) r.record(std::move(*te));
       }
     }
     if (job.members.empty()) progress.add(0, 1);

@@ -41,11 +41,12 @@ Result<Observer> parse_observer(std::string_view text);
 std::optional<Observer> observer_from_config(std::string_view name) noexcept;
 
 /** The observer a scheme is written with when none is asked for: NVFP4A16 takes llm-compressor's
- * recommended `nvfp4_expanded_mse` (docs/schemes.md#observers says why), the others min-max (the only one
- * they take). */
+ * recommended `nvfp4_expanded_mse` (docs/schemes.md#observers says why), the others min-max (compressed-tensors'
+ * default; the FP8 schemes take no other). */
 Observer default_observer(QuantScheme s) noexcept;
 
-/** True when `s` can be written with observer `o` (MINMAX: every scheme; the searches: NVFP4A16). */
+/** True when `s` can be written with observer `o` (the scheme table's `observers`: MINMAX every scheme,
+ * NVFP4_EXPANDED_MSE NVFP4A16, MEMORYLESS_MSE NVFP4A16, MXFP4A16 and W4A16). */
 bool observer_supported(QuantScheme s, Observer o) noexcept;
 /** USAGE error naming the scheme and the observers it takes, or ok. */
 Status check_observer(QuantScheme s, Observer o);

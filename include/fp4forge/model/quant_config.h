@@ -56,7 +56,7 @@ struct ConfigGroup {
 
 /** Schemes vLLM can select, by name. */
 enum class Scheme {
-  NVFP4A16,     ///< weight-only NVFP4 (the one fp4forge writes and verifies)
+  NVFP4A16,     ///< weight-only NVFP4 (fp4forge's default scheme; it writes and verifies four more)
   NVFP4,        ///< NVFP4 W4A4 (input_activations float 4-bit tensor_group)
   MXFP4A16,     ///< MX FP4 weight-only (group 32, E8M0 scales)
   MXFP4,        ///< MX FP4 W4A4

@@ -5,7 +5,9 @@
  * architectures.md §5.3).
  *
  * - Every source tensor gets a decision (quantize / keep / split) with its role and the reason: the
- *   policy rule, a user pattern (`--ignore`, `--force-quantize`) or a shape rule (K % 16).
+ *   policy rule, a user pattern (`--ignore`, `--force-quantize`) or the scheme's shape rule
+ *   (shape_rule: K a multiple of the scheme's group, 16 for NVFP4A16, 32 MXFP4A16, 128 W4A16; FP8_BLOCK's K
+ *   and N multiples of 128).
  * - Fused 3-D experts are split per expert in the orientation their shapes show (model/experts.h);
  *   ambiguous shapes and shapes that disagree with E / expert width / hidden_size are refused.
  * - Fused sets (R1) share one global scale and are all quantized or all kept; a user pattern that

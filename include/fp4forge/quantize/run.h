@@ -1,7 +1,8 @@
 #pragma once
 /**
- * Executes a QuantPlan: streams the source shards through the NVFP4 codec into a staging folder next to
- * the destination, then renames it into place (atomic: an interrupted or failed run leaves no DST).
+ * Executes a QuantPlan: streams the source shards through each unit's scheme codec (codec/scheme.h: NVFP4A16,
+ * MXFP4A16, FP8_DYNAMIC, FP8_BLOCK, W4A16) into a staging folder next to the destination, then renames it
+ * into place (atomic: an interrupted or failed run leaves no DST).
  *
  * - Staging: `<parent of DST>/.<DST name>.fp4forge-staging`, marked and locked (flock) for the run.
  * - One persistent thread pool (`jobs`, 0 = default_jobs()). Tasks are admitted against an in-flight byte
