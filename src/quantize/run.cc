@@ -73,7 +73,7 @@ class Runner {
   Runner(const Checkpoint& ck, const QuantPlan& plan, const RunOptions& opts)
       : ck_(ck), plan_(plan), opts_(opts), pool_(opts.jobs != 0 ? opts.jobs : default_jobs(plan)), budget_(opts.max_memory) {}
 
-  Result<RunSummary> run(const stdfs::path& dst);
+  Result<RunSummary> run(const stdfs::path& given_dst);
 
  private:
   struct Slot {  // per output shard
@@ -389,11 +389,12 @@ Status Runner::write_unit_rows(std::size_t ui, float gs, std::uint64_t r0, std::
   return {};
 }
 
-Result<RunSummary> Runner::run(const stdfs::path& dst) {
+Result<RunSummary> Runner::run(const stdfs::path& given_dst) {
   const auto t0 = std::chrono::steady_clock::now();
+  const stdfs::path dst = normalize_destination(given_dst);
   RunSummary sum;
   sum.source = ck_.dir().string();
-  sum.destination = dst.string();
+  sum.destination = given_dst.string();  // as given, like the source (issue 55)
   sum.scheme = plan_.scheme;
   sum.observer = plan_.observers;  // one per config group, as the scheme names them: "mse+minmax"
   sum.jobs = pool_.size();
@@ -950,9 +951,7 @@ Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const 
   FP4FORGE_TRY(check_run_options(opts));
   FP4FORGE_TRY(check_destination(src.dir(), dst));
   Runner r(src, plan, opts);
-  FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(normalize_destination(dst)));
-  sum.destination = dst.string();  // as given, like the source (issue 55: one absolute path among relative ones)
-  return sum;
+  return r.run(dst);
 }
 
 Result<QuantizeResult> quantize(const QuantizeParams& p) {
@@ -992,8 +991,7 @@ Result<QuantizeResult> quantize(const QuantizeParams& p) {
   if (p.on_plan) p.on_plan(out.plan);
   if (p.dry_run) return out;
   Runner r(ck, out.plan, run);
-  FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(normalize_destination(p.dst)));
-  sum.destination = p.dst.string();  // as given, like the source
+  FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(p.dst));
   out.summary = std::move(sum);
   return out;
 }
