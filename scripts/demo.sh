@@ -21,6 +21,11 @@ stage "plan vLLM seats for it (bf16, and as NVFP4A16) on an example GPU with 41 
 stage "the same seat as vLLM 0.19 and as 0.28 would size it, on a known card (its driver reserve and the start-up check taken into account)" \
   "$BIN" plan --seat v019="$WORK/src:assume=nvfp4a16,vllm_version=0.19" --seat v028="$WORK/src:assume=nvfp4a16,vllm_version=0.28" \
   --gpu "0=81559MiB:name=NVIDIA H100 80GB HBM3:used=30GiB"
+EXS=$(cd "$(dirname "$0")/.." && pwd)/examples/synth
+stage "a seat at a real model's size without its weights: synth --config reads Qwen3-235B-A22B's config.json into the family's layout (235,093,634,560 parameters, as published) and --header-only writes its shards as headers over sparse data (a few MiB on disk)" \
+  "$BIN" synth --config "$EXS/qwen3-235b-a22b" --header-only --out "$WORK/q235"
+stage "plan that seat as NVFP4A16 across two 96 GB cards (tensor parallel 2)" \
+  "$BIN" plan --seat q235="$WORK/q235:assume=nvfp4a16,tp=2,gpu=0+1,max_model_len=32768" --gpu 0=96GiB --gpu 1=96GiB
 EX=$(cd "$(dirname "$0")/.." && pwd)/examples/plan
 stage "today's seats under vLLM 0.34 rules (the newest modelled; each seat says how far its flags move it) and their picture (--svg: each seat numbered on the bar, a legend of every part): a Gemma-4 31B (sliding + global layers, k_eq_v) and a Qwen3.6-27B (GatedDeltaNet hybrid), NVFP4-sized weights, fp8 KV at 256K tokens, on one 96 GB RTX PRO 6000 (the model runner decides whether CUDA graphs come out of the budget)" \
   "$BIN" plan --seat "gemma4-31b=$EX/gemma-4-31b:weights=19GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.52" \

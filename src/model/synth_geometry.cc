@@ -110,7 +110,8 @@ Status require_positive(std::string_view arch, std::initializer_list<std::pair<s
     if (v <= 0)
       return make_error(Errc::BAD_INPUT,
                         "config.json: '{}' is {}, expected a positive integer for synth's {} layout; hint: "
-                        "pass the model's full config.json (with text_config for a multimodal family)",
+                        "pass the release's full config.json (a multimodal family's with its text_config and "
+                        "vision_config complete)",
                         key, v, arch);
   return {};
 }
