@@ -16,6 +16,7 @@
 #include "fp4forge/model/synth.h"
 #include "fp4forge/util/fs.h"
 #include "test_util.h"
+#include "spawn_cli.h"
 
 namespace fp4forge {
 namespace {
@@ -25,22 +26,7 @@ using testutil::kCli;
 using testutil::slurp;
 using testutil::TempDir;
 
-pid_t spawn_cli(std::vector<std::string> args, const stdfs::path& log) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    const int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(devnull, 1);
-    ::dup2(err >= 0 ? err : devnull, 2);
-    args.insert(args.begin(), kCli);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(kCli.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
+using testutil::spawn_cli;
 
 bool has_partial(const stdfs::path& dir) {
   std::error_code ec;

@@ -29,6 +29,7 @@
 #include "fp4forge/quantize/staging.h"
 #include "fp4forge/safetensors/shard_writer.h"
 #include "fp4forge/util/fs.h"
+#include "spawn_cli.h"
 
 namespace fp4forge::quant {
 namespace {
@@ -90,22 +91,7 @@ void make_llama(const stdfs::path& dir) {
 }
 
 /** Starts `fp4forge ARGS...` without waiting; stdout to /dev/null, stderr to `log` (or /dev/null). */
-pid_t spawn_cli(std::vector<std::string> args, const stdfs::path& log = "/dev/null") {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    const int err = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(devnull, 1);
-    ::dup2(err >= 0 ? err : devnull, 2);
-    args.insert(args.begin(), kCli);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(kCli.c_str(), argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
+using testutil::spawn_cli;
 
 pid_t spawn_quantize(const stdfs::path& src, const stdfs::path& dst, bool resume) {
   std::vector<std::string> args = {"quantize", src.string(), dst.string(), "-j", "1", "--max-memory", "1M"};
