@@ -706,13 +706,9 @@ Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::
 
 Result<SynthPlan> plan_synth_from_config(const nlohmann::ordered_json& config, std::string_view arch,
                                          std::uint64_t max_shard_bytes) {
-  std::string a(arch);
-  if (a.empty()) {
-    FP4FORGE_ASSIGN_OR_RETURN(a, synth_detail::arch_of_config(config));
-  }
-  FP4FORGE_TRY(check_arch(a));
-  FP4FORGE_ASSIGN_OR_RETURN(Geo g, synth_detail::geometry_from_config(a, config));
-  return plan_geometry(a, "config", g, max_shard_bytes);
+  if (!arch.empty()) FP4FORGE_TRY(check_arch(arch));
+  FP4FORGE_ASSIGN_OR_RETURN(synth_detail::ConfigGeometry cg, synth_detail::geometry_from_config(arch, config));
+  return plan_geometry(cg.arch, "config", cg.geo, max_shard_bytes);
 }
 
 Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {

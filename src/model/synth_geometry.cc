@@ -140,10 +140,7 @@ Status read_vision(std::string_view arch, const OJson& config, bool gemma, Geo& 
                                  {gemma ? "vision_config.position_embedding_size" : "vision_config.num_position_embeddings", static_cast<std::int64_t>(vis.pos)}});
 }
 
-}  // namespace
-
-Result<std::string> arch_of_config(const OJson& config) {
-  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo m, read_model_info(config));
+Result<std::string> arch_of(const ModelInfo& m) {
   switch (m.family) {
     case Family::LLAMA: return std::string("llama");
     case Family::QWEN3_MOE: return std::string("qwen3-moe");
@@ -159,12 +156,7 @@ Result<std::string> arch_of_config(const OJson& config) {
                     family_name(m.family), m.model_type);
 }
 
-Result<Geo> geometry_from_config(std::string_view arch, const OJson& config) {
-  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo m, read_model_info(config));
-  FP4FORGE_ASSIGN_OR_RETURN(std::string detected, arch_of_config(config));
-  if (detected != arch)
-    return make_error(Errc::USAGE, "--arch {} does not match the config, which is a {} checkpoint; hint: leave "
-                      "--arch out with --config", arch, detected);
+Result<Geo> geo_of(std::string_view arch, const ModelInfo& m, const OJson& config) {
   const OJson& t = text_config(config);
   Geo g;
   g.shard_bytes = 5'000'000'000ULL;  // as a release is sharded
@@ -229,6 +221,18 @@ Result<Geo> geometry_from_config(std::string_view arch, const OJson& config) {
                       g.layer_types.size(), g.N);
   FP4FORGE_TRY(read_vision(arch, config, gemma, g));
   return g;
+}
+
+}  // namespace
+
+Result<ConfigGeometry> geometry_from_config(std::string_view requested, const OJson& config) {
+  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo m, read_model_info(config));
+  FP4FORGE_ASSIGN_OR_RETURN(std::string detected, arch_of(m));
+  if (!requested.empty() && detected != requested)
+    return make_error(Errc::USAGE, "--arch {} does not match the config, which is a {} checkpoint; hint: leave "
+                      "--arch out with --config", requested, detected);
+  FP4FORGE_ASSIGN_OR_RETURN(Geo g, geo_of(detected, m, config));
+  return ConfigGeometry{std::move(detected), std::move(g)};
 }
 
 }  // namespace fp4forge::synth_detail

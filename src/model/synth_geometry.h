@@ -33,16 +33,19 @@ struct Geo {
 /** The built-in geometry of (arch, size); both already checked against synth_archs() / synth_sizes(). */
 Geo geometry(std::string_view arch, std::string_view size);
 
-/** The synth arch of a config (by its family): llama, qwen3-moe, gemma4-dense/-moe, qwen3_5-dense/-moe.
- * BAD_INPUT for another family, naming the ones synth lays out. */
-Result<std::string> arch_of_config(const nlohmann::ordered_json& config);
+/** A config's geometry and the synth arch it is (llama, qwen3-moe, gemma4-dense/-moe, qwen3_5-dense/-moe). */
+struct ConfigGeometry {
+  std::string arch;
+  Geo geo;
+};
 
 /**
- * The geometry of a real config.json of `arch` (layer counts, widths, heads, experts, vocabulary, layer types,
- * vision tower): a checkpoint at the config's own size. BAD_INPUT for a config synth cannot lay out faithfully
- * (a feature of the family the layout does not write, e.g. Gemma-4 per-layer inputs or KV-shared layers),
- * naming the key; never a silent approximation.
+ * The geometry of a real config.json (layer counts, widths, heads, experts, vocabulary, layer types, vision tower):
+ * a checkpoint at the config's own size. The config is read once; its family decides the arch, and a non-empty
+ * `arch` must agree (USAGE). BAD_INPUT for a family synth does not lay out, or a config synth cannot lay out
+ * faithfully (a feature of the family the layout does not write, e.g. Gemma-4 per-layer inputs or KV-shared
+ * layers), naming the key; never a silent approximation.
  */
-Result<Geo> geometry_from_config(std::string_view arch, const nlohmann::ordered_json& config);
+Result<ConfigGeometry> geometry_from_config(std::string_view arch, const nlohmann::ordered_json& config);
 
 }  // namespace fp4forge::synth_detail
