@@ -711,6 +711,29 @@ Result<SynthPlan> plan_synth_from_config(const nlohmann::ordered_json& config, s
   return plan_geometry(cg.arch, "config", cg.geo, max_shard_bytes);
 }
 
+namespace {
+
+/** Every tensor of `w` filled with its values, streamed in chunks through `buf`. */
+Status write_values(st::ShardWriter& w, std::uint64_t seed, std::vector<std::uint16_t>& buf, ProgressScope& progress) {
+  constexpr std::size_t kChunk = 1 << 20;  // elements per chunk (2 MiB of BF16)
+  for (const auto& ti : w.layout().tensors) {
+    const std::uint64_t n = ti.numel();
+    for (std::uint64_t first = 0; first < n; first += kChunk) {
+      const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, n - first));
+      buf.resize(m);
+      synth_fill_bf16(seed, ti.name, first, buf);
+      // BF16 little-endian on disk.
+      if constexpr (std::endian::native == std::endian::big)
+        for (auto& v : buf) v = static_cast<std::uint16_t>((v >> 8) | (v << 8));
+      FP4FORGE_TRY(w.write_at(ti.begin + first * 2, std::as_bytes(std::span<const std::uint16_t>(buf))));
+      progress.add(m * 2);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   FP4FORGE_ASSIGN_OR_RETURN(SynthPlan plan, opts.config
@@ -768,7 +791,8 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
     layouts.push_back(std::move(layout));
   }
   // Free space check (the data, plus headers and small files).
-  const std::uint64_t need = (opts.header_only ? header_bytes : plan.total_bytes + header_bytes) + (1u << 20);
+  const std::uint64_t on_disk = opts.header_only ? header_bytes : plan.total_bytes + header_bytes;
+  const std::uint64_t need = on_disk + (1u << 20);
   if (auto avail = fs::available_bytes(out); avail && *avail < need)
     return Error{Errc::IO,
                  fmt::format("not enough free space in '{}': need {}, {} available", out.string(),
@@ -787,11 +811,10 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   rep.shards = plan.shards;
   rep.header_only = opts.header_only;
   rep.config_source = opts.config ? opts.config_source : std::string();
-  rep.bytes_on_disk = opts.header_only ? header_bytes : plan.total_bytes + header_bytes;
+  rep.bytes_on_disk = on_disk;
 
   ProgressScope progress(opts.progress, fmt::format("synth {} {}", plan.arch, plan.size), plan.total_bytes,
                          plan.shards.size());
-  constexpr std::size_t kChunk = 1 << 20;  // elements per chunk (2 MiB of BF16)
   std::vector<std::uint16_t> buf;
   for (std::size_t si = 0; si < plan.shards.size(); ++si) {
     const std::string& shard = plan.shards[si];
@@ -800,20 +823,8 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
     if (opts.header_only) {
       FP4FORGE_TRY(w.leave_data_sparse());
       progress.add(w.layout().file_size - w.layout().header_bytes.size());
-    }
-    for (const auto& ti : w.layout().tensors) {
-      if (opts.header_only) break;
-      const std::uint64_t n = ti.numel();
-      for (std::uint64_t first = 0; first < n; first += kChunk) {
-        const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, n - first));
-        buf.resize(m);
-        synth_fill_bf16(opts.seed, ti.name, first, buf);
-        // BF16 little-endian on disk.
-        if constexpr (std::endian::native == std::endian::big)
-          for (auto& v : buf) v = static_cast<std::uint16_t>((v >> 8) | (v << 8));
-        FP4FORGE_TRY(w.write_at(ti.begin + first * 2, std::as_bytes(std::span<const std::uint16_t>(buf))));
-        progress.add(m * 2);
-      }
+    } else {
+      FP4FORGE_TRY(write_values(w, opts.seed, buf, progress));
     }
     FP4FORGE_TRY(w.commit());
     progress.add(0, 1);
@@ -855,7 +866,6 @@ SynthCleanup SynthCleanup::before(const std::filesystem::path& out) {
   for (std::filesystem::path p = out; !p.empty() && p != p.root_path(); p = p.parent_path()) {
     if (std::filesystem::exists(std::filesystem::symlink_status(p, ec))) break;
     c.top_created_ = p;
-    if (p == p.parent_path()) break;
   }
   return c;
 }
