@@ -105,7 +105,7 @@ namespace {
 
 /** The fields of one bar line, each kept or dropped whole. */
 struct BarLine {
-  std::string label, pct, bytes, items, rate, tail, detail;  // tail: "ETA mm:ss" or "done in ..."
+  std::string label, pct, pct_padded, bytes, items, rate, tail, detail;  // tail: "ETA mm:ss" or "done in ..."
   double frac = 0;
   enum Drop : unsigned { DETAIL = 1, RATE = 2, ITEMS = 4, BYTES = 8, BAR = 16, LABEL = 32 };
 
@@ -123,7 +123,7 @@ struct BarLine {
       bar.resize(static_cast<std::size_t>(w), '.');
       add("[" + bar + "]");
     }
-    add(s.empty() ? std::string_view(pct).substr(pct.find_first_not_of(' ')) : std::string_view(pct));
+    add(s.empty() ? pct : pct_padded);  // padded to line up after a label or bar
     if (!(drop & BYTES)) add(bytes);
     if (!(drop & ITEMS)) add(items);
     if (!(drop & RATE)) add(rate);
@@ -140,7 +140,8 @@ BarLine bar_line(std::string_view label, std::uint64_t done, std::uint64_t total
   const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;
   const double eta = (rate > 0 && total >= done) ? static_cast<double>(total - done) / rate : -1.0;
   b.label = std::string(label);
-  b.pct = fmt::format("{:3.0f}%", b.frac * 100.0);
+  b.pct = fmt::format("{:.0f}%", b.frac * 100.0);
+  b.pct_padded = fmt::format("{:>4}", b.pct);
   b.bytes = fmt::format("{}/{}", fmt_bytes(static_cast<double>(done)), fmt_bytes(static_cast<double>(total)));
   if (total_items > 0) b.items = fmt::format("{}/{}", items, total_items);
   b.rate = fmt::format("{}/s", fmt_bytes(rate));
@@ -166,7 +167,7 @@ std::string fit(const BarLine& b, int columns) {
     line = b.text(8, drop);
   }
   if (line.size() <= room) return line;
-  line = b.pct.substr(b.pct.find_first_not_of(' '));
+  line = b.pct;
   if (line.size() > room) line.clear();
   return line;
 }
