@@ -20,13 +20,6 @@ using namespace fp4forge::mtest;
 
 namespace {
 
-std::map<std::string, Json> fixture_shapes(const std::string& name) {
-  std::map<std::string, Json> m;
-  const Json list = Json::parse(slurp(kData + "/" + name + ".tensors.json"));
-  for (const auto& [k, v] : list.items()) m[k] = v[2];
-  return m;
-}
-
 std::uint64_t numel(const Json& shape) {
   std::uint64_t n = 1;
   for (const auto& d : shape) n *= d.get<std::uint64_t>();

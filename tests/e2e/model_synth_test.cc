@@ -26,14 +26,6 @@ Json synth(const std::string& arch, const stdfs::path& out, const std::string& e
   return Json::parse(o);
 }
 
-/** name -> shape of a fixture's tensors.json. */
-std::map<std::string, Json> fixture_shapes(const std::string& name) {
-  std::map<std::string, Json> m;
-  const Json list = Json::parse(slurp(kData + "/" + name + ".tensors.json"));
-  for (const auto& [k, v] : list.items()) m[k] = v[2];
-  return m;
-}
-
 std::map<std::string, Json> checkpoint_shapes(const stdfs::path& dir) {
   std::map<std::string, Json> m;
   auto ck = Checkpoint::open(dir);

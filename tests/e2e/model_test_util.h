@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -25,6 +26,14 @@ using testutil::run_cli;
 using testutil::slurp;
 using testutil::TempDir;
 using Json = nlohmann::ordered_json;
+
+/** name -> shape of a fixture's tensors.json (tests/data/NAME.tensors.json). */
+inline std::map<std::string, Json> fixture_shapes(const std::string& name) {
+  std::map<std::string, Json> m;
+  const Json list = Json::parse(slurp(kData + "/" + name + ".tensors.json"));
+  for (const auto& [k, v] : list.items()) m[k] = v[2];
+  return m;
+}
 
 /** Names with every `.N.` / `.N` index replaced by `*`, as a set. */
 inline std::set<std::string> name_patterns(const std::set<std::string>& names) {
