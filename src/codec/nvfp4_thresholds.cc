@@ -2,11 +2,11 @@
 // (see nvfp4_internal.h). Plain scalar code; the Highway kernels only read the table.
 #include <algorithm>
 #include <bit>
-#include <memory>
 
 #include "codec/magnitude_bounds.h"
 #include "codec/nvfp4_internal.h"
 #include "fp4forge/codec/half.h"
+#include "fp4forge/util/thread_owned.h"
 
 namespace fp4forge::nvfp4::detail {
 namespace {
@@ -64,14 +64,10 @@ void ThresholdTable::build(std::uint8_t c) {
 }
 
 ThresholdTable& ThresholdTable::thread_table(DType dt, float gs) {
-  thread_local std::unique_ptr<ThresholdTable> table;
-  if (!table) {
-    table = std::make_unique<ThresholdTable>();
-    table->reset(dt, gs);
-  } else if (table->dt_ != dt || std::bit_cast<std::uint32_t>(table->gs_) != std::bit_cast<std::uint32_t>(gs)) {
-    table->reset(dt, gs);
-  }
-  return *table;
+  static ThreadOwned<ThresholdTable> tables;  // not a thread_local with a destructor: see thread_owned.h
+  ThresholdTable& table = tables.get();  // a fresh table is in reset's state (no code built)
+  if (table.dt_ != dt || std::bit_cast<std::uint32_t>(table.gs_) != std::bit_cast<std::uint32_t>(gs)) table.reset(dt, gs);
+  return table;
 }
 
 }  // namespace fp4forge::nvfp4::detail

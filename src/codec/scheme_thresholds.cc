@@ -14,6 +14,7 @@
 #include "codec/scheme_ref_internal.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/mxfp4.h"
+#include "fp4forge/util/thread_owned.h"
 
 namespace fp4forge::scheme_fast {
 namespace {
@@ -79,19 +80,18 @@ const std::int16_t* w4a16_bounds(DType dt, std::uint16_t s_bits) {
     std::vector<std::int16_t> bounds;  // 8 per scale pattern
     std::vector<std::uint8_t> built;
   };
-  thread_local std::unique_ptr<Cache> caches[2];
-  std::unique_ptr<Cache>& c = caches[dt == DType::F16 ? 1 : 0];
-  if (!c) {
-    c = std::make_unique<Cache>();
-    c->bounds.resize(65536 * 8);
-    c->built.resize(65536);
+  static ThreadOwned<Cache> caches[2];  // not a thread_local with a destructor: see thread_owned.h
+  Cache& c = caches[dt == DType::F16 ? 1 : 0].get();
+  if (c.built.empty()) {
+    c.bounds.resize(65536 * 8);
+    c.built.resize(65536);
   }
-  std::int16_t* b = c->bounds.data() + std::size_t{s_bits} * 8;
-  if (!c->built[s_bits]) {
+  std::int16_t* b = c.bounds.data() + std::size_t{s_bits} * 8;
+  if (!c.built[s_bits]) {
     const float s = dt == DType::F16 ? half::f16_to_float(s_bits) : half::bf16_to_float(s_bits);
     for (std::size_t k = 0; k < 8; ++k)
       b[k] = static_cast<std::int16_t>(bound_of(dt, [&](std::int64_t m) { return w4_decision(dt, s, m, k); }));
-    c->built[s_bits] = 1;
+    c.built[s_bits] = 1;
   }
   return b;
 }

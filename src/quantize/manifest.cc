@@ -94,12 +94,18 @@ void ResumeManifest::keep(const std::string& shard, ManifestEntry e) {
 Status ResumeManifest::record(const std::string& shard, ManifestEntry e) {
   std::lock_guard lk(mu_);
   current_[shard] = e;
-  nlohmann::json j = nlohmann::json::object();
-  j["plan"] = fmt::format("{:016x}", fingerprint_);
-  j["shards"] = nlohmann::json::object();
-  for (const auto& [k, v] : current_)
-    j["shards"][k] = {{"size", v.size}, {"digest", fmt::format("{:016x}", v.digest)}};
-  return fs::write_file_atomic(dir_ / kFileName, j.dump(1));
+  // Written as text, as nlohmann's dump(1) lays it out, not through a json object: this runs on a worker thread,
+  // and a json object's destructor allocates, so a std::bad_alloc unwinding through one (ulimit -v) would be
+  // std::terminate instead of exit 5 with the staging folder kept. A name is escaped as a json string.
+  std::string text = fmt::format("{{\n \"plan\": \"{:016x}\",\n \"shards\": {{", fingerprint_);
+  const char* sep = "\n";
+  for (const auto& [k, v] : current_) {
+    text += fmt::format("{}  {}: {{\n   \"digest\": \"{:016x}\",\n   \"size\": {}\n  }}", sep,
+                        nlohmann::json(k).dump(), v.digest, v.size);
+    sep = ",\n";
+  }
+  text += current_.empty() ? "}\n}" : "\n }\n}";
+  return fs::write_file_atomic(dir_ / kFileName, text);
 }
 
 

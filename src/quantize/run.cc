@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 
 #include <fmt/format.h>
@@ -248,6 +249,7 @@ class Runner {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::unique_ptr<ProgressScope> progress_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> out_of_memory_{false};  // a worker's bad_alloc with no memory left to make its error
   std::mutex err_mu_;
   std::optional<Error> err_;
   std::mutex cv_mu_;
@@ -413,6 +415,7 @@ Result<RunSummary> Runner::run(const stdfs::path& given_dst) {
   Work work = list_work();
   execute(work);
   pool_.wait_idle();
+  if (!err_ && out_of_memory_.load()) err_ = out_of_memory_error("quantize");
   if (err_) return abort_run(*err_);
   if (Status st = check_all_written(); !st) return abort_run(std::move(st).error());
   progress_->finish();
@@ -671,7 +674,13 @@ void Runner::submit(std::uint64_t cost, std::function<Status()> fn) {
   budget_.acquire(cost);
   pool_.submit([this, cost, fn = std::move(fn)] {
     if (!stopped()) {
-      if (Status st = run_guarded(fn, "quantize"); !st) fail(std::move(st).error());
+      try {
+        if (Status st = run_guarded(fn, "quantize"); !st) fail(std::move(st).error());
+      } catch (const std::bad_alloc&) {  // not even the report's memory: flagged here, said after the workers stop
+        out_of_memory_.store(true);
+        stop_.store(true);
+        cv_.notify_all();
+      }
     }
     budget_.release(cost);
   });

@@ -303,9 +303,10 @@ Status AtomicFile::commit() {
 void AtomicFile::abort() noexcept {
   if (done_) return;
   done_ = true;
-  if (file_.fd() >= 0) (void)file_.close();
-  const std::string p = partial_path().string();
-  ops().unlink(p.c_str());
+  // Nothing here may allocate: abort runs from the destructor while a std::bad_alloc unwinds (ulimit -v), where
+  // a second throw is std::terminate. Moving in an empty File closes the descriptor; the path's own string is read.
+  file_ = File{};
+  ops().unlink(partial_.c_str());
 }
 
 // ---- helpers ---------------------------------------------------------------------------------

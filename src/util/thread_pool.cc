@@ -45,14 +45,18 @@ void ThreadPool::submit(std::function<void()> task) {
   cv_work_.notify_one();
 }
 
+Error out_of_memory_error(std::string_view what) {
+  return make_error(Errc::INTERNAL, "out of memory in {} (an allocation on a worker thread failed); expected the "
+                                    "memory its workers need; hint: fewer workers (-j), a lower --max-memory, or a "
+                                    "higher ulimit -v", what);
+}
+
 Status run_guarded(const std::function<Status()>& body, std::string_view what) {
   try {
     return body();
   } catch (const std::bad_alloc&) {
-    return make_error(Errc::INTERNAL, "out of memory in {} (an allocation on a worker thread failed); expected the "
-                                      "memory its workers need; hint: fewer workers (-j), a lower --max-memory, or a "
-                                      "higher ulimit -v", what);
   }
+  return out_of_memory_error(what);  // out of the handler: the failed task's memory and its exception are freed
 }
 
 void ThreadPool::wait_idle() {

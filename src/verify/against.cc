@@ -5,9 +5,17 @@
 #include <system_error>
 
 #include "fp4forge/util/first_difference.h"
+#include "fp4forge/util/thread_owned.h"
 
 namespace fp4forge::verify_internal {
 namespace {
+
+/** A worker's buffers, reused across chunks and modules (one allocation per worker, not per chunk); each use
+ * site has its own ThreadOwned, so no site's buffers are another's. */
+struct Scratch {
+  std::vector<float> deq, ref, mm, w32;
+  std::vector<std::byte> pk, sc;
+};
 
 // ---- the source comparison ---------------------------------------------------------------------
 
@@ -267,7 +275,8 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
       }
     }
     // Errors against the source: the stored tensors and the re-encoding, dequantized alike.
-    thread_local std::vector<float> deq, ref, mm;
+    static ThreadOwned<Scratch> scratch;
+    auto& [deq, ref, mm, w32, pk, sc] = scratch.get();
     deq.resize(rows * k);
     ref.resize(rows * k);
     decode_linear_rows(L.qs, have, n, k, r0, r1, deq.data());
@@ -356,7 +365,8 @@ std::optional<TensorError> compare_lossless(const Checkpoint& q, const Checkpoin
   std::vector<char> equal(nchunks, 0);  // row chunks in parallel; each says whether all its values are the source's
   parallel_for(pool, nchunks, [&](std::size_t c) {
     const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk);
-    thread_local std::vector<float> deq;
+    static ThreadOwned<Scratch> scratch;
+    std::vector<float>& deq = scratch.get().deq;
     deq.resize(static_cast<std::size_t>((r1 - r0) * k));
     decode_linear_rows(L.qs, d, n, k, r0, r1, deq.data());
     for (std::uint64_t i = 0; i < deq.size(); ++i)
@@ -696,9 +706,8 @@ bool Against::compare_chunks(const Member& mem, float gs_deq, float gs_ref, floa
   std::vector<ChunkSums> sums(nchunks);
   parallel_for(pool, nchunks, [&](std::size_t c) {
     const std::uint64_t r0 = c * chunk, r1 = std::min(n, r0 + chunk), rows = r1 - r0;
-    // Per-thread buffers, reused across chunks and modules (one allocation per worker, not per chunk).
-    thread_local std::vector<float> deq, ref, mm, w32;
-    thread_local std::vector<std::byte> pk, sc;
+    static ThreadOwned<Scratch> scratch;
+    auto& [deq, ref, mm, w32, pk, sc] = scratch.get();
     for (auto* b : {&deq, &ref, &w32}) b->resize(rows * k);
     pk.resize(rows * k / 2);
     sc.resize(rows * k / 16);

@@ -72,6 +72,11 @@ void parallel_for(ThreadPool& pool, std::size_t n, const std::function<void(std:
  * the process down with its staging folder (a worker's allocation fails first under `ulimit -v`). */
 Status run_guarded(const std::function<Status()>& body, std::string_view what);
 
+/** The error run_guarded returns for an allocation that failed in `what`. Making it allocates: where even that
+ * fails, run_guarded lets that std::bad_alloc through, and a pool task that must never throw catches it, flags it
+ * without allocating, and has the run's own thread make this error once the workers are idle (quantize's Runner). */
+Error out_of_memory_error(std::string_view what);
+
 /** Rows per task when `rows` rows of `cols` elements are split over `workers`: about `elements` elements a
  * task, but no fewer tasks than workers (when there are rows enough), and at least one row. */
 std::uint64_t rows_per_task(std::uint64_t rows, std::uint64_t cols, unsigned workers, std::uint64_t elements);
