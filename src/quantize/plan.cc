@@ -68,12 +68,12 @@ Status PlanBuilder::check_inputs() {
       FP4FORGE_ASSIGN_OR_RETURN(plan.observer, parse_observer(opts.observer));
     }
     FP4FORGE_TRY(check_observer(plan.quant_scheme, plan.observer));
-    cands.push_back(PlanScheme{"", plan.quant_scheme, plan.observer, {}, {}, 0, 0});
+    cands.push_back(PlanScheme{"", plan.quant_scheme, plan.observer, {}, {}, 0, 0, {}});
     for (const SchemeRule& r : opts.scheme_for) {
       FP4FORGE_ASSIGN_OR_RETURN(CompiledRule c, compile_rule(r));
       std::size_t k = 0;
       while (k < cands.size() && (cands[k].scheme != c.scheme || cands[k].observer != c.observer)) ++k;
-      if (k == cands.size()) cands.push_back(PlanScheme{"", c.scheme, c.observer, {}, {}, 0, 0});
+      if (k == cands.size()) cands.push_back(PlanScheme{"", c.scheme, c.observer, {}, {}, 0, 0, {}});
       cands[k].rules.push_back(c.origin);
       rule_cand.push_back(k);
       rules.push_back(std::move(c));
@@ -415,10 +415,14 @@ void PlanBuilder::settle_schemes() {
     ++cands[u.scheme].units;
     cands[u.scheme].params += u.rows * u.cols;
   }
+  for (const Mod& m : mods)
+    if (!m.quant && (m.rule == Rule::K_NOT_ALIGNED || m.rule == Rule::N_NOT_ALIGNED || m.rule == Rule::FUSED_SET))
+      ++cands[m.scheme].kept[m.rule];
   for (std::size_t k = 1; k < cands.size(); ++k)
     if (cands[k].units == 0)
-      plan.warnings.push_back(fmt::format("{}: no quantized module takes {} (the modules it selects are kept)",
-                                          format_list(cands[k].rules), quant_scheme_preset(cands[k].scheme)));
+      plan.warnings.push_back(fmt::format("{}: no quantized module takes {} (the modules it selects are kept{})",
+                                          format_list(cands[k].rules), quant_scheme_preset(cands[k].scheme),
+                                          cands[k].kept.empty() ? "" : ": " + kept_by_rule(cands[k])));
   std::vector<std::size_t> remap(cands.size(), SIZE_MAX);
   for (std::size_t k = 0; k < cands.size(); ++k) {
     if (cands[k].units == 0 && !(k == 0 && plan.units.empty())) continue;  // nothing quantized: the default stays

@@ -48,6 +48,9 @@ inline std::uint64_t elem_bytes(DType t) { return dtype_bits(t) / 8; }
 /** Why the policy keeps a tensor of this role. */
 std::string keep_reason(Role r, bool mtp, bool outside_text);
 
+/** What a group keeps, by rule: "11 out_features not a multiple of 128, 6 fused with a member kept". */
+std::string kept_by_rule(const PlanScheme& ps);
+
 /** A candidate 2-D weight: a plain `.weight` matrix or one expert's part of a fused tensor. */
 struct Mod {
   std::string module;

@@ -128,14 +128,18 @@ nlohmann::ordered_json to_json(const QuantPlan& plan) {
   j["quantized_weights"] = plan.units.size();
   j["global_scale_groups"] = global_scale_groups(plan);
   ojson schemes = ojson::array();
-  for (const PlanScheme& ps : plan.schemes)
+  for (const PlanScheme& ps : plan.schemes) {
+    ojson kept = ojson::object();  // rule label -> count (an empty object when the group keeps none)
+    for (const auto& [rule, n] : ps.kept) kept[rule_label(rule, ps.scheme)] = n;
     schemes.push_back({{"group", ps.group},
                        {"scheme", std::string(quant_scheme_name(ps.scheme))},
                        {"observer", std::string(observer_option(ps.observer))},
                        {"rules", ps.rules},
                        {"targets", ps.targets},
                        {"quantized_weights", ps.units},
-                       {"quantized_params", ps.params}});
+                       {"quantized_params", ps.params},
+                       {"kept", std::move(kept)}});
+  }
   j["schemes"] = std::move(schemes);
   j["source_bytes"] = plan.source_bytes;
   j["source_format"] = plan.fp8_source ? fp8_source_json(*plan.fp8_source) : ojson(nullptr);

@@ -32,6 +32,16 @@ std::pair<std::string_view, std::string_view> role_noun(Role r) {
 
 }  // namespace
 
+std::string kept_by_rule(const PlanScheme& ps) {
+  const ShapeRule sr = shape_rule(ps.scheme);
+  std::vector<std::string> parts;
+  for (const auto& [rule, n] : ps.kept)
+    parts.push_back(rule == Rule::K_NOT_ALIGNED   ? fmt::format("{} in_features not a multiple of {}", format_count(n), sr.k_multiple)
+                    : rule == Rule::N_NOT_ALIGNED ? fmt::format("{} out_features not a multiple of {}", format_count(n), sr.n_multiple)
+                                                  : fmt::format("{} fused with a member kept", format_count(n)));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
 void PlanBuilder::count_text_share() {
   for (const auto& m : mods) {
     const auto& d = plan.decisions[m.decision];
@@ -108,12 +118,18 @@ void PlanBuilder::summarize() {
   if (plan.passthrough_units > 0)
     plan.summary.push_back(fmt::format("{} FP8 weight{} passed through losslessly (payload copied, scale renamed)",
                                        format_count(plan.passthrough_units), plan.passthrough_units == 1 ? "" : "s"));
+  // One line per group when there are several, with what the group's scheme was chosen for and keeps (issue 55:
+  // `--scheme-for attention=fp8-block` on shapes FP8_BLOCK cannot take kept them with no word in the summary).
   if (plan.schemes.size() > 1)
-    for (const PlanScheme& ps : plan.schemes)
-      plan.summary.push_back(fmt::format("{}: {} {} weight{} ({})", ps.group, format_count(ps.units),
-                                         quant_scheme_preset(ps.scheme), ps.units == 1 ? "" : "s",
-                                         ps.rules.empty() ? std::string("the default scheme")
-                                                          : fmt::format("{}", fmt::join(ps.rules, ", "))));
+    for (const PlanScheme& ps : plan.schemes) {
+      std::uint64_t kept = 0;
+      for (const auto& [rule, n] : ps.kept) kept += n;
+      plan.summary.push_back(fmt::format(
+          "{}: {} {} weight{} ({}){}", ps.group, format_count(ps.units), quant_scheme_preset(ps.scheme),
+          ps.units == 1 ? "" : "s",
+          ps.rules.empty() ? std::string("the default scheme") : fmt::format("{}", fmt::join(ps.rules, ", ")),
+          kept == 0 ? std::string() : fmt::format("; {} more kept in 16 bits: {}", format_count(kept), kept_by_rule(ps))));
+    }
   if (plan.text_params > 0)
     plan.summary.push_back(fmt::format("{:.1f} % of the text stack's Linear parameters quantized",
                                        100.0 * plan.text_quantized_share()));

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -321,6 +322,36 @@ TEST(RecipeFp8Source, AttentionPassesThroughAndTheRestIsQuantized) {
         << err;
     EXPECT_EQ(nlohmann::json::parse(out)["plan"]["passthrough_weights"].get<std::uint64_t>(), want) << flag;
   }
+}
+
+// What a group's scheme was chosen for and cannot take by shape stays in 16 bits, said in that group's summary line
+// and counted by rule in --json (issue 55: `--scheme-for attention=fp8-block` on 64-wide k/v kept them silently).
+TEST(RecipeShapes, WhatAGroupKeepsIsSaidPerGroup) {
+  std::string out, err;
+  const std::string src = kData + "/gemma4-dense-mm";
+  ASSERT_EQ(run_cli("quantize " + q(src) + " --dry-run --json --scheme-for attention=fp8-block", &out, &err), 0) << err;
+  const auto plan = nlohmann::json::parse(out)["plan"];
+  ASSERT_EQ(plan["schemes"].size(), 2u) << plan["schemes"].dump();
+  const auto& dflt = plan["schemes"][0];
+  const auto& fp8 = plan["schemes"][1];
+  EXPECT_EQ(dflt["scheme"], "nvfp4a16");
+  EXPECT_EQ(dflt["kept"], nlohmann::json::object());
+  EXPECT_EQ(fp8["scheme"], "fp8-block");
+  std::uint64_t kept_rows = 0;  // the plan's own kept[] list agrees with the group's counts
+  for (const auto& k : plan["kept"])
+    if (k["rule"] == "n_not_multiple_of_128") ++kept_rows;
+  ASSERT_GT(kept_rows, 0u);
+  EXPECT_EQ(fp8["kept"]["n_not_multiple_of_128"].get<std::uint64_t>(), kept_rows);
+  ASSERT_TRUE(fp8["kept"].contains("fused_set")) << fp8.dump();
+  const std::uint64_t fused = fp8["kept"]["fused_set"].get<std::uint64_t>();
+  ASSERT_EQ(run_cli("quantize " + q(src) + " --dry-run --scheme-for attention=fp8-block", &out, &err), 0) << err;
+  EXPECT_NE(out.find(fmt::format("group_1: {} FP8_BLOCK weight", fp8["quantized_weights"].get<std::uint64_t>())),
+            std::string::npos) << out;
+  EXPECT_NE(out.find(fmt::format("(--scheme-for 'attention=fp8-block'); {} more kept in 16 bits: {} out_features not a "
+                                 "multiple of 128, {} fused with a member kept",
+                                 kept_rows + fused, kept_rows, fused)),
+            std::string::npos)
+      << out;
 }
 
 // verify --strict of a mixed output fails on its one documented warning; --allow KIND accepts that kind (reported as

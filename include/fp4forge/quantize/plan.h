@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -178,6 +179,10 @@ struct PlanScheme {
   std::vector<std::string> targets;  ///< the group's targets as written ("Linear", exact names, `re:` patterns)
   std::uint64_t units = 0;           ///< quantized 2-D weights
   std::uint64_t params = 0;          ///< their elements
+  /** 2-D weights this group's scheme was chosen for that stay unquantized, by rule: K_NOT_ALIGNED / N_NOT_ALIGNED
+   * (a shape the scheme cannot take) and FUSED_SET (kept with a member of its fused set). Said in the summary's
+   * line of the group and in --json (`kept`, keyed by rule_label). */
+  std::map<Rule, std::uint64_t> kept;
 };
 
 /** PACKED is the payload of any scheme (`weight_packed`, or FP8's `weight`); SHAPE is W4A16's `weight_shape`. */
