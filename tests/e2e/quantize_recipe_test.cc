@@ -352,6 +352,14 @@ TEST(RecipeShapes, WhatAGroupKeepsIsSaidPerGroup) {
                                  kept_rows + fused, kept_rows, fused)),
             std::string::npos)
       << out;
+  // A group left with nothing to quantize is dropped; its warning says what kept the modules it selected.
+  ASSERT_EQ(run_cli("quantize " + q(src) + " --dry-run --scheme-for 're:.*self_attn\\.(q|k|v)_proj=fp8-block'", &out, &err),
+            0) << err;
+  EXPECT_NE(out.find(fmt::format("no quantized module takes FP8_BLOCK (the modules it selects are kept: {} out_features "
+                                 "not a multiple of 128, {} fused with a member kept)",
+                                 kept_rows, fused)),
+            std::string::npos)
+      << out;
 }
 
 // verify --strict of a mixed output fails on its one documented warning; --allow KIND accepts that kind (reported as
