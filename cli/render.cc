@@ -1,6 +1,7 @@
 #include "render.h"
 
 #include "fp4forge/util/strings.h"
+#include "fp4forge/util/text_wrap.h"
 
 #include <unistd.h>
 
@@ -39,7 +40,12 @@ void print_json(const nlohmann::ordered_json& j) {
 }
 
 void print_report(const std::string& text) {
-  fmt::print("{}", util::printable_text(text));
+  // On a terminal, prose wrapped at its width (at most util::kReportWidth, issue 55); piped, one item per line.
+  const int cols = ::isatty(STDOUT_FILENO) == 1 ? Progress::columns_of(stdout) : 0;
+  const std::string shown = util::printable_text(text);
+  fmt::print("{}", cols > 0 ? util::wrap_prose(shown, std::min<std::size_t>(static_cast<std::size_t>(cols),
+                                                                            util::kReportWidth))
+                            : shown);
   std::fflush(stdout);
 }
 

@@ -26,7 +26,9 @@ nlohmann::ordered_json error_json(const Error& e);
 void print_json(const nlohmann::ordered_json& j);
 
 /** Prints a command's text report (`to_text` of its result) to stdout through util::printable_text (R4-B5): whatever
- * a file's names hold, no control byte but newline and tab reaches the terminal. */
+ * a file's names hold, no control byte but newline and tab reaches the terminal. On a terminal its prose lines are
+ * wrapped at the terminal's width, at most 100 columns (util::wrap_prose; table rows kept whole); piped, each item
+ * stays one line. */
 void print_report(const std::string& text);
 
 /** Prints an error line to stderr: `fp4forge: error: ...` (a refusal the report itself explains). */

@@ -6,6 +6,7 @@
 #include "fp4forge/util/size.h"
 #include "fp4forge/util/strings.h"
 #include "fp4forge/util/svg.h"
+#include "fp4forge/util/text_wrap.h"
 
 namespace fp4forge::kvplan {
 namespace {
@@ -248,40 +249,10 @@ Json to_json(const Plan& plan) {
 
 namespace {
 
-/** The width plan's text report keeps its prose lines to (issue 55: lines ran to 326 columns). The tables are not
- * wrapped: their columns are as wide as their content. */
-constexpr std::size_t kTextWidth = 100;
-
-/** `line` (no newline) wrapped at kTextWidth: continuation lines start under the first word of its value (after the
- * label and its run of two or more spaces, e.g. "  weights          "), else four columns in. */
-std::string wrap_line(std::string_view line) {
-  if (util::text_cells(line) <= kTextWidth) return std::string(line) + "\n";
-  const std::size_t lead = std::min(line.find_first_not_of(' '), line.size());
-  std::size_t col = line.substr(lead).starts_with("note: ") ? lead + 6 : lead + 4;
-  std::size_t head = lead;  // what the first line keeps before the wrapped text: the indent, or the label too
-  if (const std::size_t gap = line.find("  ", lead); gap != std::string_view::npos && gap < 40) {
-    head = col = std::min(line.find_first_not_of(' ', gap), line.size());
-  }
-  const std::size_t width = kTextWidth > col + 20 ? kTextWidth - col : 20;
-  std::string out;
-  const auto pieces = util::wrap_cells(line.substr(head), width);
-  for (std::size_t i = 0; i < pieces.size(); ++i)
-    out += (i == 0 ? std::string(line.substr(0, head)) : std::string(col, ' ')) + pieces[i] + "\n";
-  return out;
-}
-
-/** Every line of `text` through wrap_line. */
-std::string wrap_text(std::string_view text) {
-  std::string out;
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t nl = text.find('\n', at);
-    const std::string_view line = text.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
-    out += line.empty() ? std::string("\n") : wrap_line(line);
-    if (nl == std::string_view::npos) break;
-    at = nl + 1;
-  }
-  return out;
-}
+/** plan's text report keeps its prose lines to util::kReportWidth (issue 55: lines ran to 326 columns). The tables
+ * are not wrapped: their columns are as wide as their content. */
+std::string wrap_line(std::string_view line) { return util::wrap_line(line, util::kReportWidth); }
+std::string wrap_text(std::string_view text) { return util::wrap_text(text, util::kReportWidth); }
 
 /** A memory figure in a table cell: GiB with two decimals, so a column reads in one unit (a figure below 0.01 GiB
  * keeps its own binary unit rather than show as 0.00). */

@@ -16,6 +16,91 @@
 namespace fp4forge {
 namespace {
 
+/** Runs the CLI with `args` on a pseudo-terminal `cols` wide; returns what it drew and its exit status. */
+std::string run_on_pty(const std::vector<std::string>& args, unsigned short cols, int* status) {
+  winsize ws{};
+  ws.ws_row = 24;
+  ws.ws_col = cols;
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, &ws);
+  if (pid < 0) return "forkpty failed";
+  if (pid == 0) {
+    ::unsetenv("COLUMNS");
+    std::vector<char*> argv;
+    const std::string cli = testutil::kCli;
+    argv.push_back(const_cast<char*>(cli.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(cli.c_str(), argv.data());
+    ::_exit(127);
+  }
+  std::string seen;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n > 0) {
+      seen.append(buf, static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO once the child closed the terminal
+    }
+  }
+  ::close(master);
+  *status = -1;
+  ::waitpid(pid, status, 0);
+  return seen;
+}
+
+// Issue 55: a report's prose lines (a quantize plan's warnings ran to 567 columns) are wrapped at the terminal's
+// width on a terminal; a table row is left whole; piped, the same report keeps each item on one line.
+TEST(ReportPty, ProseIsWrappedAtTheTerminalWidth) {
+  const std::vector<std::string> args = {"quantize", testutil::kData + "/gemma4-dense-mm", "--dry-run", "--scheme-for",
+                                         "attention=fp8-block"};
+  int st = 0;
+  const std::string seen = run_on_pty(args, 80, &st);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << seen;
+  std::string piped, err;
+  std::string cmd;
+  for (const auto& a : args) cmd += testutil::q(a) + " ";
+  ASSERT_EQ(testutil::run_cli(cmd, &piped, &err), 0) << err;
+  std::size_t long_piped = 0;
+  for (std::size_t at = 0, nl; at < piped.size(); at = nl + 1) {
+    nl = piped.find('\n', at);
+    if (nl == std::string::npos) nl = piped.size();
+    if (nl - at > 80) ++long_piped;
+  }
+  ASSERT_GT(long_piped, 0u) << "the case needs prose over 80 columns";
+  std::string words_pty, words_piped;  // the same words in the same order, only the breaks differ
+  auto words = [](const std::string& s) {
+    std::string w;
+    bool space = true;
+    for (char c : s) {
+      const bool sp = c == ' ' || c == '\n' || c == '\r';
+      if (!sp) w += c;
+      else if (!space) w += ' ';
+      space = sp;
+    }
+    return w;
+  };
+  EXPECT_EQ(words(seen), words(piped));
+  for (std::size_t at = 0, nl; at < seen.size(); at = nl + 1) {
+    nl = seen.find_first_of("\r\n", at);
+    if (nl == std::string::npos) nl = seen.size();
+    const std::string line = seen.substr(at, nl - at);
+    std::size_t gaps = 0;  // a table row: two or more runs of 2+ spaces after the indent
+    for (std::size_t p = line.find_first_not_of(' '); p != std::string::npos && p < line.size();) {
+      const std::size_t g = line.find("  ", p);
+      if (g == std::string::npos) break;
+      ++gaps;
+      p = line.find_first_not_of(' ', g);
+    }
+    if (gaps < 2) {
+      EXPECT_LE(line.size(), 80u) << "'" << line << "'";
+    }
+  }
+}
+
 TEST(ProgressPty, TheBarFitsANarrowTerminal) {
   testutil::TempDir t;
   const std::string out = (t.path / "synth").string();
