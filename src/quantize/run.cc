@@ -32,6 +32,7 @@
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/thread_pool.h"
 #include "quantize/cast.h"
+#include "quantize/run_checked.h"
 
 namespace fp4forge::quant {
 namespace stdfs = std::filesystem;
@@ -946,63 +947,24 @@ void Runner::summarize(RunSummary& sum, double secs) const {
 
 // ---------------------------------------------------------------------------------------------------
 
-namespace {
 Status check_run_options(const RunOptions& opts) {
   if (opts.max_memory < kMinMaxMemory)
     return make_error(Errc::USAGE, "--max-memory {} is too small; expected at least {}", format_bytes(opts.max_memory),
                       format_bytes(kMinMaxMemory));
   return {};
 }
-}  // namespace
+
+Result<RunSummary> detail::run_checked(const Checkpoint& src, const QuantPlan& plan, const stdfs::path& dst,
+                                       const RunOptions& opts) {
+  Runner r(src, plan, opts);
+  return r.run(dst);
+}
 
 Result<RunSummary> run_plan(const Checkpoint& src, const QuantPlan& plan, const stdfs::path& dst,
                             const RunOptions& opts) {
   FP4FORGE_TRY(check_run_options(opts));
   FP4FORGE_TRY(check_destination(src.dir(), dst));
-  Runner r(src, plan, opts);
-  return r.run(dst);
-}
-
-Result<QuantizeResult> quantize(const QuantizeParams& p) {
-  FP4FORGE_TRY(check_run_options(p.run));  // a dry run refuses what the real run would
-  if (!p.dry_run && p.dst.empty())
-    return make_error(Errc::USAGE, "missing DST; give an output directory (or use --dry-run)");
-  if (!p.dst.empty()) FP4FORGE_TRY(check_destination(p.src, p.dst));
-  QuantizeResult out;
-  // Preflight (issue 51): doctor's checks on SRC before any work; nothing is written when they find an error.
-  FP4FORGE_ASSIGN_OR_RETURN(out.preflight, preflight(p.src, p.preflight));
-  if (p.on_preflight) p.on_preflight(out.preflight);
-  if (out.preflight.refused()) return refusal(out.preflight);
-  RunOptions run = p.run;
-  if (!out.preflight.serving.empty())  // the output's serving files, written with the rest before the rename
-    run.before_commit = [&out, then = run.before_commit](const std::filesystem::path& staging) -> Status {
-      FP4FORGE_TRY(write_serving_files(out.preflight, staging));
-      return then ? then(staging) : Status{};
-    };
-  if (!p.mtp_from.empty()) {
-    // Proven against SRC before any work (every refusal), then done on the staging folder before the commit
-    // rename, so DST appears with its MTP or not at all.
-    MtpSpliceOptions pre;
-    pre.dry_run = true;
-    FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport proof, splice_mtp(p.src, p.mtp_from, pre));
-    if (p.dry_run) out.mtp_splice = std::move(proof);
-    run.before_commit = [&p, &out, then = run.before_commit](const std::filesystem::path& staging) -> Status {
-      MtpSpliceOptions so;
-      so.owned_target = true;
-      FP4FORGE_ASSIGN_OR_RETURN(MtpSpliceReport done, splice_mtp(staging, p.mtp_from, so));
-      done.target = p.dst.string();
-      out.mtp_splice = std::move(done);
-      return then ? then(staging) : Status{};
-    };
-  }
-  FP4FORGE_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(p.src));
-  FP4FORGE_ASSIGN_OR_RETURN(out.plan, make_plan(ck, p.plan));
-  if (p.on_plan) p.on_plan(out.plan);
-  if (p.dry_run) return out;
-  Runner r(ck, out.plan, run);
-  FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, r.run(p.dst));
-  out.summary = std::move(sum);
-  return out;
+  return detail::run_checked(src, plan, dst, opts);
 }
 
 }  // namespace fp4forge::quant
