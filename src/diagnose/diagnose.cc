@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "checks.h"
+#include "fp4forge/model/synth.h"
 
 namespace fp4forge::doctor {
 
@@ -27,6 +28,17 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, co
     f.kind = "no-weights";
     f.severity = Severity::INFO;
     f.message = "no *.safetensors in the directory: only config, processor and tokenizer files were checked";
+    d->findings.push_back(std::move(f));
+  }
+  if (header_only_synth(*d->ckpt)) {
+    Finding f;
+    f.kind = "header-only-weights";
+    f.severity = Severity::ERROR;
+    f.message = "the shards were written by `synth --header-only` (safetensors metadata fp4forge_synth: header-only): "
+                "their tensor data is sparse and reads as zeros, so vLLM would serve a model of zeros and quantize "
+                "would write one; the config, shape and file checks below still hold for the layout";
+    f.hint = "use it to size seats (fp4forge plan) and check layouts (inspect, doctor); for a checkpoint with values, "
+             "synth without --header-only, or the release itself";
     d->findings.push_back(std::move(f));
   }
   for (const auto& n : d->ckpt->notes()) {

@@ -24,7 +24,7 @@
 namespace fp4forge::doctor {
 namespace {
 
-constexpr std::array<KindInfo, 32> kKinds{{
+constexpr std::array<KindInfo, 33> kKinds{{
     {"unknown-architecture", Severity::ERROR, false, "F31",
      "an MTP architecture named as the main model (error); a class the family table does not list, an absent "
      "or multiple `architectures`, or a family outside fp4forge's table (warnings)"},
@@ -98,6 +98,9 @@ constexpr std::array<KindInfo, 32> kKinds{{
     {"index-total-size", Severity::WARNING, true, "",
      "the index's metadata.total_size is not the sum of tensor bytes (transformers and vLLM ignore it); the fix "
      "writes the sum"},
+    {"header-only-weights", Severity::ERROR, false, "",
+     "shards written by `synth --header-only`: their data reads as zeros; for plan, inspect and doctor's layout "
+     "checks, never for quantize or serving"},
     {"no-weights", Severity::INFO, false, "",
      "the directory has no safetensors: config-vs-tensor checks were skipped"},
 }};

@@ -8,6 +8,7 @@
 #include "fp4forge/kvplan/seat.h"
 #include "fp4forge/kvplan/vllm_args.h"
 #include "fp4forge/model/serving_files.h"
+#include "fp4forge/model/synth.h"
 #include "fp4forge/model/shape_rules.h"
 #include "fp4forge/model/vllm_config_forms.h"
 #include "fp4forge/safetensors/checkpoint.h"
@@ -47,6 +48,11 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
                           "vLLM has nothing to load",
                           fmt::format("point the seat at the checkpoint itself (fp4forge quantize SRC {} writes one), "
                                       "or plan without --emit-compose", dir)});
+  if (header_only_synth(ck))
+    s.blockers.push_back({"header-only", "DIR was written by `synth --header-only`: its tensor data reads as zeros, "
+                          "so the seat would serve a model of zeros (doctor: header-only-weights)",
+                          fmt::format("plan it without --emit-compose to size the seat; serve the release (or "
+                                      "fp4forge quantize of it) instead of {}", dir)});
   // Which serving files are missing is doctor's check (model/serving_files.h, the one home verify, inspect and
   // quantize's preflight call too); what the stack does about them is said here.
   std::vector<Finding> files;

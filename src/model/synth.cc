@@ -1,7 +1,6 @@
 // fp4forge synth: plan (pure) + streaming write of a random-weight BF16 checkpoint.
 #include "fp4forge/model/synth.h"
 
-
 #include "fp4forge/model/registry.h"
 #include "synth_geometry.h"
 
@@ -14,10 +13,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <tuple>
 #include <system_error>
 
 #include <fmt/format.h>
 
+#include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/safetensors/shard_writer.h"
 #include "fp4forge/util/format.h"
@@ -607,6 +609,13 @@ bool is_checkpoint_file(const std::string& n) {
 
 }  // namespace
 
+bool header_only_synth(const Checkpoint& ck) noexcept {
+  for (const auto& sh : ck.shards())
+    for (const auto& [k, v] : sh.header().metadata)
+      if (k == kSynthMetadataKey && v == kSynthHeaderOnly) return true;
+  return false;
+}
+
 std::span<const std::string_view> synth_archs() noexcept { return kArchs; }
 std::span<const std::string_view> synth_sizes() noexcept { return kSizes; }
 
@@ -779,7 +788,7 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   }
   // Lay every shard out first (the headers decide what a header-only checkpoint takes on disk).
   std::vector<std::pair<std::string, std::string>> metadata{{"format", "pt"}};
-  if (opts.header_only) metadata.emplace_back("fp4forge_synth", "header-only");
+  if (opts.header_only) metadata.emplace_back(kSynthMetadataKey, kSynthHeaderOnly);
   std::vector<st::ShardLayout> layouts;
   std::uint64_t header_bytes = 0;
   for (const auto& shard : plan.shards) {
@@ -859,6 +868,16 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   return rep;
 }
 
+namespace {
+/** A checkpoint file's identity as clean() compares it; nullopt when it cannot be read (or is no checkpoint file). */
+std::optional<std::tuple<std::uint64_t, std::uint64_t, std::int64_t>> identity(const std::filesystem::path& p) {
+  struct stat st {};
+  if (::lstat(p.c_str(), &st) != 0) return std::nullopt;
+  return std::tuple{static_cast<std::uint64_t>(st.st_ino), static_cast<std::uint64_t>(st.st_size),
+                    static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+}  // namespace
+
 SynthCleanup SynthCleanup::before(const std::filesystem::path& out) {
   SynthCleanup c;
   c.out_ = out;
@@ -867,18 +886,37 @@ SynthCleanup SynthCleanup::before(const std::filesystem::path& out) {
     if (std::filesystem::exists(std::filesystem::symlink_status(p, ec))) break;
     c.top_created_ = p;
   }
+  for (auto it = std::filesystem::directory_iterator(out, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!is_checkpoint_file(name)) continue;
+    if (const auto id = identity(it->path()))
+      c.before_.push_back({name, std::get<0>(*id), std::get<1>(*id), std::get<2>(*id)});
+  }
   return c;
 }
 
 std::size_t SynthCleanup::clean() const noexcept {
   std::size_t removed = 0;
-  std::error_code ec;
-  std::vector<std::filesystem::path> files;
-  for (auto it = std::filesystem::directory_iterator(out_, ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec))
-    if (is_checkpoint_file(it->path().filename().string())) files.push_back(it->path());
-  for (const auto& f : files)
-    if (fs::ops().unlink(f.c_str()) == 0) ++removed;
+  try {
+    std::error_code ec;
+    std::vector<std::filesystem::path> files;
+    for (auto it = std::filesystem::directory_iterator(out_, ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!is_checkpoint_file(name)) continue;
+      const auto id = identity(it->path());
+      // What was there before and is unchanged is the user's, not this run's: kept.
+      if (id && std::find(before_.begin(), before_.end(),
+                          Before{name, std::get<0>(*id), std::get<1>(*id), std::get<2>(*id)}) != before_.end())
+        continue;
+      files.push_back(it->path());
+    }
+    for (const auto& f : files)
+      if (fs::ops().unlink(f.c_str()) == 0) ++removed;
+  } catch (...) {  // out of memory while listing: what was not removed stays
+    return removed;
+  }
   if (top_created_.empty()) return removed;
   // The folders synth created, innermost first, while empty (rmdir never removes what is not).
   for (std::filesystem::path p = out_;; p = p.parent_path()) {

@@ -183,10 +183,21 @@ TEST_F(KvplanCompose, ASeatThatCannotStartRefusesTheWholeStack) {
   auto c = nlohmann::json::parse(slurp(mtp / "config.json"));
   c["mtp_num_hidden_layers"] = 2;  // the fixture holds mtp.layers.0 only
   write(mtp / "config.json", c.dump());
+  // A header-only synth (its data reads as zeros), with the serving files a seat needs beside it.
+  const stdfs::path ho = tmp_ / "header-only";
+  {
+    std::string o, e;
+    ASSERT_EQ(fp4forge::testutil::run_cli("synth --arch llama --size tiny --header-only --no-progress --out " + q(ho), &o, &e),
+              0) << e;
+    for (const char* f : {"tokenizer.json", "chat_template.jinja"})
+      if (!stdfs::exists(ho / f)) stdfs::copy_file(kData + "/llama/" + f, ho / f);
+  }
   struct Case {
     std::string seat, kind, reason, fix;
   };
   const std::vector<Case> cases = {
+      {"h=" + ho.string(), "header-only", "DIR was written by `synth --header-only`: its tensor data reads as zeros",
+       "plan it without --emit-compose to size the seat"},
       {"c=" + cfg.string() + ":weights=2GiB", "config-only", "DIR holds no safetensors weights", "fp4forge quantize SRC"},
       {"t=" + notok.string(), "no-tokenizer", "DIR holds no tokenizer file", "--tokenizer-from REF"},
       {"p=" + notpl.string(), "no-chat-template", "DIR holds no chat template", "--chat-template PATH"},

@@ -186,4 +186,34 @@ TEST(SynthConfig, AFolderIsReadForItsConfig) {
   EXPECT_EQ(r["config"], (stdfs::path(kData) / "gemma4-moe-mm" / "config.json").string());
 }
 
+// A header-only checkpoint reads as zeros: doctor says so as an error (its layout checks still run), quantize refuses
+// it (with --no-preflight and --dry-run too) and writes nothing; inspect and plan read it as before.
+TEST(SynthConfig, AHeaderOnlyCheckpointIsNeverQuantized) {
+  TempDir t;
+  const stdfs::path o = t.path / "o";
+  synth_json("--arch llama --size tiny --header-only --no-progress --out " + q(o));
+  std::string out, err;
+  ASSERT_EQ(run_cli("doctor " + q(o) + " --json", &out, &err), 1) << out << err;
+  const Json d = Json::parse(out);
+  bool found = false;
+  for (const auto& f : d["findings"])
+    if (f["kind"] == "header-only-weights") {
+      found = true;
+      EXPECT_EQ(f["severity"], "error");
+    }
+  EXPECT_TRUE(found) << out;
+  for (const char* extra : {"", " --no-preflight", " --dry-run"}) {
+    SCOPED_TRACE(extra);
+    const stdfs::path dst = t.path / "q";
+    const std::string dst_arg = std::string(extra) == " --dry-run" ? "" : " " + q(dst);
+    EXPECT_EQ(run_cli("quantize " + q(o) + dst_arg + extra, &out, &err), 3) << err;
+    EXPECT_NE(err.find("header-only"), std::string::npos) << err;
+    EXPECT_FALSE(stdfs::exists(dst));
+  }
+  EXPECT_EQ(run_cli("quantize " + q(o) + " " + q(t.path / "q") + " --no-preflight", &out, &err), 3);
+  EXPECT_NE(err.find("quantizing it would write a model of zeros"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("inspect " + q(o), &out, &err), 0) << err;
+  EXPECT_EQ(run_cli("plan --seat s=" + q(o) + " --gpu 0=80GiB", &out, &err), 0) << err;
+}
+
 }  // namespace

@@ -179,6 +179,17 @@ TEST(SynthCli, RefusesNonEmptyOutUnlessForced) {
   EXPECT_TRUE(stdfs::exists(t.path / "full" / "keep.txt"));
   EXPECT_FALSE(stdfs::exists(t.path / "full" / "processor_config.json"));
   EXPECT_EQ(checkpoint_shapes(t.path / "full"), fixture_shapes("llama"));
+  // A refusal touches nothing: a folder holding a checkpoint (a copy of the llama fixture) refused without --force,
+  // and a usage error with --force, leave every file as it was (a newcomer tryout found the refusal emptied it).
+  stdfs::copy(kData + "/llama", t.path / "ckpt", stdfs::copy_options::recursive);
+  std::ofstream(t.path / "ckpt" / "notes.txt") << "mine";
+  std::map<std::string, std::string> was;
+  for (const auto& e : stdfs::directory_iterator(t.path / "ckpt")) was[e.path().filename().string()] = slurp(e.path());
+  EXPECT_EQ(run_cli("synth --arch llama --out " + q(t.path / "ckpt"), &out, &err), 3);
+  EXPECT_EQ(run_cli("synth --arch nope --force --out " + q(t.path / "ckpt"), &out, &err), 2);
+  std::map<std::string, std::string> now;
+  for (const auto& e : stdfs::directory_iterator(t.path / "ckpt")) now[e.path().filename().string()] = slurp(e.path());
+  EXPECT_EQ(now, was);
   // A file as --out: bad input.
   EXPECT_EQ(run_cli("synth --arch llama --out " + q(t.path / "full" / "keep.txt"), &out, &err), 3);
   // Usage errors.

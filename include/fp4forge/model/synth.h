@@ -33,6 +33,15 @@
 
 namespace fp4forge {
 
+class Checkpoint;
+
+/** The safetensors metadata pair a `--header-only` shard carries: fp4forge_synth = header-only. */
+inline constexpr std::string_view kSynthMetadataKey = "fp4forge_synth";
+inline constexpr std::string_view kSynthHeaderOnly = "header-only";
+/** True when any shard of `ck` carries that pair: its tensor data reads as zeros (doctor's header-only-weights, an
+ * error; plan's header-only blocker). */
+bool header_only_synth(const Checkpoint& ck) noexcept;
+
 /** Accepted --arch values: llama, qwen3-moe, gemma4-dense, gemma4-moe, qwen3_5-dense, qwen3_5-moe. */
 std::span<const std::string_view> synth_archs() noexcept;
 /** Accepted --size values: tiny, small, 8b. */
@@ -94,7 +103,8 @@ struct SynthReport {
 /**
  * What an interrupted synth leaves behind, removed: taken before synth_checkpoint runs (it notes which folders of
  * OUT do not exist yet), `clean()` removes the files synth writes (shards, their `.partial` temporaries, index,
- * configs, tokenizer) from OUT and then the folders synth created, when empty. Anything else in OUT is kept. Safe
+ * configs, tokenizer) from OUT and then the folders synth created, when empty. Anything else in OUT is kept, and so
+ * is every such file OUT held before and still holds unchanged (a refused run leaves OUT as it was). Safe
  * to call from the CLI's interrupt watcher while synth runs. Returns how many files it removed.
  */
 class SynthCleanup {
@@ -106,6 +116,15 @@ class SynthCleanup {
 
  private:
   std::filesystem::path out_, top_created_;
+  /** The checkpoint files OUT held before (name, inode, size, mtime): clean() never removes one still as it was,
+   * so a refused run (OUT not empty, a usage error) leaves a folder exactly as it found it. */
+  struct Before {
+    std::string name;
+    std::uint64_t inode = 0, size = 0;
+    std::int64_t mtime_ns = 0;
+    bool operator==(const Before&) const = default;
+  };
+  std::vector<Before> before_;
 };
 
 /**
