@@ -129,6 +129,12 @@ Error unmodelled_layer_type(const ModelInfo& info, std::int64_t layer, const std
            "heavily_compressed_attention, sized by compress_rates) has no KV formula in plan yet";
   else if (type == "chunked_attention")
     what = "Llama-4's chunked local attention (attention_chunk_size) is not modelled yet";
+  else if (type == "mamba" || type == "attention+mamba" || type == "rwkv")
+    what = fmt::format("a recurrent state ({}) outside Granite-4 hybrid's Mamba-2 has no state formula in plan yet",
+                       type == "rwkv" ? "RWKV" : type == "mamba" ? "Mamba" : "Mamba beside attention in one layer");
+  else if (type == "linear_attention")
+    what = "linear attention outside the GatedDeltaNet of Qwen3-Next / Qwen3.5 (MiniMax's lightning attention, "
+           "Kimi's KDA, ...) has no state formula in plan yet";
   else
     what = fmt::format("layer type '{}' has no KV formula in plan", type);
   return make_error(Errc::BAD_INPUT,
@@ -196,6 +202,7 @@ Status read_layers(const ModelInfo& info, const Json& text, const KvOptions& opt
       continue;
     }
     if (t == "linear_attention") {
+      if (info.spec().mixer != Mixer::GATED_DELTANET) return unmodelled_layer_type(info, i, t);
       const std::int64_t hk = info.linear_num_key_heads, hv = info.linear_num_value_heads;
       const std::int64_t dk = info.linear_key_head_dim, dv = info.linear_value_head_dim;
       const std::int64_t kc = info.linear_conv_kernel_dim;

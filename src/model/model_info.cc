@@ -1,5 +1,6 @@
 #include "fp4forge/model/model_info.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string_view>
 
@@ -93,6 +94,92 @@ void read_geometry(const Json& text, const FamilySpec& spec, ModelInfo& m) {
 
 }
 
+/** A list of integers under `key` (entries that are not integers skipped); empty when absent. */
+std::vector<std::int64_t> int_list(const Json& j, std::string_view key) {
+  std::vector<std::int64_t> out;
+  if (auto it = j.find(key); it != j.end() && it->is_array())
+    for (const auto& e : *it)
+      if (e.is_number_integer()) out.push_back(e.get<std::int64_t>());
+  return out;
+}
+
+/** The recurrent-state keys a config names (Mamba's mamba_* / ssm_* / state_size, RWKV's rescale_every,
+ * RecurrentGemma's lru_width, ...), joined for a message; empty when it names none. */
+std::string state_keys(const Json& text) {
+  static constexpr std::string_view kExact[] = {"state_size",  "d_state",    "time_step_rank", "rescale_every",
+                                                "lru_width",   "ssm_cfg",    "conv_L_cache"};
+  std::string keys;
+  for (const auto& [k, v] : text.items()) {
+    const bool prefixed = k.rfind("mamba_", 0) == 0 || k.rfind("ssm_", 0) == 0;
+    const bool exact = std::find(std::begin(kExact), std::end(kExact), k) != std::end(kExact);
+    if (!(prefixed || exact) || v.is_null()) continue;
+    if (!keys.empty()) keys += ", ";
+    keys += k;
+  }
+  return keys;
+}
+
+/** Layer types of hybrids the registry has no entry for, as transformers derives them (issue 55: Jamba was
+ * sized as 32 attention layers): Jamba's attn_layer_period/attn_layer_offset and Bamba's attn_layer_indices
+ * (the other layers Mamba), Nemotron-H's hybrid_override_pattern (M Mamba, * attention, - MLP, E MoE),
+ * RecurrentGemma's block_types (repeated), MiniMax's attn_type_list (0 linear, 1 softmax) and Kimi-Linear's
+ * linear_attn_config (1-based kda_layers). An unknown family that names recurrent-state keys and none of these
+ * has that state in every layer: "mamba" (or "rwkv") without attention heads, "attention+mamba" with them
+ * (layers that run both side by side, as Falcon-H1's; inferred from its config, no layer list to read). False
+ * when none applies: the layers are plain attention. plan refuses the types it has no formula for. */
+bool hybrid_layer_types(const Json& text, ModelInfo& m, std::size_t n) {
+  auto& lt = m.layer_types;
+  if (const std::int64_t period = get_int(text, "attn_layer_period"); period > 0) {
+    const std::int64_t offset = get_int(text, "attn_layer_offset");
+    for (std::size_t i = 0; i < n; ++i)
+      lt.emplace_back(static_cast<std::int64_t>(i) % period == offset ? "full_attention" : "mamba");
+    return true;
+  }
+  if (auto it = text.find("attn_layer_indices"); it != text.end() && it->is_array()) {
+    const auto idx = int_list(text, "attn_layer_indices");
+    for (std::size_t i = 0; i < n; ++i)
+      lt.emplace_back(std::find(idx.begin(), idx.end(), static_cast<std::int64_t>(i)) != idx.end() ? "full_attention"
+                                                                                                  : "mamba");
+    return true;
+  }
+  if (auto it = text.find("hybrid_override_pattern"); it != text.end() && it->is_string()) {
+    const std::string p = it->get<std::string>();
+    for (std::size_t i = 0; i < n; ++i) {
+      const char c = i < p.size() ? p[i] : '*';
+      lt.emplace_back(c == 'M' ? "mamba" : c == '-' ? "mlp" : c == 'E' ? "moe" : "full_attention");
+    }
+    return true;
+  }
+  if (auto it = text.find("block_types"); it != text.end() && it->is_array() && !it->empty()) {
+    std::vector<std::string> blocks;
+    for (const auto& e : *it) blocks.push_back(e.is_string() ? e.get<std::string>() : "unknown");
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string& b = blocks[i % blocks.size()];
+      lt.push_back(b == "attention" ? "full_attention" : b);
+    }
+    return true;
+  }
+  if (auto it = text.find("attn_type_list"); it != text.end() && it->is_array()) {
+    const auto types = int_list(text, "attn_type_list");
+    for (std::size_t i = 0; i < n; ++i)
+      lt.emplace_back(i < types.size() && types[i] == 0 ? "linear_attention" : "full_attention");
+    return true;
+  }
+  if (auto it = text.find("linear_attn_config"); it != text.end() && it->is_object()) {
+    const auto kda = int_list(*it, "kda_layers");
+    for (std::size_t i = 0; i < n; ++i)
+      lt.emplace_back(std::find(kda.begin(), kda.end(), static_cast<std::int64_t>(i) + 1) != kda.end()
+                          ? "linear_attention"
+                          : "full_attention");
+    return true;
+  }
+  if (m.family != Family::UNKNOWN || state_keys(text).empty()) return false;
+  const bool rwkv = has_non_null(text, "rescale_every");
+  const std::string state = rwkv ? "rwkv" : "mamba";
+  lt.assign(n, m.num_heads > 0 && !rwkv ? "attention+" + state : state);
+  return true;
+}
+
 /** layer_types as written (each a string), or as transformers derives it for the family (GatedDeltaNet
  * intervals, Granite-4's layers_block_type, Gemma-4's sliding pattern, else all full attention). */
 Status read_layer_types(const Json& text, const FamilySpec& spec, ModelInfo& m) {
@@ -123,10 +210,14 @@ Status read_layer_types(const Json& text, const FamilySpec& spec, ModelInfo& m) 
         m.layer_types.emplace_back((static_cast<std::int64_t>(i) + 1) % interval == 0 ? "full_attention"
                                                                                       : "linear_attention");
     } else if (auto lb = text.find("layers_block_type"); lb != text.end() && lb->is_array()) {
-      // Granite-4 hybrid: "attention" / "mamba" per layer.
-      std::vector<bool> mamba;
-      for (const auto& e : *lb) mamba.push_back(e.is_string() && e.get<std::string>() == "mamba");
-      for (std::size_t i = 0; i < n; ++i) m.layer_types.emplace_back(i < mamba.size() && mamba[i] ? "mamba" : "full_attention");
+      // Granite-4 hybrid: "attention" / "mamba" per layer; any other block (Zamba2's "hybrid", Nemotron-H's
+      // "mlp") is kept as written, for plan to refuse rather than size it as attention.
+      for (const auto& e : *lb) {
+        if (m.layer_types.size() == n) break;
+        const std::string b = e.is_string() ? e.get<std::string>() : "attention";
+        m.layer_types.emplace_back(b == "attention" ? "full_attention" : b);
+      }
+      m.layer_types.resize(n, "full_attention");
     } else if (m.family == Family::GEMMA4) {
       std::int64_t pattern = get_int(text, "sliding_window_pattern", 6);
       if (pattern <= 0) pattern = 6;
@@ -134,7 +225,7 @@ Status read_layer_types(const Json& text, const FamilySpec& spec, ModelInfo& m) 
         m.layer_types.emplace_back((static_cast<std::int64_t>(i) + 1) % pattern == 0 ? "full_attention"
                                                                                      : "sliding_attention");
       if (!m.layer_types.empty()) m.layer_types.back() = "full_attention";
-    } else {
+    } else if (!hybrid_layer_types(text, m, n)) {
       m.layer_types.assign(n, "full_attention");
     }
   }

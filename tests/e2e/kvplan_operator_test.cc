@@ -126,6 +126,17 @@ TEST_F(KvplanOperator, DeepSeekV4IsRefusedWithWhatIsMissingAndAHint) {
   EXPECT_EQ(err.find("config.json"), err.rfind("config.json")) << err;
   EXPECT_EQ(run_cli("plan --seat l=" + q(kData + "/llama4-mm"), &out, &err), 3);
   EXPECT_NE(err.find("Llama-4's chunked local attention"), std::string::npos) << err;
+  // Jamba (Mamba layers with an attention layer every attn_layer_period) was sized as 32 attention layers with a
+  // note; a config-only folder sized by weights= is refused the same way, naming the first Mamba layer.
+  stdfs::create_directories(tmp_.path / "jamba");
+  std::ofstream(tmp_.path / "jamba" / "config.json")
+      << R"({"architectures":["JambaForCausalLM"],"model_type":"jamba","hidden_size":4096,"num_hidden_layers":32,)"
+         R"("num_attention_heads":32,"num_key_value_heads":8,"attn_layer_period":8,"attn_layer_offset":4,)"
+         R"("mamba_d_state":16,"mamba_d_conv":4,"mamba_expand":2,"vocab_size":65536,"max_position_embeddings":262144})";
+  EXPECT_EQ(run_cli("plan --seat j=" + q((tmp_.path / "jamba").string()) + ":weights=20GiB --gpu 0=80GiB", &out, &err),
+            3);
+  EXPECT_NE(err.find("layer 0 of 32 (jamba) is 'mamba': a recurrent state (Mamba)"), std::string::npos) << err;
+  EXPECT_EQ(out.find("sized as plain attention layers"), std::string::npos) << out;
 }
 
 // The text report: the vLLM line says where the version comes from (it printed "vllm_version=;"), memory in binary

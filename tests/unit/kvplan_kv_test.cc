@@ -461,5 +461,93 @@ TEST(KvplanMamba, Granite4HybridStateBytes) {
   EXPECT_EQ(l2.layers[0].ssm_state_bytes, ssm / 2);
 }
 
+// Hybrids the registry has no entry for (issue 55: Jamba was sized as 32 attention layers): each config's own
+// layer pattern is read as transformers derives it, and plan refuses the state it has no formula for, naming the
+// first such layer, instead of sizing every layer as attention.
+TEST(KvplanHybrids, UnmodelledStateLayersAreRefusedNeverSizedAsAttention) {
+  struct Case {
+    const char* name;
+    Json cfg;
+    std::vector<std::string> types;  // the layer types read (4 layers)
+    const char* refused;             // in the refusal
+  };
+  auto base = [](const char* type) { return flat("XForCausalLM", type, 4, 8, 2, 512, 64); };
+  std::vector<Case> cases;
+  {
+    Json c = base("jamba");
+    c["attn_layer_period"] = 2;
+    c["attn_layer_offset"] = 1;
+    c["mamba_d_state"] = 16;
+    cases.push_back({"jamba", c, {"mamba", "full_attention", "mamba", "full_attention"}, "layer 0 of 4 (jamba) is 'mamba'"});
+  }
+  {
+    Json c = base("bamba");
+    c["attn_layer_indices"] = {2};
+    cases.push_back({"bamba", c, {"mamba", "mamba", "full_attention", "mamba"}, "is 'mamba': a recurrent state (Mamba)"});
+  }
+  {
+    Json c = base("nemotron_h");
+    c["hybrid_override_pattern"] = "*M-E";
+    cases.push_back({"nemotron_h", c, {"full_attention", "mamba", "mlp", "moe"}, "layer 1 of 4 (nemotron_h) is 'mamba'"});
+  }
+  {
+    Json c = base("recurrent_gemma");
+    c["block_types"] = {"recurrent", "recurrent", "attention"};
+    cases.push_back({"recurrent_gemma", c, {"recurrent", "recurrent", "full_attention", "recurrent"},
+                     "layer type 'recurrent' has no KV formula"});
+  }
+  {
+    Json c = base("minimax");
+    c["attn_type_list"] = {0, 0, 0, 1};
+    cases.push_back({"minimax", c, {"linear_attention", "linear_attention", "linear_attention", "full_attention"},
+                     "linear attention outside the GatedDeltaNet"});
+  }
+  {
+    Json c = base("kimi_linear");
+    c["linear_attn_config"] = {{"kda_layers", {1, 2, 3}}, {"full_attn_layers", {4}}};
+    cases.push_back({"kimi_linear", c, {"linear_attention", "linear_attention", "linear_attention", "full_attention"},
+                     "Kimi's KDA"});
+  }
+  {
+    Json c = base("zamba2");
+    c["layers_block_type"] = {"mamba", "hybrid", "mamba", "hybrid"};
+    cases.push_back({"zamba2", c, {"mamba", "hybrid", "mamba", "hybrid"}, "is 'mamba'"});
+  }
+  {  // every layer runs Mamba beside attention, no layer list (Falcon-H1-like): inferred from its state keys
+    Json c = base("falcon_h1");
+    c["mamba_d_ssm"] = 1024;
+    c["mamba_d_state"] = 128;
+    cases.push_back({"falcon_h1", c, std::vector<std::string>(4, "attention+mamba"), "Mamba beside attention"});
+  }
+  {  // pure SSM: no attention heads at all
+    Json c = {{"architectures", {"FalconMambaForCausalLM"}}, {"model_type", "falcon_mamba"}, {"hidden_size", 512},
+              {"num_hidden_layers", 4}, {"state_size", 16}, {"conv_kernel", 4}, {"expand", 2},
+              {"time_step_rank", 32}, {"vocab_size", 1000}};
+    cases.push_back({"falcon_mamba", c, std::vector<std::string>(4, "mamba"), "a recurrent state (Mamba)"});
+  }
+  {
+    Json c = {{"architectures", {"RwkvForCausalLM"}}, {"model_type", "rwkv"}, {"hidden_size", 512},
+              {"num_hidden_layers", 4}, {"attention_hidden_size", 512}, {"rescale_every", 6}, {"vocab_size", 1000}};
+    cases.push_back({"rwkv", c, std::vector<std::string>(4, "rwkv"), "a recurrent state (RWKV)"});
+  }
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k.name);
+    auto info = read_model_info(k.cfg);
+    ASSERT_TRUE(info.ok()) << info.error().message;
+    EXPECT_EQ(info->layer_types, k.types);
+    auto r = build_kv_layout(*info, k.cfg, {});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
+    EXPECT_NE(r.error().message.find(k.refused), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("refuses the rest rather than guess; hint:"), std::string::npos);
+  }
+  // An unknown family with none of these keys is still plain attention (sized, with plan's note).
+  const Json plain = base("some_new_llm");
+  auto pi = read_model_info(plain);
+  ASSERT_TRUE(pi.ok());
+  EXPECT_EQ(pi->layer_types, std::vector<std::string>(4, "full_attention"));
+  EXPECT_TRUE(build_kv_layout(*pi, plain, {}).ok());
+}
+
 }  // namespace
 }  // namespace fp4forge::kvplan
