@@ -126,6 +126,27 @@ void compare_qc(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {
     if (ia != ib)
       add_item(r, "quantization_config", "ignore: " + f, ia ? "ignored" : "not ignored", ib ? "ignored" : "not ignored");
   }
+  // Every other field of the two quantization_configs, leaf by leaf (a group's observer, symmetric, dynamic,
+  // actorder, the version, sparsity_config, ...): what the items above do not say (issue 55: two outputs whose
+  // only difference was the observer were IDENTICAL). The group fields are compared when the groups' schemes
+  // agree (else config_groups above says it); ignore is compared by what it matches, not by its spelling.
+  std::map<std::string, std::string> la, lb;
+  const auto leaves = [&](const Json& j, std::map<std::string, std::string>& out) {
+    Json c = j;
+    for (const char* k : {"quant_method", "format", "quantization_status", "ignore"}) c.erase(k);
+    if (!va.qc.kv_cache_scheme || !vb.qc.kv_cache_scheme) c.erase("kv_cache_scheme");
+    if (va.scheme != vb.scheme) c.erase("config_groups");
+    flatten(c, "", out);
+  };
+  leaves(*find_quant_config(a.config()), la);
+  leaves(*find_quant_config(b.config()), lb);
+  std::set<std::string> paths;
+  for (const auto& [k, v] : la) paths.insert(k);
+  for (const auto& [k, v] : lb) paths.insert(k);
+  for (const auto& k : paths) {
+    auto ia = la.find(k), ib = lb.find(k);
+    add_item(r, "quantization_config", k, ia == la.end() ? absent : ia->second, ib == lb.end() ? absent : ib->second);
+  }
 }
 
 void compare_files(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {

@@ -492,5 +492,25 @@ TEST(SchemeDiff, DifferentSchemesAreNamedAndSameSchemeRunsAreIdentical) {
   EXPECT_EQ(nlohmann::json::parse(out)["scheme"]["b"], "none");
 }
 
+// One scheme, two observers: the config's observer differs, and diff says so, leaf by leaf (it said IDENTICAL:
+// only the fields it parsed were compared). Only that leaf: the scheme line and config_groups stay equal.
+TEST(SchemeDiff, AConfigFieldTheSchemeDoesNotNameIsADifference) {
+  TempDir tmp;
+  std::string out, err;
+  const std::string src = kData + "/llama";
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "mse"), &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "minmax") + " --observer minmax", &out, &err), 0) << err;
+  EXPECT_EQ(run_cli("diff " + q(tmp.path / "mse") + " " + q(tmp.path / "minmax") + " --json", &out, &err), 1) << out;
+  const auto j = nlohmann::json::parse(out);
+  std::vector<std::string> keys;
+  for (const auto& i : j["items"])
+    if (i["area"] == "quantization_config") keys.push_back(i["key"].get<std::string>());
+  EXPECT_EQ(keys, std::vector<std::string>{"config_groups.group_0.weights.observer"}) << out;
+  EXPECT_EQ(run_cli("diff " + q(tmp.path / "mse") + " " + q(tmp.path / "minmax"), &out, &err), 1) << out;
+  EXPECT_NE(out.find("\"nvfp4_expanded_mse\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"memoryless_minmax\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("IDENTICAL"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace fp4forge
