@@ -412,6 +412,15 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
                            format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
                            gpu_list(gpus, set), format_bytes(free_now), headroom_text(gpus, set),
                            format_bytes(p.short_by_bytes));
+  } else if (p.short_by_bytes == 0) {  // memory is not what keeps it out (a blocker finish_plan says first)
+    std::uint64_t free_now = UINT64_MAX;
+    for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
+    p.reason = fmt::format("fits: needs {} per GPU (weights {} + overhead {} + KV {} for {} x {} tokens); "
+                           "GPU {} has {} free after the other seats{}",
+                           format_bytes(e.need), format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
+                           format_bytes(e.kv_need), m.arg.concurrency,
+                           format_count(static_cast<std::uint64_t>(m.max_model_len)), gpu_list(gpus, set),
+                           format_bytes(free_now), headroom_text(gpus, set));
   } else {
     std::uint64_t free_now = UINT64_MAX;
     for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
@@ -422,7 +431,7 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
                            format_count(static_cast<std::uint64_t>(m.max_model_len)), gpu_list(gpus, set),
                            format_bytes(free_now), headroom_text(gpus, set), format_bytes(p.short_by_bytes));
   }
-  if (!set.empty() && p.largest_max_model_len > 0)
+  if (!set.empty() && p.largest_max_model_len > 0 && p.short_by_bytes > 0)
     p.reason += fmt::format("; in the room left, max_model_len={} would fit", p.largest_max_model_len);
 }
 
@@ -553,7 +562,11 @@ void finish_plan(Plan& plan) {
     if (why.empty()) continue;
     p.fits = false;
     p.blocker = why;
-    p.reason = "does not fit: " + why + (p.reason.empty() ? "" : " (memory: " + p.reason + ")");
+    // The memory verdict in brackets, without its own "does not fit: " (it read "(memory: does not fit: ...
+    // short by 0 B)" for a seat whose memory fits).
+    std::string memory = p.reason;
+    if (constexpr std::string_view kNo = "does not fit: "; memory.rfind(kNo, 0) == 0) memory.erase(0, kNo.size());
+    p.reason = "does not fit: " + why + (memory.empty() ? "" : " (memory: " + memory + ")");
   }
   for (auto& g : plan.gpus) {
     std::uint64_t seats = 0;

@@ -205,6 +205,11 @@ TEST_F(KvplanCli, OperatorSpellingsAndVllmRefusals) {
   auto c = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=300k'" + gpu);
   EXPECT_EQ(c.rc, 1) << c.out;
   EXPECT_NE(c.out.find("vLLM refuses it: max_model_len 300000 is above the model's 262144"), std::string::npos) << c.out;
+  // ... and its memory, which fits, is said as fitting (it read "(memory: does not fit: ... short by 0 B; in the
+  // room left, max_model_len=300000 would fit)").
+  EXPECT_NE(c.out.find("(memory: fits: needs"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find("short by 0 B"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find("would fit"), std::string::npos) << c.out;
   // A seat vLLM refuses whatever the memory takes no room from the others.
   auto c2 = run("--seat 'g=" + ex + "gemma-4-31b:weights=20GiB,max_model_len=300k' --seat 'q=" + ex +
                 "qwen3.6-27b:weights=20GiB,max_model_len=128K'" + gpu + " --json");
