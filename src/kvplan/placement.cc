@@ -582,7 +582,24 @@ void finish_plan(Plan& plan) {
                                        plan.placements[s].blocker.empty()
                                            ? "short by " + format_bytes(plan.placements[s].short_by_bytes)
                                            : plan.placements[s].blocker));
-  if (plan.all_fit) plan.notes.push_back(plan.searched ? "all seats fit (placement found by search)" : "all seats fit");
+  if (plan.all_fit) {
+    // Fitting is memory; a seat vLLM cannot start as it stands, or one sized from a folder no stack starts from,
+    // is said beside it (it read "all seats fit" under a "cannot start" line).
+    std::vector<std::string> cannot, sized;
+    for (const auto& m : plan.seats) {
+      if (m.serving.blockers.empty()) continue;
+      const bool only = std::all_of(m.serving.blockers.begin(), m.serving.blockers.end(),
+                                    [](const StartBlocker& b) { return b.sized_only; });
+      (only ? sized : cannot).push_back("'" + m.arg.name + "'");
+    }
+    std::string note = plan.searched ? "all seats fit (placement found by search)" : "all seats fit";
+    if (!sized.empty())
+      note += fmt::format("; sized only: {} (a folder no stack starts from)", fmt::join(sized, ", "));
+    if (!cannot.empty())
+      note += fmt::format("; {} cannot start as {} stand{} (the cannot start lines say what to fix)",
+                          fmt::join(cannot, ", "), cannot.size() == 1 ? "it" : "they", cannot.size() == 1 ? "s" : "");
+    plan.notes.push_back(std::move(note));
+  }
 }
 
 /** replaces= and frees=: the memory a seat frees before it starts comes off its GPUs' other tenants (used=).

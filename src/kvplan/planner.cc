@@ -192,8 +192,8 @@ nlohmann::ordered_json to_json(const PlanResult& r) {
 std::vector<std::string> compose_refusal_lines(const PlanResult& r) {
   std::vector<std::string> out;
   for (const auto& x : r.compose_refused)
-    out.push_back(fmt::format("--emit-compose: seat '{}' cannot start: {}; fix: {}", x.seat, x.blocker.reason,
-                              x.blocker.fix));
+    out.push_back(fmt::format("--emit-compose: seat '{}' cannot start: {}; fix: {}{}", x.seat, x.blocker.reason,
+                              x.blocker.fix, x.blocker.sized_only ? ", or plan without --emit-compose to size it" : ""));
   std::vector<std::string> seats;
   for (const auto& x : r.compose_refused)
     if (std::find(seats.begin(), seats.end(), x.seat) == seats.end()) seats.push_back(x.seat);

@@ -46,17 +46,18 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
   if (ck.tensors().empty())
     s.blockers.push_back({"config-only", "DIR holds no safetensors weights (a config-only folder, sized by weights=): "
                           "vLLM has nothing to load",
-                          fmt::format("point the seat at the checkpoint itself (fp4forge quantize SRC {} writes one), "
-                                      "or plan without --emit-compose", dir)});
+                          fmt::format("point the seat at the checkpoint itself (fp4forge quantize SRC {} writes one)",
+                                      dir),
+                          true});
   if (header_only_synth(ck))
     s.blockers.push_back({"header-only", "DIR was written by `synth --header-only`: its tensor data reads as zeros, "
                           "so the seat would serve a model of zeros (doctor: header-only-weights)",
-                          fmt::format("plan it without --emit-compose to size the seat; serve the release (or "
-                                      "fp4forge quantize of it) instead of {}", dir)});
+                          fmt::format("serve the release (or fp4forge quantize of it) instead of {}", dir), true});
   // Which serving files are missing is doctor's check (model/serving_files.h, the one home verify, inspect and
-  // quantize's preflight call too); what the stack does about them is said here.
+  // quantize's preflight call too); what the stack does about them is said here. A folder that only sizes the
+  // seat is not what a stack serves: its serving files are the checkpoint's concern.
   std::vector<Finding> files;
-  check_serving_files(m.arg.dir, "", files);
+  if (s.blockers.empty()) check_serving_files(m.arg.dir, "", files);
   for (const Finding& f : files) {
     if (f.kind == "missing-tokenizer" && !has_vllm_flag(m.arg.vllm_args, "tokenizer"))
       s.blockers.push_back({"no-tokenizer", "DIR holds no tokenizer file (tokenizer.json, tokenizer.model, vocab.json, "
@@ -193,7 +194,8 @@ nlohmann::ordered_json to_json(const SeatServing& s) {
                                   {"from_vllm_args", false}};
   };
   nlohmann::ordered_json blockers = nlohmann::ordered_json::array();
-  for (const auto& b : s.blockers) blockers.push_back({{"kind", b.kind}, {"reason", b.reason}, {"fix", b.fix}});
+  for (const auto& b : s.blockers)
+    blockers.push_back({{"kind", b.kind}, {"reason", b.reason}, {"fix", b.fix}, {"sized_only", b.sized_only}});
   return {{"image", s.image},
           {"can_start", s.blockers.empty()},
           {"blockers", std::move(blockers)},
@@ -215,7 +217,10 @@ std::string to_text(const SeatServing& s) {
                               parser(s.reasoning, "--reasoning-parser"));
   if (!s.extra_args.empty()) o += fmt::format("; vllm_args {}", fmt::join(s.extra_args, " "));
   o += "\n";
-  for (const auto& b : s.blockers) o += fmt::format("  cannot start     {}; fix: {}\n", b.reason, b.fix);
+  for (const auto& b : s.blockers)
+    o += b.sized_only ? fmt::format("  sized only       {}: this plan sizes the seat, no stack starts from DIR; to serve "
+                                    "it: {}\n", b.reason, b.fix)
+                      : fmt::format("  cannot start     {}; fix: {}\n", b.reason, b.fix);
   for (const auto& n : s.notes) o += fmt::format("  note: {}\n", n);
   return o;
 }

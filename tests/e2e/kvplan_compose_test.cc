@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -197,7 +198,7 @@ TEST_F(KvplanCompose, ASeatThatCannotStartRefusesTheWholeStack) {
   };
   const std::vector<Case> cases = {
       {"h=" + ho.string(), "header-only", "DIR was written by `synth --header-only`: its tensor data reads as zeros",
-       "plan it without --emit-compose to size the seat"},
+       "serve the release (or fp4forge quantize of it) instead of"},
       {"c=" + cfg.string() + ":weights=2GiB", "config-only", "DIR holds no safetensors weights", "fp4forge quantize SRC"},
       {"t=" + notok.string(), "no-tokenizer", "DIR holds no tokenizer file", "--tokenizer-from REF"},
       {"p=" + notpl.string(), "no-chat-template", "DIR holds no chat template", "--chat-template PATH"},
@@ -225,9 +226,25 @@ TEST_F(KvplanCompose, ASeatThatCannotStartRefusesTheWholeStack) {
     EXPECT_TRUE(j["outputs"]["compose_files"].empty());
     EXPECT_EQ(j["seats"][0]["serving"]["can_start"], false);
     EXPECT_EQ(j["seats"][1]["serving"]["can_start"], true);
-    // Without --emit-compose the plan still says why (text), and its exit code is the fit's.
+    // A folder that only sizes the seat (config-only, header-only) offers the plan as its answer.
+    const bool sized_only = k.kind == "config-only" || k.kind == "header-only";
+    EXPECT_EQ(j["seats"][0]["serving"]["blockers"][0]["sized_only"], sized_only) << out;
+    EXPECT_EQ(err.find("or plan without --emit-compose to size it") != std::string::npos, sized_only) << err;
+    // Without --emit-compose the plan still says why (text), and its exit code is the fit's; the summary says it
+    // beside "all seats fit" (it said "all seats fit" alone under a "cannot start" line).
     EXPECT_EQ(plan("--seat '" + k.seat + "'" + kGpu, &out, &err), 0) << err;
-    EXPECT_NE(out.find("cannot start     " + k.reason.substr(0, 20)), std::string::npos) << out;
+    if (sized_only) {
+      EXPECT_NE(out.find("sized only       " + k.reason.substr(0, 20)), std::string::npos) << out;
+      const std::string flat = std::regex_replace(out, std::regex("\n +"), " ");  // the report's wrapped prose
+      EXPECT_NE(flat.find("this plan sizes the seat, no stack starts from DIR; to serve it: "), std::string::npos) << out;
+      EXPECT_EQ(out.find("cannot start"), std::string::npos) << out;
+      EXPECT_NE(out.find("all seats fit; sized only: '" + k.seat.substr(0, 1) + "' (a folder no stack starts from)"),
+                std::string::npos) << out;
+    } else {
+      EXPECT_NE(out.find("cannot start     " + k.reason.substr(0, 20)), std::string::npos) << out;
+      EXPECT_NE(out.find("all seats fit; '" + k.seat.substr(0, 1) + "' cannot start as it stands"), std::string::npos)
+          << out;
+    }
   }
   // The fix works: a planned version that builds the form, vllm_args naming a tokenizer or a template.
   std::string out, err;

@@ -29,9 +29,12 @@ struct SeatModel;
 
 /** Why vLLM cannot start a seat, and what makes it start. */
 struct StartBlocker {
-  std::string kind;    ///< config-only | no-tokenizer | no-chat-template | mtp-missing | config-form
+  std::string kind;    ///< config-only | header-only | no-tokenizer | no-chat-template | mtp-missing | config-form
   std::string reason;  ///< one clause, no trailing period
   std::string fix;     ///< what to run or change
+  /** The folder sizes the seat but no stack starts from it (config-only, header-only): the plan is still the
+   * seat's answer, said as "sized only", not as a seat that cannot start. */
+  bool sized_only = false;
 };
 
 /** A parser flag the stack passes. */
