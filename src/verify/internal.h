@@ -210,6 +210,7 @@ struct Structure {
   std::vector<FusedSet> sets;             // R1 + vLLM packed, over quantized and kept Linear-like modules
   std::set<std::string> kept_linear;      // unquantized modules with a 2-D float `weight`
   bool source_given = false;              // --against: the against room checks what needs the source (scale dtypes)
+  bool unquantized = false;               // no quantization_config and no tensor a quantizer writes: a source
 
   /** The group vLLM applies to module `name` (by name, then as a Linear); the first group when none does
    * (check_targets reports that). */

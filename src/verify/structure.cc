@@ -8,10 +8,25 @@ void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifySta
   std::string key = "quantization_config";
   const Json* qcj = find_quant_config(q.config(), &key);
   if (!qcj) {
-    sink.add({"quant-config-missing", Severity::ERROR, "", "config.json has no quantization_config: vLLM "
-              "loads the checkpoint as unquantized and cannot map weight_packed / weight_scale",
-              {}, "quantization_config", "a compressed-tensors quantization_config", "(absent)",
-              "the quantizer did not write its config; " + std::string(kHintRequant)});
+    // Without a config, a checkpoint holding no tensor a quantizer writes (a packed weight, a scale, an 8-bit or
+    // 4-bit dtype) is an unquantized one: said as that once, with the command that makes what verify proves
+    // (issue 55: it read "the quantizer did not write its config" and "its source with a quantization config").
+    s.unquantized = std::none_of(q.tensors().begin(), q.tensors().end(), [](const TensorRef& t) {
+      const std::string_view n = t.name;
+      return n.ends_with("_packed") || n.ends_with("_scale") || n.ends_with("_scale_inv") ||
+             n.ends_with("weight_global_scale") || dtype_bits(t.info->dtype) <= 8;
+    });
+    if (s.unquantized)
+      sink.add({"quant-config-missing", Severity::ERROR, "", "this checkpoint is not quantized: config.json has no "
+                "quantization_config and every weight is stored unquantized (no weight_packed, no scale, no 8-bit or "
+                "4-bit dtype): verify proves a quantized output",
+                {}, "quantization_config", "a compressed-tensors quantization_config", "(absent)",
+                fmt::format("fp4forge quantize {0} OUT, then fp4forge verify OUT --against {0}", q.dir().string())});
+    else
+      sink.add({"quant-config-missing", Severity::ERROR, "", "config.json has no quantization_config: vLLM "
+                "loads the checkpoint as unquantized and cannot map weight_packed / weight_scale",
+                {}, "quantization_config", "a compressed-tensors quantization_config", "(absent)",
+                "the quantizer did not write its config; " + std::string(kHintRequant)});
     st.scheme = "none";
     return;
   }
@@ -916,7 +931,9 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
         (c.role == Role::EXPERT_GATE_UP_FUSED || c.role == Role::EXPERT_DOWN_FUSED))
       st.text_linear_params += t.info->numel();
   }
-  if (st.quantized_params == 0 || (st.text_linear_params > 0 && st.text_quantized_params == 0))
+  if (s.unquantized) {
+    // quant-config-missing said it: an unquantized checkpoint
+  } else if (st.quantized_params == 0 || (st.text_linear_params > 0 && st.text_quantized_params == 0))
     sink.add({"nothing-quantized", Severity::ERROR, "share",
               st.text_linear_params > 0
                   ? fmt::format("no Linear weight is quantized: the text stack's {} Linear parameters all stay in 16 "

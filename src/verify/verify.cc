@@ -52,7 +52,14 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
       diffs.push_back(fmt::format("hidden_size {} vs {}", info.hidden_size, src_info.hidden_size));
     if (info.num_layers != src_info.num_layers)
       diffs.push_back(fmt::format("num_hidden_layers {} vs {}", info.num_layers, src_info.num_layers));
-    if (!diffs.empty()) {
+    if (s.unquantized && find_quant_config(against->config()) != nullptr) {
+      // verify SRC --against OUT: the two folders the wrong way round (it said "source is already quantized").
+      sink.add({"against-swapped", Severity::ERROR, "against",
+                fmt::format("the arguments look swapped: {} is not quantized and --against {} is; nothing was "
+                            "compared", q.dir().string(), against->dir().string()),
+                {}, "", "a quantized checkpoint, --against its unquantized source", "the reverse",
+                fmt::format("fp4forge verify {} --against {}", against->dir().string(), q.dir().string())});
+    } else if (!diffs.empty()) {
       sink.add({"against-other-model", Severity::ERROR, "against",
                 fmt::format("--against is not the model this checkpoint was quantized from: {}; nothing was "
                             "compared", fmt::join(diffs, ", ")),

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/codec/half.h"
@@ -490,6 +492,42 @@ TEST(SchemeDiff, DifferentSchemesAreNamedAndSameSchemeRunsAreIdentical) {
   // A quantized checkpoint against its source: the source has no scheme.
   EXPECT_EQ(run_cli("diff " + q(b) + " " + q(src) + " --json", &out, &err), 1) << out;
   EXPECT_EQ(nlohmann::json::parse(out)["scheme"]["b"], "none");
+}
+
+// verify on an unquantized checkpoint: one error saying so, with the commands that make what verify proves (it
+// said "the quantizer did not write its config" and "its source with a quantization config"); the two folders
+// the wrong way round are named as swapped (it said "source is already quantized ... quantize the original").
+TEST(VerifyArgs, AnUnquantizedCheckpointAndSwappedArgumentsAreSaidAsSuch) {
+  TempDir tmp;
+  std::string out, err;
+  const std::string src = kData + "/llama";
+  ASSERT_EQ(run_cli("verify " + q(src) + " --json", &out, &err), 1) << err;
+  auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["findings"].size(), 1u) << out;
+  EXPECT_EQ(j["findings"][0]["kind"], "quant-config-missing");
+  EXPECT_NE(j["findings"][0]["message"].get<std::string>().find("this checkpoint is not quantized"), std::string::npos);
+  EXPECT_EQ(j["findings"][0]["hint"], "fp4forge quantize " + src + " OUT, then fp4forge verify OUT --against " + src);
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(tmp.path / "out"), &out, &err), 0) << err;
+  const std::string dst = (tmp.path / "out").string();
+  ASSERT_EQ(run_cli("verify " + q(src) + " --against " + q(dst) + " --json", &out, &err), 1) << err;
+  j = nlohmann::json::parse(out);
+  bool swapped = false;
+  for (const auto& f : j["findings"])
+    if (f["kind"] == "against-swapped") {
+      swapped = true;
+      EXPECT_EQ(f["hint"], "fp4forge verify " + dst + " --against " + src);
+    }
+  EXPECT_TRUE(swapped) << out;
+  EXPECT_EQ(out.find("already quantized"), std::string::npos) << out;
+  // The right way round is clean.
+  EXPECT_EQ(run_cli("verify " + q(dst) + " --against " + q(src), &out, &err), 0) << out;
+  // A quantized checkpoint that lost its config is still the quantizer's omission.
+  std::filesystem::copy(dst, tmp.path / "noqc", std::filesystem::copy_options::recursive);
+  auto cfg = nlohmann::json::parse(std::ifstream(tmp.path / "noqc" / "config.json"));
+  cfg.erase("quantization_config");
+  std::ofstream(tmp.path / "noqc" / "config.json") << cfg.dump(2);
+  EXPECT_EQ(run_cli("verify " + q(tmp.path / "noqc"), &out, &err), 1) << out;
+  EXPECT_NE(out.find("the quantizer did not write its config"), std::string::npos) << out;
 }
 
 // One scheme, two observers: the config's observer differs, and diff says so, leaf by leaf (it said IDENTICAL:
