@@ -53,6 +53,14 @@ std::string interrupted_text(const char* sig, const std::filesystem::path& dst, 
 int run_quantize(const QuantizeOpts& o) {
   auto max_mem = parse_size(o.max_memory);
   if (!max_mem) return report_error(max_mem.error(), o.json);
+  // What was typed is checked before SRC is opened: a usage error (exit 2) is said as one, with its did-you-mean,
+  // not after "cannot open checkpoint" (exit 4) for a command that could never run.
+  if (o.scheme_given)
+    if (auto s = parse_quant_scheme(o.plan.scheme); !s) return report_error(s.error(), o.json);
+  if (o.observer_given)
+    if (auto s = parse_observer(o.plan.observer); !s) return report_error(s.error(), o.json);
+  for (const auto& a : o.scheme_for)
+    if (auto r = quant::parse_scheme_for(a); !r) return report_error(r.error(), o.json);
   auto src = checkpoint_source(o.src, o.json);
   if (!src) return report_error(src.error(), o.json);
   quant::QuantizeParams p;

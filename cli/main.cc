@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "fp4forge/codec/nvfp4.h"
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/strings.h"
 #include "render.h"
 #include "validators.h"
@@ -98,7 +99,7 @@ int run(int argc, char** argv) {
     // A typo gets the nearest name: the first argument CLI11 did not expect, against the options of the command
     // it follows (or the command names).
     std::string hint;
-    const std::string what = e.what();
+    std::string what = e.what();
     std::vector<std::string> words;
     if (const auto colon = what.find("not expected: "); colon != std::string::npos) {
       // "... not expected: b a quantise" (CLI11 lists them in reverse): every listed word is a candidate typo,
@@ -116,6 +117,8 @@ int run(int argc, char** argv) {
         const std::string a = argv[i];
         if (a.empty() || a[0] == '-' || cmd.find(a) != std::string::npos) continue;
         words.push_back(a);
+        // The word is the subcommand it did not know (it read "A subcommand is required" for `gateway swop`).
+        what = fmt::format("unknown '{}' command '{}'", cmd, fp4forge::util::printable(a, 80));
       }
     }
     for (const std::string& word : words) {
@@ -132,7 +135,7 @@ int run(int argc, char** argv) {
       } else {
         for (CLI::App* s : where->get_subcommands({})) names.push_back(s->get_name());
       }
-      hint = fp4forge::cli::did_you_mean(word, names);
+      hint = fp4forge::util::did_you_mean(word, names);
     }
     return fp4forge::cli::report_error(
         fp4forge::make_error(fp4forge::Errc::USAGE, "{}{}; run 'fp4forge {}--help'", what, hint,
@@ -153,7 +156,7 @@ int run(int argc, char** argv) {
     std::vector<std::string> names;
     for (const auto& spec : kCommands) names.emplace_back(spec.name);
     fmt::print(stderr, "fp4forge: error: unknown command '{}'{}; run 'fp4forge help' for the list\n",
-               fp4forge::util::printable(help_topic, 80), fp4forge::cli::did_you_mean(help_topic, names));
+               fp4forge::util::printable(help_topic, 80), fp4forge::util::did_you_mean(help_topic, names));
     return 2;
   }
   if (!action) {

@@ -1,5 +1,6 @@
 #include "render.h"
 
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/strings.h"
 #include "fp4forge/util/text_wrap.h"
 
@@ -87,31 +88,6 @@ Result<std::string> api_key_from_env(const std::string& var) {
   return std::string(v);
 }
 
-std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
-  const std::size_t limit = std::max<std::size_t>(1, word.size() / 3);
-  std::size_t best = limit + 1;
-  std::string pick;
-  for (const std::string& c : candidates) {
-    if (c.size() > word.size() + limit || word.size() > c.size() + limit) continue;
-    // Edit distance with adjacent transpositions ("swpa" -> "swap" is one edit): optimal string alignment.
-    std::vector<std::vector<std::size_t>> d(word.size() + 1, std::vector<std::size_t>(c.size() + 1));
-    for (std::size_t i = 0; i <= word.size(); ++i) d[i][0] = i;
-    for (std::size_t j = 0; j <= c.size(); ++j) d[0][j] = j;
-    for (std::size_t i = 1; i <= word.size(); ++i)
-      for (std::size_t j = 1; j <= c.size(); ++j) {
-        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (word[i - 1] == c[j - 1] ? 0 : 1)});
-        if (i > 1 && j > 1 && word[i - 1] == c[j - 2] && word[i - 2] == c[j - 1])
-          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    const std::size_t dist = d[word.size()][c.size()];
-    if (dist < best && dist > 0) {
-      best = dist;
-      pick = c;
-    }
-  }
-  return pick.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", pick);
-}
-
 std::vector<std::string> allow_warnings(std::vector<Finding>& findings, const std::vector<std::string>& kinds) {
   std::vector<std::string> notes;
   for (const std::string& kind : kinds) {
@@ -125,9 +101,15 @@ std::vector<std::string> allow_warnings(std::vector<Finding>& findings, const st
       ++allowed;
     }
     if (allowed > 0) continue;
+    // A typed kind near one this run found is most likely that one (issue 55: `--allow multi-grup`).
+    std::vector<std::string> found;
+    for (const Finding& f : findings)
+      if (f.severity == Severity::WARNING && std::find(found.begin(), found.end(), f.kind) == found.end())
+        found.push_back(f.kind);
     notes.push_back(errors > 0 ? fmt::format("--allow {}: {} error finding(s) of that kind stay errors (an error is never "
                                              "allowed)", util::printable(kind, 80), errors)
-                               : fmt::format("--allow {}: no warning of that kind to allow", util::printable(kind, 80)));
+                               : fmt::format("--allow {}: no warning of that kind to allow{}", util::printable(kind, 80),
+                                             util::did_you_mean(kind, found)));
   }
   std::stable_sort(findings.begin(), findings.end(),
                    [](const Finding& a, const Finding& b) { return a.severity < b.severity; });

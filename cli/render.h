@@ -63,8 +63,4 @@ Result<std::string> api_key_from_env(const std::string& var);
  * warning of that kind; or only errors, which stay). */
 std::vector<std::string> allow_warnings(std::vector<Finding>& findings, const std::vector<std::string>& kinds);
 
-/** " (did you mean 'X'?)" for the candidate nearest `word` (edit distance at most a third of its length, at
- * least 1; ties: the first), else "". */
-std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
-
 }  // namespace fp4forge::cli

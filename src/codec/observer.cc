@@ -4,6 +4,7 @@
 #include <string>
 
 #include "fp4forge/codec/scheme.h"
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/thread_pool.h"
 #include "fp4forge/util/strings.h"
 
@@ -48,8 +49,12 @@ Result<Observer> parse_observer(std::string_view text) {
   // calibration.py's initialize_observer; docs/schemes.md#observers); `mse` stays its documented alias.
   if (k == "expanded-mse") return Observer::NVFP4_EXPANDED_MSE;
   if (auto o = observer_from_config(text)) return *o;
-  return make_error(Errc::USAGE, "unknown observer '{}'; expected one of: {}, expanded-mse (= mse) (or "
-                    "llm-compressor's names: memoryless_minmax, nvfp4_expanded_mse, memoryless_mse)", text, names);
+  std::vector<std::string> known;
+  for (Observer o : kObservers) known.emplace_back(observer_option(o));
+  known.insert(known.end(), {"expanded-mse", "memoryless-minmax", "nvfp4-expanded-mse"});
+  return make_error(Errc::USAGE, "unknown observer '{}'{}; expected one of: {}, expanded-mse (= mse) (or "
+                    "llm-compressor's names: memoryless_minmax, nvfp4_expanded_mse, memoryless_mse)", text,
+                    util::did_you_mean(k, known), names);
 }
 
 Observer default_observer(QuantScheme s) noexcept { return scheme_traits(s).default_observer; }

@@ -15,6 +15,7 @@
 #include "fp4forge/codec/nvfp4_search.h"
 #include "fp4forge/codec/scheme_search.h"
 #include "fp4forge/codec/w4a16.h"
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge {
@@ -283,7 +284,10 @@ Result<QuantScheme> parse_quant_scheme(std::string_view text) {
     if (t == util::option_key(a.typed))
       return make_error(Errc::USAGE, "unknown scheme '{}': {}; expected one of: {}", text, a.suggest,
                         quant_scheme_names());
-  return make_error(Errc::USAGE, "unknown scheme '{}'; expected one of: {}", text, quant_scheme_names());
+  std::vector<std::string> known;
+  for (const SchemeTraits& r : kTable) known.emplace_back(r.name);
+  return make_error(Errc::USAGE, "unknown scheme '{}'{}; expected one of: {}", text, util::did_you_mean(t, known),
+                    quant_scheme_names());
 }
 
 std::uint64_t k_multiple(QuantScheme s) noexcept { return scheme_traits(s).k_multiple; }

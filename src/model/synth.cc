@@ -22,8 +22,10 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/safetensors/index.h"
 #include "fp4forge/safetensors/shard_writer.h"
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/strings.h"
 #include "fp4forge/safetensors/header.h"
 
 namespace fp4forge {
@@ -697,16 +699,26 @@ SynthPlan plan_geometry(std::string_view arch, std::string_view size, const Geo&
   return p;
 }
 
-Status check_arch(std::string_view arch) {
-  if (std::find(kArchs.begin(), kArchs.end(), arch) == kArchs.end())
-    return make_error(Errc::USAGE, "unknown --arch '{}'; expected one of: {}", arch, fmt::join(kArchs, ", "));
-  return {};
+/** The --arch name as kArchs spells it: case, '_' and '-' as the operator types them (qwen3_moe is the model_type
+ * of qwen3-moe, issue 55), else the nearest in a did-you-mean. */
+Result<std::string_view> canonical_arch(std::string_view arch) {
+  const std::string key = util::option_key(arch);
+  std::vector<std::string> keys;
+  for (std::string_view a : kArchs) {
+    if (util::option_key(a) == key) return a;
+    keys.push_back(util::option_key(a));
+  }
+  std::string near = util::nearest(key, keys);
+  for (std::string_view a : kArchs)
+    if (!near.empty() && util::option_key(a) == near) near = std::string(a);
+  return make_error(Errc::USAGE, "unknown --arch '{}'{}; expected one of: {}", arch,
+                    near.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", near), fmt::join(kArchs, ", "));
 }
 
 }  // namespace
 
-Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::uint64_t max_shard_bytes) {
-  FP4FORGE_TRY(check_arch(arch));
+Result<SynthPlan> plan_synth(std::string_view typed_arch, std::string_view size, std::uint64_t max_shard_bytes) {
+  FP4FORGE_ASSIGN_OR_RETURN(std::string_view arch, canonical_arch(typed_arch));
   if (std::find(kSizes.begin(), kSizes.end(), size) == kSizes.end())
     return make_error(Errc::USAGE, "unknown --size '{}'; expected one of: {}, or --config FILE for a real "
                       "config's geometry", size, fmt::join(kSizes, ", "));
@@ -715,7 +727,9 @@ Result<SynthPlan> plan_synth(std::string_view arch, std::string_view size, std::
 
 Result<SynthPlan> plan_synth_from_config(const nlohmann::ordered_json& config, std::string_view arch,
                                          std::uint64_t max_shard_bytes) {
-  if (!arch.empty()) FP4FORGE_TRY(check_arch(arch));
+  if (!arch.empty()) {
+    FP4FORGE_ASSIGN_OR_RETURN(arch, canonical_arch(arch));
+  }
   FP4FORGE_ASSIGN_OR_RETURN(synth_detail::ConfigGeometry cg, synth_detail::geometry_from_config(arch, config));
   return plan_geometry(cg.arch, "config", cg.geo, max_shard_bytes);
 }

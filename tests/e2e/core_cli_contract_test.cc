@@ -160,6 +160,17 @@ TEST(CliContract, TyposGetTheNearestNameAndNoCommandIsAUsageError) {
   EXPECT_NE(err.find("(did you mean '--observer'?)"), std::string::npos) << err;
   EXPECT_EQ(run_cli("gateway swpa --config x", &out, &err), 2);
   EXPECT_NE(err.find("(did you mean 'swap'?)"), std::string::npos) << err;
+  // The word typed is named as the command it did not know (it read "A subcommand is required").
+  EXPECT_EQ(run_cli("gateway swop", &out, &err), 2);
+  EXPECT_NE(err.find("unknown 'gateway' command 'swop' (did you mean 'swap'?)"), std::string::npos) << err;
+  EXPECT_EQ(err.find("A subcommand is required"), std::string::npos) << err;
+  // Values from a list: schemes, observers, synth's --arch (whose model_type spelling is taken as it is).
+  EXPECT_EQ(run_cli("quantize a b --scheme nvfp4a1", &out, &err), 2);
+  EXPECT_NE(err.find("unknown scheme 'nvfp4a1' (did you mean 'nvfp4a16'?)"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("quantize a b --observer min-max", &out, &err), 2);
+  EXPECT_NE(err.find("unknown observer 'min-max' (did you mean 'minmax'?)"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("synth --arch qwen3-mo --out x", &out, &err), 2);
+  EXPECT_NE(err.find("unknown --arch 'qwen3-mo' (did you mean 'qwen3-moe'?)"), std::string::npos) << err;
   EXPECT_EQ(run_cli("gateway retire --config x --alias a --deploymnet 2", &out, &err), 2);
   EXPECT_NE(err.find("(did you mean '--deployment'?)"), std::string::npos) << err;
   EXPECT_EQ(run_cli("frobnicate", &out, &err), 2);

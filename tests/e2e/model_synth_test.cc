@@ -46,6 +46,17 @@ std::set<std::string> keys(const std::map<std::string, Json>& m) {
 
 }  // namespace
 
+// --arch as the model_type spells it (qwen3_moe) or in upper case is the same arch (it was refused, issue 55).
+TEST(SynthCli, AnArchIsTakenInTheSpellingsOperatorsType) {
+  for (const std::string typed : {"qwen3_moe", "QWEN3-MOE"}) {
+    TempDir t;
+    const Json r = synth(typed, t.path / "out");
+    EXPECT_EQ(r["arch"], "qwen3-moe") << typed;
+  }
+  TempDir t;
+  EXPECT_EQ(synth("qwen3-5_dense", t.path / "out")["arch"], "qwen3_5-dense");
+}
+
 TEST(SynthCli, TinyLayoutsMatchFixtures) {
   const std::vector<std::pair<std::string, std::string>> pairs = {{"gemma4-moe", "gemma4-moe-mm"},
                                                                   {"gemma4-dense", "gemma4-dense-mm"},

@@ -393,6 +393,11 @@ TEST(RecipeStrictGate, AllowAcceptsAKnownWarningKindAndNeverAnError) {
   EXPECT_TRUE(seen) << out;
   EXPECT_EQ(run_cli(v + " --allow quant-config-multi-group --allow no-such-kind", &out, &err), 0) << err;
   EXPECT_NE(err.find("--allow no-such-kind: no warning of that kind to allow"), std::string::npos) << err;
+  EXPECT_EQ(err.find("did you mean"), std::string::npos) << err;  // nothing near: no guess
+  // A typo of a kind this run found: strict still fails, and the note names the kind it most likely meant.
+  EXPECT_EQ(run_cli(v + " --strict --allow quant-config-multi-grup", &out, &err), 1) << err;
+  EXPECT_NE(err.find("--allow quant-config-multi-grup: no warning of that kind to allow (did you mean "
+                     "'quant-config-multi-group'?)"), std::string::npos) << err;
   EXPECT_EQ(run_cli("doctor " + q(dst) + " --strict --allow quant-config-multi-group", &out, &err), 0) << out << err;
   // An error is never allowed: a mixed output whose source is another model fails whatever --allow says.
   ASSERT_EQ(run_cli("verify " + q(dst) + " --json", &out, &err), 0) << out << err;
