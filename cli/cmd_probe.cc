@@ -101,6 +101,7 @@ void add_probe(CLI::App& sub, Action& action) {
       if (seed->count() > 0) po.seed = o->seed;
       if (Status st = expected_kv(*o, po); !st) return report_error(std::move(st).error(), o->json || o->json_lines);
       // Results stream as each check finishes: a text line, or a JSON line ("event": "check").
+      auto lines = std::make_shared<probe::CheckLines>();
       if (!o->json) {
         if (!o->json_lines) {
           probe::ProbeReport head;
@@ -108,13 +109,13 @@ void add_probe(CLI::App& sub, Action& action) {
           head.model = o->model;
           print_report(probe::header_line(head));
         }
-        po.on_result = [json_lines = o->json_lines](const probe::CheckResult& c) {
+        po.on_result = [json_lines = o->json_lines, lines](const probe::CheckResult& c) {
           if (json_lines) {
             auto j = probe::to_json(c);
             j["event"] = "check";
             fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
           } else {
-            print_report(probe::check_line(c));
+            print_report(lines->add(c));
           }
           std::fflush(stdout);
         };
@@ -127,7 +128,7 @@ void add_probe(CLI::App& sub, Action& action) {
         j["event"] = "report";
         fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
       } else {
-        print_report(probe::summary_line(rep));
+        print_report(lines->finish() + probe::summary_line(rep));
       }
       return probe::exit_code(rep);
     };

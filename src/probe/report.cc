@@ -89,10 +89,39 @@ std::string summary_line(const ProbeReport& r) {
                      r.unreachable ? " (server unreachable)" : "");
 }
 
+namespace {
+bool not_sent(const CheckResult& c) { return c.status == CheckStatus::SKIP && c.classification == "not-run"; }
+}  // namespace
+
+std::string CheckLines::add(const CheckResult& c) {
+  std::string out;
+  if (!held_.empty() && !(not_sent(c) && c.detail == held_.front().detail)) out = finish();
+  if (not_sent(c)) {
+    held_.push_back(c);
+    return out;
+  }
+  return out + check_line(c);
+}
+
+std::string CheckLines::finish() {
+  if (held_.size() < 2) {
+    std::string out = held_.empty() ? std::string() : check_line(held_.front());
+    held_.clear();
+    return out;
+  }
+  std::string names;
+  for (const CheckResult& c : held_) names += (names.empty() ? "" : ", ") + std::string(check_name(c.check));
+  std::string out = fmt::format("  SKIP  {} ({})  {}  {}\n", names, held_.size(), held_.front().classification,
+                                util::printable(held_.front().detail, util::kReportLine));
+  held_.clear();
+  return out;
+}
+
 std::string to_text(const ProbeReport& r) {
   std::string out = header_line(r);
-  for (const CheckResult& c : r.checks) out += check_line(c);
-  return out + summary_line(r);
+  CheckLines lines;
+  for (const CheckResult& c : r.checks) out += lines.add(c);
+  return out + lines.finish() + summary_line(r);
 }
 
 int exit_code(const ProbeReport& r) {

@@ -10,6 +10,7 @@
 #include "fp4forge/probe/png.h"
 #include "fp4forge/util/redact.h"
 #include "fp4forge/probe/probe.h"
+#include "fp4forge/probe/report.h"
 #include "probe_fake_server.h"
 #include "unit/probe_test_util.h"
 
@@ -184,11 +185,22 @@ TEST(ProbeChecks, ConnectionRefusedSendsOneRequestOnly) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3.0);
   EXPECT_TRUE(rep.unreachable);
   ASSERT_EQ(rep.checks.size(), 11u);
-  for (const auto& c : rep.checks) {
-    EXPECT_EQ(c.status, CheckStatus::FAIL);
-    EXPECT_EQ(c.classification, "connection-refused") << c.detail;
+  // One failure, the first request's; the rest were not sent: skipped, pointing at it (issue 55: eleven FAILs).
+  EXPECT_EQ(rep.checks[0].status, CheckStatus::FAIL);
+  EXPECT_EQ(rep.checks[0].classification, "connection-refused") << rep.checks[0].detail;
+  for (std::size_t i = 1; i < rep.checks.size(); ++i) {
+    EXPECT_EQ(rep.checks[i].status, CheckStatus::SKIP);
+    EXPECT_EQ(rep.checks[i].classification, "not-run") << rep.checks[i].detail;
+    EXPECT_NE(rep.checks[i].detail.find("not sent: the server did not answer the first request (connection-refused"),
+              std::string::npos);
   }
-  EXPECT_NE(rep.checks[1].detail.find("not sent"), std::string::npos);
+  EXPECT_EQ(exit_code(rep), 4);
+  // The text says the not-sent checks once, on one line naming them.
+  const std::string text = to_text(rep);
+  EXPECT_NE(text.find("  SKIP  prose, long, logprobs, vision, tools, multiturn, completions, reasoning, context, kv "
+                      "(10)  not-run  not sent"), std::string::npos) << text;
+  EXPECT_EQ(text.find("FAIL  prose"), std::string::npos) << text;
+  EXPECT_NE(text.find("FAILED: 0 passed, 1 failed, 10 skipped (server unreachable)"), std::string::npos) << text;
   // The transport error is said once: the later checks point at it (issue 55).
   EXPECT_NE(rep.checks[0].detail.find("is the server up"), std::string::npos) << rep.checks[0].detail;
   for (std::size_t i = 1; i < rep.checks.size(); ++i) {

@@ -4,6 +4,7 @@
  * the human-readable text and the exit code. No logic beyond formatting.
  */
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,18 @@ std::string to_text(const ProbeReport& r);
 std::string header_line(const ProbeReport& r);
 std::string check_line(const CheckResult& c);
 std::string summary_line(const ProbeReport& r);
+
+/** Check lines as they stream, with checks that were not sent for one reason said once, on one line naming them
+ * all ("SKIP  prose, long, ... (10)  not-run  not sent: ..."; issue 55: eleven FAIL lines for a server that is
+ * down). add() returns the text to print now (a line held back until the next differs), finish() the rest. */
+class CheckLines {
+ public:
+  std::string add(const CheckResult& c);
+  std::string finish();
+
+ private:
+  std::vector<CheckResult> held_;  // not-sent skips with one detail, in order
+};
 /** 0 no check failed, 4 nothing could be reached, 1 otherwise. */
 int exit_code(const ProbeReport& r);
 
