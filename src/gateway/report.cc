@@ -113,7 +113,9 @@ std::string to_text(const EditResult& e) {
   const std::string& config = e.config;
   std::string out;
   if (e.probe) out += probe::to_text(*e.probe);
-  if (!e.refused.empty()) return out + fmt::format("{} refused: {}\n", command, p(e.refused));
+  // A refusal is the command's error line (stderr, cli's finish_edit): said once (issue 55: it was also here,
+  // so a terminal showed it twice).
+  if (!e.refused.empty()) return out;
   out += e.diff;
   if (command == "rollback") {
     out += e.changed ? fmt::format("restored {} from {}\n", config, e.backup)

@@ -157,6 +157,13 @@ TEST(GatewayPromisesCli, VisionAliasDeploymentByIdExtrasAndTheDatabase) {
   EXPECT_NE(refused.err.find("takes images (model_info.supports_vision"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("keeps models in its database"), std::string::npos) << refused.err;
   EXPECT_EQ(slurp(cfg), before);
+  // In text, the refusal is said once, as the error line (it was on stdout too).
+  CliRun text = cli(swap);
+  EXPECT_EQ(text.rc, 1);
+  EXPECT_EQ(text.out.find("swap refused"), std::string::npos) << text.out;
+  const std::size_t at = text.err.find("fp4forge: error: swap refused: ");
+  EXPECT_NE(at, std::string::npos) << text.err;
+  EXPECT_EQ(text.err.find("swap refused", at + 20), std::string::npos) << text.err;
   EXPECT_EQ(cli(swap + " --checks models,prose,logprobs").rc, 2);  // a vision alias keeps its vision check
 
   CliRun forced = cli(swap + " --text-only --json");
