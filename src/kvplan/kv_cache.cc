@@ -129,9 +129,11 @@ Error unmodelled_layer_type(const ModelInfo& info, std::int64_t layer, const std
            "heavily_compressed_attention, sized by compress_rates) has no KV formula in plan yet";
   else if (type == "chunked_attention")
     what = "Llama-4's chunked local attention (attention_chunk_size) is not modelled yet";
-  else if (type == "mamba" || type == "attention+mamba" || type == "rwkv")
+  else if (type == "mamba" || type == "attention+mamba" || type == "rwkv" || type == "linear_attention (Mamba)")
     what = fmt::format("a recurrent state ({}) outside Granite-4 hybrid's Mamba-2 has no state formula in plan yet",
-                       type == "rwkv" ? "RWKV" : type == "mamba" ? "Mamba" : "Mamba beside attention in one layer");
+                       type == "rwkv"              ? "RWKV"
+                       : type == "attention+mamba" ? "Mamba beside attention in one layer"
+                                                   : "Mamba");
   else if (type == "linear_attention")
     what = "linear attention outside the GatedDeltaNet of Qwen3-Next / Qwen3.5 (MiniMax's lightning attention, "
            "Kimi's KDA, ...) has no state formula in plan yet";
@@ -202,10 +204,17 @@ Status read_layers(const ModelInfo& info, const Json& text, const KvOptions& opt
       continue;
     }
     if (t == "linear_attention") {
-      if (info.spec().mixer != Mixer::GATED_DELTANET) return unmodelled_layer_type(info, i, t);
       const std::int64_t hk = info.linear_num_key_heads, hv = info.linear_num_value_heads;
       const std::int64_t dk = info.linear_key_head_dim, dv = info.linear_value_head_dim;
       const std::int64_t kc = info.linear_conv_kernel_dim;
+      // Outside the GatedDeltaNet families, the formula applies where the config gives GatedDeltaNet's geometry
+      // (OLMo hybrid: linear_num_key_heads, ..., linear_conv_kernel_dim); other linear attention (MiniMax's
+      // lightning, Kimi's KDA, Nemotron-H's Mamba-2 layers as transformers 5.x names them) is refused.
+      if (info.spec().mixer != Mixer::GATED_DELTANET && (hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || kc <= 0)) {
+        bool mamba = false;
+        for (const auto& [k, v] : text.items()) mamba = mamba || k.rfind("mamba_", 0) == 0 || k == "ssm_state_size";
+        return unmodelled_layer_type(info, i, mamba ? "linear_attention (Mamba)" : t);
+      }
       if (hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || kc <= 0)
         return make_error(Errc::BAD_INPUT, "config.json: layer {} is linear_attention but linear_num_key_heads"
                           "/linear_num_value_heads/linear_key_head_dim/linear_value_head_dim/"

@@ -442,9 +442,6 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
   auto info = read_checkpoint_info(*ck);
   if (!info.ok()) return config_error(std::move(info).error());
   m.info = std::move(*info);
-  if (m.info.family == Family::UNKNOWN)
-    m.notes.push_back(fmt::format("model_type '{}' is not a known family; sized as plain attention layers",
-                                  m.info.model_type));
   if (arg.kv.spec_tokens > 0 && m.info.mtp_num_hidden_layers < 1)
     return make_error(Errc::USAGE, "seat '{}': spec_tokens={} needs an MTP module, but config.json has "
                       "mtp_num_hidden_layers = 0; hint: drop spec_tokens", arg.name, arg.kv.spec_tokens);
@@ -463,6 +460,13 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
   }
   if (!layout.ok()) return config_error(std::move(layout).error());
   m.layout = std::move(*layout);
+  if (m.info.family == Family::UNKNOWN)
+    m.notes.push_back(m.layout.has_state_layers()
+                          ? fmt::format("model_type '{}' is not a known family; sized by the layer types its config "
+                                        "names, its linear_attention layers as GatedDeltaNet state (inferred from its "
+                                        "linear_* keys)", m.info.model_type)
+                          : fmt::format("model_type '{}' is not a known family; sized as plain attention layers",
+                                        m.info.model_type));
 
   m.max_position_embeddings = m.info.max_position_embeddings;
   m.derived_max_model_len = derived_max_model_len(ck->config(), m.info);

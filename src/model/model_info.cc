@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string_view>
 
 #include "fp4forge/model/quant_config.h"
@@ -48,17 +49,36 @@ namespace {
 /** The text model's widths, counts and flags (absent keys read as 0 / false / the family's default). */
 void read_geometry(const Json& text, const FamilySpec& spec, ModelInfo& m) {
   // Geometry.
-  m.hidden_size = get_int(text, "hidden_size");
-  m.num_layers = get_int(text, "num_hidden_layers");
-  m.num_heads = get_int(text, "num_attention_heads");
-  m.num_kv_heads = get_int(text, "num_key_value_heads", m.num_heads);
+  // GPT-2-style keys (GPTBigCode's n_embd / n_layer / n_head / n_positions) are transformers' attribute_map
+  // aliases of the usual ones: read as those (issue 55: plan said num_hidden_layers was missing).
+  const auto first = [&](std::initializer_list<std::string_view> keys) -> std::int64_t {
+    for (std::string_view k : keys)
+      if (auto v = integral_of(text, k)) return *v;
+    return 0;
+  };
+  m.hidden_size = first({"hidden_size", "n_embd"});
+  m.num_layers = first({"num_hidden_layers", "n_layer"});
+  if (m.num_layers == 0)  // Nemotron-H (transformers 5.x): the layer count is len(layers_block_type)
+    if (auto lb = text.find("layers_block_type"); lb != text.end() && lb->is_array())
+      m.num_layers = static_cast<std::int64_t>(lb->size());
+  m.num_heads = first({"num_attention_heads", "n_head"});
+  // KV heads as vLLM counts them (ee92a6f, transformers_utils/model_arch_config_convertor.py: the first of
+  // n_head_kv, num_kv_heads, num_key_value_heads, multi_query_group_num, num_attention_groups, else the attention
+  // heads; FalconModelArchConfigConvertor and models/gpt_bigcode.py: multi_query, unless Falcon's
+  // new_decoder_architecture, is one KV head).
+  m.num_kv_heads = first({"n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                          "num_attention_groups"});
+  if (m.num_kv_heads == 0) m.num_kv_heads = m.num_heads;
+  if (opt_bool_of(text, "multi_query").value_or(false) &&
+      !opt_bool_of(text, "new_decoder_architecture").value_or(false))
+    m.num_kv_heads = 1;
   m.head_dim = get_int(text, "head_dim");
   if (m.head_dim == 0 && m.num_heads > 0 && m.hidden_size % m.num_heads == 0)
     m.head_dim = m.hidden_size / m.num_heads;
   m.intermediate_size = first_int(text, spec.dense_intermediate_keys);
   if (m.intermediate_size == 0) m.intermediate_size = get_int(text, "intermediate_size");
   m.vocab_size = get_int(text, "vocab_size");
-  m.max_position_embeddings = get_int(text, "max_position_embeddings");
+  m.max_position_embeddings = first({"max_position_embeddings", "n_positions"});
   m.num_experts = first_int(text, spec.num_experts_keys);
   if (m.num_experts == 0) m.num_experts = first_int(text, family_spec(Family::UNKNOWN).num_experts_keys);
   m.experts_per_tok = get_int(text, "num_experts_per_tok");

@@ -438,6 +438,32 @@ TEST(KvplanMla, DeepSeekV3LatentPerLayer) {
 
 // Granite-4 hybrid geometry (granite-4.0-h-small-like): Mamba-2 state per layer is the conv state
 // (I + 2·G·N) x (d_conv - 1) plus the SSM state heads x d_head x N, as vLLM's mamba2_state_shape.
+// KV heads as vLLM counts them: Falcon's and GPTBigCode's multi_query is one KV head (unless Falcon's
+// new_decoder_architecture), GPT-2 names (n_layer, n_head, n_embd, n_positions) are read, and vLLM's order of
+// the KV-head keys holds (ee92a6f, model_arch_config_convertor.py).
+TEST(KvplanHeads, MultiQueryAndGpt2NamesAreReadAsVllmReadsThem) {
+  Json falcon = {{"architectures", {"FalconForCausalLM"}}, {"model_type", "falcon"}, {"hidden_size", 512},
+                 {"num_hidden_layers", 2}, {"num_attention_heads", 8}, {"num_kv_heads", 8}, {"multi_query", true},
+                 {"new_decoder_architecture", false}, {"max_position_embeddings", 2048}};
+  EXPECT_EQ(layout_of(falcon).growing_bytes_per_token, 2u * 2 * 1 * 64 * 2);  // layers x K,V x 1 head x 64 x bf16
+  falcon["new_decoder_architecture"] = true;
+  EXPECT_EQ(layout_of(falcon).growing_bytes_per_token, 2u * 2 * 8 * 64 * 2);
+  Json bigcode = {{"architectures", {"GPTBigCodeForCausalLM"}}, {"model_type", "gpt_bigcode"}, {"n_embd", 512},
+                  {"n_layer", 3}, {"n_head", 8}, {"n_positions", 8192}, {"multi_query", true},
+                  {"num_key_value_heads", 2}};
+  auto bi = read_model_info(bigcode);
+  ASSERT_TRUE(bi.ok());
+  EXPECT_EQ(bi->num_layers, 3);
+  EXPECT_EQ(bi->hidden_size, 512);
+  EXPECT_EQ(bi->num_heads, 8);
+  EXPECT_EQ(bi->max_position_embeddings, 8192);
+  EXPECT_EQ(layout_of(bigcode).growing_bytes_per_token, 3u * 2 * 1 * 64 * 2);
+  Json glm = flat("ChatGLMModel", "chatglm", 2, 8, 0, 512, 64);
+  glm.erase("num_key_value_heads");
+  glm["multi_query_group_num"] = 2;
+  EXPECT_EQ(layout_of(glm).growing_bytes_per_token, 2u * 2 * 2 * 64 * 2);
+}
+
 TEST(KvplanMamba, Granite4HybridStateBytes) {
   Json c = flat("GraniteMoeHybridForCausalLM", "granitemoehybrid", 4, 32, 8, 4096, 128);
   c["layer_types"] = {"linear_attention", "linear_attention", "linear_attention", "full_attention"};
@@ -530,6 +556,13 @@ TEST(KvplanHybrids, UnmodelledStateLayersAreRefusedNeverSizedAsAttention) {
               {"num_hidden_layers", 4}, {"attention_hidden_size", 512}, {"rescale_every", 6}, {"vocab_size", 1000}};
     cases.push_back({"rwkv", c, std::vector<std::string>(4, "rwkv"), "a recurrent state (RWKV)"});
   }
+  {  // Nemotron-H as transformers 5.x writes it: no num_hidden_layers, Mamba-2 layers named linear_attention
+    Json c = {{"architectures", {"NemotronHForCausalLM"}}, {"model_type", "nemotron_h"}, {"hidden_size", 512},
+              {"num_attention_heads", 8}, {"num_key_value_heads", 2}, {"head_dim", 64}, {"mamba_num_heads", 16},
+              {"ssm_state_size", 128}, {"layers_block_type", {"linear_attention", "moe", "full_attention", "mlp"}}};
+    cases.push_back({"nemotron_h 5.x", c, {"linear_attention", "moe", "full_attention", "mlp"},
+                     "is 'linear_attention (Mamba)': a recurrent state (Mamba)"});
+  }
   for (const auto& k : cases) {
     SCOPED_TRACE(k.name);
     auto info = read_model_info(k.cfg);
@@ -540,6 +573,22 @@ TEST(KvplanHybrids, UnmodelledStateLayersAreRefusedNeverSizedAsAttention) {
     EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
     EXPECT_NE(r.error().message.find(k.refused), std::string::npos) << r.error().message;
     EXPECT_NE(r.error().message.find("refuses the rest rather than guess; hint:"), std::string::npos);
+  }
+  // GatedDeltaNet's geometry in an unknown family (OLMo hybrid): sized by the GatedDeltaNet formula.
+  {
+    Json c = base("olmo_hybrid");
+    c["layer_types"] = {"linear_attention", "full_attention", "linear_attention", "full_attention"};
+    c["linear_num_key_heads"] = 2;
+    c["linear_num_value_heads"] = 4;
+    c["linear_key_head_dim"] = 16;
+    c["linear_value_head_dim"] = 16;
+    c["linear_conv_kernel_dim"] = 4;
+    auto info = read_model_info(c);
+    ASSERT_TRUE(info.ok());
+    auto l = build_kv_layout(*info, c, {});
+    ASSERT_TRUE(l.ok()) << l.error().message;
+    EXPECT_TRUE(l->has_state_layers());
+    EXPECT_EQ(l->layers[0].ssm_state_bytes, 4u * 16 * 16 * 2);  // value heads x dv x dk, bf16
   }
   // An unknown family with none of these keys is still plain attention (sized, with plan's note).
   const Json plain = base("some_new_llm");
