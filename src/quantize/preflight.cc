@@ -185,6 +185,7 @@ Result<Preflight> preflight(const stdfs::path& src, const PreflightOptions& opts
   d.overlay = overlay;
   d.as_source = true;
   FP4FORGE_ASSIGN_OR_RETURN(auto diag, doctor::diagnose(src, d));
+  p.quantized_source = diag->ctx.quantized;
   std::set<std::string> applied;  // kinds whose fix the output gets
   for (const auto& c : p.serving) applied.insert(c.kinds.begin(), c.kinds.end());
   for (auto& f : diag->findings)
@@ -252,6 +253,7 @@ nlohmann::ordered_json to_json(const Preflight& p) {
   auto opt = [](const std::string& s) { return s.empty() ? J(nullptr) : J(s); };
   J j;
   j["ran"] = p.ran;
+  j["quantized_source"] = p.quantized_source;
   j["refused"] = p.refused();
   std::size_t e = 0, w = 0;
   for (const auto& f : p.findings) {
@@ -288,8 +290,11 @@ std::string to_text(const Preflight& p, bool dry_run) {
       (f.severity == Severity::ERROR ? e : w)++;
       kinds.insert(f.kind);
     }
-    s += fmt::format("preflight: doctor's checks on the source: {} error(s), {} warning(s){}\n", e, w,
-                     kinds.empty() ? "" : fmt::format(" ({})", fmt::join(kinds, ", ")));
+    s += fmt::format("preflight: doctor's checks on the source{}: {} error(s), {} warning(s){}\n",
+                     p.quantized_source ? " as quantize's input (its own quantization's serving checks left out: "
+                                          "quantize re-encodes its weights)"
+                                        : "",
+                     e, w, kinds.empty() ? "" : fmt::format(" ({})", fmt::join(kinds, ", ")));
   }
   for (const auto& c : p.serving) {
     const std::string fixes = c.kinds.empty() ? "" : fmt::format(", doctor's fix of {}", fmt::join(c.kinds, ", "));

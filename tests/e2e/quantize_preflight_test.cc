@@ -495,4 +495,25 @@ TEST(QuantizePreflight, ResumeAfterAFailedRunWritesTheServingFiles) {
 }
 
 }  // namespace
+// A quantized source (an FP8_BLOCK release whose 320-wide MLP doctor rejects for serving as it is): the preflight
+// says its count is of the source as quantize's input, not as doctor checks the release served (it read "0 error(s)"
+// beside doctor's 2 on the same folder), and the output is clean.
+TEST(QuantizePreflightSource, AQuantizedSourceIsCheckedAsQuantizesInputAndSaysSo) {
+  TempDir t;
+  std::string out, err;
+  const std::string src = kData + "/fp8/ct-fp8-block";
+  EXPECT_EQ(run_cli("doctor " + q(src), &out, &err), 1) << out;  // as served: FP8_BLOCK's whole blocks
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " --json", &out, &err), 0) << err;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_TRUE(j["preflight"]["quantized_source"].get<bool>()) << out;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " --dry-run", &out, &err), 0) << err;
+  EXPECT_NE(out.find("preflight: doctor's checks on the source as quantize's input (its own quantization's serving "
+                     "checks left out: quantize re-encodes its weights): 0 error(s)"), std::string::npos) << out;
+  EXPECT_EQ(run_cli("doctor " + q(t.path / "q"), &out, &err), 0) << out;
+  // A BF16 source's line is unchanged.
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " --dry-run", &out, &err), 0) << err;
+  EXPECT_NE(out.find("preflight: doctor's checks on the source: 0 error(s)"), std::string::npos) << out;
+}
+
 }  // namespace fp4forge
+

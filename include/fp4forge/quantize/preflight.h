@@ -48,6 +48,9 @@ struct PreflightOptions {
 
 struct Preflight {
   bool ran = false;                   ///< doctor's checks ran (false with --no-preflight)
+  /** The source is quantized (an FP8 or MXFP4 release): doctor's checks of serving it as it is do not apply, as
+   * quantize re-encodes it; the report says so (it read "0 error(s)" beside doctor's errors on that source). */
+  bool quantized_source = false;
   std::string source;
   std::string tokenizer_from, processor_from;  ///< as resolved ("" = none)
   /** doctor's findings on the source with the output's serving files, errors first; a finding whose fix the
