@@ -4,29 +4,34 @@
 namespace fp4forge::verify_internal {
 namespace {
 
+/** No quantization_config: a checkpoint a quantizer wrote without its config, or an unquantized one. */
+void missing_quant_config(const Checkpoint& q, Structure& s, Sink& sink) {
+  // Without a config, a checkpoint holding no tensor a quantizer writes (a packed weight, a scale, an 8-bit or
+  // 4-bit dtype) is an unquantized one: said as that once, with the command that makes what verify proves
+  // (issue 55: it read "the quantizer did not write its config" and "its source with a quantization config").
+  s.unquantized = std::none_of(q.tensors().begin(), q.tensors().end(), [](const TensorRef& t) {
+    const std::string_view n = t.name;
+    return n.ends_with("_packed") || n.ends_with("_scale") || n.ends_with("_scale_inv") ||
+           n.ends_with("weight_global_scale") || dtype_bits(t.info->dtype) <= 8;
+  });
+  if (s.unquantized)
+    sink.add({"quant-config-missing", Severity::ERROR, "", "this checkpoint is not quantized: config.json has no "
+              "quantization_config and every weight is stored unquantized (no weight_packed, no scale, no 8-bit or "
+              "4-bit dtype): verify proves a quantized output",
+              {}, "quantization_config", "a compressed-tensors quantization_config", "(absent)",
+              fmt::format("fp4forge quantize {0} OUT, then fp4forge verify OUT --against {0}", q.dir().string())});
+  else
+    sink.add({"quant-config-missing", Severity::ERROR, "", "config.json has no quantization_config: vLLM "
+              "loads the checkpoint as unquantized and cannot map weight_packed / weight_scale",
+              {}, "quantization_config", "a compressed-tensors quantization_config", "(absent)",
+              "the quantizer did not write its config; " + std::string(kHintRequant)});
+}
+
 void check_quant_config(const Checkpoint& q, Structure& s, Sink& sink, VerifyStats& st) {
   std::string key = "quantization_config";
   const Json* qcj = find_quant_config(q.config(), &key);
   if (!qcj) {
-    // Without a config, a checkpoint holding no tensor a quantizer writes (a packed weight, a scale, an 8-bit or
-    // 4-bit dtype) is an unquantized one: said as that once, with the command that makes what verify proves
-    // (issue 55: it read "the quantizer did not write its config" and "its source with a quantization config").
-    s.unquantized = std::none_of(q.tensors().begin(), q.tensors().end(), [](const TensorRef& t) {
-      const std::string_view n = t.name;
-      return n.ends_with("_packed") || n.ends_with("_scale") || n.ends_with("_scale_inv") ||
-             n.ends_with("weight_global_scale") || dtype_bits(t.info->dtype) <= 8;
-    });
-    if (s.unquantized)
-      sink.add({"quant-config-missing", Severity::ERROR, "", "this checkpoint is not quantized: config.json has no "
-                "quantization_config and every weight is stored unquantized (no weight_packed, no scale, no 8-bit or "
-                "4-bit dtype): verify proves a quantized output",
-                {}, "quantization_config", "a compressed-tensors quantization_config", "(absent)",
-                fmt::format("fp4forge quantize {0} OUT, then fp4forge verify OUT --against {0}", q.dir().string())});
-    else
-      sink.add({"quant-config-missing", Severity::ERROR, "", "config.json has no quantization_config: vLLM "
-                "loads the checkpoint as unquantized and cannot map weight_packed / weight_scale",
-                {}, "quantization_config", "a compressed-tensors quantization_config", "(absent)",
-                "the quantizer did not write its config; " + std::string(kHintRequant)});
+    missing_quant_config(q, s, sink);
     st.scheme = "none";
     return;
   }
