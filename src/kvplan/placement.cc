@@ -412,24 +412,18 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
                            format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
                            gpu_list(gpus, set), format_bytes(free_now), headroom_text(gpus, set),
                            format_bytes(p.short_by_bytes));
-  } else if (p.short_by_bytes == 0) {  // memory is not what keeps it out (a blocker finish_plan says first)
-    std::uint64_t free_now = UINT64_MAX;
-    for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
-    p.reason = fmt::format("fits: needs {} per GPU (weights {} + overhead {} + KV {} for {} x {} tokens); "
-                           "GPU {} has {} free after the other seats{}",
-                           format_bytes(e.need), format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
-                           format_bytes(e.kv_need), m.arg.concurrency,
-                           format_count(static_cast<std::uint64_t>(m.max_model_len)), gpu_list(gpus, set),
-                           format_bytes(free_now), headroom_text(gpus, set));
   } else {
+    // With no shortfall, memory is not what keeps the seat out (a blocker finish_plan says first): said as fitting.
     std::uint64_t free_now = UINT64_MAX;
     for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
-    p.reason = fmt::format("does not fit: needs {} per GPU (weights {} + overhead {} + KV {} for {} x "
-                           "{} tokens); GPU {} has {} free after the other seats{}: short by {}",
-                           format_bytes(e.need), format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead),
-                           format_bytes(e.kv_need), m.arg.concurrency,
+    const bool fits = p.short_by_bytes == 0;
+    p.reason = fmt::format("{}: needs {} per GPU (weights {} + overhead {} + KV {} for {} x {} tokens); GPU {} has {} "
+                           "free after the other seats{}{}",
+                           fits ? "fits" : "does not fit", format_bytes(e.need), format_bytes(m.weight_bytes_per_rank),
+                           format_bytes(e.overhead), format_bytes(e.kv_need), m.arg.concurrency,
                            format_count(static_cast<std::uint64_t>(m.max_model_len)), gpu_list(gpus, set),
-                           format_bytes(free_now), headroom_text(gpus, set), format_bytes(p.short_by_bytes));
+                           format_bytes(free_now), headroom_text(gpus, set),
+                           fits ? "" : ": short by " + format_bytes(p.short_by_bytes));
   }
   if (!set.empty() && p.largest_max_model_len > 0 && p.short_by_bytes > 0)
     p.reason += fmt::format("; in the room left, max_model_len={} would fit", p.largest_max_model_len);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "test_util.h"
@@ -154,25 +155,24 @@ TEST(CliContract, QuantizeWarnsBeforeWritingWhenTheSourceIsNotServable) {
 // Issue 29: a typo gets the nearest name; no command at all is a usage error (help on stderr, exit 2).
 TEST(CliContract, TyposGetTheNearestNameAndNoCommandIsAUsageError) {
   std::string out, err;
-  EXPECT_EQ(run_cli("quantise a b", &out, &err), 2);
-  EXPECT_NE(err.find("(did you mean 'quantize'?)"), std::string::npos) << err;
-  EXPECT_EQ(run_cli("quantize a b --obsever mse", &out, &err), 2);
-  EXPECT_NE(err.find("(did you mean '--observer'?)"), std::string::npos) << err;
-  EXPECT_EQ(run_cli("gateway swpa --config x", &out, &err), 2);
-  EXPECT_NE(err.find("(did you mean 'swap'?)"), std::string::npos) << err;
-  // The word typed is named as the command it did not know (it read "A subcommand is required").
-  EXPECT_EQ(run_cli("gateway swop", &out, &err), 2);
-  EXPECT_NE(err.find("unknown 'gateway' command 'swop' (did you mean 'swap'?)"), std::string::npos) << err;
-  EXPECT_EQ(err.find("A subcommand is required"), std::string::npos) << err;
-  // Values from a list: schemes, observers, synth's --arch (whose model_type spelling is taken as it is).
-  EXPECT_EQ(run_cli("quantize a b --scheme nvfp4a1", &out, &err), 2);
-  EXPECT_NE(err.find("unknown scheme 'nvfp4a1' (did you mean 'nvfp4a16'?)"), std::string::npos) << err;
-  EXPECT_EQ(run_cli("quantize a b --observer min-max", &out, &err), 2);
-  EXPECT_NE(err.find("unknown observer 'min-max' (did you mean 'minmax'?)"), std::string::npos) << err;
-  EXPECT_EQ(run_cli("synth --arch qwen3-mo --out x", &out, &err), 2);
-  EXPECT_NE(err.find("unknown --arch 'qwen3-mo' (did you mean 'qwen3-moe'?)"), std::string::npos) << err;
-  EXPECT_EQ(run_cli("gateway retire --config x --alias a --deploymnet 2", &out, &err), 2);
-  EXPECT_NE(err.find("(did you mean '--deployment'?)"), std::string::npos) << err;
+  // Each typo, exit 2, and the nearest name in the message: commands, options, subcommands (the word typed named as
+  // the command it did not know: it read "A subcommand is required"), and values from a list (schemes, observers,
+  // synth's --arch, whose model_type spelling is taken as it is).
+  const std::vector<std::pair<std::string, std::string>> typos = {
+      {"quantise a b", "(did you mean 'quantize'?)"},
+      {"quantize a b --obsever mse", "(did you mean '--observer'?)"},
+      {"gateway swpa --config x", "(did you mean 'swap'?)"},
+      {"gateway swop", "unknown 'gateway' command 'swop' (did you mean 'swap'?)"},
+      {"quantize a b --scheme nvfp4a1", "unknown scheme 'nvfp4a1' (did you mean 'nvfp4a16'?)"},
+      {"quantize a b --observer min-max", "unknown observer 'min-max' (did you mean 'minmax'?)"},
+      {"synth --arch qwen3-mo --out x", "unknown --arch 'qwen3-mo' (did you mean 'qwen3-moe'?)"},
+      {"gateway retire --config x --alias a --deploymnet 2", "(did you mean '--deployment'?)"},
+  };
+  for (const auto& [cmd, want] : typos) {
+    EXPECT_EQ(run_cli(cmd, &out, &err), 2) << cmd;
+    EXPECT_NE(err.find(want), std::string::npos) << cmd << ": " << err;
+    EXPECT_EQ(err.find("A subcommand is required"), std::string::npos) << err;
+  }
   EXPECT_EQ(run_cli("frobnicate", &out, &err), 2);
   EXPECT_EQ(err.find("did you mean"), std::string::npos) << err;  // nothing near: no guess
   EXPECT_EQ(run_cli("", &out, &err), 2);
