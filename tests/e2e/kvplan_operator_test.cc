@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -137,6 +138,38 @@ TEST_F(KvplanOperator, DeepSeekV4IsRefusedWithWhatIsMissingAndAHint) {
             3);
   EXPECT_NE(err.find("layer 0 of 32 (jamba) is 'mamba': a recurrent state (Mamba)"), std::string::npos) << err;
   EXPECT_EQ(out.find("sized as plain attention layers"), std::string::npos) << out;
+}
+
+// Every fixture, as plan reads it: sized (exit 0) or refused with what is not modelled (exit 3, "refuses the rest
+// rather than guess"), never another error; a checkpoint inspect calls hybrid is never sized as attention alone
+// (issue 55: Jamba was 32 attention layers), and the recurrent hybrids of the fixtures are refused.
+TEST_F(KvplanOperator, EveryFixtureIsSizedByItsLayersOrRefusedAsUnmodelled) {
+  std::set<std::string> refused;
+  int sized = 0;
+  for (const auto& e : stdfs::directory_iterator(kData)) {
+    if (!stdfs::exists(e.path() / "config.json") || !stdfs::exists(e.path() / "model.safetensors.index.json")) continue;
+    const std::string name = e.path().filename().string();
+    SCOPED_TRACE(name);
+    std::string out, err;
+    const int rc = run_cli("plan --seat s=" + q(e.path().string()) + " --gpu 0=80GiB --json", &out, &err);
+    if (rc == 3) {
+      EXPECT_NE(err.find("refuses the rest rather than guess"), std::string::npos) << err;
+      refused.insert(name);
+      continue;
+    }
+    ASSERT_TRUE(rc == 0 || rc == 1) << err;
+    ++sized;
+    std::string iout, ierr;
+    ASSERT_EQ(run_cli("inspect " + q(e.path().string()) + " --json", &iout, &ierr), 0) << ierr;
+    if (!nlohmann::json::parse(iout)["class"]["hybrid"].get<bool>()) continue;
+    bool state = false;
+    const auto plan = nlohmann::json::parse(out);
+    for (const auto& g : plan["seats"][0]["kv"]["groups"]) state = state || g["kind"] == "mamba_state";
+    EXPECT_TRUE(state) << "a hybrid sized without a state group: " << out.substr(0, 300);
+  }
+  EXPECT_GT(sized, 40);
+  for (const char* n : {"jamba", "falcon_h1", "nemotron_h", "minimax", "deepseek_v4", "llama4-mm"})
+    EXPECT_TRUE(refused.count(n)) << n;
 }
 
 // The text report: the vLLM line says where the version comes from (it printed "vllm_version=;"), memory in binary
