@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/format.h"
 
 namespace fp4forge::quant {
@@ -50,11 +51,27 @@ Status check_unused_patterns(const PatternSet& ps, const std::vector<TensorDecis
     }
     const auto d = std::find_if(decisions.begin(), decisions.end(),
                                 [&](const TensorDecision& x) { return x.name == t || x.cls.module == t; });
-    if (d == decisions.end())
+    if (d == decisions.end()) {
+      // The nearest module name (a typo such as self_atn for self_attn), else none.
+      std::vector<std::string> modules;
+      for (const TensorDecision& x : decisions)
+        if (x.linear_like && !x.cls.module.empty()) modules.push_back(x.cls.module);
       return make_error(Errc::USAGE,
-                        "{} '{}' matches no module of the checkpoint; give a module name as on disk "
+                        "{} '{}' matches no module of the checkpoint{}; give a module name as on disk "
                         "(without '.weight') or re:REGEX",
-                        ps.flag, p.text());
+                        ps.flag, p.text(), util::did_you_mean(t, modules));
+    }
+    // A Linear's weight tensor named instead of its module (q_proj.weight): ignore and force-quantize entries are
+    // module names, as compressed-tensors and vLLM match them. It read "not a Linear weight; nothing to ignore"
+    // and quantized the module (issue 55).
+    if (d->linear_like && d->name == t && !d->cls.module.empty() && d->cls.module != t) {
+      // Named twice, as its module and as its weight: the module's entry decided it.
+      if (std::any_of(ps.pats.begin(), ps.pats.end(), [&](const NamePattern& o) { return o.matches(d->cls.module); }))
+        continue;
+      return make_error(Errc::USAGE, "{} '{}' names the weight tensor of module '{}'; {} takes module names, as "
+                        "quantization_config's ignore list holds them; hint: {} {}",
+                        ps.flag, p.text(), d->cls.module, ps.flag, ps.flag, d->cls.module);
+    }
     if (!ignore)
       return make_error(Errc::USAGE, "{} '{}': '{}' (shape {}) is not a Linear weight; only Linear modules can be "
                         "quantized",

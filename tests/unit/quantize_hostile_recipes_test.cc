@@ -175,7 +175,15 @@ INSTANTIATE_TEST_SUITE_P(
         // a tensor no Linear holds: kept anyway (a warning), or refused for --force-quantize, with its real shape
         PatternCase{"ignore_a_norm", "llama", {"model.norm"}, {}, "warning:'model.norm.weight' (shape [128]) is not a Linear weight"},
         PatternCase{"force_a_norm", "llama", {}, {"model.norm"}, "'model.norm.weight' (shape [128]) is not a Linear weight"},
-        PatternCase{"typo", "llama", {"model.layers.0.mlp.downproj"}, {}, "matches no module of the checkpoint"}),
+        PatternCase{"typo", "llama", {"model.layers.0.mlp.downproj"}, {}, "matches no module of the checkpoint (did "
+                    "you mean 'model.layers.0.mlp.down_proj'?)"},
+        // a Linear's weight tensor named instead of its module: refused with the module's name (it read "not a
+        // Linear weight; nothing to ignore" and quantized the module, issue 55)
+        PatternCase{"ignore_a_weight_tensor", "llama", {"model.layers.0.self_attn.q_proj.weight"}, {},
+                    "'model.layers.0.self_attn.q_proj.weight' names the weight tensor of module "
+                    "'model.layers.0.self_attn.q_proj'; --ignore takes module names"},
+        PatternCase{"force_a_weight_tensor", "llama", {}, {"lm_head.weight"},
+                    "names the weight tensor of module 'lm_head'; --force-quantize takes module names"}),
     [](const auto& i) { return i.param.name; });
 
 TEST(UserPatternsPlan, AnExpertsBlockKeepsThatLayersExperts) {
