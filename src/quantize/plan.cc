@@ -539,6 +539,20 @@ Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
   FP4FORGE_TRY(b.refuse_nothing_quantized());
   b.count_roles();
   b.summarize();
+  if (b.plan.output_bytes > b.plan.source_bytes) {
+    // A release stored in fewer bits than the plan writes (DeepSeek-V4's FP4 experts and FP8 rest, issue 55): the
+    // "quantized" output grows, said with both densities instead of a silent larger folder.
+    std::uint64_t params = 0;
+    for (const auto& t : in.tensors) params += st::shape_numel(t.shape);
+    const double per = params > 0 ? 8.0 / static_cast<double>(params) : 0.0;
+    b.plan.warnings.push_back(fmt::format(
+        "the output ({}) is larger than the source ({}): the source stores {:.2f} bits per parameter, the output "
+        "{:.2f} ({} weights take {:.2f} bits, kept tensors are written in 16 bits); the source is a release in fewer "
+        "bits than {} writes: serve it as it is where vLLM reads its format, or quantize its BF16 original",
+        format_bytes(b.plan.output_bytes), format_bytes(b.plan.source_bytes),
+        static_cast<double>(b.plan.source_bytes) * per, static_cast<double>(b.plan.output_bytes) * per,
+        b.plan.scheme, b.plan.bits_per_weight(), b.plan.scheme));
+  }
   FP4FORGE_TRY(b.check_invariants());
   return std::move(b.plan);
 }

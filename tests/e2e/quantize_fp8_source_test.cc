@@ -247,6 +247,22 @@ TEST_P(Fp8SourceE2E, DryRunDescribesTheSource) {
   }
 }
 
+// An output larger than its source is said, with both densities, whenever the plan writes more bytes than the source
+// holds (DeepSeek-V4's FP4 experts and FP8 rest became a larger "NVFP4" folder with no note, issue 55), and only then.
+TEST_P(Fp8SourceE2E, AnOutputLargerThanTheSourceIsSaid) {
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src()) + " --dry-run --json", &out, &err), 0) << err;
+  const auto j = nlohmann::json::parse(out)["plan"];
+  const bool larger = j["output_bytes"].get<std::uint64_t>() > j["source_bytes"].get<std::uint64_t>();
+  bool said = false;
+  for (const auto& w : j["warnings"])
+    said = said || w.get<std::string>().find("is larger than the source") != std::string::npos;
+  EXPECT_EQ(said, larger) << j["warnings"].dump();
+  if (GetParam() == "dsv4-fp8-fp4") {
+    EXPECT_TRUE(larger);
+  }
+}
+
 /** Issue 30: FP8 weights whose target scheme is their own FP8 form are passed through: the output's `weight` is
  * the source's payload byte for byte, its `weight_scale` the source's scale (the same values, repeated for one
  * scale per tensor), and verify --against proves every one of them lossless. */
