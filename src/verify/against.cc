@@ -429,6 +429,7 @@ struct Against {
 
   void record(TensorError te) {
     ++st.compared_quantized;
+    te.group = s.group_index(te.module);
     const double w = static_cast<double>(te.rows) * static_cast<double>(te.cols);
     if (std::isfinite(te.rel_rms)) {
       sum_w += w;
@@ -953,6 +954,20 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
     st.mean_rel_rms = r.sum_rel / r.sum_w;
     st.mean_ref_rel_rms = r.sum_ref / r.sum_w;
     st.mean_minmax_rel_rms = r.sum_mm / r.sum_w;
+  }
+  if (s.groups.size() > 1) {  // each group's own error, weighted as the means above
+    std::vector<double> w(s.groups.size()), rel(s.groups.size()), mm(s.groups.size());
+    std::vector<std::uint64_t> n(s.groups.size());
+    for (const TensorError& te : st.per_tensor) {
+      if (te.group >= s.groups.size() || !std::isfinite(te.rel_rms)) continue;
+      const double x = static_cast<double>(te.rows) * static_cast<double>(te.cols);
+      w[te.group] += x;
+      rel[te.group] += x * te.rel_rms;
+      mm[te.group] += x * te.minmax_rel_rms;
+      ++n[te.group];
+    }
+    for (std::size_t g = 0; g < s.groups.size(); ++g)
+      if (w[g] > 0) st.group_errors.push_back({s.groups[g].name, n[g], rel[g] / w[g], mm[g] / w[g]});
   }
   std::sort(st.per_tensor.begin(), st.per_tensor.end(),
             [](const TensorError& a, const TensorError& b) { return a.module < b.module; });

@@ -75,6 +75,11 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
     a["reencode_mismatched_rows"] = s.reencode_mismatched_rows;
     a["passthrough_modules"] = s.passthrough_modules;
     a["cast_modules"] = s.cast_modules;
+    Json ge = Json::array();
+    for (const auto& g : s.group_errors)
+      ge.push_back({{"group", g.group}, {"tensors", g.tensors}, {"mean_rel_rms", g.mean_rel_rms},
+                    {"mean_minmax_rel_rms", g.mean_minmax_rel_rms}});
+    a["group_errors"] = std::move(ge);
     a["jobs"] = s.jobs;
     Json w = Json::array();
     for (const auto& e : s.worst) w.push_back(tensor_error_json(e));
@@ -102,9 +107,12 @@ std::string to_text(const VerifyReport& r) {
   if (r.against_format.is_object())
     out += fmt::format("  against an FP8 source, compared as its bf16 expansion: {}\n",
                        esc(r.against_format.value("label", std::string())));
-  out += fmt::format("  scheme {}{} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
+  // Several groups: each on its own line below, with quantize's spellings (not one joined label).
+  const std::string scheme = s.groups.size() > 1 ? fmt::format("{} config groups (below)", s.groups.size())
+                             : esc(s.scheme) + (s.observer.empty() ? std::string() : " (observer " + esc(s.observer) + ")");
+  out += fmt::format("  scheme {} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
                      "quantized share {:.1f}% of {} parameters · {} fused sets\n",
-                     esc(s.scheme), s.observer.empty() ? std::string() : " (observer " + esc(s.observer) + ")", s.tensors,
+                     scheme, s.tensors,
                      s.quantized_modules, s.kept_tensors, s.kept_linear,
                      100.0 * s.quantized_share(), s.total_params, s.fused_sets);
   if (s.groups.size() > 1)  // one line per config group: its scheme and observer paired, with quantize's spellings
@@ -125,11 +133,22 @@ std::string to_text(const VerifyReport& r) {
       out += fmt::format("  {} module(s) cast losslessly from packed FP4: the source's codes, dequantized values "
                          "equal to its expansion\n",
                          s.cast_modules);
-    if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0)
-      out += fmt::format("  observer {}{}: rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs min-max\n",
-                         esc(s.observer), s.groups.size() > 1 ? ", every group's modules together" : "",
-                         s.mean_rel_rms, s.mean_minmax_rel_rms,
-                         100.0 * (s.mean_rel_rms - s.mean_minmax_rel_rms) / s.mean_minmax_rel_rms);
+    if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0) {
+      if (!s.group_errors.empty()) {
+        // One line per group: an NVFP4 group's gain is not averaged with an FP8 group's nothing (issue 55).
+        for (const auto& g : s.group_errors)
+          out += fmt::format("  {} ({} tensors): rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs "
+                             "min-max\n",
+                             esc(g.group), g.tensors, g.mean_rel_rms, g.mean_minmax_rel_rms,
+                             g.mean_minmax_rel_rms > 0
+                                 ? 100.0 * (g.mean_rel_rms - g.mean_minmax_rel_rms) / g.mean_minmax_rel_rms
+                                 : 0.0);
+      } else {
+        out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs min-max\n",
+                           esc(s.observer), s.mean_rel_rms, s.mean_minmax_rel_rms,
+                           100.0 * (s.mean_rel_rms - s.mean_minmax_rel_rms) / s.mean_minmax_rel_rms);
+      }
+    }
     if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0) out += to_text(quality_report(s));
     if (!s.worst.empty()) {
       out += "  worst tensors (rel RMS / reference):\n";

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <regex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -381,6 +382,25 @@ TEST(RecipeStrictGate, AllowAcceptsAKnownWarningKindAndNeverAnError) {
             std::string::npos) << out;
   EXPECT_NE(out.find("(--scheme fp8-dynamic), observer memoryless_minmax (--observer minmax)"), std::string::npos)
       << out;
+  // Each group's error against min-max on its own line, never the two averaged under one label (issue 55 audit:
+  // "every group's modules together" diluted NVFP4's gain with FP8's nothing).
+  EXPECT_NE(out.find("  scheme 2 config groups (below) · "), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\n  group_0 \\(\\d+ tensors\\): rel RMS [0-9.]+ where min-max gives "
+                                                "[0-9.]+: error -[0-9.]+ % vs min-max\\n")))
+      << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\\n  group_1 \\(\\d+ tensors\\): rel RMS [0-9.]+ where min-max gives "
+                                                "[0-9.]+: error \\+0\\.0 % vs min-max\\n")))
+      << out;
+  EXPECT_EQ(out.find("every group's modules together"), std::string::npos) << out;
+  EXPECT_EQ(out.find("scheme FP8_DYNAMIC+NVFP4A16"), std::string::npos) << out;
+  {
+    std::string jo;
+    ASSERT_EQ(run_cli(v + " --allow quant-config-multi-group --json", &jo, &err), 0) << err;
+    const auto ge = nlohmann::json::parse(jo)["stats"]["against"]["group_errors"];
+    ASSERT_EQ(ge.size(), 2u) << jo.substr(0, 400);
+    EXPECT_EQ(ge[0]["group"], "group_0");
+    EXPECT_LT(ge[0]["mean_rel_rms"].get<double>(), ge[0]["mean_minmax_rel_rms"].get<double>());
+  }
   EXPECT_EQ(run_cli(v + " --allow quant-config-multi-group --json", &out, &err), 0) << out << err;
   const auto j = nlohmann::json::parse(out);
   bool seen = false;

@@ -68,6 +68,7 @@ struct TensorError {
   double minmax_rel_rms = 0;   ///< the same for min-max's encoding of W (= ref_rel_rms for a min-max config)
   float global_scale = 0;      ///< weight_global_scale in the checkpoint (NaN outside NVFP4A16)
   float expected_global_scale = 0;  ///< gs from the source amax over the module's fused set (R1; NaN outside NVFP4A16)
+  std::size_t group = 0;       ///< the config group vLLM gives the module (index, file order)
 };
 
 struct VerifyStats {
@@ -115,6 +116,14 @@ struct VerifyStats {
   std::uint64_t cast_modules = 0;
   std::vector<TensorError> per_tensor;  ///< every compared quantized tensor, sorted by module
   std::vector<TensorError> worst;       ///< worst_n by rel_rms / ref_rel_rms, worst first
+  /** With two or more config groups, each group's own error against min-max's (issue 55: the headline averaged an
+   * NVFP4 group's gain with an FP8 group's nothing). File order; parameter-weighted like mean_rel_rms. */
+  struct GroupError {
+    std::string group;  ///< the config group's name
+    std::uint64_t tensors = 0;
+    double mean_rel_rms = 0, mean_minmax_rel_rms = 0;
+  };
+  std::vector<GroupError> group_errors;
 };
 
 struct VerifyReport {
