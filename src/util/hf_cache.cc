@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/strings.h"
 
@@ -260,11 +261,31 @@ Result<Source> resolve(std::string_view arg_view, const EnvLookup& env) {
                           "HF_HUB_CACHE to the cache that holds it",
                           head, cache.dir.string(), cache.how, hint),
               cache.dir);
-  if (!sfs::is_directory(h.repo_dir, ec))
+  if (!sfs::is_directory(h.repo_dir, ec)) {
+    // The cached repo ids: one spelled another way (the Hub matches ids case-insensitively, the cache folder as
+    // downloaded: qwen/qwen3-8b for Qwen/Qwen3-8B) or one a typo away is named first (issue 55: it offered a
+    // download of what the cache holds).
+    std::vector<std::string> cached;
+    for (sfs::directory_iterator it(cache.dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      const std::size_t sep = n.find("--", 8);
+      if (n.rfind("models--", 0) == 0 && sep != std::string::npos && cached.size() < 10'000)
+        cached.push_back(n.substr(8, sep - 8) + "/" + n.substr(sep + 2));
+    }
+    std::string near;
+    for (const std::string& c : cached)
+      if (util::ascii_lower(c) == util::ascii_lower(repo)) near = c;
+    if (near.empty()) near = util::nearest(repo, cached);
+    if (!near.empty())
+      return io(fmt::format("{}: no repo folder '{}' ({}), but the cache holds '{}'; hint: name it as cached, {}{}",
+                            head, h.repo_dir.string(), cache.how, near, near,
+                            rev_given ? "@" + rev : std::string()),
+                h.repo_dir);
     return io(fmt::format("{}: no repo folder '{}' ({}); hint: download it with {}, or set HF_HUB_CACHE to the "
                           "cache that holds it",
                           head, h.repo_dir.string(), cache.how, hint),
               h.repo_dir);
+  }
 
   // Which commit: a 40-hex revision is one (huggingface_hub checks this first), else refs/<revision>.
   if (is_commit(rev)) {

@@ -142,6 +142,12 @@ TEST_F(HfCacheCli, LookupErrorsSayWhereTheyLooked) {
       << err;
   EXPECT_TRUE(contains(err, "hf download acme/not-cached")) << err;
   EXPECT_EQ(Json::parse(out)["error"]["code"], "io");
+  // A repo id the cache holds in another spelling, or a typo away: named as cached, no download offered.
+  EXPECT_EQ(run("inspect ACME/Tiny-Llama", &out, &err), 4);
+  EXPECT_TRUE(contains(err, "but the cache holds 'acme/tiny-llama'; hint: name it as cached, acme/tiny-llama")) << err;
+  EXPECT_FALSE(contains(err, "hf download")) << err;
+  EXPECT_EQ(run("inspect acme/tiny-lama@main", &out, &err), 4);
+  EXPECT_TRUE(contains(err, "hint: name it as cached, acme/tiny-llama@main")) << err;
   EXPECT_EQ(run("verify acme/tiny-llama@v9", &out, &err), 4);
   EXPECT_TRUE(contains(err, "no ref file '" + (repo_.repo_dir / "refs" / "v9").string() + "' (cached refs: main")) << err;
   EXPECT_EQ(run("plan --seat s=acme/not-cached", &out, &err), 4);
