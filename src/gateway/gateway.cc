@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "config_text.h"
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/redact.h"
@@ -106,7 +107,17 @@ Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::str
     if (e.alias == alias) all_of.push_back(&e);
     all += (all.empty() ? "" : ", ") + mask_inline(e.alias);
   }
-  if (all_of.empty()) return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found; aliases: [{}]", path, alias, all);
+  if (all_of.empty()) {
+    // Another case or a typo of an alias the file has (issue 55 audit: `--alias Chat` for `chat`).
+    std::vector<std::string> names;
+    for (const Entry& e : p.entries) names.push_back(e.alias);
+    std::string near;
+    for (const std::string& n : names)
+      if (util::ascii_lower(n) == util::ascii_lower(alias)) near = n;
+    if (near.empty()) near = util::nearest(alias, names);
+    return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found{}; aliases: [{}]", path, alias,
+                      near.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", mask_inline(near)), all);
+  }
   if (deployment.empty()) return all_of;
   std::vector<const Entry*> hit;
   const bool number = deployment.find_first_not_of("0123456789") == std::string::npos;

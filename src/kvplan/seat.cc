@@ -287,7 +287,7 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
       if (!parse_bool(v, a.mm)) return bad("on or off");
     } else if (key == "assume") {
       auto s = parse_quant_scheme(v);
-      if (!s.ok()) return bad("a scheme: " + quant_scheme_names());
+      if (!s.ok()) return seat_error(text, fmt::format("assume={}: {}", v, s.error().message));  // its did-you-mean
       a.assume = *s;
     } else if (key == "recipe") {
       auto r = quant::read_recipe(std::string(v));

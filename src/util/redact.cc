@@ -45,8 +45,15 @@ bool is_secret_name(std::string_view name) {
     prev = c;
   }
   if (!cur.empty()) words.push_back(std::move(cur));
-  for (const std::string& w : words) {
+  // A secret word as a unit or a setting's subject is no secret: `input_cost_per_token` (a price per token),
+  // `session_ttl`, `token_limit` (issue 55 audit: LiteLLM's cost keys were masked).
+  static constexpr std::array<std::string_view, 10> kMeasures{"ttl",    "timeout", "seconds",  "secs",   "limit",
+                                                              "limits", "expiry",  "duration", "budget", "rate"};
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
     if (std::find(kOrdinary.begin(), kOrdinary.end(), w) != kOrdinary.end()) continue;
+    if (i > 0 && words[i - 1] == "per") continue;
+    if (i + 1 < words.size() && std::find(kMeasures.begin(), kMeasures.end(), words[i + 1]) != kMeasures.end()) continue;
     for (auto s : kWords) {
       if (s == "sig" ? w == "sig" : w.find(s) != std::string::npos) return true;
     }

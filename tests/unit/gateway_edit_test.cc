@@ -340,6 +340,15 @@ TEST_F(Gateway, SwapErrorsLeaveTheFileAlone) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
   EXPECT_EQ(r.error().message, cfg_.string() + ": alias 'nope' not found; aliases: [chat, summarizer, openai/*]");
+  // Another case or a typo of an alias the file has: the nearest named.
+  for (const char* typed : {"Chat", "sumarizer"}) {
+    o.alias = typed;
+    r = gateway_swap(cfg_, o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message.find(std::string(typed) == "Chat" ? "not found (did you mean 'chat'?)"
+                                                                  : "not found (did you mean 'summarizer'?)"),
+              std::string::npos) << r.error().message;
+  }
   std::string dup = kConfig;
   dup.replace(dup.find("model_name: summarizer"), 22, "model_name: chat      ");
   write(dup);

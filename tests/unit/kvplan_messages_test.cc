@@ -44,6 +44,14 @@ TEST(KvplanMessages, TheSeatSyntaxLineOnlyWhereTheSyntaxIsWrong) {
   }
 }
 
+// assume= takes the scheme parser's message, its suggestion included (issue 55 audit: `assume=nvfp4` got the list).
+TEST(KvplanMessages, AnUnknownAssumedSchemeGetsTheNearest) {
+  EXPECT_NE(seat_message("x=/m:assume=nvfp4").find("assume=nvfp4: unknown scheme 'nvfp4': did you mean nvfp4a16"),
+            std::string::npos);
+  EXPECT_NE(seat_message("x=/m:assume=fp8-blok").find("unknown scheme 'fp8-blok' (did you mean 'fp8-block'?)"),
+            std::string::npos);
+}
+
 TEST(KvplanMessages, TheGpuSyntaxLineOnlyWhereTheSyntaxIsWrong) {
   for (const char* bad : {"0=96GiB:used=100GiB", "0=96GiB:reserved=96GiB", "0=96GiB:unified=maybe", "0=0GiB"}) {
     const std::string m = gpu_message(bad);

@@ -112,6 +112,10 @@ TEST(Redact, SecretNamesAndShapes) {
   for (const char* n : {"max_tokens", "maxTokens", "num_tokens", "tokenizer", "tokenizer_mode", "keyboard_layout",
                         "keywords", "author", "monkey_patch", "signal", "design_signature_count_x"})
     EXPECT_EQ(util::is_secret_name(n), std::string_view(n) == "design_signature_count_x") << n;
+  // A secret word as a unit or a setting's subject (issue 55 audit: LiteLLM's cost keys were masked).
+  for (const char* n : {"input_cost_per_token", "output_cost_per_token", "session_ttl", "token_limit", "key_expiry"})
+    EXPECT_FALSE(util::is_secret_name(n)) << n;
+  for (const char* n : {"session_token", "session_id", "per_token_key"}) EXPECT_TRUE(util::is_secret_name(n)) << n;
   EXPECT_EQ(util::redact_url("http://u:K3Y@10.0.0.5:8000/v1?key=Q&alt=1"), "http://u:***@10.0.0.5:8000/v1?key=***&alt=1");
 }
 
