@@ -962,10 +962,10 @@ nlohmann::ordered_json to_json(const SynthReport& r) {
 std::string to_text(const SynthReport& r) {
   const std::string what = r.config_source.empty() ? fmt::format("{} {}", r.arch, r.size)
                                                     : fmt::format("{} (the geometry of {})", r.arch, r.config_source);
-  std::string s = fmt::format("wrote {} checkpoint to {}: {} tensors, {} params, {} ({} bytes) in {} shard(s) "
-                              "({:.1f} s)\n",
-                              what, r.out.string(), r.num_tensors, r.total_params, format_bytes(r.total_bytes),
-                              r.total_bytes, r.shards.size(), r.seconds);
+  // One unit family, counts with separators (issue 55 audit: "235093634560 params", "(853248 bytes)").
+  std::string s = fmt::format("wrote {} checkpoint to {}: {} tensors, {} params, {} in {} shard(s) ({:.1f} s)\n",
+                              what, r.out.string(), format_count(r.num_tensors), format_count(r.total_params),
+                              format_bytes(r.total_bytes), r.shards.size(), r.seconds);
   if (r.header_only)
     s += fmt::format("  header-only: {} on disk; tensor data is sparse and reads as zeros (for inspect, doctor and "
                      "plan; not for quantize or serving)\n",

@@ -1,6 +1,7 @@
 // verify's report as text and JSON (verify.h to_json / to_text).
 #include "verify/internal.h"
 
+#include "fp4forge/util/format.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge {
@@ -114,12 +115,12 @@ std::string to_text(const VerifyReport& r) {
                      "quantized share {:.1f}% of {} parameters · {} fused sets\n",
                      scheme, s.tensors,
                      s.quantized_modules, s.kept_tensors, s.kept_linear,
-                     100.0 * s.quantized_share(), s.total_params, s.fused_sets);
+                     100.0 * s.quantized_share(), format_count(s.total_params), s.fused_sets);
   if (s.groups.size() > 1)  // one line per config group: its scheme and observer paired, with quantize's spellings
     for (const std::string& g : s.groups) out += fmt::format("    {}\n", esc(g));
   if (s.text_linear_params > 0)
     out += fmt::format("  text stack: {:.1f}% of {} Linear-like parameters quantized\n", 100.0 * s.text_quantized_share(),
-                       s.text_linear_params);
+                       format_count(s.text_linear_params));
   if (s.against) {
     out += fmt::format("  vs source: {} quantized tensors, rel RMS mean {:.4f} (reference encoding {:.4f}), max {:.4f}; "
                        "{} kept tensors bit-compared; {} rows re-encoded, {} differ\n",

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -260,4 +261,23 @@ TEST(CliContract, DryRunVerboseListsDtypeShapeAndBytes) {
   EXPECT_NE(out.find("model.layers.0.input_layernorm.weight  BF16 [128]  256 B"), std::string::npos) << out;
 }
 }  // namespace
+// The text reports of quantize, synth and verify in one unit family: binary sizes, counts with separators, never a
+// raw byte count or a decimal GB (issue 55 audit: "(853248 bytes)", "235093634560 params", "of 2266368 parameters").
+TEST(CliContract, TextReportsUseOneUnitFamily) {
+  using testutil::kData;
+  using testutil::q;
+  testutil::TempDir t;
+  std::string out, err, all;
+  const std::string src = kData + "/llama";
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q"), &out, &err), 0) << err;
+  all += out;
+  ASSERT_EQ(run_cli("synth --arch llama --size tiny --no-progress --out " + q(t.path / "s"), &out, &err), 0) << err;
+  all += out;
+  ASSERT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(src) + " --no-progress", &out, &err), 0) << out;
+  all += out;
+  EXPECT_FALSE(std::regex_search(all, std::regex("\\d{5,} (bytes|params|parameters|Linear-like)"))) << all;
+  EXPECT_FALSE(std::regex_search(all, std::regex("\\d GB\\b"))) << all;
+  EXPECT_NE(all.find(" params, "), std::string::npos) << all;
+}
+
 }  // namespace fp4forge
