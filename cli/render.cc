@@ -50,12 +50,26 @@ void print_report(const std::string& text) {
   std::fflush(stdout);
 }
 
-// Untrusted text (a repo id, a tensor name, a server's message) reaches the terminal escaped (util::printable).
-void error_line(const std::string& message) { fmt::print(stderr, "fp4forge: error: {}\n", util::printable(message, 16384)); }
+namespace {
 
-void warn(const std::string& message) { fmt::print(stderr, "fp4forge: warning: {}\n", util::printable(message, 16384)); }
+/** One "fp4forge: LEVEL: message" line on stderr: untrusted text (a repo id, a tensor name, a server's message)
+ * escaped (util::printable); on a terminal wrapped at its width, at most util::kReportWidth, as print_report wraps
+ * stdout (issue 55 audit: refusals of 600 columns); to a log or a pipe, one line per message for grep. */
+void stderr_line(std::string_view level, const std::string& message) {
+  const std::string line = fmt::format("fp4forge: {}: {}", level, util::printable(message, 16384));
+  const int cols = ::isatty(STDERR_FILENO) == 1 ? Progress::columns_of(stderr) : 0;
+  fmt::print(stderr, "{}", cols > 0 ? util::wrap_line(line, std::min<std::size_t>(static_cast<std::size_t>(cols),
+                                                                                   util::kReportWidth))
+                                    : line + "\n");
+}
 
-void note(const std::string& message) { fmt::print(stderr, "fp4forge: note: {}\n", util::printable(message, 16384)); }
+}  // namespace
+
+void error_line(const std::string& message) { stderr_line("error", message); }
+
+void warn(const std::string& message) { stderr_line("warning", message); }
+
+void note(const std::string& message) { stderr_line("note", message); }
 
 Result<hf_cache::Source> checkpoint_source(const std::string& arg, bool json) {
   auto src = hf_cache::resolve(arg);

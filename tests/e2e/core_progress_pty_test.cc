@@ -101,6 +101,36 @@ TEST(ReportPty, ProseIsWrappedAtTheTerminalWidth) {
   }
 }
 
+// The error, warning and note lines on stderr too (issue 55 audit: a refusal ran to 600 columns on an 80-column
+// terminal): on a terminal each is wrapped at its width; piped, one line per message.
+TEST(ReportPty, ErrorLinesAreWrappedAtTheTerminalWidth) {
+  const std::vector<std::string> args = {"verify", testutil::kData + "/llama", "--against", testutil::kData + "/llama",
+                                         "--allow", "no-such-kind-at-all"};
+  int st = 0;
+  const std::string seen = run_on_pty(args, 60, &st);
+  std::string piped, err;
+  std::string cmd;
+  for (const auto& a : args) cmd += testutil::q(a) + " ";
+  testutil::run_cli(cmd, &piped, &err);
+  ASSERT_NE(err.find("fp4forge: note: --allow no-such-kind-at-all: no warning of that kind to allow"),
+            std::string::npos) << err;
+  std::size_t long_err = 0;
+  for (std::size_t at = 0, nl; at < err.size(); at = nl + 1) {
+    nl = err.find('\n', at);
+    if (nl == std::string::npos) nl = err.size();
+    if (nl - at > 60) ++long_err;
+  }
+  ASSERT_GT(long_err, 0u) << "the case needs a message over 60 columns: " << err;
+  const std::size_t note = seen.find("fp4forge: note: --allow");
+  ASSERT_NE(note, std::string::npos) << seen;
+  for (std::size_t at = note, nl; at < seen.size(); at = nl + 1) {
+    nl = seen.find_first_of("\r\n", at);
+    if (nl == std::string::npos) nl = seen.size();
+    if (seen.compare(at, 9, "fp4forge:") != 0 && at != note && seen.compare(at, 4, "    ") != 0) break;
+    EXPECT_LE(nl - at, 60u) << "'" << seen.substr(at, nl - at) << "'";
+  }
+}
+
 TEST(ProgressPty, TheBarFitsANarrowTerminal) {
   testutil::TempDir t;
   const std::string out = (t.path / "synth").string();
