@@ -89,7 +89,8 @@ void add_synth(CLI::App& sub, Action& action) {
                  "own size, shards of at most 5 GB as transformers writes them")
       ->excludes(size);
   sub.add_flag("--header-only", opts->header_only,
-               "write shard headers and sparse (zero) data: a 671B layout in megabytes, for inspect, doctor and "
+               "write shard headers and sparse (zero) data: a 235B Qwen3-MoE layout in megabytes (the --arch "
+               "families only), for inspect, doctor and "
                "plan (not for quantize)");
   sub.add_option("--out", opts->out, "output directory (must not exist or be empty, unless --force)")
       ->required();
