@@ -27,7 +27,33 @@ struct DoctorOpts {
   bool strict = false;
   std::vector<std::string> allow;  ///< --allow KIND: warnings of these kinds do not fail --strict
   std::string vllm_version;        ///< --vllm-version: the release the checkpoint will be served on
+  std::string transformers_version;  ///< --transformers-version: the transformers vLLM will read the config with
 };
+
+/** --transformers-version MAJOR.MINOR[.PATCH] (a leading 'v' allowed) as MAJOR * 1000 + MINOR; -1 when not given. */
+Result<int> transformers_version_of(const std::string& v) {
+  if (v.empty()) return -1;
+  std::string_view t = v;
+  if (t.front() == 'v' || t.front() == 'V') t.remove_prefix(1);
+  int major = -1, minor = -1;
+  const std::size_t dot = t.find('.');
+  const auto number = [](std::string_view x) {
+    return !x.empty() && x.size() <= 3 && x.find_first_not_of("0123456789") == std::string_view::npos
+               ? std::stoi(std::string(x))
+               : -1;
+  };
+  if (dot != std::string_view::npos) {
+    major = number(t.substr(0, dot));
+    std::string_view rest = t.substr(dot + 1);
+    const std::size_t dot2 = rest.find('.');
+    minor = number(rest.substr(0, dot2));
+    if (dot2 != std::string_view::npos && number(rest.substr(dot2 + 1)) < 0) minor = -1;
+  }
+  if (major < 1 || minor < 0)
+    return make_error(Errc::USAGE, "--transformers-version '{}': expected a transformers release MAJOR.MINOR or "
+                      "MAJOR.MINOR.PATCH, e.g. 5.14 or 4.57.1", util::printable(v, 40));
+  return major * 1000 + minor;
+}
 
 /** --vllm-version as the minor of vLLM 0.MINOR[.PATCH] (a leading 'v' allowed): the typed option the library takes. */
 Result<int> vllm_minor_of(const std::string& v) {
@@ -58,6 +84,9 @@ int run_doctor_cmd(const DoctorOpts& o) {
   auto minor = vllm_minor_of(o.vllm_version);
   if (!minor) return report_error(minor.error(), o.json);
   opts.vllm_minor = *minor;
+  auto tv = transformers_version_of(o.transformers_version);
+  if (!tv) return report_error(tv.error(), o.json);
+  opts.transformers_version = *tv;
   auto src = checkpoint_source(o.dir, o.json);
   if (!src) return report_error(src.error(), o.json);
   if (!o.mtp_from.empty()) {  // a folder or a repo id in the Hugging Face cache, like DIR
@@ -103,6 +132,9 @@ void add_doctor(CLI::App& sub, Action& action) {
   sub.add_option("--vllm-version", opts->vllm_version,
                  "the vLLM release the checkpoint will be served on (0.MINOR[.PATCH]): what that release cannot build "
                  "is an error, and --fix writes what makes it build (e.g. Gemma-4's flat global keys)");
+  sub.add_option("--transformers-version", opts->transformers_version,
+                 "the transformers release vLLM will read the config with (MAJOR.MINOR[.PATCH]): a config form it "
+                 "cannot read is an error, and --fix writes what it reads (Gemma-4's flat global keys below 5.15)");
   sub.add_option("--allow", opts->allow,
                  "a warning kind this run accepts (repeatable): reported as info, so --strict passes it; an error is "
                  "never allowed");

@@ -282,14 +282,21 @@ void check_both_forms(const Context& ctx, const Json& tc, const Json* plc, bool 
                             "vLLM ≤0.{} with transformers ≤5.14 reads num_global_key_value_heads as None and fails to "
                             "build the full-attention layers, vLLM 0.{}.x with transformers ≥5.15 crashes in "
                             "get_head_size (vllm #51744)", kMin - 1, kMin - 1);
-    f.hint = fmt::format("serve with vLLM ≥0.{}, or let doctor --vllm-version 0.N --fix (N < {}) write the flat keys "
+    f.hint = fmt::format("serve with vLLM ≥0.{}, or let doctor --vllm-version 0.N --fix (N < {}; or "
+                         "--transformers-version 5.N, N < 15) write the flat keys "
                          "from the tensors and remove the then redundant per_layer_config (transformers ≥5.15 "
                          "re-synthesizes it from the flat keys on load)", kMin, kMin);
     // With a target release that cannot build the form (doctor --vllm-version, issue 55): an error, fixed by the flat
     // keys the tensors prove (the fix re-proves, on the file, that per_layer_config then only repeats them).
-    if (ctx.vllm_minor >= 0 && ctx.vllm_minor < kMin) {
+    // The same with a target transformers that cannot read per_layer_config (≤ 5.14, as vLLM ≤ 0.27 pins it).
+    const bool old_vllm = ctx.vllm_minor >= 0 && ctx.vllm_minor < kMin;
+    const bool old_transformers = ctx.transformers_version >= 0 && ctx.transformers_version < 5015;
+    if (old_vllm || old_transformers) {
       f.severity = Severity::ERROR;
-      f.message += fmt::format("; the target, vLLM 0.{}, is one of those", ctx.vllm_minor);
+      if (old_vllm) f.message += fmt::format("; the target, vLLM 0.{}, is one of those", ctx.vllm_minor);
+      if (old_transformers)
+        f.message += fmt::format("; the target, transformers {}.{}, is one of those", ctx.transformers_version / 1000,
+                                 ctx.transformers_version % 1000);
       const GlobalKvDerivation der = derive_global_kv(ctx, ctx.config);
       if (der.problem.empty()) {
         f.tensors = der.evidence;

@@ -338,7 +338,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   fs::PathLock lock;
   std::error_code ec;
   if (opts.fix && !opts.dry_run && std::filesystem::is_directory(dir, ec)) FP4FORGE_TRY(lock.acquire(dir));
-  FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}, false, opts.vllm_minor}));
+  FP4FORGE_ASSIGN_OR_RETURN(auto d, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}, false, opts.vllm_minor, opts.transformers_version}));
   rep.family = std::string(family_name(d->ctx.info.family));
   rep.architecture = d->ctx.info.architecture;
   rep.quantized = d->ctx.quantized;
@@ -386,7 +386,7 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
   }
   if (opts.dry_run || rep.changes.empty()) return rep;
   d.reset();  // release the mappings before re-reading
-  FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}, false, opts.vllm_minor}));
+  FP4FORGE_ASSIGN_OR_RETURN(auto again, diagnose(dir, DiagnoseOptions{opts.tokenizer, {}, false, opts.vllm_minor, opts.transformers_version}));
   rep.remaining = again->findings;
   return rep;
 }

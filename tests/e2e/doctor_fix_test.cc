@@ -213,6 +213,45 @@ TEST(DoctorFixE2E, PerLayerConfigOnlyUnderAnOldVllmTarget) {
     CliRun r = run_cli("doctor " + q.dir().string() + " --vllm-version " + bad);
     EXPECT_EQ(r.rc, 2) << bad;
   }
+  for (const char* bad : {"5", "5.", "x.14", "latest", "5.14.x", "0.9"}) {
+    CliRun r = run_cli("doctor " + q.dir().string() + " --transformers-version " + bad);
+    EXPECT_EQ(r.rc, 2) << bad;
+  }
+}
+
+// --transformers-version: a target that cannot read per_layer_config (≤ 5.14) makes the per_layer_config-only form an
+// error whose --fix writes the flat keys, as an old vLLM target does (issue 55 audit: the option did not exist).
+TEST(DoctorFixE2E, PerLayerConfigOnlyUnderAnOldTransformersTarget) {
+  exercise({"per_layer_config only, transformers 5.14", "gemma4-dense-mm", "gemma4-per-layer-config-only",
+            "config.json", [](Fixture&) {}, 1, 0,
+            [](const Fixture&, const std::string&, const std::string& after) {
+              const Json a = Json::parse(after);
+              EXPECT_EQ(a["text_config"]["global_head_dim"], 64);
+              EXPECT_FALSE(a["text_config"].contains("per_layer_config"));
+            },
+            "--transformers-version 5.14"});
+  for (const char* flags : {"--transformers-version 5.15", "--transformers-version v5.17.0"}) {
+    SCOPED_TRACE(flags);
+    Fixture fx("gemma4-dense-mm");
+    int rc = 0;
+    Json j = run_json(fx, std::string("--fix ") + flags, &rc);
+    EXPECT_EQ(rc, 0) << j.dump(2);
+    for (const auto& f : j["findings"]) {
+      if (f["kind"] == "gemma4-per-layer-config-only") {
+        EXPECT_EQ(f["severity"], "info");
+      }
+    }
+  }
+  Fixture fx("gemma4-dense-mm");
+  int rc = 0;
+  Json j = run_json(fx, "--transformers-version 4.57.1", &rc);
+  EXPECT_EQ(rc, 1);
+  bool said = false;
+  for (const auto& f : j["findings"])
+    said = said || (f["kind"] == "gemma4-per-layer-config-only" &&
+                    f["message"].get<std::string>().find("the target, transformers 4.57, is one of those") !=
+                        std::string::npos);
+  EXPECT_TRUE(said) << j.dump(2);
 }
 
 TEST(DoctorFixE2E, PerLayerConfigRedundant) {

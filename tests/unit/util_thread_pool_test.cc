@@ -34,7 +34,9 @@ TEST(ThreadPoolParallelFor, ABodysExceptionIsRethrownOnTheCallerAndTheRestSkippe
                               }),
                  std::bad_alloc);
     EXPECT_LT(ran.load(), 10000);  // what was queued after the failure did not run
-    EXPECT_GE(ran.load(), 4);
+    // One worker runs the indices in order, so 0..3 ran; several may start index 3 before 0..2, which are then
+    // skipped as not yet started (the flake seen under load: ran < 4 is the documented behaviour there).
+    EXPECT_GE(ran.load(), threads == 1 ? 4 : 1);
     // The pool is whole afterwards: the next loop runs every index.
     std::atomic<int> after{0};
     parallel_for(pool, 64, [&](std::size_t) { after.fetch_add(1); });

@@ -47,6 +47,8 @@ struct Context : ShapeContext {
   bool as_source = false;
   /** doctor --vllm-version 0.MINOR: the release the checkpoint will be served on; -1 = not said. */
   int vllm_minor = -1;
+  /** doctor --transformers-version MAJOR.MINOR as MAJOR * 1000 + MINOR; -1 = not said. */
+  int transformers_version = -1;
 };
 
 /** Completes a Context whose dir, config and tensors are set: init_shape_context, and whether the checkpoint is
@@ -69,6 +71,10 @@ struct DiagnoseOptions {
    * architecture that release cannot build is then an error instead of a note about newer releases
    * (`architecture-needs-recent-vllm`, `gemma4-per-layer-config-only`, whose fix then writes the flat keys). */
   int vllm_minor = -1;
+  /** doctor --transformers-version: the transformers MAJOR * 1000 + MINOR vLLM will load the config with (-1: not
+   * said). A config form that release cannot read is then an error (`gemma4-per-layer-config-only` below 5.15,
+   * whose fix writes the flat keys). */
+  int transformers_version = -1;
 };
 
 /** The checkpoint opened, the context the checks saw, and their findings (errors, warnings, info; check order

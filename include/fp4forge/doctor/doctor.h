@@ -68,6 +68,9 @@ struct DoctorOptions {
   /** --vllm-version 0.MINOR: the release the checkpoint will be served on (-1: not said); what it cannot build is an
    * error (DiagnoseOptions::vllm_minor). */
   int vllm_minor = -1;
+  /** doctor --transformers-version MAJOR.MINOR as MAJOR * 1000 + MINOR (-1: not said): a config form that release
+   * cannot read is an error (DiagnoseOptions::transformers_version). */
+  int transformers_version = -1;
 };
 
 /** A fix that was due but refused because its precondition did not hold at fix time. */
