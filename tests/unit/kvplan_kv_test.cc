@@ -578,11 +578,8 @@ TEST(KvplanHybrids, UnmodelledStateLayersAreRefusedNeverSizedAsAttention) {
   {
     Json c = base("olmo_hybrid");
     c["layer_types"] = {"linear_attention", "full_attention", "linear_attention", "full_attention"};
-    c["linear_num_key_heads"] = 2;
-    c["linear_num_value_heads"] = 4;
-    c["linear_key_head_dim"] = 16;
-    c["linear_value_head_dim"] = 16;
-    c["linear_conv_kernel_dim"] = 4;
+    c.update({{"linear_num_key_heads", 2}, {"linear_num_value_heads", 4}, {"linear_key_head_dim", 16},
+              {"linear_value_head_dim", 16}, {"linear_conv_kernel_dim", 4}});
     auto info = read_model_info(c);
     ASSERT_TRUE(info.ok());
     auto l = build_kv_layout(*info, c, {});
