@@ -210,11 +210,8 @@ Status read_layers(const ModelInfo& info, const Json& text, const KvOptions& opt
       // Outside the GatedDeltaNet families, the formula applies where the config gives GatedDeltaNet's geometry
       // (OLMo hybrid: linear_num_key_heads, ..., linear_conv_kernel_dim); other linear attention (MiniMax's
       // lightning, Kimi's KDA, Nemotron-H's Mamba-2 layers as transformers 5.x names them) is refused.
-      if (info.spec().mixer != Mixer::GATED_DELTANET && (hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || kc <= 0)) {
-        bool mamba = false;
-        for (const auto& [k, v] : text.items()) mamba = mamba || k.rfind("mamba_", 0) == 0 || k == "ssm_state_size";
-        return unmodelled_layer_type(info, i, mamba ? "linear_attention (Mamba)" : t);
-      }
+      if (info.spec().mixer != Mixer::GATED_DELTANET && (hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || kc <= 0))
+        return unmodelled_layer_type(info, i, info.recurrent_state_keys ? "linear_attention (Mamba)" : t);
       if (hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || kc <= 0)
         return make_error(Errc::BAD_INPUT, "config.json: layer {} is linear_attention but linear_num_key_heads"
                           "/linear_num_value_heads/linear_key_head_dim/linear_value_head_dim/"

@@ -123,20 +123,17 @@ std::vector<std::int64_t> int_list(const Json& j, std::string_view key) {
   return out;
 }
 
-/** The recurrent-state keys a config names (Mamba's mamba_* / ssm_* / state_size, RWKV's rescale_every,
- * RecurrentGemma's lru_width, ...), joined for a message; empty when it names none. */
-std::string state_keys(const Json& text) {
+/** Whether a config names recurrent-state keys (Mamba's mamba_* / ssm_* / state_size, RWKV's rescale_every,
+ * RecurrentGemma's lru_width, ...) with a value. */
+bool has_state_keys(const Json& text) {
   static constexpr std::string_view kExact[] = {"state_size",  "d_state",    "time_step_rank", "rescale_every",
                                                 "lru_width",   "ssm_cfg",    "conv_L_cache"};
-  std::string keys;
   for (const auto& [k, v] : text.items()) {
     const bool prefixed = k.rfind("mamba_", 0) == 0 || k.rfind("ssm_", 0) == 0;
     const bool exact = std::find(std::begin(kExact), std::end(kExact), k) != std::end(kExact);
-    if (!(prefixed || exact) || v.is_null()) continue;
-    if (!keys.empty()) keys += ", ";
-    keys += k;
+    if ((prefixed || exact) && !v.is_null()) return true;
   }
-  return keys;
+  return false;
 }
 
 /** Layer types of hybrids the registry has no entry for, as transformers derives them (issue 55: Jamba was
@@ -193,7 +190,7 @@ bool hybrid_layer_types(const Json& text, ModelInfo& m, std::size_t n) {
                           : "full_attention");
     return true;
   }
-  if (m.family != Family::UNKNOWN || state_keys(text).empty()) return false;
+  if (m.family != Family::UNKNOWN || !m.recurrent_state_keys) return false;
   const bool rwkv = has_non_null(text, "rescale_every");
   const std::string state = rwkv ? "rwkv" : "mamba";
   lt.assign(n, m.num_heads > 0 && !rwkv ? "attention+" + state : state);
@@ -203,6 +200,7 @@ bool hybrid_layer_types(const Json& text, ModelInfo& m, std::size_t n) {
 /** layer_types as written (each a string), or as transformers derives it for the family (GatedDeltaNet
  * intervals, Granite-4's layers_block_type, Gemma-4's sliding pattern, else all full attention). */
 Status read_layer_types(const Json& text, const FamilySpec& spec, ModelInfo& m) {
+  m.recurrent_state_keys = has_state_keys(text);
   // Layer types.
   if (auto it = text.find("layer_types"); it != text.end() && !it->is_null()) {
     if (!it->is_array())

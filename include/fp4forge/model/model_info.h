@@ -66,6 +66,9 @@ struct ModelInfo {
   std::vector<std::string> layer_types;  ///< per decoder layer; synthesized when absent
   // --- additions (model engineer) ---
   bool layer_types_synthesized = false;          ///< layer_types was absent and built from interval/pattern
+  /** config.json names recurrent-state keys (mamba_*, ssm_*, state_size, rescale_every, lru_width, ...): the
+   * one reading of them, for the derived layer types and plan's refusal wording. */
+  bool recurrent_state_keys = false;
   std::int64_t full_attention_interval = 0;      ///< Qwen3.5/Qwen3-Next (0 when absent)
   bool enable_moe_block = false;                 ///< Gemma-4 `enable_moe_block` / `use_second_mlp_block`
   bool has_per_layer_config = false;             ///< Gemma-4 `per_layer_config` present (transformers >=5.15)
