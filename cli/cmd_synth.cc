@@ -82,6 +82,8 @@ void add_synth(CLI::App& sub, Action& action) {
   std::string archs, sizes;
   for (auto a : synth_archs()) archs += (archs.empty() ? "" : ", ") + std::string(a);
   for (auto s : synth_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::string(s);
+  std::string by_rule;
+  for (auto f : synth_rule_families()) by_rule += (by_rule.empty() ? "" : ", ") + std::string(f);
   sub.add_option("--arch", opts->arch, "family layout: " + archs + " (with --config: read from the config)");
   auto* size = sub.add_option("--size", opts->size, "geometry: " + sizes + " (default tiny; 8b is ~15 GiB)");
   sub.add_option("--config", opts->config,
@@ -89,9 +91,9 @@ void add_synth(CLI::App& sub, Action& action) {
                  "own size, shards of at most 5 GB as transformers writes them")
       ->excludes(size);
   sub.add_flag("--header-only", opts->header_only,
-               "write shard headers and sparse (zero) data: a 235B Qwen3-MoE layout in megabytes (the --arch "
-               "families only), for inspect, doctor and "
-               "plan (not for quantize)");
+               "write shard headers and sparse (zero) data: a 671B DeepSeek-V3 or 235B Qwen3-MoE layout in "
+               "megabytes (the --arch families, and with --config also " + by_rule +
+                   "), for inspect, doctor and plan (not for quantize)");
   sub.add_option("--out", opts->out, "output directory (must not exist or be empty, unless --force)")
       ->required();
   sub.add_option("--seed", opts->seed, "random seed (same seed, same bytes)");

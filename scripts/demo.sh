@@ -26,6 +26,8 @@ stage "a seat at a real model's size without its weights: synth --config reads Q
   "$BIN" synth --config "$EXS/qwen3-235b-a22b" --header-only --out "$WORK/q235"
 stage "plan that seat as NVFP4A16 across two 96 GB cards (tensor parallel 2)" \
   "$BIN" plan --seat q235="$WORK/q235:assume=nvfp4a16,tp=2,gpu=0+1,max_model_len=32768" --gpu 0=96GiB --gpu 1=96GiB
+stage "any family synth lays out by rule, at its real size: DeepSeek-V3 as published (MLA, 3 dense + 58 MoE layers of 256 experts, its MTP layer), header-only: 684,489,845,504 parameters (671B + the 14B MTP layer) in a few MiB, planned as NVFP4A16 on eight 141 GB cards" \
+  bash -c '"$0" synth --config "$1/deepseek-v3" --header-only --no-progress --out "$2/dsv3" && "$0" plan --seat "dsv3=$2/dsv3:assume=nvfp4a16,tp=8,gpu=0+1+2+3+4+5+6+7,max_model_len=65536" $(for i in 0 1 2 3 4 5 6 7; do printf -- "--gpu %s=143771MiB " "$i"; done) | sed -n "1,16p"' "$BIN" "$EXS" "$WORK"
 EX=$(cd "$(dirname "$0")/.." && pwd)/examples/plan
 stage "today's seats under vLLM 0.34 rules (the newest modelled; each seat says how far its flags move it) and their picture (--svg: each seat numbered on the bar, a legend of every part): a Gemma-4 31B (sliding + global layers, k_eq_v) and a Qwen3.6-27B (GatedDeltaNet hybrid), NVFP4-sized weights, fp8 KV at 256K tokens, on one 96 GB RTX PRO 6000 (the model runner decides whether CUDA graphs come out of the budget)" \
   "$BIN" plan --seat "gemma4-31b=$EX/gemma-4-31b:weights=19GiB,kv_cache_dtype=fp8,max_model_len=256K,gpu_memory_utilization=0.52" \

@@ -621,6 +621,12 @@ bool header_only_synth(const Checkpoint& ck) noexcept {
 std::span<const std::string_view> synth_archs() noexcept { return kArchs; }
 std::span<const std::string_view> synth_sizes() noexcept { return kSizes; }
 
+std::vector<std::string_view> synth_rule_families() {
+  std::vector<std::string_view> ids;
+  for (Family f : synth_detail::registry_layout_families()) ids.push_back(family_spec(f).id);
+  return ids;
+}
+
 void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t first,
                      std::span<std::uint16_t> out) {
   const std::uint64_t key = tensor_key(seed, name);
@@ -637,6 +643,41 @@ void synth_fill_bf16(std::uint64_t seed, std::string_view name, std::uint64_t fi
 }
 
 namespace {
+
+/** Shard assignment as transformers does it: fill in order up to `limit`; a group (MTP) gets its own file. Sets the
+ * plan's tensors, shards and totals. */
+void assign_shards(SynthPlan& p, std::vector<SynthTensor> t, std::uint64_t limit) {
+  std::vector<std::vector<std::size_t>> shards;
+  std::uint64_t cur = 0;
+  std::vector<std::size_t> grouped;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (!t[i].shard.empty()) {
+      grouped.push_back(i);
+      continue;
+    }
+    const std::uint64_t bytes = st::shape_numel(t[i].shape) * 2;
+    if (shards.empty() || (cur > 0 && cur + bytes > limit)) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().push_back(i);
+    cur += bytes;
+  }
+  const std::size_t n = shards.size();
+  for (std::size_t s = 0; s < n; ++s) {
+    p.shards.push_back(fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, n));
+    for (std::size_t i : shards[s]) t[i].shard = p.shards.back();
+  }
+  if (!grouped.empty()) {
+    p.shards.push_back("model-mtp.safetensors");
+    for (std::size_t i : grouped) t[i].shard = p.shards.back();
+  }
+  for (const auto& x : t) {
+    p.total_params += st::shape_numel(x.shape);
+    p.total_bytes += st::shape_numel(x.shape) * 2;
+  }
+  p.tensors = std::move(t);
+}
 
 /** The checkpoint of `arch` at geometry `g`: tensors, configs and shard assignment (no I/O). */
 SynthPlan plan_geometry(std::string_view arch, std::string_view size, const Geo& g, std::uint64_t max_shard_bytes) {
@@ -663,39 +704,7 @@ SynthPlan plan_geometry(std::string_view arch, std::string_view size, const Geo&
     p.processor_config = qwen_processor(g);
   }
   p.generation_config = generation_config(p.config);
-
-  // Shard assignment as transformers does it: fill in order up to the limit; a group (MTP) gets its own file.
-  const std::uint64_t limit = max_shard_bytes > 0 ? max_shard_bytes : g.shard_bytes;
-  std::vector<std::vector<std::size_t>> shards;
-  std::uint64_t cur = 0;
-  std::vector<std::size_t> grouped;
-  for (std::size_t i = 0; i < b.t.size(); ++i) {
-    if (!b.t[i].shard.empty()) {
-      grouped.push_back(i);
-      continue;
-    }
-    const std::uint64_t bytes = st::shape_numel(b.t[i].shape) * 2;
-    if (shards.empty() || (cur > 0 && cur + bytes > limit)) {
-      shards.emplace_back();
-      cur = 0;
-    }
-    shards.back().push_back(i);
-    cur += bytes;
-  }
-  const std::size_t n = shards.size();
-  for (std::size_t s = 0; s < n; ++s) {
-    p.shards.push_back(fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, n));
-    for (std::size_t i : shards[s]) b.t[i].shard = p.shards.back();
-  }
-  if (!grouped.empty()) {
-    p.shards.push_back("model-mtp.safetensors");
-    for (std::size_t i : grouped) b.t[i].shard = p.shards.back();
-  }
-  for (const auto& t : b.t) {
-    p.total_params += st::shape_numel(t.shape);
-    p.total_bytes += st::shape_numel(t.shape) * 2;
-  }
-  p.tensors = std::move(b.t);
+  assign_shards(p, std::move(b.t), max_shard_bytes > 0 ? max_shard_bytes : g.shard_bytes);
   return p;
 }
 
@@ -730,8 +739,32 @@ Result<SynthPlan> plan_synth_from_config(const nlohmann::ordered_json& config, s
   if (!arch.empty()) {
     FP4FORGE_ASSIGN_OR_RETURN(arch, canonical_arch(arch));
   }
-  FP4FORGE_ASSIGN_OR_RETURN(synth_detail::ConfigGeometry cg, synth_detail::geometry_from_config(arch, config));
-  return plan_geometry(cg.arch, "config", cg.geo, max_shard_bytes);
+  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo m, read_model_info(config));
+  if (!synth_detail::registry_layout_family(m.family)) {
+    FP4FORGE_ASSIGN_OR_RETURN(synth_detail::ConfigGeometry cg, synth_detail::geometry_from_config(arch, m, config));
+    return plan_geometry(cg.arch, "config", cg.geo, max_shard_bytes);
+  }
+  // A family laid out by rule: the config itself is written (it is the model's), its tensors by the rule.
+  const std::string_view id = m.spec().id;
+  if (!arch.empty())
+    return make_error(Errc::USAGE, "--arch {} does not match the config, which is a {} checkpoint; hint: leave "
+                      "--arch out with --config", arch, id);
+  FP4FORGE_ASSIGN_OR_RETURN(std::vector<SynthTensor> tensors, synth_detail::registry_layout(m, config));
+  SynthPlan p;
+  p.arch = std::string(id);
+  p.size = "config";
+  p.config = config;
+  if (p.config.erase("quantization_config") > 0)
+    p.notes.push_back("the config's quantization_config is not written: synth writes BF16 weights");
+  for (const char* k : {"torch_dtype", "dtype"})
+    if (p.config.contains(k) && p.config[k] != "bfloat16") {
+      p.notes.push_back(fmt::format("config '{}' {} is written as \"bfloat16\" (synth writes BF16 weights)", k,
+                                    p.config[k].dump()));
+      p.config[k] = "bfloat16";
+    }
+  p.generation_config = generation_config(p.config);
+  assign_shards(p, std::move(tensors), max_shard_bytes > 0 ? max_shard_bytes : 5'000'000'000ULL);
+  return p;
 }
 
 namespace {
@@ -833,6 +866,7 @@ Result<SynthReport> synth_checkpoint(const SynthOptions& opts) {
   rep.total_bytes = plan.total_bytes;
   rep.shards = plan.shards;
   rep.header_only = opts.header_only;
+  rep.notes = plan.notes;
   rep.config_source = opts.config ? opts.config_source : std::string();
   rep.bytes_on_disk = on_disk;
 
@@ -956,6 +990,7 @@ nlohmann::ordered_json to_json(const SynthReport& r) {
   j["header_only"] = r.header_only;
   j["config"] = r.config_source.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.config_source);
   j["bytes_on_disk"] = r.bytes_on_disk;
+  j["notes"] = r.notes;
   return j;
 }
 
@@ -970,6 +1005,7 @@ std::string to_text(const SynthReport& r) {
     s += fmt::format("  header-only: {} on disk; tensor data is sparse and reads as zeros (for inspect, doctor and "
                      "plan; not for quantize or serving)\n",
                      format_bytes(r.bytes_on_disk));
+  for (const auto& n : r.notes) s += fmt::format("  note: {}\n", n);
   return s;
 }
 

@@ -150,10 +150,10 @@ Result<std::string> arch_of(const ModelInfo& m) {
     default: break;
   }
   return make_error(Errc::BAD_INPUT,
-                    "config.json: family '{}' (model_type '{}'): synth lays out llama, qwen3_moe, gemma4 and "
-                    "qwen3_5 / qwen3_5_moe only; hint: plan sizes any registered family from its config alone "
-                    "(fp4forge plan --seat NAME=DIR)",
-                    family_name(m.family), m.model_type);
+                    "config.json: family '{}' (model_type '{}'): synth lays out llama, qwen3_moe, gemma4, "
+                    "qwen3_5 / qwen3_5_moe and {} only; hint: plan sizes any registered family from its config "
+                    "alone (fp4forge plan --seat NAME=DIR)",
+                    family_name(m.family), m.model_type, fmt::join(synth_rule_families(), ", "));
 }
 
 Result<Geo> geo_of(std::string_view arch, const ModelInfo& m, const OJson& config) {
@@ -176,6 +176,11 @@ Result<Geo> geo_of(std::string_view arch, const ModelInfo& m, const OJson& confi
                                          {"num_experts_per_tok / top_k_experts", m.experts_per_tok}}));
   }
   if (arch == "llama" || arch == "qwen3-moe") {
+    // A multimodal release around a Llama text stack (LLaVA, Idefics3, SmolVLM) has its tower and other names.
+    if (m.wrapper || m.has_vision_config || m.has_audio_config)
+      return not_laid_out(arch, m.has_audio_config ? "audio_config" : "vision_config",
+                          fmt::format("is set (a multimodal release, {})",
+                                      m.architecture.empty() ? m.model_type : m.architecture));
     if (arch == "llama") FP4FORGE_TRY(require_positive(arch, {{"intermediate_size", m.intermediate_size}}));
     if (arch == "qwen3-moe") {
       if (const auto it = t.find("mlp_only_layers"); it != t.end() && it->is_array() && !it->empty())
@@ -225,8 +230,7 @@ Result<Geo> geo_of(std::string_view arch, const ModelInfo& m, const OJson& confi
 
 }  // namespace
 
-Result<ConfigGeometry> geometry_from_config(std::string_view requested, const OJson& config) {
-  FP4FORGE_ASSIGN_OR_RETURN(ModelInfo m, read_model_info(config));
+Result<ConfigGeometry> geometry_from_config(std::string_view requested, const ModelInfo& m, const OJson& config) {
   FP4FORGE_ASSIGN_OR_RETURN(std::string detected, arch_of(m));
   if (!requested.empty() && detected != requested)
     return make_error(Errc::USAGE, "--arch {} does not match the config, which is a {} checkpoint; hint: leave "

@@ -3,6 +3,7 @@
 // a synth family read back into the same record (--config). Internal to the model module (synth.cc and
 // synth_geometry.cc).
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/core/error.h"
+#include "fp4forge/model/model_info.h"
+#include "fp4forge/model/registry.h"
+#include "fp4forge/model/synth.h"
 
 namespace fp4forge::synth_detail {
 
@@ -46,6 +50,16 @@ struct ConfigGeometry {
  * faithfully (a feature of the family the layout does not write, e.g. Gemma-4 per-layer inputs or KV-shared
  * layers), naming the key; never a silent approximation.
  */
-Result<ConfigGeometry> geometry_from_config(std::string_view arch, const nlohmann::ordered_json& config);
+Result<ConfigGeometry> geometry_from_config(std::string_view arch, const ModelInfo& m,
+                                            const nlohmann::ordered_json& config);
+
+/** True for the decoder-only registry families laid out by one rule over their registry row (synth_decoder.cc):
+ * Mistral, Phi-3, Qwen2, Qwen3, Mixtral, Qwen2-MoE, DeepSeek-V2/V3, GLM-4.5 MoE. */
+bool registry_layout_family(Family f) noexcept;
+std::span<const Family> registry_layout_families() noexcept;
+/** The tensors of such a family at the config's geometry, in module order; MTP layers carry the group "mtp" in
+ * `shard` (their own file). BAD_INPUT naming a config feature the rule does not write (a tower, a bias, the
+ * DeepSeek-V3.2 indexer, another class of the family) or a width that is not positive. */
+Result<std::vector<SynthTensor>> registry_layout(const ModelInfo& m, const nlohmann::ordered_json& config);
 
 }  // namespace fp4forge::synth_detail

@@ -133,9 +133,10 @@ TEST(SynthConfig, WhatTheLayoutCannotWriteIsRefusedByName) {
   };
   std::string out, err;
   // A family synth has no layout for.
-  EXPECT_EQ(run_cli("synth --config " + q(kData + "/deepseek_v3/config.json") + " --out " + q(t.path / "a"), &out, &err),
+  EXPECT_EQ(run_cli("synth --config " + q(kData + "/gpt_oss/config.json") + " --out " + q(t.path / "a"), &out, &err),
             3);
-  EXPECT_NE(err.find("synth lays out llama, qwen3_moe, gemma4 and qwen3_5"), std::string::npos) << err;
+  EXPECT_NE(err.find("synth lays out llama, qwen3_moe, gemma4, qwen3_5 / qwen3_5_moe and mistral, phi3"),
+            std::string::npos) << err;
   EXPECT_NE(err.find("fp4forge plan"), std::string::npos) << err;
   // A multimodal family's text config alone.
   EXPECT_EQ(run_cli("synth --config " + q(kData + "/qwen3_5-dense/config.json") + " --out " + q(t.path / "b"), &out, &err),
@@ -214,6 +215,51 @@ TEST(SynthConfig, AHeaderOnlyCheckpointIsNeverQuantized) {
   EXPECT_NE(err.find("quantizing it would write a model of zeros"), std::string::npos) << err;
   EXPECT_EQ(run_cli("inspect " + q(o), &out, &err), 0) << err;
   EXPECT_EQ(run_cli("plan --seat s=" + q(o) + " --gpu 0=80GiB", &out, &err), 0) << err;
+}
+
+// The families laid out by rule (synth_decoder.cc) at a real size: DeepSeek-V3 as published, header-only, is the
+// 671B + 14B MTP checkpoint inspect, doctor and plan read as the release (doctor's only finding: header-only-weights),
+// and each rule family's fixture written with values is a checkpoint doctor finds clean.
+TEST(SynthConfig, RuleFamiliesAtRealSizeReadAsTheRelease) {
+  TempDir t;
+  const Json ds = {{"architectures", {"DeepseekV3ForCausalLM"}}, {"model_type", "deepseek_v3"},
+                   {"hidden_size", 7168}, {"intermediate_size", 18432}, {"moe_intermediate_size", 2048},
+                   {"num_hidden_layers", 61}, {"num_attention_heads", 128}, {"num_key_value_heads", 128},
+                   {"n_routed_experts", 256}, {"n_shared_experts", 1}, {"num_experts_per_tok", 8},
+                   {"first_k_dense_replace", 3}, {"q_lora_rank", 1536}, {"kv_lora_rank", 512},
+                   {"qk_nope_head_dim", 128}, {"qk_rope_head_dim", 64}, {"v_head_dim", 128}, {"vocab_size", 129280},
+                   {"num_nextn_predict_layers", 1}, {"tie_word_embeddings", false},
+                   {"max_position_embeddings", 163840},
+                   {"quantization_config", {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}}}};
+  std::ofstream(t.path / "ds.json") << ds.dump(2);
+  const stdfs::path o = t.path / "ds";
+  const Json r = synth_json("--config " + q(t.path / "ds.json") + " --header-only --no-progress --out " + q(o));
+  ASSERT_TRUE(r.value("ok", false));
+  EXPECT_EQ(r["arch"], "deepseek_v3");
+  EXPECT_EQ(r["params"].get<std::uint64_t>(), 684'489'845'504ULL);
+  ASSERT_EQ(r["notes"].size(), 1u);
+  EXPECT_LT(allocated(o), 64u << 20);
+  std::string out, err;
+  ASSERT_EQ(run_cli("inspect " + q(o) + " --json", &out, &err), 0) << err;
+  EXPECT_EQ(Json::parse(out)["class"]["name"], "moe");
+  ASSERT_EQ(run_cli("doctor " + q(o) + " --json", &out, &err), 1) << out << err;
+  for (const auto& f : Json::parse(out)["findings"])
+    if (f["severity"] == "error" || f["severity"] == "warning") {
+      EXPECT_EQ(f["kind"], "header-only-weights") << f.dump();
+    }
+  ASSERT_EQ(run_cli("plan --seat ds=" + q(o) + ":tp=8,max_model_len=32768 --json", &out, &err), 0) << err;
+  const Json plan = Json::parse(out);
+  ASSERT_EQ(plan["seats"].size(), 1u);
+  EXPECT_NE(plan.dump().find("header-only"), std::string::npos);
+  // Each rule family's fixture, written with values from its own config: doctor finds nothing to report as an error.
+  for (const char* f : {"mistral", "phi3", "qwen2", "qwen3", "mixtral", "qwen2_moe", "deepseek_v2", "deepseek_v3",
+                        "glm4_moe"}) {
+    SCOPED_TRACE(f);
+    const stdfs::path d = t.path / f;
+    const Json w = synth_json("--config " + q(kData + "/" + f + "/config.json") + " --no-progress --out " + q(d));
+    EXPECT_EQ(w["arch"], f);
+    EXPECT_EQ(run_cli("doctor " + q(d) + " --json", &out, &err), 0) << out << err;
+  }
 }
 
 }  // namespace

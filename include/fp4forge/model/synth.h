@@ -13,7 +13,10 @@
  *   with ~5 GB shards.
  * - `config`: any config.json of a synth family read back into the layout (27B, 235B, ...: the release's own
  *   widths, layers, experts, layer types and vision tower), with ~5 GB shards. A feature the layout does not
- *   write (Gemma-4 per-layer inputs, dense layers in a MoE) is refused by name, never approximated.
+ *   write (Gemma-4 per-layer inputs, dense layers in a MoE) is refused by name, never approximated. The
+ *   decoder-only families Mistral, Phi-3, Qwen2, Qwen3, Mixtral, Qwen2-MoE, DeepSeek-V2/V3 and GLM-4.5 MoE are
+ *   laid out by one rule over their registry row (synth_decoder.cc; a 671B DeepSeek-V3 with its MTP layer) and
+ *   keep the config as given (less its quantization_config: the weights are BF16).
  * - `header_only`: every shard is written as its header and a sparse data section (ftruncate: no data on disk,
  *   reads as zeros), so a 671B-class layout costs megabytes and seconds. Its safetensors metadata says so
  *   (`fp4forge_synth: header-only`). For inspect, doctor and plan; not for quantize or serving.
@@ -44,6 +47,9 @@ bool header_only_synth(const Checkpoint& ck) noexcept;
 
 /** Accepted --arch values: llama, qwen3-moe, gemma4-dense, gemma4-moe, qwen3_5-dense, qwen3_5-moe. */
 std::span<const std::string_view> synth_archs() noexcept;
+/** The family ids laid out by rule from a config alone (--config only): mistral, phi3, qwen2, qwen3, mixtral,
+ * qwen2_moe, deepseek_v2, deepseek_v3, glm4_moe. */
+std::vector<std::string_view> synth_rule_families();
 /** Accepted --size values: tiny, small, 8b. */
 std::span<const std::string_view> synth_sizes() noexcept;
 
@@ -77,6 +83,7 @@ struct SynthPlan {
   std::vector<SynthTensor> tensors;  ///< in module order
   std::vector<std::string> shards;   ///< shard names, in order
   std::uint64_t total_params = 0, total_bytes = 0;
+  std::vector<std::string> notes;  ///< what of a --config was not written as given (its quantization_config)
 };
 
 /** Plans a checkpoint (no I/O). USAGE for an unknown arch or size. */
@@ -98,6 +105,7 @@ struct SynthReport {
   bool header_only = false;
   std::string config_source;        ///< --config (empty for a built-in size)
   std::uint64_t bytes_on_disk = 0;  ///< what the shards take (headers only when header_only)
+  std::vector<std::string> notes;   ///< SynthPlan::notes
 };
 
 /**
