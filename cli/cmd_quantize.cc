@@ -30,6 +30,7 @@ struct QuantizeOpts {
   bool no_preflight = false;
   std::vector<std::string> scheme_for;  ///< --scheme-for SELECTOR=SCHEME[:OBSERVER]
   std::string recipe;                   ///< --recipe FILE
+  std::string scheme = "nvfp4a16", observer;  ///< --scheme / --observer as typed (parsed into `plan` once)
   bool scheme_given = false, observer_given = false, requantize_fp8 = false;
   quant::PlanOptions plan;
   unsigned jobs = 0;
@@ -55,22 +56,25 @@ int run_quantize(const QuantizeOpts& o) {
   if (!max_mem) return report_error(max_mem.error(), o.json);
   // What was typed is checked before SRC is opened: a usage error (exit 2) is said as one, with its did-you-mean,
   // not after "cannot open checkpoint" (exit 4) for a command that could never run.
-  if (o.scheme_given)
-    if (auto s = parse_quant_scheme(o.plan.scheme); !s) return report_error(s.error(), o.json);
-  if (o.observer_given)
-    if (auto s = parse_observer(o.plan.observer); !s) return report_error(s.error(), o.json);
-  for (const auto& a : o.scheme_for)
-    if (auto r = quant::parse_scheme_for(a); !r) return report_error(r.error(), o.json);
-  auto src = checkpoint_source(o.src, o.json);
-  if (!src) return report_error(src.error(), o.json);
+  // The scheme, observer and rules are parsed here, once: the library takes them typed.
   quant::QuantizeParams p;
   p.plan = o.plan;
   p.plan.fp8_passthrough = !o.requantize_fp8;
+  auto scheme = parse_quant_scheme(o.scheme);
+  if (!scheme) return report_error(scheme.error(), o.json);
+  p.plan.scheme = *scheme;
+  if (o.observer_given) {
+    auto observer = parse_observer(o.observer);
+    if (!observer) return report_error(observer.error(), o.json);
+    p.plan.observer = *observer;
+  }
   for (const auto& a : o.scheme_for) {
     auto r = quant::parse_scheme_for(a);
     if (!r) return report_error(r.error(), o.json);
     p.plan.scheme_for.push_back(std::move(*r));
   }
+  auto src = checkpoint_source(o.src, o.json);
+  if (!src) return report_error(src.error(), o.json);
   if (!o.recipe.empty()) {
     auto r = quant::read_recipe(o.recipe);
     if (!r) return report_error(r.error(), o.json);
@@ -79,14 +83,8 @@ int run_quantize(const QuantizeOpts& o) {
   p.src = src->path;
   p.dst = o.dst;
   if (p.dst.empty() && !o.dry_run && src->hub) {  // quantize ORG/NAME: DST defaults to ./NAME-<preset>
-    std::vector<std::string> names{p.plan.scheme};  // the default, then each rule's: ./NAME-NVFP4A16-FP8_BLOCK
-    for (const auto& r : p.plan.scheme_for) names.push_back(r.scheme);
-    std::vector<QuantScheme> schemes;
-    for (const std::string& s : names) {
-      auto scheme = parse_quant_scheme(s);
-      if (!scheme) return report_error(scheme.error(), o.json);
-      schemes.push_back(*scheme);
-    }
+    std::vector<QuantScheme> schemes{p.plan.scheme};  // the default, then each rule's: ./NAME-NVFP4A16-FP8_BLOCK
+    for (const auto& r : p.plan.scheme_for) schemes.push_back(r.scheme);
     // A path fp4forge chose is reported absolute (one the user gave is echoed as given: docs/cli/README.md).
     p.dst = std::filesystem::absolute(quant::default_destination(src->hub->name(), schemes)).lexically_normal();
   }
@@ -168,7 +166,7 @@ void add_quantize(CLI::App& sub, Action& action) {
                  "output directory (must not exist; written atomically); for a repo id SRC it defaults to "
                  "./NAME-<scheme preset>, e.g. ./Qwen3-8B-NVFP4A16");
   CLI::Option* scheme_opt =
-      sub.add_option("--scheme", o->plan.scheme,
+      sub.add_option("--scheme", o->scheme,
                      "quantization scheme: " + quant_scheme_names() +
                          " (presets such as FP8_BLOCK accepted; docs/schemes.md); with --scheme-for / --recipe: the "
                          "scheme of every module no rule selects")
@@ -180,7 +178,7 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_option("--recipe", o->recipe,
                  "YAML or JSON file of scheme rules (scheme, observer, rules: [{match, scheme, observer}], ignore); "
                  "--scheme-for rules come first, --scheme / --observer override its defaults (docs/recipes.md)");
-  CLI::Option* observer_opt = sub.add_option("--observer", o->plan.observer,
+  CLI::Option* observer_opt = sub.add_option("--observer", o->observer,
                  "how each group's range is chosen: mse, also expanded-mse (llm-compressor's recommended "
                  "nvfp4_expanded_mse search, not its generic 'mse'; the nvfp4a16 default), minmax (compressed-tensors' preset default; the default of the other schemes, "
                  "the only one of the fp8 schemes) or memoryless-mse (nvfp4a16, mxfp4a16, w4a16; "

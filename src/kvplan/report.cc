@@ -284,7 +284,7 @@ std::string table(const std::vector<std::vector<std::string>>& rows, const std::
 std::string version_origin(const SeatModel& m) {
   const bool given = std::any_of(m.arg.given.begin(), m.arg.given.end(),
                                  [](const std::string& g) { return g.starts_with("vllm_version="); });
-  if (given) return fmt::format("given: vllm_version={}", m.arg.vllm_version);
+  if (given) return fmt::format("given: vllm_version={}", m.arg.vllm.version);
   if (m.logged && m.arg.vllm_version_given) return fmt::format("the version log={} prints", m.arg.log);
   return fmt::format("the default, the newest modelled; vllm_version= sets it");
 }

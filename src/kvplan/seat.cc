@@ -295,11 +295,7 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
       a.recipe = std::string(v);
       a.assume_rules = r->rules;
       a.assume_ignore = r->ignore;
-      if (r->scheme && !a.assume) {
-        auto s = parse_quant_scheme(*r->scheme);
-        if (!s.ok()) return seat_error(text, fmt::format("recipe={}: {}", v, s.error().message));
-        a.assume = *s;
-      }
+      if (r->scheme && !a.assume) a.assume = *r->scheme;
     } else if (key == "weights" || key == "overhead") {
       auto s = parse_size(v);
       if (!s.ok()) return bad("a size such as 30GiB");
@@ -330,7 +326,7 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
     } else if (key == "vllm_version") {
       auto r = vllm_rules(v);
       if (!r.ok()) return seat_error(text, r.error().message);
-      a.vllm_version = r->version;
+      a.vllm = std::move(*r);
       a.vllm_version_given = true;
     } else if (key == "max_num_seqs") {
       std::int64_t x = 0;
@@ -446,7 +442,7 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
     return make_error(Errc::USAGE, "seat '{}': spec_tokens={} needs an MTP module, but config.json has "
                       "mtp_num_hidden_layers = 0; hint: drop spec_tokens", arg.name, arg.kv.spec_tokens);
 
-  FP4FORGE_ASSIGN_OR_RETURN(m.rules, vllm_rules(arg.vllm_version));
+  m.rules = arg.vllm;
   KvOptions ko = arg.kv;
   auto layout = build_kv_layout(m.info, ck->config(), ko);
   // Before 0.26 (inferred from merge dates) vLLM left prefix caching off for hybrid models unless asked.

@@ -21,6 +21,11 @@ bool at_least(const VllmRules& r, int major, int minor, int patch) noexcept {
   return std::tie(r.major, r.minor, r.patch) >= std::tie(major, minor, patch);
 }
 
+const VllmRules& newest_vllm_rules() noexcept {
+  static const VllmRules r = *vllm_rules(kNewestVllm);  // kNewestVllm is modelled by definition (a unit test)
+  return r;
+}
+
 Result<VllmRules> vllm_rules(std::string_view version) {
   std::string_view v = version;
   if (v == "newest" || v == "latest") v = kNewestVllm;

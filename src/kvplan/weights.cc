@@ -84,10 +84,10 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
   bool use_plan = false;
   if (opts.assume) {
     quant::PlanOptions po;
-    po.scheme = std::string(scheme_traits(*opts.assume).name);
-    po.observer = "minmax";  // the observer changes no size
+    po.scheme = *opts.assume;
+    po.observer = Observer::MINMAX;  // the observer changes no size
     po.scheme_for = opts.rules;
-    for (auto& r : po.scheme_for) r.observer = "minmax";
+    for (auto& r : po.scheme_for) r.observer = Observer::MINMAX;
     po.ignore = opts.ignore;
     if (auto plan = quant::make_plan(ckpt, po); plan.ok()) {
       use_plan = true;

@@ -86,6 +86,21 @@ Geo geometry(std::string_view arch, std::string_view size) {
   return g;
 }
 
+std::vector<std::string> gemma4_layer_types(const Geo& g) {
+  if (!g.layer_types.empty()) return g.layer_types;
+  std::vector<std::string> lt;
+  for (std::uint64_t i = 0; i < g.N; ++i)
+    lt.emplace_back((i + 1) % g.pattern == 0 || i + 1 == g.N ? "full_attention" : "sliding_attention");
+  return lt;
+}
+
+std::vector<std::string> qwen_layer_types(const Geo& g) {
+  if (!g.layer_types.empty()) return g.layer_types;
+  std::vector<std::string> lt;
+  for (std::uint64_t i = 0; i < g.N; ++i)
+    lt.emplace_back((i + 1) % g.interval == 0 ? "full_attention" : "linear_attention");
+  return lt;
+}
 
 namespace {
 

@@ -53,6 +53,21 @@ struct ConfigGeometry {
 Result<ConfigGeometry> geometry_from_config(std::string_view arch, const ModelInfo& m,
                                             const nlohmann::ordered_json& config);
 
+/** layer_types of a geometry: as the config gave them, else by pattern (Gemma-4: a full-attention layer every
+ * `pattern` and the last) or interval (Qwen3.5: every `interval`-th layer full attention). */
+std::vector<std::string> gemma4_layer_types(const Geo& g);
+std::vector<std::string> qwen_layer_types(const Geo& g);
+
+// ---- the JSON files of the built-in layouts (synth_config.cc) -------------------------------------------------
+nlohmann::json gemma4_config(const Geo& g, bool moe);
+nlohmann::json qwen3_5_config(const Geo& g, bool moe);
+nlohmann::json llama_config(const Geo& g);
+nlohmann::json qwen3_moe_config(const Geo& g);
+nlohmann::json gemma4_processor(const Geo& g);
+nlohmann::json qwen_processor(const Geo& g);
+/** generation_config.json of a config: its bos / eos / pad token ids, as transformers derives it. */
+nlohmann::json generation_config(const nlohmann::json& config);
+
 /** True for the decoder-only registry families laid out by one rule over their registry row (synth_decoder.cc):
  * Mistral, Phi-3, Qwen2, Qwen3, Mixtral, Qwen2-MoE, DeepSeek-V2/V3, GLM-4.5 MoE. */
 bool registry_layout_family(Family f) noexcept;

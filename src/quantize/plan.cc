@@ -60,13 +60,9 @@ std::string dump_config(const ojson& j) {
 
 Status PlanBuilder::check_inputs() {
   {
-    FP4FORGE_ASSIGN_OR_RETURN(plan.quant_scheme, parse_quant_scheme(opts.scheme));
+    plan.quant_scheme = opts.scheme;
     plan.scheme = std::string(quant_scheme_name(plan.quant_scheme));
-    if (opts.observer.empty()) {
-      plan.observer = default_observer(plan.quant_scheme);
-    } else {
-      FP4FORGE_ASSIGN_OR_RETURN(plan.observer, parse_observer(opts.observer));
-    }
+    plan.observer = opts.observer.value_or(default_observer(plan.quant_scheme));
     FP4FORGE_TRY(check_observer(plan.quant_scheme, plan.observer));
     cands.push_back(PlanScheme{"", plan.quant_scheme, plan.observer, {}, {}, 0, 0, {}});
     for (const SchemeRule& r : opts.scheme_for) {

@@ -120,6 +120,24 @@ bool Selector::matches(const SelectorSubject& m, std::int64_t num_layers) const 
   return false;
 }
 
+namespace {
+/** A rule's scheme and observer text (observer "": the scheme's default), parsed where it was read; USAGE naming
+ * `origin` (the --scheme-for argument, the recipe rule). */
+Status parse_scheme_names(std::string_view scheme, std::string_view observer, const std::string& origin,
+                          QuantScheme& s_out, std::optional<Observer>& o_out) {
+  auto s = parse_quant_scheme(scheme);
+  if (!s.ok()) return make_error(Errc::USAGE, "{}: {}", origin, s.error().message);
+  s_out = *s;
+  o_out.reset();
+  if (!observer.empty()) {
+    auto o = parse_observer(observer);
+    if (!o.ok()) return make_error(Errc::USAGE, "{}: {}", origin, o.error().message);
+    o_out = *o;
+  }
+  return {};
+}
+}  // namespace
+
 Result<CompiledRule> compile_rule(const SchemeRule& r) {
   CompiledRule c;
   c.origin = r.origin;
@@ -129,16 +147,8 @@ Result<CompiledRule> compile_rule(const SchemeRule& r) {
     if (!sel.ok()) return make_error(Errc::USAGE, "{}: {}", r.origin, sel.error().message);
     c.selectors.push_back(std::move(*sel));
   }
-  auto s = parse_quant_scheme(r.scheme);
-  if (!s.ok()) return make_error(Errc::USAGE, "{}: {}", r.origin, s.error().message);
-  c.scheme = *s;
-  if (r.observer.empty()) {
-    c.observer = default_observer(c.scheme);
-  } else {
-    auto o = parse_observer(r.observer);
-    if (!o.ok()) return make_error(Errc::USAGE, "{}: {}", r.origin, o.error().message);
-    c.observer = *o;
-  }
+  c.scheme = r.scheme;
+  c.observer = r.observer.value_or(default_observer(c.scheme));
   if (Status st = check_observer(c.scheme, c.observer); !st)
     return make_error(Errc::USAGE, "{}: {}", r.origin, st.error().message);
   return c;
@@ -153,13 +163,14 @@ Result<SchemeRule> parse_scheme_for(std::string_view arg) {
     return make_error(Errc::USAGE, "{}: expected SELECTOR=SCHEME[:OBSERVER] (e.g. attention=fp8-block)", r.origin);
   r.match.emplace_back(arg.substr(0, eq));
   std::string_view rhs = arg.substr(eq + 1);
+  std::string_view observer;
   if (const std::size_t colon = rhs.find(':'); colon != std::string_view::npos) {
-    r.observer = std::string(rhs.substr(colon + 1));
+    observer = rhs.substr(colon + 1);
     rhs = rhs.substr(0, colon);
-    if (r.observer.empty() || rhs.empty())
+    if (observer.empty() || rhs.empty())
       return make_error(Errc::USAGE, "{}: expected SELECTOR=SCHEME[:OBSERVER]", r.origin);
   }
-  r.scheme = std::string(rhs);
+  FP4FORGE_TRY(parse_scheme_names(rhs, observer, r.origin, r.scheme, r.observer));
   return r;
 }
 
@@ -180,11 +191,20 @@ Result<Recipe> parse_recipe(std::string_view text, std::string_view where) {
       if (!top_keys.count(key)) return unknown_key(std::string(where), key, "scheme, observer, rules or ignore");
     }
     if (root["scheme"]) {
-      FP4FORGE_ASSIGN_OR_RETURN(out.scheme, scalar(root["scheme"], fmt::format("{} scheme", where)));
+      FP4FORGE_ASSIGN_OR_RETURN(const std::string name, scalar(root["scheme"], fmt::format("{} scheme", where)));
+      auto s = parse_quant_scheme(name);
+      if (!s) return make_error(Errc::USAGE, "{} scheme: {}", where, s.error().message);
+      out.scheme = *s;
     }
     if (root["observer"]) {
-      FP4FORGE_ASSIGN_OR_RETURN(out.observer, scalar(root["observer"], fmt::format("{} observer", where)));
+      FP4FORGE_ASSIGN_OR_RETURN(const std::string oname, scalar(root["observer"], fmt::format("{} observer", where)));
+      auto o = parse_observer(oname);
+      if (!o) return make_error(Errc::USAGE, "{} observer: {}", where, o.error().message);
+      out.observer = *o;
     }
+    if (out.scheme && out.observer)
+      if (Status st = check_observer(*out.scheme, *out.observer); !st)
+        return make_error(Errc::USAGE, "{}: {}", where, st.error().message);
     auto strings = [&](const YAML::Node& n, const std::string& at) -> Result<std::vector<std::string>> {
       std::vector<std::string> v;
       if (n.IsScalar()) {
@@ -218,10 +238,12 @@ Result<Recipe> parse_recipe(std::string_view text, std::string_view where) {
         sr.origin = at;
         FP4FORGE_ASSIGN_OR_RETURN(sr.match, strings(r["match"], at + " match"));
         if ((entries += sr.match.size()) > kMaxRecipeEntries) break;
-        FP4FORGE_ASSIGN_OR_RETURN(sr.scheme, scalar(r["scheme"], at + " scheme"));
+        FP4FORGE_ASSIGN_OR_RETURN(const std::string scheme, scalar(r["scheme"], at + " scheme"));
+        std::string observer;
         if (r["observer"]) {
-          FP4FORGE_ASSIGN_OR_RETURN(sr.observer, scalar(r["observer"], at + " observer"));
+          FP4FORGE_ASSIGN_OR_RETURN(observer, scalar(r["observer"], at + " observer"));
         }
+        FP4FORGE_TRY(parse_scheme_names(scheme, observer, at, sr.scheme, sr.observer));
         FP4FORGE_TRY(compile_rule(sr));  // every problem of the file reported before anything else runs
         out.rules.push_back(std::move(sr));
       }

@@ -234,7 +234,7 @@ TEST_P(QuantizeScheme, TensorsAreTheReferenceEncodersBytes) {
   auto sck = Checkpoint::open(src);
   ASSERT_TRUE(sck.ok());
   PlanOptions po;
-  po.scheme = name;
+  po.scheme = scheme;
   auto plan = make_plan(*sck, po);
   ASSERT_TRUE(plan.ok()) << plan.error().message;
   auto ock = Checkpoint::open(dst);

@@ -295,6 +295,13 @@ TEST(KvplanVllmLogs, VersionRules) {
   EXPECT_EQ(newest->tokens, TokensReport::CONCURRENCY);
   EXPECT_EQ(newest->sliding_in_flight_factor, 2);
   EXPECT_DOUBLE_EQ(newest->default_util, 0.92);
+  // Every seat starts from this record (SeatArg::vllm), read once; vllm_version= replaces it.
+  EXPECT_EQ(newest_vllm_rules().version, newest->version);
+  auto seat = parse_seat_arg("s=/m:vllm_version=0.19");
+  ASSERT_TRUE(seat.ok());
+  EXPECT_EQ(seat->vllm.version, "0.19");
+  EXPECT_FALSE(seat->vllm.cuda_graphs_in_budget);
+  EXPECT_EQ(parse_seat_arg("s=/m")->vllm.version, std::string(kNewestVllm));
   // 0.29 - 0.33: modelled (the rules of 0.28's code plus what their pull requests changed).
   for (const char* v : {"0.29", "0.30.1", "0.33", "v0.33.0", "0.34", "0.34.1"}) EXPECT_TRUE(vllm_rules(v).ok()) << v;
   EXPECT_FALSE(vllm_rules("0.27")->hybrid_prefix_caching);  // #50991: certain from 0.28

@@ -243,7 +243,7 @@ TEST(PlanObservers, EveryGroupsObserverAsTheRunSaysIt) {
   EXPECT_EQ(p->observers, "minmax+mse");
   // One group, and it is a rule's: its observer, not the default scheme's.
   PlanOptions all;
-  all.observer = "mse";
+  all.observer = Observer::NVFP4_EXPANDED_MSE;
   for (const char* a : {"attention=w4a16:memoryless-mse", "dense_mlp=w4a16:memoryless-mse"})
     all.scheme_for.push_back(*parse_scheme_for(a));
   const auto one = make_plan(fixture("llama"), all);

@@ -74,11 +74,11 @@ TEST(QuantizePlan, PolicyPerRoleOnEveryFixture) {
 
 TEST(QuantizePlan, EverySchemeLaysOutItsTensorsAndConfig) {
   PlanOptions o;
-  o.scheme = "NVFP4A16";  // preset spelling and case are accepted
+  o.scheme = *parse_quant_scheme("NVFP4A16");  // preset spelling and case are accepted (parsed at the edge)
   EXPECT_EQ(plan_ok(fixture("llama"), o).scheme, "nvfp4a16");
   const char* fixtures[] = {"llama", "qwen3_next", "qwen3_5-moe-mm", "gemma4-moe-mm", "deepseek_v3", "mixtral"};
   for (QuantScheme s : kQuantSchemes) {
-    o.scheme = std::string(quant_scheme_preset(s));
+    o.scheme = s;
     for (const char* fx : fixtures) {
       SCOPED_TRACE(std::string(quant_scheme_name(s)) + " " + fx);
       auto pr = make_plan(fixture(fx), o);
@@ -128,18 +128,17 @@ TEST(QuantizePlan, EverySchemeLaysOutItsTensorsAndConfig) {
     }
   }
   // 8-bit GatedDeltaNet projections are quantized on the fixture that has them.
-  o.scheme = "fp8-dynamic";
+  o.scheme = QuantScheme::FP8_DYNAMIC;
   const QuantPlan next = plan_ok(fixture("qwen3_next"), o);
   EXPECT_GT(next.counts[static_cast<std::size_t>(Role::LINEAR_ATTN)].quantized, 0u);
   // A shape the scheme cannot take is kept with its rule, spelled with the multiple in --json.
-  o.scheme = "fp8-block";
+  o.scheme = QuantScheme::FP8_BLOCK;
   const QuantPlan blk = plan_ok(fixture("llama"), o);
   bool n_rule = false;
   const auto blk_json = to_json(blk);
   for (const auto& k : blk_json["kept"]) n_rule = n_rule || k["rule"] == "n_not_multiple_of_128";
   EXPECT_TRUE(n_rule);
-  o.scheme = "int3";
-  auto p = make_plan(fixture("llama"), o);
+  auto p = parse_quant_scheme("int3");
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error().message.find("unknown scheme 'int3'"), std::string::npos) << p.error().message;
 }
@@ -271,7 +270,7 @@ TEST(QuantizePlan, AnUnreadStackBesideQuantizedExpertsIsRefused) {
 // "Nothing quantized" is never a success: refused with the reasons each Linear was kept.
 TEST(QuantizePlan, NothingToQuantizeIsRefusedWithTheReasons) {
   PlanOptions o;
-  o.scheme = "w4a16";  // group 128: no Linear of a hidden-64 fixture fits
+  o.scheme = QuantScheme::W4A16;  // group 128: no Linear of a hidden-64 fixture fits
   auto p = make_plan(fixture("qwen3"), o);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().code, Errc::BAD_INPUT);
@@ -540,9 +539,7 @@ TEST(QuantizePlan, PatternsMatchLikeCompressedTensors) {
   EXPECT_TRUE(e->matches("lm_head"));
   EXPECT_FALSE(e->matches("lm_head.x"));
   EXPECT_EQ(NamePattern::parse("re:(").error().code, Errc::USAGE);
-  PlanOptions bad;
-  bad.scheme = "mxfp4";
-  EXPECT_EQ(make_plan(fixture("llama"), bad).error().code, Errc::USAGE);
+  EXPECT_EQ(parse_quant_scheme("mxfp4").error().code, Errc::USAGE);
   EXPECT_EQ(format_count(11520), "11,520");
   EXPECT_EQ(format_count(999), "999");
   EXPECT_EQ(format_count(1000000), "1,000,000");

@@ -26,9 +26,11 @@ SchemeRule rule(std::string_view arg) {
   return r.ok() ? *r : SchemeRule{};
 }
 
-PlanOptions with_rules(std::string scheme, std::vector<std::string_view> args) {
+PlanOptions with_rules(std::string_view scheme, std::vector<std::string_view> args) {
   PlanOptions o;
-  o.scheme = std::move(scheme);
+  const auto s = parse_quant_scheme(scheme);
+  EXPECT_TRUE(s.ok()) << scheme;
+  if (s.ok()) o.scheme = *s;
   for (auto a : args) o.scheme_for.push_back(rule(a));
   return o;
 }
@@ -36,12 +38,12 @@ PlanOptions with_rules(std::string scheme, std::vector<std::string_view> args) {
 TEST(Recipe, SchemeForParsesSelectorSchemeAndObserver) {
   const SchemeRule a = rule("attention=fp8-block");
   EXPECT_THAT(a.match, ElementsAre("attention"));
-  EXPECT_EQ(a.scheme, "fp8-block");
-  EXPECT_EQ(a.observer, "");
+  EXPECT_EQ(a.scheme, QuantScheme::FP8_BLOCK);  // parsed where it was read: the library takes it typed
+  EXPECT_FALSE(a.observer.has_value());
   const SchemeRule b = rule("last_n_layers=2=w4a16:mse");  // the scheme follows the last '='
   EXPECT_THAT(b.match, ElementsAre("last_n_layers=2"));
-  EXPECT_EQ(b.scheme, "w4a16");
-  EXPECT_EQ(b.observer, "mse");
+  EXPECT_EQ(b.scheme, QuantScheme::W4A16);
+  EXPECT_EQ(b.observer, Observer::NVFP4_EXPANDED_MSE);
   for (std::string_view bad : {"attention", "=fp8-block", "attention=", "attention=fp8-block:", "attention=:mse"}) {
     auto r = parse_scheme_for(bad);
     ASSERT_FALSE(r.ok()) << bad;
@@ -59,9 +61,12 @@ TEST(Recipe, CompileRuleChecksSelectorSchemeAndObserver) {
   EXPECT_FALSE(compile_rule(rule("last_n_layers=0=fp8-block")).ok());
   EXPECT_FALSE(compile_rule(rule("last_n_layers=x=fp8-block")).ok());
   EXPECT_FALSE(compile_rule(rule("re:(=fp8-block")).ok());
-  auto scheme = compile_rule(rule("attention=fp7"));
+  // The scheme is read where the rule is: an unknown one is refused by parse_scheme_for, naming the argument.
+  auto scheme = parse_scheme_for("attention=fp7");
   ASSERT_FALSE(scheme.ok());
+  EXPECT_EQ(scheme.error().code, Errc::USAGE);
   EXPECT_THAT(scheme.error().message, HasSubstr("--scheme-for 'attention=fp7'"));
+  EXPECT_THAT(parse_scheme_for("attention=nvfp4a16:msee").error().message, HasSubstr("did you mean"));
   // FP8 takes min-max only (codec/observer.h): an observer the scheme does not take is refused.
   EXPECT_FALSE(compile_rule(rule("attention=fp8-block:mse")).ok());
   auto c = compile_rule(rule("dense_mlp=nvfp4a16:minmax"));
@@ -112,14 +117,14 @@ ignore: ["re:.*mtp.*"]
   for (const std::string& text : {yaml, json}) {
     auto r = parse_recipe(text, "r");
     ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(r->scheme, "nvfp4a16");
-    EXPECT_EQ(r->observer, "minmax");
+    EXPECT_EQ(r->scheme, QuantScheme::NVFP4A16);
+    EXPECT_EQ(r->observer, Observer::MINMAX);
     ASSERT_EQ(r->rules.size(), 2u);
     EXPECT_THAT(r->rules[0].match, ElementsAre("attention"));
-    EXPECT_EQ(r->rules[0].scheme, "fp8-block");
+    EXPECT_EQ(r->rules[0].scheme, QuantScheme::FP8_BLOCK);
     EXPECT_EQ(r->rules[0].origin, "r rules[0]");
     EXPECT_THAT(r->rules[1].match, ElementsAre("last_n_layers=2", "re:.*shared_experts.*"));
-    EXPECT_EQ(r->rules[1].observer, "minmax");
+    EXPECT_EQ(r->rules[1].observer, Observer::MINMAX);
     EXPECT_THAT(r->ignore, ElementsAre("re:.*mtp.*"));
   }
 }
@@ -139,6 +144,10 @@ TEST(Recipe, MalformedRecipesAreUsageErrorsNamingTheRule) {
            {"rules:\n  - match: []\n    scheme: fp8-block\n", "selects nothing"},
            {"rules:\n  - match: {a: 1}\n    scheme: fp8-block\n", "a string or a list of strings"},
            {"ignore: {a: 1}\n", "a string or a list of strings"},
+           // The default scheme and observer are read (and checked together) where the file is, not at plan time.
+           {"scheme: fp7\n", "r scheme: unknown scheme 'fp7'"},
+           {"observer: msee\n", "r observer:"},
+           {"scheme: fp8-block\nobserver: mse\n", "r: "},
        }) {
     auto r = parse_recipe(c.text, "r");
     ASSERT_FALSE(r.ok()) << c.text;
@@ -152,22 +161,22 @@ TEST(Recipe, MalformedRecipesAreUsageErrorsNamingTheRule) {
 
 TEST(Recipe, CommandLineWinsOverTheRecipe) {
   Recipe r;
-  r.scheme = "fp8-dynamic";
-  r.observer = "minmax";
+  r.scheme = QuantScheme::FP8_DYNAMIC;
+  r.observer = Observer::MINMAX;
   r.rules.push_back(rule("experts=nvfp4a16"));
   r.ignore = {"lm_head"};
   PlanOptions o = with_rules("w4a16", {"attention=fp8-block"});
   o.ignore = {"x"};
   apply_recipe(r, o, /*scheme_given=*/true, /*observer_given=*/false);
-  EXPECT_EQ(o.scheme, "w4a16");
-  EXPECT_EQ(o.observer, "minmax");
+  EXPECT_EQ(o.scheme, QuantScheme::W4A16);
+  EXPECT_EQ(o.observer, Observer::MINMAX);
   ASSERT_EQ(o.scheme_for.size(), 2u);
   EXPECT_THAT(o.scheme_for[0].match, ElementsAre("attention"));  // --scheme-for first
   EXPECT_THAT(o.scheme_for[1].match, ElementsAre("experts"));
   EXPECT_THAT(o.ignore, ElementsAre("x", "lm_head"));
   PlanOptions d;
   apply_recipe(r, d, false, false);
-  EXPECT_EQ(d.scheme, "fp8-dynamic");
+  EXPECT_EQ(d.scheme, QuantScheme::FP8_DYNAMIC);
 }
 
 // ---- the plan -------------------------------------------------------------------------------------

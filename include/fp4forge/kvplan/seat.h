@@ -94,7 +94,7 @@ struct SeatArg {
   std::optional<int> port;                              ///< host port (default: host_port())
   std::string served_name;                              ///< default: name
   bool prefix_caching_given = false;                    ///< prefix_caching= was given (else vLLM's default)
-  std::string vllm_version{kNewestVllm};                ///< the version whose rules apply
+  VllmRules vllm = newest_vllm_rules();                 ///< the rules that apply (vllm_version=, read once)
   std::optional<std::int64_t> max_num_seqs;             ///< default: vLLM's rule for the GPU
   bool enforce_eager = false;                           ///< no CUDA graphs (--enforce-eager)
   bool allow_long_max_model_len = false;                ///< VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the stack

@@ -70,6 +70,8 @@ inline constexpr int kOldestVllmMinor = 8, kNewestVllmMinor = 34;  ///< the same
 /** Rules of `version` ("0.24", "0.9.1", "v0.11.2", "newest"). USAGE for a malformed version, one older
  * than kOldestVllm, or one newer than kNewestVllm (the rules of a version not read are not guessed). */
 Result<VllmRules> vllm_rules(std::string_view version);
+/** The rules of kNewestVllm (the default of every seat). */
+const VllmRules& newest_vllm_rules() noexcept;
 
 /**
  * Whether vLLM runs the model on Model Runner V2 (vllm/config/vllm.py use_v2_model_runner /

@@ -53,9 +53,10 @@ struct PlanOptions {
   std::vector<std::string> ignore;          ///< keep these modules (exact name or `re:REGEX`)
   std::vector<std::string> force_quantize;  ///< quantize these even against the policy (loud warning)
   bool strict = false;                      ///< a policy-quantized weight whose shape misses the scheme's rule is an error
-  std::string scheme = "nvfp4a16";          ///< any name or preset parse_quant_scheme accepts
-  std::string observer;                     ///< weight observer: any name parse_observer accepts; "" = the
-                                            ///< scheme's default_observer (codec/observer.h)
+  /** The default scheme and weight observer, parsed at the edge (the CLI, a recipe): the library never re-reads
+   * their text. observer nullopt: the scheme's default_observer (codec/observer.h). */
+  QuantScheme scheme = QuantScheme::NVFP4A16;
+  std::optional<Observer> observer;
   /** Per-module schemes (quantize/recipe.h): the first rule that selects a module gives its scheme, `scheme`
    * the rest. Fused partners and a layer's routed experts must get one scheme (USAGE naming the rule). */
   std::vector<SchemeRule> scheme_for;

@@ -43,19 +43,20 @@
 
 namespace fp4forge::quant {
 
-/** One rule as given: a selector, the scheme and observer names, and where it came from (for messages). */
+/** One rule: its selectors, the scheme and observer (parsed where the text was read: --scheme-for, the recipe
+ * file), and where it came from (for messages). */
 struct SchemeRule {
   /** Selectors ("attention", "re:.*mlp.*", "model.layers.3.self_attn.o_proj", "last_n_layers=2"): any selects. */
   std::vector<std::string> match;
-  std::string scheme;    ///< any name parse_quant_scheme accepts
-  std::string observer;  ///< any name parse_observer accepts; "" = the scheme's default_observer
+  QuantScheme scheme = QuantScheme::NVFP4A16;
+  std::optional<Observer> observer;  ///< nullopt: the scheme's default_observer
   std::string origin;    ///< "--scheme-for attention=fp8-block", "recipe.yaml rules[1]"
 };
 
 /** A recipe file, read. */
 struct Recipe {
-  std::optional<std::string> scheme;    ///< the default scheme, when the file sets one
-  std::optional<std::string> observer;  ///< the default scheme's observer, when the file sets one
+  std::optional<QuantScheme> scheme;  ///< the default scheme, when the file sets one
+  std::optional<Observer> observer;   ///< the default scheme's observer, when the file sets one
   std::vector<SchemeRule> rules;
   std::vector<std::string> ignore;
 };
