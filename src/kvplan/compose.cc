@@ -86,7 +86,7 @@ std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
   std::vector<std::string> v = {"--model", model_mount(a).model, "--served-model-name", a.served_name,
                                 "--host", "0.0.0.0", "--port", std::to_string(kContainerPort)};
   v.insert(v.end(), {"--gpu-memory-utilization", format_util(p.util), "--max-model-len",
-                     std::to_string(m.max_model_len), "--kv-cache-dtype", vllm_kv_cache_dtype(a.kv.kv_cache_dtype),
+                     std::to_string(m.max_model_len), "--kv-cache-dtype", std::string(kv_cache_dtype_name(a.kv.kv_cache_dtype)),
                      "--max-num-batched-tokens", std::to_string(p.max_num_batched_tokens),
                      "--tensor-parallel-size", std::to_string(a.kv.tp), "--max-num-seqs",
                      std::to_string(p.max_num_seqs)});

@@ -35,29 +35,52 @@ std::string json_string(const Json& j, std::string_view key) {
 
 }  // namespace
 
-Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtype_bytes) {
-  const std::string d = util::ascii_lower(kv_cache_dtype);
-  if (d == "auto") return model_dtype_bytes;
-  if (d == "bf16" || d == "bfloat16") return 2;
-  if (d == "fp8" || d == "fp8_e4m3" || d == "fp8_e5m2") return 1;
-  if (per_token_head(d)) return 1;
+namespace {
+constexpr std::array<std::pair<KvCacheDtype, std::string_view>, 8> kKvDtypeNames{{
+    {KvCacheDtype::AUTO, "auto"},
+    {KvCacheDtype::BF16, "bfloat16"},
+    {KvCacheDtype::FP8, "fp8"},
+    {KvCacheDtype::FP8_E4M3, "fp8_e4m3"},
+    {KvCacheDtype::FP8_E5M2, "fp8_e5m2"},
+    {KvCacheDtype::FP8_PER_TOKEN_HEAD, "fp8_per_token_head"},
+    {KvCacheDtype::INT8_PER_TOKEN_HEAD, "int8_per_token_head"},
+    {KvCacheDtype::INT4_PER_TOKEN_HEAD, "int4_per_token_head"},
+}};
+}  // namespace
+
+Result<KvCacheDtype> parse_kv_cache_dtype(std::string_view text) {
+  const std::string d = util::ascii_lower(text);
+  if (d == "bf16") return KvCacheDtype::BF16;
+  for (const auto& [dtype, name] : kKvDtypeNames)
+    if (d == name) return dtype;
   return make_error(Errc::USAGE,
                     "unsupported kv_cache_dtype '{}'; expected auto, bf16 (bfloat16), fp8, fp8_e4m3, fp8_e5m2, "
                     "fp8_per_token_head, int8_per_token_head or int4_per_token_head",
-                    kv_cache_dtype);
+                    text);
 }
 
-bool per_token_head(std::string_view kv_cache_dtype) noexcept {
-  const std::string d = util::ascii_lower(kv_cache_dtype);
-  return d == "fp8_per_token_head" || d == "int8_per_token_head" || d == "int4_per_token_head";
+std::string_view kv_cache_dtype_name(KvCacheDtype d) noexcept {
+  for (const auto& [dtype, name] : kKvDtypeNames)
+    if (dtype == d) return name;
+  return "auto";
 }
 
-std::uint64_t kv_head_token_bytes(std::string_view kv_cache_dtype, std::int64_t head_dim, int dtype_bytes) noexcept {
+int kv_cache_dtype_bytes(KvCacheDtype d, int model_dtype_bytes) noexcept {
+  if (d == KvCacheDtype::AUTO) return model_dtype_bytes;
+  return d == KvCacheDtype::BF16 ? 2 : 1;
+}
+
+bool per_token_head(KvCacheDtype d) noexcept {
+  return d == KvCacheDtype::FP8_PER_TOKEN_HEAD || d == KvCacheDtype::INT8_PER_TOKEN_HEAD ||
+         d == KvCacheDtype::INT4_PER_TOKEN_HEAD;
+}
+
+std::uint64_t kv_head_token_bytes(KvCacheDtype d, std::int64_t head_dim, int dtype_bytes) noexcept {
   const auto hd = static_cast<std::uint64_t>(head_dim);
-  if (!per_token_head(kv_cache_dtype)) return 2 * hd * static_cast<std::uint64_t>(dtype_bytes);
+  if (!per_token_head(d)) return 2 * hd * static_cast<std::uint64_t>(dtype_bytes);
   // Triton backend (v1/attention/backends/triton_attn.py:276-289 at 017e9f4448): K and V content plus two fp32
   // scales per token and head; int4 packs two values per byte.
-  return (util::ascii_lower(kv_cache_dtype) == "int4_per_token_head" ? hd : 2 * hd) + 8;
+  return (d == KvCacheDtype::INT4_PER_TOKEN_HEAD ? hd : 2 * hd) + 8;
 }
 
 Result<int> state_dtype_bytes(std::string_view dtype, int dflt) {
@@ -67,12 +90,6 @@ Result<int> state_dtype_bytes(std::string_view dtype, int dflt) {
   if (d == "bfloat16" || d == "bf16" || d == "float16" || d == "fp16" || d == "half") return 2;
   return make_error(Errc::USAGE,
                     "unsupported mamba state dtype '{}'; expected auto, float32, bfloat16 or float16", dtype);
-}
-
-std::string vllm_kv_cache_dtype(std::string_view kv_cache_dtype) {
-  const std::string d = util::ascii_lower(kv_cache_dtype);
-  if (d == "bf16") return "bfloat16";
-  return d;
 }
 
 std::string_view layer_kind_name(LayerKind k) noexcept {
@@ -101,8 +118,7 @@ Status kv_dtypes(const Json& text, const KvOptions& opts, KvLayout& out) {
   const std::string dt = util::ascii_lower(opts.dtype);
   if (dt != "auto" && dt != "bfloat16" && dt != "float16" && dt != "half" && dt != "float32" && dt != "float")
     return make_error(Errc::USAGE, "unsupported dtype '{}'; expected auto, bfloat16, float16 or float32", opts.dtype);
-  FP4FORGE_ASSIGN_OR_RETURN(out.kv_dtype_bytes,
-                            kv_cache_dtype_bytes(opts.kv_cache_dtype, (dt == "float32" || dt == "float") ? 4 : 2));
+  out.kv_dtype_bytes = kv_cache_dtype_bytes(opts.kv_cache_dtype, (dt == "float32" || dt == "float") ? 4 : 2);
   FP4FORGE_ASSIGN_OR_RETURN(out.conv_dtype_bytes, state_dtype_bytes(opts.mamba_cache_dtype, 2));
   {
     std::string ssm = util::ascii_lower(opts.mamba_ssm_cache_dtype);
@@ -237,7 +253,7 @@ Status read_layers(const ModelInfo& info, const Json& text, const KvOptions& opt
     if (info.spec().mla || info.kv_lora_rank > 0) {
       if (per_token_head(opts.kv_cache_dtype))
         return make_error(Errc::USAGE, "kv_cache_dtype {} is a Triton-backend format vLLM does not offer for "
-                          "multi-head latent attention; use auto or fp8", opts.kv_cache_dtype);
+                          "multi-head latent attention; use auto or fp8", kv_cache_dtype_name(opts.kv_cache_dtype));
       // Multi-head latent attention (DeepSeek-V2/V3): vLLM's MLAAttentionSpec caches one latent of
       // kv_lora_rank + qk_rope_head_dim per token and layer (no K/V pair, not split by tensor parallelism).
       if (info.kv_lora_rank <= 0 || info.qk_rope_head_dim <= 0)

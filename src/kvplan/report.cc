@@ -152,7 +152,7 @@ Json to_json(const Plan& plan) {
     Json o;
     o["max_model_len"] = m.max_model_len;
     o["max_model_len_default"] = !a.max_model_len.has_value();
-    o["kv_cache_dtype"] = a.kv.kv_cache_dtype;
+    o["kv_cache_dtype"] = kv_cache_dtype_name(a.kv.kv_cache_dtype);
     o["gpu_memory_utilization"] = a.gpu_memory_utilization ? Json(*a.gpu_memory_utilization) : Json(nullptr);
     o["max_num_batched_tokens"] = p.max_num_batched_tokens;
     o["max_num_batched_tokens_default"] = p.batched_default;

@@ -264,9 +264,10 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
       if (x > kMaxSeatTokens) return bad(too_many_tokens());
       a.max_model_len = x;
     } else if (key == "kv_cache_dtype") {
-      if (!kv_cache_dtype_bytes(v).ok())
+      auto d = parse_kv_cache_dtype(v);
+      if (!d.ok())
         return bad("auto, bf16, fp8, fp8_e4m3, fp8_e5m2, fp8_per_token_head, int8_per_token_head or int4_per_token_head");
-      a.kv.kv_cache_dtype = std::string(v);
+      a.kv.kv_cache_dtype = *d;
     } else if (key == "gpu_memory_utilization") {
       double x = 0;
       if (!parse_double(v, x) || x <= 0.0 || x > 1.0) return bad("a fraction in (0, 1]");

@@ -122,7 +122,7 @@ TEST(KvplanQwen35, Dense27bWithoutAndWithPrefixCaching) {
 TEST(KvplanQwen35, Fp8HalvesAttentionNotState) {
   KvOptions o;
   o.prefix_caching = false;
-  o.kv_cache_dtype = "fp8";
+  o.kv_cache_dtype = KvCacheDtype::FP8;
   const KvLayout l = layout_of(qwen35_27b(), o);
   EXPECT_EQ(l.attn_block_size, 1568);
   const KvDemand d = kv_demand(l, k262K, 8192);
@@ -230,7 +230,7 @@ TEST(KvplanGemma4, PerLayerConfigFormGivesTheSameNumbers) {
 
 TEST(KvplanGemma4, Fp8AndBatchVariants) {
   KvOptions fp8;
-  fp8.kv_cache_dtype = "fp8";
+  fp8.kv_cache_dtype = KvCacheDtype::FP8;
   const KvLayout l8 = layout_of(gemma4_31b(false), fp8);
   EXPECT_EQ(l8.page_bytes, 131'072u);
   EXPECT_EQ(kv_demand(l8, k262K, 8192).bytes_per_request, 14'518'845'440u);
@@ -259,7 +259,7 @@ TEST(KvplanGemma4, Moe26bA4b) {
   EXPECT_EQ(d.blocks_per_request, 11'077);
   EXPECT_EQ(d.bytes_per_request, 7'259'422'720u);
   KvOptions fp8;
-  fp8.kv_cache_dtype = "fp8";
+  fp8.kv_cache_dtype = KvCacheDtype::FP8;
   EXPECT_EQ(format_bytes(per_request(gemma4_26b_a4b(), fp8)), "3.38 GiB");
 }
 
@@ -320,7 +320,7 @@ TEST(KvplanBudget, IllustrationNumBlocksAndConcurrency) {
   EXPECT_EQ(nb, 25'356);
   EXPECT_NEAR(kv_max_concurrency(kv_demand(g, k262K, 8192), nb), 2.29, 0.005);
   KvOptions fp8;
-  fp8.kv_cache_dtype = "fp8";
+  fp8.kv_cache_dtype = KvCacheDtype::FP8;
   const KvLayout g8 = layout_of(gemma4_31b(false), fp8);
   EXPECT_EQ(kv_num_blocks(g8, avail), 50'712);
   EXPECT_NEAR(kv_max_concurrency(kv_demand(g8, k262K, 8192), 50'712), 4.58, 0.005);
@@ -332,7 +332,7 @@ TEST(KvplanBudget, IllustrationNumBlocksAndConcurrency) {
   const std::uint64_t aq = budget - 27'356'728'560ull * 2 - overhead;
   EXPECT_EQ(kv_num_blocks(q, aq), 1450);
   EXPECT_NEAR(kv_max_concurrency(kv_demand(q, k262K, 8192), 1450), 4.29, 0.005);
-  off.kv_cache_dtype = "fp8";
+  off.kv_cache_dtype = KvCacheDtype::FP8;
   const KvLayout q8 = layout_of(qwen35_27b(), off);
   EXPECT_EQ(kv_num_blocks(q8, aq), 1450);
   EXPECT_NEAR(kv_max_concurrency(kv_demand(q8, k262K, 8192), 1450), 8.48, 0.005);
@@ -375,10 +375,12 @@ TEST(KvplanErrors, RefusesWhatVllmRefuses) {
   EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
   EXPECT_NE(r.error().message.find("tp = 5"), std::string::npos);
   o = {};
-  o.kv_cache_dtype = "int3";
-  r = build_kv_layout(*info, qwen35_27b(), o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, Errc::USAGE);
+  // A KV dtype is parsed where it is read: an unknown one never reaches the layout.
+  EXPECT_EQ(parse_kv_cache_dtype("int3").error().code, Errc::USAGE);
+  EXPECT_EQ(*parse_kv_cache_dtype("BF16"), KvCacheDtype::BF16);
+  EXPECT_EQ(kv_cache_dtype_name(*parse_kv_cache_dtype("bf16")), "bfloat16");  // vLLM's spelling on the stack
+  for (auto d : {KvCacheDtype::AUTO, KvCacheDtype::FP8_E5M2, KvCacheDtype::INT4_PER_TOKEN_HEAD})
+    EXPECT_EQ(*parse_kv_cache_dtype(kv_cache_dtype_name(d)), d);
   o = {};
   o.hybrid_kv_cache_manager = false;
   EXPECT_FALSE(build_kv_layout(*info, qwen35_27b(), o).ok());

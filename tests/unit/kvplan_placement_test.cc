@@ -252,7 +252,7 @@ TEST(KvplanPlacement, ArgumentErrors) {
   EXPECT_EQ(*s->max_model_len, 4096);
   EXPECT_FALSE(s->kv.prefix_caching);
   EXPECT_EQ(s->kv.tp, 2);
-  EXPECT_EQ(s->kv.kv_cache_dtype, "fp8");
+  EXPECT_EQ(s->kv.kv_cache_dtype, KvCacheDtype::FP8);
   EXPECT_EQ(s->gpus, (std::vector<std::string>{"0", "1"}));
   EXPECT_EQ(parse_seat_arg("plain=/data/x")->dir, "/data/x");
 }
@@ -416,7 +416,7 @@ TEST(KvplanSeatArg, HyphenatedKeysAreAccepted) {
   ASSERT_TRUE(a.ok()) << a.error().message;
   EXPECT_EQ(a->dir, "/models/m");
   EXPECT_EQ(a->max_model_len, 4096);
-  EXPECT_EQ(a->kv.kv_cache_dtype, "fp8");
+  EXPECT_EQ(a->kv.kv_cache_dtype, KvCacheDtype::FP8);
   ASSERT_TRUE(a->gpu_memory_utilization.has_value());
   EXPECT_DOUBLE_EQ(*a->gpu_memory_utilization, 0.8);
   auto twice = parse_seat_arg("s=/m:max-model-len=1,max_model_len=2");

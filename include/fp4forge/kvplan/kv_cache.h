@@ -23,19 +23,27 @@
 
 namespace fp4forge::kvplan {
 
-/** Bytes per element of a `--kv-cache-dtype` value: bf16/bfloat16 -> 2, fp8/fp8_e4m3/fp8_e5m2 -> 1;
- * "auto" -> `model_dtype_bytes` (2: vLLM serves these models in bf16). USAGE error otherwise. */
-Result<int> kv_cache_dtype_bytes(std::string_view kv_cache_dtype, int model_dtype_bytes = 2);
+/** A `--kv-cache-dtype` value, parsed once where its text is read (the seat key kv_cache_dtype=). */
+enum class KvCacheDtype : std::uint8_t {
+  AUTO, BF16, FP8, FP8_E4M3, FP8_E5M2,
+  FP8_PER_TOKEN_HEAD, INT8_PER_TOKEN_HEAD, INT4_PER_TOKEN_HEAD,  ///< vLLM's Triton backend formats
+};
+/** From its vLLM spelling, case-insensitive (bf16 = bfloat16). USAGE error listing the values otherwise. */
+Result<KvCacheDtype> parse_kv_cache_dtype(std::string_view text);
+/** The vLLM spelling ("auto", "bfloat16", "fp8", "int4_per_token_head", ...): the stack's --kv-cache-dtype
+ * argument and the plan's --json value. */
+std::string_view kv_cache_dtype_name(KvCacheDtype d) noexcept;
+/** Bytes per element: bf16 -> 2, the fp8 and per-token-head formats -> 1; auto -> `model_dtype_bytes` (2: vLLM
+ * serves these models in bf16). */
+int kv_cache_dtype_bytes(KvCacheDtype d, int model_dtype_bytes = 2) noexcept;
 /** True for the per-token-head KV formats (fp8/int8/int4_per_token_head: vLLM's Triton backend). */
-bool per_token_head(std::string_view kv_cache_dtype) noexcept;
+bool per_token_head(KvCacheDtype d) noexcept;
 /** KV bytes of one token and one kv head (K and V): 2 * head_dim * dtype_bytes, or for the per-token-head
  * formats (vLLM's Triton backend, in vLLM since 0.20 - 0.24) 2 * head_dim + 8 (fp8/int8, two fp32 scales) and
  * head_dim + 8 (int4). */
-std::uint64_t kv_head_token_bytes(std::string_view kv_cache_dtype, std::int64_t head_dim, int dtype_bytes) noexcept;
+std::uint64_t kv_head_token_bytes(KvCacheDtype d, std::int64_t head_dim, int dtype_bytes) noexcept;
 /** Bytes of a mamba state dtype (float32/fp32 -> 4, bfloat16/bf16/float16/fp16 -> 2); "auto" -> dflt. */
 Result<int> state_dtype_bytes(std::string_view dtype, int dflt);
-/** The vLLM spelling of a kv-cache dtype for the command line ("bf16" -> "bfloat16"). */
-std::string vllm_kv_cache_dtype(std::string_view kv_cache_dtype);
 
 enum class LayerKind { FULL, SLIDING, STATE };
 /** "full_attention", "sliding_window", "mamba_state". */
@@ -43,7 +51,7 @@ std::string_view layer_kind_name(LayerKind k) noexcept;
 
 struct KvOptions {
   int tp = 1;                                  ///< tensor-parallel size
-  std::string kv_cache_dtype = "auto";         ///< --kv-cache-dtype
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::AUTO;  ///< --kv-cache-dtype
   std::string dtype = "auto";                  ///< --dtype: auto (bf16/fp16; vLLM casts fp32 checkpoints down),
                                                ///< bfloat16, float16 or float32 (what kv_cache_dtype auto follows)
   std::string mamba_cache_dtype = "auto";      ///< --mamba-cache-dtype (conv state; auto = model dtype)
