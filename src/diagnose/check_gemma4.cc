@@ -35,8 +35,8 @@ GlobalKvDerivation derive_global_kv(const Context& ctx, const Json& config) {
   const Json& tc = text_config(config);
   const bool k_eq_v = bool_of(tc, "attention_k_eq_v");
   const std::int64_t A = info.num_heads, H = info.hidden_size;
-  const std::int64_t dsl = int_of(tc, "head_dim").value_or(0);
-  const std::int64_t kvsl = int_of(tc, "num_key_value_heads").value_or(0);
+  const std::int64_t dsl = integral_of(tc, "head_dim").value_or(0);
+  const std::int64_t kvsl = integral_of(tc, "num_key_value_heads").value_or(0);
   const std::size_t N = info.layer_types.size();
   const std::int64_t shared = info.num_kv_shared_layers;
   std::set<std::int64_t> dgs, kvgs;
@@ -127,8 +127,8 @@ bool prove_per_layer_config_redundant(const Json& config, const std::vector<std:
   if (it == tc.end() || !it->is_object() || it->empty()) return fail("per_layer_config is absent or empty");
   const Json& plc = *it;
   const bool k_eq_v = bool_of(tc, "attention_k_eq_v");
-  const auto gd = int_of(tc, "global_head_dim");
-  const auto gkv = int_of(tc, "num_global_key_value_heads");
+  const auto gd = integral_of(tc, "global_head_dim");
+  const auto gkv = integral_of(tc, "num_global_key_value_heads");
   if (!gd) return fail("the flat global_head_dim is absent");
   if (k_eq_v && !gkv) return fail("the flat num_global_key_value_heads is absent (attention_k_eq_v is true)");
   std::set<std::string> want;
@@ -147,10 +147,10 @@ bool prove_per_layer_config_redundant(const Json& config, const std::vector<std:
   if (first.size() != expect_keys)
     return fail(fmt::format("its value {} has keys other than head_dim{}", first.dump(),
                             k_eq_v ? " / num_key_value_heads" : ""));
-  if (int_of(first, "head_dim") != gd)
+  if (integral_of(first, "head_dim") != gd)
     return fail(fmt::format("its head_dim {} differs from global_head_dim {}", first.value("head_dim", Json()).dump(),
                             *gd));
-  if (k_eq_v && int_of(first, "num_key_value_heads") != gkv)
+  if (k_eq_v && integral_of(first, "num_key_value_heads") != gkv)
     return fail(fmt::format("its num_key_value_heads {} differs from num_global_key_value_heads {}",
                             first.value("num_key_value_heads", Json()).dump(), *gkv));
   return true;
@@ -315,16 +315,16 @@ void check_both_forms(const Context& ctx, const Json& tc, const Json* plc, bool 
   }
 
   // Both forms present: conflict (F28) or redundancy (F29).
-  const auto gd = int_of(tc, "global_head_dim");
-  const auto gkv = int_of(tc, "num_global_key_value_heads");
-  const std::int64_t dsl = int_of(tc, "head_dim").value_or(0);
-  const std::int64_t kvsl = int_of(tc, "num_key_value_heads").value_or(0);
+  const auto gd = integral_of(tc, "global_head_dim");
+  const auto gkv = integral_of(tc, "num_global_key_value_heads");
+  const std::int64_t dsl = integral_of(tc, "head_dim").value_or(0);
+  const std::int64_t kvsl = integral_of(tc, "num_key_value_heads").value_or(0);
   std::vector<std::string> conflicts;
   for (auto i : full) {
     auto it = plc->find(std::to_string(i));
     const Json entry = (it != plc->end() && it->is_object()) ? *it : Json::object();
-    const std::int64_t pd = int_of(entry, "head_dim").value_or(dsl);
-    const std::int64_t pkv = int_of(entry, "num_key_value_heads").value_or(kvsl);
+    const std::int64_t pd = integral_of(entry, "head_dim").value_or(dsl);
+    const std::int64_t pkv = integral_of(entry, "num_key_value_heads").value_or(kvsl);
     if (gd && pd != *gd)
       conflicts.push_back(fmt::format("layer {}: head_dim {} vs global_head_dim {}", i, pd, *gd));
     if (k_eq_v && gkv && pkv != *gkv)

@@ -197,7 +197,7 @@ Status read_layers(const ModelInfo& info, const Json& text, const KvOptions& opt
       // Mamba-2 (Granite-4 hybrid): vLLM's MambaStateShapeCalculator.mamba2_state_shape. conv state
       // [(I + 2·G'·N) / tp, d_conv - 1] with G' = G padded to a multiple of tp, ssm state
       // [heads / tp, d_head, N]; I = mamba_expand · hidden_size.
-      auto json_int = [](const auto& j, std::string_view k) { return int_of(j, k).value_or(0); };
+      auto json_int = [](const auto& j, std::string_view k) { return integral_of(j, k).value_or(0); };
       const std::int64_t heads = json_int(text, "mamba_n_heads"), dh = json_int(text, "mamba_d_head");
       const std::int64_t N = json_int(text, "mamba_d_state"), kc = json_int(text, "mamba_d_conv");
       std::int64_t G = json_int(text, "mamba_n_groups");

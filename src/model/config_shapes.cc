@@ -138,16 +138,16 @@ struct ShapeChecker {
     std::vector<Reading> out;
     const Json* plc = nullptr;
     if (auto it = tc.find("per_layer_config"); it != tc.end() && it->is_object()) plc = &*it;
-    const auto gd = int_of(tc, "global_head_dim");
-    const auto gkv = int_of(tc, "num_global_key_value_heads");
+    const auto gd = integral_of(tc, "global_head_dim");
+    const auto gkv = integral_of(tc, "num_global_key_value_heads");
     if (plc != nullptr) {
       Reading r = base;
       r.label = "per_layer_config (transformers ≥5.15)";
       for (std::size_t i = 0; i < N; ++i) {
         auto it = plc->find(std::to_string(i));
         if (it == plc->end() || !it->is_object()) continue;
-        r.d[i] = int_of(*it, "head_dim").value_or(m.head_dim);
-        r.kv[i] = int_of(*it, "num_key_value_heads").value_or(m.num_kv_heads);
+        r.d[i] = integral_of(*it, "head_dim").value_or(m.head_dim);
+        r.kv[i] = integral_of(*it, "num_key_value_heads").value_or(m.num_kv_heads);
       }
       out.push_back(std::move(r));
     }
@@ -573,9 +573,9 @@ struct ShapeChecker {
               "embed_tokens_per_layer columns == num_hidden_layers·hidden_size_per_layer_input",
               "hidden_size_per_layer_input");
       if (auto vc = ctx.config.find("vision_config"); vc != ctx.config.end() && vc->is_object()) {
-        const std::int64_t hv = int_of(*vc, "hidden_size").value_or(0);
-        const std::int64_t p = int_of(*vc, "patch_size").value_or(0);
-        const std::int64_t pos = int_of(*vc, "position_embedding_size").value_or(0);
+        const std::int64_t hv = integral_of(*vc, "hidden_size").value_or(0);
+        const std::int64_t p = integral_of(*vc, "patch_size").value_or(0);
+        const std::int64_t pos = integral_of(*vc, "position_embedding_size").value_or(0);
         if (hv > 0) {
           linear("model.embed_vision.embedding_projection", H, hv,
                  "embed_vision.embedding_projection == [text hidden_size, vision hidden_size]", "vision_config.hidden_size");
@@ -591,7 +591,7 @@ struct ShapeChecker {
     // Qwen3.5 vision merger and MTP geometry
     if (fam == Family::QWEN3_5 || fam == Family::QWEN3_5_MOE) {
       if (auto vc = ctx.config.find("vision_config"); vc != ctx.config.end() && vc->is_object()) {
-        const auto oh = int_of(*vc, "out_hidden_size");
+        const auto oh = integral_of(*vc, "out_hidden_size");
         if (oh && *oh != H)
           v.add("vision_config.out_hidden_size == text hidden_size", "", std::to_string(H), std::to_string(*oh),
                 "vision_config.out_hidden_size");

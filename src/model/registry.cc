@@ -198,13 +198,13 @@ Family detect_family(std::string_view model_type, std::string_view text_model_ty
 
 std::int64_t first_int(const nlohmann::ordered_json& j, std::span<const std::string_view> keys) {
   for (auto k : keys)
-    if (auto v = int_of(j, k)) return *v;
+    if (auto v = integral_of(j, k)) return *v;
   return 0;
 }
 
 bool layer_is_moe(const FamilySpec& spec, const nlohmann::ordered_json& text, std::int64_t i,
                   std::int64_t num_layers) {
-  auto get = [&](std::string_view k, std::int64_t dflt) { return int_of(text, k).value_or(dflt); };
+  auto get = [&](std::string_view k, std::int64_t dflt) { return integral_of(text, k).value_or(dflt); };
   auto in_list = [&](std::string_view k) -> std::optional<bool> {
     if (!text.is_object()) return std::nullopt;
     auto it = text.find(k);

@@ -100,6 +100,27 @@ TEST(SynthRule, TheV32IndexerAndMultimodalWrappersAreRefusedNotApproximated) {
   EXPECT_EQ(p.error().code, Errc::USAGE);
 }
 
+// One integer policy for config.json (util/json_get.h): a config whose integers are written as floats (`3.0`) is read
+// alike by model info and the registry's MoE-layer rule (first_k_dense_replace, n_routed_experts, ...), so the
+// layout is the same tensor for tensor.
+TEST(SynthRule, IntegersWrittenAsFloatsAreReadAlikeByEveryReader) {
+  for (const char* fixture : {"deepseek_v3", "glm4_moe", "qwen2_moe", "mixtral"}) {
+    SCOPED_TRACE(fixture);
+    const OJson c = read_json(kData / fixture / "config.json");
+    OJson f = c;
+    for (auto& [k, v] : f.items())
+      if (v.is_number_integer()) v = static_cast<double>(v.get<std::int64_t>());
+    auto a = plan_synth_from_config(c), b = plan_synth_from_config(f);
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    ASSERT_TRUE(b.ok()) << b.error().message;
+    ASSERT_EQ(a->tensors.size(), b->tensors.size());
+    for (std::size_t i = 0; i < a->tensors.size(); ++i) {
+      EXPECT_EQ(a->tensors[i].name, b->tensors[i].name);
+      EXPECT_EQ(a->tensors[i].shape, b->tensors[i].shape);
+    }
+  }
+}
+
 // DeepSeek-V3 as published (deepseek-ai/DeepSeek-V3 config.json, the keys that decide tensors): 671,026,419,200
 // parameters in the main model (the "671B") and 13,463,426,304 in the MTP layer 61 (its own decoder layer, embedding,
 // enorm/hnorm, eh_proj and shared head: the "14B"), counted by hand from the config in docs/cli/synth.md.

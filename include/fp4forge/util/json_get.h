@@ -3,6 +3,11 @@
  * Typed reads of one key of a JSON object from an untrusted file (config.json, a processor or tokenizer file):
  * they never throw, whatever the value's type, and never coerce (a "4" is not 4, a 4.0 is not an integer). The one
  * home of these getters: doctor's checks, the shape rules, the registry and model info read keys through them.
+ *
+ * One integer policy per file: config.json's integers (what transformers reads into its config) are read with
+ * integral_of everywhere (model info, the registry's MoE-layer and width keys, the shape rules, doctor's Gemma-4
+ * checks, the KV planner), so no reader sees a `3.0` the others do not; files whose writers emit integers only
+ * (processor and tokenizer files, vLLM's JSON, compressed-tensors' quantization_config) use int_of.
  */
 #include <cstdint>
 #include <optional>
