@@ -1,4 +1,4 @@
-// fp4forge selftest [--golden FILE] [--scheme-golden FILE]... [--path NAME]... [--json]: the golden vectors of
+// fp4forge selftest [--golden FILE]... [--path NAME]... [--json]: the golden vectors of
 // every scheme (NVFP4A16: codec/golden.h; the others: codec/scheme_golden.h) and of NVFP4A16's searched
 // observers through every codec path this CPU runs, and the FP8-source expansion on each of its paths. Exit 0
 // all byte-exact, 1 a mismatch, 3 a malformed golden file, 2 an unknown --path.
@@ -23,15 +23,34 @@ namespace fp4forge::cli {
 
 namespace {
 struct SelftestOpts {
-  std::string golden;
-  std::vector<std::string> scheme_golden;
+  std::vector<std::string> golden;         ///< --golden: files of any scheme
+  std::vector<std::string> scheme_golden;  ///< --scheme-golden: its older name, the same files (read after them)
   std::vector<std::string> paths;
   bool json = false;
 };
 
 int run_selftest(const SelftestOpts& o) {
-  auto set = o.golden.empty() ? nvfp4::builtin_golden() : nvfp4::load_golden(o.golden);
-  if (!set) return report_error(set.error(), o.json);
+  // Every file through the one loader, keyed by the scheme it holds. NVFP4A16's built-in vectors run unless a file of
+  // NVFP4A16 is given; the other schemes' built-in vectors and the observers' only when no file is.
+  nvfp4::GoldenSet nv{"", {}};
+  std::vector<SchemeGoldenSet> schemes;
+  std::vector<std::string> files = o.golden;
+  files.insert(files.end(), o.scheme_golden.begin(), o.scheme_golden.end());
+  for (const auto& f : files) {
+    auto v = load_golden_vectors(f);
+    if (!v) return report_error(v.error(), o.json);
+    if (v->other) {
+      schemes.push_back(std::move(*v->other));
+      continue;
+    }
+    nv.source += (nv.source.empty() ? "" : ", ") + v->nvfp4->source;
+    for (auto& c : v->nvfp4->cases) nv.cases.push_back(std::move(c));
+  }
+  if (nv.source.empty()) {
+    auto b = nvfp4::builtin_golden();
+    if (!b) return report_error(b.error(), o.json);
+    nv = std::move(*b);
+  }
   const std::vector<std::string> available = nvfp4::available_paths();
   std::vector<std::string> paths = o.paths.empty() ? available : o.paths;
   for (const auto& p : paths) {
@@ -40,22 +59,15 @@ int run_selftest(const SelftestOpts& o) {
                                      p, fmt::join(available, ", ")),
                           o.json);
   }
-  nvfp4::GoldenReport r = nvfp4::run_golden(*set, paths);
-  // The other schemes: the built-in vectors with the built-in NVFP4 ones, else the files given.
-  std::vector<SchemeGoldenSet> schemes;
-  if (o.golden.empty() && o.scheme_golden.empty()) {
+  nvfp4::GoldenReport r = nvfp4::run_golden(nv, paths);
+  if (files.empty()) {
     auto b = builtin_scheme_golden();
     if (!b) return report_error(b.error(), o.json);
     schemes = std::move(*b);
   }
-  for (const auto& f : o.scheme_golden) {
-    auto s = load_scheme_golden(f);
-    if (!s) return report_error(s.error(), o.json);
-    schemes.push_back(std::move(*s));
-  }
   run_scheme_golden(schemes, r, paths);  // every scheme through the same codec paths
   // The searched observers (NVFP4A16): the built-in vectors on every search path.
-  if (o.golden.empty() && o.scheme_golden.empty()) {
+  if (files.empty()) {
     auto obs = nvfp4::builtin_observer_golden();
     if (!obs) return report_error(obs.error(), o.json);
     nvfp4::run_observer_golden(*obs, r);
@@ -95,11 +107,10 @@ int run_selftest(const SelftestOpts& o) {
 void add_selftest(CLI::App& sub, Action& action) {
   auto opts = std::make_shared<SelftestOpts>();
   sub.add_option("--golden", opts->golden,
-                 "golden-vector JSON file (schema: docs/cli/selftest.md); default: the vectors built into "
-                 "this binary");
-  sub.add_option("--scheme-golden", opts->scheme_golden,
-                 "golden-vector file of another scheme (MXFP4A16, FP8_DYNAMIC, FP8_BLOCK, W4A16; schema: "
-                 "docs/cli/selftest.md), repeatable; default: the built-in ones when --golden is not given");
+                 "golden-vector JSON file of any scheme, repeatable: NVFP4A16's schema or a scheme file "
+                 "(\"scheme\": PRESET; docs/cli/selftest.md), read by one loader keyed by its scheme; default: the "
+                 "vectors built into this binary (NVFP4A16's always run unless a file of it is given)");
+  sub.add_option("--scheme-golden", opts->scheme_golden, "the same as --golden (its older name), repeatable");
   sub.add_option("--path", opts->paths,
                  "run only this codec path (repeatable): scalar, or a Highway target such as AVX3_DL, "
                  "AVX2, SSE4");

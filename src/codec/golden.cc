@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/nvfp4_internal.h"
-#include "fp4forge/util/fs.h"
 
 namespace fp4forge::nvfp4 {
 namespace detail {
@@ -146,10 +145,6 @@ Result<GoldenSet> parse_golden(std::string_view json_text, std::string_view sour
   return set;
 }
 
-Result<GoldenSet> load_golden(const std::filesystem::path& path) {
-  FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(path, 64u << 20));
-  return parse_golden(text, path.string());
-}
 
 std::string_view builtin_golden_json() noexcept {
   return {reinterpret_cast<const char*>(detail::kBuiltinGoldenJson), detail::kBuiltinGoldenJsonSize};

@@ -131,10 +131,39 @@ Result<SchemeGoldenSet> parse_scheme_golden(std::string_view json_text, std::str
   return parse_cases(*scheme, doc.at("cases"), ctx);
 }
 
-Result<SchemeGoldenSet> load_scheme_golden(const std::filesystem::path& path) {
+Result<GoldenVectors> load_golden_vectors(const std::filesystem::path& path) {
   FP4FORGE_ASSIGN_OR_RETURN(std::string text, fs::read_file(path, 64u << 20));
-  return parse_scheme_golden(text, path.string());
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  GoldenVectors v;
+  if (doc.is_object() && doc.contains("scheme")) {
+    FP4FORGE_ASSIGN_OR_RETURN(v.other, parse_scheme_golden(text, path.string()));
+    v.scheme = v.other->scheme;
+  } else {
+    FP4FORGE_ASSIGN_OR_RETURN(v.nvfp4, nvfp4::parse_golden(text, path.string()));
+  }
+  return v;
 }
+
+namespace {
+Error wrong_scheme(const std::filesystem::path& path, QuantScheme got, std::string_view want) {
+  return make_error(Errc::BAD_INPUT, "golden file '{}' holds {} vectors; expected {}", path.string(),
+                    quant_scheme_preset(got), want);
+}
+}  // namespace
+
+Result<SchemeGoldenSet> load_scheme_golden(const std::filesystem::path& path) {
+  FP4FORGE_ASSIGN_OR_RETURN(GoldenVectors v, load_golden_vectors(path));
+  if (!v.other) return wrong_scheme(path, v.scheme, "a scheme other than NVFP4A16");
+  return std::move(*v.other);
+}
+
+namespace nvfp4 {
+Result<GoldenSet> load_golden(const std::filesystem::path& path) {
+  FP4FORGE_ASSIGN_OR_RETURN(GoldenVectors v, load_golden_vectors(path));
+  if (!v.nvfp4) return wrong_scheme(path, v.scheme, "NVFP4A16");
+  return std::move(*v.nvfp4);
+}
+}  // namespace nvfp4
 
 Result<std::vector<SchemeGoldenSet>> builtin_scheme_golden() {
   const std::string_view text(reinterpret_cast<const char*>(detail_schemes::kBuiltinSchemesJson),

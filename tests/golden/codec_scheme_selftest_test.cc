@@ -98,5 +98,32 @@ TEST(CodecSchemeSelftest, MalformedFilesAreBadInputNamingTheField) {
   }
 }
 
+// One loader keyed by the scheme a file holds (issue 54): NVFP4A16's schema and every scheme file come through
+// load_golden_vectors; the typed loaders refuse a file of the other kind by name instead of a schema error.
+TEST(CodecSchemeSelftest, OneLoaderReadsEveryGoldenFileByItsScheme) {
+  const std::string nv = FP4FORGE_GOLDEN_VECTORS, blk = std::string(FP4FORGE_TEST_DATA) + "/golden/schemes/FP8_BLOCK.json";
+  auto a = load_golden_vectors(nv);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->scheme, QuantScheme::NVFP4A16);
+  ASSERT_TRUE(a->nvfp4.has_value());
+  EXPECT_EQ(a->nvfp4->cases.size(), 15u);
+  EXPECT_FALSE(a->other.has_value());
+  auto b = load_golden_vectors(blk);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(b->scheme, QuantScheme::FP8_BLOCK);
+  ASSERT_TRUE(b->other.has_value());
+  EXPECT_FALSE(b->other->cases.empty());
+  EXPECT_FALSE(b->nvfp4.has_value());
+  auto wrong = load_scheme_golden(nv);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.error().code, Errc::BAD_INPUT);
+  EXPECT_NE(wrong.error().message.find("holds NVFP4A16 vectors"), std::string::npos) << wrong.error().message;
+  auto wrong2 = nvfp4::load_golden(blk);
+  ASSERT_FALSE(wrong2.ok());
+  EXPECT_NE(wrong2.error().message.find("holds FP8_BLOCK vectors; expected NVFP4A16"), std::string::npos)
+      << wrong2.error().message;
+  EXPECT_EQ(load_golden_vectors("/nonexistent/golden.json").error().code, Errc::IO);
+}
+
 }  // namespace
 }  // namespace fp4forge

@@ -54,7 +54,8 @@ struct GoldenSet {
  * source, the case and the field.
  */
 Result<GoldenSet> parse_golden(std::string_view json_text, std::string_view source);
-/** Reads (Errc::IO on failure) and parses a golden file. */
+/** load_golden_vectors (scheme_golden.h, the one loader) of a file that must hold NVFP4A16's vectors: Errc::IO when
+ * it cannot be read, BAD_INPUT when it is malformed or holds another scheme. */
 Result<GoldenSet> load_golden(const std::filesystem::path& path);
 /** The vectors built into the binary (src/codec/nvfp4a16_golden.json at build time). */
 std::string_view builtin_golden_json() noexcept;

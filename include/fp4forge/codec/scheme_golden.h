@@ -10,6 +10,7 @@
  * The built-in set (src/codec/schemes_golden.json, the smallest cases of each file) is
  * {"schemes": {PRESET: {"cases": [...]}, ...}}.
  */
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +38,20 @@ struct SchemeGoldenSet {
 
 /** Parses one scheme's file. BAD_INPUT naming the source, case and field on any schema violation. */
 Result<SchemeGoldenSet> parse_scheme_golden(std::string_view json_text, std::string_view source);
-/** Reads (IO) and parses one scheme's file. */
+
+/** A golden-vector file of any scheme, as the one loader read it: exactly one member is set. */
+struct GoldenVectors {
+  QuantScheme scheme = QuantScheme::NVFP4A16;
+  std::optional<nvfp4::GoldenSet> nvfp4;  ///< NVFP4A16: its own schema (golden.h), the fused-set cases
+  std::optional<SchemeGoldenSet> other;   ///< any other scheme: the schema above
+};
+/**
+ * The one loader of golden files, keyed by the scheme the file holds: a top-level "scheme" names a scheme file
+ * (above), none is NVFP4A16's schema (golden.h); each is then parsed by its own strict parser. IO when the file
+ * cannot be read, BAD_INPUT naming the file otherwise. `fp4forge selftest --golden FILE` takes any of them.
+ */
+Result<GoldenVectors> load_golden_vectors(const std::filesystem::path& path);
+/** load_golden_vectors of a file that must hold a scheme other than NVFP4A16 (BAD_INPUT naming it otherwise). */
 Result<SchemeGoldenSet> load_scheme_golden(const std::filesystem::path& path);
 /** The built-in sets, one per scheme beside NVFP4A16. */
 Result<std::vector<SchemeGoldenSet>> builtin_scheme_golden();
