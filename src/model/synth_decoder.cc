@@ -217,10 +217,17 @@ Status check_widths(const ModelInfo& m, const Layout& lay, const OJson& text) {
   bool any_dense = false, any_moe = false;
   for (std::int64_t i = 0; i < m.num_layers + m.mtp_num_hidden_layers; ++i)
     (layer_is_moe(m.spec(), text, i, m.num_layers) ? any_moe : any_dense) = true;
-  if (any_dense) FP4FORGE_TRY(require_positive(m, {{m.spec().dense_intermediate_keys.front(), m.intermediate_size}}));
+  // The key a width is named by in messages: the family's first, else the usual one.
+  auto key = [](const std::vector<std::string_view>& keys, std::string_view dflt) {
+    return keys.empty() ? dflt : keys.front();
+  };
+  const FamilySpec& spec = m.spec();
+  if (any_dense)
+    FP4FORGE_TRY(require_positive(m, {{key(spec.dense_intermediate_keys, "intermediate_size"), m.intermediate_size}}));
   if (any_moe) {
-    FP4FORGE_TRY(require_positive(m, {{m.spec().num_experts_keys.front(), m.num_experts},
-                                      {m.spec().expert_intermediate_keys.front(), m.moe_intermediate_size}}));
+    FP4FORGE_TRY(require_positive(m, {{key(spec.num_experts_keys, "num_experts"), m.num_experts},
+                                      {key(spec.expert_intermediate_keys, "moe_intermediate_size"),
+                                       m.moe_intermediate_size}}));
     if (lay.shared == Shared::QWEN2)
       FP4FORGE_TRY(require_positive(m, {{"shared_expert_intermediate_size", m.shared_expert_intermediate_size}}));
   }
