@@ -50,13 +50,6 @@ YAML::Emitter& operator<<(YAML::Emitter& e, Str s) {
 }
 
 /** vLLM's spelling of a mamba state dtype. */
-std::string vllm_state_dtype(const std::string& d) {
-  if (d == "bf16") return "bfloat16";
-  if (d == "fp32") return "float32";
-  if (d == "fp16" || d == "half") return "float16";
-  return d;
-}
-
 }  // namespace
 
 std::string seat_image(const Plan& plan, std::size_t seat, const ComposeOptions& opts) {
@@ -90,7 +83,7 @@ std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
                      "--max-num-batched-tokens", std::to_string(p.max_num_batched_tokens),
                      "--tensor-parallel-size", std::to_string(a.kv.tp), "--max-num-seqs",
                      std::to_string(p.max_num_seqs)});
-  if (a.kv.dtype != "auto") v.insert(v.end(), {"--dtype", a.kv.dtype});
+  if (a.kv.dtype != ModelDtype::AUTO) v.insert(v.end(), {"--dtype", std::string(model_dtype_name(a.kv.dtype))});
   if (a.enforce_eager) v.push_back("--enforce-eager");
   v.push_back(a.kv.prefix_caching ? "--enable-prefix-caching" : "--no-enable-prefix-caching");
   if (a.kv.spec_tokens > 0) {
@@ -102,10 +95,10 @@ std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
     v.push_back(m.info.has_audio_config ? "{\"image\":0,\"video\":0,\"audio\":0}" : "{\"image\":0,\"video\":0}");
   }
   if (a.kv.block_size > 0) v.insert(v.end(), {"--block-size", std::to_string(a.kv.block_size)});
-  if (a.kv.mamba_ssm_cache_dtype != "auto")
-    v.insert(v.end(), {"--mamba-ssm-cache-dtype", vllm_state_dtype(a.kv.mamba_ssm_cache_dtype)});
-  if (a.kv.mamba_cache_dtype != "auto")
-    v.insert(v.end(), {"--mamba-cache-dtype", vllm_state_dtype(a.kv.mamba_cache_dtype)});
+  if (a.kv.mamba_ssm_cache_dtype != StateDtype::AUTO)
+    v.insert(v.end(), {"--mamba-ssm-cache-dtype", std::string(state_dtype_name(a.kv.mamba_ssm_cache_dtype))});
+  if (a.kv.mamba_cache_dtype != StateDtype::AUTO)
+    v.insert(v.end(), {"--mamba-cache-dtype", std::string(state_dtype_name(a.kv.mamba_cache_dtype))});
   if (!a.kv.hybrid_kv_cache_manager) v.push_back("--disable-hybrid-kv-cache-manager");
   // Parsers (the family's, chosen by the chat template and the planned version) and the seat's vllm_args.
   for (auto& w : serving_args(m.serving)) v.push_back(std::move(w));

@@ -83,13 +83,48 @@ std::uint64_t kv_head_token_bytes(KvCacheDtype d, std::int64_t head_dim, int dty
   return (d == KvCacheDtype::INT4_PER_TOKEN_HEAD ? hd : 2 * hd) + 8;
 }
 
-Result<int> state_dtype_bytes(std::string_view dtype, int dflt) {
-  const std::string d = util::ascii_lower(dtype);
-  if (d == "auto" || d.empty()) return dflt;
-  if (d == "float32" || d == "fp32") return 4;
-  if (d == "bfloat16" || d == "bf16" || d == "float16" || d == "fp16" || d == "half") return 2;
-  return make_error(Errc::USAGE,
-                    "unsupported mamba state dtype '{}'; expected auto, float32, bfloat16 or float16", dtype);
+Result<ModelDtype> parse_model_dtype(std::string_view text) {
+  const std::string d = util::ascii_lower(text);
+  if (d == "auto") return ModelDtype::AUTO;
+  if (d == "bfloat16") return ModelDtype::BFLOAT16;
+  if (d == "float16" || d == "half") return ModelDtype::FLOAT16;
+  if (d == "float32" || d == "float") return ModelDtype::FLOAT32;
+  return make_error(Errc::USAGE, "unsupported dtype '{}'; expected auto, bfloat16, float16 or float32", text);
+}
+
+std::string_view model_dtype_name(ModelDtype d) noexcept {
+  switch (d) {
+    case ModelDtype::AUTO: return "auto";
+    case ModelDtype::BFLOAT16: return "bfloat16";
+    case ModelDtype::FLOAT16: return "float16";
+    case ModelDtype::FLOAT32: return "float32";
+  }
+  return "auto";
+}
+
+Result<StateDtype> parse_state_dtype(std::string_view text) {
+  const std::string d = util::ascii_lower(text);
+  if (d == "auto" || d.empty()) return StateDtype::AUTO;
+  if (d == "float32" || d == "fp32") return StateDtype::FLOAT32;
+  if (d == "bfloat16" || d == "bf16") return StateDtype::BFLOAT16;
+  if (d == "float16" || d == "fp16" || d == "half") return StateDtype::FLOAT16;
+  return make_error(Errc::USAGE, "unsupported mamba state dtype '{}'; expected auto, float32, bfloat16 or float16",
+                    text);
+}
+
+std::string_view state_dtype_name(StateDtype d) noexcept {
+  switch (d) {
+    case StateDtype::AUTO: return "auto";
+    case StateDtype::FLOAT32: return "float32";
+    case StateDtype::BFLOAT16: return "bfloat16";
+    case StateDtype::FLOAT16: return "float16";
+  }
+  return "auto";
+}
+
+int state_dtype_bytes(StateDtype d, int dflt) noexcept {
+  if (d == StateDtype::AUTO) return dflt;
+  return d == StateDtype::FLOAT32 ? 4 : 2;
 }
 
 std::string_view layer_kind_name(LayerKind k) noexcept {
@@ -115,23 +150,18 @@ namespace {
 
 /** The element sizes: the KV dtype (with the model dtype for `auto`), the conv and SSM state dtypes. */
 Status kv_dtypes(const Json& text, const KvOptions& opts, KvLayout& out) {
-  const std::string dt = util::ascii_lower(opts.dtype);
-  if (dt != "auto" && dt != "bfloat16" && dt != "float16" && dt != "half" && dt != "float32" && dt != "float")
-    return make_error(Errc::USAGE, "unsupported dtype '{}'; expected auto, bfloat16, float16 or float32", opts.dtype);
-  out.kv_dtype_bytes = kv_cache_dtype_bytes(opts.kv_cache_dtype, (dt == "float32" || dt == "float") ? 4 : 2);
-  FP4FORGE_ASSIGN_OR_RETURN(out.conv_dtype_bytes, state_dtype_bytes(opts.mamba_cache_dtype, 2));
-  {
-    std::string ssm = util::ascii_lower(opts.mamba_ssm_cache_dtype);
-    if (ssm == "auto") {
-      const std::string cfg = json_string(text, "mamba_ssm_dtype");
-      ssm = cfg.empty() ? std::string("auto") : cfg;
-    }
-    auto r = state_dtype_bytes(ssm, out.conv_dtype_bytes);
+  out.kv_dtype_bytes = kv_cache_dtype_bytes(opts.kv_cache_dtype, opts.dtype == ModelDtype::FLOAT32 ? 4 : 2);
+  out.conv_dtype_bytes = state_dtype_bytes(opts.mamba_cache_dtype, 2);
+  StateDtype ssm = opts.mamba_ssm_cache_dtype;
+  if (ssm == StateDtype::AUTO) {  // the config's mamba_ssm_dtype, read here (config.json is this function's input)
+    const std::string cfg = json_string(text, "mamba_ssm_dtype");
+    auto r = parse_state_dtype(cfg);
     if (!r.ok())
       return make_error(Errc::BAD_INPUT, "config.json: mamba_ssm_dtype '{}' is not supported; expected "
-                        "float32, bfloat16 or float16", ssm);
-    out.ssm_dtype_bytes = *r;
+                        "float32, bfloat16 or float16", cfg);
+    ssm = *r;
   }
+  out.ssm_dtype_bytes = state_dtype_bytes(ssm, out.conv_dtype_bytes);
 
   return {};
 }

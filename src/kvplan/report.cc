@@ -164,8 +164,8 @@ Json to_json(const Plan& plan) {
     o["recipe"] = a.recipe.empty() ? Json(nullptr) : Json(a.recipe);
     o["concurrency"] = a.concurrency;
     o["block_size"] = a.kv.block_size > 0 ? Json(a.kv.block_size) : Json(nullptr);
-    o["mamba_ssm_dtype"] = a.kv.mamba_ssm_cache_dtype;
-    o["mamba_cache_dtype"] = a.kv.mamba_cache_dtype;
+    o["mamba_ssm_dtype"] = state_dtype_name(a.kv.mamba_ssm_cache_dtype);
+    o["mamba_cache_dtype"] = state_dtype_name(a.kv.mamba_cache_dtype);
     o["hybrid_manager"] = a.kv.hybrid_kv_cache_manager;
     o["pinned_gpus"] = a.gpus;
     js["options"] = o;

@@ -317,8 +317,9 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
     } else if (key == "block_size") {
       if (!parse_int(v, a.kv.block_size) || a.kv.block_size < 1) return bad("a positive integer");
     } else if (key == "mamba_ssm_dtype" || key == "mamba_cache_dtype") {
-      if (!state_dtype_bytes(v, 2).ok()) return bad("auto, float32, bfloat16 or float16");
-      (key == "mamba_ssm_dtype" ? a.kv.mamba_ssm_cache_dtype : a.kv.mamba_cache_dtype) = std::string(v);
+      auto d = parse_state_dtype(v);
+      if (!d.ok() || v.empty()) return bad("auto, float32, bfloat16 or float16");
+      (key == "mamba_ssm_dtype" ? a.kv.mamba_ssm_cache_dtype : a.kv.mamba_cache_dtype) = *d;
     } else if (key == "hybrid_manager") {
       if (!parse_bool(v, a.kv.hybrid_kv_cache_manager)) return bad("on or off");
     } else if (key == "served_name") {
@@ -334,8 +335,9 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
       if (!parse_int(v, x) || x < 1 || x > 2147483647) return bad("a positive integer below 2^31");
       a.max_num_seqs = x;
     } else if (key == "dtype") {
-      if (v != "auto" && v != "bfloat16" && v != "float16" && v != "float32") return bad("auto, bfloat16, float16 or float32");
-      a.kv.dtype = std::string(v);
+      auto d = parse_model_dtype(v);
+      if (!d.ok()) return bad("auto, bfloat16, float16 or float32");
+      a.kv.dtype = *d;
     } else if (key == "enforce_eager") {
       if (!parse_bool(v, a.enforce_eager)) return bad("on or off");
     } else if (key == "allow_long_max_model_len") {

@@ -162,7 +162,7 @@ TEST(KvplanQwen35, MtpThreeSpeculativeTokens) {
 TEST(KvplanQwen35, Bf16StateDtype) {
   KvOptions o;
   o.prefix_caching = false;
-  o.mamba_ssm_cache_dtype = "bfloat16";
+  o.mamba_ssm_cache_dtype = StateDtype::BFLOAT16;
   const KvLayout l = layout_of(qwen35_27b(), o);
   EXPECT_EQ(l.state_bytes, 1'634'304u);
   EXPECT_EQ(l.attn_block_size, 400);
@@ -375,6 +375,16 @@ TEST(KvplanErrors, RefusesWhatVllmRefuses) {
   EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
   EXPECT_NE(r.error().message.find("tp = 5"), std::string::npos);
   o = {};
+  // The model and Mamba state dtypes likewise: parsed once, written back in vLLM's spelling.
+  EXPECT_EQ(*parse_state_dtype("BF16"), StateDtype::BFLOAT16);
+  EXPECT_EQ(*parse_state_dtype("half"), StateDtype::FLOAT16);
+  EXPECT_EQ(state_dtype_name(*parse_state_dtype("fp32")), "float32");
+  EXPECT_EQ(parse_state_dtype("int8").error().code, Errc::USAGE);
+  EXPECT_EQ(state_dtype_bytes(StateDtype::FLOAT32, 2), 4);
+  EXPECT_EQ(state_dtype_bytes(StateDtype::AUTO, 4), 4);
+  EXPECT_EQ(*parse_model_dtype("float"), ModelDtype::FLOAT32);
+  EXPECT_EQ(model_dtype_name(*parse_model_dtype("HALF")), "float16");
+  EXPECT_EQ(parse_model_dtype("fp8").error().code, Errc::USAGE);
   // A KV dtype is parsed where it is read: an unknown one never reaches the layout.
   EXPECT_EQ(parse_kv_cache_dtype("int3").error().code, Errc::USAGE);
   EXPECT_EQ(*parse_kv_cache_dtype("BF16"), KvCacheDtype::BF16);

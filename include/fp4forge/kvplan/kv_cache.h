@@ -42,8 +42,20 @@ bool per_token_head(KvCacheDtype d) noexcept;
  * formats (vLLM's Triton backend, in vLLM since 0.20 - 0.24) 2 * head_dim + 8 (fp8/int8, two fp32 scales) and
  * head_dim + 8 (int4). */
 std::uint64_t kv_head_token_bytes(KvCacheDtype d, std::int64_t head_dim, int dtype_bytes) noexcept;
-/** Bytes of a mamba state dtype (float32/fp32 -> 4, bfloat16/bf16/float16/fp16 -> 2); "auto" -> dflt. */
-Result<int> state_dtype_bytes(std::string_view dtype, int dflt);
+/** `--dtype`: what vLLM serves the model in (kv_cache_dtype auto follows it); parsed once at the seat key. */
+enum class ModelDtype : std::uint8_t { AUTO, BFLOAT16, FLOAT16, FLOAT32 };
+/** auto, bfloat16, float16 (half), float32 (float), case-insensitive; USAGE otherwise. */
+Result<ModelDtype> parse_model_dtype(std::string_view text);
+/** vLLM's spelling: "auto", "bfloat16", "float16", "float32". */
+std::string_view model_dtype_name(ModelDtype d) noexcept;
+/** A Mamba state dtype (`--mamba-cache-dtype`, `--mamba-ssm-cache-dtype`, config.json `mamba_ssm_dtype`). */
+enum class StateDtype : std::uint8_t { AUTO, FLOAT32, BFLOAT16, FLOAT16 };
+/** auto, float32 (fp32), bfloat16 (bf16), float16 (fp16, half), case-insensitive; USAGE otherwise. */
+Result<StateDtype> parse_state_dtype(std::string_view text);
+/** vLLM's spelling: "auto", "float32", "bfloat16", "float16". */
+std::string_view state_dtype_name(StateDtype d) noexcept;
+/** Bytes of a state element: float32 4, bfloat16 / float16 2; auto -> `dflt`. */
+int state_dtype_bytes(StateDtype d, int dflt) noexcept;
 
 enum class LayerKind { FULL, SLIDING, STATE };
 /** "full_attention", "sliding_window", "mamba_state". */
@@ -52,11 +64,11 @@ std::string_view layer_kind_name(LayerKind k) noexcept;
 struct KvOptions {
   int tp = 1;                                  ///< tensor-parallel size
   KvCacheDtype kv_cache_dtype = KvCacheDtype::AUTO;  ///< --kv-cache-dtype
-  std::string dtype = "auto";                  ///< --dtype: auto (bf16/fp16; vLLM casts fp32 checkpoints down),
+  ModelDtype dtype = ModelDtype::AUTO;         ///< --dtype: auto (bf16/fp16; vLLM casts fp32 checkpoints down),
                                                ///< bfloat16, float16 or float32 (what kv_cache_dtype auto follows)
-  std::string mamba_cache_dtype = "auto";      ///< --mamba-cache-dtype (conv state; auto = model dtype)
+  StateDtype mamba_cache_dtype = StateDtype::AUTO;  ///< --mamba-cache-dtype (conv state; auto = model dtype)
   /** --mamba-ssm-cache-dtype (recurrent state; auto = config mamba_ssm_dtype, else the conv dtype) */
-  std::string mamba_ssm_cache_dtype = "auto";
+  StateDtype mamba_ssm_cache_dtype = StateDtype::AUTO;
   bool prefix_caching = true;                  ///< state layers use "align" mode: 2 pages per request
   int spec_tokens = 0;                         ///< speculative tokens (MTP): extra conv rows and state pages
   std::int64_t block_size = 0;                 ///< --block-size; 0 = unset (16, or the hybrid alignment)
