@@ -180,89 +180,85 @@ Json qwen3_5_config(const Geo& g, bool moe) {
   return c;
 }
 
-Json llama_config(const Geo& g) {
+namespace {
+/** The keys Llama's and Qwen3-MoE's configs write alike (a decoder of `g`'s widths, bf16, silu, RMSNorm 1e-6). */
+Json decoder_config(const Geo& g, Family f) {
   Json c;
-  c["architectures"] = {family_spec(Family::LLAMA).architectures.front()};
+  c["architectures"] = {family_spec(f).architectures.front()};
   c["attention_bias"] = false;
   c["attention_dropout"] = 0.0;
-  c["bos_token_id"] = 1;
   c["dtype"] = "bfloat16";
-  c["eos_token_id"] = 2;
   c["head_dim"] = g.d;
   c["hidden_act"] = "silu";
   c["hidden_size"] = g.H;
   c["initializer_range"] = 0.02;
   c["intermediate_size"] = g.I;
   c["max_position_embeddings"] = g.max_pos;
-  c["mlp_bias"] = false;
-  c["model_type"] = family_spec(Family::LLAMA).model_types.front();
+  c["model_type"] = family_spec(f).model_types.front();
   c["num_attention_heads"] = g.A;
   c["num_hidden_layers"] = g.N;
   c["num_key_value_heads"] = g.KV;
   c["pad_token_id"] = nullptr;
-  c["pretraining_tp"] = 1;
   c["rms_norm_eps"] = 1e-06;
-  c["rope_parameters"] = {{"rope_theta", g.H >= 4096 ? 500000.0 : 10000.0}, {"rope_type", "default"}};
   c["tie_word_embeddings"] = g.tie;
   c["transformers_version"] = "5.17.0";
   c["use_cache"] = true;
   c["vocab_size"] = g.V;
+  return c;
+}
+}  // namespace
+
+Json llama_config(const Geo& g) {
+  Json c = decoder_config(g, Family::LLAMA);
+  c["bos_token_id"] = 1;
+  c["eos_token_id"] = 2;
+  c["mlp_bias"] = false;
+  c["pretraining_tp"] = 1;
+  c["rope_parameters"] = {{"rope_theta", g.H >= 4096 ? 500000.0 : 10000.0}, {"rope_type", "default"}};
   return c;
 }
 
 Json qwen3_moe_config(const Geo& g) {
-  Json c;
-  c["architectures"] = {family_spec(Family::QWEN3_MOE).architectures.front()};
-  c["attention_bias"] = false;
-  c["attention_dropout"] = 0.0;
+  Json c = decoder_config(g, Family::QWEN3_MOE);
   c["bos_token_id"] = nullptr;
   c["decoder_sparse_step"] = 1;
-  c["dtype"] = "bfloat16";
   c["eos_token_id"] = nullptr;
-  c["head_dim"] = g.d;
-  c["hidden_act"] = "silu";
-  c["hidden_size"] = g.H;
-  c["initializer_range"] = 0.02;
-  c["intermediate_size"] = g.I;
-  c["max_position_embeddings"] = g.max_pos;
   c["max_window_layers"] = g.N;
   c["mlp_only_layers"] = Json::array();
-  c["model_type"] = family_spec(Family::QWEN3_MOE).model_types.front();
   c["moe_intermediate_size"] = g.Im;
   c["norm_topk_prob"] = true;
-  c["num_attention_heads"] = g.A;
   c["num_experts"] = g.E;
   c["num_experts_per_tok"] = g.topk;
-  c["num_hidden_layers"] = g.N;
-  c["num_key_value_heads"] = g.KV;
   c["output_router_logits"] = false;
-  c["pad_token_id"] = nullptr;
-  c["rms_norm_eps"] = 1e-06;
   c["rope_parameters"] = {{"rope_theta", 1000000.0}, {"rope_type", "default"}};
   c["router_aux_loss_coef"] = 0.001;
   c["sliding_window"] = nullptr;
-  c["tie_word_embeddings"] = g.tie;
-  c["transformers_version"] = "5.17.0";
-  c["use_cache"] = true;
   c["use_sliding_window"] = false;
-  c["vocab_size"] = g.V;
   return c;
 }
 
-Json gemma4_processor(const Geo& g) {
+namespace {
+/** The image-processor keys both families' processors write alike (RGB, rescale by 1/255, bicubic resize). */
+Json image_processor(const Geo& g, std::string_view type, bool normalize, Json mean, Json std) {
   Json ip;
   ip["do_convert_rgb"] = true;
-  ip["do_normalize"] = false;
+  ip["do_normalize"] = normalize;
   ip["do_rescale"] = true;
   ip["do_resize"] = true;
-  ip["image_mean"] = {0.0, 0.0, 0.0};
-  ip["image_processor_type"] = "Gemma4ImageProcessor";
-  ip["image_std"] = {1.0, 1.0, 1.0};
-  ip["max_soft_tokens"] = 280;
+  ip["image_mean"] = std::move(mean);
+  ip["image_processor_type"] = type;
+  ip["image_std"] = std::move(std);
   ip["patch_size"] = g.vis.patch;
-  ip["pooling_kernel_size"] = 3;
   ip["resample"] = 3;
   ip["rescale_factor"] = 0.00392156862745098;
+  return ip;
+}
+}  // namespace
+
+Json gemma4_processor(const Geo& g) {
+  Json ip = image_processor(g, "Gemma4ImageProcessor", false, {0.0, 0.0, 0.0}, {1.0, 1.0, 1.0});
+  ip["max_soft_tokens"] = 280;
+  ip["pooling_kernel_size"] = 3;
   Json p;
   p["image_processor"] = ip;
   p["image_seq_length"] = 280;
@@ -271,18 +267,9 @@ Json gemma4_processor(const Geo& g) {
 }
 
 Json qwen_processor(const Geo& g) {
-  Json ip;
-  ip["do_convert_rgb"] = true;
-  ip["do_normalize"] = true;
-  ip["do_rescale"] = true;
-  ip["do_resize"] = true;
-  ip["image_mean"] = {0.48145466, 0.4578275, 0.40821073};
-  ip["image_processor_type"] = "Qwen2VLImageProcessor";
-  ip["image_std"] = {0.26862954, 0.26130258, 0.27577711};
+  Json ip = image_processor(g, "Qwen2VLImageProcessor", true, {0.48145466, 0.4578275, 0.40821073},
+                            {0.26862954, 0.26130258, 0.27577711});
   ip["merge_size"] = 2;
-  ip["patch_size"] = g.vis.patch;
-  ip["resample"] = 3;
-  ip["rescale_factor"] = 0.00392156862745098;
   ip["size"] = {{"longest_edge", 1003520}, {"shortest_edge", 3136}};
   ip["temporal_patch_size"] = 2;
   Json p;
