@@ -4,6 +4,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "fp4forge/safetensors/checkpoint.h"
@@ -79,11 +80,9 @@ int run_synth(const SynthOpts& o) {
 
 void add_synth(CLI::App& sub, Action& action) {
   auto opts = std::make_shared<SynthOpts>();
-  std::string archs, sizes;
-  for (auto a : synth_archs()) archs += (archs.empty() ? "" : ", ") + std::string(a);
-  for (auto s : synth_sizes()) sizes += (sizes.empty() ? "" : ", ") + std::string(s);
-  std::string by_rule;
-  for (auto f : synth_rule_families()) by_rule += (by_rule.empty() ? "" : ", ") + std::string(f);
+  const std::string archs = fmt::format("{}", fmt::join(synth_archs(), ", "));
+  const std::string sizes = fmt::format("{}", fmt::join(synth_sizes(), ", "));
+  const std::string by_rule = fmt::format("{}", fmt::join(synth_rule_families(), ", "));
   sub.add_option("--arch", opts->arch, "family layout: " + archs + " (with --config: read from the config)");
   auto* size = sub.add_option("--size", opts->size, "geometry: " + sizes + " (default tiny; 8b is ~15 GiB)");
   sub.add_option("--config", opts->config,

@@ -459,7 +459,7 @@ Result<SynthPlan> plan_synth_from_config(const nlohmann::ordered_json& config, s
       p.config[k] = "bfloat16";
     }
   p.generation_config = generation_config(p.config);
-  assign_shards(p, std::move(tensors), max_shard_bytes > 0 ? max_shard_bytes : 5'000'000'000ULL);
+  assign_shards(p, std::move(tensors), max_shard_bytes > 0 ? max_shard_bytes : synth_detail::kReleaseShardBytes);
   return p;
 }
 

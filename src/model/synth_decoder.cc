@@ -61,15 +61,7 @@ const Layout* layout_of(Family f) {
 }
 
 Error not_written(const ModelInfo& m, std::string_view key, std::string_view what) {
-  return make_error(Errc::BAD_INPUT,
-                    "config.json: '{}' {}: synth's {} layout does not write it, so the checkpoint would not be "
-                    "this model's; hint: plan reads the config alone (fp4forge plan --seat NAME=DIR)",
-                    key, what, family_spec(m.family).display);
-}
-
-bool flag(const OJson& t, std::string_view key) {
-  const auto it = t.find(key);
-  return it != t.end() && it->is_boolean() && it->get<bool>();
+  return not_laid_out(family_spec(m.family).display, key, what);
 }
 
 struct Writer {
@@ -106,7 +98,7 @@ struct Writer {
     if (m.family == Family::PHI3) {
       linear(a + "qkv_proj", shape(Role::ATTN_QKV));
     } else {
-      const bool bias = lay.qkv_bias || (lay.qkv_bias_from_config && flag(text, "attention_bias"));
+      const bool bias = lay.qkv_bias || (lay.qkv_bias_from_config && bool_of(text, "attention_bias"));
       for (auto [leaf, role] : {std::pair{"q_proj", Role::ATTN_Q}, {"k_proj", Role::ATTN_K}, {"v_proj", Role::ATTN_V}}) {
         const LinearShape s = shape(role);
         linear(a + leaf, s);
@@ -114,7 +106,7 @@ struct Writer {
       }
     }
     linear(a + "o_proj", shape(Role::ATTN_O));
-    if (lay.qk_norm || (lay.qk_norm_from_config && flag(text, "use_qk_norm"))) {
+    if (lay.qk_norm || (lay.qk_norm_from_config && bool_of(text, "use_qk_norm"))) {
       add(a + "q_norm.weight", {static_cast<std::uint64_t>(m.head_dim)});
       add(a + "k_norm.weight", {static_cast<std::uint64_t>(m.head_dim)});
     }
@@ -178,9 +170,9 @@ Status check_writable(const ModelInfo& m, const Layout& lay, const OJson& text) 
   if (m.wrapper || m.has_vision_config || m.has_audio_config)
     return not_written(m, m.has_audio_config ? "audio_config" : "vision_config",
                        "is set (a multimodal release: its towers are not laid out)");
-  if (flag(text, "attention_bias") && !lay.qkv_bias_from_config)
+  if (bool_of(text, "attention_bias") && !lay.qkv_bias_from_config)
     return not_written(m, "attention_bias", "is true");
-  if (flag(text, "mlp_bias")) return not_written(m, "mlp_bias", "is true");
+  if (bool_of(text, "mlp_bias")) return not_written(m, "mlp_bias", "is true");
   // DeepSeek-V3.2's sparse-attention indexer (self_attn.indexer.*): tensors this rule does not write.
   for (std::string_view k : {"index_topk", "index_n_heads", "index_head_dim"})
     if (text.contains(k)) return not_written(m, k, "is set (the DeepSeek-V3.2 indexer)");
@@ -196,13 +188,7 @@ Status check_writable(const ModelInfo& m, const Layout& lay, const OJson& text) 
 }
 
 Status require_positive(const ModelInfo& m, std::initializer_list<std::pair<std::string_view, std::int64_t>> fields) {
-  for (const auto& [key, v] : fields)
-    if (v <= 0)
-      return make_error(Errc::BAD_INPUT,
-                        "config.json: '{}' is {}, expected a positive integer for synth's {} layout; hint: pass the "
-                        "release's full config.json",
-                        key, v, family_spec(m.family).display);
-  return {};
+  return synth_detail::require_positive(family_spec(m.family).display, fields);
 }
 
 Status check_widths(const ModelInfo& m, const Layout& lay, const OJson& text) {

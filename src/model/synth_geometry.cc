@@ -16,7 +16,7 @@ constexpr std::uint64_t kKiB = 1024, kMiB = 1024 * 1024;
 Geo geometry(std::string_view arch, std::string_view size) {
   Geo g;
   const int s = size == "tiny" ? 0 : size == "small" ? 1 : 2;
-  g.shard_bytes = s == 0 ? 256 * kKiB : s == 1 ? 64 * kMiB : 5'000'000'000ULL;
+  g.shard_bytes = s == 0 ? 256 * kKiB : s == 1 ? 64 * kMiB : kReleaseShardBytes;
   if (arch == "llama" || arch == "qwen3-moe") {
     const bool moe = arch == "qwen3-moe";
     if (s == 0)
@@ -102,15 +102,6 @@ std::vector<std::string> qwen_layer_types(const Geo& g) {
   return lt;
 }
 
-namespace {
-
-using OJson = nlohmann::ordered_json;
-
-std::int64_t int_or(const OJson& j, std::string_view key, std::int64_t def) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : def;
-}
-
 Error not_laid_out(std::string_view arch, std::string_view key, std::string_view what) {
   return make_error(Errc::BAD_INPUT,
                     "config.json: '{}' {}: synth's {} layout does not write it, so the checkpoint would not be "
@@ -119,7 +110,6 @@ Error not_laid_out(std::string_view arch, std::string_view key, std::string_view
                     key, what, arch);
 }
 
-/** Each of `fields` must be positive (the config names them; a zero would lay out empty tensors). */
 Status require_positive(std::string_view arch, std::initializer_list<std::pair<std::string_view, std::int64_t>> fields) {
   for (const auto& [key, v] : fields)
     if (v <= 0)
@@ -129,6 +119,15 @@ Status require_positive(std::string_view arch, std::initializer_list<std::pair<s
                         "vision_config complete)",
                         key, v, arch);
   return {};
+}
+
+namespace {
+
+using OJson = nlohmann::ordered_json;
+
+std::int64_t int_or(const OJson& j, std::string_view key, std::int64_t def) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : def;
 }
 
 Status read_vision(std::string_view arch, const OJson& config, bool gemma, Geo& g) {
@@ -174,7 +173,7 @@ Result<std::string> arch_of(const ModelInfo& m) {
 Result<Geo> geo_of(std::string_view arch, const ModelInfo& m, const OJson& config) {
   const OJson& t = text_config(config);
   Geo g;
-  g.shard_bytes = 5'000'000'000ULL;  // as a release is sharded
+  g.shard_bytes = kReleaseShardBytes;
   auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v > 0 ? v : 0); };
   g.H = u(m.hidden_size), g.N = u(m.num_layers), g.A = u(m.num_heads), g.KV = u(m.num_kv_heads);
   g.d = u(m.head_dim), g.V = u(m.vocab_size), g.I = u(m.intermediate_size);

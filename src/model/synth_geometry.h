@@ -3,7 +3,9 @@
 // a synth family read back into the same record (--config). Internal to the model module (synth.cc and
 // synth_geometry.cc).
 #include <cstdint>
+#include <initializer_list>
 #include <span>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +35,17 @@ struct Geo {
   bool k_eq_v = true;                    ///< Gemma-4 attention_k_eq_v: full-attention layers have no v_proj
 };
 
+
+/** A release's shard limit (transformers' save_pretrained default, 5 GB): the 8b size and every --config. */
+inline constexpr std::uint64_t kReleaseShardBytes = 5'000'000'000ULL;
+
+/** BAD_INPUT: config.json's `key` `what` (a feature), which synth's `layout` does not write (named, never
+ * approximated), with the hint to plan from the config alone. */
+Error not_laid_out(std::string_view layout, std::string_view key, std::string_view what);
+/** BAD_INPUT naming the first of `fields` (config key, value) that is not positive: a zero would lay out empty
+ * tensors. */
+Status require_positive(std::string_view layout,
+                        std::initializer_list<std::pair<std::string_view, std::int64_t>> fields);
 
 /** The built-in geometry of (arch, size); both already checked against synth_archs() / synth_sizes(). */
 Geo geometry(std::string_view arch, std::string_view size);
