@@ -104,7 +104,7 @@ std::string_view model_dtype_name(ModelDtype d) noexcept {
 
 Result<StateDtype> parse_state_dtype(std::string_view text) {
   const std::string d = util::ascii_lower(text);
-  if (d == "auto" || d.empty()) return StateDtype::AUTO;
+  if (d == "auto") return StateDtype::AUTO;
   if (d == "float32" || d == "fp32") return StateDtype::FLOAT32;
   if (d == "bfloat16" || d == "bf16") return StateDtype::BFLOAT16;
   if (d == "float16" || d == "fp16" || d == "half") return StateDtype::FLOAT16;
@@ -155,7 +155,7 @@ Status kv_dtypes(const Json& text, const KvOptions& opts, KvLayout& out) {
   StateDtype ssm = opts.mamba_ssm_cache_dtype;
   if (ssm == StateDtype::AUTO) {  // the config's mamba_ssm_dtype, read here (config.json is this function's input)
     const std::string cfg = json_string(text, "mamba_ssm_dtype");
-    auto r = parse_state_dtype(cfg);
+    auto r = cfg.empty() ? Result<StateDtype>(StateDtype::AUTO) : parse_state_dtype(cfg);
     if (!r.ok())
       return make_error(Errc::BAD_INPUT, "config.json: mamba_ssm_dtype '{}' is not supported; expected "
                         "float32, bfloat16 or float16", cfg);

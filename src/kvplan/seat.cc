@@ -318,7 +318,7 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
       if (!parse_int(v, a.kv.block_size) || a.kv.block_size < 1) return bad("a positive integer");
     } else if (key == "mamba_ssm_dtype" || key == "mamba_cache_dtype") {
       auto d = parse_state_dtype(v);
-      if (!d.ok() || v.empty()) return bad("auto, float32, bfloat16 or float16");
+      if (!d.ok()) return bad("auto, float32, bfloat16 or float16");
       (key == "mamba_ssm_dtype" ? a.kv.mamba_ssm_cache_dtype : a.kv.mamba_cache_dtype) = *d;
     } else if (key == "hybrid_manager") {
       if (!parse_bool(v, a.kv.hybrid_kv_cache_manager)) return bad("on or off");

@@ -380,6 +380,7 @@ TEST(KvplanErrors, RefusesWhatVllmRefuses) {
   EXPECT_EQ(*parse_state_dtype("half"), StateDtype::FLOAT16);
   EXPECT_EQ(state_dtype_name(*parse_state_dtype("fp32")), "float32");
   EXPECT_EQ(parse_state_dtype("int8").error().code, Errc::USAGE);
+  EXPECT_EQ(parse_state_dtype("").error().code, Errc::USAGE);  // an absent config key is the caller's auto
   EXPECT_EQ(state_dtype_bytes(StateDtype::FLOAT32, 2), 4);
   EXPECT_EQ(state_dtype_bytes(StateDtype::AUTO, 4), 4);
   EXPECT_EQ(*parse_model_dtype("float"), ModelDtype::FLOAT32);
