@@ -125,9 +125,9 @@ namespace {
 
 using OJson = nlohmann::ordered_json;
 
+/** config.json's integers as every config reader takes them (util/json_get.h: integral_of, a 27.0 is 27). */
 std::int64_t int_or(const OJson& j, std::string_view key, std::int64_t def) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : def;
+  return integral_of(j, key).value_or(def);
 }
 
 Status read_vision(std::string_view arch, const OJson& config, bool gemma, Geo& g) {
@@ -202,7 +202,7 @@ Result<Geo> geo_of(std::string_view arch, const ModelInfo& m, const OJson& confi
       if (int_or(t, "decoder_sparse_step", 1) != 1)
         return not_laid_out(arch, "decoder_sparse_step", "is not 1 (some layers dense)");
     }
-    if (int_or(t, "mlp_bias", 0) != 0 || (t.contains("attention_bias") && t["attention_bias"] == true))
+    if (bool_of(t, "mlp_bias") || bool_of(t, "attention_bias"))
       return not_laid_out(arch, "attention_bias / mlp_bias", "is set");
     return g;
   }

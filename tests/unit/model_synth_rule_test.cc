@@ -94,22 +94,38 @@ TEST(SynthRule, TheV32IndexerAndMultimodalWrappersAreRefusedNotApproximated) {
   p = plan_synth_from_config(c);
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error().message.find("'kv_lora_rank' is 0"), std::string::npos) << p.error().message;
+  // The built-in llama layout writes no biases: a boolean mlp_bias (it was read as an integer, so never) and
+  // attention_bias are refused by name.
+  for (const char* k : {"mlp_bias", "attention_bias"}) {
+    OJson l = read_json(kData / "llama" / "config.json");
+    l[k] = true;
+    auto lp = plan_synth_from_config(l);
+    ASSERT_FALSE(lp.ok()) << k;
+    EXPECT_NE(lp.error().message.find("attention_bias / mlp_bias"), std::string::npos) << lp.error().message;
+  }
   // --arch names the built-in layouts only: a rule family's config with --arch is a usage error.
   p = plan_synth_from_config(read_json(kData / "qwen2" / "config.json"), "llama");
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error().code, Errc::USAGE);
 }
 
+/** Every integer value of every object in `j` (text_config and vision_config included) written as a float. */
+void integers_as_floats(OJson& j) {
+  for (auto& [k, v] : j.items()) {
+    if (v.is_number_integer()) v = static_cast<double>(v.get<std::int64_t>());
+    if (v.is_object()) integers_as_floats(v);
+  }
+}
+
 // One integer policy for config.json (util/json_get.h): a config whose integers are written as floats (`3.0`) is read
 // alike by model info and the registry's MoE-layer rule (first_k_dense_replace, n_routed_experts, ...), so the
 // layout is the same tensor for tensor.
 TEST(SynthRule, IntegersWrittenAsFloatsAreReadAlikeByEveryReader) {
-  for (const char* fixture : {"deepseek_v3", "glm4_moe", "qwen2_moe", "mixtral"}) {
+  for (const char* fixture : {"deepseek_v3", "glm4_moe", "qwen2_moe", "mixtral", "gemma4-dense-mm", "qwen3_5-moe-mm"}) {
     SCOPED_TRACE(fixture);
     const OJson c = read_json(kData / fixture / "config.json");
     OJson f = c;
-    for (auto& [k, v] : f.items())
-      if (v.is_number_integer()) v = static_cast<double>(v.get<std::int64_t>());
+    integers_as_floats(f);
     auto a = plan_synth_from_config(c), b = plan_synth_from_config(f);
     ASSERT_TRUE(a.ok()) << a.error().message;
     ASSERT_TRUE(b.ok()) << b.error().message;
