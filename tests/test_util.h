@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/util/backup.h"
+#include "temp_dir.h"
 
 namespace fp4forge::testutil {
 
@@ -25,25 +26,6 @@ namespace stdfs = std::filesystem;
 
 inline const std::string kData = FP4FORGE_TEST_DATA;
 inline const std::string kCli = FP4FORGE_CLI;
-
-/** A temporary directory removed at scope exit (also when a test made parts of it read-only). */
-struct TempDir {
-  stdfs::path path;
-  TempDir() {
-    std::string tmpl = (stdfs::temp_directory_path() / "fp4forge-test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    // Read-only copies must be writable again to be removed.
-    for (auto it = stdfs::recursive_directory_iterator(path, ec); !ec && it != stdfs::end(it); it.increment(ec))
-      if (!it->is_symlink()) stdfs::permissions(it->path(), stdfs::perms::owner_all, stdfs::perm_options::add, ec);
-    stdfs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 inline std::string slurp(const stdfs::path& p) {
   std::ifstream f(p, std::ios::binary);

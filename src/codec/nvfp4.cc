@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "codec/codec_paths.h"
 #include "codec/nvfp4_internal.h"
 #include "fp4forge/util/thread_pool.h"
 
@@ -27,15 +28,8 @@ const Kernels& dispatched_kernels() {
 
 Result<const Kernels*> find_path(std::string_view path) {
   if (path == "scalar") return &scalar_kernels();
-  std::string names = "scalar";
-  for (const Kernels& k : detail::simd_kernels()) {
-    if (k.name == path) return &k;
-    names += ", " + k.name;
-  }
-  return make_error(Errc::USAGE, "codec path '{}' is not available on this CPU/build; expected one of: {}",
-                    path, names);
+  return codec_paths::find_simd(detail::simd_kernels(), path);
 }
-
 }  // namespace
 
 Result<const Kernels*> detail::kernels_for(std::string_view path) {
@@ -208,16 +202,9 @@ void decode_rows(const std::byte* packed, const std::byte* scales, float gs, std
   }
 }
 
-std::vector<std::string> available_paths() {
-  std::vector<std::string> out{"scalar"};
-  for (const Kernels& k : detail::simd_kernels()) out.push_back(k.name);
-  return out;
-}
+std::vector<std::string> available_paths() { return codec_paths::names(detail::simd_kernels()); }
 
-std::string best_path() {
-  const auto& k = detail::simd_kernels();
-  return k.empty() ? std::string("scalar") : k.front().name;
-}
+std::string best_path() { return codec_paths::best(detail::simd_kernels()); }
 
 Result<EncodedSet> encode_fused(std::span<const WeightView> members, std::span<const std::string> names,
                                 std::string_view path) {

@@ -7,6 +7,7 @@
 
 #include <hwy/targets.h>
 
+#include "codec/codec_paths.h"
 #include "codec/scheme_ref_internal.h"
 
 namespace fp4forge::scheme_fast {
@@ -39,27 +40,15 @@ std::vector<PathKernel> supported(std::initializer_list<TargetEntry> compiled) {
   return out;
 }
 
-std::vector<std::string> path_names(const SchemeSpec& spec) {
-  std::vector<std::string> out{"scalar"};
-  for (const PathKernel& k : spec.simd()) out.push_back(k.name);
-  return out;
-}
+std::vector<std::string> path_names(const SchemeSpec& spec) { return codec_paths::names(spec.simd()); }
 
-std::string best_path_name(const SchemeSpec& spec) {
-  const auto& k = spec.simd();
-  return k.empty() ? std::string("scalar") : k.front().name;
-}
+std::string best_path_name(const SchemeSpec& spec) { return codec_paths::best(spec.simd()); }
 
 Result<EncodeKernel> find_kernel(const SchemeSpec& spec, std::string_view path) {
   if (path.empty()) return spec.dispatched;
   if (path == "scalar") return spec.scalar;
-  std::string names = "scalar";
-  for (const PathKernel& k : spec.simd()) {
-    if (k.name == path) return k.fn;
-    names += ", " + k.name;
-  }
-  return make_error(Errc::USAGE, "codec path '{}' is not available on this CPU/build; expected one of: {}", path,
-                    names);
+  FP4FORGE_ASSIGN_OR_RETURN(const PathKernel* k, codec_paths::find_simd(spec.simd(), path));
+  return k->fn;
 }
 
 Status run_rows(const SchemeSpec& spec, EncodeKernel k, const nvfp4::WeightView& w, std::uint64_t r0,

@@ -33,13 +33,6 @@ bool fails(const std::vector<Finding>& findings, bool strict) noexcept {
   return false;
 }
 
-std::size_t cap_names(std::vector<std::string>& names, std::size_t n) {
-  if (names.size() <= n) return 0;
-  const std::size_t left = names.size() - n;
-  names.resize(n);
-  return left;
-}
-
 bool has_errors(const std::vector<Finding>& findings) noexcept {
   return std::any_of(findings.begin(), findings.end(),
                      [](const Finding& f) { return f.severity == Severity::ERROR; });

@@ -25,20 +25,16 @@ std::optional<double> num_of(const Json& j, std::string_view key) {
   return it->get<double>();
 }
 
-Finding invalid_json(const std::string& file, const Error& e) {
-  Finding f;
-  f.kind = "invalid-json-file";
-  f.severity = Severity::ERROR;
-  f.key = file;
-  f.actual = e.message;
-  f.expected = "valid JSON";
-  f.message = fmt::format("{} cannot be parsed: {}", file, e.message);
-  f.hint = "loaders that read this file will fail; restore it from the source checkpoint";
-  return f;
+void add_invalid_json(FindingSink& out, const std::string& file, const Error& e) {
+  out.add(finding_kind("invalid-json-file"),
+          {.message = fmt::format("{} cannot be parsed: {}", file, e.message),
+           .key = file,
+           .expected = "valid JSON",
+           .actual = e.message,
+           .hint = "loaders that read this file will fail; restore it from the source checkpoint"});
 }
 
-void check_image_processor(const Context& ctx, const std::string& label, const Json& ip,
-                           std::vector<Finding>& out) {
+void check_image_processor(const Context& ctx, const std::string& label, const Json& ip, FindingSink& out) {
   const Json* vc = nullptr;
   if (auto it = ctx.config.find("vision_config"); it != ctx.config.end() && it->is_object()) vc = &*it;
   std::vector<std::string> bad;
@@ -64,8 +60,7 @@ void check_image_processor(const Context& ctx, const std::string& label, const J
     cmp("merge_size", "spatial_merge_size");
   }
   if (!bad.empty()) {
-    Finding f;
-    f.kind = "processor-mismatch";
+    FindingFields f;
     // The processor's keys mean what its class makes of them: for a family outside the registry a differing
     // patch_size may be a tile (Step-3.x's image processor crops 504-pixel tiles for a 16-pixel ViT patch), so
     // the check cannot be sure and warns.
@@ -81,7 +76,7 @@ void check_image_processor(const Context& ctx, const std::string& label, const J
              : known ? "copy the sizes from vision_config"
                      : "the family is not in fp4forge's registry, so what its processor means by these keys was not "
                        "checked; compare with the original release's processor_config.json";
-    out.push_back(std::move(f));
+    out.add(finding_kind("processor-mismatch"), std::move(f));
   }
   // Absurd image size (F34): vLLM's profile run allocates for the largest image the processor allows.
   if (!ip.is_object()) return;
@@ -105,21 +100,20 @@ void check_image_processor(const Context& ctx, const std::string& label, const J
   const double bytes = 13.0 * patches * patches;
   const double gib = bytes / (1024.0 * 1024.0 * 1024.0);
   if (gib > 4.0) {
-    Finding f;
-    f.kind = "processor-mismatch";
-    f.severity = gib > 16.0 ? Severity::ERROR : Severity::WARNING;
-    f.key = fmt::format("{}:{}", label, edge_key);
-    f.actual = fmt::format("{}", *edge);
-    f.expected = pixel_count ? "a pixel budget of a few million (Qwen2-VL default 1003520)" : "an edge of a few thousand pixels";
-    f.message = fmt::format("{} {} = {} ({}) lets one image become ~{:.0f} patches of {}x{}: vLLM's startup profile "
-                            "run uses such a dummy image and needs ~13·patches² ≈ {:.1f} GiB of host RAM (vllm "
-                            "#46268)", label, edge_key, *edge, pixel_count ? "pixels" : "pixels per edge", patches,
-                            p, p, gib);
-    f.hint = "lower the limit (or pass --mm-processor-kwargs / --limit-mm-per-prompt when serving)";
-    out.push_back(std::move(f));
+    out.add(finding_kind("processor-mismatch"),
+            {.severity = gib > 16.0 ? Severity::ERROR : Severity::WARNING,
+             .message =
+                 fmt::format("{} {} = {} ({}) lets one image become ~{:.0f} patches of {}x{}: vLLM's startup profile "
+                             "run uses such a dummy image and needs ~13·patches² ≈ {:.1f} GiB of host RAM (vllm "
+                             "#46268)",
+                             label, edge_key, *edge, pixel_count ? "pixels" : "pixels per edge", patches, p, p, gib),
+             .key = fmt::format("{}:{}", label, edge_key),
+             .expected = pixel_count ? "a pixel budget of a few million (Qwen2-VL default 1003520)"
+                                     : "an edge of a few thousand pixels",
+             .actual = fmt::format("{}", *edge),
+             .hint = "lower the limit (or pass --mm-processor-kwargs / --limit-mm-per-prompt when serving)"});
   }
 }
-
 
 /** Token ids a tokenizer can produce at or above the model's vocab_size, each with its text (for messages). */
 struct IdsBeyond {
@@ -145,7 +139,7 @@ void ids_of_map(const Json& m, std::int64_t v, IdsBeyond& r, const std::string& 
  * rows is common (padded vocabularies, Qwen3) and fine. Ids the config names as its multimodal placeholders
  * (`image_token_id`, ...) may lie beyond the table (the same vLLM comment). */
 void check_vocabulary(const Context& ctx, const std::optional<Json>& vocab, const std::optional<Json>& added,
-                      const std::optional<Json>& tokenizer_config, std::vector<Finding>& out) {
+                      const std::optional<Json>& tokenizer_config, FindingSink& out) {
   const std::int64_t v = ctx.info.vocab_size;
   if (v <= 0) return;  // the config states no vocabulary size: nothing to compare with
   IdsBeyond r;
@@ -200,8 +194,7 @@ void check_vocabulary(const Context& ctx, const std::optional<Json>& vocab, cons
     if (examples.size() == 3) break;
     examples.push_back(fmt::format("{} '{}'", id, tok));
   }
-  Finding f;
-  f.kind = "tokenizer-vocab-size";
+  FindingFields f;
   // A multimodal model may keep placeholder tokens outside its text table under names fp4forge does not know:
   // it cannot be sure there, and warns.
   f.severity = multimodal ? Severity::WARNING : Severity::ERROR;
@@ -215,17 +208,17 @@ void check_vocabulary(const Context& ctx, const std::optional<Json>& vocab, cons
                                        "none of these ids), so this could not be proven wrong"
                                      : "");
   f.hint = "the tokenizer belongs to another model (or a resized vocabulary): use the release's own tokenizer files";
-  out.push_back(std::move(f));
+  out.add(finding_kind("tokenizer-vocab-size"), std::move(f));
 }
 }  // namespace
 
-void check_processor(const Context& ctx, std::vector<Finding>& out) {
+void check_processor(const Context& ctx, FindingSink& out) {
   const bool vision_tensors = ctx.any_with_prefix("model.vision_tower.") || ctx.any_with_prefix("model.visual.");
   const bool multimodal = ctx.info.has_vision_config || vision_tensors;
   auto pc_r = read_json_file(serving_path(ctx.dir, "processor_config.json", &ctx.overlay));
   auto pp_r = read_json_file(serving_path(ctx.dir, "preprocessor_config.json", &ctx.overlay));
-  if (!pc_r.ok()) out.push_back(invalid_json("processor_config.json", pc_r.error()));
-  if (!pp_r.ok()) out.push_back(invalid_json("preprocessor_config.json", pp_r.error()));
+  if (!pc_r.ok()) add_invalid_json(out, "processor_config.json", pc_r.error());
+  if (!pp_r.ok()) add_invalid_json(out, "preprocessor_config.json", pp_r.error());
   const std::optional<Json> pc = pc_r.ok() ? *pc_r : std::nullopt;
   const std::optional<Json> pp = pp_r.ok() ? *pp_r : std::nullopt;
   const Json* ip = nullptr;
@@ -233,29 +226,25 @@ void check_processor(const Context& ctx, std::vector<Finding>& out) {
     if (auto it = pc->find("image_processor"); it != pc->end() && it->is_object()) ip = &*it;
 
   if (multimodal && ip == nullptr && !pp && pc_r.ok() && pp_r.ok()) {
-    Finding f;
-    f.kind = "missing-processor";
-    f.severity = Severity::ERROR;
-    f.key = "preprocessor_config.json";
-    f.expected = "processor_config.json with an image_processor section, or preprocessor_config.json";
-    f.actual = "neither";
-    f.message = "multimodal checkpoint without an image processor: vLLM cannot construct the processor, and the "
-                "startup profile run needs one (typical of a quantizer that saved only the tokenizer)";
-    f.hint = "copy processor_config.json / preprocessor_config.json from the source checkpoint";
-    out.push_back(std::move(f));
+    out.add(
+        finding_kind("missing-processor"),
+        {.message = "multimodal checkpoint without an image processor: vLLM cannot construct the processor, and the "
+                    "startup profile run needs one (typical of a quantizer that saved only the tokenizer)",
+         .key = "preprocessor_config.json",
+         .expected = "processor_config.json with an image_processor section, or preprocessor_config.json",
+         .actual = "neither",
+         .hint = "copy processor_config.json / preprocessor_config.json from the source checkpoint"});
   }
   if (ip != nullptr && !pp && pp_r.ok()) {
-    Finding f;
-    f.kind = "missing-preprocessor-config";
-    f.severity = Severity::WARNING;
-    f.key = "preprocessor_config.json";
-    f.expected = "preprocessor_config.json beside processor_config.json";
-    f.actual = "absent";
-    f.message = "processor_config.json holds an image_processor section but there is no preprocessor_config.json: "
-                "transformers 5 reads the nested form, but transformers 4.x and many non-HF loaders look only for "
-                "preprocessor_config.json";
-    f.fix = "write preprocessor_config.json verbatim from processor_config.json's image_processor section";
-    out.push_back(std::move(f));
+    out.add(
+        finding_kind("missing-preprocessor-config"),
+        {.message = "processor_config.json holds an image_processor section but there is no preprocessor_config.json: "
+                    "transformers 5 reads the nested form, but transformers 4.x and many non-HF loaders look only for "
+                    "preprocessor_config.json",
+         .key = "preprocessor_config.json",
+         .expected = "preprocessor_config.json beside processor_config.json",
+         .actual = "absent",
+         .fix = "write preprocessor_config.json verbatim from processor_config.json's image_processor section"});
   }
   if (ip != nullptr && pp && !same_json(*pp, *ip)) {
     std::set<std::string> keys;
@@ -265,8 +254,7 @@ void check_processor(const Context& ctx, std::vector<Finding>& out) {
     if (pp->is_object())
       for (auto it = pp->begin(); it != pp->end(); ++it)
         if (!ip->contains(it.key())) keys.insert(it.key());
-    Finding f;
-    f.kind = "processor-mismatch";
+    FindingFields f;
     f.severity = Severity::WARNING;
     f.key = "preprocessor_config.json";
     f.expected = "the same content as processor_config.json:image_processor";
@@ -274,13 +262,13 @@ void check_processor(const Context& ctx, std::vector<Finding>& out) {
     f.message = fmt::format("preprocessor_config.json and processor_config.json's image_processor differ ({}): "
                             "transformers 5 uses the latter, transformers 4.x and other loaders the former, so "
                             "they preprocess images differently", f.actual);
-    out.push_back(std::move(f));
+    out.add(finding_kind("processor-mismatch"), std::move(f));
   }
   if (ip != nullptr) check_image_processor(ctx, "processor_config.json:image_processor", *ip, out);
   if (pp) check_image_processor(ctx, "preprocessor_config.json", *pp, out);
 }
 
-void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
+void check_tokenizer(const Context& ctx, FindingSink& out) {
   const std::int64_t mpe = ctx.info.max_position_embeddings;
   std::error_code ec;
   const std::filesystem::path& dir = ctx.tokenizer_dir;
@@ -295,11 +283,11 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
   if (std::filesystem::exists(tj, ec)) {
     auto text = fs::read_file(tj);  // the JSON-file cap (256 MiB), as for every JSON file
     if (!text.ok()) {
-      out.push_back(invalid_json("tokenizer.json", text.error()));
+      add_invalid_json(out, "tokenizer.json", text.error());
     } else {
       auto doc = JsonDocument::parse(std::move(*text), "tokenizer.json");
       if (!doc.ok()) {
-        out.push_back(invalid_json("tokenizer.json", doc.error()));
+        add_invalid_json(out, "tokenizer.json", doc.error());
       } else {
         vocab = doc->get({"model", "vocab"});
         added = doc->get({"added_tokens"});
@@ -311,9 +299,7 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
         if (!set.empty()) {
           std::optional<std::int64_t> maxlen;
           if (trunc && trunc->is_object()) maxlen = int_of(*trunc, "max_length");
-          Finding f;
-          f.kind = "tokenizer-truncation";
-          f.severity = Severity::WARNING;
+          FindingFields f;
           f.key = fmt::format("tokenizer.json:{}", set.front());
           f.expected = "null";
           f.actual = fmt::format("{}{}", fmt::join(set, " and "), set.size() > 1 ? " are set" : " is set");
@@ -332,14 +318,14 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
           f.hint = elsewhere ? fmt::format("in {}; typical of a dataset-calibrated quantization run that saved its "
                                            "tokenizer state", where)
                              : "typical of a dataset-calibrated quantization run that saved its tokenizer state";
-          out.push_back(std::move(f));
+          out.add(finding_kind("tokenizer-truncation"), std::move(f));
         }
       }
     }
   }
   auto tc_r = read_json_file(serving_path(dir, "tokenizer_config.json", &ctx.overlay));
   if (!tc_r.ok()) {
-    out.push_back(invalid_json("tokenizer_config.json", tc_r.error()));
+    add_invalid_json(out, "tokenizer_config.json", tc_r.error());
     return;
   }
   check_vocabulary(ctx, vocab, added, *tc_r, out);
@@ -348,9 +334,7 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
   for (const char* key : {"model_max_length", "max_length"}) {
     const auto v = num_of(tc, key);
     if (!v || *v >= static_cast<double>(mpe)) continue;
-    Finding f;
-    f.kind = "tokenizer-max-length";
-    f.severity = Severity::ERROR;
+    FindingFields f;
     f.key = fmt::format("tokenizer_config.json:{}", key);
     f.expected = fmt::format("≥ max_position_embeddings ({})", mpe);
     f.actual = tc[key].dump();
@@ -359,7 +343,7 @@ void check_tokenizer(const Context& ctx, std::vector<Finding>& out) {
                             "the boundary, vllm PR #19201)", key, f.actual, mpe);
     f.hint = fmt::format("set {} to {} (or remove it) unless the model is really limited to {} tokens", key, mpe,
                          f.actual);
-    out.push_back(std::move(f));
+    out.add(finding_kind("tokenizer-max-length"), std::move(f));
   }
 }
 

@@ -160,43 +160,37 @@ namespace {
 
 /** Scalar fields vLLM or transformers refuse: hidden_activation other than gelu_pytorch_tanh, a null
  * hidden_size_per_layer_input (F32). */
-void check_gemma4_scalars(const Context& ctx, const Json& tc, std::vector<Finding>& out) {
+void check_gemma4_scalars(const Context& ctx, const Json& tc, FindingSink& out) {
   // hidden_activation (vLLM raises on anything else).
   if (auto it = tc.find("hidden_activation"); it != tc.end()) {
     const std::string act = it->is_string() ? it->get<std::string>() : it->dump();
     if (act != "gelu_pytorch_tanh") {
-      Finding f;
-      f.kind = "gemma4-activation";
-      f.severity = Severity::ERROR;
+      FindingFields f;
       f.key = key_path(ctx, "hidden_activation");
       f.expected = "gelu_pytorch_tanh";
       f.actual = act;
       f.message = fmt::format("{} is '{}', expected 'gelu_pytorch_tanh'; vLLM's Gemma-4 refuses any other "
                               "activation at model build", f.key, act);
       f.hint = "Gemma-4 is trained with gelu_pytorch_tanh; a different value is a broken export";
-      out.push_back(std::move(f));
+      out.add(finding_kind("gemma4-activation"), std::move(f));
     }
   }
 
   // hidden_size_per_layer_input: null (F32).
   if (auto it = tc.find("hidden_size_per_layer_input"); it != tc.end() && it->is_null()) {
-    Finding f;
-    f.kind = "config-value-invalid";
-    f.severity = Severity::ERROR;
+    FindingFields f;
     f.key = key_path(ctx, "hidden_size_per_layer_input");
     f.expected = "0 (or the PLE width)";
     f.actual = "null";
     f.message = fmt::format("{} is null; transformers 5.17's strict config raises "
                             "StrictDataclassFieldValidationError (expected int, got NoneType)", f.key);
     f.hint = "write 0 (vLLM treats null and 0 alike; 0 disables per-layer embeddings)";
-    out.push_back(std::move(f));
+    out.add(finding_kind("config-value-invalid"), std::move(f));
   }
-
 }
 
 /** per_layer_config's keys must be full-attention layer indices in [0, N) with object values. */
-void check_per_layer_keys(const Context& ctx, const Json& plc, const std::vector<std::string>& lt,
-                          std::vector<Finding>& out) {
+void check_per_layer_keys(const Context& ctx, const Json& plc, const std::vector<std::string>& lt, FindingSink& out) {
   const Json* p = &plc;
   // per_layer_config keys must be full-attention layer indices in [0, N).
   std::vector<std::string> bad;
@@ -216,30 +210,26 @@ void check_per_layer_keys(const Context& ctx, const Json& plc, const std::vector
       bad.push_back(fmt::format("'{}' (value is not an object)", k));
   }
   if (!bad.empty()) {
-    Finding f;
-    f.kind = "per-layer-config-invalid";
-    f.severity = Severity::ERROR;
+    FindingFields f;
     f.key = key_path(ctx, "per_layer_config");
     f.expected = "keys = full-attention layer indices";
     f.actual = fmt::format("{}", fmt::join(bad, ", "));
     f.message = fmt::format("{} has keys that are not full-attention layer indices: {}", f.key, f.actual);
     f.hint = "per_layer_config may only override full-attention layers (architectures.md §3.3)";
-    out.push_back(std::move(f));
+    out.add(finding_kind("per-layer-config-invalid"), std::move(f));
   }
 }
 
 /** The flat global fields missing with no per_layer_config to supply them (F27), with the values the
  * tensors prove. */
-void check_missing_globals(const Context& ctx, bool k_eq_v, bool has_gd, bool has_gkv, std::vector<Finding>& out) {
+void check_missing_globals(const Context& ctx, bool k_eq_v, bool has_gd, bool has_gkv, FindingSink& out) {
   // Flat fields missing and no per_layer_config to supply them (F27).
   const bool needs_gkv = k_eq_v && !has_gkv;
   const GlobalKvDerivation der = derive_global_kv(ctx, ctx.config);
   std::vector<std::string> missing;
   if (!has_gd) missing.push_back("global_head_dim");
   if (needs_gkv) missing.push_back("num_global_key_value_heads");
-  Finding f;
-  f.kind = "gemma4-missing-global-kv-fields";
-  f.severity = Severity::ERROR;
+  FindingFields f;
   f.key = key_path(ctx, missing.front());
   f.tensors = der.evidence;
   f.actual = fmt::format("{} absent", fmt::join(missing, ", "));
@@ -262,18 +252,16 @@ void check_missing_globals(const Context& ctx, bool k_eq_v, bool has_gd, bool ha
   } else {
     f.hint = fmt::format("cannot derive the values safely: {}", der.problem);
   }
-  out.push_back(std::move(f));
+  out.add(finding_kind("gemma4-missing-global-kv-fields"), std::move(f));
 }
 
 /** per_layer_config present: alone (info), against the flat fields (conflict F28, redundancy F29). */
 void check_both_forms(const Context& ctx, const Json& tc, const Json* plc, bool k_eq_v, bool has_gd, bool has_gkv,
-                      std::vector<Finding>& out) {
+                      FindingSink& out) {
   const auto& lt = ctx.info.layer_types;
   const auto full = full_layers(lt);
   if (!has_gd && !has_gkv) {
-    Finding f;
-    f.kind = "gemma4-per-layer-config-only";
-    f.severity = Severity::INFO;
+    FindingFields f;
     f.key = key_path(ctx, "per_layer_config");
     f.actual = "per_layer_config without the flat global_head_dim / num_global_key_value_heads";
     // The release boundary has one home (model/vllm_config_forms.h), which plan --emit-compose refuses by.
@@ -310,7 +298,7 @@ void check_both_forms(const Context& ctx, const Json& tc, const Json* plc, bool 
         f.hint = fmt::format("serve with vLLM ≥0.{}; the flat keys cannot be derived safely: {}", kMin, der.problem);
       }
     }
-    out.push_back(std::move(f));
+    out.add(finding_kind("gemma4-per-layer-config-only"), std::move(f));
     return;
   }
 
@@ -333,9 +321,7 @@ void check_both_forms(const Context& ctx, const Json& tc, const Json* plc, bool 
   }
   if (!conflicts.empty()) {
     const GlobalKvDerivation der = derive_global_kv(ctx, ctx.config);
-    Finding f;
-    f.kind = "per-layer-config-conflict";
-    f.severity = Severity::ERROR;
+    FindingFields f;
     f.key = key_path(ctx, "per_layer_config");
     f.tensors = der.evidence;
     f.expected = "per_layer_config and the flat global fields agree";
@@ -350,29 +336,27 @@ void check_both_forms(const Context& ctx, const Json& tc, const Json* plc, bool 
                            k_eq_v ? fmt::format(", kv heads {}", der.num_global_kv_heads) : std::string());
     else
       f.hint = "correct the form that disagrees with the tensors by hand (no automatic fix)";
-    out.push_back(std::move(f));
+    out.add(finding_kind("per-layer-config-conflict"), std::move(f));
     return;
   }
   std::string why_not;
   if (prove_per_layer_config_redundant(ctx.config, lt, &why_not)) {
-    Finding f;
-    f.kind = "per-layer-config-redundant";
-    f.severity = Severity::WARNING;
-    f.key = key_path(ctx, "per_layer_config");
-    f.actual = tc.find("per_layer_config")->dump();
-    f.expected = "only the flat global fields";
-    f.message = "per_layer_config repeats the flat global fields exactly (keys = the full-attention layers, one "
-                "value equal to global_head_dim / num_global_key_value_heads); some older transformers "
-                "releases refuse a config that carries it";
-    f.fix = "remove per_layer_config, after re-proving the redundancy on the file at fix time (transformers "
-            "≥5.15 re-synthesizes it from the flat keys on load)";
-    out.push_back(std::move(f));
+    out.add(
+        finding_kind("per-layer-config-redundant"),
+        {.message = "per_layer_config repeats the flat global fields exactly (keys = the full-attention layers, one "
+                    "value equal to global_head_dim / num_global_key_value_heads); some older transformers "
+                    "releases refuse a config that carries it",
+         .key = key_path(ctx, "per_layer_config"),
+         .expected = "only the flat global fields",
+         .actual = tc.find("per_layer_config")->dump(),
+         .fix = "remove per_layer_config, after re-proving the redundancy on the file at fix time (transformers "
+                "≥5.15 re-synthesizes it from the flat keys on load)"});
   }
 }
 
 }  // namespace
 
-void check_gemma4_globals(const Context& ctx, std::vector<Finding>& out) {
+void check_gemma4_globals(const Context& ctx, FindingSink& out) {
   if (ctx.info.family != Family::GEMMA4) return;
   const Json& tc = ctx.text();
   const bool k_eq_v = bool_of(tc, "attention_k_eq_v");

@@ -41,7 +41,7 @@ bool has_tower(const Context& ctx, Role role) {
 
 }  // namespace
 
-void check_architecture(const Context& ctx, std::vector<Finding>& out) {
+void check_architecture(const Context& ctx, FindingSink& out) {
   const Json& cfg = ctx.config;
   std::vector<std::string> archs;
   if (auto it = cfg.find("architectures"); it != cfg.end() && it->is_array())
@@ -51,19 +51,17 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
   const auto reg = registered(fam);
 
   if (archs.empty()) {
-    Finding f;
-    f.kind = "unknown-architecture";
-    f.severity = Severity::WARNING;
-    f.key = "architectures";
-    f.actual = "absent";
-    f.expected = reg.empty() ? "a registered architecture" : fmt::format("one of {}", fmt::join(reg, ", "));
-    f.message = "config.json has no 'architectures' list; vLLM then resolves the model class from model_type or "
-                "falls back to the Transformers backend";
-    f.hint = "write the architecture the checkpoint was saved with";
-    out.push_back(std::move(f));
+    out.add(
+        finding_kind("unknown-architecture"),
+        {.severity = Severity::WARNING,
+         .message = "config.json has no 'architectures' list; vLLM then resolves the model class from model_type or "
+                    "falls back to the Transformers backend",
+         .key = "architectures",
+         .expected = reg.empty() ? "a registered architecture" : fmt::format("one of {}", fmt::join(reg, ", ")),
+         .actual = "absent",
+         .hint = "write the architecture the checkpoint was saved with"});
   } else if (fam == Family::UNKNOWN) {
-    Finding f;
-    f.kind = "unknown-architecture";
+    FindingFields f;
     f.severity = Severity::WARNING;
     f.key = "architectures";
     f.actual = fmt::format("{} (model_type '{}')", fmt::join(archs, ", "), ctx.info.model_type);
@@ -72,13 +70,12 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
     f.expected = fmt::format("a family in fp4forge's registry ({})", fmt::join(names, ", "));
     f.message = fmt::format("architecture {} is not in fp4forge's family table: config-vs-shape checks are "
                             "skipped (vLLM may still support it)", f.actual);
-    out.push_back(std::move(f));
+    out.add(finding_kind("unknown-architecture"), std::move(f));
   } else {
     for (const auto& a : archs) {
       if (std::find(reg.begin(), reg.end(), a) != reg.end()) {
         if (a == "Qwen3_5ForCausalLM" || a == "Qwen3_5MoeForCausalLM") {
-          Finding f;
-          f.kind = "architecture-needs-recent-vllm";
+          FindingFields f;
           // With a target release (doctor --vllm-version) below the first that registers it: an error.
           const bool too_old = ctx.vllm_minor >= 0 && ctx.vllm_minor < 28;
           f.severity = too_old ? Severity::ERROR : Severity::WARNING;
@@ -91,12 +88,11 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
                                   a, wrapper_arch_of(fam));
           if (too_old) f.message += fmt::format(" (the target, vLLM 0.{}, is below it)", ctx.vllm_minor);
           f.hint = "serve with vLLM ≥ 0.28, or keep the original *ForConditionalGeneration checkpoint";
-          out.push_back(std::move(f));
+          out.add(finding_kind("architecture-needs-recent-vllm"), std::move(f));
         }
         continue;
       }
-      Finding f;
-      f.kind = "unknown-architecture";
+      FindingFields f;
       // Sure only for an MTP class named as the main model; any other class may be one vLLM registers that the
       // family table does not list (wrappers such as LLaVA or Idefics3 over a llama text model): a warning.
       f.severity = is_mtp_arch(fam, a) ? Severity::ERROR : Severity::WARNING;
@@ -114,18 +110,17 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
       f.hint = is_mtp_arch(fam, a) ? fmt::format("set architectures to {}", f.expected)
                                    : std::string("check that your vLLM version registers this class; if not, set "
                                                  "architectures to one it does");
-      out.push_back(std::move(f));
+      out.add(finding_kind("unknown-architecture"), std::move(f));
     }
     if (archs.size() > 1) {
-      Finding f;
-      f.kind = "unknown-architecture";
+      FindingFields f;
       f.severity = Severity::WARNING;
       f.key = "architectures";
       f.actual = fmt::format("{}", fmt::join(archs, ", "));
       f.expected = "exactly one architecture";
       f.message = fmt::format("architectures lists {} entries ({}); vLLM uses the first one it supports", archs.size(),
                               f.actual);
-      out.push_back(std::move(f));
+      out.add(finding_kind("unknown-architecture"), std::move(f));
     }
   }
 
@@ -135,8 +130,8 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
   const bool wrap_keys = ctx.any_with_prefix("model.language_model.") || ctx.any_with_prefix("language_model.model.");
   const bool flat_keys = ctx.any_with_prefix("model.layers.");
   const bool vision = has_tower(ctx, Role::VISION);
-  Finding f;
-  f.kind = "wrapper-flat-mismatch";
+  constexpr const FindingKind& kind = finding_kind("wrapper-flat-mismatch");
+  FindingFields f;
   // Without a registry row the layout rule is a guess: say so, never claim the checkpoint is wrong.
   f.severity = fam == Family::UNKNOWN ? Severity::WARNING : Severity::ERROR;
   f.key = "architectures";
@@ -152,14 +147,20 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
                               "vLLM maps the text via its model→language_model.model catch-all, then fails its "
                               "strict 'weights not initialized' check on the missing vision tower",
                               a, vision ? "" : " with no vision tower");
-    else
+    else if (fam == Family::QWEN3_5 || fam == Family::QWEN3_5_MOE || fam == Family::QWEN3_VL ||
+             fam == Family::QWEN3_VL_MOE)
       f.message = fmt::format("architectures says {} but the tensors are flat model.layers.*: transformers falls back "
                               "to a default wrapper config and fails with a size mismatch; vLLM's Qwen3-VL mapper "
                               "has no model. catch-all (only model.visual., model.language_model., lm_head.), so "
                               "loading fails", a);
+    else  // what a wrapper class expects, said without a loader's exact behaviour (not sourced for this family)
+      f.message = fmt::format("architectures says {} but the tensors are flat model.layers.*: a "
+                              "*ForConditionalGeneration class expects its text weights under model.language_model.* "
+                              "beside a vision tower, so loaders of that class report these weights missing or "
+                              "unexpected", a);
     f.hint = "this is a multimodal model re-saved through a text-only class (F30): restore the original "
              "checkpoint, or declare the text-only *ForCausalLM with a flat config";
-    out.push_back(std::move(f));
+    out.add(kind, std::move(f));
   } else if (ends_with(a, "ForCausalLM") && wrap_keys) {
     f.tensors = {"model.language_model.*"};
     f.expected = fmt::format("{} for model.language_model.* keys", wrapper_arch_of(fam).empty() ? "a *ForConditionalGeneration class" : wrapper_arch_of(fam));
@@ -177,7 +178,7 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
                               "model.language_model.*; loaders of this class expect model.layers.*", a);
     f.hint = fmt::format("declare {} with the wrapper config (text_config / vision_config)",
                          wrapper_arch_of(fam).empty() ? "the wrapper class" : wrapper_arch_of(fam));
-    out.push_back(std::move(f));
+    out.add(kind, std::move(f));
   } else if (ends_with(a, "ForConditionalGeneration") && !ctx.info.wrapper && !wrapper_arch_of(fam).empty()) {
     f.key = "text_config";
     f.expected = "text keys nested in text_config";
@@ -186,11 +187,11 @@ void check_architecture(const Context& ctx, std::vector<Finding>& out) {
                             "class does not see num_hidden_layers & co. at the top level (\"object has no attribute "
                             "'num_hidden_layers'\") and falls back to defaults", a);
     f.hint = "restore the wrapper config (text_config + vision_config), or declare the *ForCausalLM class";
-    out.push_back(std::move(f));
+    out.add(kind, std::move(f));
   }
 }
 
-void check_modalities(const Context& ctx, std::vector<Finding>& out) {
+void check_modalities(const Context& ctx, FindingSink& out) {
   if (ctx.tensors.empty()) return;
   const Json& cfg = ctx.config;
   auto declared = [&](std::string_view k) {
@@ -198,33 +199,30 @@ void check_modalities(const Context& ctx, std::vector<Finding>& out) {
     return it != cfg.end() && !it->is_null() && !(it->is_object() && it->empty());
   };
   if (declared("audio_config") && !has_tower(ctx, Role::AUDIO)) {
-    Finding f;
-    f.kind = "audio-declared-weightless";
-    f.severity = Severity::INFO;
-    f.key = "audio_config";
-    f.expected = "model.audio_tower.* / model.embed_audio.* tensors";
-    f.actual = "none";
-    f.message = "audio_config is declared but the checkpoint holds no audio tower tensors: audio input cannot work, "
-                "and engines may still allocate for the modality";
-    f.hint = "set audio_config to null if the model is not meant to take audio, or restore the audio tower";
-    out.push_back(std::move(f));
+    out.add(finding_kind("audio-declared-weightless"),
+            {.message =
+                 "audio_config is declared but the checkpoint holds no audio tower tensors: audio input cannot work, "
+                 "and engines may still allocate for the modality",
+             .key = "audio_config",
+             .expected = "model.audio_tower.* / model.embed_audio.* tensors",
+             .actual = "none",
+             .hint = "set audio_config to null if the model is not meant to take audio, or restore the audio tower"});
   }
   if (declared("vision_config") && !has_tower(ctx, Role::VISION)) {
     const bool wrapper_arch = ends_with(ctx.info.architecture, "ForConditionalGeneration");
-    Finding f;
-    f.kind = "vision-declared-weightless";
-    f.severity = wrapper_arch ? Severity::ERROR : Severity::INFO;
-    f.key = "vision_config";
-    f.expected = "model.vision_tower.* / model.visual.* tensors";
-    f.actual = "none";
-    f.message = wrapper_arch
-                    ? fmt::format("vision_config is declared and architectures is {} but there are no vision tower "
-                                  "tensors: vLLM fails its strict weight-initialization check (and the startup "
-                                  "dummy-image profile run)", ctx.info.architecture)
-                    : "vision_config is declared but there are no vision tower tensors: image input cannot work";
-    out.push_back(std::move(f));
+    out.add(
+        finding_kind("vision-declared-weightless"),
+        {.severity = wrapper_arch ? Severity::ERROR : Severity::INFO,
+         .message = wrapper_arch
+                        ? fmt::format("vision_config is declared and architectures is {} but there are no vision tower "
+                                      "tensors: vLLM fails its strict weight-initialization check (and the startup "
+                                      "dummy-image profile run)",
+                                      ctx.info.architecture)
+                        : "vision_config is declared but there are no vision tower tensors: image input cannot work",
+         .key = "vision_config",
+         .expected = "model.vision_tower.* / model.visual.* tensors",
+         .actual = "none"});
   }
 }
-
 
 }  // namespace fp4forge::doctor

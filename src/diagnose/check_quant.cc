@@ -14,7 +14,7 @@
 
 namespace fp4forge::doctor {
 
-void check_fp8_claims(const Context& ctx, std::vector<Finding>& out) {
+void check_fp8_claims(const Context& ctx, FindingSink& out) {
   if (ctx.ckpt == nullptr) return;
   std::vector<std::string> fp8;
   for (const auto& [name, meta] : ctx.tensors)
@@ -23,43 +23,37 @@ void check_fp8_claims(const Context& ctx, std::vector<Finding>& out) {
   const bool has_hfq = hfq.ok() && hfq->has_value();
   const bool has_qc = find_quant_config(ctx.config) != nullptr;
   if (!fp8.empty() && !has_qc && !has_hfq) {
-    Finding f;
-    f.kind = "fp8-without-config";
-    f.severity = Severity::ERROR;
+    FindingFields f;
     f.key = "quantization_config";
     f.expected = "a quantization_config (or hf_quant_config.json) that says how to read the FP8 weights";
     f.actual = fmt::format("{} FP8 tensor(s), no quantization config", fp8.size());
     f.tensors = fp8;
-    cap_names(f.tensors);
     f.message = fmt::format("{} tensor(s) are stored as FP8 (e.g. '{}') but config.json has no quantization_config "
                             "and there is no hf_quant_config.json: vLLM and transformers read the bytes as "
                             "unquantized weights (or refuse them), without their scales",
                             fp8.size(), fp8.front());
     f.hint = "restore the release's quantization_config (a re-save dropped it), or quantize from the original";
-    out.push_back(std::move(f));
+    out.add(finding_kind("fp8-without-config"), std::move(f));
   }
   if (has_hfq && fp8.empty()) {
     const auto& j = **hfq;
-    std::string algo;
-    if (auto q = j.find("quantization"); q != j.end() && q->is_object())
-      if (auto a = q->find("quant_algo"); a != q->end() && a->is_string()) algo = a->get<std::string>();
+    const std::string algo = j.is_object() && j.contains("quantization") ? str_of(j.at("quantization"), "quant_algo")
+                                                                           : std::string();
     if (algo.rfind("FP8", 0) == 0) {
-      Finding f;
-      f.kind = "fp8-claim-without-fp8-weights";
-      f.severity = Severity::ERROR;
-      f.key = "hf_quant_config.json";
-      f.expected = "FP8 (F8_E4M3) weight tensors";
-      f.actual = "no FP8 tensor";
-      f.message = fmt::format("hf_quant_config.json says quant_algo {} but no tensor is FP8: a loader that trusts the "
-                              "file builds FP8 layers over 16-bit weights",
-                              algo);
-      f.hint = "remove the stale hf_quant_config.json (the weights were dequantized or replaced)";
-      out.push_back(std::move(f));
+      out.add(finding_kind("fp8-claim-without-fp8-weights"),
+              {.message =
+                   fmt::format("hf_quant_config.json says quant_algo {} but no tensor is FP8: a loader that trusts the "
+                               "file builds FP8 layers over 16-bit weights",
+                               algo),
+               .key = "hf_quant_config.json",
+               .expected = "FP8 (F8_E4M3) weight tensors",
+               .actual = "no FP8 tensor",
+               .hint = "remove the stale hf_quant_config.json (the weights were dequantized or replaced)"});
     }
   }
 }
 
-void check_quantized(const Context& ctx, std::vector<Finding>& out) {
+void check_quantized(const Context& ctx, FindingSink& out) {
   if (!ctx.quantized) return;
   std::string qkey = "quantization_config";
   const Json* qj = find_quant_config(ctx.config, &qkey);
@@ -72,14 +66,12 @@ void check_quantized(const Context& ctx, std::vector<Finding>& out) {
         if (name.find('.') != std::string::npos) modules.insert(std::string(names::module_of(name)));
       auto matcher = IgnoreMatcher::compile(qc->ignore);
       if (!matcher.ok()) {
-        Finding f;
-        f.kind = "ignore-regex";
-        f.severity = Severity::ERROR;
-        f.key = qkey + ".ignore";
-        f.actual = matcher.error().message;
-        f.expected = "entries that compressed-tensors and vLLM can evaluate";
-        f.message = fmt::format("{}.ignore cannot be evaluated: {}", qkey, matcher.error().message);
-        out.push_back(std::move(f));
+        out.add(finding_kind("ignore-regex"),
+                {.severity = Severity::ERROR,
+                 .message = fmt::format("{}.ignore cannot be evaluated: {}", qkey, matcher.error().message),
+                 .key = qkey + ".ignore",
+                 .expected = "entries that compressed-tensors and vLLM can evaluate",
+                 .actual = matcher.error().message});
       } else {
         for (std::size_t i = 0; i < matcher->size(); ++i) {
           std::vector<std::string> hit;
@@ -92,25 +84,23 @@ void check_quantized(const Context& ctx, std::vector<Finding>& out) {
             if (auto re = Regex::compile(std::string_view(entry).substr(3)); re.ok())
               for (const auto& m : hit)
                 if (!re->full_match(m)) prefix_only.push_back(m);
-            Finding f;
-            f.kind = "ignore-regex";
+            FindingFields f;
             f.severity = prefix_only.empty() ? Severity::INFO : Severity::WARNING;
             f.key = fmt::format("{}.ignore[{}]", qkey, i);
             f.actual = fmt::format("{} module(s) matched", hit.size());
             f.expected = "on-disk modules (re.match: anchored at the start only)";
             f.tensors = hit;
-            const std::size_t left = cap_names(f.tensors);
-            f.message = fmt::format("ignore entry '{}' matches {} on-disk module(s) under compressed-tensors re.match "
-                                    "semantics{}{}",
-                                    entry, hit.size(), hit.empty() ? "" : fmt::format(" (e.g. {})", hit.front()),
-                                    left ? fmt::format("; {} more not listed", left) : "");
+            f.message = fmt::format(
+                "ignore entry '{}' matches {} on-disk module(s) under compressed-tensors re.match "
+                "semantics{}",
+                entry, hit.size(), hit.empty() ? "" : fmt::format(" (e.g. {})", hit.front()));
             if (!prefix_only.empty()) {
               f.message += fmt::format("; under full-match semantics {} of them (e.g. {}) are NOT matched, so an "
                                        "engine that full-matches would quantize or mis-load them (F23)",
                                        prefix_only.size(), prefix_only.front());
               f.hint = "config.json is the authority; prefer exact module names (or patterns ending in .*)";
             }
-            out.push_back(std::move(f));
+            out.add(finding_kind("ignore-regex"), std::move(f));
           }
         }
       }
@@ -123,7 +113,7 @@ void check_quantized(const Context& ctx, std::vector<Finding>& out) {
   VerifyOptions vo;
   vo.foreign_is_warning = true;
   VerifyStats st;
-  for (auto& f : verify_structure(*ctx.ckpt, ctx.info, vo, &st)) out.push_back(std::move(f));
+  for (auto& f : verify_structure(*ctx.ckpt, ctx.info, vo, &st)) out.add(std::move(f));
 }
 
 }  // namespace fp4forge::doctor

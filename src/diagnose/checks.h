@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "fp4forge/core/finding.h"
+#include "fp4forge/core/finding_sink.h"
 #include "fp4forge/diagnose/diagnose.h"
 #include "fp4forge/util/json_get.h"
 
@@ -15,18 +15,18 @@ namespace fp4forge::doctor {
 /** Reads a JSON file of the checkpoint directory (nullopt when absent; BAD_INPUT when malformed). */
 Result<std::optional<Json>> read_json_file(const std::filesystem::path& p);
 
-void check_gemma4_globals(const Context& ctx, std::vector<Finding>& out);
-void check_architecture(const Context& ctx, std::vector<Finding>& out);
-void check_modalities(const Context& ctx, std::vector<Finding>& out);
-void check_processor(const Context& ctx, std::vector<Finding>& out);
-void check_tokenizer(const Context& ctx, std::vector<Finding>& out);
-void check_quantized(const Context& ctx, std::vector<Finding>& out);
+void check_gemma4_globals(const Context& ctx, FindingSink& out);
+void check_architecture(const Context& ctx, FindingSink& out);
+void check_modalities(const Context& ctx, FindingSink& out);
+void check_processor(const Context& ctx, FindingSink& out);
+void check_tokenizer(const Context& ctx, FindingSink& out);
+void check_quantized(const Context& ctx, FindingSink& out);
 /** FP8 weights with no quantization config to read them by, and an hf_quant_config.json that claims FP8 over
  * 16-bit weights (issue 27 #13). */
-void check_fp8_claims(const Context& ctx, std::vector<Finding>& out);
+void check_fp8_claims(const Context& ctx, FindingSink& out);
 
 /** Runs every check above, in a fixed order. */
-std::vector<Finding> run_checks(const Context& ctx);
+void run_checks(const Context& ctx, FindingSink& out);
 
 /** JSON equality with objects compared as unordered maps (key order carries no meaning). */
 bool same_json(const Json& a, const Json& b);

@@ -42,8 +42,7 @@ bool same_json(const Json& a, const Json& b) {
   return nlohmann::json::parse(a.dump()) == nlohmann::json::parse(b.dump());
 }
 
-std::vector<Finding> run_checks(const Context& ctx) {
-  std::vector<Finding> out;
+void run_checks(const Context& ctx, FindingSink& out) {
   check_architecture(ctx, out);
   check_gemma4_globals(ctx, out);
   check_config_shapes(ctx, out);
@@ -53,7 +52,6 @@ std::vector<Finding> run_checks(const Context& ctx) {
   check_tokenizer(ctx, out);
   check_quantized(ctx, out);
   check_fp8_claims(ctx, out);
-  return out;
 }
 
 }  // namespace fp4forge::doctor

@@ -24,41 +24,29 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, co
   ctx.vllm_minor = opts.vllm_minor;
   ctx.transformers_version = opts.transformers_version;
   FP4FORGE_ASSIGN_OR_RETURN(ctx.tokenizer_dir, tokenizer_source(ctx.dir, opts.tokenizer));
-  if (ctx.tensors.empty()) {
-    Finding f;
-    f.kind = "no-weights";
-    f.severity = Severity::INFO;
-    f.message = "no *.safetensors in the directory: only config, processor and tokenizer files were checked";
-    d->findings.push_back(std::move(f));
-  }
-  if (header_only_synth(*d->ckpt)) {
-    Finding f;
-    f.kind = "header-only-weights";
-    f.severity = Severity::ERROR;
-    f.message = "the shards were written by `synth --header-only` (safetensors metadata fp4forge_synth: header-only): "
-                "their tensor data is sparse and reads as zeros, so vLLM would serve a model of zeros and quantize "
-                "would write one; the config, shape and file checks below still hold for the layout";
-    f.hint = "use it to size seats (fp4forge plan) and check layouts (inspect, doctor); for a checkpoint with values, "
-             "synth without --header-only, or the release itself";
-    d->findings.push_back(std::move(f));
-  }
-  for (const auto& n : d->ckpt->notes()) {
-    Finding f;
-    f.kind = n.kind;
-    f.severity = Severity::WARNING;
-    f.message = n.message;
-    f.key = d->ckpt->index_file().value_or("") + ":metadata.total_size";
-    f.expected = std::to_string(d->ckpt->total_tensor_bytes());
-    f.hint = "transformers and vLLM do not read this field; a tool that trusts it (a download-size check, a "
-             "mirror) is misled";
-    f.fix = fmt::format("set metadata.total_size to {}", d->ckpt->total_tensor_bytes());
-    d->findings.push_back(std::move(f));
-  }
-  auto found = run_checks(ctx);
-  d->findings.insert(d->findings.end(), found.begin(), found.end());
-  // Stable order: errors, warnings, info; check order within a severity.
-  std::stable_sort(d->findings.begin(), d->findings.end(),
-                   [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
+  FindingSink sink;
+  if (ctx.tensors.empty())
+    sink.add(finding_kind("no-weights"),
+             {.message = "no *.safetensors in the directory: only config, processor and tokenizer files were checked"});
+  if (header_only_synth(*d->ckpt))
+    sink.add(finding_kind("header-only-weights"),
+             {.message = "the shards were written by `synth --header-only` (safetensors metadata fp4forge_synth: "
+                         "header-only): their tensor data is sparse and reads as zeros, so vLLM would serve a model "
+                         "of zeros and quantize would write one; the config, shape and file checks below still hold "
+                         "for the layout",
+              .hint = "use it to size seats (fp4forge plan) and check layouts (inspect, doctor); for a checkpoint "
+                      "with values, synth without --header-only, or the release itself"});
+  for (const auto& n : d->ckpt->notes())
+    sink.add(*n.kind, {.severity = Severity::WARNING,
+                       .message = n.message,
+                       .key = d->ckpt->index_file().value_or("") + ":metadata.total_size",
+                       .expected = std::to_string(d->ckpt->total_tensor_bytes()),
+                       .hint = "transformers and vLLM do not read this field; a tool that trusts it (a download-size "
+                               "check, a mirror) is misled",
+                       .fix = fmt::format("set metadata.total_size to {}", d->ckpt->total_tensor_bytes())});
+  run_checks(ctx, sink);
+  // Errors, warnings, info; check order within a severity (the sink's order).
+  d->findings = sink.take();
   return d;
 }
 

@@ -1,5 +1,8 @@
 #include "fp4forge/doctor/doctor.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <ctime>
@@ -7,103 +10,20 @@
 #include <memory>
 #include <set>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
+#include "fp4forge/core/finding_kinds.h"
 #include "fp4forge/diagnose/diagnose.h"
 #include "fp4forge/diagnose/serving_fixes.h"
-#include "fp4forge/util/strings.h"
-#include "fp4forge/util/json_edit.h"
+#include "fp4forge/model/quant_config.h"
 #include "fp4forge/util/backup.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
+#include "fp4forge/util/json_edit.h"
 #include "fp4forge/util/path_lock.h"
+#include "fp4forge/util/strings.h"
 #include "fp4forge/util/udiff.h"
-#include "fp4forge/model/quant_config.h"
 
 namespace fp4forge::doctor {
 namespace {
-
-constexpr std::array<KindInfo, 33> kKinds{{
-    {"unknown-architecture", Severity::ERROR, false, "F31",
-     "an MTP architecture named as the main model (error); a class the family table does not list, an absent "
-     "or multiple `architectures`, or a family outside fp4forge's table (warnings)"},
-    {"architecture-needs-recent-vllm", Severity::WARNING, false, "F31",
-     "Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM: registered in vLLM only from about 0.28 (an error with "
-     "--vllm-version below it)"},
-    {"wrapper-flat-mismatch", Severity::ERROR, false, "F30",
-     "`architectures`, config nesting and tensor prefixes disagree (wrapper vs flat); says what vLLM and "
-     "transformers will do"},
-    {"gemma4-missing-global-kv-fields", Severity::ERROR, true, "F27",
-     "Gemma-4 without global_head_dim / num_global_key_value_heads and no per_layer_config; the values are "
-     "derived from the tensor shapes"},
-    {"gemma4-per-layer-config-only", Severity::INFO, true, "F28",
-     "full-attention geometry only in per_layer_config (transformers >= 5.15 form): needs vLLM >= 0.28; an error "
-     "with --vllm-version below it, whose fix writes the flat keys the tensors prove"},
-    {"per-layer-config-redundant", Severity::WARNING, true, "F29",
-     "per_layer_config repeats the flat global fields exactly"},
-    {"per-layer-config-conflict", Severity::ERROR, false, "F28",
-     "per_layer_config and the flat global fields disagree: transformers and vLLM build different models"},
-    {"per-layer-config-invalid", Severity::ERROR, false, "F28",
-     "per_layer_config keys that are not full-attention layer indices in [0, num_hidden_layers)"},
-    {"gemma4-activation", Severity::ERROR, false, "",
-     "Gemma-4 hidden_activation other than gelu_pytorch_tanh (vLLM raises)"},
-    {"config-value-invalid", Severity::ERROR, false, "F32",
-     "a config value the strict transformers 5.17 config rejects (hidden_size_per_layer_input: null)"},
-    {"config-shape-mismatch", Severity::ERROR, false, "F27, F30",
-     "a shape invariant of the family is broken (attention rows, kv heads, experts, linear attention, "
-     "layer_types, lm_head vs tie_word_embeddings, PLE, vision projector, MTP)"},
-    {"config-shape-unchecked", Severity::WARNING, false, "",
-     "no decoder-layer stack outside the towers: the per-layer shape rules were not evaluated"},
-    {"expert-layout", Severity::ERROR, false, "F5",
-     "fused 3-D experts transposed against the family's orientation, or fused and per-expert forms mixed"},
-    {"mtp-declared-missing", Severity::WARNING, true, "F8",
-     "mtp_num_hidden_layers >= 1 (num_nextn_predict_layers) but the mtp.* tensors (the extra decoder layers) are "
-     "missing; --fix --mtp-from SRC splices them from the original release"},
-    {"mtp-present-undeclared", Severity::WARNING, false, "F8",
-     "mtp.* tensors that mtp_num_hidden_layers does not declare"},
-    {"audio-declared-weightless", Severity::INFO, false, "",
-     "audio_config declared but no audio tower tensors"},
-    {"vision-declared-weightless", Severity::ERROR, false, "F30",
-     "vision_config declared but no vision tower tensors (info for text-only classes)"},
-    {"missing-processor", Severity::ERROR, false, "F33",
-     "multimodal checkpoint with neither processor_config.json:image_processor nor preprocessor_config.json"},
-    {"missing-preprocessor-config", Severity::WARNING, true, "F33",
-     "processor_config.json has an image_processor section but preprocessor_config.json is absent"},
-    {"processor-mismatch", Severity::ERROR, false, "F33, F34",
-     "image processor vs vision_config (patch / merge / pooling / max_soft_tokens), absurd size limits, or "
-     "the two processor files disagree (warning)"},
-    {"fp8-without-config", Severity::ERROR, false, "",
-     "FP8 tensors with neither quantization_config nor hf_quant_config.json to read them by"},
-    {"fp8-claim-without-fp8-weights", Severity::ERROR, false, "",
-     "hf_quant_config.json claims FP8 but no tensor is FP8"},
-    {"missing-tokenizer", Severity::ERROR, false, "",
-     "no tokenizer file in the folder (or in the --tokenizer source): vLLM's start-up fails to load one"},
-    {"tokenizer-unchecked", Severity::WARNING, false, "",
-     "--tokenizer names a source that is neither a local folder nor a repo in the Hugging Face cache: not checked"},
-    {"missing-chat-template", Severity::WARNING, false, "",
-     "a tokenizer but no chat template: /v1/chat/completions refuses requests without --chat-template"},
-    {"tokenizer-truncation", Severity::WARNING, true, "F35",
-     "tokenizer.json with non-null truncation or padding"},
-    {"tokenizer-vocab-size", Severity::ERROR, false, "",
-     "the tokenizer produces token ids at or above the model's vocab_size (warning for a multimodal model, whose "
-     "placeholder tokens may lie there)"},
-    {"tokenizer-max-length", Severity::ERROR, false, "F35, F36",
-     "tokenizer_config.json model_max_length / max_length below max_position_embeddings"},
-    {"invalid-json-file", Severity::ERROR, false, "",
-     "a processor or tokenizer JSON file that does not parse"},
-    {"ignore-regex", Severity::INFO, false, "F23",
-     "for each `re:` entry of quantization_config.ignore, the on-disk modules it matches under CT re.match "
-     "semantics (warning when full-match semantics would match fewer)"},
-    {"index-total-size", Severity::WARNING, true, "",
-     "the index's metadata.total_size is not the sum of tensor bytes (transformers and vLLM ignore it); the fix "
-     "writes the sum"},
-    {"header-only-weights", Severity::ERROR, false, "",
-     "shards written by `synth --header-only`: their data reads as zeros; for plan, inspect and doctor's layout "
-     "checks, never for quantize or serving"},
-    {"no-weights", Severity::INFO, false, "",
-     "the directory has no safetensors: config-vs-tensor checks were skipped"},
-}};
 
 /** A file being edited by the fixes. */
 struct Pending {
@@ -131,7 +51,7 @@ class Fixer {
   void refuse(std::string kind, std::string reason) { rep_.refused.push_back({std::move(kind), std::move(reason)}); }
 
   Status gemma4_globals() {
-    const std::string kind = "gemma4-missing-global-kv-fields";
+    const std::string kind(finding_kind("gemma4-missing-global-kv-fields").id);
     FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("config.json"));
     const Json cfg = *p->doc->get({});
     const Json& tc = text_config(cfg);
@@ -160,7 +80,7 @@ class Fixer {
   /** gemma4-per-layer-config-only under a target vLLM that cannot build it: the flat keys from the tensors, then
    * per_layer_config removed, both only when per_layer_config is proven (on the edited file) to repeat them. */
   Status plc_only() {
-    const std::string kind = "gemma4-per-layer-config-only";
+    const std::string kind(finding_kind("gemma4-per-layer-config-only").id);
     FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("config.json"));
     const Json cfg = *p->doc->get({});
     const Json& tc = text_config(cfg);
@@ -194,7 +114,7 @@ class Fixer {
   }
 
   Status redundant_plc() {
-    const std::string kind = "per-layer-config-redundant";
+    const std::string kind(finding_kind("per-layer-config-redundant").id);
     FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("config.json"));
     const Json cfg = *p->doc->get({});  // re-prove on the file at hand
     auto info = read_model_info(cfg);
@@ -214,7 +134,7 @@ class Fixer {
   }
 
   Status preprocessor() {
-    const std::string kind = "missing-preprocessor-config";
+    const std::string kind(finding_kind("missing-preprocessor-config").id);
     std::error_code ec;
     if (std::filesystem::exists(ctx_.dir / "preprocessor_config.json", ec)) {
       refuse(kind, "preprocessor_config.json exists now");
@@ -235,7 +155,7 @@ class Fixer {
   }
 
   Status index_total_size() {
-    const std::string kind = "index-total-size";
+    const std::string kind(finding_kind("index-total-size").id);
     if (!ctx_.ckpt || !ctx_.ckpt->index_file()) {
       refuse(kind, "the checkpoint has no index file any more");
       return {};
@@ -256,7 +176,7 @@ class Fixer {
   }
 
   Status tokenizer() {
-    const std::string kind = "tokenizer-truncation";
+    const std::string kind(finding_kind("tokenizer-truncation").id);
     FP4FORGE_ASSIGN_OR_RETURN(Pending * p, open("tokenizer.json"));
     FP4FORGE_ASSIGN_OR_RETURN(const bool changed, clear_tokenizer_truncation(*p->doc));
     if (changed) p->kinds.push_back(kind);
@@ -304,14 +224,6 @@ nlohmann::ordered_json findings_json(const std::vector<Finding>& fs) {
 }
 
 }  // namespace
-
-std::span<const KindInfo> doctor_kinds() noexcept { return kKinds; }
-
-const KindInfo* find_kind(std::string_view id) noexcept {
-  for (const auto& k : kKinds)
-    if (k.id == id) return &k;
-  return nullptr;
-}
 
 int exit_code(const DoctorReport& r) { return fails(r.remaining, r.strict) ? 1 : 0; }
 

@@ -56,9 +56,9 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
   // Which serving files are missing is doctor's check (model/serving_files.h, the one home verify, inspect and
   // quantize's preflight call too); what the stack does about them is said here. A folder that only sizes the
   // seat is not what a stack serves: its serving files are the checkpoint's concern.
-  std::vector<Finding> files;
+  FindingSink files;
   if (s.blockers.empty()) check_serving_files(m.arg.dir, "", files);
-  for (const Finding& f : files) {
+  for (const Finding& f : files.take()) {
     if (f.kind == "missing-tokenizer" && !has_vllm_flag(m.arg.vllm_args, "tokenizer"))
       s.blockers.push_back({"no-tokenizer", "DIR holds no tokenizer file (tokenizer.json, tokenizer.model, vocab.json, "
                             "...): vLLM's --tokenizer defaults to the model folder and start-up fails (doctor: "
@@ -79,9 +79,9 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
     ctx.config = ck.config();
     for (const auto& t : ck.tensors())
       ctx.tensors.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
-    std::vector<Finding> found;
+    FindingSink found;
     if (init_shape_context(ctx).ok()) check_mtp(ctx, found);
-    for (const auto& f : found)
+    for (const auto& f : found.take())
       if (f.kind == "mtp-declared-missing")
         s.blockers.push_back({"mtp-missing", fmt::format("spec_tokens={} asks for MTP speculative decoding, but {} "
                                                          "(doctor: mtp-declared-missing)", m.arg.kv.spec_tokens,

@@ -26,60 +26,23 @@ std::string dims(const std::vector<std::int64_t>& v) {
 }
 std::string dims(const std::vector<std::uint64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
-
-/** Collects rule violations and turns each rule into one finding. */
+/** A broken shape rule, one finding per rule (the sink merges the tensors that break it: group = the rule). */
 class Violations {
  public:
-  struct Group {
-    std::string kind;
-    Severity severity = Severity::ERROR;
-    std::string key;
-    std::vector<std::string> tensors;
-    std::string expected, actual, detail, hint;
-    std::size_t count = 0;
-  };
-  void add(const std::string& rule, const std::string& tensor, std::string expected, std::string actual,
-           std::string key = {}, std::string kind = "config-shape-mismatch",
-           Severity sev = Severity::ERROR, std::string hint = {}) {
-    auto [it, fresh] = groups_.try_emplace(rule);
-    Group& g = it->second;
-    if (fresh) {
-      order_.push_back(rule);
-      g.kind = std::move(kind);
-      g.severity = sev;
-      g.key = std::move(key);
-      g.expected = std::move(expected);
-      g.actual = std::move(actual);
-      g.detail = tensor;
-      g.hint = std::move(hint);
-    }
-    ++g.count;
-    if (!tensor.empty()) g.tensors.push_back(tensor);
-  }
-  void emit(std::vector<Finding>& out) {
-    for (const auto& rule : order_) {
-      Group& g = groups_[rule];
-      Finding f;
-      f.kind = g.kind;
-      f.severity = g.severity;
-      f.key = g.key;
-      f.expected = g.expected;
-      f.actual = g.actual;
-      f.hint = g.hint;
-      const std::size_t left = cap_names(g.tensors);
-      f.tensors = g.tensors;
-      f.message = fmt::format("{}: {}expected {}, got {}{}", rule, g.detail.empty() ? "" : g.detail + " ",
-                              g.expected, g.actual,
-                              g.count > 1 ? fmt::format(" ({} occurrences{})", g.count,
-                                                        left ? fmt::format(", {} not listed", left) : "")
-                                          : "");
-      out.push_back(std::move(f));
-    }
+  explicit Violations(FindingSink& out) : out_(out) {}
+  /** `rule` broken at `tensor` ("" when no tensor is involved): `f` carries expected and actual (and any other
+   * field); the message is "RULE: TENSOR expected E, got A". */
+  void add(const std::string& rule, const std::string& tensor, FindingFields f,
+           const FindingKind& kind = finding_kind("config-shape-mismatch")) {
+    f.group = rule;
+    f.message =
+        fmt::format("{}: {}expected {}, got {}", rule, tensor.empty() ? "" : tensor + " ", f.expected, f.actual);
+    if (!tensor.empty()) f.tensors.push_back(tensor);
+    out_.add(kind, std::move(f));
   }
 
  private:
-  std::map<std::string, Group> groups_;
-  std::vector<std::string> order_;
+  FindingSink& out_;
 };
 
 /** The per-layer attention geometry under one reading of the config. 0 = unknown (not checked). */
@@ -90,7 +53,7 @@ struct Reading {
 };
 
 struct ShapeChecker {
-  ShapeChecker(const ShapeContext& c, std::vector<Finding>* o) : ctx(c), out_(o) {}
+  ShapeChecker(const ShapeContext& c, FindingSink& o) : ctx(c), v(o) {}
   const ShapeContext& ctx;
   Violations v;
   const ModelInfo& m = ctx.info;
@@ -109,8 +72,10 @@ struct ShapeChecker {
     const bool bad_out = out > 0 && s->first != out;
     const bool bad_in = in > 0 && s->second >= 0 && s->second != in;
     if (bad_out || bad_in)
-      v.add(rule, module, dims(std::vector<std::int64_t>{out > 0 ? out : -1, in > 0 ? in : -1}),
-            dims(std::vector<std::int64_t>{s->first, s->second}), key);
+      v.add(rule, module,
+            {.key = key,
+             .expected = dims(std::vector<std::int64_t>{out > 0 ? out : -1, in > 0 ? in : -1}),
+             .actual = dims(std::vector<std::int64_t>{s->first, s->second})});
   }
   /** The same against a shape from the width formulas (model/shape_rules.h); unknown widths: not checked. */
   void linear(const std::string& module, LinearShape want, const std::string& rule, const std::string& key = {}) {
@@ -123,7 +88,7 @@ struct ShapeChecker {
     bool bad = t->shape.size() != want.size();
     for (std::size_t i = 0; !bad && i < want.size(); ++i)
       if (want[i] > 0 && static_cast<std::int64_t>(t->shape[i]) != want[i]) bad = true;
-    if (bad) v.add(rule, name, dims(want), dims(t->shape), key);
+    if (bad) v.add(rule, name, {.key = key, .expected = dims(want), .actual = dims(t->shape)});
   }
   bool module_present(const std::string& module) const { return ctx.linear_shape(module).has_value(); }
 
@@ -173,8 +138,8 @@ struct ShapeChecker {
       linear(sa + "q_b_proj", mla_shape(Role::ATTN_Q_B, m),
              "q_b_proj == [num_attention_heads·(qk_nope_head_dim + qk_rope_head_dim), q_lora_rank]", "q_lora_rank");
       if (module_present(sa + "q_proj"))
-        v.add("with q_lora_rank set, MLA layers have q_a_proj/q_b_proj and no q_proj", sa + "q_proj", "absent",
-              "present", "q_lora_rank");
+        v.add("with q_lora_rank set, MLA layers have q_a_proj/q_b_proj and no q_proj", sa + "q_proj",
+              {.key = "q_lora_rank", .expected = "absent", .actual = "present"});
     } else {
       linear(sa + "q_proj", mla_shape(Role::ATTN_Q, m),
              "q_proj == [num_attention_heads·(qk_nope_head_dim + qk_rope_head_dim), hidden_size]", "qk_nope_head_dim");
@@ -186,7 +151,8 @@ struct ShapeChecker {
     linear(sa + "o_proj", mla_shape(Role::ATTN_O, m), "o_proj == [hidden_size, num_attention_heads·v_head_dim]",
            "v_head_dim");
     if (!module_present(sa + "kv_a_proj_with_mqa"))
-      v.add("every MLA layer has kv_a_proj_with_mqa", sa + "kv_a_proj_with_mqa", "present", "absent", "kv_lora_rank");
+      v.add("every MLA layer has kv_a_proj_with_mqa", sa + "kv_a_proj_with_mqa",
+            {.key = "kv_lora_rank", .expected = "present", .actual = "absent"});
   }
 
   void attention(const std::string& base, std::size_t i, std::int64_t d, std::int64_t kv, bool full,
@@ -217,13 +183,13 @@ struct ShapeChecker {
     if (shared) {
       for (const char* p : {"k_proj", "v_proj"})
         if (module_present(sa + p))
-          v.add("KV-shared layers (the last num_kv_shared_layers) have no k_proj/v_proj", sa + p, "absent",
-                "present", "num_kv_shared_layers");
+          v.add("KV-shared layers (the last num_kv_shared_layers) have no k_proj/v_proj", sa + p,
+                {.key = "num_kv_shared_layers", .expected = "absent", .actual = "present"});
       return;
     }
     if (!module_present(sa + "k_proj"))
-      v.add("every attention layer that is not KV-shared has a k_proj", sa + "k_proj", "present", "absent",
-            "num_kv_shared_layers");
+      v.add("every attention layer that is not KV-shared has a k_proj", sa + "k_proj",
+            {.key = "num_kv_shared_layers", .expected = "present", .actual = "absent"});
     if (d > 0 && kv > 0) {
       linear(sa + "k_proj", attention_shape(Role::ATTN_K, H, A, d, kv),
              (k_eq_v ? "full-attention k_proj rows == num_global_key_value_heads·global_head_dim"
@@ -233,23 +199,23 @@ struct ShapeChecker {
     }
     if (k_eq_v) {
       if (module_present(sa + "v_proj"))
-        v.add("full-attention layers have no v_proj when attention_k_eq_v is true", sa + "v_proj", "absent",
-              "present", "attention_k_eq_v");
+        v.add("full-attention layers have no v_proj when attention_k_eq_v is true", sa + "v_proj",
+              {.key = "attention_k_eq_v", .expected = "absent", .actual = "present"});
     } else {
       if (!module_present(sa + "v_proj") && module_present(sa + "k_proj"))
         v.add(fam == Family::GEMMA4 && full
                   ? "attention_k_eq_v is false but a full-attention layer has no v_proj (transformers "
                     "initializes it randomly, vLLM reports a missing weight)"
                   : "every attention layer has a v_proj",
-              sa + "v_proj", "present", "absent", "attention_k_eq_v");
+              sa + "v_proj", {.key = "attention_k_eq_v", .expected = "present", .actual = "absent"});
       if (d > 0 && kv > 0)
         linear(sa + "v_proj", attention_shape(Role::ATTN_V, H, A, d, kv),
                "v_proj rows == num_key_value_heads_i·head_dim_i" + sfx, "num_key_value_heads");
     }
     if (kv > 0 && A > 0 && A % kv != 0)
-      v.add("num_attention_heads divisible by the kv heads of every layer (GQA)" + sfx,
-            fmt::format("layer {}", i), fmt::format("a divisor of {}", A), std::to_string(kv),
-            "num_key_value_heads");
+      v.add(
+          "num_attention_heads divisible by the kv heads of every layer (GQA)" + sfx, fmt::format("layer {}", i),
+          {.key = "num_key_value_heads", .expected = fmt::format("a divisor of {}", A), .actual = std::to_string(kv)});
   }
 
   void linear_attention(const std::string& base) {
@@ -308,22 +274,30 @@ struct ShapeChecker {
       // `gate_up_proj_blocks` / `_scales`): then they could not be found, which is not their absence.
       if (const auto foreign = foreign_quantization(ctx.config, nullptr))
         v.add("routed experts in a quantization format fp4forge does not read (not checked)", base,
-              fmt::format("{} experts", E), fmt::format("none in a form fp4forge reads ({})", *foreign), "num_experts",
-              "config-shape-unchecked", Severity::WARNING);
+              {.severity = Severity::WARNING,
+               .key = "num_experts",
+               .expected = fmt::format("{} experts", E),
+               .actual = fmt::format("none in a form fp4forge reads ({})", *foreign)},
+              finding_kind("config-shape-unchecked"));
       else
-        v.add("every MoE layer has its routed experts", base, fmt::format("{} experts", E), "none", "num_experts");
+        v.add("every MoE layer has its routed experts", base,
+              {.key = "num_experts", .expected = fmt::format("{} experts", E), .actual = "none"});
       return;
     }
     for (std::size_t k = 1; k < mine.size(); ++k)
       if (mine[k]->key == mine[k - 1]->key)
         v.add("experts are stored either fused 3-D or per expert 2-D, never both in one layer", mine[k]->key + ".*",
-              "one form", "both fused and per-expert tensors", {}, "expert-layout");
+              {.expected = "one form", .actual = "both fused and per-expert tensors"}, finding_kind("expert-layout"));
     for (const ExpertBlock* b : mine) {
       if (!b->problem.empty()) {
         v.add(b->ambiguous ? "fused expert orientation could not be decided (not checked)" : "fused expert shapes",
-              b->key, b->ambiguous ? "one reading" : "[E, 2I, H] / [E, H, I] or [E, H, 2I] / [E, I, H]", b->problem,
-              "num_experts", "expert-layout", b->ambiguous ? Severity::WARNING : Severity::ERROR,
-              b->ambiguous ? "pass --expert-orientation to quantize / verify" : "");
+              b->key,
+              {.severity = b->ambiguous ? Severity::WARNING : Severity::ERROR,
+               .key = "num_experts",
+               .expected = b->ambiguous ? "one reading" : "[E, 2I, H] / [E, H, I] or [E, H, 2I] / [E, I, H]",
+               .actual = b->problem,
+               .hint = b->ambiguous ? "pass --expert-orientation to quantize / verify" : ""},
+              finding_kind("expert-layout"));
         continue;
       }
       if (b->storage == ExpertStorage::FUSED) {
@@ -331,12 +305,14 @@ struct ShapeChecker {
         const std::string form = fmt::format("{} experts of width {} over hidden {} ({})", b->num_experts,
                                              b->intermediate, b->hidden, orientation_name(b->orientation));
         if (E > 0 && static_cast<std::int64_t>(b->num_experts) != E)
-          v.add("fused experts: dim 0 == num_experts", t, std::to_string(E), form, "num_experts");
+          v.add("fused experts: dim 0 == num_experts", t,
+                {.key = "num_experts", .expected = std::to_string(E), .actual = form});
         if (Im > 0 && static_cast<std::int64_t>(b->intermediate) != Im)
-          v.add("fused experts: expert width == the config's expert intermediate size", t, std::to_string(Im), form,
-                "moe_intermediate_size");
+          v.add("fused experts: expert width == the config's expert intermediate size", t,
+                {.key = "moe_intermediate_size", .expected = std::to_string(Im), .actual = form});
         if ((b->gate_up.empty() && b->gate.empty()) || b->down.empty())
-          v.add("fused experts have both gate_up and down tensors", b->key, "present", "one missing", "num_experts");
+          v.add("fused experts have both gate_up and down tensors", b->key,
+                {.key = "num_experts", .expected = "present", .actual = "one missing"});
         continue;
       }
       // Zero-computation experts (zero_expert_num) are no weights of the model: left out of the expert rules.
@@ -357,12 +333,15 @@ struct ShapeChecker {
       if (E > 0 && (static_cast<std::int64_t>(have.size()) != E || have.begin()->first != 0 ||
                     have.rbegin()->first != E - 1))
         v.add("per-expert tensors cover exactly the expert indices 0..num_experts-1", b->key + ".*",
-              fmt::format("{} experts (0..{})", E, E - 1),
-              fmt::format("{} indices ({}..{})", have.size(), have.begin()->first, have.rbegin()->first), "num_experts");
+              {.key = "num_experts",
+               .expected = fmt::format("{} experts (0..{})", E, E - 1),
+               .actual = fmt::format("{} indices ({}..{})", have.size(), have.begin()->first, have.rbegin()->first)});
       for (int e : incomplete_experts(*b))
         v.add("every expert has the block's projections (gate, up and down; or up and down)",
-              fmt::format("{}.{}.*", b->key, e), "the same complete set as every expert",
-              std::to_string(have[e].size()) + " projection(s)", "num_experts");
+              fmt::format("{}.{}.*", b->key, e),
+              {.key = "num_experts",
+               .expected = "the same complete set as every expert",
+               .actual = std::to_string(have[e].size()) + " projection(s)"});
     }
     // Shared expert(s): Qwen shared_expert, DeepSeek shared_experts, Llama-4 feed_forward.shared_expert,
     // Granite shared_mlp (pre-fused input_linear).
@@ -390,8 +369,8 @@ struct ShapeChecker {
   void layer(std::size_t i, const std::vector<Reading>& rs) {
     const std::string base = fmt::format("{}{}.", ctx.layer_prefix, i);
     if (!ctx.any_with_prefix(base)) {
-      v.add("every decoder layer < num_hidden_layers has tensors", base + "*", "present", "absent",
-            "num_hidden_layers");
+      v.add("every decoder layer < num_hidden_layers has tensors", base + "*",
+            {.key = "num_hidden_layers", .expected = "present", .actual = "absent"});
       return;
     }
     const std::string lt = i < m.layer_types.size() ? m.layer_types[i] : "full_attention";
@@ -401,25 +380,26 @@ struct ShapeChecker {
     const bool wants_mamba = mamba_hybrid() && (lt == "linear_attention" || lt == "mamba");
     if (wants_mamba) {
       if (!ctx.any_with_prefix(base + "mamba."))
-        v.add("a Mamba layer (layer_types) has mamba.* tensors", base + "mamba.*", "present", "absent", "layer_types");
+        v.add("a Mamba layer (layer_types) has mamba.* tensors", base + "mamba.*",
+              {.key = "layer_types", .expected = "present", .actual = "absent"});
       if (has_sa)
-        v.add("a Mamba layer (layer_types) has no self_attn.* tensors", base + "self_attn.*", "absent", "present",
-              "layer_types");
+        v.add("a Mamba layer (layer_types) has no self_attn.* tensors", base + "self_attn.*",
+              {.key = "layer_types", .expected = "absent", .actual = "present"});
     } else if (wants_la) {
       if (!has_la)
         v.add("a linear_attention layer has linear_attn.* tensors (layer_types)", base + "linear_attn.*",
-              "present", "absent", "layer_types");
+              {.key = "layer_types", .expected = "present", .actual = "absent"});
       if (has_sa)
         v.add("a linear_attention layer has no self_attn.* tensors (layer_types)", base + "self_attn.*",
-              "absent", "present", "layer_types");
+              {.key = "layer_types", .expected = "absent", .actual = "present"});
       linear_attention(base);
     } else {
       if (!has_sa)
         v.add(fmt::format("a {} layer has self_attn.* tensors (layer_types)", lt), base + "self_attn.*",
-              "present", "absent", "layer_types");
+              {.key = "layer_types", .expected = "present", .actual = "absent"});
       if (has_la)
         v.add(fmt::format("a {} layer has no linear_attn.* tensors (layer_types)", lt), base + "linear_attn.*",
-              "absent", "present", "layer_types");
+              {.key = "layer_types", .expected = "absent", .actual = "present"});
       const std::int64_t N = static_cast<std::int64_t>(m.layer_types.size());
       const bool shared = fam == Family::GEMMA4 && m.num_kv_shared_layers > 0 &&
                           static_cast<std::int64_t>(i) >= N - m.num_kv_shared_layers;
@@ -436,15 +416,18 @@ struct ShapeChecker {
       if (moe) {
         experts(base);
       } else if (has_moe_tensors) {
-        v.add("router/experts tensors only when enable_moe_block is true", base + "experts.*", "absent",
-              "present", "enable_moe_block");
+        v.add("router/experts tensors only when enable_moe_block is true", base + "experts.*",
+              {.key = "enable_moe_block", .expected = "absent", .actual = "present"});
       }
     } else if (moe) {
       experts(base);
     } else {
       if (has_experts(base))
         v.add(fmt::format("routed experts only on the layers the config makes MoE ({} rule)", m.spec().display),
-              base + "*experts*", "absent (a dense layer)", "present", "first_k_dense_replace / moe layer keys");
+              base + "*experts*",
+              {.key = "first_k_dense_replace / moe layer keys",
+               .expected = "absent (a dense layer)",
+               .actual = "present"});
       for (const char* c : {"mlp.", "feed_forward."}) {
         dense_mlp(base + c, m.intermediate_size);
         linear(base + c + "gate_up_proj", 2 * m.intermediate_size, H,
@@ -454,46 +437,53 @@ struct ShapeChecker {
   }
 
   void run() {
-    const Json& tc = ctx.text();
     std::vector<NamedShape> named;
     for (const auto& [name, meta] : ctx.tensors) named.push_back({name, meta.shape});
     blocks_ = find_expert_blocks(named, m);
     const std::int64_t N = m.num_layers;
     const std::size_t nlt = m.layer_types.size();
     if (!m.layer_types_synthesized && static_cast<std::int64_t>(nlt) != N)
-      v.add("len(layer_types) == num_hidden_layers", "", std::to_string(N), std::to_string(nlt), "layer_types");
+      v.add("len(layer_types) == num_hidden_layers", "",
+            {.key = "layer_types", .expected = std::to_string(N), .actual = std::to_string(nlt)});
     if (fam == Family::GEMMA4 && nlt > 0 && m.layer_types.back() != "full_attention")
       v.add("the last layer_types entry is full_attention (transformers forces it, changing the model)", "",
-            "full_attention", m.layer_types.back(), "layer_types");
+            {.key = "layer_types", .expected = "full_attention", .actual = m.layer_types.back()});
     if (qwen_hybrid() && !m.layer_types_synthesized && m.full_attention_interval > 0) {
       for (std::size_t i = 0; i < nlt; ++i) {
         const bool want_full = (static_cast<std::int64_t>(i) + 1) % m.full_attention_interval == 0;
         if (want_full != (m.layer_types[i] == "full_attention")) {
           v.add("full_attention_interval agrees with layer_types", fmt::format("layer {}", i),
-                want_full ? "full_attention" : "linear_attention", m.layer_types[i], "full_attention_interval",
-                "config-shape-mismatch", Severity::WARNING,
-                "transformers uses layer_types when present; drop or correct full_attention_interval");
+                {.severity = Severity::WARNING,
+                 .key = "full_attention_interval",
+                 .expected = want_full ? "full_attention" : "linear_attention",
+                 .actual = m.layer_types[i],
+                 .hint = "transformers uses layer_types when present; drop or correct full_attention_interval"});
           break;
         }
       }
     }
     if (m.num_heads <= 0 || H <= 0 || N <= 0 || nlt != static_cast<std::size_t>(N)) {
-      v.emit(*out_);
       return;  // geometry unknown: per-layer rules cannot be evaluated
     }
     if (m.stack_layers > 0) {  // LongCat-Flash: num_hidden_layers counts each layer's two sublayers
-      v.add("per-layer shape rules apply to one attention and one MLP per layer", "", "num_hidden_layers layers",
-            fmt::format("num_hidden_layers {} counts sublayers of num_layers = {} layers", N, m.stack_layers),
-            "num_hidden_layers", "config-shape-unchecked", Severity::WARNING,
-            "per-layer shapes were not checked; verify --against compares every tensor with its source");
-      v.emit(*out_);
+      v.add(
+          "per-layer shape rules apply to one attention and one MLP per layer", "",
+          {.severity = Severity::WARNING,
+           .key = "num_hidden_layers",
+           .expected = "num_hidden_layers layers",
+           .actual = fmt::format("num_hidden_layers {} counts sublayers of num_layers = {} layers", N, m.stack_layers),
+           .hint = "per-layer shapes were not checked; verify --against compares every tensor with its source"},
+          finding_kind("config-shape-unchecked"));
       return;
     }
     if (ctx.layer_prefix.empty()) {
-      v.add("the decoder layers are found (per-layer shape rules need them)", "", "<root>.layers.<i>.*",
-            "no stack of per-layer tensors outside the towers", "num_hidden_layers", "config-shape-unchecked",
-            Severity::WARNING, "per-layer shapes were not checked; inspect shows where the tensors are");
-      v.emit(*out_);
+      v.add("the decoder layers are found (per-layer shape rules need them)", "",
+            {.severity = Severity::WARNING,
+             .key = "num_hidden_layers",
+             .expected = "<root>.layers.<i>.*",
+             .actual = "no stack of per-layer tensors outside the towers",
+             .hint = "per-layer shapes were not checked; inspect shows where the tensors are"},
+            finding_kind("config-shape-unchecked"));
       return;
     }
     const auto rs = readings();
@@ -513,8 +503,16 @@ struct ShapeChecker {
     for (auto e : extra)
       v.add("no decoder layer tensors at index ≥ num_hidden_layers (+ num_nextn_predict_layers for MTP)",
             fmt::format("{}{}.*", lp, e),
-            fmt::format("< {}", N), std::to_string(e), "num_hidden_layers");
+            {.key = "num_hidden_layers", .expected = fmt::format("< {}", N), .actual = std::to_string(e)});
 
+    head_and_embeddings();
+    family_specifics();
+    mtp_layers();
+  }
+
+  /** Embeddings, the final norm and lm_head against tie_word_embeddings. */
+  void head_and_embeddings() {
+    const Json& tc = ctx.text();
     // embeddings, final norm, lm_head (tie_word_embeddings)
     if (m.vocab_size > 0) {
       if (ctx.has(P + "embed_tokens.weight"))
@@ -535,41 +533,57 @@ struct ShapeChecker {
       v.add(same ? "tie_word_embeddings is true and lm_head.weight duplicates embed_tokens (dead weight)"
                  : "tie_word_embeddings is true but lm_head.weight exists and differs from embed_tokens: vLLM "
                    "skips lm_head when tied, so these weights are ignored",
-            "lm_head.weight", "absent (tied)", "present", "tie_word_embeddings", "config-shape-mismatch",
-            same ? Severity::WARNING : Severity::ERROR);
+            "lm_head.weight",
+            {.severity = same ? Severity::WARNING : Severity::ERROR,
+             .key = "tie_word_embeddings",
+             .expected = "absent (tied)",
+             .actual = "present"});
     } else if (!m.tie_word_embeddings && !lm && ctx.any_with_prefix(P + "layers.")) {
-      v.add("tie_word_embeddings is false but there is no lm_head.weight (loaders leave the head random or "
-            "fail on a missing weight)",
-            "lm_head.weight", "present", "absent", "tie_word_embeddings");
+      v.add(
+          "tie_word_embeddings is false but there is no lm_head.weight (loaders leave the head random or "
+          "fail on a missing weight)",
+          "lm_head.weight", {.key = "tie_word_embeddings", .expected = "present", .actual = "absent"});
     }
     if (lm && m.vocab_size > 0) linear(head, m.vocab_size, H, "lm_head == [vocab_size, hidden_size]", "vocab_size");
     if (ctx.info.wrapper) {
       auto top = ctx.config.find("tie_word_embeddings");
       auto txt = tc.find("tie_word_embeddings");
       if (top != ctx.config.end() && txt != tc.end() && top->is_boolean() && txt->is_boolean() && *top != *txt)
-        v.add("top-level tie_word_embeddings == text_config.tie_word_embeddings", "", txt->dump(), top->dump(),
-              "tie_word_embeddings", "config-shape-mismatch", Severity::WARNING,
-              "the text-level value decides whether lm_head exists (vLLM reads the text config)");
+        v.add("top-level tie_word_embeddings == text_config.tie_word_embeddings", "",
+              {.severity = Severity::WARNING,
+               .key = "tie_word_embeddings",
+               .expected = txt->dump(),
+               .actual = top->dump(),
+               .hint = "the text-level value decides whether lm_head exists (vLLM reads the text config)"});
     }
+  }
 
+  /** Gemma-4's MoE switch, per-layer embeddings and vision tower; Qwen3.5's vision merger. */
+  void family_specifics() {
     // Gemma-4 specifics: MoE switch, PLE, vision tower.
     if (fam == Family::GEMMA4) {
       if (!m.enable_moe_block && m.num_experts > 0)
-        v.add("num_experts is set only when enable_moe_block is true", "", "enable_moe_block: true",
-              "enable_moe_block: false", "enable_moe_block", "config-shape-mismatch", Severity::WARNING,
-              "vLLM decides by enable_moe_block; a stray num_experts hints at a broken export");
+        v.add("num_experts is set only when enable_moe_block is true", "",
+              {.severity = Severity::WARNING,
+               .key = "enable_moe_block",
+               .expected = "enable_moe_block: true",
+               .actual = "enable_moe_block: false",
+               .hint = "vLLM decides by enable_moe_block; a stray num_experts hints at a broken export"});
       if (m.enable_moe_block && m.num_experts <= 0)
-        v.add("enable_moe_block requires num_experts", "", "num_experts > 0", "absent", "num_experts");
+        v.add("enable_moe_block requires num_experts", "",
+              {.key = "num_experts", .expected = "num_experts > 0", .actual = "absent"});
       const std::int64_t pd = m.hidden_size_per_layer_input;
       const bool ple = ctx.has(P + "embed_tokens_per_layer.weight");
       if (pd > 0 && !ple)
         v.add("per-layer-embedding tensors present iff hidden_size_per_layer_input > 0",
-              P + "embed_tokens_per_layer.weight", "present", "absent", "hidden_size_per_layer_input");
+              P + "embed_tokens_per_layer.weight",
+              {.key = "hidden_size_per_layer_input", .expected = "present", .actual = "absent"});
       else if (pd <= 0 && ple)
         v.add("per-layer-embedding tensors present iff hidden_size_per_layer_input > 0",
-              P + "embed_tokens_per_layer.weight", "absent", "present", "hidden_size_per_layer_input");
+              P + "embed_tokens_per_layer.weight",
+              {.key = "hidden_size_per_layer_input", .expected = "absent", .actual = "present"});
       else if (pd > 0)
-        shape(P + "embed_tokens_per_layer.weight", {-1, N * pd},
+        shape(P + "embed_tokens_per_layer.weight", {-1, m.num_layers * pd},
               "embed_tokens_per_layer columns == num_hidden_layers·hidden_size_per_layer_input",
               "hidden_size_per_layer_input");
       if (auto vc = ctx.config.find("vision_config"); vc != ctx.config.end() && vc->is_object()) {
@@ -593,14 +607,12 @@ struct ShapeChecker {
       if (auto vc = ctx.config.find("vision_config"); vc != ctx.config.end() && vc->is_object()) {
         const auto oh = integral_of(*vc, "out_hidden_size");
         if (oh && *oh != H)
-          v.add("vision_config.out_hidden_size == text hidden_size", "", std::to_string(H), std::to_string(*oh),
-                "vision_config.out_hidden_size");
+          v.add("vision_config.out_hidden_size == text hidden_size", "",
+                {.key = "vision_config.out_hidden_size", .expected = std::to_string(H), .actual = std::to_string(*oh)});
         linear("model.visual.merger.linear_fc2", oh.value_or(H), -1,
                "visual.merger.linear_fc2 rows == vision_config.out_hidden_size", "vision_config.out_hidden_size");
       }
     }
-    mtp_layers();
-    v.emit(*out_);
   }
 
   /** The MTP layers where present (mtp-declared-missing reports absent ones): Qwen `mtp.fc` and norms, or
@@ -647,19 +659,18 @@ struct ShapeChecker {
     }
   }
 
-  std::vector<Finding>* out_ = nullptr;
   std::vector<ExpertBlock> blocks_;
 };
 
 }  // namespace
 
-void check_config_shapes(const ShapeContext& ctx, std::vector<Finding>& out) {
+void check_config_shapes(const ShapeContext& ctx, FindingSink& out) {
   if (ctx.info.family == Family::UNKNOWN || ctx.tensors.empty()) return;
-  ShapeChecker c(ctx, &out);
+  ShapeChecker c(ctx, out);
   c.run();
 }
 
-void check_mtp(const ShapeContext& ctx, std::vector<Finding>& out) {
+void check_mtp(const ShapeContext& ctx, FindingSink& out) {
   if (ctx.tensors.empty()) return;
   const std::int64_t n = ctx.info.mtp_num_hidden_layers;
   if (ctx.info.mtp_form == MtpForm::EXTRA_LAYERS) {
@@ -670,9 +681,7 @@ void check_mtp(const ShapeContext& ctx, std::vector<Finding>& out) {
       if (!ctx.any_with_prefix(base)) missing.push_back(base + "*");
     }
     if (missing.empty()) return;
-    Finding f;
-    f.kind = "mtp-declared-missing";
-    f.severity = Severity::WARNING;
+    FindingFields f;
     f.key = "num_nextn_predict_layers";
     f.expected = fmt::format("decoder layers {}..{} (the MTP layers)", ctx.info.num_layers, ctx.info.num_layers + n - 1);
     f.actual = fmt::format("missing {}", fmt::join(missing, ", "));
@@ -684,7 +693,7 @@ void check_mtp(const ShapeContext& ctx, std::vector<Finding>& out) {
              "num_nextn_predict_layers to 0";
     if (static_cast<std::int64_t>(missing.size()) == n)
       f.fix = "splice the MTP layers from the original release: --fix --mtp-from SRC";
-    out.push_back(std::move(f));
+    out.add(finding_kind("mtp-declared-missing"), std::move(f));
     return;
   }
   std::vector<std::string> mtp;
@@ -705,9 +714,7 @@ void check_mtp(const ShapeContext& ctx, std::vector<Finding>& out) {
   for (std::int64_t k = 0; k < n; ++k)
     if (!layers.count(k)) missing.push_back(fmt::format("mtp.layers.{}", k));
   if (n >= 1 && (mtp.empty() || !missing.empty())) {
-    Finding f;
-    f.kind = "mtp-declared-missing";
-    f.severity = Severity::WARNING;
+    FindingFields f;
     f.key = key;
     f.expected = fmt::format("mtp.* tensors for {} MTP layer(s)", n);
     f.actual = mtp.empty() ? "no mtp.* tensors" : fmt::format("missing {}", fmt::join(missing, ", "));
@@ -717,25 +724,24 @@ void check_mtp(const ShapeContext& ctx, std::vector<Finding>& out) {
     f.hint = "copy the mtp.* tensors from the source checkpoint (doctor --fix --mtp-from SRC; llm-compressor "
              "re-adds them on save), or set mtp_num_hidden_layers to 0";
     if (mtp.empty()) f.fix = "splice the mtp.* tensors from the original release: --fix --mtp-from SRC";
-    out.push_back(std::move(f));
+    out.add(finding_kind("mtp-declared-missing"), std::move(f));
   }
   std::vector<std::string> extra;
   for (auto k : layers)
     if (k >= n) extra.push_back(fmt::format("mtp.layers.{}", k));
   if (!mtp.empty() && (n == 0 || !extra.empty())) {
-    Finding f;
-    f.kind = "mtp-present-undeclared";
-    f.severity = Severity::WARNING;
+    FindingFields f;
     f.key = key;
     f.expected = n == 0 ? "mtp_num_hidden_layers ≥ 1 for the mtp.* tensors" : fmt::format("at most {} MTP layer(s)", n);
     f.actual = n == 0 ? fmt::format("{} absent or 0 with {} mtp.* tensors", key, mtp.size())
                       : fmt::format("extra {}", fmt::join(extra, ", "));
     f.tensors = n == 0 ? mtp : extra;
-    const std::size_t left = cap_names(f.tensors);
-    f.message = fmt::format("mtp.* tensors are present but not declared ({}): MTP speculative decoding will not use "
-                            "them{}", f.actual, left ? fmt::format(" ({} more tensors not listed)", left) : "");
+    f.message = fmt::format(
+        "mtp.* tensors are present but not declared ({}): MTP speculative decoding will not use "
+        "them",
+        f.actual);
     f.hint = "declare mtp_num_hidden_layers to match the mtp.layers.* on disk";
-    out.push_back(std::move(f));
+    out.add(finding_kind("mtp-present-undeclared"), std::move(f));
   }
 }
 

@@ -233,7 +233,9 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
     r.warnings.push_back(fmt::format("{} tensor(s) have no known role, e.g. '{}'", other_count,
                                      fmt::join(other_examples, "', '")));
   // Servable means servable: doctor's serving-file findings (one home, model/serving_files.h), as doctor words them.
-  check_serving_files(ckpt.dir(), "", r.findings);
+  FindingSink files;
+  check_serving_files(ckpt.dir(), "", files);
+  for (auto& f : files.take()) r.findings.push_back(std::move(f));
   return r;
 }
 

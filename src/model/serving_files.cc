@@ -102,22 +102,21 @@ Result<std::filesystem::path> tokenizer_source(const std::filesystem::path& dir,
   return src->path;
 }
 
-void check_serving_files(const std::filesystem::path& tokenizer_dir, const std::string& from,
-                         std::vector<Finding>& out, const FileOverlay* overlay, std::string_view command) {
+void check_serving_files(const std::filesystem::path& tokenizer_dir, const std::string& from, FindingSink& out,
+                         const FileOverlay* overlay, std::string_view command) {
   const bool elsewhere = !from.empty();
   const std::string where = elsewhere ? fmt::format("the tokenizer source '{}' (--tokenizer)", from)
                                       : std::string("the folder");
   if (tokenizer_dir.empty()) {  // --tokenizer names what cannot be read here: say so, never guess
-    Finding f;
-    f.kind = "tokenizer-unchecked";
-    f.severity = Severity::WARNING;
-    f.key = "--tokenizer";
-    f.expected = "a local folder, or a repo id in the Hugging Face cache";
-    f.actual = from;
-    f.message = fmt::format("the tokenizer comes from '{}', which is neither a local folder nor a repo in the Hugging "
-                            "Face cache: its tokenizer files and chat template were not checked", from);
-    f.hint = fmt::format("download it first (hf download {}) or name a local copy", from);
-    out.push_back(std::move(f));
+    out.add(finding_kind("tokenizer-unchecked"),
+            {.message =
+                 fmt::format("the tokenizer comes from '{}', which is neither a local folder nor a repo in the Hugging "
+                             "Face cache: its tokenizer files and chat template were not checked",
+                             from),
+             .key = "--tokenizer",
+             .expected = "a local folder, or a repo id in the Hugging Face cache",
+             .actual = from,
+             .hint = fmt::format("download it first (hf download {}) or name a local copy", from)});
     return;
   }
   // Issue 29: a folder without any tokenizer passed every check, yet vLLM cannot serve it. vLLM's `--tokenizer`
@@ -125,34 +124,32 @@ void check_serving_files(const std::filesystem::path& tokenizer_dir, const std::
   // --tokenizer says where vLLM will be pointed instead.
   const ServingFiles sf = serving_files(tokenizer_dir, overlay);
   if (sf.tokenizer && !sf.chat_template) {
-    Finding f;
-    f.kind = "missing-chat-template";
-    f.severity = Severity::WARNING;
-    f.expected = "chat_template.jinja, chat_template.json or tokenizer_config.json:chat_template";
-    f.actual = "none";
-    f.message = fmt::format("no chat template in {}: vLLM's /v1/chat/completions refuses requests (transformers "
-                            "supplies no default template); a base model served for /v1/completions needs none",
-                            where);
-    f.hint = "copy chat_template.jinja (or tokenizer_config.json) from the original release, or serve with "
-             "--chat-template";
-    out.push_back(std::move(f));
+    out.add(
+        finding_kind("missing-chat-template"),
+        {.message = fmt::format("no chat template in {}: vLLM's /v1/chat/completions refuses requests (transformers "
+                                "supplies no default template); a base model served for /v1/completions needs none",
+                                where),
+         .expected = "chat_template.jinja, chat_template.json or tokenizer_config.json:chat_template",
+         .actual = "none",
+         .hint = "copy chat_template.jinja (or tokenizer_config.json) from the original release, or serve with "
+                 "--chat-template"});
   }
   if (!sf.tokenizer) {
-    Finding f;
-    f.kind = "missing-tokenizer";
-    f.severity = Severity::ERROR;
-    f.key = elsewhere ? "--tokenizer" : "";
-    f.expected = "tokenizer.json (or tokenizer.model, vocab.json + merges.txt, a tiktoken file)";
-    f.actual = "none";
-    f.message = elsewhere ? fmt::format("no tokenizer file in {}: vLLM started with --tokenizer {} fails to load one",
-                                        where, from)
-                          : "no tokenizer file: vLLM cannot serve the folder as it is (its --tokenizer defaults to the "
-                            "model folder, and start-up fails when no tokenizer loads from it)";
-    f.hint = elsewhere ? "name the folder (or cached repo) that holds the release's tokenizer files"
-                       : fmt::format("copy the tokenizer files (and chat template) from the original release; if vLLM "
-                                     "will be started with --tokenizer SRC, say so: fp4forge {} DIR --tokenizer SRC",
-                                     command);
-    out.push_back(std::move(f));
+    out.add(
+        finding_kind("missing-tokenizer"),
+        {.message = elsewhere
+                        ? fmt::format("no tokenizer file in {}: vLLM started with --tokenizer {} fails to load one",
+                                      where, from)
+                        : "no tokenizer file: vLLM cannot serve the folder as it is (its --tokenizer defaults to the "
+                          "model folder, and start-up fails when no tokenizer loads from it)",
+         .key = elsewhere ? "--tokenizer" : "",
+         .expected = "tokenizer.json (or tokenizer.model, vocab.json + merges.txt, a tiktoken file)",
+         .actual = "none",
+         .hint = elsewhere
+                     ? "name the folder (or cached repo) that holds the release's tokenizer files"
+                     : fmt::format("copy the tokenizer files (and chat template) from the original release; if vLLM "
+                                   "will be started with --tokenizer SRC, say so: fp4forge {} DIR --tokenizer SRC",
+                                   command)});
   }
 }
 

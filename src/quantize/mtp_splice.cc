@@ -167,11 +167,11 @@ Result<std::vector<Finding>> shape_errors(const stdfs::path& dir, const Json& co
   ctx.config = config;
   ctx.tensors = std::move(tensors);
   FP4FORGE_TRY(init_shape_context(ctx));
-  std::vector<Finding> all;
-  check_config_shapes(ctx, all);
-  check_mtp(ctx, all);
+  FindingSink sink;
+  check_config_shapes(ctx, sink);
+  check_mtp(ctx, sink);
   std::vector<Finding> out;
-  for (auto& f : all)
+  for (auto& f : sink.take())
     if (f.severity == Severity::ERROR || f.kind == "mtp-declared-missing") out.push_back(std::move(f));
   return out;
 }

@@ -419,7 +419,7 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
   // transformers and vLLM never read metadata.total_size; a wrong one is worth a warning, not a refusal.
   if (bad_total_size || (total_size && *total_size != ck.total_tensor_bytes()))
     ck.notes_.push_back(
-        {"index-total-size",
+        {&finding_kind("index-total-size"),
          fmt::format("{}: metadata.total_size is {}, but the shards hold {} tensor bytes (stale or hand-edited "
                      "index); ignored, as transformers and vLLM do; 'fp4forge doctor --fix' rewrites it",
                      index_path, bad_total_size ? *bad_total_size : std::to_string(*total_size),

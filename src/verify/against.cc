@@ -1,5 +1,6 @@
 // verify --against: every quantized module re-encoded from its source and compared (the proof), errors against the source and the min-max baseline, kept tensors compared.
 #include "verify/internal.h"
+#include "verify/source_view.h"
 
 #include <future>
 #include <system_error>
@@ -18,111 +19,6 @@ struct Scratch {
 };
 
 // ---- the source comparison ---------------------------------------------------------------------
-
-/** A 2-D source weight: a plain `.weight`, or one expert's part of a fused 3-D tensor. */
-struct SourceView {
-  const TensorRef* tensor = nullptr;
-  std::string label;           // "name" or "name[e, rows a:b]"
-  DType dtype = DType::BF16;
-  std::uint64_t rows = 0, cols = 0;
-  const std::byte* data = nullptr;  // contiguous row-major [rows, cols] (into the mmap, or `owned`)
-  std::vector<std::byte> owned;     // transposed copy when the family layout needs it
-  const Fp8Weight* fp8 = nullptr;   // an FP8 source weight: expanded to bf16 into `owned` by expand()
-  MatrixSlice slice;                // the module's matrix inside `fp8`
-};
-
-/** Frees an expanded view. */
-void unexpand(SourceView& v) {
-  if (v.fp8 == nullptr) return;
-  v.data = nullptr;
-  std::vector<std::byte>().swap(v.owned);
-}
-
-/** An FP8 source view's bf16 expansion, made just before its comparison (so memory holds one job's), in row
- * chunks on the pool; the first chunk's error in row order is the one reported, as a serial expansion would. */
-Status expand(const Checkpoint& src, SourceView& v, ThreadPool& pool) {
-  if (v.fp8 == nullptr || v.data != nullptr) return {};
-  v.owned.resize(static_cast<std::size_t>(v.rows * v.cols * 2));
-  auto* out = reinterpret_cast<std::uint16_t*>(v.owned.data());
-  const std::uint64_t chunk = std::max<std::uint64_t>(1, (std::uint64_t{1} << 20) / std::max<std::uint64_t>(v.cols, 1));
-  const std::size_t nchunks = static_cast<std::size_t>((v.rows + chunk - 1) / chunk);
-  std::vector<Status> st(nchunks);
-  parallel_for(pool, nchunks, [&](std::size_t c) {
-    const std::uint64_t r0 = c * chunk, r1 = std::min(v.rows, r0 + chunk);
-    st[c] = dequant_slice_rows(src, *v.fp8, v.slice, r0, r1, out + r0 * v.cols);
-  });
-  for (Status& e : st)
-    if (!e) {
-      unexpand(v);
-      return e;
-    }
-  v.data = v.owned.data();
-  return {};
-}
-
-std::size_t elem_size(DType t) { return dtype_bits(t) / 8; }
-
-/** Resolves the source of quantized module `m` ([n, k]): a plain `.weight`, or one expert's part of a fused
- * 3-D tensor (model/experts.h decides the layout). Error text on failure; `undecided` is set when the
- * source's fused layout cannot be decided (a warning: the module could not be checked). */
-std::optional<std::string> resolve_source(const Checkpoint& src, const Fp8Source* fp8,
-                                          std::span<const ExpertBlock> blocks, const std::string& module,
-                                          std::uint64_t n, std::uint64_t k, SourceView& out, bool& undecided) {
-  undecided = false;
-  if (const TensorRef* t = src.find(module + ".weight")) {
-    const Fp8Weight* fw = fp8 ? fp8->find(t->name) : nullptr;
-    const auto& sh = fw != nullptr ? fw->shape : t->info->shape;  // a packed FP4 payload: its expansion's shape
-    if (sh.size() != 2 || sh[0] != n || sh[1] != k)
-      return fmt::format("source '{}' is {}, the quantized module is [{}, {}]", t->name, format_shape(sh), n, k);
-    out.tensor = t;
-    out.label = t->name;
-    out.dtype = t->info->dtype;
-    out.rows = n;
-    out.cols = k;
-    if (fw != nullptr) {
-      out.fp8 = fw;
-      out.dtype = DType::BF16;
-      out.slice = {0, n, k, k, 1};
-      return std::nullopt;
-    }
-    out.data = src.data(*t).data();
-    return std::nullopt;
-  }
-  const ExpertBlock* b = block_of(blocks, module);
-  if (b == nullptr || b->storage != ExpertStorage::FUSED) return std::string("no source tensor '" + module + ".weight'");
-  if (!b->problem.empty()) {
-    undecided = true;
-    return b->problem;
-  }
-  const ExpertPart* p = part_of(blocks, module);
-  if (p == nullptr)
-    return fmt::format("no source tensor '{}.weight', and the fused experts of '{}' hold no such part", module, b->key);
-  const TensorRef* t = src.find(p->tensor);
-  if (t == nullptr) return fmt::format("fused source '{}' missing", p->tensor);
-  if (p->slice.rows != n || p->slice.cols != k)
-    return fmt::format("fused source '{}' {} holds {} as [{}, {}] ({}), the quantized module is [{}, {}]", t->name,
-                       format_shape(t->info->shape), module, p->slice.rows, p->slice.cols,
-                       orientation_name(b->orientation), n, k);
-  out.tensor = t;
-  out.dtype = t->info->dtype;
-  out.rows = n;
-  out.cols = k;
-  const std::size_t es = elem_size(t->info->dtype);
-  if (const Fp8Weight* w = fp8 ? fp8->find(t->name) : nullptr) {
-    out.fp8 = w;
-    out.dtype = DType::BF16;
-    out.slice = p->slice;
-  } else if (p->slice.contiguous()) {
-    out.data = src.data(*t).data() + p->slice.offset * es;
-  } else {
-    out.owned.resize(n * k * es);
-    gather_rows(src.data(*t).data(), es, p->slice, 0, n, out.owned.data());
-    out.data = out.owned.data();
-  }
-  out.label = fmt::format("{}[{} of expert {}, {}]", t->name, role_name(p->role), p->expert,
-                          orientation_name(b->orientation));
-  return std::nullopt;
-}
 
 struct Member {
   const Module* mod = nullptr;
@@ -146,7 +42,7 @@ struct MemberDiff {
  * warning, with the rows they touch) and an error far above the reference's (error-outlier). */
 void report_reencoded(const Layout& L, const Module& m, const std::vector<LinearTensorSpec>& specs,
                       const std::vector<MemberDiff>& diffs, const std::vector<const TensorRef*>& stored,
-                      std::vector<char>& row_bad, const TensorError& te, const VerifyOptions& opts, Sink& sink,
+                      std::vector<char>& row_bad, const TensorError& te, const VerifyOptions& opts, FindingSink& sink,
                       VerifyStats& st) {
   const std::uint64_t n = m.n;
   std::vector<std::string> details;
@@ -167,25 +63,33 @@ void report_reencoded(const Layout& L, const Module& m, const std::vector<Linear
     std::vector<std::string> ts;
     for (const TensorRef* t : stored)
       if (t) ts.push_back(t->name);
-    sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
-              fmt::format("'{}': {} of {} rows differ from the {} reference encoding of the source ({})", m.name, bad,
-                          n, L.word, fmt::join(details, "; ")),
-              ts, "", fmt::format("byte-identical to compressed-tensors 0.18's {} (docs/schemes.md)", L.word),
-              fmt::format("{}", fmt::join(details, "; ")),
-              "another quantizer (GPTQ, an MSE observer), an upstream GPU run of an F16/F32 source (docs/schemes.md, "
-              "'CPU and GPU differ upstream'), or corrupted bytes; error-outlier tells whether the values are far off"});
+    sink.add(
+        finding_kind("reencode-mismatch"),
+        {.group = family_of(m.name),
+         .message = fmt::format("'{}': {} of {} rows differ from the {} reference encoding of the source ({})", m.name,
+                                bad, n, L.word, fmt::join(details, "; ")),
+         .tensors = ts,
+         .expected = fmt::format("byte-identical to compressed-tensors 0.18's {} (docs/schemes.md)", L.word),
+         .actual = fmt::format("{}", fmt::join(details, "; ")),
+         .hint =
+             "another quantizer (GPTQ, an MSE observer), an upstream GPU run of an F16/F32 source (docs/schemes.md, "
+             "'CPU and GPU differ upstream'), or corrupted bytes; error-outlier tells whether the values are far off"});
   }
   const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
   if (!(te.rel_rms <= limit)) {
     std::vector<std::string> ts;
     for (const TensorRef* t : stored)
       if (t) ts.push_back(t->name);
-    sink.add({"error-outlier", Severity::ERROR, family_of(m.name),
-              fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference {} encoding of the same source "
-                          "gives {:.4g} (limit {:.4g})",
-                          m.name, te.rel_rms, L.word, te.ref_rel_rms, limit),
-              ts, "", fmt::format("<= {:.4g}", limit), fmt::format("{:.4g}", te.rel_rms),
-              "corrupt scales or codes, or a tensor quantized from other data"});
+    sink.add(finding_kind("error-outlier"),
+             {.group = family_of(m.name),
+              .message = fmt::format(
+                  "'{}' relative RMS error vs source is {:.4g}, the reference {} encoding of the same source "
+                  "gives {:.4g} (limit {:.4g})",
+                  m.name, te.rel_rms, L.word, te.ref_rel_rms, limit),
+              .tensors = ts,
+              .expected = fmt::format("<= {:.4g}", limit),
+              .actual = fmt::format("{:.4g}", te.rel_rms),
+              .hint = "corrupt scales or codes, or a tensor quantized from other data"});
   }
 }
 
@@ -197,7 +101,7 @@ void report_reencoded(const Layout& L, const Module& m, const std::vector<Linear
  * far above the reference's is error-outlier. nullopt when the source cannot be encoded.
  */
 std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& L, const Module& m,
-                                             const SourceView& src, const VerifyOptions& opts, Sink& sink,
+                                             const SourceView& src, const VerifyOptions& opts, FindingSink& sink,
                                              VerifyStats& st, ThreadPool& pool, const float* maxima) {
   const std::uint64_t n = m.n, k = m.k;
   const DType dt = src.dtype;
@@ -219,13 +123,16 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
     // source's module passed through keeps its source scale's dtype instead (compare_lossless proves those).
     if (stored[i] && specs[i].part == LinearPart::SCALE && stored[i]->info->dtype != specs[i].dtype &&
         is_source_dtype(specs[i].dtype) && src.fp8 == nullptr)
-      sink.add({"scale-dtype-mismatch", Severity::ERROR, family_of(m.name),
-                fmt::format("'{}' is {} but its source weight '{}' is {}: compressed-tensors writes a module's scale in "
-                            "its own weight's dtype",
-                            stored[i]->name, dtype_name(stored[i]->info->dtype), src.label, dtype_name(dt)),
-                {stored[i]->name}, "", std::string(dtype_name(specs[i].dtype)),
-                std::string(dtype_name(stored[i]->info->dtype)),
-                "a re-save or an edit changed the scale's dtype; " + std::string(kHintRequant)});
+      sink.add(finding_kind("scale-dtype-mismatch"),
+               {.group = family_of(m.name),
+                .message = fmt::format(
+                    "'{}' is {} but its source weight '{}' is {}: compressed-tensors writes a module's scale in "
+                    "its own weight's dtype",
+                    stored[i]->name, dtype_name(stored[i]->info->dtype), src.label, dtype_name(dt)),
+                .tensors = {stored[i]->name},
+                .expected = std::string(dtype_name(specs[i].dtype)),
+                .actual = std::string(dtype_name(stored[i]->info->dtype)),
+                .hint = "a re-save or an edit changed the scale's dtype; " + std::string(kHintRequant)});
   }
   const TensorRef* scale_t = m.scale;
   LinearData have{q.data(*m.payload).data(), q.data(*scale_t).data(), scale_t->info->dtype, 1.0f};
@@ -336,7 +243,6 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   return te;
 }
 
-
 /**
  * A module written from a low-bit source without re-encoding: an FP8 module passed through (quantize's lossless
  * passthrough), or an NVFP4 module cast from a packed FP4 source (codec/mxfp4_cast.h). Its payload is the source's
@@ -399,9 +305,16 @@ bool searches(const Structure& s) {
 
 /** One comparison run: what every step reads, and the sums and sets they fill. */
 struct Against {
-  Against(const Checkpoint& q_, const Checkpoint& src_, const Fp8Source* fp8_, const ModelInfo& info_, const Structure& s_,
-          const VerifyOptions& opts_, Sink& sink_, VerifyStats& st_)
-      : q(q_), src(src_), fp8(fp8_), info(info_), s(s_), opts(opts_), sink(sink_), st(st_),
+  Against(const Checkpoint& q_, const Checkpoint& src_, const Fp8Source* fp8_, const ModelInfo& info_,
+          const Structure& s_, const VerifyOptions& opts_, FindingSink& sink_, VerifyStats& st_)
+      : q(q_),
+        src(src_),
+        fp8(fp8_),
+        info(info_),
+        s(s_),
+        opts(opts_),
+        sink(sink_),
+        st(st_),
         pool(opts_.jobs != 0 ? opts_.jobs : default_workers(searches(s_))) {
     st.jobs = pool.size();
   }
@@ -411,7 +324,7 @@ struct Against {
   const ModelInfo& info;
   const Structure& s;
   const VerifyOptions& opts;
-  Sink& sink;
+  FindingSink& sink;
   VerifyStats& st;
   std::optional<SearchSpec> search_of(const Module& m) const { return verify_internal::search_of(s, m); }
   ThreadPool pool;                  // the search and the row chunks of each module
@@ -453,7 +366,7 @@ std::vector<Job> plan_jobs(Against& r) {
   const Checkpoint& src = r.src;
   const Fp8Source* fp8 = r.fp8;
   const Structure& s = r.s;
-  Sink& sink = r.sink;
+  FindingSink& sink = r.sink;
   auto& src_used = r.src_used;
   auto& q_used = r.q_used;
   auto& src_refs = r.src_refs;
@@ -494,16 +407,23 @@ std::vector<Job> plan_jobs(Against& r) {
       bool undecided = false;
       auto err = resolve_source(src, fp8, src_blocks, m->name, m->n, m->k, mem.src, undecided);
       if (err && undecided) {
-        sink.add({"source-layout-undecided", Severity::WARNING, family_of(m->name) + " source",
-                  fmt::format("could not compare '{}' with its source: {}", m->name, *err), {m->payload->name}, "",
-                  "a decidable fused-expert layout", *err, "pass --expert-orientation to verify"});
+        sink.add(finding_kind("source-layout-undecided"),
+                 {.group = family_of(m->name) + " source",
+                  .message = fmt::format("could not compare '{}' with its source: {}", m->name, *err),
+                  .tensors = {m->payload->name},
+                  .expected = "a decidable fused-expert layout",
+                  .actual = *err,
+                  .hint = "pass --expert-orientation to verify"});
         continue;
       }
       if (err) {
-        sink.add({"extra-tensor", Severity::ERROR, family_of(m->name) + " source",
-                  fmt::format("quantized module '{}' has no matching source weight: {}", m->name, *err),
-                  {m->payload->name}, "", "a source weight of the same shape", *err,
-                  "is --against the checkpoint this was quantized from?"});
+        sink.add(finding_kind("extra-tensor"),
+                 {.group = family_of(m->name) + " source",
+                  .message = fmt::format("quantized module '{}' has no matching source weight: {}", m->name, *err),
+                  .tensors = {m->payload->name},
+                  .expected = "a source weight of the same shape",
+                  .actual = *err,
+                  .hint = "is --against the checkpoint this was quantized from?"});
         continue;
       }
       mem.ok = true;
@@ -527,13 +447,17 @@ std::vector<Job> plan_jobs(Against& r) {
           assumed.insert(b->gate_up);
       }
     if (!assumed.empty())
-      sink.add({"experts-order-assumed", Severity::WARNING, "experts source",
-                fmt::format("the fused gate_up experts of {} layer(s) (e.g. '{}') of a family outside the registry "
-                            "were compared as {}: the comparison cannot tell that order from another, so it proves "
-                            "the bytes, not the gate/up assignment",
-                            assumed.size(), *assumed.begin(), kAssumedGateUpOrder),
-                {assumed.begin(), assumed.end()}, "", "a registry family's gate_up order", "assumed",
-                "prove the output against the model's own class (scripts/check_logits.py) before serving it"});
+      sink.add(finding_kind("experts-order-assumed"),
+               {.group = "experts source",
+                .message =
+                    fmt::format("the fused gate_up experts of {} layer(s) (e.g. '{}') of a family outside the registry "
+                                "were compared as {}: the comparison cannot tell that order from another, so it proves "
+                                "the bytes, not the gate/up assignment",
+                                assumed.size(), *assumed.begin(), kAssumedGateUpOrder),
+                .tensors = {assumed.begin(), assumed.end()},
+                .expected = "a registry family's gate_up order",
+                .actual = "assumed",
+                .hint = "prove the output against the model's own class (scripts/check_logits.py) before serving it"});
   }
   std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.sort_key < b.sort_key; });
   return jobs;
@@ -555,30 +479,41 @@ Result<std::vector<float>> search_member(Against& r, const Member& mem, const Se
 
 bool load_sources(Against& r, Job& job, float& set_amax, float& set_observed) {
   const Checkpoint& src = r.src;
-  Sink& sink = r.sink;
+  FindingSink& sink = r.sink;
   bool src_ok = true;
   // amax per member (R4 check on the source), then the set's expected gs.
   for (Member& mem : job.members) {
     if (Status e = expand(src, mem.src, r.pool); !e) {
-      sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(mem.src.tensor->name) + " (source)",
-                fmt::format("source: {}", e.error().message), {mem.src.tensor->name}, "", "finite source values",
-                "non-finite", "the source itself is corrupt (F17); the quantized tensor cannot be judged"});
+      sink.add(finding_kind("nonfinite-kept-tensor"),
+               {.group = family_of(mem.src.tensor->name) + " (source)",
+                .message = fmt::format("source: {}", e.error().message),
+                .tensors = {mem.src.tensor->name},
+                .expected = "finite source values",
+                .actual = "non-finite",
+                .hint = "the source itself is corrupt (F17); the quantized tensor cannot be judged"});
       src_ok = false;
       break;
     }
     nvfp4::WeightView v{mem.src.data, mem.src.dtype, mem.src.rows, mem.src.cols};
     if (!is_source_dtype(mem.src.dtype)) {
-      sink.add({"extra-tensor", Severity::ERROR, family_of(mem.mod->name) + " source-dtype",
-                fmt::format("source '{}' has dtype {}, not BF16/F16/F32", mem.src.label, dtype_name(mem.src.dtype)),
-                {mem.src.tensor->name}, "", "BF16, F16 or F32", std::string(dtype_name(mem.src.dtype)), ""});
+      sink.add(finding_kind("extra-tensor"), {.group = family_of(mem.mod->name) + " source-dtype",
+                                              .message = fmt::format("source '{}' has dtype {}, not BF16/F16/F32",
+                                                                     mem.src.label, dtype_name(mem.src.dtype)),
+                                              .tensors = {mem.src.tensor->name},
+                                              .expected = "BF16, F16 or F32",
+                                              .actual = std::string(dtype_name(mem.src.dtype))});
       src_ok = false;
       break;
     }
     auto a = nvfp4::amax(v, mem.src.label, &r.pool);  // the pool is idle here: the job before is done
     if (!a.ok()) {
-      sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(mem.src.tensor->name) + " (source)",
-                fmt::format("source: {}", a.error().message), {mem.src.tensor->name}, "", "finite source values",
-                "non-finite", "the source itself is corrupt (F17); the quantized tensor cannot be judged"});
+      sink.add(finding_kind("nonfinite-kept-tensor"),
+               {.group = family_of(mem.src.tensor->name) + " (source)",
+                .message = fmt::format("source: {}", a.error().message),
+                .tensors = {mem.src.tensor->name},
+                .expected = "finite source values",
+                .actual = "non-finite",
+                .hint = "the source itself is corrupt (F17); the quantized tensor cannot be judged"});
       src_ok = false;
       break;
     }
@@ -656,13 +591,16 @@ std::optional<TensorError> Against::compare_nvfp4(Member& mem, float set_observe
   if (gs_usable && opts.reencode_rows > 0 && grp.observer_known) reencode_sample(mem, gs_q);
   const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
   if (!(te.rel_rms <= limit)) {
-    sink.add({"error-outlier", Severity::ERROR, family_of(m.name),
-              fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference NVFP4 encoding of the same "
-                          "source gives {:.4g} (limit {:.4g})",
-                          m.name, te.rel_rms, te.ref_rel_rms, limit),
-              {m.payload->name, m.scale->name, m.gs->name}, "", fmt::format("<= {:.4g}", limit),
-              fmt::format("{:.4g}", te.rel_rms),
-              "wrong global scale (F19), corrupt scales or codes, or a tensor quantized from other data"});
+    sink.add(
+        finding_kind("error-outlier"),
+        {.group = family_of(m.name),
+         .message = fmt::format("'{}' relative RMS error vs source is {:.4g}, the reference NVFP4 encoding of the same "
+                                "source gives {:.4g} (limit {:.4g})",
+                                m.name, te.rel_rms, te.ref_rel_rms, limit),
+         .tensors = {m.payload->name, m.scale->name, m.gs->name},
+         .expected = fmt::format("<= {:.4g}", limit),
+         .actual = fmt::format("{:.4g}", te.rel_rms),
+         .hint = "wrong global scale (F19), corrupt scales or codes, or a tensor quantized from other data"});
   }
   return te;
 }
@@ -677,12 +615,16 @@ void Against::check_global_scale(const Member& mem, float gs_q, float set_observ
   auto dev = [&](float e) { return e > 0 ? std::max(gs_q / e, e / gs_q) : 1e30f; };
   const float d = std::min(dev(gs_set), dev(gs_own));
   if (d > 1.01f) {
-    sink.add({"global-scale-wrong", d > 2.0f ? Severity::ERROR : Severity::WARNING, family_of(m.name),
-              fmt::format("'{}' weight_global_scale is {}, the source {} {} gives {} (off by {:.3g}x)",
-                          m.name, gs_q, search_of(m) ? "searched max" : "amax", set_observed, gs_set, d),
-              {m.gs->name}, "", fmt::format("{} (2688/amax, §2.2)", gs_set), fmt::format("{}", gs_q),
-              "a divisor/multiplier mix-up (F19) or a scale from other data; dequantized values are "
-              "scaled wrongly"});
+    sink.add(finding_kind("global-scale-wrong"),
+             {.severity = d > 2.0f ? Severity::ERROR : Severity::WARNING,
+              .group = family_of(m.name),
+              .message = fmt::format("'{}' weight_global_scale is {}, the source {} {} gives {} (off by {:.3g}x)",
+                                     m.name, gs_q, search_of(m) ? "searched max" : "amax", set_observed, gs_set, d),
+              .tensors = {m.gs->name},
+              .expected = fmt::format("{} (2688/amax, §2.2)", gs_set),
+              .actual = fmt::format("{}", gs_q),
+              .hint = "a divisor/multiplier mix-up (F19) or a scale from other data; dequantized values are "
+                      "scaled wrongly"});
   }
 }
 
@@ -790,15 +732,17 @@ void Against::reencode_sample(const Member& mem, float gs_q) {
   }
   st.reencode_mismatched_rows += bad;
   if (bad) {
-    sink.add({"reencode-mismatch", Severity::WARNING, family_of(m.name),
-              fmt::format("'{}': {} of {} sampled rows differ from the scalar reference encoding of the source "
-                          "with the checkpoint's own global scale and observer {} (first row {})",
-                          m.name, bad, want, grp.observer_name, first_bad),
-              {m.payload->name}, "",
-              fmt::format("byte-identical to compressed-tensors' RTN with observer {} (nvfp4a16-format.md §2)",
-                          grp.observer_name),
-              fmt::format("{} rows differ", bad),
-              "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
+    sink.add(
+        finding_kind("reencode-mismatch"),
+        {.group = family_of(m.name),
+         .message = fmt::format("'{}': {} of {} sampled rows differ from the scalar reference encoding of the source "
+                                "with the checkpoint's own global scale and observer {} (first row {})",
+                                m.name, bad, want, grp.observer_name, first_bad),
+         .tensors = {m.payload->name},
+         .expected = fmt::format("byte-identical to compressed-tensors' RTN with observer {} (nvfp4a16-format.md §2)",
+                                 grp.observer_name),
+         .actual = fmt::format("{} rows differ", bad),
+         .hint = "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
   }
 }
 
@@ -808,7 +752,7 @@ void compare_kept(Against& r, ProgressScope& progress) {
   const Checkpoint& q = r.q;
   const Checkpoint& src = r.src;
   const Fp8Source* fp8 = r.fp8;
-  Sink& sink = r.sink;
+  FindingSink& sink = r.sink;
   VerifyStats& st = r.st;
   const auto& q_used = r.q_used;
   auto& src_used = r.src_used;
@@ -817,10 +761,13 @@ void compare_kept(Against& r, ProgressScope& progress) {
     progress.add(t.info->nbytes(), 1);
     const TensorRef* o = src.find(t.name);
     if (!o) {
-      sink.add({"extra-tensor", Severity::ERROR, family_of(t.name),
-                fmt::format("'{}' is in the quantized checkpoint but not in the source", t.name), {t.name}, "",
-                "only tensors derived from the source", "extra tensor",
-                "leaked buffers or a different source checkpoint (F20)"});
+      sink.add(finding_kind("extra-tensor"),
+               {.group = family_of(t.name),
+                .message = fmt::format("'{}' is in the quantized checkpoint but not in the source", t.name),
+                .tensors = {t.name},
+                .expected = "only tensors derived from the source",
+                .actual = "extra tensor",
+                .hint = "leaked buffers or a different source checkpoint (F20)"});
       continue;
     }
     src_used.insert(o->name);
@@ -860,10 +807,13 @@ void compare_kept(Against& r, ProgressScope& progress) {
       src.shards()[o->shard].release(*o->info);
     }
     if (!why.empty()) {
-      sink.add({"kept-tensor-modified", Severity::ERROR, family_of(t.name),
-                fmt::format("kept tensor '{}' is not bit-identical to the source: {}", t.name, why), {t.name}, "",
-                "bit-identical passthrough", why,
-                "passthrough tensors must be copied unchanged (norms, routers, towers, MTP ...)"});
+      sink.add(finding_kind("kept-tensor-modified"),
+               {.group = family_of(t.name),
+                .message = fmt::format("kept tensor '{}' is not bit-identical to the source: {}", t.name, why),
+                .tensors = {t.name},
+                .expected = "bit-identical passthrough",
+                .actual = why,
+                .hint = "passthrough tensors must be copied unchanged (norms, routers, towers, MTP ...)"});
     }
   }
 }
@@ -871,19 +821,23 @@ void compare_kept(Against& r, ProgressScope& progress) {
 }  // namespace
 
 void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source* fp8, const ModelInfo& info,
-                     const Structure& s, const VerifyOptions& opts, Sink& sink, VerifyStats& st) {
+                     const Structure& s, const VerifyOptions& opts, FindingSink& sink, VerifyStats& st) {
   st.against = true;
   Against r(q, src, fp8, info, s, opts, sink, st);
   for (const SchemeGroup& g : s.groups)
     if (!g.observer_known)
-      sink.add({"observer-unknown", Severity::WARNING, "observer",
-                fmt::format("the weights' observer{} is \"{}\", which fp4forge cannot reproduce: the global-scale check "
-                            "and the re-encode proof were skipped; errors are compared with a min-max encoding",
-                            s.groups.size() > 1 ? fmt::format(" of config group '{}'", g.name) : std::string(),
-                            g.observer_name),
-                {}, "quantization_config.config_groups.*.weights.observer",
-                "memoryless_minmax, nvfp4_expanded_mse or memoryless_mse (docs/schemes.md#observers)", g.observer_name,
-                "a calibrated or custom observer (GPTQ, imatrix, kwargs); the values are still compared with the source"});
+      sink.add(
+          finding_kind("observer-unknown"),
+          {.group = "observer",
+           .message = fmt::format(
+               "the weights' observer{} is \"{}\", which fp4forge cannot reproduce: the global-scale check "
+               "and the re-encode proof were skipped; errors are compared with a min-max encoding",
+               s.groups.size() > 1 ? fmt::format(" of config group '{}'", g.name) : std::string(), g.observer_name),
+           .key = "quantization_config.config_groups.*.weights.observer",
+           .expected = "memoryless_minmax, nvfp4_expanded_mse or memoryless_mse (docs/schemes.md#observers)",
+           .actual = g.observer_name,
+           .hint = "a calibrated or custom observer (GPTQ, imatrix, kwargs); the values are still compared with the "
+                   "source"});
   std::vector<Job> jobs = plan_jobs(r);
   std::uint64_t total_bytes = 0, total_items = jobs.size();
   for (const Job& j : jobs)
@@ -981,12 +935,15 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
   compare_kept(r, progress);
   for (const TensorRef& t : src.tensors()) {
     if (r.src_used.count(t.name)) continue;
-    sink.add({"missing-tensor", Severity::ERROR, family_of(t.name),
-              fmt::format("source tensor '{}' ({} {}) has no counterpart in the quantized checkpoint", t.name,
-                          dtype_name(t.info->dtype), format_shape(t.info->shape)),
-              {t.name}, "", fmt::format("passthrough, or {}",
-                                        fmt::join(s.group_of(split_name(t.name).first).layout.suffixes, "/")), "(absent)",
-              "dropped on the way (MTP tensors, F8) or quantized under another name"});
+    sink.add(finding_kind("missing-tensor"),
+             {.group = family_of(t.name),
+              .message = fmt::format("source tensor '{}' ({} {}) has no counterpart in the quantized checkpoint",
+                                     t.name, dtype_name(t.info->dtype), format_shape(t.info->shape)),
+              .tensors = {t.name},
+              .expected = fmt::format("passthrough, or {}",
+                                      fmt::join(s.group_of(split_name(t.name).first).layout.suffixes, "/")),
+              .actual = "(absent)",
+              .hint = "dropped on the way (MTP tensors, F8) or quantized under another name"});
   }
 }
 

@@ -1,17 +1,18 @@
 #pragma once
-// What verify's rooms share (src/verify/): the findings sink, the module and layout records, the geometry
+// What verify's rooms share (src/verify/): the module and layout records, the geometry
 // the config states, the structural pass's state, and the small readers every room uses.
-//   structure.cc  the structural pass: quantization config, modules, targets, policy, coverage, fused
+//   config.cc     the quantization config: groups, schemes, observers, ignore; foreign formats, FP8 releases
+//   structure.cc  the structural pass: modules, targets, policy, coverage, fused
 //                 sets, the N rule, vLLM's names, geometry (run_structure)
 //   values.cc     scales and codes scanned for NaN/Inf, zeros and negatives (check_values)
 //   against.cc    the source comparison: re-encode proof and errors (compare_against)
+//   source_view.cc  a quantized module's source as a 2-D weight (source_view.h)
 //   render.cc     text and JSON
 //   verify.cc     the public entry points (verify.h)
 // Internal to the verify module: nothing outside src/verify includes it.
-#include "fp4forge/verify/verify.h"
-#include "fp4forge/model/structure.h"
-#include "fp4forge/model/shape_rules.h"
-#include "fp4forge/util/json_get.h"
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -21,27 +22,31 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
+
 #include "fp4forge/codec/fp8.h"
 #include "fp4forge/codec/half.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/codec/nvfp4_search.h"
-#include "fp4forge/codec/scheme_search.h"
 #include "fp4forge/codec/scheme.h"
+#include "fp4forge/codec/scheme_search.h"
+#include "fp4forge/core/finding_sink.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/experts.h"
 #include "fp4forge/model/fp8_source.h"
+#include "fp4forge/model/quant_config.h"
+#include "fp4forge/model/scheme_policy.h"
+#include "fp4forge/model/shape_rules.h"
+#include "fp4forge/model/structure.h"
 #include "fp4forge/model/tensor_names.h"
 #include "fp4forge/model/tensor_param.h"
 #include "fp4forge/model/tensor_role.h"
+#include "fp4forge/util/format.h"
+#include "fp4forge/util/json_get.h"
+#include "fp4forge/util/strings.h"
+#include "fp4forge/util/thread_pool.h"
 #include "fp4forge/verify/diff.h"
 #include "fp4forge/verify/quality.h"
-#include "fp4forge/model/quant_config.h"
-#include "fp4forge/model/scheme_policy.h"
-#include "fp4forge/util/strings.h"
-#include "fp4forge/util/format.h"
-#include "fp4forge/util/thread_pool.h"
+#include "fp4forge/verify/verify.h"
 
 namespace fp4forge::verify_internal {
 
@@ -53,70 +58,9 @@ bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
 }
 using util::ends_with;
 
+// ---- findings: one sink for every room (core/finding_sink.h) -----------------------------------
 
-// ---- findings collection: one finding per (kind, family), tensors merged -------------------------
-
-struct Raw {
-  std::string kind;
-  Severity sev;
-  std::string family;  // merge key
-  std::string message;
-  std::vector<std::string> tensors;
-  std::string key, expected, actual, hint;
-};
-
-class Sink {
- public:
-  explicit Sink(std::size_t max_listed) : max_listed_(max_listed) {}
-  void add(Raw r) {
-    const std::string k = r.kind + '\x1f' + std::string(severity_name(r.sev)) + '\x1f' + r.family;
-    auto it = index_.find(k);
-    if (it == index_.end()) {
-      index_.emplace(k, items_.size());
-      items_.push_back({std::move(r), 1});
-      return;
-    }
-    Item& item = items_[it->second];
-    ++item.count;
-    for (auto& t : r.tensors) item.raw.tensors.push_back(std::move(t));
-  }
-  std::vector<Finding> take() {
-    std::vector<Finding> out;
-    out.reserve(items_.size());
-    for (auto& [r, count] : items_) {
-      Finding f;
-      f.kind = r.kind;
-      f.severity = r.sev;
-      f.message = r.message;
-      if (count > 1) f.message += fmt::format(" (and {} more like it in {})", count - 1, r.family);
-      std::sort(r.tensors.begin(), r.tensors.end());
-      r.tensors.erase(std::unique(r.tensors.begin(), r.tensors.end()), r.tensors.end());
-      if (r.tensors.size() > max_listed_) {
-        f.message += fmt::format(" [{} tensors, first {} listed]", r.tensors.size(), max_listed_);
-        r.tensors.resize(max_listed_);
-      }
-      f.tensors = std::move(r.tensors);
-      f.key = r.key;
-      f.expected = r.expected;
-      f.actual = r.actual;
-      f.hint = r.hint;
-      out.push_back(std::move(f));
-    }
-    std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
-      return static_cast<int>(a.severity) < static_cast<int>(b.severity);
-    });
-    return out;
-  }
-
- private:
-  struct Item {
-    Raw raw;
-    std::size_t count;
-  };
-  std::size_t max_listed_;
-  std::vector<Item> items_;
-  std::unordered_map<std::string, std::size_t> index_;
-};
+using FindingSink = FindingSink;
 
 // ---- modules -------------------------------------------------------------------------------------
 
@@ -227,16 +171,23 @@ struct Structure {
 inline constexpr const char* kHintRequant = "re-run `fp4forge quantize` from the unquantized source";
 
 /** The structural pass: every check that reads the quantized checkpoint alone (structure.cc). */
-void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s, Sink& sink,
-                   VerifyStats& st);
+void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s,
+                   FindingSink& sink, VerifyStats& st);
 /** The config groups' targets against the names vLLM looks a scheme up by: every quantized module covered, each
  * fused layer and experts block loaded with the group its tensors are written for, no `re:` target that selects
  * nothing (targets.cc). Runs after the fused sets are known (Structure::sets). */
-void check_targets(const Structure& s, Sink& sink);
+void check_targets(const Structure& s, FindingSink& sink);
+/** The quantization_config read into s.qc, s.groups, s.matcher and s.ignore, its findings, and the report's scheme
+ * and observer lines (config.cc). */
+void check_quant_config(const Checkpoint& q, Structure& s, FindingSink& sink, VerifyStats& st);
+/** A checkpoint in a quantization format fp4forge neither reads nor writes: one finding; true when it is one. */
+bool foreign_format(const Checkpoint& q, FindingSink& sink, bool as_warning);
+/** An FP8 release read as a source (its findings); true when it is one and the scheme checks do not apply. */
+bool fp8_release(const Checkpoint& q, const ModelInfo& info, FindingSink& sink, bool scan_values);
 /** Scales and codes of every quantized module scanned (values.cc). */
-void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifyStats& st);
+void check_values(const Checkpoint& q, const Structure& s, FindingSink& sink, VerifyStats& st);
 /** Every quantized module compared with its source weight, every kept tensor with its source (against.cc). */
 void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source* fp8, const ModelInfo& info,
-                     const Structure& s, const VerifyOptions& opts, Sink& sink, VerifyStats& st);
+                     const Structure& s, const VerifyOptions& opts, FindingSink& sink, VerifyStats& st);
 
 }  // namespace fp4forge::verify_internal

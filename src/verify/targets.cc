@@ -9,7 +9,7 @@ namespace fp4forge::verify_internal {
 /** Issue 27 #11: a group whose targets select no quantized module (an empty list, a `re:` target that matches
  * nothing on disk) declares packed tensors vLLM will not build as quantized. Issue 30: and a quantized module no
  * group selects (vllm_group_of: by name, then as a Linear class) has no scheme in vLLM to load it with. */
-void check_targets(const Structure& s, Sink& sink) {
+void check_targets(const Structure& s, FindingSink& sink) {
   if (!s.qc) return;
   // The names vLLM looks a scheme up by: the quantized modules, the fused layers they load into (packed names),
   // and the expert projections get_moe_method asks for (<experts>.0.gate_proj, ...).
@@ -31,12 +31,17 @@ void check_targets(const Structure& s, Sink& sink) {
       ++count;
     }
     if (count > 0)
-      sink.add({"quant-config-invalid", Severity::ERROR, "quantization_config",
-                fmt::format("{} quantized module(s) match no config group's targets (e.g. {}): vLLM has no scheme to "
-                            "load their packed weights with (docs/mixed-precision.md)",
-                            count, fmt::join(uncovered, ", ")),
-                uncovered, "quantization_config.config_groups.*.targets", "a group for every quantized module",
-                fmt::format("{} uncovered", count), kHintRequant});
+      sink.add(finding_kind("quant-config-invalid"),
+               {.group = "quantization_config",
+                .message = fmt::format(
+                    "{} quantized module(s) match no config group's targets (e.g. {}): vLLM has no scheme to "
+                    "load their packed weights with (docs/mixed-precision.md)",
+                    count, fmt::join(uncovered, ", ")),
+                .tensors = uncovered,
+                .key = "quantization_config.config_groups.*.targets",
+                .expected = "a group for every quantized module",
+                .actual = fmt::format("{} uncovered", count),
+                .hint = kHintRequant});
   }
   // A fused layer takes one group for all its shards (the first shard's when matched through them): a member
   // written in another group's scheme is loaded as the wrong one. Only a multi-group config can disagree.
@@ -87,42 +92,59 @@ void check_targets(const Structure& s, Sink& sink) {
     }
   }
   if (!problems.empty())
-    sink.add({"quant-config-invalid", Severity::ERROR, "quantization_config",
-              fmt::format("{} layer(s) would be loaded with another config group than their tensors are written for: "
-                          "{}{} (docs/mixed-precision.md §2)",
-                          problems.size(), problems.front(), problems.size() > 1 ? ", ..." : ""),
-              problem_tensors, "quantization_config.config_groups.*.targets",
-              "each fused layer and experts block selected by the group its tensors are written for",
-              fmt::format("{} mismatched", problems.size()),
-              "name fused layers by their vLLM names in the group's targets (fp4forge quantize does); " +
-                  std::string(kHintRequant)});
+    sink.add(finding_kind("quant-config-invalid"),
+             {.group = "quantization_config",
+              .message = fmt::format(
+                  "{} layer(s) would be loaded with another config group than their tensors are written for: "
+                  "{}{} (docs/mixed-precision.md §2)",
+                  problems.size(), problems.front(), problems.size() > 1 ? ", ..." : ""),
+              .tensors = problem_tensors,
+              .key = "quantization_config.config_groups.*.targets",
+              .expected = "each fused layer and experts block selected by the group its tensors are written for",
+              .actual = fmt::format("{} mismatched", problems.size()),
+              .hint = "name fused layers by their vLLM names in the group's targets (fp4forge quantize does); " +
+                      std::string(kHintRequant)});
   for (const ConfigGroup& g : s.qc->groups) {
     const std::string gkey = fmt::format("quantization_config.config_groups.{}.targets", g.name);
     if (g.targets.empty()) {
-      sink.add({"quant-config-invalid", Severity::ERROR, gkey,
-                fmt::format("{} is empty: vLLM applies the group to no module, so the packed weights are loaded as "
-                            "if unquantized (and fail)",
-                            gkey),
-                {}, gkey, "[\"Linear\"] (or the modules' names)", "[]", kHintRequant});
+      sink.add(finding_kind("quant-config-invalid"),
+               {.group = gkey,
+                .message =
+                    fmt::format("{} is empty: vLLM applies the group to no module, so the packed weights are loaded as "
+                                "if unquantized (and fail)",
+                                gkey),
+                .key = gkey,
+                .expected = "[\"Linear\"] (or the modules' names)",
+                .actual = "[]",
+                .hint = kHintRequant});
       continue;
     }
     for (const std::string& t : g.targets) {
       if (t.rfind("re:", 0) != 0) continue;
       auto re = Regex::compile(std::string_view(t).substr(3));
       if (!re.ok()) {
-        sink.add({"quant-config-invalid", Severity::ERROR, gkey,
-                  fmt::format("{}: target '{}' cannot be evaluated: {}", gkey, t, re.error().message), {}, gkey,
-                  "a pattern vLLM can evaluate", t, kHintRequant});
+        sink.add(finding_kind("quant-config-invalid"),
+                 {.group = gkey,
+                  .message = fmt::format("{}: target '{}' cannot be evaluated: {}", gkey, t, re.error().message),
+                  .key = gkey,
+                  .expected = "a pattern vLLM can evaluate",
+                  .actual = t,
+                  .hint = kHintRequant});
         continue;
       }
       const bool any =
           std::any_of(asked.begin(), asked.end(), [&](const std::string& n) { return re->match_prefix(n); });
       if (!any)
-        sink.add({"quant-config-invalid", Severity::ERROR, gkey,
-                  fmt::format("{}: target '{}' matches no quantized module on disk: the group applies to nothing it "
-                              "describes",
-                              gkey, t),
-                  {}, gkey, "a target that selects the packed modules", t, kHintRequant});
+        sink.add(finding_kind("quant-config-invalid"),
+                 {.group = gkey,
+                  .message = fmt::format(
+                      "{}: target '{}' matches no quantized module on disk: the group applies to nothing it "
+                      "describes",
+                      gkey, t),
+                  .key = gkey,
+                  .expected = "a target that selects the packed modules",
+                  .actual = t,
+                  .hint = kHintRequant});
     }
   }
 }

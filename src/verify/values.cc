@@ -23,7 +23,8 @@ ScaleScan scan_scales(std::span<const std::byte> d, DType t) {
 }
 
 /** E4M3 weight_scale bytes of NVFP4A16 (as before the other schemes existed). */
-void check_nvfp4_scales(const Checkpoint& q, const Module& m, const std::string& fam, Sink& sink, VerifyStats& st) {
+void check_nvfp4_scales(const Checkpoint& q, const Module& m, const std::string& fam, FindingSink& sink,
+                        VerifyStats& st) {
   auto d = q.data(*m.scale);
   std::uint64_t nan = 0, neg = 0, first_nan = 0, first_neg = 0;
   for (std::uint64_t i = 0; i < d.size(); ++i) {
@@ -37,24 +38,31 @@ void check_nvfp4_scales(const Checkpoint& q, const Module& m, const std::string&
   st.scale_bytes_scanned += d.size();
   q.shards()[m.scale->shard].release(*m.scale->info);
   if (nan) {
-    sink.add({"scale-nan-byte", Severity::ERROR, fam,
-              fmt::format("'{}' has {} E4M3 NaN byte(s) (0x7F/0xFF), first at {}", m.scale->name, nan,
-                          index_str(m.scale->info->shape, first_nan)),
-              {m.scale->name}, "", "no 0x7F / 0xFF scale byte", fmt::format("{} NaN bytes", nan),
-              "an unsaturated cast of a zero or huge group amax (F16); every weight in those groups decodes "
-              "to NaN"});
+    sink.add(finding_kind("scale-nan-byte"),
+             {.group = fam,
+              .message = fmt::format("'{}' has {} E4M3 NaN byte(s) (0x7F/0xFF), first at {}", m.scale->name, nan,
+                                     index_str(m.scale->info->shape, first_nan)),
+              .tensors = {m.scale->name},
+              .expected = "no 0x7F / 0xFF scale byte",
+              .actual = fmt::format("{} NaN bytes", nan),
+              .hint = "an unsaturated cast of a zero or huge group amax (F16); every weight in those groups decodes "
+                      "to NaN"});
   }
   if (neg) {
-    sink.add({"scale-negative", Severity::ERROR, fam,
-              fmt::format("'{}' has {} negative E4M3 scale byte(s), first at {}", m.scale->name, neg,
-                          index_str(m.scale->info->shape, first_neg)),
-              {m.scale->name}, "", "scales >= 0", fmt::format("{} negative", neg),
-              "vLLM's Marlin path converts scales assuming they are non-negative"});
+    sink.add(finding_kind("scale-negative"),
+             {.group = fam,
+              .message = fmt::format("'{}' has {} negative E4M3 scale byte(s), first at {}", m.scale->name, neg,
+                                     index_str(m.scale->info->shape, first_neg)),
+              .tensors = {m.scale->name},
+              .expected = "scales >= 0",
+              .actual = fmt::format("{} negative", neg),
+              .hint = "vLLM's Marlin path converts scales assuming they are non-negative"});
   }
 }
 
 /** MXFP4A16's E8M0 weight_scale bytes: 0xFF is NaN; 253 and 254 are above anything a finite weight gives. */
-void check_e8m0_scales(const Checkpoint& q, const Module& m, const std::string& fam, Sink& sink, VerifyStats& st) {
+void check_e8m0_scales(const Checkpoint& q, const Module& m, const std::string& fam, FindingSink& sink,
+                       VerifyStats& st) {
   auto d = q.data(*m.scale);
   std::uint64_t nan = 0, high = 0, first_nan = 0, first_high = 0;
   for (std::uint64_t i = 0; i < d.size(); ++i) {
@@ -68,25 +76,34 @@ void check_e8m0_scales(const Checkpoint& q, const Module& m, const std::string& 
   st.scale_bytes_scanned += d.size();
   q.shards()[m.scale->shard].release(*m.scale->info);
   if (nan) {
-    sink.add({"scale-nan-byte", Severity::ERROR, fam,
-              fmt::format("'{}' has {} E8M0 NaN byte(s) (0xFF), first at {}", m.scale->name, nan,
-                          index_str(m.scale->info->shape, first_nan)),
-              {m.scale->name}, "", "no 0xFF scale byte", fmt::format("{} NaN bytes", nan),
-              "every weight of those 32-column groups decodes to NaN; upstream never writes 0xFF for finite weights"});
+    sink.add(
+        finding_kind("scale-nan-byte"),
+        {.group = fam,
+         .message = fmt::format("'{}' has {} E8M0 NaN byte(s) (0xFF), first at {}", m.scale->name, nan,
+                                index_str(m.scale->info->shape, first_nan)),
+         .tensors = {m.scale->name},
+         .expected = "no 0xFF scale byte",
+         .actual = fmt::format("{} NaN bytes", nan),
+         .hint =
+             "every weight of those 32-column groups decodes to NaN; upstream never writes 0xFF for finite weights"});
   }
   if (high) {
-    sink.add({"scale-out-of-range", Severity::WARNING, fam,
-              fmt::format("'{}' has {} E8M0 scale byte(s) of 253 or 254 (scale >= 2^126), first at {}", m.scale->name,
-                          high, index_str(m.scale->info->shape, first_high)),
-              {m.scale->name}, "", "scale bytes <= 252 (the largest a finite weight gives)",
-              fmt::format("{} bytes >= 253", high),
-              "values of magnitude >= 2 (254) or >= 4 (253) in those groups dequantize to +-inf; a corrupt byte or "
-              "a quantizer other than compressed-tensors"});
+    sink.add(
+        finding_kind("scale-out-of-range"),
+        {.group = fam,
+         .message = fmt::format("'{}' has {} E8M0 scale byte(s) of 253 or 254 (scale >= 2^126), first at {}",
+                                m.scale->name, high, index_str(m.scale->info->shape, first_high)),
+         .tensors = {m.scale->name},
+         .expected = "scale bytes <= 252 (the largest a finite weight gives)",
+         .actual = fmt::format("{} bytes >= 253", high),
+         .hint = "values of magnitude >= 2 (254) or >= 4 (253) in those groups dequantize to +-inf; a corrupt byte or "
+                 "a quantizer other than compressed-tensors"});
   }
 }
 
 /** A weight_scale in the weight's dtype (FP8, W4A16): finite and > 0 (upstream writes eps for a zero group). */
-void check_float_scales(const Checkpoint& q, const Module& m, const std::string& fam, Sink& sink, VerifyStats& st) {
+void check_float_scales(const Checkpoint& q, const Module& m, const std::string& fam, FindingSink& sink,
+                        VerifyStats& st) {
   if (!is_source_dtype(m.scale->info->dtype)) return;  // quantized-module-incomplete already
   auto d = q.data(*m.scale);
   const ScaleScan r = scan_scales(d, m.scale->info->dtype);
@@ -97,17 +114,21 @@ void check_float_scales(const Checkpoint& q, const Module& m, const std::string&
   if (r.nonfinite) what.push_back(fmt::format("{} NaN/Inf", r.nonfinite));
   if (r.zero) what.push_back(fmt::format("{} zero", r.zero));
   if (r.negative) what.push_back(fmt::format("{} negative", r.negative));
-  sink.add({"scale-invalid", Severity::ERROR, fam,
-            fmt::format("'{}' ({}) has {} scale(s) that are not finite and > 0 ({}), first at {}", m.scale->name,
-                        dtype_name(m.scale->info->dtype), r.bad, fmt::join(what, ", "),
-                        index_str(m.scale->info->shape, r.first)),
-            {m.scale->name}, "", "finite scales > 0", fmt::format("{}", fmt::join(what, ", ")),
-            "a corrupt scale: its row, block or group dequantizes to NaN/Inf, zero or flipped values (compressed-tensors "
-            "replaces a zero scale by eps, and never writes a negative one)"});
+  sink.add(finding_kind("scale-invalid"),
+           {.group = fam,
+            .message = fmt::format("'{}' ({}) has {} scale(s) that are not finite and > 0 ({}), first at {}",
+                                   m.scale->name, dtype_name(m.scale->info->dtype), r.bad, fmt::join(what, ", "),
+                                   index_str(m.scale->info->shape, r.first)),
+            .tensors = {m.scale->name},
+            .expected = "finite scales > 0",
+            .actual = fmt::format("{}", fmt::join(what, ", ")),
+            .hint = "a corrupt scale: its row, block or group dequantizes to NaN/Inf, zero or flipped values "
+                    "(compressed-tensors "
+                    "replaces a zero scale by eps, and never writes a negative one)"});
 }
 
 /** FP8 weight codes: 0x7F / 0xFF are NaN in float8_e4m3fn (upstream clamps to +-448 first, so never). */
-void check_fp8_codes(const Checkpoint& q, const Module& m, const std::string& fam, Sink& sink, VerifyStats& st) {
+void check_fp8_codes(const Checkpoint& q, const Module& m, const std::string& fam, FindingSink& sink, VerifyStats& st) {
   if (m.payload->info->dtype != DType::F8_E4M3) return;
   auto d = q.data(*m.payload);
   std::uint64_t nan = 0, first = 0;
@@ -116,17 +137,22 @@ void check_fp8_codes(const Checkpoint& q, const Module& m, const std::string& fa
   st.payload_bytes_scanned += d.size();
   q.shards()[m.payload->shard].release(*m.payload->info);
   if (nan == 0) return;
-  sink.add({"weight-nan-code", Severity::ERROR, fam,
-            fmt::format("'{}' has {} float8_e4m3fn NaN code(s) (0x7F/0xFF), first at {}", m.payload->name, nan,
-                        index_str(m.payload->info->shape, first)),
-            {m.payload->name}, "", "no 0x7F / 0xFF weight byte", fmt::format("{} NaN codes", nan),
-            "an unclamped cast (compressed-tensors clamps to +-448, so a NaN code never comes from finite weights) or "
-            "a corrupt byte; those weights are NaN in every matmul"});
+  sink.add(
+      finding_kind("weight-nan-code"),
+      {.group = fam,
+       .message = fmt::format("'{}' has {} float8_e4m3fn NaN code(s) (0x7F/0xFF), first at {}", m.payload->name, nan,
+                              index_str(m.payload->info->shape, first)),
+       .tensors = {m.payload->name},
+       .expected = "no 0x7F / 0xFF weight byte",
+       .actual = fmt::format("{} NaN codes", nan),
+       .hint =
+           "an unclamped cast (compressed-tensors clamps to +-448, so a NaN code never comes from finite weights) or "
+           "a corrupt byte; those weights are NaN in every matmul"});
 }
 
 }  // namespace
 
-void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifyStats& st) {
+void check_values(const Checkpoint& q, const Structure& s, FindingSink& sink, VerifyStats& st) {
   std::set<const TensorRef*> quant_tensors;
   for (const auto& [name, m] : s.modules) {
     if (!m.quantized()) continue;
@@ -150,10 +176,13 @@ void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifySta
     }
     if (!has_global_scale(qs)) continue;
     if (auto g = read_f32_scalar(q, m.gs); g && (!std::isfinite(*g) || !(*g > 0.0f))) {
-      sink.add({"global-scale-invalid", Severity::ERROR, fam,
-                fmt::format("'{}' is {}, expected a finite value > 0", m.gs->name, *g), {m.gs->name}, "",
-                "finite and > 0", fmt::format("{}", *g),
-                "an all-zero or corrupt amax (F15); the module dequantizes to NaN/Inf or zero"});
+      sink.add(finding_kind("global-scale-invalid"),
+               {.group = fam,
+                .message = fmt::format("'{}' is {}, expected a finite value > 0", m.gs->name, *g),
+                .tensors = {m.gs->name},
+                .expected = "finite and > 0",
+                .actual = fmt::format("{}", *g),
+                .hint = "an all-zero or corrupt amax (F15); the module dequantizes to NaN/Inf or zero"});
     }
   }
   // Kept floating tensors: no NaN/Inf.
@@ -164,11 +193,15 @@ void check_values(const Checkpoint& q, const Structure& s, Sink& sink, VerifySta
     st.kept_values_scanned += t.info->numel();
     q.shards()[t.shard].release(*t.info);
     if (n == 0) continue;
-    sink.add({"nonfinite-kept-tensor", Severity::ERROR, family_of(t.name),
-              fmt::format("'{}' ({} {}) has {} NaN/Inf value(s), first at {}", t.name, dtype_name(t.info->dtype),
-                          format_shape(t.info->shape), n, index_str(t.info->shape, first)),
-              {t.name}, "", "finite values", fmt::format("{} non-finite", n),
-              "the tensor is corrupt (in the source already, or damaged on copy) (F17)"});
+    sink.add(
+        finding_kind("nonfinite-kept-tensor"),
+        {.group = family_of(t.name),
+         .message = fmt::format("'{}' ({} {}) has {} NaN/Inf value(s), first at {}", t.name, dtype_name(t.info->dtype),
+                                format_shape(t.info->shape), n, index_str(t.info->shape, first)),
+         .tensors = {t.name},
+         .expected = "finite values",
+         .actual = fmt::format("{} non-finite", n),
+         .hint = "the tensor is corrupt (in the source already, or damaged on copy) (F17)"});
   }
 }
 

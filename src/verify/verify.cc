@@ -19,7 +19,7 @@ std::vector<Finding> verify_structure(const Checkpoint& q, const ModelInfo& info
   VerifyStats local;
   VerifyStats& st = stats ? *stats : local;
   Structure s;
-  Sink sink(opts.max_listed);
+  FindingSink sink(opts.max_listed);
   run_structure(q, info, opts, s, sink, st);
   return sink.take();
 }
@@ -32,12 +32,14 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
   rep.strict = opts.strict;
   if (against) rep.against = against->dir().string();
   Structure s;
-  Sink sink(opts.max_listed);
+  FindingSink sink(opts.max_listed);
   for (const auto* ck : {&q, against})
     if (ck)
       for (const auto& n : ck->notes())
-        sink.add({n.kind, Severity::WARNING, ck == &q ? "q" : "source", n.message, {}, "", "", "",
-                  "transformers and vLLM ignore the field; 'fp4forge doctor --fix' rewrites it"});
+        sink.add(*n.kind, {.severity = Severity::WARNING,
+                           .group = ck == &q ? "q" : "source",
+                           .message = n.message,
+                           .hint = "transformers and vLLM ignore the field; 'fp4forge doctor --fix' rewrites it"});
   s.source_given = against != nullptr;
   run_structure(q, info, opts, s, sink, rep.stats);
   if (against) {
@@ -54,17 +56,24 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
       diffs.push_back(fmt::format("num_hidden_layers {} vs {}", info.num_layers, src_info.num_layers));
     if (s.unquantized && find_quant_config(against->config()) != nullptr) {
       // verify SRC --against OUT: the two folders the wrong way round (it said "source is already quantized").
-      sink.add({"against-swapped", Severity::ERROR, "against",
-                fmt::format("the arguments look swapped: {} is not quantized and --against {} is; nothing was "
-                            "compared", q.dir().string(), against->dir().string()),
-                {}, "", "a quantized checkpoint, --against its unquantized source", "the reverse",
-                fmt::format("fp4forge verify {} --against {}", against->dir().string(), q.dir().string())});
+      sink.add(
+          finding_kind("against-swapped"),
+          {.group = "against",
+           .message = fmt::format("the arguments look swapped: {} is not quantized and --against {} is; nothing was "
+                                  "compared",
+                                  q.dir().string(), against->dir().string()),
+           .expected = "a quantized checkpoint, --against its unquantized source",
+           .actual = "the reverse",
+           .hint = fmt::format("fp4forge verify {} --against {}", against->dir().string(), q.dir().string())});
     } else if (!diffs.empty()) {
-      sink.add({"against-other-model", Severity::ERROR, "against",
-                fmt::format("--against is not the model this checkpoint was quantized from: {}; nothing was "
-                            "compared", fmt::join(diffs, ", ")),
-                {}, "", "the same model (family, class, hidden_size, layers)", fmt::format("{}", fmt::join(diffs, ", ")),
-                "pass the unquantized checkpoint this one was made from"});
+      sink.add(finding_kind("against-other-model"),
+               {.group = "against",
+                .message = fmt::format("--against is not the model this checkpoint was quantized from: {}; nothing was "
+                                       "compared",
+                                       fmt::join(diffs, ", ")),
+                .expected = "the same model (family, class, hidden_size, layers)",
+                .actual = fmt::format("{}", fmt::join(diffs, ", ")),
+                .hint = "pass the unquantized checkpoint this one was made from"});
     } else {
       FP4FORGE_ASSIGN_OR_RETURN(std::optional<Fp8Source> fp8, read_fp8_source(*against));
       if (fp8) rep.against_format = fp8_source_json(*fp8);
@@ -74,11 +83,9 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
   // A file truncated or rewritten while it was read gives zeros or mixed data: no verdict on that.
   FP4FORGE_TRY(q.check_unchanged());
   if (against) FP4FORGE_TRY(against->check_unchanged());
-  rep.findings = sink.take();
   // Servable means servable: the tokenizer and chat template vLLM reads beside the weights, as doctor checks them.
-  check_serving_files(tokenizer_dir, opts.tokenizer, rep.findings, nullptr, "verify");
-  std::stable_sort(rep.findings.begin(), rep.findings.end(),
-                   [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
+  check_serving_files(tokenizer_dir, opts.tokenizer, sink, nullptr, "verify");
+  rep.findings = sink.take();
   return rep;
 }
 

@@ -174,7 +174,7 @@ TEST(SafetensorsFault, EnospcMidShardLeavesNothing) {
     EXPECT_EQ(s.error().message, "cannot write '" + partial(path) + "': No space left on device");
     EXPECT_EQ(s.error().exit_code(), 4);
   }
-  EXPECT_TRUE(list_dir(dir.path()).empty());
+  EXPECT_TRUE(list_dir(dir.path).empty());
   EXPECT_EQ(f.renames.load(), 0);
 }
 
@@ -211,9 +211,9 @@ TEST(SafetensorsFault, EnospcWithConcurrentWritersLeavesNothing) {
     EXPECT_GT(failures.load(), 0);
     auto c = w->commit();  // refuses: bytes are missing
     ASSERT_FALSE(c.ok());
-    EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{});
+    EXPECT_EQ(list_dir(dir.path), std::vector<std::string>{});
   }
-  EXPECT_TRUE(list_dir(dir.path()).empty());
+  EXPECT_TRUE(list_dir(dir.path).empty());
 }
 
 TEST(SafetensorsFault, ShortWritesAndEintrStillProduceTheSameBytes) {
@@ -240,7 +240,7 @@ TEST(SafetensorsFault, ShortWritesAndEintrStillProduceTheSameBytes) {
   }
   EXPECT_GT(f.eintr_injected.load(), 0);
   EXPECT_EQ(testutil::read_text(dir / "faulty.safetensors"), testutil::read_text(dir / "clean.safetensors"));
-  EXPECT_EQ(list_dir(dir.path()), (std::vector<std::string>{"clean.safetensors", "faulty.safetensors"}));
+  EXPECT_EQ(list_dir(dir.path), (std::vector<std::string>{"clean.safetensors", "faulty.safetensors"}));
 }
 
 TEST(SafetensorsFault, FsyncFailureLeavesNothing) {
@@ -255,7 +255,7 @@ TEST(SafetensorsFault, FsyncFailureLeavesNothing) {
     EXPECT_EQ(s.error().code, Errc::IO);
     EXPECT_EQ(s.error().message, "cannot fsync '" + partial(path) + "': Input/output error");
   }
-  EXPECT_TRUE(list_dir(dir.path()).empty());
+  EXPECT_TRUE(list_dir(dir.path).empty());
   EXPECT_EQ(f.renames.load(), 0);
 }
 
@@ -276,7 +276,7 @@ TEST(SafetensorsFault, RenameFailureLeavesNothing) {
     EXPECT_EQ(r.error().message, "cannot rename '" + (dir / "x").string() + "' to '" + (dir / "y").string() +
                                      "': Permission denied");
   }
-  EXPECT_TRUE(list_dir(dir.path()).empty());
+  EXPECT_TRUE(list_dir(dir.path).empty());
 }
 
 TEST(SafetensorsFault, CreateFailureIsIo) {
@@ -289,7 +289,7 @@ TEST(SafetensorsFault, CreateFailureIsIo) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, Errc::IO);
   EXPECT_EQ(s.error().message, "cannot create '" + partial(path) + "': Read-only file system");
-  EXPECT_TRUE(list_dir(dir.path()).empty());
+  EXPECT_TRUE(list_dir(dir.path).empty());
 }
 
 TEST(SafetensorsFault, ZeroByteWritesFailInsteadOfSpinning) {
@@ -304,7 +304,7 @@ TEST(SafetensorsFault, ZeroByteWritesFailInsteadOfSpinning) {
     EXPECT_EQ(s.error().code, Errc::IO);
     EXPECT_EQ(s.error().message, "cannot write '" + partial(path) + "': Input/output error");
   }
-  EXPECT_TRUE(list_dir(dir.path()).empty());
+  EXPECT_TRUE(list_dir(dir.path).empty());
 }
 
 // Issue 14 #1: a planted `NAME.partial` link must not be written through, nor leave NAME a link.
@@ -363,7 +363,7 @@ TEST(SafetensorsFault, EditsKeepModeAndRefuseLinks) {
   EXPECT_NE(s.error().message.find("symbolic link"), std::string::npos);
   EXPECT_TRUE(std::filesystem::is_symlink(link));
   EXPECT_EQ(fs::read_file(cfg).value(), "api_key: sk-3\n");
-  EXPECT_EQ(list_dir(dir.path()).size(), 3u);  // no partial left
+  EXPECT_EQ(list_dir(dir.path).size(), 3u);  // no partial left
 }
 
 TEST(SafetensorsFault, FailedReplaceKeepsTheOldFile) {
@@ -379,7 +379,7 @@ TEST(SafetensorsFault, FailedReplaceKeepsTheOldFile) {
     EXPECT_EQ(s.error().code, Errc::IO);
   }
   EXPECT_EQ(testutil::read_text(path), "old contents");
-  EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"config.json"});
+  EXPECT_EQ(list_dir(dir.path), std::vector<std::string>{"config.json"});
 }
 
 TEST(SafetensorsFault, DirectoryFsyncFailureIsReportedAfterRename) {
@@ -393,9 +393,9 @@ TEST(SafetensorsFault, DirectoryFsyncFailureIsReportedAfterRename) {
     auto s = fs::write_file_atomic(path, "{}");
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.error().code, Errc::IO);
-    EXPECT_EQ(s.error().message, "cannot fsync directory '" + dir.path().string() + "': Input/output error");
+    EXPECT_EQ(s.error().message, "cannot fsync directory '" + dir.path.string() + "': Input/output error");
   }
-  EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"a.json"});
+  EXPECT_EQ(list_dir(dir.path), std::vector<std::string>{"a.json"});
   EXPECT_EQ(testutil::read_text(path), "{}");
 }
 
@@ -544,18 +544,18 @@ TEST(SafetensorsFault, AtomicFileLifecycle) {
     EXPECT_EQ(a->partial_path(), dir / "x.bin.partial");
     ASSERT_TRUE(a->file().write_all("abc").ok());
     fs::AtomicFile moved = std::move(a).value();  // the moved-from object must not delete anything
-    EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"x.bin.partial"});
+    EXPECT_EQ(list_dir(dir.path), std::vector<std::string>{"x.bin.partial"});
     ASSERT_TRUE(moved.commit().ok());
     auto again = moved.commit();
     ASSERT_FALSE(again.ok());
     EXPECT_EQ(again.error().code, Errc::INTERNAL);
   }
-  EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"x.bin"});
+  EXPECT_EQ(list_dir(dir.path), std::vector<std::string>{"x.bin"});
   {
     auto a = fs::AtomicFile::create(dir / "y.bin");
     ASSERT_TRUE(a.ok());
     a->abort();
-    EXPECT_EQ(list_dir(dir.path()), std::vector<std::string>{"x.bin"});
+    EXPECT_EQ(list_dir(dir.path), std::vector<std::string>{"x.bin"});
   }
   // Reads: EOF is an I/O error with the offset; oversized files are refused as bad input.
   auto f = fs::File::open_read(dir / "x.bin");

@@ -23,30 +23,14 @@
 #include "fp4forge/kvplan/report.h"
 #include "fp4forge/kvplan/seat.h"
 #include "fp4forge/util/size.h"
+#include "temp_dir.h"
 
 namespace fp4forge::kvplan {
 namespace {
 
 namespace stdfs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = stdfs::temp_directory_path() /
-            ("fp4forge-kvplan-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    stdfs::remove_all(path_);
-    stdfs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    stdfs::remove_all(path_, ec);
-  }
-  const stdfs::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  stdfs::path path_;
-};
+using testutil::TempDir;
 
 /** A config-only Llama-like folder: 32 layers, 8 kv heads of 128 -> 128 KiB of KV per token. */
 stdfs::path write_llama_config(const stdfs::path& dir, const std::string& name) {
@@ -100,8 +84,8 @@ std::string gpu_of(const Plan& p, const std::string& name) {
 // (kCudaContextBytes, 0.5 GiB) beside its budget.
 struct KvplanTwoSeats : ::testing::Test {
   TempDir tmp;
-  stdfs::path big_dir = write_llama_config(tmp.path(), "big");
-  stdfs::path small_dir = write_llama_config(tmp.path(), "small");
+  stdfs::path big_dir = write_llama_config(tmp.path, "big");
+  stdfs::path small_dir = write_llama_config(tmp.path, "small");
   std::vector<GpuSpec> gpus = {gpu("0=96GiB:used=41GiB:reserved=0"), gpu("1=48GiB:name=NVIDIA L40S:reserved=0")};
   std::string big(const std::string& extra = "") {
     return "big=" + big_dir.string() + ":weights=30GiB,max_model_len=131072" + extra;
@@ -217,8 +201,8 @@ TEST(KvplanPlacement, SearchFindsWhatHeaviestFirstMisses) {
   TempDir tmp;
   // x: heavy KV (16 GiB) but light weights: 30 GiB in all. y: light KV (1 GiB), 45 GiB weights: 52 GiB.
   // Heaviest-first puts x on the roomier GPU A (60 GiB), leaving y nothing that fits; x on B works.
-  const auto dx = write_llama_config(tmp.path(), "x");
-  const auto dy = write_llama_config(tmp.path(), "y");
+  const auto dx = write_llama_config(tmp.path, "x");
+  const auto dy = write_llama_config(tmp.path, "y");
   auto plan = make_plan({seat("x=" + dx.string() + ":weights=8GiB,max_model_len=131072"),
                          seat("y=" + dy.string() + ":weights=45GiB,max_model_len=8192")},
                         {gpu("A=60GiB"), gpu("B=50GiB")});
@@ -275,13 +259,13 @@ TEST_F(KvplanTwoSeats, AConfigOnlySeatIsRefused) {
   auto plan = make_plan({seat(big()), startable(seat(small()))}, gpus);
   ASSERT_TRUE(plan.ok());
   TempDir out;
-  auto files = emit_compose(*plan, out.path(), {});
+  auto files = emit_compose(*plan, out.path, {});
   ASSERT_TRUE(files.ok()) << files.error().message;
   EXPECT_TRUE(files->files.empty());
   ASSERT_GE(files->refused.size(), 1u);
   EXPECT_EQ(files->refused[0].seat, "big");
   EXPECT_EQ(files->refused[0].blocker.kind, "config-only");
-  EXPECT_TRUE(stdfs::is_empty(out.path()));
+  EXPECT_TRUE(stdfs::is_empty(out.path));
 }
 
 TEST_F(KvplanTwoSeats, EmitComposeWritesValidYamlAndRefusesToOverwrite) {
@@ -290,11 +274,11 @@ TEST_F(KvplanTwoSeats, EmitComposeWritesValidYamlAndRefusesToOverwrite) {
   ASSERT_TRUE(plan.ok());
   ASSERT_TRUE(plan->all_fit);
   TempDir out;
-  auto files = emit_compose(*plan, out.path(), {});
+  auto files = emit_compose(*plan, out.path, {});
   ASSERT_TRUE(files.ok()) << files.error().message;
   EXPECT_EQ(files->files.size(), 5u);  // 2 x (compose + litellm) + combined litellm
 
-  const YAML::Node c = YAML::LoadFile((out.path() / "big" / "compose.yaml").string());
+  const YAML::Node c = YAML::LoadFile((out.path / "big" / "compose.yaml").string());
   const YAML::Node svc = c["services"]["big"];
   ASSERT_TRUE(svc.IsMap());
   EXPECT_EQ(svc["image"].as<std::string>(), "vllm/vllm-openai:v0.34.0");  // the planned release, never latest
@@ -322,33 +306,33 @@ TEST_F(KvplanTwoSeats, EmitComposeWritesValidYamlAndRefusesToOverwrite) {
   EXPECT_EQ(value_of("--model"), "/models/big");
   EXPECT_NE(std::find(cmd.begin(), cmd.end(), "--enable-prefix-caching"), cmd.end());
 
-  const YAML::Node small_svc = YAML::LoadFile((out.path() / "small" / "compose.yaml").string())["services"]["small"];
+  const YAML::Node small_svc = YAML::LoadFile((out.path / "small" / "compose.yaml").string())["services"]["small"];
   EXPECT_EQ(small_svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"][0].as<std::string>(), "1");
   EXPECT_EQ(small_svc["ports"][0].as<std::string>(), "8001:8000");  // base 8000 + seat index 1
 
-  const YAML::Node l = YAML::LoadFile((out.path() / "litellm.yaml").string());
+  const YAML::Node l = YAML::LoadFile((out.path / "litellm.yaml").string());
   ASSERT_EQ(l["model_list"].size(), 2u);
   EXPECT_EQ(l["model_list"][0]["model_name"].as<std::string>(), "big");
   EXPECT_EQ(l["model_list"][0]["litellm_params"]["model"].as<std::string>(), "hosted_vllm/big");
   EXPECT_EQ(l["model_list"][0]["litellm_params"]["api_base"].as<std::string>(), "http://localhost:9001/v1");
   EXPECT_EQ(l["model_list"][1]["model_info"]["max_input_tokens"].as<int>(), 32768);
-  EXPECT_EQ(YAML::LoadFile((out.path() / "small" / "litellm.yaml").string())["model_list"].size(), 1u);
+  EXPECT_EQ(YAML::LoadFile((out.path / "small" / "litellm.yaml").string())["model_list"].size(), 1u);
 
   // A second run refuses to overwrite and leaves the files as they were.
-  std::ofstream(out.path() / "small" / "compose.yaml") << "# edited by hand\n";
-  auto again = emit_compose(*plan, out.path(), {});
+  std::ofstream(out.path / "small" / "compose.yaml") << "# edited by hand\n";
+  auto again = emit_compose(*plan, out.path, {});
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code, Errc::USAGE);
   EXPECT_NE(again.error().message.find("--force"), std::string::npos);
-  std::ifstream in(out.path() / "small" / "compose.yaml");
+  std::ifstream in(out.path / "small" / "compose.yaml");
   std::string first;
   std::getline(in, first);
   EXPECT_EQ(first, "# edited by hand");
   ComposeOptions force;
   force.force = true;
-  ASSERT_TRUE(emit_compose(*plan, out.path(), force).ok());
-  EXPECT_TRUE(YAML::LoadFile((out.path() / "small" / "compose.yaml").string())["services"].IsMap());
-  for (const auto& e : stdfs::recursive_directory_iterator(out.path()))
+  ASSERT_TRUE(emit_compose(*plan, out.path, force).ok());
+  EXPECT_TRUE(YAML::LoadFile((out.path / "small" / "compose.yaml").string())["services"].IsMap());
+  for (const auto& e : stdfs::recursive_directory_iterator(out.path))
     EXPECT_EQ(e.path().extension(), e.is_directory() ? "" : ".yaml") << e.path();  // no .partial left
 }
 
@@ -356,10 +340,10 @@ TEST_F(KvplanTwoSeats, EmitComposeSkipsSeatsThatDoNotFit) {
   auto plan = make_plan({startable(seat(big(",gpu=1"))), startable(seat(small(",gpu=0")))}, gpus);
   ASSERT_TRUE(plan.ok());
   TempDir out;
-  auto files = emit_compose(*plan, out.path(), {});
+  auto files = emit_compose(*plan, out.path, {});
   ASSERT_TRUE(files.ok());
   EXPECT_EQ(files->skipped_seats, std::vector<std::string>{"big"});
-  EXPECT_FALSE(stdfs::exists(out.path() / "big"));
+  EXPECT_FALSE(stdfs::exists(out.path / "big"));
 }
 
 TEST_F(KvplanTwoSeats, SvgHasOneBarPerGpu) {

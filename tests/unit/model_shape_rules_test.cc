@@ -95,10 +95,10 @@ TEST(ShapeRules, ContextInMemory) {
   ctx.tensors["model.layers.0.self_attn.v_proj.weight"] = {"BF16", {kv_rows, H64}};
   ASSERT_TRUE(init_shape_context(ctx).ok());
   EXPECT_EQ(ctx.layer_prefix, "model.layers.");
-  std::vector<Finding> out;
-  check_config_shapes(ctx, out);
+  FindingSink sink;
+  check_config_shapes(ctx, sink);
   bool named = false;
-  for (const auto& f : out)
+  for (const auto& f : sink.take())
     for (const auto& t : f.tensors)
       named = named || (f.kind == "config-shape-mismatch" && t == "model.layers.0.self_attn.k_proj");
   EXPECT_TRUE(named);

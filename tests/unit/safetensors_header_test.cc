@@ -309,11 +309,11 @@ TEST(SafetensorsHeader, ReaderOpensFilesAndReportsIoErrors) {
   EXPECT_EQ(missing.error().message,
             "cannot open '" + (dir / "missing.safetensors").string() + "': No such file or directory");
 
-  auto isdir = ShardReader::open(dir.path());
+  auto isdir = ShardReader::open(dir.path);
   ASSERT_FALSE(isdir.ok());
   EXPECT_EQ(isdir.error().code, Errc::BAD_INPUT);
   EXPECT_EQ(isdir.error().message,
-            "'" + dir.path().string() + "' is not a regular file; expected a .safetensors file");
+            "'" + dir.path.string() + "' is not a regular file; expected a .safetensors file");
 
   testutil::write_bytes(dir / "empty.safetensors", {});
   auto empty = ShardReader::open(dir / "empty.safetensors");

@@ -13,31 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include "temp_dir.h"
+
 namespace fp4forge::testutil {
-
-/** A unique directory under the system temp dir, removed (recursively) on destruction. */
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("fp4forge-st-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
-             std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
 
 inline std::vector<std::byte> to_bytes(std::string_view s) {
   std::vector<std::byte> out(s.size());

@@ -10,10 +10,13 @@
 
 #include "fp4forge/safetensors/shard_reader.h"
 #include "fp4forge/safetensors/shard_writer.h"
+#include "matchers.h"
 #include "unit/safetensors_test_util.h"
 
 namespace fp4forge::st {
 namespace {
+
+using testutil::ResultIs;
 
 std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
   std::vector<std::byte> v(n);
@@ -107,25 +110,18 @@ TEST(SafetensorsWriter, OrderFollowsTheDtypeEnumDescending) {
 }
 
 TEST(SafetensorsWriter, LayoutRefusals) {
-  auto dup = layout_shard({{"x", DType::U8, {1}}, {"x", DType::F32, {1}}});
-  ASSERT_FALSE(dup.ok());
-  EXPECT_EQ(dup.error().code, Errc::BAD_INPUT);
-  EXPECT_EQ(dup.error().message, "tensor 'x': name given twice for one safetensors file");
-  auto f4 = layout_shard({{"x", DType::F4, {3}}});
-  ASSERT_FALSE(f4.ok());
-  EXPECT_EQ(f4.error().message, "tensor 'x': F4 shape [3] is 12 bits, not a whole number of bytes");
-  auto big = layout_shard({{"x", DType::F32, {1ull << 62}}});
-  ASSERT_FALSE(big.ok());
-  EXPECT_EQ(big.error().message, "tensor 'x': F32 shape [4611686018427387904] byte size overflows 64 bits");
-  auto meta = layout_shard({{"__metadata__", DType::U8, {1}}});
-  ASSERT_FALSE(meta.ok());
-  EXPECT_EQ(meta.error().message, "tensor name '__metadata__' is reserved by the safetensors format");
-  auto utf = layout_shard({{"\xff", DType::U8, {1}}});
-  ASSERT_FALSE(utf.ok());
-  EXPECT_EQ(utf.error().message, "tensor name '\\xff' is not valid UTF-8; safetensors names must be UTF-8");
-  auto dupmeta = layout_shard({}, {{"k", "1"}, {"k", "2"}});
-  ASSERT_FALSE(dupmeta.ok());
-  EXPECT_EQ(dupmeta.error().message, "__metadata__ key 'k' given twice");
+  EXPECT_THAT(layout_shard({{"x", DType::U8, {1}}, {"x", DType::F32, {1}}}),
+              ResultIs(Errc::BAD_INPUT, "tensor 'x': name given twice for one safetensors file"));
+  EXPECT_THAT(layout_shard({{"x", DType::F4, {3}}}),
+              ResultIs(Errc::BAD_INPUT, "tensor 'x': F4 shape [3] is 12 bits, not a whole number of bytes"));
+  EXPECT_THAT(layout_shard({{"x", DType::F32, {1ull << 62}}}),
+              ResultIs(Errc::BAD_INPUT, "tensor 'x': F32 shape [4611686018427387904] byte size overflows 64 bits"));
+  EXPECT_THAT(layout_shard({{"__metadata__", DType::U8, {1}}}),
+              ResultIs(Errc::BAD_INPUT, "tensor name '__metadata__' is reserved by the safetensors format"));
+  EXPECT_THAT(layout_shard({{"\xff", DType::U8, {1}}}),
+              ResultIs(Errc::BAD_INPUT, "tensor name '\\xff' is not valid UTF-8; safetensors names must be UTF-8"));
+  EXPECT_THAT(layout_shard({}, {{"k", "1"}, {"k", "2"}}),
+              ResultIs(Errc::BAD_INPUT, "__metadata__ key 'k' given twice"));
 }
 
 TEST(SafetensorsWriter, RoundTripThroughTheReader) {
@@ -142,7 +138,7 @@ TEST(SafetensorsWriter, RoundTripThroughTheReader) {
   const auto path = dir / "model.safetensors";
   auto s = write_safetensors(path, in, {{"format", "pt"}});
   ASSERT_TRUE(s.ok()) << s.error().message;
-  EXPECT_EQ(testutil::list_dir(dir.path()), std::vector<std::string>{"model.safetensors"});
+  EXPECT_EQ(testutil::list_dir(dir.path), std::vector<std::string>{"model.safetensors"});
 
   auto r = ShardReader::open(path);
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -200,7 +196,7 @@ void expect_concurrent_writes_identical(const std::vector<OutTensor>& ts) {
   make(dir / "a.safetensors", false);
   make(dir / "b.safetensors", true);
   EXPECT_EQ(testutil::read_text(dir / "a.safetensors"), testutil::read_text(dir / "b.safetensors"));
-  EXPECT_EQ(testutil::list_dir(dir.path()), (std::vector<std::string>{"a.safetensors", "b.safetensors"}));
+  EXPECT_EQ(testutil::list_dir(dir.path), (std::vector<std::string>{"a.safetensors", "b.safetensors"}));
 }
 
 TEST(SafetensorsWriter, ConcurrentOutOfOrderWritesGiveIdenticalBytes) {
@@ -223,7 +219,7 @@ TEST(SafetensorsWriter, IncompleteOrAbandonedWritesLeaveNothing) {
   {
     auto w = ShardWriter::create(dir / "x.safetensors", *l);
     ASSERT_TRUE(w.ok());
-    EXPECT_EQ(testutil::list_dir(dir.path()), std::vector<std::string>{"x.safetensors.partial"});
+    EXPECT_EQ(testutil::list_dir(dir.path), std::vector<std::string>{"x.safetensors.partial"});
     ASSERT_TRUE(w->write_tensor(*w->layout().find("a"), pattern(4, 1)).ok());
     // Wrong size and out-of-range writes are refused.
     auto bad = w->write_tensor(*w->layout().find("b"), pattern(3, 1));
@@ -240,7 +236,7 @@ TEST(SafetensorsWriter, IncompleteOrAbandonedWritesLeaveNothing) {
     EXPECT_EQ(c.error().code, Errc::INTERNAL);
     EXPECT_EQ(c.error().message,
               "cannot commit '" + (dir / "x.safetensors").string() + "': 4 data bytes written, expected 8");
-    EXPECT_TRUE(testutil::list_dir(dir.path()).empty());
+    EXPECT_TRUE(testutil::list_dir(dir.path).empty());
   }
   {
     auto w = ShardWriter::create(dir / "y.safetensors", *l);
@@ -248,7 +244,7 @@ TEST(SafetensorsWriter, IncompleteOrAbandonedWritesLeaveNothing) {
     ASSERT_TRUE(w->write_at(0, pattern(8, 2)).ok());
     // Destroyed without commit: the .partial goes.
   }
-  EXPECT_TRUE(testutil::list_dir(dir.path()).empty());
+  EXPECT_TRUE(testutil::list_dir(dir.path).empty());
 }
 
 }  // namespace

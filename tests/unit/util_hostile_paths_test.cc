@@ -15,23 +15,14 @@
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/redact.h"
 #include "fp4forge/util/strings.h"
+#include "temp_dir.h"
 
 namespace fp4forge {
 namespace {
 
 namespace stdfs = std::filesystem;
 
-struct TempDir {
-  stdfs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/fp4forge-paths.XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    stdfs::remove_all(path, ec);
-  }
-};
+using testutil::TempDir;
 
 std::string slurp(const stdfs::path& p) {
   std::ifstream f(p, std::ios::binary);

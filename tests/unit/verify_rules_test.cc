@@ -12,6 +12,7 @@
 #include "fp4forge/model/structure.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/verify/verify.h"
+#include "matchers.h"
 
 namespace fp4forge {
 namespace {
@@ -184,9 +185,7 @@ TEST(VerifyRules, TheSeamRefusesBytesThatDoNotFitTheShape) {
   std::vector<MemoryTensor> ts{zeros("a", DType::BF16, {4})};
   ts[0].bytes.resize(7);
   auto q = Checkpoint::from_memory(llama_config(), ts);
-  ASSERT_FALSE(q.ok());
-  EXPECT_EQ(q.error().code, Errc::BAD_INPUT);
-  EXPECT_EQ(q.error().message, "memory: tensor 'a' has 7 bytes, expected 8 for BF16 [4]");
+  EXPECT_THAT(q, testutil::ResultIs(Errc::BAD_INPUT, "memory: tensor 'a' has 7 bytes, expected 8 for BF16 [4]"));
 }
 
 }  // namespace

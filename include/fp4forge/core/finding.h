@@ -1,7 +1,8 @@
 #pragma once
 /**
- * A finding of doctor / verify / diff: data, not an error. `kind` is a stable id (e.g.
- * "router-quantized", "tokenizer-truncation"); severity decides the exit code (any ERROR -> 1).
+ * A finding of doctor / verify / diff: data, not an error. `kind` is a stable id, a row of the one registry
+ * (core/finding_kinds.h); findings are built from that row and collected by core/finding_sink.h. Severity decides
+ * the exit code (any ERROR -> 1).
  */
 #include <optional>
 #include <string>
@@ -30,7 +31,5 @@ nlohmann::ordered_json to_json(const Finding& f);
 bool has_errors(const std::vector<Finding>& findings) noexcept;
 /** True when any finding fails a run: an error, or with `strict` (doctor/verify --strict) a warning. */
 bool fails(const std::vector<Finding>& findings, bool strict) noexcept;
-/** Caps a finding's list of names to the first `n`, returning the count left out (for the message). */
-std::size_t cap_names(std::vector<std::string>& names, std::size_t n = 20);
 
 }  // namespace fp4forge

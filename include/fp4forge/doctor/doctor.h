@@ -3,13 +3,13 @@
  * `fp4forge doctor`: finds config defects in a checkpoint directory (ours or third-party) before they
  * cost a quantization run or a serving seat, and fixes the ones that can be fixed safely.
  *
- * Every finding has a stable `kind` (the ids are listed by doctor_kinds() and documented in
+ * Every finding has a stable `kind` (a row of core/finding_kinds.h marked kInDoctor, documented in
  * docs/cli/doctor.md), a severity, evidence (config key, tensors, expected vs actual) and, when an
  * automatic fix exists, its description. The rules come from architectures.md (§3.1 shape invariants,
  * §3.2-3.5, §6) and failure-catalog.md (F-numbers in the kind table).
  *
  * Fixing (`fix = true`):
- * - only the fixes of doctor_kinds() with `fixable` run; existing `.safetensors` files are never opened
+ * - only the fixes of kinds with `fixable` run; existing `.safetensors` files are never opened
  *   for writing; only config.json, tokenizer.json, preprocessor_config.json and the index can change,
  *   and with `mtp_from` one new shard `model-mtp.safetensors` can appear (quantize/mtp_splice.h);
  * - each fix re-proves its precondition on the file as it is on disk at fix time, and refuses
@@ -38,19 +38,6 @@
 #include "fp4forge/quantize/mtp_splice.h"
 
 namespace fp4forge::doctor {
-
-/** One kind of finding doctor can report (the stable registry behind docs/cli/doctor.md). */
-struct KindInfo {
-  std::string_view id;        ///< stable kebab-case id
-  Severity severity;          ///< default severity (a few kinds downgrade, see `note`)
-  bool fixable;               ///< --fix has an automatic fix
-  std::string_view catalog;   ///< failure-catalog entries, e.g. "F27"
-  std::string_view summary;   ///< one line: what it means
-};
-/** Every kind doctor can emit, in documentation order. */
-std::span<const KindInfo> doctor_kinds() noexcept;
-/** The registry entry of `id`, or nullptr. */
-const KindInfo* find_kind(std::string_view id) noexcept;
 
 struct DoctorOptions {
   bool fix = false;      ///< apply the automatic fixes

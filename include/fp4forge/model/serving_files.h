@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "fp4forge/core/error.h"
-#include "fp4forge/core/finding.h"
+#include "fp4forge/core/finding_sink.h"
 
 namespace fp4forge {
 
@@ -87,7 +87,7 @@ Result<std::filesystem::path> tokenizer_source(const std::filesystem::path& dir,
  * `missing-chat-template` and `missing-tokenizer`.
  */
 void check_serving_files(const std::filesystem::path& tokenizer_dir, const std::string& from,
-                         std::vector<Finding>& out, const FileOverlay* overlay = nullptr,
+                         FindingSink& out, const FileOverlay* overlay = nullptr,
                          std::string_view command = "doctor");
 
 }  // namespace fp4forge

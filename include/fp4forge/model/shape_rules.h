@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/core/error.h"
-#include "fp4forge/core/finding.h"
+#include "fp4forge/core/finding_sink.h"
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/model_info.h"
 #include "fp4forge/model/tensor_role.h"
@@ -93,8 +93,8 @@ LinearShape expected_linear_shape(const ModelInfo& info, const nlohmann::ordered
                                   const TensorClass& c);
 
 /** `config-shape-mismatch` and `expert-layout`: one finding per broken rule, listing the tensors. */
-void check_config_shapes(const ShapeContext& ctx, std::vector<Finding>& out);
+void check_config_shapes(const ShapeContext& ctx, FindingSink& out);
 /** `mtp-declared-missing` / `mtp-present-undeclared`: the MTP layers the config declares against the tensors. */
-void check_mtp(const ShapeContext& ctx, std::vector<Finding>& out);
+void check_mtp(const ShapeContext& ctx, FindingSink& out);
 
 }  // namespace fp4forge

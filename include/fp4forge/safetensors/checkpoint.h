@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fp4forge/core/error.h"
+#include "fp4forge/core/finding_kinds.h"
 #include "fp4forge/safetensors/shard_reader.h"
 
 namespace fp4forge {
@@ -37,7 +38,7 @@ struct TensorRef {
 
 /** Something wrong that the readers of checkpoints ignore: a warning for every command, never a refusal. */
 struct CheckpointNote {
-  std::string kind;     ///< "index-total-size"
+  const FindingKind* kind;  ///< its registry row (core/finding_kinds.h): index-total-size
   std::string message;  ///< one line, names the file
 };
 

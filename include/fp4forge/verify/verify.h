@@ -33,7 +33,7 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/core/error.h"
 #include "fp4forge/model/model_info.h"
-#include "fp4forge/core/finding.h"
+#include "fp4forge/core/finding_sink.h"
 
 namespace fp4forge {
 
@@ -44,7 +44,7 @@ struct VerifyOptions {
   std::size_t worst_n = 10;        ///< tensors listed in stats.worst
   std::uint64_t reencode_rows = 32;  ///< NVFP4A16: rows per tensor re-encoded by the scalar codec (0: off);
                                      ///< the other schemes re-encode every row
-  std::size_t max_listed = 20;     ///< tensor names listed per finding (the message gives the count)
+  std::size_t max_listed = kMaxListedTensors;  ///< tensor names listed per finding (the message gives the count)
   ExpertLayoutOptions experts;     ///< settles an ambiguous fused-expert orientation of the source
   ProgressSink* progress = nullptr;  ///< --against: reports source bytes compared (the CLI draws a bar)
   bool strict = false;               ///< --strict: a warning fails too (VerifyReport::strict)
