@@ -261,9 +261,10 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
                                    "tensors from");
   if (!opts.fix && !opts.dry_run) return rep;
 
-  std::set<std::string> due;
+  std::set<std::string, std::less<>> due;
   for (const auto& f : d->findings)
     if (f.fix) due.insert(f.kind);
+  auto is_due = [&due](const FindingKind& k) { return due.count(k.id) > 0; };
   const std::string stamp = opts.timestamp.empty() ? backup::stamp_now() : opts.timestamp;
   // The MTP splice is proven (a dry run: every refusal) before any other fix is written.
   if (!opts.mtp_from.empty()) {
@@ -272,19 +273,19 @@ Result<DoctorReport> run_doctor(const std::filesystem::path& dir, const DoctorOp
     so.timestamp = stamp;
     FP4FORGE_ASSIGN_OR_RETURN(quant::MtpSpliceReport pre, quant::splice_mtp(dir, opts.mtp_from, so));
     if (opts.dry_run) rep.mtp_splice = std::move(pre);
-  } else if (due.count("mtp-declared-missing")) {
-    rep.refused.push_back({"mtp-declared-missing",
+  } else if (is_due(finding_kind("mtp-declared-missing"))) {
+    rep.refused.push_back({std::string(finding_kind("mtp-declared-missing").id),
                            "needs --mtp-from SRC: the original release (or a local copy of it) to copy the MTP "
                            "tensors from"});
   }
   Fixer fx(d->ctx, rep);
   // Fixed order: config.json edits compose (globals first, then redundancy is re-proven on the result).
-  if (due.count("gemma4-missing-global-kv-fields")) FP4FORGE_TRY(fx.gemma4_globals());
-  if (due.count("gemma4-per-layer-config-only")) FP4FORGE_TRY(fx.plc_only());
-  if (due.count("per-layer-config-redundant")) FP4FORGE_TRY(fx.redundant_plc());
-  if (due.count("missing-preprocessor-config")) FP4FORGE_TRY(fx.preprocessor());
-  if (due.count("tokenizer-truncation")) FP4FORGE_TRY(fx.tokenizer());
-  if (due.count("index-total-size")) FP4FORGE_TRY(fx.index_total_size());
+  if (is_due(finding_kind("gemma4-missing-global-kv-fields"))) FP4FORGE_TRY(fx.gemma4_globals());
+  if (is_due(finding_kind("gemma4-per-layer-config-only"))) FP4FORGE_TRY(fx.plc_only());
+  if (is_due(finding_kind("per-layer-config-redundant"))) FP4FORGE_TRY(fx.redundant_plc());
+  if (is_due(finding_kind("missing-preprocessor-config"))) FP4FORGE_TRY(fx.preprocessor());
+  if (is_due(finding_kind("tokenizer-truncation"))) FP4FORGE_TRY(fx.tokenizer());
+  if (is_due(finding_kind("index-total-size"))) FP4FORGE_TRY(fx.index_total_size());
   FP4FORGE_TRY(fx.commit(opts.dry_run, stamp));
   if (rep.mtp_splice) {
     for (const auto& c : rep.mtp_splice->changes) rep.changes.push_back(c);

@@ -59,13 +59,13 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
   FindingSink files;
   if (s.blockers.empty()) check_serving_files(m.arg.dir, "", files);
   for (const Finding& f : files.take()) {
-    if (f.kind == "missing-tokenizer" && !has_vllm_flag(m.arg.vllm_args, "tokenizer"))
+    if (is_kind(f, finding_kind("missing-tokenizer")) && !has_vllm_flag(m.arg.vllm_args, "tokenizer"))
       s.blockers.push_back({"no-tokenizer", "DIR holds no tokenizer file (tokenizer.json, tokenizer.model, vocab.json, "
                             "...): vLLM's --tokenizer defaults to the model folder and start-up fails (doctor: "
                             "missing-tokenizer)",
                             fmt::format("fp4forge quantize SRC {} --tokenizer-from REF writes the release's tokenizer "
                                         "beside the weights (or copy its tokenizer files into DIR)", dir)});
-    if (f.kind == "missing-chat-template" && !has_vllm_flag(m.arg.vllm_args, "chat-template"))
+    if (is_kind(f, finding_kind("missing-chat-template")) && !has_vllm_flag(m.arg.vllm_args, "chat-template"))
       s.blockers.push_back({"no-chat-template", "DIR holds no chat template (chat_template.jinja, chat_template.json "
                             "or tokenizer_config.json:chat_template): vLLM refuses /v1/chat/completions and probe's "
                             "chat checks fail (doctor: missing-chat-template)",
@@ -82,7 +82,7 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
     FindingSink found;
     if (init_shape_context(ctx).ok()) check_mtp(ctx, found);
     for (const auto& f : found.take())
-      if (f.kind == "mtp-declared-missing")
+      if (is_kind(f, finding_kind("mtp-declared-missing")))
         s.blockers.push_back({"mtp-missing", fmt::format("spec_tokens={} asks for MTP speculative decoding, but {} "
                                                          "(doctor: mtp-declared-missing)", m.arg.kv.spec_tokens,
                                                          f.actual),

@@ -172,7 +172,7 @@ Result<std::vector<Finding>> shape_errors(const stdfs::path& dir, const Json& co
   check_mtp(ctx, sink);
   std::vector<Finding> out;
   for (auto& f : sink.take())
-    if (f.severity == Severity::ERROR || f.kind == "mtp-declared-missing") out.push_back(std::move(f));
+    if (f.severity == Severity::ERROR || is_kind(f, finding_kind("mtp-declared-missing"))) out.push_back(std::move(f));
   return out;
 }
 

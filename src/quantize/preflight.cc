@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fp4forge/core/finding_kinds.h"
 #include "fp4forge/diagnose/diagnose.h"
 #include "fp4forge/diagnose/serving_fixes.h"
 #include "fp4forge/model/model_info.h"
@@ -152,10 +153,10 @@ Status derive_fixes(const stdfs::path& src, const FileOverlay& overlay, Prefligh
 
 /** The fix a refusal line names for an error finding. */
 std::string fix_of(const Finding& f, const std::string& src) {
-  if (f.kind == "missing-processor")
+  if (is_kind(f, finding_kind("missing-processor")))
     return "--processor-from REF (the original release's folder or cached repo id: its processor_config.json / "
            "preprocessor_config.json are taken)";
-  if (f.kind == "missing-tokenizer")
+  if (is_kind(f, finding_kind("missing-tokenizer")))
     return "--tokenizer-from REF (the original release's folder or cached repo id: its tokenizer files are taken)";
   if (f.fix) {
     if (const auto repo = hf_cache::snapshot_repo_dir(src)) {  // the cache is never written: fix a copy

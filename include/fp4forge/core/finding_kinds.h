@@ -227,6 +227,9 @@ consteval const FindingKind& finding_kind(std::string_view id) {
   throw "finding kind not in kFindingKinds (core/finding_kinds.h)";  // not a constant expression: an error
 }
 
+/** Whether `f` is of kind `k`: `is_kind(f, finding_kind("missing-tokenizer"))`, the id checked when compiled. */
+inline bool is_kind(const Finding& f, const FindingKind& k) noexcept { return f.kind == k.id; }
+
 /** The row of an id known only at run time (a checkpoint note's kind), or nullptr. */
 const FindingKind* find_finding_kind(std::string_view id) noexcept;
 /** Every row, in table order. */
