@@ -36,6 +36,7 @@ struct Layout {
   bool qkv_bias_from_config = false;  ///< attention_bias gives q/k/v a bias and o_proj none (Glm4Attention)
   std::string_view moe_block = "mlp";  ///< the MoE block's attribute ("block_sparse_moe": Mixtral)
   bool score_bias = false;  ///< the router's e_score_correction_bias [E] (DeepSeek-V3 / GLM top-k router)
+  bool sandwich_norms = false;  ///< pre_ / post_feedforward_layernorm [H] around the MLP (Gemma3DecoderLayer)
   Shared shared = Shared::NONE;
 };
 
@@ -45,6 +46,7 @@ constexpr std::array kLayouts{
     Layout{.family = Family::PHI3},
     Layout{.family = Family::QWEN2, .qkv_bias = true},
     Layout{.family = Family::QWEN3, .qk_norm = true},
+    Layout{.family = Family::GEMMA3, .qk_norm = true, .sandwich_norms = true},
     Layout{.family = Family::MIXTRAL, .moe_block = "block_sparse_moe"},
     Layout{.family = Family::QWEN2_MOE, .qkv_bias = true, .shared = Shared::QWEN2},
     Layout{.family = Family::DEEPSEEK_V2, .shared = Shared::DEEPSEEK},
@@ -148,6 +150,10 @@ struct Writer {
     mlp(p, i);
     add(p + "input_layernorm.weight", {H()});
     add(p + "post_attention_layernorm.weight", {H()});
+    if (lay.sandwich_norms) {
+      add(p + "pre_feedforward_layernorm.weight", {H()});
+      add(p + "post_feedforward_layernorm.weight", {H()});
+    }
   }
 
   /** A DeepSeek-style MTP layer `i` (>= num_hidden_layers): a decoder layer plus the embedding, the two norms, the
@@ -165,6 +171,13 @@ struct Writer {
   }
 };
 
+/** The family's text-only class: its first architecture that is not the multimodal wrapper. */
+std::string_view text_class_of(const FamilySpec& s) {
+  for (const auto& a : s.architectures)
+    if (a != s.wrapper_architecture) return a;
+  return {};
+}
+
 /** The config features the rule does not write, named (a refusal, never an approximation). */
 Status check_writable(const ModelInfo& m, const Layout& lay, const OJson& text) {
   if (m.wrapper || m.has_vision_config || m.has_audio_config)
@@ -176,10 +189,11 @@ Status check_writable(const ModelInfo& m, const Layout& lay, const OJson& text) 
   // DeepSeek-V3.2's sparse-attention indexer (self_attn.indexer.*): tensors this rule does not write.
   for (std::string_view k : {"index_topk", "index_n_heads", "index_head_dim"})
     if (text.contains(k)) return not_written(m, k, "is set (the DeepSeek-V3.2 indexer)");
-  // Another class of the family (DeepseekV32ForCausalLM, a sequence-classification head) has other tensors.
-  if (!m.architecture.empty() && m.architecture != m.spec().architectures.front())
-    return not_written(m, "architectures", fmt::format("is {}, not {}", m.architecture,
-                                                       m.spec().architectures.front()));
+  // Another class of the family (DeepseekV32ForCausalLM, a sequence-classification head) has other tensors: the
+  // family's text class is its first one that is not the multimodal wrapper (Gemma-3: Gemma3ForCausalLM).
+  const std::string_view text_class = text_class_of(m.spec());
+  if (!m.architecture.empty() && m.architecture != text_class)
+    return not_written(m, "architectures", fmt::format("is {}, not {}", m.architecture, text_class));
   if (m.zero_experts > 0) return not_written(m, "zero_expert_num", "is set (zero-computation experts)");
   if (m.stack_layers > 0) return not_written(m, "num_layers", "counts sublayers");
   if (m.mtp_num_hidden_layers > 0 && m.spec().mtp != MtpForm::EXTRA_LAYERS)

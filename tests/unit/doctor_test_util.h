@@ -3,7 +3,6 @@
 // rewriter (to build layout variants), file snapshots and hashes.
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +15,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "temp_dir.h"
 
 namespace doctor_test {
 
@@ -42,17 +43,8 @@ inline void write_json(const fsys::path& p, const Json& j) { write(p, j.dump(2) 
 /** A fresh copy of tests/data/<name> in a unique temp dir, removed on destruction. */
 class Fixture {
  public:
-  explicit Fixture(const std::string& name) {
-    static std::atomic<int> counter{0};
-    root_ = fsys::temp_directory_path() /
-            ("fp4forge-doctor-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fsys::create_directories(root_);
-    dir_ = root_ / name;
+  explicit Fixture(const std::string& name) : dir_(root_.path / name) {
     fsys::copy(fsys::path(FP4FORGE_TEST_DATA) / name, dir_, fsys::copy_options::recursive);
-  }
-  ~Fixture() {
-    std::error_code ec;
-    fsys::remove_all(root_, ec);
   }
   Fixture(const Fixture&) = delete;
   Fixture& operator=(const Fixture&) = delete;
@@ -184,7 +176,8 @@ class Fixture {
   }
 
  private:
-  fsys::path root_, dir_;
+  fp4forge::testutil::TempDir root_;  // declared first: dir_ lies inside it
+  fsys::path dir_;
 };
 
 }  // namespace doctor_test
