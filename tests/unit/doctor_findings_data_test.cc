@@ -14,6 +14,7 @@
 // "{dir}" in a message stands for the checked folder. FP4FORGE_FINDINGS_RECORD=1 writes what was found into the
 // case file (to author one), and fails the case so that a recorded file is always read before it lands.
 #include <cstdlib>
+#include <fstream>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -49,6 +50,29 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
   for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
 }
 
+/** Writes `hex` at byte `at` of tensor `name`'s data, in whichever shard of `dir` holds it (safetensors: an 8-byte
+ * little-endian header length, the JSON header with each tensor's data_offsets, then the data). */
+void poke(const stdfs::path& dir, const std::string& name, std::uint64_t at, const std::string& hex) {
+  for (const auto& e : stdfs::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    unsigned char len[8];
+    f.read(reinterpret_cast<char*>(len), 8);
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    std::string header(n, '\0');
+    f.read(header.data(), static_cast<std::streamsize>(n));
+    const nlohmann::json h = nlohmann::json::parse(header);
+    if (!h.contains(name)) continue;
+    const std::uint64_t begin = h[name]["data_offsets"][0].get<std::uint64_t>();
+    ASSERT_LE(at + hex.size() / 2, h[name]["data_offsets"][1].get<std::uint64_t>() - begin) << name;
+    f.seekp(static_cast<std::streamoff>(8 + n + begin + at));
+    for (std::size_t i = 0; i + 1 < hex.size(); i += 2) f.put(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    return;
+  }
+  FAIL() << "no shard of " << dir << " holds " << name;
+}
+
 void apply_edits(const stdfs::path& dir, const ojson& edits) {
   for (const auto& e : edits) {
     if (e.contains("merge")) {
@@ -61,6 +85,8 @@ void apply_edits(const stdfs::path& dir, const ojson& edits) {
       nlohmann::json j = nlohmann::json::parse(testutil::slurp(p));
       j[nlohmann::json::json_pointer(e["at"].get<std::string>())] = e["value"];
       std::ofstream(p, std::ios::binary | std::ios::trunc) << j.dump(2) << "\n";
+    } else if (e.contains("poke")) {
+      poke(dir, e["poke"].get<std::string>(), e["at"].get<std::uint64_t>(), e["hex"].get<std::string>());
     } else if (e.contains("remove")) {
       ASSERT_TRUE(stdfs::remove(dir / e["remove"].get<std::string>())) << e.dump();
     } else if (e.contains("write")) {
