@@ -220,27 +220,28 @@ struct ShapeChecker {
 
   void linear_attention(const std::string& base) {
     const std::string la = base + "linear_attn.";
-    const std::int64_t Hk = m.linear_num_key_heads, Hv = m.linear_num_value_heads;
-    const std::int64_t Dk = m.linear_key_head_dim, Dv = m.linear_value_head_dim, Kc = m.linear_conv_kernel_dim;
-    if (Hk <= 0 || Hv <= 0 || Dk <= 0 || Dv <= 0) return;
-    const std::int64_t conv = 2 * Hk * Dk + Hv * Dv;
+    // Every width from the one home of the GatedDeltaNet formulas (shape_rules.h); the rule texts name them.
+    auto want = [&](std::string_view leaf) { return linear_attention_shape(leaf, m); };
+    if (want("out_proj").empty()) return;
+    auto lin = [&](std::string_view leaf, const std::string& rule, const std::string& key) {
+      const auto s = want(leaf);
+      linear(la + std::string(leaf), s[0], s[1], rule, key);
+    };
     if (module_present(la + "in_proj_qkvz")) {  // Qwen3-Next fused form
-      linear(la + "in_proj_qkvz", 2 * Hk * Dk + 2 * Hv * Dv, H,
-             "in_proj_qkvz rows == 2·Hk·Dk + 2·Hv·Dv", "linear_num_value_heads");
-      linear(la + "in_proj_ba", 2 * Hv, H, "in_proj_ba rows == 2·linear_num_value_heads",
-             "linear_num_value_heads");
+      lin("in_proj_qkvz", "in_proj_qkvz rows == 2·Hk·Dk + 2·Hv·Dv", "linear_num_value_heads");
+      lin("in_proj_ba", "in_proj_ba rows == 2·linear_num_value_heads", "linear_num_value_heads");
     } else {
-      linear(la + "in_proj_qkv", conv, H, "in_proj_qkv rows == 2·Hk·Dk + Hv·Dv", "linear_num_key_heads");
-      linear(la + "in_proj_z", Hv * Dv, H, "in_proj_z rows == Hv·Dv", "linear_num_value_heads");
-      linear(la + "in_proj_a", Hv, H, "in_proj_a rows == linear_num_value_heads", "linear_num_value_heads");
-      linear(la + "in_proj_b", Hv, H, "in_proj_b rows == linear_num_value_heads", "linear_num_value_heads");
+      lin("in_proj_qkv", "in_proj_qkv rows == 2·Hk·Dk + Hv·Dv", "linear_num_key_heads");
+      lin("in_proj_z", "in_proj_z rows == Hv·Dv", "linear_num_value_heads");
+      lin("in_proj_a", "in_proj_a rows == linear_num_value_heads", "linear_num_value_heads");
+      lin("in_proj_b", "in_proj_b rows == linear_num_value_heads", "linear_num_value_heads");
     }
-    shape(la + "conv1d.weight", {conv, 1, Kc > 0 ? Kc : -1}, "conv1d == [2·Hk·Dk + Hv·Dv, 1, linear_conv_kernel_dim]",
+    shape(la + "conv1d.weight", want("conv1d"), "conv1d == [2·Hk·Dk + Hv·Dv, 1, linear_conv_kernel_dim]",
           "linear_conv_kernel_dim");
-    shape(la + "A_log", {Hv}, "A_log length == linear_num_value_heads", "linear_num_value_heads");
-    shape(la + "dt_bias", {Hv}, "dt_bias length == linear_num_value_heads", "linear_num_value_heads");
-    shape(la + "norm.weight", {Dv}, "linear_attn.norm length == linear_value_head_dim", "linear_value_head_dim");
-    linear(la + "out_proj", H, Hv * Dv, "out_proj == [hidden_size, Hv·Dv]", "linear_num_value_heads");
+    shape(la + "A_log", want("A_log"), "A_log length == linear_num_value_heads", "linear_num_value_heads");
+    shape(la + "dt_bias", want("dt_bias"), "dt_bias length == linear_num_value_heads", "linear_num_value_heads");
+    shape(la + "norm.weight", want("norm"), "linear_attn.norm length == linear_value_head_dim", "linear_value_head_dim");
+    lin("out_proj", "out_proj == [hidden_size, Hv·Dv]", "linear_num_value_heads");
   }
 
   void dense_mlp(const std::string& mlp, std::int64_t I, const std::string& what = "mlp",

@@ -90,6 +90,23 @@ LinearShape mla_shape(Role r, const ModelInfo& m) {
   }
 }
 
+std::vector<std::int64_t> linear_attention_shape(std::string_view leaf, const ModelInfo& m) {
+  const std::int64_t H = m.hidden_size, Hk = m.linear_num_key_heads, Hv = m.linear_num_value_heads;
+  const std::int64_t Dk = m.linear_key_head_dim, Dv = m.linear_value_head_dim;
+  if (H <= 0 || Hk <= 0 || Hv <= 0 || Dk <= 0 || Dv <= 0) return {};
+  const std::int64_t conv = 2 * Hk * Dk + Hv * Dv;
+  if (leaf == "in_proj_qkvz") return {2 * Hk * Dk + 2 * Hv * Dv, H};
+  if (leaf == "in_proj_ba") return {2 * Hv, H};
+  if (leaf == "in_proj_qkv") return {conv, H};
+  if (leaf == "in_proj_z") return {Hv * Dv, H};
+  if (leaf == "in_proj_a" || leaf == "in_proj_b") return {Hv, H};
+  if (leaf == "out_proj") return {H, Hv * Dv};
+  if (leaf == "conv1d") return {conv, 1, m.linear_conv_kernel_dim > 0 ? m.linear_conv_kernel_dim : -1};
+  if (leaf == "A_log" || leaf == "dt_bias") return {Hv};
+  if (leaf == "norm") return {Dv};
+  return {};
+}
+
 LinearShape mlp_shape(Role r, std::int64_t hidden, std::int64_t width) {
   switch (r) {
     case Role::MLP_GATE_UP:

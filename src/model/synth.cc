@@ -436,7 +436,9 @@ Result<SynthPlan> plan_synth_from_config(const nlohmann::ordered_json& config, s
     FP4FORGE_ASSIGN_OR_RETURN(arch, canonical_arch(arch));
   }
   FP4FORGE_ASSIGN_OR_RETURN(ModelInfo m, read_model_info(config));
-  if (!synth_detail::registry_layout_family(m.family)) {
+  // Qwen3.5's multimodal release is the built-in qwen3_5 layout (its tower included); its text class is the rule's.
+  const bool builtin_release = m.family == Family::QWEN3_5 && (m.wrapper || m.has_vision_config);
+  if (!synth_detail::registry_layout_family(m.family) || builtin_release) {
     FP4FORGE_ASSIGN_OR_RETURN(synth_detail::ConfigGeometry cg, synth_detail::geometry_from_config(arch, m, config));
     return plan_geometry(cg.arch, "config", cg.geo, max_shard_bytes);
   }

@@ -37,6 +37,9 @@ struct Layout {
   std::string_view moe_block = "mlp";  ///< the MoE block's attribute ("block_sparse_moe": Mixtral)
   bool score_bias = false;  ///< the router's e_score_correction_bias [E] (DeepSeek-V3 / GLM top-k router)
   bool sandwich_norms = false;  ///< pre_ / post_feedforward_layernorm [H] around the MLP (Gemma3DecoderLayer)
+  /** GatedDeltaNet's projections on the linear_attention layers (the family's mixer): Qwen3-Next's fused
+   * in_proj_qkvz / in_proj_ba, or Qwen3.5's in_proj_qkv / in_proj_z / in_proj_a / in_proj_b. */
+  bool fused_gdn = false;
   Shared shared = Shared::NONE;
 };
 
@@ -47,6 +50,8 @@ constexpr std::array kLayouts{
     Layout{.family = Family::QWEN2, .qkv_bias = true},
     Layout{.family = Family::QWEN3, .qk_norm = true},
     Layout{.family = Family::GEMMA3, .qk_norm = true, .sandwich_norms = true},
+    Layout{.family = Family::QWEN3_NEXT, .qk_norm = true, .fused_gdn = true, .shared = Shared::QWEN2},
+    Layout{.family = Family::QWEN3_5, .qk_norm = true},
     Layout{.family = Family::MIXTRAL, .moe_block = "block_sparse_moe"},
     Layout{.family = Family::QWEN2_MOE, .qkv_bias = true, .shared = Shared::QWEN2},
     Layout{.family = Family::DEEPSEEK_V2, .shared = Shared::DEEPSEEK},
@@ -96,7 +101,11 @@ struct Writer {
       linear(a + "o_proj", mla_shape(Role::ATTN_O, m));
       return;
     }
-    auto shape = [&](Role r) { return attention_shape(r, m.hidden_size, m.num_heads, m.head_dim, m.num_kv_heads); };
+    // An output-gated q (Qwen3-Next, Qwen3.5: attn_output_gate) is twice as wide.
+    const std::int64_t q_mult = m.spec().mixer == Mixer::GATED_DELTANET && m.attn_output_gate ? 2 : 1;
+    auto shape = [&](Role r) {
+      return attention_shape(r, m.hidden_size, m.num_heads, m.head_dim, m.num_kv_heads, q_mult);
+    };
     if (m.family == Family::PHI3) {
       linear(a + "qkv_proj", shape(Role::ATTN_QKV));
     } else {
@@ -112,6 +121,31 @@ struct Writer {
       add(a + "q_norm.weight", {static_cast<std::uint64_t>(m.head_dim)});
       add(a + "k_norm.weight", {static_cast<std::uint64_t>(m.head_dim)});
     }
+  }
+
+  /** A linear_attention layer's GatedDeltaNet (shape_rules.h linear_attention_shape gives every width). */
+  void linear_attention(const std::string& p) {
+    const std::string la = p + "linear_attn.";
+    auto put = [&](std::string_view leaf, std::string_view suffix) {
+      const auto s = linear_attention_shape(leaf, m);
+      add(la + std::string(leaf) + std::string(suffix), Shape(s.begin(), s.end()));
+    };
+    if (lay.fused_gdn) {
+      put("in_proj_qkvz", ".weight");
+      put("in_proj_ba", ".weight");
+    } else {
+      for (std::string_view leaf : {"in_proj_qkv", "in_proj_z", "in_proj_a", "in_proj_b"}) put(leaf, ".weight");
+    }
+    put("conv1d", ".weight");
+    put("A_log", "");
+    put("dt_bias", "");
+    put("norm", ".weight");
+    put("out_proj", ".weight");
+  }
+
+  bool linear_layer(std::int64_t i) const {
+    return m.spec().mixer == Mixer::GATED_DELTANET && i < static_cast<std::int64_t>(m.layer_types.size()) &&
+           m.layer_types[static_cast<std::size_t>(i)] == "linear_attention";
   }
 
   void gated_mlp(const std::string& p, std::int64_t width, std::array<std::string_view, 3> leaves) {
@@ -144,9 +178,14 @@ struct Writer {
     }
   }
 
-  void decoder_layer(std::int64_t i) {
-    const std::string p = fmt::format("model.layers.{}.", i);
-    attention(p);
+  void decoder_layer(std::int64_t i) { decoder_layer(fmt::format("model.layers.{}.", i), i); }
+  /** A decoder layer under `p`; `i` decides its mixer and MLP (an MTP layer: a full-attention layer past the
+   * stack's). */
+  void decoder_layer(const std::string& p, std::int64_t i) {
+    if (linear_layer(i))
+      linear_attention(p);
+    else
+      attention(p);
     mlp(p, i);
     add(p + "input_layernorm.weight", {H()});
     add(p + "post_attention_layernorm.weight", {H()});
@@ -178,6 +217,18 @@ std::string_view text_class_of(const FamilySpec& s) {
   return {};
 }
 
+/** Qwen3-Next's and Qwen3.5's MTP module (MtpForm::MTP_MODULE): mtp.fc [H, 2H] over [embedding; hidden], its
+ * full-attention layers mtp.layers.k (MoE where the family's layers are), the two pre-fc norms and its final norm. */
+void mtp_module(Writer& w) {
+  const ModelInfo& m = w.m;
+  w.add("mtp.fc.weight", {w.H(), 2 * w.H()});
+  for (std::int64_t k = 0; k < m.mtp_num_hidden_layers; ++k)
+    w.decoder_layer(fmt::format("mtp.layers.{}.", k), m.num_layers + k);
+  w.add("mtp.norm.weight", {w.H()});
+  w.add("mtp.pre_fc_norm_embedding.weight", {w.H()});
+  w.add("mtp.pre_fc_norm_hidden.weight", {w.H()});
+}
+
 /** The config features the rule does not write, named (a refusal, never an approximation). */
 Status check_writable(const ModelInfo& m, const Layout& lay, const OJson& text) {
   if (m.wrapper || m.has_vision_config || m.has_audio_config)
@@ -196,7 +247,7 @@ Status check_writable(const ModelInfo& m, const Layout& lay, const OJson& text) 
     return not_written(m, "architectures", fmt::format("is {}, not {}", m.architecture, text_class));
   if (m.zero_experts > 0) return not_written(m, "zero_expert_num", "is set (zero-computation experts)");
   if (m.stack_layers > 0) return not_written(m, "num_layers", "counts sublayers");
-  if (m.mtp_num_hidden_layers > 0 && m.spec().mtp != MtpForm::EXTRA_LAYERS)
+  if (m.mtp_num_hidden_layers > 0 && m.spec().mtp == MtpForm::NONE)
     return not_written(m, "mtp_num_hidden_layers", "is set");
   return {};
 }
@@ -213,6 +264,16 @@ Status check_widths(const ModelInfo& m, const Layout& lay, const OJson& text) {
                                       {"qk_rope_head_dim", m.qk_rope_head_dim}, {"v_head_dim", m.v_head_dim}}));
   } else {
     FP4FORGE_TRY(require_positive(m, {{"num_key_value_heads", m.num_kv_heads}, {"head_dim", m.head_dim}}));
+  }
+  if (m.spec().mixer == Mixer::GATED_DELTANET) {
+    FP4FORGE_TRY(require_positive(m, {{"linear_num_key_heads", m.linear_num_key_heads},
+                                      {"linear_num_value_heads", m.linear_num_value_heads},
+                                      {"linear_key_head_dim", m.linear_key_head_dim},
+                                      {"linear_value_head_dim", m.linear_value_head_dim},
+                                      {"linear_conv_kernel_dim", m.linear_conv_kernel_dim}}));
+    if (static_cast<std::int64_t>(m.layer_types.size()) != m.num_layers)
+      return not_written(m, "layer_types", fmt::format("has {} entries for {} layers", m.layer_types.size(),
+                                                        m.num_layers));
   }
   bool any_dense = false, any_moe = false;
   for (std::int64_t i = 0; i < m.num_layers + m.mtp_num_hidden_layers; ++i)
@@ -260,7 +321,11 @@ Result<std::vector<SynthTensor>> registry_layout(const ModelInfo& m, const nlohm
   w.add("model.norm.weight", {w.H()});
   if (!m.tie_word_embeddings) w.add("lm_head.weight", {static_cast<std::uint64_t>(m.vocab_size), w.H()});
   w.group = "mtp";
-  for (std::int64_t i = m.num_layers; i < m.num_layers + m.mtp_num_hidden_layers; ++i) w.mtp_layer(i);
+  if (m.spec().mtp == MtpForm::MTP_MODULE) {
+    if (m.mtp_num_hidden_layers > 0) mtp_module(w);
+  } else {
+    for (std::int64_t i = m.num_layers; i < m.num_layers + m.mtp_num_hidden_layers; ++i) w.mtp_layer(i);
+  }
   return std::move(w.out);
 }
 

@@ -41,8 +41,8 @@ std::set<std::string> by_rule() {
 }
 
 TEST(SynthRule, TheRuleCoversTheFamiliesItNames) {
-  for (const char* id : {"mistral", "phi3", "qwen2", "qwen3", "gemma3", "mixtral", "qwen2_moe", "deepseek_v2",
-                         "deepseek_v3", "glm4_moe"})
+  for (const char* id : {"mistral", "phi3", "qwen2", "qwen3", "gemma3", "qwen3_next", "qwen3_5", "mixtral",
+                         "qwen2_moe", "deepseek_v2", "deepseek_v3", "glm4_moe"})
     EXPECT_TRUE(by_rule().contains(id)) << id;
 }
 

@@ -85,6 +85,14 @@ LinearShape mla_shape(Role r, const ModelInfo& m);
  * (the MLP_*, EXPERT_* and SHARED_EXPERT_* roles alike); nullopt for another role. */
 LinearShape mlp_shape(Role r, std::int64_t hidden, std::int64_t width);
 
+/** A GatedDeltaNet (Qwen3-Next, Qwen3.5) linear-attention tensor by its leaf under `linear_attn.`, from the config's
+ * Hk = linear_num_key_heads, Hv = linear_num_value_heads, Dk / Dv their head widths, Kc = linear_conv_kernel_dim:
+ * in_proj_qkvz [2·Hk·Dk + 2·Hv·Dv, H] and in_proj_ba [2·Hv, H] (Qwen3-Next's fused form), in_proj_qkv
+ * [2·Hk·Dk + Hv·Dv, H], in_proj_z [Hv·Dv, H], in_proj_a / in_proj_b [Hv, H], out_proj [H, Hv·Dv], conv1d
+ * [2·Hk·Dk + Hv·Dv, 1, Kc], A_log / dt_bias [Hv], norm [Dv]. Empty for another leaf or when a width is unknown
+ * (<= 0; Kc unknown: -1 in the conv's last place). */
+std::vector<std::int64_t> linear_attention_shape(std::string_view leaf, const ModelInfo& m);
+
 /** The [out, in] a 2-D weight of role `base` in the layer `c` has by the config (`text` is its text config):
  * the layer's own head width and KV heads (per-layer geometry, Gemma-4 globals), the double-wide MLP of
  * Gemma-4's KV-shared layers, an output-gated q, MLA, expert and shared-expert widths. nullopt when the config

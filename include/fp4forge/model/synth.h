@@ -48,7 +48,7 @@ bool header_only_synth(const Checkpoint& ck) noexcept;
 /** Accepted --arch values: llama, qwen3-moe, gemma4-dense, gemma4-moe, qwen3_5-dense, qwen3_5-moe. */
 std::span<const std::string_view> synth_archs() noexcept;
 /** The family ids laid out by rule from a config alone (--config only): mistral, phi3, qwen2, qwen3, gemma3 (its
- * text class), mixtral, qwen2_moe, deepseek_v2, deepseek_v3, glm4_moe. */
+ * text class), qwen3_next, qwen3_5 (its text class), mixtral, qwen2_moe, deepseek_v2, deepseek_v3, glm4_moe. */
 std::vector<std::string_view> synth_rule_families();
 /** Accepted --size values: tiny, small, 8b. */
 std::span<const std::string_view> synth_sizes() noexcept;
