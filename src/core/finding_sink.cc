@@ -6,14 +6,6 @@
 
 namespace fp4forge {
 
-std::span<const FindingKind> finding_kinds() noexcept { return kFindingKinds; }
-
-const FindingKind* find_finding_kind(std::string_view id) noexcept {
-  for (const auto& k : kFindingKinds)
-    if (k.id == id) return &k;
-  return nullptr;
-}
-
 Finding make_finding(const FindingKind& kind, FindingFields fields) {
   Finding f;
   f.kind = std::string(kind.id);
