@@ -32,8 +32,11 @@ class Violations {
   explicit Violations(FindingSink& out) : out_(out) {}
   /** `rule` broken at `tensor` ("" when no tensor is involved): `f` carries expected and actual (and any other
    * field); the message is "RULE: TENSOR expected E, got A". */
-  void add(const std::string& rule, const std::string& tensor, FindingFields f,
-           const FindingKind& kind = finding_kind("config-shape-mismatch")) {
+  void add(const std::string& rule, const std::string& tensor, FindingFields f) {
+    // (Not a default argument: clang refuses a consteval call there, "outside of an immediate invocation".)
+    add(rule, tensor, std::move(f), finding_kind("config-shape-mismatch"));
+  }
+  void add(const std::string& rule, const std::string& tensor, FindingFields f, const FindingKind& kind) {
     f.group = rule;
     f.message =
         fmt::format("{}: {}expected {}, got {}", rule, tensor.empty() ? "" : tensor + " ", f.expected, f.actual);
