@@ -6,6 +6,9 @@
 
 namespace fp4forge {
 
+namespace {
+
+/** One finding of `kind` from `fields`, as it stands (no merge, no cap). */
 Finding make_finding(const FindingKind& kind, FindingFields fields) {
   Finding f;
   f.kind = std::string(kind.id);
@@ -19,6 +22,8 @@ Finding make_finding(const FindingKind& kind, FindingFields fields) {
   f.fix = std::move(fields.fix);
   return f;
 }
+
+}  // namespace
 
 void FindingSink::add(const FindingKind& kind, FindingFields fields) {
   std::string group = std::move(fields.group);

@@ -172,7 +172,7 @@ struct ShapeChecker {
              "o_proj == [hidden_size, num_attention_heads·head_dim_i]" + sfx, "num_attention_heads");
       return;
     }
-    const std::int64_t gate = (qwen_hybrid() && m.attn_output_gate) ? 2 : 1;
+    const std::int64_t gate = gated_q_multiplier(m);
     if (d > 0 && A > 0) {
       linear(sa + "q_proj", attention_shape(Role::ATTN_Q, H, A, d, kv, gate),
              gate == 2 ? "q_proj == [num_attention_heads·head_dim·2 (attn_output_gate), hidden_size]" + sfx

@@ -235,7 +235,7 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   // Servable means servable: doctor's serving-file findings (one home, model/serving_files.h), as doctor words them.
   FindingSink files;
   check_serving_files(ckpt.dir(), "", files);
-  for (auto& f : files.take()) r.findings.push_back(std::move(f));
+  r.findings = files.take();
   return r;
 }
 

@@ -107,6 +107,10 @@ std::vector<std::int64_t> linear_attention_shape(std::string_view leaf, const Mo
   return {};
 }
 
+std::int64_t gated_q_multiplier(const ModelInfo& m) {
+  return m.spec().mixer == Mixer::GATED_DELTANET && m.attn_output_gate ? 2 : 1;
+}
+
 LinearShape mlp_shape(Role r, std::int64_t hidden, std::int64_t width) {
   switch (r) {
     case Role::MLP_GATE_UP:

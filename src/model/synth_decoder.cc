@@ -101,8 +101,7 @@ struct Writer {
       linear(a + "o_proj", mla_shape(Role::ATTN_O, m));
       return;
     }
-    // An output-gated q (Qwen3-Next, Qwen3.5: attn_output_gate) is twice as wide.
-    const std::int64_t q_mult = m.spec().mixer == Mixer::GATED_DELTANET && m.attn_output_gate ? 2 : 1;
+    const std::int64_t q_mult = gated_q_multiplier(m);  // an output-gated q is twice as wide
     auto shape = [&](Role r) {
       return attention_shape(r, m.hidden_size, m.num_heads, m.head_dim, m.num_kv_heads, q_mult);
     };

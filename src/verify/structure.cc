@@ -74,32 +74,31 @@ void report_orphans(const Structure& s, const Module& m, FindingSink& sink) {
   const bool nvfp4 = scheme_traits(L.qs).global_scale;
   std::vector<std::string> orphans;
   for (const TensorRef* t : m.members()) orphans.push_back(t->name);
-  if (!orphans.empty()) {
-    std::string what =
-        nvfp4 ? std::string("a weight_packed: scale tensors of a module that is not NVFP4-quantized")
-              : fmt::format("{}: scale tensors of a module that is not {}-quantized",
-                            L.payload == "weight" ? "an F8_E4M3 weight" : "a " + std::string(L.payload), L.word);
-    // A module written in another group's scheme than the one vLLM gives it (a mixed config whose targets
-    // select the wrong group): vLLM builds it as its group's scheme and the load fails.
-    for (const SchemeGroup& other : s.groups)
-      if (&other != &s.group(m) && other.layout.qs != L.qs && payload_under(other.layout, m) != nullptr) {
-        what += fmt::format("; its tensors are {}'s, but vLLM gives it config group '{}' ({})", other.layout.word,
-                            s.group(m).name, L.word);
-        break;
-      }
-    sink.add(
-        finding_kind("orphan-scale"),
-        {.group = fam,
-         .message = fmt::format("module '{}' has {} without {}", name, fmt::join(orphans, ", "), what),
-         .tensors = orphans,
-         .expected = fmt::format("{}, or none", fmt::join(L.suffixes, " + ")),
-         .actual = fmt::format("{}", fmt::join(orphans, ", ")),
-         .hint = nvfp4 ? "leaked buffers or a different scheme (FP8 uses weight + weight_scale); vLLM fails with "
-                         "KeyError or loads garbage (F20)"
-                       : fmt::format("leaked buffers or a different scheme than {}; vLLM fails with KeyError or "
-                                     "loads garbage (F20)",
-                                     L.word)});
-  }
+  if (orphans.empty()) return;
+  std::string what =
+      nvfp4 ? std::string("a weight_packed: scale tensors of a module that is not NVFP4-quantized")
+            : fmt::format("{}: scale tensors of a module that is not {}-quantized",
+                          L.payload == "weight" ? "an F8_E4M3 weight" : "a " + std::string(L.payload), L.word);
+  // A module written in another group's scheme than the one vLLM gives it (a mixed config whose targets
+  // select the wrong group): vLLM builds it as its group's scheme and the load fails.
+  for (const SchemeGroup& other : s.groups)
+    if (&other != &s.group(m) && other.layout.qs != L.qs && payload_under(other.layout, m) != nullptr) {
+      what += fmt::format("; its tensors are {}'s, but vLLM gives it config group '{}' ({})", other.layout.word,
+                          s.group(m).name, L.word);
+      break;
+    }
+  sink.add(
+      finding_kind("orphan-scale"),
+      {.group = fam,
+       .message = fmt::format("module '{}' has {} without {}", name, fmt::join(orphans, ", "), what),
+       .tensors = orphans,
+       .expected = fmt::format("{}, or none", fmt::join(L.suffixes, " + ")),
+       .actual = fmt::format("{}", fmt::join(orphans, ", ")),
+       .hint = nvfp4 ? "leaked buffers or a different scheme (FP8 uses weight + weight_scale); vLLM fails with "
+                       "KeyError or loads garbage (F20)"
+                     : fmt::format("leaked buffers or a different scheme than {}; vLLM fails with KeyError or "
+                                   "loads garbage (F20)",
+                                   L.word)});
 }
 
 void collect_modules(const Checkpoint& q, const ModelInfo& info, Structure& s, FindingSink& sink, VerifyStats& st,

@@ -33,9 +33,6 @@ struct FindingFields {
   std::optional<std::string> fix;    ///< doctor --fix's description (a fixable kind only)
 };
 
-/** One finding of `kind` from `fields`, as it stands (no merge, no cap). */
-Finding make_finding(const FindingKind& kind, FindingFields fields);
-
 /** Tensors listed per finding unless a command says otherwise (verify --max-listed). */
 inline constexpr std::size_t kMaxListedTensors = 20;
 

@@ -76,6 +76,9 @@ using LinearShape = std::optional<std::pair<std::int64_t, std::int64_t>>;
  * hidden]; nullopt for another role. */
 LinearShape attention_shape(Role r, std::int64_t hidden, std::int64_t heads, std::int64_t head_dim,
                             std::int64_t kv_heads, std::int64_t q_mult = 1);
+/** attention_shape's `q_mult` for a full-attention layer as doctor's shape rules and synth read it: 2 for the
+ * output-gated q of a GatedDeltaNet hybrid (Qwen3-Next, Qwen3.5: attn_output_gate), else 1. */
+std::int64_t gated_q_multiplier(const ModelInfo& m);
 /** Multi-head latent attention (DeepSeek-V2/V3) from the config's ranks and head widths: ATTN_Q (no q_lora_rank)
  * and ATTN_Q_B [heads·(qk_nope + qk_rope), hidden | q_lora_rank], ATTN_Q_A [q_lora_rank, hidden], ATTN_KV_A
  * [kv_lora_rank + qk_rope, hidden], ATTN_KV_B [heads·(qk_nope + v_head_dim), kv_lora_rank], ATTN_O [hidden,
