@@ -1,4 +1,6 @@
 // fp4forge diff A B [--json] [--allow-class-mismatch]: structural comparison (library: verify/diff.h).
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -31,9 +33,10 @@ int run_diff(const DiffOpts& o) {
   if (!b) return report_error(b.error(), o.json);
   auto rep = diff_checkpoints(*a, *b, o.lib);
   if (!rep) return report_error(rep.error(), o.json);
-  // The text report says the mismatch itself (its "!!" line); stderr carries it only beside --json, so a terminal
-  // shows it once (issue 55).
-  if (o.json && rep->refused) error_line(rep->class_message);
+  // The text report says the mismatch itself (its "!!" line); stderr carries it beside --json, and when stdout is not
+  // the terminal (a log, a pipe: issue 55 tryout, exit 3 with nothing on stderr), so a terminal shows it once.
+  const bool stdout_is_terminal = ::isatty(STDOUT_FILENO) == 1;
+  if ((o.json || !stdout_is_terminal) && rep->refused) error_line(rep->class_message);
   else if (o.json && rep->class_mismatch) warn(rep->class_message);
   if (o.json) {
     auto j = to_json(*rep);

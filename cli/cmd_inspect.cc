@@ -24,7 +24,7 @@ int run_inspect(const InspectOpts& o) {
     if (o.json)
       print_json(families_json());
     else
-      fmt::print("{}", families_text());
+      print_report(families_text());
     return 0;
   }
   if (o.dir.empty())

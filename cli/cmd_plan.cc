@@ -59,8 +59,7 @@ int run_plan(const PlanOpts& o) {
   if (o.json) {
     print_json(kvplan::to_json(*r));
   } else {
-    fmt::print("{}", kvplan::to_text(*r));
-    std::fflush(stdout);
+    print_report(kvplan::to_text(*r));  // wrapped on a terminal, one line per item piped (docs/cli/README.md)
   }
   return kvplan::exit_code(*r);
 }

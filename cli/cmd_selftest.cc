@@ -86,7 +86,7 @@ int run_selftest(const SelftestOpts& o) {
     if (!fp8_ok) j["ok"] = false;
     print_json(j);
   } else {
-    fmt::print("{}", nvfp4::to_text(r));
+    print_report(nvfp4::to_text(r));
     std::vector<std::string> names;
     std::uint64_t elements = 0, bad = 0;
     for (const auto& c : fp8) {

@@ -55,6 +55,7 @@ int run_synth(const SynthOpts& o) {
   // An interrupted synth leaves nothing: not the shard being written, not the folder it created.
   const SynthCleanup cleanup = SynthCleanup::before(o.out);
   InterruptNotice notice([&cleanup, out = o.out](const char* sig) {
+    fs::close_write_gate();  // the writers go on until the exit: none may create or rename a file after this
     const std::size_t n = cleanup.clean();
     return fmt::format("interrupted ({}): removed the partial checkpoint ({} file(s)){}; nothing kept", sig, n,
                        cleanup.created().empty() ? std::string()
@@ -71,8 +72,7 @@ int run_synth(const SynthOpts& o) {
   if (o.json) {
     print_json(to_json(*rep));
   } else {
-    fmt::print("{}", to_text(*rep));
-    std::fflush(stdout);
+    print_report(to_text(*rep));
   }
   return 0;
 }

@@ -33,7 +33,7 @@ constexpr std::array<CommandSpec, 10> kCommands{{
     {"diff", "compare two checkpoints of the same architecture class", fp4forge::cli::add_diff},
     {"plan", "vLLM KV-cache sizing and GPU placement, without a GPU", fp4forge::cli::add_plan},
     {"probe", "prove a served OpenAI-compatible endpoint", fp4forge::cli::add_probe},
-    {"gateway", "show / swap / rollback / retire LiteLLM aliases", fp4forge::cli::add_gateway},
+    {"gateway", "show / add / check / swap / rollback / retire LiteLLM aliases", fp4forge::cli::add_gateway},
     {"synth", "write a random-weight checkpoint with a real family layout", fp4forge::cli::add_synth},
     {"selftest", "run every scheme's and observer's built-in golden vectors through every compiled codec path",
      fp4forge::cli::add_selftest},

@@ -32,8 +32,8 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, co
     sink.add(finding_kind("header-only-weights"),
              {.message = "the shards were written by `synth --header-only` (safetensors metadata fp4forge_synth: "
                          "header-only): their tensor data is sparse and reads as zeros, so vLLM would serve a model "
-                         "of zeros and quantize would write one; the config, shape and file checks below still hold "
-                         "for the layout",
+                         "of zeros and quantize would write one (it refuses such a folder); doctor's config, shape and "
+                         "file checks still hold for the layout",
               .hint = "use it to size seats (fp4forge plan) and check layouts (inspect, doctor); for a checkpoint "
                       "with values, synth without --header-only, or the release itself"});
   for (const auto& n : d->ckpt->notes())

@@ -166,6 +166,16 @@ void describe_takeover(const Parsed& p, const std::vector<std::string>& lines, c
     if (!existed && r.wildcard && glob_match(r.alias, o.alias))
       warnings.push_back(fmt::format("until now wildcard route '{}' (line {}, model '{}') answered '{}': after the "
                                      "reload the new deployment does", r.alias, r.line, r.model, o.alias));
+  // A new alias that only the case tells from one in the file: LiteLLM routes the two apart (issue 55 tryout).
+  if (!existed)
+    for (const Entry& e : p.entries)
+      if (e.alias != o.alias && util::ascii_lower(e.alias) == util::ascii_lower(o.alias)) {
+        warnings.push_back(fmt::format("alias '{}' is new, but '{}' (line {}) differs from it only in case: LiteLLM "
+                                       "routes them apart; did you mean '{}' (with --replica to add a deployment)?",
+                                       mask_inline(o.alias), mask_inline(e.alias), e.dash_line + 1,
+                                       mask_inline(e.alias)));
+        break;
+      }
   for (const RetiredAlias& r : s.retired)
     if (r.alias == o.alias)
       warnings.push_back(fmt::format("alias '{}' has a retired entry (line {}); it stays commented out", o.alias, r.line));

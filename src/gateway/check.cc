@@ -119,16 +119,21 @@ Result<CheckReport> gateway_check(const stdfs::path& config, const CheckOptions&
         if (r.wildcard && glob_match(r.alias, o.alias)) wild = r.alias;
       const bool retired = std::any_of(s.retired.begin(), s.retired.end(),
                                        [&](const RetiredAlias& r) { return r.alias == o.alias; });
-      return make_error(Errc::BAD_INPUT, "{}: no live route names alias '{}'{}{}; a probe through the gateway would "
+      const std::string near = similar_alias(p, o.alias);
+      return make_error(Errc::BAD_INPUT, "{}: no live route names alias '{}'{}{}{}; a probe through the gateway would "
                         "prove {}; expected the alias in model_list",
-                        path, o.alias, retired ? " (it is retired)" : "",
+                        path, o.alias, near.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", mask_inline(near)),
+                        retired ? " (it is retired)" : "",
                         wild.empty() ? "" : fmt::format(" (wildcard route '{}' matches it)", wild),
                         wild.empty() ? "nothing" : "the wildcard's backend instead");
     }
     if (po.api_key.empty()) {
       const YAML::Node gs = p.root["general_settings"];
       const std::string mk = scalar_or(gs, "master_key");
-      if (!mk.empty()) po.api_key = resolve_secret(mk, "general_settings.master_key", rep.warnings);
+      if (!mk.empty()) {
+        po.api_key = resolve_secret(mk, "general_settings.master_key", rep.warnings);
+        po.api_key_source = "the config's general_settings.master_key";
+      }
     }
     FP4FORGE_ASSIGN_OR_RETURN(auto entries, deployments_of(p, path, o.alias, {}));
     if (po.vision == probe::VisionMode::AUTO)

@@ -110,6 +110,9 @@ void describe_routes(const Parsed& p, const std::vector<std::string>& lines, Gat
 std::string list_deployments(const std::vector<const Entry*>& ds);
 /** The deployments of `alias`: all for an empty `deployment`, else the one it names (number, model_info.id,
  * api_base, model). BAD_INPUT when the alias is absent; USAGE when `deployment` names none or several. */
+/** The alias of `p` that `alias` is a case variant or a typo of ("" when none, or when `alias` is one): the
+ * did-you-mean of swap, retire, check and add (issue 55 tryout: add and check missed `Chat` for `chat`). */
+std::string similar_alias(const Parsed& p, const std::string& alias);
 Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::string& path, const std::string& alias,
                                                  const std::string& deployment);
 /** What the operator does after an edit; `kept`: deployments of the alias a partial retire left. */

@@ -99,6 +99,18 @@ std::string list_deployments(const std::vector<const Entry*>& ds) {
   return out;
 }
 
+std::string similar_alias(const Parsed& p, const std::string& alias) {
+  // Another case or a typo of an alias the file has (issue 55 audit: `--alias Chat` for `chat`).
+  std::vector<std::string> names;
+  for (const Entry& e : p.entries) {
+    if (e.alias == alias) return {};
+    names.push_back(e.alias);
+  }
+  for (const std::string& n : names)
+    if (util::ascii_lower(n) == util::ascii_lower(alias)) return n;
+  return util::nearest(alias, names);
+}
+
 Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::string& path, const std::string& alias,
                                                  const std::string& deployment) {
   std::vector<const Entry*> all_of;
@@ -108,13 +120,7 @@ Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::str
     all += (all.empty() ? "" : ", ") + mask_inline(e.alias);
   }
   if (all_of.empty()) {
-    // Another case or a typo of an alias the file has (issue 55 audit: `--alias Chat` for `chat`).
-    std::vector<std::string> names;
-    for (const Entry& e : p.entries) names.push_back(e.alias);
-    std::string near;
-    for (const std::string& n : names)
-      if (util::ascii_lower(n) == util::ascii_lower(alias)) near = n;
-    if (near.empty()) near = util::nearest(alias, names);
+    const std::string near = similar_alias(p, alias);
     return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found{}; aliases: [{}]", path, alias,
                       near.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", mask_inline(near)), all);
   }

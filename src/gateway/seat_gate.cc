@@ -90,6 +90,7 @@ std::string vision_by_backend(const Gate& g, const SeatOptions& o, std::vector<s
   po.vision = VisionMode::AUTO;
   po.on_result = nullptr;
   po.api_key = resolve_secret(scalar_or(lp, "api_key"), "the current deployment's litellm_params.api_key", warnings);
+  po.api_key_source = "the current deployment's litellm_params.api_key";
   const RequestExtras x = litellm_request_extras(lp);
   po.request_defaults = x.defaults;
   po.request_overrides = x.overrides;
@@ -241,11 +242,17 @@ Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out) {
   probe::ProbeOptions po = o.probe_options;
   // Images: the alias's clients send them if its config says so, or if the backend it has today answers them.
   std::string vision = vision_by_config(g);
-  if (vision.empty() && po.vision == VisionMode::AUTO && with_vision) vision = vision_by_backend(g, o, out.warnings);
+  // With --text-only too, so the move away from a backend that answers images is said (issue 55 tryout: silent).
+  if (vision.empty() && po.vision != VisionMode::MULTIMODAL && with_vision)
+    vision = vision_by_backend(g, o, out.warnings);
   if (!vision.empty() && po.vision == VisionMode::TEXT_ONLY)
-    out.warnings.push_back(fmt::format("alias '{}' takes images ({}), but --text-only: the vision check is skipped, "
-                                       "and clients that send images get errors if the new backend is text-only",
-                                       g.alias, vision));
+    out.warnings.push_back(fmt::format(
+        "alias '{}' takes images ({}), but --text-only: the vision check is skipped, and clients that send images get "
+        "errors if the new backend is text-only{}", g.alias, vision,
+        vision.starts_with("model_info.supports_vision")
+            ? "; model_info.supports_vision is left as it is, so LiteLLM still advertises images: remove it if the "
+              "new backend takes none"
+            : ""));
   if (!vision.empty() && po.vision == VisionMode::AUTO) {
     po.vision = VisionMode::MULTIMODAL;
     out.warnings.push_back(fmt::format("alias '{}' takes images ({}): the new backend must pass the vision check "
@@ -262,8 +269,10 @@ Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out) {
       return make_error(Errc::USAGE, "--api-key-env {}: the variable is not set or empty", o.api_key_env);
     po.api_key = v;
   }
-  if (po.api_key.empty())
+  if (po.api_key.empty()) {
     po.api_key = resolve_secret(scalar_or(g.new_params, "api_key"), "the alias's litellm_params.api_key", out.warnings);
+    po.api_key_source = "the alias's litellm_params.api_key";
+  }
   const RequestExtras x = litellm_request_extras(g.new_params);
   po.request_defaults = x.defaults;
   po.request_overrides = x.overrides;

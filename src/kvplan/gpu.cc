@@ -47,15 +47,16 @@ struct KnownCard {
   std::string_view match;     // lower-case substring of the product name
   std::uint64_t smi_mib;      // nvidia-smi memory.total
   double torch_gib;           // torch.cuda.mem_get_info()[1] / 2^30, as printed (2 decimals)
+  std::string_view card;      // the card measured, as nvidia-smi names it
 };
 constexpr KnownCard kKnownCards[] = {
-    {"h200", 143771, 139.72},      // NVIDIA H200 (141 GB HBM3e)
-    {"h100", 81559, 79.19},        // NVIDIA H100 80GB HBM3
-    {"a100", 81920, 79.15},        // NVIDIA A100-SXM4-80GB / A100 80GB PCIe
-    {"a100", 40960, 39.39},        // NVIDIA A100-SXM4-40GB
-    {"4090", 24564, 23.65},        // NVIDIA GeForce RTX 4090
-    {"3090", 24576, 23.69},        // NVIDIA GeForce RTX 3090
-    {"l4", 23034, 22.05},          // NVIDIA L4
+    {"h200", 143771, 139.72, "NVIDIA H200"},
+    {"h100", 81559, 79.19, "NVIDIA H100 80GB HBM3"},
+    {"a100", 81920, 79.15, "NVIDIA A100-SXM4-80GB"},
+    {"a100", 40960, 39.39, "NVIDIA A100-SXM4-40GB"},
+    {"4090", 24564, 23.65, "NVIDIA GeForce RTX 4090"},
+    {"3090", 24576, 23.69, "NVIDIA GeForce RTX 3090"},
+    {"l4", 23034, 22.05, "NVIDIA L4"},
 };
 
 }  // namespace
@@ -68,8 +69,11 @@ std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view 
     const std::uint64_t diff = total_bytes > smi ? total_bytes - smi : smi - total_bytes;
     if (lower.find(c.match) == std::string::npos || diff * 100 > smi) continue;
     const auto torch = static_cast<std::uint64_t>(c.torch_gib * static_cast<double>(kGiB));
-    if (source) *source = fmt::format("measured on {} ({} MiB by nvidia-smi, {:.2f} GiB by torch)", name, c.smi_mib,
-                                      c.torch_gib);
+    // The reference card's figures, named as its own (issue 55 tryout: "measured on <the name typed>" with a torch
+    // total other than this GPU's read as this GPU's measurement).
+    if (source)
+      *source = fmt::format("as measured on an {} (nvidia-smi {} MiB, torch {:.2f} GiB: the difference), the card "
+                            "this name and total match", c.card, c.smi_mib, c.torch_gib);
     return smi > torch ? smi - torch : 0;
   }
   if (source) *source = std::string(kReserveDefaultEstimate);

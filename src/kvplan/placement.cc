@@ -414,16 +414,27 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
                            format_bytes(p.short_by_bytes));
   } else {
     // With no shortfall, memory is not what keeps the seat out (a blocker finish_plan says first): said as fitting.
-    std::uint64_t free_now = UINT64_MAX;
-    for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
+    std::uint64_t free_now = UINT64_MAX, empty = UINT64_MAX;
+    for (std::size_t g : set) {
+      free_now = std::min(free_now, spare[g]);
+      empty = std::min(empty, pl.remaining[g]);
+    }
     const bool fits = p.short_by_bytes == 0;
-    p.reason = fmt::format("{}: needs {} per GPU (weights {} + overhead {} + KV {} for {} x {} tokens); GPU {} has {} "
-                           "free after the other seats{}{}",
-                           fits ? "fits" : "does not fit", format_bytes(e.need), format_bytes(m.weight_bytes_per_rank),
-                           format_bytes(e.overhead), format_bytes(e.kv_need), m.arg.concurrency,
-                           format_count(static_cast<std::uint64_t>(m.max_model_len)), gpu_list(gpus, set),
-                           format_bytes(free_now), headroom_text(gpus, set),
-                           fits ? "" : ": short by " + format_bytes(p.short_by_bytes));
+    const std::string need = fmt::format(
+        "needs {} per GPU (weights {} + overhead {} + KV {} for {} x {} tokens)", format_bytes(e.need),
+        format_bytes(m.weight_bytes_per_rank), format_bytes(e.overhead), format_bytes(e.kv_need), m.arg.concurrency,
+        format_count(static_cast<std::uint64_t>(m.max_model_len)));
+    // A seat larger than the GPU with no other seat on it: the other seats are not what keeps it out (issue 55
+    // tryout: "free after the other seats ... short by" beside a table whose other seat held most of the GPU).
+    if (!fits && e.need > empty)
+      p.reason = fmt::format("does not fit: {}; GPU {} offers {} with no seat on it (after the driver reserve and "
+                             "other tenants{}): short by {} on an empty GPU", need, gpu_list(gpus, set),
+                             format_bytes(empty), headroom_text(gpus, set), format_bytes(e.need - empty));
+    else
+      p.reason = fmt::format("{}: {}; GPU {} has {} beside what the placed seats need{} (a placed seat's KV cache "
+                             "then takes its share of that room){}", fits ? "fits" : "does not fit", need,
+                             gpu_list(gpus, set), format_bytes(free_now), headroom_text(gpus, set),
+                             fits ? "" : ": short by " + format_bytes(p.short_by_bytes));
   }
   if (!set.empty() && p.largest_max_model_len > 0 && p.short_by_bytes > 0)
     p.reason += fmt::format("; in the room left, max_model_len={} would fit", p.largest_max_model_len);

@@ -79,8 +79,16 @@ Result<std::vector<SeatModel>> load_seats(const std::vector<SeatArg>& args, cons
     auto m = load_seat(a, p.overhead);
     if (!m.ok() && !a.log.empty() && a.log == p.from_log && m.error().code == Errc::IO) {
       Error e = std::move(m).error();
-      e.message += fmt::format("; hint: the log's model is a path in its container; give the checkpoint here, "
-                               "--seat {}=DIR:log={}", a.name, a.log);
+      // One hint: the cache's (a repo id) is already in the message; a path is the container's (issue 55 tryout:
+      // a second hint called a repo id a container path).
+      const std::string model = a.dir.string();
+      const bool repo_id = model.find('/') != std::string::npos && model.front() != '/' && model.front() != '.' &&
+                           std::count(model.begin(), model.end(), '/') == 1;
+      const std::string tail = fmt::format("--seat {}=DIR:log={} plans the log against a local copy DIR", a.name, a.log);
+      if (e.message.find("; hint: ") != std::string::npos)
+        e.message += "; or " + tail;
+      else
+        e.message += fmt::format("; hint: {}{}", repo_id ? "" : "the log's model is a path in its container; ", tail);
       return e;
     }
     if (!m.ok()) return std::move(m).error();
@@ -124,7 +132,13 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
   if (!p.compose_dir.empty()) {
     // A stack serves the folder it mounts: one planned with assume= would serve the unquantized source.
     for (const auto& m : r.plan.seats)
-      if (m.arg.assume && !m.arg.recipe.empty())  // recipe=: what `quantize --recipe FILE` writes, mixed schemes
+      if (m.arg.assume && std::any_of(m.serving.blockers.begin(), m.serving.blockers.end(),
+                                      [](const StartBlocker& b) { return b.kind == "header-only"; }))
+        // quantize refuses a header-only folder too: no "quantize it first" (issue 55 tryout)
+        return make_error(Errc::USAGE, "--emit-compose: seat '{}' is a `synth --header-only` folder ({}): its data "
+                          "reads as zeros, so no stack serves it and quantize refuses it; plan without "
+                          "--emit-compose to size the seat", m.arg.name, m.arg.dir.string());
+      else if (m.arg.assume && !m.arg.recipe.empty())  // recipe=: what `quantize --recipe FILE` writes, mixed schemes
         return make_error(Errc::USAGE, "--emit-compose: seat '{}' is planned with recipe={} (sized as `quantize "
                           "--recipe` writes it) but its stack would serve {} as it is; quantize it first (fp4forge "
                           "quantize {} OUT --recipe {}) and plan OUT, or drop --emit-compose", m.arg.name, m.arg.recipe,
@@ -177,6 +191,7 @@ Result<PlanResult> plan_seats(const PlanParams& params) {
 
 nlohmann::ordered_json to_json(const PlanResult& r) {
   auto j = to_json(r.plan);
+  j["ok"] = exit_code(r) == 0;  // true exactly when plan exits 0 (issue 55 tryout: a plan that did not fit said ok)
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
   for (const auto& f : r.compose_files) files.push_back(f.string());
   nlohmann::ordered_json refused = nlohmann::ordered_json::array();

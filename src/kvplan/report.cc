@@ -132,9 +132,9 @@ Json placement_json(const Plan& plan, const SeatPlacement& p) {
 
 Json to_json(const Plan& plan) {
   Json j;
-  j["ok"] = true;
-  j["schema"] = kPlanSchema;
   const bool have_gpus = !plan.gpus.empty();
+  j["ok"] = !have_gpus || plan.all_fit;  // the exit code's verdict (planner.cc exit_code adds --emit-compose's)
+  j["schema"] = kPlanSchema;
   j["all_fit"] = have_gpus ? Json(plan.all_fit) : Json(nullptr);
   j["searched"] = plan.searched;
   Json seats = Json::array();
@@ -249,11 +249,6 @@ Json to_json(const Plan& plan) {
 
 namespace {
 
-/** plan's text report keeps its prose lines to util::kReportWidth (issue 55: lines ran to 326 columns). The tables
- * are not wrapped: their columns are as wide as their content. */
-std::string wrap_line(std::string_view line) { return util::wrap_line(line, util::kReportWidth); }
-std::string wrap_text(std::string_view text) { return util::wrap_text(text, util::kReportWidth); }
-
 /** A memory figure in a table cell: GiB with two decimals, so a column reads in one unit (a figure below 0.01 GiB
  * keeps its own binary unit rather than show as 0.00). */
 std::string gib_cell(std::uint64_t bytes) {
@@ -324,14 +319,16 @@ std::string to_text(const Plan& plan) {
                      }) ? fmt::format("; async scheduling {}: sliding layers keep window - 1 + {} tokens",
                                       p.async_scheduling ? "on" : "off", p.demand.in_flight_tokens)
                         : std::string());
-    o += fmt::format("  overhead         {} per GPU ({}): activations {}, sampler {}{}, non-torch {}, CUDA graphs {} "
-                     "({} sizes{})\n",
+    // The terms add up to the estimate: the profile peak is the larger of activations and sampler, not their sum
+    // (issue 55 tryout: the listed terms summed past the total).
+    o += fmt::format("  overhead         {} per GPU ({}): profile peak {} (the larger of activations {} and sampler {}){}, "
+                     "non-torch {}, CUDA graphs {} ({} sizes{})\n",
                      format_bytes(p.overhead_bytes),
                      p.overhead_default ? "estimate, docs/plan-overheads.md"
                      : (p.calibration && p.calibration->measured)
                          ? fmt::format("measured by the seat's log; the estimate is {}", format_bytes(p.terms.in_budget()))
                          : fmt::format("given; the estimate is {}", format_bytes(p.terms.in_budget())),
-                     format_bytes(p.terms.activation), format_bytes(p.terms.sampler),
+                     format_bytes(p.terms.profile_peak), format_bytes(p.terms.activation), format_bytes(p.terms.sampler),
                      p.terms.encoder ? ", encoder " + format_bytes(p.terms.encoder) : std::string(),
                      format_bytes(p.terms.non_torch), format_bytes(p.terms.cuda_graphs), p.terms.cuda_graph_sizes,
                      p.terms.cuda_graphs_in_budget ? ""
@@ -382,10 +379,12 @@ std::string to_text(const Plan& plan) {
     o += to_text(m.serving);  // image, parsers, vllm_args, why vLLM could not start it (serving.h)
     o += "\n";
   }
-  o = wrap_text(o);
+  // Prose is one line per item: cli::print_report wraps it on a terminal (issue 55 tryout: wrapped at 100 columns
+  // into a log, grep lost the continuation lines).
   // Summary table: columns as wide as their content, memory in GiB.
   std::vector<std::vector<std::string>> rows{
-      {"SEAT", "GPU", "UTIL", "WEIGHTS", "OVERHEAD", "KV/REQUEST", "KV MEMORY", "BLOCKS", "CONC", "MAX LEN", "FITS"}};
+      {"SEAT", "GPU", "UTIL", "WEIGHTS", "OVERHEAD", "KV/REQUEST", "KV MEMORY", "BLOCKS", "CONC", "MAX LEN",
+       "LARGEST LEN", "FITS"}};
   for (std::size_t s = 0; s < plan.seats.size(); ++s) {
     const SeatModel& m = plan.seats[s];
     const SeatPlacement& p = plan.placements[s];
@@ -394,14 +393,17 @@ std::string to_text(const Plan& plan) {
                     gib_cell(p.demand.bytes_per_request), p.placed ? gib_cell(p.available_kv_bytes) : "-",
                     p.placed ? format_count(static_cast<std::uint64_t>(p.num_blocks)) : "-",
                     p.placed ? fmt::format("{:.2f}x", p.max_concurrency) : "-",
-                    p.placed ? format_count(static_cast<std::uint64_t>(p.largest_max_model_len)) : "-",
+                    // the planned length, then the largest that fits (issue 55 tryout: one column read as the other)
+                    format_count(static_cast<std::uint64_t>(m.max_model_len)),
+                    p.largest_max_model_len > 0 ? format_count(static_cast<std::uint64_t>(p.largest_max_model_len))
+                                                : "-",
                     !have_gpus ? "n/a"
                     : p.fits   ? "yes"
                     // a long reason is cut here: the seat's lines and the notes below give it whole
                     : !p.blocker.empty() ? "NO, " + util::fit_cells(util::printable(p.blocker, util::kReportLine), 40)
                                          : "NO, short by " + format_bytes(p.short_by_bytes)});
   }
-  o += table(rows, {false, false, true, true, true, true, true, true, true, true, false});
+  o += table(rows, {false, false, true, true, true, true, true, true, true, true, true, false});
   if (have_gpus) {
     // The GPU table (a long product name is cut: the reserve lines below give it whole), then the driver reserve
     // each GPU's torch total leaves out and where that figure comes from.
@@ -426,16 +428,16 @@ std::string to_text(const Plan& plan) {
           "GPU {}: driver reserve {}, {}{}\n", util::printable(g.gpu.id, 64), format_bytes(g.gpu.reserved_bytes),
           util::printable(g.gpu.reserved_source, util::kReportLine),
           estimated ? fmt::format(" ({}: torch's total may differ); give reserved= or torch_total= (as torch "
-                                  "prints it) when you know the card's",
+                                  "prints it) when you know the card's figures",
                                   g.gpu.name.empty() ? std::string("no name= to match a measured card")
                                                      : fmt::format("no card measured matches '{}'", name))
                     : "");
     }
     o += "\n" + table(gr, {false, false, true, true, true, true, true, true, true, false});
-    o += wrap_text(reserves);
+    o += reserves;
   }
   o += "\n";
-  for (const auto& n : plan.notes) o += wrap_line(n);
+  for (const auto& n : plan.notes) o += n + "\n";
   return o;
 }
 

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "fp4forge/safetensors/checkpoint.h"
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/hf_cache.h"
 #include "fp4forge/util/size.h"
 #include "fp4forge/util/strings.h"
@@ -236,7 +237,18 @@ Status check_unread_key_list(std::string_view text, std::string_view rest) {
 Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
   std::vector<std::string> seen;
   std::vector<std::string_view> pieces;
-  for (std::string_view part : split(opts, ','))
+  const auto parts = split(opts, ',');
+  const auto digits = [](std::string_view x) {
+    return !x.empty() && std::all_of(x.begin(), x.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  };
+  // "util=0,5": a decimal comma reads as two keys (issue 55 tryout: "'0' is invalid", no hint).
+  for (std::size_t i = 1; i < parts.size(); ++i)
+    if (const std::size_t e = parts[i - 1].rfind('='); e != std::string_view::npos && digits(parts[i]) &&
+                                                        digits(parts[i - 1].substr(e + 1)))
+      return seat_syntax_error(text, fmt::format("'{},{}': ',' separates seat keys, so this reads as two; write the "
+                                                 "decimal with a point ({}.{})", parts[i - 1], parts[i],
+                                                 parts[i - 1].substr(e + 1), parts[i]));
+  for (std::string_view part : parts)
     for (std::string_view kv : split(part, ':')) pieces.push_back(kv);
   for (std::string_view kv : pieces) {
     const std::size_t e = kv.find('=');
@@ -245,8 +257,12 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
     std::replace(key.begin(), key.end(), '-', '_');  // vLLM's spelling (max-model-len) is accepted too
     const std::string_view v = kv.substr(e + 1);
     if (key == "util") key = "gpu_memory_utilization";
-    if (!is_known_key(key))
-      return seat_error(text, fmt::format("unknown key '{}' (known: {})", key, seat_key_list(false)));
+    if (!is_known_key(key)) {
+      std::vector<std::string> known;
+      for (const SeatKey& k : kSeatKeys) known.emplace_back(k.key);
+      return seat_error(text, fmt::format("unknown key '{}'{} (known: {})", key, util::did_you_mean(key, known),
+                                          seat_key_list(false)));
+    }
     if (std::find(seen.begin(), seen.end(), key) != seen.end())
       return seat_error(text, fmt::format("key '{}' given twice", key));
     seen.push_back(key);
@@ -527,7 +543,7 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
                                   "embeddings padding ignored)", arg.kv.tp, arg.kv.tp));
   m.overhead = arg.overhead ? arg.overhead : global_overhead;
   for (auto& n : m.layout.notes) m.notes.push_back(n);
-  if (logged) apply_logged_seat(m, std::move(*logged));
+  if (logged) FP4FORGE_TRY(apply_logged_seat(m, std::move(*logged)));
   m.serving = plan_serving(m, *ck);
   return m;
 }

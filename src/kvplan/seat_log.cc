@@ -45,7 +45,34 @@ Result<SeatArg> merge_logged_options(const SeatArg& arg, const StartupLog& log) 
   return merged;
 }
 
-void apply_logged_seat(SeatModel& m, LoggedSeat logged) {
+namespace {
+
+/** A log whose "Model loading took" is more than kMaxWeightRatio times the seat's own weights (or less than its
+ * 1/kMaxWeightRatio) is another model's: plan would carry its weights, overhead and settings onto this seat
+ * (issue 55 tryout: a 9B model's log planned a 419 KiB checkpoint as 17 GiB, without a word). Inferred bound: vLLM
+ * holds what the headers store plus small buffers, so the same checkpoint stays within a few per cent. */
+constexpr double kMaxWeightRatio = 2.0;
+
+Status check_same_model(const SeatModel& m, const LoggedSeat& logged) {
+  const StartupLog& log = logged.log;
+  if (!log.weights_bytes || m.weights_given || m.weights.tensors == 0 || logged.tp.value_or(1) != m.arg.kv.tp)
+    return {};
+  const double own = static_cast<double>(m.weight_bytes_per_rank), seen = static_cast<double>(log.weights_bytes->value);
+  if (own <= 0.0 || seen <= 0.0 || (seen <= own * kMaxWeightRatio && own <= seen * kMaxWeightRatio)) return {};
+  const LoggedOptions o = logged_options(log);
+  return make_error(Errc::BAD_INPUT,
+                    "seat '{}': log={} is not this seat's: the vLLM it records loaded {} of weights per GPU (line "
+                    "{}{}), DIR '{}' holds {} per GPU at tp={} (more than {:.0f}x apart); hint: give the start-up log "
+                    "of a vLLM that served DIR, or plan without log=",
+                    m.arg.name, m.arg.log, format_bytes(log.weights_bytes->value), log.weights_bytes->line,
+                    o.model.empty() ? std::string() : fmt::format(", model '{}'", o.model), m.arg.dir.string(),
+                    format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp, kMaxWeightRatio);
+}
+
+}  // namespace
+
+Status apply_logged_seat(SeatModel& m, LoggedSeat logged) {
+  FP4FORGE_TRY(check_same_model(m, logged));
   const StartupLog& log = logged.log;
   // max_num_batched_tokens: the args', else vLLM's default for the logged card when the log prints its total.
   if (!logged.batched && log.torch_total_bytes) {
@@ -78,6 +105,7 @@ void apply_logged_seat(SeatModel& m, LoggedSeat logged) {
     m.notes.push_back("log: args plan does not model or that change no memory figure: " + names);
   }
   m.logged = std::move(logged);
+  return {};
 }
 
 }  // namespace fp4forge::kvplan

@@ -44,10 +44,12 @@ constexpr std::string_view kToolsFail =
 void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
   const std::string dir = m.arg.dir.string();
   if (ck.tensors().empty())
-    s.blockers.push_back({"config-only", "DIR holds no safetensors weights (a config-only folder, sized by weights=): "
-                          "vLLM has nothing to load",
-                          fmt::format("point the seat at the checkpoint itself (fp4forge quantize SRC {} writes one)",
-                                      dir),
+    s.blockers.push_back({"config-only", fmt::format("DIR holds no safetensors weights (a config-only folder, sized by "
+                                                     "{}): vLLM has nothing to load",
+                                                     m.weights_from_log ? "its log's weights" : "weights="),
+                          // not `quantize SRC DIR`: DIR exists, and quantize refuses an existing DST (issue 55 tryout)
+                          "point the seat at the checkpoint itself (a release, or what fp4forge quantize SRC DST "
+                          "writes: then --seat NAME=DST)",
                           true});
   if (header_only_synth(ck))
     s.blockers.push_back({"header-only", "DIR was written by `synth --header-only`: its tensor data reads as zeros, "

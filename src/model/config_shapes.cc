@@ -274,17 +274,18 @@ struct ShapeChecker {
     }
     if (mine.empty()) {
       if (E <= 0) return;
+      const std::string layer = base.ends_with('.') ? base.substr(0, base.size() - 1) : base;  // not "layers.0."
       // A format fp4forge does not read may store the experts as its own packed tensors (gpt-oss's MXFP4
       // `gate_up_proj_blocks` / `_scales`): then they could not be found, which is not their absence.
       if (const auto foreign = foreign_quantization(ctx.config, nullptr))
-        v.add("routed experts in a quantization format fp4forge does not read (not checked)", base,
+        v.add("routed experts not checked, stored in a format fp4forge does not read", layer,
               {.severity = Severity::WARNING,
                .key = "num_experts",
                .expected = fmt::format("{} experts", E),
                .actual = fmt::format("none in a form fp4forge reads ({})", *foreign)},
               finding_kind("config-shape-unchecked"));
       else
-        v.add("every MoE layer has its routed experts", base,
+        v.add("every MoE layer has its routed experts", layer,
               {.key = "num_experts", .expected = fmt::format("{} experts", E), .actual = "none"});
       return;
     }

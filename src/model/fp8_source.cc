@@ -38,7 +38,8 @@ std::string capped(const std::string& v) { return v.size() <= 64 ? v : v.substr(
 constexpr const char* kRequantize = "quantize the original BF16 weights instead (docs/fp8-sources.md)";
 constexpr const char* kServeAsIs =
     "serve it as it is: vLLM reads gpt-oss's MXFP4 release natively, and that is the 4-bit seat this release already "
-    "is (fp4forge doctor names the format; docs/mixed-precision.md)";
+    "is (its gpt-oss loader reads no compressed-tensors experts, so a re-quantization would keep them in bf16; "
+    "docs/mixed-precision.md)";
 
 /** Refusal of a source already quantized in a format fp4forge does not read; `what` names where it says so. */
 Error already_quantized(const std::string& what, const char* advice = kRequantize) {
@@ -84,8 +85,9 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> block_of(const ojson& j) 
 /** quant_method values of formats fp4forge neither reads as a source nor writes, with what they are. */
 const std::map<std::string, std::string> kForeignMethods{
     {"gptq", "GPTQ (integer weights)"}, {"awq", "AWQ (INT4 weights)"}, {"bitsandbytes", "bitsandbytes"},
-    {"mxfp4", "MXFP4 (gpt-oss release format: vLLM serves it as it is, and its gpt-oss loader reads no "
-              "compressed-tensors experts, so a re-quantization would keep them in bf16; docs/mixed-precision.md)"},
+    // A label, said in every finding that names the format: short (issue 55 tryout: this once held the whole
+    // explanation, four times in one doctor report); why not to re-quantize is quantize's refusal (kServeAsIs).
+    {"mxfp4", "MXFP4, the gpt-oss release format vLLM serves as it is"},
     {"fbgemm_fp8", "fbgemm FP8 (per-row, fbgemm kernels)"},
     {"hqq", "HQQ"}, {"quark", "AMD Quark"}, {"torchao", "torchao"}, {"eetq", "EETQ (INT8)"},
     {"aqlm", "AQLM"}, {"vptq", "VPTQ"}, {"higgs", "HIGGS"}, {"bitnet", "BitNet"}, {"fp_quant", "FP-Quant"},

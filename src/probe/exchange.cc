@@ -226,8 +226,11 @@ void unauthorized(Ctx& ctx, Call& call, const char* method, const std::string& p
       ctx.opts.api_key.empty()
           ? "no API key was sent: pass --api-key-env VAR naming the variable that holds the server's key (vLLM "
             "--api-key, a LiteLLM master or virtual key)"
-          : "the key sent was refused: check the variable --api-key-env names (for a gateway swap: the alias's "
-            "api_key, os.environ/NAME, must name the key this backend takes)";
+          : ctx.opts.api_key_source.empty()
+                ? std::string("the key sent was refused: check the variable --api-key-env names (for a gateway swap: "
+                              "the alias's api_key, os.environ/NAME, must name the key this backend takes)")
+                : fmt::format("the key sent was refused: it came from {}; check that it is the key this server "
+                              "takes, or pass --api-key-env VAR naming the right one", ctx.opts.api_key_source);
   call.detail = fmt::format("{} {}: HTTP {}: {}; {}", method, path, call.status, call.server_message, hint);
   bool expected = false;
   if (ctx.shared.unauthorized.compare_exchange_strong(expected, true)) {
@@ -261,6 +264,7 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
     req.body = body_text(ctx.opts, *body);
   }
   HttpResponse r = ctx.client.send(req);
+  const bool first_answer = !ctx.any_response;
   call.status = r.status;
   if (r.transport == Transport::CONNECTION_REFUSED || r.transport == Transport::UNREACHABLE) {
     call.cls = transport_name(r.transport);
@@ -275,6 +279,9 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
     call.cls = "timeout";
     call.detail = fmt::format("{} {}: no complete answer within {:.1f} s ({} bytes received)", method, path, left,
                               r.body.size());
+    // The first request, a listing that answers at once on any OpenAI server, never answered: nothing else will
+    // (issue 55 tryout: a server that accepts and never answers cost eleven timeouts).
+    if (!ctx.any_response && ctx.dead_cls.empty() && path == "/v1/models" && r.status == 0) ctx.dead_cls = call.cls;
     return call;
   }
   if (r.transport == Transport::CUT_OFF) {
@@ -300,6 +307,15 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
       call.cls = r.status >= 500 ? "server-error" : "client-error";
     }
     call.detail = fmt::format("{} {}: HTTP {}: {}", method, path, r.status, call.server_message);
+    if (r.status == 404) {  // the whole URL, and what a 404 at the root of the API means (issue 55 tryout)
+      call.detail = fmt::format("{} {}: HTTP 404{}{}; is {} the server's base URL? vLLM and LiteLLM answer "
+                                "{} at their root", method, util::redact_url(req.url),
+                                call.server_message.empty() ? "" : ": ", call.server_message,
+                                util::redact_url(ctx.base), path);
+      if (path == "/v1/models" && first_answer)
+        ctx.stop = fmt::format("GET {} answered 404 (detail above): not an OpenAI API root",
+                               util::redact_url(req.url));
+    }
     return call;
   }
   if (mode.raw_text) {

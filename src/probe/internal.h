@@ -53,6 +53,9 @@ struct Ctx {
   std::string dead_cls;     // set once a request found nothing listening
   bool any_response = false;
   ServedBy served_by;       // LiteLLM's x-litellm-* headers of the last answer of the running check
+  /** Set when the first request shows that no check can pass here (GET /v1/models answered 404: not an OpenAI
+   * root): why the rest are not sent (issue 55 tryout: eleven bare 404 lines). */
+  std::string stop;
 };
 
 struct Call {

@@ -29,6 +29,8 @@ CheckResult run_one(Ctx& ctx, Check ch, Clock::time_point overall, const std::st
     // Not sent is not a failure of its own: one failure (the first request's), the rest skipped (issue 55).
     skip(r, "not-run", fmt::format("not sent: the server did not answer the first request ({}, detail above)",
                                    ctx.dead_cls));
+  } else if (!ctx.stop.empty()) {
+    skip(r, "not-run", "not sent: " + ctx.stop);
   } else if (ctx.shared.unauthorized) {
     std::lock_guard<std::mutex> g(ctx.shared.mu);
     skip(r, "not-run", fmt::format("not sent: an earlier request was refused as unauthorized ({}); fix the key and "
@@ -100,8 +102,11 @@ ProbeReport probe_impl(HttpClient& client, const std::function<std::unique_ptr<H
   bool any_response = first.any_response;
   bool dead = !first.dead_cls.empty() && !first.any_response;
   const std::size_t rest = order.size() - next;
+  // Nothing to send after a first request that stopped the probe: the rest are skipped on the first client.
   const std::size_t workers =
-      make_client == nullptr || dead ? 1 : std::min<std::size_t>(rest, static_cast<std::size_t>(std::max(1, opts.concurrency)));
+      make_client == nullptr || dead || !first.stop.empty()
+          ? 1
+          : std::min<std::size_t>(rest, static_cast<std::size_t>(std::max(1, opts.concurrency)));
   if (workers <= 1) {
     for (; next < order.size(); ++next) done(order[next], run_one(first, checks[order[next]], overall, password));
     any_response = first.any_response;

@@ -421,7 +421,10 @@ void PlanBuilder::settle_schemes() {
                                           cands[k].kept.empty() ? "" : ": " + kept_by_rule(cands[k])));
   std::vector<std::size_t> remap(cands.size(), SIZE_MAX);
   for (std::size_t k = 0; k < cands.size(); ++k) {
-    if (cands[k].units == 0 && !(k == 0 && plan.units.empty())) continue;  // nothing quantized: the default stays
+    if (cands[k].units == 0 && !(k == 0 && plan.units.empty())) {  // nothing quantized: the default stays
+      if (k > 0) plan.unused_schemes.push_back(cands[k]);
+      continue;
+    }
     remap[k] = plan.schemes.size();
     plan.schemes.push_back(cands[k]);
   }

@@ -215,7 +215,8 @@ std::vector<std::string> refusal_lines(const Preflight& p) {
   if (error_count(p) < 2) return lines;  // one error: the refusal itself names it (one line)
   for (const auto& f : p.findings)
     if (f.severity == Severity::ERROR)
-      lines.push_back(fmt::format("preflight: {}; --no-preflight quantizes anyway", finding_text(f, p.source)));
+      lines.push_back(fmt::format("preflight: {}{}", finding_text(f, p.source),
+                                  f.kind == "header-only-weights" ? "" : "; --no-preflight quantizes anyway"));
   return lines;
 }
 
@@ -228,13 +229,17 @@ Error refusal(const Preflight& p) {
       if (first == nullptr) first = &f;
     }
   const std::size_t n = error_count(p);
-  Error e = n == 1 ? make_error(Errc::BAD_INPUT, "quantize refused by its preflight: {}; nothing written; "
-                                                 "--no-preflight quantizes anyway", finding_text(*first, p.source))
+  // A header-only folder is refused without the preflight too: no "--no-preflight quantizes anyway" (issue 55 tryout).
+  const bool forcible = !kinds.contains("header-only-weights");
+  Error e = n == 1 ? make_error(Errc::BAD_INPUT, "quantize refused by its preflight: {}; nothing written{}",
+                                finding_text(*first, p.source),
+                                forcible ? "; --no-preflight quantizes anyway" : "")
                    : make_error(Errc::BAD_INPUT,
                                 "quantize refused by its preflight: doctor finds {} error(s) in '{}' ({}); nothing "
                                 "written; expected a source doctor passes: fix each as listed (fp4forge doctor '{}' "
-                                "shows them), or pass --no-preflight to quantize anyway",
-                                n, p.source, fmt::join(kinds, ", "), p.source);
+                                "shows them){}",
+                                n, p.source, fmt::join(kinds, ", "), p.source,
+                                forcible ? ", or pass --no-preflight to quantize anyway" : "");
   e.file = p.source;
   return e;
 }

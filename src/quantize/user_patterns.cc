@@ -2,6 +2,7 @@
 #include "user_patterns.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -56,6 +57,23 @@ Status check_unused_patterns(const PatternSet& ps, const std::vector<TensorDecis
       std::vector<std::string> modules;
       for (const TensorDecision& x : decisions)
         if (x.linear_like && !x.cls.module.empty()) modules.push_back(x.cls.module);
+      // A block (model.layers.0.mlp) holds modules: the pattern that names them all (issue 55 tryout: no hint).
+      const std::string block = std::string(t) + ".";
+      const auto inside = std::count_if(modules.begin(), modules.end(), [&](const std::string& m) {
+        return m.starts_with(block);
+      });
+      if (inside > 0) {
+        std::string escaped;
+        for (char c : t) {
+          if (c != '\0' && std::strchr(".[]()*+?^$|{}\\", c) != nullptr) escaped += '\\';
+          escaped += c;
+        }
+        return make_error(Errc::USAGE, "{} '{}' names a block, not a module: it holds {} Linear module(s) ({}, ...); "
+                          "hint: {} 're:^{}\\.' names them all", ps.flag, p.text(), inside,
+                          *std::find_if(modules.begin(), modules.end(),
+                                        [&](const std::string& m) { return m.starts_with(block); }),
+                          ps.flag, escaped);
+      }
       return make_error(Errc::USAGE,
                         "{} '{}' matches no module of the checkpoint{}; give a module name as on disk "
                         "(without '.weight') or re:REGEX",

@@ -10,10 +10,26 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <shared_mutex>
 #include <utility>
 #include <vector>
 
 namespace fp4forge::fs {
+
+namespace {
+std::shared_mutex& write_gate() {
+  static std::shared_mutex gate;
+  return gate;
+}
+}  // namespace
+
+void close_write_gate() noexcept {
+  try {
+    write_gate().lock();  // held until the process exits
+  } catch (...) {  // lock() throws only on a deadlock (this thread holds it): nothing passes the gate either way
+  }
+}
+
 
 // ---- Ops: plain libc --------------------------------------------------------------------------
 
@@ -273,7 +289,10 @@ Result<AtomicFile> AtomicFile::create(const std::filesystem::path& final_path, b
     for (int i = 0; i < 8; ++i) sfx += kAlnum[rd() % 36];
     a.partial_ += sfx;
   }
-  FP4FORGE_ASSIGN_OR_RETURN(a.file_, File::create(a.partial_, mode));
+  {
+    std::shared_lock gate(write_gate());
+    FP4FORGE_ASSIGN_OR_RETURN(a.file_, File::create(a.partial_, mode));
+  }
   a.done_ = false;
   return a;
 }
@@ -290,6 +309,7 @@ Status AtomicFile::commit() {
   if (auto s = file_.close(); !s) return fail(std::move(s).error());
   const std::string from = partial_path().string();
   const std::string to = final_.string();
+  std::shared_lock gate(write_gate());
   if (ops().rename(from.c_str(), to.c_str()) != 0) {
     int e = errno;
     Error err{Errc::IO, fmt::format("cannot rename '{}' to '{}': {}", from, to, errno_text(e)), to,
@@ -472,6 +492,7 @@ Result<std::string> read_file(const std::filesystem::path& path, std::uint64_t m
 
 Status rename_durable(const std::filesystem::path& from, const std::filesystem::path& to) {
   const std::string a = from.string(), b = to.string();
+  std::shared_lock gate(write_gate());
   if (ops().rename(a.c_str(), b.c_str()) != 0) {
     int e = errno;
     return Error{Errc::IO, fmt::format("cannot rename '{}' to '{}': {}", a, b, errno_text(e)), b, {}};

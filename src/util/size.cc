@@ -40,9 +40,16 @@ Result<std::uint64_t> parse_size(std::string_view text) {
     if (fd == 0) return size_error(text, "a digit must follow the decimal point");
     digits += fd;
   }
-  if (digits == 0) return size_error(text, "no number");
+  if (digits == 0) return size_error(text, i < text.size() && text[i] == '-' ? "a size is never negative" : "no number");
   while (i < text.size() && text[i] == ' ') ++i;
   const std::string unit = util::ascii_lower(text.substr(i));
+  // A bare number is bytes, but a fraction of a byte or a handful of bytes is a unit left out (issue 55 tryout:
+  // --headroom 2 planned a headroom of 2 B, weights=60 a 60 B model); 0 needs no unit, "2B" says bytes.
+  if (unit.empty() && (frac != 0 || frac_den > 1 || (whole > 0 && whole < 1024))) {
+    const std::string n(text.substr(text.find_first_not_of(' ')));
+    return size_error(text, fmt::format("it has no unit, so it would be {} bytes; write the unit ({}GiB, {}GB, {}MiB), "
+                                        "or {}B if bytes are meant", n, n, n, n, n));
+  }
   std::uint64_t mult = 0;
   if (unit.empty() || unit == "b") mult = 1;
   else if (unit == "kb") mult = 1000ull;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/codec/half.h"
+#include "fp4forge/codec/observer.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge {
@@ -30,6 +31,7 @@ void add(QualityCell& c, const TensorError& e) {
   if (after <= 0) return;
   c.rel_rms = (c.rel_rms * before + e.rel_rms * w) / after;
   c.minmax_rel_rms = (c.minmax_rel_rms * before + e.minmax_rel_rms * w) / after;
+  if (e.minmax_rel_rms != e.ref_rel_rms) c.searched = true;
 }
 
 // splitmix64: a fixed, portable sequence (std::normal_distribution's is implementation-defined).
@@ -120,7 +122,13 @@ QualityReport quality_report(const VerifyStats& stats) {
       continue;
     const double ref = gaussian_minmax_rel_rms(*sc);
     if (std::isfinite(ref)) r.references.push_back({*sc, ref});
+    if (check_observer(*sc, Observer::NVFP4_EXPANDED_MSE).ok() || check_observer(*sc, Observer::MEMORYLESS_MSE).ok())
+      r.searchable = true;
   }
+  r.quantized_share = stats.quantized_share();
+  r.total_params = stats.total_params;
+  r.kept_linear = stats.kept_linear;
+  std::map<std::size_t, std::size_t> group_of;  // config group index -> r.groups
   std::map<std::string, std::size_t> row_of;
   std::vector<std::map<int, QualityCell>> cells;
   for (const TensorError& e : stats.per_tensor) {
@@ -137,6 +145,14 @@ QualityReport quality_report(const VerifyStats& stats) {
     add(c, e);
     add(r.rows[it->second].total, e);
     add(r.total, e);
+    if (e.rel_rms == 0 && e.minmax_rel_rms == 0)
+      ++r.exact_tensors;
+    else
+      add(r.inexact, e);
+    auto [g, new_group] = group_of.try_emplace(e.group, r.groups.size());
+    if (new_group)
+      r.groups.push_back({e.group < stats.groups.size() ? stats.groups[e.group] : fmt::format("group_{}", e.group), {}});
+    add(r.groups[g->second].total, e);
   }
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     QualityRow& row = r.rows[i];
@@ -171,6 +187,16 @@ nlohmann::ordered_json to_json(const QualityReport& r) {
     refs.push_back({{"scheme", quant_scheme_preset(x.scheme)}, {"gaussian_minmax_rel_rms", x.gaussian_minmax_rel_rms}});
   j["references"] = std::move(refs);
   errors(j, r.total);
+  J groups = J::array();  // per config group (a mixed checkpoint's numbers, never averaged)
+  for (const auto& g : r.groups) {
+    J x;
+    x["group"] = g.label.substr(0, g.label.find(' '));
+    errors(x, g.total);
+    x["minmax_compared"] = g.total.searched;
+    groups.push_back(std::move(x));
+  }
+  j["groups"] = std::move(groups);
+  j["exact_tensors"] = r.exact_tensors;
   J kinds = J::array();
   for (const auto& row : r.rows) {
     J k;
@@ -210,7 +236,7 @@ std::string to_text(const QualityReport& r) {
     out += "\n";
   }
   for (const auto& x : r.references)
-    out += fmt::format("    reference: min-max gives {:.4f} on Gaussian weights under {} (a yardstick, not a pass mark)\n",
+    out += fmt::format("    yardstick: min-max gives {:.4f} on Gaussian weights under {} (not a pass mark)\n",
                        x.gaussian_minmax_rel_rms, quant_scheme_preset(x.scheme));
   for (const auto& o : r.outliers) out += "    outlier: " + esc(o) + "\n";
   return out;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/util/format.h"
 #include "fp4forge/util/svg.h"
 #include "fp4forge/verify/quality.h"
 
@@ -153,6 +154,16 @@ double draw_map(SvgCanvas& cv, const QualityReport& r, const Grid& g, double y, 
                 0.5);
         continue;
       }
+      // Nothing to compare against min-max (its own observer, or an exact cast): not "no gain" (issue 55 tryout).
+      if (panel == Panel::CHANGE && (!c->searched || c->exact())) {
+        cv.rect(x, y, g.cw - 1, kCellH, " class=\"cell-na\" fill=\"url(#na)\" stroke=\"#bdbdbd\" stroke-width=\"0.5\"",
+                fmt::format("{} {}: {}", row.kind,
+                            c->layer < 0 ? std::string("outside any layer") : fmt::format("layer {}", c->layer),
+                            c->exact() ? "exact (error 0): cast or passed through losslessly"
+                                       : "min-max is this module's observer: nothing to compare"),
+                0.5);
+        continue;
+      }
       const double v = panel == Panel::ERROR ? c->rel_rms : c->vs_minmax();
       const auto color = panel == Panel::ERROR ? ramp(kErrorRamp, v / g.top_error)
                                                : ramp(kChangeRamp, (v + kChangeSpan) / (2 * kChangeSpan));
@@ -168,7 +179,8 @@ double draw_map(SvgCanvas& cv, const QualityReport& r, const Grid& g, double y, 
     }
     cv.text(g.left + g.width + 8, y + kCellH - 5,
             panel == Panel::ERROR ? fmt::format("{:.4f}", row.total.rel_rms)
-                                  : fmt::format("{:+.1f} %", 100.0 * row.total.vs_minmax()));
+            : (!row.total.searched || row.total.exact()) ? std::string("n/a")
+                                                         : fmt::format("{:+.1f} %", 100.0 * row.total.vs_minmax()));
     y += kCellH + kRowGap;
   }
   // The layer axis: a number every `step` columns, as many as fit.
@@ -222,8 +234,8 @@ double draw_legend(SvgCanvas& cv, const QualityReport& r, const Grid& g, double 
     cv.text(lx, bar_y - 1, num, {}, kSmallPx);
     label_end = lx + util::text_width(num, kSmallPx);
     y = paragraph(cv, g, y,
-                  fmt::format("▼{} reference: min-max gives {:.4f} on Gaussian N(0, 1) weights under {} (fp4forge's "
-                              "encoder on a fixed seeded sample): a yardstick for well-behaved weights, not a pass "
+                  fmt::format("▼{} yardstick: min-max gives {:.4f} on Gaussian N(0, 1) weights under {} (fp4forge's "
+                              "encoder on a fixed seeded sample): what well-behaved weights give, not a pass "
                               "mark; weights with outliers inside their groups sit above it",
                               i + 1, ref.gaussian_minmax_rel_rms, quant_scheme_preset(ref.scheme)));
   }
@@ -235,6 +247,15 @@ double draw_legend(SvgCanvas& cv, const QualityReport& r, const Grid& g, double 
   cv.text(kMargin + 32, y + 11, fmt::format("outlier: a layer whose error is above {}x its kind's median", kOutlierFactor));
   y += 26;
   if (r.minmax_compared) {
+    const bool any_na = std::any_of(r.rows.begin(), r.rows.end(), [](const QualityRow& row) {
+      return std::any_of(row.cells.begin(), row.cells.end(), [](const QualityCell& c) { return !c.searched || c.exact(); });
+    });
+    if (any_na) {
+      cv.rect(kMargin, y, 24, 14, " data-legend=\"na\" fill=\"url(#na)\" stroke=\"#bdbdbd\" stroke-width=\"0.5\"", {},
+              0.5);
+      cv.text(kMargin + 32, y + 11, "error vs min-max: not applicable (min-max is the module's observer, or it is exact)");
+      y += 26;
+    }
     y = draw_scale(cv, y, "change-scale", "change-ramp", "error vs min-max",
                    {{0.0, fmt::format("≤{:+.0f} %", -100 * kChangeSpan)},
                     {0.25, fmt::format("{:+.0f} %", -50 * kChangeSpan)},
@@ -246,6 +267,35 @@ double draw_legend(SvgCanvas& cv, const QualityReport& r, const Grid& g, double 
   return y + 6;
 }
 
+/** The error in words: one line per config group when there are several (an FP8 group's nothing is never averaged
+ * with an NVFP4 group's gain), the exact tensors said apart, and what share of the model the picture covers
+ * (issue 55 tryout: a mostly-16-bit checkpoint drew one neat row and no word of the rest). */
+double headline(SvgCanvas& cv, const Grid& g, const QualityReport& r, double y) {
+  auto said = [](const QualityCell& c) {
+    return c.searched ? fmt::format("relative RMS error {:.4f}; min-max's encoding of the same weights gives {:.4f}: "
+                                    "error {:+.1f} % vs min-max", c.rel_rms, c.minmax_rel_rms, 100.0 * c.vs_minmax())
+                      : fmt::format("relative RMS error {:.4f} (its observer is min-max: nothing to compare)",
+                                    c.rel_rms);
+  };
+  if (r.groups.size() > 1) {
+    for (const auto& grp : r.groups) y = paragraph(cv, g, y, fmt::format("{}: {}", grp.label, said(grp.total)));
+  } else {
+    y = paragraph(cv, g, y,
+                  fmt::format("{} over every compared weight (parameter-weighted){}", said(r.total),
+                              !r.total.searched && r.searchable ? "; a searched observer adds a map of the error vs "
+                                                                  "min-max"
+                                                                : ""));
+  }
+  if (r.exact_tensors > 0)
+    y = paragraph(cv, g, y, fmt::format("{} tensor(s) are exact (error 0: cast or passed through losslessly), counted "
+                                        "above; without them the error is {:.4f}",
+                                        format_count(r.exact_tensors), r.inexact.rel_rms));
+  return paragraph(cv, g, y,
+                   fmt::format("quantized share {:.1f} % of {} parameters; {} Linear-like weight(s) kept in 16 bits "
+                               "(no error to draw: they are the source's own)",
+                               100.0 * r.quantized_share, format_count(r.total_params), format_count(r.kept_linear)));
+}
+
 }  // namespace
 
 std::string to_svg(const QualityReport& r) {
@@ -254,7 +304,9 @@ std::string to_svg(const QualityReport& r) {
   cv.raw("<defs>" + gradient("error-ramp", kErrorRamp) + gradient("change-ramp", kChangeRamp) +
          "<pattern id=\"absent\" patternUnits=\"userSpaceOnUse\" width=\"6\" height=\"6\"><rect width=\"6\" "
          "height=\"6\" fill=\"#ffffff\"/><path d=\"M0,6 L6,0 M-1,1 L1,-1 M5,7 L7,5\" stroke=\"#8c8c8c\" "
-         "stroke-width=\"1\"/></pattern></defs>");
+         "stroke-width=\"1\"/></pattern>"
+         "<pattern id=\"na\" patternUnits=\"userSpaceOnUse\" width=\"6\" height=\"6\"><rect width=\"6\" "
+         "height=\"6\" fill=\"#f2f2f2\"/><circle cx=\"3\" cy=\"3\" r=\"0.9\" fill=\"#9e9e9e\"/></pattern></defs>");
   double y = 24;
   cv.text(kMargin, y, "fp4forge verify: error of the written weights against the source", " font-weight=\"bold\"",
           kTitlePx);
@@ -264,15 +316,7 @@ std::string to_svg(const QualityReport& r) {
     return cv.finish(kMargin, 480);
   }
   y = paragraph(cv, g, y, fmt::format("scheme {}, observer {}", r.scheme.empty() ? "-" : r.scheme, r.observer));
-  y = paragraph(cv, g, y,
-                r.minmax_compared
-                    ? fmt::format("relative RMS error {:.4f} over every compared weight (parameter-weighted); min-max's "
-                                  "encoding of the same weights gives {:.4f}: error {:+.1f} % vs min-max",
-                                  r.total.rel_rms, r.total.minmax_rel_rms, 100.0 * r.total.vs_minmax())
-                    : fmt::format("relative RMS error {:.4f} over every compared weight (parameter-weighted); the "
-                                  "observer is min-max, so there is no second encoding to compare (a searched "
-                                  "observer adds a map of the error vs min-max)",
-                                  r.total.rel_rms));
+  y = headline(cv, g, r, y);
   y += 14;
   y = draw_map(cv, r, g, y, Panel::ERROR);
   if (r.minmax_compared) y = draw_map(cv, r, g, y + 6, Panel::CHANGE);

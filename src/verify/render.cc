@@ -111,11 +111,19 @@ std::string to_text(const VerifyReport& r) {
   // Several groups: each on its own line below, with quantize's spellings (not one joined label).
   const std::string scheme = s.groups.size() > 1 ? fmt::format("{} config groups (below)", s.groups.size())
                              : esc(s.scheme) + (s.observer.empty() ? std::string() : " (observer " + esc(s.observer) + ")");
-  out += fmt::format("  scheme {} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
-                     "quantized share {:.1f}% of {} parameters · {} fused sets\n",
-                     scheme, s.tensors,
-                     s.quantized_modules, s.kept_tensors, s.kept_linear,
-                     100.0 * s.quantized_share(), format_count(s.total_params), s.fused_sets);
+  // A format fp4forge does not read has no scheme, share or parameters here: said as such (issue 55 tryout: it read
+  // "scheme  · ... quantized share 0.0% of 0 parameters").
+  const bool foreign = std::any_of(r.findings.begin(), r.findings.end(), [](const Finding& f) {
+    return is_kind(f, finding_kind("quant-format-foreign"));
+  });
+  if (foreign && s.quantized_modules == 0)
+    out += fmt::format("  scheme not read: a quantization format fp4forge does not read (below) · {} tensors\n",
+                       s.tensors);
+  else
+    out += fmt::format("  scheme {} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
+                       "quantized share {:.1f}% of {} parameters · {} fused sets\n",
+                       scheme, s.tensors, s.quantized_modules, s.kept_tensors, s.kept_linear,
+                       100.0 * s.quantized_share(), format_count(s.total_params), s.fused_sets);
   if (s.groups.size() > 1)  // one line per config group: its scheme and observer paired, with quantize's spellings
     for (const std::string& g : s.groups) out += fmt::format("    {}\n", esc(g));
   if (s.text_linear_params > 0)

@@ -88,6 +88,8 @@ TEST(CliContract, EveryJsonReportSaysOk) {
       {"diff " + llama + " " + llama, 0},
       {"diff " + llama + " " + testutil::q(testutil::kData + "/qwen3_moe"), 3},
       {"plan --seat a=" + llama + " --gpu 0=80GiB", 0},
+      // A plan whose seat does not fit exits 1 and says ok false (issue 55 tryout: it said ok true).
+      {"plan --seat a=" + llama + ":weights=90GiB --gpu 0=80GiB", 1},
       {"quantize " + llama + " " + testutil::q(t.path / "q") + " --no-progress", 0},
       {"verify " + testutil::q(t.path / "q") + " --against " + llama + " --no-progress", 0},
       {"synth --arch llama --size tiny --out " + testutil::q(t.path / "s"), 0},

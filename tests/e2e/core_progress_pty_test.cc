@@ -54,9 +54,8 @@ std::string run_on_pty(const std::vector<std::string>& args, unsigned short cols
 
 // Issue 55: a report's prose lines (a quantize plan's warnings ran to 567 columns) are wrapped at the terminal's
 // width on a terminal; a table row is left whole; piped, the same report keeps each item on one line.
-TEST(ReportPty, ProseIsWrappedAtTheTerminalWidth) {
-  const std::vector<std::string> args = {"quantize", testutil::kData + "/gemma4-dense-mm", "--dry-run", "--scheme-for",
-                                         "attention=fp8-block"};
+void expect_wrapped_on_a_terminal_only(const std::vector<std::string>& args) {
+  SCOPED_TRACE(args.front());
   int st = 0;
   const std::string seen = run_on_pty(args, 80, &st);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << seen;
@@ -99,6 +98,14 @@ TEST(ReportPty, ProseIsWrappedAtTheTerminalWidth) {
       EXPECT_LE(line.size(), 80u) << "'" << line << "'";
     }
   }
+}
+
+TEST(ReportPty, ProseIsWrappedAtTheTerminalWidth) {
+  expect_wrapped_on_a_terminal_only(
+      {"quantize", testutil::kData + "/gemma4-dense-mm", "--dry-run", "--scheme-for", "attention=fp8-block"});
+  // plan too (issue 55 tryout: it wrapped at 100 columns into a pipe, and a pipe is one line per item).
+  expect_wrapped_on_a_terminal_only({"plan", "--seat", "chat=" + testutil::kData + "/llama", "--gpu",
+                                     "0=80GiB:name=NVIDIA H100 80GB HBM3"});
 }
 
 // The error, warning and note lines on stderr too (issue 55 audit: a refusal ran to 600 columns on an 80-column

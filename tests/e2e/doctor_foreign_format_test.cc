@@ -38,15 +38,28 @@ TEST(ForeignFormat, GptOssMxfp4ReleaseIsNamedNotMisread) {
   EXPECT_EQ(warns.count("quant-format-foreign"), 1u) << out;
   EXPECT_EQ(warns.count("config-shape-unchecked"), 1u) << out;  // the experts are the *_blocks / *_scales tensors
   EXPECT_NE(out.find("mxfp4"), std::string::npos);
+  // The text names the format once per finding in a short label, the layers without a trailing dot (issue 55
+  // tryout: the whole explanation four times, "tensors: model.layers.0., model.layers.1.").
+  EXPECT_EQ(run_cli("doctor " + q(rel), &out, &err), 0) << err;
+  EXPECT_NE(out.find("routed experts not checked, stored in a format fp4forge does not read: model.layers.0 expected "
+                     "4 experts, got none in a form fp4forge reads (quant_method 'mxfp4': MXFP4, the gpt-oss release "
+                     "format vLLM serves as it is)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("layers.0.,"), std::string::npos) << out;
+  EXPECT_EQ(out.find("re-quantization would keep"), std::string::npos) << out;
   EXPECT_EQ(run_cli("verify " + q(rel) + " --json", &out, &err), 1) << err;
   EXPECT_EQ(kinds(out, "error"), std::multiset<std::string>{"quant-format-foreign"}) << out;
+  // verify's headline says the scheme was not read, not "scheme  · ... 0.0% of 0 parameters".
+  EXPECT_EQ(run_cli("verify " + q(rel), &out, &err), 1) << err;
+  EXPECT_NE(out.find("scheme not read: a quantization format fp4forge does not read (below) · 41 tensors"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("of 0 parameters"), std::string::npos) << out;
   // inspect names the format as doctor does (it said "unknown:mxfp4" alone), and quantize's refusal says to serve
   // the release as it is, not to quantize "the original BF16 weights" (issue 55).
   EXPECT_EQ(run_cli("inspect " + q(rel), &out, &err), 0) << err;
-  EXPECT_NE(out.find("quantization unknown:mxfp4 (quant_method 'mxfp4': MXFP4 (gpt-oss release format"),
+  EXPECT_NE(out.find("quantization unknown:mxfp4 (quant_method 'mxfp4': MXFP4, the gpt-oss release format vLLM serves as it is)"),
             std::string::npos) << out;
   EXPECT_EQ(run_cli("inspect " + q(rel) + " --json", &out, &err), 0) << err;
-  EXPECT_NE(json::parse(out)["quantization"]["foreign"].get<std::string>().find("gpt-oss release format"),
+  EXPECT_NE(json::parse(out)["quantization"]["foreign"].get<std::string>().find("the gpt-oss release format vLLM serves as it is"),
             std::string::npos) << out;
   EXPECT_EQ(run_cli("inspect " + q(kData + "/llama") + " --json", &out, &err), 0) << err;
   EXPECT_TRUE(json::parse(out)["quantization"]["foreign"].is_null()) << out;

@@ -179,6 +179,20 @@ TEST_F(KvplanCli, ExitCodes) {
   EXPECT_EQ(run("--seat b=" + (tmp_ / "garbage").string() + ":weights=1GiB --gpu 0=96GiB").rc, 3);
 }
 
+// Issue 55 tryout: a log= from another model (a 9B's log on the tiny llama fixture) was carried without a word,
+// planning the seat with the other model's 17 GiB of weights. A log whose weights are more than twice the seat's own
+// (or under half) is refused as another model's, naming both; a config-only folder still takes the log's weights.
+TEST_F(KvplanCli, ALogOfAnotherModelIsRefused) {
+  const std::string ex = kData + "/../../examples/plan/";
+  const std::string err = (tmp_ / "err").string();
+  const auto r = run("--seat 'a=" + kData + "/llama:log=" + ex + "gemma-2-9b/vllm-startup.log' --gpu 0=80GiB", err);
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(slurp(err).find("is not this seat's: the vLLM it records loaded 17.22 GiB of weights per GPU"),
+            std::string::npos) << slurp(err);
+  EXPECT_NE(slurp(err).find("model 'google/gemma-2-9b-it'"), std::string::npos) << slurp(err);
+  EXPECT_EQ(run("--seat 'g=" + ex + "gemma-2-9b:log=" + ex + "gemma-2-9b/vllm-startup.log' --gpu 0=80GiB").rc, 0);
+}
+
 // Issue 28: what an operator types works as vLLM reads it, and what vLLM would refuse is a failed fit.
 TEST_F(KvplanCli, OperatorSpellingsAndVllmRefusals) {
   const std::string ex = kData + "/../../examples/plan/";

@@ -1,6 +1,6 @@
 // Issue 55, `fp4forge plan` as an operator reads it: a port clash said as one and naming both seats, a recipe's
 // output planned from its own weights, DeepSeek-V4's refusal with a hint, where the vLLM version comes from, one
-// unit family, tables as wide as their content, the driver reserve said per GPU, prose within 100 columns.
+// unit family, tables as wide as their content, the driver reserve said per GPU, one line per item when piped.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -174,7 +174,7 @@ TEST_F(KvplanOperator, EveryFixtureIsSizedByItsLayersOrRefusedAsUnmodelled) {
 
 // The text report: the vLLM line says where the version comes from (it printed "vllm_version=;"), memory in binary
 // units with no raw byte counts, tables as wide as their content (seat names over 16 characters and long GPU
-// names pushed them out of line), the driver reserve per GPU with its source, prose within 100 columns.
+// names pushed them out of line), the driver reserve per GPU with its source, one line per item when piped.
 TEST_F(KvplanOperator, TheTextReportReadsInOneUnitWithAlignedTablesAndShortLines) {
   const std::string seat_name = "a-seat-name-longer-than-sixteen";
   const std::string gpu_name = "NVIDIA H200 NVL with a product name longer than the column";
@@ -210,19 +210,17 @@ TEST_F(KvplanOperator, TheTextReportReadsInOneUnitWithAlignedTablesAndShortLines
   EXPECT_NE(gpus[1].find("140.40 GiB"), std::string::npos) << gpus[1];
   EXPECT_NE(gpus[0].find("RESERVE"), std::string::npos) << gpus[0];
   // The reserve each GPU's torch total leaves out, and where it comes from.
-  EXPECT_NE(out.find("GPU 0: driver reserve 697.72 MiB, measured on NVIDIA"), std::string::npos) << out;
+  EXPECT_NE(out.find("GPU 0: driver reserve 697.72 MiB, as measured on an NVIDIA"), std::string::npos) << out;
   EXPECT_NE(out.find("GPU 1: driver reserve 614.00 MiB, default estimate (no name= to match a measured card"),
             std::string::npos)
       << out;
-  // Prose lines (all but the two tables) fit 100 columns.
-  bool in_table = false;
-  for (const auto& l : lines) {
-    if (l.rfind("SEAT ", 0) == 0 || l.rfind("GPU ", 0) == 0) in_table = l.find(": driver reserve") == std::string::npos;
-    if (l.empty()) in_table = false;
-    if (!in_table) {
-      EXPECT_LE(l.size(), 100u) << l;
-    }
-  }
+  // Piped, each item is one line, for grep (docs/cli/README.md "Line width"; issue 55 tryout: plan wrapped at 100
+  // columns into a log); on a terminal it is wrapped (tests/e2e/core_progress_pty_test.cc).
+  const auto reserve = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.rfind("GPU 0: driver reserve", 0) == 0;
+  });
+  ASSERT_NE(reserve, lines.end()) << out;
+  EXPECT_NE(reserve->find("the card this name and total match"), std::string::npos) << *reserve;
   // Given, and the log's, are said as such.
   ASSERT_EQ(run_cli("plan --seat s=" + q(kData + "/llama") + ":vllm_version=0.28", &out, &err), 0) << err;
   EXPECT_NE(out.find("0.28 rules (given: vllm_version=0.28;"), std::string::npos) << out;

@@ -214,8 +214,16 @@ TEST(SynthConfig, AHeaderOnlyCheckpointIsNeverQuantized) {
     const std::string dst_arg = std::string(extra) == " --dry-run" ? "" : " " + q(dst);
     EXPECT_EQ(run_cli("quantize " + q(o) + dst_arg + extra, &out, &err), 3) << err;
     EXPECT_NE(err.find("header-only"), std::string::npos) << err;
+    // No hint that leads into another refusal (issue 55 tryout: "--no-preflight quantizes anyway", "checks below").
+    EXPECT_EQ(err.find("--no-preflight quantizes anyway"), std::string::npos) << err;
+    EXPECT_EQ(err.find("checks below"), std::string::npos) << err;
     EXPECT_FALSE(stdfs::exists(dst));
   }
+  // plan --emit-compose with assume= on it: said as header-only, not "quantize it first" (which quantize refuses).
+  EXPECT_EQ(run_cli("plan --seat s=" + q(o) + ":assume=nvfp4a16 --gpu 0=80GiB --emit-compose " + q(t.path / "c"), &out,
+                    &err), 2);
+  EXPECT_NE(err.find("is a `synth --header-only` folder"), std::string::npos) << err;
+  EXPECT_EQ(err.find("quantize it first"), std::string::npos) << err;
   EXPECT_EQ(run_cli("quantize " + q(o) + " " + q(t.path / "q") + " --no-preflight", &out, &err), 3);
   EXPECT_NE(err.find("quantizing it would write a model of zeros"), std::string::npos) << err;
   EXPECT_EQ(run_cli("inspect " + q(o), &out, &err), 0) << err;

@@ -1,5 +1,9 @@
 // probe / gateway CLI against the fake server: exit codes, --json parses, the API key is never printed.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -88,6 +92,39 @@ TEST(ProbeCli, UnreachableExitsFour) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["unreachable"].get<bool>());
   EXPECT_EQ(j["checks"][0]["classification"], "connection-refused");
+}
+
+// Issue 55 tryout: a base URL that is no OpenAI root (a path prefix the server does not have) gave eleven bare
+// "GET /v1/models: HTTP 404" lines without the URL asked; a server that accepts and never answers, eleven timeouts.
+// Now: one failure naming the whole URL and what a 404 there means, the rest not sent.
+TEST(ProbeCli, ANotFoundRootOrASilentServerIsOneFailure) {
+  FakeServer srv(FakeServerOptions{});
+  CliRun r = cli("probe " + srv.url() + "/api --model " + kModel + " --timeout 5 --json");
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["summary"]["fail"], 1) << r.out;
+  EXPECT_NE(r.out.find("GET " + srv.url() + "/api/v1/models: HTTP 404: Not Found; is " + srv.url() +
+                       "/api the server's base URL?"), std::string::npos) << r.out;
+  std::size_t not_sent = 0;
+  for (const auto& c : j["checks"]) not_sent += c["classification"] == "not-run" ? 1 : 0;
+  EXPECT_EQ(not_sent, j["checks"].size() - 1) << r.out;
+  // A socket that accepts (the kernel's backlog) and never answers: the listing times out once, the rest not sent.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string silent = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  CliRun s = cli("probe " + silent + " --model " + kModel + " --timeout 2 --json");
+  ::close(fd);
+  auto js = nlohmann::json::parse(s.out);
+  EXPECT_EQ(js["summary"]["fail"], 1) << s.out;
+  EXPECT_EQ(js["checks"][0]["classification"], "timeout") << s.out;
+  EXPECT_EQ(s.rc, 4) << s.out;  // nothing answered: unreachable
 }
 
 TEST(ProbeCli, UsageErrorsExitTwo) {

@@ -221,6 +221,12 @@ TEST(QuantizeObserver, TheDefaultIsTheSearchForNvfp4AndMinMaxElsewhere) {
   EXPECT_EQ(plan["search_element_encodes"].get<std::uint64_t>(), 111 * plan["quantized_params"].get<std::uint64_t>());
   ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run", &out, &err), 0) << err;
   EXPECT_NE(out.find("cost: the searched observer tries up to 111 scales per group"), std::string::npos) << out;
+  EXPECT_NE(out.find("an 8B NVFP4A16 with mse: about 62 s"), std::string::npos) << out;
+  // Another search is said by its count, never with the mse run's measured time (issue 55 tryout).
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run --observer memoryless-mse", &out, &err), 0) << err;
+  EXPECT_NE(out.find("cost: the searched observer"), std::string::npos) << out;
+  EXPECT_EQ(out.find("62 s"), std::string::npos) << out;
+  EXPECT_NE(out.find("no 8B run of this observer is measured"), std::string::npos) << out;
   ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run --observer minmax --json", &out, &err), 0) << err;
   EXPECT_EQ(nlohmann::json::parse(out)["plan"]["search_element_encodes"], 0);
   ASSERT_EQ(run_cli("quantize " + q(kData + "/qwen3") + " --dry-run --observer minmax", &out, &err), 0) << err;

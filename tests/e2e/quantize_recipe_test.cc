@@ -361,6 +361,17 @@ TEST(RecipeShapes, WhatAGroupKeepsIsSaidPerGroup) {
                                  kept_rows, fused)),
             std::string::npos)
       << out;
+  // ... and is said in the summary and in --json unused_schemes (issue 55 tryout: it vanished from both).
+  EXPECT_NE(out.find(fmt::format("--scheme-for 're:.*self_attn\\.(q|k|v)_proj=fp8-block': no FP8_BLOCK weight, no "
+                                 "config group ({} module(s) it selects kept in 16 bits:", kept_rows + fused)),
+            std::string::npos) << out;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " --dry-run --json --scheme-for 're:.*self_attn\\.(q|k|v)_proj=fp8-block'",
+                    &out, &err), 0) << err;
+  const auto unused = nlohmann::json::parse(out)["plan"]["unused_schemes"];
+  ASSERT_EQ(unused.size(), 1u) << out;
+  EXPECT_EQ(unused[0]["scheme"], "fp8-block");
+  EXPECT_EQ(unused[0]["kept"]["n_not_multiple_of_128"].get<std::uint64_t>(), kept_rows);
+  EXPECT_EQ(nlohmann::json::parse(out)["plan"]["schemes"].size(), 1u);
 }
 
 // verify --strict of a mixed output fails on its one documented warning; --allow KIND accepts that kind (reported as

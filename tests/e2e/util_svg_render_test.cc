@@ -264,6 +264,46 @@ TEST(SvgRender, VerifyQualityPictures) {
   EXPECT_NE(slurp(t.path / "mse.svg").find("error " + m[1].str() + " % vs min-max"), std::string::npos);
 }
 
+// Issue 55 tryout: a mixed checkpoint's picture averaged the NVFP4 group's error with the FP8 group's and drew the FP8
+// rows grey, the colour of "no gain"; exact (cast) experts pulled the headline down unsaid; a mostly-16-bit
+// checkpoint's picture said nothing of the rest; the searched-observer hint was offered for FP8_DYNAMIC.
+TEST(SvgRender, MixedExactAndMostlyKeptPicturesSayWhatTheyShow) {
+  REQUIRE_RENDERER();
+  TempDir t;
+  std::string out, err;
+  const std::string llama = kData + "/llama";
+  ASSERT_EQ(run_cli("quantize " + q(llama) + " " + q(t.path / "mixed") + " --scheme nvfp4a16 --scheme-for "
+                    "attention=fp8-block -j 2", &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("verify " + q(t.path / "mixed") + " --against " + q(llama) + " --svg " + q(t.path / "mixed.svg"),
+                    &out, &err), 0) << out << err;
+  const std::string mixed = slurp(t.path / "mixed.svg");
+  expect_clean_picture(mixed, t.path, "mixed");
+  EXPECT_NE(mixed.find(">group_0 "), std::string::npos) << "one headline line per config group";
+  EXPECT_NE(mixed.find(">group_1 "), std::string::npos);
+  EXPECT_NE(mixed.find("nothing to compare"), std::string::npos);  // the FP8_BLOCK group's line
+  EXPECT_EQ(mixed.find("over every compared weight"), std::string::npos) << "no averaged headline";
+  EXPECT_NE(mixed.find("class=\"cell-na\""), std::string::npos) << "FP8 cells are not applicable, not grey";
+  EXPECT_NE(mixed.find("data-legend=\"na\""), std::string::npos);
+  EXPECT_NE(mixed.find("quantized share"), std::string::npos);
+  // A release whose packed FP4 experts are cast exactly: said apart, with the error without them.
+  const std::string dsv4 = kData + "/fp8/dsv4-fp8-fp4";
+  ASSERT_EQ(run_cli("quantize " + q(dsv4) + " " + q(t.path / "dsv4") + " -j 2", &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("verify " + q(t.path / "dsv4") + " --against " + q(dsv4) + " --svg " + q(t.path / "dsv4.svg"),
+                    &out, &err), 0) << out << err;
+  const std::string exact = slurp(t.path / "dsv4.svg");
+  expect_clean_picture(exact, t.path, "dsv4");
+  EXPECT_NE(exact.find("are exact (error 0: cast or passed through losslessly)"), std::string::npos);
+  // FP8_DYNAMIC takes no searched observer: no hint that one would add a map; the kept share is said.
+  ASSERT_EQ(run_cli("quantize " + q(llama) + " " + q(t.path / "fp8") + " --scheme fp8-dynamic --ignore 're:.*mlp\\.' "
+                    "-j 2", &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("verify " + q(t.path / "fp8") + " --against " + q(llama) + " --svg " + q(t.path / "fp8.svg"),
+                    &out, &err), 0) << out << err;
+  const std::string fp8 = slurp(t.path / "fp8.svg");
+  expect_clean_picture(fp8, t.path, "fp8");
+  EXPECT_EQ(fp8.find("searched observer"), std::string::npos);
+  EXPECT_NE(fp8.find("Linear-like weight(s) kept in 16 bits"), std::string::npos);
+}
+
 // A report with what fixtures do not have: a hundred layers, long and hostile kind names, a module outside any
 // layer, absent cells, many outliers, two schemes.
 TEST(SvgRender, VerifyQualityPictureAtTheEdges) {

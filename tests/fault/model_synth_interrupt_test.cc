@@ -80,6 +80,49 @@ TEST(SynthInterrupt, ASignalMidShardLeavesNothingBehind) {
   EXPECT_EQ(landed, 2) << "no signal landed while a shard was being written";
 }
 
+std::size_t entries(const stdfs::path& dir) {
+  std::error_code ec;
+  std::size_t n = 0;
+  for (auto it = stdfs::directory_iterator(dir, ec); !ec && it != stdfs::directory_iterator(); it.increment(ec)) ++n;
+  return n;
+}
+
+// A header-only 671B layout writes 270 shards in about a second: the clean-up runs while the writer goes on. Issue
+// 55 tryout: shards renamed after the clean-up had listed the folder were left under their final names beside
+// "nothing kept". Signalled after the first, the 50th, the 150th and the 250th entry, every run leaves nothing.
+TEST(SynthInterrupt, AFastHeaderOnlyRunInterruptedAnywhereLeavesNothing) {
+  const std::string config = testutil::kData + "/../../examples/synth/deepseek-v3/config.json";
+  int landed = 0;
+  for (const std::size_t after : {1u, 50u, 150u, 250u}) {
+    TempDir t;
+    const stdfs::path out = t.path / "dsv3";
+    const pid_t pid = spawn_cli({"synth", "--config", config, "--header-only", "--no-progress", "--out", out.string()},
+                                t.path / "err.log");
+    int st = 0;
+    bool finished = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (::waitpid(pid, &st, WNOHANG) == pid) {
+        finished = true;
+        break;
+      }
+      if (entries(out) >= after) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (finished) continue;  // the run was faster than the poll: nothing to interrupt
+    ::kill(pid, SIGINT);
+    ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    ASSERT_TRUE(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 0) continue;  // finished before the signal landed
+    ++landed;
+    SCOPED_TRACE(after);
+    EXPECT_EQ(WEXITSTATUS(st), 130);
+    EXPECT_NE(slurp(t.path / "err.log").find("nothing kept"), std::string::npos) << slurp(t.path / "err.log");
+    EXPECT_FALSE(stdfs::exists(out)) << entries(out) << " entries left in the folder synth created";
+  }
+  EXPECT_GE(landed, 1) << "no signal landed during the run";
+}
+
 TEST(SynthInterrupt, AForcedRunKeepsTheUsersFiles) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     TempDir t;

@@ -597,6 +597,14 @@ TEST_F(Gateway, CheckProbesTheAliasThroughTheGateway) {
   EXPECT_EQ(exit_code(*r), 0);
   EXPECT_EQ(r->probe.model, "chat");
   EXPECT_EQ(to_json(*r).dump().find("sk-master-456"), std::string::npos);
+  // A master key the gateway refuses is named as where the key came from, not --api-key-env (issue 55 tryout).
+  ::setenv("FP4FORGE_TEST_MASTER_KEY", "sk-stale", 1);
+  auto stale = gateway_check(cfg_, co);
+  ASSERT_TRUE(stale.ok()) << stale.error().message;
+  EXPECT_EQ(exit_code(*stale), 1);
+  EXPECT_NE(to_text(*stale).find("it came from the config's general_settings.master_key"), std::string::npos)
+      << to_text(*stale);
+  EXPECT_EQ(to_text(*stale).find("check the variable --api-key-env names"), std::string::npos) << to_text(*stale);
   ::unsetenv("FP4FORGE_TEST_MASTER_KEY");
   auto nokey = gateway_check(cfg_, co);
   ASSERT_TRUE(nokey.ok());
@@ -604,6 +612,11 @@ TEST_F(Gateway, CheckProbesTheAliasThroughTheGateway) {
   ASSERT_FALSE(nokey->warnings.empty());
   EXPECT_NE(nokey->warnings[0].find("general_settings.master_key is os.environ/FP4FORGE_TEST_MASTER_KEY"),
             std::string::npos);
+  co.alias = "Chat";  // a case variant gets the alias the file has (issue 55 tryout)
+  auto cased = gateway_check(cfg_, co);
+  ASSERT_FALSE(cased.ok());
+  EXPECT_NE(cased.error().message.find("no live route names alias 'Chat' (did you mean 'chat'?)"), std::string::npos)
+      << cased.error().message;
   co.alias = "summarizer";  // only the "*" wildcard would answer
   auto wild = gateway_check(cfg_, co);
   ASSERT_FALSE(wild.ok());

@@ -156,6 +156,8 @@ TEST_F(Promises, AVisionAliasNeedsTheVisionCheck) {
   ASSERT_TRUE(forced.ok()) << forced.error().message;
   EXPECT_TRUE(forced->changed) << forced->refused;
   EXPECT_TRUE(any_of(forced->warnings, "but --text-only: the vision check is skipped"));
+  // The config still advertises images: said, not silently kept (issue 55 tryout).
+  EXPECT_TRUE(any_of(forced->warnings, "model_info.supports_vision is left as it is"));
 }
 
 TEST_F(Promises, AnAliasWhoseBackendAnswersImagesIsAVisionAlias) {
@@ -168,6 +170,14 @@ TEST_F(Promises, AnAliasWhoseBackendAnswersImagesIsAVisionAlias) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_NE(r->refused.find("vision: image-rejected"), std::string::npos) << r->refused;
   EXPECT_TRUE(any_of(r->warnings, "its current backend " + old_seat.url() + "/v1 answered an image"));
+  // --text-only moves it, and says that its backend answers images today (issue 55 tryout: silent).
+  auto o = seat<SwapOptions>(new_seat);
+  o.probe_options.vision = VisionMode::TEXT_ONLY;
+  auto moved = gateway_swap(cfg_, o);
+  ASSERT_TRUE(moved.ok()) << moved.error().message;
+  EXPECT_TRUE(moved->changed) << moved->refused;
+  EXPECT_TRUE(any_of(moved->warnings, "answered an image ('"));
+  EXPECT_TRUE(any_of(moved->warnings, "but --text-only: the vision check is skipped"));
   // A text-only alias moves to a text-only seat: its vision check is a skip.
   FakeServer old_text(text_only);
   one_alias(old_text.url());
@@ -277,6 +287,14 @@ TEST_F(Promises, AddRefusesAnExistingAliasUnlessReplica) {
   EXPECT_TRUE(any_of(s->warnings, "alias 'chat' has 2 deployments"));
   o.alias = "nope";
   EXPECT_EQ(gateway_add(cfg_, o).error().code, Errc::USAGE);  // --replica of nothing
+  // A new alias only the case tells from an existing one is said (issue 55 tryout: added without a word).
+  o.alias = "Chat";
+  o.replica = false;
+  o.model_info = {{"id", "chat-c"}};
+  o.dry_run = true;
+  auto cased = gateway_add(cfg_, o);
+  ASSERT_TRUE(cased.ok()) << cased.error().message;
+  EXPECT_TRUE(any_of(cased->warnings, "alias 'Chat' is new, but 'chat' (line 2) differs from it only in case"));
 }
 
 TEST_F(Promises, AddToAnEmptyModelListAndARefusedProbe) {

@@ -421,6 +421,16 @@ TEST(KvplanSize, ParsesAndFormats) {
   EXPECT_FALSE(parse_size("1.GiB").ok());
   EXPECT_FALSE(parse_size("99999999999999999999TiB").ok());
   EXPECT_EQ(parse_size("12XB").error().code, Errc::USAGE);
+  // A handful of bytes or a fraction of one is a unit left out (issue 55 tryout: --headroom 2 was 2 B); 0 and an
+  // explicit B stay; a negative size is said as one.
+  EXPECT_NE(parse_size("2").error().message.find("it has no unit, so it would be 2 bytes; write the unit (2GiB"),
+            std::string::npos) << parse_size("2").error().message;
+  EXPECT_FALSE(parse_size("1.5").ok());
+  EXPECT_FALSE(parse_size("1023").ok());
+  EXPECT_EQ(*parse_size("1024"), 1024u);
+  EXPECT_EQ(*parse_size("0"), 0u);
+  EXPECT_EQ(*parse_size("2B"), 2u);
+  EXPECT_NE(parse_size("-1G").error().message.find("never negative"), std::string::npos);
   EXPECT_EQ(format_count(17'366'515'712u), "17,366,515,712");
   EXPECT_EQ(format_count(999), "999");
   EXPECT_EQ(format_count(1000), "1,000");

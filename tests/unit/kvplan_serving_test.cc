@@ -151,7 +151,11 @@ TEST(KvplanSeatArg, AMalformedKeyListAfterAFolderIsAUsageError) {
   const std::pair<std::string, std::string> cases[] = {
       {"a=" + d + ":tp", "'tp' is not key=value"},
       {"a=" + d + ":=4", "'=4'"},
-      {"a=" + d + ":util=0,5", "gpu_memory_utilization='0' is invalid"},
+      // a decimal comma: said as one, with the point (issue 55 tryout: "'0' is invalid", no hint)
+      {"a=" + d + ":util=0,5", "'util=0,5': ',' separates seat keys, so this reads as two; write the decimal with a "
+                               "point (0.5)"},
+      {"a=" + d + ":max-num-seq=4", "unknown key 'max_num_seq' (did you mean 'max_num_seqs'?)"},
+      {"a=" + d + ":maxmodellen=4096", "(did you mean 'max_model_len'?)"},
       {"a=" + d + ":served_name=a: b", "' b' is not key=value"},
       {"a=" + d + ":served_name=a\nb", "control character"},
       {"a=" + d + ":", "nothing follows"},

@@ -177,6 +177,13 @@ INSTANTIATE_TEST_SUITE_P(
         PatternCase{"force_a_norm", "llama", {}, {"model.norm"}, "'model.norm.weight' (shape [128]) is not a Linear weight"},
         PatternCase{"typo", "llama", {"model.layers.0.mlp.downproj"}, {}, "matches no module of the checkpoint (did "
                     "you mean 'model.layers.0.mlp.down_proj'?)"},
+        // issue 55 tryout: a case slip got another module (k_proj), a block name no hint
+        PatternCase{"case_slip", "llama", {"model.layers.0.self_attn.Q_proj"}, {}, "(did you mean "
+                    "'model.layers.0.self_attn.q_proj'?)"},
+        PatternCase{"a_block", "llama", {"model.layers.0.mlp"}, {}, "'model.layers.0.mlp' names a block, not a module: "
+                    "it holds 3 Linear module(s) (model.layers.0.mlp."},
+        PatternCase{"a_block_hint", "llama", {"model.layers.0.mlp"}, {}, "hint: --ignore 're:^model\\.layers\\.0\\.mlp\\.' "
+                    "names them all"},
         // a Linear's weight tensor named instead of its module: refused with the module's name (it read "not a
         // Linear weight; nothing to ignore" and quantized the module, issue 55)
         PatternCase{"ignore_a_weight_tensor", "llama", {"model.layers.0.self_attn.q_proj.weight"}, {},

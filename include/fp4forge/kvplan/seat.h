@@ -156,8 +156,9 @@ struct SeatModel {
  * version when modelled). USAGE when the log names a vLLM version plan does not model and none is given. */
 Result<SeatArg> merge_logged_options(const SeatArg& arg, const StartupLog& log);
 /** Attaches the log to a loaded seat: the sliding-window reserve its concurrency shows, and its weights per GPU
- * ("Model loading took") when the seat runs at the logged tp and no weights= is given. */
-void apply_logged_seat(SeatModel& m, LoggedSeat logged);
+ * ("Model loading took") when the seat runs at the logged tp and no weights= is given. BAD_INPUT when the log's
+ * weights are more than twice the seat's own (or under half): the log is another model's. */
+Status apply_logged_seat(SeatModel& m, LoggedSeat logged);
 
 /**
  * Resolves DIR (a folder, or a repo id in the Hugging Face cache: hf_cache::resolve), opens the seat's

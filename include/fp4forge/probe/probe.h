@@ -85,6 +85,9 @@ struct CheckResult;
 
 struct ProbeOptions {
   std::string api_key;               ///< sent as "Authorization: Bearer ..."; never printed or logged
+  /** Where api_key came from, for a refusal's hint ("" = --api-key-env): "general_settings.master_key of the
+   * config", "the alias's litellm_params.api_key", ... (issue 55 tryout: a refused master key blamed --api-key-env). */
+  std::string api_key_source;
   double timeout_s = 60.0;           ///< deadline of each check (all its requests together)
   double connect_timeout_s = 5.0;    ///< TCP connect deadline per request
   std::size_t max_response_bytes = 16u << 20;

@@ -219,6 +219,9 @@ struct QuantPlan {
   /** Every scheme with quantized weights, one config group each, in group order (a single entry without
    * rules; the default first when it has weights). Units and scale groups index it. */
   std::vector<PlanScheme> schemes;
+  /** The schemes rules chose that no module took (every module they select kept: shape rules, fused sets): no config
+   * group, but said in the summary and in --json `unused_schemes` (issue 55 tryout: such a rule vanished). */
+  std::vector<PlanScheme> unused_schemes;
   std::vector<TensorDecision> decisions;  ///< one per source tensor, sorted by name
   std::vector<QuantUnit> units;
   std::vector<ScaleGroup> groups;

@@ -9,9 +9,10 @@
 
 namespace fp4forge::util {
 
-/** The candidate nearest `word` by edit distance with adjacent transpositions ("swpa" -> "swap" is one edit), at
- * most a third of its length (at least 1) and not 0 (an exact match suggests nothing); ties: the first. "" when
- * none is that near. */
+/** The candidate nearest `word` by edit distance with adjacent transpositions ("swpa" -> "swap" is one edit), letters
+ * compared without case, at most a third of its length (at least 1) and not 0 (an exact match suggests nothing);
+ * ties: the first. A candidate that differs from `word` only in case is nearest of all ("Q_proj" -> "q_proj"). ""
+ * when none is that near. */
 std::string nearest(std::string_view word, const std::vector<std::string>& candidates);
 
 /** " (did you mean 'X'?)" for nearest(word, candidates), else "". */

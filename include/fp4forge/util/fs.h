@@ -130,6 +130,14 @@ class AtomicFile {
   bool done_ = true;
 };
 
+/** The write gate. AtomicFile's create and commit and rename_durable pass it shared (a moment each);
+ * `close_write_gate()` takes it for good. An interrupt's clean-up (on its watcher thread) closes it first, so the
+ * writers, still running, can neither create a file nor rename one to a final name after the clean-up has listed
+ * the folder: what it removes is all there is (issue 55 tryout: an interrupted header-only synth went on renaming
+ * shards while its clean-up ran, and said "nothing kept" beside 24 of them). Never opened again: the process
+ * exits next. */
+void close_write_gate() noexcept;
+
 /** True for the names AtomicFile gives its temporaries: `NAME.partial` and `NAME.partial-XXXXXXXX`. Such a file
  * is never output: a kill leaves it behind, and whatever finds one removes or skips it. */
 inline bool is_partial_name(std::string_view name) {

@@ -9,6 +9,8 @@
  *   docker, ulimit and nvidia-smi's MiB);
  * - decimal: KB, MB, GB, TB are powers of 1000 (`41GB` == 41 x 10^9, as disk vendors and HF file sizes
  *   count).
+ * A number without a unit is bytes when it is a whole number of at least 1024 (or 0); a smaller one, or one with a
+ * fraction, is refused as a unit left out ("2" is not a headroom of 2 bytes); "2B" says bytes.
  * The result is floored to whole bytes. docs/cli/plan.md and docs/cli/quantize.md cite this grammar.
  */
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 /**
- * The one prose wrapper of fp4forge's text reports (issue 55: lines ran to 326 columns). plan's report wraps its
- * prose at kReportWidth always; every command's report is wrapped at the terminal's width (at most kReportWidth)
+ * The one prose wrapper of fp4forge's text reports (issue 55: lines ran to 326 columns). Every command's report
+ * (plan's too) is wrapped at the terminal's width (at most kReportWidth)
  * when stdout is a terminal (cli::print_report), and kept one item per line when it is piped, so grep and logs see
  * whole lines. Widths are character cells (util::text_cells: a wide character is two).
  */

@@ -28,6 +28,11 @@ struct QualityCell {
   double rel_rms = 0;         ///< what was written, vs the source
   double minmax_rel_rms = 0;  ///< min-max's encoding of the same source
   bool outlier = false;       ///< rel_rms above kOutlierFactor x the median of its kind
+  /** A searched observer encoded some of its tensors (min-max's encoding differs from the reference): its
+   * vs_minmax() says what the observer did. False when min-max is its tensors' observer: nothing to compare. */
+  bool searched = false;
+  /** Every tensor of it is exact (error 0 and min-max's 0: cast or passed through losslessly). */
+  bool exact() const noexcept { return params > 0 && rel_rms == 0 && minmax_rel_rms == 0; }
   /** The observer's change of the error against min-max's: rel / minmax - 1, negative when it lowered the error
    * (0 when minmax is 0). The one figure text, JSON (`error_vs_minmax`) and the SVG show. */
   double vs_minmax() const noexcept { return minmax_rel_rms > 0 ? rel_rms / minmax_rel_rms - 1.0 : 0.0; }
@@ -48,6 +53,12 @@ struct QualityReference {
   double gaussian_minmax_rel_rms = 0;  ///< gaussian_minmax_rel_rms(scheme)
 };
 
+/** One config group's compared tensors (a mixed checkpoint's headline is one line per group, never one average). */
+struct QualityGroup {
+  std::string label;  ///< VerifyStats::groups' line: "group_0 NVFP4A16 (--scheme nvfp4a16), observer ..."
+  QualityCell total;
+};
+
 struct QualityReport {
   std::string observer;  ///< the config's observer
   std::string scheme;    ///< the config's schemes, as verify spells them ("NVFP4A16", "NVFP4A16+FP8_BLOCK")
@@ -57,6 +68,13 @@ struct QualityReport {
   std::vector<QualityReference> references;  ///< one per scheme of `scheme` fp4forge knows
   std::vector<QualityRow> rows;  ///< kinds in the order their first tensor appears (module name order)
   QualityCell total;             ///< every compared tensor
+  std::vector<QualityGroup> groups;  ///< per config group, file order (the picture's headline with two or more)
+  QualityCell inexact;               ///< every compared tensor whose error is not 0
+  std::uint64_t exact_tensors = 0;   ///< compared tensors of error 0 (cast or passed through losslessly)
+  bool searchable = false;           ///< some scheme of `scheme` takes a searched observer (the picture's hint)
+  double quantized_share = 0;        ///< VerifyStats::quantized_share()
+  std::uint64_t total_params = 0;    ///< VerifyStats::total_params
+  std::uint64_t kept_linear = 0;     ///< Linear-like weights kept unquantized (not drawn: no error to show)
   std::vector<std::string> outliers;  ///< "model.layers.7 mlp.down_proj: 0.121 (kind median 0.082)"
 };
 
