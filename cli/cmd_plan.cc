@@ -35,12 +35,12 @@ int run_plan(const PlanOpts& o) {
                                    "FILE; hint: fp4forge plan --help"), o.json);
   if (!o.overhead.empty()) {
     auto s = parse_size(o.overhead);
-    if (!s) return report_error(s.error(), o.json);
+    if (!s) return report_error(Error{Errc::USAGE, "--overhead: " + s.error().message, {}, {}}, o.json);
     p.overhead = *s;
   }
   if (!o.headroom.empty()) {
     auto s = parse_size(o.headroom);
-    if (!s) return report_error(s.error(), o.json);
+    if (!s) return report_error(Error{Errc::USAGE, "--headroom: " + s.error().message, {}, {}}, o.json);
     p.headroom = *s;
   }
   if (!o.svg.empty())  // before the planning, as verify --svg does (issue 55)

@@ -9,6 +9,7 @@
 #include "fp4forge/probe/kv_pool.h"
 #include "fp4forge/probe/probe.h"
 #include "fp4forge/probe/report.h"
+#include "fp4forge/util/format.h"
 #include "render.h"
 
 namespace fp4forge::cli {
@@ -28,7 +29,8 @@ Status expected_kv(const Opts& o, probe::ProbeOptions& po) {
     return make_error(Errc::USAGE, "--expect-kv-tokens and --expect-kv-from both give the expected pool; pick one");
   FP4FORGE_ASSIGN_OR_RETURN(probe::PlanKv kv, probe::kv_from_plan(o.expect_kv_from, o.seat, o.model));
   po.expect_kv_tokens = kv.tokens;
-  po.expect_kv_from = fmt::format("{} seat '{}': {} blocks x {}", o.expect_kv_from, kv.seat, kv.num_blocks, kv.block_size);
+  po.expect_kv_from = fmt::format("{} seat '{}': {} blocks x {}", o.expect_kv_from, kv.seat,
+                                  format_count(static_cast<std::uint64_t>(kv.num_blocks)), kv.block_size);
   return {};
 }
 

@@ -53,7 +53,7 @@ std::string interrupted_text(const char* sig, const std::filesystem::path& dst, 
 
 int run_quantize(const QuantizeOpts& o) {
   auto max_mem = parse_size(o.max_memory);
-  if (!max_mem) return report_error(max_mem.error(), o.json);
+  if (!max_mem) return report_error(Error{Errc::USAGE, "--max-memory: " + max_mem.error().message, {}, {}}, o.json);
   // What was typed is checked before SRC is opened: a usage error (exit 2) is said as one, with its did-you-mean,
   // not after "cannot open checkpoint" (exit 4) for a command that could never run.
   // The scheme, observer and rules are parsed here, once: the library takes them typed.

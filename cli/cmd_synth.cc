@@ -27,7 +27,9 @@ struct SynthOpts {
 Result<nlohmann::ordered_json> read_config_arg(const std::string& arg, std::string& source) {
   std::error_code ec;
   std::filesystem::path file = arg;
-  if (!std::filesystem::is_regular_file(file, ec)) {
+  // A name ending in .json is the file meant, found or not (issue 55 tryout: "cannot open 'x.json/config.json'").
+  const bool named_file = file.extension() == ".json";
+  if (!named_file && !std::filesystem::is_regular_file(file, ec)) {
     FP4FORGE_ASSIGN_OR_RETURN(hf_cache::Source src, hf_cache::resolve(arg));
     file = src.path / "config.json";
   }

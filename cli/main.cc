@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "fp4forge/codec/nvfp4.h"
@@ -41,6 +42,20 @@ constexpr std::array<CommandSpec, 10> kCommands{{
 
 constexpr const char* kExitCodes =
     "Exit codes: 0 ok, 1 check failed, 2 usage, 3 bad input, 4 I/O, 5 internal.";
+
+/** The first option on the command line that `where` does not have ("" when none): the error, not the positional
+ * CLI11 finds missing first (issue 55 tryout: `quantize --bogus` read "src is required"). */
+std::string unknown_option(const CLI::App& where, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.size() < 2 || a[0] != '-' || a == "--") continue;
+    const std::string name = a.substr(0, a.find('='));
+    bool known = false;
+    for (const CLI::Option* op : where.get_options()) known |= op->check_name(name);
+    if (!known) return name;
+  }
+  return {};
+}
 
 int run(int argc, char** argv) {
   CLI::App app{"fp4forge " FP4FORGE_VERSION
@@ -101,7 +116,14 @@ int run(int argc, char** argv) {
     std::string hint;
     std::string what = e.what();
     std::vector<std::string> words;
-    if (const auto colon = what.find("not expected: "); colon != std::string::npos) {
+    // A command with subcommands (gateway) says its own missing subcommand: the options belong to those.
+    if (where != &app && where->get_subcommands({}).empty() && what.find("is required") != std::string::npos)
+      if (std::string name = unknown_option(*where, argc, argv); !name.empty()) {
+        what = fmt::format("unknown option '{}'", fp4forge::util::printable(name, 80));
+        words.push_back(std::move(name));
+      }
+    if (!words.empty()) {
+    } else if (const auto colon = what.find("not expected: "); colon != std::string::npos) {
       // "... not expected: b a quantise" (CLI11 lists them in reverse): every listed word is a candidate typo,
       // options first.
       const std::string list = what.substr(colon + 14);
@@ -110,6 +132,9 @@ int run(int argc, char** argv) {
         words.push_back(list.substr(p, sp - p));
         p = sp + 1;
       }
+      // Said in the order typed (issue 55 tryout: "x /path quantise" for `quantise /path x`).
+      std::reverse(words.begin(), words.end());
+      what = fmt::format("{}{}", what.substr(0, colon + 14), fmt::join(words, " "));
       std::stable_partition(words.begin(), words.end(), [](const std::string& w) { return !w.empty() && w[0] == '-'; });
     } else if (where != &app && !where->get_subcommands({}).empty()) {
       // A command that takes a subcommand (gateway) reports "A subcommand is required" before extras.
@@ -136,6 +161,11 @@ int run(int argc, char** argv) {
         for (CLI::App* s : where->get_subcommands({})) names.push_back(s->get_name());
       }
       hint = fp4forge::util::did_you_mean(word, names);
+      // A word that is no command and near none: said as one, with the list (it read "The following argument was
+      // not expected: foo", issue 55 tryout).
+      if (hint.empty() && where == &app && word[0] != '-' && words.size() == 1)
+        what = fmt::format("unknown command '{}' (commands: {})", fp4forge::util::printable(word, 80),
+                           fmt::join(names, ", "));
     }
     return fp4forge::cli::report_error(
         fp4forge::make_error(fp4forge::Errc::USAGE, "{}{}; run 'fp4forge {}--help'", what, hint,

@@ -1,5 +1,6 @@
 #include "render.h"
 
+#include "fp4forge/core/finding_kinds.h"
 #include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/strings.h"
 #include "fp4forge/util/text_wrap.h"
@@ -120,10 +121,23 @@ std::vector<std::string> allow_warnings(std::vector<Finding>& findings, const st
     for (const Finding& f : findings)
       if (f.severity == Severity::WARNING && std::find(found.begin(), found.end(), f.kind) == found.end())
         found.push_back(f.kind);
-    notes.push_back(errors > 0 ? fmt::format("--allow {}: {} error finding(s) of that kind stay errors (an error is never "
-                                             "allowed)", util::printable(kind, 80), errors)
-                               : fmt::format("--allow {}: no warning of that kind to allow{}", util::printable(kind, 80),
-                                             util::did_you_mean(kind, found)));
+    // A name that is no kind at all, or an error kind, is said as such (issue 55 tryout: both read "no warning of
+    // that kind to allow").
+    const FindingKind* row = find_finding_kind(kind);
+    std::vector<std::string> every;
+    for (const FindingKind& k : finding_kinds()) every.emplace_back(k.id);
+    const std::string near = util::did_you_mean(kind, found);
+    notes.push_back(
+        errors > 0 ? fmt::format("--allow {}: {} error finding(s) of that kind stay errors (an error is never "
+                                 "allowed)",
+                                 util::printable(kind, 80), errors)
+        : row == nullptr
+            ? fmt::format("--allow {}: no finding kind has that name{}; the kinds are in docs/cli/doctor.md "
+                          "and docs/cli/verify.md",
+                          util::printable(kind, 80), near.empty() ? util::did_you_mean(kind, every) : near)
+        : row->severity == Severity::ERROR
+            ? fmt::format("--allow {}: an error kind, never allowed (none was found here)", util::printable(kind, 80))
+            : fmt::format("--allow {}: no warning of that kind to allow{}", util::printable(kind, 80), near));
   }
   std::stable_sort(findings.begin(), findings.end(),
                    [](const Finding& a, const Finding& b) { return a.severity < b.severity; });

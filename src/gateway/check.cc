@@ -29,16 +29,27 @@ std::string server_of(std::string_view url) {
   return std::string(url.substr(0, end));
 }
 
-/** The live deployment of the alias a served-by names: by model_info.id, else by server. "" when none. */
+/** The live deployment of the alias a served-by names: by server where both sides give one, else by model_info.id.
+ * "" when none. The server decides: a swap keeps the deployment's id, so a proxy that has not reloaded answers
+ * with the live id and the old backend's api_base (issue 55 tryout: the id matched first and the check passed). */
 std::string matching_deployment(const std::vector<const Entry*>& entries, const probe::ServedBy& by) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const std::string id = scalar_or(entries[i]->node["model_info"], "id");
     const std::string base = scalar_or(entries[i]->node["litellm_params"], "api_base");
     const bool by_id = !by.model_id.empty() && !id.empty() && by.model_id == id;
-    const bool by_base = !by.api_base.empty() && !base.empty() &&
-                         same_backend(server_of(util::redact_url(base)), server_of(by.api_base));
-    if (by_id || by_base) return std::to_string(i + 1) + list_deployments({entries[i]}).substr(1);
+    const bool both_bases = !by.api_base.empty() && !base.empty();
+    const bool by_base = both_bases && same_backend(server_of(util::redact_url(base)), server_of(by.api_base));
+    if (both_bases ? by_base : by_id) return std::to_string(i + 1) + list_deployments({entries[i]}).substr(1);
   }
+  return {};
+}
+
+/** The live deployment whose model_info.id a served-by gives, when its api_base is another server ("" if none). */
+std::string same_id_other_base(const std::vector<const Entry*>& entries, const probe::ServedBy& by) {
+  if (by.model_id.empty() || by.api_base.empty()) return {};
+  for (const Entry* e : entries)
+    if (scalar_or(e->node["model_info"], "id") == by.model_id)
+      return util::redact_url(scalar_or(e->node["litellm_params"], "api_base"));
   return {};
 }
 
@@ -84,12 +95,18 @@ void verify_served(const stdfs::path& config, const std::vector<const Entry*>& e
     if (!b.deployment.empty() || (b.by.api_base.empty() && !any_id)) continue;
     const std::string backend = !b.by.api_base.empty() ? b.by.api_base : "model id " + b.by.model_id;
     const std::string old = in_newest_backup(config, rep.alias, b.by);
-    rep.stale = fmt::format("alias '{}' still answers from {} ({}: checks {}), which no live deployment of it in {} "
-                            "names{}; the proxy has not reloaded the edited file (restart it), or keeps the alias in "
-                            "its database",
-                            rep.alias, backend, b.by.api_base.empty() ? "x-litellm-model-id" : "x-litellm-model-api-base",
-                            fmt::join(b.checks, ","), rep.config,
-                            old.empty() ? "" : fmt::format(" (the backup {} routed it there: the old backend)", old));
+    const std::string kept_id = same_id_other_base(entries, b.by);
+    rep.stale = fmt::format(
+        "alias '{}' still answers from {} ({}: checks {}), which no live deployment of it in {} "
+        "names{}{}; the proxy has not reloaded the edited file (restart it), or keeps the alias in "
+        "its database",
+        rep.alias, backend, b.by.api_base.empty() ? "x-litellm-model-id" : "x-litellm-model-api-base",
+        fmt::join(b.checks, ","), rep.config,
+        old.empty() ? "" : fmt::format(" (the backup {} routed it there: the old backend)", old),
+        kept_id.empty() ? ""
+                        : fmt::format(" (its x-litellm-model-id '{}' is the live deployment's, "
+                                      "which now routes to {})",
+                                      b.by.model_id, kept_id));
     return;
   }
 }

@@ -158,6 +158,11 @@ std::string resolve_secret(const std::string& v, const std::string& what, std::v
   const std::string name = v.substr(kEnv.size());
   const char* got = name.empty() ? nullptr : std::getenv(name.c_str());
   if (got != nullptr && *got != '\0') return got;
+  // Once per variable: the alias's and the deployment's key are often the same line (issue 55 tryout: said twice).
+  const std::string said = fmt::format(" is os.environ/{}, which is not set", name.substr(0, 80));
+  if (std::any_of(warnings.begin(), warnings.end(),
+                  [&](const std::string& w) { return w.find(said) != std::string::npos; }))
+    return {};
   warnings.push_back(fmt::format("{} is os.environ/{}, which is not set in this environment: the probe runs without a "
                                  "key (set {} here or pass --api-key-env)",
                                  what, name.substr(0, 80), name.substr(0, 80)));

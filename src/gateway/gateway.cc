@@ -289,7 +289,14 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
   out.config = path;
   out.warnings = lock.notes;
   out.backup = src.string();  // the source of the restore
-  if (restored == current) return out;
+  if (restored == current) {
+    // Already there (a second rollback): the step before it is the next older backup (issue 55 tryout: add then
+    // retire could not be undone in two steps without knowing --to).
+    if (to.empty() && hint.find("--to ") != std::string::npos)
+      out.next_steps = {fmt::format("to go one step further back: fp4forge gateway rollback --config {} --to {}", path,
+                                    hint.substr(hint.find("--to ") + 5))};
+    return out;
+  }
   out.diff = util::unified_diff(mask_secret_values(current), mask_secret_values(restored), path, src.string());
   // Keep what is being replaced, under a name the default rollback never picks.
   FP4FORGE_ASSIGN_OR_RETURN(stdfs::path keep, backup::fresh_name(config, kRollbackInfix, backup::stamp_now()));

@@ -228,11 +228,13 @@ void seat_warnings(const SeatOptions& o, std::vector<std::string>& warnings) {
                                    "rule); expected {}/v1",
                                    util::redact_url(o.api_base), util::redact_url(base)));
   if (!o.probe)
-    warnings.push_back(fmt::format("NOT PROVEN: '{}' now routes to {} without a probe (--no-probe); a seat can pass "
-                                   "every health check and still serve garbage (F1): run 'fp4forge probe {} --model "
-                                   "{}' before traffic arrives",
-                                   o.alias, util::redact_url(o.api_base), util::redact_url(o.api_base),
-                                   o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model));
+    warnings.push_back(
+        fmt::format("NOT PROVEN: '{}' {} {} without a probe (--no-probe); a seat can pass "
+                    "every health check and still serve garbage (F1): run 'fp4forge probe {} --model "
+                    "{}' before traffic arrives",
+                    o.alias, o.dry_run ? "would route to" : "now routes to",  // nothing routes on a dry run
+                    util::redact_url(o.api_base), util::redact_url(o.api_base),
+                    o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model));
 }
 
 Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out) {

@@ -211,11 +211,11 @@ void add_rows(const CalibrationInput& in, const OverheadTerms& est, std::uint64_
   if (!non_torch && log.consumed_bytes && log.weights_bytes && log.consumed_bytes->value >= log.weights_bytes->value)
     non_torch = static_cast<double>(log.consumed_bytes->value - log.weights_bytes->value);
   row("profile peak (activations, sampler, encoder)", static_cast<double>(est.profile_peak + est.encoder),
-      as_double(log.activation_peak_bytes), "bytes", where(log.activation_peak_bytes, "not printed by this version"));
+      as_double(log.activation_peak_bytes), "bytes", where(log.activation_peak_bytes, "absent from the log"));
   row("non-torch memory", static_cast<double>(est.non_torch), non_torch, "bytes",
-      log.non_torch_bytes ? line_of(log.non_torch_bytes->line)
+      log.non_torch_bytes  ? line_of(log.non_torch_bytes->line)
       : log.consumed_bytes ? line_of(log.consumed_bytes->line) + " (consumed - weights)"
-                           : "not printed by this version");
+                           : "absent from the log");
   row(est.cuda_graphs_in_budget ? "CUDA graphs (in the budget)" : "CUDA graphs (beside the budget)",
       static_cast<double>(est.cuda_graphs), as_double(log.graph_estimate_bytes), "bytes",
       where(log.graph_estimate_bytes, "no 'Estimated CUDA graph memory' line"));
@@ -316,6 +316,11 @@ CalibratedOverhead calibrate_overhead(const CalibrationInput& in) {
   gr |= note_change(shape.tp != now.tp, "tp");
   term("CUDA graphs", gr, joined(), est.cuda_graphs_in_budget ? est.cuda_graphs : 0,
        e.cuda_graphs_in_budget ? e.cuda_graphs : 0);
+  // Beside the budget both times: the overhead moves by nothing, but the graphs do (issue 55 tryout: "+0 B" beside a
+  // graph memory that went from 1.10 GiB to 418 MiB).
+  if (gr && !est.cuda_graphs_in_budget && !e.cuda_graphs_in_budget)
+    c.reestimated.back() += fmt::format(" in the budget; beside it the graphs go {} -> {}",
+                                        format_bytes(est.cuda_graphs), format_bytes(e.cuda_graphs));
   if (c.measured) {
     const std::int64_t b = static_cast<std::int64_t>(std::min<std::uint64_t>(c.measured_bytes, INT64_MAX)) + delta;
     c.bytes = b > 0 ? static_cast<std::uint64_t>(b) : 0;
@@ -390,7 +395,7 @@ std::string to_text(const LoggedSeat& seat, const CalibratedOverhead* c) {
     if (!c->carried.empty()) {
       std::string t;
       for (const auto& x : c->carried) t += (t.empty() ? "" : ", ") + x;
-      o += "    carried as measured: " + t + "\n";
+      o += "    carried within the measured overhead (settings unchanged): " + t + "\n";
     }
     for (const auto& x : c->reestimated) o += "    re-estimated: " + x + "\n";
     for (const auto& x : c->gaps) o += "    gap: " + x + "\n";

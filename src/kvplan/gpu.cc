@@ -71,18 +71,53 @@ std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view 
     const auto torch = static_cast<std::uint64_t>(c.torch_gib * static_cast<double>(kGiB));
     // The reference card's figures, named as its own (issue 55 tryout: "measured on <the name typed>" with a torch
     // total other than this GPU's read as this GPU's measurement).
+    // A total near but not at the card's own (141GiB for an H200's 143771 MiB) is planned as given, and said.
     if (source)
-      *source = fmt::format("as measured on an {} (nvidia-smi {} MiB, torch {:.2f} GiB: the difference), the card "
-                            "this name and total match", c.card, c.smi_mib, c.torch_gib);
+      *source = fmt::format(
+          "as measured on an {} (nvidia-smi {} MiB, torch {:.2f} GiB: the difference), the card "
+          "this name and total match{}",
+          c.card, c.smi_mib, c.torch_gib,
+          diff < kMiB ? std::string()
+                      : fmt::format("; the total given is {} {} its nvidia-smi figure and is "
+                                    "planned as given: write {}MiB if this is that card",
+                                    format_bytes(diff), total_bytes > smi ? "above" : "below", c.smi_mib));
     return smi > torch ? smi - torch : 0;
   }
   if (source) *source = std::string(kReserveDefaultEstimate);
   return std::min(kDefaultDriverReserve, total_bytes / 10);
 }
 
+std::string card_total_hint(std::uint64_t total_bytes, std::string_view name) {
+  const std::string lower = util::ascii_lower(name);
+  // The card's tag as a word of the name ("l4" is not an L40S's), the nearest total among those (two A100s).
+  const KnownCard* best = nullptr;
+  std::uint64_t best_diff = 0;
+  for (const KnownCard& c : kKnownCards) {
+    const std::size_t at = lower.find(c.match);
+    const std::size_t end = at + c.match.size();
+    if (at == std::string::npos || (at > 0 && std::isalnum(static_cast<unsigned char>(lower[at - 1]))) ||
+        (end < lower.size() && std::isalnum(static_cast<unsigned char>(lower[end]))))
+      continue;
+    const std::uint64_t smi = c.smi_mib * kMiB;
+    const std::uint64_t diff = total_bytes > smi ? total_bytes - smi : smi - total_bytes;
+    if (diff * 100 <= smi) return {};  // matched: driver_reserved_bytes says so
+    if (best == nullptr || diff < best_diff) best = &c, best_diff = diff;
+  }
+  if (best == nullptr) return {};
+  return fmt::format(
+      "; the name is an {}'s, whose nvidia-smi total is {} MiB ({}), not {}: write {}MiB if this is "
+      "that card (GB is decimal, GiB and nvidia-smi's MiB binary)",
+      best->card, best->smi_mib, format_bytes(best->smi_mib * kMiB), format_bytes(total_bytes), best->smi_mib);
+}
+
 Result<GpuSpec> parse_gpu_arg(std::string_view text) {
   const std::size_t eq = text.find('=');
-  if (eq == std::string_view::npos || eq == 0) return gpu_syntax_error(text, "missing 'ID='");
+  // A value with no '=' at all is most often a word of an unquoted name= (issue 55 tryout: "NVIDIA GeForce RTX 4090").
+  if (eq == std::string_view::npos)
+    return gpu_syntax_error(text,
+                            "missing 'ID=' (a word of a GPU name? quote a name with spaces: --gpu "
+                            "'1=24GiB:name=NVIDIA GeForce RTX 4090')");
+  if (eq == 0) return gpu_syntax_error(text, "missing 'ID='");
   GpuSpec g;
   g.id = std::string(text.substr(0, eq));
   for (char c : g.id)
@@ -92,12 +127,16 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
   std::vector<std::string_view> parts;
   for (std::string_view p : split(text.substr(eq + 1), ':'))
     for (std::string_view q : split(p, ',')) parts.push_back(q);
-  auto total = parse_size(parts[0]);
-  if (!total.ok()) return gpu_error(text, total.error().message);
-  // A bare number is bytes (exact totals stay possible), but below 1 GiB it is a missing unit, not a GPU.
-  if (!parts[0].empty() && std::isdigit(static_cast<unsigned char>(parts[0].back())) && *total < kGiB)
+  // A bare number is bytes (exact totals stay possible), but below 1 GiB it is a missing unit, not a GPU: said with
+  // GPU hints (nvidia-smi's MiB) before the size grammar's own refusal of a handful of bytes.
+  const std::string_view digits = parts[0];
+  std::uint64_t bare = 0;
+  if (const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), bare);
+      !digits.empty() && r.ec == std::errc() && r.ptr == digits.data() + digits.size() && bare < kGiB)
     return gpu_error(text, fmt::format("TOTAL '{}' has no unit, so it is {} bytes, below any GPU; hint: {}", parts[0],
                                        parts[0], unitless_total_hint(parts[0])));
+  auto total = parse_size(parts[0]);
+  if (!total.ok()) return gpu_error(text, total.error().message);
   g.total_bytes = *total;
   if (g.total_bytes == 0) return gpu_error(text, "TOTAL is 0");
   bool seen_used = false, seen_name = false, seen_unified = false;
@@ -120,6 +159,11 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
       g.used_bytes = *u;
       seen_used = true;
     } else if (key == "name" && !seen_name) {
+      // An empty value is a usage error, as every empty value (docs/cli/README.md; issue 55 tryout: accepted)
+      if (val.empty())
+        return gpu_error(text,
+                         "name= is empty; give the product name nvidia-smi prints (quoted when it holds spaces), "
+                         "or leave name= out");
       g.name = std::string(val);
       seen_name = true;
     } else if (key == "headroom" && !g.headroom_given) {

@@ -426,11 +426,14 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
         format_count(static_cast<std::uint64_t>(m.max_model_len)));
     // A seat larger than the GPU with no other seat on it: the other seats are not what keeps it out (issue 55
     // tryout: "free after the other seats ... short by" beside a table whose other seat held most of the GPU).
-    if (!fits && e.need > empty)
-      p.reason = fmt::format("does not fit: {}; GPU {} offers {} with no seat on it (after the driver reserve and "
-                             "other tenants{}): short by {} on an empty GPU", need, gpu_list(gpus, set),
-                             format_bytes(empty), headroom_text(gpus, set), format_bytes(e.need - empty));
-    else
+    if (const std::uint64_t whole = util::sat_add(e.need, e.outside); !fits && whole > empty) {
+      p.short_by_bytes = whole - empty;  // what no placement of the others can give back
+      p.reason = fmt::format(
+          "does not fit: {} and {} beside the budget; GPU {} offers {} with no seat on it (net of "
+          "other tenants{}): short by {} on an empty GPU",
+          need, format_bytes(e.outside), gpu_list(gpus, set), format_bytes(empty), headroom_text(gpus, set),
+          format_bytes(p.short_by_bytes));
+    } else
       p.reason = fmt::format("{}: {}; GPU {} has {} beside what the placed seats need{} (a placed seat's KV cache "
                              "then takes its share of that room){}", fits ? "fits" : "does not fit", need,
                              gpu_list(gpus, set), format_bytes(free_now), headroom_text(gpus, set),
@@ -566,12 +569,22 @@ void finish_plan(Plan& plan) {
       }
     if (why.empty()) continue;
     p.fits = false;
+    p.cannot_start = true;
     p.blocker = why;
     // The memory verdict in brackets, without its own "does not fit: " (it read "(memory: does not fit: ...
     // short by 0 B)" for a seat whose memory fits).
     std::string memory = p.reason;
     if (constexpr std::string_view kNo = "does not fit: "; memory.rfind(kNo, 0) == 0) memory.erase(0, kNo.size());
-    p.reason = "does not fit: " + why + (memory.empty() ? "" : " (memory: " + memory + ")");
+    // Not a matter of memory: the seat cannot start (issue 55 tryout: a port clash read "NO FIT does not fit").
+    p.reason = "cannot start: " + why + (memory.empty() ? "" : " (memory: " + memory + ")");
+  }
+  // A seat the planned vLLM cannot start (serving blockers other than a folder only sized): cannot_start whatever
+  // its memory, so --json's placement and serving agree (issue 55 tryout: cannot_start false, can_start false).
+  for (std::size_t s = 0; s < ns; ++s) {
+    const auto& b = plan.seats[s].serving.blockers;
+    if (std::any_of(b.begin(), b.end(), [](const StartBlocker& x) { return !x.sized_only; }))
+      plan.placements[s].cannot_start = true;
+    if (plan.placements[s].cannot_start) plan.all_start = false;
   }
   for (auto& g : plan.gpus) {
     std::uint64_t seats = 0;
@@ -583,10 +596,10 @@ void finish_plan(Plan& plan) {
                                        [](const SeatPlacement& p) { return p.fits; });
   for (std::size_t s = 0; s < ns; ++s)
     if (!plan.placements[s].fits)
-      plan.notes.push_back(fmt::format("seat '{}' does not fit: {}", plan.seats[s].arg.name,
-                                       plan.placements[s].blocker.empty()
-                                           ? "short by " + format_bytes(plan.placements[s].short_by_bytes)
-                                           : plan.placements[s].blocker));
+      plan.notes.push_back(fmt::format(
+          "seat '{}' {}: {}", plan.seats[s].arg.name, plan.placements[s].cannot_start ? "cannot start" : "does not fit",
+          plan.placements[s].blocker.empty() ? "short by " + format_bytes(plan.placements[s].short_by_bytes)
+                                             : plan.placements[s].blocker));
   if (plan.all_fit) {
     // Fitting is memory; a seat vLLM cannot start as it stands, or one sized from a folder no stack starts from,
     // is said beside it (it read "all seats fit" under a "cannot start" line).

@@ -41,7 +41,7 @@ Result<std::vector<GpuSpec>> read_gpus(const PlanParams& p) {
 
 /** --from-log FILE: the seat the log describes, as --seat NAME=MODEL:log=FILE (the log's args fill the rest). */
 Result<SeatArg> seat_from_log(const std::string& file) {
-  FP4FORGE_ASSIGN_OR_RETURN(const StartupLog log, read_startup_log(file));
+  FP4FORGE_ASSIGN_OR_RETURN(const StartupLog log, read_startup_log(file, "--from-log "));
   const LoggedOptions o = logged_options(log);
   if (o.model.empty())
     return make_error(Errc::BAD_INPUT, "--from-log {}: the log has no non-default args naming the model; hint: give "
@@ -158,9 +158,10 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
       if (std::find(r.compose_skipped.begin(), r.compose_skipped.end(), r.plan.seats[s].arg.name) ==
           r.compose_skipped.end())
         continue;
-      r.warnings.push_back(fmt::format("--emit-compose: seat '{}' does not fit ({}), no stack written for it",
-                                       r.plan.seats[s].arg.name,
-                                       !pl.blocker.empty() ? pl.blocker : "short by " + format_bytes(pl.short_by_bytes)));
+      r.warnings.push_back(
+          fmt::format("--emit-compose: seat '{}' {} ({}), no stack written for it", r.plan.seats[s].arg.name,
+                      pl.cannot_start ? "cannot start" : "does not fit",
+                      !pl.blocker.empty() ? pl.blocker : "short by " + format_bytes(pl.short_by_bytes)));
     }
     if (!r.compose_skipped.empty() && r.compose_skipped.size() == r.plan.seats.size())
       r.warnings.push_back("--emit-compose: no seat fits, nothing written");
@@ -226,7 +227,7 @@ std::string to_text(const PlanResult& r) {
 }
 
 int exit_code(const PlanResult& r) {
-  return ((!r.plan.gpus.empty() && !r.plan.all_fit) || !r.compose_refused.empty()) ? 1 : 0;
+  return ((!r.plan.gpus.empty() && !r.plan.all_fit) || !r.plan.all_start || !r.compose_refused.empty()) ? 1 : 0;
 }
 
 }  // namespace fp4forge::kvplan

@@ -100,6 +100,7 @@ Json placement_json(const Plan& plan, const SeatPlacement& p) {
   Json pl;
   pl["placed"] = p.placed;
   pl["fits"] = have_gpus ? Json(p.fits) : Json(nullptr);
+  pl["cannot_start"] = p.cannot_start;  // not fitting is no matter of memory: blocker says why
   Json ids = Json::array();
   for (std::size_t g : p.gpus) ids.push_back(plan.gpus[g].gpu.id);
   pl["gpus"] = ids;
@@ -133,9 +134,11 @@ Json placement_json(const Plan& plan, const SeatPlacement& p) {
 Json to_json(const Plan& plan) {
   Json j;
   const bool have_gpus = !plan.gpus.empty();
-  j["ok"] = !have_gpus || plan.all_fit;  // the exit code's verdict (planner.cc exit_code adds --emit-compose's)
+  // the exit code's verdict (planner.cc exit_code adds --emit-compose's)
+  j["ok"] = (!have_gpus || plan.all_fit) && plan.all_start;
   j["schema"] = kPlanSchema;
   j["all_fit"] = have_gpus ? Json(plan.all_fit) : Json(nullptr);
+  j["all_start"] = plan.all_start;
   j["searched"] = plan.searched;
   Json seats = Json::array();
   for (std::size_t s = 0; s < plan.seats.size(); ++s) {
@@ -284,6 +287,31 @@ std::string version_origin(const SeatModel& m) {
   return fmt::format("the default, the newest modelled; vllm_version= sets it");
 }
 
+/** The summary table: a row per seat, columns as wide as their content, memory in GiB. */
+std::string summary_table(const Plan& plan, bool have_gpus) {
+  std::vector<std::vector<std::string>> rows{{"SEAT", "GPU", "UTIL", "WEIGHTS", "OVERHEAD", "KV/REQUEST", "KV MEMORY",
+                                              "BLOCKS", "CONC", "MAX LEN", "LARGEST LEN", "FITS"}};
+  for (std::size_t s = 0; s < plan.seats.size(); ++s) {
+    const SeatModel& m = plan.seats[s];
+    const SeatPlacement& p = plan.placements[s];
+    rows.push_back(
+        {m.arg.name, p.placed ? gpu_ids(plan, p.gpus) : "-", p.placed ? format_util(p.util) : "-",
+         gib_cell(m.weight_bytes_per_rank), gib_cell(p.overhead_bytes), gib_cell(p.demand.bytes_per_request),
+         p.placed ? gib_cell(p.available_kv_bytes) : "-",
+         p.placed ? format_count(static_cast<std::uint64_t>(p.num_blocks)) : "-",
+         p.placed ? fmt::format("{:.2f}x", p.max_concurrency) : "-",
+         // the planned length, then the largest that fits (issue 55 tryout: one column read as the other)
+         format_count(static_cast<std::uint64_t>(m.max_model_len)),
+         p.largest_max_model_len > 0 ? format_count(static_cast<std::uint64_t>(p.largest_max_model_len)) : "-",
+         !have_gpus ? "n/a"
+         : p.fits   ? (p.cannot_start ? "yes, cannot start" : "yes")
+         // a long reason is cut here: the seat's lines and the notes below give it whole
+         : !p.blocker.empty() ? "NO, " + util::fit_cells(util::printable(p.blocker, util::kReportLine), 40)
+                              : "NO, short by " + format_bytes(p.short_by_bytes)});
+  }
+  return table(rows, {false, false, true, true, true, true, true, true, true, true, true, false});
+}
+
 }  // namespace
 
 std::string to_text(const Plan& plan) {
@@ -374,36 +402,19 @@ std::string to_text(const Plan& plan) {
                        format_count(static_cast<std::uint64_t>(m.max_model_len)),
                        p.min_util > 1.0 ? std::string("none (needs more than the whole GPU)")
                                         : format_util(p.min_util));
-    o += fmt::format("  {}  {}\n", p.fits ? "fits " : (have_gpus ? "NO FIT" : "why  "), p.reason);
+    o += fmt::format("  {}  {}\n",
+                     p.fits           ? "fits "
+                     : !have_gpus     ? "why  "
+                     : p.cannot_start ? "NO START"
+                                      : "NO FIT",
+                     p.reason);
     for (const auto& n : m.notes) o += fmt::format("  note: {}\n", n);
     o += to_text(m.serving);  // image, parsers, vllm_args, why vLLM could not start it (serving.h)
     o += "\n";
   }
   // Prose is one line per item: cli::print_report wraps it on a terminal (issue 55 tryout: wrapped at 100 columns
   // into a log, grep lost the continuation lines).
-  // Summary table: columns as wide as their content, memory in GiB.
-  std::vector<std::vector<std::string>> rows{
-      {"SEAT", "GPU", "UTIL", "WEIGHTS", "OVERHEAD", "KV/REQUEST", "KV MEMORY", "BLOCKS", "CONC", "MAX LEN",
-       "LARGEST LEN", "FITS"}};
-  for (std::size_t s = 0; s < plan.seats.size(); ++s) {
-    const SeatModel& m = plan.seats[s];
-    const SeatPlacement& p = plan.placements[s];
-    rows.push_back({m.arg.name, p.placed ? gpu_ids(plan, p.gpus) : "-", p.placed ? format_util(p.util) : "-",
-                    gib_cell(m.weight_bytes_per_rank), gib_cell(p.overhead_bytes),
-                    gib_cell(p.demand.bytes_per_request), p.placed ? gib_cell(p.available_kv_bytes) : "-",
-                    p.placed ? format_count(static_cast<std::uint64_t>(p.num_blocks)) : "-",
-                    p.placed ? fmt::format("{:.2f}x", p.max_concurrency) : "-",
-                    // the planned length, then the largest that fits (issue 55 tryout: one column read as the other)
-                    format_count(static_cast<std::uint64_t>(m.max_model_len)),
-                    p.largest_max_model_len > 0 ? format_count(static_cast<std::uint64_t>(p.largest_max_model_len))
-                                                : "-",
-                    !have_gpus ? "n/a"
-                    : p.fits   ? "yes"
-                    // a long reason is cut here: the seat's lines and the notes below give it whole
-                    : !p.blocker.empty() ? "NO, " + util::fit_cells(util::printable(p.blocker, util::kReportLine), 40)
-                                         : "NO, short by " + format_bytes(p.short_by_bytes)});
-  }
-  o += table(rows, {false, false, true, true, true, true, true, true, true, true, true, false});
+  o += summary_table(plan, have_gpus);
   if (have_gpus) {
     // The GPU table (a long product name is cut: the reserve lines below give it whole), then the driver reserve
     // each GPU's torch total leaves out and where that figure comes from.
@@ -430,7 +441,8 @@ std::string to_text(const Plan& plan) {
           estimated ? fmt::format(" ({}: torch's total may differ); give reserved= or torch_total= (as torch "
                                   "prints it) when you know the card's figures",
                                   g.gpu.name.empty() ? std::string("no name= to match a measured card")
-                                                     : fmt::format("no card measured matches '{}'", name))
+                                                     : fmt::format("no card measured matches '{}'{}", name,
+                                                                   card_total_hint(g.gpu.total_bytes, g.gpu.name)))
                     : "");
     }
     o += "\n" + table(gr, {false, false, true, true, true, true, true, true, true, false});

@@ -90,7 +90,15 @@ Sensitivity seat_sensitivity(const SeatModel& m, const SeatPlacement& p, const G
   add("activations of max_num_batched_tokens (and the sliding-window reserve, the graph cap)", "max_num_batched_tokens",
       std::to_string(planned.batched), p.batched_default, batched, [](Flags& f, std::int64_t v) { f.batched = v; },
       [](const Outcome& o) { return o.terms.profile_peak; });
-  add("CUDA graphs", "enforce_eager", on_off(planned.eager), !m.arg.enforce_eager, std::vector<std::string>{"off", "on"},
+  // Graphs beside the budget (before vLLM 0.21) move no KV figure: the term says where they are (issue 55 tryout:
+  // "CUDA graphs 0 B" beside an overhead line of 1.10 GiB of graphs).
+  add(
+      p.terms.cuda_graphs_in_budget
+          ? std::string("CUDA graphs")
+          : fmt::format("CUDA graphs in the budget (these rules keep the graphs, {}, beside it: enforce_eager=on frees "
+                        "them at start-up, not for the KV cache)",
+                        format_bytes(p.terms.cuda_graphs)),
+      "enforce_eager", on_off(planned.eager), !m.arg.enforce_eager, std::vector<std::string>{"off", "on"},
       [](Flags& f, const std::string& v) { f.eager = v == "on"; },
       [](const Outcome& o) { return o.terms.cuda_graphs_in_budget ? o.terms.cuda_graphs : 0; });
   if (tower)

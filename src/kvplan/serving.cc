@@ -97,9 +97,12 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
       s.blockers.push_back({"config-form",
                             form->min_minor < 0
                                 ? fmt::format("{}: no vLLM release builds it (doctor: {})", form->what, form->kind)
-                                : fmt::format("{}: vLLM {} cannot build it, 0.{} and newer can (doctor: {})", form->what,
-                                              m.rules.version, form->min_minor, form->kind),
-                            std::string(form->fix)});
+                                : fmt::format("{}: vLLM {} cannot build it, 0.{} and newer can (doctor: {})",
+                                              form->what, m.rules.version, form->min_minor, form->kind),
+                            form->min_minor < 0 ? std::string(form->fix)
+                                                : fmt::format("{}; fp4forge doctor {} --fix --vllm-version {} writes "
+                                                              "the flat keys for it",
+                                                              form->fix, dir, m.rules.version)});
   }
 }
 

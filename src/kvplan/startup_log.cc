@@ -356,22 +356,37 @@ StartupLog parse_startup_log(std::string_view text) {
   return log;
 }
 
-Result<StartupLog> read_startup_log(const std::string& path) {
+Result<StartupLog> read_startup_log(const std::string& path, std::string_view label) {
   auto text = fs::read_file(path, 64u << 20);
   if (!text.ok()) {
     Error e = std::move(text).error();
-    e.message = fmt::format("log={}: {}", path, e.message);
+    e.message = fmt::format("{}{}: {}", label, path, e.message);
     return e;
   }
   StartupLog log = parse_startup_log(*text);
   log.path = path;
   if (log.empty())
     return with_file(make_error(Errc::BAD_INPUT,
-                                "log={}: no vLLM start-up line found (expected lines such as 'Model loading took', "
+                                "{}{}: no vLLM start-up line found (expected lines such as 'Model loading took', "
                                 "'Available KV cache memory', 'GPU KV cache size', 'Maximum concurrency for'); hint: "
                                 "give the engine's own log (docker logs SEAT), from its start to 'Application startup "
-                                "complete'", path),
+                                "complete'",
+                                label, path),
                      path);
+  // A log cut short reads like one whose vLLM prints less (issue 55 tryout: `head -c` of a log gave "not printed by
+  // this version"): a last line without its newline, or the weights loaded and no KV-cache line after them.
+  const auto n = static_cast<std::size_t>(std::count(text->begin(), text->end(), '\n')) +
+                 (!text->empty() && text->back() != '\n' ? 1 : 0);  // the last line's number
+  if (!text->empty() && text->back() != '\n')
+    log.notes.push_back(
+        fmt::format("the log ends mid-line (line {} has no newline: cut?); what it does not show "
+                    "is absent from it, not unprinted by vLLM",
+                    n));
+  else if (log.weights_bytes && !log.available_kv_bytes && !log.kv_cache_tokens && !log.num_gpu_blocks && !log.refused)
+    log.notes.push_back(
+        fmt::format("the log ends (line {}) after the weights loaded and before any KV-cache line: "
+                    "cut? a whole start-up log runs to 'Application startup complete'",
+                    n));
   return log;
 }
 

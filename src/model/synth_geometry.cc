@@ -117,7 +117,8 @@ Status require_positive(std::string_view arch, std::initializer_list<std::pair<s
                         "config.json: '{}' is {}, expected a positive integer for synth's {} layout; hint: "
                         "pass the release's full config.json (a multimodal family's with its text_config and "
                         "vision_config complete)",
-                        key, v, arch);
+                        // a key the config lacks reads 0 here: said as absent (issue 55 tryout: "is 0")
+                        key, v == 0 ? std::string("absent (or 0)") : std::to_string(v), arch);
   return {};
 }
 

@@ -132,15 +132,28 @@ std::int64_t served_max_model_len(Ctx& ctx, Clock::time_point deadline) {
 }
 
 void check_context(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
-  const int answer = ctx.opts.max_tokens;
+  int answer = ctx.opts.max_tokens;
   const bool asked = ctx.opts.context_tokens > 0;
   const std::int64_t served = served_max_model_len(ctx, deadline);
   if (ctx.shared.unauthorized) return fail(r, "unauthorized", "GET /v1/models was refused as unauthorized");
+  // The answer is a short code: a short-context seat gets a smaller answer budget, said, rather than a refusal the
+  // probe made itself (issue 55 tryout: max_model_len 1024 beside the default --max-tokens 1024 failed, nothing sent).
+  std::string lowered;
+  if (!asked && served > 0 && fitting_tokens(served, answer) < 256)
+    if (const int cap = static_cast<int>(std::max<std::int64_t>(64, served / 4));
+        cap < answer && fitting_tokens(served, cap) >= 256) {
+      lowered = fmt::format(
+          " (max_tokens {} for this check, not {}: the served max_model_len {} leaves no room for a "
+          "long prompt beside it)",
+          cap, answer, served);
+      answer = cap;
+    }
   std::int64_t tokens = asked ? ctx.opts.context_tokens : kDefaultTokens;
   if (!asked && served > 0) tokens = std::min(tokens, fitting_tokens(served, answer));
   if (tokens < 256)
     return fail(r, "context-refused",
-                fmt::format("the served max_model_len {} leaves no room for a long prompt beside max_tokens {}",
+                fmt::format("the served max_model_len {} leaves no room for a long prompt beside max_tokens {} "
+                            "(nothing was sent); hint: lower --max-tokens",
                             served, answer));
   const std::uint64_t seed = ctx.opts.seed ? *ctx.opts.seed : std::random_device{}();
   Prompt p = build_prompt(tokens, seed);
@@ -181,7 +194,7 @@ void check_context(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
                 fmt::format("{}: expected '{}' in the answer, got '{}' (seed {}: --seed {} repeats this prompt); the "
                             "seat loses long contexts (F40: a defect that only shows in longer contexts)",
                             size, p.facts.code, excerpt(trim(a.content), 80), seed, seed));
-  pass(r, fmt::format("recalled '{}' from {}", p.facts.code, size));
+  pass(r, fmt::format("recalled '{}' from {}{}", p.facts.code, size, lowered));
 }
 
 }  // namespace fp4forge::probe::detail

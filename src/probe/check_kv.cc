@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/probe/kv_pool.h"
+#include "fp4forge/util/format.h"
 #include "internal.h"
 
 namespace fp4forge::probe::detail {
@@ -64,17 +65,21 @@ void check_kv(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
   kv.tokens = kv.num_gpu_blocks * kv.block_size;
   kv.kv_cache_size_tokens = label_int(*s, "kv_cache_size_tokens");
   r.kv = kv;
-  const std::string served =
-      fmt::format("served KV pool {} tokens ({} blocks x {}, cache_dtype {}{})", kv.tokens, kv.num_gpu_blocks,
-                  kv.block_size, excerpt(s->label("cache_dtype"), 20),
-                  kv.kv_cache_size_tokens > 0 ? fmt::format(", GPU KV cache size {} tokens", kv.kv_cache_size_tokens)
-                                              : "");
+  // Counts with separators, as plan prints them; a label the metric lacks said as such (issue 55 tryout).
+  const auto count = [](std::int64_t v) {
+    return v >= 0 ? format_count(static_cast<std::uint64_t>(v)) : std::to_string(v);
+  };
+  const std::string dtype = s->label("cache_dtype");
+  const std::string served = fmt::format(
+      "served KV pool {} tokens ({} blocks x {}, cache_dtype {}{})", count(kv.tokens), count(kv.num_gpu_blocks),
+      kv.block_size, dtype.empty() ? std::string("not labelled") : excerpt(dtype, 20),
+      kv.kv_cache_size_tokens > 0 ? fmt::format(", GPU KV cache size {} tokens", count(kv.kv_cache_size_tokens)) : "");
   if (kv.expected_tokens <= 0) return pass(r, served + "; no expectation given (--expect-kv-tokens N)");
   const double diff = static_cast<double>(kv.tokens - kv.expected_tokens) / static_cast<double>(kv.expected_tokens);
   r.metric = std::abs(diff);
-  const std::string vs = fmt::format("{}; expected {} tokens{}: {:+.1f} %", served, kv.expected_tokens,
-                                     ctx.opts.expect_kv_from.empty() ? "" : " (" + ctx.opts.expect_kv_from + ")",
-                                     diff * 100.0);
+  const std::string vs =
+      fmt::format("{}; expected {} tokens{}: {:+.1f} %", served, count(kv.expected_tokens),
+                  ctx.opts.expect_kv_from.empty() ? "" : " (" + ctx.opts.expect_kv_from + ")", diff * 100.0);
   if (std::abs(diff) > ctx.opts.kv_tolerance)
     return fail(r, "kv-mismatch",
                 fmt::format("{}, beyond {:.0f} %: the seat runs another KV pool than planned (a re-pulled image, "

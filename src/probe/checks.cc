@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/probe/png.h"
+#include "fp4forge/util/did_you_mean.h"
 #include "internal.h"
 
 namespace fp4forge::probe::detail {
@@ -119,8 +120,8 @@ void check_models(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
   std::string list;
   for (std::size_t i = 0; i < ids.size() && i < 8; ++i) list += (i ? ", " : "") + ids[i];
   fail(r, "model-not-listed",
-       fmt::format("/v1/models does not list '{}'; served: [{}]; check --model (vLLM: --served-model-name)",
-                   ctx.model, list));
+       fmt::format("/v1/models does not list '{}'{}; served: [{}]; check --model (vLLM: --served-model-name)",
+                   ctx.model, util::did_you_mean(ctx.model, ids), list));
 }
 
 void check_prose(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {

@@ -416,9 +416,24 @@ void PlanBuilder::settle_schemes() {
       ++cands[m.scheme].kept[m.rule];
   for (std::size_t k = 1; k < cands.size(); ++k)
     if (cands[k].units == 0)
-      plan.warnings.push_back(fmt::format("{}: no quantized module takes {} (the modules it selects are kept{})",
-                                          format_list(cands[k].rules), quant_scheme_preset(cands[k].scheme),
-                                          cands[k].kept.empty() ? "" : ": " + kept_by_rule(cands[k])));
+      // (When it kept none, it selected none that reached a scheme: no "the modules it selects are kept" beside the
+      // "selects no module" warning, issue 55 tryout.)
+      plan.warnings.push_back(fmt::format(
+          "{}: no quantized module takes {}{}", format_list(cands[k].rules), quant_scheme_preset(cands[k].scheme),
+          cands[k].kept.empty() ? std::string()
+                                : " (the modules it selects are kept: " + kept_by_rule(cands[k]) + ")"));
+  // The rules took every module the default would: said (issue 55 tryout: last_n_layers=5 on a 2-layer model made the
+  // whole model FP8 with no word of it).
+  if (cands.size() > 1 && cands[0].units == 0 && !plan.units.empty()) {
+    std::vector<std::string> rules;
+    for (std::size_t k = 1; k < cands.size(); ++k)
+      if (cands[k].units > 0) rules.push_back(format_list(cands[k].rules));
+    plan.warnings.push_back(
+        fmt::format("the default scheme {} takes no module: {} select every module it would "
+                    "(a selector as large as the model, such as last_n_layers=K with K at least "
+                    "its layer count?)",
+                    quant_scheme_preset(cands[0].scheme), fmt::join(rules, " and ")));
+  }
   std::vector<std::size_t> remap(cands.size(), SIZE_MAX);
   for (std::size_t k = 0; k < cands.size(); ++k) {
     if (cands[k].units == 0 && !(k == 0 && plan.units.empty())) {  // nothing quantized: the default stays
@@ -545,12 +560,13 @@ Result<QuantPlan> make_plan(const PlanInput& in0, const PlanOptions& opts) {
     for (const auto& t : in.tensors) params += st::shape_numel(t.shape);
     const double per = params > 0 ? 8.0 / static_cast<double>(params) : 0.0;
     b.plan.warnings.push_back(fmt::format(
-        "the output ({}) is larger than the source ({}): the source stores {:.2f} bits per parameter, the output "
+        "the output's weights ({}) are more than the source's ({}): the source stores {:.2f} bits per parameter, the "
+        "output "
         "{:.2f} ({} weights take {:.2f} bits, kept tensors are written in 16 bits); the source is a release in fewer "
         "bits than {} writes: serve it as it is where vLLM reads its format, or quantize its BF16 original",
         format_bytes(b.plan.output_bytes), format_bytes(b.plan.source_bytes),
-        static_cast<double>(b.plan.source_bytes) * per, static_cast<double>(b.plan.output_bytes) * per,
-        b.plan.scheme, b.plan.bits_per_weight(), b.plan.scheme));
+        static_cast<double>(b.plan.source_bytes) * per, static_cast<double>(b.plan.output_bytes) * per, b.plan.scheme,
+        b.plan.bits_per_weight(), b.plan.scheme));
   }
   FP4FORGE_TRY(b.check_invariants());
   return std::move(b.plan);

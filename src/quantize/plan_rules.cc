@@ -174,8 +174,12 @@ Status PlanBuilder::settle_fused_sets() {
           mods[k].reason = fmt::format("fused {} partner's shape does not fit {}: kept", s.kind,
                                        quant_scheme_preset(qs_of(mods[ks.front()])));
         }
-      plan.warnings.push_back(fmt::format("{} kept whole: a member's shape does not fit {}", desc,
-                                          quant_scheme_preset(qs_of(mods[ks.front()]))));
+      // Said as the outcome (issue 55 tryout: "(q_proj quantized, k_proj+v_proj kept) kept whole" read as if q_proj
+      // stayed quantized).
+      plan.warnings.push_back(fmt::format(
+          "fused set {} of '{}' kept whole in 16 bits ({} too): {}'s shape does not "
+          "fit {}, and vLLM loads the members as one module",
+          s.kind, s.parent, fmt::join(q, "+"), fmt::join(kept, "+"), quant_scheme_preset(qs_of(mods[ks.front()]))));
     }
     for (auto k : ks) {
       if (set_of[k] >= 0)

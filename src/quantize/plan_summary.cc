@@ -130,14 +130,15 @@ void PlanBuilder::summarize() {
           ps.rules.empty() ? std::string("the default scheme") : fmt::format("{}", fmt::join(ps.rules, ", ")),
           kept == 0 ? std::string() : fmt::format("; {} more kept in 16 bits: {}", format_count(kept), kept_by_rule(ps))));
     }
+  // A rule whose modules were all kept (a rule that selects none has its own warning, check_rules).
   for (const PlanScheme& ps : plan.unused_schemes) {
     std::uint64_t kept = 0;
     for (const auto& [rule, n] : ps.kept) kept += n;
-    plan.summary.push_back(fmt::format("{}: no {} weight, no config group{}", fmt::join(ps.rules, ", "),
-                                       quant_scheme_preset(ps.scheme),
-                                       kept == 0 ? std::string(" (it selects no module)")
-                                                 : fmt::format(" ({} module(s) it selects kept in 16 bits: {})",
-                                                               format_count(kept), kept_by_rule(ps))));
+    if (kept > 0)
+      plan.summary.push_back(
+          fmt::format("{}: no {} weight, no config group ({} module(s) it selects kept in 16 "
+                      "bits: {})",
+                      format_list(ps.rules), quant_scheme_preset(ps.scheme), format_count(kept), kept_by_rule(ps)));
   }
   if (plan.text_params > 0)
     plan.summary.push_back(fmt::format("{:.1f} % of the text stack's Linear parameters quantized",

@@ -82,8 +82,10 @@ Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
                         dst.string(), (d / kStagingMarker).string(),
                         both ? fmt::format(" and '{}'", manifest.string()) : std::string());
     }
-    return make_error(Errc::BAD_INPUT, "destination '{}' already exists; choose a new directory or remove it first",
-                      dst.string());
+    return with_file(
+        make_error(Errc::BAD_INPUT, "destination '{}' already exists; choose a new directory or remove it first",
+                   dst.string()),
+        dst.string());  // --json error.file names it (issue 55 tryout: null)
   }
   if (!stdfs::is_directory(d.parent_path(), ec))
     return make_error(Errc::IO, "the parent of destination '{}' does not exist; create '{}' first", dst.string(),

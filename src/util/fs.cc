@@ -428,14 +428,24 @@ Status check_user_file(const std::filesystem::path& path) {
   if (errno != ENOENT) return io_error("stat", p, errno);
   const std::filesystem::path parent = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
   const std::string d = parent.string();
+  // The error names its file in `file` too (--json's error.file; issue 55 tryout: null beside the message).
+  auto with_file = [&](Error e) {
+    e.file = p;
+    return e;
+  };
   if (::stat(d.c_str(), &st) != 0)
-    return make_error(Errc::IO, "cannot write '{}': its folder '{}' {}; hint: create the folder or name another path", p,
-                      d, errno == ENOENT ? "does not exist" : errno_text(errno));
+    return with_file(make_error(Errc::IO,
+                                "cannot write '{}': its folder '{}' {}; hint: create the folder or name another "
+                                "path",
+                                p, d, errno == ENOENT ? "does not exist" : errno_text(errno)));
   if (!S_ISDIR(st.st_mode))
-    return make_error(Errc::IO, "cannot write '{}': '{}' is not a folder; hint: name a path in a folder", p, d);
+    return with_file(
+        make_error(Errc::IO, "cannot write '{}': '{}' is not a folder; hint: name a path in a folder", p, d));
   if (::access(d.c_str(), W_OK | X_OK) != 0)
-    return make_error(Errc::IO, "cannot write '{}': folder '{}': {}; hint: name a path in a folder you can write", p,
-                      d, errno_text(errno));
+    return with_file(make_error(Errc::IO,
+                                "cannot write '{}': folder '{}': {}; hint: name a path in a folder you can "
+                                "write",
+                                p, d, errno_text(errno)));
   return {};
 }
 

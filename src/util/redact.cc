@@ -126,8 +126,13 @@ std::string redact_line(std::string_view line) {
         while (e < seg.size() && !std::isspace(static_cast<unsigned char>(seg[e])) && seg[e] != '"' &&
                seg[e] != '\'' && seg[e] != ',' && seg[e] != '}')
           ++e;
-        if (e > t) seg.replace(t, e - t, "***");
-        p = t + 3;
+        // A short word of lower-case letters after it is prose ("Bearer of bad news"), not a token (issue 55
+        // tryout); a token has six characters or more, or something other than a lower-case letter.
+        const std::string_view tok(seg.data() + t, e - t);
+        const bool prose =
+            tok.size() < 6 && std::all_of(tok.begin(), tok.end(), [](char c) { return c >= 'a' && c <= 'z'; });
+        if (e > t && !prose) seg.replace(t, e - t, "***");
+        p = e > t && !prose ? t + 3 : e;
       }
     }
     if (s == std::string_view::npos) {

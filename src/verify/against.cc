@@ -583,10 +583,19 @@ std::optional<TensorError> Against::compare_nvfp4(Member& mem, float set_observe
   te.cols = m.k;
   te.global_scale = gs_q;
   te.expected_global_scale = gs_set;
-  if (grp.observer_known) check_global_scale(mem, gs_q, set_observed, gs_set);
   const bool gs_usable = std::isfinite(gs_q) && gs_q > 0;
   if (!compare_chunks(mem, gs_usable ? gs_q : 1.0f, gs_set, gs_minmax, te)) return std::nullopt;
   if (!gs_usable) te.rel_rms = std::numeric_limits<double>::infinity();
+  // The source exactly: any encoding of exactly these values is right (a packed FP4 release's bf16 expansion, cast
+  // losslessly), whatever its global scale; said as exact, like a cast from the packed source itself (issue 55
+  // tryout: "global-scale-wrong" and "-100 % vs min-max" on the same weights as the FP8 folder's clean verdict).
+  if (gs_usable && te.rel_rms == 0) {
+    ++st.exact_modules;
+    te.ref_rel_rms = te.minmax_rel_rms = 0;
+    te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
+    return te;
+  }
+  if (grp.observer_known) check_global_scale(mem, gs_q, set_observed, gs_set);
   // Sampled rows re-encoded by the scalar reference codec with the checkpoint's own gs (F18).
   if (gs_usable && opts.reencode_rows > 0 && grp.observer_known) reencode_sample(mem, gs_q);
   const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
@@ -742,7 +751,12 @@ void Against::reencode_sample(const Member& mem, float gs_q) {
          .expected = fmt::format("byte-identical to compressed-tensors' RTN with observer {} (nvfp4a16-format.md §2)",
                                  grp.observer_name),
          .actual = fmt::format("{} rows differ", bad),
-         .hint = "another quantizer (MSE observer, ModelOpt) or environment-dependent numerics (F18)"});
+         // The re-encode used the checkpoint's own observer: corrupted bytes are as likely as another quantizer
+         // (issue 55 tryout: one flipped byte read "another quantizer (MSE observer, ...)").
+         .hint = fmt::format("corrupted bytes (a damaged copy or shard: `fp4forge diff DIR OTHER --values` against "
+                             "another copy finds them), another quantizer than observer {} says (ModelOpt, a "
+                             "patched llm-compressor), or environment-dependent numerics (F18)",
+                             grp.observer_name)});
   }
 }
 

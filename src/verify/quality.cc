@@ -230,8 +230,15 @@ std::string to_text(const QualityReport& r) {
     const QualityCell* worst = nullptr;
     for (const auto& c : row.cells)
       if (!worst || c.rel_rms > worst->rel_rms) worst = &c;
-    out += fmt::format("    {:<{}}  {:.4f}  {:.4f}  {:+6.1f} %", esc(row.kind), w, row.total.rel_rms, row.total.minmax_rel_rms,
-                       100.0 * row.total.vs_minmax());
+    // Nothing to compare (min-max is its observer, or an exact cast) is not "+0.0 %": said as the picture says it
+    // (issue 55 tryout: an FP8_BLOCK row read "+0.0 %" where the SVG drew n/a).
+    if (!row.total.searched || row.total.exact())
+      out += fmt::format("    {:<{}}  {:.4f}  {:.4f}      n/a ({})", esc(row.kind), w, row.total.rel_rms,
+                         row.total.minmax_rel_rms,
+                         row.total.exact() ? "exact: cast or passed through losslessly" : "min-max is its observer");
+    else
+      out += fmt::format("    {:<{}}  {:.4f}  {:.4f}  {:+6.1f} %", esc(row.kind), w, row.total.rel_rms,
+                         row.total.minmax_rel_rms, 100.0 * row.total.vs_minmax());
     if (worst && worst->layer >= 0 && row.cells.size() > 1) out += fmt::format("  worst layer {} ({:.4f})", worst->layer, worst->rel_rms);
     out += "\n";
   }

@@ -336,7 +336,7 @@ void check_coverage(const Checkpoint& q, const ModelInfo& info, const Structure&
              {.group = family_of(name),
               .message =
                   fmt::format("'{}' is an unquantized 2-D weight {} but no ignore entry matches it: vLLM treats it as "
-                              "{} target and expects {}",
+                              "{} and expects {}",
                               name, format_shape(m.weight->info->shape), as_target(s.group_of(name).layout),
                               payload_text(s.group_of(name).layout)),
               .tensors = {m.weight->name},

@@ -56,8 +56,11 @@ TEST(ForeignFormat, GptOssMxfp4ReleaseIsNamedNotMisread) {
   // inspect names the format as doctor does (it said "unknown:mxfp4" alone), and quantize's refusal says to serve
   // the release as it is, not to quantize "the original BF16 weights" (issue 55).
   EXPECT_EQ(run_cli("inspect " + q(rel), &out, &err), 0) << err;
-  EXPECT_NE(out.find("quantization unknown:mxfp4 (quant_method 'mxfp4': MXFP4, the gpt-oss release format vLLM serves as it is)"),
-            std::string::npos) << out;
+  EXPECT_NE(
+      out.find("quantization unknown:mxfp4 (quant_method 'mxfp4': MXFP4, the gpt-oss release format vLLM serves as it "
+               "is; fp4forge does not read it)"),
+      std::string::npos)
+      << out;
   EXPECT_EQ(run_cli("inspect " + q(rel) + " --json", &out, &err), 0) << err;
   EXPECT_NE(json::parse(out)["quantization"]["foreign"].get<std::string>().find("the gpt-oss release format vLLM serves as it is"),
             std::string::npos) << out;

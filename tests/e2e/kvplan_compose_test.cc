@@ -230,9 +230,19 @@ TEST_F(KvplanCompose, ASeatThatCannotStartRefusesTheWholeStack) {
     const bool sized_only = k.kind == "config-only" || k.kind == "header-only";
     EXPECT_EQ(j["seats"][0]["serving"]["blockers"][0]["sized_only"], sized_only) << out;
     EXPECT_EQ(err.find("or plan without --emit-compose to size it") != std::string::npos, sized_only) << err;
-    // Without --emit-compose the plan still says why (text), and its exit code is the fit's; the summary says it
-    // beside "all seats fit" (it said "all seats fit" alone under a "cannot start" line).
-    EXPECT_EQ(plan("--seat '" + k.seat + "'" + kGpu, &out, &err), 0) << err;
+    // Without --emit-compose the plan still says why (text); a seat that cannot start fails it whatever its memory,
+    // a folder only sized does not (issue 55 tryout: exit 0 and ok:true for a seat it said cannot start); the
+    // summary says it beside "all seats fit" (it said "all seats fit" alone under a "cannot start" line).
+    EXPECT_EQ(plan("--seat '" + k.seat + "'" + kGpu, &out, &err), sized_only ? 0 : 1) << err;
+    {
+      std::string jo;
+      plan("--seat '" + k.seat + "'" + kGpu + " --json", &jo, &err);
+      const auto pj = nlohmann::json::parse(jo);
+      EXPECT_EQ(pj["ok"], sized_only) << jo.substr(0, 300);
+      EXPECT_EQ(pj["all_start"], sized_only);
+      EXPECT_EQ(pj["all_fit"], true);
+      EXPECT_EQ(pj["seats"][0]["placement"]["cannot_start"], !sized_only);
+    }
     if (sized_only) {
       EXPECT_NE(out.find("sized only       " + k.reason.substr(0, 20)), std::string::npos) << out;
       const std::string flat = std::regex_replace(out, std::regex("\n +"), " ");  // the report's wrapped prose
@@ -341,7 +351,7 @@ TEST_F(KvplanCompose, AMalformedKeyListIsAUsageError) {
   for (const auto& [spec, want] : std::vector<std::pair<std::string, std::string>>{
            {"a=" + dir + ":tp", "'tp' is not key=value"},
            {"a=" + dir + ":=4", "'=4' is not key=value"},
-           {"a=" + dir + ":util=0,5", "gpu_memory_utilization='0' is invalid"},
+           {"a=" + dir + ":util=0,5", "write the decimal with a point (0.5)"},
            {"a=" + dir + ":served_name=a: b", "' b' is not key=value"}}) {
     std::string out, err;
     EXPECT_EQ(plan("--seat '" + spec + "'" + kGpu, &out, &err), 2) << spec;

@@ -64,12 +64,13 @@ TEST_F(KvplanOperator, APortClashIsSaidAsOneNamingBothSeats) {
   const auto j = nlohmann::json::parse(out);
   for (int s = 0; s < 2; ++s) EXPECT_EQ(j["seats"][s]["placement"]["blocker"], clash);
   EXPECT_EQ(run_cli("plan " + seats + " --gpu 0=80GiB", &out, &err), 1) << out << err;
-  EXPECT_NE(std::regex_replace(out, std::regex("\\s+"), " ").find("seat 'b' does not fit: " + clash), std::string::npos)
+  EXPECT_NE(std::regex_replace(out, std::regex("\\s+"), " ").find("seat 'b' cannot start: " + clash), std::string::npos)
       << out;
   const stdfs::path deploy = tmp_.path / "deploy";
   EXPECT_EQ(run_cli("plan " + seats + " --gpu 0=80GiB --emit-compose " + q(deploy), &out, &err), 1) << out << err;
   EXPECT_EQ(err.find("no seat is placed"), std::string::npos) << err;
-  EXPECT_NE(err.find("seat 'a' does not fit (host port 8000 clash"), std::string::npos) << err;
+  EXPECT_NE(err.find("seat 'a' cannot start (host port 8000 clash"), std::string::npos) << err;
+  EXPECT_NE(out.find("NO START  cannot start: host port 8000 clash"), std::string::npos) << out;
   EXPECT_NE(err.find("no seat fits, nothing written"), std::string::npos) << err;
   EXPECT_NE(out.find("SEAT"), std::string::npos) << out;  // the plan is printed
   EXPECT_FALSE(stdfs::exists(deploy));

@@ -358,6 +358,11 @@ TEST(QuantizeE2E, RefusesExistingDestinationAndUsageErrors) {
   std::string err;
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path), nullptr, &err), 3);
   EXPECT_THAT(err, HasSubstr("already exists"));
+  {  // --json names the path in error.file (issue 55 tryout: null)
+    std::string jo;
+    EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path) + " --json", &jo, &err), 3);
+    EXPECT_EQ(nlohmann::json::parse(jo)["error"]["file"], tmp.path.string()) << jo;
+  }
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(kData + "/llama/sub"), nullptr, &err), 3);
   EXPECT_THAT(err, HasSubstr("inside the source"));
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(tmp.path / "o") + " --ignore model.layers.0.self_attn.k_proj",

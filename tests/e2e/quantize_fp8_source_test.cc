@@ -247,6 +247,41 @@ TEST_P(Fp8SourceE2E, DryRunDescribesTheSource) {
   }
 }
 
+// The same weights, the same verdict: against the source's bf16 expansion (the .bf16 folder beside it) as against
+// the FP8 source itself; a lossless cast is exact either way, never "global-scale-wrong" or "-100 % vs min-max"
+// (issue 55 tryout).
+TEST_P(Fp8SourceE2E, AgainstItsBf16ExpansionTheVerdictIsTheSame) {
+  const std::string bf16 = src() + ".bf16";
+  if (!stdfs::exists(bf16)) GTEST_SKIP() << "no .bf16 expansion beside " << GetParam();
+  TempDir tmp;
+  std::string out, err;
+  const auto dst = tmp.path / "q";
+  ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(dst) + " -j 2", &out, &err), 0) << err;
+  auto kinds = [&](const std::string& against) {
+    EXPECT_EQ(run_cli("verify " + q(dst) + " --against " + q(against) + " --json", &out, &err), 0)
+        << out.substr(0, 2000);
+    const auto j = nlohmann::json::parse(out);
+    std::set<std::string> k;
+    for (const auto& f : j["findings"]) {
+      const std::string kind = f.value("kind", "");
+      if (kind == "global-scale-wrong" || kind == "reencode-mismatch" || kind == "error-outlier") k.insert(kind);
+    }
+    return std::pair{k, j["stats"]["against"]};
+  };
+  const auto [from_src, st_src] = kinds(src());
+  const auto [from_bf16, st_bf16] = kinds(bf16);
+  EXPECT_EQ(from_bf16, from_src) << GetParam();
+  EXPECT_TRUE(from_bf16.empty()) << GetParam();
+  // What was cast from the packed source is exact against its expansion.
+  EXPECT_EQ(st_bf16["exact_modules"].get<std::uint64_t>(), st_src["cast_modules"].get<std::uint64_t>()) << GetParam();
+  if (GetParam() == "dsv4-fp8-fp4") {
+    EXPECT_GT(st_bf16["exact_modules"].get<std::uint64_t>(), 0u);
+    std::string text;
+    run_cli("verify " + q(dst) + " --against " + q(bf16), &text, &err);
+    EXPECT_NE(text.find("module(s) reproduce the source exactly (error 0"), std::string::npos) << text;
+  }
+}
+
 // An output larger than its source is said, with both densities, whenever the plan writes more bytes than the source
 // holds (DeepSeek-V4's FP4 experts and FP8 rest became a larger "NVFP4" folder with no note, issue 55), and only then.
 TEST_P(Fp8SourceE2E, AnOutputLargerThanTheSourceIsSaid) {
@@ -256,7 +291,7 @@ TEST_P(Fp8SourceE2E, AnOutputLargerThanTheSourceIsSaid) {
   const bool larger = j["output_bytes"].get<std::uint64_t>() > j["source_bytes"].get<std::uint64_t>();
   bool said = false;
   for (const auto& w : j["warnings"])
-    said = said || w.get<std::string>().find("is larger than the source") != std::string::npos;
+    said = said || w.get<std::string>().find("are more than the source's") != std::string::npos;
   EXPECT_EQ(said, larger) << j["warnings"].dump();
   if (GetParam() == "dsv4-fp8-fp4") {
     EXPECT_TRUE(larger);

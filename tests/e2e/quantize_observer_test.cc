@@ -111,6 +111,9 @@ TEST(QuantizeObserver, VerifyProvesTheObserverTheConfigNames) {
   auto vj = nlohmann::json::parse(out);
   EXPECT_GT(vj["stats"]["against"]["reencode_mismatched_rows"].get<int>(), 0);
   EXPECT_NE(out.find("reencode-mismatch"), std::string::npos);
+  // The hint names corrupted bytes first and the observer the re-encode used (issue 55 tryout: "MSE observer").
+  EXPECT_NE(out.find("corrupted bytes (a damaged copy or shard"), std::string::npos) << out;
+  EXPECT_NE(out.find("another quantizer than observer nvfp4_expanded_mse says"), std::string::npos) << out;
   // And the other way round.
   set_observer(tmp.path / "mse", "memoryless_minmax");
   EXPECT_EQ(run_cli("verify " + q(tmp.path / "mse") + " --against " + q(src) + " --strict --json", &out, &err), 1);

@@ -117,6 +117,21 @@ TEST(RecipeCliBounds, TheSizeCapAndOneWarningForIdleRules) {
   EXPECT_LT(out.size(), 8192u);
 }
 
+// A selector as large as the model leaves the default scheme nothing: said (issue 55 tryout: last_n_layers=5 on a
+// 2-layer model made it all FP8 with no word of it); a smaller one says nothing of the kind.
+TEST(RecipeCliBounds, ADefaultSchemeThatTakesNothingIsSaid) {
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(kLlama) + " --dry-run --scheme-for last_n_layers=5=fp8-dynamic", &out, &err), 0)
+      << err;
+  EXPECT_NE(out.find("the default scheme NVFP4A16 takes no module: --scheme-for 'last_n_layers=5=fp8-dynamic' select "
+                     "every module it would"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(run_cli("quantize " + q(kLlama) + " --dry-run --scheme-for last_n_layers=1=fp8-dynamic", &out, &err), 0)
+      << err;
+  EXPECT_EQ(out.find("takes no module"), std::string::npos) << out;
+}
+
 // R4-B23: the dry run's observer was the first group's; the run's says each group's.
 TEST(RecipeCliObserver, TheDryRunSaysWhatTheRunSays) {
   TempDir tmp;

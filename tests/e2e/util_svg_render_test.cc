@@ -391,6 +391,12 @@ TEST(SvgRender, AnUnwritablePathIsRefusedFirst) {
             4);
   EXPECT_NE(err.find("its folder"), std::string::npos) << err;
   EXPECT_EQ(out.find("result:"), std::string::npos) << out;  // no comparison ran
+  // --json's error names the file (issue 55 tryout: "file": null beside a message naming it).
+  EXPECT_EQ(
+      run_cli("verify " + kData + "/llama --against " + kData + "/llama --json --svg " + q(t.path / "no" / "q.svg"),
+              &out, &err),
+      4);
+  EXPECT_EQ(nlohmann::json::parse(out)["error"]["file"], (t.path / "no" / "q.svg").string()) << out;
   EXPECT_EQ(run_cli("verify " + kData + "/llama --against " + kData + "/llama --svg " + q(t.path), &out, &err), 3);
   EXPECT_EQ(run_cli("plan --seat a=" + kData + "/llama --gpu 0=24GiB --svg " + q(t.path / "no" / "p.svg"), &out, &err), 4);
   EXPECT_FALSE(stdfs::exists(t.path / "no"));

@@ -35,6 +35,7 @@
 #include "fp4forge/util/progress_sink.h"
 #include "fp4forge/verify/diff.h"
 #include "fp4forge/verify/verify.h"
+#include "test_util.h"
 #include "verify_test_util.h"
 
 namespace fp4forge {
@@ -563,7 +564,8 @@ TEST_F(VerifyDefects, DiffSaysWhatTheOtherClassHides) {
     EXPECT_EQ(r->class_message.find(c.not_says), std::string::npos) << r->class_message;
   }
   std::string out, err;
-  EXPECT_EQ(run_cli(fmt::format("diff {} {}", (kData / "llama").string(), (kData / "qwen3_moe").string()), &out, &err),
+  EXPECT_EQ(testutil::run_cli(fmt::format("diff {} {}", (kData / "llama").string(), (kData / "qwen3_moe").string()),
+                              &out, &err),
             3);
   // Once in the report; piped (stdout not a terminal), the exit-3 refusal is on stderr as every error is (issue 55
   // tryout: nothing on stderr); on a terminal it is not repeated there.

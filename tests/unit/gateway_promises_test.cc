@@ -328,7 +328,7 @@ TEST_F(Promises, CheckTellsWhichBackendAnswered) {
   Env master("FP4FORGE_T_MASTER", "sk-master");
   FakeServer old_seat(FakeServerOptions{});
   FakeServer new_seat(FakeServerOptions{});
-  one_alias(old_seat.url());
+  one_alias(old_seat.url(), "", "      id: chat-gpu7\n");  // the swap keeps the id
   auto swapped = gateway_swap(cfg_, seat<SwapOptions>(new_seat));
   ASSERT_TRUE(swapped.ok() && swapped->changed) << (swapped.ok() ? swapped->refused : swapped.error().message);
   auto gateway = [&](const std::string& answers_from, const std::string& id = "") {
@@ -366,7 +366,20 @@ TEST_F(Promises, CheckTellsWhichBackendAnswered) {
     EXPECT_NE(r->stale.find("(the backup " + swapped->backup + " routed it there: the old backend)"), std::string::npos)
         << r->stale;
     EXPECT_FALSE(to_json(*r)["ok"].get<bool>());
-    EXPECT_NE(to_text(*r).find("FAILED: alias 'chat' still answers"), std::string::npos);
+    EXPECT_NE(to_text(*r).find("FAILED although every check passed: alias 'chat' still answers"), std::string::npos);
+  }
+  {  // not reloaded, and the id the swap kept: the api_base decides (issue 55 tryout: the id matched, check passed)
+    FakeServer gw(gateway(old_seat.url() + "/v1", "chat-gpu7"));
+    co.gateway_url = gw.url();
+    auto r = gateway_check(cfg_, co);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(exit_code(*r), 1) << to_text(*r);
+    EXPECT_NE(r->stale.find("alias 'chat' still answers from " + old_seat.url() + "/v1"), std::string::npos)
+        << r->stale;
+    EXPECT_NE(r->stale.find("its x-litellm-model-id 'chat-gpu7' is the live deployment's, which now routes to " +
+                            new_seat.url()),
+              std::string::npos)
+        << r->stale;
   }
   {  // no headers: cannot tell, and says so
     FakeServer gw(gateway(""));

@@ -90,6 +90,8 @@ TEST(KvplanMessages, AUnitlessGpuTotalLikeNvidiaSmisIsMiBInTheHint) {
   const std::string small = gpu_message("0=96");  // a figure below 1024 is GiB or GB
   EXPECT_NE(small.find("96GiB or 96GB"), std::string::npos) << small;
   EXPECT_EQ(small.find("96MiB"), std::string::npos) << small;
+  // An empty name= is refused as every empty value is (issue 55 tryout: accepted, the default reserve taken).
+  EXPECT_NE(gpu_message("0=80GiB:name=").find("name= is empty"), std::string::npos) << gpu_message("0=80GiB:name=");
   ASSERT_TRUE(parse_gpu_arg("0=98304MiB").ok());
   EXPECT_EQ(parse_gpu_arg("0=98304MiB")->total_bytes, 96ull << 30);
 }

@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fp4forge/kvplan/startup_log.h"
 #include "fp4forge/util/size.h"
@@ -130,6 +134,34 @@ TEST(KvplanStartupLog, ClaimsNothingItDidNotRead) {
   auto missing = read_startup_log(dir + "/no-such.log");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, Errc::IO);
+}
+
+// A log cut short is said to be one, not read as a vLLM that prints less (issue 55 tryout: `head -c 3000`).
+TEST(KvplanStartupLog, ALogCutShortIsSaidToBeOne) {
+  auto whole = read_startup_log(kLogs + "v0.19-gemma-2-9b-h100.log");
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_TRUE(whole->notes.empty()) << whole->notes.front();
+  std::ostringstream buf;
+  buf << std::ifstream(kLogs + "v0.19-gemma-2-9b-h100.log", std::ios::binary).rdbuf();
+  const std::string text = buf.str();
+  const std::string dir = ::testing::TempDir();
+  const std::size_t loaded = text.find("Model loading took");
+  ASSERT_NE(loaded, std::string::npos);
+  // Cut mid-line, and cut at a line's end before any KV-cache line.
+  const std::size_t eol = text.find('\n', loaded);
+  for (const auto& [cut, want] : std::vector<std::pair<std::string, std::string>>{
+           {text.substr(0, eol + 20), "the log ends mid-line (line "},
+           {text.substr(0, eol + 1), "after the weights loaded and before any KV-cache line: cut?"}}) {
+    const std::string path = dir + "/cut.log";
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << cut;
+    auto r = read_startup_log(path);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(r->notes.size(), 1u) << cut.size();
+    EXPECT_NE(r->notes[0].find(want), std::string::npos) << r->notes[0];
+  }
+  auto labelled = read_startup_log(dir + "/no-such.log", "--from-log ");
+  ASSERT_FALSE(labelled.ok());
+  EXPECT_EQ(labelled.error().message.rfind("--from-log " + dir + "/no-such.log: ", 0), 0u) << labelled.error().message;
 }
 
 TEST(KvplanStartupLog, PythonReprOfArgs) {

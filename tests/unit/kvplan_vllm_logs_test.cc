@@ -338,6 +338,21 @@ TEST(KvplanGpu, DriverReserveFromTheCardTableOrTheDefault) {
   // "l4" must not match an L40S (48 GB): the total differs, so the default applies.
   EXPECT_EQ(driver_reserved_bytes(46068 * kMiB, "NVIDIA L40S", &src), kDefaultDriverReserve);
   EXPECT_EQ(src, "default estimate");
+  EXPECT_EQ(card_total_hint(46068 * kMiB, "NVIDIA L40S"), "");  // no L4: "l4" is no word of it
+  // A total near the card's but not its own is planned as given, and said; one further off gets the card's figure
+  // (issue 55 tryout: 141GiB for an H200 "matched" silently; 80GB for an H100 "matched no card").
+  driver_reserved_bytes(141 * kGiB, "NVIDIA H200", &src);
+  EXPECT_NE(src.find("the card this name and total match; the total given is 613.00 MiB above its nvidia-smi figure "
+                     "and is planned as given: write 143771MiB if this is that card"),
+            std::string::npos)
+      << src;
+  EXPECT_EQ(card_total_hint(141 * kGiB, "NVIDIA H200"), "");
+  EXPECT_NE(card_total_hint(80'000'000'000ull, "NVIDIA H100 80GB HBM3")
+                .find("the name is an NVIDIA H100 80GB HBM3's, whose nvidia-smi total is 81559 MiB (79.65 GiB), not "
+                      "74.51 GiB: write 81559MiB"),
+            std::string::npos)
+      << card_total_hint(80'000'000'000ull, "NVIDIA H100 80GB HBM3");
+  EXPECT_NE(card_total_hint(70 * kGiB, "NVIDIA A100-SXM4-80GB").find("A100-SXM4-80GB's"), std::string::npos);
   // reserved= and torch_total= override the table; a reserve >= TOTAL is a usage error.
   auto g = parse_gpu_arg("0=143771MiB:name=NVIDIA H200:torch_total=139GiB");
   ASSERT_TRUE(g.ok()) << g.error().message;

@@ -178,6 +178,21 @@ TEST(ProbeChecks, ModelNotListed) {
   EXPECT_NE(rep.checks[0].detail.find("someone/else"), std::string::npos);
 }
 
+// A wrong --model (here its case): the nearest listed name, and the 404s blame the name, not the URL (issue 55 tryout).
+TEST(ProbeChecks, AWrongModelNameIsSaidAsOneNotAsAWrongUrl) {
+  FakeServerOptions o;
+  FakeServer srv(o);
+  const ProbeReport rep = run_probe(srv.url(), "Fake-Org/Fake-Model-NVFP4", {Check::MODELS, Check::PROSE}, fast_opts());
+  EXPECT_EQ(rep.checks[0].classification, "model-not-listed");
+  EXPECT_NE(rep.checks[0].detail.find("(did you mean '" + o.model + "'?)"), std::string::npos) << rep.checks[0].detail;
+  EXPECT_EQ(rep.checks[1].http_status, 404);
+  EXPECT_NE(rep.checks[1].detail.find("the server does not serve 'Fake-Org/Fake-Model-NVFP4' under that name: check "
+                                      "--model"),
+            std::string::npos)
+      << rep.checks[1].detail;
+  EXPECT_EQ(rep.checks[1].detail.find("base URL"), std::string::npos) << rep.checks[1].detail;
+}
+
 TEST(ProbeChecks, ConnectionRefusedSendsOneRequestOnly) {
   const int port = FakeServer::free_port();
   const auto t0 = std::chrono::steady_clock::now();
@@ -339,6 +354,10 @@ TEST(ProbeChecks, RepeatedNgramRatio) {
   EXPECT_EQ(util::redact_url("https://h/x?sig=abc&api_key=K2#frag"), "https://h/x?sig=***&api_key=***#frag");
   EXPECT_EQ(util::redact_url("http://sk-TOKEN@h:8000/v1"), "http://***@h:8000/v1");
   EXPECT_EQ(util::redact_line("Authorization: Bearer eyJhbGciOi.x.y, next"), "Authorization: Bearer ***, next");
+  // Prose is not a token (issue 55 tryout: "Bearer *** bad news"); a short token with a digit or a dash still is.
+  EXPECT_EQ(util::redact_line("description: Bearer of bad news"), "description: Bearer of bad news");
+  EXPECT_EQ(util::redact_line("Bearer sk-1 and Basic hunter2"), "Bearer *** and Basic ***");
+  EXPECT_EQ(util::redact_line("Bearer changeme"), "Bearer ***");
   EXPECT_EQ(util::redact_line("base http://u:pw@h/v1 and https://h2/?token=t9"), "base http://u:***@h/v1 and https://h2/?token=***");
   EXPECT_EQ(util::redact_line(R"({"private_key": "-----BEGIN PRIVATE KEY-----\nMIIEv\n-----END PRIVATE KEY-----\n"})"),
             R"({"private_key": "***)");

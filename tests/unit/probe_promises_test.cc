@@ -143,6 +143,31 @@ TEST(ProbeContext, WithoutAListedLimitTheRefusalSizesTheRetry) {
   EXPECT_EQ(r.context->target_tokens, (6000 - 1024 - 64) * 5 / 8);
 }
 
+// A short-context seat: the default answer budget (1024) would leave no prompt room, so the context check asks for a
+// smaller answer and says so (issue 55 tryout: context-refused with nothing sent, no hint).
+TEST(ProbeContext, AShortSeatGetsASmallerAnswerBudgetSaid) {
+  FakeServerOptions o;
+  o.max_model_len = 1024;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.seed = 3;
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::CONTEXT}, po);
+  const CheckResult& r = rep.checks[0];
+  ASSERT_EQ(r.status, CheckStatus::PASS) << r.classification << ": " << r.detail;
+  EXPECT_NE(r.detail.find("(max_tokens 256 for this check, not 1024: the served max_model_len 1024 leaves no room"),
+            std::string::npos)
+      << r.detail;
+  EXPECT_EQ(r.context->target_tokens, (1024 - 256 - 64) * 5 / 8);
+  // Too short even for that: nothing is sent, and the hint says what to lower.
+  FakeServerOptions tiny;
+  tiny.max_model_len = 300;
+  FakeServer small(tiny);
+  const ProbeReport none = run_probe(small.url(), tiny.model, {Check::CONTEXT}, po);
+  EXPECT_EQ(none.checks[0].classification, "context-refused");
+  EXPECT_NE(none.checks[0].detail.find("(nothing was sent); hint: lower --max-tokens"), std::string::npos)
+      << none.checks[0].detail;
+}
+
 TEST(ProbeKv, ReportsTheServedPoolAndComparesIt) {
   FakeServer srv(FakeServerOptions{});  // 2048 blocks x 16
   ProbeOptions po = fast_opts();
@@ -153,7 +178,7 @@ TEST(ProbeKv, ReportsTheServedPoolAndComparesIt) {
   EXPECT_EQ(r.kv->num_gpu_blocks, 2048);
   EXPECT_EQ(r.kv->block_size, 16);
   EXPECT_EQ(r.kv->tokens, 32768);
-  EXPECT_NE(r.detail.find("served KV pool 32768 tokens (2048 blocks x 16, cache_dtype auto)"), std::string::npos)
+  EXPECT_NE(r.detail.find("served KV pool 32,768 tokens (2,048 blocks x 16, cache_dtype auto)"), std::string::npos)
       << r.detail;
   for (const auto& [expect, cls] : std::vector<std::pair<std::int64_t, std::string>>{
            {32768, "ok"}, {33300, "ok"}, {32200, "ok"}, {33500, "kv-mismatch"}, {30000, "kv-mismatch"}}) {

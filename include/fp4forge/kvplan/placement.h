@@ -32,6 +32,9 @@ namespace fp4forge::kvplan {
 struct SeatPlacement {
   bool placed = false;              ///< assigned to GPU(s) (false: no room, or no GPUs given)
   bool fits = false;
+  /** Not fitting is not a matter of memory: vLLM refuses the seat's config, or a host port clashes ("cannot
+   * start", `blocker` says why). */
+  bool cannot_start = false;
   std::vector<std::size_t> gpus;    ///< indices into Plan::gpus, rank order
   double util = 0.0;                ///< gpu_memory_utilization to run with
   bool util_explicit = false;
@@ -89,6 +92,9 @@ struct Plan {
   std::vector<SeatPlacement> placements;  ///< parallel to seats
   std::vector<GpuPlan> gpus;
   bool all_fit = false;
+  /** No seat that vLLM cannot start as it stands (SeatPlacement::cannot_start; a folder only sized is no such
+   * seat): plan's exit code fails without it, whatever the memory (issue 55 tryout: exit 0, ok:true). */
+  bool all_start = true;
   bool searched = false;  ///< the greedy order failed and the search found the placement
   std::vector<std::string> notes;
 };

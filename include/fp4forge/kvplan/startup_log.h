@@ -72,8 +72,10 @@ struct StartupLog {
 StartupLog parse_startup_log(std::string_view text);
 
 /** Reads the log file at `path` (IO error when it cannot be read; BAD_INPUT when it holds no vLLM start-up
- * line at all, with a hint naming the lines looked for). */
-Result<StartupLog> read_startup_log(const std::string& path);
+ * line at all, with a hint naming the lines looked for); errors start with `label` and the path ("log=FILE",
+ * "--from-log FILE"). A log that looks cut short (its last line without a newline, or the weights loaded and no
+ * KV-cache line) gets a note saying so. */
+Result<StartupLog> read_startup_log(const std::string& path, std::string_view label = "log=");
 
 /** The seat options a log's non-default args state, as seat keys ("max_model_len=262144", ...), in kSeatKeys
  * order; `model` and `served_model_name` are returned apart (they name the checkpoint and the seat). */
