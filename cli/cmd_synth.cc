@@ -10,6 +10,7 @@
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/util/hf_cache.h"
+#include "fp4forge/util/strings.h"
 #include "interrupt.h"
 #include "fp4forge/model/synth.h"
 #include "render.h"
@@ -41,7 +42,7 @@ Result<nlohmann::ordered_json> read_config_arg(const std::string& arg, std::stri
 int run_synth(const SynthOpts& o) {
   SynthOptions so;
   so.arch = o.arch;
-  so.size = o.size;
+  so.size = util::ascii_lower(o.size);  // "8B" is the 8b geometry (issue 55 tryout)
   so.out = o.out;
   so.seed = o.seed;
   so.force = o.force;

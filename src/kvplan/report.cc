@@ -332,9 +332,9 @@ std::string to_text(const Plan& plan) {
     if (m.arg.assume)
       wnote += m.arg.recipe.empty()
                    ? fmt::format(", {} assumed for {} Linears", quant_scheme_preset(*m.arg.assume),
-                                 m.weights.quantized_linears)
+                                 format_count(m.weights.quantized_linears))
                    : fmt::format(", recipe {} (default {}) assumed for {} Linears", m.arg.recipe,
-                                 quant_scheme_preset(*m.arg.assume), m.weights.quantized_linears);
+                                 quant_scheme_preset(*m.arg.assume), format_count(m.weights.quantized_linears));
     if (!m.quantization.empty() && !m.weights_given && !m.weights_from_log)
       wnote += fmt::format(", stored {}", util::printable(m.quantization, util::kReportLine));
     o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);

@@ -201,7 +201,7 @@ TEST(SynthConfig, AFolderIsReadForItsConfig) {
 TEST(SynthConfig, AHeaderOnlyCheckpointIsNeverQuantized) {
   TempDir t;
   const stdfs::path o = t.path / "o";
-  synth_json("--arch llama --size tiny --header-only --no-progress --out " + q(o));
+  synth_json("--arch llama --size TINY --header-only --no-progress --out " + q(o));  // any case (issue 55 tryout)
   std::string out, err;
   ASSERT_EQ(run_cli("doctor " + q(o) + " --json", &out, &err), 1) << out << err;
   const Json d = Json::parse(out);
