@@ -84,6 +84,22 @@ void verify_served(const stdfs::path& config, const std::vector<const Entry*>& e
     }
     it->checks.push_back(probe::check_name(c.check));
   }
+  // A load-balanced alias: a replica that answered no check is not proven by this run (issue 55 tryout: the swapped
+  // replica never answered, and the check passed on the untouched one).
+  if (entries.size() > 1 && !rep.served.empty()) {
+    std::vector<std::string> silent;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const std::string tag = std::to_string(i + 1) + ")";
+      if (std::none_of(rep.served.begin(), rep.served.end(),
+                       [&](const ServedBackend& b) { return b.deployment.rfind(tag, 0) == 0; }))
+        silent.push_back(std::to_string(i + 1) + list_deployments({entries[i]}).substr(1));
+    }
+    if (!silent.empty())
+      rep.warnings.push_back(fmt::format(
+          "NOT PROVEN: deployment(s) {} of alias '{}' answered no check (LiteLLM spreads the alias over its {} "
+          "deployments): probe each seat directly (fp4forge probe API_BASE --model MODEL), or run the check again",
+          fmt::join(silent, "; "), rep.alias, entries.size()));
+  }
   if (rep.served.empty() && answered)
     rep.warnings.push_back("the gateway sent no x-litellm-model-api-base / x-litellm-model-id headers: which backend "
                            "answered could not be checked (a LiteLLM without them, or a proxy in front that drops them)");

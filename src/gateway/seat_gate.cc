@@ -191,6 +191,16 @@ Status check_seat_options(const SeatOptions& o, const char* command) {
                         "(--api-key-env writes api_key: os.environ/{})", o.api_key_env, o.api_key_env);
     if (v.find('\n') != std::string::npos)
       return make_error(Errc::USAGE, "--param {}: the value must be one line (use YAML flow style: {{a: 1}})", k);
+    // "0,7": a decimal comma, which YAML reads as the string "0,7" and vLLM refuses (issue 55 tryout: it passed the
+    // gate, whose probe sends its own temperature).
+    if (const std::size_t comma = v.find(','); comma != std::string::npos && comma > 0 && comma + 1 < v.size() &&
+                                               v.find_first_not_of("-0123456789,") == std::string::npos &&
+                                               std::count(v.begin(), v.end(), ',') == 1 && v[0] != ',')
+      return make_error(Errc::USAGE,
+                        "--param {}={}: a decimal comma, which YAML reads as the string \"{}\"; write {}.{} (or quote "
+                        "it, --param '{}=\"{}\"', if the string is meant)",
+                        util::printable(k, 80), util::printable(v, 40), util::printable(v, 40), v.substr(0, comma),
+                        v.substr(comma + 1), util::printable(k, 80), util::printable(v, 40));
     // The value is written into the file LiteLLM reads with PyYAML's safe_load: only what that reader takes as
     // yaml-cpp does (no `!!python/...` or other non-core tag, no control byte; util/yaml_strict.h, R4-B14).
     const std::string shown = is_secret_key(k) ? std::string("***") : util::printable(v, 120);

@@ -190,8 +190,15 @@ Result<EmittedFiles> emit_compose(const Plan& plan, const std::filesystem::path&
   EmittedFiles out;
   std::vector<std::size_t> seats;
   for (std::size_t s = 0; s < plan.seats.size(); ++s) {
-    if (plan.placements[s].placed && plan.placements[s].fits)
+    const SeatPlacement& p = plan.placements[s];
+    if (p.placed && p.fits)
       seats.push_back(s);
+    else if (p.cannot_start && !p.blocker.empty())
+      // vLLM refuses it, or its host port clashes: not a seat left out for memory, a set that cannot start (issue
+      // 55 tryout: the others' stacks were written beside a warning)
+      out.refused.push_back(
+          {plan.seats[s].arg.name,
+           StartBlocker{"cannot-start", p.blocker, "change what the reason names (the seat's keys), then plan again"}});
     else
       out.skipped_seats.push_back(plan.seats[s].arg.name);
   }

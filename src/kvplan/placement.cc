@@ -336,6 +336,13 @@ double min_utilization(const Placing& pl, const SeatModel& m, const Eval& e, con
   return mu;
 }
 
+/** The largest max_model_len worth offering: the model's own limit when vLLM refuses the asked one (issue 55 tryout:
+ * LARGEST LEN 32,768 for a model that refuses anything above 8,192), else the larger of it and the asked. */
+std::int64_t length_upper(const SeatModel& m) {
+  const std::int64_t own = m.derived_max_model_len > 0 ? m.derived_max_model_len : m.max_position_embeddings;
+  return !m.refusal.empty() && own > 0 ? own : std::max(m.max_position_embeddings, m.max_model_len);
+}
+
 /** A seat without room: the best GPU set given the placed seats, the largest max_model_len that would fit
  * there, vLLM's start-up refusal when the utilization is given, and why it does not fit. */
 void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
@@ -356,8 +363,7 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
       avail = std::min(avail, kv_memory(m, e, gpus[g], room));
     }
     p.available_kv_bytes = avail;
-    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens,
-                                                    std::max(m.max_position_embeddings, m.max_model_len));
+    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, length_upper(m));
   }
   // vLLM's start-up check first: with a given utilization it refuses before anything else is measured.
   std::string refusal;
@@ -510,8 +516,7 @@ void settle_placed(Placing& pl, std::size_t s, const Eval& e) {
   const KvReport rep = kv_report(m.layout, e.demand, p.num_blocks, m.rules);
   p.max_concurrency = rep.max_concurrency;
   p.kv_cache_tokens = rep.tokens;
-  const std::int64_t upper = std::max(m.max_position_embeddings, m.max_model_len);
-  p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, upper);
+  p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, length_upper(m));
   p.fits = avail >= e.kv_need;  // kv_need holds `concurrency` requests of max_model_len
   for (std::size_t g : set) {
     const std::uint64_t b = util_bytes(util, gpus[g], m.rules);

@@ -214,8 +214,10 @@ std::vector<std::string> compose_refusal_lines(const PlanResult& r) {
   for (const auto& x : r.compose_refused)
     if (std::find(seats.begin(), seats.end(), x.seat) == seats.end()) seats.push_back(x.seat);
   if (!out.empty())
-    out.push_back(fmt::format("--emit-compose: nothing written: vLLM could not start the stack of seat(s) '{}' (a "
-                              "stack must start and pass fp4forge probe, or is not written)", fmt::join(seats, "', '")));
+    out.push_back(
+        fmt::format("--emit-compose: nothing written: the stack of seat(s) '{}' could not start (a "
+                    "stack must start and pass fp4forge probe, or is not written)",
+                    fmt::join(seats, "', '")));
   return out;
 }
 

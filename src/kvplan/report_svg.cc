@@ -170,6 +170,23 @@ std::string to_svg(const Plan& plan) {
               fmt::format("{} {}: {}", seat_tag(s), plan.seats[s].arg.name, plan.placements[s].reason),
               " fill=\"#b00020\"") - 18;
   }
+  // A placed seat vLLM could not start is drawn as placed, and said in red under the bars (issue 55 tryout: it read
+  // as a healthy seat).
+  bool any_blocked = false;
+  for (std::size_t s = 0; s < plan.placements.size(); ++s) {
+    const SeatPlacement& p = plan.placements[s];
+    if (!p.placed || !p.cannot_start) continue;
+    std::string why = p.blocker;
+    for (const StartBlocker& b : plan.seats[s].serving.blockers)
+      if (!b.sized_only) why += (why.empty() ? "" : "; ") + b.reason + " (fix: " + b.fix + ")";
+    if (!any_blocked)
+      cv.text(kMargin, y + (any_unplaced ? 18 : 0), "cannot start", " font-weight=\"bold\" fill=\"#b00020\"");
+    if (!any_blocked && any_unplaced) y += 18;
+    any_blocked = true;
+    y = lines(cv, kMargin, y + 18, fmt::format("{} {}: {}", seat_tag(s), plan.seats[s].arg.name, why),
+              " fill=\"#b00020\"") -
+        18;
+  }
   cv.reserve(0, y);
   return cv.finish(kMargin);
 }

@@ -1,6 +1,7 @@
 // verify: the quantization-config room, what the structural pass reads first: the quantization_config (its groups,
 // schemes, observers, ignore list), a checkpoint in a foreign quantization format, an FP8 release read as a source.
 #include "verify/internal.h"
+#include "fp4forge/model/synth.h"
 
 namespace fp4forge::verify_internal {
 namespace {
@@ -16,16 +17,22 @@ void missing_quant_config(const Checkpoint& q, Structure& s, FindingSink& sink) 
            n.ends_with("weight_global_scale") || dtype_bits(t.info->dtype) <= 8;
   });
   if (s.unquantized)
-    sink.add(
-        finding_kind("quant-config-missing"),
-        {.message =
-             "this checkpoint is not quantized: config.json has no "
-             "quantization_config and every weight is stored unquantized (no weight_packed, no scale, no 8-bit or "
-             "4-bit dtype): verify proves a quantized output",
-         .key = "quantization_config",
-         .expected = "a compressed-tensors quantization_config",
-         .actual = "(absent)",
-         .hint = fmt::format("fp4forge quantize {0} OUT, then fp4forge verify OUT --against {0}", q.dir().string())});
+    sink.add(finding_kind("quant-config-missing"),
+             {.message =
+                  "this checkpoint is not quantized: config.json has no "
+                  "quantization_config and every weight is stored unquantized (no weight_packed, no scale, no 8-bit or "
+                  "4-bit dtype): verify proves a quantized output",
+              .key = "quantization_config",
+              .expected = "a compressed-tensors quantization_config",
+              .actual = "(absent)",
+              // A synth --header-only folder reads as zeros: quantize refuses it, so the hint says what it is for
+              // (issue 55 tryout: the hint led into quantize's header-only refusal).
+              .hint = header_only_synth(q)
+                          ? std::string("the shards were written by `synth --header-only` (they read as zeros): no "
+                                        "quantization of them is served; use the folder to size seats (fp4forge plan) "
+                                        "and check layouts (inspect, doctor)")
+                          : fmt::format("fp4forge quantize {0} OUT, then fp4forge verify OUT --against {0}",
+                                        q.dir().string())});
   else
     sink.add(finding_kind("quant-config-missing"),
              {.message = "config.json has no quantization_config: vLLM "

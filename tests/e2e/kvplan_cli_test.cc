@@ -299,6 +299,13 @@ TEST_F(KvplanCli, SvgAndEmitCompose) {
   EXPECT_EQ(r.rc, 2);
   r = run(args + " --force");
   EXPECT_EQ(r.rc, 0);
+  // A placed seat that cannot start is said in red under the bars, with why (issue 55 tryout: drawn as healthy).
+  const std::string bad = (tmp_ / "bad.svg").string();
+  r = run("--seat a=" + kData + "/llama --seat b=" + kData + "/llama:port=8000 --gpu 0=96GiB --svg " + bad);
+  EXPECT_EQ(r.rc, 1) << r.out;
+  const std::string drawn = slurp(bad);
+  EXPECT_NE(drawn.find(">cannot start<"), std::string::npos) << drawn.substr(0, 400);
+  EXPECT_NE(drawn.find("host port 8000 clash"), std::string::npos);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ namespace stdfs = std::filesystem;
 using fp4forge::testutil::kData;
 using fp4forge::testutil::q;
 using fp4forge::testutil::run_cli;
+using fp4forge::testutil::slurp;
 using fp4forge::testutil::TempDir;
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -69,11 +70,27 @@ TEST_F(KvplanOperator, APortClashIsSaidAsOneNamingBothSeats) {
   const stdfs::path deploy = tmp_.path / "deploy";
   EXPECT_EQ(run_cli("plan " + seats + " --gpu 0=80GiB --emit-compose " + q(deploy), &out, &err), 1) << out << err;
   EXPECT_EQ(err.find("no seat is placed"), std::string::npos) << err;
-  EXPECT_NE(err.find("seat 'a' cannot start (host port 8000 clash"), std::string::npos) << err;
+  // A seat that cannot start refuses the whole set, as a serving blocker does (issue 55 tryout: the others' stacks
+  // were written).
+  EXPECT_NE(err.find("--emit-compose: seat 'a' cannot start: host port 8000 clash"), std::string::npos) << err;
   EXPECT_NE(out.find("NO START  cannot start: host port 8000 clash"), std::string::npos) << out;
-  EXPECT_NE(err.find("no seat fits, nothing written"), std::string::npos) << err;
+  EXPECT_NE(err.find("nothing written: the stack of seat(s) 'a', 'b' could not start"), std::string::npos) << err;
   EXPECT_NE(out.find("SEAT"), std::string::npos) << out;  // the plan is printed
   EXPECT_FALSE(stdfs::exists(deploy));
+  // One seat vLLM refuses (max_model_len above the model's) beside one that starts: nothing written either.
+  EXPECT_EQ(run_cli("plan --seat a=" + q(kData + "/llama") + " --seat b=" + q(kData + "/llama") +
+                        ":port=8001,max_model_len=99999999 --gpu 0=80GiB --emit-compose " + q(deploy),
+                    &out, &err),
+            1)
+      << out << err;
+  EXPECT_NE(err.find("--emit-compose: seat 'b' cannot start: "), std::string::npos) << err;
+  EXPECT_FALSE(stdfs::exists(deploy)) << err;
+  {  // its largest length is the model's own limit, not the one vLLM refuses (issue 55 tryout)
+    const std::int64_t own = nlohmann::json::parse(slurp(kData + "/llama/config.json"))["max_position_embeddings"];
+    std::string jo;
+    run_cli("plan --seat b=" + q(kData + "/llama") + ":max_model_len=99999999 --gpu 0=80GiB --json", &jo, &err);
+    EXPECT_EQ(nlohmann::json::parse(jo)["seats"][0]["placement"]["largest_max_model_len"], own) << jo.substr(0, 600);
+  }
   // Distinct ports (a's default 8000, b's own 8001, which is also its default): no clash, both stacks written.
   EXPECT_EQ(run_cli("plan --seat a=" + q(kData + "/llama") + " --seat b=" + q(kData + "/llama") +
                         ":port=8001 --gpu 0=80GiB --emit-compose " + q(deploy), &out, &err), 0)

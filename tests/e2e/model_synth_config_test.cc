@@ -212,6 +212,10 @@ TEST(SynthConfig, AHeaderOnlyCheckpointIsNeverQuantized) {
       EXPECT_EQ(f["severity"], "error");
     }
   EXPECT_TRUE(found) << out;
+  // verify's hint does not lead into quantize's refusal (issue 55 tryout).
+  run_cli("verify " + q(o), &out, &err);
+  EXPECT_NE(out.find("written by `synth --header-only` (they read as zeros)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("fp4forge quantize"), std::string::npos) << out;
   for (const char* extra : {"", " --no-preflight", " --dry-run"}) {
     SCOPED_TRACE(extra);
     const stdfs::path dst = t.path / "q";

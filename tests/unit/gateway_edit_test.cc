@@ -366,6 +366,15 @@ TEST_F(Gateway, SwapErrorsLeaveTheFileAlone) {
   EXPECT_EQ(slurp(cfg_), dup);
   o.params = {{"model", "x"}};
   EXPECT_EQ(gateway_swap(cfg_, o).error().code, Errc::USAGE);
+  // A decimal comma would be written as a string the probe never sends (issue 55 tryout): refused with the fix.
+  o.params = {{"temperature", "0,7"}};
+  auto comma = gateway_swap(cfg_, o);
+  ASSERT_FALSE(comma.ok());
+  EXPECT_EQ(comma.error().code, Errc::USAGE);
+  EXPECT_NE(comma.error().message.find("--param temperature=0,7: a decimal comma, which YAML reads as the string "
+                                       "\"0,7\"; write 0.7"),
+            std::string::npos)
+      << comma.error().message;
   EXPECT_TRUE(list_backups(cfg_).empty());
 }
 

@@ -391,6 +391,34 @@ TEST_F(Promises, CheckTellsWhichBackendAnswered) {
   }
 }
 
+// A load-balanced alias whose checks all landed on one replica: the other is said not proven (issue 55 tryout: the
+// swapped replica answered nothing and the check passed on the untouched one).
+TEST_F(Promises, AReplicaThatAnsweredNoCheckIsSaidNotProven) {
+  Env master("FP4FORGE_T_MASTER", "sk-master");
+  FakeServer one(FakeServerOptions{}), two(FakeServerOptions{});
+  write("model_list:\n  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/x\n      api_base: " +
+        one.url() + "/v1\n  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/x\n      api_base: " +
+        two.url() + "/v1\ngeneral_settings:\n  master_key: os.environ/FP4FORGE_T_MASTER\n");
+  FakeServerOptions g;
+  g.model = "chat";
+  g.expect_api_key = "sk-master";
+  g.litellm_api_base = one.url() + "/v1";
+  g.litellm_model_group = "chat";
+  FakeServer gw(g);
+  CheckOptions co;
+  co.alias = "chat";
+  co.checks = {Check::PROSE, Check::LOGPROBS};
+  co.probe_options.timeout_s = 5;
+  co.gateway_url = gw.url();
+  auto r = gateway_check(cfg_, co);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(exit_code(*r), 0) << to_text(*r);
+  EXPECT_TRUE(any_of(r->warnings, "NOT PROVEN: deployment(s) 2) hosted_vllm/x @ " + two.url() + "/v1"));
+  EXPECT_TRUE(
+      any_of(r->warnings, "of alias 'chat' answered no check (LiteLLM spreads the alias over its 2 deployments)"))
+      << (r->warnings.empty() ? std::string("(no warnings)") : r->warnings.back());
+}
+
 TEST_F(Promises, CheckMatchesModelInfoIdsAndWarnsAboutTheDatabase) {
   Env master("FP4FORGE_T_MASTER", "sk-master");
   write("model_list:\n  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/x\n"
