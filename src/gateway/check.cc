@@ -169,6 +169,13 @@ Result<CheckReport> gateway_check(const stdfs::path& config, const CheckOptions&
       }
     }
     FP4FORGE_ASSIGN_OR_RETURN(auto entries, deployments_of(p, path, o.alias, {}));
+    // The file routes the alias: a proxy that does not serve it has not loaded the file (issue 55 tryout: the
+    // probe's "check --model (vLLM: ...)" for a command without --model, in front of a proxy).
+    if (po.model_not_served_hint.empty() && !entries.empty())
+      po.model_not_served_hint = fmt::format(
+          "{} routes alias '{}' (line {}), so the proxy has not loaded the edited file (restart it), or keeps its "
+          "models in its database",
+          path, o.alias, entries.front()->dash_line + 1);
     if (po.vision == probe::VisionMode::AUTO)
       for (const Entry* e : entries)
         if (yaml_to_json(child(child(e->node, "model_info"), "supports_vision")) == true) {

@@ -125,7 +125,8 @@ std::string gpu_list(const std::vector<GpuSpec>& gpus, const std::vector<std::si
 std::string headroom_text(const std::vector<GpuSpec>& gpus, const std::vector<std::size_t>& set) {
   std::uint64_t h = 0;
   for (std::size_t g : set) h = std::max(h, gpus[g].headroom_bytes);
-  return h == 0 ? std::string() : fmt::format(" and its headroom of {} (headroom=)", format_bytes(h));
+  return h == 0 ? std::string()
+                : fmt::format(" and its headroom of {} (kept free: headroom= or --headroom sets it)", format_bytes(h));
 }
 
 struct Placer {
@@ -413,11 +414,27 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
   } else if (p.util_explicit) {
     std::uint64_t free_now = UINT64_MAX;
     for (std::size_t g : set) free_now = std::min(free_now, spare[g]);
-    p.reason = fmt::format("does not fit: gpu_memory_utilization {} asks {} on GPU {}, which has {} free "
-                           "after other tenants and seats{}: short by {}", *m.arg.gpu_memory_utilization,
-                           format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)),
-                           gpu_list(gpus, set), format_bytes(free_now), headroom_text(gpus, set),
-                           format_bytes(p.short_by_bytes));
+    // The utilization asked is too large for the room, not the length: the largest that fits, and the range with
+    // the smallest (issue 55 tryout: "short by" then "max_model_len=8192 would fit" for a seat that fits no length
+    // at that utilization; the figures added up only with the beside-budget line).
+    double top = 0;
+    for (double u = *m.arg.gpu_memory_utilization; u >= 0.001 && top == 0; u -= 0.001) {
+      bool ok = true;
+      for (std::size_t g : set) ok = ok && util::sat_add(util_bytes(u, gpus[g], m.rules), e.outside) <= spare[g];
+      if (ok) top = std::floor(u * 1000 + 1e-6) / 1000;
+    }
+    p.reason = fmt::format(
+        "does not fit: gpu_memory_utilization {} asks {} (and {} beside the budget) on GPU {}, "
+        "which has {} free after other tenants and seats{}: short by {}{}",
+        *m.arg.gpu_memory_utilization,
+        format_bytes(util_bytes(*m.arg.gpu_memory_utilization, gpus[set.front()], m.rules)), format_bytes(e.outside),
+        gpu_list(gpus, set), format_bytes(free_now), headroom_text(gpus, set), format_bytes(p.short_by_bytes),
+        top >= mu && mu <= 1.0 ? fmt::format("; a utilization from {:.3f} to {:.3f} fits", mu, top) : std::string());
+    if (top > 0 && p.largest_max_model_len > 0 && p.short_by_bytes > 0)
+      p.reason +=
+          fmt::format("; at gpu_memory_utilization {:.3f}, max_model_len={} would fit", top, p.largest_max_model_len);
+    if (top == 0) p.largest_max_model_len = 0;  // no utilization leaves room for the budget: no length fits
+    return;
   } else {
     // With no shortfall, memory is not what keeps the seat out (a blocker finish_plan says first): said as fitting.
     std::uint64_t free_now = UINT64_MAX, empty = UINT64_MAX;
@@ -446,7 +463,8 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
                              fits ? "" : ": short by " + format_bytes(p.short_by_bytes));
   }
   if (!set.empty() && p.largest_max_model_len > 0 && p.short_by_bytes > 0)
-    p.reason += fmt::format("; in the room left, max_model_len={} would fit", p.largest_max_model_len);
+    p.reason += fmt::format("; in the room left{}, max_model_len={} would fit",
+                            p.util_explicit ? " (at the largest utilization that fits)" : "", p.largest_max_model_len);
 }
 
 /** A placed seat: its utilization (given, or its need plus a share of the spare memory by KV demand), the

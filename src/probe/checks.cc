@@ -120,8 +120,10 @@ void check_models(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
   std::string list;
   for (std::size_t i = 0; i < ids.size() && i < 8; ++i) list += (i ? ", " : "") + ids[i];
   fail(r, "model-not-listed",
-       fmt::format("/v1/models does not list '{}'{}; served: [{}]; check --model (vLLM: --served-model-name)",
-                   ctx.model, util::did_you_mean(ctx.model, ids), list));
+       fmt::format("/v1/models does not list '{}'{}; served: [{}]; {}", ctx.model, util::did_you_mean(ctx.model, ids),
+                   list,
+                   ctx.opts.model_not_served_hint.empty() ? std::string("check --model (vLLM: --served-model-name)")
+                                                          : ctx.opts.model_not_served_hint));
 }
 
 void check_prose(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {

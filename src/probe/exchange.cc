@@ -307,13 +307,18 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
       call.cls = r.status >= 500 ? "server-error" : "client-error";
     }
     call.detail = fmt::format("{} {}: HTTP {}: {}", method, path, r.status, call.server_message);
-    if (r.status == 404 && !ctx.model.empty() && call.server_message.find(ctx.model) != std::string::npos) {
-      // vLLM's "The model `M` does not exist.": the model name is wrong, not the URL (issue 55 tryout: nine lines
-      // asked whether a right URL was the server's base URL).
-      call.detail = fmt::format(
-          "{} {}: HTTP 404: {}; the server does not serve '{}' under that name: check --model "
-          "(vLLM: --served-model-name; the models check lists what it serves)",
-          method, path, call.server_message, ctx.model);
+    if ((r.status == 404 || r.status == 400) && !ctx.model.empty() &&
+        call.server_message.find(ctx.model) != std::string::npos &&
+        (r.status == 404 || call.server_message.find("Invalid model name") != std::string::npos)) {
+      // vLLM's "The model `M` does not exist.", LiteLLM's 400 "Invalid model name passed in model=M": the model
+      // name is not served, the URL is right (issue 55 tryout: nine lines asked whether a right URL was the
+      // server's base URL).
+      call.detail = fmt::format("{} {}: HTTP {}: {}; the server does not serve '{}' under that name: {}", method, path,
+                                r.status, call.server_message, ctx.model,
+                                ctx.opts.model_not_served_hint.empty()
+                                    ? std::string("check --model (vLLM: --served-model-name; the models check lists "
+                                                  "what it serves)")
+                                    : ctx.opts.model_not_served_hint);
     } else if (r.status == 404) {  // the whole URL, and what a 404 at the root of the API means (issue 55 tryout)
       call.detail = fmt::format("{} {}: HTTP 404{}{}; is {} the server's base URL? vLLM and LiteLLM answer "
                                 "{} at their root", method, util::redact_url(req.url),

@@ -93,6 +93,22 @@ void report_reencoded(const Layout& L, const Module& m, const std::vector<Linear
   }
 }
 
+/** R4-B10: a module's scale stored in another dtype than its source weight's, which compressed-tensors writes it in
+ * (compare_reencoded: said unless the module is the source's values exactly). */
+/* compressed-tensors' initialize_qparams: scale_dtype = observed_dtype, the module's weight dtype, which quantize
+ * writes; the structural pass can only compare with the model's dtype. */
+void report_scale_dtype(const Module& m, const TensorRef& scale, const SourceView& src, DType want, FindingSink& sink) {
+  sink.add(finding_kind("scale-dtype-mismatch"),
+           {.group = family_of(m.name),
+            .message = fmt::format("'{}' is {} but its source weight '{}' is {}: compressed-tensors writes a module's "
+                                   "scale in its own weight's dtype",
+                                   scale.name, dtype_name(scale.info->dtype), src.label, dtype_name(src.dtype)),
+            .tensors = {scale.name},
+            .expected = std::string(dtype_name(want)),
+            .actual = std::string(dtype_name(scale.info->dtype)),
+            .hint = "a re-save or an edit changed the scale's dtype; " + std::string(kHintRequant)});
+}
+
 /**
  * A module of MXFP4A16, FP8_DYNAMIC, FP8_BLOCK or W4A16 against its source: re-encoded whole by the
  * scheme's encoder (encode_linear on the best codec path, byte-identical to the scalar reference on every path; in chunks of whole 128-row blocks) and compared byte for byte,
@@ -110,6 +126,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   // The stored tensor of each part (weight_shape was compared with [N, K] by the structural pass).
   std::vector<const TensorRef*> stored(specs.size(), nullptr);
   std::vector<MemberDiff> diffs(specs.size());
+  std::optional<std::size_t> scale_dtype_differs;  // the scale member stored in another dtype than the source's
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].part == LinearPart::SHAPE) continue;
     stored[i] = m.param(specs[i].suffix);
@@ -117,22 +134,11 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
       diffs[i].what = fmt::format("{} {} where the encoding of the {} source is {} {}", dtype_name(stored[i]->info->dtype),
                                   format_shape(stored[i]->info->shape), dtype_name(dt), dtype_name(specs[i].dtype),
                                   format_shape(specs[i].shape));
-    // R4-B10: compressed-tensors writes each module's scale in its own weight's dtype (initialize_qparams:
-    // scale_dtype = observed_dtype, the module's weight dtype; docs/schemes.md "Scale dtype"), which quantize does:
-    // with the source at hand that is exact, where the structural pass can only compare with the model's dtype. An FP8
-    // source's module passed through keeps its source scale's dtype instead (compare_lossless proves those).
+    // R4-B10 (report_scale_dtype; docs/schemes.md "Scale dtype"): exact with the source at hand. An FP8 source's
+    // module passed through keeps its scale's dtype (compare_lossless; against the expansion: exact, below).
     if (stored[i] && specs[i].part == LinearPart::SCALE && stored[i]->info->dtype != specs[i].dtype &&
         is_source_dtype(specs[i].dtype) && src.fp8 == nullptr)
-      sink.add(finding_kind("scale-dtype-mismatch"),
-               {.group = family_of(m.name),
-                .message = fmt::format(
-                    "'{}' is {} but its source weight '{}' is {}: compressed-tensors writes a module's scale in "
-                    "its own weight's dtype",
-                    stored[i]->name, dtype_name(stored[i]->info->dtype), src.label, dtype_name(dt)),
-                .tensors = {stored[i]->name},
-                .expected = std::string(dtype_name(specs[i].dtype)),
-                .actual = std::string(dtype_name(stored[i]->info->dtype)),
-                .hint = "a re-save or an edit changed the scale's dtype; " + std::string(kHintRequant)});
+      scale_dtype_differs = i;
   }
   const TensorRef* scale_t = m.scale;
   LinearData have{q.data(*m.payload).data(), q.data(*scale_t).data(), scale_t->info->dtype, 1.0f};
@@ -145,6 +151,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
     bool ok = true;
     std::vector<MemberDiff> diffs;
     double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
+    bool exact = true;  // every dequantized value, rounded to the source's dtype, is the source's
   };
   const std::size_t nchunks = static_cast<std::size_t>((n + chunk - 1) / chunk);
   std::vector<ChunkResult> results(nchunks);
@@ -203,6 +210,10 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
     for (std::uint64_t i = 0; i < rows * k; ++i) {
       const double w = load_elem(src.data, dt, r0 * k + i);
       const double dq = deq[i], rf = ref[i];
+      const double as_src = dt == DType::BF16  ? half::round_to_bf16(deq[i])
+                            : dt == DType::F16 ? half::round_to_f16(deq[i])
+                                               : dq;
+      cr.exact = cr.exact && as_src == w;
       cr.err2 += (dq - w) * (dq - w);
       cr.ref2 += (rf - w) * (rf - w);
       cr.src2 += w * w;
@@ -211,8 +222,10 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
     }
   });
   double err2 = 0, ref2 = 0, src2 = 0, mm2 = 0;
+  bool exact = true;
   for (const ChunkResult& cr : results) {
     if (!cr.ok) return std::nullopt;
+    exact = exact && cr.exact;
     for (std::size_t i = 0; i < specs.size(); ++i) {
       if (cr.diffs[i].elements == 0) continue;
       if (diffs[i].elements == 0) diffs[i].first = cr.diffs[i].first;
@@ -239,6 +252,15 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   te.global_scale = std::numeric_limits<float>::quiet_NaN();
   te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
   st.reencoded_rows += n;
+  // The source's values exactly (an FP8 module passed through, against the release's expansion): any encoding of
+  // them is right, bytes and scale dtype included (issue 55 tryout: errors against a clean source's .bf16 copy).
+  if (exact) {
+    ++st.exact_modules;
+    te.rel_rms = te.ref_rel_rms = te.minmax_rel_rms = 0;
+    return te;
+  }
+  if (scale_dtype_differs)
+    report_scale_dtype(m, *stored[*scale_dtype_differs], src, specs[*scale_dtype_differs].dtype, sink);
   report_reencoded(L, m, specs, diffs, stored, row_bad, te, opts, sink, st);
   return te;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -96,6 +97,23 @@ TEST_F(KvplanOperator, APortClashIsSaidAsOneNamingBothSeats) {
                         ":port=8001 --gpu 0=80GiB --emit-compose " + q(deploy), &out, &err), 0)
       << out << err;
   EXPECT_TRUE(stdfs::exists(deploy / "b" / "compose.yaml"));
+}
+
+// A given utilization too large for the room: the range that fits is said, and its top is exact (issue 55 tryout:
+// "short by" then a longer max_model_len offered, at a utilization that fits no length).
+TEST_F(KvplanOperator, ATooLargeUtilizationSaysTheRangeThatFits) {
+  const std::string seat = "--seat a=" + q(kData + "/llama") + ":gpu_memory_utilization=";
+  std::string out, err;
+  // 0.7 passes vLLM's start-up check on this card (it says its own range) but not the 1 GiB headroom kept free.
+  EXPECT_EQ(run_cli("plan " + seat + "0.7 --gpu 0=4GiB --json", &out, &err), 1) << out << err;
+  const std::string reason = nlohmann::json::parse(out)["seats"][0]["placement"]["reason"];
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(reason, m, std::regex("a utilization from (0\\.\\d+) to (0\\.\\d+) fits"))) << reason;
+  EXPECT_NE(reason.find("beside the budget) on GPU 0"), std::string::npos) << reason;
+  const double top = std::stod(m[2].str());
+  EXPECT_EQ(run_cli("plan " + seat + fmt::format("{:.3f}", top) + " --gpu 0=4GiB", &out, &err), 0) << out << err;
+  EXPECT_EQ(run_cli("plan " + seat + fmt::format("{:.3f}", top + 0.001) + " --gpu 0=4GiB", &out, &err), 1) << out;
+  EXPECT_EQ(run_cli("plan " + seat + m[1].str() + " --gpu 0=4GiB", &out, &err), 0) << out << err;
 }
 
 // A checkpoint quantized with a recipe (mixed FP8_BLOCK + NVFP4A16 groups) is planned from its own weights as

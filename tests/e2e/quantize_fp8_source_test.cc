@@ -255,30 +255,37 @@ TEST_P(Fp8SourceE2E, AgainstItsBf16ExpansionTheVerdictIsTheSame) {
   if (!stdfs::exists(bf16)) GTEST_SKIP() << "no .bf16 expansion beside " << GetParam();
   TempDir tmp;
   std::string out, err;
-  const auto dst = tmp.path / "q";
-  ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(dst) + " -j 2", &out, &err), 0) << err;
-  auto kinds = [&](const std::string& against) {
-    EXPECT_EQ(run_cli("verify " + q(dst) + " --against " + q(against) + " --json", &out, &err), 0)
-        << out.substr(0, 2000);
-    const auto j = nlohmann::json::parse(out);
-    std::set<std::string> k;
-    for (const auto& f : j["findings"]) {
-      const std::string kind = f.value("kind", "");
-      if (kind == "global-scale-wrong" || kind == "reencode-mismatch" || kind == "error-outlier") k.insert(kind);
+  for (const std::string scheme : {"nvfp4a16", "fp8-block"}) {
+    SCOPED_TRACE(scheme);
+    const auto dst = tmp.path / scheme;
+    ASSERT_EQ(run_cli("quantize " + q(src()) + " " + q(dst) + " --scheme " + scheme + " -j 2", &out, &err), 0) << err;
+    auto kinds = [&](const std::string& against) {
+      EXPECT_EQ(run_cli("verify " + q(dst) + " --against " + q(against) + " --json", &out, &err), 0)
+          << out.substr(0, 2000);
+      const auto j = nlohmann::json::parse(out);
+      std::set<std::string> k;
+      for (const auto& f : j["findings"]) {
+        const std::string kind = f.value("kind", "");
+        if (kind == "global-scale-wrong" || kind == "reencode-mismatch" || kind == "error-outlier" ||
+            kind == "scale-dtype-mismatch")
+          k.insert(kind);
+      }
+      return std::pair{k, j["stats"]["against"]};
+    };
+    const auto [from_src, st_src] = kinds(src());
+    const auto [from_bf16, st_bf16] = kinds(bf16);
+    EXPECT_EQ(from_bf16, from_src) << GetParam();
+    EXPECT_TRUE(from_bf16.empty()) << GetParam();
+    // What was cast or passed through from the source is exact against its expansion.
+    EXPECT_EQ(st_bf16["exact_modules"].get<std::uint64_t>(),
+              st_src["cast_modules"].get<std::uint64_t>() + st_src["passthrough_modules"].get<std::uint64_t>())
+        << GetParam();
+    if (GetParam() == "dsv4-fp8-fp4" && scheme == "nvfp4a16") {
+      EXPECT_GT(st_bf16["exact_modules"].get<std::uint64_t>(), 0u);
+      std::string text;
+      run_cli("verify " + q(dst) + " --against " + q(bf16), &text, &err);
+      EXPECT_NE(text.find("module(s) reproduce the source exactly (error 0"), std::string::npos) << text;
     }
-    return std::pair{k, j["stats"]["against"]};
-  };
-  const auto [from_src, st_src] = kinds(src());
-  const auto [from_bf16, st_bf16] = kinds(bf16);
-  EXPECT_EQ(from_bf16, from_src) << GetParam();
-  EXPECT_TRUE(from_bf16.empty()) << GetParam();
-  // What was cast from the packed source is exact against its expansion.
-  EXPECT_EQ(st_bf16["exact_modules"].get<std::uint64_t>(), st_src["cast_modules"].get<std::uint64_t>()) << GetParam();
-  if (GetParam() == "dsv4-fp8-fp4") {
-    EXPECT_GT(st_bf16["exact_modules"].get<std::uint64_t>(), 0u);
-    std::string text;
-    run_cli("verify " + q(dst) + " --against " + q(bf16), &text, &err);
-    EXPECT_NE(text.find("module(s) reproduce the source exactly (error 0"), std::string::npos) << text;
   }
 }
 

@@ -419,6 +419,33 @@ TEST_F(Promises, AReplicaThatAnsweredNoCheckIsSaidNotProven) {
       << (r->warnings.empty() ? std::string("(no warnings)") : r->warnings.back());
 }
 
+// An alias the file routes but the proxy does not serve: the proxy has not loaded the file, said so (issue 55
+// tryout: "check --model (vLLM: --served-model-name)" for a command without --model, in front of a proxy).
+TEST_F(Promises, AnAliasTheProxyDoesNotServeIsSaidNotLoaded) {
+  Env master("FP4FORGE_T_MASTER", "sk-master");
+  FakeServer seat(FakeServerOptions{});
+  one_alias(seat.url());
+  FakeServerOptions g;
+  g.model = "another-alias";
+  g.expect_api_key = "sk-master";
+  FakeServer gw(g);
+  CheckOptions co;
+  co.alias = "chat";
+  co.checks = {Check::MODELS, Check::PROSE};
+  co.probe_options.timeout_s = 5;
+  co.gateway_url = gw.url();
+  auto r = gateway_check(cfg_, co);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(exit_code(*r), 1);
+  for (const auto& c : r->probe.checks) {
+    EXPECT_NE(c.detail.find(cfg_.string() + " routes alias 'chat' (line 2), so the proxy has not loaded the edited "
+                                            "file (restart it)"),
+              std::string::npos)
+        << c.detail;
+    EXPECT_EQ(c.detail.find("--served-model-name"), std::string::npos) << c.detail;
+  }
+}
+
 TEST_F(Promises, CheckMatchesModelInfoIdsAndWarnsAboutTheDatabase) {
   Env master("FP4FORGE_T_MASTER", "sk-master");
   write("model_list:\n  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/x\n"

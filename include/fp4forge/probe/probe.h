@@ -88,6 +88,9 @@ struct ProbeOptions {
   /** Where api_key came from, for a refusal's hint ("" = --api-key-env): "general_settings.master_key of the
    * config", "the alias's litellm_params.api_key", ... (issue 55 tryout: a refused master key blamed --api-key-env). */
   std::string api_key_source;
+  /** What to do when the server does not serve the model under its name ("" = check --model, vLLM's
+   * --served-model-name): gateway check names the alias and the proxy's reload (issue 55 tryout). */
+  std::string model_not_served_hint;
   double timeout_s = 60.0;           ///< deadline of each check (all its requests together)
   double connect_timeout_s = 5.0;    ///< TCP connect deadline per request
   std::size_t max_response_bytes = 16u << 20;

@@ -114,9 +114,10 @@ struct VerifyStats {
   /** NVFP4 modules cast from a packed FP4 source (codec/mxfp4_cast.h): their codes are the source's own bytes and
    * their dequantized values equal the source's expansion element for element. */
   std::uint64_t cast_modules = 0;
-  /** NVFP4 modules compared with a 16-bit source whose dequantized values equal it exactly (error 0: values the
-   * scheme represents, as a packed FP4 release's bf16 expansion holds): no global scale or re-encoding is judged,
-   * any encoding of exactly the source is right (issue 55 tryout: "global-scale-wrong" on a lossless cast). */
+  /** Modules compared with a 16-bit source whose dequantized values equal it exactly (rounded to its dtype: values
+   * the scheme represents, as an FP8 or packed FP4 release's bf16 expansion holds): no global scale, scale dtype or
+   * re-encoding is judged, any encoding of exactly the source is right (issue 55 tryout: "global-scale-wrong" and
+   * "scale-dtype-mismatch" against the expansion of a release whose own verify was clean). */
   std::uint64_t exact_modules = 0;
   std::vector<TensorError> per_tensor;  ///< every compared quantized tensor, sorted by module
   std::vector<TensorError> worst;       ///< worst_n by rel_rms / ref_rel_rms, worst first
