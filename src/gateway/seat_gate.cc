@@ -99,10 +99,17 @@ std::string vision_by_backend(const Gate& g, const SeatOptions& o, std::vector<s
   const probe::CheckResult& c = rep.checks.front();
   if (c.status == CheckStatus::PASS)
     return fmt::format("its current backend {} answered an image ('{}')", util::redact_url(base), c.content.substr(0, 60));
+  // With --text-only given, the question is only whether the swap takes images away: not a flag to pass (issue 55
+  // tryout: "pass --multimodal or --text-only" after --text-only).
   if (c.status == CheckStatus::FAIL)
-    warnings.push_back(fmt::format("could not tell whether alias '{}' takes images today: its current backend {} "
-                                   "answered the vision check with {} ({}); pass --multimodal or --text-only to decide",
-                                   g.alias, util::redact_url(base), c.classification, c.detail.substr(0, 200)));
+    warnings.push_back(
+        fmt::format("could not tell whether alias '{}' takes images today: its current backend {} "
+                    "answered the vision check with {} ({}); {}",
+                    g.alias, util::redact_url(base), c.classification, c.detail.substr(0, 200),
+                    o.probe_options.vision == VisionMode::TEXT_ONLY
+                        ? "--text-only moves it to a text-only seat as asked (check that its clients "
+                          "send no images)"
+                        : "pass --multimodal or --text-only to decide"));
   return {};
 }
 
@@ -290,6 +297,14 @@ Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out) {
   po.request_overrides = x.overrides;
   probe::ProbeReport rep = o.client != nullptr ? probe::run_probe(*o.client, o.api_base, model, checks, po)
                                                : probe::run_probe(o.api_base, model, checks, po);
+  // The alias's own temperature / max_tokens are never what the probe sends: said as unproven (issue 55 tryout:
+  // "with the alias's temperature" for a temperature=-1 the backend never received).
+  if (!rep.request_not_sent.empty())
+    out.warnings.push_back(fmt::format(
+        "NOT PROVEN: the alias's {} (litellm_params) {} not sent by the probe, which sets its own: a client that "
+        "leaves {} unset gets the alias's value, which no check here tried",
+        fmt::join(rep.request_not_sent, ", "), rep.request_not_sent.size() == 1 ? "is" : "are",
+        rep.request_not_sent.size() == 1 ? "it" : "them"));
   if (rep.any_failed()) {
     std::string why;
     for (const auto& c : rep.checks)

@@ -581,11 +581,13 @@ std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& d
   return util::sat_mul({blocks, layout.page_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(0, layout.group_size))});
 }
 
-std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes,
-                                   std::int64_t in_flight_tokens, std::int64_t upper) {
+std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes, std::int64_t in_flight_tokens,
+                                   std::int64_t upper, double concurrency) {
   if (layout.groups.empty()) return upper;
   auto fits = [&](std::int64_t len) {
-    return kv_demand(layout, len, in_flight_tokens).bytes_per_request <= available_bytes;
+    const KvDemand d = kv_demand(layout, len, in_flight_tokens);
+    return (concurrency > 1.0 ? kv_bytes_for_concurrency(layout, d, concurrency) : d.bytes_per_request) <=
+           available_bytes;
   };
   if (upper < 1 || !fits(1)) return 0;
   if (fits(upper)) return upper;

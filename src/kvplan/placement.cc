@@ -337,6 +337,18 @@ double min_utilization(const Placing& pl, const SeatModel& m, const Eval& e, con
   return mu;
 }
 
+/** >= 0.34, Model Runner V2 (inferred): the KV memory vLLM sizes from the memory free after warm-up, less its margin,
+ * on a GPU with `before` bytes free for the seat; UINT64_MAX where the rules do not size it so. The one rule for a
+ * placed seat and for the length offered to one that is not (issue 55 tryout: a length offered that then failed). */
+std::uint64_t kv_margin_cap(const SeatModel& m, const Eval& e, std::uint64_t before) {
+  if (!(m.rules.kv_from_free_memory && e.terms.v2_runner)) return UINT64_MAX;
+  const std::uint64_t non_kv = util::sat_add(util::sat_add(e.outside, m.weight_bytes_per_rank), e.overhead);
+  const std::uint64_t headroom = before > non_kv ? before - non_kv : 0;
+  const auto margin = std::max(m.rules.kv_margin_floor,
+                               static_cast<std::uint64_t>(static_cast<double>(headroom) * m.rules.kv_margin_fraction));
+  return headroom > margin ? headroom - margin : 0;
+}
+
 /** The largest max_model_len worth offering: the model's own limit when vLLM refuses the asked one (issue 55 tryout:
  * LARGEST LEN 32,768 for a model that refuses anything above 8,192), else the larger of it and the asked. */
 std::int64_t length_upper(const SeatModel& m) {
@@ -361,10 +373,11 @@ void explain_unplaced(Placing& pl, std::size_t s, const Eval& e, double mu) {
     for (std::size_t g : set) {
       std::uint64_t room = spare[g] > e.outside ? spare[g] - e.outside : 0;
       if (m.arg.gpu_memory_utilization) room = std::min(room, util_bytes(*m.arg.gpu_memory_utilization, gpus[g], m.rules));
-      avail = std::min(avail, kv_memory(m, e, gpus[g], room));
+      avail = std::min({avail, kv_memory(m, e, gpus[g], room), kv_margin_cap(m, e, spare[g])});
     }
     p.available_kv_bytes = avail;
-    p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, length_upper(m));
+    p.largest_max_model_len =
+        largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, length_upper(m), m.arg.concurrency);
   }
   // vLLM's start-up check first: with a given utilization it refuses before anything else is measured.
   std::string refusal;
@@ -516,12 +529,7 @@ void settle_placed(Placing& pl, std::size_t s, const Eval& e) {
   }
   if (m.rules.kv_from_free_memory && e.terms.v2_runner) {  // >= 0.34, Model Runner V2 (inferred): the margin
     for (std::size_t g : set) {
-      const std::uint64_t before = util::sat_add(spare[g], placer.reserve_on(s, g, e));
-      const std::uint64_t non_kv = util::sat_add(util::sat_add(e.outside, m.weight_bytes_per_rank), e.overhead);
-      const std::uint64_t headroom = before > non_kv ? before - non_kv : 0;
-      const auto margin = std::max(m.rules.kv_margin_floor, static_cast<std::uint64_t>(
-                                                                static_cast<double>(headroom) * m.rules.kv_margin_fraction));
-      const std::uint64_t cap = headroom > margin ? headroom - margin : 0;
+      const std::uint64_t cap = kv_margin_cap(m, e, util::sat_add(spare[g], placer.reserve_on(s, g, e)));
       if (cap < avail) {
         p.kv_margin_bytes = std::max(p.kv_margin_bytes, avail - cap);
         avail = cap;
@@ -534,7 +542,8 @@ void settle_placed(Placing& pl, std::size_t s, const Eval& e) {
   const KvReport rep = kv_report(m.layout, e.demand, p.num_blocks, m.rules);
   p.max_concurrency = rep.max_concurrency;
   p.kv_cache_tokens = rep.tokens;
-  p.largest_max_model_len = largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, length_upper(m));
+  p.largest_max_model_len =
+      largest_max_model_len(m.layout, avail, e.demand.in_flight_tokens, length_upper(m), m.arg.concurrency);
   p.fits = avail >= e.kv_need;  // kv_need holds `concurrency` requests of max_model_len
   for (std::size_t g : set) {
     const std::uint64_t b = util_bytes(util, gpus[g], m.rules);

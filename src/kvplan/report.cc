@@ -390,8 +390,10 @@ std::string to_text(const Plan& plan) {
                        format_count(static_cast<std::uint64_t>(p.num_blocks)), p.max_concurrency,
                        format_count(static_cast<std::uint64_t>(m.max_model_len)),
                        format_count(static_cast<std::uint64_t>(p.kv_cache_tokens)));
-      o += fmt::format("  largest max_model_len that fits  {}\n",
-                       format_count(static_cast<std::uint64_t>(p.largest_max_model_len)));
+      o += fmt::format("  largest max_model_len that fits  {}{}\n",
+                       format_count(static_cast<std::uint64_t>(p.largest_max_model_len)),
+                       m.arg.concurrency > 1.0 ? fmt::format(" (for {:g} requests, concurrency=)", m.arg.concurrency)
+                                               : std::string());
       if (p.kv_margin_bytes)
         o += fmt::format("  KV margin        {} less KV: vLLM {} sizes the cache from the memory free after warm-up, "
                          "less a margin (inferred)\n", format_bytes(p.kv_margin_bytes), m.rules.version);

@@ -1,6 +1,7 @@
 // run_probe: the checks (internal.h) run on one client, then concurrently on a client each, under one overall
 // deadline; an absent server costs one connect, an unauthorized key one refusal.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -75,11 +76,16 @@ ProbeReport probe_impl(HttpClient& client, const std::function<std::unique_ptr<H
   rep.url = util::redact_url(base);  // a password in the URL is used, never shown
   const std::string password = url_password(base);
   rep.model = std::string(model);
+  // A default the probe sets itself on every request is never sent (exchange.cc merges defaults under the body).
+  constexpr std::array<std::string_view, 4> kProbeOwn{"model", "messages", "max_tokens", "temperature"};
   for (const json* extras : {&opts.request_defaults, &opts.request_overrides})
     if (extras->is_object())
-      for (const auto& [k, v] : extras->items())
-        if (std::find(rep.request_extras.begin(), rep.request_extras.end(), k) == rep.request_extras.end())
-          rep.request_extras.push_back(k);
+      for (const auto& [k, v] : extras->items()) {
+        const bool own =
+            extras == &opts.request_defaults && std::find(kProbeOwn.begin(), kProbeOwn.end(), k) != kProbeOwn.end();
+        auto& list = own ? rep.request_not_sent : rep.request_extras;
+        if (std::find(list.begin(), list.end(), k) == list.end()) list.push_back(k);
+      }
   const double total = opts.total_timeout_s > 0 ? opts.total_timeout_s : opts.timeout_s;
   const auto overall = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(total));
   rep.checks.resize(checks.size());

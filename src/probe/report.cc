@@ -63,6 +63,7 @@ oj to_json(const ProbeReport& r) {
   j["unreachable"] = r.unreachable;
   j["summary"] = oj{{"pass", pass}, {"fail", fail}, {"skip", skip}};
   j["request_extras"] = r.request_extras;
+  j["request_not_sent"] = r.request_not_sent;
   j["checks"] = std::move(checks);
   return j;
 }
@@ -70,9 +71,12 @@ oj to_json(const ProbeReport& r) {
 std::string header_line(const ProbeReport& r) {
   std::string extras;
   for (const auto& k : r.request_extras) extras += (extras.empty() ? "" : ", ") + util::printable(k, 200);
-  return fmt::format("probe {} model '{}'{}\n", util::printable(util::redact_url(r.url), util::kReportLine),
+  std::string own;
+  for (const auto& k : r.request_not_sent) own += (own.empty() ? "" : ", ") + util::printable(k, 200);
+  return fmt::format("probe {} model '{}'{}{}\n", util::printable(util::redact_url(r.url), util::kReportLine),
                      util::printable(r.model, util::kReportLine),
-                     extras.empty() ? "" : fmt::format(" (with the alias's {})", extras));
+                     extras.empty() ? "" : fmt::format(" (with the alias's {})", extras),
+                     own.empty() ? "" : fmt::format(" (not the alias's {}: the probe sends its own)", own));
 }
 
 std::string check_line(const CheckResult& c) {

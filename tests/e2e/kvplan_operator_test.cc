@@ -116,6 +116,21 @@ TEST_F(KvplanOperator, ATooLargeUtilizationSaysTheRangeThatFits) {
   EXPECT_EQ(run_cli("plan " + seat + m[1].str() + " --gpu 0=4GiB", &out, &err), 0) << out << err;
 }
 
+// The largest max_model_len offered is one the seat fits at, for its concurrency=, and 16 tokens more do not (issue
+// 55 tryout: one request's length offered to a seat of four, then refused; the KV margin of 0.34 left out).
+TEST_F(KvplanOperator, TheLargestLengthOfferedFitsForTheSeatsConcurrency) {
+  const std::string seat = "--seat a=" + q(kData + "/llama") + ":concurrency=2000";
+  std::string out, err;
+  EXPECT_EQ(run_cli("plan " + seat + " --gpu 0=6GiB --json", &out, &err), 1) << err;  // 2000 x 4096 does not fit
+  const std::int64_t len = nlohmann::json::parse(out)["seats"][0]["placement"]["largest_max_model_len"];
+  ASSERT_GT(len, 0) << out.substr(0, 400);
+  ASSERT_LT(len, 4096);
+  EXPECT_EQ(run_cli("plan " + seat + ",max_model_len=" + std::to_string(len) + " --gpu 0=6GiB", &out, &err), 0) << out;
+  EXPECT_NE(out.find("(for 2000 requests, concurrency=)"), std::string::npos) << out;
+  EXPECT_EQ(run_cli("plan " + seat + ",max_model_len=" + std::to_string(len + 16) + " --gpu 0=6GiB", &out, &err), 1)
+      << out;
+}
+
 // A checkpoint quantized with a recipe (mixed FP8_BLOCK + NVFP4A16 groups) is planned from its own weights as
 // stored: recipe= / assume= on it do not re-size it (they sized it as if its packed weights were a source) and
 // --emit-compose serves it (it was refused as "assume=nvfp4a16"). recipe= on a source names recipe= in its refusal.

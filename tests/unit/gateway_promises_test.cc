@@ -118,6 +118,9 @@ TEST_F(Promises, KeepApiKeyWarnsAndContradictionsAreRefused) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_NE(slurp(cfg_).find("api_key: os.environ/FP4FORGE_T_OLD"), std::string::npos);
   EXPECT_TRUE(any_of(r->warnings, "LiteLLM will send the deployment's api_key (os.environ/FP4FORGE_T_OLD)"));
+  // The old backend is down: with --text-only given, no advice to pass it (issue 55 tryout).
+  EXPECT_TRUE(any_of(r->warnings, "--text-only moves it to a text-only seat as asked"));
+  EXPECT_FALSE(any_of(r->warnings, "pass --multimodal or --text-only to decide"));
   o.keep_api_key = false;
   o.params = {{"api_key", "sk-literal"}};
   auto both = gateway_swap(cfg_, o);
@@ -206,7 +209,9 @@ TEST_F(Promises, DeploymentByModelInfoIdAndTheAliasExtrasInTheBody) {
   EXPECT_NE(now.find("      id: chat-gpu7\n"), std::string::npos);
   EXPECT_LT(now.find(srv.url()), now.find("id: chat-gpu8")) << now;  // the second deployment moved
   ASSERT_TRUE(r->probe.has_value());
-  EXPECT_EQ(r->probe->request_extras, (std::vector<std::string>{"temperature", "top_k", "chat_template_kwargs"}));
+  EXPECT_EQ(r->probe->request_extras, (std::vector<std::string>{"top_k", "chat_template_kwargs"}));
+  EXPECT_EQ(r->probe->request_not_sent, (std::vector<std::string>{"temperature"}));
+  EXPECT_TRUE(any_of(r->warnings, "NOT PROVEN: the alias's temperature (litellm_params) is not sent by the probe"));
   int posts = 0;
   for (const std::string& b : srv.bodies()) {
     if (b.empty()) continue;

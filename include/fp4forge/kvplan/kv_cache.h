@@ -173,9 +173,11 @@ KvReport kv_report(const KvLayout& layout, const KvDemand& demand, std::int64_t 
 /** Smallest available KV memory whose num_blocks gives a concurrency >= target (target > 0). */
 std::uint64_t kv_bytes_for_concurrency(const KvLayout& layout, const KvDemand& demand, double target);
 /** Largest max_model_len in [1, upper] whose per-request reservation fits `available_bytes` (binary
- * search, as vLLM's auto max_model_len); 0 when not even one token fits. */
-std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes,
-                                   std::int64_t in_flight_tokens, std::int64_t upper);
+ * search, as vLLM's auto max_model_len); 0 when not even one token fits. With `concurrency` above 1, the largest
+ * for which that many requests fit (kv_bytes_for_concurrency: the length a seat planned for C requests can take;
+ * issue 55 tryout: one request's length was offered to a seat of four). */
+std::int64_t largest_max_model_len(const KvLayout& layout, std::uint64_t available_bytes, std::int64_t in_flight_tokens,
+                                   std::int64_t upper, double concurrency = 1.0);
 
 /** vLLM's "large GPU" rule for its scheduler defaults: >= 70 GiB and not an A100. */
 bool vllm_large_gpu(std::uint64_t gpu_total_bytes, std::string_view gpu_name);

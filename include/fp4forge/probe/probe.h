@@ -180,6 +180,9 @@ struct ProbeReport {
   bool unreachable = false;
   /** The keys of ProbeOptions::request_defaults / request_overrides sent with every POST (values not shown). */
   std::vector<std::string> request_extras;
+  /** Keys of request_defaults the probe sets itself on every request (temperature, max_tokens): never sent, so
+   * the checks do not prove the alias's values (issue 55 tryout: listed as sent). */
+  std::vector<std::string> request_not_sent;
   bool all_passed() const;  ///< every check PASS (a SKIP counts as not failed: see any_failed)
   bool any_failed() const;  ///< at least one FAIL
 };
