@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "validators.h"
 #include "fp4forge/gateway/gateway.h"
 #include "fp4forge/gateway/report.h"
 #include "render.h"
@@ -109,7 +110,7 @@ void add_seat_options(CLI::App* s, GwOpts& o) {
                                                 "it, the deployment gets api_key: os.environ/NAME");
   s->add_flag("--multimodal", o.multimodal, "the alias takes images: the vision check must pass");
   s->add_flag("--text-only", o.text_only, "the alias takes no images: skip the vision check (warns for a vision alias)");
-  s->add_option("--timeout", o.timeout, "deadline of each probe check in seconds")->check(CLI::Range(0.1, 3600.0));
+  s->add_option("--timeout", o.timeout, "deadline of each probe check in seconds")->check(in_range(0.1, 3600.0));
   s->add_flag("--dry-run", o.dry_run, "probe and show the diff, write nothing");
 }
 
@@ -163,7 +164,7 @@ void add_gateway(CLI::App& sub, Action& action) {
   check->add_option("--checks", o->checks, "probe checks (default all)");
   check->add_option("--api-key-env", o->api_key_env, "environment variable with a gateway key (default: the config's "
                                                      "general_settings.master_key)");
-  check->add_option("--timeout", o->timeout, "deadline of each probe check in seconds")->check(CLI::Range(0.1, 3600.0));
+  check->add_option("--timeout", o->timeout, "deadline of each probe check in seconds")->check(in_range(0.1, 3600.0));
   check->add_flag("--multimodal", o->multimodal, "the alias takes images: a rejected image fails");
   check->add_flag("--text-only", o->text_only, "the alias takes no images: skip the vision check");
   sub.footer(

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "validators.h"
 #include "fp4forge/probe/kv_pool.h"
 #include "fp4forge/probe/probe.h"
 #include "fp4forge/probe/report.h"
@@ -52,20 +53,26 @@ void add_probe(CLI::App& sub, Action& action) {
   sub.add_option("--checks", o->checks,
                  "comma-separated: models,prose,long,logprobs,vision,tools,multiturn,completions,reasoning,context,kv "
                  "(default all)");
-  sub.add_option("--timeout", o->timeout, "deadline of each check in seconds (default 60)")->check(CLI::Range(0.1, 3600.0));
-  sub.add_option("--max-tokens", o->max_tokens, "max_tokens a client would send (prose, vision, tools, reasoning; default 1024)")
-      ->check(CLI::Range(16, 1 << 20));
+  sub.add_option("--timeout", o->timeout, "deadline of each check in seconds (default 60)")
+      ->check(in_range(0.1, 3600.0));
+  sub.add_option("--max-tokens", o->max_tokens,
+                 "max_tokens a client would send (prose, vision, tools, reasoning; default 1024)")
+      ->check(in_range(16, 1 << 20));
   sub.add_flag("--text-only", o->text_only, "the model takes no images: skip the vision check");
   sub.add_flag("--multimodal", o->multimodal, "the model takes images: a rejected image fails the vision check");
   sub.add_option("--deadline", o->deadline, "one deadline for the whole probe in seconds (default: --timeout)")
-      ->check(CLI::Range(0.1, 36000.0));
+      ->check(in_range(0.1, 36000.0));
   sub.add_option("--concurrency", o->concurrency, "checks sent at once after the first (default 8; 1 = one by one)")
-      ->check(CLI::Range(1, 64));
-  sub.add_option("--context-tokens", o->context_tokens, "context: the long prompt's size in tokens (default 16384, or "
-                 "less to fit the served max_model_len)")->check(CLI::Range(256, 1 << 24));
+      ->check(in_range(1, 64));
+  sub.add_option("--context-tokens", o->context_tokens,
+                 "context: the long prompt's size in tokens (default 16384, or "
+                 "less to fit the served max_model_len)")
+      ->check(in_range(256, 1 << 24));
   CLI::Option* seed = sub.add_option("--seed", o->seed, "context: the seed of the hidden code and its depth (default: random, reported)");
-  sub.add_option("--expect-kv-tokens", o->expect_kv_tokens, "kv: the KV pool expected in tokens (num_gpu_blocks x "
-                 "block_size); a difference over 2 % fails")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 50));
+  sub.add_option("--expect-kv-tokens", o->expect_kv_tokens,
+                 "kv: the KV pool expected in tokens (num_gpu_blocks x "
+                 "block_size); a difference over 2 % fails")
+      ->check(in_range(std::int64_t{1}, std::int64_t{1} << 50));
   sub.add_option("--expect-kv-from", o->expect_kv_from, "kv: take the expected pool from this 'fp4forge plan --json' "
                  "file (placement.num_blocks x kv.attention_block_size)");
   sub.add_option("--seat", o->seat, "with --expect-kv-from: the plan's seat (default: the only one, or the one whose "

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "validators.h"
 #include "interrupt.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/quantize/plan.h"
@@ -209,8 +210,9 @@ void add_quantize(CLI::App& sub, Action& action) {
                "default; re-encode them all from the bf16 expansion");
   sub.add_flag("--dry-run", o->dry_run, "print the plan and write nothing");
   sub.add_flag("--strict", o->plan.strict, "a weight whose shape does not fit its scheme (in_features a multiple of 16 for nvfp4a16, 32 for mxfp4a16, ...; docs/schemes.md) is an error instead of kept");
-  sub.add_option("-j,--jobs", o->jobs, "worker threads (default: all cores, twice that with a searched observer; at most 1024)")
-      ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
+  sub.add_option("-j,--jobs", o->jobs,
+                 "worker threads (default: all cores, twice that with a searched observer; at most 1024)")
+      ->check(in_range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--max-memory", o->max_memory, "in-flight byte budget, e.g. 2G, 512M")->capture_default_str();
   sub.add_flag("--no-progress", o->no_progress, "no progress bar (drawn on stderr when it is a terminal)");
   sub.add_flag("--resume", o->resume, "reuse verified shards of an interrupted run into the same DST");

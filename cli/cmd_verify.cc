@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "validators.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/verify/quality.h"
@@ -101,10 +102,11 @@ void add_verify(CLI::App& sub, Action& action) {
   add_expert_orientation(sub, opts->lib.experts,
                          "with --against: how the source's fused 3-D experts are stored when their shapes "
                          "read both ways (out-in | in-out)");
-  sub.add_option("-j,--jobs", opts->lib.jobs,
-                 "--against: worker threads for the observer's search and the re-encode (default: all cores, twice that "
-                 "with a searched observer)")
-      ->check(CLI::Range(0u, ThreadPool::kMaxThreads));
+  sub.add_option(
+         "-j,--jobs", opts->lib.jobs,
+         "--against: worker threads for the observer's search and the re-encode (default: all cores, twice that "
+         "with a searched observer)")
+      ->check(in_range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--svg", opts->svg,
                  "FILE: with --against, draw the quality report (error per module kind and layer, error vs min-max, legend)");
   sub.add_option("--worst", opts->lib.worst_n, "tensors listed as worst by error")->default_val(10);

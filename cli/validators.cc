@@ -33,6 +33,20 @@ const CLI::Validator& finite() {
   return v;
 }
 
+CLI::Validator in_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) {
+        char* end = nullptr;
+        const double d = std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size())
+          return fmt::format("'{}' is not a number; expected {} to {}", util::printable(s, 40), lo, hi);
+        if (!(d >= lo && d <= hi))
+          return fmt::format("{} is out of range; expected {} to {}", util::printable(s, 40), lo, hi);
+        return std::string();
+      },
+      fmt::format("in [{} - {}]", lo, hi), "RANGE");
+}
+
 void apply_argument_rules(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     if (opt->get_type_size_max() == 0) continue;  // a flag

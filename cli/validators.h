@@ -16,6 +16,10 @@ const CLI::Validator& non_empty();
 /** CLI11 validator: a value that is not a finite number (`nan`, `inf`, `1e999`, `abc`) is refused. */
 const CLI::Validator& finite();
 
+/** CLI11 validator: a number from `lo` to `hi`, said in the bounds' own shortest spelling ("expected 0.1 to 3600";
+ * CLI11's Range printed "[0.100000 - 3600.000000]", issue 55 tryout E-9). */
+CLI::Validator in_range(double lo, double hi);
+
 /** non_empty() on every option of `app` and of its subcommands, at any depth, that takes a value, and finite() on
  * every one whose type is floating-point (CLI11's type name FLOAT). */
 void apply_argument_rules(CLI::App& app);

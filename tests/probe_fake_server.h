@@ -57,6 +57,7 @@ struct FakeServerOptions {
   // LiteLLM proxy headers on every chat/completions answer (x-litellm-model-api-base, -model-id, -model-group);
   // none when empty: a fake gateway in front of a seat
   std::string litellm_api_base, litellm_model_id, litellm_model_group;
+  int completion_tokens = -1;  // usage.completion_tokens of every plain chat answer (-1: its words + 1)
 };
 
 class FakeServer {
@@ -406,7 +407,7 @@ class FakeServer {
       finish = "tool_calls";
       if (f == Fault::EMPTY_TOOL_CALLS) extra["tool_calls"] = json::array();
     }
-    int tokens = std::max(1, count_words(answer) + 1);
+    int tokens = opts_.completion_tokens >= 0 ? opts_.completion_tokens : std::max(1, count_words(answer) + 1);
     if (f == Fault::REASONING) {
       extra["reasoning_content"] = "The user asks a question. Let me think step by step about it before answering. " + q;
       tokens += 40;

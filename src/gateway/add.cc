@@ -157,10 +157,9 @@ Result<std::string> add_text(const Parsed& p, const std::vector<std::string>& li
 }
 
 /** Warnings about what the new entry changes: a wildcard that answered the alias until now, a retired namesake. */
-void describe_takeover(const Parsed& p, const std::vector<std::string>& lines, const AddOptions& o, bool existed,
-                       std::vector<std::string>& warnings) {
+void describe_takeover(const Parsed& p, const AddOptions& o, bool existed, std::vector<std::string>& warnings) {
   GatewayShow s;
-  describe_routes(p, lines, s);
+  describe_routes(p, s);
   warnings = s.warnings;
   for (const GatewayRoute& r : s.routes)
     if (!existed && r.wildcard && glob_match(r.alias, o.alias))
@@ -204,7 +203,7 @@ Result<EditResult> gateway_add(const stdfs::path& config, const AddOptions& o) {
     out.command = "add";
     out.config = path;
     out.diff = util::unified_diff(mask_secret_values(text), mask_secret_values(new_text), path, path + " (added)");
-    describe_takeover(p, lines, o, !live.empty(), out.warnings);
+    describe_takeover(p, o, !live.empty(), out.warnings);
     warn_store_model_in_db(p, o.alias, out.warnings);
     seat_warnings(o, out.warnings);
     Gate g;

@@ -143,7 +143,7 @@ Result<CheckReport> gateway_check(const stdfs::path& config, const CheckOptions&
     const auto lines = split_keep(text);
     FP4FORGE_ASSIGN_OR_RETURN(Parsed p, parse(text, path, lines));
     GatewayShow s;
-    describe_routes(p, lines, s);
+    describe_routes(p, s);
     const bool routed = std::any_of(s.routes.begin(), s.routes.end(),
                                     [&](const GatewayRoute& r) { return !r.wildcard && r.alias == o.alias; });
     if (!routed) {

@@ -236,6 +236,14 @@ Result<Parsed> parse(const std::string& text, const std::string& path, const std
     p.root_key_lines.push_back(it->first.Mark().line);
     if (it->first.Scalar() == "model_list") p.model_list_line = it->first.Mark().line;
   }
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string b = body_of(lines[i]);
+    const std::size_t at = b.find(kRetiredMarker);
+    if (at == std::string::npos) continue;
+    const std::size_t start = at + std::char_traits<char>::length(kRetiredMarker);
+    const std::size_t end = b.find('\'', start);
+    if (end != std::string::npos) p.retired.push_back({b.substr(start, end - start), static_cast<int>(i) + 1});
+  }
   const YAML::Node ml = p.root["model_list"];
   if (!ml) return make_error(Errc::BAD_INPUT, "{}: no 'model_list' key; expected a LiteLLM proxy config.yaml", path);
   if (ml.IsNull()) return p;

@@ -53,6 +53,7 @@ struct Parsed {
   std::vector<Entry> entries;
   int model_list_line = 0;
   std::vector<int> root_key_lines;  // 0-based, all top-level keys
+  std::vector<RetiredAlias> retired;  // the marker comments of earlier retires (alias as written, 1-based line)
 };
 
 /** `n[key]` when `n` is a mapping holding it, else a null node (a missing key's child throws in yaml-cpp). */
@@ -105,7 +106,7 @@ Status validate_edit(const Parsed& before, const std::string& new_text, const st
                      const std::set<int>& edited_entries, const std::set<int>& removed_entries, int added_at = -1);
 
 // ---- routes, deployments, writing (gateway.cc)
-void describe_routes(const Parsed& p, const std::vector<std::string>& lines, GatewayShow& s);
+void describe_routes(const Parsed& p, GatewayShow& s);
 /** "N) MODEL @ API_BASE (line L[, id ID])" for each deployment (api_base redacted). */
 std::string list_deployments(const std::vector<const Entry*>& ds);
 /** The deployments of `alias`: all for an empty `deployment`, else the one it names (number, model_info.id,

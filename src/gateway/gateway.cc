@@ -30,7 +30,7 @@ namespace detail {
 // ---------------------------------------------------------------------------------------------
 // show helpers
 
-void describe_routes(const Parsed& p, const std::vector<std::string>& lines, GatewayShow& s) {
+void describe_routes(const Parsed& p, GatewayShow& s) {
   std::map<std::string, std::vector<int>> by_alias;
   for (const Entry& e : p.entries) {
     GatewayRoute r;
@@ -56,15 +56,7 @@ void describe_routes(const Parsed& p, const std::vector<std::string>& lines, Gat
     by_alias[r.alias].push_back(r.line);
     s.routes.push_back(std::move(r));
   }
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const std::string b = body_of(lines[i]);
-    const std::size_t at = b.find(kRetiredMarker);
-    if (at == std::string::npos) continue;
-    const std::size_t start = at + std::char_traits<char>::length(kRetiredMarker);
-    const std::size_t end = b.find('\'', start);
-    if (end == std::string::npos) continue;
-    s.retired.push_back({mask_inline(b.substr(start, end - start)), static_cast<int>(i) + 1});
-  }
+  for (const RetiredAlias& ra : p.retired) s.retired.push_back({mask_inline(ra.alias), ra.line});
   for (const GatewayRoute& r : s.routes) {
     if (!r.wildcard) continue;
     s.warnings.push_back(fmt::format("line {}: wildcard route '{}' (model '{}') answers every alias matching it: a "
@@ -84,7 +76,6 @@ void describe_routes(const Parsed& p, const std::vector<std::string>& lines, Gat
                                      alias, ls.size(), where));
   }
 }
-
 
 std::string list_deployments(const std::vector<const Entry*>& ds) {
   std::string out;
@@ -120,6 +111,15 @@ Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::str
     all += (all.empty() ? "" : ", ") + mask_inline(e.alias);
   }
   if (all_of.empty()) {
+    // An alias an earlier retire commented out is said as retired, not as unknown (issue 55 tryout E-7).
+    for (const RetiredAlias& ra : p.retired)
+      if (ra.alias == alias)
+        return make_error(
+            Errc::BAD_INPUT,
+            "{}: alias '{}' is retired (line {}: commented out by an earlier retire) "
+            "and routes nothing; `fp4forge gateway rollback --config {}` restores the config before that retire, "
+            "`gateway add` gives the alias a new entry",
+            path, mask_inline(alias), ra.line, path);
     const std::string near = similar_alias(p, alias);
     return make_error(Errc::BAD_INPUT, "{}: alias '{}' not found{}; aliases: [{}]", path, alias,
                       near.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", mask_inline(near)), all);
@@ -245,7 +245,7 @@ Result<GatewayShow> gateway_show_text(const std::string& text, const std::string
     GatewayShow s;
     s.path = path;
     s.backend = backend;
-    describe_routes(p, lines, s);
+    describe_routes(p, s);
     if (!backend.empty()) {
       for (const GatewayRoute& r : s.routes)
         if (same_backend(r.api_base, backend) &&

@@ -184,7 +184,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     out.config = path;
     out.diff = util::unified_diff(mask_secret_values(text), mask_secret_values(new_text), path, path + " (swapped)");
     GatewayShow s;
-    describe_routes(p, lines, s);
+    describe_routes(p, s);
     out.warnings = s.warnings;
     warn_store_model_in_db(p, o.alias, out.warnings);
     seat_warnings(o, out.warnings);

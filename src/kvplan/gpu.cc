@@ -59,6 +59,23 @@ constexpr KnownCard kKnownCards[] = {
     {"l4", 23034, 22.05, "NVIDIA L4"},
 };
 
+/** The card's tag as a word of the lower-case name ("l4" is no word of "nvidia l40s"). */
+bool names_chip(std::string_view lower, const KnownCard& c) {
+  const std::size_t at = lower.find(c.match);
+  if (at == std::string_view::npos) return false;
+  const std::size_t end = at + c.match.size();
+  return !(at > 0 && std::isalnum(static_cast<unsigned char>(lower[at - 1]))) &&
+         !(end < lower.size() && std::isalnum(static_cast<unsigned char>(lower[end])));
+}
+
+/** The name is the measured card's own, with or without the vendor word (not only its chip: "NVIDIA H100 PCIe" is
+ * an H100, not the H100 80GB HBM3 measured; issue 55 tryout E-5). */
+bool is_card_name(std::string_view lower, const KnownCard& c) {
+  const std::string card = util::ascii_lower(c.card);
+  const std::string_view t = util::trim(lower);
+  return t == card || (card.rfind("nvidia ", 0) == 0 && t == std::string_view(card).substr(7));
+}
+
 }  // namespace
 
 std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view name, std::string* source) {
@@ -67,16 +84,20 @@ std::uint64_t driver_reserved_bytes(std::uint64_t total_bytes, std::string_view 
     const std::uint64_t smi = c.smi_mib * kMiB;
     // The same card: its name, and a total within 1 % of the one measured (a 40 GB and an 80 GB A100).
     const std::uint64_t diff = total_bytes > smi ? total_bytes - smi : smi - total_bytes;
-    if (lower.find(c.match) == std::string::npos || diff * 100 > smi) continue;
+    if (!names_chip(lower, c) || diff * 100 > smi) continue;
     const auto torch = static_cast<std::uint64_t>(c.torch_gib * static_cast<double>(kGiB));
     // The reference card's figures, named as its own (issue 55 tryout: "measured on <the name typed>" with a torch
     // total other than this GPU's read as this GPU's measurement).
     // A total near but not at the card's own (141GiB for an H200's 143771 MiB) is planned as given, and said.
     if (source)
       *source = fmt::format(
-          "as measured on an {} (nvidia-smi {} MiB, torch {:.2f} GiB: the difference), the card "
-          "this name and total match{}",
-          c.card, c.smi_mib, c.torch_gib,
+          "as measured on an {} (nvidia-smi {} MiB, torch {:.2f} GiB: the difference), {}{}", c.card, c.smi_mib,
+          c.torch_gib,
+          is_card_name(lower, c)
+              ? std::string("the card this name and total match")
+              : fmt::format("the measured card of this name's chip and total ('{}' itself is not measured: give "
+                            "reserved= or torch_total= if its figures differ)",
+                            util::printable(name, 64)),
           diff < kMiB ? std::string()
                       : fmt::format("; the total given is {} {} its nvidia-smi figure and is "
                                     "planned as given: write {}MiB if this is that card",
@@ -93,21 +114,19 @@ std::string card_total_hint(std::uint64_t total_bytes, std::string_view name) {
   const KnownCard* best = nullptr;
   std::uint64_t best_diff = 0;
   for (const KnownCard& c : kKnownCards) {
-    const std::size_t at = lower.find(c.match);
-    const std::size_t end = at + c.match.size();
-    if (at == std::string::npos || (at > 0 && std::isalnum(static_cast<unsigned char>(lower[at - 1]))) ||
-        (end < lower.size() && std::isalnum(static_cast<unsigned char>(lower[end]))))
-      continue;
+    if (!names_chip(lower, c)) continue;
     const std::uint64_t smi = c.smi_mib * kMiB;
     const std::uint64_t diff = total_bytes > smi ? total_bytes - smi : smi - total_bytes;
     if (diff * 100 <= smi) return {};  // matched: driver_reserved_bytes says so
     if (best == nullptr || diff < best_diff) best = &c, best_diff = diff;
   }
   if (best == nullptr) return {};
+  // One statement, no "no card matches X; the name is X's" (issue 55 tryout E-5).
   return fmt::format(
-      "; the name is an {}'s, whose nvidia-smi total is {} MiB ({}), not {}: write {}MiB if this is "
-      "that card (GB is decimal, GiB and nvidia-smi's MiB binary)",
-      best->card, best->smi_mib, format_bytes(best->smi_mib * kMiB), format_bytes(total_bytes), best->smi_mib);
+      "the total given is no measured card's: {} an {}, whose nvidia-smi total is {} MiB ({}), not {}: write {}MiB "
+      "if this is that card (GB is decimal, GiB and nvidia-smi's MiB binary)",
+      is_card_name(lower, *best) ? "the name is that of" : "the measured card of this name's chip is", best->card,
+      best->smi_mib, format_bytes(best->smi_mib * kMiB), format_bytes(total_bytes), best->smi_mib);
 }
 
 Result<GpuSpec> parse_gpu_arg(std::string_view text) {

@@ -506,7 +506,28 @@ Result<KvLayout> build_kv_layout(const ModelInfo& info, const nlohmann::ordered_
   FP4FORGE_TRY(kv_dtypes(text, opts, out));
   std::int64_t window = 0;
   bool has_state = false;
-  FP4FORGE_TRY(read_layers(info, text, opts, out, window, has_state));
+  if (Status st = read_layers(info, text, opts, out, window, has_state); !st.ok()) {
+    // A refusal that tp = 1 does not meet is the tensor-parallel size's: the sizes up to 16 the layers take are the
+    // hint (issue 55 tryout E-6: tp=3 said what was wrong, not what would do).
+    Error e = st.error();
+    if (opts.tp > 1) {
+      std::vector<std::string> good;
+      for (std::int64_t t = 1; t <= 16; ++t) {
+        KvOptions o = opts;
+        o.tp = t;
+        KvLayout scratch = out;
+        std::int64_t w = 0;
+        bool state = false;
+        if (read_layers(info, text, o, scratch, w, state).ok()) good.push_back(std::to_string(t));
+      }
+      if (!good.empty() && good.front() == "1") {
+        std::string list = good.back();
+        for (std::size_t i = good.size() - 1; i-- > 0;) list = good[i] + (i + 2 == good.size() ? " or " : ", ") + list;
+        e.message += fmt::format("; hint: tp={} would do (the seat's tp= key)", list);
+      }
+    }
+    return e;
+  }
   const std::int64_t mtp_added = add_mtp_layers(info, opts, out);
   if (has_state && !opts.hybrid_kv_cache_manager)
     return make_error(Errc::USAGE, "hybrid_manager=off is not possible for a model with linear-attention "

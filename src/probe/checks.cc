@@ -91,8 +91,9 @@ bool fail_if_no_content(CheckResult& r, const Answer& a, int max_tokens) {
                      "the F1 signature of NaN logits (quantized router?); run the logprobs check and 'fp4forge doctor'",
                      what, tokens, max_tokens));
   } else {
-    fail(r, "empty-content", fmt::format("content {} (finish_reason '{}', {} completion tokens)", what,
-                                         a.finish.empty() ? "none" : a.finish, tokens));
+    fail(r, "empty-content",
+         fmt::format("content {} (finish_reason '{}', {} completion token{})", what,
+                     a.finish.empty() ? "none" : a.finish, tokens, tokens == "1" ? "" : "s"));
   }
   return true;
 }
@@ -149,8 +150,8 @@ void check_prose(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
                             a.finish.empty() ? "none" : a.finish, a.completion_tokens));
   if (a.content.find("42") == std::string::npos)
     return fail(r, "wrong-answer", fmt::format("17 + 25: expected 42 in the answer, got '{}'", excerpt(a.content, 80)));
-  std::string d = fmt::format("answered '{}' (finish stop, {} completion tokens)", excerpt(trim(a.content), 60),
-                              a.completion_tokens);
+  std::string d = fmt::format("answered '{}' (finish stop, {} completion token{})", excerpt(trim(a.content), 60),
+                              a.completion_tokens, a.completion_tokens == 1 ? "" : "s");  // "1 completion token"
   if (!a.reasoning.empty())
     d += fmt::format("; reasoning {} chars{}", a.reasoning.size(), a.inline_think ? " inline as <think> in content" : "");
   pass(r, d);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/probe/probe.h"
+#include "fp4forge/util/did_you_mean.h"
 #include "fp4forge/util/redact.h"
 #include "fp4forge/util/strings.h"
 
@@ -70,8 +71,10 @@ Result<std::vector<Check>> parse_checks(std::string_view list) {
       }
     }
     if (!found) {
-      return make_error(Errc::USAGE, "--checks: unknown check '{}', expected a comma-separated subset of {} (or all)",
-                        item, valid);
+      std::vector<std::string> names{"all"};
+      for (Check c : all_checks()) names.emplace_back(check_name(c));
+      return make_error(Errc::USAGE, "--checks: unknown check '{}'{}, expected a comma-separated subset of {} (or all)",
+                        item, util::did_you_mean(item, names), valid);
     }
   }
   if (!any) return make_error(Errc::USAGE, "--checks: empty list, expected a subset of {} (or all)", valid);
@@ -98,8 +101,22 @@ bool is_gap(char c) { return static_cast<unsigned char>(c) < 0x20 || c == ' ' ||
 std::string mask_secret(std::string_view text, std::string_view secret) {
   std::string out(text);
   if (secret.empty()) return out;
+  // A short key (under 8 bytes: `x`, `test`) is masked where it stands as a word of its own, not inside other
+  // words (issue 55 tryout E-3: `--api-key e` turned "model" into "mod***l"); a long key is masked wherever
+  // it occurs.
+  const bool short_key = secret.size() < 8;
+  const auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
+  };
+  const auto stands_alone = [&](std::size_t b, std::size_t e) {
+    return !short_key || ((b == 0 || !word_char(out[b - 1])) && (e >= out.size() || !word_char(out[e])));
+  };
   std::size_t pos = 0;
   while ((pos = out.find(secret, pos)) != std::string::npos) {
+    if (!stands_alone(pos, pos + secret.size())) {
+      ++pos;
+      continue;
+    }
     out.replace(pos, secret.size(), "***");
     pos += 3;
   }
@@ -119,7 +136,7 @@ std::string mask_secret(std::string_view text, std::string_view secret) {
         break;
       }
     }
-    if (k == secret.size() && gaps > 0) out.replace(i, j - i, "***");
+    if (k == secret.size() && gaps > 0 && stands_alone(i, j)) out.replace(i, j - i, "***");
   }
   // A key cut by a length limit before it was masked: a leading part of the key (4 bytes or more) right
   // before a cut ("..." or the end of the text) is masked too.
@@ -127,7 +144,7 @@ std::string mask_secret(std::string_view text, std::string_view secret) {
     if (!cut.empty() && (out.size() < cut.size() || out.compare(out.size() - cut.size(), cut.size(), cut) != 0)) continue;
     const std::size_t end = out.size() - cut.size();
     for (std::size_t k = std::min(secret.size() - 1, end); k >= 4; --k)
-      if (out.compare(end - k, k, secret.substr(0, k)) == 0) {
+      if (out.compare(end - k, k, secret.substr(0, k)) == 0 && stands_alone(end - k, out.size())) {
         out.replace(end - k, k, "***");
         return out;
       }

@@ -256,6 +256,7 @@ std::optional<TensorError> compare_reencoded(const Checkpoint& q, const Layout& 
   // them is right, bytes and scale dtype included (issue 55 tryout: errors against a clean source's .bf16 copy).
   if (exact) {
     ++st.exact_modules;
+    te.exact = true;
     te.rel_rms = te.ref_rel_rms = te.minmax_rel_rms = 0;
     return te;
   }
@@ -366,7 +367,7 @@ struct Against {
     ++st.compared_quantized;
     te.group = s.group_index(te.module);
     const double w = static_cast<double>(te.rows) * static_cast<double>(te.cols);
-    if (std::isfinite(te.rel_rms)) {
+    if (std::isfinite(te.rel_rms) && !te.exact) {  // an exact tensor's 0 is no measure of the encoding
       sum_w += w;
       sum_rel += w * te.rel_rms;
       sum_ref += w * te.ref_rel_rms;
@@ -613,6 +614,7 @@ std::optional<TensorError> Against::compare_nvfp4(Member& mem, float set_observe
   // tryout: "global-scale-wrong" and "-100 % vs min-max" on the same weights as the FP8 folder's clean verdict).
   if (gs_usable && te.rel_rms == 0) {
     ++st.exact_modules;
+    te.exact = true;
     te.ref_rel_rms = te.minmax_rel_rms = 0;
     te.expected_global_scale = std::numeric_limits<float>::quiet_NaN();
     return te;
@@ -916,6 +918,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       for (Member& mem : job.members) {
         if (mem.lossless) {  // proven in load_sources
           ++(mem.src.fp8->grid.payload == fp8::Payload::E2M1 ? st.cast_modules : st.passthrough_modules);
+          mem.lossless->exact = true;
           r.record(std::move(*mem.lossless));
           continue;
         }
@@ -949,7 +952,7 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
     std::vector<double> w(s.groups.size()), rel(s.groups.size()), mm(s.groups.size());
     std::vector<std::uint64_t> n(s.groups.size());
     for (const TensorError& te : st.per_tensor) {
-      if (te.group >= s.groups.size() || !std::isfinite(te.rel_rms)) continue;
+      if (te.group >= s.groups.size() || !std::isfinite(te.rel_rms) || te.exact) continue;
       const double x = static_cast<double>(te.rows) * static_cast<double>(te.cols);
       w[te.group] += x;
       rel[te.group] += x * te.rel_rms;

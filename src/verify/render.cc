@@ -133,13 +133,18 @@ std::string to_text(const VerifyReport& r) {
   if (s.against) {
     // Two or more groups: no mean over schemes (the lines per group below give each; issue 55 tryout).
     const bool per_group = s.group_errors.size() > 1;
+    // The mean is over the tensors not reproduced exactly (issue 55 tryout E-8: exact tensors' zeros diluted it).
+    const std::uint64_t exact = s.exact_modules + s.passthrough_modules + s.cast_modules;
+    const std::uint64_t measured = s.compared_quantized > exact ? s.compared_quantized - exact : 0;
+    const std::string over = exact == 0 ? std::string() : fmt::format(" over the {} not reproduced exactly", measured);
     out += fmt::format(
         "  vs source: {} quantized tensors, {}max {:.4f}; {} kept tensors bit-compared; {} rows "
         "re-encoded, {} differ\n",
         s.compared_quantized,
-        per_group
-            ? std::string("rel RMS per group below, ")
-            : fmt::format("rel RMS mean {:.4f} (reference encoding {:.4f}), ", s.mean_rel_rms, s.mean_ref_rel_rms),
+        per_group                    ? std::string("rel RMS per group below, ")
+        : measured == 0 && exact > 0 ? std::string("every one the source's values exactly (rel RMS 0), ")
+                                     : fmt::format("rel RMS mean {:.4f} (reference encoding {:.4f}){}, ",
+                                                   s.mean_rel_rms, s.mean_ref_rel_rms, over),
         s.max_rel_rms, s.compared_kept, s.reencoded_rows, s.reencode_mismatched_rows);
     if (s.passthrough_modules > 0)
       out += fmt::format("  {} FP8 module(s) passed through losslessly: the source's payload bytes, dequantized values "

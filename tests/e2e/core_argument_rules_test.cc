@@ -159,5 +159,16 @@ TEST(ArgumentRules, TimeoutNanNeverReachesTheNetwork) {
   }
 }
 
+// A number out of an option's range is said with the bounds as written, not CLI11's "[0.100000 - 3600.000000]"
+// (issue 55 tryout E-9).
+TEST(ArgumentRules, RangesAreSaidInTheBoundsOwnSpelling) {
+  std::string out, err;
+  EXPECT_EQ(run_cli("probe http://127.0.0.1:9 --model m --checks models --timeout 5000", &out, &err), 2) << err;
+  EXPECT_NE(err.find("5000 is out of range; expected 0.1 to 3600"), std::string::npos) << err;
+  EXPECT_EQ(err.find("000000"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("probe http://127.0.0.1:9 --model m --checks models --max-tokens 3", &out, &err), 2) << err;
+  EXPECT_NE(err.find("3 is out of range; expected 16 to 1048576"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace fp4forge

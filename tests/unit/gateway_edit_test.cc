@@ -469,7 +469,12 @@ TEST_F(Gateway, RetireWarnsWhenAWildcardSwallowsTheAlias) {
   bool swallowed = false;
   for (const auto& w : s->warnings) swallowed |= w.find("retired alias 'chat'") != std::string::npos;
   EXPECT_TRUE(swallowed);
-  EXPECT_FALSE(gateway_retire(cfg_, "chat").ok());  // already retired: not found
+  // Already retired: said as retired, with the way back, not as an unknown alias (issue 55 tryout E-7).
+  const auto again = gateway_retire(cfg_, "chat");
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.error().message.find("alias 'chat' is retired (line "), std::string::npos) << again.error().message;
+  EXPECT_NE(again.error().message.find("gateway rollback --config"), std::string::npos) << again.error().message;
+  EXPECT_EQ(again.error().message.find("not found"), std::string::npos) << again.error().message;
 }
 
 // Issue 29: a load-balanced alias (two deployments of one model_name). swap and retire act on the one

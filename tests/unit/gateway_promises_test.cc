@@ -372,6 +372,9 @@ TEST_F(Promises, CheckTellsWhichBackendAnswered) {
         << r->stale;
     EXPECT_FALSE(to_json(*r)["ok"].get<bool>());
     EXPECT_NE(to_text(*r).find("FAILED although every check passed: alias 'chat' still answers"), std::string::npos);
+    // One verdict: the probe's tally carries no "ok:" before the check's FAILED (issue 55 tryout E-10).
+    EXPECT_EQ(to_text(*r).find("ok: "), std::string::npos) << to_text(*r);
+    EXPECT_NE(to_text(*r).find("\nchecks: "), std::string::npos) << to_text(*r);
   }
   {  // not reloaded, and the id the swap kept: the api_base decides (issue 55 tryout: the id matched, check passed)
     FakeServer gw(gateway(old_seat.url() + "/v1", "chat-gpu7"));

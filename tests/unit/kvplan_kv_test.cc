@@ -374,6 +374,9 @@ TEST(KvplanErrors, RefusesWhatVllmRefuses) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::BAD_INPUT);
   EXPECT_NE(r.error().message.find("tp = 5"), std::string::npos);
+  // What would do (issue 55 tryout E-6): the sizes every layer takes, not only the one that refused.
+  EXPECT_NE(r.error().message.find("; hint: tp=1, 2, 4 or 8 would do (the seat's tp= key)"), std::string::npos)
+      << r.error().message;
   o = {};
   // The model and Mamba state dtypes likewise: parsed once, written back in vLLM's spelling.
   EXPECT_EQ(*parse_state_dtype("BF16"), StateDtype::BFLOAT16);

@@ -331,7 +331,16 @@ TEST(KvplanGpu, DriverReserveFromTheCardTableOrTheDefault) {
   // The reference card is named as measured, not as the name typed (issue 55 tryout).
   driver_reserved_bytes(81920 * kMiB, "NVIDIA H100 80GB HBM3 PCIe Special Edition", &src);
   EXPECT_NE(src.find("as measured on an NVIDIA H100 80GB HBM3 (nvidia-smi 81559 MiB"), std::string::npos) << src;
-  EXPECT_EQ(src.find("Special"), std::string::npos) << src;
+  EXPECT_NE(src.find("the measured card of this name's chip and total ('NVIDIA H100 80GB HBM3 PCIe Special Edition' "
+                     "itself is not measured"),
+            std::string::npos)
+      << src;
+  // Issue 55 tryout E-5: a PCIe H100 is not the H100 HBM3 measured; the card's own name (with or without the
+  // vendor word) is.
+  driver_reserved_bytes(81559 * kMiB, "NVIDIA H100 PCIe", &src);
+  EXPECT_NE(src.find("'NVIDIA H100 PCIe' itself is not measured"), std::string::npos) << src;
+  driver_reserved_bytes(81559 * kMiB, "H100 80GB HBM3", &src);
+  EXPECT_NE(src.find("the card this name and total match"), std::string::npos) << src;
   // The two A100s are told apart by their totals.
   EXPECT_LT(driver_reserved_bytes(40960 * kMiB, "NVIDIA A100-SXM4-40GB"),
             driver_reserved_bytes(81920 * kMiB, "NVIDIA A100-SXM4-80GB"));
@@ -348,11 +357,15 @@ TEST(KvplanGpu, DriverReserveFromTheCardTableOrTheDefault) {
       << src;
   EXPECT_EQ(card_total_hint(141 * kGiB, "NVIDIA H200"), "");
   EXPECT_NE(card_total_hint(80'000'000'000ull, "NVIDIA H100 80GB HBM3")
-                .find("the name is an NVIDIA H100 80GB HBM3's, whose nvidia-smi total is 81559 MiB (79.65 GiB), not "
-                      "74.51 GiB: write 81559MiB"),
+                .find("the total given is no measured card's: the name is that of an NVIDIA H100 80GB HBM3, whose "
+                      "nvidia-smi total is 81559 MiB (79.65 GiB), not 74.51 GiB: write 81559MiB"),
             std::string::npos)
       << card_total_hint(80'000'000'000ull, "NVIDIA H100 80GB HBM3");
-  EXPECT_NE(card_total_hint(70 * kGiB, "NVIDIA A100-SXM4-80GB").find("A100-SXM4-80GB's"), std::string::npos);
+  EXPECT_NE(card_total_hint(70 * kGiB, "NVIDIA A100-SXM4-80GB").find("that of an NVIDIA A100-SXM4-80GB,"),
+            std::string::npos);
+  EXPECT_NE(card_total_hint(80'000'000'000ull, "NVIDIA H100 PCIe")
+                .find("the measured card of this name's chip is an NVIDIA H100 80GB HBM3"),
+            std::string::npos);
   // reserved= and torch_total= override the table; a reserve >= TOTAL is a usage error.
   auto g = parse_gpu_arg("0=143771MiB:name=NVIDIA H200:torch_total=139GiB");
   ASSERT_TRUE(g.ok()) << g.error().message;

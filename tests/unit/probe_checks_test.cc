@@ -45,6 +45,15 @@ TEST(ProbeChecks, HealthyServerPassesEveryCheck) {
   EXPECT_LT(find(rep, Check::LONG).metric, 0.05);
 }
 
+// "1 completion token", not "1 completion tokens" (issue 55 tryout E-11).
+TEST(ProbeChecks, OneTokenIsSaidInTheSingular) {
+  FakeServerOptions o;
+  o.completion_tokens = 1;
+  FakeServer srv(o);
+  const ProbeReport rep = run_probe(srv.url() + "/v1", o.model, {Check::PROSE}, fast_opts());
+  EXPECT_NE(rep.checks[0].detail.find("(finish stop, 1 completion token)"), std::string::npos) << rep.checks[0].detail;
+}
+
 TEST(ProbeChecks, HealthyReasoningModelReportsBothFields) {
   FakeServerOptions o;
   o.fault = Fault::REASONING;
@@ -319,6 +328,9 @@ TEST(ProbeChecks, ParseChecks) {
             "--checks: unknown check 'vibes', expected a comma-separated subset of "
             "models,prose,long,logprobs,vision,tools,multiturn,completions,reasoning,context,kv (or all)");
   EXPECT_FALSE(parse_checks(" , ").ok());
+  // A near miss gets the name it was meant to be (issue 55 tryout E-9).
+  EXPECT_NE(parse_checks("tool").error().message.find("unknown check 'tool' (did you mean 'tools'?)"),
+            std::string::npos);
 }
 
 TEST(ProbeChecks, RepeatedNgramRatio) {
@@ -342,6 +354,12 @@ TEST(ProbeChecks, RepeatedNgramRatio) {
   EXPECT_EQ(mask_secret("invalid key sk-live-12...", "sk-live-123456"), "invalid key ***...");
   EXPECT_EQ(mask_secret("invalid key sk-live-1234", "sk-live-123456"), "invalid key ***");
   EXPECT_EQ(mask_secret("a short sk-", "sk-live-123456"), "a short sk-");  // under 4 bytes: not a key fragment
+  // Issue 55 tryout E-3: a short key is masked as a word of its own, never inside other words.
+  EXPECT_EQ(mask_secret("model e is not served; key: e", "e"), "model *** is not served; key: ***");
+  EXPECT_EQ(mask_secret("the model 'test-model' needs a key; got test", "test"),
+            "the model 'test-model' needs a key; got ***");
+  EXPECT_EQ(mask_secret("invalid key 'sk-live-12\n3456' given", "sk-live-123456"), "invalid key '***' given");
+  EXPECT_EQ(mask_secret("keyabcdefgh1 and abcdefgh1", "abcdefgh1"), "key*** and ***");  // a long key: everywhere
   // Issue 14 #5: 100,000 levels of nesting from a server are refused, not recursed into.
   EXPECT_TRUE(parse_server_json(std::string(100000, '[') + std::string(100000, ']')).is_discarded());
   EXPECT_EQ(parse_server_json(R"({"a": "[[[[{{{{", "b": [1, [2]]})")["b"][1][0], 2);
