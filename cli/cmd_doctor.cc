@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "fp4forge/doctor/doctor.h"
+#include "fp4forge/kvplan/vllm_version.h"
 #include "fp4forge/util/strings.h"
 #include "render.h"
 
@@ -84,6 +85,13 @@ int run_doctor_cmd(const DoctorOpts& o) {
   auto minor = vllm_minor_of(o.vllm_version);
   if (!minor) return report_error(minor.error(), o.json);
   opts.vllm_minor = *minor;
+  // A release newer than any fp4forge has read is checked as the newest it has (plan refuses to guess its memory
+  // rules; doctor's rules are "registered from": issue 55 tryout F, 0.40 passed without a word).
+  if (const int newest = std::stoi(std::string(kvplan::kNewestVllm.substr(2))); *minor > newest)
+    note(
+        fmt::format("--vllm-version {}: newer than the newest vLLM fp4forge has read (0.{}): doctor checks what must "
+                    "be registered by then and takes a newer release to keep it (plan models 0.{} at most)",
+                    util::printable(o.vllm_version, 40), newest, newest));
   auto tv = transformers_version_of(o.transformers_version);
   if (!tv) return report_error(tv.error(), o.json);
   opts.transformers_version = *tv;

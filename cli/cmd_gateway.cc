@@ -18,7 +18,7 @@ struct GwOpts {
   std::vector<std::string> params, model_info;
   double timeout = 60.0;
   bool no_probe = false, probe = false, dry_run = false, json = false, weak_gate = false, all_deployments = false,
-       keep_api_key = false, multimodal = false, text_only = false, replica = false;
+       keep_api_key = false, multimodal = false, text_only = false, replica = false, no_tools = false;
 };
 
 // The probe settings swap, add and check share: --checks, --api-key-env, --timeout, --multimodal / --text-only.
@@ -30,6 +30,7 @@ Status probe_settings(const GwOpts& o, std::vector<probe::Check>& checks, probe:
     return make_error(Errc::USAGE, "--text-only and --multimodal contradict each other; pick one");
   po.vision = o.text_only ? probe::VisionMode::TEXT_ONLY
                           : o.multimodal ? probe::VisionMode::MULTIMODAL : probe::VisionMode::AUTO;
+  po.no_tools = o.no_tools;
   return {};
 }
 
@@ -110,6 +111,8 @@ void add_seat_options(CLI::App* s, GwOpts& o) {
                                                 "it, the deployment gets api_key: os.environ/NAME");
   s->add_flag("--multimodal", o.multimodal, "the alias takes images: the vision check must pass");
   s->add_flag("--text-only", o.text_only, "the alias takes no images: skip the vision check (warns for a vision alias)");
+  s->add_flag("--no-tools", o.no_tools,
+              "the backend serves no tools (plan's compose.yaml says so): skip the tools check");
   s->add_option("--timeout", o.timeout, "deadline of each probe check in seconds")->check(in_range(0.1, 3600.0));
   s->add_flag("--dry-run", o.dry_run, "probe and show the diff, write nothing");
 }
@@ -141,7 +144,10 @@ void add_gateway(CLI::App& sub, Action& action) {
   swap->add_option("--deployment", o->deployment, "which deployment of a load-balanced alias: N (1-based), its "
                                                   "model_info.id, its api_base or its model");
   add_seat_options(swap, *o);
-  swap->add_flag("--keep-api-key", o->keep_api_key, "keep the deployment's api_key (the probe still uses --api-key-env)");
+  swap->add_flag(
+      "--keep-api-key", o->keep_api_key,
+      "keep the deployment's api_key as it is: with --api-key-env the probe still sends that variable's key; "
+      "without, it says a literal key is meant for the new backend");
   CLI::App* add = sub.add_subcommand("add", "probe a backend, then create an alias for it (backup + diff)");
   common(add);
   add->add_option("--alias", o->alias, "model_name to create")->required();
@@ -167,6 +173,7 @@ void add_gateway(CLI::App& sub, Action& action) {
   check->add_option("--timeout", o->timeout, "deadline of each probe check in seconds")->check(in_range(0.1, 3600.0));
   check->add_flag("--multimodal", o->multimodal, "the alias takes images: a rejected image fails");
   check->add_flag("--text-only", o->text_only, "the alias takes no images: skip the vision check");
+  check->add_flag("--no-tools", o->no_tools, "the alias serves no tools: skip the tools check");
   sub.footer(
       "Exit: 0 ok, 1 probe failed (file untouched), 2 usage, 3 bad config, 4 I/O or backend/gateway unreachable.\n"
       "Examples:\n"

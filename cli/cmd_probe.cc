@@ -44,7 +44,7 @@ void add_probe(CLI::App& sub, Action& action) {
     int max_tokens = 1024, concurrency = 8, context_tokens = 0;
     std::int64_t expect_kv_tokens = 0;
     std::uint64_t seed = 0;
-    bool text_only = false, multimodal = false, json = false, json_lines = false;
+    bool text_only = false, multimodal = false, json = false, json_lines = false, no_tools = false;
   };
   auto o = std::make_shared<Opts>();
   sub.add_option("url", o->url, "server base URL, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)")->required();
@@ -60,6 +60,8 @@ void add_probe(CLI::App& sub, Action& action) {
       ->check(in_range(16, 1 << 20));
   sub.add_flag("--text-only", o->text_only, "the model takes no images: skip the vision check");
   sub.add_flag("--multimodal", o->multimodal, "the model takes images: a rejected image fails the vision check");
+  sub.add_flag("--no-tools", o->no_tools,
+               "the seat serves no tools (plan's compose.yaml says so): skip the tools check");
   sub.add_option("--deadline", o->deadline, "one deadline for the whole probe in seconds (default: --timeout)")
       ->check(in_range(0.1, 36000.0));
   sub.add_option("--concurrency", o->concurrency, "checks sent at once after the first (default 8; 1 = one by one)")
@@ -98,6 +100,7 @@ void add_probe(CLI::App& sub, Action& action) {
       po.client_max_tokens = o->max_tokens;
       po.vision = o->text_only ? probe::VisionMode::TEXT_ONLY
                                : o->multimodal ? probe::VisionMode::MULTIMODAL : probe::VisionMode::AUTO;
+      po.no_tools = o->no_tools;
       auto key = api_key_from_env(o->api_key_env);
       if (!key.ok()) return report_error(key.error(), o->json);
       po.api_key = *key;

@@ -92,7 +92,7 @@ void add_verify(CLI::App& sub, Action& action) {
   sub.add_flag("--strict", opts->strict, "a warning fails too (exit 1), for CI gates");
   sub.add_option("--allow", opts->allow,
                  "a warning kind this run accepts (repeatable): reported as info, so --strict passes it (e.g. a "
-                 "recipe output's multi-group-scheme); an error is never allowed");
+                 "recipe output's quant-config-multi-group); an error is never allowed");
   sub.add_flag("--no-progress", opts->no_progress, "no progress bar for --against (drawn on a terminal)");
   sub.add_option("--outlier-factor", opts->lib.outlier_factor,
                  "error-outlier when a tensor's relative RMS error exceeds this many times the reference "
@@ -110,8 +110,10 @@ void add_verify(CLI::App& sub, Action& action) {
   sub.add_option("--svg", opts->svg,
                  "FILE: with --against, draw the quality report (error per module kind and layer, error vs min-max, legend)");
   sub.add_option("--worst", opts->lib.worst_n, "tensors listed as worst by error")->default_val(10);
-  sub.add_option("--reencode-rows", opts->lib.reencode_rows,
-                 "NVFP4A16: rows per quantized tensor re-encoded by the scalar reference codec (0: off); other schemes re-encode every row")
+  sub.add_option(
+         "--reencode-rows", opts->lib.reencode_rows,
+         "NVFP4A16 with a global scale not the observer's: rows per tensor re-encoded by the scalar reference codec "
+         "(with the observer's own, every row is compared; 0: both off); other schemes re-encode every row")
       ->default_val(32);
   sub.add_flag("--no-values", opts->no_values,
                "skip the value scans (scale NaN bytes, global scales, NaN/Inf in kept tensors)");

@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "fp4forge/codec/nvfp4.h"
 #include "fp4forge/util/did_you_mean.h"
+#include "fp4forge/util/redact.h"
 #include "fp4forge/util/strings.h"
 #include "render.h"
 #include "validators.h"
@@ -55,6 +56,30 @@ std::string unknown_option(const CLI::App& where, int argc, char** argv) {
     if (!known) return name;
   }
   return {};
+}
+
+/** " (did you mean 'NAME'?)" for the option whose name starts with `word` (`--api-key` for --api-key-env), else "". */
+std::string option_prefix_hint(const std::string& word, const std::vector<std::string>& names) {
+  const std::string key = word.substr(0, word.find('='));
+  if (key.size() < 5) return {};
+  for (const std::string& n : names)
+    if (n.size() > key.size() && n.compare(0, key.size(), key) == 0) return fmt::format(" (did you mean '{}'?)", n);
+  return {};
+}
+
+/** The words CLI11 did not expect, with the value of an option named like a secret masked: never echoed (issue 55
+ * tryout F: `--api-key sk-...` printed the key in the error). */
+void mask_secret_values(std::vector<std::string>& words) {
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    std::string& w = words[i];
+    if (w.empty() || w[0] != '-') continue;
+    if (const auto eq = w.find('='); eq != std::string::npos) {
+      if (fp4forge::util::is_secret_name(w.substr(0, eq))) w = w.substr(0, eq + 1) + "***";
+    } else if (fp4forge::util::is_secret_name(w) && i + 1 < words.size() && !words[i + 1].empty() &&
+               words[i + 1][0] != '-') {
+      words[i + 1] = "***";
+    }
+  }
 }
 
 int run(int argc, char** argv) {
@@ -134,6 +159,7 @@ int run(int argc, char** argv) {
       }
       // Said in the order typed (issue 55 tryout: "x /path quantise" for `quantise /path x`).
       std::reverse(words.begin(), words.end());
+      mask_secret_values(words);
       what = fmt::format("{}{}", what.substr(0, colon + 14), fmt::join(words, " "));
       std::stable_partition(words.begin(), words.end(), [](const std::string& w) { return !w.empty() && w[0] == '-'; });
     } else if (where != &app && !where->get_subcommands({}).empty()) {
@@ -161,6 +187,7 @@ int run(int argc, char** argv) {
         for (CLI::App* s : where->get_subcommands({})) names.push_back(s->get_name());
       }
       hint = fp4forge::util::did_you_mean(word, names);
+      if (hint.empty() && word[0] == '-') hint = option_prefix_hint(word, names);
       // A word that is no command and near none: said as one, with the list (it read "The following argument was
       // not expected: foo", issue 55 tryout).
       if (hint.empty() && where == &app && word[0] != '-' && words.size() == 1)

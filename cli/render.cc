@@ -126,7 +126,27 @@ std::vector<std::string> allow_warnings(std::vector<Finding>& findings, const st
     const FindingKind* row = find_finding_kind(kind);
     std::vector<std::string> every;
     for (const FindingKind& k : finding_kinds()) every.emplace_back(k.id);
-    const std::string near = util::did_you_mean(kind, found);
+    // Beyond a typo, a name built of a kind's words in another order (`multi-group-scheme` for
+    // quant-config-multi-group, issue 55 tryout F): the kind sharing the most words, two at least.
+    const auto by_words = [&](const std::vector<std::string>& cands) -> std::string {
+      const auto words = [](std::string_view x) {
+        std::vector<std::string> w;
+        for (std::string_view p : util::split(x, '-'))
+          if (!p.empty()) w.emplace_back(util::ascii_lower(p));
+        return w;
+      };
+      const auto typed = words(kind);
+      std::string best;
+      std::size_t best_n = 1;
+      for (const std::string& c : cands) {
+        std::size_t n = 0;
+        for (const std::string& w : words(c)) n += std::count(typed.begin(), typed.end(), w) > 0 ? 1 : 0;
+        if (n > best_n) best = c, best_n = n;
+      }
+      return best.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", best);
+    };
+    std::string near = util::did_you_mean(kind, found);
+    if (near.empty()) near = by_words(found);
     notes.push_back(
         errors > 0 ? fmt::format("--allow {}: {} error finding(s) of that kind stay errors (an error is never "
                                  "allowed)",
@@ -134,7 +154,10 @@ std::vector<std::string> allow_warnings(std::vector<Finding>& findings, const st
         : row == nullptr
             ? fmt::format("--allow {}: no finding kind has that name{}; the kinds are in docs/cli/doctor.md "
                           "and docs/cli/verify.md",
-                          util::printable(kind, 80), near.empty() ? util::did_you_mean(kind, every) : near)
+                          util::printable(kind, 80),
+                          !near.empty()                              ? near
+                          : !util::did_you_mean(kind, every).empty() ? util::did_you_mean(kind, every)
+                                                                     : by_words(every))
         : row->severity == Severity::ERROR
             ? fmt::format("--allow {}: an error kind, never allowed (none was found here)", util::printable(kind, 80))
             : fmt::format("--allow {}: no warning of that kind to allow{}", util::printable(kind, 80), near));

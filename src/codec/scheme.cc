@@ -282,8 +282,8 @@ Result<QuantScheme> parse_quant_scheme(std::string_view text) {
     if (t == r.name || t == util::option_key(r.preset)) return r.scheme;
   for (const SchemeAlias& a : kSchemeAliases)
     if (t == util::option_key(a.typed))
-      return make_error(Errc::USAGE, "unknown scheme '{}': {}; expected one of: {}", text, a.suggest,
-                        quant_scheme_names());
+      return make_error(Errc::USAGE, "unknown scheme '{}': {}{} expected one of: {}", text, a.suggest,
+                        a.suggest.ends_with('?') ? "" : ";", quant_scheme_names());  // no "?;" (issue 55 tryout F)
   std::vector<std::string> known;
   for (const SchemeTraits& r : kTable) known.emplace_back(r.name);
   return make_error(Errc::USAGE, "unknown scheme '{}'{}; expected one of: {}", text, util::did_you_mean(t, known),

@@ -213,9 +213,6 @@ Status check_seat_options(const SeatOptions& o, const char* command) {
     const std::string shown = is_secret_key(k) ? std::string("***") : util::printable(v, 120);
     FP4FORGE_TRY(util::load_yaml_strict(v, fmt::format("--param {}={}", util::printable(k, 80), shown), Errc::USAGE));
   }
-  if (o.keep_api_key && o.api_key_env.empty())
-    return make_error(Errc::USAGE, "--keep-api-key needs --api-key-env: it keeps the deployment's api_key while the "
-                      "probe sends another variable's key");
   const bool env_name = !o.api_key_env.empty() && !std::isdigit(static_cast<unsigned char>(o.api_key_env[0])) &&
                         std::all_of(o.api_key_env.begin(), o.api_key_env.end(), [](char c) {
                           return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';

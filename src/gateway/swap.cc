@@ -12,6 +12,7 @@
 #include "config_text.h"
 #include "seat_gate.h"
 #include "fp4forge/util/redact.h"
+#include "fp4forge/util/strings.h"
 #include "fp4forge/util/udiff.h"
 
 namespace fp4forge::gateway {
@@ -27,6 +28,17 @@ namespace stdfs = std::filesystem;
 using namespace detail;
 
 namespace {
+
+/** The host[:port] of a URL, without scheme, user info or path ("" when it has none). */
+std::string url_host(std::string_view url) {
+  std::size_t b = url.find("://");
+  b = b == std::string_view::npos ? 0 : b + 3;
+  std::size_t e = url.find_first_of("/?#", b);
+  if (e == std::string_view::npos) e = url.size();
+  std::string_view a = url.substr(b, e - b);
+  if (const std::size_t at = a.rfind('@'); at != std::string_view::npos) a.remove_prefix(at + 1);
+  return util::ascii_lower(a);
+}
 
 // Builds the swapped text. Returns the new text or an error; `p` is the parse of `text`.
 Result<std::string> swap_text(const std::vector<std::string>& lines, const Parsed& p,
@@ -187,15 +199,39 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     describe_routes(p, s);
     out.warnings = s.warnings;
     warn_store_model_in_db(p, o.alias, out.warnings);
-    seat_warnings(o, out.warnings);
     const std::string old_key = scalar_or(entry.node["litellm_params"], "api_key");
-    if (o.keep_api_key && old_key != "os.environ/" + o.api_key_env)
+    // A literal key (not os.environ/) kept for a backend on another host: LiteLLM sends the old backend's secret to
+    // the new one, silently (issue 55 tryout F). Said, unless --keep-api-key says it is meant.
+    const bool key_param =
+        std::any_of(o.params.begin(), o.params.end(), [](const auto& kv) { return kv.first == "api_key"; });
+    if (o.api_key_env.empty() && !o.keep_api_key && !key_param && !old_key.empty() &&
+        old_key.rfind("os.environ/", 0) != 0) {
+      const std::string old_host = url_host(scalar_or(entry.node["litellm_params"], "api_base"));
+      const std::string new_host = url_host(o.api_base);
+      if (old_host != new_host)
+        out.warnings.push_back(fmt::format(
+            "the deployment's literal api_key (***) stays: LiteLLM will send it to {} although it was {}'s key, "
+            "and the probe sent it there; pass --api-key-env NAME to give the new backend its own key "
+            "(written as os.environ/NAME), or --keep-api-key to say the key is meant for it",
+            new_host.empty() ? "the new api_base" : util::printable(new_host, 80),
+            old_host.empty() ? "the old backend" : util::printable(old_host, 80)));
+    }
+    // The deployment's own name stays with it: model_info.id now names a deployment on another backend (issue 55
+    // tryout F: `chat-old` kept, and reported as x-litellm-model-id by the new seat).
+    if (const std::string id = scalar_or(child(entry.node, "model_info"), "id"); !id.empty())
+      out.warnings.push_back(fmt::format(
+          "model_info.id '{}' stays on the deployment, which now routes to {}: LiteLLM reports it as "
+          "x-litellm-model-id for the new backend; if the id names the old one, change it by hand after the swap "
+          "(gateway check tells the deployments apart by api_base either way)",
+          util::printable(id, 80), util::redact_url(o.api_base)));
+    if (o.keep_api_key && !o.api_key_env.empty() && old_key != "os.environ/" + o.api_key_env)
       out.warnings.push_back(fmt::format("--keep-api-key: the probe sent {}'s key, but LiteLLM will send the "
                                          "deployment's api_key ({}): if the new backend takes only {}'s key, every "
                                          "request through '{}' gets 401",
                                          o.api_key_env,
                                          old_key.empty() ? "none" : old_key.rfind("os.environ/", 0) == 0 ? old_key : "***",
                                          o.api_key_env, o.alias));
+    seat_warnings(o, out.warnings);  // last: its NOT PROVEN is the swap's closing word
     Gate g;
     g.path = path;
     g.alias = o.alias;

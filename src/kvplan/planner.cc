@@ -12,6 +12,7 @@
 #include "fp4forge/kvplan/seat.h"
 #include "fp4forge/util/checked.h"
 #include "fp4forge/util/fs.h"
+#include "fp4forge/util/strings.h"
 #include "fp4forge/util/size.h"
 
 namespace fp4forge::kvplan {
@@ -163,6 +164,18 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
                       pl.cannot_start ? "cannot start" : "does not fit",
                       !pl.blocker.empty() ? pl.blocker : "short by " + format_bytes(pl.short_by_bytes)));
     }
+    // device_ids takes what Docker's NVIDIA runtime does: an index or a GPU/MIG UUID (issue 55 tryout F: `gpuA` was
+    // written without a word; inferred from NVIDIA_VISIBLE_DEVICES' forms, which compose's device_ids feed).
+    if (!r.compose_files.empty())
+      for (const auto& g : r.plan.gpus) {
+        const std::string& id = g.gpu.id;
+        const bool index = !id.empty() && id.find_first_not_of("0123456789") == std::string::npos;
+        if (!index && !id.starts_with("GPU-") && !id.starts_with("MIG-") && !g.shares.empty())
+          r.warnings.push_back(fmt::format(
+              "--emit-compose: GPU '{}' is written as a compose device_id, which Docker's NVIDIA runtime takes as "
+              "an index (0, 1, ...) or a UUID (GPU-..., as nvidia-smi -L prints it): give --gpu the card's index",
+              util::printable(id, 64)));
+      }
     if (!r.compose_skipped.empty() && r.compose_skipped.size() == r.plan.seats.size())
       r.warnings.push_back("--emit-compose: no seat fits, nothing written");
     if (r.compose_refused.empty() && loopback_host(p.compose.api_host))
@@ -216,7 +229,7 @@ std::vector<std::string> compose_refusal_lines(const PlanResult& r) {
   if (!out.empty())
     out.push_back(
         fmt::format("--emit-compose: nothing written: the stack of seat(s) '{}' could not start (a "
-                    "stack must start and pass fp4forge probe, or is not written)",
+                    "stack must start and pass fp4forge probe, as its compose.yaml header names it, or is not written)",
                     fmt::join(seats, "', '")));
   return out;
 }
@@ -225,6 +238,17 @@ std::string to_text(const PlanResult& r) {
   std::string out = to_text(r.plan);
   if (!r.svg.empty()) out += fmt::format("wrote {}\n", r.svg.string());
   for (const auto& f : r.compose_files) out += fmt::format("wrote {}\n", f.string());
+  // The verdict of --emit-compose where the report is read, not only on stderr (issue 55 tryout F: stdout ended
+  // "all seats fit" under exit 1).
+  if (!r.compose_refused.empty()) {
+    std::vector<std::string> seats;
+    for (const auto& x : r.compose_refused)
+      if (std::find(seats.begin(), seats.end(), x.seat) == seats.end()) seats.push_back(x.seat);
+    out += fmt::format(
+        "--emit-compose: nothing written: seat(s) '{}' cannot start as planned (why: above and on "
+        "stderr)\n",
+        fmt::join(seats, "', '"));
+  }
   return out;
 }
 

@@ -38,7 +38,8 @@ std::string markers_text(const VllmParser& p) {
 }
 
 constexpr std::string_view kToolsFail =
-    "probe's tools check fails (tools-not-enabled) and gateway swap, which runs it, refuses the seat";
+    "the stack serves no tools: probe's tools check would fail (tools-not-enabled), so its compose.yaml names the "
+    "probe that proves it, with --no-tools (gateway swap and add take --no-tools too)";
 
 /** The blockers a seat's folder and config give (see serving.h). */
 void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
@@ -179,7 +180,7 @@ SeatServing plan_serving(const SeatModel& m, const Checkpoint& ck) {
 
 std::vector<std::string> serving_args(const SeatServing& s) {
   std::vector<std::string> v;
-  const bool tools = !s.tool.name.empty() || s.tool.from_vllm_args;
+  const bool tools = serves_tools(s);
   if (tools && !has_vllm_flag(s.extra_args, "enable-auto-tool-choice")) v.push_back("--enable-auto-tool-choice");
   if (!s.tool.name.empty()) v.insert(v.end(), {"--tool-call-parser", s.tool.name});
   if (!s.reasoning.name.empty()) v.insert(v.end(), {"--reasoning-parser", s.reasoning.name});

@@ -281,6 +281,10 @@ void check_vision(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
 }
 
 void check_tools(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
+  if (ctx.opts.no_tools)
+    return skip(r, "no-tools",
+                "not run: --no-tools says the seat serves no tools (a client that sends tools gets "
+                "vLLM's error); leave --no-tools out to prove a seat that does");
   json params = json{{"type", "object"},
                      {"properties", json{{"city", json{{"type", "string"}, {"description", "city name"}}},
                                          {"unit", json{{"type", "string"}, {"enum", json::array({"celsius", "fahrenheit"})}}}}},

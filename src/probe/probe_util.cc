@@ -89,6 +89,17 @@ bool ProbeReport::all_passed() const {
   return std::all_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.status == CheckStatus::PASS; });
 }
 
+std::string ProbeReport::not_proven() const {
+  if (unreachable || any_failed() || checks.empty()) return {};
+  for (const CheckResult& c : checks)
+    if (c.status == CheckStatus::SKIP && c.kv && c.kv->expected_tokens > 0)
+      return fmt::format("the expected KV pool of {} tokens was not compared: {}", c.kv->expected_tokens,
+                         c.classification);
+  if (std::none_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.status == CheckStatus::PASS; }))
+    return "no check passed: every one was skipped";
+  return {};
+}
+
 bool ProbeReport::any_failed() const {
   return std::any_of(checks.begin(), checks.end(), [](const CheckResult& c) { return c.status == CheckStatus::FAIL; });
 }

@@ -57,11 +57,13 @@ oj to_json(const ProbeReport& r) {
     (c.status == CheckStatus::PASS ? pass : c.status == CheckStatus::FAIL ? fail : skip)++;
     checks.push_back(to_json(c));
   }
-  j["ok"] = fail == 0;
+  const std::string not_proven = r.not_proven();
+  j["ok"] = fail == 0 && not_proven.empty();
   j["url"] = util::redact_url(r.url);
   j["model"] = r.model;
   j["unreachable"] = r.unreachable;
   j["summary"] = oj{{"pass", pass}, {"fail", fail}, {"skip", skip}};
+  j["not_proven"] = not_proven.empty() ? oj(nullptr) : oj(not_proven);
   j["request_extras"] = r.request_extras;
   j["request_not_sent"] = r.request_not_sent;
   j["checks"] = std::move(checks);
@@ -89,8 +91,15 @@ std::string summary_line(const ProbeReport& r) {
   int pass = 0, fail = 0, skip = 0;
   for (const CheckResult& c : r.checks)
     (c.status == CheckStatus::PASS ? pass : c.status == CheckStatus::FAIL ? fail : skip)++;
-  return fmt::format("{}: {} passed, {} failed, {} skipped{}\n", fail == 0 ? "ok" : "FAILED", pass, fail, skip,
-                     r.unreachable ? " (server unreachable)" : "");
+  const std::string not_proven = r.not_proven();
+  return fmt::format("{}: {} passed, {} failed, {} skipped{}\n",
+                     fail > 0             ? "FAILED"
+                     : not_proven.empty() ? "ok"
+                                          : "NOT PROVEN",
+                     pass, fail, skip,
+                     r.unreachable        ? " (server unreachable)"
+                     : not_proven.empty() ? ""
+                                          : " (" + not_proven + ")");
 }
 
 namespace {
@@ -130,7 +139,7 @@ std::string to_text(const ProbeReport& r) {
 
 int exit_code(const ProbeReport& r) {
   if (r.unreachable) return 4;
-  return r.any_failed() ? 1 : 0;
+  return r.any_failed() || !r.not_proven().empty() ? 1 : 0;
 }
 
 }  // namespace fp4forge::probe

@@ -76,9 +76,11 @@ nlohmann::ordered_json to_json(const QuantizeResult& r) {
 }
 
 std::string to_text(const QuantizeResult& r, bool verbose) {
-  std::string s = r.summary ? to_text(*r.summary) : to_text(r.plan, verbose) + "dry run: nothing written\n";
+  // In the order it ran: the preflight first (issue 55 tryout F: it came after "wrote"), the verdict last.
+  std::string s = to_text(r.preflight, !r.summary);
+  s += r.summary ? to_text(*r.summary) : to_text(r.plan, verbose);
   if (r.mtp_splice) s += to_text(*r.mtp_splice);
-  s += to_text(r.preflight, !r.summary);
+  if (!r.summary) s += "dry run: nothing written\n";
   return s;
 }
 

@@ -2,6 +2,7 @@
 #include "verify/internal.h"
 #include "verify/source_view.h"
 
+#include <cstdlib>
 #include <future>
 #include <system_error>
 
@@ -30,84 +31,6 @@ struct Member {
   bool ok = false;
   std::optional<TensorError> lossless;  // written from a low-bit source without re-encoding (compare_lossless)
 };
-
-/** Differences between one stored member and its re-encoding, over the chunks compared so far. */
-struct MemberDiff {
-  std::string what;              // a dtype/shape difference (the bytes were not compared)
-  std::uint64_t elements = 0;    // differing elements
-  std::uint64_t first = 0;       // flat index of the first
-};
-
-/** compare_reencoded's findings: the members whose bytes differ from the re-encoding (reencode-mismatch, a
- * warning, with the rows they touch) and an error far above the reference's (error-outlier). */
-void report_reencoded(const Layout& L, const Module& m, const std::vector<LinearTensorSpec>& specs,
-                      const std::vector<MemberDiff>& diffs, const std::vector<const TensorRef*>& stored,
-                      std::vector<char>& row_bad, const TensorError& te, const VerifyOptions& opts, FindingSink& sink,
-                      VerifyStats& st) {
-  const std::uint64_t n = m.n;
-  std::vector<std::string> details;
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    if (!diffs[i].what.empty()) {
-      details.push_back(fmt::format("{} is {}", specs[i].suffix, diffs[i].what));
-      std::fill(row_bad.begin(), row_bad.end(), 1);
-    } else if (diffs[i].elements) {
-      std::uint64_t total = 1;
-      for (auto d : specs[i].shape) total *= d;
-      details.push_back(fmt::format("{}: {} of {} elements differ, first at {}", specs[i].suffix, diffs[i].elements,
-                                    total, index_str(specs[i].shape, diffs[i].first)));
-    }
-  }
-  if (!details.empty()) {
-    const auto bad = static_cast<std::uint64_t>(std::count(row_bad.begin(), row_bad.end(), 1));
-    st.reencode_mismatched_rows += bad;
-    std::vector<std::string> ts;
-    for (const TensorRef* t : stored)
-      if (t) ts.push_back(t->name);
-    sink.add(
-        finding_kind("reencode-mismatch"),
-        {.group = family_of(m.name),
-         .message = fmt::format("'{}': {} of {} rows differ from the {} reference encoding of the source ({})", m.name,
-                                bad, n, L.word, fmt::join(details, "; ")),
-         .tensors = ts,
-         .expected = fmt::format("byte-identical to compressed-tensors 0.18's {} (docs/schemes.md)", L.word),
-         .actual = fmt::format("{}", fmt::join(details, "; ")),
-         .hint =
-             "another quantizer (GPTQ, an MSE observer), an upstream GPU run of an F16/F32 source (docs/schemes.md, "
-             "'CPU and GPU differ upstream'), or corrupted bytes; error-outlier tells whether the values are far off"});
-  }
-  const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
-  if (!(te.rel_rms <= limit)) {
-    std::vector<std::string> ts;
-    for (const TensorRef* t : stored)
-      if (t) ts.push_back(t->name);
-    sink.add(finding_kind("error-outlier"),
-             {.group = family_of(m.name),
-              .message = fmt::format(
-                  "'{}' relative RMS error vs source is {:.4g}, the reference {} encoding of the same source "
-                  "gives {:.4g} (limit {:.4g})",
-                  m.name, te.rel_rms, L.word, te.ref_rel_rms, limit),
-              .tensors = ts,
-              .expected = fmt::format("<= {:.4g}", limit),
-              .actual = fmt::format("{:.4g}", te.rel_rms),
-              .hint = "corrupt scales or codes, or a tensor quantized from other data"});
-  }
-}
-
-/** R4-B10: a module's scale stored in another dtype than its source weight's, which compressed-tensors writes it in
- * (compare_reencoded: said unless the module is the source's values exactly). */
-/* compressed-tensors' initialize_qparams: scale_dtype = observed_dtype, the module's weight dtype, which quantize
- * writes; the structural pass can only compare with the model's dtype. */
-void report_scale_dtype(const Module& m, const TensorRef& scale, const SourceView& src, DType want, FindingSink& sink) {
-  sink.add(finding_kind("scale-dtype-mismatch"),
-           {.group = family_of(m.name),
-            .message = fmt::format("'{}' is {} but its source weight '{}' is {}: compressed-tensors writes a module's "
-                                   "scale in its own weight's dtype",
-                                   scale.name, dtype_name(scale.info->dtype), src.label, dtype_name(src.dtype)),
-            .tensors = {scale.name},
-            .expected = std::string(dtype_name(want)),
-            .actual = std::string(dtype_name(scale.info->dtype)),
-            .hint = "a re-save or an edit changed the scale's dtype; " + std::string(kHintRequant)});
-}
 
 /**
  * A module of MXFP4A16, FP8_DYNAMIC, FP8_BLOCK or W4A16 against its source: re-encoded whole by the
@@ -360,8 +283,10 @@ struct Against {
   /** Step 3 for an NVFP4 member (below): its global scale, errors and sampled re-encode. */
   std::optional<TensorError> compare_nvfp4(Member& mem, float set_observed, float gs_set, float gs_minmax);
   void check_global_scale(const Member& mem, float gs_q, float set_observed, float gs_set);
-  bool compare_chunks(const Member& mem, float gs_deq, float gs_ref, float gs_minmax, TensorError& te);
+  bool compare_chunks(const Member& mem, float gs_deq, float gs_ref, float gs_minmax, TensorError& te,
+                      RowCompare* rows = nullptr);
   void reencode_sample(const Member& mem, float gs_q);
+  void report_rows(const Member& mem, const RowCompare& rc);
 
   void record(TensorError te) {
     ++st.compared_quantized;
@@ -607,7 +532,11 @@ std::optional<TensorError> Against::compare_nvfp4(Member& mem, float set_observe
   te.global_scale = gs_q;
   te.expected_global_scale = gs_set;
   const bool gs_usable = std::isfinite(gs_q) && gs_q > 0;
-  if (!compare_chunks(mem, gs_usable ? gs_q : 1.0f, gs_set, gs_minmax, te)) return std::nullopt;
+  const bool full_rows =
+      gs_usable && opts.reencode_rows > 0 && grp.observer_known && f32_bits(gs_q) == f32_bits(gs_set);
+  RowCompare rows;
+  if (!compare_chunks(mem, gs_usable ? gs_q : 1.0f, gs_set, gs_minmax, te, full_rows ? &rows : nullptr))
+    return std::nullopt;
   if (!gs_usable) te.rel_rms = std::numeric_limits<double>::infinity();
   // The source exactly: any encoding of exactly these values is right (a packed FP4 release's bf16 expansion, cast
   // losslessly), whatever its global scale; said as exact, like a cast from the packed source itself (issue 55
@@ -620,8 +549,15 @@ std::optional<TensorError> Against::compare_nvfp4(Member& mem, float set_observe
     return te;
   }
   if (grp.observer_known) check_global_scale(mem, gs_q, set_observed, gs_set);
-  // Sampled rows re-encoded by the scalar reference codec with the checkpoint's own gs (F18).
-  if (gs_usable && opts.reencode_rows > 0 && grp.observer_known) reencode_sample(mem, gs_q);
+  // The re-encode proof (F18). With the observer's own global scale, every row was compared with the reference
+  // encoding above (issue 55 tryout F: a damaged row outside the sample passed); with another, sampled rows are
+  // re-encoded by the scalar reference codec with the checkpoint's own gs.
+  if (full_rows) {
+    st.reencoded_rows += m.n;
+    report_rows(mem, rows);
+  } else if (gs_usable && opts.reencode_rows > 0 && grp.observer_known) {
+    reencode_sample(mem, gs_q);
+  }
   const double limit = std::max(opts.outlier_factor * te.ref_rel_rms, opts.outlier_floor);
   if (!(te.rel_rms <= limit)) {
     sink.add(
@@ -665,7 +601,8 @@ void Against::check_global_scale(const Member& mem, float gs_q, float set_observ
  * the reference encoding with `gs_ref` (and min-max's with `gs_minmax`, for a searched observer), each against
  * the source, in row chunks (about 32K elements: see compare_nvfp4). Fills te's relative RMS errors; false when
  * the reference encoding fails (no TensorError for the member). */
-bool Against::compare_chunks(const Member& mem, float gs_deq, float gs_ref, float gs_minmax, TensorError& te) {
+bool Against::compare_chunks(const Member& mem, float gs_deq, float gs_ref, float gs_minmax, TensorError& te,
+                             RowCompare* rows_out) {
   const Module& m = *mem.mod;
   const std::uint64_t n = m.n, k = m.k;
   const std::uint64_t chunk = std::max<std::uint64_t>(1, (std::uint64_t{1} << 15) / std::max<std::uint64_t>(k, 1));
@@ -677,6 +614,7 @@ bool Against::compare_chunks(const Member& mem, float gs_deq, float gs_ref, floa
   struct ChunkSums {
     double err2 = 0, ref2 = 0, mm2 = 0, src2 = 0;
     bool ok = true;
+    RowCompare rows;
   };
   const std::size_t nchunks = static_cast<std::size_t>((n + chunk - 1) / chunk);
   std::vector<ChunkSums> sums(nchunks);
@@ -696,6 +634,7 @@ bool Against::compare_chunks(const Member& mem, float gs_deq, float gs_ref, floa
       cs.ok = false;
       return;
     }
+    if (rows_out) compare_row_bytes(packed.data(), scales.data(), pk.data(), sc.data(), r0, r1, k, cs.rows);
     nvfp4::decode_rows(pk.data(), sc.data(), gs_ref, rows, k, ref.data());
     // And, for a searched observer, what min-max would have written: the quality report's baseline.
     if (maxima) {
@@ -721,6 +660,11 @@ bool Against::compare_chunks(const Member& mem, float gs_deq, float gs_ref, floa
   bool enc_ok = true;
   for (const ChunkSums& cs : sums) {
     enc_ok = enc_ok && cs.ok;
+    if (rows_out) {
+      rows_out->bad += cs.rows.bad;
+      rows_out->far += cs.rows.far;
+      rows_out->first = std::min(rows_out->first, cs.rows.first);
+    }
     err2 += cs.err2;
     ref2 += cs.ref2;
     mm2 += cs.mm2;
@@ -735,6 +679,13 @@ bool Against::compare_chunks(const Member& mem, float gs_deq, float gs_ref, floa
   te.ref_rel_rms = rel(ref2);
   te.minmax_rel_rms = rel(mm2);
   return true;
+}
+
+/** compare_nvfp4's re-encode proof over every row: reencode_findings.cc. */
+void Against::report_rows(const Member& mem, const RowCompare& rc) {
+  if (rc.bad == 0) return;
+  st.reencode_mismatched_rows += rc.bad;
+  report_row_compare(*mem.mod, s.group(*mem.mod).observer_name, rc, sink);
 }
 
 /** compare_nvfp4's re-encode proof: opts.reencode_rows rows, spread over the module, re-encoded by the scalar

@@ -186,6 +186,34 @@ bool foreign_format(const Checkpoint& q, FindingSink& sink, bool as_warning);
 bool fp8_release(const Checkpoint& q, const ModelInfo& info, FindingSink& sink, bool scan_values);
 /** Scales and codes of every quantized module scanned (values.cc). */
 void check_values(const Checkpoint& q, const Structure& s, FindingSink& sink, VerifyStats& st);
+/** Every row's bytes against the reference encoding (compare_chunks, when the checkpoint's global scale is the
+ * observer's own): rows that differ, those among them that differ by more than a rounding step, the first. */
+struct RowCompare {
+  std::uint64_t bad = 0, far = 0, first = std::numeric_limits<std::uint64_t>::max();
+};
+/** Rows r0..r1 of an NVFP4 module (`packed`, `scales`, the module's) against the reference encoding of the same rows
+ * (`pk`, `sc`, a chunk's), counted into `out` (reencode_findings.cc). */
+void compare_row_bytes(const std::byte* packed, const std::byte* scales, const std::byte* pk, const std::byte* sc,
+                       std::uint64_t r0, std::uint64_t r1, std::uint64_t k, RowCompare& out);
+/** The findings of every row compared: codes-damaged (a few rows far off in an otherwise byte-identical module) or
+ * reencode-mismatch (reencode_findings.cc). */
+void report_row_compare(const Module& m, const std::string& observer, const RowCompare& rc, FindingSink& sink);
+/** Differences between one stored member and its re-encoding, over the chunks compared so far. */
+struct MemberDiff {
+  std::string what;            // a dtype/shape difference (the bytes were not compared)
+  std::uint64_t elements = 0;  // differing elements
+  std::uint64_t first = 0;     // flat index of the first
+};
+
+/** compare_reencoded's findings (reencode_findings.cc). */
+void report_reencoded(const Layout& L, const Module& m, const std::vector<LinearTensorSpec>& specs,
+                      const std::vector<MemberDiff>& diffs, const std::vector<const TensorRef*>& stored,
+                      std::vector<char>& row_bad, const TensorError& te, const VerifyOptions& opts, FindingSink& sink,
+                      VerifyStats& st);
+struct SourceView;  // source_view.h
+/** A module's scale stored in another dtype than its source weight's (reencode_findings.cc). */
+void report_scale_dtype(const Module& m, const TensorRef& scale, const SourceView& src, DType want, FindingSink& sink);
+
 /** Every quantized module compared with its source weight, every kept tensor with its source (against.cc). */
 void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source* fp8, const ModelInfo& info,
                      const Structure& s, const VerifyOptions& opts, FindingSink& sink, VerifyStats& st);

@@ -851,8 +851,9 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
                                 100.0 * st.text_quantized_share(), st.text_quantized_params, st.text_linear_params),
          .expected = "most Linear weights quantized",
          .actual = fmt::format("{:.1f} %", 100.0 * st.text_quantized_share()),
-         .hint = "check the ignore list; a family fp4forge does not know keeps unknown Linear weights (see quantize's "
-                 "KEPT UNQUANTIZED warning)"});
+         .hint = "the config's ignore list keeps them (an --ignore or recipe that keeps the experts or other large "
+                 "modules: --allow low-quantized-share when that is meant), or a family fp4forge does not know keeps "
+                 "unknown Linear weights (see quantize's KEPT UNQUANTIZED warning)"});
 }
 
 }  // namespace fp4forge::verify_internal

@@ -182,12 +182,19 @@ TEST(CliContract, TyposGetTheNearestNameAndNoCommandIsAUsageError) {
       {"quantize a b --observer min-max", "unknown observer 'min-max' (did you mean 'minmax'?)"},
       {"synth --arch qwen3-mo --out x", "unknown --arch 'qwen3-mo' (did you mean 'qwen3-moe'?)"},
       {"gateway retire --config x --alias a --deploymnet 2", "(did you mean '--deployment'?)"},
+      {"probe http://127.0.0.1:9 --model m --api-key sk-SECRET-77", "(did you mean '--api-key-env'?)"},
   };
   for (const auto& [cmd, want] : typos) {
     EXPECT_EQ(run_cli(cmd, &out, &err), 2) << cmd;
     EXPECT_NE(err.find(want), std::string::npos) << cmd << ": " << err;
     EXPECT_EQ(err.find("A subcommand is required"), std::string::npos) << err;
   }
+  // The value of an option named like a secret is never echoed (issue 55 tryout F).
+  EXPECT_EQ(run_cli("probe http://127.0.0.1:9 --model m --api-key sk-SECRET-77", &out, &err), 2);
+  EXPECT_EQ(err.find("SECRET"), std::string::npos) << err;
+  EXPECT_NE(err.find("--api-key ***"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("probe http://127.0.0.1:9 --model m --api-key=sk-SECRET-77", &out, &err), 2);
+  EXPECT_EQ(err.find("SECRET"), std::string::npos) << err;
   EXPECT_EQ(run_cli("frobnicate", &out, &err), 2);
   EXPECT_EQ(err.find("did you mean"), std::string::npos) << err;  // nothing near: no guess
   EXPECT_EQ(run_cli("", &out, &err), 2);

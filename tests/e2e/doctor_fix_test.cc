@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "fp4forge/util/udiff.h"
+#include "test_util.h"
 #include "unit/doctor_test_util.h"
 
 namespace {
@@ -209,6 +210,12 @@ TEST(DoctorFixE2E, PerLayerConfigOnlyUnderAnOldVllmTarget) {
   EXPECT_TRUE(seen) << old.dump(2);
   EXPECT_EQ(run_json(q, "--vllm-version 0.30", &rc)["ok"], true);
   EXPECT_EQ(rc, 0);
+  {  // newer than any release read: checked, and said (issue 55 tryout F: plan refuses 0.35, doctor was silent)
+    std::string out, err;
+    EXPECT_EQ(fp4forge::testutil::run_cli("doctor " + q.dir().string() + " --vllm-version 0.40", &out, &err), 0) << err;
+    EXPECT_NE(err.find("--vllm-version 0.40: newer than the newest vLLM fp4forge has read (0.34)"), std::string::npos)
+        << err;
+  }
   for (const char* bad : {"1.0", "0.", "0.x", "latest", "0.26.", "0.26.1rc"}) {
     CliRun r = run_cli("doctor " + q.dir().string() + " --vllm-version " + bad);
     EXPECT_EQ(r.rc, 2) << bad;

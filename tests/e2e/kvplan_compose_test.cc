@@ -130,6 +130,17 @@ TEST_F(KvplanCompose, AVersionBeforeTheParserGetsNoFlagAndANote) {
   const auto cmd = command(d / "q" / "compose.yaml", "q");
   EXPECT_FALSE(has(cmd, "--reasoning-parser"));
   EXPECT_EQ(after(cmd, "--tool-call-parser"), "hermes");  // hermes is older than 0.8
+  // A GPU id Docker does not take is said (issue 55 tryout F: `gpuA` written without a word).
+  EXPECT_EQ(err.find("compose device_id"), std::string::npos) << err;
+  {
+    std::string o2, e2;
+    ASSERT_EQ(plan("--seat q=" + q3.string() + " --gpu gpuA=80GiB --emit-compose " + q(tmp_ / "ids"), &o2, &e2), 0)
+        << e2;
+    EXPECT_NE(e2.find("GPU 'gpuA' is written as a compose device_id"), std::string::npos) << e2;
+  }
+  const std::string qy = slurp(d / "q" / "compose.yaml");  // it serves tools: the plain probe proves it
+  EXPECT_NE(qy.find("# prove it before traffic: fp4forge probe http://localhost:"), std::string::npos) << qy;
+  EXPECT_EQ(qy.find("--no-tools"), std::string::npos) << qy;
   EXPECT_NE(out.find("vLLM 0.8 has no 'qwen3' reasoning parser (first in 0.9.0, inferred)"), std::string::npos) << out;
 }
 
@@ -145,8 +156,13 @@ TEST_F(KvplanCompose, AFamilyWithoutAParserOrATemplateWithoutToolsSaysProbeWillF
   EXPECT_TRUE(j["seats"][0]["serving"]["tool_call_parser"].is_null());
   const std::string gn = j["seats"][0]["serving"]["notes"].dump(), ln = j["seats"][1]["serving"]["notes"].dump();
   EXPECT_NE(gn.find("no vLLM tool-call parser is recorded for family gemma3"), std::string::npos) << gn;
-  EXPECT_NE(gn.find("probe's tools check fails"), std::string::npos) << gn;
+  EXPECT_NE(gn.find("probe's tools check would fail"), std::string::npos) << gn;
   EXPECT_NE(ln.find("the chat template renders no tool calls"), std::string::npos) << ln;
+  // The stack names the probe that proves it as written: without tools, --no-tools (issue 55 tryout F: a stack
+  // was written beside a note that probe would fail it); one that serves tools, the plain probe.
+  const std::string gy = slurp(d / "g" / "compose.yaml");
+  EXPECT_NE(gy.find("# prove it before traffic: fp4forge probe http://localhost:"), std::string::npos) << gy;
+  EXPECT_NE(gy.find(" --model g --no-tools (the stack passes no tool-call parser"), std::string::npos) << gy;
 }
 
 TEST_F(KvplanCompose, VllmArgsPassThroughAfterPlansFlagsAndContradictionsAreRefused) {
@@ -220,6 +236,15 @@ TEST_F(KvplanCompose, ASeatThatCannotStartRefusesTheWholeStack) {
     EXPECT_NE(err.find("cannot start: " + k.reason), std::string::npos) << err;
     EXPECT_NE(err.find(k.fix), std::string::npos) << err;
     EXPECT_NE(err.find("nothing written"), std::string::npos) << err;
+    {  // the text report says it too, last (issue 55 tryout F: it ended "all seats fit" under exit 1)
+      std::string text, e2;
+      EXPECT_EQ(plan("--seat '" + k.seat + "' --seat ok=" + q(kData + "/llama") + kGpu + " --emit-compose " + q(d),
+                     &text, &e2),
+                1);
+      EXPECT_NE(text.find("--emit-compose: nothing written: seat(s) '" + k.seat.substr(0, 1) + "' cannot start"),
+                std::string::npos)
+          << text;
+    }
     const auto j = nlohmann::json::parse(out);
     ASSERT_EQ(j["outputs"]["compose_refused"].size(), 1u) << out;
     EXPECT_EQ(j["outputs"]["compose_refused"][0]["kind"], k.kind);

@@ -305,6 +305,9 @@ TEST(QuantizePreflight, PreprocessorConfigIsDerivedAsDoctorFixDerivesIt) {
   ASSERT_EQ(run_cli("quantize " + q(kData + "/gemma4-moe-mm") + " --dry-run", &out, &err), 0) << err;
   EXPECT_NE(out.find("would write preprocessor_config.json"), std::string::npos) << out;
   EXPECT_NE(out.find("preflight: doctor's checks on the source: 0 error(s)"), std::string::npos) << out;
+  // In the order it ran: the preflight before the plan, the verdict last (issue 55 tryout F).
+  EXPECT_EQ(out.rfind("preflight: ", 0), 0u) << out;
+  EXPECT_EQ(out.substr(out.size() - std::string("dry run: nothing written\n").size()), "dry run: nothing written\n");
 }
 
 // Warnings never refuse: a tokenizer without a chat template quantizes, with the warning printed first.

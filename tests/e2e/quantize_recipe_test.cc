@@ -441,6 +441,14 @@ TEST(RecipeStrictGate, AllowAcceptsAKnownWarningKindAndNeverAnError) {
                      "'quant-config-multi-group'?)"),
             std::string::npos)
       << err;
+  // The kind's words in another order (issue 55 tryout F: the help's own example read `multi-group-scheme`).
+  EXPECT_EQ(run_cli(v + " --strict --allow multi-group-scheme", &out, &err), 1) << err;
+  EXPECT_NE(err.find("--allow multi-group-scheme: no finding kind has that name (did you mean "
+                     "'quant-config-multi-group'?)"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(run_cli("verify --help", &out, &err), 0);
+  EXPECT_NE(out.find("a recipe output's quant-config-multi-group"), std::string::npos) << out;
   EXPECT_EQ(run_cli("doctor " + q(dst) + " --strict --allow quant-config-multi-group", &out, &err), 0) << out << err;
   // An error is never allowed: a mixed output whose source is another model fails whatever --allow says.
   ASSERT_EQ(run_cli("verify " + q(dst) + " --json", &out, &err), 0) << out << err;

@@ -456,6 +456,53 @@ TEST_F(VerifyDefects, AgainstSourceCatchesModifiedKeptAndMissingTensors) {
   EXPECT_EQ(m->tensors, std::vector<std::string>{"model.extra_norm.weight"});
 }
 
+// Every row of an NVFP4 module whose global scale is the observer's is byte-compared with the reference encoding
+// (issue 55 tryout F: 8 bytes of row 50 flipped passed a 32-row sample). A few rows far off in an otherwise
+// byte-identical module are damaged bytes, an error; a rounding step (another machine's numerics) is the warning.
+TEST_F(VerifyDefects, DamagedRowsOutsideAnySampleAreFound) {
+  const sfs::path src = kData / "llama", q = root_ / "q";
+  quantize_reference(src, q);
+  const VerifyReport clean = verify_dir(q, &src);
+  EXPECT_TRUE(kinds(clean).empty()) << dump(clean.findings);
+  const std::string packed = "model.layers.1.mlp.down_proj.weight_packed";
+  Checkpoint c = open_ok(q);
+  const TensorRef* t = c.find(packed);
+  ASSERT_NE(t, nullptr);
+  const std::uint64_t row_bytes = t->info->shape[1], rows = t->info->shape[0];
+  ASSERT_GT(rows, 60u);
+  const std::vector<std::byte> all = bytes_of(c.data(*t));
+  const std::vector<std::byte> row50(all.begin() + static_cast<std::ptrdiff_t>(50 * row_bytes),
+                                     all.begin() + static_cast<std::ptrdiff_t>(50 * row_bytes + 8));
+  std::array<std::byte, 8> damaged{};
+  for (std::size_t i = 0; i < 8; ++i) damaged[i] = row50[i] ^ std::byte{0x5A};
+  patch_tensor(q, packed, 50 * row_bytes, damaged);
+  const VerifyReport r = verify_dir(q, &src);
+  const Finding* f = find_kind(r, "codes-damaged");
+  ASSERT_NE(f, nullptr) << dump(r.findings);
+  EXPECT_EQ(f->severity, Severity::ERROR);
+  EXPECT_NE(f->message.find(fmt::format("1 of {} rows differ from the reference encoding of the source by more than a "
+                                        "rounding step, the other {} byte-identical (first row 50)",
+                                        rows, rows - 1)),
+            std::string::npos)
+      << f->message;
+  EXPECT_EQ(r.stats.reencode_mismatched_rows, 1u);
+  // Undone, then one code moved to its neighbour on the grid (a rounding step): the warning, not the error.
+  std::array<std::byte, 8> back{};
+  for (std::size_t i = 0; i < 8; ++i) back[i] = static_cast<std::byte>(row50[i]);
+  patch_tensor(q, packed, 50 * row_bytes, back);
+  auto b = std::to_integer<unsigned>(row50[0]);
+  const unsigned lo = b & 7u;
+  b = (b & 0xF8u) | (lo == 7u ? 6u : lo + 1u);
+  const std::array<std::byte, 1> step{static_cast<std::byte>(b)};
+  patch_tensor(q, packed, 50 * row_bytes, step);
+  const VerifyReport r2 = verify_dir(q, &src);
+  EXPECT_EQ(find_kind(r2, "codes-damaged"), nullptr) << dump(r2.findings);
+  const Finding* w = find_kind(r2, "reencode-mismatch");
+  ASSERT_NE(w, nullptr) << dump(r2.findings);
+  EXPECT_EQ(w->severity, Severity::WARNING);
+  EXPECT_NE(w->message.find("(first row 50; each by a rounding step at most)"), std::string::npos) << w->message;
+}
+
 TEST_F(VerifyDefects, MissingQuantConfigAndWrongScheme) {
   const sfs::path src = kData / "llama", q = root_ / "q";
   quantize_reference(src, q);

@@ -100,6 +100,7 @@ TEST(CodecSchemeTable, OtherSchemeNamesGetTheNearestOneAndWhy) {
     EXPECT_NE(r.error().message.find("unknown scheme '" + typed + "': "), std::string::npos) << r.error().message;
     EXPECT_NE(r.error().message.find(want), std::string::npos) << r.error().message;
     EXPECT_NE(r.error().message.find("expected one of: " + quant_scheme_names()), std::string::npos);
+    EXPECT_EQ(r.error().message.find("?;"), std::string::npos) << r.error().message;  // issue 55 tryout F
   }
   // A name with no known meaning keeps the plain message; the real names and presets parse.
   auto r = parse_quant_scheme("int3");

@@ -106,6 +106,25 @@ TEST_F(Promises, SwapWritesTheKeyItProbedWith) {
   EXPECT_EQ(to_json(*r).dump().find("sk-new-SECRET"), std::string::npos);
 }
 
+// A literal key kept for a backend on another host is said (the old backend's secret goes to the new one), unless
+// --keep-api-key says it is meant; --keep-api-key alone is no usage error (issue 55 tryout F).
+TEST_F(Promises, ALiteralKeyKeptForAnotherHostIsSaid) {
+  one_alias("http://10.0.0.5:8000", "      api_key: sk-live-HARDCODED-9999\n");
+  FakeServer srv(FakeServerOptions{});
+  auto o = seat<SwapOptions>(srv);
+  o.probe_options.vision = VisionMode::TEXT_ONLY;
+  o.dry_run = true;
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(any_of(r->warnings, "the deployment's literal api_key (***) stays: LiteLLM will send it to 127.0.0.1:"));
+  EXPECT_TRUE(any_of(r->warnings, "although it was 10.0.0.5:8000's key"));
+  for (const auto& w : r->warnings) EXPECT_EQ(w.find("HARDCODED"), std::string::npos) << w;
+  o.keep_api_key = true;
+  r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(any_of(r->warnings, "literal api_key"));
+}
+
 TEST_F(Promises, KeepApiKeyWarnsAndContradictionsAreRefused) {
   one_alias(dead_base(), "      api_key: os.environ/FP4FORGE_T_OLD\n");
   Env new_key("FP4FORGE_T_NEW", "sk-new");
@@ -208,6 +227,9 @@ TEST_F(Promises, DeploymentByModelInfoIdAndTheAliasExtrasInTheBody) {
   const std::string now = slurp(cfg_);
   EXPECT_NE(now.find("      id: chat-gpu7\n"), std::string::npos);
   EXPECT_LT(now.find(srv.url()), now.find("id: chat-gpu8")) << now;  // the second deployment moved
+  // Its id stays, said (issue 55 tryout F: it named the old backend, silently).
+  EXPECT_TRUE(
+      any_of(r->warnings, "model_info.id 'chat-gpu8' stays on the deployment, which now routes to " + srv.url()));
   ASSERT_TRUE(r->probe.has_value());
   EXPECT_EQ(r->probe->request_extras, (std::vector<std::string>{"top_k", "chat_template_kwargs"}));
   EXPECT_EQ(r->probe->request_not_sent, (std::vector<std::string>{"temperature"}));

@@ -45,6 +45,18 @@ TEST(ProbeChecks, HealthyServerPassesEveryCheck) {
   EXPECT_LT(find(rep, Check::LONG).metric, 0.05);
 }
 
+// --no-tools: a seat plan wrote without a tool-call parser is proven without the tools check (issue 55 tryout F).
+TEST(ProbeChecks, NoToolsSkipsTheToolsCheck) {
+  FakeServer srv(FakeServerOptions{});
+  ProbeOptions po = fast_opts();
+  po.no_tools = true;
+  const ProbeReport rep = run_probe(srv.url() + "/v1", "fake-org/fake-model-nvfp4", {Check::PROSE, Check::TOOLS}, po);
+  ASSERT_EQ(rep.checks.size(), 2u);
+  EXPECT_EQ(rep.checks[1].status, CheckStatus::SKIP);
+  EXPECT_EQ(rep.checks[1].classification, "no-tools");
+  EXPECT_EQ(exit_code(rep), 0);
+}
+
 // "1 completion token", not "1 completion tokens" (issue 55 tryout E-11).
 TEST(ProbeChecks, OneTokenIsSaidInTheSingular) {
   FakeServerOptions o;

@@ -207,6 +207,20 @@ TEST(ProbeKv, NoMetricsIsAWarningNotAFailure) {
   EXPECT_NE(rep.checks[0].detail.find("the expected pool of 1000 tokens was not compared"), std::string::npos)
       << rep.checks[0].detail;
   EXPECT_FALSE(rep.any_failed());
+  // No failure, but the comparison asked for did not happen: NOT PROVEN, exit 1, never "ok" (issue 55 tryout F).
+  EXPECT_EQ(rep.not_proven(), "the expected KV pool of 1000 tokens was not compared: no-kv-metrics");
+  EXPECT_EQ(exit_code(rep), 1);
+  EXPECT_EQ(summary_line(rep).rfind("NOT PROVEN: 0 passed, 0 failed, 1 skipped (the expected KV pool", 0), 0u)
+      << summary_line(rep);
+  EXPECT_FALSE(to_json(rep)["ok"].get<bool>());
+  // Without an expectation, a probe whose every check was skipped proves nothing either.
+  const ProbeReport plain = run_probe(srv.url(), o.model, {Check::KV}, fast_opts());
+  EXPECT_EQ(plain.not_proven(), "no check passed: every one was skipped");
+  EXPECT_EQ(exit_code(plain), 1);
+  // One check passed beside the skip: proven as far as it goes.
+  const ProbeReport both = run_probe(srv.url(), o.model, {Check::MODELS, Check::KV}, fast_opts());
+  EXPECT_EQ(both.not_proven(), "");
+  EXPECT_EQ(exit_code(both), 0);
 }
 
 TEST(ProbeKv, PrometheusTextIsReadAsHostileInput) {

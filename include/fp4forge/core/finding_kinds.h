@@ -188,6 +188,10 @@ inline constexpr FindingKind kFindingKinds[] = {
      kInVerify},
     {"reencode-mismatch", Severity::WARNING, false, "F18",
      "(--against) the stored bytes differ from the scheme's reference encoding of the source", kInVerify},
+    {"codes-damaged", Severity::ERROR, false, "F18",
+     "(--against, NVFP4A16) a few rows of a module otherwise byte-identical to the reference encoding differ by more "
+     "than a rounding step: damaged bytes",
+     kInVerify},
     {"against-swapped", Severity::ERROR, false, "",
      "(--against) the checkpoint is not quantized and the --against one is: the folders the wrong way round",
      kInVerify},

@@ -54,6 +54,10 @@ struct SeatServing {
   std::string chat_template_source;     ///< where the template was read ("" none)
 };
 
+/** The stack passes a tool-call parser (chosen, or given in vllm_args): clients' tools work; otherwise the probe that
+ * proves the seat skips its tools check (--no-tools). */
+inline bool serves_tools(const SeatServing& s) { return !s.tool.name.empty() || s.tool.from_vllm_args; }
+
 /** The repository of the image (`--image-repo` replaces it). */
 inline constexpr std::string_view kVllmImageRepo = "vllm/vllm-openai";
 

@@ -100,6 +100,9 @@ struct ProbeOptions {
   double max_repeat_ratio = 0.30;    ///< repeated word 4-gram ratio above which output is a loop
   int client_max_tokens = 1024;      ///< the max_tokens a typical client sends (reasoning check)
   VisionMode vision = VisionMode::AUTO;
+  /** The seat serves no tools (its chat template renders none, no tool-call parser): the tools check is skipped
+   * as "no-tools" instead of failing tools-not-enabled (issue 55 tryout F: plan writes such stacks). */
+  bool no_tools = false;
   /** Checks sent at once after the first (which proves something answers: an absent server costs one
    * connect); 1 = one after another. Only the libcurl run_probe (or one given a client factory) runs
    * checks concurrently; a single injected client is used serially. */
@@ -185,6 +188,10 @@ struct ProbeReport {
   std::vector<std::string> request_not_sent;
   bool all_passed() const;  ///< every check PASS (a SKIP counts as not failed: see any_failed)
   bool any_failed() const;  ///< at least one FAIL
+  /** Why a report with no FAIL still proves nothing it was asked to ("" when it does, or when it failed or the
+   * server was unreachable): no check passed (every one skipped), or an expectation given (--expect-kv-tokens,
+   * --expect-kv-from) was not compared (issue 55 tryout F: "ok", exit 0, with nothing checked). */
+  std::string not_proven() const;
 };
 
 /** Runs `checks` against `base_url` (with or without a trailing "/v1") for `model` using `client`.
