@@ -95,10 +95,10 @@ void verify_served(const stdfs::path& config, const std::vector<const Entry*>& e
         silent.push_back(std::to_string(i + 1) + list_deployments({entries[i]}).substr(1));
     }
     if (!silent.empty())
-      rep.warnings.push_back(fmt::format(
-          "NOT PROVEN: deployment(s) {} of alias '{}' answered no check (LiteLLM spreads the alias over its {} "
-          "deployments): probe each seat directly (fp4forge probe API_BASE --model MODEL), or run the check again",
-          fmt::join(silent, "; "), rep.alias, entries.size()));
+      rep.not_proven = fmt::format(
+          "deployment(s) {} of alias '{}' answered no check (LiteLLM spreads the alias over its {} deployments): "
+          "probe each seat directly (fp4forge probe API_BASE --model MODEL), or run the check again",
+          fmt::join(silent, "; "), rep.alias, entries.size());
   }
   if (rep.served.empty() && answered)
     rep.warnings.push_back("the gateway sent no x-litellm-model-api-base / x-litellm-model-id headers: which backend "

@@ -84,6 +84,7 @@ oj to_json(const CheckReport& c) {
                         {"deployment", str_or_null(b.deployment)}});
   j["served"] = std::move(served);
   j["stale"] = str_or_null(c.stale);
+  j["not_proven"] = str_or_null(c.not_proven);
   j["probe"] = probe::to_json(c.probe);
   return j;
 }
@@ -95,7 +96,7 @@ std::string to_text(const CheckReport& c) {
   // A stale seat fails the check whatever its checks gave: the probe's own "ok:" would read as a second, contrary
   // verdict before it (issue 55 tryout E-10), so its tally is said without one.
   if (const std::string sum = probe::summary_line(c.probe);
-      !c.stale.empty() && sum.rfind("ok: ", 0) == 0 && probe_text.size() >= sum.size() &&
+      (!c.stale.empty() || !c.not_proven.empty()) && sum.rfind("ok: ", 0) == 0 && probe_text.size() >= sum.size() &&
       probe_text.compare(probe_text.size() - sum.size(), sum.size(), sum) == 0)
     probe_text.replace(probe_text.size() - sum.size(), 4, "checks: ");
   out += probe_text;
@@ -110,6 +111,8 @@ std::string to_text(const CheckReport& c) {
   // then "FAILED" read as two verdicts).
   if (!c.stale.empty())
     out += fmt::format("FAILED{}: {}\n", c.probe.any_failed() ? "" : " although every check passed", p(c.stale));
+  else if (!c.not_proven.empty() && !c.probe.any_failed())
+    out += fmt::format("NOT PROVEN: {}\n", p(c.not_proven));
   return out;
 }
 

@@ -259,8 +259,57 @@ struct Placing {
   std::vector<std::vector<std::size_t>> assign, tried;
   std::vector<std::uint64_t> short_by, free_at_turn;
   std::vector<Eval> evals;
-  std::vector<std::uint64_t> spare, weight_sum;
+  std::vector<std::uint64_t> spare;
+  /** Each seat's share of each GPU's spare memory above its need (bytes; seats without a given utilization),
+   * filled in proportion to KV demand and capped at vLLM's default utilization, the excess of a capped seat going
+   * to the others (share_spare). */
+  std::vector<std::vector<double>> extra;
 };
+
+/** Water-filling of each GPU's spare memory among the seats on it whose utilization plan chooses: in proportion to
+ * their KV demand, a seat's share capped where its utilization would pass vLLM's default, and what a capped seat
+ * leaves shared again among the rest (issue 55 tryout G: a seat beside a capped one got 0.01 while 4.29 GiB stayed
+ * free on the GPU). */
+void share_spare(Placing& pl) {
+  const Plan& plan = pl.plan;
+  const std::size_t ns = plan.seats.size();
+  pl.extra.assign(ns, std::vector<double>(pl.gpus.size(), 0.0));
+  for (std::size_t g = 0; g < pl.gpus.size(); ++g) {
+    const double total = static_cast<double>(pl.gpus[g].torch_total());
+    std::vector<std::size_t> active;
+    for (std::size_t s = 0; s < ns; ++s)
+      if (!plan.seats[s].arg.gpu_memory_utilization &&
+          std::find(pl.assign[s].begin(), pl.assign[s].end(), g) != pl.assign[s].end())
+        active.push_back(s);
+    double left = static_cast<double>(pl.spare[g]);
+    while (!active.empty()) {
+      double w = 0;
+      for (std::size_t s : active) w += static_cast<double>(std::max<std::uint64_t>(pl.evals[s].kv_need, 1));
+      std::vector<std::size_t> next;
+      bool capped = false;
+      for (std::size_t s : active) {
+        const double need = static_cast<double>(pl.evals[s].need);
+        const double room = std::max(plan.seats[s].rules.default_util * total, need) - need;
+        const double share = left * static_cast<double>(std::max<std::uint64_t>(pl.evals[s].kv_need, 1)) / w;
+        if (share > room) {
+          pl.extra[s][g] = room;
+          capped = true;
+        } else {
+          next.push_back(s);
+        }
+      }
+      if (!capped) {
+        for (std::size_t s : active)
+          pl.extra[s][g] = left * static_cast<double>(std::max<std::uint64_t>(pl.evals[s].kv_need, 1)) / w;
+        break;
+      }
+      for (std::size_t s : active)
+        if (std::find(next.begin(), next.end(), s) == next.end()) left -= pl.extra[s][g];
+      left = std::max(left, 0.0);
+      active = std::move(next);
+    }
+  }
+}
 
 /** Greedy: each seat, in order, takes the roomiest GPU set that fits; when one is left without room, a
  * search over the assignments. */
@@ -487,7 +536,6 @@ void settle_placed(Placing& pl, std::size_t s, const Eval& e) {
   const auto& gpus = pl.gpus;
   const Placer& placer = pl.placer;
   const auto& spare = pl.spare;
-  const auto& weight_sum = pl.weight_sum;
   const auto& order = pl.order;
   const auto& free_at_turn = pl.free_at_turn;
   auto& p = plan.placements[s];
@@ -500,9 +548,7 @@ void settle_placed(Placing& pl, std::size_t s, const Eval& e) {
   } else {
     util = 1.0;
     for (std::size_t g : set) {
-      const double share = static_cast<double>(spare[g]) *
-                           static_cast<double>(std::max<std::uint64_t>(e.kv_need, 1)) /
-                           static_cast<double>(std::max<std::uint64_t>(weight_sum[g], 1));
+      const double share = pl.extra[s][g];  // share_spare
       const double total = static_cast<double>(gpus[g].torch_total());
       const double target = static_cast<double>(e.need) + std::floor(share);
       const double cap = std::max(m.rules.default_util * total, static_cast<double>(e.need));
@@ -784,18 +830,14 @@ Result<Plan> make_plan(std::vector<SeatModel> seats, std::vector<GpuSpec> gpus) 
   auto& assign = pl.assign;
   auto& evals = pl.evals;
   auto& spare = pl.spare;
-  auto& weight_sum = pl.weight_sum;
   evals.assign(ns, Eval{});
   spare = remaining;
-  weight_sum.assign(gpus.size(), 0);
   for (std::size_t s = 0; s < ns; ++s) {
     if (assign[s].empty()) continue;
     evals[s] = evaluate(plan.seats[s], &gpus[assign[s].front()]);
-    for (std::size_t g : assign[s]) {
-      spare[g] -= std::min(spare[g], placer.reserve_on(s, g, evals[s]));
-      if (!plan.seats[s].arg.gpu_memory_utilization) weight_sum[g] += std::max<std::uint64_t>(evals[s].kv_need, 1);
-    }
+    for (std::size_t g : assign[s]) spare[g] -= std::min(spare[g], placer.reserve_on(s, g, evals[s]));
   }
+  share_spare(pl);
   for (std::size_t s = 0; s < ns; ++s) {
     auto& p = plan.placements[s];
     const SeatModel& m = plan.seats[s];

@@ -120,6 +120,7 @@ void check_models(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
     return pass(r, fmt::format("'{}' listed ({} model(s) served)", ctx.model, ids.size()));
   std::string list;
   for (std::size_t i = 0; i < ids.size() && i < 8; ++i) list += (i ? ", " : "") + ids[i];
+  ctx.shared.model_not_listed = true;
   fail(r, "model-not-listed",
        fmt::format("/v1/models does not list '{}'{}; served: [{}]; {}", ctx.model, util::did_you_mean(ctx.model, ids),
                    list,

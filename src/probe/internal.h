@@ -40,6 +40,8 @@ int int_field(const json& j, const char* key);  ///< -1 when absent or not a num
  * checks not yet started are not sent (the key is wrong for all of them). */
 struct Shared {
   std::atomic<bool> unauthorized{false};
+  /** The models check found --model not listed: the server-wide kv check then reads another model's pool. */
+  std::atomic<bool> model_not_listed{false};
   std::mutex mu;
   std::string unauthorized_detail;  // under mu
 };

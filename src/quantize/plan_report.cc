@@ -81,8 +81,12 @@ std::string to_text(const QuantPlan& plan, bool verbose) {
   if (plan.fp8_source)
     s += fmt::format("  source: {}; read as its bf16 expansion (docs/fp8-sources.md)\n", esc(plan.fp8_source->label));
   for (const auto& l : plan.summary) s += "  " + esc(l) + "\n";
-  s += fmt::format("  size: {} -> {} ({:.3f} bits per quantized weight)\n", format_bytes(plan.source_bytes),
-                   format_bytes(plan.output_bytes), plan.bits_per_weight());
+  // Tensor data, as the index's total_size counts it: the files written add their JSON headers (issue 55 tryout F:
+  // two sizes of one output, unlabelled).
+  s += fmt::format(
+      "  size of the tensor data: {} -> {} ({:.3f} bits per quantized weight; the shard files add their "
+      "headers)\n",
+      format_bytes(plan.source_bytes), format_bytes(plan.output_bytes), plan.bits_per_weight());
   s += fmt::format("  ignore: {} Linear-like module(s) left unquantized\n", plan.ignore.size());
   if (const std::uint64_t trials = search_trials(plan); trials > 0) {  // issue 55: the search's cost was not said
     // The measured 8B figure is NVFP4A16's mse search's; another search is said by its count alone (issue 55

@@ -49,9 +49,12 @@ std::string to_text(const RunSummary& s) {
   const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };  // R4-B5
   std::string out;
   for (const auto& l : s.summary) out += fmt::format("  {}\n", esc(l));
-  out += fmt::format("wrote {} ({}, observer {}): {} shard(s) ({} resumed), {} from {}, {:.3f} bits per quantized weight\n",
-                     esc(s.destination), s.scheme, s.observer, s.shards_written + s.shards_resumed, s.shards_resumed,
-                     format_bytes(s.bytes_out), format_bytes(s.bytes_in), s.bits_per_weight);
+  // Shard files (headers included) from the source's tensor data: each said as what it counts (issue 55 tryout F).
+  out += fmt::format(
+      "wrote {} ({}, observer {}): {} shard(s) ({} resumed), {} of shard files from {} of tensor "
+      "data, {:.3f} bits per quantized weight\n",
+      esc(s.destination), s.scheme, s.observer, s.shards_written + s.shards_resumed, s.shards_resumed,
+      format_bytes(s.bytes_out), format_bytes(s.bytes_in), s.bits_per_weight);
   // One unit family in the text (issue 55): binary sizes through format_bytes, the read rate too (--json keeps
   // gb_per_s, decimal, as docs/performance.md measures).
   const auto per_s = static_cast<std::uint64_t>(s.gb_per_s * 1e9);

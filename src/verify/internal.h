@@ -190,6 +190,7 @@ void check_values(const Checkpoint& q, const Structure& s, FindingSink& sink, Ve
  * observer's own): rows that differ, those among them that differ by more than a rounding step, the first. */
 struct RowCompare {
   std::uint64_t bad = 0, far = 0, first = std::numeric_limits<std::uint64_t>::max();
+  bool codes = false, scales = false;  ///< which of the module's tensors hold a differing byte
 };
 /** Rows r0..r1 of an NVFP4 module (`packed`, `scales`, the module's) against the reference encoding of the same rows
  * (`pk`, `sc`, a chunk's), counted into `out` (reencode_findings.cc). */

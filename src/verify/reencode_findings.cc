@@ -26,7 +26,10 @@ void compare_row_bytes(const std::byte* packed, const std::byte* scales, const s
     const std::byte* b = pk + (r - r0) * k / 2;
     const std::byte* as = scales + r * k / 16;
     const std::byte* bs = sc + (r - r0) * k / 16;
-    if (std::memcmp(a, b, k / 2) == 0 && std::memcmp(as, bs, k / 16) == 0) continue;
+    const bool codes = std::memcmp(a, b, k / 2) != 0, scales_differ = std::memcmp(as, bs, k / 16) != 0;
+    if (!codes && !scales_differ) continue;
+    out.codes = out.codes || codes;
+    out.scales = out.scales || scales_differ;
     ++out.bad;
     out.first = std::min(out.first, r);
     bool far = false;
@@ -120,21 +123,30 @@ void report_scale_dtype(const Module& m, const TensorRef& scale, const SourceVie
 void report_row_compare(const Module& m, const std::string& observer, const RowCompare& rc, FindingSink& sink) {
   if (rc.bad == 0) return;
   const std::uint64_t n = m.n;
-  const bool damaged = rc.far > 0 && rc.bad < n && (rc.bad * 10 <= n || (rc.bad <= 2 && rc.bad * 2 < n));
-  if (damaged) {
+  // The tensors whose bytes differ, not always the codes (issue 55 tryout G: a scale's flipped bit was laid on
+  // weight_packed).
+  std::vector<std::string> tensors;
+  if (rc.codes) tensors.push_back(m.payload->name);
+  if (rc.scales) tensors.push_back(m.scale->name);
+  // A few rows of an otherwise byte-identical module: damaged bytes, whatever the step (issue 55 tryout G: one flipped
+  // bit read as a rounding difference, result OK). Upstream's CPU and CUDA runs wrote the same NVFP4 bytes on every
+  // vector (docs/schemes.md, "Proof"), and another quantizer differs in most rows.
+  const bool few = rc.bad < n && (rc.bad * 10 <= n || (rc.bad <= 2 && rc.bad * 2 < n));
+  if (few) {
     sink.add(finding_kind("codes-damaged"),
              {.group = family_of(m.name),
-              .message = fmt::format("'{}': {} of {} rows differ from the reference encoding of the source by more "
-                                     "than a rounding step, the other {} byte-identical (first row {})",
-                                     m.name, rc.bad, n, n - rc.bad, rc.first),
-              .tensors = {m.payload->name, m.scale->name},
-              .expected = fmt::format("every row byte-identical to compressed-tensors' RTN with observer {}, or "
-                                      "within a rounding step (F18)",
-                                      observer),
-              .actual = fmt::format("{} rows far off", rc.far),
-              .hint = "damaged bytes (a bad copy, disk or transfer), not another quantizer (which differs in most "
-                      "rows): restore the shard from a good copy (`fp4forge diff DIR OTHER --values` finds the "
-                      "bytes) or quantize again"});
+              .message = fmt::format("'{}': {} of {} rows differ from the reference encoding of the source ({}), the "
+                                     "other {} byte-identical (first row {})",
+                                     m.name, rc.bad, n,
+                                     rc.far > 0 ? fmt::format("{} by more than a rounding step", rc.far)
+                                                : std::string("each by one rounding step"),
+                                     n - rc.bad, rc.first),
+              .tensors = tensors,
+              .expected = fmt::format("every row byte-identical to compressed-tensors' RTN with observer {}", observer),
+              .actual = fmt::format("{} row(s) differ", rc.bad),
+              .hint = "damaged bytes (a bad copy, disk or transfer; a flipped low bit is one rounding step), not "
+                      "another quantizer (which differs in most rows): restore the shard from a good copy (`fp4forge "
+                      "diff DIR OTHER --values` finds the bytes) or quantize again"});
     return;
   }
   sink.add(finding_kind("reencode-mismatch"),
@@ -143,13 +155,13 @@ void report_row_compare(const Module& m, const std::string& observer, const RowC
                                    "checkpoint's own global scale and observer {} (first row {}{})",
                                    m.name, rc.bad, n, observer, rc.first,
                                    rc.far == 0 ? "; each by a rounding step at most" : ""),
-            .tensors = {m.payload->name},
+            .tensors = tensors,
             .expected = fmt::format(
                 "byte-identical to compressed-tensors' RTN with observer {} (nvfp4a16-format.md §2)", observer),
             .actual = fmt::format("{} rows differ", rc.bad),
             .hint = fmt::format("another quantizer than observer {} says (ModelOpt, GPTQ, a patched llm-compressor), "
-                                "environment-dependent numerics (F18: a rounding step), or corrupted bytes (`fp4forge "
-                                "diff DIR OTHER --values` against another copy finds them)",
+                                "environment-dependent numerics (F18), or corrupted bytes (`fp4forge diff DIR OTHER "
+                                "--values` against another copy finds them)",
                                 observer)});
 }
 

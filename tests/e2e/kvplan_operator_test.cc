@@ -281,3 +281,35 @@ TEST_F(KvplanOperator, TheTextReportReadsInOneUnitWithAlignedTablesAndShortLines
 }
 
 }  // namespace
+
+namespace fp4forge {
+namespace {
+
+// A seat beside one capped at vLLM's default utilization gets what the capped one leaves (issue 55 tryout G: it got
+// 0.01, 53.6 MiB of KV, while 4.29 GiB stayed free on the GPU): the spare memory is shared in proportion to KV
+// demand, and a capped seat's excess goes to the others.
+TEST(KvplanSpare, ASeatBesideACappedOneTakesWhatItLeaves) {
+  std::string out, err;
+  ASSERT_EQ(fp4forge::testutil::run_cli(
+                "plan --seat a=" + fp4forge::testutil::q(fp4forge::testutil::kData + "/qwen3_moe") +
+                    ":tp=2,concurrency=64 --seat b=" + fp4forge::testutil::q(fp4forge::testutil::kData + "/llama") +
+                    " --gpu 0=81559MiB --gpu 1=81559MiB --json",
+                &out, &err),
+            0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  const double ua = j["seats"][0]["placement"]["gpu_memory_utilization"].get<double>();
+  const double ub = j["seats"][1]["placement"]["gpu_memory_utilization"].get<double>();
+  EXPECT_NEAR(ua, 0.92, 1e-9);  // vLLM's default, the cap of a seat plan sizes
+  EXPECT_GE(ub, 0.05) << out.substr(0, 400);
+  // What stays free on the shared GPU is under a fiftieth of it: rounding to utilization steps, not a share
+  // nobody took.
+  for (const auto& g : j["gpus"]) {
+    if (g["id"] == "0") {
+      EXPECT_LT(g["free_bytes"].get<double>(), 0.02 * 81559.0 * 1048576.0) << g.dump();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fp4forge

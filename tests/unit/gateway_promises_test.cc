@@ -442,11 +442,17 @@ TEST_F(Promises, AReplicaThatAnsweredNoCheckIsSaidNotProven) {
   co.gateway_url = gw.url();
   auto r = gateway_check(cfg_, co);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(exit_code(*r), 0) << to_text(*r);
-  EXPECT_TRUE(any_of(r->warnings, "NOT PROVEN: deployment(s) 2) hosted_vllm/x @ " + two.url() + "/v1"));
-  EXPECT_TRUE(
-      any_of(r->warnings, "of alias 'chat' answered no check (LiteLLM spreads the alias over its 2 deployments)"))
-      << (r->warnings.empty() ? std::string("(no warnings)") : r->warnings.back());
+  // Half the traffic unproven is no pass: exit 1, the verdict on stdout, ok false (issue 55 tryout G: "ok", exit 0).
+  EXPECT_EQ(exit_code(*r), 1) << to_text(*r);
+  EXPECT_FALSE(to_json(*r)["ok"].get<bool>());
+  EXPECT_NE(r->not_proven.find("deployment(s) 2) hosted_vllm/x @ " + two.url() + "/v1"), std::string::npos)
+      << r->not_proven;
+  EXPECT_NE(r->not_proven.find("of alias 'chat' answered no check (LiteLLM spreads the alias over its 2 deployments)"),
+            std::string::npos)
+      << r->not_proven;
+  const std::string text = to_text(*r);
+  EXPECT_NE(text.find("\nNOT PROVEN: deployment(s) 2) "), std::string::npos) << text;
+  EXPECT_EQ(text.find("ok: "), std::string::npos) << text;
 }
 
 // An alias the file routes but the proxy does not serve: the proxy has not loaded the file, said so (issue 55

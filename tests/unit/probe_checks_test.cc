@@ -212,6 +212,12 @@ TEST(ProbeChecks, AWrongModelNameIsSaidAsOneNotAsAWrongUrl) {
             std::string::npos)
       << rep.checks[1].detail;
   EXPECT_EQ(rep.checks[1].detail.find("base URL"), std::string::npos) << rep.checks[1].detail;
+  // The server-wide KV pool is another model's: not compared, never a pass (issue 55 tryout G).
+  const ProbeReport kv = run_probe(srv.url(), "Fake-Org/Fake-Model-NVFP4", {Check::MODELS, Check::KV}, fast_opts());
+  EXPECT_EQ(kv.checks[1].status, CheckStatus::SKIP);
+  EXPECT_EQ(kv.checks[1].classification, "model-not-served");
+  EXPECT_NE(kv.checks[1].detail.find("the pool /metrics reports is another model's"), std::string::npos)
+      << kv.checks[1].detail;
 }
 
 TEST(ProbeChecks, ConnectionRefusedSendsOneRequestOnly) {

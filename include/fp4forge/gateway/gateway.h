@@ -159,7 +159,10 @@ struct CheckReport {
   /** Non-empty when the alias answered from a backend no live deployment of it names (the proxy has not
    * reloaded the edited file, or serves the alias from its database): a failure. */
   std::string stale;
-  bool ok() const { return !probe.any_failed() && stale.empty(); }
+  /** Non-empty when a deployment of a load-balanced alias answered no check: half the traffic unproven is no pass
+   * (issue 55 tryout G: "ok", exit 0, with the NOT PROVEN warning on stderr). */
+  std::string not_proven;
+  bool ok() const { return !probe.any_failed() && stale.empty() && not_proven.empty() && probe.not_proven().empty(); }
 };
 
 /** Refuses (BAD_INPUT) an alias the config does not route by name (absent, retired, or only matched by a
