@@ -160,8 +160,9 @@ void add_gateway(CLI::App& sub, Action& action) {
   CLI::App* retire = sub.add_subcommand("retire", "comment an alias out (reversible), after a backup");
   common(retire);
   retire->add_option("--alias", o->alias, "model_name to retire")->required();
-  retire->add_option("--deployment", o->deployment, "retire one deployment of a load-balanced alias: N (1-based), its "
-                                                    "api_base or its model");
+  retire->add_option("--deployment", o->deployment,
+                     "retire one deployment of a load-balanced alias: N (1-based), its "
+                     "model_info.id, its api_base or its model");
   retire->add_flag("--all-deployments", o->all_deployments, "retire every deployment of the alias");
   CLI::App* check = sub.add_subcommand("check", "probe an alias through the gateway itself, as its clients see it");
   common(check);

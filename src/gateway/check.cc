@@ -74,7 +74,9 @@ void verify_served(const stdfs::path& config, const std::vector<const Entry*>& e
   bool answered = false;
   for (const auto& c : rep.probe.checks) {
     answered |= c.http_status >= 200 && c.http_status < 300;
-    if (!c.served_by.any()) continue;
+    // A refused request (401/403) proves nothing about routing, whatever headers came with it (issue 55 tryout H:
+    // a refused key read as a stale proxy, "restart it").
+    if (!c.served_by.any() || c.http_status == 401 || c.http_status == 403) continue;
     auto it = std::find_if(rep.served.begin(), rep.served.end(), [&](const ServedBackend& b) {
       return b.by.api_base == c.served_by.api_base && b.by.model_id == c.served_by.model_id;
     });

@@ -200,8 +200,9 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     out.warnings = s.warnings;
     warn_store_model_in_db(p, o.alias, out.warnings);
     const std::string old_key = scalar_or(entry.node["litellm_params"], "api_key");
-    // A literal key (not os.environ/) kept for a backend on another host: LiteLLM sends the old backend's secret to
-    // the new one, silently (issue 55 tryout F). Said, unless --keep-api-key says it is meant.
+    // A literal key (not os.environ/) kept for a backend on another host: LiteLLM would send the old backend's secret
+    // to the new one (issue 55 tryout F), and the probe first (tryout H: warned only after the probe had sent it).
+    // Refused before anything is sent, unless --keep-api-key says the key is meant for it.
     const bool key_param =
         std::any_of(o.params.begin(), o.params.end(), [](const auto& kv) { return kv.first == "api_key"; });
     if (o.api_key_env.empty() && !o.keep_api_key && !key_param && !old_key.empty() &&
@@ -209,12 +210,13 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
       const std::string old_host = url_host(scalar_or(entry.node["litellm_params"], "api_base"));
       const std::string new_host = url_host(o.api_base);
       if (old_host != new_host)
-        out.warnings.push_back(fmt::format(
-            "the deployment's literal api_key (***) stays: LiteLLM will send it to {} although it was {}'s key, "
-            "and the probe sent it there; pass --api-key-env NAME to give the new backend its own key "
-            "(written as os.environ/NAME), or --keep-api-key to say the key is meant for it",
-            new_host.empty() ? "the new api_base" : util::printable(new_host, 80),
-            old_host.empty() ? "the old backend" : util::printable(old_host, 80)));
+        return make_error(
+            Errc::USAGE,
+            "{}: alias '{}': the deployment's literal api_key (***) was {}'s key; kept, LiteLLM would send it to {} "
+            "(and the probe first): nothing sent, nothing written; pass --api-key-env NAME to give the new backend "
+            "its own key (written as os.environ/NAME), or --keep-api-key to say the key is meant for it",
+            path, o.alias, old_host.empty() ? "the old backend" : util::printable(old_host, 80),
+            new_host.empty() ? "the new api_base" : util::printable(new_host, 80));
     }
     // The deployment's own name stays with it: model_info.id now names a deployment on another backend (issue 55
     // tryout F: `chat-old` kept, and reported as x-litellm-model-id by the new seat).

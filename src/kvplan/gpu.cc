@@ -155,6 +155,11 @@ Result<GpuSpec> parse_gpu_arg(std::string_view text) {
     return gpu_error(text, fmt::format("TOTAL '{}' has no unit, so it is {} bytes, below any GPU; hint: {}", parts[0],
                                        parts[0], unitless_total_hint(parts[0])));
   auto total = parse_size(parts[0]);
+  // A card's name where its total belongs (`0=H100`, issue 55 tryout G): the name has its own key.
+  if (!total.ok() && !parts[0].empty() && std::isalpha(static_cast<unsigned char>(parts[0][0])))
+    return gpu_error(text, fmt::format("{}; hint: TOTAL comes first and a card's name after it, e.g. --gpu "
+                                       "'{}=81559MiB:name={}' (nvidia-smi --query-gpu=memory.total,name gives both)",
+                                       total.error().message, g.id, parts[0]));
   if (!total.ok()) return gpu_error(text, total.error().message);
   g.total_bytes = *total;
   if (g.total_bytes == 0) return gpu_error(text, "TOTAL is 0");

@@ -593,9 +593,13 @@ void settle_placed(Placing& pl, std::size_t s, const Eval& e) {
   p.fits = avail >= e.kv_need;  // kv_need holds `concurrency` requests of max_model_len
   for (std::size_t g : set) {
     const std::uint64_t b = util_bytes(util, gpus[g], m.rules);
-    plan.gpus[g].shares.push_back(GpuShare{s, b, std::min(m.weight_bytes_per_rank, b), kv_memory(m, e, gpus[g], b),
-                                           std::min(e.overhead, b - std::min(m.weight_bytes_per_rank, b)),
-                                           e.outside});
+    // The KV the blocks hold, as the text and --json say it; the margin 0.34 keeps out of it is its own share
+    // (issue 55 tryout H: the picture drew the KV before the margin, 52.55 GiB against the text's 51.88).
+    const std::uint64_t kv_all = kv_memory(m, e, gpus[g], b);
+    const std::uint64_t kv = std::min(kv_all, avail);
+    plan.gpus[g].shares.push_back(GpuShare{s, b, std::min(m.weight_bytes_per_rank, b), kv,
+                                           std::min(e.overhead, b - std::min(m.weight_bytes_per_rank, b)), e.outside,
+                                           kv_all - kv});
   }
   // Why here.
   if (!placer.pins[s].empty()) {

@@ -154,6 +154,11 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
     r.compose_files = std::move(files.files);
     r.compose_skipped = std::move(files.skipped_seats);
     r.compose_refused = std::move(files.refused);
+    for (const auto& f : files.stale)
+      r.warnings.push_back(
+          fmt::format("--emit-compose: {} is an earlier plan's stack of seat '{}', which this plan "
+                      "does not have: left in place; stop it and remove its folder if it is retired",
+                      f.string(), f.parent_path().filename().string()));
     for (std::size_t s = 0; s < r.plan.seats.size(); ++s) {
       const SeatPlacement& pl = r.plan.placements[s];
       if (std::find(r.compose_skipped.begin(), r.compose_skipped.end(), r.plan.seats[s].arg.name) ==

@@ -102,6 +102,9 @@ double draw_gpu(SvgCanvas& cv, const Plan& plan, const GpuPlan& g, double scale,
     seg(sh.kv, kKv, tag + " " + n + " KV cache: " + format_bytes(sh.kv),
         kw >= util::text_width("KV " + tag + " " + n, kSegPx) + 6 ? "KV " + tag + " " + n : "KV " + tag);
     seg(sh.overhead, kOverhead, tag + " " + n + " overhead: " + format_bytes(sh.overhead), "");
+    if (sh.kv_margin > 0)
+      seg(sh.kv_margin, kOverhead,
+          tag + " " + n + " KV margin (budget kept from the blocks): " + format_bytes(sh.kv_margin), "");
     seg(sh.outside, kOutside, tag + " " + n + " beside the budget (CUDA context): " + format_bytes(sh.outside), "");
     spans.push_back({sh.seat, from, x});
   }
@@ -135,10 +138,12 @@ double draw_gpu(SvgCanvas& cv, const Plan& plan, const GpuPlan& g, double scale,
   for (const auto& sh : g.shares) {
     const auto& p = plan.placements[sh.seat];
     y = lines(cv, kMargin, y,
-              fmt::format("{} {}: weights {} · KV cache {} · overhead {} · beside the budget {} · "
+              fmt::format("{} {}: weights {} · KV cache {} · overhead {}{} · beside the budget {} · "
                           "gpu_memory_utilization {}",
-                          seat_tag(sh.seat), plan.seats[sh.seat].arg.name, format_bytes(sh.weights), format_bytes(sh.kv),
-                          format_bytes(sh.overhead), format_bytes(sh.outside), format_util(p.util)),
+                          seat_tag(sh.seat), plan.seats[sh.seat].arg.name, format_bytes(sh.weights),
+                          format_bytes(sh.kv), format_bytes(sh.overhead),
+                          sh.kv_margin > 0 ? " · KV margin " + format_bytes(sh.kv_margin) : std::string(),
+                          format_bytes(sh.outside), format_util(p.util)),
               " class=\"seat-caption\" fill=\"#333333\"");
   }
   return y + 18;

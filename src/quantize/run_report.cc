@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "fp4forge/codec/observer.h"
 #include "fp4forge/util/format.h"
 #include "fp4forge/util/strings.h"
 
@@ -49,11 +50,21 @@ std::string to_text(const RunSummary& s) {
   const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };  // R4-B5
   std::string out;
   for (const auto& l : s.summary) out += fmt::format("  {}\n", esc(l));
+  // The observer as --observer takes it and as config.json (and verify) names it (issue 55 tryout G: "observer
+  // minmax" here, "memoryless_minmax" in verify).
+  std::string config_names;
+  for (std::string_view part : util::split(s.observer, '+')) {
+    const auto o = parse_observer(part);
+    if (!config_names.empty()) config_names += '+';
+    config_names += o.ok() ? observer_config_name(*o) : part;
+  }
+  const std::string observer =
+      config_names == s.observer ? s.observer : fmt::format("{}, in config.json {}", s.observer, config_names);
   // Shard files (headers included) from the source's tensor data: each said as what it counts (issue 55 tryout F).
   out += fmt::format(
       "wrote {} ({}, observer {}): {} shard(s) ({} resumed), {} of shard files from {} of tensor "
       "data, {:.3f} bits per quantized weight\n",
-      esc(s.destination), s.scheme, s.observer, s.shards_written + s.shards_resumed, s.shards_resumed,
+      esc(s.destination), s.scheme, observer, s.shards_written + s.shards_resumed, s.shards_resumed,
       format_bytes(s.bytes_out), format_bytes(s.bytes_in), s.bits_per_weight);
   // One unit family in the text (issue 55): binary sizes through format_bytes, the read rate too (--json keeps
   // gb_per_s, decimal, as docs/performance.md measures).

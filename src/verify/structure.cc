@@ -482,13 +482,16 @@ void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, 
     sink.add(finding_kind("fused-scale-mismatch"),
              {.group = fam,
               .message =
-                  fmt::format("fused set {} of '{}' has different weight_global_scale values ({}; ratio {:.4g}): vLLM "
+                  fmt::format("fused set {} of '{}' has different weight_global_scale values ({}; ratio {:.9g}): vLLM "
                               "keeps one scale per fused layer and mis-scales the others",
                               set.kind, set.parent, fmt::join(vals, ", "), ratio),
               .tensors = ts,
               .expected = "bit-identical weight_global_scale across the set (R1)",
               .actual = fmt::format("{}", fmt::join(vals, ", ")),
-              .hint = "compute one gs over the whole set (F11, F12, F14); " + std::string(kHintRequant)});
+              // Nine digits: a damaged low byte reads "ratio 1" at four (issue 55 tryout G).
+              .hint = "a quantizer that computed a gs per member (F11, F12, F14: compute one over the whole set), or a "
+                      "damaged byte of one of them; " +
+                      std::string(kHintRequant)});
   }
   // F10: routed experts of one block mixed quantized / kept.
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> blocks;  // parent -> (quantized, kept)
@@ -519,9 +522,11 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
   std::set<int> layers;
   int max_layer = -1;
   std::vector<NamedShape> named;
+  bool lm_head = false;
   for (const TensorRef& t : q.tensors()) {
     named.push_back({t.name, t.info->shape});
     const TensorClass c = classify(t.name, t.info->shape, info);
+    lm_head = lm_head || c.role == Role::LM_HEAD;
     if (c.text_stack && c.layer >= 0) {
       layers.insert(c.layer);
       max_layer = std::max(max_layer, c.layer);
@@ -539,6 +544,19 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
                 .hint = "config and tensors disagree"});
     }
   }
+  // An untied head the index does not reach: vLLM loads a random head or fails, as doctor says (issue 55 tryout H:
+  // verify was OK on a folder whose index lost lm_head.weight).
+  if (!info.tie_word_embeddings && !lm_head && !layers.empty())
+    sink.add(finding_kind("geometry-mismatch"),
+             {.group = "lm_head",
+              .message = "tie_word_embeddings is false but no lm_head tensor is in the checkpoint (loaders leave the "
+                         "head random or fail on a missing weight)",
+              .tensors = {"lm_head.weight"},
+              .key = "config.json tie_word_embeddings",
+              .expected = "lm_head.weight (or its quantized module)",
+              .actual = "absent",
+              .hint = "a shard or an index entry was lost: restore the folder from a good copy or quantize again "
+                      "(a tied model sets tie_word_embeddings: true)"});
   const std::int64_t stack_n = info.indexed_layers();  // LongCat-Flash: num_layers (sublayers counted twice)
   if (stack_n > 0 && !layers.empty()) {
     std::vector<int> missing;

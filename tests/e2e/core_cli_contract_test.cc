@@ -292,6 +292,9 @@ TEST(CliContract, TextReportsUseOneUnitFamily) {
   const std::string src = kData + "/llama";
   ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q"), &out, &err), 0) << err;
   all += out;
+  // The observer in both spellings, what the files count (issue 55 tryouts F and G).
+  EXPECT_NE(out.find("(nvfp4a16, observer mse, in config.json nvfp4_expanded_mse)"), std::string::npos) << out;
+  EXPECT_NE(out.find(" of shard files from "), std::string::npos) << out;
   ASSERT_EQ(run_cli("synth --arch llama --size tiny --no-progress --out " + q(t.path / "s"), &out, &err), 0) << err;
   all += out;
   ASSERT_EQ(run_cli("verify " + q(t.path / "q") + " --against " + q(src) + " --no-progress", &out, &err), 0) << out;

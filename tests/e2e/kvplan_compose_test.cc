@@ -165,6 +165,25 @@ TEST_F(KvplanCompose, AFamilyWithoutAParserOrATemplateWithoutToolsSaysProbeWillF
   EXPECT_NE(gy.find(" --model g --no-tools (the stack passes no tool-call parser"), std::string::npos) << gy;
 }
 
+// A stack an earlier plan wrote for a seat this one does not have stays, and is named (issue 55 tryout H: --force
+// with fewer seats left it silently).
+TEST_F(KvplanCompose, AnEarlierPlansStackOfAGoneSeatIsNamed) {
+  std::string out, err;
+  const stdfs::path d = tmp_ / "deploy";
+  ASSERT_EQ(
+      plan("--seat a=" + q(kData + "/llama") + " --seat b=" + q(kData + "/qwen3") + kGpu + " --emit-compose " + q(d),
+           &out, &err),
+      0)
+      << err;
+  ASSERT_EQ(plan("--seat a=" + q(kData + "/llama") + kGpu + " --emit-compose " + q(d) + " --force", &out, &err), 0)
+      << err;
+  EXPECT_TRUE(stdfs::exists(d / "b" / "compose.yaml"));
+  EXPECT_NE(err.find((d / "b" / "compose.yaml").string() + " is an earlier plan's stack of seat 'b', which this plan "
+                                                           "does not have: left in place"),
+            std::string::npos)
+      << err;
+}
+
 TEST_F(KvplanCompose, VllmArgsPassThroughAfterPlansFlagsAndContradictionsAreRefused) {
   const stdfs::path q3 = copy("qwen3", "q3");
   write(q3 / "chat_template.jinja", kQwenTemplate);

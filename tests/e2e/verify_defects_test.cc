@@ -340,6 +340,11 @@ TEST_F(VerifyDefects, FusedMemberWithDifferentGlobalScale) {
     EXPECT_EQ(f.severity, Severity::ERROR);
   }
   EXPECT_EQ(n, 2u) << dump(r.findings);  // the qkv set of layer 2 and expert 3's gate/up set of layer 1
+  for (const auto& f : r.findings) {
+    if (f.kind == "fused-scale-mismatch") {
+      EXPECT_NE(f.hint.find("or a damaged byte of one of them"), std::string::npos) << f.hint;
+    }
+  }
   EXPECT_EQ(kinds(r), std::set<std::string>{"fused-scale-mismatch"}) << dump(r.findings);
   // Against the source the doubled scale also shows as a wrong global scale / error outlier.
   const VerifyReport ra = verify_dir(q, &src);
@@ -516,6 +521,24 @@ TEST_F(VerifyDefects, DamagedRowsOutsideAnySampleAreFound) {
   ASSERT_NE(sf, nullptr) << dump(r3.findings);
   EXPECT_EQ(sf->tensors, std::vector<std::string>{scale});
   EXPECT_NE(sf->message.find("(first row 60)"), std::string::npos) << sf->message;
+}
+
+// An untied head the checkpoint lost (its index entry and tensor gone) is an error for verify as for doctor (issue 55
+// tryout H: verify said OK).
+TEST_F(VerifyDefects, AnUntiedHeadThatIsGoneIsAnError) {
+  const sfs::path src = kData / "llama", q = root_ / "q";
+  quantize_reference(src, q);
+  ASSERT_FALSE(read_json(q / "config.json").value("tie_word_embeddings", true));
+  rewrite_tensor(q, "lm_head.weight", std::nullopt);
+  const VerifyReport r = verify_dir(q);
+  bool seen = false;
+  for (const Finding& f : r.findings)
+    if (f.kind == "geometry-mismatch" && f.key == "config.json tie_word_embeddings") {
+      seen = true;
+      EXPECT_EQ(f.severity, Severity::ERROR);
+      EXPECT_NE(f.message.find("tie_word_embeddings is false but no lm_head tensor"), std::string::npos) << f.message;
+    }
+  EXPECT_TRUE(seen) << dump(r.findings);
 }
 
 TEST_F(VerifyDefects, MissingQuantConfigAndWrongScheme) {

@@ -114,11 +114,17 @@ TEST_F(Promises, ALiteralKeyKeptForAnotherHostIsSaid) {
   auto o = seat<SwapOptions>(srv);
   o.probe_options.vision = VisionMode::TEXT_ONLY;
   o.dry_run = true;
+  const std::size_t sent_before = srv.auth_headers().size();
   auto r = gateway_swap(cfg_, o);
-  ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_TRUE(any_of(r->warnings, "the deployment's literal api_key (***) stays: LiteLLM will send it to 127.0.0.1:"));
-  EXPECT_TRUE(any_of(r->warnings, "although it was 10.0.0.5:8000's key"));
-  for (const auto& w : r->warnings) EXPECT_EQ(w.find("HARDCODED"), std::string::npos) << w;
+  // Refused before anything is sent (issue 55 tryout H: the probe had sent the key when the warning came).
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::USAGE);
+  EXPECT_NE(r.error().message.find("the deployment's literal api_key (***) was 10.0.0.5:8000's key; kept, LiteLLM "
+                                   "would send it to 127.0.0.1:"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(r.error().message.find("HARDCODED"), std::string::npos);
+  EXPECT_EQ(srv.auth_headers().size(), sent_before);
   o.keep_api_key = true;
   r = gateway_swap(cfg_, o);
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -453,6 +459,30 @@ TEST_F(Promises, AReplicaThatAnsweredNoCheckIsSaidNotProven) {
   const std::string text = to_text(*r);
   EXPECT_NE(text.find("\nNOT PROVEN: deployment(s) 2) "), std::string::npos) << text;
   EXPECT_EQ(text.find("ok: "), std::string::npos) << text;
+}
+
+// A refused key proves nothing about routing: no "stale proxy" verdict from a 401's headers (issue 55 tryout H).
+TEST_F(Promises, ARefusedKeyIsNoRoutingEvidence) {
+  Env master("FP4FORGE_T_MASTER", "sk-wrong");
+  FakeServer seat(FakeServerOptions{});
+  one_alias(seat.url());
+  FakeServerOptions g;
+  g.model = "chat";
+  g.expect_api_key = "sk-master";
+  g.litellm_api_base = "http://10.0.0.9:8000/v1";  // no deployment of the alias names it
+  g.litellm_model_group = "chat";
+  FakeServer gw(g);
+  CheckOptions co;
+  co.alias = "chat";
+  co.checks = {Check::PROSE};
+  co.probe_options.timeout_s = 5;
+  co.gateway_url = gw.url();
+  auto r = gateway_check(cfg_, co);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->probe.any_failed());
+  EXPECT_EQ(r->probe.checks[0].classification, "unauthorized") << r->probe.checks[0].detail;
+  EXPECT_TRUE(r->stale.empty()) << r->stale;
+  EXPECT_EQ(to_text(*r).find("restart it"), std::string::npos) << to_text(*r);
 }
 
 // An alias the file routes but the proxy does not serve: the proxy has not loaded the file, said so (issue 55

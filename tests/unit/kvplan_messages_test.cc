@@ -94,6 +94,11 @@ TEST(KvplanMessages, AUnitlessGpuTotalLikeNvidiaSmisIsMiBInTheHint) {
   EXPECT_NE(gpu_message("0=80GiB:name=").find("name= is empty"), std::string::npos) << gpu_message("0=80GiB:name=");
   ASSERT_TRUE(parse_gpu_arg("0=98304MiB").ok());
   EXPECT_EQ(parse_gpu_arg("0=98304MiB")->total_bytes, 96ull << 30);
+  // A card's name where the total belongs: the name= key and both figures' source (issue 55 tryout G).
+  const std::string named = gpu_message("0=H100");
+  EXPECT_NE(named.find("hint: TOTAL comes first and a card's name after it, e.g. --gpu '0=81559MiB:name=H100'"),
+            std::string::npos)
+      << named;
 }
 
 // Each seat's compose stack binds host_port: port=, else 8000 + its index (the clash check and the stacks agree).

@@ -79,6 +79,7 @@ struct GpuShare {
   std::size_t seat = 0;  ///< index into Plan::seats
   std::uint64_t budget = 0, weights = 0, kv = 0, overhead = 0;
   std::uint64_t outside = 0;  ///< CUDA context etc. beside the budget
+  std::uint64_t kv_margin = 0;  ///< budget the KV margin keeps from the blocks (0.34, SeatPlacement::kv_margin_bytes)
 };
 
 struct GpuPlan {
