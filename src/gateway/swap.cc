@@ -47,7 +47,7 @@ Result<std::string> swap_text(const std::vector<std::string>& lines, const Parse
   if (hits.size() > 1)
     return make_error(Errc::USAGE,
                       "{}: alias '{}' has {} deployments, which LiteLLM load-balances: {}; swap repoints one at a "
-                      "time: pass --deployment N (or its api_base or model)",
+                      "time: pass --deployment N (or its model_info.id, api_base or model)",
                       path, o.alias, hits.size(), list_deployments(hits));
   const Entry& e = *hits[0];
   entry_index = e.index;

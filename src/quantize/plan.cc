@@ -429,10 +429,11 @@ void PlanBuilder::settle_schemes() {
     for (std::size_t k = 1; k < cands.size(); ++k)
       if (cands[k].units > 0) rules.push_back(format_list(cands[k].rules));
     plan.warnings.push_back(
-        fmt::format("the default scheme {} takes no module: {} select every module it would "
+        fmt::format("the default scheme {} takes no module: {} {} every module it would "
                     "(a selector as large as the model, such as last_n_layers=K with K at least "
                     "its layer count?)",
-                    quant_scheme_preset(cands[0].scheme), fmt::join(rules, " and ")));
+                    quant_scheme_preset(cands[0].scheme), fmt::join(rules, " and "),
+                    rules.size() == 1 ? "selects" : "select"));  // one verb per subject (issue 55 tryout H)
   }
   std::vector<std::size_t> remap(cands.size(), SIZE_MAX);
   for (std::size_t k = 0; k < cands.size(); ++k) {

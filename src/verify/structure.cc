@@ -479,12 +479,14 @@ void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, 
       ts.push_back(n + ".weight_global_scale");
     }
     const double ratio = lo > 0 && std::isfinite(hi) ? static_cast<double>(hi) / lo : 0.0;
+    // A value at or below zero has no ratio to speak of (issue 55 tryout H: "ratio 0" for -1).
+    const std::string ratio_text = lo > 0 && std::isfinite(hi) ? fmt::format("ratio {:.9g}", ratio)
+                                                               : std::string("one of them not a positive number");
     sink.add(finding_kind("fused-scale-mismatch"),
              {.group = fam,
-              .message =
-                  fmt::format("fused set {} of '{}' has different weight_global_scale values ({}; ratio {:.9g}): vLLM "
-                              "keeps one scale per fused layer and mis-scales the others",
-                              set.kind, set.parent, fmt::join(vals, ", "), ratio),
+              .message = fmt::format("fused set {} of '{}' has different weight_global_scale values ({}; {}): vLLM "
+                                     "keeps one scale per fused layer and mis-scales the others",
+                                     set.kind, set.parent, fmt::join(vals, ", "), ratio_text),
               .tensors = ts,
               .expected = "bit-identical weight_global_scale across the set (R1)",
               .actual = fmt::format("{}", fmt::join(vals, ", ")),

@@ -123,7 +123,7 @@ TEST(RecipeCliBounds, ADefaultSchemeThatTakesNothingIsSaid) {
   std::string out, err;
   ASSERT_EQ(run_cli("quantize " + q(kLlama) + " --dry-run --scheme-for last_n_layers=5=fp8-dynamic", &out, &err), 0)
       << err;
-  EXPECT_NE(out.find("the default scheme NVFP4A16 takes no module: --scheme-for 'last_n_layers=5=fp8-dynamic' select "
+  EXPECT_NE(out.find("the default scheme NVFP4A16 takes no module: --scheme-for 'last_n_layers=5=fp8-dynamic' selects "
                      "every module it would"),
             std::string::npos)
       << out;

@@ -177,14 +177,20 @@ std::vector<Defect> defects() {
   const std::vector<std::string> float_scales = {"fp8-dynamic", "fp8-block", "w4a16"};
   std::vector<Defect> d;
   for (const auto& s : kAllSchemes) {
-    d.push_back({"payload byte flipped", {s},
+    d.push_back({"payload byte flipped",
+                 {s},
                  [s](const sfs::path& dir) {
                    Checkpoint c = open_ok(dir);
                    std::byte b = c.data(*c.find(payload_of(s)))[3] ^ std::byte{0x01};
                    if ((b & std::byte{0x7F}) == std::byte{0x7F}) b ^= std::byte{0x03};  // not an FP8 NaN code
                    patch_tensor(dir, payload_of(s), 3, std::array<std::byte, 1>{b});
                  },
-                 true, "reencode-mismatch", Severity::WARNING, "o_proj"});
+                 // NVFP4A16 compares every row: one row off in an otherwise identical module is damage, an error
+                 // (issue 55 tryouts F and G); the other schemes say the member that differs.
+                 true,
+                 s == "nvfp4a16" ? "codes-damaged" : "reencode-mismatch",
+                 s == "nvfp4a16" ? Severity::ERROR : Severity::WARNING,
+                 "o_proj"});
     d.push_back({"weight_scale missing", {s},
                  [](const sfs::path& dir) { rewrite_tensor(dir, kMod + ".weight_scale", std::nullopt); }, false,
                  "quantized-module-incomplete", Severity::ERROR, "weight_scale is missing"});
