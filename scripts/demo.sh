@@ -190,8 +190,8 @@ stage "swap replica 2 (by its model_info.id) to the NVFP4A16 seat with the seat'
   --backend-model hosted_vllm/org/Qwen3-8B-NVFP4A16 --api-base "$SEAT/v1" --api-key-env NVFP4_SEAT_KEY
 stage "the swapped replica names the key it was probed with" \
   bash -c 'grep -n "os.environ/NVFP4_SEAT_KEY" "$0" && ! grep -q demo-nvfp4-seat-key "$0"' "$WORK/litellm.yaml"
-stage "gateway check: the probe through the gateway for the alias, as its clients see it (key: general_settings.master_key); LiteLLM's x-litellm-model-api-base / -model-id headers must name a deployment the file has" \
-  "$BIN" gateway check --config "$WORK/litellm.yaml" --alias chat --url "$GW" --text-only
+stage "gateway check: the probe through the gateway for the alias, as its clients see it (key: general_settings.master_key); LiteLLM's x-litellm-model-api-base / -model-id headers must name a deployment the file has; replica 1, which this gateway never routes to, answered no check, so the alias is NOT PROVEN (exit 1 expected)" \
+  bash -c '"$0" gateway check --config "$1" --alias chat --url "$2" --text-only; test $? -eq 1' "$BIN" "$WORK/litellm.yaml" "$GW"
 stage "gateway add: a new alias 'char-rp-fast' on the same seat, probed first (key and extra_body as written), backup, diff" \
   "$BIN" gateway add --config "$WORK/litellm.yaml" --alias char-rp-fast --backend-model hosted_vllm/org/Qwen3-8B-NVFP4A16 \
   --api-base "$SEAT/v1" --api-key-env NVFP4_SEAT_KEY --model-info id=char-rp-fast-1 --text-only \

@@ -45,8 +45,13 @@ struct Evaluator {
     }
     const KvDemand d = kv_demand(m.layout, m.max_model_len, sliding_in_flight_tokens(m.rules, f.batched, f.async));
     o.per_request = d.bytes_per_request;
-    const std::uint64_t fixed = util::sat_add(m.weight_bytes_per_rank, overhead);
-    const std::uint64_t avail = p.budget_bytes > fixed ? p.budget_bytes - fixed : 0;
+    // The planned KV memory (after 0.34's margin, as the placement computed it) moved by what the flags move: the
+    // planned flags give the planned concurrency exactly (issue 55 tryout I: 10,624.60x "as planned" beside a
+    // 10,650.95x row for the same flags, the row taken before the margin).
+    const auto kv = static_cast<std::int64_t>(std::min<std::uint64_t>(p.available_kv_bytes, INT64_MAX)) -
+                    (static_cast<std::int64_t>(std::min<std::uint64_t>(overhead, INT64_MAX)) -
+                     static_cast<std::int64_t>(std::min<std::uint64_t>(p.overhead_bytes, INT64_MAX)));
+    const std::uint64_t avail = kv > 0 ? static_cast<std::uint64_t>(kv) : 0;
     o.concurrency = kv_max_concurrency(d, kv_num_blocks(m.layout, avail));
     return o;
   }

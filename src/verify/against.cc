@@ -298,7 +298,9 @@ struct Against {
       sum_ref += w * te.ref_rel_rms;
       sum_mm += w * te.minmax_rel_rms;
     }
-    st.max_rel_rms = std::max(st.max_rel_rms, te.rel_rms);
+    st.max_rel_rms =
+        std::isfinite(te.rel_rms) ? std::max(st.max_rel_rms, te.rel_rms) : std::numeric_limits<double>::infinity();
+    if (!std::isfinite(te.rel_rms)) ++st.nonfinite_tensors;
     st.per_tensor.push_back(std::move(te));
   }
 };
@@ -537,7 +539,9 @@ std::optional<TensorError> Against::compare_nvfp4(Member& mem, float set_observe
   RowCompare rows;
   if (!compare_chunks(mem, gs_usable ? gs_q : 1.0f, gs_set, gs_minmax, te, full_rows ? &rows : nullptr))
     return std::nullopt;
-  if (!gs_usable) te.rel_rms = std::numeric_limits<double>::infinity();
+  // Not finite (a NaN scale byte, a zero global scale): infinite, so the worst list and the max put it first (issue 55
+  // tryout I: a NaN sorted last, and max_rel_rms skipped it).
+  if (!gs_usable || !std::isfinite(te.rel_rms)) te.rel_rms = std::numeric_limits<double>::infinity();
   // The source exactly: any encoding of exactly these values is right (a packed FP4 release's bf16 expansion, cast
   // losslessly), whatever its global scale; said as exact, like a cast from the packed source itself (issue 55
   // tryout: "global-scale-wrong" and "-100 % vs min-max" on the same weights as the FP8 folder's clean verdict).
@@ -610,8 +614,12 @@ void Against::check_global_scale(const Member& mem, float gs_q, float set_observ
               .tensors = {m.gs->name},
               .expected = fmt::format("{} (2688/amax, §2.2)", gs_set),
               .actual = fmt::format("{}", gs_q),
-              .hint = "a divisor/multiplier mix-up (F19) or a scale from other data; dequantized values are "
-                      "scaled wrongly"});
+              // A config naming another observer than the one that wrote the scales reads the same (issue 55 tryout
+              // I): the error against the source tells them apart.
+              .hint = "a divisor/multiplier mix-up (F19) or a scale from other data (the values are then scaled "
+                      "wrongly: error-outlier says so), or a config that names another observer than the one that "
+                      "wrote the scales (the error against the source then stays near the reference's: see the "
+                      "quality lines)"});
   }
 }
 

@@ -70,6 +70,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
     a["compared_kept"] = s.compared_kept;
     a["mean_rel_rms"] = s.mean_rel_rms;
     a["max_rel_rms"] = std::isfinite(s.max_rel_rms) ? Json(s.max_rel_rms) : Json(nullptr);
+    a["nonfinite_tensors"] = s.nonfinite_tensors;
     a["mean_ref_rel_rms"] = s.mean_ref_rel_rms;
     a["mean_minmax_rel_rms"] = s.mean_minmax_rel_rms;
     a["reencoded_rows"] = s.reencoded_rows;
@@ -136,7 +137,12 @@ std::string to_text(const VerifyReport& r) {
     // The mean is over the tensors not reproduced exactly (issue 55 tryout E-8: exact tensors' zeros diluted it).
     const std::uint64_t exact = s.exact_modules + s.passthrough_modules + s.cast_modules;
     const std::uint64_t measured = s.compared_quantized > exact ? s.compared_quantized - exact : 0;
-    const std::string over = exact == 0 ? std::string() : fmt::format(" over the {} not reproduced exactly", measured);
+    std::string over = exact == 0 ? std::string() : fmt::format(" over the {} not reproduced exactly", measured);
+    // A non-finite error is no part of the mean, and said beside it (issue 55 tryout I: "mean 0.0819" next to
+    // "max inf" read as a healthy checkpoint).
+    if (s.nonfinite_tensors > 0)
+      over +=
+          fmt::format(" ({} tensor(s) with a non-finite error left out: see the errors below)", s.nonfinite_tensors);
     out += fmt::format(
         "  vs source: {} quantized tensors, {}max {:.4f}; {} kept tensors bit-compared; {} rows "
         "re-encoded, {} differ\n",

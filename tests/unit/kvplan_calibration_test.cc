@@ -192,6 +192,14 @@ TEST(KvplanCalibration, Version034IsModelledAndNewerRefusedWithTheNearest) {
                       {kH100 + ":headroom=0"});
   ASSERT_TRUE(full.ok()) << full.error().message;
   EXPECT_GT(full->placements[0].kv_margin_bytes, 0u);
+  // The sensitivity rows of the planned flags say the planned concurrency, margin and all (issue 55 tryout I: the
+  // rows were taken before the margin).
+  for (const auto& t : full->placements[0].sensitivity.terms)
+    for (const auto& v : t.values) {
+      if (v.planned) {
+        EXPECT_NEAR(v.max_concurrency, full->placements[0].max_concurrency, 1e-9) << t.key;
+      }
+    }
   auto old = plan_of({fmt::format("g={}:weights=17GiB,max_model_len=8192,gpu_memory_utilization=0.99,vllm_version=0.33",
                                   kGemma2)},
                      {kH100 + ":headroom=0"});

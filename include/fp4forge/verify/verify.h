@@ -105,7 +105,8 @@ struct VerifyStats {
   std::uint64_t compared_quantized = 0;
   std::uint64_t compared_kept = 0;
   double mean_rel_rms = 0;  ///< parameter-weighted over compared quantized tensors not reproduced exactly
-  double max_rel_rms = 0;
+  double max_rel_rms = 0;   ///< infinite when a tensor's error is not finite (nonfinite_tensors > 0)
+  std::uint64_t nonfinite_tensors = 0;  ///< compared tensors whose error is not finite: left out of the means
   double mean_ref_rel_rms = 0;  ///< the same for the reference encoding
   double mean_minmax_rel_rms = 0;  ///< the same for min-max's encoding (the quality report's baseline)
   std::uint64_t reencoded_rows = 0;
