@@ -87,7 +87,7 @@ int run_doctor_cmd(const DoctorOpts& o) {
   opts.vllm_minor = *minor;
   // A release newer than any fp4forge has read is checked as the newest it has (plan refuses to guess its memory
   // rules; doctor's rules are "registered from": issue 55 tryout F, 0.40 passed without a word).
-  if (const int newest = std::stoi(std::string(kvplan::kNewestVllm.substr(2))); *minor > newest)
+  if (const int newest = kvplan::newest_vllm_rules().minor; *minor > newest)
     note(
         fmt::format("--vllm-version {}: newer than the newest vLLM fp4forge has read (0.{}): doctor checks what must "
                     "be registered by then and takes a newer release to keep it (plan models 0.{} at most)",

@@ -22,13 +22,6 @@ using namespace detail;
 
 namespace {
 
-/** scheme://host:port of a URL (the path left out: LiteLLM may report the api_base with or without /v1). */
-std::string server_of(std::string_view url) {
-  const std::size_t s = url.find("://");
-  const std::size_t end = url.find_first_of("/?#", s == std::string_view::npos ? 0 : s + 3);
-  return std::string(url.substr(0, end));
-}
-
 /** The live deployment of the alias a served-by names: by server where both sides give one, else by model_info.id.
  * "" when none. The server decides: a swap keeps the deployment's id, so a proxy that has not reloaded answers
  * with the live id and the old backend's api_base (issue 55 tryout: the id matched first and the check passed). */

@@ -106,6 +106,9 @@ Status validate_edit(const Parsed& before, const std::string& new_text, const st
                      const std::set<int>& edited_entries, const std::set<int>& removed_entries, int added_at = -1);
 
 // ---- routes, deployments, writing (gateway.cc)
+/** scheme://host:port of a URL (the path left out: LiteLLM may report the api_base with or without /v1); with
+ * same_backend, whether two URLs name one server. */
+std::string server_of(std::string_view url);
 void describe_routes(const Parsed& p, GatewayShow& s);
 /** "N) MODEL @ API_BASE (line L[, id ID])" for each deployment (api_base redacted). */
 std::string list_deployments(const std::vector<const Entry*>& ds);

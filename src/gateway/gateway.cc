@@ -198,6 +198,12 @@ Status write_edit(const stdfs::path& config, const std::string& text, const std:
   return {};
 }
 
+std::string server_of(std::string_view url) {
+  const std::size_t s = url.find("://");
+  const std::size_t end = url.find_first_of("/?#", s == std::string_view::npos ? 0 : s + 3);
+  return std::string(url.substr(0, end));
+}
+
 }  // namespace detail
 
 using namespace detail;

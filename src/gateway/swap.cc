@@ -29,7 +29,7 @@ using namespace detail;
 
 namespace {
 
-/** The host[:port] of a URL, without scheme, user info or path ("" when it has none). */
+/** The host[:port] of a URL as a message shows it: without scheme, user info or path ("" when it has none). */
 std::string url_host(std::string_view url) {
   std::size_t b = url.find("://");
   b = b == std::string_view::npos ? 0 : b + 3;
@@ -207,9 +207,11 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
         std::any_of(o.params.begin(), o.params.end(), [](const auto& kv) { return kv.first == "api_key"; });
     if (o.api_key_env.empty() && !o.keep_api_key && !key_param && !old_key.empty() &&
         old_key.rfind("os.environ/", 0) != 0) {
-      const std::string old_host = url_host(scalar_or(entry.node["litellm_params"], "api_base"));
-      const std::string new_host = url_host(o.api_base);
-      if (old_host != new_host)
+      const std::string old_base = scalar_or(entry.node["litellm_params"], "api_base");
+      const std::string old_host = url_host(old_base), new_host = url_host(o.api_base);
+      // One server whatever its spelling (a default port written or not): same_backend decides, as gateway check's
+      // deployment match does.
+      if (old_base.empty() || !same_backend(server_of(old_base), server_of(o.api_base)))
         return make_error(
             Errc::USAGE,
             "{}: alias '{}': the deployment's literal api_key (***) was {}'s key; kept, LiteLLM would send it to {} "

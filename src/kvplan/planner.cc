@@ -223,19 +223,27 @@ nlohmann::ordered_json to_json(const PlanResult& r) {
   return j;
 }
 
+namespace {
+/** The seats --emit-compose refused, each once, in order ("a', 'b" to quote). */
+std::string refused_seats(const PlanResult& r) {
+  std::vector<std::string> seats;
+  for (const auto& x : r.compose_refused)
+    if (std::find(seats.begin(), seats.end(), x.seat) == seats.end()) seats.push_back(x.seat);
+  return fmt::format("{}", fmt::join(seats, "', '"));
+}
+}  // namespace
+
 std::vector<std::string> compose_refusal_lines(const PlanResult& r) {
   std::vector<std::string> out;
   for (const auto& x : r.compose_refused)
     out.push_back(fmt::format("--emit-compose: seat '{}' cannot start: {}; fix: {}{}", x.seat, x.blocker.reason,
-                              x.blocker.fix, x.blocker.sized_only ? ", or plan without --emit-compose to size it" : ""));
-  std::vector<std::string> seats;
-  for (const auto& x : r.compose_refused)
-    if (std::find(seats.begin(), seats.end(), x.seat) == seats.end()) seats.push_back(x.seat);
+                              x.blocker.fix,
+                              x.blocker.sized_only ? ", or plan without --emit-compose to size it" : ""));
   if (!out.empty())
     out.push_back(
         fmt::format("--emit-compose: nothing written: the stack of seat(s) '{}' could not start (a "
                     "stack must start and pass fp4forge probe, as its compose.yaml header names it, or is not written)",
-                    fmt::join(seats, "', '")));
+                    refused_seats(r)));
   return out;
 }
 
@@ -245,15 +253,11 @@ std::string to_text(const PlanResult& r) {
   for (const auto& f : r.compose_files) out += fmt::format("wrote {}\n", f.string());
   // The verdict of --emit-compose where the report is read, not only on stderr (issue 55 tryout F: stdout ended
   // "all seats fit" under exit 1).
-  if (!r.compose_refused.empty()) {
-    std::vector<std::string> seats;
-    for (const auto& x : r.compose_refused)
-      if (std::find(seats.begin(), seats.end(), x.seat) == seats.end()) seats.push_back(x.seat);
+  if (!r.compose_refused.empty())
     out += fmt::format(
         "--emit-compose: nothing written: seat(s) '{}' cannot start as planned (why: above and on "
         "stderr)\n",
-        fmt::join(seats, "', '"));
-  }
+        refused_seats(r));
   return out;
 }
 
