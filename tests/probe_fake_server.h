@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -58,6 +59,7 @@ struct FakeServerOptions {
   // none when empty: a fake gateway in front of a seat
   std::string litellm_api_base, litellm_model_id, litellm_model_group;
   int completion_tokens = -1;  // usage.completion_tokens of every plain chat answer (-1: its words + 1)
+  int port = 0;                // 127.0.0.1 port to listen on (0: a free one the kernel picks)
 };
 
 class FakeServer {
@@ -70,10 +72,11 @@ class FakeServer {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
+    addr.sin_port = htons(static_cast<std::uint16_t>(opts_.port));
     if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 8) != 0) {
+      const int err = errno;
       ::close(fd_);
-      throw std::runtime_error("fake server: bind/listen on 127.0.0.1 failed");
+      throw std::runtime_error(fmt::format("cannot listen on 127.0.0.1:{}: {}", opts_.port, std::strerror(err)));
     }
     socklen_t len = sizeof addr;
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);

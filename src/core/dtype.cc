@@ -1,5 +1,7 @@
 #include "fp4forge/core/dtype.h"
 
+#include <cstring>
+
 #include <array>
 
 namespace fp4forge {
@@ -28,6 +30,38 @@ std::optional<DType> parse_dtype(std::string_view s) noexcept {
   for (std::size_t i = 0; i < kInfo.size(); ++i)
     if (kInfo[i].name == s) return static_cast<DType>(i);
   return std::nullopt;
+}
+
+/** Count of non-finite elements and the first index (bit tests, no conversion). */
+std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byte> d, DType t) noexcept {
+  std::uint64_t n = 0, first = 0;
+  auto note = [&](std::uint64_t i) {
+    if (n++ == 0) first = i;
+  };
+  if (t == DType::BF16 || t == DType::F16) {
+    const std::uint16_t mask = t == DType::BF16 ? 0x7F80 : 0x7C00;
+    const std::uint64_t cnt = d.size() / 2;
+    for (std::uint64_t i = 0; i < cnt; ++i) {
+      std::uint16_t h;
+      std::memcpy(&h, d.data() + 2 * i, 2);
+      if ((h & mask) == mask) note(i);
+    }
+  } else if (t == DType::F32) {
+    const std::uint64_t cnt = d.size() / 4;
+    for (std::uint64_t i = 0; i < cnt; ++i) {
+      std::uint32_t b;
+      std::memcpy(&b, d.data() + 4 * i, 4);
+      if ((b & 0x7F800000u) == 0x7F800000u) note(i);
+    }
+  } else if (t == DType::F64) {
+    const std::uint64_t cnt = d.size() / 8;
+    for (std::uint64_t i = 0; i < cnt; ++i) {
+      std::uint64_t b;
+      std::memcpy(&b, d.data() + 8 * i, 8);
+      if ((b & 0x7FF0000000000000ull) == 0x7FF0000000000000ull) note(i);
+    }
+  }
+  return {n, first};
 }
 
 }  // namespace fp4forge

@@ -6,6 +6,7 @@
 
 #include "checks.h"
 #include "fp4forge/model/synth.h"
+#include "fp4forge/verify/verify.h"
 
 namespace fp4forge::doctor {
 
@@ -37,16 +38,14 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, co
               .hint = "use it to size seats (fp4forge plan) and check layouts (inspect, doctor); for a checkpoint "
                       "with values, synth without --header-only, or the release itself"});
   for (const auto& n : d->ckpt->notes())
-    sink.add(*n.kind, {.severity = Severity::WARNING,
-                       .message = n.message,
-                       .key = d->ckpt->index_file().value_or("") + ":metadata.total_size",
-                       .expected = std::to_string(d->ckpt->total_tensor_bytes()),
-                       .hint = "transformers and vLLM do not read this field; a tool that trusts it (a download-size "
-                               "check, a mirror) is misled",
-                       .fix = fmt::format("set metadata.total_size to {}", d->ckpt->total_tensor_bytes())});
+    sink.add(*n.kind, {.message = n.message,
+                       .key = n.key,
+                       .expected = n.expected,
+                       .hint = n.hint,
+                       .fix = n.fix.empty() ? std::nullopt : std::optional<std::string>(n.fix)});
   run_checks(ctx, sink);
   // Errors, warnings, info; check order within a severity (the sink's order).
-  d->findings = sink.take();
+  d->findings = drop_shape_duplicates(sink.take());
   return d;
 }
 

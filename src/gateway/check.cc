@@ -27,8 +27,8 @@ namespace {
  * with the live id and the old backend's api_base (issue 55 tryout: the id matched first and the check passed). */
 std::string matching_deployment(const std::vector<const Entry*>& entries, const probe::ServedBy& by) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    const std::string id = scalar_or(entries[i]->node["model_info"], "id");
-    const std::string base = scalar_or(entries[i]->node["litellm_params"], "api_base");
+    const std::string id = scalar_or(entries[i]->view["model_info"], "id");
+    const std::string base = scalar_or(entries[i]->view["litellm_params"], "api_base");
     const bool by_id = !by.model_id.empty() && !id.empty() && by.model_id == id;
     const bool both_bases = !by.api_base.empty() && !base.empty();
     const bool by_base = both_bases && same_backend(server_of(util::redact_url(base)), server_of(by.api_base));
@@ -41,8 +41,8 @@ std::string matching_deployment(const std::vector<const Entry*>& entries, const 
 std::string same_id_other_base(const std::vector<const Entry*>& entries, const probe::ServedBy& by) {
   if (by.model_id.empty() || by.api_base.empty()) return {};
   for (const Entry* e : entries)
-    if (scalar_or(e->node["model_info"], "id") == by.model_id)
-      return util::redact_url(scalar_or(e->node["litellm_params"], "api_base"));
+    if (scalar_or(e->view["model_info"], "id") == by.model_id)
+      return util::redact_url(scalar_or(e->view["litellm_params"], "api_base"));
   return {};
 }
 
@@ -63,7 +63,7 @@ std::string in_newest_backup(const stdfs::path& config, const std::string& alias
 /** Who answered each check (LiteLLM's x-litellm-* headers), matched with the alias's live deployments. */
 void verify_served(const stdfs::path& config, const std::vector<const Entry*>& entries, CheckReport& rep) {
   bool any_id = false;
-  for (const Entry* e : entries) any_id |= !scalar_or(e->node["model_info"], "id").empty();
+  for (const Entry* e : entries) any_id |= !scalar_or(e->view["model_info"], "id").empty();
   bool answered = false;
   for (const auto& c : rep.probe.checks) {
     answered |= c.http_status >= 200 && c.http_status < 300;

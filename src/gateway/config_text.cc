@@ -223,6 +223,42 @@ std::string scalar_or(const YAML::Node& n, const char* key) {
   return (v && v.IsScalar()) ? v.Scalar() : std::string();
 }
 
+namespace {
+
+/** `n` with its merge keys resolved, recursively (yaml-cpp keeps `<<` as a plain key; PyYAML merges it): a mapping's
+ * own keys win, then those of `<<`'s mapping, or of its list of mappings in order (issue 55 tryout K: `gateway show
+ * --backend` left out an alias whose api_base came from `<<: *defaults`). */
+YAML::Node resolve_merges(const YAML::Node& n, int depth = 0) {
+  if (depth > 64) return n;  // yaml_strict bounds nesting already; never recurse without end
+  if (n.IsSequence()) {
+    YAML::Node out(YAML::NodeType::Sequence);
+    for (const YAML::Node& v : n) out.push_back(resolve_merges(v, depth + 1));
+    return out;
+  }
+  if (!n.IsMap()) return n;
+  YAML::Node out(YAML::NodeType::Map);
+  std::vector<YAML::Node> merged;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    // A quoted "<<" is a plain key to PyYAML too.
+    if (it->first.IsScalar() && it->first.Scalar() == "<<" && it->first.Tag() != "!") {
+      if (it->second.IsMap()) merged.push_back(it->second);
+      if (it->second.IsSequence())
+        for (const YAML::Node& m : it->second)
+          if (m.IsMap()) merged.push_back(m);
+      continue;
+    }
+    out[it->first.Scalar()] = resolve_merges(it->second, depth + 1);
+  }
+  for (const YAML::Node& m : merged) {
+    const YAML::Node r = resolve_merges(m, depth + 1);
+    for (auto it = r.begin(); it != r.end(); ++it)
+      if (!out[it->first.Scalar()]) out[it->first.Scalar()] = it->second;
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<Parsed> parse(const std::string& text, const std::string& path, const std::vector<std::string>& lines) {
   Parsed p;
   // LiteLLM loads the file with PyYAML's safe_load: read it only where that reader and yaml-cpp agree (one document,
@@ -245,7 +281,11 @@ Result<Parsed> parse(const std::string& text, const std::string& path, const std
     if (end != std::string::npos) p.retired.push_back({b.substr(start, end - start), static_cast<int>(i) + 1});
   }
   const YAML::Node ml = p.root["model_list"];
-  if (!ml) return make_error(Errc::BAD_INPUT, "{}: no 'model_list' key; expected a LiteLLM proxy config.yaml", path);
+  if (!ml)
+    return make_error(Errc::BAD_INPUT,
+                      "{}: no 'model_list' key; expected a LiteLLM proxy config.yaml (hint: to start a config's first "
+                      "alias, add a line 'model_list:' at the top level, then gateway add)",
+                      path);
   if (ml.IsNull()) return p;
   if (!ml.IsSequence())
     return make_error(Errc::BAD_INPUT, "{}: line {}: 'model_list' is not a list", path, ml.Mark().line + 1);
@@ -254,6 +294,7 @@ Result<Parsed> parse(const std::string& text, const std::string& path, const std
     Entry e;
     e.index = idx++;
     e.node = item;
+    e.view = resolve_merges(item);
     e.first_line = item.Mark().line;
     if (!item.IsMap() || !item["model_name"] || !item["model_name"].IsScalar())
       return make_error(Errc::BAD_INPUT, "{}: line {}: model_list entry {} has no 'model_name'", path, e.first_line + 1,

@@ -45,7 +45,10 @@ struct Entry {
   int index = 0;       // position in model_list
   int first_line = 0;  // 0-based line of the entry's first key
   int dash_line = 0;   // 0-based line holding its "-"
-  YAML::Node node;
+  YAML::Node node;     // as yaml-cpp read it, with marks (where an edit goes)
+  /** What LiteLLM reads: `node` with YAML merge keys (`<<: *defaults`) resolved as PyYAML's safe_load does (own keys
+   * first, then each merged mapping's missing ones, earlier first). Every read of a value goes through it. */
+  YAML::Node view;
 };
 
 struct Parsed {

@@ -38,7 +38,7 @@ void describe_routes(const Parsed& p, GatewayShow& s) {
     r.line = e.dash_line + 1;
     r.wildcard = e.alias.find('*') != std::string::npos;
     // An entry without litellm_params (or with a scalar there) routes nowhere: said, not a parse failure.
-    const YAML::Node lp = e.node.IsMap() && e.node["litellm_params"] ? e.node["litellm_params"] : YAML::Node();
+    const YAML::Node lp = e.view.IsMap() && e.view["litellm_params"] ? e.view["litellm_params"] : YAML::Node();
     if (!lp || !lp.IsMap())
       s.warnings.push_back(fmt::format("line {}: entry '{}' has no litellm_params mapping: LiteLLM cannot route it",
                                        e.dash_line + 1, r.alias));
@@ -80,9 +80,9 @@ void describe_routes(const Parsed& p, GatewayShow& s) {
 std::string list_deployments(const std::vector<const Entry*>& ds) {
   std::string out;
   for (std::size_t i = 0; i < ds.size(); ++i) {
-    const YAML::Node lp = ds[i]->node["litellm_params"];
+    const YAML::Node lp = ds[i]->view["litellm_params"];
     const std::string base = scalar_or(lp, "api_base");
-    const std::string id = scalar_or(ds[i]->node["model_info"], "id");
+    const std::string id = scalar_or(ds[i]->view["model_info"], "id");
     out += fmt::format("{}{}) {} @ {} (line {}{})", i == 0 ? "" : "; ", i + 1, mask_inline(scalar_or(lp, "model")),
                        base.empty() ? "-" : util::redact_url(base), ds[i]->dash_line + 1,
                        id.empty() ? "" : ", id " + util::printable(mask_inline(id).substr(0, 80)));
@@ -128,10 +128,10 @@ Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::str
   std::vector<const Entry*> hit;
   const bool number = deployment.find_first_not_of("0123456789") == std::string::npos;
   for (std::size_t i = 0; i < all_of.size(); ++i) {
-    const YAML::Node lp = all_of[i]->node["litellm_params"];
+    const YAML::Node lp = all_of[i]->view["litellm_params"];
     const std::string model = scalar_or(lp, "model");
     // LiteLLM's own name of a deployment (model_info.id, what x-litellm-model-id reports), or the shape's rule.
-    const bool by_id = scalar_or(all_of[i]->node["model_info"], "id") == deployment;
+    const bool by_id = scalar_or(all_of[i]->view["model_info"], "id") == deployment;
     const bool match = number ? deployment == std::to_string(i + 1)
                        : deployment.find("://") != std::string::npos
                            ? same_backend(scalar_or(lp, "api_base"), deployment)

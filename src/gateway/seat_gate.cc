@@ -83,7 +83,7 @@ std::string vision_by_config(const Gate& g) {
 std::string vision_by_backend(const Gate& g, const SeatOptions& o, std::vector<std::string>& warnings) {
   const Entry* e = g.replaced != nullptr ? g.replaced : g.alias_entries.empty() ? nullptr : g.alias_entries.front();
   if (e == nullptr) return {};
-  const YAML::Node lp = e->node["litellm_params"];
+  const YAML::Node lp = e->view["litellm_params"];
   const std::string base = scalar_or(lp, "api_base"), model = scalar_or(lp, "model");
   if (base.empty() || !probe::check_base_url(base)) return {};
   probe::ProbeOptions po = o.probe_options;

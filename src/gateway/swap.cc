@@ -199,7 +199,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
     describe_routes(p, s);
     out.warnings = s.warnings;
     warn_store_model_in_db(p, o.alias, out.warnings);
-    const std::string old_key = scalar_or(entry.node["litellm_params"], "api_key");
+    const std::string old_key = scalar_or(entry.view["litellm_params"], "api_key");
     // A literal key (not os.environ/) kept for a backend on another host: LiteLLM would send the old backend's secret
     // to the new one (issue 55 tryout F), and the probe first (tryout H: warned only after the probe had sent it).
     // Refused before anything is sent, unless --keep-api-key says the key is meant for it.
@@ -207,7 +207,7 @@ Result<EditResult> gateway_swap(const stdfs::path& config, const SwapOptions& o)
         std::any_of(o.params.begin(), o.params.end(), [](const auto& kv) { return kv.first == "api_key"; });
     if (o.api_key_env.empty() && !o.keep_api_key && !key_param && !old_key.empty() &&
         old_key.rfind("os.environ/", 0) != 0) {
-      const std::string old_base = scalar_or(entry.node["litellm_params"], "api_base");
+      const std::string old_base = scalar_or(entry.view["litellm_params"], "api_base");
       const std::string old_host = url_host(old_base), new_host = url_host(o.api_base);
       // One server whatever its spelling (a default port written or not): same_backend decides, as gateway check's
       // deployment match does.

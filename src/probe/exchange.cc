@@ -274,7 +274,12 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
     return call;
   }
   if (r.status > 0) ctx.any_response = true;
-  if (const ServedBy s = served_by_of(r); s.any()) ctx.served_by = s;
+  // The headers of a refusal prove no routing: a refused key (401/403) or a model the gateway does not serve (404,
+  // LiteLLM's 400 "Invalid model name") is the proxy's own answer, whatever x-litellm-* it sent (issue 55 tryout J:
+  // ten 404s read as "the alias still answers from" a backend, "a fallback?").
+  const bool refused = r.status == 401 || r.status == 403 || r.status == 404 ||
+                       (r.status == 400 && r.body.find("Invalid model name") != std::string::npos);
+  if (const ServedBy s = served_by_of(r); s.any() && !refused) ctx.served_by = s;
   if (r.transport == Transport::TIMEOUT) {
     call.cls = "timeout";
     call.detail = fmt::format("{} {}: no complete answer within {:.1f} s ({} bytes received)", method, path, left,

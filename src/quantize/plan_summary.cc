@@ -1,5 +1,6 @@
 // The planner's counts and summary (plan_builder.h): the quantized share of the text stack, the per-role counts,
 // the summary lines plan_report.cc prints and the warnings that go with them (forced modules, missing MTP).
+#include "fp4forge/core/finding_kinds.h"
 #include "plan_builder.h"
 
 namespace fp4forge::quant::plan_internal {
@@ -143,6 +144,12 @@ void PlanBuilder::summarize() {
   if (plan.text_params > 0)
     plan.summary.push_back(fmt::format("{:.1f} % of the text stack's Linear parameters quantized",
                                        100.0 * plan.text_quantized_share()));
+  // What verify will say of the output, said now (issue 55 tryout J: quantize was silent, verify then warned).
+  if (plan.text_params > 0 && plan.text_quantized_share() > 0.0 && plan.text_quantized_share() < kLowQuantizedShare)
+    plan.warnings.push_back(
+        fmt::format("only {:.1f} % of the text stack's Linear parameters are quantized: most of the model "
+                    "stays in 16 bits (verify warns the same: low-quantized-share)",
+                    100.0 * plan.text_quantized_share()));
   for (const auto& f : plan.forced)
     plan.warnings.push_back(fmt::format("FORCED: quantizing {} against the never-quantize policy "
                                         "(--force-quantize); vLLM may refuse or mis-serve it",

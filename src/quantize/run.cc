@@ -41,6 +41,11 @@ std::string side_file_skip_reason(std::string_view name) {
   if (backup::is_backup_name(name))
     return "a backup written by fp4forge doctor --fix or gateway";
   if (fs::is_partial_name(name)) return "an unfinished temporary file";  // fs::AtomicFile's temporaries
+  // Only a safetensors file the source's index does not name is a side file (the checkpoint reader's
+  // shard-not-in-index note): Mistral's consolidated.safetensors is the whole unquantized model again.
+  if (name.ends_with(".safetensors"))
+    return "a safetensors file the source's index does not name: vLLM and transformers never load it "
+           "(doctor: shard-not-in-index)";
   for (std::string_view ext : {".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".onnx", ".pkl", ".npz"})
     if (name.ends_with(ext))
       return "a weight or pickle file of another format: the output's weights are its safetensors shards";
@@ -620,7 +625,10 @@ Runner::Work Runner::list_work() {
 
 void Runner::list_copy(Work& w, std::size_t decision, std::size_t shard, const st::TensorInfo& t) const {
   // An FP8 weight is expanded in whole bf16 elements.
-  const std::uint64_t step = plan_.fp8_of(decision) != nullptr ? std::max<std::uint64_t>(2, w.chunk & ~std::uint64_t{1}) : w.chunk;
+  // Any other in whole 8-byte steps: each chunk holds whole elements, so run_copy's NaN/Inf scan sees every one.
+  const std::uint64_t step = plan_.fp8_of(decision) != nullptr
+                                 ? std::max<std::uint64_t>(2, w.chunk & ~std::uint64_t{1})
+                                 : std::max<std::uint64_t>(8, w.chunk & ~std::uint64_t{7});
   for (std::uint64_t o = 0; o < t.nbytes() || (o == 0 && t.nbytes() == 0); o += step) {
     const std::uint64_t len = std::min(step, t.nbytes() - o);
     w.items.push_back({Item::COPY, decision, shard, o, len, t.begin + o, 0, 0, 0, len});
@@ -791,6 +799,17 @@ Status Runner::run_copy(const Item& it) {
     return {};
   }
   const auto data = ck_.data(*refs_[it.a]).subspan(it.off, it.len);
+  // A kept float tensor with NaN/Inf: the output would carry it and verify rejects it (nonfinite-kept-tensor, F17),
+  // so the run stops, as a quantized weight's NaN stops it (issue 55 tryout K: a NaN norm weight, exit 0).
+  if (const DType dt = refs_[it.a]->info->dtype; dtype_is_float(dt))
+    if (const auto [n, first] = count_nonfinite(data, dt); n > 0) {
+      const std::uint64_t at = it.off / std::max(1u, dtype_bits(dt) / 8) + first;
+      return make_error(Errc::BAD_INPUT,
+                        "tensor '{}' ({} {}): non-finite value (NaN or Inf) at element {}; it is kept unquantized, so "
+                        "the output would serve it (verify: nonfinite-kept-tensor, F17); hint: the source is corrupt "
+                        "there: restore the tensor from the release",
+                        refs_[it.a]->name, dtype_name(dt), format_shape(refs_[it.a]->info->shape), at);
+    }
   FP4FORGE_TRY(write(it.shard, it.dst_off, data));
   release(it.a, it.off, it.len);
   const bool last = it.off + it.len == refs_[it.a]->info->nbytes();

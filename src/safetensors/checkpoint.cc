@@ -419,11 +419,17 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
   // transformers and vLLM never read metadata.total_size; a wrong one is worth a warning, not a refusal.
   if (bad_total_size || (total_size && *total_size != ck.total_tensor_bytes()))
     ck.notes_.push_back(
-        {&finding_kind("index-total-size"),
-         fmt::format("{}: metadata.total_size is {}, but the shards hold {} tensor bytes (stale or hand-edited "
-                     "index); ignored, as transformers and vLLM do; 'fp4forge doctor --fix' rewrites it",
-                     index_path, bad_total_size ? *bad_total_size : std::to_string(*total_size),
-                     ck.total_tensor_bytes())});
+        {.kind = &finding_kind("index-total-size"),
+         .message = fmt::format("{}: metadata.total_size is {}, but the shards hold {} tensor bytes (stale or "
+                                "hand-edited index); ignored, as transformers and vLLM do; 'fp4forge doctor --fix' "
+                                "rewrites it",
+                                index_path, bad_total_size ? *bad_total_size : std::to_string(*total_size),
+                                ck.total_tensor_bytes()),
+         .key = ck.index_file_.value_or("") + ":metadata.total_size",
+         .expected = std::to_string(ck.total_tensor_bytes()),
+         .hint = "transformers and vLLM do not read this field; a tool that trusts it (a download-size check, a "
+                 "mirror) is misled",
+         .fix = fmt::format("set metadata.total_size to {}", ck.total_tensor_bytes())});
 
   // Other files: everything that is not a shard and not the index.
   std::set<std::string> shard_set(ck.shard_names_.begin(), ck.shard_names_.end());
@@ -431,6 +437,20 @@ Result<Checkpoint> Checkpoint::open(const std::filesystem::path& dir, Checkpoint
     if (shard_set.count(f)) continue;
     if (ck.index_file_ && f == *ck.index_file_) continue;
     ck.other_files_.push_back(f);
+    // A safetensors file beside an index that does not name it: vLLM keeps only the files the index's weight_map
+    // names (filter_duplicate_safetensors_files, vLLM v0.9.0 model_executor/model_loader/weight_utils.py, made for
+    // Mistral's consolidated.safetensors), and transformers loads the index's shards only.
+    if (ck.index_file_ && ends_with(f, kShardSuffix))
+      ck.notes_.push_back(
+          {.kind = &finding_kind("shard-not-in-index"),
+           .message = fmt::format("'{}' is a safetensors file that {} does not name: vLLM and transformers load "
+                                  "only the shards the index names, so its tensors are never loaded",
+                                  st::detail::printable(f), *ck.index_file_),
+           .key = f,
+           .hint = "a consolidated copy (Mistral's consolidated.safetensors) or a leftover of an older export: "
+                   "remove it if it is a leftover, or rebuild the index if its tensors belong to the model; "
+                   "quantize does not copy it",
+           .fix = {}});
   }
   return ck;
 }

@@ -128,13 +128,17 @@ void summarize_groups(const QuantConfig& c, const Structure& s, VerifyStats& st)
     const std::string label = scheme_label(c.groups[i], c.format);
     const bool named = s.groups[i].preset && c.groups[i].weights;
     pairs.emplace(label, named ? s.groups[i].observer_name : std::string());
-    std::string line = fmt::format("{} {}", c.groups[i].name, label);
+    // The spelling as quantize's options, said as such (issue 55 tryout J: "(--scheme fp8-block)" beside a recipe's
+    // group read as flags the user had passed).
+    std::string line = fmt::format("{} {}", c.groups[i].name, label), spelled;
     if (const auto qs = quant_scheme_of(c.groups[i], c.format); qs && s.groups[i].preset)
-      line += fmt::format(" (--scheme {})", quant_scheme_name(*qs));
+      spelled = fmt::format("--scheme {}", quant_scheme_name(*qs));
     if (named) {
       line += fmt::format(", observer {}", s.groups[i].observer_name);
-      if (s.groups[i].observer_known) line += fmt::format(" (--observer {})", observer_option(s.groups[i].observer));
+      if (s.groups[i].observer_known)
+        spelled += fmt::format("{}--observer {}", spelled.empty() ? "" : " ", observer_option(s.groups[i].observer));
     }
+    if (!spelled.empty()) line += fmt::format(" (quantize {})", spelled);
     st.groups.push_back(std::move(line));
   }
   std::vector<std::string> labels, names;

@@ -231,27 +231,28 @@ namespace {
 void compare_values(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {
   r.values_compared = true;
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> per_family;  // family -> (differ, compared)
-  std::map<std::string, std::string> first;
+  std::map<std::string, std::string> first;  // family -> "NAME at byte X" of its first differing tensor
   for (const TensorRef& ta : a.tensors()) {
     const TensorRef* tb = b.find(ta.name);
     if (tb == nullptr || tb->info->dtype != ta.info->dtype || tb->info->shape != ta.info->shape) continue;
     const auto da = a.data(ta), db = b.data(*tb);
-    const bool same = !first_difference(da, db).has_value();
+    const std::optional<std::uint64_t> at = first_difference(da, db);
     auto& [differ, compared] = per_family[family_of(ta.name)];
     ++compared;
-    if (same) {
+    if (!at) {
       ++r.values_same;
       continue;
     }
     ++differ;
     ++r.values_differ;
-    first.emplace(family_of(ta.name), ta.name);
+    first.emplace(family_of(ta.name), fmt::format("{} at byte {} of {}", ta.name, *at, da.size()));
   }
+  // One statement of both sides per family: `a` says it, `b` is empty (issue 55 tryout J: "B: (the other side)").
   for (const auto& [fam, counts] : per_family)
     if (counts.first > 0)
-      r.items.push_back({"values", fam, fmt::format("{} of {} tensors' bytes differ (first: {})", counts.first,
-                                                    counts.second, first[fam]),
-                         "(the other side)"});
+      r.items.push_back(
+          {"values", fam,
+           fmt::format("{} of {} tensors' bytes differ (first: {})", counts.first, counts.second, first[fam]), ""});
 }
 }  // namespace
 
@@ -441,7 +442,11 @@ std::string to_text(const DiffReport& r, bool all) {
       area = i.area;
       out += esc(area) + ":\n";
     }
-    out += fmt::format("  {}\n      A: {}\n      B: {}\n", esc(i.key), esc(truncate(i.a, 200)), esc(truncate(i.b, 200)));
+    if (i.area == "values")
+      out += fmt::format("  {}: {}\n", esc(i.key), esc(truncate(i.a, 300)));
+    else
+      out +=
+          fmt::format("  {}\n      A: {}\n      B: {}\n", esc(i.key), esc(truncate(i.a, 200)), esc(truncate(i.b, 200)));
   }
   if (r.values_compared)
     out += fmt::format("values: {} tensors compared byte for byte, {} differ\n", r.values_same + r.values_differ,

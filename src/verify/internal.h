@@ -119,8 +119,6 @@ bool is_float_dtype(DType t);
 double load_elem(const std::byte* p, DType t, std::uint64_t i);
 /** load_elem of elements [i, i + n) into out, the dtype decided once (BF16, F16 and F32 exact in float). */
 void load_floats(const std::byte* p, DType t, std::uint64_t i, std::uint64_t n, float* out);
-/** Count of non-finite elements and the first index (bit tests, no conversion). */
-std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byte> d, DType t);
 std::string index_str(const std::vector<std::uint64_t>& shape, std::uint64_t flat);
 
 // ---- geometry ------------------------------------------------------------------------------------
@@ -155,6 +153,7 @@ struct Structure {
   std::set<std::string> kept_linear;      // unquantized modules with a 2-D float `weight`
   bool source_given = false;              // --against: the against room checks what needs the source (scale dtypes)
   bool unquantized = false;               // no quantization_config and no tensor a quantizer writes: a source
+  std::set<std::string> shape_flagged;    // modules (and lm_head) check_geometry reported: the shape rules skip them
 
   /** The group vLLM applies to module `name` (by name, then as a Linear); the first group when none does
    * (check_targets reports that). */
@@ -169,6 +168,10 @@ struct Structure {
 };
 
 inline constexpr const char* kHintRequant = "re-run `fp4forge quantize` from the unquantized source";
+
+/** doctor's config-vs-tensor shape rules on the quantized checkpoint, less the modules check_geometry reported
+ * (config_rules.cc). */
+void check_config_rules(const Checkpoint& q, const Structure& s, FindingSink& sink);
 
 /** The structural pass: every check that reads the quantized checkpoint alone (structure.cc). */
 void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptions& opts, Structure& s,

@@ -518,7 +518,7 @@ void check_fused_sets(const Checkpoint& q, const ModelInfo& info, Structure& s, 
   }
 }
 
-void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure& s, FindingSink& sink) {
+void check_geometry(const Checkpoint& q, const ModelInfo& info, Structure& s, FindingSink& sink) {
   const Json& text = text_config(q.config());
   // Layer count of the text stack.
   std::set<int> layers;
@@ -546,9 +546,9 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
                 .hint = "config and tensors disagree"});
     }
   }
-  // An untied head the index does not reach: vLLM loads a random head or fails, as doctor says (issue 55 tryout H:
-  // verify was OK on a folder whose index lost lm_head.weight).
-  if (!info.tie_word_embeddings && !lm_head && !layers.empty())
+  // An untied head the index does not reach: vLLM loads a random head or fails (issue 55 tryout H: verify was OK).
+  if (!info.tie_word_embeddings && !lm_head && !layers.empty()) {
+    s.shape_flagged.insert("lm_head");
     sink.add(finding_kind("geometry-mismatch"),
              {.group = "lm_head",
               .message = "tie_word_embeddings is false but no lm_head tensor is in the checkpoint (loaders leave the "
@@ -559,6 +559,7 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
               .actual = "absent",
               .hint = "a shard or an index entry was lost: restore the folder from a good copy or quantize again "
                       "(a tied model sets tie_word_embeddings: true)"});
+  }
   const std::int64_t stack_n = info.indexed_layers();  // LongCat-Flash: num_layers (sublayers counted twice)
   if (stack_n > 0 && !layers.empty()) {
     std::vector<int> missing;
@@ -637,6 +638,7 @@ void check_geometry(const Checkpoint& q, const ModelInfo& info, const Structure&
       cols = m.weight->info->shape[1];
     }
     if (static_cast<std::int64_t>(rows) == want->first && static_cast<std::int64_t>(cols) == want->second) continue;
+    s.shape_flagged.insert(name);
     // Without a registry row the expected shape is a guess from generic keys: a warning, never an error.
     sink.add(finding_kind("geometry-mismatch"),
              {.severity = info.family == Family::UNKNOWN ? Severity::WARNING : Severity::ERROR,
@@ -814,6 +816,7 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
   check_vllm_names(info, s, sink);
   if (opts.scan_values) check_values(q, s, sink, st);
   check_geometry(q, info, s, sink);
+  if (opts.config_shapes) check_config_rules(q, s, sink);
   // Parameter counts.
   std::uint64_t quant_tensors = 0;
   std::set<const TensorRef*> members;
@@ -862,7 +865,7 @@ void run_structure(const Checkpoint& q, const ModelInfo& info, const VerifyOptio
          .hint =
              "typical causes: a layout read without roles (see 'fp4forge inspect'), a scheme whose shape rule fits no "
              "weight, an ignore list that covers every module"});
-  else if (st.text_linear_params > 0 && st.text_quantized_share() < 0.5)
+  else if (st.text_linear_params > 0 && st.text_quantized_share() < kLowQuantizedShare)
     sink.add(
         finding_kind("low-quantized-share"),
         {.group = "share",

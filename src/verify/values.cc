@@ -45,8 +45,9 @@ void check_nvfp4_scales(const Checkpoint& q, const Module& m, const std::string&
               .tensors = {m.scale->name},
               .expected = "no 0x7F / 0xFF scale byte",
               .actual = fmt::format("{} NaN bytes", nan),
-              .hint = "an unsaturated cast of a zero or huge group amax (F16); every weight in those groups decodes "
-                      "to NaN"});
+              .hint = "every weight in those groups decodes to NaN: a corrupted byte (a copy or disk fault), or a "
+                      "quantizer's unsaturated cast of a zero or huge group amax (F16); quantize again from the "
+                      "source"});
   }
   if (neg) {
     sink.add(finding_kind("scale-negative"),

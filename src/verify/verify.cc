@@ -36,10 +36,11 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
   for (const auto* ck : {&q, against})
     if (ck)
       for (const auto& n : ck->notes())
-        sink.add(*n.kind, {.severity = Severity::WARNING,
-                           .group = ck == &q ? "q" : "source",
+        sink.add(*n.kind, {.group = ck == &q ? "q" : "source",
                            .message = n.message,
-                           .hint = "transformers and vLLM ignore the field; 'fp4forge doctor --fix' rewrites it"});
+                           .key = n.key,
+                           .expected = n.expected,
+                           .hint = n.fix.empty() ? n.hint : n.hint + "; 'fp4forge doctor --fix' rewrites it"});
   s.source_given = against != nullptr;
   run_structure(q, info, opts, s, sink, rep.stats);
   if (against) {

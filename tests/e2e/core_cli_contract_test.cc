@@ -227,15 +227,28 @@ TEST(CliContract, StrictSideFilesAndProgress) {
   { std::ofstream(src / "pytorch_model.bin") << "pickle"; }
   { std::ofstream(src / "tokenizer.json.partial-AbCd1234") << "{}"; }
   { std::ofstream(src / "notes.partial_draft.md") << "kept: not a temporary"; }
+  // A safetensors file the index does not name (Mistral's consolidated.safetensors): never loaded, never copied.
+  std::filesystem::copy_file(src / "model-00001-of-00004.safetensors", src / "consolidated.safetensors");
   std::string out, err;
   EXPECT_EQ(run_cli("doctor " + q(src) + " --json", &out, &err), 0) << err;
+  {
+    const auto d = nlohmann::json::parse(out);
+    std::size_t stray = 0;
+    for (const auto& f : d["findings"])
+      if (f["kind"] == "shard-not-in-index") {
+        ++stray;
+        EXPECT_EQ(f["severity"], "info");
+        EXPECT_EQ(f["key"], "consolidated.safetensors");
+      }
+    EXPECT_EQ(stray, 1u) << out;
+  }
   EXPECT_EQ(run_cli("doctor " + q(src) + " --strict --json", &out, &err), 1) << err;
   EXPECT_EQ(nlohmann::json::parse(out)["strict"], true);
   ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " --no-progress --json", &out, &err), 0) << err;
   const auto sum = nlohmann::json::parse(out);
   EXPECT_EQ(sum["bytes_read"], sum["bytes_in"]);
   for (const char* skipped : {"config.json.bak-fp4forge-20261201-120000", "pytorch_model.bin",
-                              "tokenizer.json.partial-AbCd1234"}) {
+                              "tokenizer.json.partial-AbCd1234", "consolidated.safetensors"}) {
     EXPECT_FALSE(std::filesystem::exists(t.path / "q" / skipped)) << skipped;
     EXPECT_NE(out.find(std::string("not copied: '") + skipped + "'"), std::string::npos) << skipped;
   }

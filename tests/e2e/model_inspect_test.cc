@@ -301,8 +301,20 @@ TEST(DiffCli, ValuesComparesBytesWhenAsked) {
   EXPECT_FALSE(j["identical"].get<bool>());
   EXPECT_GT(j["values"]["differ"].get<int>(), 0);
   bool item = false;
-  for (const auto& i : j["items"]) item |= i["area"] == "values";
+  for (const auto& i : j["items"])
+    if (i["area"] == "values") {
+      item = true;
+      EXPECT_NE(i["a"].get<std::string>().find(" at byte "), std::string::npos) << i.dump();
+      EXPECT_EQ(i["b"], "") << i.dump();
+    }
   EXPECT_TRUE(item);
+  // One text line per family, naming the first differing byte (issue 55 tryout J: "B: (the other side)").
+  EXPECT_EQ(run_cli("diff " + q(a) + " " + q(b) + " --values", &out, &err), 1) << err;
+  EXPECT_NE(out.find("  model.layers.*.mlp.down_proj.weight_packed: 2 of 2 tensors' bytes differ (first: "
+                     "model.layers.0.mlp.down_proj.weight_packed at byte "),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("(the other side)"), std::string::npos) << out;
   EXPECT_EQ(run_cli("diff " + q(a) + " " + q(a) + " --values", &out, &err), 0) << err;
   EXPECT_NE(out.find("IDENTICAL (structure, config, files and every tensor's bytes)"), std::string::npos) << out;
 }

@@ -302,12 +302,8 @@ INSTANTIATE_TEST_SUITE_P(Schemes, QuantizeScheme, ::testing::ValuesIn(kSchemeCas
   return testutil::test_name(std::string(pinfo.param.fixture) + "_" + std::string(quant_scheme_name(pinfo.param.scheme)));
 });
 
-TEST(QuantizeE2E, NanInAWeightFailsNamingTheTensorAndLeavesNothing) {
-  TempDir tmp;
-  const stdfs::path src = tmp.path / "src";
-  copy_dir(kData + "/llama", src);
-  // Poison one element of model.layers.1.mlp.up_proj.weight (row 3, column 5) with a bf16 NaN.
-  const std::string name = "model.layers.1.mlp.up_proj.weight";
+/** Writes a bf16 NaN over element `elem` of tensor `name` in the checkpoint at `src`. */
+void poison_bf16(const stdfs::path& src, const std::string& name, std::uint64_t elem) {
   stdfs::path shard;
   std::uint64_t off = 0;
   {
@@ -316,14 +312,42 @@ TEST(QuantizeE2E, NanInAWeightFailsNamingTheTensorAndLeavesNothing) {
     const TensorRef* t = ck->find(name);
     ASSERT_NE(t, nullptr);
     shard = src / ck->shard_names()[t->shard];
-    off = ck->shards()[t->shard].header().data_start() + t->info->begin + (3 * 128 + 5) * 2;
+    off = ck->shards()[t->shard].header().data_start() + t->info->begin + elem * 2;
   }
-  {
-    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(off));
-    const unsigned char nan[2] = {0xC0, 0x7F};
-    f.write(reinterpret_cast<const char*>(nan), 2);
+  std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(off));
+  const unsigned char nan[2] = {0xC0, 0x7F};
+  f.write(reinterpret_cast<const char*>(nan), 2);
+}
+
+// A NaN in a tensor quantize keeps (a norm) stops the run as one in a quantized weight does: the output would
+// carry it, and verify rejects it (issue 55 tryout K: exit 0, then verify and doctor failed the output).
+TEST(QuantizeE2E, NanInAKeptTensorFailsNamingTheTensorAndLeavesNothing) {
+  TempDir tmp;
+  const stdfs::path src = tmp.path / "src";
+  copy_dir(kData + "/llama", src);
+  const std::string name = "model.layers.0.input_layernorm.weight";
+  poison_bf16(src, name, 3);
+  const stdfs::path dst = tmp.path / "out";
+  std::string out, err;
+  EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " --json", &out, &err), 3) << err;
+  EXPECT_THAT(err, HasSubstr(name));
+  EXPECT_THAT(err, HasSubstr("non-finite value (NaN or Inf) at element 3"));
+  EXPECT_FALSE(stdfs::exists(dst));
+  EXPECT_FALSE(stdfs::exists(staging_path(dst)));
+  for (const char* scheme : {"fp8-dynamic", "w4a16"}) {
+    EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " --scheme " + scheme, &out, &err), 3) << scheme << err;
+    EXPECT_FALSE(stdfs::exists(dst)) << scheme;
   }
+}
+
+TEST(QuantizeE2E, NanInAWeightFailsNamingTheTensorAndLeavesNothing) {
+  TempDir tmp;
+  const stdfs::path src = tmp.path / "src";
+  copy_dir(kData + "/llama", src);
+  // Poison one element of model.layers.1.mlp.up_proj.weight (row 3, column 5) with a bf16 NaN.
+  const std::string name = "model.layers.1.mlp.up_proj.weight";
+  poison_bf16(src, name, 3 * 128 + 5);
   const stdfs::path dst = tmp.path / "out";
   std::string out, err;
   EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " --json", &out, &err), 3);

@@ -234,6 +234,14 @@ TEST_F(Fp8Defects, DoctorNamesFp8WithoutConfigAndAStaleFp8Claim) {
   std::ofstream(b / "hf_quant_config.json") << R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}})";
   EXPECT_EQ(run_cli("doctor " + q(b) + " --json", &out, &err), 1) << out;
   EXPECT_NE(out.find("\"fp8-claim-without-fp8-weights\""), std::string::npos) << out;
+  // An NVFP4 output whose quantization_config was lost is no FP8 release: its FP8 tensors are group scales
+  // (issue 55 tryout J: fp8-without-config beside quant-config-missing).
+  const auto n = tmp_.path / "nvfp4-noconfig";
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(n) + " --no-progress", &out, &err), 0) << err;
+  edit_config(n, [](Json& c) { c.erase("quantization_config"); });
+  EXPECT_EQ(run_cli("doctor " + q(n) + " --json", &out, &err), 1) << out;
+  EXPECT_NE(out.find("\"quant-config-missing\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("fp8-without-config"), std::string::npos) << out;
   // The releases themselves stay clean of both.
   for (const char* ok : {"native-qwen3", "modelopt-fp8"}) {
     run_cli("doctor " + q(kData + "/fp8/" + ok) + " --json", &out, &err);

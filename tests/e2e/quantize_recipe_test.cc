@@ -151,6 +151,29 @@ std::vector<std::tuple<std::string, std::size_t>> cases() {
 INSTANTIATE_TEST_SUITE_P(AllFixtures, RecipeOwnOutput, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<std::tuple<std::string, std::size_t>>& p) { return testutil::test_name(std::get<0>(p.param) + "_" + kRecipes[std::get<1>(p.param)].name); });
 
+// quantize says what verify will say of a mostly-16-bit output (issue 55 tryout J: silent at quantize, a
+// low-quantized-share warning at verify): the same warning, in --dry-run too, and none for a well-quantized one.
+TEST(Recipe, QuantizeWarnsTheLowQuantizedShareVerifyReports) {
+  TempDir tmp;
+  std::string out, err;
+  const std::string src = kData + "/qwen3_moe";
+  ASSERT_EQ(
+      run_cli("quantize " + q(src) + " " + q(tmp.path / "m") + " --scheme mxfp4a16 --no-progress --json", &out, &err),
+      0)
+      << err;
+  const auto j = nlohmann::json::parse(out);
+  std::size_t low = 0;
+  for (const auto& w : j["warnings"])
+    if (w.get<std::string>().find("of the text stack's Linear parameters are quantized") != std::string::npos) ++low;
+  EXPECT_EQ(low, 1u) << out;
+  EXPECT_EQ(run_cli("verify " + q(tmp.path / "m") + " --json", &out, &err), 0) << err;
+  EXPECT_NE(out.find("\"low-quantized-share\""), std::string::npos) << out;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " --dry-run --scheme mxfp4a16", &out, &err), 0) << err;
+  EXPECT_NE((out + err).find("of the text stack's Linear parameters are quantized"), std::string::npos) << out << err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " --dry-run", &out, &err), 0) << err;
+  EXPECT_EQ((out + err).find("Linear parameters are quantized"), std::string::npos) << out << err;
+}
+
 TEST(Recipe, RecipeFileWritesTheSameBytesAsSchemeFor) {
   TempDir tmp;
   const std::string src = kData + "/qwen3_moe";
@@ -389,9 +412,11 @@ TEST(RecipeStrictGate, AllowAcceptsAKnownWarningKindAndNeverAnError) {
   EXPECT_EQ(nlohmann::json::parse(out)["scheme"], "FP8_DYNAMIC+NVFP4A16");
   EXPECT_EQ(nlohmann::json::parse(out)["observer"], "memoryless_minmax+nvfp4_expanded_mse");
   EXPECT_EQ(run_cli(v, &out, &err), 1) << err;
-  EXPECT_NE(out.find("group_0 NVFP4A16 (--scheme nvfp4a16), observer nvfp4_expanded_mse (--observer mse)"),
-            std::string::npos) << out;
-  EXPECT_NE(out.find("(--scheme fp8-dynamic), observer memoryless_minmax (--observer minmax)"), std::string::npos)
+  EXPECT_NE(out.find("group_0 NVFP4A16, observer nvfp4_expanded_mse (quantize --scheme nvfp4a16 --observer mse)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(", observer memoryless_minmax (quantize --scheme fp8-dynamic --observer minmax)"),
+            std::string::npos)
       << out;
   // Each group's error against min-max on its own line, never the two averaged under one label (issue 55 audit:
   // "every group's modules together" diluted NVFP4's gain with FP8's nothing).

@@ -541,6 +541,43 @@ TEST_F(VerifyDefects, AnUntiedHeadThatIsGoneIsAnError) {
   EXPECT_TRUE(seen) << dump(r.findings);
 }
 
+// doctor's shape rules run in verify too, less what verify's geometry check says itself (issue 55 tryout J: verify
+// was OK on a vocab_size the embedding and lm_head do not have, which vLLM refuses to load).
+TEST_F(VerifyDefects, ConfigShapeRulesDoctorBreaksAreVerifyErrorsOnce) {
+  const sfs::path src = kData / "llama", q = root_ / "q";
+  quantize_reference(src, q);
+  const auto vocab = read_json(q / "config.json").at("vocab_size").get<std::int64_t>();
+  edit_config(q, [&](Json& c) { c["vocab_size"] = vocab * 2; });
+  const VerifyReport r = verify_dir(q);
+  std::set<std::string> broken;
+  for (const Finding& f : r.findings)
+    if (f.kind == "config-shape-mismatch") {
+      EXPECT_EQ(f.severity, Severity::ERROR);
+      broken.insert(f.tensors.begin(), f.tensors.end());
+    }
+  EXPECT_EQ(broken, (std::set<std::string>{"lm_head", "model.embed_tokens.weight"})) << dump(r.findings);
+  std::string out;
+  EXPECT_EQ(run_cli(fmt::format("verify {} --json", q.string()), &out), 1) << out;
+  // A width verify's geometry check reports is said once, as geometry-mismatch.
+  edit_config(q, [&](Json& c) {
+    c["vocab_size"] = vocab;
+    c["intermediate_size"] = c["intermediate_size"].get<std::int64_t>() * 2;
+  });
+  const VerifyReport w = verify_dir(q);
+  EXPECT_NE(find_kind(w, "geometry-mismatch"), nullptr) << dump(w.findings);
+  EXPECT_EQ(find_kind(w, "config-shape-mismatch"), nullptr) << dump(w.findings);
+  // doctor says it once too (its rules named gate and up again beside verify's geometry-mismatch).
+  EXPECT_EQ(run_cli(fmt::format("doctor {} --json", q.string()), &out), 1) << out;
+  EXPECT_NE(out.find("\"geometry-mismatch\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"config-shape-mismatch\""), std::string::npos) << out;
+  // The lost untied head likewise (AnUntiedHeadThatIsGoneIsAnError): one finding.
+  edit_config(q, [&](Json& c) { c["intermediate_size"] = c["intermediate_size"].get<std::int64_t>() / 2; });
+  EXPECT_TRUE(verify_dir(q).findings.empty()) << dump(verify_dir(q).findings);
+  rewrite_tensor(q, "lm_head.weight", std::nullopt);
+  const VerifyReport h = verify_dir(q);
+  EXPECT_EQ(find_kind(h, "config-shape-mismatch"), nullptr) << dump(h.findings);
+}
+
 TEST_F(VerifyDefects, MissingQuantConfigAndWrongScheme) {
   const sfs::path src = kData / "llama", q = root_ / "q";
   quantize_reference(src, q);

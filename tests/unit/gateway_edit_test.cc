@@ -112,6 +112,27 @@ TEST_F(Gateway, ShowListsAliasesBackendsAndWarnsOnWildcards) {
   EXPECT_FALSE(same_backend("http://h:8000", "http://h:8001"));
 }
 
+// A deployment whose litellm_params come from a YAML merge key (`<<: *defaults`) routes where PyYAML, and so LiteLLM,
+// reads it: its own keys first, then the merged ones (issue 55 tryout K: show left it out of --backend's answer).
+TEST_F(Gateway, ShowReadsMergeKeysAsLiteLLMDoes) {
+  write(
+      "x-defaults: &defaults\n  model: hosted_vllm/chat\n  api_base: http://10.0.0.7:8000/v1\n"
+      "model_list:\n  - model_name: chat\n    litellm_params:\n      <<: *defaults\n"
+      "  - model_name: over\n    litellm_params:\n      <<: [*defaults]\n      api_base: http://10.0.0.8:8000/v1\n"
+      "  - model_name: quoted\n    litellm_params:\n      \"<<\": x\n      model: hosted_vllm/q\n");
+  auto s = gateway_show(cfg_, "http://10.0.0.7:8000");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ(s->routes.size(), 3u);
+  EXPECT_EQ(s->routes[0].model, "hosted_vllm/chat");
+  EXPECT_EQ(s->routes[0].api_base, "http://10.0.0.7:8000/v1");
+  EXPECT_TRUE(s->routes[0].params.empty());
+  EXPECT_EQ(s->routes[1].model, "hosted_vllm/chat");
+  EXPECT_EQ(s->routes[1].api_base, "http://10.0.0.8:8000/v1");  // its own key wins
+  ASSERT_EQ(s->routes[2].params.size(), 1u);                    // a quoted "<<" is a plain key
+  EXPECT_EQ(s->routes[2].params[0].first, "<<");
+  EXPECT_EQ(s->backend_aliases, std::vector<std::string>{"chat"});
+}
+
 TEST_F(Gateway, ShowRejectsNonLiteLLMFiles) {
   write("a: [1, 2\n");
   auto bad = gateway_show(cfg_);

@@ -494,6 +494,10 @@ TEST_F(Promises, AnAliasTheProxyDoesNotServeIsSaidNotLoaded) {
   FakeServerOptions g;
   g.model = "another-alias";
   g.expect_api_key = "sk-master";
+  // Its 404s carry the headers of the group it does serve: a refusal is no routing evidence (issue 55 tryout J:
+  // "alias 'chat' still answers from" that backend, "a fallback?").
+  g.litellm_api_base = "http://10.0.0.9:8000/v1";
+  g.litellm_model_group = "another-alias";
   FakeServer gw(g);
   CheckOptions co;
   co.alias = "chat";
@@ -510,6 +514,11 @@ TEST_F(Promises, AnAliasTheProxyDoesNotServeIsSaidNotLoaded) {
         << c.detail;
     EXPECT_EQ(c.detail.find("--served-model-name"), std::string::npos) << c.detail;
   }
+  EXPECT_TRUE(r->stale.empty()) << r->stale;
+  EXPECT_TRUE(r->served.empty());
+  const std::string text = to_text(*r);
+  EXPECT_EQ(text.find("still answers"), std::string::npos) << text;
+  EXPECT_EQ(text.find("a fallback?"), std::string::npos) << text;
 }
 
 TEST_F(Promises, CheckMatchesModelInfoIdsAndWarnsAboutTheDatabase) {

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <utility>
 #include <string_view>
 
 namespace fp4forge {
@@ -31,6 +33,10 @@ bool dtype_is_float(DType t) noexcept;
  * scheme's encoder takes (and an MTP splice, the KV planner's quantizable weights), a float scale of an FP8
  * source. Scheme-neutral: the one home of this set. */
 constexpr bool is_source_dtype(DType t) noexcept { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
+/** NaN/Inf elements of `d` read as dtype `t` (BF16, F16, F32, F64; none for another dtype): their count and the
+ * first one's element index. Bit tests, no conversion: verify's nonfinite-kept-tensor and quantize's refusal to
+ * copy such a tensor share it. */
+std::pair<std::uint64_t, std::uint64_t> count_nonfinite(std::span<const std::byte> d, DType t) noexcept;
 /** Position in the safetensors write order: lower sorts first (U64 first, BOOL last). */
 inline int dtype_write_rank(DType t) noexcept { return kDTypeCount - 1 - static_cast<int>(t); }
 

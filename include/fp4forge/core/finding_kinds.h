@@ -57,11 +57,11 @@ inline constexpr FindingKind kFindingKinds[] = {
      "a config value the strict transformers 5.17 config rejects (hidden_size_per_layer_input: null)", kInDoctor},
     {"config-shape-mismatch", Severity::ERROR, false, "F27, F30",
      "a shape invariant of the family is broken (attention rows, kv heads, experts, linear attention, "
-     "layer_types, lm_head vs tie_word_embeddings, PLE, vision projector, MTP)", kInDoctor},
+     "layer_types, lm_head vs tie_word_embeddings, PLE, vision projector, MTP)", kInDoctor | kInVerify},
     {"config-shape-unchecked", Severity::WARNING, false, "",
      "no decoder-layer stack outside the towers: the per-layer shape rules were not evaluated", kInDoctor},
     {"expert-layout", Severity::ERROR, false, "F5",
-     "fused 3-D experts transposed against the family's orientation, or fused and per-expert forms mixed", kInDoctor},
+     "fused 3-D experts transposed against the family's orientation, or fused and per-expert forms mixed", kInDoctor | kInVerify},
     {"mtp-declared-missing", Severity::WARNING, true, "F8",
      "mtp_num_hidden_layers >= 1 (num_nextn_predict_layers) but the mtp.* tensors (the extra decoder layers) are "
      "missing; --fix --mtp-from SRC splices them from the original release", kInDoctor},
@@ -103,6 +103,9 @@ inline constexpr FindingKind kFindingKinds[] = {
     {"index-total-size", Severity::WARNING, true, "",
      "the index's metadata.total_size is not the sum of tensor bytes (transformers and vLLM ignore it); the fix "
      "writes the sum", kInDoctor | kInVerify},
+    {"shard-not-in-index", Severity::INFO, false, "",
+     "a *.safetensors file the index does not name (Mistral's consolidated.safetensors, a leftover): vLLM and "
+     "transformers never load it, quantize does not copy it", kInDoctor | kInVerify},
     {"header-only-weights", Severity::ERROR, false, "",
      "shards written by `synth --header-only`: their data reads as zeros; for plan, inspect and doctor's layout "
      "checks, never for quantize or serving", kInDoctor},
@@ -223,6 +226,10 @@ inline constexpr FindingKind kFindingKinds[] = {
      "less than 50 % of the text stack's Linear-like parameters are quantized", kInVerify},
 };
 // clang-format on
+
+/** Below this share of the text stack's Linear-like parameters quantized, verify reports `low-quantized-share` and
+ * quantize warns the same when it writes such an output. */
+inline constexpr double kLowQuantizedShare = 0.5;
 
 /** The row of `id`, looked up when compiled: a kind that is not in kFindingKinds does not compile. */
 consteval const FindingKind& finding_kind(std::string_view id) {

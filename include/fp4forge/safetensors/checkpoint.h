@@ -11,7 +11,9 @@
  * that is not the sum of tensor bytes (or not a non-negative integer) is a note, not an error:
  * transformers and vLLM never read it, and real uploads get it wrong. config.json and the index are parsed with
  * parse_json_bounded (duplicate keys are an error).
- * Without an index, every `*.safetensors` file in the directory is a shard.
+ * Without an index, every `*.safetensors` file in the directory is a shard; with one, a `*.safetensors` file it
+ * does not name (Mistral's consolidated.safetensors, a leftover of an older export) is a note too: vLLM and
+ * transformers load only the shards the index names, and it is neither a shard nor copied by quantize.
  */
 #include <cstdint>
 #include <filesystem>
@@ -36,10 +38,15 @@ struct TensorRef {
   const st::TensorInfo* info = nullptr;  ///< owned by the shard reader
 };
 
-/** Something wrong that the readers of checkpoints ignore: a warning for every command, never a refusal. */
+/** Something the readers of checkpoints ignore: a finding of its kind's default severity for every command, never
+ * a refusal. */
 struct CheckpointNote {
-  const FindingKind* kind;  ///< its registry row (core/finding_kinds.h): index-total-size
-  std::string message;  ///< one line, names the file
+  const FindingKind* kind;  ///< its registry row (core/finding_kinds.h): index-total-size, shard-not-in-index
+  std::string message;      ///< one line, names the file
+  std::string key;          ///< the file (and field) it is about
+  std::string expected;     ///< what it should hold, where one value says it
+  std::string hint;         ///< what the readers do with it
+  std::string fix;          ///< doctor --fix's repair (empty: none)
 };
 
 struct CheckpointOptions {

@@ -52,11 +52,20 @@ struct VerifyOptions {
   /** A checkpoint in a quantization format fp4forge neither reads nor writes (foreign_quantization): an error for
    * verify, which cannot prove it; doctor, a health check of any checkpoint, makes it a warning. */
   bool foreign_is_warning = false;
+  /** doctor's config-vs-tensor shape rules (model/shape_rules.h: `config-shape-mismatch`, `expert-layout`) besides
+   * verify's own geometry check, less what that check already reports: a vocab_size the embedding and lm_head do
+   * not have is an error here too. doctor, which runs the rules itself, turns it off. */
+  bool config_shapes = true;
   /** verify --tokenizer: where `vllm serve --tokenizer` will load the tokenizer from (a folder or a cached repo id;
    * "" = the checkpoint folder, vLLM's default). verify_checkpoint reports doctor's serving-file findings for it
    * (model/serving_files.h: `missing-tokenizer` error, `missing-chat-template` warning). */
   std::string tokenizer;
 };
+
+/** doctor's findings, less the shape-rule findings (config-shape-mismatch) of Linear modules that verify's geometry
+ * check (geometry-mismatch, which doctor runs on a quantized checkpoint) reports too: one break, said once, by the
+ * check that names the payload and checks the packed dimension (issue 55: two errors for one intermediate_size). */
+std::vector<Finding> drop_shape_duplicates(std::vector<Finding> findings);
 
 /** Error of one quantized tensor against its source (with --against). */
 struct TensorError {
