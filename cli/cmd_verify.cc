@@ -1,5 +1,7 @@
 // fp4forge verify QDIR [--against SRC] [--json]: prove a quantized checkpoint (library: verify/verify.h).
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +11,7 @@
 
 #include "commands.h"
 #include "validators.h"
+#include "fp4forge/diagnose/diagnose.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/verify/quality.h"
@@ -30,6 +33,28 @@ struct VerifyOpts {
   std::string svg;
   VerifyOptions lib;
 };
+
+/** The findings of the checks only doctor runs (config values, architecture, processor and tokenizer files; the kinds
+ * docs/cli/verify.md does not list), added to verify's: the two commands never disagree about a folder (issue 55
+ * tryout K: doctor warned about an architecture class, verify said OK). Errors first, the order kept within. */
+Status add_doctor_findings(const std::filesystem::path& dir, const std::string& tokenizer, VerifyReport& rep) {
+  doctor::DiagnoseOptions dopts;
+  dopts.tokenizer = tokenizer;
+  dopts.skip_structure = true;
+  FP4FORGE_ASSIGN_OR_RETURN(std::unique_ptr<doctor::Diagnosis> d, doctor::diagnose(dir, dopts));
+  bool added = false;
+  for (Finding& f : d->findings) {
+    const FindingKind* k = find_finding_kind(f.kind);
+    if (k != nullptr && (k->commands & kInVerify) != 0) continue;  // verify's own kind: verify reported it
+    f.fix.reset();                                                 // doctor --fix's repairs are doctor's to offer
+    rep.findings.push_back(std::move(f));
+    added = true;
+  }
+  if (added)
+    std::stable_sort(rep.findings.begin(), rep.findings.end(),
+                     [](const Finding& a, const Finding& b) { return a.severity < b.severity; });
+  return {};
+}
 
 int run_verify(const VerifyOpts& o) {
   if (!o.svg.empty() && o.against.empty())
@@ -57,6 +82,7 @@ int run_verify(const VerifyOpts& o) {
   lib.progress = bar.get();
   auto rep = verify_checkpoint(*q, src ? &*src : nullptr, lib);
   if (!rep) return report_error(rep.error(), o.json);
+  if (Status st = add_doctor_findings(qsrc->path, o.lib.tokenizer, *rep); !st) return report_error(st.error(), o.json);
   for (const std::string& n : allow_warnings(rep->findings, o.allow)) note(n);
   if (!o.svg.empty())  // the quality report as strips per module kind (verify/quality.h)
     if (Status st = fs::write_user_file(o.svg, to_svg(quality_report(rep->stats))); !st)

@@ -109,7 +109,7 @@ void check_quantized(const Context& ctx, FindingSink& out) {
     }
   }
   // quantize's preflight: a quantized source is re-encoded, not served as it is (DiagnoseOptions::as_source).
-  if (ctx.ckpt == nullptr || ctx.as_source) return;
+  if (ctx.ckpt == nullptr || ctx.as_source || ctx.skip_structure) return;
   // A format fp4forge neither reads nor writes is a warning here (doctor checks any checkpoint; verify, which
   // cannot prove it, keeps it an error).
   VerifyOptions vo;

@@ -22,6 +22,7 @@ Result<std::unique_ptr<Diagnosis>> diagnose(const std::filesystem::path& dir, co
   ctx.tokenizer_from = opts.tokenizer;
   ctx.overlay = opts.overlay;
   ctx.as_source = opts.as_source;
+  ctx.skip_structure = opts.skip_structure;
   ctx.vllm_minor = opts.vllm_minor;
   ctx.transformers_version = opts.transformers_version;
   FP4FORGE_ASSIGN_OR_RETURN(ctx.tokenizer_dir, tokenizer_source(ctx.dir, opts.tokenizer));

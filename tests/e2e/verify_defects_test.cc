@@ -578,6 +578,28 @@ TEST_F(VerifyDefects, ConfigShapeRulesDoctorBreaksAreVerifyErrorsOnce) {
   EXPECT_EQ(find_kind(h, "config-shape-mismatch"), nullptr) << dump(h.findings);
 }
 
+// verify reports the findings of the checks only doctor runs: the two never disagree about a folder (issue 55 tryout
+// K: doctor warned about an architecture class its family does not list, verify said OK and --strict passed).
+TEST_F(VerifyDefects, DoctorOnlyFindingsAreVerifyFindingsToo) {
+  const sfs::path src = kData / "llama", q = root_ / "q";
+  quantize_reference(src, q);
+  edit_config(q, [](Json& c) { c["architectures"] = Json::array({"MistralForCausalLM"}); });
+  std::string out;
+  for (const char* cmd : {"verify", "doctor"}) {
+    SCOPED_TRACE(cmd);
+    EXPECT_EQ(run_cli(fmt::format("{} {} --json", cmd, q.string()), &out), 0) << out;
+    const Json j = Json::parse(out);
+    std::size_t seen = 0;
+    for (const auto& f : j["findings"])
+      if (f["kind"] == "unknown-architecture") {
+        ++seen;
+        EXPECT_EQ(f["severity"], "warning");
+      }
+    EXPECT_EQ(seen, 1u) << out;
+    EXPECT_EQ(run_cli(fmt::format("{} {} --strict", cmd, q.string()), &out), 1) << out;
+  }
+}
+
 TEST_F(VerifyDefects, MissingQuantConfigAndWrongScheme) {
   const sfs::path src = kData / "llama", q = root_ / "q";
   quantize_reference(src, q);

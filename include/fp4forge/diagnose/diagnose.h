@@ -45,6 +45,8 @@ struct Context : ShapeContext {
   FileOverlay overlay;
   /** The folder is read as quantize's source, not served as it is (DiagnoseOptions::as_source). */
   bool as_source = false;
+  /** verify's structural checks are left out (DiagnoseOptions::skip_structure). */
+  bool skip_structure = false;
   /** doctor --vllm-version 0.MINOR: the release the checkpoint will be served on; -1 = not said. */
   int vllm_minor = -1;
   /** doctor --transformers-version MAJOR.MINOR as MAJOR * 1000 + MINOR; -1 = not said. */
@@ -75,6 +77,9 @@ struct DiagnoseOptions {
    * said). A config form that release cannot read is then an error (`gemma4-per-layer-config-only` below 5.15,
    * whose fix writes the flat keys). */
   int transformers_version = -1;
+  /** verify's own structural checks (verify_structure) are left out: `verify`, which ran them, adds the findings of
+   * the checks only doctor runs (config, architecture, processor, tokenizer), so the two agree about a folder. */
+  bool skip_structure = false;
 };
 
 /** The checkpoint opened, the context the checks saw, and their findings (errors, warnings, info; check order
