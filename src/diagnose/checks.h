@@ -25,6 +25,9 @@ void check_quantized(const Context& ctx, FindingSink& out);
  * 16-bit weights (issue 27 #13). */
 void check_fp8_claims(const Context& ctx, FindingSink& out);
 
+/** config-value-unusable: max_position_embeddings, rope_theta and the rope blocks (check_config_values.cc). */
+void check_config_values(const Context& ctx, FindingSink& out);
+
 /** Runs every check above, in a fixed order. */
 void run_checks(const Context& ctx, FindingSink& out);
 

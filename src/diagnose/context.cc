@@ -46,6 +46,7 @@ void run_checks(const Context& ctx, FindingSink& out) {
   check_architecture(ctx, out);
   check_gemma4_globals(ctx, out);
   check_config_shapes(ctx, out);
+  check_config_values(ctx, out);
   check_modalities(ctx, out);
   check_mtp(ctx, out);
   check_processor(ctx, out);

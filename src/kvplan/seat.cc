@@ -502,6 +502,14 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
   } else if (m.max_position_embeddings > 0) {
     m.max_model_len = m.max_position_embeddings;
   } else {
+    // A key present with 0, a negative or a non-integer value is said as such (issue 55 tryout K: "has no" for 0).
+    const nlohmann::ordered_json& text = text_config(ck->config());
+    for (const char* key : {"max_position_embeddings", "n_positions"})
+      if (const auto it = text.find(key); it != text.end() && !it->is_null())
+        return make_error(Errc::BAD_INPUT,
+                          "seat '{}': config.json {} is {}, not a positive integer (doctor: "
+                          "config-value-unusable); give max_model_len=TOKENS",
+                          arg.name, key, it->dump());
     return make_error(Errc::BAD_INPUT, "seat '{}': config.json has no max_position_embeddings; give "
                       "max_model_len=TOKENS", arg.name);
   }

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -598,6 +599,56 @@ TEST_F(VerifyDefects, DoctorOnlyFindingsAreVerifyFindingsToo) {
     EXPECT_EQ(seen, 1u) << out;
     EXPECT_EQ(run_cli(fmt::format("{} {} --strict", cmd, q.string()), &out), 1) << out;
   }
+}
+
+// Config values vLLM or transformers cannot build from are warnings of doctor and verify alike, and plan names the
+// value it cannot use (issue 55 tryout K: all "no findings"; plan said "has no max_position_embeddings" for a 0).
+TEST_F(VerifyDefects, UnusableConfigValuesAreWarnings) {
+  const sfs::path src = kData / "llama", q = root_ / "q";
+  quantize_reference(src, q);
+  const Json good = read_json(q / "config.json");
+  struct Case {
+    const char* what;
+    std::function<void(Json&)> edit;
+    const char* says;
+  };
+  const std::vector<Case> cases = {
+      {"mpe 0", [](Json& c) { c["max_position_embeddings"] = 0; }, "max_position_embeddings is 0"},
+      {"bogus type", [](Json& c) { c["rope_parameters"]["rope_type"] = "bogus"; }, "rope_type 'bogus' is not one"},
+      {"yarn, no factor",
+       [](Json& c) {
+         c["rope_parameters"] = Json{{"rope_type", "yarn"}, {"rope_theta", 1e4}};
+       },
+       "(rope_type 'yarn') lacks factor"},
+      {"theta -1", [](Json& c) { c["rope_parameters"]["rope_theta"] = -1.0; }, "rope_theta is -1.0"},
+      {"per layer type",
+       [](Json& c) {
+         c["rope_parameters"] = Json{{"full_attention", {{"rope_type", "llama3"}, {"factor", 8.0}}},
+                                     {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+       },
+       "rope_parameters.full_attention (rope_type 'llama3') lacks low_freq_factor, high_freq_factor"},
+  };
+  std::string out;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    Json c = good;
+    k.edit(c);
+    std::ofstream(q / "config.json", std::ios::trunc) << c.dump(2);
+    for (const char* cmd : {"doctor", "verify"}) {
+      EXPECT_EQ(run_cli(fmt::format("{} {}", cmd, q.string()), &out), 0) << cmd << out;
+      EXPECT_NE(out.find("warning"), std::string::npos) << cmd << out;
+      EXPECT_NE(out.find("config-value-unusable"), std::string::npos) << cmd << out;
+      EXPECT_NE(out.find(k.says), std::string::npos) << cmd << out;
+    }
+  }
+  std::ofstream(q / "config.json", std::ios::trunc) << good.dump(2);
+  EXPECT_EQ(run_cli(fmt::format("doctor {} --json", q.string()), &out), 0) << out;
+  EXPECT_EQ(out.find("config-value-unusable"), std::string::npos) << out;
+  Json c = good;
+  c["max_position_embeddings"] = 0;
+  std::ofstream(q / "config.json", std::ios::trunc) << c.dump(2);
+  EXPECT_EQ(run_cli(fmt::format("plan --seat x={} --gpu 0=24GiB", q.string()), &out), 3) << out;  // stderr in out
+  EXPECT_NE(out.find("config.json max_position_embeddings is 0, not a positive integer"), std::string::npos) << out;
 }
 
 TEST_F(VerifyDefects, MissingQuantConfigAndWrongScheme) {

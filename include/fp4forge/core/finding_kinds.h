@@ -55,6 +55,9 @@ inline constexpr FindingKind kFindingKinds[] = {
      "Gemma-4 hidden_activation other than gelu_pytorch_tanh (vLLM raises)", kInDoctor},
     {"config-value-invalid", Severity::ERROR, false, "F32",
      "a config value the strict transformers 5.17 config rejects (hidden_size_per_layer_input: null)", kInDoctor},
+    {"config-value-unusable", Severity::WARNING, false, "",
+     "a config value vLLM or transformers cannot build from: max_position_embeddings not a positive integer, a "
+     "non-positive rope_theta, an unknown rope_type, a rope type without its required parameters", kInDoctor},
     {"config-shape-mismatch", Severity::ERROR, false, "F27, F30",
      "a shape invariant of the family is broken (attention rows, kv heads, experts, linear attention, "
      "layer_types, lm_head vs tie_word_embeddings, PLE, vision projector, MTP)", kInDoctor | kInVerify},
