@@ -4,6 +4,9 @@
 namespace fp4forge::verify_internal {
 namespace {
 
+/** A global scale made for a largest weight above this (FP16's largest finite value) is no LLM's. */
+constexpr float kImplausibleAmax = 65504.0f;
+
 /** NaN/Inf, zero and negative elements of a BF16/F16/F32 scale tensor, with the first index of each. */
 struct ScaleScan {
   std::uint64_t nonfinite = 0, zero = 0, negative = 0, first = 0, bad = 0;
@@ -184,6 +187,21 @@ void check_values(const Checkpoint& q, const Structure& s, FindingSink& sink, Ve
                 .expected = "finite and > 0",
                 .actual = fmt::format("{}", *g),
                 .hint = "an all-zero or corrupt amax (F15); the module dequantizes to NaN/Inf or zero"});
+    } else if (g && !s.source_given && nvfp4::kE4m3Max * nvfp4::kFp4Max / *g > kImplausibleAmax) {
+      // Without the source nothing measures the values; a global scale made for a weight beyond FP16's range is no
+      // LLM's (issue 55 tryout K: a byte-flipped scale, 6.7e7x too small, was OK). --against measures every one.
+      sink.add(finding_kind("global-scale-wrong"),
+               {.group = fam,
+                .message = fmt::format("'{}' is {:g}: it is made for a largest weight of {:g} (2688 / global scale), "
+                                       "beyond FP16's range and any LLM weight's: the module dequantizes to weights "
+                                       "that large",
+                                       m.gs->name, *g, nvfp4::kE4m3Max * nvfp4::kFp4Max / *g),
+                .tensors = {m.gs->name},
+                .expected = fmt::format("a largest weight <= {:g} (global scale >= {:g})", kImplausibleAmax,
+                                        nvfp4::kE4m3Max * nvfp4::kFp4Max / kImplausibleAmax),
+                .actual = fmt::format("{:g}", *g),
+                .hint = "a corrupt or mis-scaled global scale (F19): verify --against SRC measures the module's "
+                        "error against its source"});
     }
   }
   // Kept floating tensors: no NaN/Inf.

@@ -367,6 +367,27 @@ TEST_F(VerifyDefects, ScaleByteNaN) {
   EXPECT_EQ(kinds(r), std::set<std::string>{"scale-nan-byte"});
 }
 
+// Without the source, a global scale made for a weight beyond FP16's range is a warning (issue 55 tryout K: its top
+// byte flipped, 6.7e7x too small, was OK); with --against, the measured error says it (error-outlier).
+TEST_F(VerifyDefects, AnImplausibleGlobalScaleIsAWarningWithoutTheSource) {
+  const sfs::path src = kData / "llama", q = root_ / "q";
+  quantize_reference(src, q);
+  const std::string gs = "model.layers.0.mlp.down_proj.weight_global_scale";
+  const float tiny = 3.15e-4f;  // made for a largest weight of 2688 / 3.15e-4 = 8.5e6
+  std::array<std::byte, 4> b{};
+  std::memcpy(b.data(), &tiny, 4);
+  patch_tensor(q, gs, 0, b);
+  const VerifyReport r = verify_dir(q);
+  const Finding* f = find_kind(r, "global-scale-wrong");
+  ASSERT_NE(f, nullptr) << dump(r.findings);
+  EXPECT_EQ(f->severity, Severity::WARNING);
+  EXPECT_EQ(f->tensors, std::vector<std::string>{gs});
+  EXPECT_NE(f->message.find("beyond FP16's range"), std::string::npos) << f->message;
+  const VerifyReport a = verify_dir(q, &src);
+  EXPECT_NE(find_kind(a, "error-outlier"), nullptr) << dump(a.findings);
+  for (const Finding& x : a.findings) EXPECT_EQ(x.message.find("beyond FP16's range"), std::string::npos) << x.message;
+}
+
 TEST_F(VerifyDefects, KeptLinearMissingFromIgnore) {
   const sfs::path src = kData / "qwen3_5-dense-mm", q = root_ / "q";
   quantize_reference(src, q);
