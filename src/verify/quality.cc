@@ -239,7 +239,9 @@ std::string to_text(const QualityReport& r) {
     else
       out += fmt::format("    {:<{}}  {:.4f}  {:.4f}  {:+6.1f} %", esc(row.kind), w, row.total.rel_rms,
                          row.total.minmax_rel_rms, 100.0 * row.total.vs_minmax());
-    if (worst && worst->layer >= 0 && row.cells.size() > 1) out += fmt::format("  worst layer {} ({:.4f})", worst->layer, worst->rel_rms);
+    // The layer's cell pools its modules (experts): said so, beside the worst-tensors list (issue 55 tryout K).
+    if (worst && worst->layer >= 0 && row.cells.size() > 1)
+      out += fmt::format("  worst layer {} ({:.4f} over the layer's modules)", worst->layer, worst->rel_rms);
     out += "\n";
   }
   for (const auto& x : r.references)
