@@ -74,7 +74,10 @@ QuantState read_quant_state(const Json& config, const std::vector<TensorRef>& te
     }
     // Which group vLLM gives each quantized module (model/quant_config.h vllm_group_of; every quantized module
     // is a Linear to vLLM). A target it cannot compile leaves the counts at zero: verify and doctor say why.
+    // Only compressed-tensors looks its modules up by targets: a quant_method fp8 / modelopt release has no groups,
+    // and vLLM loads it by its own method (issue 55 tryout L: "vLLM has no scheme to load them with").
     for (const std::string& m : packed) {
+      if (!q.quant_method.empty() && q.quant_method != "compressed-tensors") break;
       auto g = vllm_group_of(*parsed, m, "Linear");
       if (!g.ok()) break;
       if (g->group >= 0) {

@@ -74,7 +74,8 @@ void PlanBuilder::count_roles() {
 
 void PlanBuilder::summarize() {
   // Issue 29: a re-save that lost its MTP layers quantized without a word (only doctor said so).
-  if (plan.info.mtp_num_hidden_layers > 0 && !opts.allow_nothing_quantized &&
+  // With --mtp-from the output gets them (issue 55 tryout L: the splice line, then this warning, in one run).
+  if (plan.info.mtp_num_hidden_layers > 0 && !opts.allow_nothing_quantized && !opts.mtp_spliced &&
       std::none_of(plan.decisions.begin(), plan.decisions.end(),
                    [](const TensorDecision& d) { return d.cls.role == Role::MTP; }))
     plan.warnings.push_back(fmt::format(

@@ -198,9 +198,18 @@ Result<Preflight> preflight(const stdfs::path& src, const PreflightOptions& opts
 namespace {
 
 /** An error finding as a refusal names it: what, where, the fix. */
-std::string finding_text(const Finding& f, const std::string& src) {
-  return fmt::format("{} in '{}'{}: {}; fix: {}", f.kind, src, f.key.empty() ? "" : fmt::format(" ({})", f.key),
-                     f.message, fix_of(f, src));
+/** A finding about a file a --tokenizer-from / --processor-from reference supplied is blamed on that reference, with
+ * its fix: another reference (issue 55 tryout L: "copy the sizes from vision_config" for a file taken from another
+ * model's release). */
+std::string finding_text(const Finding& f, const Preflight& p) {
+  for (const ServingChange& c : p.serving)
+    if (c.action == "taken" && !f.key.empty() && f.key.rfind(c.file, 0) == 0)
+      return fmt::format(
+          "{} in '{}' (taken by {} from '{}'): {}; fix: {} supplies a file that does not fit this "
+          "model: name the release this checkpoint was made from (or drop {})",
+          f.kind, c.file, c.option, c.from, f.message, c.option, c.option);
+  return fmt::format("{} in '{}'{}: {}; fix: {}", f.kind, p.source, f.key.empty() ? "" : fmt::format(" ({})", f.key),
+                     f.message, fix_of(f, p.source));
 }
 
 std::size_t error_count(const Preflight& p) {
@@ -215,7 +224,7 @@ std::vector<std::string> refusal_lines(const Preflight& p) {
   if (error_count(p) < 2) return lines;  // one error: the refusal itself names it (one line)
   for (const auto& f : p.findings)
     if (f.severity == Severity::ERROR)
-      lines.push_back(fmt::format("preflight: {}{}", finding_text(f, p.source),
+      lines.push_back(fmt::format("preflight: {}{}", finding_text(f, p),
                                   f.kind == "header-only-weights" ? "" : "; --no-preflight quantizes anyway"));
   return lines;
 }
@@ -232,8 +241,7 @@ Error refusal(const Preflight& p) {
   // A header-only folder is refused without the preflight too: no "--no-preflight quantizes anyway" (issue 55 tryout).
   const bool forcible = !kinds.contains("header-only-weights");
   Error e = n == 1 ? make_error(Errc::BAD_INPUT, "quantize refused by its preflight: {}; nothing written{}",
-                                finding_text(*first, p.source),
-                                forcible ? "; --no-preflight quantizes anyway" : "")
+                                finding_text(*first, p), forcible ? "; --no-preflight quantizes anyway" : "")
                    : make_error(Errc::BAD_INPUT,
                                 "quantize refused by its preflight: doctor finds {} error(s) in '{}' ({}); nothing "
                                 "written; expected a source doctor passes: fix each as listed (fp4forge doctor '{}' "

@@ -47,7 +47,9 @@ Result<QuantizeResult> quantize(const QuantizeParams& p) {
                       "quantizing it would write a model of zeros; expected a checkpoint with values; hint: synth "
                       "without --header-only, or the release itself (a header-only checkpoint is for plan, inspect "
                       "and doctor)", p.src.string());
-  FP4FORGE_ASSIGN_OR_RETURN(out.plan, make_plan(ck, p.plan));
+  PlanOptions plan_opts = p.plan;
+  plan_opts.mtp_spliced = !p.mtp_from.empty();
+  FP4FORGE_ASSIGN_OR_RETURN(out.plan, make_plan(ck, plan_opts));
   if (p.on_plan) p.on_plan(out.plan);
   if (p.dry_run) return out;
   FP4FORGE_ASSIGN_OR_RETURN(RunSummary sum, detail::run_checked(ck, out.plan, p.dst, run));

@@ -473,6 +473,12 @@ TEST(MtpSpliceE2E, QuantizeMtpFromRefusesFirst) {
   EXPECT_EQ(d["dry_run"], true);
   EXPECT_EQ(d["mtp_splice"]["status"], "spliced");
   EXPECT_EQ(d["mtp_splice"]["dry_run"], true);
+  // The splice gives the output its MTP layers: no warning that it has none (issue 55 tryout L); without
+  // --mtp-from the warning stays.
+  EXPECT_EQ(d.dump().find("has no MTP tensors"), std::string::npos) << d.dump();
+  const Json bare = run_json("quantize " + q(stripped.dir()) + " --dry-run", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(bare.dump().find("has no MTP tensors"), std::string::npos) << bare.dump();
 }
 
 }  // namespace

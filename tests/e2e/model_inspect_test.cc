@@ -320,6 +320,16 @@ TEST(DiffCli, ValuesComparesBytesWhenAsked) {
 }
 // Issue 30: inspect counts the modules vLLM gives each config group (its own matching: names before the Linear
 // class), and warns about quantized modules no group selects.
+// A quant_method fp8 release has no config groups: vLLM loads it by its own method, so no module is "uncovered"
+// (issue 55 tryout L: "vLLM has no scheme to load them with" on Qwen3-FP8's layout).
+TEST(InspectCli, AnFp8ReleaseIsNoUncoveredModules) {
+  std::string out, err;
+  ASSERT_EQ(run_cli("inspect " + q(kData + "/fp8/native-qwen3") + " --json", &out, &err), 0) << err;
+  const Json j = Json::parse(out);
+  EXPECT_EQ(j["quantization"]["uncovered_modules"], 0) << out;
+  EXPECT_EQ(out.find("match no config group's targets"), std::string::npos) << out;
+}
+
 TEST(InspectCli, ConfigGroupsCountTheirModules) {
   TempDir t;
   const auto q1 = t.path / "q";

@@ -68,6 +68,9 @@ struct PlanOptions {
   /** Plan a subset whose share may be nothing (the MTP splice plans the MTP tensors alone to learn their
    * ignore entries). A quantize run never sets it: "nothing quantized" is refused there. */
   bool allow_nothing_quantized = false;
+  /** quantize --mtp-from: the MTP layers the source lacks are spliced into the output (quantize/mtp_splice.h), so
+   * their absence from the source is no warning about the output. */
+  bool mtp_spliced = false;
 };
 
 /** One source tensor, as the planner sees it. */
