@@ -17,6 +17,7 @@
 #include "fp4forge/model/classify.h"
 #include "fp4forge/model/serving_files.h"
 #include "fp4forge/util/format.h"
+#include "fp4forge/util/json_get.h"
 #include "fp4forge/util/strings.h"
 
 namespace fp4forge {
@@ -205,10 +206,13 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
         static_cast<std::uint64_t>(info.num_layers) != r.layers_in_tensors)
       r.warnings.push_back(fmt::format("config says num_hidden_layers = {} but the tensors hold {} layers",
                                        info.num_layers, r.layers_in_tensors));
+    // Named by the key the config uses (DeepSeek's num_nextn_predict_layers; issue 55 tryout L).
     if (info.mtp_num_hidden_layers > 0 && !r.mtp_present)
       r.warnings.push_back(fmt::format(
-          "config declares mtp_num_hidden_layers = {} but no mtp.* tensors exist: MTP speculative decoding "
-          "is unavailable; hint: copy the mtp.* tensors from the source checkpoint",
+          "config declares {} = {} but the checkpoint has no MTP layer tensors: MTP speculative decoding is "
+          "unavailable; hint: 'fp4forge doctor --fix --mtp-from ORIGINAL' splices them from the original release",
+          integral_of(text_config(ckpt.config()), "mtp_num_hidden_layers").value_or(0) > 0 ? "mtp_num_hidden_layers"
+                                                                                           : "num_nextn_predict_layers",
           info.mtp_num_hidden_layers));
     if (info.tie_word_embeddings && r.lm_head_present)
       r.warnings.push_back("tie_word_embeddings is true but lm_head.weight exists (vLLM ignores it)");
