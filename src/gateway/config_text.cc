@@ -228,33 +228,47 @@ namespace {
 /** `n` with its merge keys resolved, recursively (yaml-cpp keeps `<<` as a plain key; PyYAML merges it): a mapping's
  * own keys win, then those of `<<`'s mapping, or of its list of mappings in order (issue 55 tryout K: `gateway show
  * --backend` left out an alias whose api_base came from `<<: *defaults`). */
-YAML::Node resolve_merges(const YAML::Node& n, int depth = 0) {
-  if (depth > 64) return n;  // yaml_strict bounds nesting already; never recurse without end
+YAML::Node resolve_merges(const YAML::Node& n, int depth, std::size_t& budget) {
+  // yaml_strict bounds nesting; the budget bounds the work an alias repeated in merge lists can multiply (fuzzing).
+  if (depth > 64 || budget == 0) return n;
+  --budget;
   if (n.IsSequence()) {
     YAML::Node out(YAML::NodeType::Sequence);
-    for (const YAML::Node& v : n) out.push_back(resolve_merges(v, depth + 1));
+    for (std::size_t i = 0; i < n.size(); ++i) out.push_back(resolve_merges(n[i], depth + 1, budget));
     return out;
   }
   if (!n.IsMap()) return n;
   YAML::Node out(YAML::NodeType::Map);
   std::vector<YAML::Node> merged;
   for (auto it = n.begin(); it != n.end(); ++it) {
+    // Copies, never references into the iterator's temporary pair (ASan: stack-use-after-scope, fuzz_gateway_show).
+    const YAML::Node key = it->first;
+    const YAML::Node value = it->second;
     // A quoted "<<" is a plain key to PyYAML too.
-    if (it->first.IsScalar() && it->first.Scalar() == "<<" && it->first.Tag() != "!") {
-      if (it->second.IsMap()) merged.push_back(it->second);
-      if (it->second.IsSequence())
-        for (const YAML::Node& m : it->second)
-          if (m.IsMap()) merged.push_back(m);
+    if (key.IsScalar() && key.Scalar() == "<<" && key.Tag() != "!") {
+      if (value.IsMap()) merged.push_back(value);
+      if (value.IsSequence())
+        for (std::size_t i = 0; i < value.size(); ++i)
+          if (value[i].IsMap()) merged.push_back(value[i]);
       continue;
     }
-    out[it->first.Scalar()] = resolve_merges(it->second, depth + 1);
+    out[key.Scalar()] = resolve_merges(value, depth + 1, budget);
   }
   for (const YAML::Node& m : merged) {
-    const YAML::Node r = resolve_merges(m, depth + 1);
-    for (auto it = r.begin(); it != r.end(); ++it)
-      if (!out[it->first.Scalar()]) out[it->first.Scalar()] = it->second;
+    const YAML::Node r = resolve_merges(m, depth + 1, budget);
+    if (!r.IsMap()) continue;
+    for (auto it = r.begin(); it != r.end(); ++it) {
+      const std::string k = it->first.Scalar();
+      const YAML::Node& seen = out;  // a const lookup inserts nothing
+      if (!seen[k]) out[k] = YAML::Node(it->second);
+    }
   }
   return out;
+}
+
+YAML::Node resolve_merges(const YAML::Node& n) {
+  std::size_t budget = 100000;
+  return resolve_merges(n, 0, budget);
 }
 
 }  // namespace
