@@ -23,9 +23,7 @@ Status fill_context(Context& ctx, const Checkpoint& ckpt) {
   ctx.dir = ckpt.dir();
   ctx.tokenizer_dir = ctx.dir;
   ctx.config = ckpt.config();
-  ctx.tensors.clear();
-  for (const auto& t : ckpt.tensors())
-    ctx.tensors.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
+  ctx.tensors = tensor_metas(ckpt);
   ctx.ckpt = ctx.tensors.empty() ? nullptr : &ckpt;
   return init_context(ctx);
 }

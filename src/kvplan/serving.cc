@@ -80,8 +80,7 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
     ShapeContext ctx;
     ctx.dir = ck.dir();
     ctx.config = ck.config();
-    for (const auto& t : ck.tensors())
-      ctx.tensors.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
+    ctx.tensors = tensor_metas(ck);
     FindingSink found;
     if (init_shape_context(ctx).ok()) check_mtp(ctx, found);
     for (const auto& f : found.take())

@@ -26,6 +26,13 @@ std::vector<std::string> ShapeContext::text_path(std::string_view key) const {
   return {std::string(key)};
 }
 
+std::map<std::string, TensorMeta, std::less<>> tensor_metas(const Checkpoint& ck) {
+  std::map<std::string, TensorMeta, std::less<>> out;
+  for (const TensorRef& t : ck.tensors())
+    out.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
+  return out;
+}
+
 Status init_shape_context(ShapeContext& ctx) {
   auto info = read_model_info(ctx.config);
   if (!info.ok()) return with_file(info.error(), (ctx.dir / "config.json").string());

@@ -600,9 +600,8 @@ Status check_after(const Splice& sp) {
   const std::string& new_config_text = sp.new_config_text;
   // 8. doctor's shape checks on the checkpoint as the splice leaves it.
   if (!plan.mtp.empty() || plan.config) {
-    std::map<std::string, TensorMeta, std::less<>> before, after;
-    for (const auto& t : tck.tensors()) before.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
-    after = before;
+    std::map<std::string, TensorMeta, std::less<>> before = tensor_metas(tck);
+    std::map<std::string, TensorMeta, std::less<>> after = before;
     for (const auto& m : plan.mtp)
       after.emplace(m.ref->name, TensorMeta{std::string(dtype_name(m.out_dtype())), m.ref->info->shape});
     FP4FORGE_ASSIGN_OR_RETURN(Json new_config, parse_json_bounded(new_config_text, "config.json"));

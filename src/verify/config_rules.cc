@@ -27,8 +27,7 @@ void check_config_rules(const Checkpoint& q, const Structure& s, FindingSink& si
   ctx.dir = q.dir();
   ctx.ckpt = &q;
   ctx.config = q.config();
-  for (const TensorRef& t : q.tensors())
-    ctx.tensors.emplace(t.name, TensorMeta{std::string(dtype_name(t.info->dtype)), t.info->shape});
+  ctx.tensors = tensor_metas(q);
   // A config the rules cannot read is reported by the checks that read it first (quant config, geometry).
   if (!init_shape_context(ctx).ok()) return;
   FindingSink rules(std::numeric_limits<std::size_t>::max());  // every tensor listed: coverage is decided on all

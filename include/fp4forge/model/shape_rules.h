@@ -62,6 +62,10 @@ struct ShapeContext {
   std::vector<std::string> text_path(std::string_view key) const;
 };
 
+/** Every tensor of `ck` as the shape rules see it (name -> dtype and shape): the one reading of a checkpoint into
+ * ShapeContext::tensors. */
+std::map<std::string, TensorMeta, std::less<>> tensor_metas(const Checkpoint& ck);
+
 /** Completes a context whose dir, config and tensors are set: ModelInfo (BAD_INPUT naming config.json when
  * malformed), the structure the tensors show, and the text and layer prefixes they use. */
 Status init_shape_context(ShapeContext& ctx);
