@@ -46,10 +46,21 @@ std::string interrupted_text(const char* sig, const std::filesystem::path& dst, 
   if (!stdfs::exists(staging, ec))
     return stdfs::exists(dst, ec) ? fmt::format("interrupted ({}) after the output was complete in {}", sig, dst.string())
                                    : fmt::format("interrupted ({}) before any output was written; nothing kept", sig);
-  const std::size_t done = quant::staged_shards(staging).count;
-  return fmt::format("interrupted ({}): {} of {} shard(s) finished, kept in {}; run the same command again with "
-                     "--resume to reuse them (or --restart to start over)",
-                     sig, done, total_shards, staging.string());
+  // The shards its manifest records: what --resume reuses (a shard renamed into place an instant before the signal
+  // may have no record yet; tryout M-L3 saw "30 finished", then 29 resumed).
+  const quant::StagedShards staged = quant::staged_shards(staging);
+  if (staged.count == 0)  // tryout M-L4: "0 of 43 shard(s) finished, kept ... --resume to reuse them"
+    return fmt::format(
+        "interrupted ({}) before any shard was finished: nothing to resume; the next run removes {} "
+        "(it holds no finished shard)",
+        sig, staging.string());
+  const std::size_t unrecorded = staged.count - staged.recorded;
+  return fmt::format(
+      "interrupted ({}): {} of {} shard(s) finished, kept in {}{}; run the same command again with "
+      "--resume to reuse them (or --restart to start over)",
+      sig, staged.recorded, total_shards, staging.string(),
+      unrecorded == 0 ? std::string()
+                      : fmt::format(" ({} more written but not yet recorded: --resume rewrites it)", unrecorded));
 }
 
 int run_quantize(const QuantizeOpts& o) {
@@ -211,7 +222,7 @@ void add_quantize(CLI::App& sub, Action& action) {
   sub.add_flag("--dry-run", o->dry_run, "print the plan and write nothing");
   sub.add_flag("--strict", o->plan.strict, "a weight whose shape does not fit its scheme (in_features a multiple of 16 for nvfp4a16, 32 for mxfp4a16, ...; docs/schemes.md) is an error instead of kept");
   sub.add_option("-j,--jobs", o->jobs,
-                 "worker threads (default: all cores, twice that with a searched observer; at most 1024)")
+                 "worker threads (default and 0: all cores, twice that with a searched observer; at most 1024)")
       ->check(in_range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--max-memory", o->max_memory, "in-flight byte budget, e.g. 2G, 512M")->capture_default_str();
   sub.add_flag("--no-progress", o->no_progress, "no progress bar (drawn on stderr when it is a terminal)");

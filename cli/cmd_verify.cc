@@ -130,7 +130,7 @@ void add_verify(CLI::App& sub, Action& action) {
                          "read both ways (out-in | in-out)");
   sub.add_option(
          "-j,--jobs", opts->lib.jobs,
-         "--against: worker threads for the observer's search and the re-encode (default: all cores, twice that "
+         "--against: worker threads for the observer's search and the re-encode (default and 0: all cores, twice that "
          "with a searched observer)")
       ->check(in_range(0u, ThreadPool::kMaxThreads));
   sub.add_option("--svg", opts->svg,

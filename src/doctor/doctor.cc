@@ -397,12 +397,20 @@ std::string to_text(const DoctorReport& r) {
       append_findings(s, r.remaining);
     }
   }
-  std::size_t fixable = 0;
+  // What --fix alone would fix, and what needs the original release too (the MTP splice: --fix alone refuses it).
+  std::size_t fixable = 0, with_mtp_from = 0;
   for (const auto& f : r.remaining)
-    if (f.fix) ++fixable;
-  s += fmt::format("summary: {}{}; exit {}\n", counts(r.remaining),
-                   fixable && !(r.fix && !r.dry_run) ? fmt::format(", {} fixable (run with --fix)", fixable) : "",
-                   exit_code(r));
+    if (f.fix) ++(f.kind == finding_kind("mtp-declared-missing").id ? with_mtp_from : fixable);
+  std::string fixes;
+  if (!(r.fix && !r.dry_run)) {
+    const char* how = r.dry_run ? "run with --fix, without --dry-run" : "run with --fix";
+    if (fixable) fixes += fmt::format(", {} fixable ({})", fixable, how);
+    if (with_mtp_from)
+      fixes += fmt::format(", {} fixable with --fix --mtp-from SRC (the original release)", with_mtp_from);
+  } else if (with_mtp_from && !r.mtp_splice) {
+    fixes += fmt::format(", {} fixable only with --mtp-from SRC (the original release)", with_mtp_from);
+  }
+  s += fmt::format("summary: {}{}; exit {}\n", counts(r.remaining), fixes, exit_code(r));
   return s;
 }
 

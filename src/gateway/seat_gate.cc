@@ -258,9 +258,10 @@ Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out) {
   probe::ProbeOptions po = o.probe_options;
   // Images: the alias's clients send them if its config says so, or if the backend it has today answers them.
   std::string vision = vision_by_config(g);
-  // With --text-only too, so the move away from a backend that answers images is said (issue 55 tryout: silent).
-  if (vision.empty() && po.vision != VisionMode::MULTIMODAL && with_vision)
-    vision = vision_by_backend(g, o, out.warnings);
+  // With --text-only too, so the move away from a backend that answers images is said (issue 55 tryout: silent);
+  // and whatever the checks: a gate without vision must still learn that the alias takes images, or it moves a
+  // vision alias to a text-only seat in silence (tryout M-M1: `--checks prose,logprobs`, exit 0).
+  if (vision.empty() && po.vision != VisionMode::MULTIMODAL) vision = vision_by_backend(g, o, out.warnings);
   if (!vision.empty() && po.vision == VisionMode::TEXT_ONLY)
     out.warnings.push_back(fmt::format(
         "alias '{}' takes images ({}), but --text-only: the vision check is skipped, and clients that send images get "

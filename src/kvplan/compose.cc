@@ -187,6 +187,9 @@ std::string litellm_yaml(const Plan& plan, const std::vector<std::size_t>& seats
     e << YAML::EndMap;
     e << YAML::Key << "model_info" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "max_input_tokens" << YAML::Value << m.max_model_len;
+    // A seat served with images says so (LiteLLM's model-info field): gateway reads it to keep a later swap of this
+    // alias on a backend that passes the vision check (tryout M-L6: not written, a narrowed gate moved it).
+    if (m.arg.mm && m.info.has_vision_config) e << YAML::Key << "supports_vision" << YAML::Value << true;
     e << YAML::EndMap;
     e << YAML::EndMap;
   }

@@ -226,6 +226,8 @@ Body classify_body(const Parts& b, std::size_t from, std::span<const std::uint64
       last == "per_layer_model_projection")
     return {Role::PLE, -1};
   if (one_of(last, kEmbeddings)) return {Role::EMBEDDING, -1};
+  // DeepSeek-V4's release names: the token embedding is a bare `embed` at the text root (as its head is `head`).
+  if (last == "embed" && li == from && b.n == from + 2) return {Role::EMBEDDING, -1};
   // LLaVA-NeXT / OneVision: the learned vector between rows of image features (the multimodal part).
   if (last == "image_newline" && li == from) return {Role::PROJECTOR, -1};
   if (last == "lm_head") return {Role::LM_HEAD, -1};
@@ -325,7 +327,8 @@ TensorClass classify_name(std::string_view name, std::span<const std::uint64_t> 
   } else if (parts[0] == "model" || parts[0] == "language_model" || parts[0] == "transformer") {
     from = 1;
     c.text_stack = true;
-  } else if (one_of(parts[0], kLayerContainers) || one_of(parts[0], kEmbeddings) || parts[0] == "norm") {
+  } else if (one_of(parts[0], kLayerContainers) || one_of(parts[0], kEmbeddings) || parts[0] == "norm" ||
+             (parts[0] == "embed" && parts.n == 2)) {
     c.text_stack = true;
   } else if (!info.structure_read && parts.n > 3 && one_of(parts[1], kLayerContainers) && parse_index(parts[2]) >= 0) {
     // `<root>.layers.<i>.*` under a root classify has no name for (GPT-NeoX `gpt_neox.`, Nemotron-H

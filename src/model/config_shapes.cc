@@ -68,21 +68,23 @@ struct ShapeChecker {
   bool mamba_hybrid() const { return m.spec().mixer == Mixer::MAMBA2; }
   bool mla() const { return m.spec().mla || m.kv_lora_rank > 0; }
 
+  /** key: the config key the rows come from; in_key: the one the columns come from, blamed when only they differ. */
   void linear(const std::string& module, std::int64_t out, std::int64_t in, const std::string& rule,
-              const std::string& key = {}) {
+              const std::string& key = {}, const std::string& in_key = {}) {
     auto s = ctx.linear_shape(module);
     if (!s) return;
     const bool bad_out = out > 0 && s->first != out;
     const bool bad_in = in > 0 && s->second >= 0 && s->second != in;
     if (bad_out || bad_in)
       v.add(rule, module,
-            {.key = key,
+            {.key = !bad_out && !in_key.empty() ? in_key : key,
              .expected = dims(std::vector<std::int64_t>{out > 0 ? out : -1, in > 0 ? in : -1}),
              .actual = dims(std::vector<std::int64_t>{s->first, s->second})});
   }
   /** The same against a shape from the width formulas (model/shape_rules.h); unknown widths: not checked. */
-  void linear(const std::string& module, LinearShape want, const std::string& rule, const std::string& key = {}) {
-    if (want) linear(module, want->first, want->second, rule, key);
+  void linear(const std::string& module, LinearShape want, const std::string& rule, const std::string& key = {},
+              const std::string& in_key = {}) {
+    if (want) linear(module, want->first, want->second, rule, key, in_key);
   }
   void shape(const std::string& name, const std::vector<std::int64_t>& want, const std::string& rule,
              const std::string& key = {}) {
@@ -177,7 +179,7 @@ struct ShapeChecker {
       linear(sa + "q_proj", attention_shape(Role::ATTN_Q, H, A, d, kv, gate),
              gate == 2 ? "q_proj == [num_attention_heads·head_dim·2 (attn_output_gate), hidden_size]" + sfx
                        : "q_proj == [num_attention_heads·head_dim_i, hidden_size]" + sfx,
-             "num_attention_heads");
+             "num_attention_heads", "hidden_size");
       linear(sa + "o_proj", attention_shape(Role::ATTN_O, H, A, d, kv),
              "o_proj == [hidden_size, num_attention_heads·head_dim_i]" + sfx, "num_attention_heads");
       shape(sa + "q_norm.weight", {d}, "q_norm length == head_dim_i" + sfx, "head_dim");
@@ -195,9 +197,10 @@ struct ShapeChecker {
             {.key = "num_kv_shared_layers", .expected = "present", .actual = "absent"});
     if (d > 0 && kv > 0) {
       linear(sa + "k_proj", attention_shape(Role::ATTN_K, H, A, d, kv),
-             (k_eq_v ? "full-attention k_proj rows == num_global_key_value_heads·global_head_dim"
-                     : "k_proj rows == num_key_value_heads_i·head_dim_i") + sfx,
-             k_eq_v ? "num_global_key_value_heads" : "num_key_value_heads");
+             (k_eq_v ? "full-attention k_proj == [num_global_key_value_heads·global_head_dim, hidden_size]"
+                     : "k_proj == [num_key_value_heads_i·head_dim_i, hidden_size]") +
+                 sfx,
+             k_eq_v ? "num_global_key_value_heads" : "num_key_value_heads", "hidden_size");
       shape(sa + "k_norm.weight", {d}, "k_norm length == head_dim_i" + sfx, "head_dim");
     }
     if (k_eq_v) {
@@ -213,7 +216,7 @@ struct ShapeChecker {
               sa + "v_proj", {.key = "attention_k_eq_v", .expected = "present", .actual = "absent"});
       if (d > 0 && kv > 0)
         linear(sa + "v_proj", attention_shape(Role::ATTN_V, H, A, d, kv),
-               "v_proj rows == num_key_value_heads_i·head_dim_i" + sfx, "num_key_value_heads");
+               "v_proj == [num_key_value_heads_i·head_dim_i, hidden_size]" + sfx, "num_key_value_heads", "hidden_size");
     }
     if (kv > 0 && A > 0 && A % kv != 0)
       v.add(

@@ -168,7 +168,10 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
     r.total_bytes += ti.nbytes();
     if (c.text_stack && c.layer >= 0) text_layers.insert(c.layer);
     if (c.role == Role::MTP) ++r.mtp_tensors;
-    if (c.role == Role::LM_HEAD) r.lm_head_present = true;
+    if (c.role == Role::LM_HEAD && !r.lm_head_present) {
+      r.lm_head_present = true;
+      r.lm_head_name = t.name;
+    }
     if (c.role == Role::OTHER) {
       ++other_count;
       if (other_examples.size() < 3) other_examples.push_back(t.name);
@@ -215,7 +218,7 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
                                                                                            : "num_nextn_predict_layers",
           info.mtp_num_hidden_layers));
     if (info.tie_word_embeddings && r.lm_head_present)
-      r.warnings.push_back("tie_word_embeddings is true but lm_head.weight exists (vLLM ignores it)");
+      r.warnings.push_back(fmt::format("tie_word_embeddings is true but {} exists (vLLM ignores it)", r.lm_head_name));
     if (!info.tie_word_embeddings && !r.lm_head_present && r.num_tensors > 0)
       r.warnings.push_back("tie_word_embeddings is false but there is no lm_head.weight");
     if (r.arch.moe && info.num_experts > 0 && r.arch.num_experts != info.num_experts)
@@ -356,9 +359,10 @@ std::string to_text(const InspectReport& r) {
     s += fmt::format("{:<13}{}\n", key, esc(value));
   };
   line("checkpoint", r.dir);
-  line("architecture", fmt::format("{} (family {}, {} layout, text prefix '{}')",
-                                   m.architecture.empty() ? "?" : m.architecture, family_name(m.family),
-                                   m.wrapper ? "wrapper" : "flat", m.text_prefix));
+  line("architecture",
+       fmt::format("{} (family {}, {} layout, text prefix {})", m.architecture.empty() ? "?" : m.architecture,
+                   family_name(m.family), m.wrapper ? "wrapper" : "flat",
+                   m.text_prefix.empty() ? "none" : "'" + m.text_prefix + "'"));
   line("class", r.arch.moe ? fmt::format("{} ({} experts)", r.arch.str(), r.arch.num_experts) : r.arch.str());
   std::string lt;
   for (const auto& [t, n] : r.layers_by_type) lt += fmt::format("{}{} {}", lt.empty() ? "" : ", ", n, t);
@@ -390,8 +394,8 @@ std::string to_text(const InspectReport& r) {
                             : (m.mtp_num_hidden_layers > 0 ? "declared in config but absent" : "none"));
   line("embeddings",
        m.tie_word_embeddings
-           ? (r.lm_head_present ? "tied (but lm_head.weight present)" : "tied (no lm_head.weight)")
-           : (r.lm_head_present ? "untied (lm_head.weight)" : "untied, lm_head.weight missing"));
+           ? (r.lm_head_present ? fmt::format("tied (but {} present)", r.lm_head_name) : "tied (no lm_head.weight)")
+           : (r.lm_head_present ? fmt::format("untied ({})", r.lm_head_name) : "untied, lm_head.weight missing"));
   line("processor", r.processor_files.empty() ? "-" : fmt::format("{}", fmt::join(r.processor_files, ", ")));
   line("tokenizer", r.tokenizer_files.empty() ? "-" : fmt::format("{}", fmt::join(r.tokenizer_files, ", ")));
   s += "\n";

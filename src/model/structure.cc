@@ -104,6 +104,9 @@ void apply_structure(ModelInfo& info, const StackLayout& s) {
     const LayerStack& t = s.stacks[static_cast<std::size_t>(s.text)];
     info.text_root = t.root;
     info.text_container = t.container;
+    // The prefix the tensors use, not the family's preferred one: DeepSeek-V4's release names (`layers.L.*`) have
+    // none, GPT-2's is `transformer.` (inspect reports it; the shape rules and the MTP splice build names from it).
+    info.text_prefix = t.root;
     // A family outside the registry: decoder layers past num_hidden_layers, with an MTP count declared
     // (num_nextn_predict_layers), are multi-token-prediction layers stored DeepSeek-style (kept out of the
     // text stack as the registry's EXTRA_LAYERS families are), not text layers the config forgot.

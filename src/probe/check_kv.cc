@@ -43,9 +43,11 @@ void check_kv(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
   r.http_status = c.status;
   if (!c.ok) {
     if (c.status >= 400 && c.status < 500)  // absent (a gateway, another server) or guarded: could not check
-      return skip(r, "no-kv-metrics",
-                  fmt::format("could not check the KV pool: {}{}; vLLM serves /metrics at its own port", c.detail,
-                              expect));
+      return skip(
+          r, "no-kv-metrics",
+          fmt::format("could not check the KV pool: {}{}{}; vLLM serves /metrics at its own port", c.detail,
+                      c.status == 404 ? " (no metrics endpoint here: a gateway, or a server that is not vLLM)" : "",
+                      expect));
     return fail(r, c.cls, c.detail);
   }
   const auto samples = prometheus_samples(c.raw, "vllm:cache_config_info");

@@ -108,6 +108,22 @@ bool has_word(const std::string& l, std::string_view w) {
 }
 
 // vLLM / Starlette: "Out of range float values are not JSON compliant: nan"
+/** Whether `text` names `model` as a whole name (vLLM's "The model `M` does not exist.", LiteLLM's "model=M."), not
+ * as letters inside a word: a model 't' is not named by "Not Found" (tryout M-M2). */
+bool names_model(std::string_view text, std::string_view model) {
+  if (model.empty()) return false;
+  auto name_char = [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_' || ch == '-' || ch == '/';
+  };
+  for (std::size_t at = text.find(model); at != std::string_view::npos; at = text.find(model, at + 1)) {
+    const bool left = at == 0 || !name_char(text[at - 1]);
+    const std::size_t end = at + model.size();
+    const bool right = end == text.size() || !name_char(text[end]);
+    if (left && right) return true;
+  }
+  return false;
+}
+
 bool mentions_nan(std::string_view text) {
   const std::string l = util::ascii_lower(text);
   return l.find("not json compliant") != std::string::npos || l.find("out of range float") != std::string::npos ||
@@ -312,8 +328,9 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
       call.cls = r.status >= 500 ? "server-error" : "client-error";
     }
     call.detail = fmt::format("{} {}: HTTP {}: {}", method, path, r.status, call.server_message);
-    if ((r.status == 404 || r.status == 400) && !ctx.model.empty() &&
-        call.server_message.find(ctx.model) != std::string::npos &&
+    // Only a request that names the model (a POST) is refused for its model; GET /metrics and /v1/models are not.
+    if ((r.status == 404 || r.status == 400) && std::string_view(method) == "POST" &&
+        names_model(call.server_message, ctx.model) &&
         (r.status == 404 || call.server_message.find("Invalid model name") != std::string::npos)) {
       // vLLM's "The model `M` does not exist.", LiteLLM's 400 "Invalid model name passed in model=M": the model
       // name is not served, the URL is right (issue 55 tryout: nine lines asked whether a right URL was the
@@ -324,7 +341,8 @@ Call exchange(Ctx& ctx, const char* method, const std::string& path, const json*
                                     ? std::string("check --model (vLLM: --served-model-name; the models check lists "
                                                   "what it serves)")
                                     : ctx.opts.model_not_served_hint);
-    } else if (r.status == 404) {  // the whole URL, and what a 404 at the root of the API means (issue 55 tryout)
+    } else if (r.status == 404 &&
+               path != "/metrics") {  // the whole URL, and what a 404 at the root of the API means (issue 55 tryout)
       call.detail = fmt::format("{} {}: HTTP 404{}{}; is {} the server's base URL? vLLM and LiteLLM answer "
                                 "{} at their root", method, util::redact_url(req.url),
                                 call.server_message.empty() ? "" : ": ", call.server_message,

@@ -45,6 +45,19 @@ std::uint64_t plan_fingerprint(const Checkpoint& src, const QuantPlan& plan) {
   return XXH3_64bits(s.data(), s.size());
 }
 
+std::vector<std::string> recorded_shard_names(const stdfs::path& staging_dir) {
+  std::vector<std::string> out;
+  auto text = fs::read_file(staging_dir / ResumeManifest::kFileName, 64u << 20);
+  if (!text) return out;
+  auto parsed = parse_json_bounded(*text, "resume manifest");
+  if (!parsed.ok() || !parsed->is_object()) return out;
+  const auto it = parsed->find("shards");
+  if (it == parsed->end() || !it->is_object()) return out;
+  for (const auto& [k, v] : it->items())
+    if (v.is_object()) out.push_back(k);
+  return out;
+}
+
 void ResumeManifest::load_previous(std::vector<std::string>& warnings) {
   const stdfs::path p = dir_ / kFileName;
   std::error_code ec;

@@ -112,11 +112,13 @@ stdfs::path default_destination(std::string_view repo_name, QuantScheme scheme) 
 StagedShards staged_shards(const stdfs::path& dir) {
   StagedShards s;
   std::error_code ec;
+  const std::vector<std::string> recorded = recorded_shard_names(dir);
   for (const auto& e : stdfs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.size() > 12 && name.ends_with(".safetensors") && e.is_regular_file(ec)) {
       ++s.count;
       s.bytes += e.file_size(ec);
+      if (std::find(recorded.begin(), recorded.end(), name) != recorded.end()) ++s.recorded;
     }
   }
   return s;
@@ -171,13 +173,16 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
       return remove_staged_temporaries(dir);
     }
     // Finished shards are reusable work (verified by digest on --resume): never deleted without being asked.
-    const auto [shards, bytes] = staged_shards(dir);
+    const auto [shards, bytes, recorded] = staged_shards(dir);
     if (shards > 0 && !restart) {
       unlock();
-      return make_error(Errc::BAD_INPUT,
-                        "staging folder '{}' holds {} finished shard(s) ({}) of an interrupted run; expected --resume "
-                        "to reuse them (each is checked against its recorded digest), or --restart to discard them",
-                        dir.string(), shards, format_bytes(bytes));
+      return make_error(
+          Errc::BAD_INPUT,
+          "staging folder '{}' holds {} finished shard(s) ({}){} of an interrupted run; expected "
+          "--resume to reuse them (each is checked against its recorded digest), or --restart to "
+          "discard them",
+          dir.string(), shards, format_bytes(bytes),
+          recorded == shards ? std::string() : fmt::format(", {} of them recorded in its resume manifest", recorded));
     }
     warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'{}){}", dir.string(),
                                    shards > 0 ? fmt::format(", {} finished shard(s), --restart", shards) : "",

@@ -224,8 +224,12 @@ std::string to_text(const QualityReport& r) {
   const auto esc = [](std::string_view x) { return util::printable(x, util::kReportLine); };  // R4-B5
   std::size_t w = 4;
   for (const auto& row : r.rows) w = std::max(w, esc(row.kind).size());
-  std::string out =
-      fmt::format("  quality by module kind (observer {}; rel RMS vs source, min-max's, error vs min-max):\n", esc(r.observer));
+  // Several schemes: their observers are paired with the scheme names in one order (tryout M-L5: the observers alone
+  // read as listed in the reverse of the group lines above).
+  const std::string by = r.scheme.find('+') != std::string::npos
+                             ? fmt::format("schemes {} with observers {}", esc(r.scheme), esc(r.observer))
+                             : fmt::format("observer {}", esc(r.observer));
+  std::string out = fmt::format("  quality by module kind ({}; rel RMS vs source, min-max's, error vs min-max):\n", by);
   for (const auto& row : r.rows) {
     const QualityCell* worst = nullptr;
     for (const auto& c : row.cells)

@@ -40,6 +40,7 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
   const auto c = severity_counts(r.findings);
   j["ok"] = r.ok();
   j["strict"] = r.strict;
+  j["values_scanned"] = r.values_scanned;
   j["qdir"] = qdir;
   j["against"] = against.empty() ? Json(nullptr) : Json(against);
   j["against_format"] = r.against_format;
@@ -118,8 +119,14 @@ std::string to_text(const VerifyReport& r) {
   const bool foreign = std::any_of(r.findings.begin(), r.findings.end(), [](const Finding& f) {
     return is_kind(f, finding_kind("quant-format-foreign"));
   });
+  // An FP8 release (a source quantize reads, not a scheme it writes): said so, not "scheme  · 0 quantized modules".
+  const bool fp8_source = std::any_of(r.findings.begin(), r.findings.end(),
+                                      [](const Finding& f) { return is_kind(f, finding_kind("fp8-source")); });
   if (foreign && s.quantized_modules == 0)
     out += fmt::format("  scheme not read: a quantization format fp4forge does not read (below) · {} tensors\n",
+                       s.tensors);
+  else if (fp8_source && s.quantized_modules == 0)
+    out += fmt::format("  scheme none written by fp4forge: an FP8 release, a source to quantize (below) · {} tensors\n",
                        s.tensors);
   else
     out += fmt::format("  scheme {} · {} tensors · {} quantized modules · {} kept tensors ({} Linear-like) · "
@@ -201,7 +208,11 @@ std::string to_text(const VerifyReport& r) {
     if (!f.hint.empty()) out += fmt::format("        hint: {}\n", esc(f.hint));
   }
   const auto c = severity_counts(r.findings);
-  out += fmt::format("result: {} ({} error(s), {} warning(s), {} info)\n", r.ok() ? "OK" : "FAILED", c[0], c[1], c[2]);
+  // --no-values: a pass that did not read the scale bytes, global scales or kept tensors says so (tryout M-L1).
+  out += fmt::format("result: {} ({} error(s), {} warning(s), {} info){}\n", r.ok() ? "OK" : "FAILED", c[0], c[1], c[2],
+                     r.values_scanned ? ""
+                                      : "; values not scanned (--no-values): scale bytes, global scales and "
+                                        "kept tensors were not read");
   return out;
 }
 

@@ -30,6 +30,7 @@ Result<VerifyReport> verify_checkpoint(const Checkpoint& q, const Checkpoint* ag
   VerifyReport rep;
   rep.qdir = q.dir().string();
   rep.strict = opts.strict;
+  rep.values_scanned = opts.scan_values;
   if (against) rep.against = against->dir().string();
   Structure s;
   FindingSink sink(opts.max_listed);

@@ -120,6 +120,12 @@ TEST(ForeignFormat, Fp8ReleasesAndCompressedTensorsAreNotForeign) {
   EXPECT_EQ(run_cli("doctor " + q(kData + "/fp8/native-qwen3") + " --json", &out, &err), 0) << err;
   EXPECT_EQ(kinds(out, "warning").count("quant-format-foreign"), 0u) << out;
   EXPECT_EQ(kinds(out, "info").count("fp8-source"), 1u) << out;
+  // verify's header says what the folder is (tryout L-L4: it read "scheme  · ... 0 quantized modules").
+  EXPECT_EQ(run_cli("verify " + q(kData + "/fp8/native-qwen3"), &out, &err), 0) << err;
+  EXPECT_NE(out.find("scheme none written by fp4forge: an FP8 release, a source to quantize (below)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("scheme  ·"), std::string::npos) << out;
   TempDir tmp;
   const stdfs::path dir = tmp.path / "ck";
   stdfs::copy(kData + "/llama", dir, stdfs::copy_options::recursive);

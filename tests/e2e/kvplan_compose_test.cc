@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -369,6 +370,26 @@ TEST_F(KvplanCompose, ALoopbackApiHostIsANote) {
   EXPECT_EQ(nlohmann::json::parse(out)["notes"].dump().find("cannot reach"), std::string::npos) << out;
   EXPECT_EQ(YAML::LoadFile((tmp_ / "c" / "litellm.yaml").string())["model_list"][0]["litellm_params"]["api_base"]
                 .as<std::string>(), "http://gpu-host-1:8000/v1");
+}
+
+// Tryout M-L6: a seat served with images says so in its LiteLLM entry (model_info.supports_vision), which gateway
+// reads to keep a later swap of the alias on a backend that answers images; mm=off and a text model do not.
+TEST_F(KvplanCompose, ASeatServedWithImagesSaysSoToLiteLLM) {
+  std::string out, err;
+  const stdfs::path d = tmp_ / "d";
+  ASSERT_EQ(plan("--seat g=" + q(kData + "/gemma3-mm") + " --seat 'n=" + kData + "/gemma3-mm:mm=off' --seat t=" +
+                     q(kData + "/llama") + kGpu + " --emit-compose " + q(d) + " --api-host gpu-host-1",
+                 &out, &err),
+            0)
+      << err << out;
+  std::map<std::string, YAML::Node> info;
+  for (const auto& e : YAML::LoadFile((d / "litellm.yaml").string())["model_list"])
+    info[e["model_name"].as<std::string>()] = e["model_info"];
+  ASSERT_EQ(info.size(), 3u);
+  ASSERT_TRUE(info["g"]["supports_vision"]) << out;
+  EXPECT_TRUE(info["g"]["supports_vision"].as<bool>());
+  EXPECT_FALSE(info["n"]["supports_vision"]);
+  EXPECT_FALSE(info["t"]["supports_vision"]);
 }
 
 // R4-B12: a served name a YAML 1.1 reader would retype is quoted in both files; one yaml-cpp reads as a string.

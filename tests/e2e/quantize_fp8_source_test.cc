@@ -495,6 +495,38 @@ TEST_P(Fp8SourceE2E, PlanAssumeSizesTheQuantizedExpansion) {
   }
 }
 
+/** Tryout L-M4: DeepSeek-V4 under its release names (`embed`, `head`, `layers.L.*`, no `model.`) is the same
+ * checkpoint as under transformers' names: the same roles, the same text-stack share, and inspect reports the prefix
+ * the tensors use (none), not the family's default. */
+TEST(Fp8Fixtures, ReleaseNamesReadAsTheirTransformersTwin) {
+  const std::string named = kData + "/fp8/dsv4-fp8-fp4", release = kData + "/fp8/dsv4-release-names";
+  if (!stdfs::exists(release)) GTEST_SKIP() << "no " << release;
+  auto inspect = [](const std::string& dir) {
+    std::string out, err;
+    EXPECT_EQ(run_cli("inspect " + q(dir) + " --json", &out, &err), 0) << err;
+    return nlohmann::json::parse(out);
+  };
+  auto dry = [](const std::string& dir) {
+    std::string out, err;
+    EXPECT_EQ(run_cli("quantize " + q(dir) + " --dry-run --json", &out, &err), 0) << err;
+    return nlohmann::json::parse(out)["plan"];
+  };
+  const auto a = inspect(named), b = inspect(release);
+  EXPECT_EQ(a["text_prefix"], "model.");
+  EXPECT_EQ(b["text_prefix"], "");
+  EXPECT_EQ(a["roles"], b["roles"]);
+  EXPECT_EQ(b["roles"]["embedding"]["tensors"], 1);
+  EXPECT_EQ(b["embeddings"], a["embeddings"]);
+  std::string text, err;
+  ASSERT_EQ(run_cli("inspect " + q(release), &text, &err), 0) << err;
+  EXPECT_NE(text.find("text prefix none"), std::string::npos) << text;
+  EXPECT_NE(text.find("untied (head.weight)"), std::string::npos) << text;
+  const auto pa = dry(named), pb = dry(release);
+  EXPECT_EQ(pa["text_linear_params"], pb["text_linear_params"]);
+  EXPECT_EQ(pa["text_quantized_share"], pb["text_quantized_share"]);
+  EXPECT_EQ(pa["quantized_params"], pb["quantized_params"]);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllFp8Fixtures, Fp8SourceE2E, ::testing::ValuesIn(fp8_fixtures()),
                          [](const ::testing::TestParamInfo<std::string>& p) { return test_name(p.param); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fp8SourceE2E);

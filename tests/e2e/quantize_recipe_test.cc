@@ -436,6 +436,12 @@ TEST(RecipeStrictGate, AllowAcceptsAKnownWarningKindAndNeverAnError) {
   EXPECT_NE(out.find("n/a (min-max is its observer)"), std::string::npos) << out;
   EXPECT_EQ(out.find("every group's modules together"), std::string::npos) << out;
   EXPECT_EQ(out.find("scheme FP8_DYNAMIC+NVFP4A16"), std::string::npos) << out;
+  // The quality table's header pairs the observers with their schemes (tryout M-L5: the observers alone read as the
+  // reverse of the group lines).
+  EXPECT_NE(out.find("quality by module kind (schemes FP8_DYNAMIC+NVFP4A16 with observers "
+                     "memoryless_minmax+nvfp4_expanded_mse;"),
+            std::string::npos)
+      << out;
   {
     std::string jo;
     ASSERT_EQ(run_cli(v + " --allow quant-config-multi-group --json", &jo, &err), 0) << err;

@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <regex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -452,6 +453,22 @@ TEST_F(VerifyDefects, GlobalScaleInf) {
   ASSERT_NE(f, nullptr) << dump(r.findings);
   EXPECT_EQ(f->tensors, std::vector<std::string>{"model.layers.1.self_attn.o_proj.weight_global_scale"});
   EXPECT_EQ(f->actual, "inf");
+}
+
+// Tryout M-L1: --no-values skips the value scans, and its pass says so (a NaN global scale is then not seen).
+TEST_F(VerifyDefects, ANoValuesPassSaysTheValuesWereNotScanned) {
+  const sfs::path src = kData / "llama", q = root_ / "q";
+  quantize_reference(src, q);
+  patch_f32(q, "model.layers.1.self_attn.o_proj.weight_global_scale", std::numeric_limits<float>::infinity());
+  std::string out;
+  EXPECT_EQ(run_cli("verify " + q.string(), &out), 1) << out;
+  EXPECT_EQ(out.find("values not scanned"), std::string::npos) << out;
+  EXPECT_EQ(run_cli("verify " + q.string() + " --no-values", &out), 0) << out;
+  EXPECT_NE(out.find("result: OK (0 error(s), 0 warning(s), 0 info); values not scanned (--no-values)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(run_cli("verify " + q.string() + " --no-values --json", &out), 0) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("\"values_scanned\":\\s*false"))) << out;
 }
 
 TEST_F(VerifyDefects, AgainstSourceCatchesModifiedKeptAndMissingTensors) {

@@ -155,6 +155,27 @@ void plant_staging(const stdfs::path& dst, const std::string& file, const std::s
   std::ofstream(staging_path(dst) / file) << content;
 }
 
+// Tryout M-L3: the count said is the shards the resume manifest records (what --resume reuses), a shard file without
+// a record said apart.
+TEST(QuantizeInterrupt, FinishedShardsAreCountedAsTheManifestRecordsThem) {
+  TempDir tmp;
+  const stdfs::path dst = tmp.path / "out";
+  plant_staging(dst, "model-00001-of-00002.safetensors", "x");
+  std::ofstream(staging_path(dst) / "model-00002-of-00002.safetensors") << "y";
+  std::ofstream(staging_path(dst) / ".fp4forge-resume.json")
+      << R"({"plan": "0000000000000000", "shards": {"model-00001-of-00002.safetensors": {"size": 1, "digest": "0"}}})";
+  const StagedShards s = staged_shards(staging_path(dst));
+  EXPECT_EQ(s.count, 2u);
+  EXPECT_EQ(s.recorded, 1u);
+  std::string err;
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), nullptr, &err), 3);
+  EXPECT_THAT(err, HasSubstr("holds 2 finished shard(s)"));
+  EXPECT_THAT(err, HasSubstr("1 of them recorded in its resume manifest"));
+  // A damaged manifest records nothing (and never throws).
+  std::ofstream(staging_path(dst) / ".fp4forge-resume.json") << "{\"shards\": [";
+  EXPECT_EQ(staged_shards(staging_path(dst)).recorded, 0u);
+}
+
 TEST(QuantizeInterrupt, StaleStagingWithoutResumeIsReplaced) {
   TempDir tmp;
   const stdfs::path dst = tmp.path / "out";
@@ -657,10 +678,19 @@ TEST(QuantizeInterrupt, SigintSaysWhatWasKeptAndResumeFinishes) {
       const std::string err = slurp(log);
       EXPECT_THAT(err, HasSubstr(sig == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)"));
       if (stdfs::exists(dst)) continue;  // the output was complete (its own message)
+      std::string out, err2;
+      if (err.find("before any shard was finished") != std::string::npos) {
+        // Nothing to resume (tryout M-L4: "0 of N shard(s) finished, kept ... --resume to reuse them"): a plain
+        // rerun takes the folder over.
+        EXPECT_THAT(err, HasSubstr("nothing to resume; the next run removes " + staging_path(dst).string()));
+        EXPECT_EQ(staged_shards(staging_path(dst)).count, 0u);
+        ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst), &out, &err2), 0) << err2;
+        EXPECT_TRUE(dir_contents(dst) == want);
+        continue;
+      }
       ++seen;
       EXPECT_THAT(err, HasSubstr("shard(s) finished, kept in " + staging_path(dst).string()));
       EXPECT_THAT(err, HasSubstr("--resume"));
-      std::string out, err2;
       ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " --resume", &out, &err2), 0) << err2;
       EXPECT_TRUE(dir_contents(dst) == want);
     }

@@ -198,6 +198,18 @@ TEST_F(Promises, AnAliasWhoseBackendAnswersImagesIsAVisionAlias) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_NE(r->refused.find("vision: image-rejected"), std::string::npos) << r->refused;
   EXPECT_TRUE(any_of(r->warnings, "its current backend " + old_seat.url() + "/v1 answered an image"));
+  // A gate that leaves vision out still asks the current backend: refused, not a silent move (tryout M-M1).
+  {
+    const std::string before = slurp(cfg_);
+    auto narrow = seat<SwapOptions>(new_seat);
+    narrow.checks = {Check::PROSE, Check::LOGPROBS};
+    auto n = gateway_swap(cfg_, narrow);
+    ASSERT_FALSE(n.ok());
+    EXPECT_EQ(n.error().code, Errc::USAGE);
+    EXPECT_NE(n.error().message.find("answered an image"), std::string::npos) << n.error().message;
+    EXPECT_NE(n.error().message.find("--checks leaves out vision"), std::string::npos) << n.error().message;
+    EXPECT_EQ(slurp(cfg_), before);
+  }
   // --text-only moves it, and says that its backend answers images today (issue 55 tryout: silent).
   auto o = seat<SwapOptions>(new_seat);
   o.probe_options.vision = VisionMode::TEXT_ONLY;

@@ -213,6 +213,17 @@ TEST(ProbeKv, NoMetricsIsAWarningNotAFailure) {
   EXPECT_EQ(summary_line(rep).rfind("NOT PROVEN: 0 passed, 0 failed, 1 skipped (the expected KV pool", 0), 0u)
       << summary_line(rep);
   EXPECT_FALSE(to_json(rep)["ok"].get<bool>());
+  // A model named with letters of "Not Found" ('t') is not "not served" there: /metrics is absent, said as such
+  // (tryout M-M2: "the server does not serve 't' under that name: check --model").
+  FakeServerOptions t = o;
+  t.model = "t";
+  FakeServer seat_t(t);
+  const ProbeReport rt = run_probe(seat_t.url(), "t", {Check::MODELS, Check::KV}, po);
+  EXPECT_EQ(rt.checks[0].status, CheckStatus::PASS) << rt.checks[0].detail;
+  EXPECT_EQ(rt.checks[1].classification, "no-kv-metrics");
+  EXPECT_EQ(rt.checks[1].detail.find("does not serve"), std::string::npos) << rt.checks[1].detail;
+  EXPECT_EQ(rt.checks[1].detail.find("base URL"), std::string::npos) << rt.checks[1].detail;
+  EXPECT_NE(rt.checks[1].detail.find("no metrics endpoint here"), std::string::npos) << rt.checks[1].detail;
   // Without an expectation, a probe whose every check was skipped proves nothing either.
   const ProbeReport plain = run_probe(srv.url(), o.model, {Check::KV}, fast_opts());
   EXPECT_EQ(plain.not_proven(), "no check passed: every one was skipped");

@@ -73,6 +73,7 @@ struct InspectReport {
   bool mtp_present = false;
   std::uint64_t mtp_tensors = 0;
   bool lm_head_present = false;
+  std::string lm_head_name;  ///< the output head's tensor as stored (`lm_head.weight`, DeepSeek-V4's `head.weight`)
   std::vector<std::string> processor_files;  ///< processor_config.json, preprocessor_config.json, ...
   std::vector<std::string>
       tokenizer_files;  ///< tokenizer.json, tokenizer_config.json, chat_template.jinja, ...

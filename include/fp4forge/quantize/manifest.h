@@ -27,6 +27,10 @@ Result<std::uint64_t> file_digest(const std::filesystem::path& path);
  * writes, every output shard's name and header, and every source shard's name, size and mtime. */
 std::uint64_t plan_fingerprint(const Checkpoint& src, const QuantPlan& plan);
 
+/** The shard names the manifest in `staging_dir` records (whatever its fingerprint; empty when it is missing or
+ * unreadable): what a `--resume` of the same plan can reuse, as against the shard files on disk. */
+std::vector<std::string> recorded_shard_names(const std::filesystem::path& staging_dir);
+
 struct ManifestEntry {
   std::uint64_t size = 0;
   std::uint64_t digest = 0;

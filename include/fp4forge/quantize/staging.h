@@ -31,10 +31,12 @@ std::filesystem::path normalize_destination(const std::filesystem::path& dst);
 std::filesystem::path staging_path(const std::filesystem::path& dst);
 
 /** The finished shards an interrupted run left in a staging folder: `*.safetensors` files (a shard being
- * written is `NAME.partial`), how many and their bytes. */
+ * written is `NAME.partial`), how many and their bytes, and how many of them its resume manifest records (what a
+ * `--resume` reuses: a shard renamed into place an instant before the run stopped may have no record yet). */
 struct StagedShards {
   std::size_t count = 0;
   std::uint64_t bytes = 0;
+  std::size_t recorded = 0;
 };
 StagedShards staged_shards(const std::filesystem::path& dir);
 /** Removes the temporaries of a run from its staging folder (`fs::is_partial_name`: a shard's `NAME.partial`, an

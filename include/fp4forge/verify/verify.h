@@ -152,6 +152,7 @@ struct VerifyReport {
   std::vector<Finding> findings;  ///< errors first, then warnings, then info; stable order within
   VerifyStats stats;
   bool strict = false;  ///< VerifyOptions::strict
+  bool values_scanned = true;  ///< VerifyOptions::scan_values (false: --no-values, said beside the result)
   bool ok() const noexcept { return !fails(findings, strict); }
 };
 
