@@ -349,19 +349,26 @@ std::string to_text(const Plan& plan) {
                         : std::string());
     // The terms add up to the estimate: the profile peak is the larger of activations and sampler, not their sum
     // (issue 55 tryout: the listed terms summed past the total).
-    o += fmt::format("  overhead         {} per GPU ({}): profile peak {} (the larger of activations {} and sampler {}){}, "
-                     "non-torch {}, CUDA graphs {} ({} sizes{})\n",
-                     format_bytes(p.overhead_bytes),
-                     p.overhead_default ? "estimate, docs/plan-overheads.md"
-                     : (p.calibration && p.calibration->measured)
-                         ? fmt::format("measured by the seat's log; the estimate is {}", format_bytes(p.terms.in_budget()))
-                         : fmt::format("given; the estimate is {}", format_bytes(p.terms.in_budget())),
-                     format_bytes(p.terms.profile_peak), format_bytes(p.terms.activation), format_bytes(p.terms.sampler),
-                     p.terms.encoder ? ", encoder " + format_bytes(p.terms.encoder) : std::string(),
-                     format_bytes(p.terms.non_torch), format_bytes(p.terms.cuda_graphs), p.terms.cuda_graph_sizes,
-                     p.terms.cuda_graphs_in_budget ? ""
-                                                   : ", beside the budget: captured after the KV cache (before 0.21, "
-                                                     "and Model Runner V2 before 0.29)");
+    o += fmt::format(
+        "  overhead         {} per GPU ({}): profile peak {} (the larger of activations {} and sampler {}){}, "
+        "non-torch {}, CUDA graphs {} ({} sizes{})\n",
+        format_bytes(p.overhead_bytes),
+        p.overhead_default ? "estimate, docs/plan-overheads.md"
+        : (p.calibration && p.calibration->measured)
+            // Carried to other settings or rules, it is no longer the measurement: both said (tryout
+            // L-L6: "measured" for 3.89 GiB measured plus CUDA graphs moved into the budget by newer rules).
+            ? (p.calibration->bytes == p.calibration->measured_bytes
+                   ? fmt::format("measured by the seat's log; the estimate is {}", format_bytes(p.terms.in_budget()))
+                   : fmt::format("the seat's log measured {}, carried to these settings and rules below; "
+                                 "the estimate is {}",
+                                 format_bytes(p.calibration->measured_bytes), format_bytes(p.terms.in_budget())))
+            : fmt::format("given; the estimate is {}", format_bytes(p.terms.in_budget())),
+        format_bytes(p.terms.profile_peak), format_bytes(p.terms.activation), format_bytes(p.terms.sampler),
+        p.terms.encoder ? ", encoder " + format_bytes(p.terms.encoder) : std::string(), format_bytes(p.terms.non_torch),
+        format_bytes(p.terms.cuda_graphs), p.terms.cuda_graph_sizes,
+        p.terms.cuda_graphs_in_budget ? ""
+                                      : ", beside the budget: captured after the KV cache (before 0.21, "
+                                        "and Model Runner V2 before 0.29)");
     if (m.logged) o += to_text(*m.logged, p.calibration ? &*p.calibration : nullptr);
     o += fmt::format("  beside budget    {} per GPU (CUDA context{}{}): must be free at start-up too\n",
                      format_bytes(p.outside_bytes), p.terms.nccl ? ", NCCL" : "",

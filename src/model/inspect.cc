@@ -148,12 +148,23 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   // A low-bit source's weights count as their expansion (a packed FP4 byte holds two), its scales as none.
   auto fp8 = read_fp8_source(ckpt);
   const Fp8Source* src8 = fp8.ok() && *fp8 ? &**fp8 : nullptr;
+  // gpt-oss's MXFP4 release (quant_method mxfp4, not read by fp4forge): a U8 `*_blocks` byte holds two E2M1 weights,
+  // its `*_scales` are E8M0 exponents, no weights (tryout L-L5: one parameter per byte).
+  const bool mxfp4_release = info.quant_method == "mxfp4";
+  auto mxfp4_params = [](std::string_view name, const st::TensorInfo& ti) -> std::optional<std::uint64_t> {
+    if (ti.dtype != DType::U8) return std::nullopt;
+    if (name.ends_with("_blocks")) return 2 * ti.numel();
+    if (name.ends_with("_scales")) return 0;
+    return std::nullopt;
+  };
   for (const auto& t : ckpt.tensors()) {
     const st::TensorInfo& ti = *t.info;
     const TensorClass c = classify(t.name, ti.shape, info);
     const Fp8Weight* w8 = src8 != nullptr ? src8->find(t.name) : nullptr;
-    const std::uint64_t params = w8 != nullptr                                  ? st::shape_numel(w8->shape)
+    const auto mx = mxfp4_release ? mxfp4_params(t.name, ti) : std::nullopt;
+    const std::uint64_t params = w8 != nullptr                               ? st::shape_numel(w8->shape)
                                  : src8 != nullptr && src8->consumed(t.name) ? 0
+                                 : mx                                        ? *mx
                                                                              : tensor_params(ti, c);
     auto& rt = by_role[static_cast<std::size_t>(c.role)];
     ++rt.tensors;

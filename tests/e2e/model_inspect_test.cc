@@ -330,6 +330,16 @@ TEST(InspectCli, AnFp8ReleaseIsNoUncoveredModules) {
   EXPECT_EQ(out.find("match no config group's targets"), std::string::npos) << out;
 }
 
+// gpt-oss's MXFP4 release: a U8 `*_blocks` byte is two E2M1 weights, `*_scales` are exponents (tryout L-L5: one
+// parameter per byte). The fixture's experts: 2 layers x 4 x (128 x 96 + 96 x 64) = 147,456 weights.
+TEST(InspectCli, AnMxfp4ReleaseCountsTwoWeightsPerByte) {
+  std::string out, err;
+  ASSERT_EQ(run_cli("inspect " + q(kData + "/mxfp4/gpt_oss-mxfp4") + " --json", &out, &err), 0) << err;
+  const Json j = Json::parse(out);
+  EXPECT_EQ(j["roles"]["other"]["params"], 147456u) << j["roles"].dump();
+  EXPECT_EQ(j["roles"]["other"]["bytes"], 78336u) << j["roles"].dump();
+}
+
 TEST(InspectCli, ConfigGroupsCountTheirModules) {
   TempDir t;
   const auto q1 = t.path / "q";

@@ -13,6 +13,7 @@
 
 #include "fp4forge/kvplan/placement.h"
 #include "fp4forge/kvplan/planner.h"
+#include "fp4forge/kvplan/report.h"
 #include "fp4forge/kvplan/seat.h"
 #include "fp4forge/util/checked.h"
 #include "fp4forge/util/size.h"
@@ -64,6 +65,27 @@ TEST(KvplanCalibration, LogReproducesItsPoolAt019) {
   EXPECT_NEAR(gib(p.calibration->measured_bytes), 3.89, 0.01);
   EXPECT_TRUE(p.calibration->reestimated.empty());
   EXPECT_FALSE(p.calibration->rows.empty());
+}
+
+// The overhead line says "measured" only for the measurement itself; carried to other rules (0.34 moves CUDA graphs
+// into the budget), it names the measurement and the carrying (tryout L-L6).
+TEST(KvplanCalibration, AnOverheadCarriedToOtherRulesIsNotCalledMeasured) {
+  auto same = plan_of({fmt::format("g={}:log={}v0.19-gemma-2-9b-h100.log", kGemma2, kLogs)}, {kH100});
+  ASSERT_TRUE(same.ok()) << same.error().message;
+  ASSERT_EQ(same->placements[0].overhead_bytes, same->placements[0].calibration->measured_bytes);
+  EXPECT_NE(to_text(*same).find("(measured by the seat's log; the estimate is"), std::string::npos) << to_text(*same);
+  auto newer =
+      plan_of({fmt::format("g={}:log={}v0.19-gemma-2-9b-h100.log,vllm_version=0.34", kGemma2, kLogs)}, {kH100});
+  ASSERT_TRUE(newer.ok()) << newer.error().message;
+  const SeatPlacement& p = newer->placements[0];
+  ASSERT_TRUE(p.calibration && p.calibration->measured);
+  ASSERT_NE(p.overhead_bytes, p.calibration->measured_bytes);
+  const std::string text = to_text(*newer);
+  EXPECT_EQ(text.find("(measured by the seat's log"), std::string::npos) << text;
+  EXPECT_NE(text.find("(the seat's log measured " + format_bytes(p.calibration->measured_bytes) +
+                      ", carried to these settings and rules below"),
+            std::string::npos)
+      << text;
 }
 
 // At another utilization the measured overhead carries: the pool moves by exactly the budget's difference.
