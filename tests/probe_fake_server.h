@@ -289,6 +289,27 @@ class FakeServer {
     return false;
   }
 
+  /** The prompt's tokens as this seat counts them: 4 characters of the request a token, an image's data URL
+   * not as text but as kImageTokens (vLLM counts an image by its processor's patches, never by its base64 bytes;
+   * tryout N-M5: a 64 x 64 PNG read as 4,205 tokens failed a 4,096-token seat). */
+  static constexpr int kImageTokens = 64;
+  static int prompt_tokens_of(const std::string& raw, const json& req) {
+    std::size_t chars = raw.size();
+    int images = 0;
+    if (req.contains("messages") && req["messages"].is_array())
+      for (const json& m : req["messages"]) {
+        if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+        for (const json& p : m["content"])
+          if (p.is_object() && p.value("type", "") == "image_url" && p.contains("image_url") &&
+              p["image_url"].is_object()) {
+            const std::string url = p["image_url"].value("url", "");
+            chars -= std::min(chars, url.size());
+            ++images;
+          }
+      }
+    return static_cast<int>(chars / 4) + images * kImageTokens;
+  }
+
   json completion(const std::string& content, const json& message_extra, const std::string& finish, int tokens,
                   int prompt_tokens = 24) const {
     json msg{{"role", "assistant"}, {"content", content.empty() ? json(nullptr) : json(content)},
@@ -371,8 +392,8 @@ class FakeServer {
       return respond(c, 400, error_body(400, "Out of range float values are not JSON compliant: nan", "BadRequestError"));
     if (has_image(body) && f == Fault::TEXT_ONLY)
       return respond(c, 400, error_body(400, "Qwen3ForCausalLM is not a multimodal model", "BadRequestError"));
-    // vLLM's refusal of a prompt longer than max_model_len (4 characters a token here).
-    const int prompt_tokens = static_cast<int>(req.body.size() / 4);
+    // vLLM's refusal of a prompt longer than max_model_len (4 characters a token here, an image kImageTokens).
+    const int prompt_tokens = prompt_tokens_of(req.body, body);
     if (prompt_tokens + max_tokens > opts_.max_model_len)
       return respond(c, 400, error_body(400, fmt::format("This model's maximum context length is {} tokens. However, "
                                                          "you requested {} tokens ({} in the messages, {} in the "

@@ -63,7 +63,7 @@ float ref_global_scale(float amax, DType dt) {
   if (std::isnan(amax)) return 1.0f;                   // NaN propagates to g, then nan_to_num -> 1
   const float m = std::max(amax, tiny_d(dt));          // m = max(amax, finfo(D).tiny)
   const float r = round_d(1.0f / m, dt);               // r = flD(1 / m)
-  const float g = round_d(r * 2688.0f, dt);            // g = flD(r * 2688)
+  const float g = round_d(r * kGlobalScaleNumerator, dt);  // g = flD(r * 2688)
   if (std::isinf(g) || std::isnan(g)) return 1.0f;     // nan_to_num(nan=1, posinf=1, neginf=1)
   return g;
 }

@@ -38,10 +38,15 @@ oj to_json(const GatewayShow& s) {
 
 std::string to_text(const GatewayShow& s) {
   std::string out = fmt::format("{}: {} route(s)\n", p(s.path), s.routes.size());
-  for (const GatewayRoute& r : s.routes)
+  for (const GatewayRoute& r : s.routes) {
     out += fmt::format("  {:<24} -> {}  @ {}  (line {}){}\n", p(r.alias), p(r.model),
                        r.api_base.empty() ? "-" : p(util::redact_url(r.api_base)), r.line,
                        r.wildcard ? "  [wildcard]" : "");
+    // The other scalar params, secrets already masked (tryout N-L2: only --json listed them).
+    std::string params;
+    for (const auto& [k, v] : r.params) params += fmt::format("{}{}={}", params.empty() ? "" : ", ", p(k), p(v));
+    if (!params.empty()) out += fmt::format("  {:<24}    {}\n", "", params);
+  }
   for (const RetiredAlias& r : s.retired) out += fmt::format("  retired: {} (line {})\n", p(r.alias), r.line);
   if (!s.backend.empty()) {
     if (s.backend_aliases.empty()) {

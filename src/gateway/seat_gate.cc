@@ -78,38 +78,51 @@ std::string vision_by_config(const Gate& g) {
   return {};
 }
 
-/** Asks the backend the alias uses today whether it takes images (one vision request): the reason when it
- * answered the image, "" when it refused it as text-only; a warning when it could not tell. */
+/** Asks every deployment the alias has today whether it takes images (one vision request each): the reason when one
+ * answered the image, "" when all that could be asked refused it as text-only; a warning for each that could not
+ * tell. Every deployment, not the first: LiteLLM spreads the alias's traffic over all of them, so one that answers
+ * images makes it a vision alias (tryout N-M1: the answer changed with the order of the file's entries). */
 std::string vision_by_backend(const Gate& g, const SeatOptions& o, std::vector<std::string>& warnings) {
-  const Entry* e = g.replaced != nullptr ? g.replaced : g.alias_entries.empty() ? nullptr : g.alias_entries.front();
-  if (e == nullptr) return {};
-  const YAML::Node lp = e->view["litellm_params"];
-  const std::string base = scalar_or(lp, "api_base"), model = scalar_or(lp, "model");
-  if (base.empty() || !probe::check_base_url(base)) return {};
-  probe::ProbeOptions po = o.probe_options;
-  po.vision = VisionMode::AUTO;
-  po.on_result = nullptr;
-  po.api_key = resolve_secret(scalar_or(lp, "api_key"), "the current deployment's litellm_params.api_key", warnings);
-  po.api_key_source = "the current deployment's litellm_params.api_key";
-  const RequestExtras x = litellm_request_extras(lp);
-  po.request_defaults = x.defaults;
-  po.request_overrides = x.overrides;
-  const auto rep = o.client != nullptr ? probe::run_probe(*o.client, base, strip_provider_prefix(model), {Check::VISION}, po)
-                                       : probe::run_probe(base, strip_provider_prefix(model), {Check::VISION}, po);
-  const probe::CheckResult& c = rep.checks.front();
-  if (c.status == CheckStatus::PASS)
-    return fmt::format("its current backend {} answered an image ('{}')", util::redact_url(base), c.content.substr(0, 60));
+  std::vector<const Entry*> asked;
+  if (g.replaced != nullptr &&
+      std::find(g.alias_entries.begin(), g.alias_entries.end(), g.replaced) == g.alias_entries.end())
+    asked.push_back(g.replaced);
+  for (const Entry* e : g.alias_entries)
+    if (e != nullptr) asked.push_back(e);
+  std::vector<std::string> unknown;
+  for (const Entry* e : asked) {
+    const YAML::Node lp = e->view["litellm_params"];
+    const std::string base = scalar_or(lp, "api_base"), model = scalar_or(lp, "model");
+    if (base.empty() || !probe::check_base_url(base)) continue;
+    const std::string who = asked.size() > 1 ? fmt::format("the deployment at line {}", e->dash_line + 1)
+                                             : std::string("the current deployment");
+    probe::ProbeOptions po = o.probe_options;
+    po.vision = VisionMode::AUTO;
+    po.on_result = nullptr;
+    po.api_key = resolve_secret(scalar_or(lp, "api_key"), who + "'s litellm_params.api_key", warnings);
+    po.api_key_source = who + "'s litellm_params.api_key";
+    const RequestExtras x = litellm_request_extras(lp);
+    po.request_defaults = x.defaults;
+    po.request_overrides = x.overrides;
+    const auto rep = o.client != nullptr
+                         ? probe::run_probe(*o.client, base, strip_provider_prefix(model), {Check::VISION}, po)
+                         : probe::run_probe(base, strip_provider_prefix(model), {Check::VISION}, po);
+    const probe::CheckResult& c = rep.checks.front();
+    if (c.status == CheckStatus::PASS)
+      return fmt::format("{} backend {} answered an image ('{}')", asked.size() > 1 ? "its" : "its current",
+                         util::redact_url(base), c.content.substr(0, 60));
+    if (c.status == CheckStatus::FAIL)
+      unknown.push_back(fmt::format("{} {} answered the vision check with {} ({})", who, util::redact_url(base),
+                                    c.classification, c.detail.substr(0, 200)));
+  }
   // With --text-only given, the question is only whether the swap takes images away: not a flag to pass (issue 55
   // tryout: "pass --multimodal or --text-only" after --text-only).
-  if (c.status == CheckStatus::FAIL)
-    warnings.push_back(
-        fmt::format("could not tell whether alias '{}' takes images today: its current backend {} "
-                    "answered the vision check with {} ({}); {}",
-                    g.alias, util::redact_url(base), c.classification, c.detail.substr(0, 200),
-                    o.probe_options.vision == VisionMode::TEXT_ONLY
-                        ? "--text-only moves it to a text-only seat as asked (check that its clients "
-                          "send no images)"
-                        : "pass --multimodal or --text-only to decide"));
+  for (const std::string& u : unknown)
+    warnings.push_back(fmt::format("could not tell whether alias '{}' takes images today: {}; {}", g.alias, u,
+                                   o.probe_options.vision == VisionMode::TEXT_ONLY
+                                       ? "--text-only moves it to a text-only seat as asked (check that its clients "
+                                         "send no images)"
+                                       : "pass --multimodal or --text-only to decide"));
   return {};
 }
 

@@ -14,6 +14,10 @@
 namespace fp4forge::kvplan {
 namespace {
 
+/** A seat with a vision tower served with images (mm on): its LiteLLM entry says supports_vision, and the probe that
+ * proves it needs --multimodal (a rejected image fails it, as gateway's gate for that entry does). */
+bool serves_images(const SeatModel& m) { return m.arg.mm && m.info.has_vision_config; }
+
 constexpr int kContainerPort = 8000;
 
 std::string absolute_dir(const std::filesystem::path& p) {
@@ -119,8 +123,10 @@ std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOption
   // The probe that proves this stack, as written (issue 55 tryout F: a stack without tools was written beside a note
   // that probe would fail it).
   e << YAML::Newline
-    << YAML::Comment(fmt::format("prove it before traffic: fp4forge probe http://localhost:{} --model {}{}",
+    << YAML::Comment(fmt::format("prove it before traffic: fp4forge probe http://localhost:{} --model {}{}{}",
                                  host_port(a, seat), a.served_name,
+                                 // The gate gateway applies to the supports_vision entry below (tryout N-M2).
+                                 serves_images(m) ? " --multimodal" : "",
                                  serves_tools(m.serving) ? ""
                                                          : " --no-tools (the stack passes no tool-call parser: "
                                                            "the seat serves no tools)"));
@@ -189,7 +195,7 @@ std::string litellm_yaml(const Plan& plan, const std::vector<std::size_t>& seats
     e << YAML::Key << "max_input_tokens" << YAML::Value << m.max_model_len;
     // A seat served with images says so (LiteLLM's model-info field): gateway reads it to keep a later swap of this
     // alias on a backend that passes the vision check (tryout M-L6: not written, a narrowed gate moved it).
-    if (m.arg.mm && m.info.has_vision_config) e << YAML::Key << "supports_vision" << YAML::Value << true;
+    if (serves_images(m)) e << YAML::Key << "supports_vision" << YAML::Value << true;
     e << YAML::EndMap;
     e << YAML::EndMap;
   }

@@ -58,26 +58,28 @@ std::vector<std::string> recorded_shard_names(const stdfs::path& staging_dir) {
   return out;
 }
 
-void ResumeManifest::load_previous(std::vector<std::string>& warnings) {
+bool ResumeManifest::load_previous(std::vector<std::string>& warnings) {
   const stdfs::path p = dir_ / kFileName;
   std::error_code ec;
-  if (!stdfs::exists(p, ec)) return;
+  if (!stdfs::exists(p, ec)) return true;
   auto text = fs::read_file(p, 64u << 20);
   if (!text) {
     warnings.push_back("--resume: cannot read the resume manifest; redoing every shard");
-    return;
+    return true;
   }
   // The house JSON reader (bounded depth, a duplicate key refused); what it cannot read is a damaged manifest.
   auto parsed = parse_json_bounded(*text, "resume manifest");
   const nlohmann::ordered_json j = parsed.ok() ? std::move(parsed).value() : nlohmann::ordered_json();
   // A hand-edited or damaged manifest must not throw: every field is type-checked before use.
   const auto plan_it = j.is_object() ? j.find("plan") : j.end();
-  if (!j.is_object() || plan_it == j.end() || !plan_it->is_string() ||
-      plan_it->get<std::string>() != fmt::format("{:016x}", fingerprint_)) {
-    warnings.push_back("--resume: the staged shards come from a different source or plan; redoing every shard");
-    return;
+  if (!j.is_object() || plan_it == j.end() || !plan_it->is_string()) {
+    warnings.push_back("--resume: the resume manifest is damaged (no plan fingerprint); redoing every shard");
+    return true;
   }
-  if (!j.contains("shards") || !j["shards"].is_object()) return;
+  // Another source or plan (tryout N-M3: a typo in SRC or a changed option under --resume deleted hours of shards
+  // with a warning): said to the caller, which refuses.
+  if (plan_it->get<std::string>() != fmt::format("{:016x}", fingerprint_)) return false;
+  if (!j.contains("shards") || !j["shards"].is_object()) return true;
   for (auto& [k, v] : j["shards"].items()) {
     if (!v.is_object()) continue;
     const auto size = v.find("size");
@@ -92,6 +94,7 @@ void ResumeManifest::load_previous(std::vector<std::string>& warnings) {
     }
     previous_[k] = e;
   }
+  return true;
 }
 
 const ManifestEntry* ResumeManifest::previous(const std::string& shard) const {

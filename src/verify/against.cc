@@ -929,9 +929,13 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
   }
   if (s.groups.size() > 1) {  // each group's own error, weighted as the means above
     std::vector<double> w(s.groups.size()), rel(s.groups.size()), mm(s.groups.size());
-    std::vector<std::uint64_t> n(s.groups.size());
+    std::vector<std::uint64_t> n(s.groups.size()), exact(s.groups.size());
     for (const TensorError& te : st.per_tensor) {
-      if (te.group >= s.groups.size() || !std::isfinite(te.rel_rms) || te.exact) continue;
+      if (te.group >= s.groups.size() || !std::isfinite(te.rel_rms)) continue;
+      if (te.exact) {  // a group of them still gets its line (tryout N-M4: a lossless FP8 group had none)
+        ++exact[te.group];
+        continue;
+      }
       const double x = static_cast<double>(te.rows) * static_cast<double>(te.cols);
       w[te.group] += x;
       rel[te.group] += x * te.rel_rms;
@@ -939,7 +943,9 @@ void compare_against(const Checkpoint& q, const Checkpoint& src, const Fp8Source
       ++n[te.group];
     }
     for (std::size_t g = 0; g < s.groups.size(); ++g)
-      if (w[g] > 0) st.group_errors.push_back({s.groups[g].name, n[g], rel[g] / w[g], mm[g] / w[g]});
+      if (w[g] > 0 || exact[g] > 0)
+        st.group_errors.push_back(
+            {s.groups[g].name, n[g], w[g] > 0 ? rel[g] / w[g] : 0.0, w[g] > 0 ? mm[g] / w[g] : 0.0, exact[g]});
   }
   std::sort(st.per_tensor.begin(), st.per_tensor.end(),
             [](const TensorError& a, const TensorError& b) { return a.module < b.module; });

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "fp4forge/model/arch_class.h"
+#include "fp4forge/util/backup.h"
 #include "fp4forge/util/first_difference.h"
 #include "fp4forge/util/fs.h"
 #include "fp4forge/model/quant_config.h"
@@ -174,6 +175,12 @@ void compare_files(const Checkpoint& a, const Checkpoint& b, DiffReport& r) {
   names.insert(fb.begin(), fb.end());
   names.erase("config.json");
   for (const auto& n : names) {
+    // A backup doctor --fix or gateway wrote is no part of the checkpoint (tryout N-L3: every folder ever fixed
+    // differed from its control by one).
+    if (backup::is_backup_name(n)) {
+      r.backups_skipped.push_back(n);
+      continue;
+    }
     const bool ina = fa.count(n) > 0, inb = fb.count(n) > 0;
     if (!ina || !inb) {
       add_item(r, "file", n, ina ? "present" : "(absent)", inb ? "present" : "(absent)");
@@ -387,6 +394,7 @@ nlohmann::ordered_json to_json(const DiffReport& r) {
   Json items = Json::array();
   for (const auto& i : r.items) items.push_back({{"area", i.area}, {"key", i.key}, {"a", i.a}, {"b", i.b}});
   j["items"] = std::move(items);
+  j["backups_skipped"] = r.backups_skipped;
   j["values"] = r.values_compared ? Json{{"compared", r.values_same + r.values_differ}, {"differ", r.values_differ}}
                                   : Json(nullptr);
   return j;
@@ -451,6 +459,10 @@ std::string to_text(const DiffReport& r, bool all) {
   if (r.values_compared)
     out += fmt::format("values: {} tensors compared byte for byte, {} differ\n", r.values_same + r.values_differ,
                        r.values_differ);
+  if (!r.backups_skipped.empty())
+    out += fmt::format("not compared: {} backup(s) fp4forge wrote (no part of the checkpoint): {}\n",
+                       r.backups_skipped.size(),
+                       esc(truncate(fmt::format("{}", fmt::join(r.backups_skipped, ", ")), 300)));
   out += fmt::format("result: {}\n", r.differs()          ? "DIFFERENT"
                                      : r.values_compared ? "IDENTICAL (structure, config, files and every tensor's bytes)"
                                                          : "IDENTICAL in structure, config and files (tensor values not "

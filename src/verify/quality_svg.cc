@@ -278,7 +278,13 @@ double headline(SvgCanvas& cv, const Grid& g, const QualityReport& r, double y) 
                                     c.rel_rms);
   };
   if (r.groups.size() > 1) {
-    for (const auto& grp : r.groups) y = paragraph(cv, g, y, fmt::format("{}: {}", grp.label, said(grp.total)));
+    for (const auto& grp : r.groups)
+      y = paragraph(cv, g, y,
+                    grp.total.params == 0
+                        ? fmt::format("{}: every tensor reproduces the source exactly (cast or passed through "
+                                      "losslessly): no error to measure",
+                                      grp.label)
+                        : fmt::format("{}: {}", grp.label, said(grp.total)));
   } else {
     y = paragraph(cv, g, y,
                   fmt::format("{} over every compared weight (parameter-weighted){}", said(r.total),
@@ -287,9 +293,10 @@ double headline(SvgCanvas& cv, const Grid& g, const QualityReport& r, double y) 
                                                                 : ""));
   }
   if (r.exact_tensors > 0)
-    y = paragraph(cv, g, y, fmt::format("{} tensor(s) are exact (error 0: cast or passed through losslessly), counted "
-                                        "above; without them the error is {:.4f}",
-                                        format_count(r.exact_tensors), r.inexact.rel_rms));
+    y = paragraph(cv, g, y,
+                  fmt::format("{} tensor(s) are exact (error 0: cast or passed through losslessly), left "
+                              "out of the error above: a zero is no measure of an encoding",
+                              format_count(r.exact_tensors)));
   return paragraph(cv, g, y,
                    fmt::format("quantized share {:.1f} % of {} parameters; {} Linear-like weight(s) kept in 16 bits "
                                "(no error to draw: they are the source's own)",

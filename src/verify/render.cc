@@ -81,8 +81,11 @@ nlohmann::ordered_json to_json(const VerifyReport& r) {
     a["exact_modules"] = s.exact_modules;
     Json ge = Json::array();
     for (const auto& g : s.group_errors)
-      ge.push_back({{"group", g.group}, {"tensors", g.tensors}, {"mean_rel_rms", g.mean_rel_rms},
-                    {"mean_minmax_rel_rms", g.mean_minmax_rel_rms}});
+      ge.push_back({{"group", g.group},
+                    {"tensors", g.tensors},
+                    {"mean_rel_rms", g.mean_rel_rms},
+                    {"mean_minmax_rel_rms", g.mean_minmax_rel_rms},
+                    {"exact_tensors", g.exact_tensors}});
     a["group_errors"] = std::move(ge);
     a["jobs"] = s.jobs;
     Json w = Json::array();
@@ -175,15 +178,27 @@ std::string to_text(const VerifyReport& r) {
     if (per_group) {
       // One line per group: an NVFP4 group's gain is not averaged with an FP8 group's nothing, and a group whose
       // encoding is min-max's own says so, as the picture does (issue 55).
-      for (const auto& g : s.group_errors)
-        out += g.mean_minmax_rel_rms != g.mean_rel_rms && g.mean_minmax_rel_rms > 0
-                   ? fmt::format(
-                         "  {} ({} tensors): rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs "
-                         "min-max\n",
-                         esc(g.group), g.tensors, g.mean_rel_rms, g.mean_minmax_rel_rms,
-                         100.0 * (g.mean_rel_rms - g.mean_minmax_rel_rms) / g.mean_minmax_rel_rms)
-                   : fmt::format("  {} ({} tensors): rel RMS {:.4f} (its encoding is min-max's: nothing to compare)\n",
-                                 esc(g.group), g.tensors, g.mean_rel_rms);
+      for (const auto& g : s.group_errors) {
+        const std::string also_exact =
+            g.exact_tensors == 0 ? std::string()
+                                 : fmt::format("; {} more reproduce the source exactly (left out)", g.exact_tensors);
+        if (g.tensors == 0) {  // every tensor exact: a lossless pass-through or cast, nothing to measure
+          out += fmt::format(
+              "  {} ({} tensors): every one reproduces the source exactly (a lossless pass-through or "
+              "cast): no error to measure\n",
+              esc(g.group), g.exact_tensors);
+          continue;
+        }
+        out +=
+            g.mean_minmax_rel_rms != g.mean_rel_rms && g.mean_minmax_rel_rms > 0
+                ? fmt::format(
+                      "  {} ({} tensors): rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs "
+                      "min-max{}\n",
+                      esc(g.group), g.tensors, g.mean_rel_rms, g.mean_minmax_rel_rms,
+                      100.0 * (g.mean_rel_rms - g.mean_minmax_rel_rms) / g.mean_minmax_rel_rms, also_exact)
+                : fmt::format("  {} ({} tensors): rel RMS {:.4f} (its encoding is min-max's: nothing to compare){}\n",
+                              esc(g.group), g.tensors, g.mean_rel_rms, also_exact);
+      }
     } else if (s.mean_minmax_rel_rms != s.mean_ref_rel_rms && s.mean_minmax_rel_rms > 0) {
       out += fmt::format("  observer {}: rel RMS {:.4f} where min-max gives {:.4f}: error {:+.1f} % vs min-max\n",
                          esc(s.observer), s.mean_rel_rms, s.mean_minmax_rel_rms,

@@ -187,7 +187,7 @@ void check_values(const Checkpoint& q, const Structure& s, FindingSink& sink, Ve
                 .expected = "finite and > 0",
                 .actual = fmt::format("{}", *g),
                 .hint = "an all-zero or corrupt amax (F15); the module dequantizes to NaN/Inf or zero"});
-    } else if (g && !s.source_given && nvfp4::kE4m3Max * nvfp4::kFp4Max / *g > kImplausibleAmax) {
+    } else if (g && !s.source_given && nvfp4::kGlobalScaleNumerator / *g > kImplausibleAmax) {
       // Without the source nothing measures the values; a global scale made for a weight beyond FP16's range is no
       // LLM's (issue 55 tryout K: a byte-flipped scale, 6.7e7x too small, was OK). --against measures every one.
       sink.add(finding_kind("global-scale-wrong"),
@@ -195,10 +195,10 @@ void check_values(const Checkpoint& q, const Structure& s, FindingSink& sink, Ve
                 .message = fmt::format("'{}' is {:g}: it is made for a largest weight of {:g} (2688 / global scale), "
                                        "beyond FP16's range and any LLM weight's: the module dequantizes to weights "
                                        "that large",
-                                       m.gs->name, *g, nvfp4::kE4m3Max * nvfp4::kFp4Max / *g),
+                                       m.gs->name, *g, nvfp4::kGlobalScaleNumerator / *g),
                 .tensors = {m.gs->name},
                 .expected = fmt::format("a largest weight <= {:g} (global scale >= {:g})", kImplausibleAmax,
-                                        nvfp4::kE4m3Max * nvfp4::kFp4Max / kImplausibleAmax),
+                                        nvfp4::kGlobalScaleNumerator / kImplausibleAmax),
                 .actual = fmt::format("{:g}", *g),
                 .hint = "a corrupt or mis-scaled global scale (F19): verify --against SRC measures the module's "
                         "error against its source"});

@@ -390,6 +390,16 @@ TEST_F(KvplanCompose, ASeatServedWithImagesSaysSoToLiteLLM) {
   EXPECT_TRUE(info["g"]["supports_vision"].as<bool>());
   EXPECT_FALSE(info["n"]["supports_vision"]);
   EXPECT_FALSE(info["t"]["supports_vision"]);
+  // The probe the stack's header names applies the gate gateway applies to that entry (tryout N-M2).
+  auto header_probe = [&](const std::string& seat) {
+    std::ifstream f(d / seat / "compose.yaml");
+    for (std::string line; std::getline(f, line);)
+      if (line.find("prove it before traffic") != std::string::npos) return line;
+    return std::string();
+  };
+  EXPECT_NE(header_probe("g").find("--model g --multimodal"), std::string::npos) << header_probe("g");
+  EXPECT_EQ(header_probe("n").find("--multimodal"), std::string::npos) << header_probe("n");
+  EXPECT_EQ(header_probe("t").find("--multimodal"), std::string::npos) << header_probe("t");
 }
 
 // R4-B12: a served name a YAML 1.1 reader would retype is quoted in both files; one yaml-cpp reads as a string.

@@ -527,6 +527,45 @@ TEST(Fp8Fixtures, ReleaseNamesReadAsTheirTransformersTwin) {
   EXPECT_EQ(pa["quantized_params"], pb["quantized_params"]);
 }
 
+/** Tryout N-M4: a mixed output whose FP8 group passes the release's FP8 through losslessly: that group has its own
+ * line (every tensor exact), the NVFP4 group its error, and no mean, headline or group figure counts the exact
+ * zeros (the JSON headline read half the real error). */
+TEST(Fp8Fixtures, ALosslessGroupOfAMixedOutputIsSaidAndLeftOutOfTheMeans) {
+  const std::string src = kData + "/fp8/native-deepseek_v3";
+  TempDir tmp;
+  const stdfs::path dst = tmp.path / "mix";
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst) + " -j 2 --scheme nvfp4a16 --scheme-for attention=fp8-block",
+                    &out, &err),
+            0)
+      << err;
+  ASSERT_EQ(run_cli("verify " + q(dst) + " --against " + q(src) + " -j 2 --json", &out, &err), 0) << err;
+  const auto a = nlohmann::json::parse(out)["stats"]["against"];
+  ASSERT_EQ(a["group_errors"].size(), 2u) << a["group_errors"].dump();
+  std::size_t lossless = 2, measured = 2;
+  for (std::size_t g = 0; g < 2; ++g) {
+    if (a["group_errors"][g]["tensors"] == 0)
+      lossless = g;
+    else
+      measured = g;
+  }
+  ASSERT_LT(lossless, 2u) << a["group_errors"].dump();
+  ASSERT_LT(measured, 2u) << a["group_errors"].dump();
+  EXPECT_GT(a["group_errors"][lossless]["exact_tensors"].get<int>(), 0);
+  const double rel = a["group_errors"][measured]["mean_rel_rms"].get<double>();
+  EXPECT_GT(rel, 0.0);
+  EXPECT_DOUBLE_EQ(a["mean_rel_rms"].get<double>(), rel);
+  const auto& quality = a["quality"];
+  EXPECT_NEAR(quality["rel_rms"].get<double>(), rel, 1e-12) << quality.dump().substr(0, 600);
+  EXPECT_GT(quality["exact_tensors"].get<int>(), 0);
+  ASSERT_EQ(run_cli("verify " + q(dst) + " --against " + q(src) + " -j 2", &out, &err), 0) << err;
+  EXPECT_NE(out.find("tensors): every one reproduces the source exactly (a lossless pass-through or cast): no error to "
+                     "measure"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("rel RMS per group below"), std::string::npos) << out;
+}
+
 INSTANTIATE_TEST_SUITE_P(AllFp8Fixtures, Fp8SourceE2E, ::testing::ValuesIn(fp8_fixtures()),
                          [](const ::testing::TestParamInfo<std::string>& p) { return test_name(p.param); });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fp8SourceE2E);

@@ -777,6 +777,24 @@ TEST_F(VerifyDefects, VerifyCountsItemsAsItGoes) {
   EXPECT_GT(rec.items_before_last_bytes, 0u) << "no item was counted before the comparison's last step";
 }
 
+// Tryout N-L3: a backup doctor --fix or gateway wrote is no part of the checkpoint: diff names it, never counts it.
+TEST_F(VerifyDefects, DiffSkipsTheBackupsFp4forgeWrote) {
+  const sfs::path a = root_ / "a", b = root_ / "b";
+  sfs::copy(kData / "llama", a, sfs::copy_options::recursive);
+  sfs::copy(kData / "llama", b, sfs::copy_options::recursive);
+  sfs::copy_file(a / "config.json", a / "config.json.bak-fp4forge-20261207-220144");
+  std::string out;
+  EXPECT_EQ(run_cli("diff " + a.string() + " " + b.string(), &out), 0) << out;
+  EXPECT_NE(out.find("not compared: 1 backup(s) fp4forge wrote (no part of the checkpoint): "
+                     "config.json.bak-fp4forge-20261207-220144"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("result: IDENTICAL"), std::string::npos) << out;
+  // Any other file only one side has is still a difference.
+  std::ofstream(a / "notes.txt") << "x";
+  EXPECT_EQ(run_cli("diff " + a.string() + " " + b.string(), &out), 1) << out;
+}
+
 TEST_F(VerifyDefects, DiffSaysWhatTheOtherClassHides) {
   struct Case {
     const char* a;

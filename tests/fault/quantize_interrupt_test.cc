@@ -176,6 +176,31 @@ TEST(QuantizeInterrupt, FinishedShardsAreCountedAsTheManifestRecordsThem) {
   EXPECT_EQ(staged_shards(staging_path(dst)).recorded, 0u);
 }
 
+// Tryout N-M3: --resume over shards of another source or plan (a typo in SRC, a changed option) is refused and
+// deletes nothing, as a run without --resume refuses them; --restart discards them.
+TEST(QuantizeInterrupt, AResumeOfAnotherPlansShardsIsRefusedAndDeletesNothing) {
+  TempDir tmp;
+  const stdfs::path dst = tmp.path / "out";
+  plant_staging(dst, "model.safetensors", "hours of work");
+  std::ofstream(staging_path(dst) / ".fp4forge-resume.json")
+      << R"({"plan": "0123456789abcdef", "shards": {"model.safetensors": {"size": 13, "digest": "0"}}})";
+  const auto before = dir_contents(staging_path(dst));
+  std::string err;
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst) + " --resume", nullptr, &err), 3) << err;
+  EXPECT_THAT(err, HasSubstr("--resume: the 1 finished shard(s)"));
+  EXPECT_THAT(err, HasSubstr("come from another source or plan"));
+  EXPECT_THAT(err, HasSubstr("nothing was deleted"));
+  EXPECT_THAT(err, HasSubstr("--restart to discard them"));
+  EXPECT_TRUE(dir_contents(staging_path(dst)) == before);
+  EXPECT_FALSE(stdfs::exists(dst));
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst) + " --restart", nullptr, &err), 0) << err;
+  // Another plan's manifest with no finished shard: nothing to lose, a fresh start (a warning).
+  const stdfs::path dst2 = tmp.path / "out2";
+  plant_staging(dst2, ".fp4forge-resume.json", R"({"plan": "0123456789abcdef", "shards": {}})");
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst2) + " --resume", nullptr, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("holds no finished shard; starting afresh"));
+}
+
 TEST(QuantizeInterrupt, StaleStagingWithoutResumeIsReplaced) {
   TempDir tmp;
   const stdfs::path dst = tmp.path / "out";

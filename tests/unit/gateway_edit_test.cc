@@ -133,6 +133,19 @@ TEST_F(Gateway, ShowReadsMergeKeysAsLiteLLMDoes) {
   EXPECT_EQ(s->backend_aliases, std::vector<std::string>{"chat"});
 }
 
+// Tryout N-L2: the text lists each route's other scalar params, secrets masked, as the JSON does.
+TEST_F(Gateway, ShowTextListsTheOtherParamsMasked) {
+  write(
+      "model_list:\n  - model_name: vis\n    litellm_params:\n      model: hosted_vllm/vis\n"
+      "      api_base: http://10.0.0.7:8000/v1\n      api_key: sk-literal-SECRET\n      temperature: 0.2\n");
+  auto s = gateway_show(cfg_);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const std::string text = to_text(*s);
+  EXPECT_NE(text.find("api_key=***"), std::string::npos) << text;
+  EXPECT_NE(text.find("temperature=0.2"), std::string::npos) << text;
+  EXPECT_EQ(text.find("SECRET"), std::string::npos) << text;
+}
+
 TEST_F(Gateway, ShowRejectsNonLiteLLMFiles) {
   write("a: [1, 2\n");
   auto bad = gateway_show(cfg_);

@@ -188,6 +188,33 @@ TEST_F(Promises, AVisionAliasNeedsTheVisionCheck) {
   EXPECT_TRUE(any_of(forced->warnings, "model_info.supports_vision is left as it is"));
 }
 
+// Tryout N-M1: an alias with several deployments takes images when any of them answers one, whatever the order of
+// the file's entries: a text-only replica is refused either way.
+TEST_F(Promises, EveryDeploymentOfAnAliasIsAskedWhetherItTakesImages) {
+  FakeServerOptions text_only;
+  text_only.fault = Fault::TEXT_ONLY;
+  FakeServer text_seat(text_only), vision_seat(FakeServerOptions{}), new_seat(text_only);
+  auto entry = [](const FakeServer& srv) {
+    return "  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/" + std::string(kModel) +
+           "\n      api_base: " + srv.url() + "/v1\n";
+  };
+  for (const bool vision_first : {false, true}) {
+    SCOPED_TRACE(vision_first ? "vision deployment first" : "text-only deployment first");
+    write("model_list:\n" +
+          (vision_first ? entry(vision_seat) + entry(text_seat) : entry(text_seat) + entry(vision_seat)) +
+          "general_settings:\n  master_key: os.environ/FP4FORGE_T_MASTER\n");
+    const std::string before = slurp(cfg_);
+    auto o = seat<AddOptions>(new_seat);
+    o.replica = true;
+    auto r = gateway_add(cfg_, o);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_FALSE(r->changed);
+    EXPECT_NE(r->refused.find("vision: image-rejected"), std::string::npos) << r->refused;
+    EXPECT_TRUE(any_of(r->warnings, "its backend " + vision_seat.url() + "/v1 answered an image"));
+    EXPECT_EQ(slurp(cfg_), before);
+  }
+}
+
 TEST_F(Promises, AnAliasWhoseBackendAnswersImagesIsAVisionAlias) {
   FakeServer old_seat(FakeServerOptions{});  // answers the image
   FakeServerOptions text_only;

@@ -126,6 +126,18 @@ TEST(ProbeContext, ALengthRefusalIsAFindingNotATransportError) {
   EXPECT_NE(r.detail.find("lower --context-tokens"), std::string::npos) << r.detail;
 }
 
+// Tryout N-M5: the fake seat counts an image by its tokens, not its base64 bytes: a 4,096-token seat (plan's
+// max_model_len for a small model) passes the vision check and the default probe.
+TEST(ProbeContext, TheFakeSeatCountsAnImageByItsTokensNotItsBytes) {
+  FakeServerOptions o;
+  o.max_model_len = 4096;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.vision = VisionMode::MULTIMODAL;
+  const ProbeReport rep = run_probe(srv.url(), o.model, {Check::VISION}, po);
+  EXPECT_EQ(rep.checks[0].status, CheckStatus::PASS) << rep.checks[0].detail;
+}
+
 TEST(ProbeContext, WithoutAListedLimitTheRefusalSizesTheRetry) {
   // /v1/models lists another id (as a gateway might): no max_model_len; the default 16K prompt is refused, the
   // refusal names 6000, and the prompt is rebuilt once to fit it.

@@ -39,7 +39,7 @@
 
 namespace fp4forge::fp8 {
 
-inline constexpr float kE4m3Max = 448.0f;    ///< largest finite float8_e4m3fn
+using nvfp4::kE4m3Max;                        ///< largest finite float8_e4m3fn: one home, codec/nvfp4.h
 inline constexpr std::uint64_t kBlock = 128;  ///< FP8_BLOCK block height and width
 
 /** Bytes of `weight` (F8_E4M3 [rows, cols]) for either preset. */

@@ -39,6 +39,10 @@ namespace fp4forge::nvfp4 {
 inline constexpr std::uint64_t kGroupSize = 16;  ///< columns per E4M3 scale
 inline constexpr float kFp4Max = 6.0f;           ///< largest E2M1 magnitude
 inline constexpr float kE4m3Max = 448.0f;        ///< largest finite float8_e4m3fn
+/** The global scale's numerator: weight_global_scale = 2688 / amax (nvfp4a16-format.md §2.2), so 2688 / gs is the
+ * largest weight a global scale is made for. */
+inline constexpr float kGlobalScaleNumerator = kE4m3Max * kFp4Max;
+static_assert(kGlobalScaleNumerator == 2688.0f);
 inline constexpr std::uint8_t kZeroScaleCode = 0x20;  ///< E4M3 0.125: stored for groups whose scale rounds to 0
 
 /** A read-only 2-D weight: `rows` x `cols` elements of `dtype` (BF16, F16 or F32), row-major, LE. */

@@ -43,9 +43,10 @@ class ResumeManifest {
   ResumeManifest(std::filesystem::path staging_dir, std::uint64_t fingerprint)
       : dir_(std::move(staging_dir)), fingerprint_(fingerprint) {}
 
-  /** Reads the previous run's records. A missing file is no record; an unreadable or damaged one, or
-   * one of another fingerprint, is no record plus a warning (never an error). */
-  void load_previous(std::vector<std::string>& warnings);
+  /** Reads the previous run's records. A missing file is no record; an unreadable or damaged one is no record plus
+   * a warning (never an error). false: a readable manifest of another fingerprint (another source, or options that
+   * change the output): nothing loaded and no warning, the caller decides (quantize refuses such a --resume). */
+  bool load_previous(std::vector<std::string>& warnings);
   /** The previous run's record of `shard`, or nullptr. */
   const ManifestEntry* previous(const std::string& shard) const;
   /** Keeps a shard reused from the previous run (written out with the next record). */

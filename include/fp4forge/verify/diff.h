@@ -77,6 +77,9 @@ struct DiffReport {
   /** The scheme of each side, spelled as verify spells it (scheme_labels: "NVFP4A16", "FP8_DYNAMIC", ...;
    * "none" without quantization_config, "invalid" when it does not parse). */
   std::string scheme_a, scheme_b;
+  /** Backups fp4forge wrote (`*.bak-fp4forge-*`, `*.rollback-fp4forge-*`: doctor --fix, gateway) on either side: no
+   * part of the checkpoint (quantize does not copy them), so not compared; named in the report. */
+  std::vector<std::string> backups_skipped;
   bool scheme_mismatch() const noexcept { return scheme_a != scheme_b; }
   /** True when anything differs (class, a family, or an item). */
   bool differs() const noexcept;

@@ -56,7 +56,8 @@ struct QualityReference {
 /** One config group's compared tensors (a mixed checkpoint's headline is one line per group, never one average). */
 struct QualityGroup {
   std::string label;  ///< VerifyStats::groups' line: "group_0 NVFP4A16 (--scheme nvfp4a16), observer ..."
-  QualityCell total;
+  QualityCell total;  ///< the group's tensors not reproduced exactly
+  std::uint64_t exact_tensors = 0;  ///< the group's tensors of error 0 (left out of `total`)
 };
 
 struct QualityReport {
@@ -67,9 +68,8 @@ struct QualityReport {
   bool minmax_compared = false;
   std::vector<QualityReference> references;  ///< one per scheme of `scheme` fp4forge knows
   std::vector<QualityRow> rows;  ///< kinds in the order their first tensor appears (module name order)
-  QualityCell total;             ///< every compared tensor
+  QualityCell total;             ///< every compared tensor not reproduced exactly (an exact one's 0 is no measure)
   std::vector<QualityGroup> groups;  ///< per config group, file order (the picture's headline with two or more)
-  QualityCell inexact;               ///< every compared tensor whose error is not 0
   std::uint64_t exact_tensors = 0;   ///< compared tensors of error 0 (cast or passed through losslessly)
   bool searchable = false;           ///< some scheme of `scheme` takes a searched observer (the picture's hint)
   double quantized_share = 0;        ///< VerifyStats::quantized_share()

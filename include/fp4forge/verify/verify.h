@@ -138,8 +138,9 @@ struct VerifyStats {
    * NVFP4 group's gain with an FP8 group's nothing). File order; parameter-weighted like mean_rel_rms. */
   struct GroupError {
     std::string group;  ///< the config group's name
-    std::uint64_t tensors = 0;
+    std::uint64_t tensors = 0;  ///< compared, not reproduced exactly (the means are over them)
     double mean_rel_rms = 0, mean_minmax_rel_rms = 0;
+    std::uint64_t exact_tensors = 0;  ///< reproduced exactly (a lossless pass-through or cast): left out of the means
   };
   std::vector<GroupError> group_errors;
 };
