@@ -104,6 +104,11 @@ std::vector<std::string> vllm_args(const Plan& plan, std::size_t seat) {
   if (a.kv.mamba_cache_dtype != StateDtype::AUTO)
     v.insert(v.end(), {"--mamba-cache-dtype", std::string(state_dtype_name(a.kv.mamba_cache_dtype))});
   if (!a.kv.hybrid_kv_cache_manager) v.push_back("--disable-hybrid-kv-cache-manager");
+  // The key from the host's environment when compose starts the stack (compose interpolates ${VAR:?err} in every
+  // value and refuses to start without it): never written here.
+  if (!a.api_key_env.empty())
+    v.insert(v.end(),
+             {"--api-key", fmt::format("${{{}:?set {} to the seat's API key}}", a.api_key_env, a.api_key_env)});
   // Parsers (the family's, chosen by the chat template and the planned version) and the seat's vllm_args.
   for (auto& w : serving_args(m.serving)) v.push_back(std::move(w));
   return v;
@@ -123,8 +128,9 @@ std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOption
   // The probe that proves this stack, as written (issue 55 tryout F: a stack without tools was written beside a note
   // that probe would fail it).
   e << YAML::Newline
-    << YAML::Comment(fmt::format("prove it before traffic: fp4forge probe http://localhost:{} --model {}{}{}",
+    << YAML::Comment(fmt::format("prove it before traffic: fp4forge probe http://localhost:{} --model {}{}{}{}",
                                  host_port(a, seat), a.served_name,
+                                 a.api_key_env.empty() ? "" : " --api-key-env " + a.api_key_env,
                                  // The gate gateway applies to the supports_vision entry below (tryout N-M2).
                                  serves_images(m) ? " --multimodal" : "",
                                  serves_tools(m.serving) ? ""
@@ -190,6 +196,8 @@ std::string litellm_yaml(const Plan& plan, const std::vector<std::size_t>& seats
     e << YAML::Key << "model" << YAML::Value << Str{"hosted_vllm/" + m.arg.served_name};
     e << YAML::Key << "api_base" << YAML::Value
       << Str{fmt::format("http://{}:{}/v1", opts.api_host, host_port(plan.seats[s].arg, s))};
+    if (!m.arg.api_key_env.empty())
+      e << YAML::Key << "api_key" << YAML::Value << Str{"os.environ/" + m.arg.api_key_env};
     e << YAML::EndMap;
     e << YAML::Key << "model_info" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "max_input_tokens" << YAML::Value << m.max_model_len;

@@ -214,6 +214,17 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a);
  * not "cannot open checkpoint 'DIR:tp'". */
 Status check_unread_key_list(std::string_view text, std::string_view rest) {
   std::error_code ec;
+  // `DIR,key=...` (tryout O-L5: "cannot open checkpoint 'DIR,max_model_len=1024'", exit 4): the keys follow a ':'.
+  if (const std::size_t comma = rest.find(','); comma != std::string_view::npos &&
+                                                rest.find(':') == std::string_view::npos &&
+                                                !std::filesystem::exists(std::string(rest), ec)) {
+    std::string first(rest.substr(comma + 1, rest.find('=', comma + 1) - comma - 1));
+    std::replace(first.begin(), first.end(), '-', '_');
+    if (is_known_key(first))
+      return seat_syntax_error(text, fmt::format("DIR '{}' is followed by ',{}': the key list starts after a ':' "
+                                                 "(NAME=DIR:key=value,key=value)",
+                                                 util::printable(rest.substr(0, comma), 120), first));
+  }
   if (rest.find(':') == std::string_view::npos || std::filesystem::exists(std::string(rest), ec)) return {};
   for (std::size_t colon = rest.find(':'); colon != std::string_view::npos; colon = rest.find(':', colon + 1)) {
     const std::string_view dir = rest.substr(0, colon), tail = rest.substr(colon + 1);
@@ -358,6 +369,12 @@ Status apply_options(std::string_view text, std::string_view opts, SeatArg& a) {
       if (!parse_bool(v, a.enforce_eager)) return bad("on or off");
     } else if (key == "allow_long_max_model_len") {
       if (!parse_bool(v, a.allow_long_max_model_len)) return bad("on or off");
+    } else if (key == "api_key_env") {
+      const bool name_ok = !v.empty() && (std::isalpha(static_cast<unsigned char>(v[0])) || v[0] == '_') &&
+                           std::all_of(v.begin(), v.end(),
+                                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+      if (!name_ok) return bad("an environment variable's name ([A-Za-z_][A-Za-z0-9_]*), not the key itself");
+      a.api_key_env = std::string(v);
     } else if (auto expected = calibration_key(key, v, a)) {
       if (!expected->empty()) return bad(*expected);
     }

@@ -45,9 +45,15 @@ constexpr Refused kRefused[] = {
     {"num-gpu-blocks-override", "plan sizes the KV cache from gpu_memory_utilization"},
     {"cpu-offload-gb", "plan does not model weights offloaded to the CPU"},
     {"quantization", "vLLM reads the scheme from the checkpoint's config (plan sizes what is stored)"},
-    {"cuda-graph-sizes", "plan estimates the CUDA graphs from vLLM's default capture sizes (enforce_eager=on for none)"},
+    {"cuda-graph-sizes",
+     "plan estimates the CUDA graphs from vLLM's default capture sizes (enforce_eager=on for none)"},
     {"max-cudagraph-capture-size", "plan estimates the CUDA graphs from vLLM's default capture sizes"},
     {"compilation-config", "plan estimates the CUDA graphs from vLLM's default compilation config"},
+    // Tryout O-M1: a key here was written in clear into compose.yaml, and neither the LiteLLM entry nor the header's
+    // probe carried it (both got 401).
+    {"api-key",
+     "use the seat key api_key_env=VAR: the stack passes --api-key from VAR when compose starts it (the key "
+     "is never written), the LiteLLM entry sends os.environ/VAR and the header's probe --api-key-env VAR"},
 };
 
 /** vLLM's short aliases of long flags. */

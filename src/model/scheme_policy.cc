@@ -29,8 +29,10 @@ bool policy_quantizes(Role r, const FamilySpec& family, QuantScheme s, std::stri
 std::string scheme_keep_reason(Role r, const FamilySpec& family, QuantScheme s, std::string_view leaf) {
   if (r != Role::LINEAR_ATTN || family.mixer_quant_bits <= 0 || policy_quantizes(r, family, s, leaf)) return {};
   if (weight_bits(s) < family.mixer_quant_bits)
-    return fmt::format("linear attention: kept at {} bits (quantized from {} bits; architectures.md 5.3)",
-                       weight_bits(s), family.mixer_quant_bits);
+    return fmt::format(
+        "linear attention: kept in 16 bits under a {}-bit scheme (quantized only by schemes of {} bits "
+        "or more; architectures.md 5.3)",
+        weight_bits(s), family.mixer_quant_bits);
   return fmt::format("{}: kept under {} (vLLM has no blockwise FP8 for in_proj_ba)", leaf, quant_scheme_name(s));
 }
 

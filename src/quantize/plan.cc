@@ -18,7 +18,8 @@ std::string keep_reason(Role r, bool mtp, bool outside_text) {
     case Role::ATTN_SINK: return "attention sink: not a Linear";
     case Role::EXPERT_PROJ_BIAS: return "expert projection bias: not a Linear's weight";
     case Role::NORM: return "norm: not a Linear";
-    case Role::LINEAR_ATTN: return "linear attention: kept at 4 bits (architectures.md 5.3)";
+    case Role::LINEAR_ATTN:
+      return "linear attention: kept in 16 bits (architectures.md 5.3)";
     case Role::LINEAR_ATTN_CONV: return "linear-attention conv1d: not a Linear";
     case Role::LINEAR_ATTN_PARAM: return "linear-attention parameter: not a Linear";
     case Role::MAMBA: return "Mamba mixer projection: kept in 16 bits (like linear attention)";

@@ -983,8 +983,8 @@ void Runner::summarize(RunSummary& sum, double secs) const {
 
 Status check_run_options(const RunOptions& opts) {
   if (opts.max_memory < kMinMaxMemory)
-    return make_error(Errc::USAGE, "--max-memory {} is too small; expected at least {}", format_bytes(opts.max_memory),
-                      format_bytes(kMinMaxMemory));
+    return make_error(Errc::USAGE, "--max-memory {} bytes is too small; expected at least {} bytes ({})",
+                      opts.max_memory, kMinMaxMemory, format_bytes(kMinMaxMemory));
   return {};
 }
 

@@ -44,6 +44,8 @@ stdfs::path normalize_destination(const stdfs::path& p) {
   std::error_code ec;
   stdfs::path a = stdfs::weakly_canonical(stdfs::absolute(p, ec), ec);
   if (ec) a = stdfs::absolute(p).lexically_normal();
+  // `out/` is the folder `out` (shell completion adds the slash; tryout O-M2: "has no directory name", exit 2).
+  while (a.filename().empty() && a.has_relative_path()) a = a.parent_path();
   return a;
 }
 
@@ -55,7 +57,11 @@ stdfs::path staging_path(const stdfs::path& dst) {
 Status check_destination(const stdfs::path& src, const stdfs::path& dst) {
   if (dst.empty()) return make_error(Errc::USAGE, "destination directory is empty; give DST");
   const stdfs::path s = normalize_destination(src), d = normalize_destination(dst);
-  if (d.filename().empty()) return make_error(Errc::USAGE, "destination '{}' has no directory name", dst.string());
+  if (d.filename().empty())
+    return make_error(Errc::USAGE,
+                      "destination '{}' names no folder of its own (the file system's root); expected a "
+                      "new folder's path, e.g. '/models/out'",
+                      dst.string());
   std::error_code ec;
   if (s == d)
     return make_error(Errc::BAD_INPUT, "destination '{}' is the source directory; the source is never written; "

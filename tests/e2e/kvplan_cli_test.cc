@@ -80,7 +80,8 @@ TEST_F(KvplanCli, SizesShareOneGrammarWithQuantize) {
   std::string out, err;
   // quantize refuses a budget below the minimum on a dry run too, with the same grammar.
   EXPECT_EQ(fp4forge::testutil::run_cli("quantize " + fp4forge::testutil::q(kData + "/llama") + " --dry-run --max-memory 0", &out, &err), 2);
-  EXPECT_NE(err.find("--max-memory 0 B is too small; expected at least 4.00 KiB"), std::string::npos) << err;
+  EXPECT_NE(err.find("--max-memory 0 bytes is too small; expected at least 4096 bytes (4.00 KiB)"), std::string::npos)
+      << err;
   EXPECT_EQ(fp4forge::testutil::run_cli("quantize " + fp4forge::testutil::q(kData + "/llama") + " --dry-run --max-memory 2GB", &out, &err), 0)
       << err;
   EXPECT_EQ(fp4forge::testutil::run_cli("quantize " + fp4forge::testutil::q(kData + "/llama") + " --dry-run --max-memory 2X", &out, &err), 2);

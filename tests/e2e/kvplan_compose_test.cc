@@ -208,6 +208,36 @@ TEST_F(KvplanCompose, VllmArgsPassThroughAfterPlansFlagsAndContradictionsAreRefu
   EXPECT_NE(err.find("unterminated double quote"), std::string::npos) << err;
 }
 
+// Tryout O-M1: a seat that requires a key: api_key_env=VAR reaches the stack (read from VAR when compose starts it,
+// never written), the LiteLLM entry and the header's probe; a key in vllm_args is refused with that hint.
+TEST_F(KvplanCompose, ASeatKeyIsCarriedByNameNeverWritten) {
+  const stdfs::path q3 = copy("qwen3", "q3");
+  write(q3 / "chat_template.jinja", kQwenTemplate);
+  std::string out, err;
+  EXPECT_EQ(plan("--seat 'q=" + q3.string() + ":vllm_args=--api-key sk-plan-123'" + kGpu + " --emit-compose " +
+                     q(tmp_ / "no"),
+                 &out, &err),
+            2);
+  EXPECT_NE(err.find("use the seat key api_key_env=VAR"), std::string::npos) << err;
+  EXPECT_FALSE(stdfs::exists(tmp_ / "no"));
+  EXPECT_EQ(plan("--seat 'q=" + q3.string() + ":api_key_env=sk-123!'" + kGpu, &out, &err), 2) << err;
+  const stdfs::path d = tmp_ / "deploy";
+  ASSERT_EQ(plan("--seat 'q=" + q3.string() + ":api_key_env=SEAT_KEY'" + kGpu + " --emit-compose " + q(d) +
+                     " --api-host gpu-host-1",
+                 &out, &err),
+            0)
+      << err;
+  const auto cmd = command(d / "q" / "compose.yaml", "q");
+  EXPECT_EQ(after(cmd, "--api-key"), "${SEAT_KEY:?set SEAT_KEY to the seat's API key}");
+  const auto entry = YAML::LoadFile((d / "litellm.yaml").string())["model_list"][0];
+  EXPECT_EQ(entry["litellm_params"]["api_key"].as<std::string>(), "os.environ/SEAT_KEY");
+  std::ifstream f(d / "q" / "compose.yaml");
+  std::string header;
+  for (std::string line; std::getline(f, line);)
+    if (line.find("prove it before traffic") != std::string::npos) header = line;
+  EXPECT_NE(header.find("--model q --api-key-env SEAT_KEY"), std::string::npos) << header;
+}
+
 // Each seat vLLM could not start: exit 1, one error line with the reason and the fix, nothing written.
 TEST_F(KvplanCompose, ASeatThatCannotStartRefusesTheWholeStack) {
   const stdfs::path cfg = tmp_ / "cfg-only";

@@ -789,6 +789,22 @@ TEST(QuantizeFaults, LockFailureIsIo) {
   }
 }
 
+// Tryout O-M2: `DST/` (shell completion's trailing slash) is the folder DST, as SRC/ is SRC.
+TEST(QuantizeFaults, ADestinationWithATrailingSlashIsThatFolder) {
+  TempDir tmp;
+  std::string out, err;
+  const std::string dst = (tmp.path / "out").string() + "//";
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama/") + " " + q(dst) + " --dry-run", &out, &err), 0) << err;
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama/") + " " + q(dst), &out, &err), 0) << err;
+  EXPECT_TRUE(stdfs::exists(tmp.path / "out" / "config.json"));
+  EXPECT_FALSE(stdfs::exists(staging_path(tmp.path / "out")));
+  // Again: it exists now, refused as such (exit 3), not as a name it lacks.
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), &out, &err), 3) << err;
+  EXPECT_THAT(err, HasSubstr("already exists"));
+  EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " /", &out, &err), 2) << err;
+  EXPECT_THAT(err, HasSubstr("names no folder of its own"));
+}
+
 TEST(QuantizeFaults, DestinationRefusals) {
   TempDir tmp;
   auto ck = Checkpoint::open(kData + "/llama");

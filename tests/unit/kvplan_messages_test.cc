@@ -44,6 +44,17 @@ TEST(KvplanMessages, TheSeatSyntaxLineOnlyWhereTheSyntaxIsWrong) {
   }
 }
 
+// Tryout O-L5: `DIR,key=` was "cannot open checkpoint 'DIR,key=...'" (exit 4): the key list starts after a ':'.
+TEST(KvplanMessages, AKeyListAfterACommaSaysItStartsAfterAColon) {
+  const std::string m = seat_message("b=/no/such/qmw-nv,max_model_len=1024");
+  EXPECT_NE(m.find("DIR '/no/such/qmw-nv' is followed by ',max_model_len': the key list starts after a ':'"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find(kSeatSyntax), std::string::npos) << m;
+  // A folder whose name holds a comma is still a folder.
+  EXPECT_TRUE(parse_seat_arg("b=/no/such/dir,notakey").ok());
+}
+
 // assume= takes the scheme parser's message, its suggestion included (issue 55 audit: `assume=nvfp4` got the list).
 TEST(KvplanMessages, AnUnknownAssumedSchemeGetsTheNearest) {
   EXPECT_NE(seat_message("x=/m:assume=nvfp4").find("assume=nvfp4: unknown scheme 'nvfp4': did you mean nvfp4a16"),

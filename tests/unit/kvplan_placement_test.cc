@@ -412,16 +412,37 @@ TEST(KvplanSeatArg, HyphenatedKeysAreAccepted) {
 // names, the help lists each, and docs/cli/plan.md documents each.
 TEST(KvplanSeatKeys, TheTableTheParserTheHelpAndTheDocsAgree) {
   const std::string recipe = std::string(FP4FORGE_TEST_DATA) + "/../../examples/recipes/nvfp4-experts-fp8-attention.yaml";
-  const std::map<std::string_view, std::string_view> sample{
-      {"recipe", recipe},
-      {"max_model_len", "128k"}, {"kv_cache_dtype", "fp8"}, {"gpu_memory_utilization", "0.5"},
-      {"max_num_batched_tokens", "8192"}, {"tp", "1"}, {"prefix_caching", "on"}, {"spec_tokens", "2"},
-      {"mm", "off"}, {"assume", "nvfp4a16"}, {"weights", "1GiB"}, {"overhead", "1GiB"}, {"concurrency", "2"},
-      {"gpu", "0"}, {"port", "8000"}, {"block_size", "16"}, {"mamba_ssm_dtype", "float32"},
-      {"mamba_cache_dtype", "bfloat16"}, {"hybrid_manager", "on"}, {"served_name", "m"}, {"vllm_version", "0.33"},
-      {"max_num_seqs", "64"}, {"enforce_eager", "on"}, {"dtype", "bfloat16"}, {"allow_long_max_model_len", "on"},
-      {"async_scheduling", "off"}, {"log", "seat.log"}, {"replaces", "old"}, {"frees", "10GiB"},
-      {"vllm_args", "--enable-chunked-prefill"}};
+  const std::map<std::string_view, std::string_view> sample{{"recipe", recipe},
+                                                            {"max_model_len", "128k"},
+                                                            {"kv_cache_dtype", "fp8"},
+                                                            {"gpu_memory_utilization", "0.5"},
+                                                            {"max_num_batched_tokens", "8192"},
+                                                            {"tp", "1"},
+                                                            {"prefix_caching", "on"},
+                                                            {"spec_tokens", "2"},
+                                                            {"mm", "off"},
+                                                            {"assume", "nvfp4a16"},
+                                                            {"weights", "1GiB"},
+                                                            {"overhead", "1GiB"},
+                                                            {"concurrency", "2"},
+                                                            {"gpu", "0"},
+                                                            {"port", "8000"},
+                                                            {"block_size", "16"},
+                                                            {"mamba_ssm_dtype", "float32"},
+                                                            {"mamba_cache_dtype", "bfloat16"},
+                                                            {"hybrid_manager", "on"},
+                                                            {"served_name", "m"},
+                                                            {"vllm_version", "0.33"},
+                                                            {"max_num_seqs", "64"},
+                                                            {"enforce_eager", "on"},
+                                                            {"dtype", "bfloat16"},
+                                                            {"allow_long_max_model_len", "on"},
+                                                            {"api_key_env", "SEAT_KEY"},
+                                                            {"async_scheduling", "off"},
+                                                            {"log", "seat.log"},
+                                                            {"replaces", "old"},
+                                                            {"frees", "10GiB"},
+                                                            {"vllm_args", "--enable-chunked-prefill"}};
   std::ifstream in(std::string(FP4FORGE_TEST_DATA) + "/../../docs/cli/plan.md");
   std::stringstream ss;
   ss << in.rdbuf();

@@ -58,6 +58,7 @@ inline constexpr SeatKey kSeatKeys[] = {
     {"enforce_eager", "on|off", "off"},
     {"dtype", "auto|bfloat16|float16|float32", "auto"},
     {"allow_long_max_model_len", "on|off", "off"},
+    {"api_key_env", "VAR", "none: the seat takes no API key"},
     // calibration and replacement (docs/cli/plan.md "Calibration from the seat's log", "A seat that replaces another")
     {"async_scheduling", "on|off", "on (vLLM's default), or what the log shows"},
     {"log", "FILE", "none"},
@@ -98,6 +99,10 @@ struct SeatArg {
   std::optional<std::int64_t> max_num_seqs;             ///< default: vLLM's rule for the GPU
   bool enforce_eager = false;                           ///< no CUDA graphs (--enforce-eager)
   bool allow_long_max_model_len = false;                ///< VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 in the stack
+  /** api_key_env=VAR: the seat requires the key VAR holds. The stack passes `--api-key ${VAR:?...}` (compose reads
+   * VAR when it starts it; the key is never written), the LiteLLM entry `api_key: os.environ/VAR`, the header's
+   * probe `--api-key-env VAR`. */
+  std::string api_key_env;
   // --- how the stack serves it (serving.h) ---
   /** vllm_args=: extra vLLM flags, split into words (vllm_args.h); the last key of a seat. */
   std::vector<std::string> vllm_args;
