@@ -103,8 +103,9 @@ void add_seat_options(CLI::App* s, GwOpts& o) {
   s->add_option("--param", o.params, "extra litellm_params KEY=VALUE (VALUE is YAML, one line); repeatable");
   s->add_flag("--probe", o.probe, "probe the backend first (the default)");
   s->add_flag("--no-probe", o.no_probe, "skip the probe (not recommended: F44)");
-  s->add_option("--probe-model", o.probe_model, "model name at the backend (default: --backend-model without its "
-                                                "provider prefix)");
+  s->add_option("--probe-model", o.probe_model,
+                "model name at the backend: must be --backend-model without its "
+                "provider prefix, the name LiteLLM sends (the default)");
   s->add_option("--checks", o.checks, "probe checks (default all; must keep prose and logprobs)");
   s->add_flag("--weak-gate", o.weak_gate, "allow --checks without prose or logprobs (the F1 checks)");
   s->add_option("--api-key-env", o.api_key_env, "environment variable with the backend's API key: the probe sends "

@@ -1,5 +1,6 @@
 // fp4forge quantize SRC DST: streaming quantization (library: quantize/plan.h, quantize/run.h; --mtp-from is
 // QuantizeParams::mtp_from, quantize/mtp_splice.h). Option mapping, one call, print.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -111,6 +112,8 @@ int run_quantize(const QuantizeOpts& o) {
   p.run.progress = bar.get();
   std::size_t plan_warnings = 0;
   std::atomic<std::size_t> total_shards{0};
+  // The preflight's warnings, said once: the plan repeats some in its own words (tryout P-L4: index-total-size twice).
+  std::vector<std::string> preflight_said;
   // Ctrl-C / SIGTERM: one line saying what was kept and how to continue (the staging folder stays for --resume).
   std::optional<InterruptNotice> notice;
   if (!o.dry_run) notice.emplace([&](const char* sig) { return interrupted_text(sig, p.dst, total_shards.load()); });
@@ -118,7 +121,11 @@ int run_quantize(const QuantizeOpts& o) {
     plan_warnings = plan.warnings.size();
     total_shards = plan.shards.size();
     if (!o.dry_run)
-      for (const auto& w : plan.warnings) warn(w);
+      for (const auto& w : plan.warnings)
+        if (std::none_of(preflight_said.begin(), preflight_said.end(), [&w](const std::string& m) {
+              return w.find(m) != std::string::npos || m.find(w) != std::string::npos;
+            }))
+          warn(w);
   };
   if (!o.mtp_from.empty()) {  // a folder or a repo id in the Hugging Face cache, like SRC
     auto from = checkpoint_source(o.mtp_from, o.json);
@@ -138,7 +145,10 @@ int run_quantize(const QuantizeOpts& o) {
   p.on_preflight = [&](const quant::Preflight& r) {
     pre = r;
     for (const auto& f : r.findings)  // warnings never refuse: said before anything is written
-      if (f.severity == Severity::WARNING) warn(fmt::format("preflight: {}: {}", f.kind, f.message));
+      if (f.severity == Severity::WARNING) {
+        warn(fmt::format("preflight: {}: {}", f.kind, f.message));
+        preflight_said.push_back(f.message);
+      }
     for (const auto& line : quant::refusal_lines(r)) error_line(line);
   };
   auto res = quant::quantize(p);

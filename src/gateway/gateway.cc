@@ -164,7 +164,10 @@ std::vector<std::string> next_steps_after_edit(const std::string& path, const st
 
 Status backup_and_write(const stdfs::path& config, const std::string& old_text, const std::string& new_text,
                         EditResult& out) {
-  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path bak, backup::write_backup(config, old_text, kBackupInfix, backup::stamp_now()));
+  // Named after the file edited, not the path typed: a rollback through a link or the target finds every edit of that
+  // file (tryout P-M2: a backup named after a link hid the target's newer one, and a rollback undid two edits).
+  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path bak,
+                            backup::write_backup(write_target(config), old_text, kBackupInfix, backup::stamp_now()));
   out.backup = bak.string();
   FP4FORGE_TRY(write_like(write_target(config), new_text, config));
   out.changed = true;
@@ -269,7 +272,9 @@ Result<GatewayShow> gateway_show(const stdfs::path& config, const std::string& b
   return gateway_show_text(text, config.string(), backend);
 }
 
-std::vector<stdfs::path> list_backups(const stdfs::path& config) { return backup::list(config, kBackupInfix); }
+std::vector<stdfs::path> list_backups(const stdfs::path& config) {
+  return backup::list(write_target(config), kBackupInfix);  // the edited file's, whichever path named it
+}
 
 Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path& to) {
   const std::string path = config.string();
@@ -305,7 +310,8 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
   }
   out.diff = util::unified_diff(mask_secret_values(current), mask_secret_values(restored), path, src.string());
   // Keep what is being replaced, under a name the default rollback never picks.
-  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path keep, backup::fresh_name(config, kRollbackInfix, backup::stamp_now()));
+  FP4FORGE_ASSIGN_OR_RETURN(stdfs::path keep,
+                            backup::fresh_name(write_target(config), kRollbackInfix, backup::stamp_now()));
   FP4FORGE_TRY(write_like(keep, current, config));
   out.warnings.push_back(fmt::format("the replaced content was saved as {}", keep.string()));
   FP4FORGE_TRY(write_like(write_target(config), restored, config));

@@ -203,6 +203,17 @@ Status check_seat_options(const SeatOptions& o, const char* command) {
   if (o.alias.empty() || o.backend_model.empty() || o.api_base.empty())
     return make_error(Errc::USAGE, "gateway {}: --alias, --backend-model and --api-base are all required", command);
   FP4FORGE_TRY(check_backend_model(o.backend_model));
+  // The probe proves the name LiteLLM sends, or nothing: every provider check_backend_model accepts sends MODEL without
+  // its prefix (tryout P-H1: --probe-model chat proved 'chat', the file then sent 'chat2', every request a 404).
+  if (const std::string sent = strip_provider_prefix(o.backend_model); !o.probe_model.empty() && o.probe_model != sent)
+    return make_error(
+        Errc::USAGE,
+        "--probe-model '{}' is not the name LiteLLM will send: --backend-model '{}' sends '{}'; the probe "
+        "would prove a model the alias never asks for. Drop --probe-model, or give --backend-model "
+        "'{}/{}' if the backend serves '{}'",
+        util::printable(o.probe_model, 120), util::printable(o.backend_model, 120), util::printable(sent, 120),
+        o.backend_model.substr(0, o.backend_model.find('/')), util::printable(o.probe_model, 120),
+        util::printable(o.probe_model, 120));
   for (const auto& [k, v] : o.params) {
     if (k.empty() || k == "model" || k == "api_base")
       return make_error(Errc::USAGE, "--param '{}={}': use --backend-model / --api-base for model and api_base", k, v);

@@ -53,8 +53,36 @@ namespace {
  * holds what the headers store plus small buffers, so the same checkpoint stays within a few per cent. */
 constexpr double kMaxWeightRatio = 2.0;
 
+/** Without a "Model loading took" line, the consumed-memory summary ("X GiB for consumed memory (weights +
+ * non-torch)") bounds the weights from above: beyond 2x the seat's weights plus this much non-torch memory per GPU,
+ * the log is another model's (tryout P-M1: a 27B's 15.25 GiB became a 419 KiB seat's "measured overhead"). Inferred:
+ * non-torch memory (CUDA context, NCCL buffers) stays within a few GiB per GPU in the logs read
+ * (docs/plan-overheads.md). */
+constexpr std::uint64_t kNonTorchAllowance = 4 * kGiB;
+
+Status check_same_model_by_consumed(const SeatModel& m, const LoggedSeat& logged) {
+  const StartupLog& log = logged.log;
+  if (log.weights_bytes || !log.consumed_bytes || m.weights_given || m.weights.tensors == 0 ||
+      logged.tp.value_or(1) != m.arg.kv.tp)
+    return {};
+  const double own = static_cast<double>(m.weight_bytes_per_rank);
+  const double consumed = static_cast<double>(log.consumed_bytes->value);
+  if (own <= 0.0 || consumed <= own * kMaxWeightRatio + static_cast<double>(kNonTorchAllowance)) return {};
+  const LoggedOptions o = logged_options(log);
+  return make_error(Errc::BAD_INPUT,
+                    "seat '{}': log={} is not this seat's: the vLLM it records consumed {} per GPU for weights and "
+                    "non-torch memory (line {}{}), DIR '{}' holds {} of weights per GPU at tp={} (the weights alone "
+                    "would be more than {:.0f}x the seat's, past {} of non-torch memory); hint: give the start-up log "
+                    "of a vLLM that served DIR, or plan without log=",
+                    m.arg.name, m.arg.log, format_bytes(log.consumed_bytes->value), log.consumed_bytes->line,
+                    o.model.empty() ? std::string() : fmt::format(", model '{}'", o.model), m.arg.dir.string(),
+                    format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp, kMaxWeightRatio,
+                    format_bytes(kNonTorchAllowance));
+}
+
 Status check_same_model(const SeatModel& m, const LoggedSeat& logged) {
   const StartupLog& log = logged.log;
+  FP4FORGE_TRY(check_same_model_by_consumed(m, logged));
   if (!log.weights_bytes || m.weights_given || m.weights.tensors == 0 || logged.tp.value_or(1) != m.arg.kv.tp)
     return {};
   const double own = static_cast<double>(m.weight_bytes_per_rank), seen = static_cast<double>(log.weights_bytes->value);
@@ -74,6 +102,14 @@ Status check_same_model(const SeatModel& m, const LoggedSeat& logged) {
 Status apply_logged_seat(SeatModel& m, LoggedSeat logged) {
   FP4FORGE_TRY(check_same_model(m, logged));
   const StartupLog& log = logged.log;
+  // Nothing to match the log to the seat by: said, with what it changes (tryout P-M1: another model's log became this
+  // seat's "measured" overhead without a word).
+  if (!log.weights_bytes && !log.consumed_bytes)
+    m.notes.push_back(fmt::format(
+        "log={} prints no weights figure ('Model loading took', or the consumed-memory summary): whether it is this "
+        "seat's log could not be checked; the overhead it measures assumes it is (a log of another model carries that "
+        "model's weights into the overhead)",
+        m.arg.log));
   // max_num_batched_tokens: the args', else vLLM's default for the logged card when the log prints its total.
   if (!logged.batched && log.torch_total_bytes) {
     logged.batched = default_max_num_batched_tokens(log.torch_total_bytes->value, "");

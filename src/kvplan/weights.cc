@@ -89,7 +89,21 @@ WeightEstimate estimate_weights(const Checkpoint& ckpt, const ModelInfo& info, c
     po.scheme_for = opts.rules;
     for (auto& r : po.scheme_for) r.observer = Observer::MINMAX;
     po.ignore = opts.ignore;
-    if (auto plan = quant::make_plan(ckpt, po); plan.ok()) {
+    auto plan = quant::make_plan(ckpt, po);
+    // A family whose routed experts vLLM cannot serve quantized (gpt-oss): quantize refuses them and names its remedy,
+    // --ignore 're:.*experts'; the output it can write keeps them in 16 bits, and that is what is sized (tryout P-M3:
+    // the policy alone sized them at 4 bits, 46 % short of the only servable output).
+    if (!plan.ok() && !info.spec().experts_refusal.empty()) {
+      po.ignore.push_back("re:.*experts");
+      if (auto kept = quant::make_plan(ckpt, po); kept.ok()) {
+        plan = std::move(kept);
+        w.planner_note = fmt::format(
+            "{} routed experts cannot be served quantized ({}): sized as quantize writes it "
+            "with --ignore 're:.*experts', the experts kept in 16 bits",
+            info.spec().display, info.spec().experts_refusal);
+      }
+    }
+    if (plan.ok()) {
       use_plan = true;
       for (const quant::QuantUnit& u : plan->units) {
         auto& [bytes, n] = planned[plan->decisions[u.decision].name];

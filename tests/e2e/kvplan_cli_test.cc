@@ -194,6 +194,48 @@ TEST_F(KvplanCli, ALogOfAnotherModelIsRefused) {
   EXPECT_EQ(run("--seat 'g=" + ex + "gemma-2-9b:log=" + ex + "gemma-2-9b/vllm-startup.log' --gpu 0=80GiB").rc, 0);
 }
 
+// Tryout P-M1: a log without "Model loading took" is bounded by its consumed-memory summary (weights + non-torch):
+// a 27B's 15.25 GiB is refused for the tiny llama; a log with no weights figure at all is said to be unchecked.
+TEST_F(KvplanCli, ALogOfAnotherModelIsRefusedByItsConsumedMemoryToo) {
+  const std::string logs = kData + "/plan/logs/";
+  const std::string err = (tmp_ / "err").string();
+  const auto r = run("--seat 'a=" + kData + "/llama:log=" + logs +
+                         "v0.2x-consumed-summary-tp2.log' --gpu 0=24GiB "
+                         "--gpu 1=24GiB",
+                     err);
+  EXPECT_EQ(r.rc, 3) << r.out;
+  EXPECT_NE(slurp(err).find("is not this seat's: the vLLM it records consumed 15.25 GiB per GPU for weights and "
+                            "non-torch memory"),
+            std::string::npos)
+      << slurp(err);
+  const auto u = run("--seat 'a=" + kData + "/llama:log=" + logs +
+                     "v0.27.1-graph-estimate.log,tp=2' --gpu 0=24GiB "
+                     "--gpu 1=24GiB");
+  EXPECT_NE(u.out.find("prints no weights figure ('Model loading took', or the consumed-memory summary): whether it "
+                       "is this seat's log could not be checked"),
+            std::string::npos)
+      << u.out;
+}
+
+// Tryout P-M3: assume=nvfp4a16 on gpt-oss, whose routed experts quantize refuses, sizes the output quantize can write
+// (its remedy, --ignore 're:.*experts': experts in 16 bits), byte for byte what plan reads from that output.
+TEST_F(KvplanCli, AnAssumedSchemeOnRefusedExpertsSizesTheServableOutput) {
+  const auto a = run("--seat 'o=" + kData + "/gpt_oss:assume=nvfp4a16' --json");
+  ASSERT_EQ(a.rc, 0) << a.out;
+  const auto ja = nlohmann::json::parse(a.out);
+  EXPECT_NE(ja.dump().find("sized as quantize writes it with --ignore 're:.*experts'"), std::string::npos) << a.out;
+  const std::string q = (tmp_ / "q").string();
+  std::string out, e;
+  ASSERT_EQ(fp4forge::testutil::run_cli("quantize " + fp4forge::testutil::q(kData + "/gpt_oss") + " " +
+                                            fp4forge::testutil::q(q) + " -j 2 --ignore 're:.*experts'",
+                                        &out, &e),
+            0)
+      << e;
+  const auto b = run("--seat 'o=" + q + "' --json");
+  ASSERT_EQ(b.rc, 0) << b.out;
+  EXPECT_EQ(ja["seats"][0]["weights"]["bytes"], nlohmann::json::parse(b.out)["seats"][0]["weights"]["bytes"]);
+}
+
 // Issue 28: what an operator types works as vLLM reads it, and what vLLM would refuse is a failed fit.
 TEST_F(KvplanCli, OperatorSpellingsAndVllmRefusals) {
   const std::string ex = kData + "/../../examples/plan/";

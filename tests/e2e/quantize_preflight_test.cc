@@ -97,6 +97,22 @@ TEST(QuantizePreflight, GemmaConfigMissingGlobalKvFieldsIsRefusedWithTheFix) {
   EXPECT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2", &out, &err), 0) << err;
 }
 
+// Tryout P-L4: a warning the preflight said is not said again by the plan (index-total-size came twice).
+TEST(QuantizePreflight, APreflightWarningIsSaidOnce) {
+  TempDir t;
+  const auto src = t.path / "src";
+  fsys::copy(kData + "/qwen3_5-dense", src, fsys::copy_options::recursive);
+  auto ix = Json::parse(slurp(src / "model.safetensors.index.json"));
+  ix["metadata"]["total_size"] = 123;
+  std::ofstream(src / "model.safetensors.index.json") << ix.dump(2);
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(t.path / "q") + " -j 2 --no-progress", &out, &err), 0) << err;
+  const std::string needle = "metadata.total_size is 123";
+  const auto first = err.find(needle);
+  ASSERT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find(needle, first + 1), std::string::npos) << err;
+}
+
 TEST(QuantizePreflight, NoPreflightIsTheEscapeHatch) {
   TempDir t;
   const auto src = gemma4_without_globals(t.path / "g");

@@ -275,6 +275,24 @@ TEST_F(Gateway, RetireDiffMasksSecretsByShape) {
   EXPECT_NE(r->diff.find("10.0.0.7:8000"), std::string::npos) << r->diff;
 }
 
+// Tryout P-M2: edits through a link and through its target back up the one file edited under its own name, so a
+// rollback through either path undoes exactly the newest edit.
+TEST_F(Gateway, ARollbackThroughALinkUndoesTheNewestEditOfItsTarget) {
+  const stdfs::path real = cfg_.parent_path() / "real.yaml", link = cfg_.parent_path() / "link.yaml";
+  std::ofstream(real, std::ios::binary) << kConfig;
+  stdfs::create_symlink("real.yaml", link);
+  ASSERT_TRUE(gateway_retire(link, "summarizer").ok());
+  const std::string after_first = slurp(real);
+  ASSERT_TRUE(gateway_retire(real, "chat").ok());
+  ASSERT_NE(slurp(real), after_first);
+  EXPECT_EQ(list_backups(link).size(), 2u);
+  EXPECT_EQ(list_backups(real).size(), 2u);
+  auto r = gateway_rollback(link, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(slurp(real), after_first);
+  EXPECT_TRUE(stdfs::is_symlink(link));
+}
+
 // Issue 15: the probe gate cannot be reduced below the checks that catch F1 (prose, logprobs) without
 // --weak-gate, and a swap without a probe says loudly that the seat is not proven.
 TEST_F(Gateway, ProbeGateKeepsTheF1ChecksAndNoProbeIsLoud) {

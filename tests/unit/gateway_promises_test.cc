@@ -78,6 +78,39 @@ class Promises : public ::testing::Test {
 
 // --api-key-env NAME: the probe sends NAME's key and the swap writes api_key: os.environ/NAME. Before, the probe
 // passed with the new key while the file kept the old reference, and every request after the reload got 401.
+// Tryout P-H1: --probe-model proved 'chat' while the file then sent 'chat2' (ok, every request a 404). A probe name
+// other than the one LiteLLM sends is refused before any request; the same name is accepted.
+TEST_F(Promises, TheProbeProvesTheNameLiteLLMSends) {
+  one_alias(dead_base());
+  const std::string before = slurp(cfg_);
+  FakeServer srv(FakeServerOptions{});
+  for (const bool add : {false, true}) {
+    Result<EditResult> r = make_error(Errc::INTERNAL, "unset");
+    if (add) {
+      auto o = seat<AddOptions>(srv);
+      o.alias = "other";
+      o.backend_model = std::string("hosted_vllm/") + kModel + "-typo";
+      o.probe_model = kModel;
+      r = gateway_add(cfg_, o);
+    } else {
+      auto o = seat<SwapOptions>(srv);
+      o.backend_model = std::string("hosted_vllm/") + kModel + "-typo";
+      o.probe_model = kModel;
+      r = gateway_swap(cfg_, o);
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Errc::USAGE);
+    EXPECT_NE(r.error().message.find("is not the name LiteLLM will send"), std::string::npos) << r.error().message;
+    EXPECT_EQ(slurp(cfg_), before);
+  }
+  EXPECT_TRUE(srv.requests().empty());
+  auto same = seat<SwapOptions>(srv);
+  same.probe_model = kModel;
+  auto ok = gateway_swap(cfg_, same);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_TRUE(ok->changed) << ok->refused;
+}
+
 TEST_F(Promises, SwapWritesTheKeyItProbedWith) {
   one_alias(dead_base(), "      api_key: os.environ/FP4FORGE_T_OLD\n");
   const std::string before = slurp(cfg_);
