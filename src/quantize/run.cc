@@ -414,22 +414,12 @@ Result<RunSummary> Runner::run(const stdfs::path& given_dst) {
   const std::vector<SourceStamp> stamps = source_stamps();
   FP4FORGE_TRY(take_staging(dst));
   if (Status st = check_free_space(dst); !st) return abort_run(std::move(st).error());
-  if (opts_.resume && !manifest_->load_previous(warnings_)) {
-    // --resume means "reuse my work": shards of another source or plan are refused and kept, as a run without
-    // --resume refuses them (tryout N-M3: a typo in SRC deleted them with a warning and exit 0).
-    if (const StagedShards staged = staged_shards(staging_.dir()); staged.count > 0) {
+  // --resume over another source's or plan's shards: refused, nothing deleted (tryout N-M3; staging.h).
+  if (opts_.resume && !manifest_->load_previous(warnings_))
+    if (Status st = check_resume_of_other_plan(staging_.dir(), warnings_); !st) {
       staging_.unlock();
-      return make_error(Errc::BAD_INPUT,
-                        "--resume: the {} finished shard(s) ({}) in '{}' come from another source or plan (another "
-                        "SRC, a source file changed since, or an option that changes the output: --scheme, "
-                        "--observer, --scheme-for, --recipe, --ignore, ...); nothing was deleted; expected the "
-                        "interrupted run's own command, or --restart to discard them",
-                        staged.count, format_bytes(staged.bytes), staging_.dir().string());
+      return std::move(st).error();
     }
-    warnings_.push_back(
-        "--resume: the staging folder's manifest is another source's or plan's, and it holds no "
-        "finished shard; starting afresh");
-  }
   if (Status st = open_shards(sum); !st) return abort_run(std::move(st).error());
   if (Status st = copy_side_files(sum); !st) return abort_run(std::move(st).error());
   start_progress();

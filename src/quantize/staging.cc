@@ -130,6 +130,20 @@ StagedShards staged_shards(const stdfs::path& dir) {
   return s;
 }
 
+Status check_resume_of_other_plan(const stdfs::path& dir, std::vector<std::string>& warnings) {
+  if (const StagedShards staged = staged_shards(dir); staged.count > 0)
+    return make_error(Errc::BAD_INPUT,
+                      "--resume: the {} finished shard(s) ({}) in '{}' come from another source or plan (another "
+                      "SRC, a source file changed since, or an option that changes the output: --scheme, "
+                      "--observer, --scheme-for, --recipe, --ignore, ...); nothing was deleted; expected the "
+                      "interrupted run's own command, or --restart to discard them",
+                      staged.count, format_bytes(staged.bytes), dir.string());
+  warnings.push_back(
+      "--resume: the staging folder's manifest is another source's or plan's, and it holds no "
+      "finished shard; starting afresh");
+  return {};
+}
+
 Status remove_staged_temporaries(const stdfs::path& dir) {
   std::error_code ec;
   for (const auto& e : stdfs::directory_iterator(dir, ec)) {

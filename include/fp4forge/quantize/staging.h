@@ -39,6 +39,10 @@ struct StagedShards {
   std::size_t recorded = 0;
 };
 StagedShards staged_shards(const std::filesystem::path& dir);
+/** A --resume whose manifest is another source's or plan's (ResumeManifest::load_previous false): BAD_INPUT when the
+ * folder holds finished shards (--resume means "reuse my work": they are refused and kept, as a run without --resume
+ * refuses them; tryout N-M3: a typo in SRC deleted them with a warning), else a warning and a fresh start. */
+Status check_resume_of_other_plan(const std::filesystem::path& dir, std::vector<std::string>& warnings);
 /** Removes the temporaries of a run from its staging folder (`fs::is_partial_name`: a shard's `NAME.partial`, an
  * atomic write's `NAME.partial-XXXXXXXX`), never the marker's: they are never output. The caller holds the lock. */
 Status remove_staged_temporaries(const std::filesystem::path& dir);
