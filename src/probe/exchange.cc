@@ -98,32 +98,26 @@ std::string error_message(const std::string& body) {
   return excerpt(trim(body), 300);
 }
 
-bool has_word(const std::string& l, std::string_view w) {
-  for (std::size_t p = l.find(w); p != std::string::npos; p = l.find(w, p + 1)) {
-    const bool left = p == 0 || !std::isalnum(static_cast<unsigned char>(l[p - 1]));
-    const bool right = p + w.size() >= l.size() || !std::isalnum(static_cast<unsigned char>(l[p + w.size()]));
+bool alnum_char(char ch) { return std::isalnum(static_cast<unsigned char>(ch)) != 0; }
+/** A model name's characters beyond alnum: `org/name-v2_1`. */
+bool name_char(char ch) { return alnum_char(ch) || ch == '_' || ch == '-' || ch == '/'; }
+
+/** Whether `w` occurs in `text` as a whole word: not preceded or followed by a `word_char`. */
+bool has_word(std::string_view text, std::string_view w, bool (*word_char)(char) = alnum_char) {
+  if (w.empty()) return false;
+  for (std::size_t p = text.find(w); p != std::string_view::npos; p = text.find(w, p + 1)) {
+    const bool left = p == 0 || !word_char(text[p - 1]);
+    const bool right = p + w.size() >= text.size() || !word_char(text[p + w.size()]);
     if (left && right) return true;
   }
   return false;
 }
 
-// vLLM / Starlette: "Out of range float values are not JSON compliant: nan"
 /** Whether `text` names `model` as a whole name (vLLM's "The model `M` does not exist.", LiteLLM's "model=M."), not
  * as letters inside a word: a model 't' is not named by "Not Found" (tryout M-M2). */
-bool names_model(std::string_view text, std::string_view model) {
-  if (model.empty()) return false;
-  auto name_char = [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '_' || ch == '-' || ch == '/';
-  };
-  for (std::size_t at = text.find(model); at != std::string_view::npos; at = text.find(model, at + 1)) {
-    const bool left = at == 0 || !name_char(text[at - 1]);
-    const std::size_t end = at + model.size();
-    const bool right = end == text.size() || !name_char(text[end]);
-    if (left && right) return true;
-  }
-  return false;
-}
+bool names_model(std::string_view text, std::string_view model) { return has_word(text, model, name_char); }
 
+// vLLM / Starlette: "Out of range float values are not JSON compliant: nan"
 bool mentions_nan(std::string_view text) {
   const std::string l = util::ascii_lower(text);
   return l.find("not json compliant") != std::string::npos || l.find("out of range float") != std::string::npos ||
