@@ -82,10 +82,12 @@ void check_architecture(const Context& ctx, FindingSink& out) {
           f.key = "architectures";
           f.actual = a;
           f.expected = "vLLM ≥ 0.28";
-          f.message = fmt::format("{} is registered in vLLM only from ≈0.28; on ≤0.26 suffix matching silently "
-                                  "picks {}, which builds an empty vision tower and crashes in the startup "
-                                  "dummy-image profile run",
-                                  a, wrapper_arch_of(fam));
+          f.message = fmt::format(
+              "{} is registered in vLLM only from ≈0.28 (certain: missing in ≤0.26; 0.27 unconfirmed); "
+              "without it suffix matching silently "
+              "picks {}, which builds an empty vision tower and crashes in the startup "
+              "dummy-image profile run",
+              a, wrapper_arch_of(fam));
           if (too_old) f.message += fmt::format(" (the target, vLLM 0.{}, is below it)", ctx.vllm_minor);
           f.hint = "serve with vLLM ≥ 0.28, or keep the original *ForConditionalGeneration checkpoint";
           out.add(finding_kind("architecture-needs-recent-vllm"), std::move(f));

@@ -118,6 +118,25 @@ bool all_options(std::string_view opts) {
   return true;
 }
 
+// What an unknown family was sized as: the layer kinds its config names, said as built.
+std::string unknown_family_note(const std::string& model_type, const KvLayout& layout) {
+  const auto count = [&](LayerKind k) {
+    return std::count_if(layout.layers.begin(), layout.layers.end(), [&](const LayerSpec& l) { return l.kind == k; });
+  };
+  const auto full = count(LayerKind::FULL), sliding = count(LayerKind::SLIDING), state = count(LayerKind::STATE);
+  if (state > 0)
+    return fmt::format(
+        "model_type '{}' is not a known family; sized by the layer types its config names, its "
+        "linear_attention layers as GatedDeltaNet state (inferred from its linear_* keys)",
+        model_type);
+  if (sliding > 0)
+    return fmt::format(
+        "model_type '{}' is not a known family; sized by its config's attention layout: {} "
+        "sliding-window and {} full-attention layers",
+        model_type, sliding, full);
+  return fmt::format("model_type '{}' is not a known family; sized as plain full-attention layers", model_type);
+}
+
 // vLLM's derived limit (vllm/config/model.py _get_and_verify_max_len at 0.28, 017e9f4448): the configured
 // length times the RoPE scaling factor, except for rope types su / longrope / llama3 (which state their own
 // length) and Gemma-3; YaRN scales original_max_position_embeddings when given.
@@ -492,13 +511,7 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
   }
   if (!layout.ok()) return config_error(std::move(layout).error());
   m.layout = std::move(*layout);
-  if (m.info.family == Family::UNKNOWN)
-    m.notes.push_back(m.layout.has_state_layers()
-                          ? fmt::format("model_type '{}' is not a known family; sized by the layer types its config "
-                                        "names, its linear_attention layers as GatedDeltaNet state (inferred from its "
-                                        "linear_* keys)", m.info.model_type)
-                          : fmt::format("model_type '{}' is not a known family; sized as plain attention layers",
-                                        m.info.model_type));
+  if (m.info.family == Family::UNKNOWN) m.notes.push_back(unknown_family_note(m.info.model_type, m.layout));
 
   m.max_position_embeddings = m.info.max_position_embeddings;
   m.derived_max_model_len = derived_max_model_len(ck->config(), m.info);

@@ -189,6 +189,20 @@ TEST_F(KvplanOperator, DeepSeekV4IsRefusedWithWhatIsMissingAndAHint) {
             3);
   EXPECT_NE(err.find("layer 0 of 32 (jamba) is 'mamba': a recurrent state (Mamba)"), std::string::npos) << err;
   EXPECT_EQ(out.find("sized as plain attention layers"), std::string::npos) << out;
+  // An unknown family whose config names sliding layers is said to be sized by that layout, not as plain attention.
+  stdfs::create_directories(tmp_.path / "slide");
+  std::ofstream(tmp_.path / "slide" / "config.json")
+      << R"({"architectures":["Slide2ForCausalLM"],"model_type":"slide2","hidden_size":1024,"num_hidden_layers":4,)"
+         R"("num_attention_heads":8,"num_key_value_heads":4,"head_dim":128,"sliding_window":4096,)"
+         R"("layer_types":["sliding_attention","full_attention","sliding_attention","full_attention"],)"
+         R"("vocab_size":32000,"max_position_embeddings":8192})";
+  ASSERT_EQ(run_cli("plan --seat s=" + q((tmp_.path / "slide").string()) + ":weights=2GiB --gpu 0=80GiB", &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("sized by its config's attention layout: 2 sliding-window and 2 full-attention layers"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("plain"), std::string::npos) << out;
 }
 
 // Every fixture, as plan reads it: sized (exit 0) or refused with what is not modelled (exit 3, "refuses the rest
