@@ -294,6 +294,11 @@ std::string summary_table(const Plan& plan, bool have_gpus) {
   for (std::size_t s = 0; s < plan.seats.size(); ++s) {
     const SeatModel& m = plan.seats[s];
     const SeatPlacement& p = plan.placements[s];
+    if (!p.replaced_by.empty()) {  // it stops for another seat: nothing of it is sized
+      rows.push_back({m.arg.name, "-", "-", gib_cell(m.weight_bytes_per_rank), "-", "-", "-", "-", "-", "-", "-",
+                      "stops for " + util::fit_cells(util::printable(p.replaced_by, util::kReportLine), 30)});
+      continue;
+    }
     rows.push_back(
         {m.arg.name, p.placed ? gpu_ids(plan, p.gpus) : "-", p.placed ? format_util(p.util) : "-",
          gib_cell(m.weight_bytes_per_rank), gib_cell(p.overhead_bytes), gib_cell(p.demand.bytes_per_request),
@@ -340,6 +345,12 @@ std::string to_text(const Plan& plan) {
     o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
     if (m.arg.kv.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp);
     o += "\n";
+    if (!p.replaced_by.empty()) {
+      // A seat that stops is not sized (no overhead, KV or serving figures: tryout note, they read as zeros); what
+      // it frees is counted in used= and said under the GPU table.
+      o += fmt::format("  {}\n\n", p.reason);
+      continue;
+    }
     o += fmt::format("  vLLM             {} rules ({}; GPU KV cache size as {}){}\n", m.rules.version,
                      version_origin(m), tokens_report_name(m.rules.tokens),
                      m.rules.sliding_in_flight_factor > 1 && std::any_of(l.groups.begin(), l.groups.end(), [](const KvGroup& g) {

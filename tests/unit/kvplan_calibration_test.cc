@@ -265,6 +265,13 @@ TEST(KvplanCalibration, ASeatThatReplacesAnotherSeesTheCardAfterItStops) {
   EXPECT_TRUE(with->placements[1].fits) << with->placements[1].reason;
   EXPECT_GT(with->placements[1].freed_bytes, 39 * kGiB);
   EXPECT_TRUE(with->all_fit);
+  // The stopping seat is not sized: its report says it stops, with no zero overhead, KV or serving lines.
+  const std::string text = to_text(*with);
+  const std::string old_part = text.substr(0, text.find("seat new"));
+  EXPECT_NE(old_part.find("stops for seat 'new' (replaces=)"), std::string::npos) << old_part;
+  for (const char* absent : {"overhead", "per request", "smallest utilization", "serving", "note:"})
+    EXPECT_EQ(old_part.find(absent), std::string::npos) << absent << "\n" << old_part;
+  EXPECT_NE(text.find("stops for new"), std::string::npos) << text;
   auto frees = plan_of({fmt::format("new={}:weights=17GiB,max_model_len=8192,gpu_memory_utilization=0.5,gpu=0,frees=45GiB",
                                     kGemma2)},
                        {gpu});
