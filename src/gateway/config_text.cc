@@ -390,6 +390,14 @@ std::string dump(const YAML::Node& n) {
   return e.c_str();
 }
 
+std::string dump_one_line(const YAML::Node& n) {
+  YAML::Emitter e;
+  e.SetMapFormat(YAML::Flow);
+  e.SetSeqFormat(YAML::Flow);
+  e << n;
+  return e.c_str();
+}
+
 // ---------------------------------------------------------------------------------------------
 // scalar text
 

@@ -68,6 +68,7 @@ std::string scalar_or(const YAML::Node& n, const char* key);
 Result<Parsed> parse(const std::string& text, const std::string& path, const std::vector<std::string>& lines);
 Result<std::string> read_config(const stdfs::path& config);
 std::string dump(const YAML::Node& n);  ///< canonical text of a node, for comparing values
+std::string dump_one_line(const YAML::Node& n);             ///< the node in flow style on one line, for reports
 bool glob_match(std::string_view pat, std::string_view s);  ///< '*' only, as LiteLLM's wildcard routes
 std::string timestamp(const char* fmt_str);                 ///< local time, strftime format
 /** `content` written atomically to `path` with the mode and owner of `like` (configs may hold API keys). */

@@ -48,7 +48,7 @@ void describe_routes(const Parsed& p, GatewayShow& s) {
       for (auto it = lp.begin(); it != lp.end(); ++it) {
         const std::string k = it->first.Scalar();
         if (k == "model" || k == "api_base") continue;
-        std::string v = it->second.IsScalar() ? it->second.Scalar() : dump(it->second);
+        std::string v = it->second.IsScalar() ? it->second.Scalar() : dump_one_line(it->second);
         v = is_secret_key(k) && v.rfind("os.environ/", 0) != 0 ? "***" : mask_inline(v);
         r.params.emplace_back(k, v);
       }

@@ -144,6 +144,19 @@ TEST_F(Gateway, ShowTextListsTheOtherParamsMasked) {
   EXPECT_NE(text.find("api_key=***"), std::string::npos) << text;
   EXPECT_NE(text.find("temperature=0.2"), std::string::npos) << text;
   EXPECT_EQ(text.find("SECRET"), std::string::npos) << text;
+  // A map or list value is one flow-style line, not block YAML with escaped line breaks (tryout P note).
+  write(
+      "model_list:\n  - model_name: chat\n    litellm_params:\n      model: openai/q\n"
+      "      api_base: http://localhost:8000/v1\n"
+      "      extra_body:\n        top_k: 20\n        chat_template_kwargs: {enable_thinking: false}\n"
+      "      tags:\n        - a\n        - b\n");
+  auto flow = gateway_show(cfg_);
+  ASSERT_TRUE(flow.ok()) << flow.error().message;
+  const std::string ft = to_text(*flow);
+  EXPECT_NE(ft.find("extra_body={top_k: 20, chat_template_kwargs: {enable_thinking: false}}, tags=[a, b]"),
+            std::string::npos)
+      << ft;
+  EXPECT_EQ(ft.find("\\x0a"), std::string::npos) << ft;
 }
 
 TEST_F(Gateway, ShowRejectsNonLiteLLMFiles) {
