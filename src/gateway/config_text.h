@@ -123,9 +123,10 @@ std::string list_deployments(const std::vector<const Entry*>& ds);
 std::string similar_alias(const Parsed& p, const std::string& alias);
 Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::string& path, const std::string& alias,
                                                  const std::string& deployment);
-/** What the operator does after an edit; `kept`: deployments of the alias a partial retire left. */
+/** What the operator does after an edit; `kept`: deployments of the alias a partial retire left; `check_flags`: the
+ * gate's probe flags (" --no-tools --text-only"), so that the gateway check it suggests asks what the gate proved. */
 std::vector<std::string> next_steps_after_edit(const std::string& path, const std::string& alias, bool retired,
-                                               std::size_t kept = 0);
+                                               std::size_t kept = 0, const std::string& check_flags = {});
 /** Backup of `old_text`, then `new_text` written atomically; fills out.backup and out.changed. */
 Status backup_and_write(const stdfs::path& config, const std::string& old_text, const std::string& new_text,
                         EditResult& out);
@@ -144,6 +145,6 @@ Result<EditLock> lock_for_edit(const stdfs::path& config, bool dry_run);
 /** The end of swap and add after their gate: nothing on a dry run; IO when the file changed since `text` was read
  * (re-run out.command); else backup, atomic write of `new_text`, next steps. */
 Status write_edit(const stdfs::path& config, const std::string& text, const std::string& new_text,
-                  const std::string& alias, bool dry_run, EditResult& out);
+                  const std::string& alias, bool dry_run, EditResult& out, const std::string& check_flags = {});
 
 }  // namespace fp4forge::gateway::detail

@@ -148,16 +148,17 @@ Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::str
 
 // `kept`: deployments of the alias left after a retire of some (0 after a swap or a whole-alias retire).
 std::vector<std::string> next_steps_after_edit(const std::string& path, const std::string& alias, bool retired,
-                                               std::size_t kept) {
+                                               std::size_t kept, const std::string& check_flags) {
   std::vector<std::string> out{
       fmt::format("reload LiteLLM: restart the proxy that reads {} (it reads the file at start-up)", path)};
   if (retired)
     out.push_back(fmt::format("confirm clients of '{}' now get an error, not a wildcard's answer: fp4forge gateway "
                               "show --config {}", alias, path));
   else
-    out.push_back(fmt::format("{}prove the alias as clients see it: fp4forge gateway check --config {} --alias {} "
-                              "--url http://LITELLM_HOST:4000",
-                              kept > 0 ? fmt::format("'{}' keeps {} deployment(s): ", alias, kept) : "", path, alias));
+    out.push_back(fmt::format(
+        "{}prove the alias as clients see it: fp4forge gateway check --config {} --alias {} "
+        "--url http://LITELLM_HOST:4000{}",
+        kept > 0 ? fmt::format("'{}' keeps {} deployment(s): ", alias, kept) : "", path, alias, check_flags));
   out.push_back(fmt::format("to undo: fp4forge gateway rollback --config {}", path));
   return out;
 }
@@ -189,7 +190,7 @@ Result<EditLock> lock_for_edit(const stdfs::path& config, bool dry_run) {
 }
 
 Status write_edit(const stdfs::path& config, const std::string& text, const std::string& new_text,
-                  const std::string& alias, bool dry_run, EditResult& out) {
+                  const std::string& alias, bool dry_run, EditResult& out, const std::string& check_flags) {
   if (dry_run) return {};
   // The file must not have changed while the probe ran.
   FP4FORGE_ASSIGN_OR_RETURN(std::string again, read_config(config));
@@ -197,7 +198,7 @@ Status write_edit(const stdfs::path& config, const std::string& text, const std:
     return make_error(Errc::IO, "{}: the file changed while the probe ran; expected it unchanged; re-run the {}",
                       config.string(), out.command);
   FP4FORGE_TRY(backup_and_write(config, text, new_text, out));
-  out.next_steps = next_steps_after_edit(config.string(), alias, false);
+  out.next_steps = next_steps_after_edit(config.string(), alias, false, 0, check_flags);
   return {};
 }
 

@@ -275,7 +275,26 @@ void seat_warnings(const SeatOptions& o, std::vector<std::string>& warnings) {
                     o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model));
 }
 
-Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out) {
+namespace {
+
+// The flags of `gateway check` that ask what the gate asked: the next step after a swap must not fail a check the
+// gate skipped (tryout note: --no-tools left out of the suggested command).
+std::string gateway_check_flags(const std::vector<Check>& checks, const probe::ProbeOptions& po) {
+  std::string f;
+  if (!checks.empty()) {
+    std::vector<std::string> names;
+    for (Check c : checks) names.emplace_back(probe::check_name(c));
+    f += fmt::format(" --checks {}", fmt::join(names, ","));
+  }
+  if (po.vision == VisionMode::MULTIMODAL) f += " --multimodal";
+  if (po.vision == VisionMode::TEXT_ONLY) f += " --text-only";
+  if (po.no_tools) f += " --no-tools";
+  return f;
+}
+
+}  // namespace
+
+Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out, std::string* check_flags) {
   const std::string model = o.probe_model.empty() ? strip_provider_prefix(o.backend_model) : o.probe_model;
   const auto checks = o.checks.empty() ? probe::all_checks() : o.checks;
   const bool with_vision = std::find(checks.begin(), checks.end(), Check::VISION) != checks.end();
@@ -314,6 +333,7 @@ Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out) {
     po.api_key = resolve_secret(scalar_or(g.new_params, "api_key"), "the alias's litellm_params.api_key", out.warnings);
     po.api_key_source = "the alias's litellm_params.api_key";
   }
+  if (check_flags != nullptr) *check_flags = gateway_check_flags(o.checks, po);
   const RequestExtras x = litellm_request_extras(g.new_params);
   po.request_defaults = x.defaults;
   po.request_overrides = x.overrides;
@@ -340,11 +360,12 @@ Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out) {
 
 Status gate_and_write(const Gate& g, const SeatOptions& o, const stdfs::path& config, const std::string& text,
                       const std::string& new_text, EditResult& out) {
+  std::string check_flags;
   if (o.probe) {
-    FP4FORGE_TRY(run_gate(g, o, out));
+    FP4FORGE_TRY(run_gate(g, o, out, &check_flags));
     if (!out.refused.empty()) return {};
   }
-  return write_edit(config, text, new_text, o.alias, o.dry_run, out);
+  return write_edit(config, text, new_text, o.alias, o.dry_run, out, check_flags);
 }
 
 void warn_store_model_in_db(const Parsed& p, const std::string& alias, std::vector<std::string>& warnings) {

@@ -44,9 +44,10 @@ Status check_seat_options(const SeatOptions& o, const char* command);
 void seat_warnings(const SeatOptions& o, std::vector<std::string>& warnings);
 
 /** The probe a deployment must pass: decides whether the alias takes images, sends the probe with the key and
- * extras the deployment will carry, and on a failed check sets out.refused. Fills out.probe and out.warnings.
+ * extras the deployment will carry, and on a failed check sets out.refused. Fills out.probe and out.warnings, and
+ * `check_flags` with the flags of `gateway check` that ask the same (--checks, --multimodal / --text-only, --no-tools).
  * USAGE when the alias takes images and the checks leave vision out (without --text-only). */
-Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out);
+Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out, std::string* check_flags = nullptr);
 
 /** The end of swap and add: the gate (unless --no-probe), then, when it passed, write_edit (config_text.h). */
 Status gate_and_write(const Gate& g, const SeatOptions& o, const stdfs::path& config, const std::string& text,

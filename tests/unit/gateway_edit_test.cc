@@ -171,6 +171,29 @@ TEST_F(Gateway, ShowRejectsNonLiteLLMFiles) {
   EXPECT_NE(none.error().message.find("no 'model_list' key"), std::string::npos);
 }
 
+// The gateway check a swap suggests asks what its gate asked: a seat swapped in with --no-tools --text-only is not
+// sent to a check that fails it on tools or vision (tryout note: the next step left the flags out).
+TEST_F(Gateway, SwapNextStepCheckCarriesTheGateFlags) {
+  FakeServer srv{FakeServerOptions{}};
+  SwapOptions o = swap_to(srv);
+  o.probe_options.no_tools = true;
+  o.probe_options.vision = probe::VisionMode::TEXT_ONLY;
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->changed) << r->refused;
+  ASSERT_EQ(r->next_steps.size(), 3u);
+  EXPECT_NE(r->next_steps[1].find("--alias chat --url http://LITELLM_HOST:4000 --text-only --no-tools"),
+            std::string::npos)
+      << r->next_steps[1];
+  // Without them, the check is the plain one.
+  auto bak = gateway_rollback(cfg_);
+  ASSERT_TRUE(bak.ok()) << bak.error().message;
+  auto plain = gateway_swap(cfg_, swap_to(srv));
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  ASSERT_EQ(plain->next_steps.size(), 3u);
+  EXPECT_TRUE(plain->next_steps[1].ends_with("--url http://LITELLM_HOST:4000")) << plain->next_steps[1];
+}
+
 TEST_F(Gateway, SwapRefusedWhenProbeFails) {
   FakeServerOptions fo;
   fo.fault = Fault::CONTENT_NULL_LENGTH;
