@@ -116,7 +116,8 @@ int run_quantize(const QuantizeOpts& o) {
   std::vector<std::string> preflight_said;
   // Ctrl-C / SIGTERM: one line saying what was kept and how to continue (the staging folder stays for --resume).
   std::optional<InterruptNotice> notice;
-  if (!o.dry_run) notice.emplace([&](const char* sig) { return interrupted_text(sig, p.dst, total_shards.load()); });
+  if (!o.dry_run)
+    notice.emplace([&](const char* sig) { return interrupted_text(sig, p.dst, total_shards.load()); }, o.json);
   p.on_plan = [&](const quant::QuantPlan& plan) {
     plan_warnings = plan.warnings.size();
     total_shards = plan.shards.size();

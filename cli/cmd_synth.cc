@@ -57,13 +57,15 @@ int run_synth(const SynthOpts& o) {
   }
   // An interrupted synth leaves nothing: not the shard being written, not the folder it created.
   const SynthCleanup cleanup = SynthCleanup::before(o.out);
-  InterruptNotice notice([&cleanup, out = o.out](const char* sig) {
-    fs::close_write_gate();  // the writers go on until the exit: none may create or rename a file after this
-    const std::size_t n = cleanup.clean();
-    return fmt::format("interrupted ({}): removed the partial checkpoint ({} file(s)){}; nothing kept", sig, n,
-                       cleanup.created().empty() ? std::string()
-                                                 : fmt::format(" and the folder {} it created", out));
-  });
+  InterruptNotice notice(
+      [&cleanup, out = o.out](const char* sig) {
+        fs::close_write_gate();  // the writers go on until the exit: none may create or rename a file after this
+        const std::size_t n = cleanup.clean();
+        return fmt::format(
+            "interrupted ({}): removed the partial checkpoint ({} file(s)){}; nothing kept", sig, n,
+            cleanup.created().empty() ? std::string() : fmt::format(" and the folder {} it created", out));
+      },
+      o.json);
   const auto bar = progress_bar(o.json, o.no_progress);
   so.progress = bar.get();
   auto rep = synth_checkpoint(so);

@@ -8,12 +8,14 @@
 #include <ctime>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "render.h"
 
 namespace fp4forge::cli {
 
-InterruptNotice::InterruptNotice(std::function<std::string(const char*)> message) : message_(std::move(message)) {
+InterruptNotice::InterruptNotice(std::function<std::string(const char*)> message, bool json)
+    : message_(std::move(message)), json_(json) {
   sigemptyset(&set_);
   sigaddset(&set_, SIGINT);
   sigaddset(&set_, SIGTERM);
@@ -24,8 +26,20 @@ InterruptNotice::InterruptNotice(std::function<std::string(const char*)> message
       const int sig = sigtimedwait(&set_, nullptr, &tick);
       if (sig != SIGINT && sig != SIGTERM) continue;  // timeout (EAGAIN) or EINTR
       std::fflush(stdout);
-      fmt::print(stderr, "\nfp4forge: {}\n", message_(sig == SIGINT ? "SIGINT" : "SIGTERM"));
+      const std::string what = message_(sig == SIGINT ? "SIGINT" : "SIGTERM");
+      fmt::print(stderr, "\nfp4forge: {}\n", what);
       std::fflush(stderr);
+      if (json_) {  // a --json caller reads stdout: the same error document as any failure, never nothing
+        nlohmann::ordered_json j;
+        j["ok"] = false;
+        j["error"] = {{"code", "interrupted"},
+                      {"exit_code", 128 + sig},
+                      {"message", what},
+                      {"file", nullptr},
+                      {"tensor", nullptr}};
+        fmt::print(stdout, "{}\n", j.dump(2));
+        std::fflush(stdout);
+      }
       std::_Exit(128 + sig);
     }
   });

@@ -13,14 +13,16 @@ namespace fp4forge::cli {
 
 class InterruptNotice {
  public:
-  /** `message(signal_name)` is called on the watcher thread (not in a signal handler). */
-  explicit InterruptNotice(std::function<std::string(const char* signal_name)> message);
+  /** `message(signal_name)` is called on the watcher thread (not in a signal handler). With `json` (the command's
+   * --json), stdout also carries the error document, code "interrupted" (docs/errors.md). */
+  explicit InterruptNotice(std::function<std::string(const char* signal_name)> message, bool json = false);
   ~InterruptNotice();
   InterruptNotice(const InterruptNotice&) = delete;
   InterruptNotice& operator=(const InterruptNotice&) = delete;
 
  private:
   std::function<std::string(const char*)> message_;
+  bool json_ = false;
   sigset_t set_{};
   sigset_t old_{};
   std::atomic<bool> done_{false};

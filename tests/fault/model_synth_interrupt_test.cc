@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "fp4forge/model/synth.h"
 #include "fp4forge/util/fs.h"
@@ -37,9 +38,11 @@ bool has_partial(const stdfs::path& dir) {
 
 /** Runs synth --size small into `out` and sends `sig` once a shard is being written. False when synth finished
  * before a `.partial` was seen (the caller retries). */
-bool interrupt_midway(const stdfs::path& out, int sig, const stdfs::path& log, int* status) {
-  const pid_t pid = spawn_cli({"synth", "--arch", "llama", "--size", "small", "--no-progress", "--out", out.string()},
-                              log);
+bool interrupt_midway(const stdfs::path& out, int sig, const stdfs::path& log, int* status,
+                      const stdfs::path& json_log = {}) {
+  std::vector<std::string> args{"synth", "--arch", "llama", "--size", "small", "--no-progress", "--out", out.string()};
+  if (!json_log.empty()) args.emplace_back("--json");
+  const pid_t pid = spawn_cli(std::move(args), log, json_log.empty() ? stdfs::path("/dev/null") : json_log);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   bool seen = false;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -63,7 +66,9 @@ TEST(SynthInterrupt, ASignalMidShardLeavesNothingBehind) {
       const stdfs::path top = t.path / "new";  // synth creates new/, new/deep/ and new/deep/out/
       const stdfs::path out = top / "deep" / "out";
       int st = 0;
-      if (!interrupt_midway(out, sig, t.path / "err.log", &st)) continue;
+      // SIGTERM with --json: stdout carries the error document, not nothing (tryout note).
+      const stdfs::path json_log = sig == SIGTERM ? t.path / "out.json" : stdfs::path();
+      if (!interrupt_midway(out, sig, t.path / "err.log", &st, json_log)) continue;
       ++landed;
       ASSERT_TRUE(WIFEXITED(st)) << "killed by the signal instead of exiting with a message";
       EXPECT_EQ(WEXITSTATUS(st), 128 + sig);
@@ -74,6 +79,14 @@ TEST(SynthInterrupt, ASignalMidShardLeavesNothingBehind) {
           << err;
       EXPECT_NE(err.find("and the folder " + out.string() + " it created; nothing kept"), std::string::npos) << err;
       EXPECT_FALSE(stdfs::exists(top)) << "the folders synth created are removed";
+      if (!json_log.empty()) {
+        const auto j = nlohmann::json::parse(slurp(json_log), nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << slurp(json_log);
+        EXPECT_EQ(j["ok"], false);
+        EXPECT_EQ(j["error"]["code"], "interrupted");
+        EXPECT_EQ(j["error"]["exit_code"], 143);
+        EXPECT_NE(j["error"]["message"].get<std::string>().find("interrupted (SIGTERM)"), std::string::npos);
+      }
       break;
     }
   }

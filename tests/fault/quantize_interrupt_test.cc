@@ -693,7 +693,11 @@ TEST(QuantizeInterrupt, SigintSaysWhatWasKeptAndResumeFinishes) {
     for (double frac : {0.3, 0.6}) {
       const stdfs::path dst = tmp.path / fmt::format("out-{}-{}", sig, static_cast<int>(frac * 10));
       const stdfs::path log = tmp.path / "err.log";
-      pid = spawn_cli({"quantize", src.string(), dst.string(), "-j", "1", "--max-memory", "1M"}, log);
+      // SIGTERM runs with --json: stdout carries the error document (tryout note: it printed nothing).
+      const stdfs::path json_log = tmp.path / "out.json";
+      std::vector<std::string> args{"quantize", src.string(), dst.string(), "-j", "1", "--max-memory", "1M"};
+      if (sig == SIGTERM) args.emplace_back("--json");
+      pid = spawn_cli(std::move(args), log, json_log);
       std::this_thread::sleep_for(std::chrono::duration<double>(full * frac));
       ::kill(pid, sig);
       ASSERT_EQ(::waitpid(pid, &st, 0), pid);
@@ -702,6 +706,13 @@ TEST(QuantizeInterrupt, SigintSaysWhatWasKeptAndResumeFinishes) {
       EXPECT_EQ(WEXITSTATUS(st), 128 + sig);
       const std::string err = slurp(log);
       EXPECT_THAT(err, HasSubstr(sig == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)"));
+      if (sig == SIGTERM) {
+        const auto j = nlohmann::json::parse(slurp(json_log), nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << slurp(json_log);
+        EXPECT_EQ(j["error"]["code"], "interrupted");
+        EXPECT_EQ(j["error"]["exit_code"], 143);
+        EXPECT_THAT(j["error"]["message"].get<std::string>(), HasSubstr("interrupted (SIGTERM)"));
+      }
       if (stdfs::exists(dst)) continue;  // the output was complete (its own message)
       std::string out, err2;
       if (err.find("before any shard was finished") != std::string::npos) {
