@@ -55,9 +55,10 @@ void add_probe(CLI::App& sub, Action& action) {
                  "(default all)");
   sub.add_option("--timeout", o->timeout, "deadline of each check in seconds (default 60)")
       ->check(in_range(0.1, 3600.0));
-  sub.add_option("--max-tokens", o->max_tokens,
-                 "max_tokens a client would send (prose, vision, tools, reasoning; default 1024)")
-      ->check(in_range(16, 1 << 20));
+  CLI::Option* max_tokens = sub.add_option("--max-tokens", o->max_tokens,
+                                           "max_tokens a client would send (prose, vision, tools, reasoning; default "
+                                           "1024, or half the served max_model_len when that is smaller)")
+                                ->check(in_range(16, 1 << 20));
   sub.add_flag("--text-only", o->text_only, "the model takes no images: skip the vision check");
   sub.add_flag("--multimodal", o->multimodal, "the model takes images: a rejected image fails the vision check");
   sub.add_flag("--no-tools", o->no_tools,
@@ -88,8 +89,8 @@ void add_probe(CLI::App& sub, Action& action) {
       "  VLLM_KEY=... fp4forge probe http://gpu7:8000/v1 --model m --api-key-env VLLM_KEY --checks prose,logprobs\n"
       "  fp4forge probe http://127.0.0.1:8000 --model m --text-only --json > report.json\n"
       "  fp4forge probe http://127.0.0.1:8000 --model m --checks context,kv --expect-kv-from plan.json --seat m");
-  sub.callback([&action, o, seed] {
-    action = [o, seed]() -> int {
+  sub.callback([&action, o, seed, max_tokens] {
+    action = [o, seed, max_tokens]() -> int {
       auto checks = probe::parse_checks(o->checks);
       if (!checks.ok()) return report_error(checks.error(), o->json);
       if (o->text_only && o->multimodal)
@@ -98,6 +99,7 @@ void add_probe(CLI::App& sub, Action& action) {
       po.timeout_s = o->timeout;
       po.max_tokens = o->max_tokens;
       po.client_max_tokens = o->max_tokens;
+      po.max_tokens_given = max_tokens->count() > 0;
       po.vision = o->text_only ? probe::VisionMode::TEXT_ONLY
                                : o->multimodal ? probe::VisionMode::MULTIMODAL : probe::VisionMode::AUTO;
       po.no_tools = o->no_tools;
@@ -106,7 +108,8 @@ void add_probe(CLI::App& sub, Action& action) {
       po.api_key = *key;
       if (o->json && o->json_lines)
         return report_error(make_error(Errc::USAGE, "--json and --json-lines contradict each other; pick one"), true);
-      if (Status st = probe::check_base_url(o->url); !st) return report_error(std::move(st).error(), o->json || o->json_lines);
+      if (Status st = probe::check_base_url(o->url); !st)
+        return report_error(std::move(st).error(), o->json || o->json_lines);
       po.total_timeout_s = o->deadline;
       po.concurrency = o->concurrency;
       po.context_tokens = o->context_tokens;

@@ -119,16 +119,20 @@ bool length_refusal(const Call& c, std::int64_t& limit) {
 
 }  // namespace
 
-std::int64_t served_max_model_len(Ctx& ctx, Clock::time_point deadline) {
-  Call c = exchange(ctx, "GET", "/v1/models", nullptr, deadline);
-  const json* data = c.ok ? field(c.body, "data") : nullptr;
+std::int64_t max_model_len_of(const json& models, const std::string& model) {
+  const json* data = field(models, "data");
   if (data == nullptr || !data->is_array()) return -1;
   for (const json& m : *data)
-    if (str_field(m, "id") == ctx.model) {
+    if (str_field(m, "id") == model) {
       const json* v = field(m, "max_model_len");
       if (v != nullptr && v->is_number_integer() && v->get<std::int64_t>() > 0) return v->get<std::int64_t>();
     }
   return -1;
+}
+
+std::int64_t served_max_model_len(Ctx& ctx, Clock::time_point deadline) {
+  Call c = exchange(ctx, "GET", "/v1/models", nullptr, deadline);
+  return c.ok ? max_model_len_of(c.body, ctx.model) : -1;
 }
 
 void check_context(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {

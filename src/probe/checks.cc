@@ -116,6 +116,7 @@ void check_models(Ctx& ctx, CheckResult& r, Clock::time_point deadline) {
   if (data == nullptr || !data->is_array()) return fail(r, "malformed-json", "/v1/models: no 'data' array");
   std::vector<std::string> ids;
   for (const json& m : *data) ids.push_back(str_field(m, "id"));
+  ctx.shared.served_max_model_len = max_model_len_of(c.body, ctx.model);  // the first check runs alone: no race
   if (std::find(ids.begin(), ids.end(), ctx.model) != ids.end())
     return pass(r, fmt::format("'{}' listed ({} model(s) served)", ctx.model, ids.size()));
   std::string list;

@@ -44,6 +44,12 @@ struct Shared {
   std::atomic<bool> model_not_listed{false};
   std::mutex mu;
   std::string unauthorized_detail;  // under mu
+  /** The served max_model_len of --model from /v1/models (-1 unknown): set by the models check, or by a listing read
+   * before the first check when models is not asked; written before the other checks start. */
+  std::int64_t served_max_model_len = -1;
+  /** Why the checks' answer budgets are lower than asked ("" when they are not): set before the other checks
+   * start, read-only after. */
+  std::string budget_note;
 };
 
 struct Ctx {
@@ -124,5 +130,7 @@ void check_kv(Ctx& ctx, CheckResult& r, Clock::time_point deadline);
 
 /** The served model's `max_model_len` from GET /v1/models (vLLM lists it per model); -1 when not listed. */
 std::int64_t served_max_model_len(Ctx& ctx, Clock::time_point deadline);
+/** vLLM's max_model_len of `model` in a /v1/models answer; -1 when not listed or not said. */
+std::int64_t max_model_len_of(const json& models, const std::string& model);
 
 }  // namespace fp4forge::probe::detail

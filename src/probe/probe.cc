@@ -17,6 +17,31 @@ using namespace detail;
 
 namespace {
 
+// The checks whose requests carry the answer budget (max_tokens, client_max_tokens, long_max_tokens).
+bool uses_answer_budget(Check ch) {
+  return ch == Check::PROSE || ch == Check::LONG || ch == Check::VISION || ch == Check::TOOLS ||
+         ch == Check::MULTITURN || ch == Check::REASONING || ch == Check::CONTEXT;
+}
+
+// A seat whose served max_model_len is under twice the answer budget: every check gets half its max_model_len,
+// said once per check (tryout Q-H1: plan's 1024-token seat failed the probe its compose.yaml names, 34 + 1024 >
+// 1024). A budget given on the command line is kept (its refusals get a hint instead, run_one).
+void fit_answer_budget(ProbeOptions& eff, Shared& shared) {
+  const std::int64_t served = shared.served_max_model_len;
+  if (eff.max_tokens_given || served <= 0 || !shared.budget_note.empty()) return;
+  const int cap = static_cast<int>(std::max<std::int64_t>(16, served / 2));
+  const int asked = std::max(eff.max_tokens, eff.client_max_tokens);
+  if (asked <= cap && eff.long_max_tokens <= cap) return;
+  eff.max_tokens = std::min(eff.max_tokens, cap);
+  eff.client_max_tokens = std::min(eff.client_max_tokens, cap);
+  eff.long_max_tokens = std::min(eff.long_max_tokens, cap);
+  eff.long_min_tokens = std::min(eff.long_min_tokens, std::max(8, eff.long_max_tokens / 2));
+  shared.budget_note = fmt::format(
+      "max_tokens {}, half the served max_model_len {}, not {}: no room for the prompt "
+      "beside it; --max-tokens sets it",
+      cap, served, asked);
+}
+
 // One check on `ctx`'s client: its own deadline (timeout_s from its start), capped by the probe's overall one.
 CheckResult run_one(Ctx& ctx, Check ch, Clock::time_point overall, const std::string& password) {
   CheckResult r;
@@ -54,6 +79,15 @@ CheckResult run_one(Ctx& ctx, Check ch, Clock::time_point overall, const std::st
       case Check::REASONING: check_reasoning(ctx, r, deadline); break;
       case Check::CONTEXT: check_context(ctx, r, deadline); break;
       case Check::KV: check_kv(ctx, r, deadline); break;
+    }
+    if (uses_answer_budget(ch) && r.status != CheckStatus::SKIP) {  // a skipped check sent no budget
+      if (!ctx.shared.budget_note.empty()) {
+        r.detail += " (" + ctx.shared.budget_note + ")";
+      } else if (r.status == CheckStatus::FAIL && r.classification == "client-error" &&
+                 contains_any(r.detail, {"maximum context length", "maximum model length", "max_model_len"})) {
+        r.detail += fmt::format("; hint: lower --max-tokens ({}): it and the prompt must fit the served max_model_len",
+                                ctx.opts.max_tokens);
+      }
     }
     r.served_by = ctx.served_by;
   }
@@ -99,12 +133,35 @@ ProbeReport probe_impl(HttpClient& client, const std::function<std::unique_ptr<H
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_partition(order.begin(), order.end(), [&](std::size_t i) { return checks[i] == Check::MODELS; });
   Shared shared;
-  Ctx first{client, base, rep.model, opts, shared, {}, false, {}};
+  ProbeOptions eff = opts;  // the answer budgets fitted to the seat (fit_answer_budget) before any check uses them
+  Ctx first{client, base, rep.model, eff, shared, {}, false, {}};
   std::size_t next = 0;
-  if (!order.empty()) {
+  // Only checks that send a budget need it (a --text-only vision check sends nothing at all).
+  const bool sends_budget = std::any_of(checks.begin(), checks.end(), [&](Check ch) {
+    return uses_answer_budget(ch) && !(ch == Check::VISION && opts.vision == VisionMode::TEXT_ONLY) &&
+           !(ch == Check::TOOLS && opts.no_tools);
+  });
+  if (!order.empty() && checks[order[0]] != Check::MODELS && !opts.max_tokens_given && sends_budget) {
+    // No models check to learn the served max_model_len from: one listing first. A server that is down or refuses
+    // the key fails the first check with that answer, and the rest are not sent, as after a models check.
+    const Call c = exchange(first, "GET", "/v1/models", nullptr, overall);
+    if (!first.dead_cls.empty() || shared.unauthorized) {
+      CheckResult r;
+      r.check = checks[order[0]];
+      // Masked as run_one masks a check's detail: a 401 body may echo the key (ProbeChecks.ApiKeyIsSentAndNeverEchoed).
+      fail(r, shared.unauthorized ? "unauthorized" : c.cls, mask_secret(mask_secret(c.detail, opts.api_key), password));
+      done(order[0], std::move(r));
+      next = 1;
+    } else if (c.ok) {
+      shared.served_max_model_len = max_model_len_of(c.body, rep.model);
+      fit_answer_budget(eff, shared);
+    }
+  }
+  if (next == 0 && !order.empty()) {
     done(order[0], run_one(first, checks[order[0]], overall, password));
     next = 1;
   }
+  fit_answer_budget(eff, shared);  // after a models check
   bool any_response = first.any_response;
   bool dead = !first.dead_cls.empty() && !first.any_response;
   const std::size_t rest = order.size() - next;
@@ -124,7 +181,7 @@ ProbeReport probe_impl(HttpClient& client, const std::function<std::unique_ptr<H
     for (std::size_t w = 0; w < workers; ++w)
       pool.emplace_back([&] {
         std::unique_ptr<HttpClient> own = (*make_client)();
-        Ctx ctx{*own, base, rep.model, opts, shared, {}, false, {}};
+        Ctx ctx{*own, base, rep.model, eff, shared, {}, false, {}};
         for (std::size_t k = cursor++; k < order.size(); k = cursor++)
           done(order[k], run_one(ctx, checks[order[k]], overall, password));
         if (ctx.any_response) answered = true;

@@ -182,12 +182,14 @@ TEST(ProbeChecks, VisionForcedMultimodalFailsOnRefusal) {
   ProbeOptions po = fast_opts();
   po.vision = VisionMode::MULTIMODAL;
   EXPECT_EQ(run_probe(srv.url(), o.model, {Check::VISION}, po).checks[0].classification, "image-rejected");
+  const std::size_t sent = srv.requests().size();  // the listing that sizes the answer budget, and the image
+  EXPECT_EQ(sent, 2u);
   po.vision = VisionMode::TEXT_ONLY;
   const ProbeReport rep = run_probe(srv.url(), o.model, {Check::VISION}, po);
   EXPECT_EQ(rep.checks[0].status, CheckStatus::SKIP);
   EXPECT_NE(rep.checks[0].detail.find("text-only"), std::string::npos);
-  // Text-only via --text-only sends nothing.
-  EXPECT_EQ(srv.requests().size(), 1u);
+  // Text-only via --text-only sends nothing, not even the listing.
+  EXPECT_EQ(srv.requests().size(), sent);
 }
 
 TEST(ProbeChecks, ModelNotListed) {

@@ -163,6 +163,7 @@ TEST(ProbeContext, AShortSeatGetsASmallerAnswerBudgetSaid) {
   FakeServer srv(o);
   ProbeOptions po = fast_opts();
   po.seed = 3;
+  po.max_tokens_given = true;  // --max-tokens 1024: the other checks keep it, the context check lowers its own
   const ProbeReport rep = run_probe(srv.url(), o.model, {Check::CONTEXT}, po);
   const CheckResult& r = rep.checks[0];
   ASSERT_EQ(r.status, CheckStatus::PASS) << r.classification << ": " << r.detail;
@@ -178,6 +179,56 @@ TEST(ProbeContext, AShortSeatGetsASmallerAnswerBudgetSaid) {
   EXPECT_EQ(none.checks[0].classification, "context-refused");
   EXPECT_NE(none.checks[0].detail.find("(nothing was sent); hint: lower --max-tokens"), std::string::npos)
       << none.checks[0].detail;
+}
+
+// Tryout Q-H1: plan's compose.yaml names a probe with the default budget; against a seat of max_model_len 1024 the
+// prompt and max_tokens 1024 did not fit (HTTP 400 on four checks). Unless --max-tokens was given, every check gets
+// half the served max_model_len, said in its detail; with it given, a refusal for length carries the hint.
+TEST(ProbeBudget, AShortSeatPassesTheDefaultProbeWithTheBudgetSaid) {
+  FakeServerOptions o;
+  o.max_model_len = 1024;
+  FakeServer srv(o);
+  ProbeOptions po = fast_opts();
+  po.seed = 3;
+  po.no_tools = false;
+  const std::vector<Check> checks{Check::MODELS, Check::PROSE,     Check::LONG,      Check::LOGPROBS, Check::VISION,
+                                  Check::TOOLS,  Check::MULTITURN, Check::REASONING, Check::CONTEXT};
+  const ProbeReport rep = run_probe(srv.url(), o.model, checks, po);
+  EXPECT_FALSE(rep.any_failed());
+  for (const CheckResult& r : rep.checks) {
+    if (r.check == Check::MODELS || r.check == Check::LOGPROBS || r.status == CheckStatus::SKIP) continue;
+    EXPECT_NE(r.detail.find("(max_tokens 512, half the served max_model_len 1024, not 1024"), std::string::npos)
+        << check_name(r.check) << ": " << r.detail;
+  }
+  EXPECT_EQ(find(rep, Check::CONTEXT).context->target_tokens, (1024 - 512 - 64) * 5 / 8);
+  // Without a models check the listing is read first, so the first check is fitted too.
+  const ProbeReport two = run_probe(srv.url(), o.model, {Check::PROSE, Check::LOGPROBS}, po);
+  EXPECT_TRUE(two.all_passed()) << two.checks[0].detail;
+  EXPECT_NE(two.checks[0].detail.find("max_tokens 512"), std::string::npos) << two.checks[0].detail;
+  // A seat with room keeps the budget, and says nothing.
+  FakeServer roomy(FakeServerOptions{});
+  const ProbeReport wide = run_probe(roomy.url(), o.model, {Check::PROSE}, po);
+  EXPECT_TRUE(wide.all_passed());
+  EXPECT_EQ(wide.checks[0].detail.find("max_tokens"), std::string::npos) << wide.checks[0].detail;
+  // --max-tokens 1024 is kept: refused for length, with the hint.
+  po.max_tokens_given = true;
+  const ProbeReport given = run_probe(srv.url(), o.model, {Check::PROSE}, po);
+  ASSERT_EQ(given.checks[0].status, CheckStatus::FAIL);
+  EXPECT_NE(given.checks[0].detail.find("; hint: lower --max-tokens (1024)"), std::string::npos)
+      << given.checks[0].detail;
+  // A server that is down still costs one failure, on the first check, with the rest not sent.
+  FakeServerOptions gone;
+  std::string dead_url;
+  {
+    FakeServer tmp(gone);
+    dead_url = tmp.url();
+  }
+  po.max_tokens_given = false;
+  const ProbeReport dead = run_probe(dead_url, o.model, {Check::PROSE, Check::LOGPROBS}, po);
+  EXPECT_TRUE(dead.unreachable);
+  ASSERT_EQ(dead.checks[0].status, CheckStatus::FAIL);
+  EXPECT_EQ(dead.checks[1].status, CheckStatus::SKIP);
+  EXPECT_EQ(dead.checks[1].classification, "not-run");
 }
 
 TEST(ProbeKv, ReportsTheServedPoolAndComparesIt) {

@@ -99,6 +99,10 @@ struct ProbeOptions {
   int long_min_tokens = 256;         ///< the long generation must reach this many tokens
   double max_repeat_ratio = 0.30;    ///< repeated word 4-gram ratio above which output is a loop
   int client_max_tokens = 1024;      ///< the max_tokens a typical client sends (reasoning check)
+  /** max_tokens was chosen (probe --max-tokens): kept as given. Otherwise a seat whose served max_model_len
+   * (/v1/models) is under twice max_tokens gets half its max_model_len as the answer budget of every check, said in
+   * each check's detail (tryout Q-H1: a 1024-token seat planned by plan failed its own probe, prompt + 1024 > 1024). */
+  bool max_tokens_given = false;
   VisionMode vision = VisionMode::AUTO;
   /** The seat serves no tools (its chat template renders none, no tool-call parser): the tools check is skipped
    * as "no-tools" instead of failing tools-not-enabled (issue 55 tryout F: plan writes such stacks). */
