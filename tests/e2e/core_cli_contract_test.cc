@@ -294,6 +294,24 @@ TEST(CliContract, DryRunVerboseListsDtypeShapeAndBytes) {
       << out;
   EXPECT_NE(out.find("model.layers.0.input_layernorm.weight  BF16 [128]  256 B"), std::string::npos) << out;
 }
+
+// The ignore list's length is not the count of Linear-like weights kept (verify's figure): fused expert blocks are
+// entries too, said apart (tryout note: quantize's 6 "Linear-like" beside verify's 4 on gpt-oss).
+TEST(CliContract, DryRunIgnoreLineCountsLinearLikeWeightsApart) {
+  std::string out, err;
+  ASSERT_EQ(run_cli("quantize " + testutil::q(testutil::kData + "/gpt_oss") + " --dry-run --ignore 're:.*experts'",
+                    &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("ignore: 6 entries in quantization_config.ignore: 4 Linear-like weight(s) kept in 16 bits, and "
+                     "the fused expert blocks kept"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(run_cli("quantize " + testutil::q(testutil::kData + "/qwen3") + " --dry-run", &out, &err), 0) << err;
+  EXPECT_NE(out.find("ignore: 2 entries in quantization_config.ignore: 2 Linear-like weight(s) kept in 16 bits\n"),
+            std::string::npos)
+      << out;
+}
 }  // namespace
 // The text reports of quantize, synth and verify in one unit family: binary sizes, counts with separators, never a
 // raw byte count or a decimal GB (issue 55 audit: "(853248 bytes)", "235093634560 params", "of 2266368 parameters").
