@@ -280,9 +280,11 @@ Status PlanBuilder::check_expert_uniformity() {
     if (c.first && c.second)
       return make_error(Errc::USAGE,
                         "the routed experts of '{}' would be partly quantized ({} quantized, {} kept{}); vLLM "
-                        "needs one scheme for all experts of a layer (F10); match all of them or none",
+                        "needs one scheme for all experts of a layer (F10); match all of them or none; hint: "
+                        "--ignore {} keeps this layer's experts",
                         key.substr(0, key.size() - 1), c.first, c.second,
-                        pat_of.count(key) ? fmt::format(", pattern '{}'", pat_of[key]) : std::string());
+                        pat_of.count(key) ? fmt::format(", pattern '{}'", pat_of[key]) : std::string(),
+                        key.substr(0, key.size() - 1));
   return {};
 }
 

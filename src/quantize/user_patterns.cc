@@ -62,6 +62,25 @@ Status check_unused_patterns(const PatternSet& ps, const std::vector<TensorDecis
       const auto inside = std::count_if(modules.begin(), modules.end(), [&](const std::string& m) {
         return m.starts_with(block);
       });
+      // One routed expert (model.layers.0.mlp.experts.1): a layer's experts are kept all or none, so the regex over
+      // its modules would be refused next (tryout Q-M1); the layer's experts container is what works.
+      std::string container;
+      bool all_experts = inside > 0;
+      for (const TensorDecision& x : decisions) {
+        if (!x.linear_like || !x.cls.module.starts_with(block)) continue;
+        const std::string mark = fmt::format(".{}.", x.cls.expert);
+        const std::size_t at = x.cls.expert >= 0 ? x.cls.module.rfind(mark) : std::string::npos;
+        if (at == std::string::npos || (!container.empty() && container != x.cls.module.substr(0, at))) {
+          all_experts = false;
+          break;
+        }
+        container = x.cls.module.substr(0, at);
+      }
+      if (all_experts && !container.empty() && container.size() < t.size())
+        return make_error(Errc::USAGE,
+                          "{} '{}' names one routed expert of '{}': vLLM needs one scheme for all experts "
+                          "of a layer (F10), so they are kept all or none; hint: {} {} keeps this layer's experts",
+                          ps.flag, p.text(), container, ps.flag, container);
       if (inside > 0) {
         std::string escaped;
         for (char c : t) {

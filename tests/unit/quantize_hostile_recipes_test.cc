@@ -163,33 +163,90 @@ INSTANTIATE_TEST_SUITE_P(
         PatternCase{"ignore_twice", "llama", {"lm_head", "lm_head"}, {}, ""},
         PatternCase{"recipe_ignore_and_flag", "llama", {"lm_head", "lm_head"}, {}, ""},  // apply_recipe appends
         PatternCase{"force_twice", "llama", {}, {"lm_head", "lm_head"}, ""},
-        PatternCase{"name_twice_with_weight", "llama", {"model.layers.0.mlp.down_proj", "model.layers.0.mlp.down_proj.weight"}, {}, ""},
+        PatternCase{"name_twice_with_weight",
+                    "llama",
+                    {"model.layers.0.mlp.down_proj", "model.layers.0.mlp.down_proj.weight"},
+                    {},
+                    ""},
         PatternCase{"regex_then_name", "llama", {"re:.*down_proj", "model.layers.0.mlp.down_proj"}, {}, ""},
-        PatternCase{"name_then_regex", "llama", {"model.layers.0.mlp.down_proj", "re:model\\.layers\\.0\\.mlp\\.down_proj"}, {}, ""},
+        PatternCase{"name_then_regex",
+                    "llama",
+                    {"model.layers.0.mlp.down_proj", "re:model\\.layers\\.0\\.mlp\\.down_proj"},
+                    {},
+                    ""},
         // an experts block, as the R3 hint names it: per-expert and fused storage, healthy or not settled
         PatternCase{"experts_block_per_expert", "qwen3_moe", {"model.layers.0.mlp.experts"}, {}, ""},
-        PatternCase{"experts_block_fused_hint", "gpt_oss", {"model.layers.0.mlp.experts", "model.layers.1.mlp.experts"}, {}, "",
+        PatternCase{"experts_block_fused_hint",
+                    "gpt_oss",
+                    {"model.layers.0.mlp.experts", "model.layers.1.mlp.experts"},
+                    {},
+                    "",
                     "out-in"},
-        PatternCase{"experts_block_and_tensor", "gpt_oss",
-                    {"re:.*experts", "model.layers.0.mlp.experts.gate_up_proj"}, {}, "", "out-in"},
+        PatternCase{"experts_block_and_tensor",
+                    "gpt_oss",
+                    {"re:.*experts", "model.layers.0.mlp.experts.gate_up_proj"},
+                    {},
+                    "",
+                    "out-in"},
         // a tensor no Linear holds: kept anyway (a warning), or refused for --force-quantize, with its real shape
-        PatternCase{"ignore_a_norm", "llama", {"model.norm"}, {}, "warning:'model.norm.weight' (shape [128]) is not a Linear weight"},
-        PatternCase{"force_a_norm", "llama", {}, {"model.norm"}, "'model.norm.weight' (shape [128]) is not a Linear weight"},
-        PatternCase{"typo", "llama", {"model.layers.0.mlp.downproj"}, {}, "matches no module of the checkpoint (did "
+        PatternCase{"ignore_a_norm",
+                    "llama",
+                    {"model.norm"},
+                    {},
+                    "warning:'model.norm.weight' (shape [128]) is not a Linear weight"},
+        PatternCase{
+            "force_a_norm", "llama", {}, {"model.norm"}, "'model.norm.weight' (shape [128]) is not a Linear weight"},
+        PatternCase{"typo",
+                    "llama",
+                    {"model.layers.0.mlp.downproj"},
+                    {},
+                    "matches no module of the checkpoint (did "
                     "you mean 'model.layers.0.mlp.down_proj'?)"},
         // issue 55 tryout: a case slip got another module (k_proj), a block name no hint
-        PatternCase{"case_slip", "llama", {"model.layers.0.self_attn.Q_proj"}, {}, "(did you mean "
+        PatternCase{"case_slip",
+                    "llama",
+                    {"model.layers.0.self_attn.Q_proj"},
+                    {},
+                    "(did you mean "
                     "'model.layers.0.self_attn.q_proj'?)"},
-        PatternCase{"a_block", "llama", {"model.layers.0.mlp"}, {}, "'model.layers.0.mlp' names a block, not a module: "
+        PatternCase{"a_block",
+                    "llama",
+                    {"model.layers.0.mlp"},
+                    {},
+                    "'model.layers.0.mlp' names a block, not a module: "
                     "it holds 3 Linear module(s) (model.layers.0.mlp."},
-        PatternCase{"a_block_hint", "llama", {"model.layers.0.mlp"}, {}, "hint: --ignore 're:^model\\.layers\\.0\\.mlp\\.' "
+        PatternCase{"a_block_hint",
+                    "llama",
+                    {"model.layers.0.mlp"},
+                    {},
+                    "hint: --ignore 're:^model\\.layers\\.0\\.mlp\\.' "
                     "names them all"},
+        // tryout Q-M1: one routed expert: the regex hint would be refused next (experts are kept all or none), so
+        // the hint names the layer's experts; a regex over one expert gets the same hint
+        PatternCase{"one_expert",
+                    "qwen3_moe",
+                    {"model.layers.0.mlp.experts.1"},
+                    {},
+                    "names one routed expert of 'model.layers.0.mlp.experts': vLLM needs one scheme for all experts "
+                    "of a layer (F10), so they are kept all or none; hint: --ignore model.layers.0.mlp.experts keeps "
+                    "this layer's experts"},
+        PatternCase{"one_expert_regex",
+                    "qwen3_moe",
+                    {"re:^model\\.layers\\.0\\.mlp\\.experts\\.1\\."},
+                    {},
+                    "match all of them or none; hint: --ignore model.layers.0.mlp.experts keeps this layer's experts"},
         // a Linear's weight tensor named instead of its module: refused with the module's name (it read "not a
         // Linear weight; nothing to ignore" and quantized the module, issue 55)
-        PatternCase{"ignore_a_weight_tensor", "llama", {"model.layers.0.self_attn.q_proj.weight"}, {},
+        PatternCase{"ignore_a_weight_tensor",
+                    "llama",
+                    {"model.layers.0.self_attn.q_proj.weight"},
+                    {},
                     "'model.layers.0.self_attn.q_proj.weight' names the weight tensor of module "
                     "'model.layers.0.self_attn.q_proj'; --ignore takes module names"},
-        PatternCase{"force_a_weight_tensor", "llama", {}, {"lm_head.weight"},
+        PatternCase{"force_a_weight_tensor",
+                    "llama",
+                    {},
+                    {"lm_head.weight"},
                     "names the weight tensor of module 'lm_head'; --force-quantize takes module names"}),
     [](const auto& i) { return i.param.name; });
 
