@@ -50,11 +50,13 @@ std::string interrupted_text(const char* sig, const std::filesystem::path& dst, 
   // The shards its manifest records: what --resume reuses (a shard renamed into place an instant before the signal
   // may have no record yet; tryout M-L3 saw "30 finished", then 29 resumed).
   const quant::StagedShards staged = quant::staged_shards(staging);
-  if (staged.count == 0)  // tryout M-L4: "0 of 43 shard(s) finished, kept ... --resume to reuse them"
+  // tryout M-L4: "0 of 43 shard(s) finished, kept ... --resume to reuse them"; Q-L2: the same with one shard
+  // written but not recorded, which --resume rewrites: nothing either way.
+  if (staged.recorded == 0)
     return fmt::format(
-        "interrupted ({}) before any shard was finished: nothing to resume; the next run removes {} "
-        "(it holds no finished shard)",
-        sig, staging.string());
+        "interrupted ({}) before any shard was {}: nothing to resume; the next run removes {} "
+        "(it holds no shard --resume could reuse)",
+        sig, staged.count == 0 ? "finished" : "recorded", staging.string());
   const std::size_t unrecorded = staged.count - staged.recorded;
   return fmt::format(
       "interrupted ({}): {} of {} shard(s) finished, kept in {}{}; run the same command again with "

@@ -193,20 +193,28 @@ Status Staging::open(const stdfs::path& dir, const stdfs::path& dst, bool resume
       return remove_staged_temporaries(dir);
     }
     // Finished shards are reusable work (verified by digest on --resume): never deleted without being asked.
+    // Only a recorded shard is reused: one the manifest does not record is rewritten by --resume anyway, so a
+    // folder without a recorded shard holds nothing to keep (tryout Q-L2: "--resume to reuse them", 0 resumed).
     const auto [shards, bytes, recorded] = staged_shards(dir);
-    if (shards > 0 && !restart) {
+    if (recorded > 0 && !restart) {
       unlock();
       return make_error(
           Errc::BAD_INPUT,
           "staging folder '{}' holds {} finished shard(s) ({}){} of an interrupted run; expected "
-          "--resume to reuse them (each is checked against its recorded digest), or --restart to "
+          "--resume to reuse {} (each is checked against its recorded digest), or --restart to "
           "discard them",
           dir.string(), shards, format_bytes(bytes),
-          recorded == shards ? std::string() : fmt::format(", {} of them recorded in its resume manifest", recorded));
+          recorded == shards ? std::string() : fmt::format(", {} of them recorded in its resume manifest", recorded),
+          recorded == shards ? std::string("them") : fmt::format("the {} recorded", recorded));
     }
-    warnings.push_back(fmt::format("removed the staging folder of an interrupted run ('{}'{}){}", dir.string(),
-                                   shards > 0 ? fmt::format(", {} finished shard(s), --restart", shards) : "",
-                                   shards > 0 ? "" : "; it held no finished shard"));
+    warnings.push_back(
+        fmt::format("removed the staging folder of an interrupted run ('{}'{}){}", dir.string(),
+                    restart && shards > 0 ? fmt::format(", {} finished shard(s), --restart", shards) : "",
+                    restart && shards > 0 ? ""
+                    : shards > 0          ? fmt::format("; none of its {} finished shard(s) was recorded in its "
+                                                                 "resume manifest, so none could be reused",
+                                                        shards)
+                                          : "; it held no finished shard"));
     Status rm = fs::remove_tree(dir);  // still locked: nobody else can take it over meanwhile
     unlock();
     FP4FORGE_TRY(std::move(rm));

@@ -171,9 +171,16 @@ TEST(QuantizeInterrupt, FinishedShardsAreCountedAsTheManifestRecordsThem) {
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), nullptr, &err), 3);
   EXPECT_THAT(err, HasSubstr("holds 2 finished shard(s)"));
   EXPECT_THAT(err, HasSubstr("1 of them recorded in its resume manifest"));
+  EXPECT_THAT(err, HasSubstr("expected --resume to reuse the 1 recorded"));
   // A damaged manifest records nothing (and never throws).
   std::ofstream(staging_path(dst) / ".fp4forge-resume.json") << "{\"shards\": [";
   EXPECT_EQ(staged_shards(staging_path(dst)).recorded, 0u);
+  // Tryout Q-L2: finished shards none of which is recorded are rewritten by --resume anyway: a plain run is not
+  // refused "to reuse them", it removes the folder and says why.
+  ASSERT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), nullptr, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("none of its 2 finished shard(s) was recorded in its resume manifest, so none could "
+                             "be reused"));
+  EXPECT_FALSE(stdfs::exists(staging_path(dst)));
 }
 
 // Tryout N-M3: --resume over shards of another source or plan (a typo in SRC, a changed option) is refused and
@@ -359,7 +366,10 @@ TEST(QuantizeInterrupt, LockedStagingIsLeftAlone) {
     EXPECT_FALSE(stdfs::exists(dst));
   }
   ::close(fd);
-  // Unlocked, its "finished" shard is not deleted unannounced (issue 29): --restart discards it.
+  // Unlocked, its "finished" shard (recorded: one --resume could reuse) is not deleted unannounced (issue 29):
+  // --restart discards it.
+  std::ofstream(staging_path(dst) / ".fp4forge-resume.json")
+      << R"({"plan": "0000000000000000", "shards": {"model-00001-of-00004.safetensors": {"size": 11, "digest": "0"}}})";
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst), nullptr, &err), 3) << err;
   EXPECT_EQ(run_cli("quantize " + q(kData + "/llama") + " " + q(dst) + " --restart", nullptr, &err), 0) << err;
 }
@@ -715,11 +725,13 @@ TEST(QuantizeInterrupt, SigintSaysWhatWasKeptAndResumeFinishes) {
       }
       if (stdfs::exists(dst)) continue;  // the output was complete (its own message)
       std::string out, err2;
-      if (err.find("before any shard was finished") != std::string::npos) {
+      // None finished, or none recorded (tryout Q-L2: one written, not recorded, promised "to reuse them").
+      if (err.find("before any shard was finished") != std::string::npos ||
+          err.find("before any shard was recorded") != std::string::npos) {
         // Nothing to resume (tryout M-L4: "0 of N shard(s) finished, kept ... --resume to reuse them"): a plain
         // rerun takes the folder over.
         EXPECT_THAT(err, HasSubstr("nothing to resume; the next run removes " + staging_path(dst).string()));
-        EXPECT_EQ(staged_shards(staging_path(dst)).count, 0u);
+        EXPECT_EQ(staged_shards(staging_path(dst)).recorded, 0u);
         ASSERT_EQ(run_cli("quantize " + q(src) + " " + q(dst), &out, &err2), 0) << err2;
         EXPECT_TRUE(dir_contents(dst) == want);
         continue;
