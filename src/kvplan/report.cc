@@ -456,15 +456,16 @@ std::string to_text(const Plan& plan) {
                     names.empty() ? "-" : names});
       const bool estimated = g.gpu.reserved_source == kReserveDefaultEstimate;
       const std::string card_hint = card_total_hint(g.gpu.total_bytes, g.gpu.name);
-      reserves += fmt::format(
-          "GPU {}: driver reserve {}, {}{}\n", util::printable(g.gpu.id, 64), format_bytes(g.gpu.reserved_bytes),
-          util::printable(g.gpu.reserved_source, util::kReportLine),
-          estimated ? fmt::format(" ({}: torch's total may differ); give reserved= or torch_total= (as torch "
-                                  "prints it) when you know the card's figures",
-                                  g.gpu.name.empty()  ? std::string("no name= to match a measured card")
-                                  : card_hint.empty() ? fmt::format("no card measured matches '{}'", name)
-                                                      : card_hint)
-                    : "");
+      reserves +=
+          fmt::format("GPU {}: driver reserve {}, {}{}\n", util::printable(g.gpu.id, 64),
+                      format_bytes(g.gpu.reserved_bytes), util::printable(g.gpu.reserved_source, util::kReportLine),
+                      estimated ? fmt::format(" (614 MiB, at most a tenth of the total; {}: torch's total may differ); "
+                                              "give reserved= or torch_total= (as torch "
+                                              "prints it) when you know the card's figures",
+                                              g.gpu.name.empty()  ? std::string("no name= to match a measured card")
+                                              : card_hint.empty() ? fmt::format("no card measured matches '{}'", name)
+                                                                  : card_hint)
+                                : "");
     }
     o += "\n" + table(gr, {false, false, true, true, true, true, true, true, true, false});
     o += reserves;

@@ -276,9 +276,17 @@ TEST_F(KvplanOperator, TheTextReportReadsInOneUnitWithAlignedTablesAndShortLines
   EXPECT_NE(gpus[0].find("RESERVE"), std::string::npos) << gpus[0];
   // The reserve each GPU's torch total leaves out, and where it comes from.
   EXPECT_NE(out.find("GPU 0: driver reserve 697.72 MiB, as measured on an NVIDIA"), std::string::npos) << out;
-  EXPECT_NE(out.find("GPU 1: driver reserve 614.00 MiB, default estimate (no name= to match a measured card"),
+  EXPECT_NE(out.find("GPU 1: driver reserve 614.00 MiB, default estimate (614 MiB, at most a tenth of the total; no "
+                     "name= to match a measured card"),
             std::string::npos)
       << out;
+  // A small card's default is a tenth of its total, said with the rule (tryout Q-L3: 102.40 MiB against the docs'
+  // 614 MiB, unexplained).
+  std::string small, small_err;
+  ASSERT_EQ(run_cli("plan --seat a=" + q(kData + "/llama") + " --gpu 0=4GiB", &small, &small_err), 0) << small;
+  EXPECT_NE(small.find("GPU 0: driver reserve 409.60 MiB, default estimate (614 MiB, at most a tenth of the total;"),
+            std::string::npos)
+      << small;
   // Piped, each item is one line, for grep (docs/cli/README.md "Line width"; issue 55 tryout: plan wrapped at 100
   // columns into a log); on a terminal it is wrapped (tests/e2e/core_progress_pty_test.cc).
   const auto reserve = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
