@@ -42,7 +42,7 @@ int run_diff(const DiffOpts& o) {
     auto j = to_json(*rep);
     j["a_hub"] = hf_cache::to_json(asrc->hub);
     j["b_hub"] = hf_cache::to_json(bsrc->hub);
-    print_json(j);
+    print_json(with_schema(j, "diff"));
   } else {
     print_report(to_text(*rep, o.all));
     std::fflush(stdout);

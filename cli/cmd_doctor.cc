@@ -109,7 +109,7 @@ int run_doctor_cmd(const DoctorOpts& o) {
   if (o.json) {
     auto j = doctor::to_json(*rep);
     j["hub"] = hf_cache::to_json(src->hub);
-    print_json(j);
+    print_json(with_schema(j, "doctor"));
   } else {
     print_report(doctor::to_text(*rep));
     std::fflush(stdout);

@@ -67,7 +67,7 @@ template <class R>
 int print_result(const GwOpts& o, const R& r) {
   for (const auto& w : r.warnings) warn(w);
   if (o.json) {
-    print_json(gateway::to_json(r));
+    print_json(with_schema(gateway::to_json(r), "gateway"));
   } else {
     print_report(gateway::to_text(r));
   }
@@ -194,7 +194,7 @@ void add_gateway(CLI::App& sub, Action& action) {
       if (!s.ok()) return report_error(s.error(), o->json);
       for (const auto& w : s->warnings) warn(w);
       if (o->json) {
-        print_json(gateway::to_json(*s));
+        print_json(with_schema(gateway::to_json(*s), "gateway"));
       } else {
         print_report(gateway::to_text(*s));
       }

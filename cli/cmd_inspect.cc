@@ -22,7 +22,7 @@ struct InspectOpts {
 int run_inspect(const InspectOpts& o) {
   if (o.families) {
     if (o.json)
-      print_json(families_json());
+      print_json(with_schema(families_json(), "families"));
     else
       print_report(families_text());
     return 0;

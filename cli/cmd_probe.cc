@@ -137,9 +137,9 @@ void add_probe(CLI::App& sub, Action& action) {
       }
       const probe::ProbeReport rep = probe::run_probe(o->url, o->model, *checks, po);
       if (o->json) {
-        print_json(probe::to_json(rep));
+        print_json(with_schema(probe::to_json(rep), "probe"));
       } else if (o->json_lines) {
-        auto j = probe::to_json(rep);
+        auto j = with_schema(probe::to_json(rep), "probe");
         j["event"] = "report";
         fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
       } else {

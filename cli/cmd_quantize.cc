@@ -163,14 +163,14 @@ int run_quantize(const QuantizeOpts& o) {
       j["ok"] = false;
       j["error"] = error_json(res.error());
       j["preflight"] = quant::to_json(*pre);
-      print_json(j);
+      print_json(j);  // an error document (docs/errors.md), with the preflight's findings
     }
     return res.error().exit_code();
   }
   if (o.json) {
     auto j = quant::to_json(*res);
     j["source_hub"] = hf_cache::to_json(src->hub);
-    print_json(j);
+    print_json(with_schema(j, "quantize"));
     return 0;
   }
   if (res->summary)  // the run's own warnings (the plan's were printed before the run started)

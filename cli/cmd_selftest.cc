@@ -84,7 +84,7 @@ int run_selftest(const SelftestOpts& o) {
                    {"first", c.first.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.first)}});
     j["fp8_expansion"] = std::move(a);
     if (!fp8_ok) j["ok"] = false;
-    print_json(j);
+    print_json(with_schema(j, "selftest"));
   } else {
     print_report(nvfp4::to_text(r));
     std::vector<std::string> names;

@@ -92,7 +92,7 @@ int run_verify(const VerifyOpts& o) {
     j["hub"] = hf_cache::to_json(qsrc->hub);
     j["against_hub"] = hf_cache::to_json(against_hub);
     j["svg"] = o.svg.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.svg);
-    print_json(j);
+    print_json(with_schema(j, "verify"));
   } else {
     print_report(to_text(*rep));
     if (!o.svg.empty()) fmt::print("wrote {}\n", o.svg);

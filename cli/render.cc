@@ -36,6 +36,16 @@ int report_error(const Error& e, bool json) {
   return e.exit_code();
 }
 
+nlohmann::ordered_json with_schema(const nlohmann::ordered_json& j, std::string_view command) {
+  if (!j.is_object() || j.contains("schema")) return j;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  if (j.contains("ok")) out["ok"] = j["ok"];
+  out["schema"] = fmt::format("fp4forge.{}/1", command);
+  for (const auto& [k, v] : j.items())
+    if (k != "ok") out[k] = v;
+  return out;
+}
+
 void print_json(const nlohmann::ordered_json& j) {
   fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
   std::fflush(stdout);

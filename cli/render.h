@@ -25,6 +25,10 @@ nlohmann::ordered_json error_json(const Error& e);
 /** Pretty-prints a JSON document to stdout (indent 2, trailing newline). */
 void print_json(const nlohmann::ordered_json& j);
 
+/** A command's --json document with its schema tag, "fp4forge.COMMAND/1", after "ok" (one convention for every
+ * command; inspect, plan and synth set their own in the library). A document that has one is returned as it is. */
+nlohmann::ordered_json with_schema(const nlohmann::ordered_json& j, std::string_view command);
+
 /** Prints a command's text report (`to_text` of its result) to stdout through util::printable_text (R4-B5): whatever
  * a file's names hold, no control byte but newline and tab reaches the terminal. On a terminal its prose lines are
  * wrapped at the terminal's width, at most 100 columns (util::wrap_prose; table rows kept whole); piped, each item

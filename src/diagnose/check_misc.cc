@@ -83,9 +83,8 @@ void check_architecture(const Context& ctx, FindingSink& out) {
           f.actual = a;
           f.expected = "vLLM ≥ 0.28";
           f.message = fmt::format(
-              "{} is registered in vLLM only from ≈0.28 (certain: missing in ≤0.26; 0.27 unconfirmed); "
-              "without it suffix matching silently "
-              "picks {}, which builds an empty vision tower and crashes in the startup "
+              "{} is registered in vLLM only from ≈0.28 (certain: missing in ≤0.26; 0.27 unconfirmed); without it "
+              "suffix matching silently picks {}, which builds an empty vision tower and crashes in the startup "
               "dummy-image profile run",
               a, wrapper_arch_of(fam));
           if (too_old) f.message += fmt::format(" (the target, vLLM 0.{}, is below it)", ctx.vllm_minor);

@@ -287,6 +287,28 @@ std::string version_origin(const SeatModel& m) {
   return fmt::format("the default, the newest modelled; vllm_version= sets it");
 }
 
+/** A seat's "weights" line: the size, where it comes from, and per GPU under tensor parallelism. */
+std::string weights_line(const SeatModel& m) {
+  std::string wnote;
+  if (m.weights_given) wnote = " (given)";
+  if (m.weights.duplicated_v_bytes)
+    wnote += fmt::format(", incl. {} duplicated V", format_bytes(m.weights.duplicated_v_bytes));
+  if (m.weights.mtp_bytes)
+    wnote += fmt::format(", MTP {} {}", format_bytes(m.weights.mtp_bytes),
+                         m.arg.kv.spec_tokens > 0 ? "included" : "not loaded");
+  if (m.arg.assume)
+    wnote += m.arg.recipe.empty()
+                 ? fmt::format(", {} assumed for {} Linears", quant_scheme_preset(*m.arg.assume),
+                               format_count(m.weights.quantized_linears))
+                 : fmt::format(", recipe {} (default {}) assumed for {} Linears", m.arg.recipe,
+                               quant_scheme_preset(*m.arg.assume), format_count(m.weights.quantized_linears));
+  if (!m.quantization.empty() && !m.weights_given && !m.weights_from_log)
+    wnote += fmt::format(", stored {}", util::printable(m.quantization, util::kReportLine));
+  std::string o = fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
+  if (m.arg.kv.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp);
+  return o + "\n";
+}
+
 /** The summary table: a row per seat, columns as wide as their content, memory in GiB. */
 std::string summary_table(const Plan& plan, bool have_gpus) {
   std::vector<std::vector<std::string>> rows{{"SEAT", "GPU", "UTIL", "WEIGHTS", "OVERHEAD", "KV/REQUEST", "KV MEMORY",
@@ -328,23 +350,7 @@ std::string to_text(const Plan& plan) {
     const KvLayout& l = m.layout;
     o += fmt::format("seat {}  ({} {}, {})\n", m.arg.name, family_name(m.info.family),
                      m.info.architecture.empty() ? "-" : m.info.architecture, m.arg.dir.string());
-    std::string wnote;
-    if (m.weights_given) wnote = " (given)";
-    if (m.weights.duplicated_v_bytes)
-      wnote += fmt::format(", incl. {} duplicated V", format_bytes(m.weights.duplicated_v_bytes));
-    if (m.weights.mtp_bytes) wnote += fmt::format(", MTP {} {}", format_bytes(m.weights.mtp_bytes),
-                                                  m.arg.kv.spec_tokens > 0 ? "included" : "not loaded");
-    if (m.arg.assume)
-      wnote += m.arg.recipe.empty()
-                   ? fmt::format(", {} assumed for {} Linears", quant_scheme_preset(*m.arg.assume),
-                                 format_count(m.weights.quantized_linears))
-                   : fmt::format(", recipe {} (default {}) assumed for {} Linears", m.arg.recipe,
-                                 quant_scheme_preset(*m.arg.assume), format_count(m.weights.quantized_linears));
-    if (!m.quantization.empty() && !m.weights_given && !m.weights_from_log)
-      wnote += fmt::format(", stored {}", util::printable(m.quantization, util::kReportLine));
-    o += fmt::format("  weights          {}{}", format_bytes(m.weight_bytes), wnote);
-    if (m.arg.kv.tp > 1) o += fmt::format("; {} per GPU (tp={})", format_bytes(m.weight_bytes_per_rank), m.arg.kv.tp);
-    o += "\n";
+    o += weights_line(m);
     if (!p.replaced_by.empty()) {
       // A seat that stops is not sized (no overhead, KV or serving figures: tryout note, they read as zeros); what
       // it frees is counted in used= and said under the GPU table.

@@ -78,7 +78,8 @@ TEST(CliContract, EveryCommandFollowsOnePattern) {
   }
 }
 
-// Every command's successful --json report has "ok" (issue 55: diff's had none), true exactly when it exits 0.
+// Every command's successful --json report has "ok" (issue 55: diff's had none), true exactly when it exits 0, and a
+// "schema" tag "fp4forge.COMMAND/1" (tryout Q-L5: inspect, plan and synth had one, the others none).
 TEST(CliContract, EveryJsonReportSaysOk) {
   testutil::TempDir t;
   const std::string llama = testutil::q(testutil::kData + "/llama");
@@ -103,6 +104,10 @@ TEST(CliContract, EveryJsonReportSaysOk) {
     ASSERT_TRUE(j.is_object()) << out.substr(0, 300);
     ASSERT_TRUE(j.contains("ok")) << out.substr(0, 300);
     EXPECT_EQ(j["ok"].get<bool>(), code == 0);
+    if (j.contains("error")) continue;  // an error document (docs/errors.md) has none
+    const std::string command = args.substr(0, args.find(' '));
+    ASSERT_TRUE(j.contains("schema")) << out.substr(0, 300);
+    EXPECT_EQ(j["schema"].dump(), "\"fp4forge." + command + "/1\"") << out.substr(0, 300);
   }
 }
 

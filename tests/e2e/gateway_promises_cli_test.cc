@@ -67,6 +67,7 @@ TEST(GatewayPromisesCli, SwapWritesItsKeyAddCreatesCheckSeesTheOldBackend) {
   CliRun added = cli(add + " --alias char-rp-fast --model-info id=char-rp-fast-1 --json", env);
   ASSERT_EQ(added.rc, 0) << added.out << added.err;
   const auto aj = nlohmann::json::parse(added.out);
+  EXPECT_EQ(aj["schema"], "fp4forge.gateway/1");
   EXPECT_EQ(aj["command"], "add");
   EXPECT_TRUE(aj["changed"].get<bool>());
   EXPECT_NE(slurp(cfg).find("  - model_name: char-rp-fast\n"), std::string::npos) << slurp(cfg);

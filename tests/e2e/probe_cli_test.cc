@@ -59,6 +59,7 @@ TEST(ProbeCli, HealthyServerExitsZeroAndJsonParses) {
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["ok"].get<bool>());
+  EXPECT_EQ(j["schema"], "fp4forge.probe/1");
   EXPECT_EQ(j["url"], srv.url());
   EXPECT_EQ(j["checks"].size(), 11u);
   EXPECT_EQ(j["summary"]["fail"], 0);
