@@ -218,6 +218,8 @@ Result<EmittedFiles> emit_compose(const Plan& plan, const std::filesystem::path&
     const SeatPlacement& p = plan.placements[s];
     if (p.placed && p.fits)
       seats.push_back(s);
+    else if (!p.replaced_by.empty())  // it stops for the seat that replaces it: not a seat left out (tryout R-M1)
+      out.stopped_seats.push_back(plan.seats[s].arg.name);
     else if (p.cannot_start && !p.blocker.empty())
       // vLLM refuses it, or its host port clashes: not a seat left out for memory, a set that cannot start (issue
       // 55 tryout: the others' stacks were written beside a warning)
@@ -234,6 +236,9 @@ Result<EmittedFiles> emit_compose(const Plan& plan, const std::filesystem::path&
   // A stack is the product, not the folder: a seat vLLM could not start refuses the whole set (issue 51 #3).
   for (std::size_t s : seats)
     for (const auto& b : plan.seats[s].serving.blockers) out.refused.push_back({plan.seats[s].arg.name, b});
+  // Then every check doctor runs: a stack is not written for a folder doctor rejects (tryout R-H1).
+  for (std::size_t s : seats)
+    for (auto& b : doctor_blockers(plan.seats[s])) out.refused.push_back({plan.seats[s].arg.name, std::move(b)});
   if (!out.refused.empty()) return out;
   std::vector<std::pair<std::filesystem::path, std::string>> files;
   for (std::size_t s : seats) {

@@ -153,6 +153,16 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
     FP4FORGE_ASSIGN_OR_RETURN(EmittedFiles files, emit_compose(r.plan, p.compose_dir, p.compose));
     r.compose_files = std::move(files.files);
     r.compose_skipped = std::move(files.skipped_seats);
+    r.compose_stopped = std::move(files.stopped_seats);
+    for (const auto& name : r.compose_stopped) {
+      const auto s = static_cast<std::size_t>(std::find_if(r.plan.seats.begin(), r.plan.seats.end(),
+                                                           [&](const SeatModel& m) { return m.arg.name == name; }) -
+                                              r.plan.seats.begin());
+      r.plan.notes.push_back(
+          fmt::format("--emit-compose: seat '{}' stops for seat '{}' (replaces=): no stack written "
+                      "for it; stop its running stack before starting '{}''s",
+                      name, r.plan.placements[s].replaced_by, r.plan.placements[s].replaced_by));
+    }
     r.compose_refused = std::move(files.refused);
     for (const auto& f : files.stale)
       r.warnings.push_back(
@@ -219,6 +229,7 @@ nlohmann::ordered_json to_json(const PlanResult& r) {
   j["outputs"] = {{"svg", r.svg.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.svg.string())},
                   {"compose_files", std::move(files)},
                   {"compose_skipped", r.compose_skipped},
+                  {"compose_stopped", r.compose_stopped},
                   {"compose_refused", std::move(refused)}};
   return j;
 }
@@ -236,12 +247,14 @@ std::string refused_seats(const PlanResult& r) {
 std::vector<std::string> compose_refusal_lines(const PlanResult& r) {
   std::vector<std::string> out;
   for (const auto& x : r.compose_refused)
-    out.push_back(fmt::format("--emit-compose: seat '{}' cannot start: {}; fix: {}{}", x.seat, x.blocker.reason,
-                              x.blocker.fix,
+    // A doctor error may start and serve garbage (a NaN scale): "fails doctor", not "cannot start".
+    out.push_back(fmt::format("--emit-compose: seat '{}' {}: {}; fix: {}{}", x.seat,
+                              x.blocker.kind == "doctor-error" ? "fails doctor's checks" : "cannot start",
+                              x.blocker.reason, x.blocker.fix,
                               x.blocker.sized_only ? ", or plan without --emit-compose to size it" : ""));
   if (!out.empty())
     out.push_back(
-        fmt::format("--emit-compose: nothing written: the stack of seat(s) '{}' could not start (a "
+        fmt::format("--emit-compose: nothing written: the stack of seat(s) '{}' could not start or serve (a "
                     "stack must start and pass fp4forge probe, as its compose.yaml header names it, or is not written)",
                     refused_seats(r)));
   return out;
@@ -255,7 +268,7 @@ std::string to_text(const PlanResult& r) {
   // "all seats fit" under exit 1).
   if (!r.compose_refused.empty())
     out += fmt::format(
-        "--emit-compose: nothing written: seat(s) '{}' cannot start as planned (why: above and on "
+        "--emit-compose: nothing written: seat(s) '{}' cannot start or serve as planned (why: above and on "
         "stderr)\n",
         refused_seats(r));
   return out;

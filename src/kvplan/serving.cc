@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "fp4forge/core/dtype.h"
+#include "fp4forge/diagnose/diagnose.h"
 #include "fp4forge/kvplan/seat.h"
 #include "fp4forge/kvplan/vllm_args.h"
 #include "fp4forge/model/serving_files.h"
@@ -107,6 +108,32 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
 }
 
 }  // namespace
+
+std::vector<StartBlocker> doctor_blockers(const SeatModel& m) {
+  std::vector<StartBlocker> out;
+  if (!m.serving.blockers.empty()) return out;  // said already; a sized-only folder is not a checkpoint to serve
+  doctor::DiagnoseOptions o;
+  if (m.rules.major == 0) o.vllm_minor = m.rules.minor;
+  const std::string dir = m.arg.dir.string();
+  auto d = doctor::diagnose(m.arg.dir, o);
+  if (!d) {
+    out.push_back({"doctor-error", fmt::format("doctor's checks could not run: {}", d.error().describe()),
+                   fmt::format("fp4forge doctor {} says the same; fix the folder, then plan again", dir)});
+    return out;
+  }
+  const bool own_tokenizer = has_vllm_flag(m.arg.vllm_args, "tokenizer");
+  const bool own_template = has_vllm_flag(m.arg.vllm_args, "chat-template");
+  for (const Finding& f : (*d)->findings) {
+    if (f.severity != Severity::ERROR) continue;
+    if (own_tokenizer && (f.kind.starts_with("tokenizer-") || f.kind == "missing-tokenizer")) continue;
+    if (own_template && f.kind.find("chat-template") != std::string::npos) continue;
+    out.push_back({"doctor-error", fmt::format("doctor: {}: {}", f.kind, f.message),
+                   f.fix            ? fmt::format("fp4forge doctor {} --fix ({})", dir, *f.fix)
+                   : f.hint.empty() ? fmt::format("see fp4forge doctor {}", dir)
+                                    : f.hint});
+  }
+  return out;
+}
 
 std::string vllm_image_tag(const VllmRules& r) { return fmt::format("v{}.{}.{}", r.major, r.minor, r.patch); }
 

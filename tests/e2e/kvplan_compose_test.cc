@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <algorithm>
 #include <map>
 #include <filesystem>
@@ -236,6 +237,80 @@ TEST_F(KvplanCompose, ASeatKeyIsCarriedByNameNeverWritten) {
   for (std::string line; std::getline(f, line);)
     if (line.find("prove it before traffic") != std::string::npos) header = line;
   EXPECT_NE(header.find("--model q --api-key-env SEAT_KEY"), std::string::npos) << header;
+}
+
+// Tryout R-H1: a stack was written (exit 0) for folders verify and doctor reject. With --emit-compose every check
+// doctor runs gates the stack: a NaN scale byte in fp4forge's own output, a tokenizer cap below the context.
+TEST_F(KvplanCompose, AFolderDoctorRejectsGetsNoStack) {
+  const stdfs::path qd = tmp_ / "q";
+  std::string out, err;
+  ASSERT_EQ(fp4forge::testutil::run_cli("quantize " + q(kData + "/llama") + " " + q(qd) + " --no-progress", &out, &err),
+            0)
+      << err;
+  // One E4M3 NaN byte (0x7F) in the first weight_scale of the first shard that holds one.
+  bool patched = false;
+  for (const auto& e : stdfs::directory_iterator(qd)) {
+    if (patched || e.path().extension() != ".safetensors") continue;
+    std::string bytes = slurp(e.path());
+    std::uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const auto h = nlohmann::json::parse(bytes.substr(8, n));
+    for (const auto& [name, t] : h.items())
+      if (name.ends_with(".weight_scale") && !patched) {
+        bytes[8 + n + t["data_offsets"][0].get<std::size_t>()] = static_cast<char>(0x7F);
+        patched = true;
+      }
+    if (patched) std::ofstream(e.path(), std::ios::binary) << bytes;
+  }
+  ASSERT_TRUE(patched);
+  const stdfs::path d = tmp_ / "deploy";
+  EXPECT_EQ(plan("--seat n=" + q(qd) + kGpu + " --emit-compose " + q(d) + " --json", &out, &err), 1) << err;
+  EXPECT_FALSE(stdfs::exists(d));
+  EXPECT_NE(err.find("seat 'n' fails doctor's checks: doctor: scale-nan-byte:"), std::string::npos) << err;
+  EXPECT_NE(err.find("could not start or serve"), std::string::npos) << err;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["outputs"]["compose_refused"].size(), 1u) << out;
+  EXPECT_EQ(j["outputs"]["compose_refused"][0]["kind"], "doctor-error");
+  // Sizing alone reads no scale: the plan is still the answer (exit 0).
+  EXPECT_EQ(plan("--seat n=" + q(qd) + kGpu, &out, &err), 0) << err;
+  // A tokenizer cap below the context: refused, unless the container brings its own tokenizer.
+  const stdfs::path tl = copy("llama", "capped");
+  auto tc = nlohmann::json::parse(slurp(tl / "tokenizer_config.json"));
+  tc["model_max_length"] = 64;
+  write(tl / "tokenizer_config.json", tc.dump());
+  EXPECT_EQ(plan("--seat t=" + q(tl) + kGpu + " --emit-compose " + q(d), &out, &err), 1) << err;
+  EXPECT_NE(err.find("seat 't' fails doctor's checks: doctor: tokenizer-max-length:"), std::string::npos) << err;
+  EXPECT_FALSE(stdfs::exists(d));
+  EXPECT_EQ(plan("--seat 't=" + tl.string() + ":vllm_args=--tokenizer /models/tok'" + kGpu + " --emit-compose " + q(d),
+                 &out, &err),
+            0)
+      << err;
+  EXPECT_TRUE(stdfs::exists(d / "t" / "compose.yaml"));
+}
+
+// Tryout R-M1: a seat that stops for another (replaces=) was warned about as "does not fit (short by 0 B)" and listed
+// in compose_skipped; it is a note and compose_stopped.
+TEST_F(KvplanCompose, ASeatThatStopsForAnotherIsNotASeatThatDoesNotFit) {
+  std::string out, err;
+  const stdfs::path d = tmp_ / "swap";
+  ASSERT_EQ(plan("--seat old=" + q(kData + "/llama") +
+                     ":gpu=0,gpu_memory_utilization=0.45 --seat new=" + q(kData + "/qwen3") +
+                     ":gpu=0,replaces=old,port=18965 --gpu 0=24GiB:used=12GiB --emit-compose " + q(d) + " --json",
+                 &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(err.find("does not fit"), std::string::npos) << err;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_TRUE(j["outputs"]["compose_skipped"].empty()) << out;
+  ASSERT_EQ(j["outputs"]["compose_stopped"].size(), 1u) << out;
+  EXPECT_EQ(j["outputs"]["compose_stopped"][0], "old");
+  EXPECT_TRUE(stdfs::exists(d / "new" / "compose.yaml"));
+  EXPECT_FALSE(stdfs::exists(d / "old"));
+  bool noted = false;
+  for (const auto& n : j["notes"])
+    noted |=
+        n.get<std::string>().find("seat 'old' stops for seat 'new' (replaces=): no stack written") != std::string::npos;
+  EXPECT_TRUE(noted) << j["notes"].dump();
 }
 
 // Each seat vLLM could not start: exit 1, one error line with the reason and the fix, nothing written.

@@ -57,6 +57,7 @@ struct ComposeRefusal {
 struct EmittedFiles {
   std::vector<std::filesystem::path> files;  ///< written, in order
   std::vector<std::string> skipped_seats;    ///< not fitting: no stack written
+  std::vector<std::string> stopped_seats;    ///< stopping for another seat (replaces=): no stack written
   std::vector<ComposeRefusal> refused;       ///< non-empty: nothing was written (every blocker of every seat)
   /** Stacks an earlier plan wrote into DIR for seats this plan does not have (DIR/NAME/compose.yaml with plan's
    * header): left in place, said (issue 55 tryout H: --force with fewer seats left one silently). */

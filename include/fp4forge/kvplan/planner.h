@@ -37,6 +37,7 @@ struct PlanResult {
   std::filesystem::path svg;                        ///< written ("" = none)
   std::vector<std::filesystem::path> compose_files;  ///< written, in order
   std::vector<std::string> compose_skipped;         ///< seats without a stack (they do not fit)
+  std::vector<std::string> compose_stopped;         ///< seats without a stack (they stop for another, replaces=)
   /** Seats that fit but vLLM could not start (serving.h): --emit-compose wrote nothing (exit 1). */
   std::vector<ComposeRefusal> compose_refused;
   std::vector<std::string> warnings;                ///< one per skipped seat
@@ -45,7 +46,8 @@ struct PlanResult {
 /** Errors: USAGE (bad arguments, pins), BAD_INPUT (configs), IO (files, nvidia-smi). */
 Result<PlanResult> plan_seats(const PlanParams& params);
 
-/** to_json(plan) plus "outputs": {"svg", "compose_files", "compose_skipped", "compose_refused"} (docs/cli/plan.md). */
+/** to_json(plan) plus "outputs": {"svg", "compose_files", "compose_skipped", "compose_stopped", "compose_refused"}
+ * (docs/cli/plan.md). */
 nlohmann::ordered_json to_json(const PlanResult& r);
 /** The error lines of a refused --emit-compose: one per blocker ("seat 'x' cannot start: REASON; fix: FIX"), then
  * one saying nothing was written; empty when nothing was refused. */

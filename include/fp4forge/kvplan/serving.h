@@ -29,7 +29,8 @@ struct SeatModel;
 
 /** Why vLLM cannot start a seat, and what makes it start. */
 struct StartBlocker {
-  std::string kind;    ///< config-only | header-only | no-tokenizer | no-chat-template | mtp-missing | config-form
+  std::string kind;    ///< config-only | header-only | no-tokenizer | no-chat-template | mtp-missing | config-form |
+                       ///< doctor-error (doctor_blockers)
   std::string reason;  ///< one clause, no trailing period
   std::string fix;     ///< what to run or change
   /** The folder sizes the seat but no stack starts from it (config-only, header-only): the plan is still the
@@ -76,6 +77,12 @@ ParserChoice choose_parser(Family family, ParserKind kind, const VllmRules& rule
 
 /** Everything above for a loaded seat; `ck` is its opened checkpoint (the MTP check reads its tensor names). */
 SeatServing plan_serving(const SeatModel& m, const Checkpoint& ck);
+
+/** --emit-compose's last gate: every check doctor runs on the seat's folder (doctor::diagnose, with the planned vLLM
+ * release as doctor's --vllm-version), each error a blocker of kind "doctor-error" (tryout R-H1: a stack was written
+ * for a checkpoint with a NaN scale, which verify and doctor reject). Findings that vllm_args overrides (a
+ * --tokenizer or --chat-template of the container's) are left out; a seat the plan already blocks is not checked. */
+std::vector<StartBlocker> doctor_blockers(const SeatModel& m);
 
 /** The vLLM flags of the seat's parsers and extra args, in order (after plan's engine flags). */
 std::vector<std::string> serving_args(const SeatServing& s);
