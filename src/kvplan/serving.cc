@@ -1,6 +1,9 @@
 // How a planned seat is served: image, parsers, extra flags, and why vLLM could not start it (serving.h).
 #include "fp4forge/kvplan/serving.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -112,6 +115,14 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
 std::vector<StartBlocker> doctor_blockers(const SeatModel& m) {
   std::vector<StartBlocker> out;
   if (!m.serving.blockers.empty()) return out;  // said already; a sized-only folder is not a checkpoint to serve
+  // A folder without weights is config-only, a blocker of its own (find_blockers): doctor's checks are for a
+  // checkpoint a stack serves.
+  std::error_code ec;
+  bool any_weights = false;
+  for (auto it = std::filesystem::directory_iterator(m.arg.dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    any_weights |= it->path().extension() == ".safetensors";
+  if (!any_weights) return out;
   doctor::DiagnoseOptions o;
   if (m.rules.major == 0) o.vllm_minor = m.rules.minor;
   const std::string dir = m.arg.dir.string();
