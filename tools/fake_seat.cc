@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
   app.add_option("--kv-blocks", o.kv_blocks, "num_gpu_blocks in /metrics (default 2048; 0 = no /metrics)");
   app.add_option("--block-size", o.block_size, "block_size in /metrics (default 16)")->check(CLI::Range(1, 4096));
   bool text_only = false;
-  app.add_flag("--text-only", text_only, "refuse images as a text-only model does");
+  app.add_flag("--text-only", text_only,
+               "refuse images as a text-only model does (probe's vision check skips; with --multimodal it fails)");
   app.add_option("--litellm-api-base", o.litellm_api_base, "answer as a LiteLLM proxy routing to this api_base");
   app.add_option("--litellm-model-id", o.litellm_model_id, "answer as a LiteLLM proxy naming this deployment id");
   o.max_lifetime_s = 60.0;

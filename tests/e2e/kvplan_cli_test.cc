@@ -147,8 +147,23 @@ TEST_F(KvplanCli, ConfigOnlyFolderNeedsWeightsSize) {
   EXPECT_EQ(j["seats"][0]["weights"]["bytes"], 2ull << 30);
   EXPECT_EQ(j["seats"][0]["weights"]["source"], "given");
   EXPECT_EQ(j["seats"][0]["options"]["max_num_batched_tokens"], 2048);  // < 70 GiB GPU
-  r = run("--seat c=" + tmp_.string() + " --gpu 0=24GiB");
+  const std::string err_file = (tmp_ / "err.txt").string();
+  r = run("--seat c=" + tmp_.string() + " --gpu 0=24GiB", err_file);
   EXPECT_EQ(r.rc, 3);
+  std::string err = slurp(err_file);
+  EXPECT_NE(err.find("hint: for a config-only folder give the weight size as weights=SIZE"), std::string::npos) << err;
+  // A checkpoint with a truncated shard is not config-only: weights= would not pass it, so no such hint (tryout R-M2).
+  const stdfs::path tr = tmp_ / "truncated";
+  stdfs::create_directories(tr);
+  for (const auto& e : stdfs::directory_iterator(kData + "/qwen3"))
+    stdfs::copy_file(e.path(), tr / e.path().filename());
+  stdfs::resize_file(tr / "model-00002-of-00002.safetensors",
+                     stdfs::file_size(tr / "model-00002-of-00002.safetensors") - 100);
+  r = run("--seat t=" + tr.string() + " --gpu 0=24GiB", err_file);
+  EXPECT_EQ(r.rc, 3);
+  err = slurp(err_file);
+  EXPECT_NE(err.find("file truncated?"), std::string::npos) << err;
+  EXPECT_EQ(err.find("weights=SIZE"), std::string::npos) << err;
 }
 
 TEST_F(KvplanCli, ExitCodes) {
