@@ -146,6 +146,28 @@ Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::str
   return hit;
 }
 
+namespace {
+// The aliases whose deployments (litellm_params) differ between two texts of one config, present after (a retired
+// alias has nothing to check); none when either text does not parse.
+std::vector<std::string> aliases_moved(const std::string& before, const std::string& after, const std::string& path) {
+  auto a = parse(before, path, split_keep(before));
+  auto b = parse(after, path, split_keep(after));
+  if (!a || !b) return {};
+  auto deployments = [](const Parsed& p) {
+    std::map<std::string, std::multiset<std::string>> m;
+    for (const Entry& e : p.entries) m[e.alias].insert(dump(child(e.view, "litellm_params")));
+    return m;
+  };
+  const auto da = deployments(*a), db = deployments(*b);
+  std::vector<std::string> out;
+  for (const auto& [alias, ds] : db) {
+    const auto it = da.find(alias);
+    if (it == da.end() || it->second != ds) out.push_back(alias);
+  }
+  return out;
+}
+}  // namespace
+
 // `kept`: deployments of the alias left after a retire of some (0 after a swap or a whole-alias retire).
 std::vector<std::string> next_steps_after_edit(const std::string& path, const std::string& alias, bool retired,
                                                std::size_t kept, const std::string& check_flags) {
@@ -322,6 +344,13 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
                       src.string());
   out.changed = true;
   out.next_steps = {fmt::format("reload LiteLLM: restart the proxy that reads {} (it reads the file at start-up)", path)};
+  // The aliases the rollback moved, proven as clients see them once the proxy is reloaded (tryout R-L2: a proxy not
+  // reloaded after a rollback kept answering from the seat it rolled away from).
+  for (const std::string& alias : aliases_moved(current, restored, path))
+    out.next_steps.push_back(
+        fmt::format("prove '{}' as clients see it: fp4forge gateway check --config {} --alias {} "
+                    "--url http://LITELLM_HOST:4000",
+                    mask_inline(alias), path, mask_inline(alias)));
   return out;
 }
 

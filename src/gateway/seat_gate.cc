@@ -282,9 +282,16 @@ namespace {
 std::string gateway_check_flags(const std::vector<Check>& checks, const probe::ProbeOptions& po) {
   std::string f;
   if (!checks.empty()) {
+    // What --no-tools / --text-only skip is not listed (tryout R-L1: "--checks ...,tools,... --no-tools"), and a
+    // list of every other check is no list at all.
     std::vector<std::string> names;
-    for (Check c : checks) names.emplace_back(probe::check_name(c));
-    f += fmt::format(" --checks {}", fmt::join(names, ","));
+    std::size_t skipped = 0;
+    for (Check c : probe::all_checks()) {
+      const bool off = (c == Check::TOOLS && po.no_tools) || (c == Check::VISION && po.vision == VisionMode::TEXT_ONLY);
+      if (off) ++skipped;
+      if (!off && std::find(checks.begin(), checks.end(), c) != checks.end()) names.emplace_back(probe::check_name(c));
+    }
+    if (names.size() + skipped < probe::all_checks().size()) f += fmt::format(" --checks {}", fmt::join(names, ","));
   }
   if (po.vision == VisionMode::MULTIMODAL) f += " --multimodal";
   if (po.vision == VisionMode::TEXT_ONLY) f += " --text-only";

@@ -149,7 +149,10 @@ ProbeReport probe_impl(HttpClient& client, const std::function<std::unique_ptr<H
       CheckResult r;
       r.check = checks[order[0]];
       // Masked as run_one masks a check's detail: a 401 body may echo the key (ProbeChecks.ApiKeyIsSentAndNeverEchoed).
-      fail(r, shared.unauthorized ? "unauthorized" : c.cls, mask_secret(mask_secret(c.detail, opts.api_key), password));
+      // Said as the listing, not the check's own request (tryout R-L3: a 401 of GET /v1/models on the prose row).
+      fail(r, shared.unauthorized ? "unauthorized" : c.cls,
+           "not sent: the model listing read first (to size the answer budget) failed: " +
+               mask_secret(mask_secret(c.detail, opts.api_key), password));
       done(order[0], std::move(r));
       next = 1;
     } else if (c.ok) {

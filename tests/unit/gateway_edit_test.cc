@@ -185,13 +185,32 @@ TEST_F(Gateway, SwapNextStepCheckCarriesTheGateFlags) {
   EXPECT_NE(r->next_steps[1].find("--alias chat --url http://LITELLM_HOST:4000 --text-only --no-tools"),
             std::string::npos)
       << r->next_steps[1];
-  // Without them, the check is the plain one.
+  // Without them, the check is the plain one. The rollback's next steps prove the alias it moved back (tryout R-L2).
   auto bak = gateway_rollback(cfg_);
   ASSERT_TRUE(bak.ok()) << bak.error().message;
+  ASSERT_EQ(bak->next_steps.size(), 2u) << ::testing::PrintToString(bak->next_steps);
+  EXPECT_NE(bak->next_steps[1].find("prove 'chat' as clients see it: fp4forge gateway check --config " + cfg_.string() +
+                                    " --alias chat --url http://LITELLM_HOST:4000"),
+            std::string::npos)
+      << bak->next_steps[1];
   auto plain = gateway_swap(cfg_, swap_to(srv));
   ASSERT_TRUE(plain.ok()) << plain.error().message;
   ASSERT_EQ(plain->next_steps.size(), 3u);
   EXPECT_TRUE(plain->next_steps[1].ends_with("--url http://LITELLM_HOST:4000")) << plain->next_steps[1];
+  // Checks a flag skips are not listed; every other check is no --checks at all (tryout R-L1).
+  ASSERT_TRUE(gateway_rollback(cfg_).ok());
+  o.checks = probe::all_checks();
+  auto listed = gateway_swap(cfg_, o);
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  ASSERT_EQ(listed->next_steps.size(), 3u);
+  EXPECT_TRUE(listed->next_steps[1].ends_with("--url http://LITELLM_HOST:4000 --text-only --no-tools"))
+      << listed->next_steps[1];
+  ASSERT_TRUE(gateway_rollback(cfg_).ok());
+  o.checks = {probe::Check::MODELS, probe::Check::PROSE, probe::Check::LOGPROBS, probe::Check::TOOLS};
+  auto some = gateway_swap(cfg_, o);
+  ASSERT_TRUE(some.ok()) << some.error().message;
+  EXPECT_NE(some->next_steps[1].find(" --checks models,prose,logprobs --text-only --no-tools"), std::string::npos)
+      << some->next_steps[1];
 }
 
 TEST_F(Gateway, SwapRefusedWhenProbeFails) {

@@ -227,6 +227,9 @@ TEST(ProbeBudget, AShortSeatPassesTheDefaultProbeWithTheBudgetSaid) {
   const ProbeReport dead = run_probe(dead_url, o.model, {Check::PROSE, Check::LOGPROBS}, po);
   EXPECT_TRUE(dead.unreachable);
   ASSERT_EQ(dead.checks[0].status, CheckStatus::FAIL);
+  EXPECT_NE(dead.checks[0].detail.find("not sent: the model listing read first (to size the answer budget) failed: "),
+            std::string::npos)
+      << dead.checks[0].detail;
   EXPECT_EQ(dead.checks[1].status, CheckStatus::SKIP);
   EXPECT_EQ(dead.checks[1].classification, "not-run");
 }
