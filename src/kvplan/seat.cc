@@ -479,13 +479,7 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
     Error e = std::move(ck).error();
     // Only a folder with no weights at all is config-only: a truncated or missing shard of a checkpoint is not
     // passed by weights= (tryout R-M2: the hint was added to those, and following it gave the same error).
-    std::error_code ec;
-    bool any_weights = false;
-    for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
-         it.increment(ec))
-      any_weights |=
-          it->path().extension() == ".safetensors" || it->path().filename() == "model.safetensors.index.json";
-    if (e.code == Errc::BAD_INPUT && !arg.weights && !any_weights &&
+    if (e.code == Errc::BAD_INPUT && !arg.weights && !holds_weight_files(dir) &&
         e.message.find("safetensors") != std::string::npos && e.message.find("weights=") == std::string::npos)
       e.message += "; hint: for a config-only folder give the weight size as weights=SIZE";
     e.message = fmt::format("seat '{}': {}", arg.name, e.message);

@@ -117,12 +117,7 @@ std::vector<StartBlocker> doctor_blockers(const SeatModel& m) {
   if (!m.serving.blockers.empty()) return out;  // said already; a sized-only folder is not a checkpoint to serve
   // A folder without weights is config-only, a blocker of its own (find_blockers): doctor's checks are for a
   // checkpoint a stack serves.
-  std::error_code ec;
-  bool any_weights = false;
-  for (auto it = std::filesystem::directory_iterator(m.arg.dir, ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec))
-    any_weights |= it->path().extension() == ".safetensors";
-  if (!any_weights) return out;
+  if (!holds_weight_files(m.arg.dir)) return out;
   doctor::DiagnoseOptions o;
   if (m.rules.major == 0) o.vllm_minor = m.rules.minor;
   const std::string dir = m.arg.dir.string();

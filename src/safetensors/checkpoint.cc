@@ -489,4 +489,14 @@ Result<Checkpoint> Checkpoint::from_memory(ojson config, std::vector<MemoryTenso
   return ck;
 }
 
+bool holds_weight_files(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    if (ends_with(it->path().filename().string(), kShardSuffix) ||
+        it->path().filename() == "model.safetensors.index.json")
+      return true;
+  return false;
+}
+
 }  // namespace fp4forge

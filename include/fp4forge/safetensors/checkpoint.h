@@ -113,6 +113,10 @@ class Checkpoint {
   std::vector<CheckpointNote> notes_;
 };
 
+/** True when `dir` holds a `*.safetensors` file or `model.safetensors.index.json`: a checkpoint's weights, whole or
+ * broken, as opposed to a config-only folder (plan's weights= case). A folder that cannot be listed holds none. */
+bool holds_weight_files(const std::filesystem::path& dir);
+
 /** Parses JSON text with a size/depth bound (BAD_INPUT with line/column on syntax errors). */
 Result<nlohmann::ordered_json> parse_json_bounded(std::string_view text, std::string_view source,
                                                   std::size_t max_depth = 64);
