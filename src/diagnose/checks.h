@@ -25,6 +25,10 @@ void check_quantized(const Context& ctx, FindingSink& out);
  * 16-bit weights (issue 27 #13). */
 void check_fp8_claims(const Context& ctx, FindingSink& out);
 
+/** tensor-dtype: a float parameter in an integer dtype (error), or in the other 16-bit float than config.json's
+ * dtype (warning) (check_dtypes.cc). */
+void check_tensor_dtypes(const Context& ctx, FindingSink& out);
+
 /** config-value-unusable: max_position_embeddings, rope_theta and the rope blocks (check_config_values.cc). */
 void check_config_values(const Context& ctx, FindingSink& out);
 

@@ -45,6 +45,7 @@ void run_checks(const Context& ctx, FindingSink& out) {
   check_gemma4_globals(ctx, out);
   check_config_shapes(ctx, out);
   check_config_values(ctx, out);
+  check_tensor_dtypes(ctx, out);
   check_modalities(ctx, out);
   check_mtp(ctx, out);
   check_processor(ctx, out);

@@ -109,6 +109,9 @@ inline constexpr FindingKind kFindingKinds[] = {
     {"shard-not-in-index", Severity::INFO, false, "",
      "a *.safetensors file the index does not name (Mistral's consolidated.safetensors, a leftover): vLLM and "
      "transformers never load it, quantize does not copy it", kInDoctor | kInVerify},
+    {"tensor-dtype", Severity::ERROR, false, "",
+     "a norm, embedding, head or (unquantized) Linear parameter in an integer dtype (error); one in the other "
+     "16-bit float than config.json's dtype (warning)", kInDoctor},
     {"header-only-weights", Severity::ERROR, false, "",
      "shards written by `synth --header-only`: their data reads as zeros; for plan, inspect and doctor's layout "
      "checks, never for quantize or serving", kInDoctor},
