@@ -136,6 +136,18 @@ std::string compose_yaml(const Plan& plan, std::size_t seat, const ComposeOption
                                  serves_tools(m.serving) ? ""
                                                          : " --no-tools (the stack passes no tool-call parser: "
                                                            "the seat serves no tools)"));
+  // The KV pool is not part of that proof: plan's figure is an estimate, which the seat's own pool may miss by more
+  // than the kv check's 2 % (tryout S-M3: said nowhere that the header's probe does not check it). The comparison
+  // is its own line, with what a difference means.
+  e << YAML::Newline
+    << YAML::Comment(fmt::format(
+           "the probe above does not compare the KV pool with this plan; to compare: fp4forge probe "
+           "http://localhost:{} "
+           "--model {}{} --checks kv --expect-kv-tokens {} (num_blocks {} x block {}; over 2 % off: not the seat "
+           "planned, or the estimate is: plan log=THE_SEATS_LOG learns the seat's own figures)",
+           host_port(a, seat), a.served_name, a.api_key_env.empty() ? "" : " --api-key-env " + a.api_key_env,
+           static_cast<std::uint64_t>(p.num_blocks) * static_cast<std::uint64_t>(m.layout.attn_block_size),
+           p.num_blocks, m.layout.attn_block_size));
   e << YAML::Newline;
   e << YAML::BeginMap;
   e << YAML::Key << "name" << YAML::Value << Str{compose_project_name(a.name)};

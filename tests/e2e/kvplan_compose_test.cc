@@ -142,6 +142,20 @@ TEST_F(KvplanCompose, AVersionBeforeTheParserGetsNoFlagAndANote) {
   }
   const std::string qy = slurp(d / "q" / "compose.yaml");  // it serves tools: the plain probe proves it
   EXPECT_NE(qy.find("# prove it before traffic: fp4forge probe http://localhost:"), std::string::npos) << qy;
+  // The KV pool is said to be outside that proof, with the comparison as the plan's JSON gives it (tryout S-M3).
+  {
+    std::string jo, je;
+    ASSERT_EQ(plan("--seat 'q=" + q3.string() + ":vllm_version=0.8'" + kGpu + " --json", &jo, &je), 0) << je;
+    const auto pj = nlohmann::json::parse(jo);
+    const std::uint64_t tokens = pj["seats"][0]["placement"]["num_blocks"].get<std::uint64_t>() *
+                                 pj["seats"][0]["kv"]["attention_block_size"].get<std::uint64_t>();
+    EXPECT_NE(qy.find("# the probe above does not compare the KV pool with this plan; to compare: fp4forge probe "
+                      "http://localhost:"),
+              std::string::npos)
+        << qy;
+    EXPECT_NE(qy.find("--model q --checks kv --expect-kv-tokens " + std::to_string(tokens) + " "), std::string::npos)
+        << qy;
+  }
   EXPECT_EQ(qy.find("--no-tools"), std::string::npos) << qy;
   EXPECT_NE(out.find("vLLM 0.8 has no 'qwen3' reasoning parser (first in 0.9.0, inferred)"), std::string::npos) << out;
 }
