@@ -361,6 +361,19 @@ Status run_gate(const Gate& g, const SeatOptions& o, EditResult& out, std::strin
         why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", probe::check_name(c.check), c.classification);
     out.refused = fmt::format("probe of {} (model '{}') failed ({}); {} left untouched", rep.url, model, why, g.path);
   }
+  // The alias's promised context against the backend's (tryout S-M2: model_info.max_input_tokens 4096, written by
+  // plan, kept after a swap to a seat of 1024: LiteLLM lets through prompts vLLM refuses).
+  const YAML::Node info = g.replaced != nullptr ? child(g.replaced->view, "model_info") : g.new_model_info;
+  const std::string declared = scalar_or(info, "max_input_tokens");
+  std::int64_t promised = -1;
+  if (!declared.empty() && declared.find_first_not_of("0123456789") == std::string::npos && declared.size() < 18)
+    promised = std::stoll(declared);
+  if (rep.served_max_model_len > 0 && promised > rep.served_max_model_len)
+    out.warnings.push_back(fmt::format(
+        "alias '{}' declares model_info.max_input_tokens {}, but the new backend serves max_model_len {}: LiteLLM "
+        "lets through prompts of up to {} tokens that vLLM refuses (HTTP 400); lower max_input_tokens in {} to at "
+        "most {}, or serve a longer max_model_len",
+        g.alias, promised, rep.served_max_model_len, promised, g.path, rep.served_max_model_len));
   out.probe = std::move(rep);
   return {};
 }

@@ -193,6 +193,7 @@ ProbeReport probe_impl(HttpClient& client, const std::function<std::unique_ptr<H
     any_response = answered;
   }
   rep.unreachable = dead && !any_response;
+  rep.served_max_model_len = shared.served_max_model_len;
   return rep;
 }
 

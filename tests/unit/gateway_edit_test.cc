@@ -213,6 +213,33 @@ TEST_F(Gateway, SwapNextStepCheckCarriesTheGateFlags) {
       << some->next_steps[1];
 }
 
+// Tryout S-M2: an alias that promises more context (model_info.max_input_tokens, as plan writes it) than the new
+// backend serves is said; one within it is not.
+TEST_F(Gateway, SwapSaysWhenTheAliasPromisesMoreContextThanTheBackendServes) {
+  write(
+      "model_list:\n  - model_name: chat\n    litellm_params:\n      model: hosted_vllm/old\n"
+      "      api_base: http://127.0.0.1:9/v1\n    model_info:\n      max_input_tokens: 4096\n");
+  FakeServerOptions so;
+  so.max_model_len = 1024;
+  FakeServer shorter(so);
+  SwapOptions o = swap_to(shorter);
+  o.probe_options.vision = probe::VisionMode::TEXT_ONLY;
+  auto r = gateway_swap(cfg_, o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->changed) << r->refused;
+  const std::string want =
+      "alias 'chat' declares model_info.max_input_tokens 4096, but the new backend serves "
+      "max_model_len 1024";
+  EXPECT_TRUE(std::any_of(r->warnings.begin(), r->warnings.end(), [&](const std::string& w) {
+    return w.find(want) != std::string::npos;
+  })) << ::testing::PrintToString(r->warnings);
+  ASSERT_TRUE(gateway_rollback(cfg_).ok());
+  FakeServer longer(FakeServerOptions{});  // 8192
+  auto ok = gateway_swap(cfg_, swap_to(longer));
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  for (const auto& w : ok->warnings) EXPECT_EQ(w.find("max_input_tokens"), std::string::npos) << w;
+}
+
 TEST_F(Gateway, SwapRefusedWhenProbeFails) {
   FakeServerOptions fo;
   fo.fault = Fault::CONTENT_NULL_LENGTH;

@@ -185,6 +185,9 @@ struct ProbeReport {
   std::vector<CheckResult> checks;
   /** True when no request reached an HTTP server (every one refused / unreachable). */
   bool unreachable = false;
+  /** The model's max_model_len as /v1/models lists it (vLLM does), when the probe read the listing (the models
+   * check, or the listing read first to fit the answer budget); -1 otherwise. */
+  std::int64_t served_max_model_len = -1;
   /** The keys of ProbeOptions::request_defaults / request_overrides sent with every POST (values not shown). */
   std::vector<std::string> request_extras;
   /** Keys of request_defaults the probe sets itself on every request (temperature, max_tokens): never sent, so
