@@ -213,6 +213,16 @@ Result<EditResult> gateway_add(const stdfs::path& config, const AddOptions& o) {
     g.new_params = child(item, "litellm_params");
     g.new_model_info = child(item, "model_info");
     g.alias_entries = live;
+    // A replica of a server the alias already routes to is one server counted twice (tryout S-L2: written silently).
+    for (const Entry* e : live) {
+      const YAML::Node lp = child(e->view, "litellm_params");
+      if (same_backend(scalar_or(lp, "api_base"), o.api_base) &&
+          strip_provider_prefix(scalar_or(lp, "model")) == strip_provider_prefix(o.backend_model))
+        out.warnings.push_back(fmt::format(
+            "alias '{}' already routes to {} (model '{}', line {}): this replica is the same server, which LiteLLM "
+            "then counts twice in its load balancing; retire one of them unless that is meant",
+            o.alias, util::redact_url(o.api_base), scalar_or(lp, "model"), e->dash_line + 1));
+    }
     out.warnings.insert(out.warnings.end(), lock.notes.begin(), lock.notes.end());
     FP4FORGE_TRY(gate_and_write(g, o, config, text, new_text, out));
     return out;

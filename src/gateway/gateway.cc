@@ -349,7 +349,8 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
   for (const std::string& alias : aliases_moved(current, restored, path))
     out.next_steps.push_back(
         fmt::format("prove '{}' as clients see it: fp4forge gateway check --config {} --alias {} "
-                    "--url http://LITELLM_HOST:4000",
+                    "--url http://LITELLM_HOST:4000 with the probe flags of its seat (--multimodal, --no-tools: as "
+                    "its compose.yaml header's probe has them)",
                     mask_inline(alias), path, mask_inline(alias)));
   return out;
 }

@@ -113,7 +113,7 @@ std::string vision_by_backend(const Gate& g, const SeatOptions& o, std::vector<s
                          util::redact_url(base), c.content.substr(0, 60));
     if (c.status == CheckStatus::FAIL)
       unknown.push_back(fmt::format("{} {} answered the vision check with {} ({})", who, util::redact_url(base),
-                                    c.classification, c.detail.substr(0, 200)));
+                                    c.classification, util::printable(c.detail, 300)));
   }
   // With --text-only given, the question is only whether the swap takes images away: not a flag to pass (issue 55
   // tryout: "pass --multimodal or --text-only" after --text-only).

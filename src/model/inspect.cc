@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "fp4forge/model/synth.h"
 #include "fp4forge/safetensors/checkpoint.h"
 #include "fp4forge/model/fp8_source.h"
 #include "fp4forge/model/quant_config.h"
@@ -125,6 +126,11 @@ Result<InspectReport> inspect_checkpoint(const Checkpoint& ckpt) {
   if (!ckpt.has_config())
     r.warnings.push_back("no config.json: family, geometry and layer types are unknown");
   for (const auto& n : ckpt.notes()) r.warnings.push_back(n.message);
+  // Said where a folder is first looked at (tryout S-L1: only doctor said it).
+  if (header_only_synth(ckpt))
+    r.warnings.push_back(
+        "written by `synth --header-only`: every tensor reads as zeros; a layout to size seats "
+        "(plan) and check (doctor), never a model to quantize or serve (doctor: header-only-weights)");
   if (info.family == Family::UNKNOWN && ckpt.has_config())
     r.warnings.push_back(fmt::format(
         "unknown model family (model_type '{}', architecture '{}'): roles are assigned by tensor name only",

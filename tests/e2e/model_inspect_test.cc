@@ -47,6 +47,23 @@ void expect_totals(const Json& j, const std::string& name) {
 
 }  // namespace
 
+// A header-only synth is said where a folder is first looked at, and a real checkpoint is not (tryout S-L1).
+TEST(InspectCli, AHeaderOnlySynthIsSaid) {
+  fp4forge::testutil::TempDir t;
+  std::string out, err;
+  ASSERT_EQ(run_cli("synth --arch llama --size tiny --header-only --no-progress --out " + q(t.path / "h"), &out, &err),
+            0)
+      << err;
+  const Json h = inspect_json((t.path / "h").string());
+  bool said = false;
+  for (const auto& w : h["warnings"])
+    said |=
+        w.get<std::string>().find("written by `synth --header-only`: every tensor reads as zeros") != std::string::npos;
+  EXPECT_TRUE(said) << h["warnings"].dump();
+  for (const auto& w : inspect_json(kData + "/llama")["warnings"])
+    EXPECT_EQ(w.get<std::string>().find("header-only"), std::string::npos) << w;
+}
+
 // gpt-oss's attention sinks and its fused experts' biases, and the routing bias of DeepSeek-V3-style MoEs, have roles:
 // inspect names every tensor of these checkpoints without a "no known role" warning.
 TEST(InspectCli, SinksAndBiasesHaveRoles) {

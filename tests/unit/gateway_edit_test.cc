@@ -190,7 +190,7 @@ TEST_F(Gateway, SwapNextStepCheckCarriesTheGateFlags) {
   ASSERT_TRUE(bak.ok()) << bak.error().message;
   ASSERT_EQ(bak->next_steps.size(), 2u) << ::testing::PrintToString(bak->next_steps);
   EXPECT_NE(bak->next_steps[1].find("prove 'chat' as clients see it: fp4forge gateway check --config " + cfg_.string() +
-                                    " --alias chat --url http://LITELLM_HOST:4000"),
+                                    " --alias chat --url http://LITELLM_HOST:4000 with the probe flags of its seat"),
             std::string::npos)
       << bak->next_steps[1];
   auto plain = gateway_swap(cfg_, swap_to(srv));

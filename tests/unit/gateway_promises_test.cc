@@ -390,6 +390,15 @@ TEST_F(Promises, AddRefusesAnExistingAliasUnlessReplica) {
   auto s = gateway_show(cfg_);
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE(any_of(s->warnings, "alias 'chat' has 2 deployments"));
+  EXPECT_FALSE(any_of(r->warnings, "this replica is the same server"));
+  // A replica of the very server it routes to already is said (tryout S-L2: written silently).
+  o.model_info = {{"id", "chat-c"}};
+  o.dry_run = true;
+  auto twice = gateway_add(cfg_, o);
+  ASSERT_TRUE(twice.ok()) << twice.error().message;
+  EXPECT_TRUE(any_of(twice->warnings, "this replica is the same server, which LiteLLM then counts twice"))
+      << ::testing::PrintToString(twice->warnings);
+  o.dry_run = false;
   o.alias = "nope";
   EXPECT_EQ(gateway_add(cfg_, o).error().code, Errc::USAGE);  // --replica of nothing
   // A new alias only the case tells from an existing one is said (issue 55 tryout: added without a word).
