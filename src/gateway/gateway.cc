@@ -149,7 +149,8 @@ Result<std::vector<const Entry*>> deployments_of(const Parsed& p, const std::str
 namespace {
 // The aliases whose deployments (litellm_params) differ between two texts of one config, present after (a retired
 // alias has nothing to check); none when either text does not parse.
-std::vector<std::string> aliases_moved(const std::string& before, const std::string& after, const std::string& path) {
+std::vector<std::pair<std::string, bool>> aliases_moved(const std::string& before, const std::string& after,
+                                                        const std::string& path) {
   auto a = parse(before, path, split_keep(before));
   auto b = parse(after, path, split_keep(after));
   if (!a || !b) return {};
@@ -159,12 +160,45 @@ std::vector<std::string> aliases_moved(const std::string& before, const std::str
     return m;
   };
   const auto da = deployments(*a), db = deployments(*b);
-  std::vector<std::string> out;
+  std::vector<std::pair<std::string, bool>> out;  // alias, and whether it says it takes images
   for (const auto& [alias, ds] : db) {
     const auto it = da.find(alias);
-    if (it == da.end() || it->second != ds) out.push_back(alias);
+    if (it != da.end() && it->second == ds) continue;
+    bool vision = false;
+    for (const Entry& e : b->entries)
+      vision |= e.alias == alias && scalar_or(child(e.view, "model_info"), "supports_vision") == "true";
+    out.emplace_back(alias, vision);
   }
   return out;
+}
+}  // namespace
+
+namespace {
+// A plain rollback never redoes: after a `rollback --to` an older backup, the newest backup is a state that rollback
+// undid (tryout T-M1: the printed "to undo" step re-routed the alias forward again). True when the file is at an
+// older backup and the last change was a rollback; `out` then says so and names the steps, nothing is written.
+bool back_past_newest(const stdfs::path& config, const std::string& current, EditResult& out) {
+  const auto baks = list_backups(config);
+  const auto keeps = backup::list(write_target(config), kRollbackInfix);
+  std::error_code ec1, ec2;
+  if (baks.size() < 2 || keeps.empty() ||
+      stdfs::last_write_time(keeps.back(), ec1) <= stdfs::last_write_time(baks.back(), ec2) || ec1 || ec2)
+    return false;
+  for (std::size_t i = baks.size() - 1; i-- > 0;) {
+    auto text = read_config(baks[i]);
+    if (!text.ok() || *text != current) continue;
+    out.warnings.push_back(
+        fmt::format("{} is at {}, where a rollback --to put it; the newest backup {} is a later "
+                    "state, which a plain rollback does not redo: nothing written",
+                    out.config, baks[i].string(), baks.back().string()));
+    if (i > 0)
+      out.next_steps.push_back(fmt::format("to go one step further back: fp4forge gateway rollback --config {} --to {}",
+                                           out.config, baks[i - 1].string()));
+    out.next_steps.push_back(fmt::format("to redo the undone change: fp4forge gateway rollback --config {} --to {}",
+                                         out.config, baks.back().string()));
+    return true;
+  }
+  return false;
 }
 }  // namespace
 
@@ -323,6 +357,7 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
   out.config = path;
   out.warnings = lock.notes;
   out.backup = src.string();  // the source of the restore
+  if (to.empty() && back_past_newest(config, current, out)) return out;
   if (restored == current) {
     // Already there (a second rollback): the step before it is the next older backup (issue 55 tryout: add then
     // retire could not be undone in two steps without knowing --to).
@@ -346,12 +381,13 @@ Result<EditResult> gateway_rollback(const stdfs::path& config, const stdfs::path
   out.next_steps = {fmt::format("reload LiteLLM: restart the proxy that reads {} (it reads the file at start-up)", path)};
   // The aliases the rollback moved, proven as clients see them once the proxy is reloaded (tryout R-L2: a proxy not
   // reloaded after a rollback kept answering from the seat it rolled away from).
-  for (const std::string& alias : aliases_moved(current, restored, path))
+  // --multimodal where the entry says it takes images (the gate swap applies); tools cannot be read from the file.
+  for (const auto& [alias, vision] : aliases_moved(current, restored, path))
     out.next_steps.push_back(
         fmt::format("prove '{}' as clients see it: fp4forge gateway check --config {} --alias {} "
-                    "--url http://LITELLM_HOST:4000 with the probe flags of its seat (--multimodal, --no-tools: as "
-                    "its compose.yaml header's probe has them)",
-                    mask_inline(alias), path, mask_inline(alias)));
+                    "--url http://LITELLM_HOST:4000{} (LITELLM_HOST: the proxy's host; add --no-tools for a seat "
+                    "that serves no tools, as its compose.yaml header's probe says)",
+                    mask_inline(alias), path, mask_inline(alias), vision ? " --multimodal" : ""));
   return out;
 }
 

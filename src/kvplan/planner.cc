@@ -193,7 +193,7 @@ Status write_outputs(const PlanParams& p, PlanResult& r) {
       }
     if (!r.compose_skipped.empty() && r.compose_skipped.size() == r.plan.seats.size())
       r.warnings.push_back("--emit-compose: no seat fits, nothing written");
-    if (r.compose_refused.empty() && loopback_host(p.compose.api_host))
+    if (r.compose_refused.empty() && !r.compose_files.empty() && loopback_host(p.compose.api_host))
       r.plan.notes.push_back(fmt::format(
           "--emit-compose: the LiteLLM entries reach the seats at http://{}:PORT/v1; a LiteLLM proxy in another "
           "container or on another host cannot reach {} (it is that container or host itself): pass --api-host with "

@@ -496,8 +496,12 @@ Result<SeatModel> load_seat(const SeatArg& given, std::optional<std::uint64_t> g
   if (!info.ok()) return config_error(std::move(info).error());
   m.info = std::move(*info);
   if (arg.kv.spec_tokens > 0 && m.info.mtp_num_hidden_layers < 1)
-    return make_error(Errc::USAGE, "seat '{}': spec_tokens={} needs an MTP module, but config.json has "
-                      "mtp_num_hidden_layers = 0; hint: drop spec_tokens", arg.name, arg.kv.spec_tokens);
+    // Said as what was read, not as a key the family may not have (tryout T-L4: llama has no mtp_num_hidden_layers).
+    return make_error(Errc::USAGE,
+                      "seat '{}': spec_tokens={} needs an MTP module, but config.json declares none "
+                      "(no MTP layer count: mtp_num_hidden_layers, num_nextn_predict_layers, ...); hint: drop "
+                      "spec_tokens",
+                      arg.name, arg.kv.spec_tokens);
 
   m.rules = arg.vllm;
   KvOptions ko = arg.kv;

@@ -478,8 +478,7 @@ nlohmann::ordered_json families_json() {
 }
 
 std::string families_text() {
-  std::string s = fmt::format("{} families in the registry (docs/DEVELOPING.md, \"The architecture registry\"):\n",
-                              families().size());
+  std::string s = fmt::format("{} families in the registry (docs/registry.md):\n", families().size());
   s += fmt::format("  {:<18} {:<18} {:<26} {:<4} {:<20} {}\n", "id", "name", "mixer", "moe", "mtp", "architectures");
   for (const auto& f : families()) {
     s += fmt::format("  {:<18} {:<18} {:<26} {:<4} {:<20} {}\n", f.id, f.display, mixer_name(f.mixer),

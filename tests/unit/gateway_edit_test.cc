@@ -190,7 +190,8 @@ TEST_F(Gateway, SwapNextStepCheckCarriesTheGateFlags) {
   ASSERT_TRUE(bak.ok()) << bak.error().message;
   ASSERT_EQ(bak->next_steps.size(), 2u) << ::testing::PrintToString(bak->next_steps);
   EXPECT_NE(bak->next_steps[1].find("prove 'chat' as clients see it: fp4forge gateway check --config " + cfg_.string() +
-                                    " --alias chat --url http://LITELLM_HOST:4000 with the probe flags of its seat"),
+                                    " --alias chat --url http://LITELLM_HOST:4000 (LITELLM_HOST: the proxy's host; "
+                                    "add --no-tools for a seat that serves no tools"),
             std::string::npos)
       << bak->next_steps[1];
   auto plain = gateway_swap(cfg_, swap_to(srv));
@@ -530,6 +531,27 @@ TEST_F(Gateway, ASecondRollbackNamesTheOlderBackup) {
       << again->next_steps[0];
   auto older = gateway_rollback(cfg_, baks[0]);
   ASSERT_TRUE(older.ok()) << older.error().message;
+  EXPECT_EQ(slurp(cfg_), kConfig);
+  // Tryout T-M1: a plain rollback now would restore the newest backup, a state the --to rollback undid: it does not
+  // redo, it says where the file is and names both ways on.
+  auto redo = gateway_rollback(cfg_);
+  ASSERT_TRUE(redo.ok()) << redo.error().message;
+  EXPECT_FALSE(redo->changed);
+  EXPECT_EQ(slurp(cfg_), kConfig);
+  EXPECT_TRUE(std::any_of(redo->warnings.begin(), redo->warnings.end(), [&](const std::string& w) {
+    return w.find("which a plain rollback does not redo: nothing written") != std::string::npos;
+  })) << ::testing::PrintToString(redo->warnings);
+  ASSERT_EQ(redo->next_steps.size(), 1u);  // at the oldest backup: nothing further back
+  EXPECT_NE(redo->next_steps[0].find("to redo the undone change: fp4forge gateway rollback --config " + cfg_.string() +
+                                     " --to " + baks[1].string()),
+            std::string::npos)
+      << redo->next_steps[0];
+  // A new edit after it: the plain rollback undoes that edit again.
+  FakeServer c(FakeServerOptions{});
+  ASSERT_TRUE(gateway_swap(cfg_, swap_to(c)).ok());
+  auto undo = gateway_rollback(cfg_);
+  ASSERT_TRUE(undo.ok()) << undo.error().message;
+  EXPECT_TRUE(undo->changed);
   EXPECT_EQ(slurp(cfg_), kConfig);
 }
 
