@@ -187,6 +187,7 @@ bool back_past_newest(const stdfs::path& config, const std::string& current, Edi
   for (std::size_t i = baks.size() - 1; i-- > 0;) {
     auto text = read_config(baks[i]);
     if (!text.ok() || *text != current) continue;
+    out.backup = baks[i].string();  // the state the file is at: "already identical to" it is true (tryout U-M1)
     out.warnings.push_back(
         fmt::format("{} is at {}, where a rollback --to put it; the newest backup {} is a later "
                     "state, which a plain rollback does not redo: nothing written",
