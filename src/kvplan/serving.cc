@@ -67,18 +67,23 @@ void find_blockers(const SeatModel& m, const Checkpoint& ck, SeatServing& s) {
   if (s.blockers.empty()) check_serving_files(m.arg.dir, "", files);
   for (const Finding& f : files.take()) {
     if (is_kind(f, finding_kind("missing-tokenizer")) && !has_vllm_flag(m.arg.vllm_args, "tokenizer"))
-      s.blockers.push_back({"no-tokenizer", "DIR holds no tokenizer file (tokenizer.json, tokenizer.model, vocab.json, "
+      s.blockers.push_back({"no-tokenizer",
+                            "DIR holds no tokenizer file (tokenizer.json, tokenizer.model, vocab.json, "
                             "...): vLLM's --tokenizer defaults to the model folder and start-up fails (doctor: "
                             "missing-tokenizer)",
-                            fmt::format("fp4forge quantize SRC {} --tokenizer-from REF writes the release's tokenizer "
-                                        "beside the weights (or copy its tokenizer files into DIR)", dir)});
+                            // DIR exists, and quantize refuses an existing DST (tryout U-H2): a new one, or a copy.
+                            fmt::format("copy the release's tokenizer files into {}, or write a new checkpoint with "
+                                        "them (fp4forge quantize SRC NEW_DST --tokenizer-from REF) and plan NEW_DST",
+                                        dir)});
     if (is_kind(f, finding_kind("missing-chat-template")) && !has_vllm_flag(m.arg.vllm_args, "chat-template"))
-      s.blockers.push_back({"no-chat-template", "DIR holds no chat template (chat_template.jinja, chat_template.json "
+      s.blockers.push_back({"no-chat-template",
+                            "DIR holds no chat template (chat_template.jinja, chat_template.json "
                             "or tokenizer_config.json:chat_template): vLLM refuses /v1/chat/completions and probe's "
                             "chat checks fail (doctor: missing-chat-template)",
-                            fmt::format("copy the release's chat template into DIR (fp4forge quantize SRC {} "
-                                        "--tokenizer-from REF copies it), or vllm_args=--chat-template PATH with a "
-                                        "path inside the container", dir)});
+                            fmt::format("copy the release's chat template into {} (fp4forge quantize SRC NEW_DST "
+                                        "--tokenizer-from REF writes a new checkpoint with it), or "
+                                        "vllm_args=--chat-template PATH with a path inside the container",
+                                        dir)});
   }
   if (m.arg.kv.spec_tokens > 0 && !ck.tensors().empty()) {
     ShapeContext ctx;
