@@ -37,8 +37,7 @@ InterruptNotice::InterruptNotice(std::function<std::string(const char*)> message
                       {"message", what},
                       {"file", nullptr},
                       {"tensor", nullptr}};
-        fmt::print(stdout, "{}\n", j.dump(2));
-        std::fflush(stdout);
+        print_json(j);
       }
       std::_Exit(128 + sig);
     }

@@ -171,9 +171,7 @@ std::vector<std::pair<std::string, bool>> aliases_moved(const std::string& befor
   }
   return out;
 }
-}  // namespace
 
-namespace {
 // A plain rollback never redoes: after a `rollback --to` an older backup, the newest backup is a state that rollback
 // undid (tryout T-M1: the printed "to undo" step re-routed the alias forward again). True when the file is at an
 // older backup and the last change was a rollback; `out` then says so and names the steps, nothing is written.
